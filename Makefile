@@ -1,0 +1,62 @@
+# gpuarena build. One Makefile; each folder adds its targets through its own build.mk so the parts
+# can be built and tested alone. Conventions for a build.mk:
+#   ALL        += files `make` builds
+#   TEST_TIERS += test-NAME   a phony target that writes $(RESULTS)/NAME.tap (TAP lines "ok"/"not ok")
+#                             and exits 0 even when tests fail (the summary decides the exit code)
+#   BENCHES    += bench-NAME  a phony target run by `make bench`
+# `make test` installs missing Debian packages (scripts/setup.sh), builds, runs every tier, then
+# prints one line "N passed, N failed" over all tiers.
+
+CC       ?= cc
+BUILD    ?= build
+CUDA     ?= /usr/local/cuda
+RESULTS  := $(BUILD)/results
+SAN      ?=
+OPT      ?= -O2
+WARN     := -Wall -Wextra -Werror
+CFLAGS_COMMON := -std=gnu11 $(OPT) -g -fPIC -fvisibility=hidden $(WARN) $(SAN)
+LDFLAGS_COMMON := $(SAN)
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
+
+ALL :=
+TEST_TIERS :=
+BENCHES :=
+
+.PHONY: all test bench deps clean asan ubsan tsan
+all:
+
+-include allocator/build.mk
+-include test/sim/build.mk
+-include shim/build.mk
+-include test/unit/build.mk
+-include test/preload/build.mk
+-include test/bench/build.mk
+-include examples/build.mk
+-include scripts/build.mk
+
+all: $(ALL)
+
+deps:
+	@sh scripts/setup.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
+	@$(MAKE) --no-print-directory -k $(TEST_TIERS); \
+	  sh scripts/test-summary.sh $(RESULTS) $(patsubst test-%,%,$(TEST_TIERS))
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(BENCHES)
+
+# Sanitizer builds go to their own build folder, so they never mix with the normal one.
+asan:
+	@$(MAKE) --no-print-directory test BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+ubsan:
+	@$(MAKE) --no-print-directory test BUILD=build-ubsan OPT=-O1 SAN="-fsanitize=undefined -fno-sanitize-recover=all"
+tsan:
+	@$(MAKE) --no-print-directory test BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread"
+
+clean:
+	rm -rf build build-asan build-ubsan build-tsan

@@ -1,0 +1,120 @@
+/* gpuarena allocator: a best-fit, coalescing sub-allocator over an injected backend.
+ *
+ * This is the whole public contract of allocator/. It has no CUDA and no dlfcn in it: the arena
+ * manages address ranges it got from a backend and never touches the bytes behind them (they are
+ * device memory in the shim, a fake range or host memory in tests and replay). Addresses are
+ * uintptr_t so that nothing here can be dereferenced by mistake. Metadata lives on the host.
+ *
+ * An arena is not thread safe by itself: the caller (the shim) holds one lock per arena.
+ */
+#ifndef GA_ARENA_H
+#define GA_ARENA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every size is rounded up to, and every returned address aligned to, this many bytes. */
+#define GA_ALIGN ((size_t)512)
+
+/* Result codes. Each failure is distinct so the shim can map it to the driver's own code. */
+typedef enum ga_status {
+    GA_OK = 0,
+    GA_EINVAL = 1,     /* size 0, size that overflows when rounded, NULL out-parameter */
+    GA_ENOMEM = 2,     /* no room: limit reached or the backend refused every size tried */
+    GA_ENOTOWNED = 3,  /* free/lookup of an address in no region of this arena */
+    GA_EDOUBLE = 4,    /* free of an address inside a free chunk (double or stale free) */
+    GA_EINTERIOR = 5,  /* free of an address inside a live allocation but not its start */
+} ga_status_t;
+
+/* The backend: where regions come from. Contract:
+ *  - reserve(ctx, size, &base) returns 0 and sets base to a GA_ALIGN-aligned range of exactly
+ *    `size` usable bytes, or returns non-zero (out of memory) and leaves base untouched. `size` is
+ *    always a multiple of GA_ALIGN. It may be called again with a smaller size after a failure.
+ *  - release(ctx, base, size) gives back a range reserve returned, with the same size.
+ *  - Neither is called re-entrantly from inside the other, and the arena never reads or writes
+ *    the bytes of a region. */
+typedef struct ga_backend {
+    int (*reserve)(void *ctx, size_t size, uintptr_t *base);
+    void (*release)(void *ctx, uintptr_t base, size_t size);
+    void *ctx;
+} ga_backend_t;
+
+/* How an arena obtains regions.
+ *  initial:    bytes of the first region, reserved by ga_arena_create (preallocation);
+ *              0 = nothing up front, regions on demand.
+ *  grow:       non-zero: may reserve more regions when full (geometric growth from min_region,
+ *              retrying smaller down to the request on a failed reserve); 0: only the initial region.
+ *  limit:      hard cap on bytes reserved from the backend; 0 = no cap.
+ *  min_region: smallest growth region (default 2 MiB when 0). */
+typedef struct ga_config {
+    size_t initial;
+    int grow;
+    size_t limit;
+    size_t min_region;
+} ga_config_t;
+
+/* Statistics: one list. X(name, description). All are byte or event counts (uint64_t). */
+#define GA_STATS_LIST(X)                                                              \
+    X(in_use, "bytes in live allocations, rounded to GA_ALIGN")                       \
+    X(in_use_requested, "bytes in live allocations as requested")                    \
+    X(peak_in_use, "highest in_use seen")                                             \
+    X(reserved, "bytes held in regions from the backend")                            \
+    X(peak_reserved, "highest reserved seen")                                         \
+    X(allocs, "successful allocations")                                               \
+    X(frees, "successful frees")                                                      \
+    X(failed_allocs, "allocations that returned GA_ENOMEM")                           \
+    X(frag_failures, "failed allocations while enough bytes were free in total")     \
+    X(backend_reserves, "successful backend reserve calls")                          \
+    X(backend_releases, "backend release calls")                                      \
+    X(regions, "regions currently held")                                              \
+    X(live, "allocations currently live")                                             \
+    X(largest_free, "largest free chunk, bytes")                                      \
+    X(total_free, "bytes free inside held regions")
+
+typedef struct ga_stats {
+#define GA_STATS_FIELD(name, desc) uint64_t name;
+    GA_STATS_LIST(GA_STATS_FIELD)
+#undef GA_STATS_FIELD
+} ga_stats_t;
+
+typedef struct ga_arena ga_arena_t;
+
+/* Creates an arena. Returns NULL if out of host memory, or if the initial reservation fails
+ * (then *status, when non-NULL, is GA_ENOMEM); config NULL means all zero (grow on demand). */
+ga_arena_t *ga_arena_create(const ga_backend_t *backend, const ga_config_t *config,
+                            ga_status_t *status);
+/* Releases every region to the backend, live allocations or not, and frees the metadata. */
+void ga_arena_destroy(ga_arena_t *arena);
+
+/* Allocates size bytes (rounded up to GA_ALIGN); *out is GA_ALIGN-aligned. */
+ga_status_t ga_alloc(ga_arena_t *arena, size_t size, uintptr_t *out);
+/* Frees an address ga_alloc returned. On any error the arena is unchanged. */
+ga_status_t ga_free(ga_arena_t *arena, uintptr_t ptr);
+/* Finds the live allocation containing ptr (which may be interior): its base and rounded size.
+ * Either out-parameter may be NULL. GA_ENOTOWNED if ptr is in no live allocation. */
+ga_status_t ga_lookup(ga_arena_t *arena, uintptr_t ptr, uintptr_t *base, size_t *size);
+/* Non-zero if ptr lies inside any region of this arena (live, free or interior). */
+int ga_owns(const ga_arena_t *arena, uintptr_t ptr);
+/* Releases every completely free region; returns the bytes released. */
+size_t ga_trim(ga_arena_t *arena);
+
+void ga_get_stats(const ga_arena_t *arena, ga_stats_t *out);
+/* 1 - largest_free / total_free, 0 when nothing is free. */
+double ga_fragmentation(const ga_stats_t *stats);
+/* Walks every structure and counts invariant failures (0 = healthy). Tests call it after each
+ * step. If report is non-NULL, a description of the first failures is written to it. */
+int ga_check(const ga_arena_t *arena, char *report, size_t report_len);
+/* A compact occupancy picture for diagnostics: `width` characters per region, one line per
+ * region, '#' mostly used, '+' partly, '.' free. Returns the characters written (snprintf-like). */
+size_t ga_occupancy_map(const ga_arena_t *arena, char *buf, size_t len, unsigned width);
+
+const char *ga_status_str(ga_status_t status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

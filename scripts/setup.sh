@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs what building and testing gpuarena needs, from Debian's archive, when it is missing.
+# Quiet and quick when everything is there; as root it installs, otherwise it says what to run.
+set -e
+need=""
+[ -f /usr/include/check.h ] || need="$need check"
+[ -f /usr/include/uthash.h ] || need="$need uthash-dev"
+command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+command -v python3 >/dev/null 2>&1 || need="$need python3"
+[ -n "$need" ] || exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "gpuarena: missing packages:$need; install them with: sudo apt-get install$need" >&2
+    exit 1
+fi
+echo "gpuarena: installing missing packages:$need" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+# shellcheck disable=SC2086
+apt-get install -y -qq $need >/dev/null

@@ -34,6 +34,9 @@ all:
 -include test/bench/build.mk
 -include examples/build.mk
 -include scripts/build.mk
+-include test/cmd/build.mk
+-include test/fuzz/build.mk
+-include test/stress/build.mk
 
 all: $(ALL)
 

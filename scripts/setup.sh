@@ -7,6 +7,12 @@ need=""
 [ -f /usr/include/uthash.h ] || need="$need uthash-dev"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
+# Hardening tiers (test/fuzz, test/stress): clang with libFuzzer for the fuzz tier, valgrind for
+# `make valgrind`; gcc's own ASan/TSan runtimes come with gcc.
+command -v clang >/dev/null 2>&1 || need="$need clang"
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+    need="$need libclang-rt-dev"
+command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 [ -n "$need" ] || exit 0
 if [ "$(id -u)" != 0 ]; then
     echo "gpuarena: missing packages:$need; install them with: sudo apt-get install$need" >&2

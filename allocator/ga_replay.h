@@ -1,0 +1,91 @@
+/* gpuarena replay: runs a recorded or imported trace through the real arena code on the CPU.
+ *
+ * The arena is given a fake backend that hands out address ranges without touching memory (a bump
+ * allocator of addresses that counts its calls), so a trace with a multi-GB peak replays on any
+ * machine in milliseconds. Trace addresses (device pointers, or buffer ids for imported traces) are
+ * mapped to arena addresses with a hash table. Three modes model what gpuarena does on a GPU:
+ *   GA_REPLAY_ARENA     preallocation: one region of arena_size bytes, no growth
+ *   GA_REPLAY_GROW      no preallocation: regions on demand, optional limit on bytes reserved
+ *   GA_REPLAY_PLATFORM  pass-through: each alloc is its own driver reservation of the 512-rounded
+ *                       size, released at once on free (limit caps the sum, when non-zero)
+ */
+#ifndef GA_REPLAY_H
+#define GA_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ga_arena.h"
+#include "ga_trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ga_replay_mode {
+    GA_REPLAY_ARENA = 0,
+    GA_REPLAY_GROW = 1,
+    GA_REPLAY_PLATFORM = 2,
+} ga_replay_mode_t;
+
+typedef struct ga_replay_opts {
+    ga_replay_mode_t mode;
+    size_t arena_size;  /* ARENA: bytes of the single region (required, multiple of GA_ALIGN) */
+    size_t limit;       /* GROW and PLATFORM: cap on bytes reserved, 0 = none */
+    size_t min_region;  /* GROW: smallest growth region, 0 = arena default (2 MiB) */
+    int stop_at_oom;    /* stop at the first allocation that fails in replay */
+    int check;          /* call ga_check every `check` events and after the last (1 = after every
+                         * event; slow, for tests), 0 = never */
+    int no_frag_track;  /* skip per-event statistics (max_frag) so timing measures only replay */
+} ga_replay_opts_t;
+
+/* Figures of one replay: one list, X(name, description). */
+#define GA_REPLAY_RESULT_LIST(X)                                                          \
+    X(events, "events in the trace")                                                      \
+    X(allocs, "allocations served")                                                       \
+    X(frees, "frees served")                                                              \
+    X(unmatched_frees, "frees of an address never allocated (skipped)")                   \
+    X(reused_addrs, "allocs at an address still live: the old one was freed first")     \
+    X(skipped, "events skipped: failed allocs recorded in the trace, non-zero results")  \
+    X(invalid_allocs, "allocs the arena rejected as invalid (size 0)")                    \
+    X(failed_allocs, "allocations that ran out of memory in replay")                      \
+    X(peak_in_use, "highest bytes live, rounded to GA_ALIGN")                             \
+    X(peak_requested, "highest bytes live, as requested")                                 \
+    X(peak_reserved, "highest bytes reserved from the backend")                           \
+    X(backend_reserves, "backend reserve calls that succeeded")                           \
+    X(backend_releases, "backend release calls")                                          \
+    X(check_failures, "invariant failures ga_check found (check option)")                 \
+    X(ns_total, "wall time of the replay loop, nanoseconds")
+
+typedef struct ga_replay_result {
+#define GA_REPLAY_FIELD(name, desc) uint64_t name;
+    GA_REPLAY_RESULT_LIST(GA_REPLAY_FIELD)
+#undef GA_REPLAY_FIELD
+    double final_frag;        /* fragmentation (1 - largest_free/total_free) after the last event */
+    double max_frag;          /* highest fragmentation seen after any event */
+    size_t first_oom;         /* index of the first event that failed in replay, SIZE_MAX if none */
+    size_t first_check_fail;  /* index of the first event after which ga_check failed, or SIZE_MAX */
+    char check_report[256];   /* ga_check's description of the first failure */
+} ga_replay_result_t;
+
+const char *ga_replay_mode_name(ga_replay_mode_t mode);
+/* Parses "arena", "grow" or "platform"; returns 0, or -1 if unknown. */
+int ga_replay_mode_parse(const char *name, ga_replay_mode_t *mode);
+
+/* Replays the trace. Returns 0 (OOMs in replay are results, not errors), or -1 with a message in
+ * err for bad options (arena size 0 or not a multiple of GA_ALIGN) or out of host memory. */
+int ga_replay(const ga_trace_t *trace, const ga_replay_opts_t *opts, ga_replay_result_t *res,
+              char *err, size_t errlen);
+
+/* Smallest size that runs the trace with no OOM in replay: the region size for ARENA, the limit
+ * for GROW (other fields of opts are used as given), the peak of the sum of rounded live sizes for
+ * PLATFORM. Bisection in steps of `granularity` (a multiple of GA_ALIGN; 0 means GA_ALIGN): the
+ * answer S runs without OOM and S - granularity does not (or S is the peak live, below which
+ * nothing can fit). Returns 0 with *size set, or -1 with a message in err. */
+int ga_replay_min_size(const ga_trace_t *trace, const ga_replay_opts_t *opts, size_t granularity,
+                       size_t *size, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,246 @@
+/* Buffer-lifetime CSV reader: turns `id,lower,upper,size` rows into a time-ordered alloc/free trace.
+ *
+ * These files (minimalloc benchmarks, MindSpore SOMAS tensor sets) describe buffers live over a
+ * logical interval [lower, upper). Replay needs events, so each row becomes an alloc at `lower` and a
+ * free at `upper`, sorted by time with frees first at equal times (a buffer ending at t and one
+ * starting at t never overlap, as in the interval model). A row with lower == upper is live for no
+ * time; its free is ordered right after the allocs of that instant so the pair stays well formed.
+ * Ties keep file order, so the output is deterministic. The parser is strict: anything that is not
+ * a plain non-negative decimal in range is an error naming the file and line, never a guess.
+ */
+#include "ga_trace.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct row {
+    uint64_t id, lower, upper, size;
+    size_t line;
+} row_t;
+
+/* One event before sorting: phase 0 = free, 1 = alloc, 2 = free of a zero-length buffer. */
+typedef struct pending {
+    uint64_t time;
+    unsigned phase;
+    size_t row;
+} pending_t;
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Parses one unsigned decimal field ending at ',' or end of line. Returns NULL on error with a
+ * reason in *why, else the position after the field (its separator). */
+static const char *parse_u64(const char *p, uint64_t *out, const char **why)
+{
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p == '-') {
+        *why = "negative value";
+        return NULL;
+    }
+    if (!isdigit((unsigned char)*p)) {
+        *why = *p == ',' || *p == '\0' ? "empty field" : "not a number";
+        return NULL;
+    }
+    uint64_t v = 0;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            *why = "number too large (over 2^64-1)";
+            return NULL;
+        }
+        v = v * 10 + d;
+    }
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p != ',' && *p != '\0') {
+        *why = "not a number";
+        return NULL;
+    }
+    *out = v;
+    return p;
+}
+
+static int parse_row(const char *line, row_t *r, const char **why)
+{
+    uint64_t *f[4] = {&r->id, &r->lower, &r->upper, &r->size};
+    const char *p = line;
+    for (int i = 0; i < 4; i++) {
+        p = parse_u64(p, f[i], why);
+        if (!p)
+            return -1;
+        if (i < 3 && *p++ != ',') {
+            *why = "expected 4 fields: id,lower,upper,size";
+            return -1;
+        }
+    }
+    if (*p != '\0') {
+        *why = "more than 4 fields";
+        return -1;
+    }
+    if (r->upper < r->lower) {
+        *why = "upper is before lower";
+        return -1;
+    }
+    if (r->size == 0) {
+        *why = "size 0";
+        return -1;
+    }
+    return 0;
+}
+
+/* Strips a trailing CR and surrounding blanks in place; returns the start. */
+static char *trim(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\r' || s[n - 1] == '\n' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+        s[--n] = '\0';
+    while (*s == ' ' || *s == '\t')
+        s++;
+    return s;
+}
+
+static int push_row(row_t **rows, size_t *n, size_t *cap, const row_t *r)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        row_t *nr = realloc(*rows, nc * sizeof *nr);
+        if (!nr)
+            return -1;
+        *rows = nr;
+        *cap = nc;
+    }
+    (*rows)[(*n)++] = *r;
+    return 0;
+}
+
+/* Reads and validates every data row. The header must be exactly id,lower,upper,size. */
+static int read_rows(FILE *f, const char *path, row_t **rows, size_t *n, char *err,
+                     size_t errlen)
+{
+    char buf[512];
+    size_t cap = 0, lineno = 0;
+    int header = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        lineno++;
+        if (!strchr(buf, '\n') && !feof(f))
+            return fail(err, errlen, "%s:%zu: line too long", path, lineno);
+        char *s = trim(buf);
+        if (*s == '\0')
+            continue;
+        if (!header) {
+            if (strcmp(s, "id,lower,upper,size") != 0)
+                return fail(err, errlen,
+                            "%s:%zu: header must be 'id,lower,upper,size' (a buffer-lifetime CSV)",
+                            path, lineno);
+            header = 1;
+            continue;
+        }
+        row_t r = {.line = lineno};
+        const char *why = "";
+        if (parse_row(s, &r, &why) != 0)
+            return fail(err, errlen, "%s:%zu: %s", path, lineno, why);
+        if (push_row(rows, n, &cap, &r) != 0)
+            return fail(err, errlen, "%s: out of memory", path);
+    }
+    if (ferror(f))
+        return fail(err, errlen, "%s: read error: %s", path, strerror(errno));
+    if (!header)
+        return fail(err, errlen, "%s: empty file, expected header 'id,lower,upper,size'", path);
+    return 0;
+}
+
+static int cmp_row_id(const void *a, const void *b)
+{
+    const row_t *x = *(const row_t *const *)a, *y = *(const row_t *const *)b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->line < y->line ? -1 : x->line > y->line;
+}
+
+/* Duplicate ids would pair the wrong alloc with a free; sort pointers by id to find them. */
+static int check_unique(const row_t *rows, size_t n, const char *path, char *err, size_t errlen)
+{
+    if (n < 2)
+        return 0;
+    const row_t **by = malloc(n * sizeof *by);
+    if (!by)
+        return fail(err, errlen, "%s: out of memory", path);
+    for (size_t i = 0; i < n; i++)
+        by[i] = &rows[i];
+    qsort(by, n, sizeof *by, cmp_row_id);
+    int rc = 0;
+    for (size_t i = 1; i < n && rc == 0; i++)
+        if (by[i]->id == by[i - 1]->id)
+            rc = fail(err, errlen, "%s:%zu: duplicate id %llu (first on line %zu)", path,
+                      by[i]->line, (unsigned long long)by[i]->id, by[i - 1]->line);
+    free(by);
+    return rc;
+}
+
+static int cmp_pending(const void *a, const void *b)
+{
+    const pending_t *x = a, *y = b;
+    if (x->time != y->time)
+        return x->time < y->time ? -1 : 1;
+    if (x->phase != y->phase)
+        return x->phase < y->phase ? -1 : 1;
+    return x->row < y->row ? -1 : x->row > y->row;
+}
+
+static int build_events(const row_t *rows, size_t n, ga_trace_t *out)
+{
+    if (n > SIZE_MAX / 2 / sizeof(pending_t))
+        return -1;
+    pending_t *p = malloc((n ? 2 * n : 1) * sizeof *p);
+    if (!p)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        p[2 * i] = (pending_t){rows[i].lower, 1, i};
+        p[2 * i + 1] = (pending_t){rows[i].upper, rows[i].upper == rows[i].lower ? 2 : 0, i};
+    }
+    qsort(p, 2 * n, sizeof *p, cmp_pending);
+    int rc = 0;
+    for (size_t i = 0; i < 2 * n && rc == 0; i++) {
+        const row_t *r = &rows[p[i].row];
+        ga_event_t ev = {.time_ns = p[i].time, .addr = r->id, .size = r->size, .device = 0,
+                         .kind = p[i].phase == 1 ? GA_EV_ALLOC : GA_EV_FREE, .api = GA_API_IMPORT};
+        rc = ga_trace_push(out, &ev);
+    }
+    free(p);
+    return rc;
+}
+
+int ga_lifetimes_read(const char *path, ga_trace_t *out, char *err, size_t errlen)
+{
+    ga_trace_init(out);
+    if (!path)
+        return fail(err, errlen, "no lifetimes path given");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    row_t *rows = NULL;
+    size_t n = 0;
+    int rc = read_rows(f, path, &rows, &n, err, errlen);
+    fclose(f);
+    if (rc == 0)
+        rc = check_unique(rows, n, path, err, errlen);
+    if (rc == 0 && build_events(rows, n, out) != 0) {
+        ga_trace_free(out);
+        rc = fail(err, errlen, "%s: out of memory for %zu events", path, 2 * n);
+    }
+    free(rows);
+    return rc;
+}

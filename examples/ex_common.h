@@ -1,0 +1,66 @@
+/* Shared helpers for the example programs: checking a driver call and printing its CUresult name,
+ * reading numeric arguments, a seeded generator, a clock.
+ *
+ * The examples run unchanged on a real GPU and on the simulated driver, so they use only the driver
+ * API (never libcudart). Programs that resolve the driver themselves (dlsym, cuGetProcAddress) set
+ * ex_error_name from what they resolved, so errors still print by name.
+ */
+#ifndef EX_COMMON_H
+#define EX_COMMON_H
+
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static CUresult (*ex_error_name)(CUresult, const char **);
+static const char *ex_prog = "example";
+
+/* Prints "prog: call failed: CUDA_ERROR_NAME (code) at file:line" and exits 1. */
+static inline void ex_fail(const char *what, CUresult r, const char *file, int line)
+{
+    const char *name = NULL;
+    if (!ex_error_name || ex_error_name(r, &name) != CUDA_SUCCESS || !name)
+        name = "unknown CUresult";
+    fprintf(stderr, "%s: %s failed: %s (%d) at %s:%d\n", ex_prog, what, name, (int)r, file, line);
+    exit(1);
+}
+
+#define EX_CHECK(call)                                           \
+    do {                                                         \
+        CUresult ex_r_ = (call);                                 \
+        if (ex_r_ != CUDA_SUCCESS)                               \
+            ex_fail(#call, ex_r_, __FILE__, __LINE__);           \
+    } while (0)
+
+/* argv[i] as a positive number, or def when absent. Junk is an error, not a silent default. */
+static inline double ex_arg(int argc, char **argv, int i, double def)
+{
+    if (i >= argc)
+        return def;
+    char *end;
+    double v = strtod(argv[i], &end);
+    if (*end || !(v > 0)) {
+        fprintf(stderr, "%s: argument %d '%s' is not a positive number\n", ex_prog, i, argv[i]);
+        exit(2);
+    }
+    return v;
+}
+
+/* xorshift64: deterministic sizes from a fixed seed, the same on every machine. */
+static inline unsigned long long ex_rand(unsigned long long *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static inline double ex_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+#endif /* EX_COMMON_H */

@@ -1,0 +1,57 @@
+#!/bin/sh
+# test-examples: runs every example on the simulated driver and checks, from outside, both the exit
+# status and what reached the driver (SIMCUDA_REPORT). Writes TAP on stdout; always exits 0.
+# usage: sh examples/test_examples.sh BUILD
+b=${1:-build}
+n=0
+tmp=$(mktemp -d) || exit 0
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() { n=$((n + 1)); echo "not ok $n - $1"; sed 's/^/# /' "$tmp/out" | tail -5; }
+
+# counter NAME: one counter from the last report
+counter() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p" "$tmp/report.json" | head -1; }
+
+# run NAME EXPECT_RC ARGS...: runs an example on the simulated driver without any preload
+run() {
+    name=$1; want=$2; shift 2
+    rm -f "$tmp/report.json"
+    LD_PRELOAD= LD_LIBRARY_PATH="$b/sim" SIMCUDA_REPORT="$tmp/report.json" SIMCUDA_TOTAL_MEM=${MEM:-2GiB} \
+        "$b/examples/$name" "$@" >"$tmp/out" 2>&1
+    rc=$?
+    if [ "$rc" = "$want" ]; then ok "$name $* exits $want"; else notok "$name $* exits $rc, wanted $want"; fi
+}
+
+# expect NAME VALUE: a counter from the last report has this value
+expect() {
+    got=$(counter "$1")
+    if [ "$got" = "$2" ]; then ok "  $1 = $2"; else notok "  $1 = '$got', wanted $2"; fi
+}
+
+# grep_out TEXT: the last output contains TEXT
+grep_out() { if grep -q -- "$1" "$tmp/out"; then ok "  output says '$1'"; else notok "  output lacks '$1'"; fi; }
+
+run ex_direct 0 50 64 2
+expect alloc_calls 100; expect free_calls 100; expect bytes_in_use 0; grep_out "read back intact"
+run ex_dlsym 0 16 128
+expect alloc_calls 16; expect free_calls 16; expect memcpy_calls 32
+run ex_getproc 0 8 16
+expect alloc_calls 8; expect async_alloc_calls 8; expect async_free_calls 8; expect getproc_calls 14
+run ex_train 0 3 4 64
+expect alloc_calls 84; expect free_calls 84; expect bytes_in_use 0; grep_out "checksum"
+# the simulated driver allocates each block separately: it never fragments, so the big block fits
+MEM=1GiB run ex_fragment 0 16 0.9 4
+grep_out "block: succeeded"; expect failed_allocs 0
+# bad input: junk arguments are refused with exit 2
+run ex_train 2 ten
+run ex_direct 2 -5
+# no memory at all for the weights: the error is printed by name, exit 1
+MEM=1MiB run ex_train 1 2 4 1024
+grep_out "CUDA_ERROR_OUT_OF_MEMORY"
+# no driver on the path: a clear message, exit 1
+LD_LIBRARY_PATH=/nonexistent "$b/examples/ex_dlsym" >"$tmp/out" 2>&1
+if [ $? = 1 ] && grep -q "cannot load libcuda.so.1" "$tmp/out"; then ok "ex_dlsym without a driver says so"
+else notok "ex_dlsym without a driver says so"; fi
+echo "1..$n"
+exit 0

@@ -1,0 +1,482 @@
+"""Importers: foreign allocation records (PyTorch snapshots, Kineto traces, buffer-lifetime CSV,
+RMM logs) turned into gpuarena traces, so every allocation pattern replays through one tool.
+
+Each importer returns (Trace, counts): counts is an ordered dict of what was read, kept, paired and
+dropped, so the user sees what the conversion lost. Pairing is the common core (Pairer): an alloc
+opens a key, the matching free closes it; a free of an unknown key is dropped and counted (traces
+recorded as ring buffers lose the allocs of their first frees). Every malformed input raises
+GaError naming the file, the place and the fix; nothing here writes files (cli does, atomically).
+Pickles are loaded with an Unpickler that refuses every global, so a snapshot cannot run code.
+"""
+
+import csv
+import gzip
+import io
+import json
+import pickle
+import math
+import re
+import zlib
+
+from . import GaError
+from . import tracefile as tf
+
+FORMATS = ("pytorch-snapshot", "kineto", "lifetimes", "rmm", "auto")
+
+
+class Pairer:
+    """Builds events from alloc/free observations keyed by (device, key)."""
+
+    def __init__(self):
+        self.events = []
+        self.live = {}  # (device, key) -> size
+        self.counts = {"allocs": 0, "frees": 0, "failed_allocs": 0,
+                       "frees_without_alloc_dropped": 0, "reused_keys_closed": 0}
+
+    def alloc(self, t, dev, key, size, stream=0, thread=0):
+        if (dev, key) in self.live:
+            # The free of the earlier block is missing (lost record): close it so the trace stays
+            # consistent, and count it so the user knows.
+            self.free(t, dev, key, stream, thread)
+            self.counts["frees"] -= 1
+            self.counts["reused_keys_closed"] += 1
+        self.live[(dev, key)] = size
+        self.counts["allocs"] += 1
+        self.events.append(tf.event(t, key, size, tf.ALLOC, stream, thread, device=dev))
+
+    def free(self, t, dev, key, stream=0, thread=0):
+        size = self.live.pop((dev, key), None)
+        if size is None:
+            self.counts["frees_without_alloc_dropped"] += 1
+            return False
+        self.counts["frees"] += 1
+        self.events.append(tf.event(t, key, size, tf.FREE, stream, thread, device=dev))
+        return True
+
+    def failed(self, t, dev, size, stream=0, thread=0):
+        self.counts["failed_allocs"] += 1
+        self.events.append(tf.event(t, 0, size, tf.ALLOC_FAILED, stream, thread, device=dev,
+                                    result=tf.CUDA_ERROR_OUT_OF_MEMORY))
+
+    def finish(self, close, t_end, start_unix_ns=0):
+        """Returns (Trace, counts); with close, frees every block still live at t_end."""
+        self.counts["live_at_end"] = len(self.live)
+        if close:
+            for (dev, key), size in list(self.live.items()):
+                self.events.append(tf.event(t_end, key, size, tf.FREE, device=dev))
+            self.counts["closed_at_end"] = len(self.live)
+            self.live.clear()
+        self.counts["events"] = len(self.events)
+        return tf.Trace(self.events, start_unix_ns), self.counts
+
+
+def _read_bytes(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise GaError(f"cannot read {path}: {e.strerror}") from None
+
+
+def _int(value, path, where, what):
+    """An integer field, or a GaError that says where the bad value is."""
+    if isinstance(value, bool):
+        value = None
+    try:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise GaError(f"{path}: {where}: {what} {value!r} is not an integer; fix or remove that "
+                      "entry") from None
+
+
+# ---------------------------------------------------------------- PyTorch memory snapshots
+
+class _Refused(pickle.UnpicklingError):
+    """A global was asked for: the message is already the whole explanation."""
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """Plain data only: a snapshot is dicts, lists, strings and numbers."""
+
+    def find_class(self, module, name):
+        raise _Refused(
+            f"the pickle asks for the global {module}.{name}; gpuarena loads only plain data "
+            "(dict/list/str/number) so that no code in the file can run. Re-dump the snapshot "
+            "with torch.cuda.memory._dump_snapshot, or export it to plain types")
+
+
+def _load_snapshot(path):
+    data = _read_bytes(path)
+    try:
+        snap = _SafeUnpickler(io.BytesIO(data)).load()
+    except _Refused as e:
+        raise GaError(f"{path}: not a loadable PyTorch memory snapshot: {e}") from None
+    except Exception as e:  # a damaged pickle can fail in many ways; all mean the same to a user
+        raise GaError(f"{path}: not a PyTorch memory snapshot (unpickling failed: "
+                      f"{type(e).__name__}: {e}); produce one with "
+                      "torch.cuda.memory._dump_snapshot(path)") from None
+    if not isinstance(snap, dict) or not isinstance(snap.get("device_traces"), list):
+        raise GaError(f"{path}: a pickle, but not a PyTorch memory snapshot (no 'device_traces' "
+                      "list); record with torch.cuda.memory._record_memory_history() before "
+                      "_dump_snapshot")
+    return snap
+
+
+def _snapshot_events(path, snap):
+    """Yields (device, index, event dict) for every trace entry, checking the basic shape."""
+    for dev, entries in enumerate(snap["device_traces"]):
+        if not isinstance(entries, list):
+            raise GaError(f"{path}: device_traces[{dev}] is not a list of events")
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict) or not isinstance(e.get("action"), str):
+                raise GaError(f"{path}: device_traces[{dev}][{i}] is not an event with an "
+                              "'action' name; the snapshot is damaged")
+            yield dev, i, e
+
+
+def _snapshot_segments_before(path, snap, seen_allocs):
+    """Segments live at dump time whose segment_alloc fell out of the ring buffer."""
+    out = []
+    for j, seg in enumerate(snap.get("segments") or []):
+        if not isinstance(seg, dict):
+            raise GaError(f"{path}: segments[{j}] is not a dict; the snapshot is damaged")
+        dev = _int(seg.get("device", 0), path, f"segments[{j}]", "device")
+        addr = _int(seg.get("address"), path, f"segments[{j}]", "address")
+        if (dev, addr) not in seen_allocs:
+            size = _int(seg.get("total_size"), path, f"segments[{j}]", "total_size")
+            out.append((dev, addr, size, _int(seg.get("stream", 0) or 0, path,
+                                              f"segments[{j}]", "stream")))
+    return out
+
+
+TENSOR_ACTIONS = {"alloc": tf.ALLOC, "free_completed": tf.FREE}
+SEGMENT_ACTIONS = {"segment_alloc": tf.ALLOC, "segment_free": tf.FREE}
+
+
+def import_snapshot(path, level="tensor", close=False):
+    """PyTorch snapshot -> trace. level tensor: alloc/free_completed (the caching allocator's
+    blocks); level segment: segment_alloc/segment_free (its cudaMalloc/cudaFree calls). "oom"
+    entries become failed allocations at both levels."""
+    if level not in ("tensor", "segment"):
+        raise GaError(f"unknown snapshot level {level!r}: use tensor or segment")
+    snap = _load_snapshot(path)
+    actions = TENSOR_ACTIONS if level == "tensor" else SEGMENT_ACTIONS
+    rows, ignored = [], {}
+    for dev, i, e in _snapshot_events(path, snap):
+        act = e["action"]
+        if act not in actions and act != "oom":
+            ignored[act] = ignored.get(act, 0) + 1
+            continue
+        where = f"device_traces[{dev}][{i}] ({act})"
+        t = _int(e.get("time_us", 0) or 0, path, where, "time_us")
+        rows.append((t, dev, i, act, e, where))
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    t0 = rows[0][0] if rows else 0
+    p = Pairer()
+    if level == "segment":
+        pre = _snapshot_segments_before(path, snap, {(r[1], _int(r[4].get("addr"), path, r[5],
+                                                                   "addr"))
+                                                     for r in rows if r[3] == "segment_alloc"})
+        for dev, addr, size, stream in pre:
+            p.alloc(0, dev, addr, size, stream)
+        p.counts["segments_live_before_trace"] = len(pre)
+    for t, dev, _i, act, e, where in rows:
+        tns = (t - t0) * 1000
+        stream = _int(e.get("stream", 0) or 0, path, where, "stream")
+        size = _int(e.get("size", 0) or 0, path, where, "size")
+        if act == "oom":
+            p.failed(tns, dev, size, stream)
+            continue
+        addr = _int(e.get("addr"), path, where, "addr")
+        if actions[act] == tf.ALLOC:
+            if size <= 0:
+                raise GaError(f"{path}: {where}: allocation of {size} bytes; the snapshot is "
+                              "damaged")
+            p.alloc(tns, dev, addr, size, stream)
+        else:
+            p.free(tns, dev, addr, stream)
+    t_end = (rows[-1][0] - t0) * 1000 if rows else 0
+    trace, counts = p.finish(close, t_end, t0 * 1000)
+    for act, n in sorted(ignored.items()):
+        counts[f"ignored_{act}"] = n
+    return trace, counts
+
+
+# ---------------------------------------------------------------- Kineto / Chrome trace JSON
+
+def _load_json(path, data):
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise GaError(f"{path}: damaged gzip data ({e}); re-export the trace") from None
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise GaError(f"{path}: not valid JSON ({e}); a Kineto trace is the .json(.gz) that "
+                      "torch.profiler writes with profile_memory=True") from None
+
+
+def _kineto_rows(path, doc):
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise GaError(f"{path}: no 'traceEvents' list; not a Chrome/Kineto trace")
+    rows, other_devices = [], 0
+    for i, e in enumerate(events):
+        if not isinstance(e, dict) or e.get("name") != "[memory]":
+            continue
+        args = e.get("args")
+        where = f"traceEvents[{i}]"
+        if not isinstance(args, dict):
+            raise GaError(f"{path}: {where}: a [memory] event without 'args'")
+        if args.get("Device Type") != 1:
+            other_devices += 1
+            continue
+        ts = e.get("ts")
+        if isinstance(ts, str):
+            ts = _float(ts, path, where)
+        if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
+            raise GaError(f"{path}: {where}: 'ts' {ts!r} is not a number (microseconds)")
+        nbytes = _int(args.get("Bytes"), path, where, "Bytes")
+        addr = args.get("Addr")
+        addr = None if addr is None else _int(addr, path, where, "Addr")
+        dev = _int(args.get("Device Id", 0), path, where, "Device Id")
+        rows.append((ts, i, dev, addr, nbytes, e.get("tid", 0)))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return rows, other_devices
+
+
+def _float(text, path, where):
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise GaError(f"{path}: {where}: {text!r} is not a finite number")
+    return value
+
+
+def _tid(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def import_kineto(path, close=False):
+    """Kineto trace -> trace. GPU "[memory]" events, Bytes > 0 alloc, < 0 free, paired by Addr;
+    events with no Addr pair a free with the most recent live block of the same size."""
+    rows, other = _kineto_rows(path, _load_json(path, _read_bytes(path)))
+    t0 = rows[0][0] if rows else 0
+    p = Pairer()
+    by_size = {}  # (device, size) -> keys of address-less live blocks, newest last
+    anon = 1 << 63  # keys for address-less blocks, far from any real pointer
+    zero = 0
+    for ts, _i, dev, addr, nbytes, tid in rows:
+        tns = round((ts - t0) * 1000)
+        if nbytes == 0:
+            zero += 1
+        elif nbytes > 0:
+            if addr is None:
+                anon += 1
+                by_size.setdefault((dev, nbytes), []).append(anon)
+                addr = anon
+            p.alloc(tns, dev, addr, nbytes, thread=_tid(tid))
+        elif addr is not None:
+            p.free(tns, dev, addr, thread=_tid(tid))
+        else:
+            keys = by_size.get((dev, -nbytes))
+            if keys:
+                p.free(tns, dev, keys.pop(), thread=_tid(tid))
+            else:
+                p.counts["frees_without_alloc_dropped"] += 1
+    t_end = round((rows[-1][0] - t0) * 1000) if rows else 0
+    trace, counts = p.finish(close, t_end, round(t0 * 1000))
+    counts["gpu_memory_events"] = len(rows)
+    counts["non_gpu_memory_events_ignored"] = other
+    if zero:
+        counts["zero_byte_events_ignored"] = zero
+    return trace, counts
+
+
+# ---------------------------------------------------------------- CSV formats
+
+def _csv_rows(path, expected):
+    """Rows of a CSV whose header must be exactly `expected` (case and spaces ignored)."""
+    data = _read_bytes(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise GaError(f"{path}: not UTF-8 text; expected a CSV with header "
+                      f"{','.join(expected)}") from None
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = next(reader, None)
+        norm = [h.strip().lower() for h in header] if header else None
+        if norm != [x.lower() for x in expected]:
+            raise GaError(f"{path}: first line is {','.join(header) if header else 'empty'!s}, "
+                          f"expected the header {','.join(expected)}")
+        for n, row in enumerate(reader, start=2):
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) != len(expected):
+                raise GaError(f"{path}: line {n}: {len(row)} fields, expected {len(expected)} "
+                              f"({','.join(expected)})")
+            yield n, [c.strip() for c in row]
+    except csv.Error as e:
+        raise GaError(f"{path}: line {reader.line_num}: bad CSV ({e})") from None
+
+
+def import_lifetimes(path, close=False):
+    """Buffer lifetimes (id,lower,upper,size) -> trace: alloc at lower, free at upper, frees before
+    allocs at equal times; addr = id, time_ns = the logical time."""
+    del close  # every buffer has its free already
+    bufs, ids = [], set()
+    for n, (bid, lo, up, size) in _csv_rows(path, ("id", "lower", "upper", "size")):
+        where = f"line {n}"
+        bid, lo, up, size = (_int(v, path, where, k) for v, k in
+                             ((bid, "id"), (lo, "lower"), (up, "upper"), (size, "size")))
+        if bid < 0 or lo < 0 or size <= 0:
+            raise GaError(f"{path}: {where}: id, lower must be >= 0 and size > 0")
+        if up <= lo:
+            raise GaError(f"{path}: {where}: upper {up} <= lower {lo}; a buffer lives over "
+                          "[lower, upper), so upper must be greater")
+        if bid in ids:
+            raise GaError(f"{path}: {where}: buffer id {bid} appears twice; ids must be unique")
+        ids.add(bid)
+        bufs.append((bid, lo, up, size))
+    evs = [(lo, 1, bid, size) for bid, lo, _up, size in bufs]
+    evs += [(up, 0, bid, size) for bid, _lo, up, size in bufs]
+    evs.sort()
+    events = [tf.event(t, bid, size, tf.ALLOC if k else tf.FREE) for t, k, bid, size in evs]
+    counts = {"buffers": len(bufs), "allocs": len(bufs), "frees": len(bufs),
+              "events": len(events)}
+    return tf.Trace(events), counts
+
+
+RMM_HEADER = ("Thread", "Time", "Action", "Pointer", "Size", "Stream")
+TIME_UNITS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_HMS = re.compile(r"^(\d+):(\d\d):(\d\d)(?:[:.](\d{1,9}))?$")
+
+
+def _rmm_time(text, unit, path, where):
+    """RMM times are "HH:MM:SS:ffffff" (spdlog %f, microseconds) or a plain number in `unit`."""
+    m = _HMS.match(text)
+    if m:
+        h, mi, s, frac = m.groups()
+        ns = int(frac.ljust(9, "0")) if frac else 0
+        return ((int(h) * 60 + int(mi)) * 60 + int(s)) * 10**9 + ns
+    try:
+        value = float(text) * TIME_UNITS[unit]
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise GaError(f"{path}: {where}: Time {text!r} is neither HH:MM:SS:ffffff nor a "
+                      "non-negative number")
+    return round(value)
+
+
+def _hex_or_int(text, path, where, what):
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text or "0", 0)
+    except ValueError:
+        try:
+            return int(text, 16)
+        except ValueError:
+            raise GaError(f"{path}: {where}: {what} {text!r} is not a number (hex 0x... or "
+                          "decimal)") from None
+
+
+def import_rmm(path, close=False, time_unit="s"):
+    """RMM logging_resource_adaptor CSV -> trace. Clock wraps at midnight are unwrapped."""
+    if time_unit not in TIME_UNITS:
+        raise GaError(f"unknown time unit {time_unit!r}: use one of {', '.join(TIME_UNITS)}")
+    p = Pairer()
+    t0 = prev = None
+    day = 86400 * 10**9
+    wrap = 0
+    for n, (thread, tm, action, ptr, size, stream) in _csv_rows(path, RMM_HEADER):
+        where = f"line {n}"
+        t = _rmm_time(tm, time_unit, path, where)
+        if prev is not None and _HMS.match(tm) and t + wrap < prev - day // 2:
+            wrap += day  # an HH:MM:SS clock went past midnight
+        t += wrap
+        prev = t
+        t0 = t if t0 is None else t0
+        tns = max(t - t0, 0)
+        size = _int(size or 0, path, where, "Size")
+        stream = _hex_or_int(stream, path, where, "Stream")
+        tid = _hex_or_int(thread, path, where, "Thread") if thread else 0
+        act = action.strip().lower().replace("_", " ")
+        if act == "allocate":
+            if size <= 0:
+                raise GaError(f"{path}: {where}: allocate of {size} bytes; Size must be > 0")
+            p.alloc(tns, 0, _hex_or_int(ptr, path, where, "Pointer"), size, stream, tid)
+        elif act == "free":
+            p.free(tns, 0, _hex_or_int(ptr, path, where, "Pointer"), stream, tid)
+        elif act == "allocate failure":
+            p.failed(tns, 0, size, stream, tid)
+        else:
+            raise GaError(f"{path}: {where}: Action {action!r} is not allocate, free or "
+                          "allocate failure")
+    return p.finish(close, tns if t0 is not None else 0)
+
+
+# ---------------------------------------------------------------- detection and dispatch
+
+def detect(path):
+    """Guesses the format of a file from its content; raises GaError when nothing fits."""
+    data = _read_bytes(path)
+    head = data[:4096]
+    if tf.is_trace_header(head):
+        return "trace"
+    if head[:2] == b"\x1f\x8b":
+        return "kineto"
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
+        return "pytorch-snapshot"
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if stripped[:1] in (b"{", b"["):
+        return "kineto"
+    first = stripped.split(b"\n", 1)[0].decode("utf-8", "replace")
+    cols = [c.strip().lower() for c in first.split(",")]
+    if cols == ["id", "lower", "upper", "size"]:
+        return "lifetimes"
+    if cols == [c.lower() for c in RMM_HEADER]:
+        return "rmm"
+    raise GaError(f"{path}: cannot tell its format (not a gpuarena trace, gzip/JSON Kineto trace, "
+                  "pickle snapshot, or a CSV with header id,lower,upper,size or "
+                  "Thread,Time,Action,Pointer,Size,Stream); name the format: "
+                  f"gpuarena import {{{'|'.join(FORMATS[:-1])}}} FILE -o OUT")
+
+
+def load_any(path, fmt="auto", level="tensor", close=False, time_unit="s"):
+    """Any supported input -> (Trace, counts, format actually used)."""
+    if fmt == "auto":
+        fmt = detect(path)
+    try:
+        return _load(path, fmt, level, close, time_unit)
+    except (TypeError, ValueError, OverflowError, KeyError, AttributeError, IndexError,
+            RecursionError) as e:
+        # Each known defect has its own message above; this net keeps an unforeseen one from
+        # reaching the user as a traceback.
+        raise GaError(f"{path}: malformed {fmt} input ({type(e).__name__}: {e}); check the "
+                      "file, and report it as a gpuarena bug if the file is valid") from None
+
+
+def _load(path, fmt, level, close, time_unit):
+    if fmt == "trace":
+        trace = tf.read(path)
+        counts = {"events": len(trace.events)}
+        if trace.truncated_bytes:
+            counts["truncated_bytes_ignored"] = trace.truncated_bytes
+        return trace, counts, fmt
+    if fmt == "pytorch-snapshot":
+        trace, counts = import_snapshot(path, level, close)
+    elif fmt == "kineto":
+        trace, counts = import_kineto(path, close)
+    elif fmt == "lifetimes":
+        trace, counts = import_lifetimes(path, close)
+    elif fmt == "rmm":
+        trace, counts = import_rmm(path, close, time_unit)
+    else:
+        raise GaError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    return trace, counts, fmt

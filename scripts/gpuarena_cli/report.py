@@ -1,0 +1,119 @@
+"""`gpuarena report`: a timeline of bytes in use (and reserved) as Chrome trace-event JSON and PNG.
+
+In-use over time follows from the trace alone (alloc adds, free subtracts), so it is computed here,
+in bytes as the program requested them (the shim's and the replay's "in use" round to 512).
+Reserved depends on the allocator's decisions, so it comes from replaying the trace through the C
+arena; when the replay tool cannot give a per-event timeline, only in-use is drawn and the command
+says so. The JSON is the Chrome trace-event format (ui.perfetto.dev and chrome://tracing open it):
+counter events ("ph": "C") named in_use and reserved, one process per device, and each allocation
+as an async slice (allocations overlap without nesting, which complete "X" slices cannot express)
+when the trace is small enough to stay readable. The PNG needs matplotlib and is skipped without it.
+"""
+
+import json
+import os
+
+from . import tracefile as tf
+
+MAX_SLICES = 20000  # above this the viewer slows to a crawl and slices are unreadable anyway
+
+
+def in_use_series(trace):
+    """{device: [(time_ns, bytes in use)]}, one point per change (same-time changes merged)."""
+    series, level, live = {}, {}, {}
+    for ev in trace.events:
+        kind, dev = ev[tf.T_KIND], ev[tf.T_DEVICE]
+        key = (dev, ev[tf.T_ADDR])
+        if kind == tf.ALLOC:
+            live[key] = ev[tf.T_SIZE]
+            level[dev] = level.get(dev, 0) + ev[tf.T_SIZE]
+        elif kind == tf.FREE and key in live:
+            level[dev] -= live.pop(key)
+        else:
+            continue
+        pts = series.setdefault(dev, [])
+        if pts and pts[-1][0] == ev[tf.T_TIME]:
+            pts[-1] = (ev[tf.T_TIME], level[dev])
+        else:
+            pts.append((ev[tf.T_TIME], level[dev]))
+    return series
+
+
+def allocation_slices(trace):
+    """[(device, start_ns, end_ns or None, addr, size)] for every allocation."""
+    open_, out = {}, []
+    for ev in trace.events:
+        key = (ev[tf.T_DEVICE], ev[tf.T_ADDR])
+        if ev[tf.T_KIND] == tf.ALLOC:
+            open_[key] = len(out)
+            out.append([ev[tf.T_DEVICE], ev[tf.T_TIME], None, ev[tf.T_ADDR], ev[tf.T_SIZE]])
+        elif ev[tf.T_KIND] == tf.FREE and key in open_:
+            out[open_.pop(key)][2] = ev[tf.T_TIME]
+    return out
+
+
+def _counter(name, dev, t_ns, value):
+    return {"name": name, "ph": "C", "ts": t_ns / 1000.0, "pid": dev, "tid": 0,
+            "args": {name: value}}
+
+
+def chrome_trace(trace, reserved=None, title="gpuarena"):
+    """The Chrome trace-event document. reserved: {device: [(time_ns, bytes)]} or None."""
+    events = []
+    series = in_use_series(trace)
+    devices = sorted(set(series) | set(reserved or {}))
+    for dev in devices:
+        events.append({"name": "process_name", "ph": "M", "pid": dev,
+                       "args": {"name": f"{title} device {dev}"}})
+        events += [_counter("in_use", dev, t, v) for t, v in series.get(dev, [])]
+        events += [_counter("reserved", dev, t, v) for t, v in (reserved or {}).get(dev, [])]
+    slices = allocation_slices(trace)
+    end = trace.events[-1][tf.T_TIME] if trace.events else 0
+    if len(slices) <= MAX_SLICES:
+        for i, (dev, start, stop, addr, size) in enumerate(slices):
+            common = {"name": f"{size} B", "cat": "allocation", "id": i, "pid": dev, "tid": 1}
+            events.append(dict(common, ph="b", ts=start / 1000.0,
+                               args={"addr": hex(addr), "size": size}))
+            events.append(dict(common, ph="e", ts=(end if stop is None else stop) / 1000.0))
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "otherData": {"generator": "gpuarena report", "allocations": len(slices),
+                          "slices_included": len(slices) <= MAX_SLICES,
+                          "reserved_included": reserved is not None}}
+
+
+def write_json(path, doc):
+    tf.write_atomic(path, json.dumps(doc, separators=(",", ":")).encode())
+
+
+def write_png(path, trace, reserved=None):
+    """Draws the timeline with matplotlib; returns False (nothing written) when it is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for dev, pts in sorted(in_use_series(trace).items()):
+        ax.step([t / 1e9 for t, _ in pts], [v / 2**20 for _, v in pts], where="post",
+                label=f"in use, device {dev}")
+    for dev, pts in sorted((reserved or {}).items()):
+        ax.step([t / 1e9 for t, _ in pts], [v / 2**20 for _, v in pts], where="post",
+                label=f"reserved, device {dev}")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("MiB")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(f"{path}.tmp", format="png")
+    plt.close(fig)
+    os.replace(f"{path}.tmp", path)
+    return True
+
+
+def reserved_series(path, trace, mode):
+    """({device: [(time_ns, reserved bytes)]}, None) from the replay tool, or (None, why not)."""
+    from . import paths
+    del path, trace, mode
+    if paths.replay_tool(required=False) is None:
+        return None, "the replay tool gpuarena-replay is not built (run `make`)"
+    return None, "gpuarena-replay does not print a per-event reserved timeline yet"

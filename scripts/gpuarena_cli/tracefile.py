@@ -1,0 +1,121 @@
+"""Reader and writer of gpuarena binary traces, the layout allocator/ga_trace.h defines.
+
+A trace is a 32-byte header (magic "GATRACE\\0", u32 version 1, u32 record size 48, u64 start wall
+clock in ns, u64 flags) then 48-byte little-endian records '<QQQQIIhBBI'. A process killed mid-write
+leaves a partial last record, so reading keeps every complete record and reports the leftover bytes
+instead of failing. Writing goes to OUT.tmp and is renamed into place, so a failure never leaves a
+half-written trace under the requested name.
+"""
+
+import os
+import struct
+
+from . import GaError
+
+MAGIC = b"GATRACE\0"
+VERSION = 1
+HEADER = struct.Struct("<8sIIQQ")
+RECORD = struct.Struct("<QQQQIIhBBI")
+assert HEADER.size == 32 and RECORD.size == 48, "layout must match allocator/ga_trace.h"
+
+ALLOC, FREE, ALLOC_FAILED = 1, 2, 3
+KIND_NAMES = {ALLOC: "alloc", FREE: "free", ALLOC_FAILED: "alloc_failed"}
+# Same order as GA_API_LIST in allocator/ga_trace.h: the index is the on-disk value.
+API_NAMES = ["unknown", "cuMemAlloc", "cuMemAllocPitch", "cuMemFree", "cudaMalloc", "cudaFree",
+             "cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocManaged", "cuMemCreate",
+             "cuMemRelease", "cuMemAllocFromPoolAsync", "import"]
+API_IMPORT = API_NAMES.index("import")
+CUDA_ERROR_OUT_OF_MEMORY = 2
+
+# Field positions in an event tuple, in record order.
+T_TIME, T_ADDR, T_SIZE, T_STREAM, T_THREAD, T_DUR, T_DEVICE, T_KIND, T_API, T_RESULT = range(10)
+
+U64 = (1 << 64) - 1
+U32 = (1 << 32) - 1
+
+
+def event(time_ns, addr, size, kind, stream=0, thread=0, duration_ns=0, device=0,
+          api=API_IMPORT, result=0):
+    """One event tuple in record order; values are clamped into their field widths."""
+    return (min(max(int(time_ns), 0), U64), int(addr) & U64, min(max(int(size), 0), U64),
+            int(stream) & U64, int(thread) & U32, min(max(int(duration_ns), 0), U32),
+            max(-32768, min(int(device), 32767)), kind, api, int(result) & U32)
+
+
+class Trace:
+    """An in-memory trace: event tuples plus what the reader learned about the file."""
+
+    def __init__(self, events=None, start_unix_ns=0):
+        self.events = events if events is not None else []
+        self.start_unix_ns = start_unix_ns
+        self.truncated_bytes = 0  # bytes of an incomplete last record that were ignored
+
+
+def is_trace_header(head):
+    """True when the first bytes of a file carry the trace magic."""
+    return head[:8] == MAGIC
+
+
+def parse(data, name="trace"):
+    """Decodes a whole trace held in bytes; raises GaError naming `name` when it is not one."""
+    if len(data) < HEADER.size:
+        raise GaError(f"{name}: {len(data)} bytes is shorter than the 32-byte trace header; "
+                      "it is not a gpuarena trace (record one with GPUARENA_TRACE or use "
+                      "`gpuarena import`)")
+    magic, version, rsize, start, _flags = HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise GaError(f"{name}: bad magic {magic!r}, not a gpuarena trace (for other formats use "
+                      "`gpuarena import auto FILE -o OUT`)")
+    if version != VERSION:
+        raise GaError(f"{name}: trace version {version} is not supported (this gpuarena reads "
+                      f"version {VERSION}); re-record it with a matching gpuarena")
+    if rsize != RECORD.size:
+        raise GaError(f"{name}: record size {rsize} in the header, expected {RECORD.size}; "
+                      "the file is damaged or from another tool")
+    body = memoryview(data)[HEADER.size:]
+    whole = len(body) - len(body) % RECORD.size
+    trace = Trace(list(RECORD.iter_unpack(body[:whole])), start)
+    trace.truncated_bytes = len(body) - whole
+    return trace
+
+
+def read(path):
+    """Reads the trace at path (see parse); OS errors become GaError."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise GaError(f"cannot read {path}: {e.strerror}") from None
+    return parse(data, path)
+
+
+def encode(trace):
+    """The bytes of a trace file: header then every record."""
+    parts = [HEADER.pack(MAGIC, VERSION, RECORD.size, trace.start_unix_ns & U64, 0)]
+    pack = RECORD.pack
+    try:
+        parts.extend(pack(*ev) for ev in trace.events)
+    except struct.error as e:
+        raise GaError(f"internal: an event does not fit the trace record ({e})") from None
+    return b"".join(parts)
+
+
+def write_atomic(path, data):
+    """Writes bytes to path.tmp, then renames: readers never see a partial file."""
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise GaError(f"cannot write {path}: {e.strerror} (check the folder exists and is "
+                      "writable)") from None
+
+
+def write(path, trace):
+    """Writes a trace file atomically."""
+    write_atomic(path, encode(trace))

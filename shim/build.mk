@@ -1,0 +1,31 @@
+# shim/: the preload library $(BUILD)/lib/libgpuarena.so. Its version script and the list of
+# exported names are generated from shim/hooks.def by the C preprocessor, so the hook list exists
+# once; the allocator library is linked in (position-independent, hidden symbols).
+SHIM_SRC := $(wildcard shim/*.c)
+SHIM_OBJ := $(SHIM_SRC:%.c=$(BUILD)/obj/%.o)
+SHIM_LIB := $(BUILD)/lib/libgpuarena.so
+SHIM_MAP := $(BUILD)/gen/libgpuarena.map
+SHIM_HOOK_NAMES := $(BUILD)/gen/hooks.txt
+
+ALL += $(SHIM_LIB) $(SHIM_HOOK_NAMES)
+
+$(BUILD)/obj/shim/%.o: shim/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -MMD -MP -c $< -o $@
+
+$(SHIM_MAP): shim/exports.map.in shim/hooks.def
+	@mkdir -p $(@D)
+	$(CC) -E -P -x c -Ishim $< -o $@
+
+# One exported name per line, sorted: what `nm -D --defined-only` must show, no more, no less.
+$(SHIM_HOOK_NAMES): shim/hooks.def
+	@mkdir -p $(@D)
+	printf '#define GA_HOOK(lib, name, ...) name\n#include "hooks.def"\n' | \
+	  $(CC) -E -P -x c -Ishim - | grep -v '^ *$$' | LC_ALL=C sort > $@
+
+$(SHIM_LIB): $(SHIM_OBJ) $(SHIM_MAP) $(BUILD)/lib/libgaalloc.a
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libgpuarena.so -Wl,--version-script=$(SHIM_MAP) -Wl,-z,defs \
+	  $(LDFLAGS_COMMON) -o $@ $(SHIM_OBJ) $(BUILD)/lib/libgaalloc.a -ldl -lpthread -lm
+
+-include $(SHIM_OBJ:.o=.d)

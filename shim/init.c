@@ -1,0 +1,158 @@
+/* gpuarena start-up: lazy once-only initialisation, loading the real driver, fork and exit.
+ *
+ * The first hooked call (possibly from another library's constructor, possibly from dlsym while
+ * the loader is busy) runs ga_init_slow under pthread_once: options, then dlopen of the real
+ * libcuda.so.1 and one dlsym per entry of hooks.def into ga_real. While the shim itself calls the
+ * loader or the driver, the thread-local ga_tl_busy sends any call that comes back into the shim
+ * straight to the real function, which is what makes init safe against re-entry.
+ * Fork: the child gets fresh locks and forgets the parent's contexts (they are not valid there).
+ */
+#define _GNU_SOURCE
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+ga_real_t ga_real;
+_Atomic int ga_init_done;
+CUresult ga_init_error;
+__thread int ga_tl_busy;
+__thread uint8_t ga_tl_api;
+_Atomic unsigned ga_generation = 1;
+
+static pthread_once_t ga_once = PTHREAD_ONCE_INIT;
+static void *(*ga_dlsym_fn)(void *, const char *);
+static void *ga_libcuda;
+static int ga_forked_child;
+
+/* The real dlsym: versioned lookup, because plain dlsym(RTLD_NEXT, "dlsym") would find ours. */
+static void ga_find_real_dlsym(void)
+{
+    if (ga_dlsym_fn)
+        return;
+    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!f)
+        f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    ga_dlsym_fn = (void *(*)(void *, const char *))f;
+}
+
+void *ga_real_dlsym(void *handle, const char *name)
+{
+    if (GA_UNLIKELY(!ga_dlsym_fn))
+        ga_find_real_dlsym();
+    return ga_dlsym_fn ? ga_dlsym_fn(handle, name) : NULL;
+}
+
+void *ga_libcuda_handle(void)
+{
+    return ga_libcuda;
+}
+
+/* The real driver by soname, already loaded (the program links it) or loaded here. */
+static void *ga_open_libcuda(void)
+{
+    const char *path = ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1";
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        ga_log(GA_LOG_ERROR, "cannot load the CUDA driver '%s' (%s); install the NVIDIA driver "
+               "or set GPUARENA_LIBCUDA=/path/to/libcuda.so.1", path, dlerror());
+    return h;
+}
+
+#define GA_RESOLVE_CUDA(name) (ga_real.name = (__typeof__(ga_real.name))ga_real_dlsym(ga_libcuda, #name))
+static void ga_resolve_driver(void)
+{
+#define GA_HOOK(lib, name, ret, params, args) GA_RESOLVE_##lib(name);
+#define GA_RESOLVE_CUDART(name) (void)0 /* late: ga_resolve_cudart */
+#define GA_RESOLVE_LIBDL(name) (ga_real.name = ga_dlsym_fn)
+#include "hooks.def"
+#undef GA_HOOK
+    GA_RESOLVE_CUDA(cuCtxGetCurrent);
+    GA_RESOLVE_CUDA(cuCtxGetDevice);
+    GA_RESOLVE_CUDA(cuCtxPushCurrent_v2);
+    GA_RESOLVE_CUDA(cuCtxPopCurrent_v2);
+    GA_RESOLVE_CUDA(cuDeviceTotalMem_v2);
+    GA_RESOLVE_CUDA(cuDevicePrimaryCtxGetState);
+    GA_RESOLVE_CUDA(cuDevicePrimaryCtxRetain);
+    GA_RESOLVE_CUDA(cuStreamSynchronize);
+}
+
+void *ga_resolve_cudart(const char *name, void *hook)
+{
+    ga_tl_busy++;
+    void *f = ga_real_dlsym(RTLD_NEXT, name);
+    if (!f || f == hook)
+        f = NULL;
+    ga_tl_busy--;
+    return f;
+}
+
+static void ga_atfork_prepare(void)
+{
+    pthread_mutex_lock(&ga_g.lock);
+}
+
+static void ga_atfork_parent(void)
+{
+    pthread_mutex_unlock(&ga_g.lock);
+}
+
+/* The child: one thread, the parent's CUDA contexts unusable. Fresh locks, no inherited state. */
+static void ga_atfork_child(void)
+{
+    pthread_mutex_init(&ga_g.lock, NULL);
+    ga_ptrmap_clear(&ga_g.ptrs);
+    ga_ctx_fork_child();
+    ga_forked_child = 1;
+}
+
+static void ga_init_once(void)
+{
+    ga_tl_busy++;
+    ga_find_real_dlsym();
+    int bad = ga_options_load();
+    ga_stats_start();
+    if (bad) {
+        ga_init_error = CUDA_ERROR_INVALID_VALUE;
+    } else if (!(ga_libcuda = ga_open_libcuda())) {
+        ga_init_error = CUDA_ERROR_NOT_INITIALIZED;
+    } else {
+        ga_resolve_driver();
+        if (!ga_real.cuMemAlloc_v2 || !ga_real.cuMemFree_v2 || !ga_real.cuCtxGetCurrent) {
+            ga_log(GA_LOG_ERROR, "the CUDA driver loaded lacks cuMemAlloc_v2/cuMemFree_v2; "
+                   "point GPUARENA_LIBCUDA at a real libcuda.so.1");
+            ga_init_error = CUDA_ERROR_NOT_INITIALIZED;
+        }
+    }
+    if (!ga_init_error && ga_opt.trace)
+        ga_trace_start();
+    pthread_atfork(ga_atfork_prepare, ga_atfork_parent, ga_atfork_child);
+    ga_log(GA_LOG_INFO, "started: mode=%s preallocate=%d fraction=%g%s",
+           ga_opt.mode == GA_MODE_ARENA ? "arena" : "platform", ga_opt.preallocate,
+           ga_opt.fraction, ga_opt.fraction_grow ? "+" : "");
+    atomic_store_explicit(&ga_init_done, 1, memory_order_release);
+    ga_tl_busy--;
+}
+
+CUresult ga_init_slow(void)
+{
+    pthread_once(&ga_once, ga_init_once);
+    return ga_init_error;
+}
+
+/* Statistics and trace at exit. A forked child that never allocated leaves the parent's file. */
+__attribute__((destructor)) static void ga_fini(void)
+{
+    if (!atomic_load(&ga_init_done))
+        return;
+    if (ga_forked_child && ga_g.alloc_calls == 0)
+        return;
+    ga_tl_busy++;
+    ga_trace_flush_all();
+    if (ga_opt.stats)
+        ga_stats_write();
+    ga_tl_busy--;
+}

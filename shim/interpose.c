@@ -1,0 +1,123 @@
+/* gpuarena interposition paths 2 and 3: dlsym and cuGetProcAddress.
+ *
+ * Path 1 (direct binding) needs no code: the preloaded shim exports the hooked symbols. A program
+ * that dlopens libcuda.so.1 and dlsyms an entry point (XLA does) reaches our dlsym; the CUDA
+ * runtime asks cuGetProcAddress_v2 for every entry point. In both cases we ask the real function
+ * first and map the pointer it returned: if it is the real address of a hooked function, the
+ * caller gets the hook of exactly that variant. Mapping by pointer, never by name, makes the ABI
+ * right by construction whatever version or stream flavour was asked for.
+ */
+#define _GNU_SOURCE
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+/* hooks.def as a table: real slot and hook, for the pointer map. */
+typedef struct ga_hook_entry {
+    const char *name;
+    void **real;
+    void *hook;
+} ga_hook_entry_t;
+
+static const ga_hook_entry_t ga_hook_table[] = {
+#define GA_HOOK(lib, name, ret, params, args) {#name, (void **)&ga_real.name, (void *)name},
+#include "hooks.def"
+#undef GA_HOOK
+};
+#define GA_NHOOKS (sizeof ga_hook_table / sizeof ga_hook_table[0])
+
+/* The hook for a real function pointer, or NULL when that function is not hooked. */
+static void *ga_hook_for_real(void *fn)
+{
+    if (!fn)
+        return NULL;
+    for (size_t i = 0; i < GA_NHOOKS; i++)
+        if (*ga_hook_table[i].real == fn)
+            return ga_hook_table[i].hook;
+    return NULL;
+}
+
+static const ga_hook_entry_t *ga_hook_by_name(const char *name)
+{
+    for (size_t i = 0; i < GA_NHOOKS; i++)
+        if (!strcmp(ga_hook_table[i].name, name))
+            return &ga_hook_table[i];
+    return NULL;
+}
+
+/* A runtime function found through some handle: remember it as the real one if we had none (the
+ * runtime may have been dlopen'ed privately, out of RTLD_NEXT's reach), then hand out the hook. */
+static void *ga_map_cudart(const ga_hook_entry_t *e, void *found)
+{
+    if (!found || found == e->hook)
+        return found;
+    if (!*e->real)
+        __atomic_store_n(e->real, found, __ATOMIC_RELEASE);
+    return *e->real == found ? e->hook : found;
+}
+
+GA_EXPORT void *dlsym(void *handle, const char *symbol)
+{
+    void *found = ga_real_dlsym(handle, symbol);
+    if (symbol[0] == 'd' && found && !strcmp(symbol, "dlsym"))
+        return (void *)dlsym; /* a caller fetching dlsym itself keeps going through us */
+    /* Only CUDA names concern us; anything else (and the loader's own early calls) is untouched. */
+    if (ga_tl_busy || symbol[0] != 'c' || symbol[1] != 'u')
+        return found;
+    if (ga_ensure_init() == CUDA_ERROR_NOT_INITIALIZED && !ga_real.cuMemAlloc_v2)
+        return found;
+    void *hook = ga_hook_for_real(found);
+    if (hook)
+        return hook;
+    const ga_hook_entry_t *e = ga_hook_by_name(symbol);
+    if (!e)
+        return found;
+    if (symbol[2] == 'd' && symbol[3] == 'a') /* cuda*: the runtime */
+        return ga_map_cudart(e, found);
+    /* The libcuda handle itself answers by name too, even if the lookup failed there. */
+    if (handle == ga_libcuda_handle() && *e->real)
+        return e->hook;
+    return found;
+}
+
+/* Shared tail of both cuGetProcAddress hooks: swap a real hooked function for its hook. At debug
+ * level every answer is logged, which is also how a test sees what the CUDA runtime was given. */
+static void ga_map_proc(const char *via, const char *symbol, int version, cuuint64_t flags,
+                        void **pfn)
+{
+    void *hook = ga_hook_for_real(*pfn);
+    if (hook)
+        *pfn = hook;
+    if (GA_UNLIKELY(ga_opt.log >= GA_LOG_DEBUG))
+        ga_log(GA_LOG_DEBUG, "%s('%s', %d, %llu) -> %s", via, symbol ? symbol : "(null)", version,
+               (unsigned long long)flags, hook ? "gpuarena hook" : "driver");
+}
+
+GA_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                       cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
+{
+    if (GA_UNLIKELY(ga_tl_busy) || ga_ensure_init() == CUDA_ERROR_NOT_INITIALIZED)
+        return ga_real.cuGetProcAddress_v2
+                   ? ga_real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus)
+                   : CUDA_ERROR_NOT_INITIALIZED;
+    if (!ga_real.cuGetProcAddress_v2)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = ga_real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (r == CUDA_SUCCESS && pfn)
+        ga_map_proc("cuGetProcAddress_v2", symbol, cudaVersion, flags, pfn);
+    return r;
+}
+
+GA_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    if (GA_UNLIKELY(ga_tl_busy) || ga_ensure_init() == CUDA_ERROR_NOT_INITIALIZED)
+        return ga_real.cuGetProcAddress ? ga_real.cuGetProcAddress(symbol, pfn, cudaVersion, flags)
+                                        : CUDA_ERROR_NOT_INITIALIZED;
+    if (!ga_real.cuGetProcAddress)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = ga_real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+    if (r == CUDA_SUCCESS && pfn)
+        ga_map_proc("cuGetProcAddress", symbol, cudaVersion, flags, pfn);
+    return r;
+}

@@ -1,0 +1,212 @@
+/* gpuarena options: the one table of environment variables, their parsers, and logging.
+ *
+ * Every option is read once, at first use (ga_options_load from the shim's start), so the hot path
+ * never calls getenv. A bad value is reported with the variable, the value and the accepted forms;
+ * the caller then refuses to start CUDA (every hook returns CUDA_ERROR_INVALID_VALUE) rather than
+ * run the program with a setting nobody asked for. Sizes are parsed with overflow checks.
+ */
+#include "shim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+ga_options_t ga_opt = {
+    .mode = GA_MODE_ARENA, .preallocate = 1, .fraction = 0.75, .fraction_grow = 1,
+    .log = GA_LOG_WARN,
+};
+
+typedef int (*ga_opt_parser)(const char *value);
+
+typedef struct ga_option_def {
+    const char *env;
+    const char *def;
+    ga_opt_parser parse;
+    const char *accepted; /* shown after a bad value */
+    const char *help;
+} ga_option_def_t;
+
+static int parse_mode(const char *v)
+{
+    if (!strcmp(v, "arena"))
+        ga_opt.mode = GA_MODE_ARENA;
+    else if (!strcmp(v, "platform"))
+        ga_opt.mode = GA_MODE_PLATFORM;
+    else
+        return -1;
+    return 0;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    static const char *yes[] = {"true", "1", "yes", "on"}, *no[] = {"false", "0", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (!strcasecmp(v, yes[i]))
+            return *out = 1, 0;
+        if (!strcasecmp(v, no[i]))
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+static int parse_preallocate(const char *v)
+{
+    return parse_bool(v, &ga_opt.preallocate);
+}
+
+/* "0.75" (hard) or "0.75+" (may grow past it up to the cap); 0 < f <= 1. */
+static int parse_fraction(const char *v)
+{
+    char *end;
+    errno = 0;
+    double f = strtod(v, &end);
+    if (end == v || errno || !(f > 0.0 && f <= 1.0))
+        return -1;
+    int grow = 0;
+    if (*end == '+')
+        grow = 1, end++;
+    if (*end)
+        return -1;
+    ga_opt.fraction = f;
+    ga_opt.fraction_grow = grow;
+    return 0;
+}
+
+/* Unit multipliers; binary for the bare letters as nvidia-smi and JAX mean them. */
+static const struct {
+    const char *unit;
+    uint64_t mult;
+} ga_units[] = {
+    {"", 1}, {"B", 1},
+    {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+    {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40},
+    {"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull}, {"TB", 1000000000000ull},
+};
+
+/* Parses "8GiB", "512MiB", "8G", "1.5GiB", "123" or "50%": exactly one of *bytes / *percent is set
+ * non-zero. Returns -1 for junk, zero, overflow or a percentage outside (0, 100]. */
+int ga_parse_size(const char *s, uint64_t *bytes, double *percent)
+{
+    char *end;
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -1;
+    errno = 0;
+    double num = strtod(s, &end);
+    if (end == s || errno || !(num > 0.0) || !isfinite(num))
+        return -1;
+    while (*end == ' ')
+        end++;
+    if (!strcmp(end, "%")) {
+        if (num > 100.0)
+            return -1;
+        *percent = num, *bytes = 0;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof ga_units / sizeof ga_units[0]; i++) {
+        if (strcmp(end, ga_units[i].unit))
+            continue;
+        double v = num * (double)ga_units[i].mult;
+        if (v >= 18446744073709551616.0 || v < 1.0) /* 2^64: would overflow uint64_t */
+            return -1;
+        *bytes = (uint64_t)v, *percent = 0;
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_limit(const char *v)
+{
+    return ga_parse_size(v, &ga_opt.limit_bytes, &ga_opt.limit_percent);
+}
+
+static int parse_path(const char *v, const char **out)
+{
+    if (!*v)
+        return -1;
+    *out = v; /* the environment outlives the process's use of it */
+    return 0;
+}
+
+static int parse_stats(const char *v) { return parse_path(v, &ga_opt.stats); }
+static int parse_trace(const char *v) { return !strcmp(v, "-") ? -1 : parse_path(v, &ga_opt.trace); }
+static int parse_libcuda(const char *v) { return parse_path(v, &ga_opt.libcuda); }
+
+static int parse_log(const char *v)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (!strcasecmp(v, names[i]))
+            return ga_opt.log = (ga_log_level_t)i, 0;
+    return -1;
+}
+
+/* THE options table. Parsed in this order; GPUARENA_LOG first so it governs the other messages. */
+static const ga_option_def_t ga_options[] = {
+    {"GPUARENA_LOG", "warn", parse_log, "error, warn, info or debug",
+     "messages on stderr, prefixed gpuarena:"},
+    {"GPUARENA_MODE", "arena", parse_mode, "arena or platform",
+     "arena: sub-allocate from large driver blocks; platform: one driver call per allocation"},
+    {"GPUARENA_PREALLOCATE", "true", parse_preallocate, "true/false, 1/0, yes/no",
+     "arena: take the arena at the first allocation of a context"},
+    {"GPUARENA_MEM_FRACTION", "0.75+", parse_fraction, "a fraction in (0,1], e.g. 0.75 or 0.75+",
+     "arena size as a fraction of the cap; '+' lets it grow past that up to the cap"},
+    {"GPUARENA_LIMIT", "device total", parse_limit, "try 8GiB, 512MiB or 50%",
+     "hard cap on device memory per device, both modes"},
+    {"GPUARENA_STATS", "unset", parse_stats, "a file path, or - for stderr",
+     "write statistics as JSON at exit"},
+    {"GPUARENA_TRACE", "unset", parse_trace, "a file path",
+     "record every allocation event (allocator/ga_trace.h format)"},
+    {"GPUARENA_LIBCUDA", "libcuda.so.1", parse_libcuda, "a path to the real libcuda.so.1",
+     "where the real driver is, for unusual installs"},
+};
+
+int ga_options_load(void)
+{
+    int bad = 0;
+    for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0]; i++) {
+        const ga_option_def_t *o = &ga_options[i];
+        const char *v = getenv(o->env);
+        if (!v)
+            continue;
+        if (o->parse(v) == 0) {
+            ga_log(GA_LOG_DEBUG, "%s=%s", o->env, v);
+            continue;
+        }
+        bad++;
+        const char *what = o->parse == parse_limit ? "is not a size" : "is not valid";
+        ga_log(GA_LOG_ERROR, "%s='%s' %s (%s); CUDA will not be initialised", o->env, v, what,
+               o->accepted);
+    }
+    return bad;
+}
+
+void ga_options_print_help(void)
+{
+    for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0]; i++)
+        fprintf(stderr, "  %-22s %s (default %s; %s)\n", ga_options[i].env, ga_options[i].help,
+                ga_options[i].def, ga_options[i].accepted);
+}
+
+/* One write(2) per message so lines from several threads do not interleave. */
+void ga_log(ga_log_level_t level, const char *fmt, ...)
+{
+    if (level > ga_opt.log)
+        return;
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "gpuarena: ");
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof buf - 2)
+        len = sizeof buf - 2;
+    buf[len++] = '\n';
+    ssize_t w = write(2, buf, len);
+    (void)w;
+}

@@ -1,0 +1,63 @@
+"""Shared helpers for the `gpuarena` command tests: where things are, and running the command.
+
+Tests drive the command from outside (a subprocess, as a user would) wherever exit codes, messages
+and files left behind matter, and import the package directly only for the pure functions.
+Locations come from the environment the tier rule sets (GA_TRACES_DIR, GPUARENA_BUILD), with
+defaults for a checkout so a test file also runs alone.
+"""
+
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SCRIPT = os.path.join(REPO, "scripts", "gpuarena")
+TRACES = os.environ.get("GA_TRACES_DIR", os.path.join(REPO, "..", "shared", "traces"))
+BUILD = os.path.abspath(os.environ.get("GPUARENA_BUILD", os.path.join(REPO, "build")))
+
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+
+
+def traces(sub):
+    """Every file of one traces subfolder, sorted; an empty folder is a test setup error."""
+    d = os.path.join(TRACES, sub)
+    files = sorted(os.path.join(d, f) for f in os.listdir(d))
+    assert files, f"no traces in {d}: set GA_TRACES_DIR to shared/traces"
+    return files
+
+
+def cli(*args, env=None, cwd=None, timeout=120):
+    """Runs the gpuarena command; returns the CompletedProcess with text stdout/stderr."""
+    full = dict(os.environ)
+    full.update(env or {})
+    return subprocess.run([sys.executable, SCRIPT] + [str(a) for a in args], env=full, cwd=cwd,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout, check=False)
+
+
+def cli_inproc(*args):
+    """Runs the command's main() in this process (fast; same code path after the interpreter
+    starts); returns an object with returncode, stdout and stderr like cli()."""
+    import contextlib
+    import io
+    import types
+    from gpuarena_cli import cli as cli_mod
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli_mod.main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+class CliAsserts:
+    """Mixin: assertions on how the command failed."""
+
+    def assertCleanError(self, proc, *needles, code=1):
+        self.assertEqual(proc.returncode, code, proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+        self.assertTrue(proc.stderr.startswith("gpuarena:") or code == 2, proc.stderr)
+        for n in needles:
+            self.assertIn(n, proc.stderr)

@@ -1,0 +1,129 @@
+"""`gpuarena run` and `compare` end to end: the real shim, the simulated driver and the example
+programs, built by the tier rule. Nothing here skips: a missing piece is a failure. What reached
+the driver is read from the simulated driver's own counters (SIMCUDA_REPORT), an observer that
+does not trust the shim's statistics."""
+
+import json
+import os
+import tempfile
+import unittest
+
+import gatest
+
+SHIM = os.path.join(gatest.BUILD, "lib", "libgpuarena.so")
+SIM = os.path.join(gatest.BUILD, "sim", "libcuda.so.1")
+EX = os.path.join(gatest.BUILD, "examples")
+# ex_direct BLOCKS MAX_KIB ROUNDS: BLOCKS*ROUNDS allocations of up to MAX_KIB each.
+DIRECT = [os.path.join(EX, "ex_direct"), "40", "256", "2"]
+
+
+class EndToEnd(unittest.TestCase, gatest.CliAsserts):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        for path in (SHIM, SIM, DIRECT[0]):
+            self.assertTrue(os.path.isfile(path), f"{path} is not built (run make)")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_observed(self, *args, cmd=DIRECT):
+        """(process, shim stats, simulated driver counters) of `gpuarena run --sim ARGS`."""
+        stats, report = os.path.join(self.dir, "stats.json"), os.path.join(self.dir, "sim.json")
+        for p in (stats, report):
+            if os.path.exists(p):
+                os.unlink(p)
+        p = gatest.cli("run", "--sim", "--stats", stats, *args, "--", *cmd,
+                       env={"SIMCUDA_REPORT": report})
+        with open(stats) as f:
+            s = json.load(f)
+        with open(report) as f:
+            sim = json.load(f)["counters"]
+        return p, s, sim
+
+    def test_arena_mode_preallocates(self):
+        p, s, sim = self.run_observed("--mode", "arena")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        t = s["totals"]
+        self.assertEqual((s["gpuarena_stats"], s["mode"], s["preallocate"]), (1, "arena", True))
+        self.assertEqual(t["alloc_calls"], 80)
+        self.assertEqual(t["failed_allocs"], 0)
+        self.assertEqual(t["driver_alloc_calls"], sim["alloc_calls"])
+        self.assertLessEqual(sim["alloc_calls"], 2)
+        self.assertGreater(t["peak_reserved"], t["peak_in_use"])
+
+    def test_platform_mode_passes_through(self):
+        p, s, sim = self.run_observed("--mode", "platform")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        t = s["totals"]
+        self.assertEqual(s["mode"], "platform")
+        self.assertEqual(t["alloc_calls"], 80)
+        self.assertEqual(sim["alloc_calls"], 80)
+        self.assertEqual(t["driver_alloc_calls"], 80)
+        self.assertEqual(sim["free_calls"], t["driver_free_calls"])
+
+    def test_limit_makes_program_fail_and_exit_code_passes(self):
+        # 40 blocks (about 1.1 MiB in all, live together) cannot fit under a 512 KiB cap.
+        big = [DIRECT[0], "40", "1024", "1"]
+        p, s, _ = self.run_observed("--limit", "512KiB", "--no-preallocate", cmd=big)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertGreater(s["totals"]["failed_allocs"], 0)
+        self.assertEqual(s["limit"], 512 << 10)
+        self.assertIn("CUDA_ERROR_OUT_OF_MEMORY", p.stderr)
+
+    def test_every_interposition_path_under_run(self):
+        for name in ("ex_dlsym", "ex_getproc"):
+            with self.subTest(example=name):
+                p, s, sim = self.run_observed("--mode", "platform",
+                                              cmd=[os.path.join(EX, name)])
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertGreater(s["totals"]["alloc_calls"], 0)
+                self.assertEqual(s["totals"]["driver_alloc_calls"], sim["alloc_calls"])
+
+    def test_recorded_trace_replays(self):
+        trace = os.path.join(self.dir, "rec.gatrace")
+        p, s, _ = self.run_observed("--trace", trace)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = gatest.cli("replay", trace, "--json", "--mode", "grow")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        t = s["totals"]
+        self.assertEqual(doc["grow_allocs"], t["alloc_calls"])
+        self.assertEqual(doc["grow_frees"], t["free_calls"])
+        self.assertEqual(doc["grow_events"], t["alloc_calls"] + t["free_calls"])
+        self.assertEqual(doc["grow_peak_in_use"], t["peak_in_use"])
+        rep = os.path.join(self.dir, "rep")
+        p = gatest.cli("report", trace, "-o", rep)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(rep + ".json") as f:
+            counters = [e for e in json.load(f)["traceEvents"] if e["ph"] == "C"]
+        # The report draws bytes as requested; the shim and the replay also know them rounded.
+        self.assertEqual(max(e["args"]["in_use"] for e in counters), doc["grow_peak_requested"])
+        self.assertLessEqual(doc["grow_peak_requested"], t["peak_in_use"])
+
+    def test_run_prints_summary(self):
+        p = gatest.cli("run", "--sim", "--", *DIRECT)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("gpuarena: mode arena", p.stderr)
+        self.assertIn("80 allocs, 0 failed", p.stderr)
+
+    def test_compare_three_modes(self):
+        p = gatest.cli("compare", "--sim", "--json", "--repeat", "2", "--", *DIRECT)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        self.assertEqual(list(doc), ["arena", "arena-nopre", "platform"])
+        calls = {m: r["stats"]["totals"]["driver_alloc_calls"] for m, r in doc.items()}
+        self.assertLessEqual(calls["arena"], calls["arena-nopre"])
+        self.assertLess(calls["arena-nopre"], calls["platform"])
+        self.assertEqual(calls["platform"], 80)
+        for m, r in doc.items():
+            self.assertEqual(r["exit"], 0, m)
+            self.assertEqual(r["stats"]["totals"]["alloc_calls"], 80, m)
+        self.assertEqual(doc["arena-nopre"]["stats"]["preallocate"], False)
+        p = gatest.cli("compare", "--sim", "--", *DIRECT)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("driver alloc calls", p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

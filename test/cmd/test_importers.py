@@ -1,0 +1,260 @@
+"""Importers against every file in shared/traces, checked against figures this test computes on
+its own (a plain walk over the source data), plus synthetic RMM logs (no sample file exists)."""
+
+import csv
+import gzip
+import json
+import os
+import pickle
+import tempfile
+import unittest
+
+import gatest
+from gpuarena_cli import importers
+from gpuarena_cli import tracefile as tf
+
+
+def consistent(test, trace):
+    """Every free closes an open alloc of the same size; time never goes backwards."""
+    live, last = {}, 0
+    for ev in trace.events:
+        key = (ev[tf.T_DEVICE], ev[tf.T_ADDR])
+        test.assertGreaterEqual(ev[tf.T_TIME], last)
+        last = ev[tf.T_TIME]
+        if ev[tf.T_KIND] == tf.ALLOC:
+            test.assertNotIn(key, live)
+            live[key] = ev[tf.T_SIZE]
+        elif ev[tf.T_KIND] == tf.FREE:
+            test.assertEqual(live.pop(key), ev[tf.T_SIZE])
+    return live
+
+
+def kinds(trace):
+    out = {tf.ALLOC: 0, tf.FREE: 0, tf.ALLOC_FAILED: 0}
+    for ev in trace.events:
+        out[ev[tf.T_KIND]] += 1
+    return out
+
+
+class PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+
+class Kineto(unittest.TestCase):
+    def test_every_kineto_file(self):
+        for path in gatest.traces("kineto"):
+            with self.subTest(path=path):
+                doc = json.loads(gzip.open(path).read() if path.endswith(".gz")
+                                 else open(path, "rb").read())
+                mem = [e for e in doc["traceEvents"] if e.get("name") == "[memory]"
+                       and e["args"].get("Device Type") == 1]
+                mem.sort(key=lambda e: e["ts"])
+                live, paired = set(), 0
+                for e in mem:
+                    key = (e["args"].get("Device Id"), e["args"]["Addr"])
+                    if e["args"]["Bytes"] > 0:
+                        live.add(key)
+                    elif key in live:
+                        live.remove(key)
+                        paired += 1
+                trace, counts = importers.import_kineto(path)
+                self.assertEqual(counts["gpu_memory_events"], len(mem))
+                self.assertEqual(counts["frees"], paired)
+                self.assertEqual(counts["live_at_end"], len(live))
+                self.assertEqual(len(trace.events), counts["allocs"] + counts["frees"])
+                self.assertEqual(consistent(self, trace), {})
+                if "hta_ddp" in path:  # the figures the traces README gives
+                    self.assertEqual(len(mem), 26770)
+                    self.assertEqual(counts["allocs"], counts["frees"])
+
+    def test_addressless_frees_pair_by_size(self):
+        evs = [{"name": "[memory]", "ts": t, "args": {"Device Type": 1, "Bytes": b}}
+               for t, b in ((1, 512), (2, 1024), (3, -512), (4, -1024), (5, -4096))]
+        evs.append({"name": "[memory]", "ts": 6, "args": {"Device Type": 0, "Bytes": 8}})
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump({"traceEvents": evs}, f)
+            f.flush()
+            trace, counts = importers.import_kineto(f.name)
+        self.assertEqual((counts["allocs"], counts["frees"]), (2, 2))
+        self.assertEqual(counts["frees_without_alloc_dropped"], 1)
+        self.assertEqual(counts["non_gpu_memory_events_ignored"], 1)
+        self.assertEqual(consistent(self, trace), {})
+        self.assertEqual([ev[tf.T_TIME] for ev in trace.events], [0, 1000, 2000, 3000])
+
+
+class Snapshot(unittest.TestCase):
+    def expected(self, snap, level):
+        alloc, free = (("alloc", "free_completed") if level == "tensor"
+                       else ("segment_alloc", "segment_free"))
+        n_alloc = n_free = dropped = 0
+        live = set()
+        if level == "segment":
+            in_trace = {(d, e["addr"]) for d, t in enumerate(snap["device_traces"]) for e in t
+                        if e["action"] == alloc}
+            for s in snap["segments"]:
+                if (s["device"], s["address"]) not in in_trace:
+                    live.add((s["device"], s["address"]))
+                    n_alloc += 1
+        for d, t in enumerate(snap["device_traces"]):
+            for e in t:
+                if e["action"] == alloc:
+                    n_alloc += 1
+                    live.add((d, e["addr"]))
+                elif e["action"] == free:
+                    if (d, e["addr"]) in live:
+                        live.remove((d, e["addr"]))
+                        n_free += 1
+                    else:
+                        dropped += 1
+        return n_alloc, n_free, dropped, len(live)
+
+    def test_every_snapshot_both_levels(self):
+        for path in gatest.traces("pytorch-snapshot"):
+            with open(path, "rb") as f:
+                snap = PlainUnpickler(f).load()
+            for level in ("tensor", "segment"):
+                with self.subTest(path=path, level=level):
+                    n_alloc, n_free, dropped, live = self.expected(snap, level)
+                    trace, counts = importers.import_snapshot(path, level)
+                    self.assertEqual(kinds(trace)[tf.ALLOC], n_alloc)
+                    self.assertEqual(kinds(trace)[tf.FREE], n_free)
+                    self.assertEqual(counts["frees_without_alloc_dropped"], dropped)
+                    self.assertEqual(counts["live_at_end"], live)
+                    self.assertEqual(len(consistent(self, trace)), live)
+                    self.assertGreater(n_alloc, 0)
+                    closed, _ = importers.import_snapshot(path, level, close=True)
+                    self.assertEqual(consistent(self, closed), {})
+                    self.assertEqual(kinds(closed)[tf.FREE], n_free + live)
+
+    def test_time_is_relative_ns(self):
+        path = gatest.traces("pytorch-snapshot")[0]
+        with open(path, "rb") as f:
+            snap = PlainUnpickler(f).load()
+        first = next(e["time_us"] for e in snap["device_traces"][0] if e["action"] == "alloc")
+        trace, _ = importers.import_snapshot(path)
+        self.assertEqual(trace.events[0][tf.T_TIME], 0)
+        self.assertEqual(trace.start_unix_ns, first * 1000)
+
+    def test_oom_becomes_failed_alloc(self):
+        snap = {"segments": [], "device_traces": [[
+            {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 10},
+            {"action": "oom", "size": 1 << 40, "device_free": 0, "time_us": 11},
+            {"action": "free_requested", "addr": 4096, "size": 512, "time_us": 12},
+            {"action": "free_completed", "addr": 4096, "size": 512, "time_us": 12},
+            {"action": "free_completed", "addr": 8192, "size": 512, "time_us": 13}]]}
+        with tempfile.NamedTemporaryFile(suffix=".pickle") as f:
+            pickle.dump(snap, f)
+            f.flush()
+            trace, counts = importers.import_snapshot(f.name)
+        self.assertEqual([ev[tf.T_KIND] for ev in trace.events],
+                         [tf.ALLOC, tf.ALLOC_FAILED, tf.FREE])
+        self.assertEqual(trace.events[1][tf.T_RESULT], tf.CUDA_ERROR_OUT_OF_MEMORY)
+        self.assertEqual(counts["frees_without_alloc_dropped"], 1)
+        self.assertEqual(counts["ignored_free_requested"], 1)
+
+
+class Lifetimes(unittest.TestCase):
+    def test_every_lifetimes_file(self):
+        for path in gatest.traces("lifetimes"):
+            with self.subTest(path=path):
+                with open(path, newline="") as f:
+                    rows = [tuple(int(r[k]) for k in ("id", "lower", "upper", "size"))
+                            for r in csv.DictReader(f)]
+                # Peak of sum(size) over intervals [lower, upper): a difference array over the
+                # distinct times, a different method from the importer's event sort.
+                delta = {}
+                for _, lo, up, s in rows:
+                    delta[lo] = delta.get(lo, 0) + s
+                    delta[up] = delta.get(up, 0) - s
+                level = peak = 0
+                for t in sorted(delta):
+                    level += delta[t]
+                    peak = max(peak, level)
+                trace, counts = importers.import_lifetimes(path)
+                self.assertEqual(counts["buffers"], len(rows))
+                self.assertEqual(len(trace.events), 2 * len(rows))
+                self.assertEqual(consistent(self, trace), {})
+                level = best = 0
+                for ev in trace.events:
+                    level += ev[tf.T_SIZE] if ev[tf.T_KIND] == tf.ALLOC else -ev[tf.T_SIZE]
+                    best = max(best, level)
+                self.assertEqual(best, peak)
+
+    def test_frees_before_allocs_at_equal_times(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".csv") as f:
+            f.write("id,lower,upper,size\n0,0,5,100\n1,5,9,200\n")
+            f.flush()
+            trace, _ = importers.import_lifetimes(f.name)
+        self.assertEqual([(ev[tf.T_TIME], ev[tf.T_KIND], ev[tf.T_ADDR]) for ev in trace.events],
+                         [(0, tf.ALLOC, 0), (5, tf.FREE, 0), (5, tf.ALLOC, 1), (9, tf.FREE, 1)])
+
+
+class Rmm(unittest.TestCase):
+    def load(self, text, **kw):
+        with tempfile.NamedTemporaryFile("w", suffix=".csv") as f:
+            f.write(text)
+            f.flush()
+            return importers.import_rmm(f.name, **kw)
+
+    def test_clock_format_and_pairing(self):
+        trace, counts = self.load(
+            "Thread,Time,Action,Pointer,Size,Stream\n"
+            "140,23:59:59:999000,allocate,0x7f0000000000,1024,0x0\n"
+            "140,23:59:59:999500,allocate failure,0x0,99999999999,0x0\n"
+            "141,00:00:00:000250,free,0x7f0000000000,1024,0x0\n"
+            "141,00:00:00:000300,free,0x7f00deadbeef,64,0x0\n"
+            "141,00:00:01:000000,allocate,7f0000001000,2048,1\n")
+        self.assertEqual([ev[tf.T_KIND] for ev in trace.events],
+                         [tf.ALLOC, tf.ALLOC_FAILED, tf.FREE, tf.ALLOC])
+        # The free after midnight comes 1.25 ms after the alloc.
+        self.assertEqual([ev[tf.T_TIME] for ev in trace.events],
+                         [0, 500000, 1250000, 1001000000])
+        self.assertEqual(trace.events[0][tf.T_ADDR], 0x7f0000000000)
+        self.assertEqual(trace.events[3][tf.T_STREAM], 1)
+        self.assertEqual(trace.events[0][tf.T_THREAD], 140)
+        self.assertEqual(counts["frees_without_alloc_dropped"], 1)
+        self.assertEqual(counts["failed_allocs"], 1)
+        self.assertEqual(counts["live_at_end"], 1)
+
+    def test_numeric_times(self):
+        text = ("Thread,Time,Action,Pointer,Size,Stream\n1,1.5,allocate,0x1000,512,0\n"
+                "1,2.0,free,0x1000,512,0\n")
+        trace, _ = self.load(text)
+        self.assertEqual([ev[tf.T_TIME] for ev in trace.events], [0, 500000000])
+        trace, _ = self.load(text, time_unit="us")
+        self.assertEqual([ev[tf.T_TIME] for ev in trace.events], [0, 500])
+
+    def test_auto_detects_every_format(self):
+        with tempfile.TemporaryDirectory() as d:
+            rmm = os.path.join(d, "log.csv")
+            with open(rmm, "w") as f:
+                f.write("Thread,Time,Action,Pointer,Size,Stream\n")
+            plain = os.path.join(d, "k.json")
+            with open(plain, "w") as f:
+                f.write('{"traceEvents": []}')
+            trace = os.path.join(d, "t.gatrace")
+            tf.write(trace, tf.Trace())
+            cases = {rmm: "rmm", plain: "kineto", trace: "trace",
+                     gatest.traces("kineto")[0]: "kineto",
+                     gatest.traces("lifetimes")[0]: "lifetimes",
+                     gatest.traces("pytorch-snapshot")[0]: "pytorch-snapshot"}
+            for path, fmt in cases.items():
+                self.assertEqual(importers.detect(path), fmt, path)
+
+
+class ImportCommand(unittest.TestCase):
+    def test_cli_import_every_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            for sub in ("kineto", "lifetimes", "pytorch-snapshot"):
+                for path in gatest.traces(sub)[:2]:
+                    out = os.path.join(d, os.path.basename(path) + ".gatrace")
+                    p = gatest.cli("import", sub, path, "-o", out)
+                    self.assertEqual(p.returncode, 0, p.stderr)
+                    n = len(tf.read(out).events)
+                    self.assertIn(f"{n:,} events", p.stdout)
+            self.assertFalse([f for f in os.listdir(d) if f.endswith(".tmp")])
+
+
+if __name__ == "__main__":
+    unittest.main()

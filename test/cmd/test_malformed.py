@@ -1,0 +1,135 @@
+"""Malformed input to every importer and to the trace reader, through the command as a user runs
+it: exit code 1, one `gpuarena:` message naming the file, no traceback, no output file left."""
+
+import gzip
+import os
+import pickle
+import tempfile
+import unittest
+
+import gatest
+
+RMM_HEAD = "Thread,Time,Action,Pointer,Size,Stream\n"
+LT_HEAD = "id,lower,upper,size\n"
+
+
+def snap(events):
+    return pickle.dumps({"segments": [], "device_traces": [events]})
+
+
+ALLOC = {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 1}
+
+# (format, file bytes, text the message must contain)
+CASES = [
+    ("pytorch-snapshot", pickle.dumps(print), "builtins.print"),
+    ("pytorch-snapshot", pickle.dumps({"device_traces": [[ALLOC]]})[:-9], "unpickling failed"),
+    ("pytorch-snapshot", b"", "unpickling failed"),
+    ("pytorch-snapshot", pickle.dumps([1, 2]), "device_traces"),
+    ("pytorch-snapshot", pickle.dumps({"segments": []}), "device_traces"),
+    ("pytorch-snapshot", snap([42]), "device_traces[0][0]"),
+    ("pytorch-snapshot", snap([dict(ALLOC, addr="xyz")]), "addr 'xyz'"),
+    ("pytorch-snapshot", snap([dict(ALLOC, size=0)]), "0 bytes"),
+    ("pytorch-snapshot", b"not a pickle at all", "unpickling failed"),
+    ("kineto", b"{not json", "not valid JSON"),
+    ("kineto", b"\x1f\x8b\x08\x00garbage", "gzip"),
+    ("kineto", gzip.compress(b"[1, 2"), "not valid JSON"),
+    ("kineto", b'{"foo": 1}', "traceEvents"),
+    ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": 1}]}', "args"),
+    ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": 1, "args": {"Device Type": 1,'
+               b' "Bytes": "many"}}]}', "Bytes 'many'"),
+    ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": null, "args": {"Device Type": 1,'
+               b' "Bytes": 5}}]}', "'ts'"),
+    ("pytorch-snapshot", snap([dict(ALLOC, action=["alloc"])]), "'action' name"),
+    ("pytorch-snapshot", snap([dict(ALLOC, time_us=float("inf"))]), "time_us inf"),
+    ("kineto", gzip.compress(b'{"traceEvents": []}' * 50)[:40] + b"\xff" * 40, "gzip"),
+    ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": Infinity, "args": '
+               b'{"Device Type": 1, "Bytes": 5}}]}', "'ts' inf"),
+    ("lifetimes", b"a,b,c,d\n1,2,3,4\n", "header id,lower,upper,size"),
+    ("lifetimes", b"", "header"),
+    ("lifetimes", (LT_HEAD + "0,1,2,x\n").encode(), "line 2"),
+    ("lifetimes", (LT_HEAD + "0,5,5,10\n").encode(), "upper 5 <= lower 5"),
+    ("lifetimes", (LT_HEAD + "0,1,2,10\n0,3,4,10\n").encode(), "appears twice"),
+    ("lifetimes", (LT_HEAD + "0,1,2\n").encode(), "3 fields"),
+    ("lifetimes", (LT_HEAD + "0,1,2,0\n").encode(), "size > 0"),
+    ("lifetimes", b"\xff\xfe\x00bad", "UTF-8"),
+    ("rmm", b"Thread,When,Action\n", "Thread,Time,Action,Pointer,Size,Stream"),
+    ("rmm", (RMM_HEAD + "1,00:00:01:000000,grab,0x10,5,0\n").encode(), "Action 'grab'"),
+    ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,0xZZ,5,0\n").encode(), "Pointer"),
+    ("rmm", (RMM_HEAD + "1,yesterday,allocate,0x10,5,0\n").encode(), "Time 'yesterday'"),
+    ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,0x10,-5,0\n").encode(), "Size"),
+    ("rmm", (RMM_HEAD + "1,inf,allocate,0x10,5,0\n").encode(), "Time 'inf'"),
+    ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,0x10,5,0,extra\n").encode(), "7 fields"),
+    ("auto", b"hello world\n", "cannot tell its format"),
+    ("auto", b"GATRACE\0" + b"\x02\0\0\0" + b"\x30\0\0\0" + bytes(16), "version 2"),
+    ("auto", b"GATRACE\0" + b"\x01\0\0\0" + b"\x28\0\0\0" + bytes(16), "record size 40"),
+    ("auto", b"GATRACE\0\x01\0", "shorter than the 32-byte"),
+]
+
+
+class Malformed(unittest.TestCase, gatest.CliAsserts):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_every_importer_rejects_bad_input(self):
+        # In-process for speed, and the first case of each format through the real command.
+        first = {}
+        for i, (fmt, _, _) in enumerate(CASES):
+            first.setdefault(fmt, i)
+        for i, (fmt, data, needle) in enumerate(CASES):
+            with self.subTest(case=i, fmt=fmt, needle=needle):
+                src = os.path.join(self.dir, f"in{i}")
+                with open(src, "wb") as f:
+                    f.write(data)
+                out = os.path.join(self.dir, f"out{i}.gatrace")
+                run = gatest.cli if first[fmt] == i else gatest.cli_inproc
+                p = run("import", fmt, src, "-o", out)
+                self.assertCleanError(p, needle, src)
+                self.assertFalse(os.path.exists(out))
+                self.assertFalse(os.path.exists(out + ".tmp"))
+
+    def test_pickle_cannot_run_code(self):
+        marker = os.path.join(self.dir, "ran")
+
+        class Evil:
+            def __reduce__(self):
+                return (os.system, (f"touch {marker}",))
+
+        src = os.path.join(self.dir, "evil.pickle")
+        with open(src, "wb") as f:
+            pickle.dump({"device_traces": [[Evil()]]}, f)
+        p = gatest.cli("import", "pytorch-snapshot", src, "-o", os.path.join(self.dir, "o"))
+        self.assertCleanError(p, "no code in the file can run")
+        self.assertFalse(os.path.exists(marker))
+
+    def test_missing_input_and_unwritable_output(self):
+        p = gatest.cli("import", "lifetimes", os.path.join(self.dir, "absent.csv"), "-o", "x")
+        self.assertCleanError(p, "absent.csv")
+        src = gatest.traces("lifetimes")[0]
+        out = os.path.join(self.dir, "no", "such", "dir.gatrace")
+        p = gatest.cli("import", "lifetimes", src, "-o", out)
+        self.assertCleanError(p, "cannot write", "dir.gatrace")
+
+    def test_usage_errors_exit_2(self):
+        for args in (["import", "nonsense", "f", "-o", "x"], ["import", "auto", "f"],
+                     ["replay"], ["run", "--limit", "12XB", "--", "true"], ["run"],
+                     ["compare", "--fraction", "1.5", "--", "true"], ["frobnicate"]):
+            with self.subTest(args=args):
+                p = gatest.cli(*args)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertNotIn("Traceback", p.stderr)
+                self.assertIn("usage:", p.stderr)
+
+    def test_help_everywhere(self):
+        for sub in ([], ["import"], ["replay"], ["report"], ["run"], ["compare"]):
+            with self.subTest(sub=sub):
+                p = gatest.cli(*sub, "--help")
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("exit codes", p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,95 @@
+"""`gpuarena report`: the Chrome trace-event JSON parses, holds the in_use counter track with the
+right values, one async slice pair per allocation, and the PNG is written or clearly skipped."""
+
+import importlib.util
+import json
+import os
+import tempfile
+import unittest
+
+import gatest
+from gpuarena_cli import importers
+from gpuarena_cli import tracefile as tf
+
+HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
+
+
+class Report(unittest.TestCase, gatest.CliAsserts):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def report(self, src, *extra):
+        prefix = os.path.join(self.dir, "rep")
+        p = gatest.cli("report", src, "-o", prefix, *extra)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(prefix + ".json") as f:
+            doc = json.load(f)
+        if HAVE_MPL:
+            self.assertTrue(os.path.getsize(prefix + ".png") > 0)
+        else:
+            self.assertIn("gpuarena: matplotlib is not installed, skipped the PNG (apt-get "
+                          "install python3-matplotlib for /usr/bin/python3)", p.stderr)
+            self.assertFalse(os.path.exists(prefix + ".png"))
+        return doc, p
+
+    def test_lifetimes_timeline(self):
+        src = os.path.join(gatest.TRACES, "lifetimes", "somas_resnet50.csv")
+        doc, p = self.report(src)
+        self.assertIn("drawing bytes in use only", p.stderr)
+        evs = doc["traceEvents"]
+        counters = [e for e in evs if e["ph"] == "C"]
+        self.assertTrue(counters)
+        self.assertEqual({e["name"] for e in counters}, {"in_use"})
+        # Independent figure: peak of summed sizes over [lower, upper) intervals.
+        delta = {}
+        with open(src) as f:
+            next(f)
+            rows = [tuple(map(int, ln.split(","))) for ln in f if ln.strip()]
+        for _, lo, up, size in rows:
+            delta[lo] = delta.get(lo, 0) + size
+            delta[up] = delta.get(up, 0) - size
+        level = peak = 0
+        for t in sorted(delta):
+            level += delta[t]
+            peak = max(peak, level)
+        self.assertEqual(max(e["args"]["in_use"] for e in counters), peak)
+        self.assertEqual(counters[-1]["args"]["in_use"], 0)
+        self.assertEqual(sum(1 for e in evs if e["ph"] == "b"), len(rows))
+        self.assertEqual(sum(1 for e in evs if e["ph"] == "e"), len(rows))
+        ts = [e["ts"] for e in counters]
+        self.assertEqual(ts, sorted(ts))
+
+    def test_snapshot_timeline_ring_buffer(self):
+        src = os.path.join(gatest.TRACES, "pytorch-snapshot", "cs336_transformer_step.pickle")
+        doc, _ = self.report(src)
+        trace, counts, _ = importers.load_any(src)
+        live = sum(ev[tf.T_SIZE] for ev in trace.events if ev[tf.T_KIND] == tf.ALLOC) - \
+            sum(ev[tf.T_SIZE] for ev in trace.events if ev[tf.T_KIND] == tf.FREE)
+        counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+        self.assertEqual(counters[-1]["args"]["in_use"], live)
+        self.assertGreater(counts["live_at_end"], 0)
+
+    def test_bad_input_leaves_nothing(self):
+        src = os.path.join(self.dir, "bad.csv")
+        with open(src, "w") as f:
+            f.write("id,lower,upper,size\n1,2\n")
+        prefix = os.path.join(self.dir, "out")
+        p = gatest.cli("report", src, "-o", prefix)
+        self.assertCleanError(p, "bad.csv", "line 2")
+        self.assertEqual(os.listdir(self.dir), ["bad.csv"])
+
+    def test_default_prefix_is_input_name(self):
+        trace = os.path.join(self.dir, "mine.gatrace")
+        tf.write(trace, tf.Trace([tf.event(0, 1, 512, tf.ALLOC), tf.event(5, 1, 512, tf.FREE)]))
+        p = gatest.cli("report", trace, cwd=self.dir)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(self.dir, "mine.json")) as f:
+            self.assertEqual(len(json.load(f)["traceEvents"]), 1 + 2 + 2)
+
+
+if __name__ == "__main__":
+    unittest.main()

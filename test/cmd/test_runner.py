@@ -1,0 +1,131 @@
+"""`gpuarena run` and `compare` against a fake program and a do-nothing shim, so the command's own
+logic (environment, exit codes, stats reading, tables) is tested without the real shim; the real
+shim and simulated driver are exercised in test_e2e.py."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import gatest
+
+FAKE = os.path.join(gatest.HERE, "fakeprog.py")
+
+
+def fake_build(root):
+    """A build folder with an empty (but loadable) lib/libgpuarena.so and a sim/ folder."""
+    os.makedirs(os.path.join(root, "lib"))
+    os.makedirs(os.path.join(root, "sim"))
+    src = os.path.join(root, "empty.c")
+    with open(src, "w") as f:
+        f.write("int ga_fake_shim_marker;\n")
+    subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-o",
+                    os.path.join(root, "lib", "libgpuarena.so"), src], check=True)
+    open(os.path.join(root, "sim", "libcuda.so.1"), "w").close()
+
+
+class RunCompare(unittest.TestCase, gatest.CliAsserts):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.build = os.path.join(cls.tmp.name, "build")
+        fake_build(cls.build)
+        cls.env = {"GPUARENA_BUILD": cls.build, "LD_PRELOAD": "", "LD_LIBRARY_PATH": ""}
+        cls.shim = os.path.join(cls.build, "lib", "libgpuarena.so")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_cli(self, *args, env=None):
+        return gatest.cli(*args, env=dict(self.env, **(env or {})))
+
+    def stats_of(self, *args, env=None):
+        path = os.path.join(self.tmp.name, "s.json")
+        p = self.run_cli("run", "--stats", path, *args, "--", sys.executable, FAKE, "0",
+                         env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(path) as f:
+            return json.load(f)["seen_env"]
+
+    def test_run_sets_environment(self):
+        seen = self.stats_of("--mode", "platform", "--limit", "8GiB", "--fraction", "0.5+",
+                             "--env", "FAKE_EXTRA=yes", "--trace", "/tmp/t.gatrace")
+        self.assertEqual(seen["LD_PRELOAD"], self.shim)
+        self.assertEqual(seen["GPUARENA_MODE"], "platform")
+        self.assertEqual(seen["GPUARENA_LIMIT"], "8GiB")
+        self.assertEqual(seen["GPUARENA_MEM_FRACTION"], "0.5+")
+        self.assertEqual(seen["GPUARENA_TRACE"], "/tmp/t.gatrace")
+        self.assertEqual(seen["FAKE_EXTRA"], "yes")
+        self.assertEqual(seen["GPUARENA_PREALLOCATE"], "true")
+
+    def test_run_keeps_existing_preload_and_sim_path(self):
+        seen = self.stats_of("--no-preallocate", "--sim", "--limit", "50%",
+                             env={"LD_PRELOAD": "libm.so.6", "LD_LIBRARY_PATH": "/opt/x"})
+        self.assertEqual(seen["LD_PRELOAD"], f"{self.shim}:libm.so.6")
+        self.assertEqual(seen["LD_LIBRARY_PATH"], os.path.join(self.build, "sim") + ":/opt/x")
+        self.assertEqual(seen["GPUARENA_PREALLOCATE"], "false")
+        self.assertEqual(seen["GPUARENA_LIMIT"], "50%")
+
+    def test_run_exit_code_and_summary(self):
+        p = self.run_cli("run", "--", sys.executable, FAKE, "7")
+        self.assertEqual(p.returncode, 7, p.stderr)
+        self.assertIn("fakeprog: mode arena", p.stdout)
+        self.assertIn("gpuarena: mode arena", p.stderr)
+        self.assertIn("peak in use 1.00 MiB", p.stderr)
+        p = self.run_cli("run", "--", sys.executable, FAKE, "0", "--no-stats")
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("wrote no statistics", p.stderr)
+
+    def test_run_signal_exit_code(self):
+        p = self.run_cli("run", "--", sys.executable, "-c",
+                         "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
+        self.assertEqual(p.returncode, 128 + 15)
+
+    def test_run_errors(self):
+        self.assertCleanError(self.run_cli("run", "--", "/no/such/program"), "not found")
+        self.assertCleanError(self.run_cli("run", "--env", "NOEQUALS", "--", "true"),
+                              "KEY=VALUE")
+        p = gatest.cli("run", "--", "true", env={"GPUARENA_BUILD": "/no/build"})
+        # The checkout's own build may exist; only when it does not must the error show.
+        if p.returncode:
+            self.assertCleanError(p, "libgpuarena.so not found", "GPUARENA_BUILD")
+
+    def test_compare_table(self):
+        p = self.run_cli("compare", "--repeat", "3", "--", sys.executable, FAKE, "0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["figure", "arena", "arena-nopre", "platform"])
+        cells = [re.split(r"\s{2,}", ln.strip()) for ln in lines[2:]]
+        rows = {c[0]: c[1:] for c in cells}
+        self.assertEqual(rows["driver alloc calls"], ["1", "5", "100"])
+        self.assertEqual(rows["peak reserved"], ["3.00 MiB", "2.00 MiB", "1.00 MiB"])
+        self.assertEqual(rows["failed allocs"], ["0", "2", "2"])
+        self.assertNotIn("fakeprog", p.stdout)
+
+    def test_compare_json(self):
+        p = self.run_cli("compare", "--json", "--modes", "platform,arena", "--repeat", "2",
+                         "--", sys.executable, FAKE, "0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        self.assertEqual(list(doc), ["platform", "arena"])
+        self.assertEqual(len(doc["arena"]["walls_ns"]), 2)
+        self.assertIn(doc["arena"]["wall_ns"], doc["arena"]["walls_ns"])
+        self.assertEqual(doc["platform"]["stats"]["totals"]["driver_alloc_calls"], 100)
+
+    def test_compare_errors(self):
+        p = self.run_cli("compare", "--modes", "arena,turbo", "--", "true")
+        self.assertCleanError(p, "unknown mode 'turbo'")
+        p = self.run_cli("compare", "--repeat", "0", "--", "true")
+        self.assertCleanError(p, "--repeat 0")
+        p = self.run_cli("compare", "--modes", "platform", "--", sys.executable, FAKE, "3",
+                         "--no-stats")
+        self.assertCleanError(p, "no statistics written (exit 3)", "fakeprog: mode platform")
+        self.assertEqual(self.run_cli("compare").returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()

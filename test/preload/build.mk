@@ -1,0 +1,44 @@
+# test/preload/: integration tests of the preload shim on the simulated driver (tier test-preload).
+# The test binary links the simulated driver (direct binding) and a stand-in runtime, and runs under
+# LD_PRELOAD=libgpuarena.so in Check's fork mode; it writes $(RESULTS)/preload.tap.
+PRELOAD_DIR  := $(BUILD)/preload
+PRELOAD_SRC  := $(filter-out test/preload/fake_cudart.c test/preload/bench_%.c,$(wildcard test/preload/*.c))
+PRELOAD_TEST := $(PRELOAD_DIR)/test_preload
+PRELOAD_FAKE := $(PRELOAD_DIR)/libcudart.so
+PRELOAD_BENCH := $(PRELOAD_DIR)/bench_shim
+PRELOAD_NULLDRV := $(PRELOAD_DIR)/nulldrv/libcuda.so.1
+PRELOAD_ENV  = LD_LIBRARY_PATH=$(BUILD)/sim:$(PRELOAD_DIR) LD_PRELOAD=$(abspath $(SHIM_LIB))
+
+ALL += $(PRELOAD_TEST) $(PRELOAD_BENCH) $(PRELOAD_NULLDRV)
+TEST_TIERS += test-preload
+BENCHES += bench-shim
+
+$(PRELOAD_FAKE): test/preload/fake_cudart.c $(BUILD)/sim/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -o $@ $< -L$(BUILD)/sim -lcuda
+
+$(PRELOAD_TEST): $(PRELOAD_SRC) test/preload/preload_test.h $(PRELOAD_FAKE) $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgaalloc.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -o $@ $(PRELOAD_SRC) \
+	  -L$(BUILD)/sim -L$(PRELOAD_DIR) -lcuda -lcudart $(BUILD)/lib/libgaalloc.a \
+	  $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl -lpthread
+
+$(PRELOAD_NULLDRV): test/preload/bench_nulldrv.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -o $@ $<
+
+$(PRELOAD_BENCH): test/preload/bench_shim.c $(BUILD)/sim/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ $< -L$(BUILD)/sim -lcuda -ldl
+
+.PHONY: test-preload bench-shim
+test-preload: $(PRELOAD_TEST) $(SHIM_LIB) $(SHIM_HOOK_NAMES)
+	@mkdir -p $(RESULTS)
+	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/preload.tap CK_FORK=yes CK_DEFAULT_TIMEOUT=20 \
+	  PT_SHIM=$(SHIM_LIB) PT_HOOKS=$(SHIM_HOOK_NAMES) $(PRELOAD_ENV) $(PRELOAD_TEST) \
+	  >$(RESULTS)/preload.log 2>&1 || true
+
+# Per-call overhead of the shim against the simulated driver called directly (see bench_shim.c).
+bench-shim: $(PRELOAD_BENCH) $(SHIM_LIB) $(PRELOAD_NULLDRV)
+	@BENCH_SHIM=$(abspath $(SHIM_LIB)) BENCH_SIM=$(abspath $(BUILD)/sim) \
+	  BENCH_NULLDRV=$(abspath $(PRELOAD_DIR)/nulldrv) LD_LIBRARY_PATH=$(BUILD)/sim $(PRELOAD_BENCH)

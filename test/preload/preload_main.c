@@ -1,0 +1,95 @@
+/* Preload integration tests: the runner and helpers (see preload_test.h for how the tests work). */
+#include "preload_test.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void pt_env(const char *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    for (const char *kv = first; kv; kv = va_arg(ap, const char *))
+        ck_assert_msg(putenv((char *)kv) == 0, "putenv %s", kv);
+    va_end(ap);
+}
+
+CUcontext pt_start(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    return ctx;
+}
+
+simcuda_counters_t pt_counters(void)
+{
+    simcuda_counters_t c;
+    simcuda_get_counters(&c);
+    return c;
+}
+
+int pt_in_shim(void *fn, const char **name)
+{
+    Dl_info info;
+    if (!fn || !dladdr(fn, &info) || !info.dli_fname)
+        return 0;
+    if (name)
+        *name = info.dli_sname;
+    return strstr(info.dli_fname, "libgpuarena.so") != NULL;
+}
+
+int pt_run_child(void (*fn)(void *), void *arg, char *buf, size_t len)
+{
+    char path[] = "/tmp/gpuarena-preload-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_msg(fd >= 0, "mkstemp");
+    pid_t pid = fork();
+    ck_assert_msg(pid >= 0, "fork");
+    if (pid == 0) {
+        dup2(fd, 2);
+        fn(arg);
+        exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ssize_t n = pread(fd, buf, len - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int pt_json_check(const char *path, const char *expr)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); "
+             "sys.exit(0 if (%s) else 1)\" '%s'", expr, path);
+    return system(cmd);
+}
+
+int main(void)
+{
+    Suite *s = suite_create("preload");
+    suite_add_tcase(s, pt_tcase_interpose());
+    suite_add_tcase(s, pt_tcase_runtime());
+    suite_add_tcase(s, pt_tcase_modes());
+    suite_add_tcase(s, pt_tcase_cap());
+    suite_add_tcase(s, pt_tcase_errors());
+    suite_add_tcase(s, pt_tcase_teardown());
+    suite_add_tcase(s, pt_tcase_reports());
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,42 @@
+/* Preload integration tests: shared helpers.
+ *
+ * The test binary runs under LD_PRELOAD=libgpuarena.so on the simulated driver (LD_LIBRARY_PATH=
+ * $(BUILD)/sim) in Check's fork mode: every test is a fresh child in which the shim has not started
+ * yet, so a test sets its GPUARENA_* and SIMCUDA_* variables first, then makes its first CUDA call,
+ * and asserts from the outside: the simulated driver's counters say what reached the driver.
+ */
+#ifndef PRELOAD_TEST_H
+#define PRELOAD_TEST_H
+
+#define _GNU_SOURCE
+#include <check.h>
+#include <cuda.h>
+#include <stddef.h>
+
+#include "simcuda.h"
+
+#define MiB (1024ull * 1024ull)
+#define GiB (1024ull * MiB)
+
+/* Sets a list of NAME=VALUE strings (NULL-terminated) in the environment. */
+void pt_env(const char *first, ...);
+/* cuInit, device 0's primary context retained and made current; returns it. */
+CUcontext pt_start(void);
+simcuda_counters_t pt_counters(void);
+/* Non-zero if fn lies in libgpuarena.so; *name (optional) gets its symbol name. */
+int pt_in_shim(void *fn, const char **name);
+/* Runs fn in a child process with stderr captured into buf; returns the child's exit status. */
+int pt_run_child(void (*fn)(void *), void *arg, char *buf, size_t len);
+
+/* Loads the JSON file at path as d and evaluates a Python expression on it: 0 when true. */
+int pt_json_check(const char *path, const char *expr);
+
+TCase *pt_tcase_interpose(void);
+TCase *pt_tcase_runtime(void);
+TCase *pt_tcase_modes(void);
+TCase *pt_tcase_cap(void);
+TCase *pt_tcase_errors(void);
+TCase *pt_tcase_teardown(void);
+TCase *pt_tcase_reports(void);
+
+#endif

@@ -1,0 +1,207 @@
+/* Preload tests: bad input. NULL out-parameters for every hook, size 0, frees of unknown, freed
+ * and interior pointers, IPC handles of arena pointers, and bad option values (each in its own
+ * process, since options are read once).
+ */
+#include "preload_test.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(null_out_params)
+{
+    pt_start();
+    CUdeviceptr p;
+    size_t s;
+    ck_assert_int_eq(cuMemAlloc(NULL, 100), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocPitch(NULL, &s, 100, 1, 4), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemGetInfo(NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocManaged(NULL, 100, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocAsync(NULL, 100, NULL), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocFromPoolAsync(NULL, 100, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemCreate(NULL, 100, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAlloc(&p, 4096), CUDA_SUCCESS);
+    ck_assert_int_eq(cuPointerGetAttribute(NULL, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p),
+                     CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuPointerGetAttributes(1, NULL, NULL, p), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuIpcGetMemHandle(NULL, p), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuGetProcAddress("cuMemAlloc", NULL, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    /* Both range out-parameters are optional, as in the driver. */
+    ck_assert_int_eq(cuMemGetAddressRange(NULL, NULL, p), CUDA_SUCCESS);
+}
+END_TEST
+
+START_TEST(size_zero)
+{
+    pt_start();
+    CUdeviceptr p;
+    size_t pitch;
+    ck_assert_int_eq(cuMemAlloc(&p, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 0, 0, 4), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocManaged(&p, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocAsync(&p, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_uint_eq(pt_counters().bytes_in_use, 0);
+}
+END_TEST
+
+static void pt_bad_frees(void)
+{
+    CUdeviceptr a, b;
+    ck_assert_int_eq(cuMemAlloc(&a, 8192), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, 8192), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a + 512), CUDA_ERROR_INVALID_VALUE); /* interior */
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a), CUDA_ERROR_INVALID_VALUE);       /* double */
+    ck_assert_int_eq(cuMemFree((CUdeviceptr)0x1000), CUDA_ERROR_INVALID_VALUE); /* unknown */
+    /* Still intact: b is live and reads back, and new allocations work. */
+    CUdeviceptr base = 0;
+    ck_assert_int_eq(cuMemGetAddressRange(&base, NULL, b + 4), CUDA_SUCCESS);
+    ck_assert_uint_eq(base, b);
+    ck_assert_int_eq(cuMemAlloc(&a, 8192), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+}
+
+START_TEST(bad_frees_arena)
+{
+    pt_env("GPUARENA_MODE=arena", NULL);
+    pt_start();
+    pt_bad_frees();
+    /* The unknown pointer went to the driver; the arena pointers never did. */
+    ck_assert_uint_eq(pt_counters().free_calls, 1);
+}
+END_TEST
+
+START_TEST(bad_frees_platform)
+{
+    pt_env("GPUARENA_MODE=platform", NULL);
+    pt_start();
+    CUdeviceptr a;
+    ck_assert_int_eq(cuMemAlloc(&a, 8192), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a), CUDA_ERROR_INVALID_VALUE); /* the driver's answer */
+    ck_assert_int_eq(cuMemFree((CUdeviceptr)0x1000), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_uint_eq(pt_counters().bytes_in_use, 0);
+}
+END_TEST
+
+START_TEST(foreign_pointer_freed_by_driver)
+{
+    /* A pointer the shim never saw (allocated before it, or by another allocator) is the driver's.
+     * glibc's own dlsym, fetched by version, is the one way around the shim to the driver. */
+    pt_start();
+    typedef void *(*dlsym_fn)(void *, const char *);
+    dlsym_fn real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!real_dlsym)
+        real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    ck_assert_ptr_nonnull(real_dlsym);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CUresult (*drv_alloc)(CUdeviceptr *, size_t) =
+        (CUresult(*)(CUdeviceptr *, size_t))real_dlsym(h, "cuMemAlloc_v2");
+    ck_assert_msg(drv_alloc && !pt_in_shim((void *)drv_alloc, NULL), "the driver's own cuMemAlloc_v2");
+    CUdeviceptr foreign, mine;
+    ck_assert_int_eq(drv_alloc(&foreign, 4096), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&mine, 4096), CUDA_SUCCESS);
+    unsigned long long frees = pt_counters().free_calls;
+    ck_assert_int_eq(cuMemFree(mine), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().free_calls, frees); /* arena pointer: stays in the arena */
+    ck_assert_int_eq(cuMemFree(foreign), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().free_calls, frees + 1); /* foreign: the driver freed it */
+}
+END_TEST
+
+START_TEST(ipc_refused_for_arena)
+{
+    pt_env("GPUARENA_MODE=arena", NULL);
+    pt_start();
+    CUdeviceptr p;
+    CUipcMemHandle h;
+    ck_assert_int_eq(cuMemAlloc(&p, 4096), CUDA_SUCCESS);
+    ck_assert_int_eq(cuIpcGetMemHandle(&h, p), CUDA_ERROR_NOT_SUPPORTED);
+    ck_assert_uint_eq(pt_counters().ipc_calls, 0);
+}
+END_TEST
+
+START_TEST(ipc_passes_in_platform)
+{
+    pt_env("GPUARENA_MODE=platform", NULL);
+    pt_start();
+    CUdeviceptr p;
+    CUipcMemHandle h;
+    ck_assert_int_eq(cuMemAlloc(&p, 4096), CUDA_SUCCESS);
+    ck_assert_int_eq(cuIpcGetMemHandle(&h, p), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().ipc_calls, 1);
+}
+END_TEST
+
+static void pt_bad_option_child(void *arg)
+{
+    putenv((char *)arg);
+    CUresult r = cuInit(0);
+    CUdeviceptr p;
+    CUresult a = cuMemAlloc(&p, 100);
+    exit(r == CUDA_ERROR_INVALID_VALUE && a == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+}
+
+static const char *pt_bad_options[] = {
+    "GPUARENA_LIMIT=12XB", "GPUARENA_LIMIT=-5GiB", "GPUARENA_LIMIT=99999999999TiB",
+    "GPUARENA_LIMIT=150%", "GPUARENA_LIMIT=", "GPUARENA_LIMIT=0", "GPUARENA_MODE=fast",
+    "GPUARENA_PREALLOCATE=maybe", "GPUARENA_MEM_FRACTION=1.5", "GPUARENA_MEM_FRACTION=0.5++",
+    "GPUARENA_MEM_FRACTION=abc", "GPUARENA_LOG=loud", "GPUARENA_STATS=", "GPUARENA_TRACE=-",
+};
+
+START_TEST(bad_option_values)
+{
+    for (size_t i = 0; i < sizeof pt_bad_options / sizeof pt_bad_options[0]; i++) {
+        char err[4096], name[64];
+        const char *kv = pt_bad_options[i];
+        int status = pt_run_child(pt_bad_option_child, (void *)kv, err, sizeof err);
+        ck_assert_msg(status == 0, "%s: cuInit and cuMemAlloc fail with INVALID_VALUE", kv);
+        size_t n = (size_t)(strchr(kv, '=') - kv);
+        snprintf(name, sizeof name, "gpuarena: %.*s='%s'", (int)n, kv, kv + n + 1);
+        ck_assert_msg(strstr(err, name), "%s: the message names variable and value: %s", kv, err);
+    }
+    char err[4096];
+    pt_run_child(pt_bad_option_child, "GPUARENA_LIMIT=12XB", err, sizeof err);
+    ck_assert_msg(strstr(err, "is not a size (try 8GiB, 512MiB or 50%)"), "accepted forms: %s", err);
+}
+END_TEST
+
+static void pt_good_option_child(void *arg)
+{
+    putenv((char *)arg);
+    exit(cuInit(0) == CUDA_SUCCESS ? 0 : 1);
+}
+
+START_TEST(good_option_values)
+{
+    static const char *good[] = {
+        "GPUARENA_LIMIT=8GiB", "GPUARENA_LIMIT=512MiB", "GPUARENA_LIMIT=8G", "GPUARENA_LIMIT=8GB",
+        "GPUARENA_LIMIT=1.5GiB", "GPUARENA_LIMIT=50%", "GPUARENA_LIMIT=4096", "GPUARENA_LIMIT=2TiB",
+        "GPUARENA_LIMIT=100KB", "GPUARENA_PREALLOCATE=no", "GPUARENA_PREALLOCATE=1",
+        "GPUARENA_MEM_FRACTION=0.9", "GPUARENA_MEM_FRACTION=1+", "GPUARENA_LOG=error",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char err[4096];
+        ck_assert_msg(pt_run_child(pt_good_option_child, (void *)good[i], err, sizeof err) == 0,
+                      "%s accepted: %s", good[i], err);
+        ck_assert_msg(err[0] == '\0', "%s: silent by default, got: %s", good[i], err);
+    }
+}
+END_TEST
+
+TCase *pt_tcase_errors(void)
+{
+    TCase *tc = tcase_create("errors");
+    tcase_add_test(tc, null_out_params);
+    tcase_add_test(tc, size_zero);
+    tcase_add_test(tc, bad_frees_arena);
+    tcase_add_test(tc, bad_frees_platform);
+    tcase_add_test(tc, foreign_pointer_freed_by_driver);
+    tcase_add_test(tc, ipc_refused_for_arena);
+    tcase_add_test(tc, ipc_passes_in_platform);
+    tcase_add_test(tc, bad_option_values);
+    tcase_add_test(tc, good_option_values);
+    return tc;
+}

@@ -1,0 +1,176 @@
+/* Preload tests: each interposition path reaches the shim, and what it reaches is served by it.
+ *
+ * Direct binding, dlopen + dlsym, and cuGetProcAddress (both ABIs, several versions, both stream
+ * flavours). "Served by the shim" is proved from the driver side: in arena mode several program
+ * allocations make a single driver allocation.
+ */
+#include "preload_test.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*free_fn)(CUdeviceptr);
+typedef CUresult (*gpv1_fn)(const char *, void **, int, cuuint64_t);
+typedef CUresult (*gpv2_fn)(const char *, void **, int, cuuint64_t,
+                                  CUdriverProcAddressQueryResult *);
+
+/* Three allocations through a and f: in arena mode the driver sees one reservation. */
+static void pt_served_by_arena(alloc_fn a, free_fn f)
+{
+    CUdeviceptr p[3];
+    simcuda_counters_t before = pt_counters();
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(a(&p[i], 4096), CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(f(p[i]), CUDA_SUCCESS);
+    simcuda_counters_t after = pt_counters();
+    ck_assert_uint_le(after.alloc_calls - before.alloc_calls, 1);
+    ck_assert_uint_eq(after.free_calls - before.free_calls, 0);
+}
+
+START_TEST(direct_binding)
+{
+    pt_env("GPUARENA_MODE=arena", "GPUARENA_PREALLOCATE=false", NULL);
+    pt_start();
+    const char *name = NULL;
+    ck_assert_msg(pt_in_shim((void *)cuMemAlloc, &name), "cuMemAlloc_v2 binds to the shim");
+    ck_assert_str_eq(name, "cuMemAlloc_v2");
+    pt_served_by_arena(cuMemAlloc, cuMemFree);
+    ck_assert_uint_eq(pt_counters().alloc_calls, 1);
+}
+END_TEST
+
+static const char *pt_hooked_driver[] = {
+    "cuInit", "cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemFree_v2", "cuMemGetInfo_v2",
+    "cuMemGetAddressRange_v2", "cuPointerGetAttribute", "cuPointerGetAttributes",
+    "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxRelease_v2",
+    "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRelease",
+    "cuIpcGetMemHandle", "cuGetProcAddress", "cuGetProcAddress_v2", "cuMemAllocManaged",
+    "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
+    "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemCreate",
+    "cuMemRelease",
+};
+
+START_TEST(dlopen_dlsym)
+{
+    pt_env("GPUARENA_PREALLOCATE=false", NULL);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(h);
+    for (size_t i = 0; i < sizeof pt_hooked_driver / sizeof pt_hooked_driver[0]; i++) {
+        const char *name = NULL;
+        void *f = dlsym(h, pt_hooked_driver[i]);
+        ck_assert_msg(pt_in_shim(f, &name), "dlsym(libcuda, %s) is the shim's", pt_hooked_driver[i]);
+        ck_assert_str_eq(name, pt_hooked_driver[i]);
+    }
+    /* Not hooked: the driver's own function, untouched. */
+    ck_assert_msg(!pt_in_shim(dlsym(h, "cuMemcpyHtoD_v2"), NULL), "unhooked names go to the driver");
+    ck_assert_ptr_null(dlsym(h, "cuNoSuchFunction"));
+    pt_start();
+    pt_served_by_arena((alloc_fn)dlsym(h, "cuMemAlloc_v2"), (free_fn)dlsym(h, "cuMemFree_v2"));
+    /* A caller that fetches dlsym itself keeps going through the shim. */
+    ck_assert_msg(pt_in_shim(dlsym(RTLD_DEFAULT, "dlsym"), NULL), "dlsym of dlsym");
+    dlclose(h);
+}
+END_TEST
+
+/* (base name, version, flags) -> the exported variant whose hook must come back. */
+static const struct {
+    const char *sym;
+    int version;
+    cuuint64_t flags;
+    const char *expect;
+} pt_procs[] = {
+    {"cuMemAlloc", 3020, 0, "cuMemAlloc_v2"},
+    {"cuMemAlloc", 13000, 0, "cuMemAlloc_v2"},
+    {"cuMemFree", 3020, 0, "cuMemFree_v2"},
+    {"cuMemGetInfo", 12000, 0, "cuMemGetInfo_v2"},
+    {"cuMemAllocPitch", 11020, 0, "cuMemAllocPitch_v2"},
+    {"cuCtxDestroy", 4000, 0, "cuCtxDestroy_v2"},
+    {"cuDevicePrimaryCtxReset", 11000, 0, "cuDevicePrimaryCtxReset_v2"},
+    {"cuDevicePrimaryCtxRelease", 12000, 0, "cuDevicePrimaryCtxRelease_v2"},
+    {"cuDevicePrimaryCtxRelease", 7000, 0, "cuDevicePrimaryCtxRelease"},
+    {"cuDevicePrimaryCtxReset", 7000, 0, "cuDevicePrimaryCtxReset"},
+    {"cuMemAllocAsync", 11020, CU_GET_PROC_ADDRESS_DEFAULT, "cuMemAllocAsync"},
+    {"cuMemAllocAsync", 11020, CU_GET_PROC_ADDRESS_LEGACY_STREAM, "cuMemAllocAsync"},
+    {"cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemAllocAsync_ptsz"},
+    {"cuMemFreeAsync", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemFreeAsync_ptsz"},
+    {"cuMemAllocFromPoolAsync", 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+     "cuMemAllocFromPoolAsync_ptsz"},
+    {"cuMemCreate", 12000, 0, "cuMemCreate"},
+    {"cuIpcGetMemHandle", 13000, 0, "cuIpcGetMemHandle"},
+    {"cuGetProcAddress", 11030, 0, "cuGetProcAddress"},
+    {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"},
+    {"cuGetProcAddress", 13000, 0, "cuGetProcAddress_v2"},
+};
+
+START_TEST(getproc_v2_versions)
+{
+    pt_start();
+    gpv2_fn gp = (gpv2_fn)dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+    ck_assert_msg(pt_in_shim((void *)gp, NULL), "cuGetProcAddress_v2 is the shim's");
+    for (size_t i = 0; i < sizeof pt_procs / sizeof pt_procs[0]; i++) {
+        void *f = NULL;
+        const char *name = NULL;
+        CUdriverProcAddressQueryResult q = -1;
+        ck_assert_int_eq(gp(pt_procs[i].sym, &f, pt_procs[i].version, pt_procs[i].flags, &q),
+                         CUDA_SUCCESS);
+        ck_assert_int_eq(q, CU_GET_PROC_ADDRESS_SUCCESS);
+        ck_assert_msg(pt_in_shim(f, &name), "%s@%d is the shim's", pt_procs[i].sym,
+                      pt_procs[i].version);
+        ck_assert_str_eq(name, pt_procs[i].expect);
+    }
+    /* Not hooked, unknown, too old: the driver's answers, unchanged. */
+    void *f = NULL;
+    CUdriverProcAddressQueryResult q = 0;
+    ck_assert_int_eq(gp("cuMemcpyHtoD", &f, 12000, 0, &q), CUDA_SUCCESS);
+    ck_assert_msg(!pt_in_shim(f, NULL), "cuMemcpyHtoD is the driver's");
+    ck_assert_int_eq(gp("cuNoSuchThing", &f, 12000, 0, &q), CUDA_ERROR_NOT_FOUND);
+    ck_assert_int_eq(q, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    ck_assert_int_ne(gp("cuMemAllocAsync", &f, 10000, 0, &q), CUDA_SUCCESS);
+    ck_assert_int_eq(q, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    /* Calling what came back is served by the shim. */
+    alloc_fn a;
+    free_fn fr;
+    ck_assert_int_eq(gp("cuMemAlloc", (void **)&a, 3020, 0, &q), CUDA_SUCCESS);
+    ck_assert_int_eq(gp("cuMemFree", (void **)&fr, 3020, 0, &q), CUDA_SUCCESS);
+    pt_served_by_arena(a, fr);
+}
+END_TEST
+
+START_TEST(getproc_v1)
+{
+    pt_env("GPUARENA_PREALLOCATE=false", NULL);
+    pt_start();
+    gpv1_fn gp = (gpv1_fn)dlsym(RTLD_DEFAULT, "cuGetProcAddress");
+    const char *name = NULL;
+    ck_assert_msg(pt_in_shim((void *)gp, &name), "cuGetProcAddress (v1) is the shim's");
+    ck_assert_str_eq(name, "cuGetProcAddress");
+    void *f = NULL;
+    ck_assert_int_eq(gp("cuMemAlloc", &f, 11030, 0), CUDA_SUCCESS);
+    ck_assert_msg(pt_in_shim(f, &name), "v1 lookup of cuMemAlloc");
+    ck_assert_str_eq(name, "cuMemAlloc_v2");
+    ck_assert_int_eq(gp("cuMemAllocAsync", &f, 11030, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+                     CUDA_SUCCESS);
+    ck_assert_msg(pt_in_shim(f, &name), "v1 lookup of cuMemAllocAsync ptsz");
+    ck_assert_str_eq(name, "cuMemAllocAsync_ptsz");
+    ck_assert_int_eq(gp("cuGetProcAddress", &f, 12000, 0), CUDA_SUCCESS);
+    ck_assert_msg(pt_in_shim(f, &name), "v1 lookup of cuGetProcAddress");
+    ck_assert_str_eq(name, "cuGetProcAddress_v2");
+    alloc_fn a;
+    free_fn fr;
+    ck_assert_int_eq(gp("cuMemAlloc", (void **)&a, 3020, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(gp("cuMemFree", (void **)&fr, 3020, 0), CUDA_SUCCESS);
+    pt_served_by_arena(a, fr);
+}
+END_TEST
+
+TCase *pt_tcase_interpose(void)
+{
+    TCase *tc = tcase_create("interpose");
+    tcase_add_test(tc, direct_binding);
+    tcase_add_test(tc, dlopen_dlsym);
+    tcase_add_test(tc, getproc_v2_versions);
+    tcase_add_test(tc, getproc_v1);
+    return tc;
+}

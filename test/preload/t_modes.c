@@ -1,0 +1,206 @@
+/* Preload tests: the two modes, preallocation and the fraction, data integrity, pointer queries.
+ * Every figure is read from the simulated driver: what the program did not see must be true there.
+ */
+#include "preload_test.h"
+
+#include <pthread.h>
+#include <string.h>
+
+START_TEST(arena_one_driver_alloc)
+{
+    pt_env("GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p[100];
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(cuMemAlloc(&p[i], 1000 + 777 * (size_t)i), CUDA_SUCCESS);
+    for (int i = 0; i < 100; i += 2)
+        ck_assert_int_eq(cuMemFree(p[i]), CUDA_SUCCESS);
+    for (int i = 0; i < 100; i += 2)
+        ck_assert_int_eq(cuMemAlloc(&p[i], 4096), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.alloc_calls, 1);
+    ck_assert_uint_eq(c.free_calls, 0);
+    for (int i = 0; i < 100; i++)
+        ck_assert_uint_eq(p[i] % 512, 0);
+}
+END_TEST
+
+START_TEST(platform_one_per_alloc)
+{
+    pt_env("GPUARENA_MODE=platform", NULL);
+    pt_start();
+    CUdeviceptr p[50];
+    for (int i = 0; i < 50; i++)
+        ck_assert_int_eq(cuMemAlloc(&p[i], 1000 * (size_t)(i + 1)), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.alloc_calls, 50);
+    ck_assert_uint_eq(c.bytes_in_use, 1000ull * 50 * 51 / 2);
+    for (int i = 0; i < 50; i++) {
+        ck_assert_int_eq(cuMemFree(p[i]), CUDA_SUCCESS);
+        ck_assert_uint_eq(pt_counters().free_calls, (unsigned long long)i + 1); /* freed at once */
+    }
+    ck_assert_uint_eq(pt_counters().bytes_in_use, 0);
+}
+END_TEST
+
+START_TEST(no_preallocate_grows_on_demand)
+{
+    pt_env("GPUARENA_PREALLOCATE=false", "SIMCUDA_TOTAL_MEM=8GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 1000), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.alloc_calls, 1);
+    ck_assert_uint_le(c.bytes_in_use, 64 * MiB); /* a small region, not 75% of the device */
+    CUdeviceptr big;
+    ck_assert_int_eq(cuMemAlloc(&big, 256 * MiB), CUDA_SUCCESS);
+    c = pt_counters();
+    ck_assert_uint_ge(c.alloc_calls, 2);
+    ck_assert_uint_ge(c.bytes_in_use, 256 * MiB);
+    ck_assert_uint_le(c.bytes_in_use, 1 * GiB);
+}
+END_TEST
+
+START_TEST(fraction_sizes_arena)
+{
+    pt_env("GPUARENA_MEM_FRACTION=0.5", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 4096), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.alloc_calls, 1);
+    ck_assert_uint_eq(c.bytes_in_use, 512 * MiB);
+    /* Hard fraction: the arena never grows past it. */
+    ck_assert_int_eq(cuMemAlloc(&p, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(pt_counters().peak_bytes_in_use, 512 * MiB);
+}
+END_TEST
+
+START_TEST(fraction_plus_grows_to_cap)
+{
+    pt_env("GPUARENA_MEM_FRACTION=0.25+", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p, q;
+    ck_assert_int_eq(cuMemAlloc(&p, 4096), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().bytes_in_use, 256 * MiB);
+    ck_assert_int_eq(cuMemAlloc(&q, 600 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_le(pt_counters().peak_bytes_in_use, 1 * GiB);
+}
+END_TEST
+
+START_TEST(data_reads_back)
+{
+    pt_start();
+    enum { N = 1 << 20 };
+    static unsigned char in[N], out[N];
+    CUdeviceptr a, b;
+    ck_assert_int_eq(cuMemAlloc(&a, N), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, N), CUDA_SUCCESS);
+    for (int i = 0; i < N; i++)
+        in[i] = (unsigned char)(i * 131 + 7);
+    ck_assert_int_eq(cuMemcpyHtoD(a, in, N), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(b, 0xAB, N), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemcpyDtoH(out, a, N), CUDA_SUCCESS);
+    ck_assert_int_eq(memcmp(in, out, N), 0);
+    ck_assert_int_eq(cuMemcpyDtoH(out, b, N), CUDA_SUCCESS);
+    for (int i = 0; i < N; i++)
+        ck_assert_uint_eq(out[i], 0xAB);
+}
+END_TEST
+
+START_TEST(pitch_from_arena)
+{
+    pt_start();
+    CUdeviceptr p;
+    size_t pitch = 0;
+    ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 1000, 10, 4), CUDA_SUCCESS);
+    ck_assert_uint_ge(pitch, 1000);
+    ck_assert_uint_eq(pitch % 512, 0);
+    ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 1000, 10, 3), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocPitch(NULL, &pitch, 1000, 10, 4), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocPitch(&p, NULL, 1000, 10, 4), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 0, 10, 4), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_uint_eq(pt_counters().alloc_calls, 1);
+}
+END_TEST
+
+START_TEST(range_queries_answer_suballocation)
+{
+    pt_start();
+    CUdeviceptr a, b, base = 0;
+    size_t size = 0;
+    ck_assert_int_eq(cuMemAlloc(&a, 10000), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, 3000), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetAddressRange(&base, &size, b + 100), CUDA_SUCCESS);
+    ck_assert_uint_eq(base, b);
+    ck_assert_uint_ge(size, 3000);
+    ck_assert_uint_lt(size, 10000);
+    CUdeviceptr start = 0;
+    size_t rsize = 0;
+    ck_assert_int_eq(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 5000),
+                     CUDA_SUCCESS);
+    ck_assert_uint_eq(start, a);
+    ck_assert_int_eq(cuPointerGetAttribute(&rsize, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a), CUDA_SUCCESS);
+    ck_assert_uint_ge(rsize, 10000);
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                    CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *data[2] = {&start, &rsize};
+    ck_assert_int_eq(cuPointerGetAttributes(2, attrs, data, b + 1), CUDA_SUCCESS);
+    ck_assert_uint_eq(start, b);
+    ck_assert_uint_eq(rsize, size);
+    /* Other attributes go to the driver. */
+    CUcontext owner = NULL;
+    ck_assert_int_eq(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, a), CUDA_SUCCESS);
+    ck_assert_ptr_nonnull(owner);
+    /* A freed sub-allocation is no longer a range. */
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+    ck_assert_int_ne(cuMemGetAddressRange(&base, &size, b), CUDA_SUCCESS);
+}
+END_TEST
+
+static void *pt_thread(void *arg)
+{
+    CUcontext ctx = arg;
+    cuCtxSetCurrent(ctx);
+    CUdeviceptr p[64];
+    for (int round = 0; round < 50; round++) {
+        for (int i = 0; i < 64; i++)
+            if (cuMemAlloc(&p[i], 512 * (size_t)(1 + (i * 7 + round) % 33)) != CUDA_SUCCESS)
+                return (void *)1;
+        for (int i = 0; i < 64; i++)
+            if (cuMemFree(p[i]) != CUDA_SUCCESS)
+                return (void *)2;
+    }
+    return NULL;
+}
+
+START_TEST(threads_share_arena)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUcontext ctx = pt_start();
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, pt_thread, ctx), 0);
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        ck_assert_ptr_null(r);
+    }
+    ck_assert_uint_eq(pt_counters().alloc_calls, 1);
+}
+END_TEST
+
+TCase *pt_tcase_modes(void)
+{
+    TCase *tc = tcase_create("modes");
+    tcase_add_test(tc, arena_one_driver_alloc);
+    tcase_add_test(tc, platform_one_per_alloc);
+    tcase_add_test(tc, no_preallocate_grows_on_demand);
+    tcase_add_test(tc, fraction_sizes_arena);
+    tcase_add_test(tc, fraction_plus_grows_to_cap);
+    tcase_add_test(tc, data_reads_back);
+    tcase_add_test(tc, pitch_from_arena);
+    tcase_add_test(tc, range_queries_answer_suballocation);
+    tcase_add_test(tc, threads_share_arena);
+    return tc;
+}

@@ -1,0 +1,144 @@
+/* Preload tests: what the shim leaves behind and shows. The statistics JSON (valid, with every
+ * field of the contract), the trace file (readable records), and the exported symbol list, which
+ * must equal the hook list generated from shim/hooks.def exactly.
+ * The tier passes PT_SHIM (the library) and PT_HOOKS (the generated list) in the environment.
+ */
+#include "preload_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../allocator/ga_trace.h"
+
+static void pt_workload_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p[8], m;
+    for (int i = 0; i < 8; i++)
+        if (cuMemAlloc(&p[i], 1000 * (size_t)(i + 1)) != CUDA_SUCCESS)
+            exit(2);
+    for (int i = 0; i < 8; i += 2)
+        cuMemFree(p[i]);
+    if (cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS)
+        exit(3);
+    CUdeviceptr huge;
+    if (cuMemAlloc(&huge, 1ull << 40) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(4);
+    exit(0);
+}
+
+static const char *pt_contract =
+    "d['gpuarena_stats'] == 1 and d['pid'] > 0 and d['mode'] in ('arena', 'platform') and "
+    "isinstance(d['preallocate'], bool) and isinstance(d['fraction_grow'], bool) and "
+    "d['fraction'] == 0.75 and d['limit'] == 64*1024*1024 and d['wall_ns'] > 0 and "
+    "all(k in d['totals'] for k in ['alloc_calls','free_calls','failed_allocs','frag_failures',"
+    "'driver_alloc_calls','driver_free_calls','alloc_time_ns','free_time_ns','in_use',"
+    "'peak_in_use','reserved','peak_reserved','largest_free','total_free','fragmentation',"
+    "'max_fragmentation','passthrough_bytes']) and "
+    "d['totals']['alloc_calls'] == 10 and d['totals']['free_calls'] == 4 and "
+    "d['totals']['failed_allocs'] == 1 and d['totals']['passthrough_bytes'] == 4096 and "
+    "d['by_api']['cuMemAlloc']['calls'] == 9 and d['by_api']['cuMemAlloc']['failed'] == 1 and "
+    "d['by_api']['cuMemAllocManaged']['bytes'] == 4096 and len(d['devices']) == 1 and "
+    "all(k in d['devices'][0] for k in ['device','context','cap','in_use','peak_in_use',"
+    "'reserved','peak_reserved','allocs','frees','failed_allocs','frag_failures',"
+    "'backend_reserves','backend_releases','regions','live','largest_free','total_free',"
+    "'fragmentation'])";
+
+static void pt_stats_for(const char *mode, const char *extra)
+{
+    char stats[] = "/tmp/gpuarena-stats-XXXXXX", env[128], err[8192], expr[4096];
+    close(mkstemp(stats));
+    snprintf(env, sizeof env, "GPUARENA_STATS=%s", stats);
+    pt_env(env, mode, "GPUARENA_LIMIT=64MiB", NULL);
+    ck_assert_int_eq(pt_run_child(pt_workload_child, NULL, err, sizeof err), 0);
+    snprintf(expr, sizeof expr, "%s and %s", pt_contract, extra);
+    ck_assert_msg(pt_json_check(stats, expr) == 0, "%s: stats JSON has the contract's fields", mode);
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s.tmp", stats);
+    ck_assert_msg(access(tmp, F_OK) != 0, "the temporary file was renamed");
+    unlink(stats);
+}
+
+START_TEST(stats_json_arena)
+{
+    pt_stats_for("GPUARENA_MODE=arena",
+                 "d['totals']['driver_alloc_calls'] == 1 and d['devices'][0]['regions'] == 1 and "
+                 "d['totals']['peak_reserved'] == 48*1024*1024 + 4096");
+}
+END_TEST
+
+START_TEST(stats_json_platform)
+{
+    pt_stats_for("GPUARENA_MODE=platform",
+                 "d['totals']['driver_alloc_calls'] == 8 and d['totals']['driver_free_calls'] == 4 "
+                 "and d['totals']['peak_in_use'] == 36000 and d['totals']['in_use'] == 20000 + 4096");
+}
+END_TEST
+
+START_TEST(stats_to_stderr)
+{
+    char err[8192];
+    pt_env("GPUARENA_STATS=-", NULL);
+    ck_assert_int_eq(pt_run_child(pt_workload_child, NULL, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "\"gpuarena_stats\": 1"), "stats on stderr: %s", err);
+}
+END_TEST
+
+START_TEST(trace_file_records)
+{
+    char path[] = "/tmp/gpuarena-trace-XXXXXX", env[128], err[4096];
+    close(mkstemp(path));
+    snprintf(env, sizeof env, "GPUARENA_TRACE=%s", path);
+    pt_env(env, NULL);
+    ck_assert_int_eq(pt_run_child(pt_workload_child, NULL, err, sizeof err), 0);
+    ga_trace_t t;
+    char msg[256];
+    ga_trace_init(&t);
+    ck_assert_msg(ga_trace_read(path, &t, msg, sizeof msg) == 0, "trace reads back: %s", msg);
+    ck_assert_uint_eq(t.count, 8 + 4 + 1 + 1); /* allocs, frees, managed, the failed one */
+    ck_assert_uint_eq(t.truncated_bytes, 0);
+    unsigned allocs = 0, frees = 0, failed = 0;
+    for (size_t i = 0; i < t.count; i++) {
+        allocs += t.events[i].kind == GA_EV_ALLOC;
+        frees += t.events[i].kind == GA_EV_FREE;
+        failed += t.events[i].kind == GA_EV_ALLOC_FAILED;
+        ck_assert_uint_ne(t.events[i].thread, 0);
+    }
+    ck_assert_uint_eq(allocs, 9);
+    ck_assert_uint_eq(frees, 4);
+    ck_assert_uint_eq(failed, 1);
+    ga_trace_free(&t);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(exports_equal_hooks)
+{
+    const char *shim = getenv("PT_SHIM"), *hooks = getenv("PT_HOOKS");
+    ck_assert_msg(shim && hooks, "PT_SHIM and PT_HOOKS are set by the tier");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "nm -D --defined-only '%s' | awk '{print $3}' | LC_ALL=C sort | diff -u '%s' - >&2",
+             shim, hooks);
+    ck_assert_msg(system(cmd) == 0, "exported symbols differ from hooks.def (diff on stderr)");
+    struct stat st;
+    ck_assert_int_eq(stat(hooks, &st), 0);
+    ck_assert_int_gt(st.st_size, 100);
+}
+END_TEST
+
+TCase *pt_tcase_reports(void)
+{
+    TCase *tc = tcase_create("reports");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, stats_json_arena);
+    tcase_add_test(tc, stats_json_platform);
+    tcase_add_test(tc, stats_to_stderr);
+    tcase_add_test(tc, trace_file_records);
+    tcase_add_test(tc, exports_equal_hooks);
+    return tc;
+}

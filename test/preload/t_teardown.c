@@ -1,0 +1,149 @@
+/* Preload tests: contexts that go away with allocations live (destroy, primary reset, last primary
+ * release), several contexts, and fork. A dead context's arena must be released (the driver's
+ * bytes go back to zero) and never serve a later allocation.
+ */
+#include "preload_test.h"
+
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+START_TEST(ctx_destroy_releases_arena)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUdevice dev;
+    CUcontext ctx;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&ctx, NULL, 0, dev), CUDA_SUCCESS);
+    CUdeviceptr p[4];
+    for (int i = 0; i < 4; i++) /* left live on purpose */
+        ck_assert_int_eq(cuMemAlloc(&p[i], 1 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().alloc_calls, 1);
+    ck_assert_int_eq(cuCtxDestroy(ctx), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+    ck_assert_uint_eq(c.free_calls, 1); /* the shim released its region before the destroy */
+    /* A new context: a new arena from a new driver allocation, not the dead one's memory. */
+    ck_assert_int_eq(cuCtxCreate(&ctx, NULL, 0, dev), CUDA_SUCCESS);
+    CUdeviceptr q;
+    ck_assert_int_eq(cuMemAlloc(&q, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().alloc_calls, 2);
+    CUcontext owner = NULL;
+    ck_assert_int_eq(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, q), CUDA_SUCCESS);
+    ck_assert_ptr_eq(owner, ctx);
+    ck_assert_int_eq(cuCtxDestroy(ctx), CUDA_SUCCESS);
+}
+END_TEST
+
+START_TEST(primary_reset_releases_arena)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_MODE=arena", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_gt(pt_counters().bytes_in_use, 0);
+    ck_assert_int_eq(cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+    ck_assert_uint_eq(c.free_calls, 1);
+    CUcontext ctx = pt_start();
+    CUdeviceptr q;
+    ck_assert_int_eq(cuMemAlloc(&q, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().alloc_calls, 2);
+    CUcontext owner = NULL;
+    ck_assert_int_eq(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, q), CUDA_SUCCESS);
+    ck_assert_ptr_eq(owner, ctx);
+}
+END_TEST
+
+START_TEST(primary_last_release_drops_arena)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_MODE=platform", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS); /* last reference */
+    ck_assert_uint_eq(pt_counters().bytes_in_use, 0);
+    pt_start();
+    CUdeviceptr q;
+    size_t free = 0, total = 0;
+    ck_assert_int_eq(cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+    ck_assert_uint_eq(free, total); /* the dead context's bytes no longer count */
+    ck_assert_int_eq(cuMemAlloc(&q, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(q), CUDA_SUCCESS);
+}
+END_TEST
+
+START_TEST(arena_last_release_then_reuse)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_MODE=arena", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 1 * MiB), CUDA_SUCCESS);
+    unsigned long long allocs = pt_counters().alloc_calls;
+    ck_assert_int_eq(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().bytes_in_use, 0);
+    pt_start();
+    CUdeviceptr q;
+    ck_assert_int_eq(cuMemAlloc(&q, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().alloc_calls, allocs + 1); /* a fresh arena */
+    ck_assert_int_eq(cuMemFree(q), CUDA_SUCCESS);
+}
+END_TEST
+
+START_TEST(two_contexts_two_arenas)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", "SIMCUDA_DEVICES=2", "GPUARENA_LIMIT=128MiB", NULL);
+    CUdevice d0, d1;
+    CUcontext c0, c1;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&d1, 1), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&c0, NULL, 0, d0), CUDA_SUCCESS);
+    CUdeviceptr a, b;
+    ck_assert_int_eq(cuMemAlloc(&a, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&c1, NULL, 0, d1), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(0), 96 * MiB);
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(1), 96 * MiB);
+    /* A free from the other context's thread still finds the right arena. */
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(c1), CUDA_SUCCESS);
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(1), 0);
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(0), 96 * MiB);
+    ck_assert_int_eq(cuCtxDestroy(c0), CUDA_SUCCESS);
+}
+END_TEST
+
+START_TEST(fork_child_allocates)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 1 * MiB), CUDA_SUCCESS);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Fresh state in the child: the parent's arena is not reused. */
+        CUdeviceptr q;
+        int ok = cuMemAlloc(&q, 1 * MiB) == CUDA_SUCCESS && cuMemFree(q) == CUDA_SUCCESS;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child allocates after fork");
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+}
+END_TEST
+
+TCase *pt_tcase_teardown(void)
+{
+    TCase *tc = tcase_create("teardown");
+    tcase_add_test(tc, ctx_destroy_releases_arena);
+    tcase_add_test(tc, primary_reset_releases_arena);
+    tcase_add_test(tc, primary_last_release_drops_arena);
+    tcase_add_test(tc, arena_last_release_then_reuse);
+    tcase_add_test(tc, two_contexts_two_arenas);
+    tcase_add_test(tc, fork_child_allocates);
+    return tc;
+}

@@ -1,0 +1,31 @@
+# The simulated CUDA driver: $(BUILD)/sim/libcuda.so.1 (+ libcuda.so link), and its own test tier.
+SIM_SRC  := $(wildcard test/sim/sim_*.c)
+SIM_OBJ  := $(patsubst test/sim/%.c,$(BUILD)/sim/obj/%.o,$(SIM_SRC))
+SIM_LIB  := $(BUILD)/sim/libcuda.so.1
+SIM_TEST := $(BUILD)/sim/test_sim
+
+ALL += $(SIM_LIB) $(BUILD)/sim/libcuda.so $(SIM_TEST)
+TEST_TIERS += test-sim
+
+$(BUILD)/sim/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/simcuda.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -c $< -o $@
+
+# -Bsymbolic: as in the real driver, the driver's own references (the cuGetProcAddress table)
+# bind to its own functions, never to the same names exported by a preloaded shim.
+$(SIM_LIB): $(SIM_OBJ)
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic $(LDFLAGS_COMMON) -o $@ $^ -lpthread
+
+$(BUILD)/sim/libcuda.so: $(SIM_LIB)
+	ln -sf libcuda.so.1 $@
+
+$(SIM_TEST): test/sim/test_sim.c test/sim/simcuda.h $(BUILD)/sim/libcuda.so
+	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -o $@ $< \
+	  -L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl
+
+.PHONY: test-sim
+test-sim: $(SIM_TEST)
+	@mkdir -p $(RESULTS)
+	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/sim.tap CK_FORK=yes LD_LIBRARY_PATH=$(BUILD)/sim \
+	  SIMCUDA_TEST_CUDART=$(CUDA)/lib64/libcudart.so.13 $(SIM_TEST) \
+	  >$(RESULTS)/sim.log 2>&1 || true

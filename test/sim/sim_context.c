@@ -1,0 +1,572 @@
+/* simcuda contexts: cuInit, devices, contexts (created and primary), the per-thread context stack,
+ * and streams.
+ *
+ * Context handles point at sim_ctx_t records that are never freed and are kept in a registry, so a
+ * destroyed or foreign handle is recognised (CUDA_ERROR_INVALID_CONTEXT) instead of being
+ * dereferenced blindly. Destroying a context frees its memory, as the real driver does, which is
+ * what lets a test see that the shim drops its arena with the context.
+ */
+#define _GNU_SOURCE
+#include "sim_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIM_STACK_DEPTH 32
+
+typedef struct sim_stream {
+    sim_ctx_t *ctx;
+    int alive;
+    struct sim_stream *next;
+} sim_stream_t;
+
+static int sim_inited;
+static sim_ctx_t *sim_ctxs;                      /* registry, under sim_lock */
+static sim_ctx_t sim_primary[SIM_MAX_DEVICES];   /* one primary context per device */
+static sim_stream_t *sim_streams;                /* registry, under sim_lock */
+static __thread sim_ctx_t *tls_stack[SIM_STACK_DEPTH];
+static __thread int tls_depth;
+
+CUresult sim_check_init(void)
+{
+    sim_setup();
+    return __atomic_load_n(&sim_inited, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+int sim_ctx_known_locked(const sim_ctx_t *c)
+{
+    for (int d = 0; d < sim_cfg.devices; d++)
+        if (c == &sim_primary[d])
+            return 1;
+    for (const sim_ctx_t *p = sim_ctxs; p; p = p->next)
+        if (p == c)
+            return 1;
+    return 0;
+}
+
+CUresult sim_current(sim_ctx_t **out)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (tls_depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&sim_lock);
+    int alive = tls_stack[tls_depth - 1]->alive;
+    pthread_mutex_unlock(&sim_lock);
+    if (!alive)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = tls_stack[tls_depth - 1];
+    return CUDA_SUCCESS;
+}
+
+unsigned long long sim_ctx_overhead_locked(int dev)
+{
+    unsigned long long n = 0;
+    for (const sim_ctx_t *p = sim_ctxs; p; p = p->next)
+        n += p->alive && p->dev == dev;
+    n += sim_primary[dev].alive;
+    return n * sim_cfg.ctx_overhead;
+}
+
+CUresult cuInit(unsigned int flags)
+{
+    sim_setup();
+    if (sim_cfg.bad)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    for (int d = 0; d < sim_cfg.devices; d++) {
+        sim_primary[d].dev = d;
+        sim_primary[d].primary = 1;
+    }
+    __atomic_store_n(&sim_inited, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&sim_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *version)
+{
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = SIM_DRIVER_VERSION; /* works before cuInit, like the real one */
+    return CUDA_SUCCESS;
+}
+
+/* ---- devices ---- */
+
+static CUresult sim_check_dev(CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return (dev >= 0 && dev < sim_cfg.devices) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = sim_cfg.devices;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= sim_cfg.devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "simcuda device %d", (int)dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    *bytes = (size_t)sim_cfg.total_mem;
+    return CUDA_SUCCESS;
+}
+
+/* A Hopper-like device: what frameworks ask for first. Other valid attributes read 0. */
+static int sim_attribute(CUdevice_attribute a, CUdevice dev)
+{
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1980000;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 50331648;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return (int)dev + 1;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+    default: return 0;
+    }
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pi || (int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pi = sim_attribute(attrib, dev);
+    return CUDA_SUCCESS;
+}
+
+/* ---- the per-thread context stack ---- */
+
+static CUresult sim_push(sim_ctx_t *c)
+{
+    if (tls_depth == SIM_STACK_DEPTH)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    tls_stack[tls_depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+/* Drops every entry for c from this thread's stack (the destroyed context is popped). */
+static void sim_unstack(const sim_ctx_t *c)
+{
+    int j = 0;
+    for (int i = 0; i < tls_depth; i++)
+        if (tls_stack[i] != c)
+            tls_stack[j++] = tls_stack[i];
+    tls_depth = j;
+}
+
+/* Validates a handle passed in by the caller: ours and alive. */
+static CUresult sim_ctx_arg(CUcontext ctx, sim_ctx_t **out)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_ctx_t *c = (sim_ctx_t *)ctx;
+    pthread_mutex_lock(&sim_lock);
+    int ok = c && sim_ctx_known_locked(c) && c->alive;
+    pthread_mutex_unlock(&sim_lock);
+    if (!ok)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ctx) {
+        if (tls_depth > 0)
+            tls_depth--;
+        return CUDA_SUCCESS;
+    }
+    sim_ctx_t *c;
+    if ((r = sim_ctx_arg(ctx, &c)) != CUDA_SUCCESS)
+        return r;
+    if (tls_depth == 0)
+        return sim_push(c);
+    tls_stack[tls_depth - 1] = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = tls_depth ? (CUcontext)tls_stack[tls_depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_arg(ctx, &c);
+    return r != CUDA_SUCCESS ? r : sim_push(c);
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (tls_depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_ctx_t *c = tls_stack[--tls_depth];
+    if (pctx)
+        *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = c->dev;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    sim_ctx_t *c;
+    return sim_current(&c); /* every operation is synchronous already */
+}
+
+/* ---- created contexts ---- */
+
+/* Makes a context on dev, takes its overhead from the device total, pushes it. */
+static CUresult sim_ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
+{
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (tls_depth == SIM_STACK_DEPTH)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&sim_lock);
+    unsigned long long used = sim_dev_in_use_locked(dev) + sim_ctx_overhead_locked(dev);
+    if (used + sim_cfg.ctx_overhead > sim_cfg.total_mem) {
+        pthread_mutex_unlock(&sim_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    sim_ctx_t *c = calloc(1, sizeof *c);
+    if (c) {
+        *c = (sim_ctx_t){.dev = dev, .alive = 1, .flags = flags, .next = sim_ctxs};
+        sim_ctxs = c;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    SIM_COUNT(ctx_creates);
+    *pctx = (CUcontext)c;
+    return sim_push(c);
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return sim_ctx_create(pctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                        unsigned int flags, CUdevice dev)
+{
+    if (numParams < 0 || (numParams > 0 && !paramsArray))
+        return sim_check_init() != CUDA_SUCCESS ? CUDA_ERROR_NOT_INITIALIZED : CUDA_ERROR_INVALID_VALUE;
+    return sim_ctx_create(pctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
+{
+    (void)params; /* affinity and CIG parameters have no meaning on host memory */
+    return sim_ctx_create(pctx, flags, dev);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_arg(ctx, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (c->primary)
+        return CUDA_ERROR_INVALID_CONTEXT; /* primary contexts go through Release/Reset */
+    pthread_mutex_lock(&sim_lock);
+    sim_free_ctx_memory_locked(c);
+    c->alive = 0;
+    pthread_mutex_unlock(&sim_lock);
+    sim_unstack(c);
+    SIM_COUNT(ctx_destroys);
+    return CUDA_SUCCESS;
+}
+
+/* ---- primary contexts ---- */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    SIM_COUNT(primary_retains);
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    sim_ctx_t *c = &sim_primary[dev];
+    if (!c->alive && sim_dev_in_use_locked(dev) + sim_ctx_overhead_locked(dev) + sim_cfg.ctx_overhead >
+                         sim_cfg.total_mem) {
+        pthread_mutex_unlock(&sim_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->refcount++;
+    c->alive = 1;
+    pthread_mutex_unlock(&sim_lock);
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    SIM_COUNT(primary_releases);
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&sim_lock);
+    sim_ctx_t *c = &sim_primary[dev];
+    if (c->refcount == 0) {
+        pthread_mutex_unlock(&sim_lock);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (--c->refcount == 0) {
+        sim_free_ctx_memory_locked(c);
+        c->alive = 0;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    SIM_COUNT(primary_resets);
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&sim_lock);
+    sim_free_ctx_memory_locked(&sim_primary[dev]);
+    sim_primary[dev].flags = 0;
+    pthread_mutex_unlock(&sim_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    *flags = sim_primary[dev].flags;
+    *active = sim_primary[dev].alive;
+    pthread_mutex_unlock(&sim_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&sim_lock);
+    sim_primary[dev].flags = flags;
+    pthread_mutex_unlock(&sim_lock);
+    return CUDA_SUCCESS;
+}
+
+/* ---- streams: handles only, since every operation completes at once ---- */
+
+int sim_stream_ok(CUstream s)
+{
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+        return 1;
+    pthread_mutex_lock(&sim_lock);
+    int ok = 0;
+    for (const sim_stream_t *p = sim_streams; p && !ok; p = p->next)
+        ok = (p == (const sim_stream_t *)s) && p->alive && p->ctx->alive;
+    pthread_mutex_unlock(&sim_lock);
+    return ok;
+}
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_stream_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&sim_lock);
+    *s = (sim_stream_t){.ctx = c, .alive = 1, .next = sim_streams};
+    sim_streams = s;
+    pthread_mutex_unlock(&sim_lock);
+    *phStream = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD ||
+        !sim_stream_ok(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&sim_lock);
+    ((sim_stream_t *)hStream)->alive = 0;
+    pthread_mutex_unlock(&sim_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return sim_stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    return cuStreamSynchronize(hStream);
+}
+
+/* ---- older and newer variants the CUDA runtime asks for by version ----
+ * The runtime requests cuDevicePrimaryCtxRelease/Reset at version 7000, i.e. these v1 symbols, and
+ * cuCtxGetDevice/cuCtxSynchronize at 13000 (the _v2 that take a context). Each is its own function,
+ * so cuGetProcAddress answers with a distinct address per variant, as the real driver does. */
+
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return sim_ctx_create(pctx, flags, dev);
+}
+
+CUresult cuCtxDestroy(CUcontext ctx)
+{
+    return cuCtxDestroy_v2(ctx);
+}
+
+CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+    return cuCtxPushCurrent_v2(ctx);
+}
+
+CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+    return cuCtxPopCurrent_v2(pctx);
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+    return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+CUresult cuStreamDestroy(CUstream hStream)
+{
+    return cuStreamDestroy_v2(hStream);
+}
+
+/* ctx NULL means the current context. */
+static CUresult sim_ctx_or_current(CUcontext ctx, sim_ctx_t **out)
+{
+    return ctx ? sim_ctx_arg(ctx, out) : sim_current(out);
+}
+
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_or_current(ctx, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = c->dev;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    sim_ctx_t *c;
+    return sim_ctx_or_current(ctx, &c);
+}

@@ -1,0 +1,453 @@
+/* simcuda memory: device allocations on host memory, copies, sets, and pointer queries.
+ *
+ * Every allocation is its own anonymous mmap with MAP_NORESERVE, so a multi-GiB "device" block costs
+ * nothing until touched and is page aligned (past the 512 bytes the contract asks for). Live
+ * allocations sit in an array sorted by address: exact lookups (free) and interior lookups
+ * (cuMemGetAddressRange, copy bounds) are both a binary search. cuMemCreate handles have no address
+ * until mapped, so they live in a separate list and only count toward the device total.
+ */
+#define _GNU_SOURCE
+#include "sim_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define SIM_VMM_GRANULARITY ((size_t)2 << 20)
+
+typedef enum { SIM_PLAIN, SIM_ASYNC, SIM_MANAGED } sim_kind_t;
+
+typedef struct sim_alloc {
+    CUdeviceptr base;
+    size_t size;      /* as requested: what the counters see */
+    size_t mapped;    /* rounded to pages: what mmap got */
+    int dev;
+    const sim_ctx_t *ctx;
+    sim_kind_t kind;
+    unsigned long long id;
+} sim_alloc_t;
+
+typedef struct sim_handle {
+    unsigned long long id;
+    size_t size;
+    int dev;
+    struct sim_handle *next;
+} sim_handle_t;
+
+static sim_alloc_t *tab;            /* sorted by base, under sim_lock */
+static size_t tab_len, tab_cap;
+static sim_handle_t *handles;       /* cuMemCreate handles, under sim_lock */
+static unsigned long long next_id = 1;
+static unsigned long long dev_in_use[SIM_MAX_DEVICES];
+
+unsigned long long sim_dev_in_use_locked(int dev)
+{
+    return dev_in_use[dev];
+}
+
+/* Index of the first allocation whose base is above addr. */
+static size_t sim_upper_locked(CUdeviceptr addr)
+{
+    size_t lo = 0, hi = tab_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tab[mid].base <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The allocation containing addr, or NULL. */
+static sim_alloc_t *sim_find_locked(CUdeviceptr addr)
+{
+    size_t i = sim_upper_locked(addr);
+    if (i == 0)
+        return NULL;
+    sim_alloc_t *a = &tab[i - 1];
+    return addr - a->base < a->size ? a : NULL;
+}
+
+static int sim_insert_locked(const sim_alloc_t *a)
+{
+    if (tab_len == tab_cap) {
+        size_t cap = tab_cap ? tab_cap * 2 : 256;
+        sim_alloc_t *t = realloc(tab, cap * sizeof *t);
+        if (!t)
+            return -1;
+        tab = t, tab_cap = cap;
+    }
+    size_t i = sim_upper_locked(a->base);
+    memmove(&tab[i + 1], &tab[i], (tab_len - i) * sizeof *tab);
+    tab[i] = *a;
+    tab_len++;
+    return 0;
+}
+
+/* Unmaps and uncounts tab[i]. */
+static void sim_remove_locked(size_t i)
+{
+    sim_alloc_t *a = &tab[i];
+    munmap((void *)(uintptr_t)a->base, a->mapped);
+    dev_in_use[a->dev] -= a->size;
+    sim_bytes_sub_locked(a->size);
+    memmove(&tab[i], &tab[i + 1], (tab_len - i - 1) * sizeof *tab);
+    tab_len--;
+}
+
+void sim_free_ctx_memory_locked(const sim_ctx_t *c)
+{
+    for (size_t i = tab_len; i-- > 0;)
+        if (tab[i].ctx == c)
+            sim_remove_locked(i);
+}
+
+/* Takes size bytes from dev's total if they fit. */
+static int sim_charge_locked(int dev, size_t size)
+{
+    unsigned long long used = dev_in_use[dev] + sim_ctx_overhead_locked(dev);
+    if (used > sim_cfg.total_mem || size > sim_cfg.total_mem - used)
+        return -1;
+    dev_in_use[dev] += size;
+    sim_bytes_add_locked(size);
+    return 0;
+}
+
+static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kind, CUdeviceptr *out)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (size > SIZE_MAX - (size_t)page)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t mapped = (size + (size_t)page - 1) & ~((size_t)page - 1);
+    if (sim_charge_locked(c->dev, size) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    sim_alloc_t a = {(CUdeviceptr)(uintptr_t)p, size, mapped, c->dev, c, kind, next_id++};
+    if (p == MAP_FAILED || sim_insert_locked(&a) != 0) {
+        if (p != MAP_FAILED)
+            munmap(p, mapped);
+        dev_in_use[c->dev] -= size;
+        sim_bytes_sub_locked(size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = a.base;
+    return CUDA_SUCCESS;
+}
+
+/* The common allocation path: context, arguments, latency, accounting. */
+static CUresult sim_alloc(CUdeviceptr *dptr, size_t size, sim_kind_t kind)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_current(&c);
+    if (r == CUDA_SUCCESS && (!dptr || size == 0))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        sim_latency();
+        pthread_mutex_lock(&sim_lock);
+        r = sim_alloc_locked(c, size, kind, dptr);
+        pthread_mutex_unlock(&sim_lock);
+    }
+    if (r != CUDA_SUCCESS)
+        SIM_COUNT(failed_allocs);
+    return r;
+}
+
+/* The common free path: only the exact base of a live allocation is accepted. */
+static CUresult sim_free(CUdeviceptr dptr)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_latency();
+    pthread_mutex_lock(&sim_lock);
+    sim_alloc_t *a = sim_find_locked(dptr);
+    if (a && a->base == dptr)
+        sim_remove_locked((size_t)(a - tab));
+    else
+        r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    SIM_COUNT(alloc_calls);
+    return sim_alloc(dptr, bytesize, SIM_PLAIN);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
+{
+    SIM_COUNT(alloc_calls);
+    size_t pitch = (WidthInBytes + 511) & ~(size_t)511;
+    int bad = !pPitch || WidthInBytes == 0 || Height == 0 || pitch < WidthInBytes ||
+              (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
+              pitch > SIZE_MAX / Height;
+    CUresult r = sim_alloc(dptr, bad ? 0 : pitch * Height, SIM_PLAIN);
+    if (r == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return r;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    SIM_COUNT(free_calls);
+    return sim_free(dptr);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    SIM_COUNT(managed_alloc_calls);
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        bytesize = 0; /* rejected as an invalid value by the common path */
+    return sim_alloc(dptr, bytesize, SIM_MANAGED);
+}
+
+/* ---- stream-ordered allocation: streams complete at once, so this is allocation plus a check ---- */
+
+static CUresult sim_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s)
+{
+    if (sim_check_init() == CUDA_SUCCESS && !sim_stream_ok(s)) {
+        SIM_COUNT(failed_allocs);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    return sim_alloc(dptr, size, SIM_ASYNC);
+}
+
+static CUresult sim_free_async(CUdeviceptr dptr, CUstream s)
+{
+    if (sim_check_init() == CUDA_SUCCESS && !sim_stream_ok(s))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return sim_free(dptr);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    SIM_COUNT(async_alloc_calls);
+    return sim_alloc_async(dptr, bytesize, hStream);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    SIM_COUNT(async_alloc_calls);
+    return sim_alloc_async(dptr, bytesize, hStream);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    (void)pool; /* every pool is the device's default pool here */
+    SIM_COUNT(pool_alloc_calls);
+    return sim_alloc_async(dptr, bytesize, hStream);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream)
+{
+    (void)pool;
+    SIM_COUNT(pool_alloc_calls);
+    return sim_alloc_async(dptr, bytesize, hStream);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    SIM_COUNT(async_free_calls);
+    return sim_free_async(dptr, hStream);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    SIM_COUNT(async_free_calls);
+    return sim_free_async(dptr, hStream);
+}
+
+/* ---- handle-based allocation (VMM): counted, never mapped ---- */
+
+static int sim_prop_ok(const CUmemAllocationProp *prop)
+{
+    return prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+           prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
+           prop->location.id < sim_cfg.devices;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!granularity || !sim_prop_ok(prop) || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                                               option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *granularity = SIM_VMM_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags)
+{
+    SIM_COUNT(create_calls);
+    CUresult r = sim_check_init();
+    if (r == CUDA_SUCCESS && (!handle || size == 0 || size % SIM_VMM_GRANULARITY || flags ||
+                              !sim_prop_ok(prop)))
+        r = CUDA_ERROR_INVALID_VALUE;
+    sim_handle_t *h = r == CUDA_SUCCESS ? calloc(1, sizeof *h) : NULL;
+    if (r == CUDA_SUCCESS && !h)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        sim_latency();
+        pthread_mutex_lock(&sim_lock);
+        if (sim_charge_locked(prop->location.id, size) == 0) {
+            *h = (sim_handle_t){next_id++, size, prop->location.id, handles};
+            handles = h;
+            *handle = h->id;
+        } else {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        pthread_mutex_unlock(&sim_lock);
+    }
+    if (r != CUDA_SUCCESS) {
+        free(h);
+        SIM_COUNT(failed_allocs);
+    }
+    return r;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    SIM_COUNT(release_calls);
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_latency();
+    pthread_mutex_lock(&sim_lock);
+    sim_handle_t **pp = &handles;
+    while (*pp && (*pp)->id != handle)
+        pp = &(*pp)->next;
+    sim_handle_t *h = *pp;
+    if (h) {
+        *pp = h->next;
+        dev_in_use[h->dev] -= h->size;
+        sim_bytes_sub_locked(h->size);
+    }
+    pthread_mutex_unlock(&sim_lock);
+    free(h);
+    return h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- information ---- */
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    SIM_COUNT(meminfo_calls);
+    sim_ctx_t *c;
+    CUresult r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    unsigned long long used = dev_in_use[c->dev] + sim_ctx_overhead_locked(c->dev);
+    pthread_mutex_unlock(&sim_lock);
+    *total = (size_t)sim_cfg.total_mem;
+    *free_bytes = used >= sim_cfg.total_mem ? 0 : (size_t)(sim_cfg.total_mem - used);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&sim_lock);
+    const sim_alloc_t *a = sim_find_locked(dptr);
+    if (a && pbase)
+        *pbase = a->base;
+    if (a && psize)
+        *psize = a->size;
+    pthread_mutex_unlock(&sim_lock);
+    return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+/* Writes one pointer attribute of allocation a (NULL: the defaults for an unknown pointer). */
+static CUresult sim_attr(CUpointer_attribute attr, const sim_alloc_t *a, CUdeviceptr ptr, void *data)
+{
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a ? (CUcontext)a->ctx : NULL; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = a ? CU_MEMORYTYPE_DEVICE : 0; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = a ? ptr : 0; break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = a && a->kind == SIM_MANAGED ? (void *)(uintptr_t)ptr : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = a && a->kind == SIM_MANAGED; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = a ? a->dev : -1; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = a ? a->base : 0; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a ? a->size : 0; break;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = a != NULL; break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a ? a->id : 0; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    const sim_alloc_t *a = sim_find_locked(ptr);
+    r = a ? sim_attr(attribute, a, ptr, data) : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}
+
+/* Unlike the singular call, an unknown pointer is not an error: every attribute gets its default. */
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
+                                CUdeviceptr ptr)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (numAttributes == 0 || !attributes || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    const sim_alloc_t *a = sim_find_locked(ptr);
+    for (unsigned i = 0; i < numAttributes && r == CUDA_SUCCESS; i++)
+        r = data[i] ? sim_attr(attributes[i], a, ptr, data[i]) : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    SIM_COUNT(ipc_calls);
+    sim_ctx_t *c;
+    CUresult r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pHandle)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    const sim_alloc_t *a = sim_find_locked(dptr);
+    int ok = a && a->kind == SIM_PLAIN;
+    if (ok) {
+        unsigned long long v[3] = {a->base, a->size, (unsigned long long)getpid()};
+        memset(pHandle, 0, sizeof *pHandle);
+        memcpy(pHandle->reserved, v, sizeof v);
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+int sim_range_ok_locked(CUdeviceptr p, size_t n)
+{
+    const sim_alloc_t *a = sim_find_locked(p);
+    return a && n <= a->size - (p - a->base);
+}

@@ -1,0 +1,194 @@
+/* simcuda state: configuration from the environment, the global lock, the counters, the JSON report
+ * written at exit, and the counter half of the test-instrument API (simcuda.h).
+ *
+ * Configuration is read once (pthread_once) at the first driver call, so a test can set the
+ * environment before it loads or first calls the driver. Counters are plain fields: the byte
+ * counters change only under sim_lock (peak must be exact), the call counters by atomic add.
+ */
+#define _GNU_SOURCE
+#include "sim_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+sim_config_t sim_cfg = {1, 8ULL << 30, 0, 0, NULL, 0};
+pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
+simcuda_counters_t sim_counters;
+
+static pthread_once_t sim_once = PTHREAD_ONCE_INIT;
+
+/* One unit suffix: binary for K/M/G/T and KiB..TiB, decimal for KB..TB. */
+static int sim_unit(const char *u, unsigned long long *mult)
+{
+    static const struct { const char *name; unsigned long long mult; } units[] = {
+        {"", 1}, {"B", 1}, {"K", 1ULL << 10}, {"KiB", 1ULL << 10}, {"KB", 1000ULL},
+        {"M", 1ULL << 20}, {"MiB", 1ULL << 20}, {"MB", 1000000ULL},
+        {"G", 1ULL << 30}, {"GiB", 1ULL << 30}, {"GB", 1000000000ULL},
+        {"T", 1ULL << 40}, {"TiB", 1ULL << 40}, {"TB", 1000000000000ULL},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcasecmp(u, units[i].name) == 0)
+            return *mult = units[i].mult, 0;
+    return -1;
+}
+
+/* "8GiB" -> 8 << 30. Returns -1 on junk or overflow. */
+static int sim_parse_size(const char *s, unsigned long long *out)
+{
+    char *end;
+    unsigned long long mult;
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || sim_unit(end, &mult) != 0)
+        return -1;
+    if (v != 0 && mult > ~0ULL / v)
+        return -1;
+    *out = v * mult;
+    return 0;
+}
+
+static void sim_read_size(const char *name, unsigned long long *dst, const char *hint)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return;
+    if (sim_parse_size(v, dst) != 0) {
+        fprintf(stderr, "gpuarena: simcuda: %s='%s' is not a %s; cuInit will fail until it is fixed\n",
+                name, v, hint);
+        sim_cfg.bad = 1;
+    }
+}
+
+static void sim_read_env(void)
+{
+    unsigned long long devices = 1;
+    sim_read_size("SIMCUDA_DEVICES", &devices, "device count (try 1 or 2)");
+    if (devices < 1 || devices > SIM_MAX_DEVICES) {
+        fprintf(stderr, "gpuarena: simcuda: SIMCUDA_DEVICES=%llu is out of range (1..%d)\n", devices,
+                SIM_MAX_DEVICES);
+        sim_cfg.bad = 1;
+        devices = 1;
+    }
+    sim_cfg.devices = (int)devices;
+    sim_read_size("SIMCUDA_TOTAL_MEM", &sim_cfg.total_mem, "size (try 8GiB, 512MiB or 8G)");
+    if (sim_cfg.total_mem == 0) {
+        fprintf(stderr, "gpuarena: simcuda: SIMCUDA_TOTAL_MEM must be more than 0 (try 8GiB)\n");
+        sim_cfg.bad = 1;
+        sim_cfg.total_mem = 8ULL << 30;
+    }
+    sim_read_size("SIMCUDA_LATENCY_NS", &sim_cfg.latency_ns, "number of nanoseconds (try 20000)");
+    sim_read_size("SIMCUDA_CONTEXT_OVERHEAD", &sim_cfg.ctx_overhead, "size (try 300MiB)");
+    const char *r = getenv("SIMCUDA_REPORT");
+    sim_cfg.report = (r && *r) ? strdup(r) : NULL;
+}
+
+void sim_setup(void)
+{
+    pthread_once(&sim_once, sim_read_env);
+}
+
+void sim_latency(void)
+{
+    if (!sim_cfg.latency_ns)
+        return;
+    /* Busy-wait, not sleep: a real driver call burns CPU, and sleeps are far too coarse. */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((unsigned long long)(t.tv_sec - t0.tv_sec) * 1000000000ULL + (unsigned long long)t.tv_nsec -
+                 (unsigned long long)t0.tv_nsec < sim_cfg.latency_ns);
+}
+
+void sim_bytes_add_locked(unsigned long long n)
+{
+    sim_counters.bytes_in_use += n;
+    sim_counters.bytes_allocated_total += n;
+    sim_counters.live_allocations++;
+    if (sim_counters.bytes_in_use > sim_counters.peak_bytes_in_use)
+        sim_counters.peak_bytes_in_use = sim_counters.bytes_in_use;
+}
+
+void sim_bytes_sub_locked(unsigned long long n)
+{
+    sim_counters.bytes_in_use -= n;
+    sim_counters.live_allocations--;
+}
+
+void simcuda_get_counters(simcuda_counters_t *out)
+{
+    if (!out)
+        return;
+    pthread_mutex_lock(&sim_lock);
+#define SIM_COPY(name, desc) out->name = __atomic_load_n(&sim_counters.name, __ATOMIC_RELAXED);
+    SIMCUDA_COUNTERS(SIM_COPY)
+#undef SIM_COPY
+    pthread_mutex_unlock(&sim_lock);
+}
+
+void simcuda_reset_counters(void)
+{
+    pthread_mutex_lock(&sim_lock);
+    simcuda_counters_t keep = sim_counters;
+    memset(&sim_counters, 0, sizeof sim_counters);
+    sim_counters.bytes_in_use = keep.bytes_in_use;
+    sim_counters.peak_bytes_in_use = keep.bytes_in_use;
+    sim_counters.live_allocations = keep.live_allocations;
+    sim_getproc_log_clear_locked();
+    pthread_mutex_unlock(&sim_lock);
+}
+
+unsigned long long simcuda_device_bytes_in_use(int dev)
+{
+    sim_setup();
+    if (dev < 0 || dev >= sim_cfg.devices)
+        return 0;
+    pthread_mutex_lock(&sim_lock);
+    unsigned long long n = sim_dev_in_use_locked(dev);
+    pthread_mutex_unlock(&sim_lock);
+    return n;
+}
+
+static void sim_write_json(FILE *f, const simcuda_counters_t *c)
+{
+    fprintf(f, "{\n  \"counters\": {");
+    const char *sep = "\n";
+#define SIM_JSON(name, desc) fprintf(f, "%s    \"%s\": %llu", sep, #name, c->name), sep = ",\n";
+    SIMCUDA_COUNTERS(SIM_JSON)
+#undef SIM_JSON
+    fprintf(f, "\n  },\n  \"devices\": [");
+    for (int d = 0; d < sim_cfg.devices; d++)
+        fprintf(f, "%s{\"total\": %llu, \"bytes_in_use\": %llu}", d ? ", " : "", sim_cfg.total_mem,
+                simcuda_device_bytes_in_use(d));
+    fprintf(f, "]\n}\n");
+}
+
+/* Written at exit into a temporary file then renamed, so a reader never sees half a report. */
+__attribute__((destructor)) static void sim_report(void)
+{
+    sim_setup();
+    if (!sim_cfg.report)
+        return;
+    simcuda_counters_t c;
+    simcuda_get_counters(&c);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", sim_cfg.report, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "gpuarena: simcuda: cannot write SIMCUDA_REPORT=%s: %s\n", sim_cfg.report,
+                strerror(errno));
+        return;
+    }
+    sim_write_json(f, &c);
+    if (fclose(f) != 0 || rename(tmp, sim_cfg.report) != 0) {
+        fprintf(stderr, "gpuarena: simcuda: cannot write SIMCUDA_REPORT=%s: %s\n", sim_cfg.report,
+                strerror(errno));
+        unlink(tmp);
+    }
+}

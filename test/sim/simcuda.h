@@ -1,0 +1,96 @@
+/* simcuda: the simulated CUDA driver's test-instrument API.
+ *
+ * test/sim builds $(BUILD)/sim/libcuda.so.1, a stand-in for the real CUDA driver that runs on host
+ * memory, so the shim and the examples can be tested on machines without a GPU. It exports the real
+ * driver entry points with their real ABIs (see sim_getproc.c for the full list and the versioned
+ * cuGetProcAddress table) and, besides them, the functions below: an independent observer that tells a
+ * test what actually reached the driver. This header needs no cuda.h, so any test can include it.
+ *
+ * Configuration (environment, read once at first driver call):
+ *   SIMCUDA_DEVICES           number of devices, 1..16 (default 1)
+ *   SIMCUDA_TOTAL_MEM         bytes per device, plain or with a unit: 8GiB, 512MiB, 8G (binary),
+ *                             8GB (decimal) (default 8GiB)
+ *   SIMCUDA_LATENCY_NS        busy-wait added to every allocation and free call (default 0)
+ *   SIMCUDA_CONTEXT_OVERHEAD  bytes each live context takes from its device total (default 0)
+ *   SIMCUDA_REPORT            path: counters written as JSON at exit (tmp file + rename)
+ * A bad value prints "gpuarena: simcuda: ..." on stderr and makes cuInit fail with
+ * CUDA_ERROR_INVALID_VALUE.
+ *
+ * Accounting rules (what the counters mean):
+ *  - bytes are counted exactly as requested (cuMemAllocPitch: pitch * height), not rounded, so a
+ *    test comparing against a cap sees what the program asked for. Every kind of device memory
+ *    counts: cuMemAlloc/Pitch, async and pool allocations, managed memory, cuMemCreate handles.
+ *  - "*_calls" count every call of that entry point, successful or not; failed_allocs counts
+ *    allocation calls of any kind that returned an error.
+ *  - peak_bytes_in_use is updated under the same lock as bytes_in_use, so it is exact.
+ *  - Destroying a context (cuCtxDestroy, cuDevicePrimaryCtxReset, last cuDevicePrimaryCtxRelease)
+ *    frees its allocations, as the real driver does.
+ *
+ * SIMCUDA_REPORT JSON: {"counters": {"alloc_calls": N, ...every counter below...},
+ *                       "devices": [{"total": N, "bytes_in_use": N}, ...]}
+ */
+#ifndef SIMCUDA_H
+#define SIMCUDA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every counter: X(name, description). All are unsigned long long. */
+#define SIMCUDA_COUNTERS(X)                                                                  \
+    X(alloc_calls, "cuMemAlloc_v2 + cuMemAllocPitch_v2 calls")                               \
+    X(free_calls, "cuMemFree_v2 calls")                                                      \
+    X(failed_allocs, "allocation calls of any kind that returned an error")                 \
+    X(bytes_in_use, "device bytes live now, all devices, all kinds")                        \
+    X(peak_bytes_in_use, "highest bytes_in_use since start or reset")                       \
+    X(live_allocations, "allocations and cuMemCreate handles live now")                     \
+    X(bytes_allocated_total, "sum of the sizes of every successful allocation")             \
+    X(async_alloc_calls, "cuMemAllocAsync(_ptsz) calls")                                     \
+    X(async_free_calls, "cuMemFreeAsync(_ptsz) calls")                                       \
+    X(managed_alloc_calls, "cuMemAllocManaged calls")                                        \
+    X(pool_alloc_calls, "cuMemAllocFromPoolAsync(_ptsz) calls")                              \
+    X(create_calls, "cuMemCreate calls")                                                     \
+    X(release_calls, "cuMemRelease calls")                                                   \
+    X(getproc_calls, "cuGetProcAddress + cuGetProcAddress_v2 calls")                         \
+    X(ctx_creates, "cuCtxCreate_v2/_v3/_v4 calls that created a context")                    \
+    X(ctx_destroys, "cuCtxDestroy_v2 calls that destroyed a context")                        \
+    X(primary_retains, "cuDevicePrimaryCtxRetain calls")                                     \
+    X(primary_releases, "cuDevicePrimaryCtxRelease_v2 calls")                                \
+    X(primary_resets, "cuDevicePrimaryCtxReset_v2 calls")                                    \
+    X(memcpy_calls, "cuMemcpy* calls")                                                       \
+    X(memset_calls, "cuMemsetD8/D32 calls")                                                  \
+    X(meminfo_calls, "cuMemGetInfo_v2 calls")                                                \
+    X(ipc_calls, "cuIpcGetMemHandle calls")
+
+typedef struct simcuda_counters {
+#define SIMCUDA_COUNTER_FIELD(name, desc) unsigned long long name;
+    SIMCUDA_COUNTERS(SIMCUDA_COUNTER_FIELD)
+#undef SIMCUDA_COUNTER_FIELD
+} simcuda_counters_t;
+
+/* A consistent snapshot of every counter (taken under the driver's lock). */
+void simcuda_get_counters(simcuda_counters_t *out);
+
+/* Zeroes the call counters and clears the cuGetProcAddress log. State is kept: bytes_in_use and
+ * live_allocations stay, and peak_bytes_in_use restarts from the current bytes_in_use. */
+void simcuda_reset_counters(void);
+
+/* Bytes live on device `dev` (0 for a device that does not exist). */
+unsigned long long simcuda_device_bytes_in_use(int dev);
+
+/* Every cuGetProcAddress(_v2) request since start or reset, in order. */
+size_t simcuda_getproc_log_count(void);
+
+/* Entry i of that log: the symbol asked for, the version, the flags, and the pointer returned
+ * (NULL when the lookup failed). Any out-parameter may be NULL. Returns 0, or -1 when i is out of
+ * range. The symbol string stays valid until the next simcuda_reset_counters. */
+int simcuda_getproc_log_entry(size_t i, const char **symbol, int *version,
+                              unsigned long long *flags, void **returned);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIMCUDA_H */

@@ -1,0 +1,59 @@
+# test/stress/: stress, fork, context-teardown and bad-argument programs run under LD_PRELOAD of
+# the shim on the simulated driver (tier test-stress -> $(RESULTS)/stress.tap, run-stress.sh),
+# and the sanitizer entry points the top-level Makefile calls:
+#   test-asan      tier of `make test`: the C tiers again, built with ASan+UBSan in build-asan,
+#                  their TAP lines folded into $(RESULTS)/asan.tap
+#   san-tiers      (internal) runs SAN_TIERS in the current BUILD and prints the summary
+#   valgrind-unit  the unit tests under valgrind --error-exitcode=1
+STRESS_PROGS := threads fork teardown badargs
+STRESS_BINS  := $(STRESS_PROGS:%=$(BUILD)/stress/stress_%)
+STRESS_DEPS  := test/stress/stress_util.h test/sim/simcuda.h
+
+# An ASan-built shim preloaded into a program needs the ASan runtime loaded before it; TSan and
+# UBSan need nothing (their runtimes come in as dependencies of the instrumented binary).
+GA_SAN_RUNTIME = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so))
+
+ALL += $(STRESS_BINS)
+TEST_TIERS += test-stress test-asan
+
+$(BUILD)/stress/stress_%: test/stress/stress_%.c $(STRESS_DEPS) $(BUILD)/sim/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ $< -L$(BUILD)/sim -lcuda \
+	  $(LDFLAGS_COMMON) -lpthread -ldl
+
+.PHONY: test-stress test-asan san-tiers valgrind-unit
+test-stress: $(STRESS_BINS) $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgpuarena.so
+	@mkdir -p $(RESULTS)
+	@sh test/stress/run-stress.sh $(BUILD) $(RESULTS)/stress.tap "$(GA_SAN_RUNTIME)" \
+	  "$(findstring thread,$(SAN))"
+
+# The C tiers under a sanitizer, for `make asan/ubsan/tsan` (top-level Makefile) and test-asan.
+SAN_TIERS ?= test-unit test-sim test-preload test-stress
+san-tiers:
+	@$(MAKE) --no-print-directory -k all; \
+	  rm -rf $(RESULTS) && mkdir -p $(RESULTS); \
+	  $(MAKE) --no-print-directory -k $(SAN_TIERS); \
+	  sh scripts/test-summary.sh $(RESULTS) $(patsubst test-%,%,$(SAN_TIERS))
+
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+# Skipped inside a sanitizer build (make asan runs `make test` tiers itself).
+test-asan:
+	@mkdir -p $(RESULTS)
+	@if [ -n "$(SAN)" ]; then echo "ok - asan # SKIP already a sanitizer build" >$(RESULTS)/asan.tap; \
+	else \
+	  $(MAKE) --no-print-directory san-tiers BUILD=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)" \
+	    >$(RESULTS)/asan.log 2>&1; \
+	  for t in $(patsubst test-%,%,$(SAN_TIERS)); do \
+	    f=build-asan/results/$$t.tap; \
+	    if [ -s $$f ]; then grep -E '^(not )?ok' $$f | sed -E "s/^(not ok|ok)( [0-9]+)?( -)?/\1 - asan $$t:/"; \
+	    else echo "not ok - asan $$t: no results (build or run failed, see $(RESULTS)/asan.log)"; fi; \
+	  done >$(RESULTS)/asan.tap; \
+	fi
+
+VALGRIND := valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+            --track-origins=yes --quiet
+valgrind-unit: $(BUILD)/test/unit_tests
+	@mkdir -p $(RESULTS)
+	@CK_FORK=no CK_TAP_LOG_FILE_NAME=$(RESULTS)/valgrind.tap $(VALGRIND) ./$(BUILD)/test/unit_tests \
+	  && echo "valgrind: unit tests clean" || { echo "gpuarena: valgrind found errors in the unit" \
+	  "tests (see above); rerun: $(VALGRIND) ./$(BUILD)/test/unit_tests" >&2; exit 1; }

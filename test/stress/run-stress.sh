@@ -1,0 +1,86 @@
+#!/bin/sh
+# Tier test-stress: runs each stress program under LD_PRELOAD of the shim on the simulated driver
+# (two devices), in several configurations, and writes TAP lines to one file.
+#   run-stress.sh BUILD TAPFILE [SANITIZER_RUNTIME] [tsan]
+# Each program prints its own TAP lines; this script prefixes them with the configuration, and
+# turns a crash, a sanitizer report (non-zero exit) or a hang (timeout) into a "not ok" line, so
+# one bad run never hides the others. Logs: BUILD/stress/*.log. Iteration counts are scaled down
+# under TSan (4th argument), which is ~10x slower; nothing here measures time.
+set -u
+build=$1 tap=$2 sanrt=${3:-} tsan=${4:-}
+dir=$build/stress
+shim=$(cd "$build/lib" && pwd)/libgpuarena.so
+sim=$(cd "$build/sim" && pwd)
+: >"$tap"
+scale=1
+[ -n "$tsan" ] && scale=4
+
+# run LABEL PROGRAM [VAR=VALUE...]: one configuration under the shim.
+run() {
+    label=$1 prog=$2
+    shift 2
+    log=$dir/$(printf %s "$label" | tr -c "A-Za-z0-9-" _).log
+    env SIMCUDA_DEVICES=2 SIMCUDA_TOTAL_MEM=1GiB LD_LIBRARY_PATH="$sim" \
+        LD_PRELOAD="$sanrt${shim:+ $shim}" "$@" timeout -k 5 120 "$dir/stress_$prog" >"$log" 2>&1
+    rc=$?
+    grep -E '^(not )?ok - ' "$log" | sed -E "s/^(not ok|ok) - /\1 - $label: /" >>"$tap"
+    if [ $rc = 124 ] || [ $rc = 137 ]; then
+        echo "not ok - $label: timed out after 120 s (deadlock?), see $log" >>"$tap"
+    elif [ $rc != 0 ]; then
+        echo "not ok - $label: exit $rc ($(grep -m1 -E 'ERROR|SUMMARY|WARNING: ThreadSanitizer|gpuarena:' "$log" | cut -c1-120)), see $log" >>"$tap"
+    elif ! grep -q '^ok - \|^not ok - ' "$log"; then
+        echo "not ok - $label: printed no results, see $log" >>"$tap"
+    fi
+}
+
+# stats_check LABEL FILE: the shim's exit statistics say nothing is left allocated.
+stats_check() {
+    python3 - "$2" "$1" >>"$tap" 2>&1 <<'PY'
+import json, sys
+path, label = sys.argv[1], sys.argv[2]
+try:
+    t = json.load(open(path))["totals"]
+except Exception as e:
+    print(f"not ok - {label}: stats JSON unreadable ({type(e).__name__}: {e})")
+    sys.exit(0)
+ok = t.get("in_use") == 0 and t.get("alloc_calls", 0) > 0
+print(f"{'ok' if ok else 'not ok'} - {label}: stats at exit: in_use {t.get('in_use')}, "
+      f"{t.get('alloc_calls')} allocs, {t.get('free_calls')} frees, "
+      f"{t.get('failed_allocs')} failed, peak_in_use {t.get('peak_in_use')}")
+PY
+}
+
+# Platform mode maps and unmaps driver memory on every call, ~10x slower: fewer iterations.
+for mode in arena arena-noprealloc platform; do
+    iters=$((2000 / scale))
+    case $mode in
+        arena) set -- GPUARENA_MODE=arena ;;
+        arena-noprealloc) set -- GPUARENA_MODE=arena GPUARENA_PREALLOCATE=false ;;
+        platform) set -- GPUARENA_MODE=platform; iters=$((500 / scale)) ;;
+    esac
+    rm -f "$dir/stats-$mode.json"
+    run "threads $mode" threads "$@" GPUARENA_LIMIT=64MiB STRESS_ITERS=$iters \
+        GPUARENA_STATS="$dir/stats-$mode.json"
+    stats_check "threads $mode" "$dir/stats-$mode.json"
+done
+
+for mode in arena platform; do
+    run "teardown $mode" teardown GPUARENA_MODE=$mode STRESS_ITERS=$((600 / scale))
+    run "fork $mode" fork GPUARENA_MODE=$mode STRESS_FORKS=$((24 / scale))
+done
+# The same fork test on the simulated driver alone: if this fails too, the driver is to blame.
+shim_saved=$shim
+shim=""
+run "fork without the shim (simulated driver alone)" fork STRESS_FORKS=$((24 / scale))
+shim=$shim_saved
+
+# Bad arguments: the driver's own answers first (no shim), then the shim's in both modes.
+ref=$dir/badargs-driver.txt
+rm -f "$ref"
+env SIMCUDA_DEVICES=2 LD_LIBRARY_PATH="$sim" ${sanrt:+LD_PRELOAD=$sanrt} BADARGS_REFERENCE="$ref" \
+    timeout -k 5 60 "$dir/stress_badargs" >"$dir/badargs-driver.log" 2>&1 ||
+    echo "not ok - badargs: the reference run without the shim failed, see $dir/badargs-driver.log" >>"$tap"
+for mode in arena platform; do
+    run "badargs $mode" badargs GPUARENA_MODE=$mode BADARGS_COMPARE="$ref"
+done
+exit 0

@@ -1,0 +1,7 @@
+/* The unit test suites, one X(name) per line; main.c runs them all. Each name is a function
+ * `Suite *name(void)` defined in its own test_*.c file. No include guard: this is an X-macro list
+ * included with X defined. */
+X(arena_suite)
+X(random_suite)
+X(trace_suite)
+X(replay_suite)

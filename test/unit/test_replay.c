@@ -1,0 +1,357 @@
+/* Unit tests for trace replay (allocator/replay.c).
+ *
+ * Every real lifetime trace is replayed in every mode with the arena's invariant checker after each
+ * event, and the peaks are compared with a sweep over the CSV intervals that this file computes by
+ * itself. Small hand-built traces cover the edge cases real traces have (frees of addresses never
+ * allocated, addresses reused without a free, failed allocs recorded in the trace), and the
+ * smallest-size bisection is checked from outside: its answer runs, one granule less does not.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ga_replay.h"
+
+size_t ga_test_lifetime_files(char ***out); /* test_trace.c */
+
+typedef struct sweep_ev {
+    unsigned long long time;
+    long long delta; /* bytes: + at lower, - at upper */
+} sweep_ev_t;
+
+static int cmp_sweep(const void *a, const void *b)
+{
+    const sweep_ev_t *x = a, *y = b;
+    if (x->time != y->time)
+        return x->time < y->time ? -1 : 1;
+    return (x->delta > 0) - (y->delta > 0); /* frees first at equal times */
+}
+
+/* Peak of live bytes over the intervals of a lifetimes CSV, each size rounded to `align`. */
+static unsigned long long sweep_peak(const char *path, unsigned long long align, size_t *rows)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char line[512];
+    size_t n = 0, cap = 1024;
+    sweep_ev_t *ev = malloc(cap * sizeof *ev);
+    ck_assert_msg(fgets(line, sizeof line, f) != NULL, "%s: no header", path);
+    unsigned long long id, lo, hi, sz;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%llu,%llu,%llu,%llu", &id, &lo, &hi, &sz) != 4)
+            continue;
+        if (n + 2 > cap)
+            ev = realloc(ev, (cap *= 2) * sizeof *ev);
+        long long r = (long long)((sz + align - 1) / align * align);
+        ev[n++] = (sweep_ev_t){lo, r};
+        ev[n++] = (sweep_ev_t){hi, -r};
+    }
+    fclose(f);
+    qsort(ev, n, sizeof *ev, cmp_sweep);
+    long long cur = 0, peak = 0;
+    for (size_t i = 0; i < n; i++) {
+        cur += ev[i].delta;
+        if (cur > peak)
+            peak = cur;
+    }
+    free(ev);
+    *rows = n / 2;
+    return (unsigned long long)peak;
+}
+
+static void load(const char *path, ga_trace_t *t)
+{
+    char err[512];
+    ck_assert_msg(ga_lifetimes_read(path, t, err, sizeof err) == 0, "%s", err);
+}
+
+static void replay_ok(const ga_trace_t *t, const ga_replay_opts_t *o, ga_replay_result_t *r)
+{
+    char err[256];
+    ck_assert_msg(ga_replay(t, o, r, err, sizeof err) == 0, "replay failed: %s", err);
+}
+
+static void check_one_file(const char *path)
+{
+    size_t rows;
+    unsigned long long peak = sweep_peak(path, 512, &rows);
+    unsigned long long peak_req = sweep_peak(path, 1, &rows);
+    ga_trace_t t;
+    load(path, &t);
+    for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+        /* ga_check walks structures proportional to the region (about 15 GB for bert_base), so
+         * the largest trace is checked every 32nd event and at the end; the others every event. */
+        ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .check = t.count > 5000 ? 32 : 1};
+        if (m == GA_REPLAY_ARENA)
+            o.arena_size = (size_t)peak * 4;
+        ga_replay_result_t r;
+        replay_ok(&t, &o, &r);
+        const char *mn = ga_replay_mode_name(o.mode);
+        ck_assert_msg(r.check_failures == 0, "%s %s: ga_check failed after event %zu: %s", path,
+                      mn, r.first_check_fail, r.check_report);
+        ck_assert_msg(r.failed_allocs == 0, "%s %s: OOM at event %zu", path, mn, r.first_oom);
+        ck_assert_uint_eq(r.events, 2 * rows);
+        ck_assert_uint_eq(r.allocs, rows);
+        ck_assert_uint_eq(r.frees, rows);
+        ck_assert_uint_eq(r.unmatched_frees, 0);
+        ck_assert_uint_eq(r.reused_addrs, 0);
+        ck_assert_msg(r.peak_in_use == peak, "%s %s: peak in use %llu, sweep says %llu", path,
+                      mn, (unsigned long long)r.peak_in_use, peak);
+        ck_assert_uint_eq(r.peak_requested, peak_req);
+        ck_assert_msg(r.peak_reserved >= r.peak_in_use, "%s %s: reserved below in use", path, mn);
+        if (m == GA_REPLAY_ARENA) {
+            ck_assert_uint_eq(r.backend_reserves, 1);
+            ck_assert_uint_eq(r.peak_reserved, o.arena_size);
+        }
+        if (m == GA_REPLAY_PLATFORM) {
+            ck_assert_uint_eq(r.backend_reserves, rows);
+            ck_assert_uint_eq(r.backend_releases, rows);
+            ck_assert_uint_eq(r.peak_reserved, peak);
+        }
+        ck_assert_uint_eq(r.backend_releases, r.backend_reserves);
+    }
+    ga_trace_free(&t);
+}
+
+START_TEST(replay_every_lifetimes_trace_checked)
+{
+    char **files;
+    size_t n = ga_test_lifetime_files(&files);
+    ck_assert_msg(n >= 14, "expected the 14 lifetime CSVs, found %zu", n);
+    for (size_t i = 0; i < n; i++) {
+        check_one_file(files[i]);
+        free(files[i]);
+    }
+    free(files);
+}
+END_TEST
+
+static int fails_at(const ga_trace_t *t, ga_replay_opts_t o, size_t size)
+{
+    if (o.mode == GA_REPLAY_ARENA)
+        o.arena_size = size;
+    else
+        o.limit = size;
+    ga_replay_result_t r;
+    replay_ok(t, &o, &r);
+    return r.failed_allocs > 0;
+}
+
+static void check_min_size(const char *path)
+{
+    size_t rows;
+    unsigned long long peak = sweep_peak(path, 512, &rows);
+    ga_trace_t t;
+    load(path, &t);
+    char err[256];
+    for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+        ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m};
+        size_t s = 0;
+        ck_assert_msg(ga_replay_min_size(&t, &o, 0, &s, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(s % 512 == 0 && s >= peak, "%s %s: min %zu, peak %llu", path,
+                      ga_replay_mode_name(o.mode), s, peak);
+        if (m == GA_REPLAY_PLATFORM) {
+            ck_assert_uint_eq(s, peak);
+            ck_assert_msg(fails_at(&t, o, s - 512), "platform limit under the peak must fail");
+            continue;
+        }
+        ck_assert_msg(!fails_at(&t, o, s), "%s %s: min size %zu fails", path,
+                      ga_replay_mode_name(o.mode), s);
+        ck_assert_msg(fails_at(&t, o, s - 512), "%s %s: %zu - 512 still runs", path,
+                      ga_replay_mode_name(o.mode), s);
+        /* A coarser granularity gives a multiple of it that still runs. */
+        size_t g = 64 * 1024, sg = 0;
+        ck_assert_msg(ga_replay_min_size(&t, &o, g, &sg, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(sg % g == 0 && !fails_at(&t, o, sg), "granular min %zu", sg);
+    }
+    ga_trace_free(&t);
+}
+
+START_TEST(min_size_bisection)
+{
+    char **files;
+    size_t n = ga_test_lifetime_files(&files);
+    for (size_t i = 0; i < n; i++) {
+        check_min_size(files[i]);
+        free(files[i]);
+    }
+    free(files);
+}
+END_TEST
+
+static void push(ga_trace_t *t, uint8_t kind, uint64_t addr, uint64_t size, uint32_t result)
+{
+    ga_event_t e = {.time_ns = t->count, .addr = addr, .size = size, .kind = kind,
+                    .result = result, .device = 0};
+    ck_assert_int_eq(ga_trace_push(t, &e), 0);
+}
+
+/* What ring-buffer traces contain: frees with no alloc, double frees, addresses reused. */
+START_TEST(unmatched_reused_and_skipped)
+{
+    for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+        ga_trace_t t;
+        ga_trace_init(&t);
+        push(&t, GA_EV_FREE, 0xdead000, 0, 0);      /* never allocated */
+        push(&t, GA_EV_ALLOC, 0x1000, 1000, 0);
+        push(&t, GA_EV_ALLOC_FAILED, 0x2000, 1 << 30, 2);
+        push(&t, GA_EV_ALLOC, 0x3000, 512, 2);      /* non-zero result: skipped */
+        push(&t, GA_EV_FREE, 0x1000, 0, 0);
+        push(&t, GA_EV_FREE, 0x1000, 0, 0);         /* double free */
+        push(&t, GA_EV_ALLOC, 0x4000, 513, 0);
+        push(&t, GA_EV_ALLOC, 0x4000, 2048, 0);     /* reused without a free */
+        push(&t, GA_EV_ALLOC, 0x5000, 0, 0);        /* size 0: rejected */
+        push(&t, 9, 0x6000, 512, 0);                /* unknown kind: skipped */
+        push(&t, GA_EV_FREE, 0x4000, 0, 0);
+        ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = 1 << 20, .check = 1};
+        ga_replay_result_t r;
+        replay_ok(&t, &o, &r);
+        ck_assert_uint_eq(r.events, t.count);
+        ck_assert_uint_eq(r.unmatched_frees, 2);
+        ck_assert_uint_eq(r.skipped, 3);
+        ck_assert_uint_eq(r.reused_addrs, 1);
+        ck_assert_uint_eq(r.invalid_allocs, 1);
+        ck_assert_uint_eq(r.allocs, 3);
+        ck_assert_uint_eq(r.frees, 2);
+        ck_assert_uint_eq(r.failed_allocs, 0);
+        ck_assert_uint_eq(r.check_failures, 0);
+        ck_assert_uint_eq(r.peak_in_use, 2048);
+        ck_assert_uint_eq(r.peak_requested, 2048);
+        ga_trace_free(&t);
+    }
+}
+END_TEST
+
+START_TEST(oom_counted_and_stop_at_first)
+{
+    ga_trace_t t;
+    ga_trace_init(&t);
+    for (unsigned i = 0; i < 8; i++)
+        push(&t, GA_EV_ALLOC, 0x100 + i, 1024, 0);
+    for (unsigned i = 0; i < 8; i++)
+        push(&t, GA_EV_FREE, 0x100 + i, 0, 0);
+    for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+        ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = 4096, .limit = 4096,
+                              .check = 1};
+        ga_replay_result_t r;
+        replay_ok(&t, &o, &r);
+        ck_assert_msg(r.failed_allocs == 4, "%s: %llu failed", ga_replay_mode_name(o.mode),
+                      (unsigned long long)r.failed_allocs);
+        ck_assert_uint_eq(r.first_oom, 4);
+        ck_assert_uint_eq(r.allocs, 4);
+        ck_assert_uint_eq(r.frees, 4);
+        ck_assert_uint_eq(r.unmatched_frees, 0); /* frees of failed allocs are expected */
+        ck_assert_uint_eq(r.events, 16);
+        o.stop_at_oom = 1;
+        replay_ok(&t, &o, &r);
+        ck_assert_uint_eq(r.failed_allocs, 1);
+        ck_assert_uint_eq(r.events, 5);
+    }
+    ga_trace_free(&t);
+}
+END_TEST
+
+START_TEST(bad_options)
+{
+    ga_trace_t t;
+    ga_trace_init(&t);
+    push(&t, GA_EV_ALLOC, 1, 100, 0);
+    ga_replay_result_t r;
+    char err[256] = "";
+    ga_replay_opts_t o = {.mode = GA_REPLAY_ARENA, .arena_size = 0};
+    ck_assert_int_eq(ga_replay(&t, &o, &r, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "arena size") != NULL, "%s", err);
+    o.arena_size = 1000;
+    ck_assert_int_eq(ga_replay(&t, &o, &r, err, sizeof err), -1);
+    o.mode = (ga_replay_mode_t)7;
+    ck_assert_int_eq(ga_replay(&t, &o, &r, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "mode") != NULL, "%s", err);
+    ck_assert_int_eq(ga_replay(NULL, &o, &r, err, sizeof err), -1);
+    ck_assert_int_eq(ga_replay(&t, NULL, &r, NULL, 0), -1);
+    size_t s;
+    o.mode = GA_REPLAY_ARENA;
+    ck_assert_int_eq(ga_replay_min_size(&t, &o, 100, &s, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "granularity") != NULL, "%s", err);
+    ga_replay_mode_t mode;
+    ck_assert_int_eq(ga_replay_mode_parse("grow", &mode), 0);
+    ck_assert_int_eq(mode, GA_REPLAY_GROW);
+    ck_assert_int_eq(ga_replay_mode_parse("Arena", &mode), -1);
+    ck_assert_int_eq(ga_replay_mode_parse(NULL, &mode), -1);
+    ck_assert_str_eq(ga_replay_mode_name(GA_REPLAY_PLATFORM), "platform");
+    ga_trace_free(&t);
+}
+END_TEST
+
+START_TEST(empty_trace)
+{
+    ga_trace_t t;
+    ga_trace_init(&t);
+    for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+        ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = 512};
+        ga_replay_result_t r;
+        replay_ok(&t, &o, &r);
+        ck_assert_uint_eq(r.events, 0);
+        ck_assert_uint_eq(r.peak_in_use, 0);
+        size_t s = 1;
+        char err[256];
+        ck_assert_msg(ga_replay_min_size(&t, &o, 0, &s, err, sizeof err) == 0, "%s", err);
+        ck_assert_uint_eq(s, 512);
+    }
+}
+END_TEST
+
+/* Seeded random traces: replay with checks on, and the arena mode never beats the live peak. */
+START_TEST(random_traces_checked)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (int round = 0; round < 8; round++) {
+        ga_trace_t t;
+        ga_trace_init(&t);
+        uint64_t live[64] = {0};
+        for (int i = 0; i < 2000; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned slot = (unsigned)(seed >> 58);
+            if (live[slot]) {
+                push(&t, GA_EV_FREE, live[slot], 0, 0);
+                live[slot] = 0;
+            } else {
+                live[slot] = 0x10000 + (uint64_t)i;
+                push(&t, GA_EV_ALLOC, live[slot], 1 + (seed >> 20) % (1u << 20), 0);
+            }
+        }
+        uint64_t peak[3];
+        for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+            ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = 256u << 20,
+                                  .check = 1};
+            ga_replay_result_t r;
+            replay_ok(&t, &o, &r);
+            ck_assert_msg(r.check_failures == 0, "round %d: %s", round, r.check_report);
+            ck_assert_uint_eq(r.failed_allocs, 0);
+            ck_assert_uint_eq(r.unmatched_frees, 0);
+            ck_assert_uint_eq(r.events, t.count);
+            peak[m] = r.peak_in_use;
+        }
+        /* The platform model's peak is the plain sum of live rounded sizes: all modes agree. */
+        ck_assert_uint_eq(peak[GA_REPLAY_ARENA], peak[GA_REPLAY_PLATFORM]);
+        ck_assert_uint_eq(peak[GA_REPLAY_GROW], peak[GA_REPLAY_PLATFORM]);
+        ga_trace_free(&t);
+    }
+}
+END_TEST
+
+Suite *replay_suite(void)
+{
+    Suite *s = suite_create("replay");
+    TCase *tc = tcase_create("replay");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, replay_every_lifetimes_trace_checked);
+    tcase_add_test(tc, min_size_bisection);
+    tcase_add_test(tc, unmatched_reused_and_skipped);
+    tcase_add_test(tc, oom_counted_and_stop_at_first);
+    tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, empty_trace);
+    tcase_add_test(tc, random_traces_checked);
+    suite_add_tcase(s, tc);
+    return s;
+}

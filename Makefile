@@ -23,7 +23,7 @@ ALL :=
 TEST_TIERS :=
 BENCHES :=
 
-.PHONY: all test bench deps clean asan ubsan tsan
+.PHONY: all test bench deps clean asan ubsan tsan valgrind
 all:
 
 -include allocator/build.mk
@@ -53,13 +53,17 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory $(BENCHES)
 
-# Sanitizer builds go to their own build folder, so they never mix with the normal one.
-asan:
-	@$(MAKE) --no-print-directory test BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-ubsan:
-	@$(MAKE) --no-print-directory test BUILD=build-ubsan OPT=-O1 SAN="-fsanitize=undefined -fno-sanitize-recover=all"
-tsan:
-	@$(MAKE) --no-print-directory test BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread"
+# Sanitizer builds go to their own build folder, so they never mix with the normal one. They run
+# the C tiers (SAN_TIERS, test/stress/build.mk), tsan only the stress tier; valgrind the unit tests.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+asan: deps
+	@$(MAKE) --no-print-directory san-tiers BUILD=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)"
+ubsan: deps
+	@$(MAKE) --no-print-directory san-tiers BUILD=build-ubsan OPT=-O1 SAN="-fsanitize=undefined -fno-sanitize-recover=all"
+tsan: deps
+	@$(MAKE) --no-print-directory san-tiers BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread" SAN_TIERS=test-stress
+valgrind: deps
+	@$(MAKE) --no-print-directory valgrind-unit BUILD=build-valgrind OPT=-O1
 
 clean:
-	rm -rf build build-asan build-ubsan build-tsan
+	rm -rf build build-asan build-ubsan build-tsan build-valgrind

@@ -14,6 +14,24 @@
 
 #include "internal.h"
 
+/* Host memory --------------------------------------------------------------------------------- */
+
+long ga_host_fail_after = -1;
+
+static int host_fails(void)
+{
+    if (ga_host_fail_after < 0)
+        return 0;
+    if (ga_host_fail_after == 0)
+        return 1;
+    ga_host_fail_after--;
+    return 0;
+}
+
+void *ga_host_malloc(size_t size) { return host_fails() ? NULL : malloc(size); }
+void *ga_host_calloc(size_t n, size_t size) { return host_fails() ? NULL : calloc(n, size); }
+void *ga_host_realloc(void *p, size_t size) { return host_fails() ? NULL : realloc(p, size); }
+
 /* Chunk struct pool --------------------------------------------------------------------------- */
 
 /* Takes a chunk struct from the pool, carving a new block when empty; NULL if host memory is
@@ -21,7 +39,7 @@
 ga_chunk_t *ga_chunk_new(ga_arena_t *a)
 {
     if (!a->spare) {
-        ga_chunk_block_t *blk = malloc(sizeof *blk);
+        ga_chunk_block_t *blk = ga_host_malloc(sizeof *blk);
         if (!blk)
             return NULL;
         blk->next = a->blocks;
@@ -87,11 +105,30 @@ static ga_chunk_t *find_fit(const ga_arena_t *a, size_t rounded)
     return nb < 0 ? NULL : scan_bin(a->bins[nb], rounded);
 }
 
+/* Absorbs `right` (free, the address neighbour after `left`) into `left`. */
+static void absorb(ga_arena_t *a, ga_chunk_t *left, ga_chunk_t *right)
+{
+    left->size += right->size;
+    left->next_phys = right->next_phys;
+    if (left->next_phys)
+        left->next_phys->prev_phys = left;
+    ga_bitidx_clear(&right->region->starts, ga_granule(right->region, right->base));
+    ga_chunk_put(a, right);
+}
+
+/* Undoes split when the allocation cannot be completed: the remainder comes out of its bin and
+ * merges back. */
+static void unsplit(ga_arena_t *a, ga_chunk_t *c, ga_chunk_t *rest)
+{
+    ga_bin_remove(a, rest);
+    absorb(a, c, rest);
+}
+
 /* Splits free chunk c (already out of its bin) into an allocation of `rounded` bytes at its low
  * end and a free remainder that goes back to a bin. The spare struct was taken beforehand so
  * that nothing here can fail. (Taking the high end instead, for all or only small requests, was
  * measured on the somas traces: no better, sometimes worse.) */
-static ga_chunk_t *split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *rest)
+static void split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *rest)
 {
     rest->base = c->base + rounded;
     rest->size = c->size - rounded;
@@ -104,19 +141,6 @@ static ga_chunk_t *split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_
     c->size = rounded;
     ga_bitidx_set(&rest->region->starts, ga_granule(rest->region, rest->base));
     ga_bin_insert(a, rest);
-    return c;
-}
-
-/* Undoes split: whichever half went back to a bin comes out, and the two become one again. */
-static void unsplit(ga_arena_t *a, ga_chunk_t *c, ga_chunk_t *rest)
-{
-    ga_bin_remove(a, c->is_free ? c : rest);
-    c->size += rest->size;
-    c->next_phys = rest->next_phys;
-    if (c->next_phys)
-        c->next_phys->prev_phys = c;
-    ga_bitidx_clear(&rest->region->starts, ga_granule(rest->region, rest->base));
-    ga_chunk_put(a, rest);
 }
 
 /* Rounding ------------------------------------------------------------------------------------ */
@@ -137,6 +161,8 @@ static ga_status_t normalise(ga_config_t *cfg)
         if (!cfg->initial)
             return GA_EINVAL;
     }
+    if (!cfg->initial) /* no initial region to stay within: regions can only come on demand */
+        cfg->grow = 1;
     cfg->limit &= ~(GA_ALIGN - 1); /* reserve sizes are multiples of GA_ALIGN anyway */
     if (!cfg->min_region)
         cfg->min_region = (size_t)2 << 20;
@@ -161,7 +187,7 @@ ga_arena_t *ga_arena_create(const ga_backend_t *backend, const ga_config_t *conf
 {
     if (!backend || !backend->reserve || !backend->release)
         return fail_create(NULL, GA_EINVAL, status);
-    ga_arena_t *a = calloc(1, sizeof *a);
+    ga_arena_t *a = ga_host_calloc(1, sizeof *a);
     if (!a)
         return fail_create(NULL, GA_ENOMEM, status);
     a->backend = *backend;
@@ -208,23 +234,22 @@ static ga_status_t fail_nomem(ga_arena_t *a, size_t rounded)
 }
 
 /* Turns free chunk c into a live allocation of `rounded` bytes (size asked: `size`). */
-static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, size_t rounded, size_t size,
-                       ga_chunk_t **out)
+static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, size_t rounded, size_t size)
 {
-    ga_chunk_t *rest = NULL, *use = c;
+    ga_chunk_t *rest = NULL;
     if (c->size > rounded && !(rest = ga_chunk_new(a)))
         return GA_ENOMEM;
     ga_bin_remove(a, c);
     if (rest)
-        use = split(a, c, rounded, rest);
-    HASH_ADD(hh, a->live, base, sizeof use->base, use);
-    if (!use->hh.tbl) { /* uthash could not grow: undo, the arena stays as it was */
+        split(a, c, rounded, rest);
+    HASH_ADD(hh, a->live, base, sizeof c->base, c);
+    if (!c->hh.tbl) { /* uthash could not grow: undo, the arena stays as it was */
         if (rest)
             unsplit(a, c, rest);
         ga_bin_insert(a, c);
         return GA_ENOMEM;
     }
-    use->requested = size;
+    c->requested = size;
     ga_stats_t *s = &a->stats;
     s->in_use += rounded;
     s->in_use_requested += size;
@@ -233,7 +258,6 @@ static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, size_t rounded, size_t siz
     s->total_free -= rounded;
     s->allocs++;
     s->live++;
-    *out = use;
     return GA_OK;
 }
 
@@ -249,7 +273,7 @@ ga_status_t ga_alloc(ga_arena_t *a, size_t size, uintptr_t *out)
         if (ga_grow(a, rounded) != GA_OK || !(c = find_fit(a, rounded)))
             return fail_nomem(a, rounded);
     }
-    if (take(a, c, rounded, size, &c) != GA_OK)
+    if (take(a, c, rounded, size) != GA_OK)
         return fail_nomem(a, rounded);
     *out = c->base;
     return GA_OK;
@@ -263,17 +287,6 @@ static ga_status_t classify_bad_free(const ga_arena_t *a, uintptr_t ptr)
     if (!in_region)
         return GA_ENOTOWNED;
     return c ? GA_EINTERIOR : GA_EDOUBLE;
-}
-
-/* Absorbs `right` (free, the address neighbour after `left`) into `left`. */
-static void absorb(ga_arena_t *a, ga_chunk_t *left, ga_chunk_t *right)
-{
-    left->size += right->size;
-    left->next_phys = right->next_phys;
-    if (left->next_phys)
-        left->next_phys->prev_phys = left;
-    ga_bitidx_clear(&right->region->starts, ga_granule(right->region, right->base));
-    ga_chunk_put(a, right);
 }
 
 ga_status_t ga_free(ga_arena_t *a, uintptr_t ptr)

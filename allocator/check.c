@@ -19,6 +19,8 @@ static uint64_t largest_free(const ga_arena_t *a)
     if (!a->fl_bitmap)
         return 0;
     unsigned fl = ga_msb64(a->fl_bitmap);
+    if (!a->sl_bitmap[fl]) /* inconsistent bitmaps: ga_check reports them, stay defined here */
+        return 0;
     unsigned bin = fl * GA_SL_COUNT + ga_msb64(a->sl_bitmap[fl]);
     uint64_t best = 0;
     for (const ga_chunk_t *c = a->bins[bin]; c; c = c->next_free)

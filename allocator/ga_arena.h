@@ -47,7 +47,8 @@ typedef struct ga_backend {
  *  initial:    bytes of the first region, reserved by ga_arena_create (preallocation);
  *              0 = nothing up front, regions on demand.
  *  grow:       non-zero: may reserve more regions when full (geometric growth from min_region,
- *              retrying smaller down to the request on a failed reserve); 0: only the initial region.
+ *              retrying smaller down to the request on a failed reserve); 0: only the initial region
+ *              (with initial 0 there is none, so regions always come on demand).
  *  limit:      hard cap on bytes reserved from the backend; 0 = no cap.
  *  min_region: smallest growth region (default 2 MiB when 0). */
 typedef struct ga_config {

@@ -16,6 +16,7 @@
 #ifndef GA_INTERNAL_H
 #define GA_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -34,6 +35,15 @@
 /* Host malloc failing inside uthash must become GA_ENOMEM, never exit(): with NONFATAL_OOM a
  * failed HASH_ADD leaves the item out of the table with hh.tbl == NULL, which the caller tests. */
 #define HASH_NONFATAL_OOM 1
+#define uthash_malloc(sz) ga_host_malloc(sz)
+
+/* Every host allocation of the allocator goes through these, so a test can make them fail from
+ * the n-th call on (ga_host_fail_after = n; -1, the default, never) and prove that running out
+ * of host memory is a clean GA_ENOMEM with the arena intact. Not thread safe: tests only. */
+extern long ga_host_fail_after;
+void *ga_host_malloc(size_t size);
+void *ga_host_calloc(size_t n, size_t size);
+void *ga_host_realloc(void *p, size_t size);
 #include <uthash.h>
 
 /* Second-level subdivisions per power of two. 64 makes every size below 64 granules (32 KiB)

@@ -22,7 +22,7 @@ int ga_bitidx_init(ga_bitidx_t *b, size_t bits)
     do {
         if (b->nlevels == GA_BITIDX_MAX_LEVELS)
             return -1;
-        b->level[b->nlevels] = calloc(words ? words : 1, sizeof(uint64_t));
+        b->level[b->nlevels] = ga_host_calloc(words ? words : 1, sizeof(uint64_t));
         if (!b->level[b->nlevels])
             return -1;
         b->words[b->nlevels++] = words;
@@ -96,11 +96,19 @@ ga_region_t *ga_region_find(const ga_arena_t *a, uintptr_t p)
     return p - r->base < r->size ? r : NULL;
 }
 
+/* Whether [base, base + size) meets a held region: only the last region starting below the end
+ * can, since regions are sorted and disjoint. */
+static int overlaps(const ga_arena_t *a, uintptr_t base, size_t size)
+{
+    ptrdiff_t i = region_floor(a, base + size - 1);
+    return i >= 0 && a->regions[i]->base + a->regions[i]->size > base;
+}
+
 static int region_insert(ga_arena_t *a, ga_region_t *r)
 {
     if (a->nregions == a->cap_regions) {
         size_t cap = a->cap_regions ? a->cap_regions * 2 : 8;
-        ga_region_t **grown = realloc(a->regions, cap * sizeof *grown);
+        ga_region_t **grown = ga_host_realloc(a->regions, cap * sizeof *grown);
         if (!grown)
             return -1;
         a->regions = grown;
@@ -116,7 +124,7 @@ static int region_insert(ga_arena_t *a, ga_region_t *r)
 /* Builds the host-side region for a range the backend gave; -1 if host memory ran out. */
 static ga_region_t *region_new(ga_arena_t *a, uintptr_t base, size_t size)
 {
-    ga_region_t *r = calloc(1, sizeof *r);
+    ga_region_t *r = ga_host_calloc(1, sizeof *r);
     ga_chunk_t *c = ga_chunk_new(a);
     if (!r || !c || ga_bitidx_init(&r->starts, size / GA_ALIGN) != 0) {
         if (r)
@@ -150,8 +158,7 @@ ga_status_t ga_region_add(ga_arena_t *a, size_t size)
         return GA_ENOMEM;
     /* A backend that breaks its contract must not corrupt the arena: refuse the range. */
     ga_region_t *r = NULL;
-    if (base % GA_ALIGN == 0 && base + size > base && !ga_region_find(a, base) &&
-        !ga_region_find(a, base + size - 1))
+    if (base % GA_ALIGN == 0 && base + size > base && !overlaps(a, base, size))
         r = region_new(a, base, size);
     if (!r || region_insert(a, r) != 0) {
         if (r)

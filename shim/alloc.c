@@ -72,7 +72,8 @@ static CUresult ga_status_to_cu(ga_status_t st)
     }
 }
 
-/* With statistics on, the worst fragmentation seen is sampled after each arena change. */
+/* With statistics on, the worst fragmentation seen is sampled after each arena free (where
+ * fragmentation is made; sampling allocations too doubled the cost of statistics). */
 static void ga_sample_fragmentation(ga_ctx_t *c, double *frag)
 {
     ga_stats_t s;
@@ -84,14 +85,14 @@ static CUresult ga_arena_alloc(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
                                uint64_t t0)
 {
     CUresult r = CUDA_SUCCESS;
-    double frag = 0;
     uintptr_t p = 0;
     pthread_mutex_lock(&c->lock);
     ga_arena_t *a = ga_ctx_arena(c, size, &r);
-    if (a)
-        r = ga_status_to_cu(ga_alloc(a, size, &p));
-    if (a && ga_timing)
-        ga_sample_fragmentation(c, &frag);
+    if (a) {
+        ga_status_t st = ga_alloc(a, size, &p);
+        /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
+        r = st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);
+    }
     pthread_mutex_unlock(&c->lock);
     if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)p;
@@ -99,8 +100,6 @@ static CUresult ga_arena_alloc(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
     ga_count_alloc(api, size, ga_round(size), r == CUDA_SUCCESS);
     if (ga_timing)
         ga_alloc_time += ga_now() - t0;
-    if (frag > ga_g.max_fragmentation)
-        ga_g.max_fragmentation = frag;
     pthread_mutex_unlock(&ga_g.lock);
     return r;
 }
@@ -244,7 +243,7 @@ GA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     size_t pitch = (size_t)ga_round(WidthInBytes);
     size_t bytes;
     if (pitch < WidthInBytes || __builtin_mul_overflow(pitch, Height, &bytes))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return CUDA_ERROR_INVALID_VALUE; /* as the driver answers an overflowing pitch * height */
     CUresult r = ga_do_alloc(dptr, bytes, GA_API_CUMEMALLOCPITCH);
     if (r == CUDA_SUCCESS)
         *pPitch = pitch;

@@ -39,7 +39,7 @@ void ga_dev_setup(int dev)
     else if (ga_opt.limit_percent > 0 && total)
         cap = (uint64_t)((double)total * ga_opt.limit_percent / 100.0);
     d->cap = cap;
-    d->known = 1;
+    __atomic_store_n(&d->known, 1, __ATOMIC_RELEASE);
     ga_log(GA_LOG_INFO, "device %d: total %zu bytes, cap %llu bytes", dev, total,
            (unsigned long long)cap);
 }
@@ -180,16 +180,17 @@ ga_arena_t *ga_ctx_arena(ga_ctx_t *c, size_t first_request, CUresult *err)
     size_t share = (size_t)((double)cap * ga_opt.fraction) & ~(GA_ALIGN - 1);
     size_t limit = ga_opt.fraction_grow ? 0 : share;
     size_t initial = ga_opt.preallocate ? share : 0;
-    c->arena = ga_arena_new(c, initial, ga_opt.fraction_grow || !ga_opt.preallocate, limit);
-    if (!c->arena && initial) {
+    ga_arena_t *a = ga_arena_new(c, initial, ga_opt.fraction_grow || !ga_opt.preallocate, limit);
+    if (!a && initial) {
         ga_log(GA_LOG_WARN, "could not preallocate %zu bytes on device %d; growing on demand "
                "instead (lower GPUARENA_MEM_FRACTION or GPUARENA_LIMIT)", initial, c->dev);
-        c->arena = ga_arena_new(c, 0, 1, limit);
+        a = ga_arena_new(c, 0, 1, limit);
     }
-    if (!c->arena)
+    if (!a)
         *err = CUDA_ERROR_OUT_OF_MEMORY;
     (void)first_request;
-    return c->arena;
+    __atomic_store_n(&c->arena, a, __ATOMIC_RELEASE);
+    return a;
 }
 
 /* A context is going away: release its arena (to the driver unless the driver already freed it),
@@ -201,8 +202,9 @@ void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
         ga_get_stats(c->arena, &c->final);
         c->has_final = 1;
         c->driver_gone = driver_gone;
-        ga_arena_destroy(c->arena);
-        c->arena = NULL;
+        ga_arena_t *a = c->arena;
+        __atomic_store_n(&c->arena, NULL, __ATOMIC_RELEASE);
+        ga_arena_destroy(a);
     }
     atomic_store(&c->dead, 1);
     pthread_mutex_unlock(&c->lock);
@@ -227,7 +229,7 @@ void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
 ga_ctx_t *ga_find_owner(uintptr_t ptr)
 {
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
-        if (!c->arena)
+        if (!ga_ctx_peek(c))
             continue;
         pthread_mutex_lock(&c->lock);
         if (c->arena && ga_owns(c->arena, ptr))

@@ -27,7 +27,7 @@ static void *ga_libcuda;
 static int ga_forked_child;
 
 /* The real dlsym: versioned lookup, because plain dlsym(RTLD_NEXT, "dlsym") would find ours. */
-static void ga_find_real_dlsym(void)
+GA_NO_SANITIZE static void ga_find_real_dlsym(void)
 {
     if (ga_dlsym_fn)
         return;
@@ -37,7 +37,7 @@ static void ga_find_real_dlsym(void)
     ga_dlsym_fn = (void *(*)(void *, const char *))f;
 }
 
-void *ga_real_dlsym(void *handle, const char *name)
+GA_NO_SANITIZE void *ga_real_dlsym(void *handle, const char *name)
 {
     if (GA_UNLIKELY(!ga_dlsym_fn))
         ga_find_real_dlsym();
@@ -90,22 +90,32 @@ void *ga_resolve_cudart(const char *name, void *hook)
     return f;
 }
 
+/* Every lock, in the hooks' order (context locks, then the global one), so the child inherits
+ * arenas and tables that no thread was half-way through changing. */
 static void ga_atfork_prepare(void)
 {
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
+        pthread_mutex_lock(&c->lock);
     pthread_mutex_lock(&ga_g.lock);
 }
 
 static void ga_atfork_parent(void)
 {
     pthread_mutex_unlock(&ga_g.lock);
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
+        pthread_mutex_unlock(&c->lock);
 }
 
 /* The child: one thread, the parent's CUDA contexts unusable. Fresh locks, no inherited state. */
 static void ga_atfork_child(void)
 {
+    ga_ptrmap_t ptrs = ga_g.ptrs;
+    memset(&ga_g, 0, sizeof ga_g); /* the child's statistics are its own */
+    ga_g.ptrs = ptrs;
     pthread_mutex_init(&ga_g.lock, NULL);
     ga_ptrmap_clear(&ga_g.ptrs);
     ga_ctx_fork_child();
+    ga_trace_fork_child();
     ga_forked_child = 1;
 }
 
@@ -143,12 +153,13 @@ CUresult ga_init_slow(void)
     return ga_init_error;
 }
 
-/* Statistics and trace at exit. A forked child that never allocated leaves the parent's file. */
+/* Statistics and trace at exit. A process that never used CUDA memory (a launcher script, a
+ * forked helper) writes nothing, so it cannot overwrite the report of the process that did. */
 __attribute__((destructor)) static void ga_fini(void)
 {
     if (!atomic_load(&ga_init_done))
         return;
-    if (ga_forked_child && ga_g.alloc_calls == 0)
+    if (ga_g.alloc_calls == 0 && (ga_forked_child || !atomic_load(&ga_ctx_list)))
         return;
     ga_tl_busy++;
     ga_trace_flush_all();

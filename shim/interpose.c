@@ -11,6 +11,7 @@
 #include "shim.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <string.h>
 
 /* hooks.def as a table: real slot and hook, for the pointer map. */
@@ -46,6 +47,8 @@ static const ga_hook_entry_t *ga_hook_by_name(const char *name)
     return NULL;
 }
 
+static void *ga_dlsym_cuda(void *handle, const char *symbol, void *found);
+
 /* A runtime function found through some handle: remember it as the real one if we had none (the
  * runtime may have been dlopen'ed privately, out of RTLD_NEXT's reach), then hand out the hook. */
 static void *ga_map_cudart(const ga_hook_entry_t *e, void *found)
@@ -57,14 +60,51 @@ static void *ga_map_cudart(const ga_hook_entry_t *e, void *found)
     return *e->real == found ? e->hook : found;
 }
 
-GA_EXPORT void *dlsym(void *handle, const char *symbol)
+/* Sanitizer runtimes call dlsym for every interceptor before they are initialised, so the part of
+ * dlsym they reach (every name not starting with "cu") is uninstrumented and calls nothing. */
+GA_NO_SANITIZE static int ga_is_dlsym_name(const char *s)
 {
-    void *found = ga_real_dlsym(handle, symbol);
-    if (symbol[0] == 'd' && found && !strcmp(symbol, "dlsym"))
+    return s[0] == 'd' && s[1] == 'l' && s[2] == 's' && s[3] == 'y' && s[4] == 'm' && !s[5];
+}
+
+/* dlsym(RTLD_NEXT) on behalf of the caller: forwarded as is, the real dlsym would search after
+ * the shim instead (and hand a later interposer its own wrapper back). So walk the objects loaded
+ * after the caller, in load order, and take the first that defines the symbol itself. A symbol
+ * found only through another object's scope (a copy-relocated variable) is the fallback. */
+GA_NO_SANITIZE static void *ga_dlsym_next(const char *symbol, void *caller)
+{
+    Dl_info info;
+    struct link_map *self = NULL, *owner = NULL;
+    if (!dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+        return ga_real_dlsym(RTLD_NEXT, symbol);
+    void *fallback = NULL;
+    for (struct link_map *l = self->l_next; l; l = l->l_next) {
+        void *f = ga_real_dlsym(l, symbol); /* a glibc handle is its link_map */
+        if (!f)
+            continue;
+        if (dladdr1(f, &info, (void **)&owner, RTLD_DL_LINKMAP) && owner == l)
+            return f;
+        if (!fallback && owner != self)
+            fallback = f;
+    }
+    return fallback;
+}
+
+GA_NO_SANITIZE GA_EXPORT void *dlsym(void *handle, const char *symbol)
+{
+    void *found = handle == RTLD_NEXT ? ga_dlsym_next(symbol, __builtin_return_address(0))
+                                      : ga_real_dlsym(handle, symbol);
+    if (found && ga_is_dlsym_name(symbol))
         return (void *)dlsym; /* a caller fetching dlsym itself keeps going through us */
     /* Only CUDA names concern us; anything else (and the loader's own early calls) is untouched. */
-    if (ga_tl_busy || symbol[0] != 'c' || symbol[1] != 'u')
+    if (symbol[0] != 'c' || symbol[1] != 'u' || ga_tl_busy)
         return found;
+    return ga_dlsym_cuda(handle, symbol, found);
+}
+
+/* The instrumented part of dlsym: a CUDA name. */
+static void *ga_dlsym_cuda(void *handle, const char *symbol, void *found)
+{
     if (ga_ensure_init() == CUDA_ERROR_NOT_INITIALIZED && !ga_real.cuMemAlloc_v2)
         return found;
     void *hook = ga_hook_for_real(found);

@@ -158,7 +158,7 @@ static const ga_option_def_t ga_options[] = {
     {"GPUARENA_LIMIT", "device total", parse_limit, "try 8GiB, 512MiB or 50%",
      "hard cap on device memory per device, both modes"},
     {"GPUARENA_STATS", "unset", parse_stats, "a file path, or - for stderr",
-     "write statistics as JSON at exit"},
+     "write statistics as JSON at exit; %p in the path becomes the process id"},
     {"GPUARENA_TRACE", "unset", parse_trace, "a file path",
      "record every allocation event (allocator/ga_trace.h format)"},
     {"GPUARENA_LIBCUDA", "libcuda.so.1", parse_libcuda, "a path to the real libcuda.so.1",

@@ -21,7 +21,7 @@ static CUresult ga_pass_begin(size_t size, int dev, ga_ctx_t **cp, int *devp)
     if (!c)
         return CUDA_SUCCESS; /* no context: let the driver answer */
     *devp = dev >= 0 && dev < GA_MAX_DEVICES ? dev : c->dev;
-    if (!ga_devs[*devp].known) {
+    if (!__atomic_load_n(&ga_devs[*devp].known, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&ga_g.lock);
         ga_dev_setup(*devp);
         pthread_mutex_unlock(&ga_g.lock);

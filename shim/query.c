@@ -22,7 +22,7 @@ static uint64_t ga_arena_free_bytes(int dev)
 {
     uint64_t sum = 0;
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
-        if (c->dev != dev || !c->arena)
+        if (c->dev != dev || !ga_ctx_peek(c))
             continue;
         pthread_mutex_lock(&c->lock);
         if (c->arena) {

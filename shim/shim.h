@@ -26,6 +26,9 @@
 #include "../allocator/ga_trace.h"
 
 #define GA_EXPORT __attribute__((visibility("default")))
+/* For code that runs inside a sanitizer runtime's own start-up (it calls dlsym before its shadow
+ * memory exists): no instrumentation there, in sanitizer builds. */
+#define GA_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize_undefined))
 #define GA_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GA_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define GA_MAX_DEVICES 64
@@ -71,7 +74,7 @@ static inline CUresult ga_ensure_init(void)
         return ga_init_error;
     return ga_init_slow();
 }
-void *ga_real_dlsym(void *handle, const char *name);
+GA_NO_SANITIZE void *ga_real_dlsym(void *handle, const char *name);
 void *ga_libcuda_handle(void);
 /* Resolves a runtime (libcudart) function late: the runtime may be loaded after the shim. */
 void *ga_resolve_cudart(const char *name, void *hook);
@@ -161,6 +164,11 @@ void ga_dev_uncommit(int dev, uint64_t bytes);
 int ga_ctx_enter(CUcontext ctx);
 void ga_ctx_leave(int pushed);
 ga_arena_t *ga_ctx_arena(ga_ctx_t *c, size_t first_request, CUresult *err); /* c->lock held */
+/* The arena pointer read without c->lock: only to skip contexts that have none. */
+static inline ga_arena_t *ga_ctx_peek(ga_ctx_t *c)
+{
+    return __atomic_load_n(&c->arena, __ATOMIC_ACQUIRE);
+}
 void ga_ctx_drop(ga_ctx_t *c, int driver_gone);
 ga_ctx_t *ga_find_owner(uintptr_t ptr); /* arena whose region holds ptr; returned locked */
 void ga_ctx_fork_child(void);
@@ -196,6 +204,7 @@ void ga_trace_start(void);
 void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uint64_t stream,
                     int dev, uint64_t t0, CUresult result);
 void ga_trace_flush_all(void);
+void ga_trace_fork_child(void);
 extern int ga_tracing;
 
 /* ---- alloc.c ---- */

@@ -133,7 +133,7 @@ static void ga_json_devices(FILE *f, ga_stats_t *sum)
         ga_stats_t s;
         ga_ctx_stats(c, &s);
         sum->frag_failures += s.frag_failures;
-        if (c->arena) {
+        if (ga_ctx_peek(c)) {
             sum->largest_free = s.largest_free > sum->largest_free ? s.largest_free : sum->largest_free;
             sum->total_free += s.total_free;
         }
@@ -218,15 +218,24 @@ static void ga_json_write(FILE *f)
     free(dev_buf);
 }
 
+/* GPUARENA_STATS with "%p" in it: one file per process (the pid replaces it). */
+static int ga_expand_pid(const char *in, char *out, size_t len)
+{
+    const char *pp = strstr(in, "%p");
+    int n = pp ? snprintf(out, len, "%.*s%d%s", (int)(pp - in), in, (int)getpid(), pp + 2)
+               : snprintf(out, len, "%s", in);
+    return n > 0 && (size_t)n < len - 8 ? 0 : -1;
+}
+
 void ga_stats_write(void)
 {
-    const char *path = ga_opt.stats;
-    if (!strcmp(path, "-")) {
+    if (!strcmp(ga_opt.stats, "-")) {
         ga_json_write(stderr);
         return;
     }
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+    char path[4096], tmp[4096 + 8];
+    if (ga_expand_pid(ga_opt.stats, path, sizeof path) != 0 ||
+        snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
         ga_log(GA_LOG_ERROR, "GPUARENA_STATS path is too long; use a shorter path");
         return;
     }

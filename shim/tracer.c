@@ -6,7 +6,7 @@
  * is held while writing, memory is bounded (one buffer per live thread), and since every write is
  * whole records a killed process leaves a file that reads back up to its last complete record.
  * Record times are ns since the trace started (CLOCK_MONOTONIC); durations come from the hooks'
- * own tick stamps, converted with a ratio measured at start.
+ * own tick stamps, converted with a ratio measured at start. A forked child does not trace.
  */
 #define _GNU_SOURCE
 #include "shim.h"
@@ -142,5 +142,16 @@ void ga_trace_flush_all(void)
         pthread_mutex_lock(&b->lock);
         ga_tbuf_flush_locked(b);
         pthread_mutex_unlock(&b->lock);
+    }
+}
+
+/* A forked child stops tracing: the parent's buffered records are the parent's to write, and the
+ * child's events would interleave with them in the same file. */
+void ga_trace_fork_child(void)
+{
+    ga_tracing = 0;
+    for (ga_tbuf_t *b = atomic_load(&ga_tbufs); b; b = b->next) {
+        pthread_mutex_init(&b->lock, NULL);
+        b->n = 0;
     }
 }

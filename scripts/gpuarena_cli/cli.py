@@ -69,7 +69,8 @@ def _add_shim_opts(p):
                    help="use the simulated driver (<build>/sim on LD_LIBRARY_PATH), for demos")
     p.add_argument("--env", action="append", metavar="K=V", default=[],
                    help="extra environment variable for the program (repeatable)")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- program and its arguments")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
+                   help="the program to run and its arguments, after --")
 
 
 def build_parser():
@@ -96,7 +97,9 @@ def build_parser():
     p = sub.add_parser("replay", help="replay a trace through the allocator (no GPU needed)",
                        epilog=EPILOG, formatter_class=fmt)
     p.add_argument("trace", metavar="TRACE", help="gpuarena trace or any importable file")
-    p.add_argument("--mode", default="all", choices=("arena", "grow", "platform", "all"))
+    p.add_argument("--mode", default="all", choices=("arena", "grow", "platform", "all"),
+                   help="arena: one preallocated region; grow: regions on demand; platform: "
+                        "one driver call per allocation; all (default)")
     p.add_argument("--arena-size", type=_size, help="preallocated arena size (e.g. 2GiB)")
     p.add_argument("--limit", type=_size, help="cap on reserved bytes (e.g. 8GiB)")
     p.add_argument("--no-min", action="store_true",
@@ -110,13 +113,17 @@ def build_parser():
     p.add_argument("trace", metavar="TRACE", help="gpuarena trace or any importable file")
     p.add_argument("-o", "--output", metavar="PREFIX",
                    help="writes PREFIX.json and PREFIX.png (default: the input's name)")
-    p.add_argument("--mode", default="grow", choices=("arena", "grow", "platform"),
-                   help="allocator mode whose reserved bytes are drawn")
+    p.add_argument("--mode", default="arena", choices=("arena", "grow", "platform"),
+                   help="allocator mode whose reserved bytes are drawn (default arena; grow "
+                        "draws in use only)")
     _add_input_opts(p)
 
     p = sub.add_parser("run", help="run a program under the shim", epilog=EPILOG,
-                       formatter_class=fmt)
-    p.add_argument("--mode", default="arena", choices=("arena", "platform"))
+                       formatter_class=fmt, usage="gpuarena run [options] -- PROGRAM [ARGS...]")
+    p.set_defaults(subparser=p)
+    p.add_argument("--mode", default="arena", choices=("arena", "platform"),
+                   help="arena: sub-allocate from large driver blocks (default); platform: one "
+                        "driver call per allocation, memory returned at once")
     p.add_argument("--no-preallocate", action="store_true",
                    help="arena: take memory on demand instead of at first use")
     p.add_argument("--stats", metavar="F", help="write the statistics JSON to F (- for stderr) "
@@ -125,7 +132,9 @@ def build_parser():
     _add_shim_opts(p)
 
     p = sub.add_parser("compare", help="run a program under each mode, side by side",
-                       epilog=EPILOG, formatter_class=fmt)
+                       epilog=EPILOG, formatter_class=fmt,
+                       usage="gpuarena compare [options] -- PROGRAM [ARGS...]")
+    p.set_defaults(subparser=p)
     p.add_argument("--modes", default="arena,arena-nopre,platform",
                    help=f"comma-separated, from {', '.join(runner.MODES)}")
     p.add_argument("--repeat", type=int, default=1, help="runs per mode (median wall time)")
@@ -134,17 +143,17 @@ def build_parser():
     return top
 
 
-def _command(args, parser):
+def _command(args):
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
-        parser.error(f"{args.cmd}: no program given; usage: gpuarena {args.cmd} [options] -- "
-                     "PROGRAM [ARGS...]")
+        args.subparser.error("no program given: put it after --, e.g. "
+                             f"gpuarena {args.cmd} -- python3 train.py")
     return cmd
 
 
-def _print_counts(counts, out=sys.stdout):
+def _print_counts(counts):
     for k, v in counts.items():
-        print(f"  {k.replace('_', ' ')}: {v:,}", file=out)
+        print(f"  {k.replace('_', ' ')}: {v:,}")
 
 
 def do_import(a):
@@ -169,9 +178,9 @@ def do_replay(a):
 
 
 def do_report(a):
-    trace, counts, _ = importers.load_any(a.trace, a.format, a.level)
+    trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
     prefix = a.output or os.path.splitext(os.path.basename(a.trace))[0]
-    reserved, why = report_mod.reserved_series(a.trace, trace, a.mode)
+    reserved, why = report_mod.reserved_series(trace, a.mode)
     if reserved is None:
         print(f"gpuarena: drawing bytes in use only, not reserved: {why}", file=sys.stderr)
     report_mod.write_json(f"{prefix}.json", report_mod.chrome_trace(trace, reserved))
@@ -192,16 +201,16 @@ def _settings(a, mode=None):
     return s
 
 
-def do_run(a, parser):
-    cmd = _command(a, parser)
+def do_run(a):
+    cmd = _command(a)
     s = _settings(a, a.mode)
     s["GPUARENA_PREALLOCATE"] = "false" if a.no_preallocate else "true"
     s["GPUARENA_TRACE"] = a.trace
     return runner.run(cmd, s, a.stats, a.sim, runner.parse_env_pairs(a.env))
 
 
-def do_compare(a, parser):
-    cmd = _command(a, parser)
+def do_compare(a):
+    cmd = _command(a)
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     results = runner.compare(cmd, modes, a.repeat, _settings(a), a.sim,
                              runner.parse_env_pairs(a.env))
@@ -227,8 +236,8 @@ def main(argv=None):
         if args.cmd == "report":
             return do_report(args)
         if args.cmd == "run":
-            return do_run(args, parser)
-        return do_compare(args, parser)
+            return do_run(args)
+        return do_compare(args)
     except GaError as e:
         print(f"gpuarena: {e}", file=sys.stderr)
         return 1

@@ -2,17 +2,20 @@
 
 In-use over time follows from the trace alone (alloc adds, free subtracts), so it is computed here,
 in bytes as the program requested them (the shim's and the replay's "in use" round to 512).
-Reserved depends on the allocator's decisions, so it comes from replaying the trace through the C
-arena; when the replay tool cannot give a per-event timeline, only in-use is drawn and the command
-says so. The JSON is the Chrome trace-event format (ui.perfetto.dev and chrome://tracing open it):
-counter events ("ph": "C") named in_use and reserved, one process per device, and each allocation
-as an async slice (allocations overlap without nesting, which complete "X" slices cannot express)
-when the trace is small enough to stay readable. The PNG needs matplotlib and is skipped without it.
+Reserved depends on the allocator, and the replay tool gives figures rather than a per-event
+timeline, so reserved is drawn only for the modes where those figures determine it (arena, platform;
+see reserved_series) and otherwise the command says it drew in-use only. The JSON is the Chrome
+trace-event format (ui.perfetto.dev and chrome://tracing open it): counter events ("ph": "C") named
+in_use and reserved, one process per device, and each allocation as an async slice (allocations
+overlap without nesting, which complete "X" slices cannot express) when the trace is small enough
+to stay readable. The PNG needs matplotlib and is skipped, with a message, without it.
 """
 
 import json
 import os
+import tempfile
 
+from . import paths
 from . import tracefile as tf
 
 MAX_SLICES = 20000  # above this the viewer slows to a crawl and slices are unreadable anyway
@@ -110,10 +113,43 @@ def write_png(path, trace, reserved=None):
     return True
 
 
-def reserved_series(path, trace, mode):
-    """({device: [(time_ns, reserved bytes)]}, None) from the replay tool, or (None, why not)."""
-    from . import paths
-    del path, trace, mode
+def _rounded_series(trace):
+    """In use with every size rounded up to 512, per device: what platform mode reserves."""
+    rounded = tf.Trace([ev[:tf.T_SIZE] + (-(-ev[tf.T_SIZE] // 512) * 512,) + ev[tf.T_SIZE + 1:]
+                        for ev in trace.events])
+    return in_use_series(rounded)
+
+
+def reserved_series(trace, mode):
+    """({device: [(time_ns, reserved bytes)]}, None), or (None, why not).
+
+    The replay tool reports figures, not a per-event timeline, so reserved over time is drawn
+    only where the mode makes it a function of those figures: arena holds one region of the
+    tool's arena size from the first event to the last; platform reserves exactly the rounded
+    live bytes. Both are checked against the tool's peak_reserved before they are drawn. Grow
+    mode's regions depend on the allocator's decisions event by event, so it is not drawn."""
+    from . import replay
+    if mode == "grow":
+        return None, ("grow mode's reserved bytes need a per-event timeline from gpuarena-replay, "
+                      "which it does not offer; use --mode arena or platform to draw reserved")
+    if not trace.events:
+        return None, "the trace is empty"
+    if len({ev[tf.T_DEVICE] for ev in trace.events}) > 1:
+        return None, "the replay tool models one device and this trace has several"
     if paths.replay_tool(required=False) is None:
         return None, "the replay tool gpuarena-replay is not built (run `make`)"
-    return None, "gpuarena-replay does not print a per-event reserved timeline yet"
+    with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
+        path = os.path.join(tmp, "t.gatrace")
+        tf.write(path, trace)
+        doc = replay.run_tool(path, mode, find_min=False)
+    dev = trace.events[0][tf.T_DEVICE]
+    if mode == "arena":
+        first, last = trace.events[0][tf.T_TIME], trace.events[-1][tf.T_TIME]
+        series = {dev: [(first, doc["arena_size"]), (last, doc["arena_size"])]}
+    else:
+        series = _rounded_series(trace)
+    peak = max(v for pts in series.values() for _, v in pts)
+    if peak != doc.get(f"{mode}_peak_reserved"):
+        return None, (f"the {mode} model gives a peak reserved of {peak} bytes but the replay "
+                      f"tool says {doc.get(f'{mode}_peak_reserved')}; not drawing a wrong curve")
+    return series, None

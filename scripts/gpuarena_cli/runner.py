@@ -9,6 +9,7 @@ file atomically (tmp + rename), so a file that exists is complete.
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -40,12 +41,18 @@ def parse_env_pairs(pairs):
     return out
 
 
+def preload_list(shim, old):
+    """LD_PRELOAD with the shim first, except sanitizer runtimes (libasan.so...), which must
+    stay ahead of every instrumented library, a sanitizer-built shim included."""
+    entries = [e for e in re.split(r"[:\s]+", old or "") if e]
+    san = [e for e in entries if re.match(r"lib[a-z]*san\.so", os.path.basename(e))]
+    return ":".join(san + [shim] + [e for e in entries if e not in san])
+
+
 def child_env(settings, sim=False, extra=None):
     """The child's environment: ours plus the preload, the GPUARENA_* settings and extras."""
     env = dict(os.environ)
-    shim = paths.shim()
-    old = env.get("LD_PRELOAD", "")
-    env["LD_PRELOAD"] = f"{shim}:{old}" if old else shim
+    env["LD_PRELOAD"] = preload_list(paths.shim(), env.get("LD_PRELOAD"))
     if sim:
         d = paths.sim_dir()
         old = env.get("LD_LIBRARY_PATH", "")

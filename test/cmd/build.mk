@@ -1,6 +1,7 @@
 # test/cmd: the `gpuarena` command's tests (Python unittest, TAP to $(RESULTS)/cmd.tap). The end to
 # end tests need the shim, the simulated driver, the examples and the replay tool, so the tier
-# builds them first: a missing piece fails the tier instead of skipping tests.
+# builds them first: a missing piece fails the tier instead of skipping tests. GA_SAN_RUNTIME
+# (test/stress/build.mk) is the ASan runtime in an ASan build, preloaded ahead of the shim.
 CMD_TEST_DEPS := $(BUILD)/bin/gpuarena-replay $(BUILD)/lib/libgpuarena.so \
 	$(BUILD)/sim/libcuda.so.1 $(BUILD)/examples/ex_direct $(BUILD)/examples/ex_dlsym \
 	$(BUILD)/examples/ex_getproc
@@ -12,7 +13,8 @@ BENCHES += bench-cmd
 test-cmd: $(CMD_TEST_DEPS)
 	@mkdir -p $(RESULTS)
 	@GA_TRACES_DIR=$(CURDIR)/../shared/traces GPUARENA_BUILD=$(abspath $(BUILD)) \
-	  python3 test/cmd/run_tests.py $(RESULTS)/cmd.tap 2>$(RESULTS)/cmd.log || true
+	  GA_SAN_RUNTIME="$(GA_SAN_RUNTIME)" python3 test/cmd/run_tests.py $(RESULTS)/cmd.tap \
+	  2>$(RESULTS)/cmd.log || true
 
 bench-cmd: $(BUILD)/bin/gpuarena-replay
 	@GA_TRACES_DIR=$(CURDIR)/../shared/traces GPUARENA_BUILD=$(abspath $(BUILD)) \

@@ -18,6 +18,11 @@ BUILD = os.path.abspath(os.environ.get("GPUARENA_BUILD", os.path.join(REPO, "bui
 
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 
+# In a sanitizer build (make asan) the tier passes the ASan runtime, which a sanitizer-built shim
+# needs loaded first; leak checking is off because the Python interpreter itself is not clean.
+SAN_RUNTIME = os.environ.get("GA_SAN_RUNTIME", "").strip()
+SAN_ENV = {"LD_PRELOAD": SAN_RUNTIME, "ASAN_OPTIONS": "detect_leaks=0"} if SAN_RUNTIME else {}
+
 
 def traces(sub):
     """Every file of one traces subfolder, sorted; an empty folder is a test setup error."""

@@ -17,6 +17,11 @@ EX = os.path.join(gatest.BUILD, "examples")
 DIRECT = [os.path.join(EX, "ex_direct"), "40", "256", "2"]
 
 
+def cli(*args, env=None):
+    """The command with the sanitizer runtime preloaded when the build needs it."""
+    return gatest.cli(*args, env=dict(gatest.SAN_ENV, **(env or {})))
+
+
 class EndToEnd(unittest.TestCase, gatest.CliAsserts):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -33,8 +38,8 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         for p in (stats, report):
             if os.path.exists(p):
                 os.unlink(p)
-        p = gatest.cli("run", "--sim", "--stats", stats, *args, "--", *cmd,
-                       env={"SIMCUDA_REPORT": report})
+        p = cli("run", "--sim", "--stats", stats, *args, "--", *cmd,
+                env={"SIMCUDA_REPORT": report})
         with open(stats) as f:
             s = json.load(f)
         with open(report) as f:
@@ -84,7 +89,7 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         trace = os.path.join(self.dir, "rec.gatrace")
         p, s, _ = self.run_observed("--trace", trace)
         self.assertEqual(p.returncode, 0, p.stderr)
-        p = gatest.cli("replay", trace, "--json", "--mode", "grow")
+        p = cli("replay", trace, "--json", "--mode", "grow")
         self.assertEqual(p.returncode, 0, p.stderr)
         doc = json.loads(p.stdout)
         t = s["totals"]
@@ -93,22 +98,23 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(doc["grow_events"], t["alloc_calls"] + t["free_calls"])
         self.assertEqual(doc["grow_peak_in_use"], t["peak_in_use"])
         rep = os.path.join(self.dir, "rep")
-        p = gatest.cli("report", trace, "-o", rep)
+        p = cli("report", trace, "-o", rep)
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(rep + ".json") as f:
-            counters = [e for e in json.load(f)["traceEvents"] if e["ph"] == "C"]
+            counters = [e for e in json.load(f)["traceEvents"]
+                        if e["ph"] == "C" and e["name"] == "in_use"]
         # The report draws bytes as requested; the shim and the replay also know them rounded.
         self.assertEqual(max(e["args"]["in_use"] for e in counters), doc["grow_peak_requested"])
         self.assertLessEqual(doc["grow_peak_requested"], t["peak_in_use"])
 
     def test_run_prints_summary(self):
-        p = gatest.cli("run", "--sim", "--", *DIRECT)
+        p = cli("run", "--sim", "--", *DIRECT)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("gpuarena: mode arena", p.stderr)
         self.assertIn("80 allocs, 0 failed", p.stderr)
 
     def test_compare_three_modes(self):
-        p = gatest.cli("compare", "--sim", "--json", "--repeat", "2", "--", *DIRECT)
+        p = cli("compare", "--sim", "--json", "--repeat", "2", "--", *DIRECT)
         self.assertEqual(p.returncode, 0, p.stderr)
         doc = json.loads(p.stdout)
         self.assertEqual(list(doc), ["arena", "arena-nopre", "platform"])
@@ -120,7 +126,7 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(r["exit"], 0, m)
             self.assertEqual(r["stats"]["totals"]["alloc_calls"], 80, m)
         self.assertEqual(doc["arena-nopre"]["stats"]["preallocate"], False)
-        p = gatest.cli("compare", "--sim", "--", *DIRECT)
+        p = cli("compare", "--sim", "--", *DIRECT)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("driver alloc calls", p.stdout)
 

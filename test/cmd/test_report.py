@@ -38,7 +38,7 @@ class Report(unittest.TestCase, gatest.CliAsserts):
 
     def test_lifetimes_timeline(self):
         src = os.path.join(gatest.TRACES, "lifetimes", "somas_resnet50.csv")
-        doc, p = self.report(src)
+        doc, p = self.report(src, "--mode", "grow")
         self.assertIn("drawing bytes in use only", p.stderr)
         evs = doc["traceEvents"]
         counters = [e for e in evs if e["ph"] == "C"]
@@ -63,13 +63,39 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         ts = [e["ts"] for e in counters]
         self.assertEqual(ts, sorted(ts))
 
+    def test_reserved_tracks(self):
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_C.csv")
+        with open(src) as f:
+            next(f)
+            rows = [tuple(map(int, ln.split(","))) for ln in f if ln.strip()]
+        delta = {}
+        for _, lo, up, size in rows:  # platform reserves the 512-rounded live bytes
+            delta[lo] = delta.get(lo, 0) + -(-size // 512) * 512
+            delta[up] = delta.get(up, 0) - -(-size // 512) * 512
+        level = peak = 0
+        for t in sorted(delta):
+            level += delta[t]
+            peak = max(peak, level)
+        tool = json.loads(gatest.cli("replay", src, "--json", "--no-min").stdout)
+        for mode, want in (("platform", peak), ("arena", tool["arena_size"])):
+            with self.subTest(mode=mode):
+                doc, p = self.report(src, "--mode", mode)
+                self.assertNotIn("in use only", p.stderr)
+                res = [e["args"]["reserved"] for e in doc["traceEvents"]
+                       if e["ph"] == "C" and e["name"] == "reserved"]
+                use = [e["args"]["in_use"] for e in doc["traceEvents"]
+                       if e["ph"] == "C" and e["name"] == "in_use"]
+                self.assertEqual(max(res), want)
+                self.assertGreaterEqual(max(res), max(use))
+                self.assertTrue(doc["otherData"]["reserved_included"])
+
     def test_snapshot_timeline_ring_buffer(self):
         src = os.path.join(gatest.TRACES, "pytorch-snapshot", "cs336_transformer_step.pickle")
         doc, _ = self.report(src)
         trace, counts, _ = importers.load_any(src)
         live = sum(ev[tf.T_SIZE] for ev in trace.events if ev[tf.T_KIND] == tf.ALLOC) - \
             sum(ev[tf.T_SIZE] for ev in trace.events if ev[tf.T_KIND] == tf.FREE)
-        counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+        counters = [e for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == "in_use"]
         self.assertEqual(counters[-1]["args"]["in_use"], live)
         self.assertGreater(counts["live_at_end"], 0)
 
@@ -88,7 +114,8 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         p = gatest.cli("report", trace, cwd=self.dir)
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(os.path.join(self.dir, "mine.json")) as f:
-            self.assertEqual(len(json.load(f)["traceEvents"]), 1 + 2 + 2)
+            # metadata, 2 in_use and 2 reserved counter samples, one begin/end slice pair
+            self.assertEqual(len(json.load(f)["traceEvents"]), 1 + 2 + 2 + 2)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,20 @@
-# test/preload/: integration tests of the preload shim on the simulated driver (tier test-preload).
-# The test binary links the simulated driver (direct binding) and a stand-in runtime, and runs under
-# LD_PRELOAD=libgpuarena.so in Check's fork mode; it writes $(RESULTS)/preload.tap.
-PRELOAD_DIR  := $(BUILD)/preload
-PRELOAD_SRC  := $(filter-out test/preload/fake_cudart.c test/preload/bench_%.c,$(wildcard test/preload/*.c))
-PRELOAD_TEST := $(PRELOAD_DIR)/test_preload
-PRELOAD_FAKE := $(PRELOAD_DIR)/libcudart.so
-PRELOAD_BENCH := $(PRELOAD_DIR)/bench_shim
+# test/preload/: integration tests of the preload shim on the simulated driver (tier test-preload),
+# and the shim's benchmark (bench-shim). The test binary links the simulated driver (direct binding)
+# and a stand-in runtime, and runs under LD_PRELOAD=libgpuarena.so in Check's fork mode; it writes
+# $(RESULTS)/preload.tap.
+PRELOAD_DIR     := $(BUILD)/preload
+PRELOAD_SRC     := $(filter-out test/preload/fake_cudart.c test/preload/ctor_lib.c test/preload/bench_%.c,\
+                     $(wildcard test/preload/*.c))
+PRELOAD_TEST    := $(PRELOAD_DIR)/test_preload
+PRELOAD_FAKE    := $(PRELOAD_DIR)/libcudart.so
+PRELOAD_CTOR    := $(PRELOAD_DIR)/libgactor.so
+PRELOAD_BENCH   := $(PRELOAD_DIR)/bench_shim
 PRELOAD_NULLDRV := $(PRELOAD_DIR)/nulldrv/libcuda.so.1
-PRELOAD_ENV  = LD_LIBRARY_PATH=$(BUILD)/sim:$(PRELOAD_DIR) LD_PRELOAD=$(abspath $(SHIM_LIB))
+# A sanitizer runtime must come first in the initial library list, before the preloaded shim.
+PRELOAD_SANLIB   = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so)) \
+                   $(if $(findstring thread,$(SAN)),$(shell $(CC) -print-file-name=libtsan.so))
+PRELOAD_ENV      = LD_LIBRARY_PATH=$(BUILD)/sim:$(PRELOAD_DIR) \
+                   LD_PRELOAD="$(strip $(PRELOAD_SANLIB) $(abspath $(SHIM_LIB)))"
 
 ALL += $(PRELOAD_TEST) $(PRELOAD_BENCH) $(PRELOAD_NULLDRV)
 TEST_TIERS += test-preload
@@ -15,9 +22,14 @@ BENCHES += bench-shim
 
 $(PRELOAD_FAKE): test/preload/fake_cudart.c $(BUILD)/sim/libcuda.so
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -o $@ $< -L$(BUILD)/sim -lcuda
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -o $@ $< -L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON)
 
-$(PRELOAD_TEST): $(PRELOAD_SRC) test/preload/preload_test.h $(PRELOAD_FAKE) $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgaalloc.a
+$(PRELOAD_CTOR): test/preload/ctor_lib.c $(BUILD)/sim/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -o $@ $< -L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON)
+
+$(PRELOAD_TEST): $(PRELOAD_SRC) test/preload/preload_test.h $(PRELOAD_FAKE) $(PRELOAD_CTOR) \
+                 $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -o $@ $(PRELOAD_SRC) \
 	  -L$(BUILD)/sim -L$(PRELOAD_DIR) -lcuda -lcudart $(BUILD)/lib/libgaalloc.a \
@@ -25,11 +37,13 @@ $(PRELOAD_TEST): $(PRELOAD_SRC) test/preload/preload_test.h $(PRELOAD_FAKE) $(BU
 
 $(PRELOAD_NULLDRV): test/preload/bench_nulldrv.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -o $@ $<
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic \
+	  -o $@ $< $(LDFLAGS_COMMON)
 
 $(PRELOAD_BENCH): test/preload/bench_shim.c $(BUILD)/sim/libcuda.so
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ $< -L$(BUILD)/sim -lcuda -ldl
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ $< -L$(BUILD)/sim -lcuda -ldl \
+	  $(LDFLAGS_COMMON)
 
 .PHONY: test-preload bench-shim
 test-preload: $(PRELOAD_TEST) $(SHIM_LIB) $(SHIM_HOOK_NAMES)
@@ -38,7 +52,7 @@ test-preload: $(PRELOAD_TEST) $(SHIM_LIB) $(SHIM_HOOK_NAMES)
 	  PT_SHIM=$(SHIM_LIB) PT_HOOKS=$(SHIM_HOOK_NAMES) $(PRELOAD_ENV) $(PRELOAD_TEST) \
 	  >$(RESULTS)/preload.log 2>&1 || true
 
-# Per-call overhead of the shim against the simulated driver called directly (see bench_shim.c).
+# Per-call cost of the shim against the driver called directly (see bench_shim.c).
 bench-shim: $(PRELOAD_BENCH) $(SHIM_LIB) $(PRELOAD_NULLDRV)
 	@BENCH_SHIM=$(abspath $(SHIM_LIB)) BENCH_SIM=$(abspath $(BUILD)/sim) \
 	  BENCH_NULLDRV=$(abspath $(PRELOAD_DIR)/nulldrv) LD_LIBRARY_PATH=$(BUILD)/sim $(PRELOAD_BENCH)

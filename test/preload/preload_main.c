@@ -71,7 +71,7 @@ int pt_json_check(const char *path, const char *expr)
 {
     char cmd[8192];
     snprintf(cmd, sizeof cmd,
-             "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); "
+             "env -u LD_PRELOAD python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); "
              "sys.exit(0 if (%s) else 1)\" '%s'", expr, path);
     return system(cmd);
 }

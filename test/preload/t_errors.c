@@ -191,6 +191,22 @@ START_TEST(good_option_values)
 }
 END_TEST
 
+static void pt_libcuda_child(void *arg)
+{
+    putenv((char *)arg);
+    exit(cuInit(0) == CUDA_ERROR_NOT_INITIALIZED ? 0 : 1);
+}
+
+START_TEST(missing_driver_is_explained)
+{
+    char err[4096];
+    ck_assert_int_eq(pt_run_child(pt_libcuda_child, "GPUARENA_LIBCUDA=/nonexistent/libcuda.so.1",
+                                  err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "gpuarena: cannot load the CUDA driver '/nonexistent/libcuda.so.1'") &&
+                  strstr(err, "GPUARENA_LIBCUDA="), "the message says how to fix it: %s", err);
+}
+END_TEST
+
 TCase *pt_tcase_errors(void)
 {
     TCase *tc = tcase_create("errors");
@@ -203,5 +219,6 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, ipc_passes_in_platform);
     tcase_add_test(tc, bad_option_values);
     tcase_add_test(tc, good_option_values);
+    tcase_add_test(tc, missing_driver_is_explained);
     return tc;
 }

@@ -1,10 +1,12 @@
 /* Preload tests: what the shim leaves behind and shows. The statistics JSON (valid, with every
  * field of the contract), the trace file (readable records), and the exported symbol list, which
- * must equal the hook list generated from shim/hooks.def exactly.
+ * must equal the hook list generated from shim/hooks.def exactly; and "%p" in GPUARENA_STATS.
  * The tier passes PT_SHIM (the library) and PT_HOOKS (the generated list) in the environment.
  */
 #include "preload_test.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +90,32 @@ START_TEST(stats_to_stderr)
 }
 END_TEST
 
+START_TEST(stats_path_pid)
+{
+    char dir[] = "/tmp/gpuarena-pid-XXXXXX", env[256], err[4096], path[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(env, sizeof env, "GPUARENA_STATS=%s/stats-%%p.json", dir);
+    pt_env(env, NULL);
+    ck_assert_int_eq(pt_run_child(pt_workload_child, NULL, err, sizeof err), 0);
+    /* One file, named after the child's pid. */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        files++;
+        ck_assert_msg(strncmp(e->d_name, "stats-", 6) == 0 && atoi(e->d_name + 6) > 0, "%s", e->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    ck_assert_int_eq(files, 1);
+    ck_assert_int_eq(pt_json_check(path, "d['gpuarena_stats'] == 1"), 0);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(trace_file_records)
 {
     char path[] = "/tmp/gpuarena-trace-XXXXXX", env[128], err[4096];
@@ -116,13 +144,41 @@ START_TEST(trace_file_records)
 }
 END_TEST
 
+static void pt_killed_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p;
+    for (int i = 0; i < 300; i++) /* more than one per-thread buffer (256 records) */
+        if (cuMemAlloc(&p, 512) != CUDA_SUCCESS)
+            exit(2);
+    raise(SIGKILL);
+}
+
+START_TEST(trace_survives_kill)
+{
+    char path[] = "/tmp/gpuarena-trace-XXXXXX", env[128], err[4096], msg[256];
+    close(mkstemp(path));
+    snprintf(env, sizeof env, "GPUARENA_TRACE=%s", path);
+    pt_env(env, NULL);
+    ck_assert_int_eq(pt_run_child(pt_killed_child, NULL, err, sizeof err), 128 + SIGKILL);
+    ga_trace_t t;
+    ga_trace_init(&t);
+    ck_assert_msg(ga_trace_read(path, &t, msg, sizeof msg) == 0, "a killed process's trace reads: %s", msg);
+    ck_assert_uint_eq(t.count, 256); /* the full buffer that was written; whole records only */
+    ck_assert_uint_eq(t.truncated_bytes, 0);
+    ga_trace_free(&t);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(exports_equal_hooks)
 {
     const char *shim = getenv("PT_SHIM"), *hooks = getenv("PT_HOOKS");
     ck_assert_msg(shim && hooks, "PT_SHIM and PT_HOOKS are set by the tier");
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "nm -D --defined-only '%s' | awk '{print $3}' | LC_ALL=C sort | diff -u '%s' - >&2",
+             "env -u LD_PRELOAD nm -D --defined-only '%s' | awk '{print $3}' | LC_ALL=C sort | diff -u '%s' - >&2",
              shim, hooks);
     ck_assert_msg(system(cmd) == 0, "exported symbols differ from hooks.def (diff on stderr)");
     struct stat st;
@@ -138,7 +194,9 @@ TCase *pt_tcase_reports(void)
     tcase_add_test(tc, stats_json_arena);
     tcase_add_test(tc, stats_json_platform);
     tcase_add_test(tc, stats_to_stderr);
+    tcase_add_test(tc, stats_path_pid);
     tcase_add_test(tc, trace_file_records);
+    tcase_add_test(tc, trace_survives_kill);
     tcase_add_test(tc, exports_equal_hooks);
     return tc;
 }

@@ -4,6 +4,7 @@
  */
 #include "preload_test.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -136,6 +137,21 @@ START_TEST(fork_child_allocates)
 }
 END_TEST
 
+START_TEST(first_call_from_constructor)
+{
+    /* The process's first CUDA calls come from a library constructor, under the loader's lock. */
+    pt_env("GPUARENA_PREALLOCATE=false", NULL);
+    void *h = dlopen("libgactor.so", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "dlopen libgactor.so: %s", dlerror());
+    int *result = dlsym(h, "ctor_result");
+    ck_assert_ptr_nonnull(result);
+    ck_assert_int_eq(*result, 0);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.alloc_calls, 1); /* served by the shim's arena */
+    ck_assert_uint_eq(c.free_calls, 0);
+}
+END_TEST
+
 TCase *pt_tcase_teardown(void)
 {
     TCase *tc = tcase_create("teardown");
@@ -145,5 +161,6 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, arena_last_release_then_reuse);
     tcase_add_test(tc, two_contexts_two_arenas);
     tcase_add_test(tc, fork_child_allocates);
+    tcase_add_test(tc, first_call_from_constructor);
     return tc;
 }

@@ -5,15 +5,19 @@
 #                  their TAP lines folded into $(RESULTS)/asan.tap
 #   san-tiers      (internal) runs SAN_TIERS in the current BUILD and prints the summary
 #   valgrind-unit  the unit tests under valgrind --error-exitcode=1
-STRESS_PROGS := threads fork teardown badargs
+STRESS_PROGS := threads fork teardown badargs next
 STRESS_BINS  := $(STRESS_PROGS:%=$(BUILD)/stress/stress_%)
 STRESS_DEPS  := test/stress/stress_util.h test/sim/simcuda.h
 
-# An ASan-built shim preloaded into a program needs the ASan runtime loaded before it; TSan and
-# UBSan need nothing (their runtimes come in as dependencies of the instrumented binary).
-GA_SAN_RUNTIME = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so))
+# A sanitizer runtime must come first in the initial library list, before the preloaded shim:
+# ASan checks it, and TSan's dlsym(RTLD_NEXT) lookups otherwise pass through the shim's dlsym
+# (as in test/preload/build.mk).
+GA_SAN_RUNTIME = $(strip $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so)) \
+                   $(if $(findstring thread,$(SAN)),$(shell $(CC) -print-file-name=libtsan.so)))
 
-ALL += $(STRESS_BINS)
+STRESS_NEXTLIB := $(BUILD)/stress/libganext.so
+
+ALL += $(STRESS_BINS) $(STRESS_NEXTLIB)
 TEST_TIERS += test-stress test-asan
 
 $(BUILD)/stress/stress_%: test/stress/stress_%.c $(STRESS_DEPS) $(BUILD)/sim/libcuda.so
@@ -21,8 +25,12 @@ $(BUILD)/stress/stress_%: test/stress/stress_%.c $(STRESS_DEPS) $(BUILD)/sim/lib
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ $< -L$(BUILD)/sim -lcuda \
 	  $(LDFLAGS_COMMON) -lpthread -ldl
 
+$(STRESS_NEXTLIB): test/stress/nextlib.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -shared -o $@ $< $(LDFLAGS_COMMON) -ldl
+
 .PHONY: test-stress test-asan san-tiers valgrind-unit
-test-stress: $(STRESS_BINS) $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgpuarena.so
+test-stress: $(STRESS_BINS) $(STRESS_NEXTLIB) $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgpuarena.so
 	@mkdir -p $(RESULTS)
 	@sh test/stress/run-stress.sh $(BUILD) $(RESULTS)/stress.tap "$(GA_SAN_RUNTIME)" \
 	  "$(findstring thread,$(SAN))"
@@ -35,8 +43,7 @@ san-tiers:
 	  $(MAKE) --no-print-directory -k $(SAN_TIERS); \
 	  sh scripts/test-summary.sh $(RESULTS) $(patsubst test-%,%,$(SAN_TIERS))
 
-ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-# Skipped inside a sanitizer build (make asan runs `make test` tiers itself).
+# ASAN_FLAGS: top-level Makefile (shared with `make asan`). Skipped inside a sanitizer build (make asan runs `make test` tiers itself).
 test-asan:
 	@mkdir -p $(RESULTS)
 	@if [ -n "$(SAN)" ]; then echo "ok - asan # SKIP already a sanitizer build" >$(RESULTS)/asan.tap; \

@@ -64,6 +64,10 @@ for mode in arena arena-noprealloc platform; do
     stats_check "threads $mode" "$dir/stats-$mode.json"
 done
 
+# Every thread on device 0 (of 2): the driver's exact peak must stay under the cap.
+run "threads arena one-device" threads GPUARENA_LIMIT=48MiB STRESS_DEVICES=1 \
+    STRESS_ITERS=$((2000 / scale))
+
 for mode in arena platform; do
     run "teardown $mode" teardown GPUARENA_MODE=$mode STRESS_ITERS=$((600 / scale))
     run "fork $mode" fork GPUARENA_MODE=$mode STRESS_FORKS=$((24 / scale))
@@ -72,6 +76,12 @@ done
 shim_saved=$shim
 shim=""
 run "fork without the shim (simulated driver alone)" fork STRESS_FORKS=$((24 / scale))
+shim=$shim_saved
+
+# Another interposer preloaded after the shim: its dlsym(RTLD_NEXT) must stay relative to it.
+shim_saved=$shim
+shim="$shim $(cd "$dir" && pwd)/libganext.so"
+run "rtld-next" next
 shim=$shim_saved
 
 # Bad arguments: the driver's own answers first (no shim), then the shim's in both modes.

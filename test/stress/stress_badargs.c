@@ -41,12 +41,18 @@ static void result(const char *name, CUresult rc, long long extra)
 /* Compare mode: consumes the reference line of a case this run does not compare. */
 static void skip_reference(void)
 {
-    char line[256];
-    if (g_ref && !fgets(line, sizeof line, g_ref))
+    char name[128];
+    int rc;
+    long long extra;
+    if (g_ref && fscanf(g_ref, "%127s %d %lld", name, &rc, &extra) != 3)
         tap(0, "the reference run has fewer cases than this one");
 }
 
-#define CASE(name, call) result(name, (call), -1)
+#define CASE(name, call)                                                                   \
+    do {                                                                                   \
+        CUresult case_rc_ = (call);                                                        \
+        result(name, case_rc_, -1);                                                        \
+    } while (0)
 
 typedef CUresult (*getproc_v1_t)(const char *, void **, int, cuuint64_t);
 typedef CUresult (*alloc_async_t)(CUdeviceptr *, size_t, CUstream);
@@ -71,7 +77,11 @@ static void common_calls(const char *phase, CUdeviceptr garbage)
     CUipcMemHandle h;
     CUmemGenericAllocationHandle vh;
     CUmemAllocationProp prop = vmm_prop();
-#define PCASE(what, call) (snprintf(n, sizeof n, "%s:%s", phase, what), CASE(n, call))
+#define PCASE(what, call)                                                                  \
+    do {                                                                                   \
+        snprintf(n, sizeof n, "%s:%s", phase, what);                                       \
+        CASE(n, call);                                                                     \
+    } while (0)
     PCASE("alloc", cuMemAlloc(&p, 512));
     if (p)
         cuMemFree(p);
@@ -234,6 +244,32 @@ static void context_cases(void)
     CASE("release_unretained", cuDevicePrimaryCtxRelease(1));
 }
 
+/* The runtime hooks (cudaMalloc, cudaFree, cudaMemGetInfo) with no runtime loaded: the shim has
+ * no real function to call, so each must fail cleanly. Nothing to compare (the symbols exist only
+ * under the shim), so these are checked in compare mode only. */
+static void runtime_cases(void)
+{
+    typedef int (*rt_malloc_t)(void **, size_t);
+    typedef int (*rt_free_t)(void *);
+    typedef int (*rt_info_t)(size_t *, size_t *);
+    rt_malloc_t m = (rt_malloc_t)dlsym(RTLD_DEFAULT, "cudaMalloc");
+    rt_free_t f = (rt_free_t)dlsym(RTLD_DEFAULT, "cudaFree");
+    rt_info_t i = (rt_info_t)dlsym(RTLD_DEFAULT, "cudaMemGetInfo");
+    if (!g_ref)
+        return;
+    if (!m || !f || !i) {
+        g_bad += !tap(0, "runtime hooks: the shim exports cudaMalloc, cudaFree, cudaMemGetInfo");
+        return;
+    }
+    void *p = NULL;
+    size_t a, b;
+    g_cases += 4;
+    g_bad += !tap(m(&p, 512) != 0, "runtime: cudaMalloc without a CUDA runtime fails cleanly");
+    g_bad += !tap(m(NULL, 512) != 0, "runtime: cudaMalloc(NULL) fails");
+    g_bad += !tap(f((void *)0xdeadbeef000ull) != 0, "runtime: cudaFree(garbage) fails");
+    g_bad += !tap(i(&a, &b) != 0 && i(NULL, NULL) != 0, "runtime: cudaMemGetInfo fails");
+}
+
 static void open_files(void)
 {
     const char *ref = getenv("BADARGS_COMPARE"), *out = getenv("BADARGS_REFERENCE");
@@ -264,6 +300,7 @@ int main(void)
     query_cases(garbage);
     getproc_cases();
     context_cases();
+    runtime_cases();
     CUdeviceptr p;
     CUresult rc = cuMemAlloc(&p, 1 << 20);
     if (rc == CUDA_SUCCESS)

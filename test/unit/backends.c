@@ -20,7 +20,7 @@ static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
         f->refusals++;
         return 1;
     }
-    *base = f->next_base;
+    *base = f->fixed_base ? f->fixed_base : f->next_base;
     f->next_base += size + ((size_t)1 << 20);
     f->outstanding += size;
     f->reserves++;

@@ -15,6 +15,7 @@
 
 typedef struct fake_backend {
     uintptr_t next_base;       /* where the next range starts (ranges never reuse addresses) */
+    uintptr_t fixed_base;      /* non-zero: every range starts here (a broken backend) */
     size_t fail_above;         /* refuse any reserve larger than this; 0 = never */
     size_t capacity;           /* refuse when outstanding + size would exceed this; 0 = never */
     int fail_calls;            /* refuse the next this many reserve calls */

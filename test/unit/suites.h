@@ -3,5 +3,6 @@
  * included with X defined. */
 X(arena_suite)
 X(random_suite)
+X(check_suite)
 X(trace_suite)
 X(replay_suite)

@@ -36,7 +36,13 @@ START_TEST(test_create_bad_args)
     ck_assert_ptr_nonnull(a);
     ck_assert_uint_eq(stats_of(a).reserved, 0);
     ck_assert_uint_eq(f.reserves, 0);
+    must_alloc(a, 1000);
+    ck_assert_uint_eq(f.asked[f.nasked - 1], 2 * MIB);
     ASSERT_HEALTHY(a);
+    ga_arena_destroy(a);
+    ga_config_t zero = {0}; /* all zero: the same, even though grow says 0 */
+    a = ga_arena_create(&b, &zero, &st);
+    must_alloc(a, 1000);
     ga_arena_destroy(a);
 }
 END_TEST
@@ -559,6 +565,18 @@ START_TEST(test_bad_backend_ranges)
     ASSERT_STATUS(ga_alloc(a, 1000, &p), GA_ENOMEM);
     ck_assert_uint_eq(f.outstanding, 0);
     ASSERT_HEALTHY(a);
+    /* ...and a range overlapping one it holds: starting below (4 MiB covers it), inside, or on
+     * its last granule */
+    f.next_base = (uintptr_t)1 << 30;
+    uintptr_t first = must_alloc(a, 1 * MIB); /* region [1 GiB, +2 MiB) */
+    const uintptr_t starts[] = {first - 1 * MIB, first + 1 * MIB, first + 2 * MIB - 512};
+    for (int i = 0; i < 3; i++) {
+        f.fixed_base = starts[i];
+        ASSERT_STATUS(ga_alloc(a, 2 * MIB, &p), GA_ENOMEM);
+        ASSERT_HEALTHY(a);
+    }
+    ck_assert_uint_eq(stats_of(a).regions, 1);
+    ck_assert_uint_eq(f.outstanding, 2 * MIB);
     ga_arena_destroy(a);
 }
 END_TEST

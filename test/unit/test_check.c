@@ -1,0 +1,173 @@
+/* White-box tests, the only ones that include the private header. The invariant walker itself:
+ * a checker that never fails proves nothing, so these corrupt one structure at a time and expect
+ * ga_check to count a failure and say what it found, then restore and expect silence. And host
+ * memory exhaustion: every host allocation the arena makes is failed in turn, and each failure
+ * must be a clean GA_ENOMEM that leaves a healthy arena and leaks nothing.
+ */
+#include "internal.h"
+#include "testutil.h"
+
+static ga_arena_t *busy_arena(fake_backend_t *f, uintptr_t *p)
+{
+    ga_arena_t *a = fake_arena(f, 0, 1, 0, 0);
+    for (int i = 0; i < 6; i++)
+        p[i] = must_alloc(a, (size_t)(i + 1) * KIB);
+    ck_assert_int_eq(ga_free(a, p[1]), GA_OK);
+    ck_assert_int_eq(ga_free(a, p[3]), GA_OK);
+    ASSERT_HEALTHY(a);
+    return a;
+}
+
+static void expect_failure(const ga_arena_t *a, const char *what)
+{
+    char rep[512];
+    int n = ga_check(a, rep, sizeof rep);
+    ck_assert_msg(n > 0, "ga_check missed: %s", what);
+    ck_assert_msg(rep[0] != '\0', "ga_check gave no report for: %s", what);
+}
+
+static ga_chunk_t *live_chunk(ga_arena_t *a, uintptr_t p)
+{
+    ga_chunk_t *c;
+    HASH_FIND(hh, a->live, &p, sizeof p, c);
+    ck_assert_ptr_nonnull(c);
+    return c;
+}
+
+START_TEST(test_check_sees_stats_drift)
+{
+    fake_backend_t f;
+    uintptr_t p[6];
+    ga_arena_t *a = busy_arena(&f, p);
+    a->stats.in_use += 512;
+    expect_failure(a, "in_use off by one granule");
+    a->stats.in_use -= 512;
+    a->stats.total_free--;
+    expect_failure(a, "total_free off by one");
+    a->stats.total_free++;
+    a->stats.reserved += GA_ALIGN;
+    expect_failure(a, "reserved drift");
+    a->stats.reserved -= GA_ALIGN;
+    ASSERT_HEALTHY(a);
+    ga_arena_destroy(a);
+}
+END_TEST
+
+START_TEST(test_check_sees_structure_damage)
+{
+    fake_backend_t f;
+    uintptr_t p[6];
+    ga_arena_t *a = busy_arena(&f, p);
+    ga_chunk_t *c = live_chunk(a, p[4]);
+    c->size += GA_ALIGN; /* overlaps its neighbour */
+    expect_failure(a, "chunk overlapping its neighbour");
+    c->size -= GA_ALIGN;
+    c->is_free = 1; /* free but in no bin, and missing from the free count */
+    expect_failure(a, "free chunk outside the bins");
+    c->is_free = 0;
+    ga_region_t *r = c->region;
+    ga_bitidx_clear(&r->starts, ga_granule(r, c->base));
+    expect_failure(a, "missing start bit");
+    ga_bitidx_set(&r->starts, ga_granule(r, c->base));
+    ga_chunk_t *freed = c->prev_phys; /* p[3], free */
+    ck_assert(freed->is_free);
+    unsigned bin = freed->bin;
+    freed->bin = bin + 1;
+    expect_failure(a, "chunk filed in the wrong bin");
+    freed->bin = bin;
+    a->fl_bitmap ^= 1ull << 40;
+    expect_failure(a, "first-level bitmap bit without a list");
+    a->fl_bitmap ^= 1ull << 40;
+    HASH_DELETE(hh, a->live, c);
+    expect_failure(a, "live chunk missing from the table");
+    HASH_ADD(hh, a->live, base, sizeof c->base, c);
+    ASSERT_HEALTHY(a);
+    ga_arena_destroy(a);
+}
+END_TEST
+
+START_TEST(test_check_report_is_bounded)
+{
+    fake_backend_t f;
+    uintptr_t p[6];
+    ga_arena_t *a = busy_arena(&f, p);
+    a->stats.in_use++;
+    a->stats.live++;
+    a->stats.regions++;
+    char tiny[8];
+    memset(tiny, 'x', sizeof tiny);
+    ck_assert_int_ge(ga_check(a, tiny, sizeof tiny), 3);
+    ck_assert_uint_lt(strlen(tiny), sizeof tiny);
+    ck_assert_int_ge(ga_check(a, NULL, 0), 3);
+    ga_arena_destroy(a);
+}
+END_TEST
+
+/* A fixed workload (small allocations, frees, and a growth-forcing 3 MiB one every 50 steps)
+ * with host allocations failing from the n-th on. */
+static void oom_workload(ga_arena_t *a)
+{
+    uintptr_t p[600];
+    int np = 0;
+    for (int i = 0; i < 600; i++) {
+        size_t size = i % 50 == 49 ? 3 * MIB : 512 * (size_t)(1 + (i * 37) % 64);
+        ga_stats_t before = stats_of(a);
+        ga_status_t st = ga_alloc(a, size, &p[np]);
+        if (st == GA_OK) {
+            np++;
+        } else {
+            ga_stats_t after = stats_of(a);
+            REQUIRE(st == GA_ENOMEM, "ga_alloc: %s", ga_status_str(st));
+            REQUIRE_EQ(after.failed_allocs, before.failed_allocs + 1);
+            REQUIRE_EQ(after.live, before.live);
+            REQUIRE_EQ(after.in_use, before.in_use);
+        }
+        ASSERT_HEALTHY(a);
+        if (i % 3 == 2 && np)
+            ASSERT_STATUS(ga_free(a, p[--np]), GA_OK);
+    }
+}
+
+START_TEST(test_host_oom_everywhere)
+{
+    int failed_somewhere = 0;
+    for (long n = 0; n < 150; n++) {
+        fake_backend_t f;
+        fake_init(&f);
+        ga_backend_t b = fake_backend(&f);
+        ga_config_t cfg = {.initial = 1 * MIB, .grow = 1};
+        ga_status_t st = GA_OK;
+        ga_host_fail_after = n;
+        ga_arena_t *a = ga_arena_create(&b, &cfg, &st);
+        if (!a) {
+            ga_host_fail_after = -1;
+            REQUIRE(st == GA_ENOMEM, "create: %s", ga_status_str(st));
+            REQUIRE_EQ(f.outstanding, 0);
+            continue;
+        }
+        oom_workload(a);
+        failed_somewhere |= ga_host_fail_after == 0;
+        ga_host_fail_after = -1;
+        must_alloc(a, 4096); /* host memory is back: the arena works again */
+        ASSERT_HEALTHY(a);
+        ga_arena_destroy(a);
+        REQUIRE_EQ(f.outstanding, 0);
+    }
+    ck_assert_msg(failed_somewhere, "no host allocation was ever failed: the hook is not wired");
+}
+END_TEST
+
+Suite *check_suite(void)
+{
+    Suite *s = suite_create("check");
+    TCase *tc = tcase_create("walker");
+    tcase_add_test(tc, test_check_sees_stats_drift);
+    tcase_add_test(tc, test_check_sees_structure_damage);
+    tcase_add_test(tc, test_check_report_is_bounded);
+    suite_add_tcase(s, tc);
+    TCase *oom = tcase_create("host_oom");
+    tcase_set_timeout(oom, 60);
+    tcase_add_test(oom, test_host_oom_everywhere);
+    suite_add_tcase(s, oom);
+    return s;
+}

@@ -26,6 +26,13 @@ static void *(*ga_dlsym_fn)(void *, const char *);
 static void *ga_libcuda;
 static int ga_forked_child;
 
+/* Without a real dlsym (cannot happen with glibc) every lookup fails rather than crashes. */
+GA_NO_SANITIZE static void *ga_dlsym_missing(void *handle, const char *name)
+{
+    (void)handle, (void)name;
+    return NULL;
+}
+
 /* The real dlsym: versioned lookup, because plain dlsym(RTLD_NEXT, "dlsym") would find ours. */
 GA_NO_SANITIZE static void ga_find_real_dlsym(void)
 {
@@ -35,6 +42,13 @@ GA_NO_SANITIZE static void ga_find_real_dlsym(void)
     if (!f)
         f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
     ga_dlsym_fn = (void *(*)(void *, const char *))f;
+}
+
+GA_NO_SANITIZE ga_dlsym_fn_t ga_real_dlsym_fn(void)
+{
+    if (GA_UNLIKELY(!ga_dlsym_fn))
+        ga_find_real_dlsym();
+    return ga_dlsym_fn ? ga_dlsym_fn : ga_dlsym_missing;
 }
 
 GA_NO_SANITIZE void *ga_real_dlsym(void *handle, const char *name)

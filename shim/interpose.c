@@ -11,7 +11,6 @@
 #include "shim.h"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <string.h>
 
 /* hooks.def as a table: real slot and hook, for the pointer map. */
@@ -67,33 +66,24 @@ GA_NO_SANITIZE static int ga_is_dlsym_name(const char *s)
     return s[0] == 'd' && s[1] == 'l' && s[2] == 's' && s[3] == 'y' && s[4] == 'm' && !s[5];
 }
 
-/* dlsym(RTLD_NEXT) on behalf of the caller: forwarded as is, the real dlsym would search after
- * the shim instead (and hand a later interposer its own wrapper back). So walk the objects loaded
- * after the caller, in load order, and take the first that defines the symbol itself. A symbol
- * found only through another object's scope (a copy-relocated variable) is the fallback. */
-GA_NO_SANITIZE static void *ga_dlsym_next(const char *symbol, void *caller)
+static void *ga_dlsym_lookup(void *handle, const char *symbol);
+
+/* RTLD_NEXT means "after the caller", and glibc finds the caller from its own return address: so
+ * that lookup must be a tail jump into the real dlsym, which then sees our caller's return address
+ * (a later interposer gets the definition after itself, not its own wrapper back). The optimize
+ * attribute keeps it a jump in -O0/-O1 sanitizer builds too. What RTLD_NEXT finds is right as is:
+ * after an object loaded before the shim, it is the shim's hook; after the shim, the driver. */
+GA_NO_SANITIZE GA_EXPORT __attribute__((optimize("optimize-sibling-calls")))
+void *dlsym(void *handle, const char *symbol)
 {
-    Dl_info info;
-    struct link_map *self = NULL, *owner = NULL;
-    if (!dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
-        return ga_real_dlsym(RTLD_NEXT, symbol);
-    void *fallback = NULL;
-    for (struct link_map *l = self->l_next; l; l = l->l_next) {
-        void *f = ga_real_dlsym(l, symbol); /* a glibc handle is its link_map */
-        if (!f)
-            continue;
-        if (dladdr1(f, &info, (void **)&owner, RTLD_DL_LINKMAP) && owner == l)
-            return f;
-        if (!fallback && owner != self)
-            fallback = f;
-    }
-    return fallback;
+    if (handle == RTLD_NEXT)
+        return ga_real_dlsym_fn()(handle, symbol);
+    return ga_dlsym_lookup(handle, symbol);
 }
 
-GA_NO_SANITIZE GA_EXPORT void *dlsym(void *handle, const char *symbol)
+GA_NO_SANITIZE static void *ga_dlsym_lookup(void *handle, const char *symbol)
 {
-    void *found = handle == RTLD_NEXT ? ga_dlsym_next(symbol, __builtin_return_address(0))
-                                      : ga_real_dlsym(handle, symbol);
+    void *found = ga_real_dlsym(handle, symbol);
     if (found && ga_is_dlsym_name(symbol))
         return (void *)dlsym; /* a caller fetching dlsym itself keeps going through us */
     /* Only CUDA names concern us; anything else (and the loader's own early calls) is untouched. */

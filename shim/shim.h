@@ -75,6 +75,8 @@ static inline CUresult ga_ensure_init(void)
     return ga_init_slow();
 }
 GA_NO_SANITIZE void *ga_real_dlsym(void *handle, const char *name);
+typedef void *(*ga_dlsym_fn_t)(void *, const char *);
+GA_NO_SANITIZE ga_dlsym_fn_t ga_real_dlsym_fn(void); /* never NULL */
 void *ga_libcuda_handle(void);
 /* Resolves a runtime (libcudart) function late: the runtime may be loaded after the shim. */
 void *ga_resolve_cudart(const char *name, void *hook);

@@ -14,7 +14,8 @@ RESULTS  := $(BUILD)/results
 SAN      ?=
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Werror
-CFLAGS_COMMON := -std=gnu11 $(OPT) -g -fPIC -fvisibility=hidden $(WARN) $(SAN)
+EXTRA_CFLAGS ?=
+CFLAGS_COMMON := -std=gnu11 $(OPT) -g -fPIC -fvisibility=hidden $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS_COMMON := $(SAN)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)

@@ -1,7 +1,7 @@
 # Examples: small driver-API programs built against the simulated driver's libcuda.so but with no
 # rpath, so the same binaries run on a real GPU (they find libcuda.so.1 through LD_LIBRARY_PATH).
 # test-examples runs each on the simulated driver; `make demo` compares gpuarena's modes on them.
-EX_LINKED := ex_direct ex_fragment ex_train
+EX_LINKED := ex_direct ex_fragment ex_train ex_alloctime
 EX_LOADED := ex_dlsym ex_getproc
 EX_BINS   := $(addprefix $(BUILD)/examples/,$(EX_LINKED) $(EX_LOADED))
 EX_SHIM   := $(BUILD)/lib/libgpuarena.so

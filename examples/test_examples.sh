@@ -43,6 +43,8 @@ expect alloc_calls 84; expect free_calls 84; expect bytes_in_use 0; grep_out "ch
 # the simulated driver allocates each block separately: it never fragments, so the big block fits
 MEM=1GiB run ex_fragment 0 16 0.9 4
 grep_out "block: succeeded"; expect failed_allocs 0
+run ex_alloctime 0 100 64
+expect alloc_calls 101; expect free_calls 101; expect bytes_in_use 0; grep_out "ns per alloc+free"
 # bad input: junk arguments are refused with exit 2
 run ex_train 2 ten
 run ex_direct 2 -5

@@ -70,7 +70,7 @@ run "threads arena one-device" threads GPUARENA_LIMIT=48MiB STRESS_DEVICES=1 \
 
 for mode in arena platform; do
     run "teardown $mode" teardown GPUARENA_MODE=$mode STRESS_ITERS=$((600 / scale))
-    run "fork $mode" fork GPUARENA_MODE=$mode STRESS_FORKS=$((24 / scale))
+    run "fork $mode" fork GPUARENA_MODE=$mode STRESS_FORKS=$((48 / scale))
 done
 # The same fork test on the simulated driver alone: if this fails too, the driver is to blame.
 shim_saved=$shim

@@ -1,0 +1,129 @@
+#!/bin/bash
+# gpu-check.sh: the checks that need a real GPU, in one short run (a few minutes on one GPU).
+#
+# Builds the shim, the examples and the replay tool (no test packages needed), then on the real
+# driver: every example under each mode, ex_alloctime (cuMemAlloc+cuMemFree through the driver
+# against the arena), small PyTorch and JAX jobs under the shim in each mode, and the cap (an
+# allocation past it fails with out-of-memory, cuMemGetInfo reports the cap, and nvidia-smi never
+# shows the process above the cap plus context overhead). Prints a markdown table of results and
+# writes it, with every log, to $OUT (the device tool's folder) or build/gpu-check/.
+#
+# usage: scripts/gpu-check.sh [--quick]       exit 0 when every check passed
+# uthash.h: if /usr/include/uthash.h is missing (no network to apt-get it), put a copy in
+# .carry/uthash.h; the build then adds -I.carry.
+set -u
+cd "$(dirname "$0")/.."
+out=${OUT:-build/gpu-check}
+mkdir -p "$out"
+report=$out/gpu-check.md
+shim=$PWD/build/lib/libgpuarena.so
+ex=$PWD/build/examples
+pass=0 fail=0
+: >"$report"
+
+say() { echo "$*" | tee -a "$report"; }
+row() { say "| $1 | $2 | $3 |"; }
+check() { # check NAME STATUS DETAIL
+    if [ "$2" = ok ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    row "$1" "$2" "$3"
+}
+
+extra=""
+[ -f /usr/include/uthash.h ] || extra="-I$PWD/.carry"
+say "# gpu-check $(date -u +%FT%TZ)"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$report"
+make -j"$(nproc)" EXTRA_CFLAGS="$extra" build/lib/libgpuarena.so build/bin/gpuarena-replay \
+    build/examples/ex_direct build/examples/ex_dlsym build/examples/ex_getproc \
+    build/examples/ex_train build/examples/ex_fragment build/examples/ex_alloctime \
+    >"$out/build.log" 2>&1 || { say "build failed: see build.log"; tail -20 "$out/build.log"; exit 1; }
+
+# mode_env MODE: the environment for one gpuarena mode ("none" = no shim)
+mode_env() {
+    case $1 in
+        none) echo "" ;;
+        arena) echo "LD_PRELOAD=$shim GPUARENA_MODE=arena" ;;
+        arena-nopre) echo "LD_PRELOAD=$shim GPUARENA_MODE=arena GPUARENA_PREALLOCATE=false" ;;
+        platform) echo "LD_PRELOAD=$shim GPUARENA_MODE=platform" ;;
+    esac
+}
+# run NAME MODE [VAR=VALUE...] -- CMD...: runs one command with a 120 s bound, log in $out
+run() {
+    name=$1 mode=$2; shift 2
+    vars=()
+    while [ "$1" != -- ]; do vars+=("$1"); shift; done; shift
+    log=$out/$name-$mode.log
+    # shellcheck disable=SC2046
+    env $(mode_env "$mode") GPUARENA_STATS="$out/$name-$mode.stats.json" "${vars[@]}" \
+        timeout 120 "$@" >"$log" 2>&1
+}
+
+say ""; say "## Examples on the real driver"; say "| check | result | detail |"; say "|---|---|---|"
+for mode in none arena arena-nopre platform; do
+    for prog in "ex_direct 200 1024 3" "ex_dlsym 64 256" "ex_getproc 32 64" "ex_train 50 16 1024"; do
+        set -- $prog
+        if run "$1" "$mode" -- "$ex/$1" "${@:2}"; then
+            check "$1 ($mode)" ok "$(tail -1 "$out/$1-$mode.log" | cut -c1-90)"
+        else
+            check "$1 ($mode)" FAIL "$(tail -1 "$out/$1-$mode.log" | cut -c1-90)"
+        fi
+    done
+done
+
+say ""; say "## cuMemAlloc+cuMemFree: driver against the arena"; say "| mode | ns per pair | first pair |"; say "|---|---|---|"
+for mode in none platform arena; do
+    run alloctime "$mode" -- "$ex/ex_alloctime" 20000 4096
+    line=$(grep 'ns per' "$out/alloctime-$mode.log")
+    ns=$(echo "$line" | sed -n 's/.*: \([0-9]*\) ns per.*/\1/p')
+    first=$(echo "$line" | sed -n 's/.*first pair \([0-9.]* ms\).*/\1/p')
+    say "| $mode | ${ns:-failed} | ${first:-} |"
+done
+
+say ""; say "## Frameworks under each mode"; say "| check | result | detail |"; say "|---|---|---|"
+for fw in torch jax; do
+    if [ "$fw" = torch ]; then fair="PYTORCH_NO_CUDA_MEMORY_CACHING=1"; else fair="XLA_PYTHON_CLIENT_ALLOCATOR=platform"; fi
+    for mode in none arena arena-nopre platform; do
+        for pool in framework fair; do
+            v="GPUARENA_LOG=warn"; [ $pool = fair ] && v=$fair
+            if run "${fw}_$pool" "$mode" "$v" -- python3 "examples/${fw}_small.py"; then
+                check "$fw ($pool pool, $mode)" ok "$(tail -1 "$out/${fw}_$pool-$mode.log" | cut -c1-110)"
+            else
+                check "$fw ($pool pool, $mode)" FAIL "$(tail -1 "$out/${fw}_$pool-$mode.log" | cut -c1-110)"
+            fi
+        done
+    done
+done
+
+# The cap: 4 GiB. PyTorch without its cache allocates 512 MiB blocks until it fails; nvidia-smi
+# samples the process's memory meanwhile. Context overhead on a recent GPU is ~0.5 GiB.
+say ""; say "## The cap (GPUARENA_LIMIT=4GiB)"; say "| check | result | detail |"; say "|---|---|---|"
+cat >"$out/cap.py" <<'PY'
+import sys, time, torch
+free, total = torch.cuda.mem_get_info()
+print(f"mem_get_info total {total >> 20} MiB free {free >> 20} MiB", flush=True)
+held = []
+try:
+    while True:
+        held.append(torch.empty(512 << 20, dtype=torch.uint8, device="cuda"))
+except torch.cuda.OutOfMemoryError as e:
+    print(f"OOM after {len(held) * 512} MiB: {str(e).splitlines()[0][:80]}", flush=True)
+time.sleep(1.5)
+print(f"held {len(held) * 512} MiB")
+PY
+for mode in arena platform; do
+    (while sleep 0.1; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; done) >"$out/smi-$mode.csv" 2>/dev/null &
+    mon=$!
+    run cap "$mode" PYTORCH_NO_CUDA_MEMORY_CACHING=1 GPUARENA_LIMIT=4GiB -- python3 "$out/cap.py"
+    kill $mon 2>/dev/null; wait $mon 2>/dev/null
+    log=$out/cap-$mode.log
+    peak=$(awk -F', ' '{ if ($2 > m) m = $2 } END { print m + 0 }' "$out/smi-$mode.csv")
+    grep -q "total 4096 MiB" "$log" && r=ok || r=FAIL
+    check "cuMemGetInfo total = cap ($mode)" $r "$(head -1 "$log")"
+    held=$(sed -n 's/^held \([0-9]*\) MiB/\1/p' "$log")
+    grep -q "^OOM after" "$log" && [ "${held:-99999}" -le 4096 ] && r=ok || r=FAIL
+    check "allocation past the cap fails ($mode)" $r "$(grep -m1 '^OOM' "$log")"
+    [ "$peak" -gt 0 ] && [ "$peak" -le $((4096 + 768)) ] && r=ok || r=FAIL
+    check "nvidia-smi peak <= cap + 768 MiB context ($mode)" $r "peak ${peak} MiB"
+done
+
+say ""; say "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -24,7 +24,8 @@ test-examples: $(EX_BINS) $(SIM_LIB)
 	@sh examples/test_examples.sh $(BUILD) >$(RESULTS)/examples.tap 2>$(RESULTS)/examples.log || true
 
 # The demo builds the shim when its folder exists, and runs without it (saying so) when it does not.
-demo: $(EX_BINS) $(SIM_LIB)
+demo: deps
+	@$(MAKE) --no-print-directory $(EX_BINS) $(SIM_LIB)
 	@if [ -f shim/build.mk ]; then $(MAKE) --no-print-directory $(EX_SHIM) || \
 	  echo "demo: the shim did not build; running without it"; fi
 	@sh examples/demo.sh $(BUILD)

@@ -50,7 +50,8 @@ test-preload: $(PRELOAD_TEST) $(SHIM_LIB) $(SHIM_HOOK_NAMES)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/preload.tap CK_FORK=yes CK_DEFAULT_TIMEOUT=20 \
 	  PT_SHIM=$(SHIM_LIB) PT_HOOKS=$(SHIM_HOOK_NAMES) $(PRELOAD_ENV) $(PRELOAD_TEST) \
-	  >$(RESULTS)/preload.log 2>&1 || true
+	  >$(RESULTS)/preload.log 2>&1 || true; \
+	  grep -E '^[0-9]+%: Checks' $(RESULTS)/preload.log | sed 's/^/preload: /' || true
 
 # Per-call cost of the shim against the driver called directly (see bench_shim.c).
 bench-shim: $(PRELOAD_BENCH) $(SHIM_LIB) $(PRELOAD_NULLDRV)

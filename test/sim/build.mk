@@ -28,4 +28,5 @@ test-sim: $(SIM_TEST)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/sim.tap CK_FORK=yes LD_LIBRARY_PATH=$(BUILD)/sim \
 	  SIMCUDA_TEST_CUDART=$(CUDA)/lib64/libcudart.so.13 $(SIM_TEST) \
-	  >$(RESULTS)/sim.log 2>&1 || true
+	  >$(RESULTS)/sim.log 2>&1 || true; \
+	  grep -E '^[0-9]+%: Checks' $(RESULTS)/sim.log | sed 's/^/sim: /' || true

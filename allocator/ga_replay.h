@@ -8,6 +8,8 @@
  *   GA_REPLAY_GROW      no preallocation: regions on demand, optional limit on bytes reserved
  *   GA_REPLAY_PLATFORM  pass-through: each alloc is its own driver reservation of the 512-rounded
  *                       size, released at once on free (limit caps the sum, when non-zero)
+ * An optional per-event hook reports bytes in use and reserved after every event (the timeline
+ * `gpuarena report` draws); without it the per-event path does no extra work.
  */
 #ifndef GA_REPLAY_H
 #define GA_REPLAY_H
@@ -28,6 +30,16 @@ typedef enum ga_replay_mode {
     GA_REPLAY_PLATFORM = 2,
 } ga_replay_mode_t;
 
+/* The state after one replayed alloc or free event (skipped events produce no point). */
+typedef struct ga_replay_point {
+    size_t index;      /* the event's index in the trace */
+    uint64_t time_ns;  /* the event's own time */
+    uint64_t in_use;   /* bytes in live allocations, rounded to GA_ALIGN */
+    uint64_t reserved; /* bytes held from the backend (platform: equal to in_use) */
+} ga_replay_point_t;
+
+typedef void (*ga_replay_hook_t)(void *ctx, const ga_replay_point_t *point);
+
 typedef struct ga_replay_opts {
     ga_replay_mode_t mode;
     size_t arena_size;  /* ARENA: bytes of the single region (required, multiple of GA_ALIGN) */
@@ -37,6 +49,9 @@ typedef struct ga_replay_opts {
     int check;          /* call ga_check every `check` events and after the last (1 = after every
                          * event; slow, for tests), 0 = never */
     int no_frag_track;  /* skip per-event statistics (max_frag) so timing measures only replay */
+    ga_replay_hook_t on_event; /* called after every replayed alloc or free; NULL = none. Not
+                                * called by ga_replay_min_size's trial runs. */
+    void *hook_ctx;            /* passed to on_event */
 } ga_replay_opts_t;
 
 /* Figures of one replay: one list, X(name, description). */
@@ -52,6 +67,8 @@ typedef struct ga_replay_opts {
     X(peak_in_use, "highest bytes live, rounded to GA_ALIGN")                             \
     X(peak_requested, "highest bytes live, as requested")                                 \
     X(peak_reserved, "highest bytes reserved from the backend")                           \
+    X(final_in_use, "bytes live after the last event, rounded to GA_ALIGN")               \
+    X(final_reserved, "bytes reserved from the backend after the last event")             \
     X(backend_reserves, "backend reserve calls that succeeded")                           \
     X(backend_releases, "backend release calls")                                          \
     X(check_failures, "invariant failures ga_check found (check option)")                 \

@@ -6,7 +6,9 @@
  * trace up front). The backend is a bump allocator of fake addresses: regions are never touched,
  * so the peak of the trace does not need to exist as host memory. uthash maps trace addresses to
  * arena addresses; its default hash (Jenkins) is replaced by a 64-bit mixer because every key is a
- * single u64 and the lookup sits on the path being timed.
+ * single u64 and the lookup sits on the path being timed. Per-event work (fragmentation tracking,
+ * invariant checks, the timeline hook) sits behind one flag decided before the loop, so a replay
+ * that asks for none of it (the benchmarks) pays one predictable branch per event.
  */
 #include "ga_replay.h"
 
@@ -237,7 +239,21 @@ static void run_check(run_t *r, size_t idx)
     r->res->check_failures += n > 0 ? (uint64_t)n : 0;
 }
 
-static void after_event(run_t *r, size_t idx)
+/* Bytes in use and reserved now, for the timeline hook. */
+static void emit_point(run_t *r, const ga_event_t *ev, size_t idx)
+{
+    ga_replay_point_t p = {.index = idx, .time_ns = ev->time_ns, .in_use = r->in_use,
+                           .reserved = r->in_use};
+    if (r->arena) {
+        ga_stats_t s;
+        ga_get_stats(r->arena, &s);
+        p.in_use = s.in_use;
+        p.reserved = s.reserved;
+    }
+    r->opts->on_event(r->opts->hook_ctx, &p);
+}
+
+static void after_event(run_t *r, const ga_event_t *ev, size_t idx)
 {
     if (!r->opts->no_frag_track) {
         double f = current_frag(r);
@@ -246,10 +262,15 @@ static void after_event(run_t *r, size_t idx)
     }
     if (r->opts->check > 0 && r->arena && (idx + 1) % (unsigned)r->opts->check == 0)
         run_check(r, idx);
+    if (r->opts->on_event)
+        emit_point(r, ev, idx);
 }
 
 static void replay_loop(run_t *r, const ga_trace_t *t)
 {
+    /* Decided once: the benchmark path (no tracking, no checks, no hook) tests one flag per
+     * event and calls nothing. */
+    const int per_event = !r->opts->no_frag_track || r->opts->check > 0 || r->opts->on_event;
     uint64_t t0 = now_ns();
     size_t i;
     for (i = 0; i < t->count; i++) {
@@ -264,7 +285,8 @@ static void replay_loop(run_t *r, const ga_trace_t *t)
             i++;
             break;
         }
-        after_event(r, i);
+        if (per_event)
+            after_event(r, ev, i);
     }
     r->res->ns_total = now_ns() - t0;
     r->res->events = i;
@@ -315,10 +337,13 @@ static void run_finish(run_t *r)
         ga_get_stats(r->arena, &s);
         res->peak_in_use = s.peak_in_use;
         res->peak_reserved = s.peak_reserved;
+        res->final_in_use = s.in_use;
+        res->final_reserved = s.reserved;
         res->final_frag = ga_fragmentation(&s);
         ga_arena_destroy(r->arena);
     } else {
         res->peak_reserved = res->peak_in_use;
+        res->final_in_use = res->final_reserved = r->in_use;
     }
     res->backend_reserves = r->fb.reserves;
     res->backend_releases = r->fb.releases;
@@ -363,6 +388,7 @@ static int fits(const ga_trace_t *t, const ga_replay_opts_t *base, size_t size, 
     o.stop_at_oom = 1;
     o.check = 0;
     o.no_frag_track = 1;
+    o.on_event = NULL; /* trial runs are not the timeline the caller asked for */
     if (o.mode == GA_REPLAY_ARENA)
         o.arena_size = size;
     else

@@ -3,8 +3,9 @@
  *
  * It is a thin command-line layer over ga_replay.h: parse options, read the file (format by magic
  * or .csv extension), run each mode asked for, print a table for people or one flat JSON object for
- * the Python command (keys listed in --help, so the Python side never parses the table). Exit
- * codes: 0 ok, 1 bad input file, 2 usage error.
+ * the Python command (keys listed in --help, so the Python side never parses the table), and with
+ * --timeline a per-event CSV through replay's hook (what `gpuarena report` draws). Exit codes: 0 ok,
+ * 1 bad input file or an unwritable timeline, 2 usage error.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,11 +21,13 @@ typedef struct options {
     int want_min, check, json;
     const char *format; /* NULL = auto */
     const char *path;
+    const char *timeline; /* --timeline FILE, NULL = none */
 } options_t;
 
 static const char usage_text[] =
     "usage: gpuarena-replay [--mode arena|grow|platform|all] [--arena-size BYTES] [--limit BYTES]\n"
-    "                       [--min] [--check] [--json] [--format trace|lifetimes] FILE\n"
+    "                       [--min] [--check] [--json] [--format trace|lifetimes]\n"
+    "                       [--timeline CSV] FILE\n"
     "\n"
     "Replays an allocation trace through the gpuarena allocator on the CPU (no GPU needed).\n"
     "FILE is a gpuarena trace (GATRACE magic) or a buffer-lifetime CSV (id,lower,upper,size);\n"
@@ -41,16 +44,19 @@ static const char usage_text[] =
     "                  OOM (arena: region size, grow: limit, platform: peak of rounded sizes)\n"
     "  --check         run the allocator's invariant checker after every event (slow)\n"
     "  --json          print one flat JSON object instead of the table\n"
+    "  --timeline CSV  with one --mode: write CSV time_ns,in_use,reserved after every replayed\n"
+    "                  alloc or free (in_use rounded to 512, reserved = bytes from the backend)\n"
     "Sizes take units: 512MiB, 8GiB, 8G (binary), 8GB (decimal), or plain bytes.\n"
     "\n"
     "JSON keys: file, format, events_in_file, truncated_bytes, modes (comma-separated list),\n"
     "then for each mode M in modes: M_size (arena size or limit, 0 = none), M_events, M_allocs,\n"
     "M_frees, M_unmatched_frees, M_reused_addrs, M_skipped, M_invalid_allocs, M_failed_allocs,\n"
-    "M_peak_in_use, M_peak_requested, M_peak_reserved, M_backend_reserves, M_backend_releases,\n"
+    "M_peak_in_use, M_peak_requested, M_peak_reserved, M_final_in_use, M_final_reserved,\n"
+    "M_backend_reserves, M_backend_releases,\n"
     "M_check_failures, M_ns_total, M_final_frag, M_max_frag, M_first_oom (event index, -1 none),\n"
     "and with --min: M_min_size. Byte figures are integers in bytes.\n"
     "\n"
-    "Exit status: 0 ok, 1 unreadable or malformed FILE, 2 usage error.\n";
+    "Exit status: 0 ok, 1 unreadable or malformed FILE or unwritable timeline, 2 usage error.\n";
 
 static int usage_error(const char *msg, const char *arg)
 {
@@ -109,7 +115,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = !strcmp(a, "--mode") || !strcmp(a, "--arena-size") || !strcmp(a, "--limit") ||
-                    !strcmp(a, "--format");
+                    !strcmp(a, "--format") || !strcmp(a, "--timeline");
         if (takes && !v)
             return usage_error("missing value after", a);
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -128,6 +134,8 @@ static int parse_args(int argc, char **argv, options_t *o)
             if (strcmp(v, "trace") && strcmp(v, "lifetimes"))
                 return usage_error("--format takes trace or lifetimes, not", v);
             o->format = v;
+        } else if (!strcmp(a, "--timeline")) {
+            o->timeline = v;
         } else if (!strcmp(a, "--min")) {
             o->want_min = 1;
         } else if (!strcmp(a, "--check")) {
@@ -147,7 +155,10 @@ static int parse_args(int argc, char **argv, options_t *o)
     }
     if (!o->path)
         return usage_error("no trace FILE given", NULL);
-    if (!o->modes[0] && !o->modes[1] && !o->modes[2])
+    int nmodes = o->modes[0] + o->modes[1] + o->modes[2];
+    if (o->timeline && nmodes != 1)
+        return usage_error("--timeline needs exactly one --mode (arena, grow or platform)", NULL);
+    if (!nmodes)
         set_mode(o, "all");
     return -1;
 }
@@ -180,6 +191,41 @@ static int load(options_t *o, ga_trace_t *t)
     return rc;
 }
 
+/* The timeline CSV: one line per replayed event, written through stdio's buffer. */
+typedef struct timeline {
+    FILE *f;
+} timeline_t;
+
+static void timeline_point(void *ctx, const ga_replay_point_t *p)
+{
+    timeline_t *tl = ctx;
+    fprintf(tl->f, "%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", p->time_ns, p->in_use, p->reserved);
+}
+
+static int timeline_open(const char *path, timeline_t *tl)
+{
+    tl->f = fopen(path, "w");
+    if (!tl->f) {
+        fprintf(stderr, "gpuarena: cannot write the timeline '%s': %s (check the directory "
+                "exists and is writable)\n", path, strerror(errno));
+        return -1;
+    }
+    setvbuf(tl->f, NULL, _IOFBF, 1 << 16);
+    fputs("time_ns,in_use,reserved\n", tl->f);
+    return 0;
+}
+
+/* Returns 0, or -1 (message printed) when a write failed, e.g. a full disk. */
+static int timeline_close(const char *path, timeline_t *tl)
+{
+    int bad = ferror(tl->f);
+    if (fclose(tl->f) != 0 || bad) {
+        fprintf(stderr, "gpuarena: writing the timeline '%s' failed (disk full?)\n", path);
+        return -1;
+    }
+    return 0;
+}
+
 typedef struct mode_run {
     ga_replay_result_t res;
     size_t size, min_size;
@@ -198,7 +244,18 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
         ro.limit = o->limit;
         mr->size = o->limit;
     }
-    if (ga_replay(t, &ro, &mr->res, err, sizeof err) != 0 ||
+    timeline_t tl = {0};
+    if (o->timeline) {
+        if (timeline_open(o->timeline, &tl) != 0)
+            return -1;
+        ro.on_event = timeline_point;
+        ro.hook_ctx = &tl;
+    }
+    int rc = ga_replay(t, &ro, &mr->res, err, sizeof err);
+    if (o->timeline && timeline_close(o->timeline, &tl) != 0)
+        return -1;
+    ro.on_event = NULL;
+    if (rc != 0 ||
         (o->want_min && ga_replay_min_size(t, &ro, 0, &mr->min_size, err, sizeof err) != 0)) {
         fprintf(stderr, "gpuarena: %s mode: %s\n", ga_replay_mode_name(m), err);
         return -1;

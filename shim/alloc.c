@@ -34,6 +34,15 @@ static void ga_account_alloc(ga_ctx_t *c, uint8_t api, uint64_t size, uint64_t r
     }
 }
 
+/* Counts an out-of-memory failure as fragmentation or true OOM (oom.c); ga_g.lock held. */
+static void ga_count_oom(const ga_oom_t *oom, CUresult r)
+{
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        ga_g.frag_failures += oom->frag != 0;
+        ga_g.true_oom_failures += oom->frag == 0;
+    }
+}
+
 static CUresult ga_platform_alloc(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint8_t api,
                                   uint64_t t0)
 {
@@ -58,8 +67,15 @@ static CUresult ga_platform_alloc(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, u
     }
     if (r != CUDA_SUCCESS && committed)
         ga_dev_uncommit(c->dev, size);
+    ga_oom_t oom; /* not zeroed: 2 KiB on the hot path; classify fills it on failure */
+    oom.frag = 0, oom.len = 0;
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY))
+        ga_oom_classify(&oom, c, api, size, c->plat.in_use, /* no arena: a true OOM */
+                        c->plat.reserved);
+    ga_count_oom(&oom, r);
     ga_account_alloc(c, api, size, size, r == CUDA_SUCCESS, t0);
     pthread_mutex_unlock(&ga_g.lock);
+    ga_oom_report(&oom);
     return r;
 }
 
@@ -93,14 +109,20 @@ static CUresult ga_arena_alloc(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
         /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
         r = st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);
     }
+    ga_oom_t oom; /* not zeroed: 2 KiB on the hot path; classify fills it on failure */
+    oom.frag = 0, oom.len = 0;
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY))
+        ga_oom_classify(&oom, c, api, size, 0, 0);
     pthread_mutex_unlock(&c->lock);
     if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)p;
     pthread_mutex_lock(&ga_g.lock);
     ga_count_alloc(api, size, ga_round(size), r == CUDA_SUCCESS);
+    ga_count_oom(&oom, r);
     if (ga_timing)
         ga_alloc_time += ga_now() - t0;
     pthread_mutex_unlock(&ga_g.lock);
+    ga_oom_report(&oom);
     return r;
 }
 

@@ -187,6 +187,7 @@ typedef struct ga_global {
     uint64_t in_use, peak_in_use, reserved, peak_reserved;
     uint64_t passthrough, peak_passthrough;
     double max_fragmentation;
+    uint64_t frag_failures, true_oom_failures; /* out-of-memory failures split by oom.c */
     ga_api_count_t by_api[GA_API_COUNT];
 } ga_global_t;
 extern ga_global_t ga_g;
@@ -208,6 +209,19 @@ void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uin
 void ga_trace_flush_all(void);
 void ga_trace_fork_child(void);
 extern int ga_tracing;
+
+/* ---- oom.c: why an allocation failed (CUDA_ERROR_OUT_OF_MEMORY) ---- */
+typedef struct ga_oom {
+    int frag;       /* 1: enough bytes free in total (arena + growth room), none large enough */
+    size_t len;     /* bytes of msg to print; 0: nothing (already said once, or warnings off) */
+    char msg[2048];
+} ga_oom_t;
+/* Classifies a failed allocation of size on c and, the first time of each kind in the process,
+ * builds its explanation. Arena mode: c->lock held (reads the arena). Platform mode: ga_g.lock
+ * held, in_use and reserved the context's bytes (ignored when c has an arena). */
+void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size, uint64_t in_use,
+                     uint64_t reserved);
+void ga_oom_report(const ga_oom_t *o); /* prints the explanation, if any; no lock held */
 
 /* ---- alloc.c ---- */
 CUresult ga_do_alloc(CUdeviceptr *dptr, size_t bytesize, uint8_t api);

@@ -7,6 +7,11 @@
  * measured between start and exit against CLOCK_MONOTONIC, elsewhere CLOCK_MONOTONIC itself.
  * The report follows the contract in DESIGN.md ("gpuarena_stats": 1) and is written atomically
  * (path.tmp + rename) so `gpuarena run` never reads half a file.
+ * totals.frag_failures and totals.true_oom_failures split the out-of-memory failures of the
+ * cuMemAlloc family as the shim sees them (oom.c: free bytes in the arena plus what it may still
+ * reserve under its limit, the cap and the driver); devices[].frag_failures is the allocator's own
+ * count (free bytes inside held regions only), so it can be lower. failed_allocs counts every
+ * failed allocation call of any kind.
  */
 #define _GNU_SOURCE
 #include "shim.h"
@@ -132,7 +137,6 @@ static void ga_json_devices(FILE *f, ga_stats_t *sum)
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
         ga_stats_t s;
         ga_ctx_stats(c, &s);
-        sum->frag_failures += s.frag_failures;
         if (ga_ctx_peek(c)) {
             sum->largest_free = s.largest_free > sum->largest_free ? s.largest_free : sum->largest_free;
             sum->total_free += s.total_free;
@@ -196,14 +200,16 @@ static void ga_json_write(FILE *f)
     }
     pthread_mutex_lock(&ga_g.lock);
     fprintf(f, "  \"totals\": {\"alloc_calls\": %llu, \"free_calls\": %llu, \"failed_allocs\": %llu,"
-            " \"frag_failures\": %llu, \"driver_alloc_calls\": %llu, \"driver_free_calls\": %llu,"
+            " \"frag_failures\": %llu, \"true_oom_failures\": %llu,"
+            " \"driver_alloc_calls\": %llu, \"driver_free_calls\": %llu,"
             " \"alloc_time_ns\": %llu, \"free_time_ns\": %llu, \"in_use\": %llu,"
             " \"peak_in_use\": %llu, \"reserved\": %llu, \"peak_reserved\": %llu,"
             " \"largest_free\": %llu, \"total_free\": %llu, \"fragmentation\": %.6f,"
             " \"max_fragmentation\": %.6f, \"passthrough_bytes\": %llu,"
             " \"peak_passthrough_bytes\": %llu},\n",
             (unsigned long long)ga_g.alloc_calls, (unsigned long long)ga_g.free_calls,
-            (unsigned long long)ga_g.failed_allocs, (unsigned long long)sum.frag_failures,
+            (unsigned long long)ga_g.failed_allocs, (unsigned long long)ga_g.frag_failures,
+            (unsigned long long)ga_g.true_oom_failures,
             (unsigned long long)ga_g.driver_alloc_calls, (unsigned long long)ga_g.driver_free_calls,
             (unsigned long long)((double)ga_alloc_time * npt),
             (unsigned long long)((double)ga_free_time * npt), (unsigned long long)ga_g.in_use,

@@ -1,8 +1,8 @@
 """gpuarena command-line tools: import, replay, report, run and compare (Python 3 standard library).
 
 The package is split by concern: tracefile (the binary trace format), importers (foreign formats to
-traces), paths (where the built shim and replay tool live), replay, report, runner (run/compare) and
-cli (argument parsing, exit codes). Every module raises GaError for a problem in the user's input
+traces), paths (where the built shim and replay tool live), replay, report, runner (run/compare), plot
+(the optional matplotlib charts) and cli (argument parsing, exit codes). Every module raises GaError for a problem in the user's input
 or setup; only cli turns it into a `gpuarena: ...` message and exit code 1, so no traceback
 reaches a user.
 """

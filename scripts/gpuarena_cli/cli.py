@@ -13,6 +13,7 @@ import sys
 
 from . import GaError
 from . import importers
+from . import plot
 from . import replay as replay_mod
 from . import report as report_mod
 from . import runner
@@ -114,8 +115,8 @@ def build_parser():
     p.add_argument("-o", "--output", metavar="PREFIX",
                    help="writes PREFIX.json and PREFIX.png (default: the input's name)")
     p.add_argument("--mode", default="arena", choices=("arena", "grow", "platform"),
-                   help="allocator mode whose reserved bytes are drawn (default arena; grow "
-                        "draws in use only)")
+                   help="allocator mode whose reserved bytes are drawn, from a replay of the "
+                        "trace (default arena)")
     _add_input_opts(p)
 
     p = sub.add_parser("run", help="run a program under the shim", epilog=EPILOG,
@@ -139,6 +140,8 @@ def build_parser():
                    help=f"comma-separated, from {', '.join(runner.MODES)}")
     p.add_argument("--repeat", type=int, default=1, help="runs per mode (median wall time)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--plot", metavar="PREFIX", help="also draw PREFIX.png: bars of wall time, "
+                   "peak reserved and driver calls per mode (needs matplotlib)")
     _add_shim_opts(p)
     return top
 
@@ -189,8 +192,7 @@ def do_report(a):
     if report_mod.write_png(f"{prefix}.png", trace, reserved):
         print(f"gpuarena: wrote {prefix}.png")
     else:
-        print("gpuarena: matplotlib is not installed, skipped the PNG (apt-get install "
-              "python3-matplotlib for /usr/bin/python3)", file=sys.stderr)
+        print(f"gpuarena: {plot.MISSING}", file=sys.stderr)
     return 0
 
 
@@ -218,6 +220,11 @@ def do_compare(a):
         print(json.dumps(results, indent=2))
     else:
         print(runner.render(results))
+    if a.plot:
+        if plot.compare_png(f"{a.plot}.png", results):
+            print(f"gpuarena: wrote {a.plot}.png", file=sys.stderr)
+        else:
+            print(f"gpuarena: {plot.MISSING}", file=sys.stderr)
     failed = [m for m, r in results.items() if r["stats"] is None]
     for m in failed:
         print(f"gpuarena: mode {m}: no statistics written (exit {results[m]['exit']}); the "

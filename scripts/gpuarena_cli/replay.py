@@ -71,9 +71,13 @@ def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
     return out, counts
 
 
-def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True, check=False):
-    """Runs gpuarena-replay --json and returns its parsed JSON document."""
+def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True, check=False,
+             timeline=None):
+    """Runs gpuarena-replay --json and returns its parsed JSON document. timeline: a path where
+    the tool writes its per-event CSV time_ns,in_use,reserved (one mode only)."""
     cmd = [paths.replay_tool(), "--mode", mode, "--json"]
+    if timeline:
+        cmd += ["--timeline", timeline]
     if arena_size:
         cmd += ["--arena-size", str(arena_size)]
     if limit:

@@ -2,20 +2,22 @@
 
 In-use over time follows from the trace alone (alloc adds, free subtracts), so it is computed here,
 in bytes as the program requested them (the shim's and the replay's "in use" round to 512).
-Reserved depends on the allocator, and the replay tool gives figures rather than a per-event
-timeline, so reserved is drawn only for the modes where those figures determine it (arena, platform;
-see reserved_series) and otherwise the command says it drew in-use only. The JSON is the Chrome
+Reserved depends on the allocator's decisions event by event (grow mode's regions above all), so it
+comes from the real allocator: the replay tool's per-event timeline (gpuarena-replay --timeline),
+the same code and figures as `gpuarena replay`. The JSON is the Chrome
 trace-event format (ui.perfetto.dev and chrome://tracing open it): counter events ("ph": "C") named
 in_use and reserved, one process per device, and each allocation as an async slice (allocations
 overlap without nesting, which complete "X" slices cannot express) when the trace is small enough
-to stay readable. The PNG needs matplotlib and is skipped, with a message, without it.
+to stay readable. The PNG needs matplotlib (plot.py) and is skipped, with a message, without it.
 """
 
 import json
 import os
 import tempfile
 
+from . import GaError
 from . import paths
+from . import plot
 from . import tracefile as tf
 
 MAX_SLICES = 20000  # above this the viewer slows to a crawl and slices are unreadable anyway
@@ -90,11 +92,8 @@ def write_json(path, doc):
 
 def write_png(path, trace, reserved=None):
     """Draws the timeline with matplotlib; returns False (nothing written) when it is missing."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = plot.pyplot()
+    if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(10, 4))
     for dev, pts in sorted(in_use_series(trace).items()):
@@ -106,32 +105,39 @@ def write_png(path, trace, reserved=None):
     ax.set_xlabel("time (s)")
     ax.set_ylabel("MiB")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(f"{path}.tmp", format="png")
-    plt.close(fig)
-    os.replace(f"{path}.tmp", path)
+    plot.save(plt, fig, path)
     return True
 
 
-def _rounded_series(trace):
-    """In use with every size rounded up to 512, per device: what platform mode reserves."""
-    rounded = tf.Trace([ev[:tf.T_SIZE] + (-(-ev[tf.T_SIZE] // 512) * 512,) + ev[tf.T_SIZE + 1:]
-                        for ev in trace.events])
-    return in_use_series(rounded)
+def read_timeline(path):
+    """([(time_ns, reserved)] with same-time points merged to the last, max reserved over every
+    point) from the CSV gpuarena-replay --timeline writes."""
+    pts, peak = [], 0
+    with open(path, encoding="ascii") as f:
+        if f.readline().strip() != "time_ns,in_use,reserved":
+            raise GaError(f"{path}: not a gpuarena-replay timeline; rebuild the tool (`make`)")
+        for n, line in enumerate(f, 2):
+            try:
+                t, _use, res = (int(x) for x in line.split(","))
+            except ValueError:
+                raise GaError(f"gpuarena-replay timeline line {n} is malformed: {line.strip()!r}"
+                              "; rebuild the tool (`make`)") from None
+            peak = max(peak, res)
+            if pts and pts[-1][0] == t:
+                pts[-1] = (t, res)
+            else:
+                pts.append((t, res))
+    return pts, peak
 
 
 def reserved_series(trace, mode):
     """({device: [(time_ns, reserved bytes)]}, None), or (None, why not).
 
-    The replay tool reports figures, not a per-event timeline, so reserved over time is drawn
-    only where the mode makes it a function of those figures: arena holds one region of the
-    tool's arena size from the first event to the last; platform reserves exactly the rounded
-    live bytes. Both are checked against the tool's peak_reserved before they are drawn. Grow
-    mode's regions depend on the allocator's decisions event by event, so it is not drawn."""
+    The replay tool replays the trace in `mode` (arena: one region of its default size, twice the
+    peak in use; grow: regions on demand; platform: one reservation per allocation) and writes
+    reserved bytes after every event; its maximum is checked against the tool's peak_reserved
+    before it is drawn."""
     from . import replay
-    if mode == "grow":
-        return None, ("grow mode's reserved bytes need a per-event timeline from gpuarena-replay, "
-                      "which it does not offer; use --mode arena or platform to draw reserved")
     if not trace.events:
         return None, "the trace is empty"
     if len({ev[tf.T_DEVICE] for ev in trace.events}) > 1:
@@ -141,15 +147,12 @@ def reserved_series(trace, mode):
     with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
         path = os.path.join(tmp, "t.gatrace")
         tf.write(path, trace)
-        doc = replay.run_tool(path, mode, find_min=False)
-    dev = trace.events[0][tf.T_DEVICE]
-    if mode == "arena":
-        first, last = trace.events[0][tf.T_TIME], trace.events[-1][tf.T_TIME]
-        series = {dev: [(first, doc["arena_size"]), (last, doc["arena_size"])]}
-    else:
-        series = _rounded_series(trace)
-    peak = max(v for pts in series.values() for _, v in pts)
+        csv = os.path.join(tmp, "timeline.csv")
+        doc = replay.run_tool(path, mode, find_min=False, timeline=csv)
+        pts, peak = read_timeline(csv)
+    if not pts:
+        return None, "no allocation or free in the trace was replayed"
     if peak != doc.get(f"{mode}_peak_reserved"):
-        return None, (f"the {mode} model gives a peak reserved of {peak} bytes but the replay "
+        return None, (f"the {mode} timeline peaks at {peak} reserved bytes but the replay "
                       f"tool says {doc.get(f'{mode}_peak_reserved')}; not drawing a wrong curve")
-    return series, None
+    return {trace.events[0][tf.T_DEVICE]: pts}, None

@@ -3,6 +3,7 @@ never skips): figures checked against independent computation, imports on the fl
 
 import json
 import os
+import subprocess
 import tempfile
 import unittest
 
@@ -73,6 +74,40 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(doc["truncated_bytes"], 17)
             self.assertEqual(doc["arena_failed_allocs"], 4)
             self.assertEqual(doc["arena_min_size"], 8 << 20)
+
+    def test_tool_timeline(self):
+        """gpuarena-replay --timeline: one CSV line per event, in use from the sizes alone, and
+        its maxima are the JSON peaks; it refuses several modes and an unwritable path."""
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        with open(src) as f:
+            next(f)
+            rows = [tuple(map(int, ln.split(","))) for ln in f if ln.strip()]
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        with tempfile.TemporaryDirectory() as tmp:
+            csv = os.path.join(tmp, "tl.csv")
+            for mode in ("arena", "grow", "platform"):
+                p = subprocess.run([tool, "--mode", mode, "--json", "--timeline", csv, src],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   check=False)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                doc = json.loads(p.stdout)
+                with open(csv) as f:
+                    self.assertEqual(f.readline(), "time_ns,in_use,reserved\n")
+                    pts = [tuple(map(int, ln.split(","))) for ln in f]
+                self.assertEqual(len(pts), 2 * len(rows))
+                self.assertEqual(max(u for _, u, _ in pts), rounded_peak(rows))
+                self.assertEqual(max(r for _, _, r in pts), doc[f"{mode}_peak_reserved"])
+                self.assertEqual(pts[-1][1:], (0, doc[f"{mode}_final_reserved"]))
+            bad = os.path.join(tmp, "no", "x.csv")
+            for args, code, msg in ((["--timeline", csv, src], 2, "exactly one --mode"),
+                                    (["--mode", "grow", "--timeline", bad, src], 1,
+                                     "cannot write"),
+                                    (["--mode", "grow", "--timeline"], 2, "missing value")):
+                p = subprocess.run([tool] + args, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, check=False)
+                self.assertEqual(p.returncode, code, p.stderr)
+                self.assertTrue(p.stderr.startswith("gpuarena:"), p.stderr)
+                self.assertIn(msg, p.stderr)
 
     def test_errors(self):
         with tempfile.TemporaryDirectory() as d:

@@ -1,5 +1,6 @@
-"""`gpuarena report`: the Chrome trace-event JSON parses, holds the in_use counter track with the
-right values, one async slice pair per allocation, and the PNG is written or clearly skipped."""
+"""`gpuarena report`: the Chrome trace-event JSON parses, holds the in_use and reserved counter
+tracks with the right values in every mode, one async slice pair per allocation, and the PNG is
+written or clearly skipped."""
 
 import importlib.util
 import json
@@ -39,11 +40,20 @@ class Report(unittest.TestCase, gatest.CliAsserts):
     def test_lifetimes_timeline(self):
         src = os.path.join(gatest.TRACES, "lifetimes", "somas_resnet50.csv")
         doc, p = self.report(src, "--mode", "grow")
-        self.assertIn("drawing bytes in use only", p.stderr)
+        self.assertNotIn("in use only", p.stderr)
         evs = doc["traceEvents"]
-        counters = [e for e in evs if e["ph"] == "C"]
-        self.assertTrue(counters)
-        self.assertEqual({e["name"] for e in counters}, {"in_use"})
+        self.assertEqual({e["name"] for e in evs if e["ph"] == "C"}, {"in_use", "reserved"})
+        self.assertTrue(doc["otherData"]["reserved_included"])
+        # Grow mode's reserved track: the tool's peak, and never below in use at any sample time.
+        tool = json.loads(gatest.cli("replay", src, "--json", "--no-min", "--mode",
+                                     "grow").stdout)
+        res = {e["ts"]: e["args"]["reserved"] for e in evs if e.get("name") == "reserved"}
+        use = {e["ts"]: e["args"]["in_use"] for e in evs if e.get("name") == "in_use"}
+        self.assertEqual(max(res.values()), tool["grow_peak_reserved"])
+        self.assertEqual(set(res), set(use))
+        for ts, v in use.items():
+            self.assertGreaterEqual(res[ts], v, ts)
+        counters = [e for e in evs if e["ph"] == "C" and e["name"] == "in_use"]
         # Independent figure: peak of summed sizes over [lower, upper) intervals.
         delta = {}
         with open(src) as f:
@@ -77,7 +87,8 @@ class Report(unittest.TestCase, gatest.CliAsserts):
             level += delta[t]
             peak = max(peak, level)
         tool = json.loads(gatest.cli("replay", src, "--json", "--no-min").stdout)
-        for mode, want in (("platform", peak), ("arena", tool["arena_size"])):
+        for mode, want in (("platform", peak), ("arena", tool["arena_size"]),
+                           ("grow", tool["grow_peak_reserved"])):
             with self.subTest(mode=mode):
                 doc, p = self.report(src, "--mode", mode)
                 self.assertNotIn("in use only", p.stderr)

@@ -1,6 +1,7 @@
 """`gpuarena run` and `compare` against a fake program and a do-nothing shim, so the command's own
-logic (environment, exit codes, stats reading, tables) is tested without the real shim; the real
-shim and simulated driver are exercised in test_e2e.py."""
+logic (environment, exit codes, stats reading, tables, the --plot chart and its fallback without
+matplotlib) is tested without the real shim; the real shim and simulated driver are exercised in
+test_e2e.py."""
 
 import json
 import os
@@ -13,6 +14,19 @@ import unittest
 import gatest
 
 FAKE = os.path.join(gatest.HERE, "fakeprog.py")
+
+
+def python_with_matplotlib():
+    """An interpreter that can import matplotlib (this one, or Debian's), or None."""
+    for py in (sys.executable, "/usr/bin/python3"):
+        if os.path.exists(py) and subprocess.run(
+                [py, "-c", "import matplotlib"], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, check=False).returncode == 0:
+            return py
+    return None
+
+
+MPL_PYTHON = python_with_matplotlib()
 
 
 def fake_build(root):
@@ -115,6 +129,48 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(len(doc["arena"]["walls_ns"]), 2)
         self.assertIn(doc["arena"]["wall_ns"], doc["arena"]["walls_ns"])
         self.assertEqual(doc["platform"]["stats"]["totals"]["driver_alloc_calls"], 100)
+
+    def compare_plot(self, python, env):
+        """Runs compare --plot with `python`; returns (process, PNG path)."""
+        prefix = os.path.join(self.tmp.name, "cmp")
+        if os.path.exists(prefix + ".png"):
+            os.remove(prefix + ".png")
+        full = dict(os.environ, **self.env, **env)
+        p = subprocess.run([python, gatest.SCRIPT, "compare", "--plot", prefix, "--",
+                            sys.executable, FAKE, "0"], env=full, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+        return p, prefix + ".png"
+
+    def assertPlotSkipped(self, p, png):
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("gpuarena: matplotlib is not installed, skipped the PNG (apt-get install "
+                      "python3-matplotlib for /usr/bin/python3)", p.stderr)
+        self.assertEqual(p.stdout.splitlines()[0].split(),
+                         ["figure", "arena", "arena-nopre", "platform"])
+        self.assertFalse(os.path.exists(png))
+
+    def test_compare_plot_forced_without_matplotlib(self):
+        self.assertPlotSkipped(*self.compare_plot(sys.executable,
+                                                  {"GPUARENA_NO_MATPLOTLIB": "1"}))
+
+    def test_compare_plot_import_fails(self):
+        # A matplotlib package that raises on import, ahead of any real one on the path.
+        shim = os.path.join(self.tmp.name, "nompl", "matplotlib")
+        os.makedirs(shim, exist_ok=True)
+        with open(os.path.join(shim, "__init__.py"), "w") as f:
+            f.write("raise ImportError('hidden for the test')\n")
+        python = MPL_PYTHON or sys.executable
+        self.assertPlotSkipped(*self.compare_plot(python, {"PYTHONPATH": os.path.dirname(shim)}))
+
+    def test_compare_plot_png(self):
+        if MPL_PYTHON is None:
+            self.skipTest("no python3 with matplotlib on this machine")
+        p, png = self.compare_plot(MPL_PYTHON, {})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("wrote", p.stderr)
+        with open(png, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertIn("driver alloc calls", p.stdout)
 
     def test_compare_errors(self):
         p = self.run_cli("compare", "--modes", "arena,turbo", "--", "true")

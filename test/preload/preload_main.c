@@ -86,6 +86,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_errors());
     suite_add_tcase(s, pt_tcase_teardown());
     suite_add_tcase(s, pt_tcase_reports());
+    suite_add_tcase(s, pt_tcase_oom());
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);

@@ -38,5 +38,6 @@ TCase *pt_tcase_cap(void);
 TCase *pt_tcase_errors(void);
 TCase *pt_tcase_teardown(void);
 TCase *pt_tcase_reports(void);
+TCase *pt_tcase_oom(void);
 
 #endif

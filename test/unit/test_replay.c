@@ -5,6 +5,7 @@
  * itself. Small hand-built traces cover the edge cases real traces have (frees of addresses never
  * allocated, addresses reused without a free, failed allocs recorded in the trace), and the
  * smallest-size bisection is checked from outside: its answer runs, one granule less does not.
+ * The timeline hook is checked against the replay's own figures and against hand-computed values.
  */
 #include <check.h>
 #include <stdio.h>
@@ -340,6 +341,142 @@ START_TEST(random_traces_checked)
 }
 END_TEST
 
+/* Timeline hook: collects every point. */
+typedef struct points {
+    ga_replay_point_t *p;
+    size_t n, cap;
+} points_t;
+
+static void collect(void *ctx, const ga_replay_point_t *pt)
+{
+    points_t *ps = ctx;
+    if (ps->n == ps->cap) {
+        ps->cap = ps->cap ? 2 * ps->cap : 256;
+        ps->p = realloc(ps->p, ps->cap * sizeof *ps->p);
+        ck_assert_msg(ps->p != NULL, "out of memory for timeline points");
+    }
+    ps->p[ps->n++] = *pt;
+}
+
+/* The timeline of one replay agrees with its results: one point per replayed event at the event's
+ * time, last point = final state, maxima = peaks, reserved never below in use. */
+static void check_timeline(const ga_trace_t *t, ga_replay_opts_t o, const char *what)
+{
+    points_t ps = {0};
+    o.on_event = collect;
+    o.hook_ctx = &ps;
+    ga_replay_result_t r;
+    replay_ok(t, &o, &r);
+    const char *mn = ga_replay_mode_name(o.mode);
+    ck_assert_msg(ps.n == r.events - r.skipped, "%s %s: %zu points for %llu events", what, mn,
+                  ps.n, (unsigned long long)(r.events - r.skipped));
+    uint64_t max_use = 0, max_res = 0;
+    for (size_t i = 0; i < ps.n; i++) {
+        const ga_replay_point_t *p = &ps.p[i];
+        ck_assert_uint_eq(p->time_ns, t->events[p->index].time_ns);
+        ck_assert_msg(p->reserved >= p->in_use, "%s %s: reserved below in use at event %zu",
+                      what, mn, p->index);
+        max_use = p->in_use > max_use ? p->in_use : max_use;
+        max_res = p->reserved > max_res ? p->reserved : max_res;
+    }
+    if (ps.n) {
+        ck_assert_uint_eq(ps.p[ps.n - 1].in_use, r.final_in_use);
+        ck_assert_uint_eq(ps.p[ps.n - 1].reserved, r.final_reserved);
+    }
+    ck_assert_msg(max_use == r.peak_in_use, "%s %s: timeline max in use %llu, peak %llu", what,
+                  mn, (unsigned long long)max_use, (unsigned long long)r.peak_in_use);
+    ck_assert_msg(max_res == r.peak_reserved, "%s %s: timeline max reserved %llu, peak %llu",
+                  what, mn, (unsigned long long)max_res, (unsigned long long)r.peak_reserved);
+    free(ps.p);
+}
+
+START_TEST(timeline_matches_results)
+{
+    char **files;
+    size_t n = ga_test_lifetime_files(&files);
+    ck_assert_msg(n >= 14, "expected the 14 lifetime CSVs, found %zu", n);
+    for (size_t i = 0; i < n; i++) {
+        size_t rows;
+        unsigned long long peak = sweep_peak(files[i], 512, &rows);
+        ga_trace_t t;
+        load(files[i], &t);
+        for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+            ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = (size_t)peak * 2,
+                                  .no_frag_track = 1};
+            check_timeline(&t, o, files[i]);
+        }
+        ga_trace_free(&t);
+        free(files[i]);
+    }
+    free(files);
+}
+END_TEST
+
+/* Known values: 100 B and 1000 B live together, freed in turn; plus the edge cases of the
+ * unmatched test, and an OOM, each of which still gets its point. */
+START_TEST(timeline_hand_built)
+{
+    ga_trace_t t;
+    ga_trace_init(&t);
+    push(&t, GA_EV_ALLOC, 0x1000, 100, 0);
+    push(&t, GA_EV_ALLOC, 0x2000, 1000, 0);
+    push(&t, GA_EV_FREE, 0x1000, 0, 0);
+    push(&t, GA_EV_ALLOC, 0x3000, 512, 7);  /* skipped: no point */
+    push(&t, GA_EV_FREE, 0xdead, 0, 0);     /* unmatched: a point, nothing changes */
+    push(&t, GA_EV_FREE, 0x2000, 0, 0);
+    push(&t, GA_EV_ALLOC, 0x4000, 4096, 0); /* over the 2048-byte limit: OOM */
+    const uint64_t want_use[] = {512, 1536, 1024, 1024, 0, 0};
+    const size_t want_idx[] = {0, 1, 2, 4, 5, 6};
+    for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+        points_t ps = {0};
+        ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = 2048, .limit = 2048,
+                              .min_region = 2048, .on_event = collect, .hook_ctx = &ps};
+        ga_replay_result_t r;
+        replay_ok(&t, &o, &r);
+        ck_assert_uint_eq(r.failed_allocs, 1);
+        ck_assert_uint_eq(ps.n, 6);
+        for (size_t i = 0; i < ps.n; i++) {
+            ck_assert_uint_eq(ps.p[i].index, want_idx[i]);
+            ck_assert_uint_eq(ps.p[i].in_use, want_use[i]);
+            if (m == GA_REPLAY_PLATFORM)
+                ck_assert_uint_eq(ps.p[i].reserved, want_use[i]);
+            if (m == GA_REPLAY_ARENA)
+                ck_assert_uint_eq(ps.p[i].reserved, 2048);
+        }
+        free(ps.p);
+        check_timeline(&t, o, "hand-built");
+    }
+    ga_trace_free(&t);
+}
+END_TEST
+
+static void must_not_be_called(void *ctx, const ga_replay_point_t *pt)
+{
+    (void)pt;
+    ++*(int *)ctx;
+}
+
+/* The smallest-size search runs dozens of trial replays; none of them may reach the hook. */
+START_TEST(timeline_not_from_min_size)
+{
+    ga_trace_t t;
+    ga_trace_init(&t);
+    for (unsigned i = 0; i < 16; i++)
+        push(&t, GA_EV_ALLOC, 0x100 + i, 1000 + i * 700, 0);
+    for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+        int calls = 0;
+        ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = 512,
+                              .on_event = must_not_be_called, .hook_ctx = &calls};
+        size_t s = 0;
+        char err[256];
+        ck_assert_msg(ga_replay_min_size(&t, &o, 0, &s, err, sizeof err) == 0, "%s", err);
+        ck_assert_uint_gt(s, 0);
+        ck_assert_int_eq(calls, 0);
+    }
+    ga_trace_free(&t);
+}
+END_TEST
+
 Suite *replay_suite(void)
 {
     Suite *s = suite_create("replay");
@@ -352,6 +489,9 @@ Suite *replay_suite(void)
     tcase_add_test(tc, bad_options);
     tcase_add_test(tc, empty_trace);
     tcase_add_test(tc, random_traces_checked);
+    tcase_add_test(tc, timeline_matches_results);
+    tcase_add_test(tc, timeline_hand_built);
+    tcase_add_test(tc, timeline_not_from_min_size);
     suite_add_tcase(s, tc);
     return s;
 }

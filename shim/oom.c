@@ -1,0 +1,175 @@
+/* gpuarena out-of-memory explainer: why an allocation failed, said once per process.
+ *
+ * A failed allocation is either a true out-of-memory (fewer bytes free in total than asked) or a
+ * fragmentation failure: the arena's free bytes plus what it may still reserve are enough, but no
+ * single block is. The second is the one users cannot see from cuMemGetInfo, so it gets a short
+ * diagnosis with an occupancy map of the arena and what to change; the first gets one line of
+ * figures. Each is printed at most once per process (frameworks retry an allocation in a loop,
+ * and a flood on stderr helps nobody); every failure is still counted, frag_failures and
+ * true_oom_failures in ga_g, for the statistics JSON.
+ *
+ * "What it may still reserve" is the smallest of: the arena's own limit (hard GPUARENA_MEM_FRACTION),
+ * the device cap less what the process holds there, and what the driver says is free. That makes
+ * the shim's frag_failures a superset of the allocator's (which looks inside held regions only).
+ * The message is built while the arena lock is held (the map reads the arena) and written after.
+ */
+#include "shim.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GA_OOM_MAP_WIDTH 64u  /* characters per region in the occupancy map */
+#define GA_OOM_MAP_REGIONS 8u /* regions shown; the rest are counted */
+
+static _Atomic int ga_oom_told_frag, ga_oom_told_true;
+
+/* Human sizes with three significant digits: "24.0 MiB", "3.91 GiB", "512 B". */
+static const char *ga_fmt_bytes(uint64_t n, char *buf, size_t len)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)n;
+    unsigned u = 0;
+    while (v >= 1024.0 && u + 1 < sizeof unit / sizeof unit[0])
+        v /= 1024.0, u++;
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)n);
+    else
+        snprintf(buf, len, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, unit[u]);
+    return buf;
+}
+
+static uint64_t ga_min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Bytes the arena of c could still reserve: its limit, the device cap, the driver's free bytes. */
+static uint64_t ga_oom_growth_room(const ga_ctx_t *c, const ga_stats_t *s)
+{
+    const ga_dev_t *d = &ga_devs[c->dev];
+    uint64_t room = UINT64_MAX;
+    if (!ga_opt.fraction_grow) { /* the same share ga_ctx_arena gave the arena as its limit */
+        uint64_t share = (uint64_t)((double)d->cap * ga_opt.fraction) & ~(uint64_t)(GA_ALIGN - 1);
+        room = share > s->reserved ? share - s->reserved : 0;
+    }
+    int64_t held = atomic_load_explicit(&d->committed, memory_order_relaxed);
+    uint64_t cap_room = held < 0 ? d->cap : (uint64_t)held < d->cap ? d->cap - (uint64_t)held : 0;
+    room = ga_min_u64(room, cap_room);
+    size_t free = 0, total = 0;
+    if (ga_real.cuMemGetInfo_v2 && ga_real.cuMemGetInfo_v2(&free, &total) == CUDA_SUCCESS)
+        room = ga_min_u64(room, free);
+    return room & ~(uint64_t)(GA_ALIGN - 1);
+}
+
+/* Appends to o->msg (bounded; a cut message is still useful). */
+__attribute__((format(printf, 2, 3))) static void ga_oom_put(ga_oom_t *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(o->msg + o->len, sizeof o->msg - o->len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        o->len = o->len + (size_t)n < sizeof o->msg ? o->len + (size_t)n : sizeof o->msg - 1;
+}
+
+/* The occupancy map, one "gpuarena:   [....]" line per region, at most GA_OOM_MAP_REGIONS (the
+ * map is cut there: snprintf-like, it stops writing but counts on). */
+static void ga_oom_put_map(ga_oom_t *o, const ga_arena_t *a, uint64_t regions)
+{
+    char map[GA_OOM_MAP_REGIONS * (GA_OOM_MAP_WIDTH + 1) + 1];
+    ga_occupancy_map(a, map, sizeof map, GA_OOM_MAP_WIDTH);
+    for (char *line = map, *nl; (nl = strchr(line, '\n')); line = nl + 1)
+        ga_oom_put(o, "gpuarena:   [%.*s]\n", (int)(nl - line), line);
+    if (regions > GA_OOM_MAP_REGIONS)
+        ga_oom_put(o, "gpuarena:   ... %llu more\n",
+                   (unsigned long long)(regions - GA_OOM_MAP_REGIONS));
+}
+
+/* What to change, for the options in force. */
+static void ga_oom_put_hint(ga_oom_t *o)
+{
+    ga_oom_put(o, "gpuarena: Try: ");
+    if (!ga_opt.fraction_grow)
+        ga_oom_put(o, "GPUARENA_MEM_FRACTION=%g+ (the arena may grow past its share), ",
+                   ga_opt.fraction);
+    if (ga_opt.preallocate)
+        ga_oom_put(o, "GPUARENA_PREALLOCATE=false (regions on demand, empty ones given back), ");
+    ga_oom_put(o, "a larger GPUARENA_LIMIT, or GPUARENA_MODE=platform.\n");
+}
+
+static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uint64_t rounded,
+                                const ga_stats_t *s, uint64_t room)
+{
+    char b[7][32];
+    const ga_dev_t *d = &ga_devs[c->dev];
+    uint64_t held = (uint64_t)atomic_load_explicit(&d->committed, memory_order_relaxed);
+    ga_oom_put(o, "gpuarena: out of memory from fragmentation: %s of %s failed on device %d "
+               "although %s are free", ga_api_name(api), ga_fmt_bytes(rounded, b[0], 32), c->dev,
+               ga_fmt_bytes(s->total_free + room, b[1], 32));
+    if (room)
+        ga_oom_put(o, " (%s in the arena, %s more it may reserve)",
+                   ga_fmt_bytes(s->total_free, b[2], 32), ga_fmt_bytes(room, b[3], 32));
+    ga_oom_put(o, ";\ngpuarena: largest free block %s, fragmentation %.2f; in use %s, reserved %s "
+               "in this context, the process holds %s of cap %s on the device. Arena occupancy "
+               "('#' used, '+' partly, '.' free):\n",
+               ga_fmt_bytes(s->largest_free, b[2], 32), ga_fragmentation(s),
+               ga_fmt_bytes(s->in_use, b[3], 32), ga_fmt_bytes(s->reserved, b[4], 32),
+               ga_fmt_bytes(held, b[5], 32), ga_fmt_bytes(d->cap, b[6], 32));
+    ga_oom_put_map(o, c->arena, s->regions);
+    ga_oom_put_hint(o);
+}
+
+static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uint64_t size,
+                                uint64_t in_use, uint64_t reserved)
+{
+    char b[5][32];
+    const ga_dev_t *d = &ga_devs[c->dev];
+    uint64_t held = (uint64_t)atomic_load_explicit(&d->committed, memory_order_relaxed);
+    ga_oom_put(o, "gpuarena: out of memory: %s of %s failed on device %d; in use %s, reserved %s in "
+               "this context, the process holds %s of cap %s on the device (not enough free bytes "
+               "in total: raise GPUARENA_LIMIT or use less)\n", ga_api_name(api),
+               ga_fmt_bytes(size, b[0], 32), c->dev, ga_fmt_bytes(in_use, b[1], 32),
+               ga_fmt_bytes(reserved, b[2], 32), ga_fmt_bytes(held, b[3], 32),
+               ga_fmt_bytes(d->cap, b[4], 32));
+}
+
+/* Claims the one message of a kind; 0 if it was already printed or warnings are off. */
+static int ga_oom_first(_Atomic int *told)
+{
+    return ga_opt.log >= GA_LOG_WARN && !atomic_load_explicit(told, memory_order_relaxed) &&
+           !atomic_exchange(told, 1);
+}
+
+void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size, uint64_t in_use,
+                     uint64_t reserved)
+{
+    o->len = 0;
+    o->msg[0] = '\0';
+    uint64_t rounded = (size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
+    ga_stats_t s;
+    memset(&s, 0, sizeof s);
+    o->frag = 0;
+    if (c->arena && rounded >= size) { /* no arena, or a size too large to round: true OOM */
+        ga_get_stats(c->arena, &s);
+        uint64_t room = ga_oom_growth_room(c, &s);
+        o->frag = s.total_free >= rounded || room >= rounded - s.total_free;
+        if (o->frag && ga_oom_first(&ga_oom_told_frag))
+            ga_oom_explain_frag(o, c, api, rounded, &s, room);
+    }
+    if (!o->frag && ga_oom_first(&ga_oom_told_true))
+        ga_oom_explain_true(o, c, api, size, c->arena ? s.in_use : in_use,
+                            c->arena ? s.reserved : reserved);
+}
+
+void ga_oom_report(const ga_oom_t *o)
+{
+    if (!o->len)
+        return;
+    char last = o->msg[o->len - 1];
+    ssize_t w = write(2, o->msg, o->len); /* one write: no interleaving with other threads */
+    if (last != '\n') /* cut at the buffer's end */
+        w = write(2, "\n", 1);
+    (void)w;
+}

@@ -1,0 +1,218 @@
+/* Preload tests: the out-of-memory explainer (shim/oom.c). A failure from fragmentation (enough
+ * bytes free in total, no block large enough) prints a diagnosis with an occupancy map once per
+ * process, however often it recurs; a true out-of-memory prints its own one line once; the stats
+ * JSON counts the two kinds apart. Each workload runs in a child whose stderr is captured, and
+ * exits with a distinct code for the first call that did not return what was expected.
+ */
+#include "preload_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FRAG_MSG "gpuarena: out of memory from fragmentation:"
+#define TRUE_MSG "gpuarena: out of memory: "
+
+/* Fills the 32 MiB arena with alternating 1 MiB and 3 MiB blocks and frees the 3 MiB ones:
+ * 24 MiB free, the largest hole 3 MiB. Returns non-zero if a step failed. */
+static int pt_fragment(void)
+{
+    CUdeviceptr p[16];
+    for (int i = 0; i < 16; i++)
+        if (cuMemAlloc(&p[i], (i % 2 ? 3 : 1) * MiB) != CUDA_SUCCESS)
+            return 1;
+    for (int i = 1; i < 16; i += 2)
+        if (cuMemFree(p[i]) != CUDA_SUCCESS)
+            return 1;
+    return 0;
+}
+
+/* Arena mode: two 4 MiB requests fail (fragmentation), a 2 MiB one still fits a hole. */
+static void pt_frag_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr q;
+    if (pt_fragment())
+        exit(2);
+    if (cuMemAlloc(&q, 4 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(3);
+    if (cuMemAlloc(&q, 4 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(4);
+    if (cuMemAlloc(&q, 2 * MiB) != CUDA_SUCCESS)
+        exit(5);
+    exit(0);
+}
+
+/* Returns how many times needle occurs in hay. */
+static int pt_count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Runs fn with env (NULL-terminated, GPUARENA_STATS added), stderr into err; checks the JSON. */
+static void pt_oom_run(void (*fn)(void *), const char **env, char *err, size_t len,
+                       const char *json_expr)
+{
+    char stats[] = "/tmp/gpuarena-oom-XXXXXX", senv[128];
+    close(mkstemp(stats));
+    snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+    pt_env(senv, NULL);
+    for (const char **e = env; *e; e++)
+        pt_env(*e, NULL);
+    int status = pt_run_child(fn, NULL, err, len);
+    ck_assert_msg(status == 0, "workload exit %d; stderr: %s", status, err);
+    ck_assert_msg(pt_json_check(stats, json_expr) == 0, "stats JSON: %s", json_expr);
+    unlink(stats);
+}
+
+START_TEST(frag_diagnosed_once)
+{
+    static const char *env[] = {"GPUARENA_MEM_FRACTION=0.5", "SIMCUDA_TOTAL_MEM=64MiB", NULL};
+    char err[16384];
+    pt_oom_run(pt_frag_child, env, err, sizeof err,
+               "d['totals']['frag_failures'] == 2 and d['totals']['true_oom_failures'] == 0 and "
+               "d['totals']['failed_allocs'] == 2 and d['devices'][0]['frag_failures'] == 2");
+    ck_assert_msg(pt_count(err, FRAG_MSG) == 1, "diagnosis exactly once: %s", err);
+    ck_assert_msg(!strstr(err, TRUE_MSG), "not called a true OOM: %s", err);
+    ck_assert_msg(strstr(err, "cuMemAlloc of 4.00 MiB failed on device 0 although 24.0 MiB are "
+                              "free;"), "request and free bytes: %s", err);
+    ck_assert_msg(strstr(err, "largest free block 3.00 MiB, fragmentation 0.88"), "holes: %s", err);
+    ck_assert_msg(strstr(err, "in use 8.00 MiB, reserved 32.0 MiB in this context, the "
+                              "process holds 32.0 MiB of cap 64.0 MiB on the device."), "figures: %s", err);
+    /* One region, 64 cells of 512 KiB: 1 MiB used ("##"), 3 MiB free ("......"), eight times. */
+    ck_assert_msg(strstr(err, "gpuarena:   [##......##......##......##......##......##......"
+                              "##......##......]\n"), "occupancy map: %s", err);
+    ck_assert_msg(strstr(err, "Try: ") && strstr(err, "GPUARENA_MODE=platform"), "hint: %s", err);
+}
+END_TEST
+
+/* Grow mode (the default 0.75+ under a 64 MiB cap): 24 MiB free in 2 MiB holes of a 48 MiB
+ * region, 16 MiB more under the cap. 20 MiB fails with enough free inside the arena (both the
+ * allocator and the shim call it fragmentation); 30 MiB fails with enough only counting the room
+ * under the cap (the shim's count alone); 100 MiB is a true OOM. */
+static void pt_grow_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p[24], q;
+    for (int i = 0; i < 24; i++)
+        if (cuMemAlloc(&p[i], 2 * MiB) != CUDA_SUCCESS)
+            exit(2);
+    for (int i = 1; i < 24; i += 2)
+        if (cuMemFree(p[i]) != CUDA_SUCCESS)
+            exit(3);
+    if (cuMemAlloc(&q, 20 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(4);
+    if (cuMemAlloc(&q, 30 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(5);
+    if (cuMemAlloc(&q, 100 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(6);
+    if (cuMemAlloc(&q, 16 * MiB) != CUDA_SUCCESS) /* the room under the cap is real */
+        exit(7);
+    exit(0);
+}
+
+START_TEST(frag_counts_growth_room)
+{
+    static const char *env[] = {"GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL};
+    char err[16384];
+    pt_oom_run(pt_grow_child, env, err, sizeof err,
+               "d['totals']['frag_failures'] == 2 and d['totals']['true_oom_failures'] == 1 and "
+               "d['totals']['failed_allocs'] == 3 and d['devices'][0]['frag_failures'] == 1");
+    ck_assert_msg(pt_count(err, FRAG_MSG) == 1, "diagnosis once: %s", err);
+    ck_assert_msg(strstr(err, "although 40.0 MiB are free (24.0 MiB in the arena, 16.0 MiB more "
+                              "it may reserve)"), "growth room shown: %s", err);
+    ck_assert_msg(pt_count(err, TRUE_MSG) == 1, "true OOM line once: %s", err);
+}
+END_TEST
+
+/* True OOM twice, then a request too large to round: all three true OOMs, one line. */
+static void pt_true_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p, q;
+    if (cuMemAlloc(&p, 40 * MiB) != CUDA_SUCCESS)
+        exit(2);
+    if (cuMemAlloc(&q, 100 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(3);
+    if (cuMemAlloc(&q, 100 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(4);
+    if (cuMemAlloc(&q, (size_t)-1) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(5);
+    exit(0);
+}
+
+START_TEST(true_oom_one_line)
+{
+    static const char *env[] = {"GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL};
+    char err[16384];
+    pt_oom_run(pt_true_child, env, err, sizeof err,
+               "d['totals']['frag_failures'] == 0 and d['totals']['true_oom_failures'] == 3 and "
+               "d['totals']['failed_allocs'] == 3");
+    ck_assert_msg(!strstr(err, FRAG_MSG), "no fragmentation diagnosis: %s", err);
+    ck_assert_msg(pt_count(err, TRUE_MSG) == 1, "one line, once: %s", err);
+    ck_assert_msg(strstr(err, TRUE_MSG "cuMemAlloc of 100 MiB failed on device 0; in use 40.0 MiB, "
+                              "reserved 48.0 MiB in this context, the process holds 48.0 MiB of "
+                              "cap 64.0 MiB on the device"), "figures: %s", err);
+    ck_assert_int_eq(pt_count(err, "\n"), 1);
+}
+END_TEST
+
+/* Platform mode: the same fragmenting workload; 4 MiB fits (the driver has no holes to worry
+ * about), 30 MiB is past the cap: a true OOM, never the fragmentation diagnosis. */
+static void pt_platform_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr q;
+    if (pt_fragment())
+        exit(2);
+    if (cuMemAlloc(&q, 4 * MiB) != CUDA_SUCCESS)
+        exit(3);
+    if (cuMemAlloc(&q, 30 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(4);
+    if (cuMemAlloc(&q, 30 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(5);
+    exit(0);
+}
+
+START_TEST(platform_never_fragmentation)
+{
+    static const char *env[] = {"GPUARENA_MODE=platform", "GPUARENA_LIMIT=32MiB",
+                                "SIMCUDA_TOTAL_MEM=64MiB", NULL};
+    char err[16384];
+    pt_oom_run(pt_platform_child, env, err, sizeof err,
+               "d['totals']['frag_failures'] == 0 and d['totals']['true_oom_failures'] == 2");
+    ck_assert_msg(!strstr(err, FRAG_MSG), "no fragmentation diagnosis in platform mode: %s", err);
+    ck_assert_msg(pt_count(err, TRUE_MSG) == 1, "one true-OOM line: %s", err);
+    ck_assert_msg(strstr(err, "in use 12.0 MiB, reserved 12.0 MiB in this context, the process "
+                              "holds 12.0 MiB of cap 32.0 MiB"), "%s", err);
+}
+END_TEST
+
+START_TEST(silent_at_log_error)
+{
+    static const char *env[] = {"GPUARENA_MEM_FRACTION=0.5", "SIMCUDA_TOTAL_MEM=64MiB",
+                                "GPUARENA_LOG=error", NULL};
+    char err[16384];
+    pt_oom_run(pt_frag_child, env, err, sizeof err, "d['totals']['frag_failures'] == 2");
+    ck_assert_msg(err[0] == '\0', "GPUARENA_LOG=error silences the diagnosis: %s", err);
+}
+END_TEST
+
+TCase *pt_tcase_oom(void)
+{
+    TCase *tc = tcase_create("oom");
+    tcase_add_test(tc, frag_diagnosed_once);
+    tcase_add_test(tc, frag_counts_growth_room);
+    tcase_add_test(tc, true_oom_one_line);
+    tcase_add_test(tc, platform_never_fragmentation);
+    tcase_add_test(tc, silent_at_log_error);
+    return tc;
+}

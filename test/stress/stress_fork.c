@@ -5,12 +5,13 @@
  * times. Each child must be able to start CUDA again: cuInit, a new context, an allocation, a
  * host->device->host round trip with the data intact, the free, the context destroyed, and a
  * normal exit (atexit handlers included, which is where a lock inherited in the locked state
- * bites). A child that hangs is killed by its own alarm(), so a deadlock is a failure, not a hung
- * test. The parent checks every child's exit status and keeps working itself.
+ * bites). A child that hangs is killed by its own alarm(), or by the parent's watchdog if it hangs
+ * before reaching its code, so a deadlock is a failure, not a hung test. The parent checks every child's exit status and keeps working itself.
  * Run it without the shim as well: a failure there is the simulated driver's, not the shim's.
  */
 #include "stress_util.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -75,6 +76,17 @@ static const char *child_step(int code)
     return code >= 0 && code <= 8 ? steps[code] : "?";
 }
 
+/* The parent's watchdog: a child can hang before its own alarm() is set (inside fork's child
+ * handlers, e.g. walking a structure another thread was changing), so the parent kills it. */
+static volatile pid_t g_child;
+
+static void on_parent_alarm(int sig)
+{
+    (void)sig;
+    if (g_child > 0)
+        kill(g_child, SIGKILL);
+}
+
 /* Forks n children; returns how many failed, describing the first in why. Stops after three
  * failures: each hung child costs its whole alarm, and three say enough. */
 static int fork_children(int n, char *why, size_t whylen, int *done)
@@ -86,7 +98,14 @@ static int fork_children(int n, char *why, size_t whylen, int *done)
         if (pid == 0)
             exit(child_main());
         int st = 0;
-        if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+        g_child = pid;
+        alarm(15);
+        pid_t w;
+        while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+            ;
+        alarm(0);
+        g_child = 0;
+        if (pid < 0 || w != pid) {
             if (!failed++)
                 snprintf(why, whylen, "fork %d: fork/waitpid failed", i);
             continue;
@@ -96,7 +115,10 @@ static int fork_children(int n, char *why, size_t whylen, int *done)
         if (!failed++) {
             if (WIFSIGNALED(st))
                 snprintf(why, whylen, "fork %d: child killed by signal %d%s", i, WTERMSIG(st),
-                         WTERMSIG(st) == SIGALRM ? " (hung: deadlock after fork)" : "");
+                         WTERMSIG(st) == SIGALRM   ? " (hung: deadlock after fork)"
+                         : WTERMSIG(st) == SIGKILL ? " (hung before its main code: in fork's "
+                                                     "child handlers?)"
+                                                   : "");
             else
                 snprintf(why, whylen, "fork %d: child failed at %s", i,
                          child_step(WEXITSTATUS(st)));
@@ -121,6 +143,7 @@ int main(void)
     while (atomic_load(&g_worker_loops) < 100 && !atomic_load(&g_worker_errors))
         sched_yield();
     char why[200] = "";
+    signal(SIGALRM, on_parent_alarm);
     int done = 0;
     int failed = fork_children(forks, why, sizeof why, &done);
     atomic_store(&g_stop, 1);

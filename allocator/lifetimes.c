@@ -8,6 +8,7 @@
  * Ties keep file order, so the output is deterministic. The parser is strict: anything that is not
  * a plain non-negative decimal in range is an error naming the file and line, never a guess.
  */
+#include "errmsg.h"
 #include "ga_trace.h"
 
 #include <ctype.h>
@@ -28,17 +29,6 @@ typedef struct pending {
     unsigned phase;
     size_t row;
 } pending_t;
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* Parses one unsigned decimal field ending at ',' or end of line. Returns NULL on error with a
  * reason in *why, else the position after the field (its separator). */
@@ -136,13 +126,13 @@ static int read_rows(FILE *f, const char *path, row_t **rows, size_t *n, char *e
     while (fgets(buf, sizeof buf, f)) {
         lineno++;
         if (!strchr(buf, '\n') && !feof(f))
-            return fail(err, errlen, "%s:%zu: line too long", path, lineno);
+            return ga_errorf(err, errlen, "%s:%zu: line too long", path, lineno);
         char *s = trim(buf);
         if (*s == '\0')
             continue;
         if (!header) {
             if (strcmp(s, "id,lower,upper,size") != 0)
-                return fail(err, errlen,
+                return ga_errorf(err, errlen,
                             "%s:%zu: header must be 'id,lower,upper,size' (a buffer-lifetime CSV)",
                             path, lineno);
             header = 1;
@@ -151,14 +141,14 @@ static int read_rows(FILE *f, const char *path, row_t **rows, size_t *n, char *e
         row_t r = {.line = lineno};
         const char *why = "";
         if (parse_row(s, &r, &why) != 0)
-            return fail(err, errlen, "%s:%zu: %s", path, lineno, why);
+            return ga_errorf(err, errlen, "%s:%zu: %s", path, lineno, why);
         if (push_row(rows, n, &cap, &r) != 0)
-            return fail(err, errlen, "%s: out of memory", path);
+            return ga_errorf(err, errlen, "%s: out of memory", path);
     }
     if (ferror(f))
-        return fail(err, errlen, "%s: read error: %s", path, strerror(errno));
+        return ga_errorf(err, errlen, "%s: read error: %s", path, strerror(errno));
     if (!header)
-        return fail(err, errlen, "%s: empty file, expected header 'id,lower,upper,size'", path);
+        return ga_errorf(err, errlen, "%s: empty file, expected header 'id,lower,upper,size'", path);
     return 0;
 }
 
@@ -177,14 +167,14 @@ static int check_unique(const row_t *rows, size_t n, const char *path, char *err
         return 0;
     const row_t **by = malloc(n * sizeof *by);
     if (!by)
-        return fail(err, errlen, "%s: out of memory", path);
+        return ga_errorf(err, errlen, "%s: out of memory", path);
     for (size_t i = 0; i < n; i++)
         by[i] = &rows[i];
     qsort(by, n, sizeof *by, cmp_row_id);
     int rc = 0;
     for (size_t i = 1; i < n && rc == 0; i++)
         if (by[i]->id == by[i - 1]->id)
-            rc = fail(err, errlen, "%s:%zu: duplicate id %llu (first on line %zu)", path,
+            rc = ga_errorf(err, errlen, "%s:%zu: duplicate id %llu (first on line %zu)", path,
                       by[i]->line, (unsigned long long)by[i]->id, by[i - 1]->line);
     free(by);
     return rc;
@@ -227,10 +217,10 @@ int ga_lifetimes_read(const char *path, ga_trace_t *out, char *err, size_t errle
 {
     ga_trace_init(out);
     if (!path)
-        return fail(err, errlen, "no lifetimes path given");
+        return ga_errorf(err, errlen, "no lifetimes path given");
     FILE *f = fopen(path, "r");
     if (!f)
-        return fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return ga_errorf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     row_t *rows = NULL;
     size_t n = 0;
     int rc = read_rows(f, path, &rows, &n, err, errlen);
@@ -239,7 +229,7 @@ int ga_lifetimes_read(const char *path, ga_trace_t *out, char *err, size_t errle
         rc = check_unique(rows, n, path, err, errlen);
     if (rc == 0 && build_events(rows, n, out) != 0) {
         ga_trace_free(out);
-        rc = fail(err, errlen, "%s: out of memory for %zu events", path, 2 * n);
+        rc = ga_errorf(err, errlen, "%s: out of memory for %zu events", path, 2 * n);
     }
     free(rows);
     return rc;

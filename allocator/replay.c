@@ -10,6 +10,7 @@
  * invariant checks, the timeline hook) sits behind one flag decided before the loop, so a replay
  * that asks for none of it (the benchmarks) pays one predictable branch per event.
  */
+#include "errmsg.h"
 #include "ga_replay.h"
 
 #include <stdarg.h>
@@ -85,17 +86,6 @@ typedef struct run {
     entry_t *spare;      /* free list through hh.next */
     uint64_t in_use, requested; /* platform mode and peak_requested */
 } run_t;
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static uint64_t now_ns(void)
 {
@@ -310,7 +300,7 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
     size_t n = count_allocs(t) + 1;
     r->pool = calloc(n, sizeof *r->pool);
     if (!r->pool)
-        return fail(err, errlen, "out of host memory for %zu map entries", n);
+        return ga_errorf(err, errlen, "out of host memory for %zu map entries", n);
     for (size_t i = 0; i < n; i++)
         r->pool[i].hh.next = i + 1 < n ? &r->pool[i + 1] : NULL;
     r->spare = r->pool;
@@ -325,7 +315,7 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
     ga_status_t st = GA_OK;
     r->arena = ga_arena_create(&r->backend, &cfg, &st);
     if (!r->arena)
-        return fail(err, errlen, "cannot create the arena: %s", ga_status_str(st));
+        return ga_errorf(err, errlen, "cannot create the arena: %s", ga_status_str(st));
     return 0;
 }
 
@@ -354,9 +344,9 @@ static void run_finish(run_t *r)
 static int check_opts(const ga_replay_opts_t *o, char *err, size_t errlen)
 {
     if ((unsigned)o->mode > GA_REPLAY_PLATFORM)
-        return fail(err, errlen, "unknown replay mode %d (arena, grow or platform)", o->mode);
+        return ga_errorf(err, errlen, "unknown replay mode %d (arena, grow or platform)", o->mode);
     if (o->mode == GA_REPLAY_ARENA && (o->arena_size == 0 || o->arena_size % GA_ALIGN))
-        return fail(err, errlen, "arena size %zu must be a non-zero multiple of %zu bytes",
+        return ga_errorf(err, errlen, "arena size %zu must be a non-zero multiple of %zu bytes",
                     o->arena_size, GA_ALIGN);
     return 0;
 }
@@ -365,7 +355,7 @@ int ga_replay(const ga_trace_t *trace, const ga_replay_opts_t *opts, ga_replay_r
               char *err, size_t errlen)
 {
     if (!trace || !opts || !res)
-        return fail(err, errlen, "ga_replay: NULL trace, options or result");
+        return ga_errorf(err, errlen, "ga_replay: NULL trace, options or result");
     if (check_opts(opts, err, errlen) != 0)
         return -1;
     memset(res, 0, sizeof *res);
@@ -419,7 +409,7 @@ static int bisect(const ga_trace_t *t, const ga_replay_opts_t *o, size_t lo, siz
     size_t hi = lo;
     do {
         if (hi > ((size_t)1 << 60))
-            return fail(err, errlen, "no %s size up to 2^60 bytes runs this trace",
+            return ga_errorf(err, errlen, "no %s size up to 2^60 bytes runs this trace",
                         ga_replay_mode_name(o->mode));
         lo = hi;
         hi *= 2;
@@ -443,10 +433,10 @@ int ga_replay_min_size(const ga_trace_t *trace, const ga_replay_opts_t *opts, si
                        size_t *size, char *err, size_t errlen)
 {
     if (!trace || !opts || !size)
-        return fail(err, errlen, "ga_replay_min_size: NULL trace, options or size");
+        return ga_errorf(err, errlen, "ga_replay_min_size: NULL trace, options or size");
     size_t g = granularity ? granularity : GA_ALIGN;
     if (g % GA_ALIGN)
-        return fail(err, errlen, "granularity %zu is not a multiple of %zu", g, GA_ALIGN);
+        return ga_errorf(err, errlen, "granularity %zu is not a multiple of %zu", g, GA_ALIGN);
     ga_replay_opts_t p = {.mode = GA_REPLAY_PLATFORM, .no_frag_track = 1};
     ga_replay_result_t res;
     if (ga_replay(trace, &p, &res, err, errlen) != 0)

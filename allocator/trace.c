@@ -7,6 +7,7 @@
  * truncated_bytes rather than treated as an error. The writer goes through PATH.tmp and rename(2)
  * so that a failed write never leaves a half-written trace under the real name.
  */
+#include "errmsg.h"
 #include "ga_trace.h"
 
 #include <errno.h>
@@ -26,8 +27,7 @@ const char *ga_api_name(unsigned api)
     return api < GA_API_COUNT ? api_names[api] : "invalid";
 }
 
-/* snprintf into err when the caller gave a buffer; always returns -1 so callers can return it. */
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int ga_errorf(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -133,7 +133,7 @@ static int slurp(const char *path, unsigned char **buf, size_t *len, char *err, 
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return ga_errorf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     unsigned char *b = malloc(cap);
     while (b) {
@@ -152,10 +152,10 @@ static int slurp(const char *path, unsigned char **buf, size_t *len, char *err, 
     int bad = ferror(f) ? errno : 0;
     fclose(f);
     if (!b)
-        return fail(err, errlen, "%s: out of memory reading the file", path);
+        return ga_errorf(err, errlen, "%s: out of memory reading the file", path);
     if (bad) {
         free(b);
-        return fail(err, errlen, "%s: read error: %s", path, strerror(bad));
+        return ga_errorf(err, errlen, "%s: read error: %s", path, strerror(bad));
     }
     *buf = b;
     *len = n;
@@ -166,22 +166,22 @@ static int check_header(const char *path, const unsigned char *b, size_t len, ch
                         size_t errlen)
 {
     if (len < GA_TRACE_HEADER_SIZE && memcmp(b, GA_TRACE_MAGIC, len < 8 ? len : 8) == 0)
-        return fail(err, errlen,
+        return ga_errorf(err, errlen,
                     "%s: truncated header (%zu of %u bytes): the recording stopped before it "
                     "began; record again",
                     path, len, GA_TRACE_HEADER_SIZE);
     if (len < 8 || memcmp(b, GA_TRACE_MAGIC, 8) != 0)
-        return fail(err, errlen,
+        return ga_errorf(err, errlen,
                     "%s: not a gpuarena trace (no GATRACE magic); for a lifetimes CSV or "
                     "another format, convert it with 'gpuarena import'",
                     path);
     uint32_t version = (uint32_t)get_le(b + 8, 4);
     uint32_t rsize = (uint32_t)get_le(b + 12, 4);
     if (version != GA_TRACE_VERSION)
-        return fail(err, errlen, "%s: trace format version %u, this build reads version %u",
+        return ga_errorf(err, errlen, "%s: trace format version %u, this build reads version %u",
                     path, version, GA_TRACE_VERSION);
     if (rsize != GA_TRACE_RECORD_SIZE)
-        return fail(err, errlen, "%s: record size %u in header, version %u uses %u", path, rsize,
+        return ga_errorf(err, errlen, "%s: record size %u in header, version %u uses %u", path, rsize,
                     GA_TRACE_VERSION, GA_TRACE_RECORD_SIZE);
     return 0;
 }
@@ -192,7 +192,7 @@ int ga_trace_read(const char *path, ga_trace_t *out, char *err, size_t errlen)
     size_t len = 0;
     ga_trace_init(out);
     if (!path)
-        return fail(err, errlen, "no trace path given");
+        return ga_errorf(err, errlen, "no trace path given");
     if (slurp(path, &b, &len, err, errlen) != 0)
         return -1;
     if (check_header(path, b, len, err, errlen) != 0) {
@@ -203,7 +203,7 @@ int ga_trace_read(const char *path, ga_trace_t *out, char *err, size_t errlen)
     size_t n = body / GA_TRACE_RECORD_SIZE;
     if (reserve_events(out, n) != 0) {
         free(b);
-        return fail(err, errlen, "%s: out of memory for %zu events", path, n);
+        return ga_errorf(err, errlen, "%s: out of memory for %zu events", path, n);
     }
     for (size_t i = 0; i < n; i++)
         ga_event_decode(b + GA_TRACE_HEADER_SIZE + i * GA_TRACE_RECORD_SIZE, &out->events[i]);
@@ -232,16 +232,16 @@ static int write_all(FILE *f, const ga_trace_t *t)
 int ga_trace_write(const char *path, const ga_trace_t *t, char *err, size_t errlen)
 {
     if (!path || !t)
-        return fail(err, errlen, "no trace or path given");
+        return ga_errorf(err, errlen, "no trace or path given");
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     if (!tmp)
-        return fail(err, errlen, "out of memory");
+        return ga_errorf(err, errlen, "out of memory");
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        fail(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+        ga_errorf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         free(tmp);
         return -1;
     }
@@ -257,7 +257,7 @@ int ga_trace_write(const char *path, const ga_trace_t *t, char *err, size_t errl
     }
     if (bad) {
         remove(tmp);
-        fail(err, errlen, "cannot write %s: %s", path, strerror(saved));
+        ga_errorf(err, errlen, "cannot write %s: %s", path, strerror(saved));
     }
     free(tmp);
     return bad ? -1 : 0;

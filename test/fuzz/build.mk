@@ -1,5 +1,6 @@
 # test/fuzz/: libFuzzer targets (clang, ASan+UBSan) for the trace and lifetimes readers and the
-# shim's option parsers, plus a seeded mutation fuzz of the Python importers.
+# shim's option parsers, the allocator driven through ga_replay (ga_check after every event), plus
+# a seeded mutation fuzz of the Python importers.
 #   make test-fuzz    tier: each target FUZZ_TIME seconds (default 20), seeded; writes fuzz.tap
 #   make fuzz-long    each target FUZZ_LONG_TIME seconds (default 600), keeping its corpus
 # The fuzzers are not in ALL: they need clang and libclang-rt (scripts/setup.sh installs both),
@@ -9,7 +10,7 @@ FUZZ_DIR       := $(BUILD)/fuzz
 FUZZ_TIME      ?= 20
 FUZZ_LONG_TIME ?= 600
 FUZZ_IMPORT_COUNT ?= 300
-FUZZ_TARGETS   := trace lifetimes options
+FUZZ_TARGETS   := trace lifetimes options replay
 FUZZ_CFLAGS    := -std=gnu11 -g -O1 -fvisibility=hidden $(WARN) -fno-omit-frame-pointer \
                   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 
@@ -32,6 +33,12 @@ $(FUZZ_DIR)/fuzz_options: test/fuzz/fuzz_options.c test/fuzz/fuzz_util.h shim/op
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Wno-unknown-attributes -I$(CUDA)/include -o $@ \
 	  test/fuzz/fuzz_options.c shim/options.c -lm
+
+# The allocator as a whole: every allocator/*.c, instrumented, behind ga_replay.
+$(FUZZ_DIR)/fuzz_replay: test/fuzz/fuzz_replay.c test/fuzz/fuzz_util.h $(wildcard allocator/*.c) \
+		$(wildcard allocator/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Iallocator -o $@ test/fuzz/fuzz_replay.c $(wildcard allocator/*.c)
 
 $(FUZZ_DIR)/seeds/.done: test/fuzz/make_seeds.py
 	@mkdir -p $(@D)

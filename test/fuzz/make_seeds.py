@@ -6,7 +6,7 @@ allocator/ga_trace.h and shim/options.c, and regenerating them keeps binary file
 repository. A few rows of the real lifetime sets in ../shared/traces/lifetimes are added when that
 folder is there, so the CSV fuzzer starts from what real files look like.
 
-Usage: make_seeds.py OUTDIR    (writes OUTDIR/trace, OUTDIR/lifetimes, OUTDIR/options)
+Usage: make_seeds.py OUTDIR    (writes OUTDIR/trace, lifetimes, options, replay)
 """
 
 import glob
@@ -59,6 +59,17 @@ def options_seeds():
     }
 
 
+def replay_seeds():
+    # fuzz_replay.c: 4 bytes per event (kind bit, key, size shift, size fraction).
+    grow_shrink = b"".join(bytes([0, k, 10 + k % 12, k * 37 % 256]) for k in range(32))
+    grow_shrink += b"".join(bytes([1, k, 0, 0]) for k in range(0, 32, 2))
+    return {
+        "grow_shrink": grow_shrink,
+        "big_blocks": bytes([0, 1, 25, 255, 0, 2, 25, 255, 1, 1, 0, 0, 0, 3, 24, 0]),
+        "reuse": bytes([0, 5, 9, 1, 0, 5, 9, 2, 1, 5, 0, 0, 1, 5, 0, 0]),
+    }
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_seeds.py OUTDIR")
@@ -66,7 +77,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     shared = os.path.join(here, "..", "..", "..", "shared", "traces")
     for name, seeds in (("trace", trace_seeds()), ("lifetimes", lifetimes_seeds(shared)),
-                        ("options", options_seeds())):
+                        ("options", options_seeds()), ("replay", replay_seeds())):
         os.makedirs(os.path.join(out, name), exist_ok=True)
         for fname, data in seeds.items():
             with open(os.path.join(out, name, fname), "wb") as f:

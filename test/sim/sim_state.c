@@ -21,6 +21,15 @@ simcuda_counters_t sim_counters;
 
 static pthread_once_t sim_once = PTHREAD_ONCE_INIT;
 
+/* fork() while another thread holds sim_lock would leave the child's copy locked forever (the
+ * stress tier forks during allocations): hold it across fork so both sides get it unlocked. */
+static void sim_fork_prepare(void) { pthread_mutex_lock(&sim_lock); }
+static void sim_fork_done(void) { pthread_mutex_unlock(&sim_lock); }
+__attribute__((constructor)) static void sim_fork_register(void)
+{
+    pthread_atfork(sim_fork_prepare, sim_fork_done, sim_fork_done);
+}
+
 /* One unit suffix: binary for K/M/G/T and KiB..TiB, decimal for KB..TB. */
 static int sim_unit(const char *u, unsigned long long *mult)
 {

@@ -1,4 +1,4 @@
-# test/stress/: stress, fork, context-teardown and bad-argument programs run under LD_PRELOAD of
+# test/stress/: stress, fork, context-teardown, bad-argument and RTLD_NEXT programs run under LD_PRELOAD of
 # the shim on the simulated driver (tier test-stress -> $(RESULTS)/stress.tap, run-stress.sh),
 # and the sanitizer entry points the top-level Makefile calls:
 #   test-asan      tier of `make test`: the C tiers again, built with ASan+UBSan in build-asan,
@@ -43,7 +43,8 @@ san-tiers:
 	  $(MAKE) --no-print-directory -k $(SAN_TIERS); \
 	  sh scripts/test-summary.sh $(RESULTS) $(patsubst test-%,%,$(SAN_TIERS))
 
-# ASAN_FLAGS: top-level Makefile (shared with `make asan`). Skipped inside a sanitizer build (make asan runs `make test` tiers itself).
+# ASAN_FLAGS: top-level Makefile (shared with `make asan`). Skipped when this build is already
+# a sanitizer build (`make test SAN=...`): no sanitizer build inside another.
 test-asan:
 	@mkdir -p $(RESULTS)
 	@if [ -n "$(SAN)" ]; then echo "ok - asan # SKIP already a sanitizer build" >$(RESULTS)/asan.tap; \

@@ -45,7 +45,8 @@ static void *worker_main(void *arg)
 /* What a child does; returns its exit code: 0 ok, else the step that failed. */
 static int child_main(void)
 {
-    alarm(10); /* a deadlock becomes SIGALRM, which the parent reports */
+    signal(SIGALRM, SIG_DFL); /* not the parent's watchdog handler, inherited through fork */
+    alarm(10);                /* a deadlock becomes SIGALRM, which the parent reports */
     CUcontext ctx;
     CUdeviceptr p;
     unsigned char out[4096], in[4096];
@@ -116,8 +117,7 @@ static int fork_children(int n, char *why, size_t whylen, int *done)
             if (WIFSIGNALED(st))
                 snprintf(why, whylen, "fork %d: child killed by signal %d%s", i, WTERMSIG(st),
                          WTERMSIG(st) == SIGALRM   ? " (hung: deadlock after fork)"
-                         : WTERMSIG(st) == SIGKILL ? " (hung before its main code: in fork's "
-                                                     "child handlers?)"
+                         : WTERMSIG(st) == SIGKILL ? " (hung: killed by the parent's watchdog)"
                                                    : "");
             else
                 snprintf(why, whylen, "fork %d: child failed at %s", i,

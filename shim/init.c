@@ -130,6 +130,7 @@ static void ga_atfork_child(void)
     ga_ptrmap_clear(&ga_g.ptrs);
     ga_ctx_fork_child();
     ga_trace_fork_child();
+    ga_oom_fork_child();
     ga_forked_child = 1;
 }
 

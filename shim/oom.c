@@ -136,6 +136,13 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
 }
 
 /* Claims the one message of a kind; 0 if it was already printed or warnings are off. */
+/* A forked child starts CUDA afresh, so its first out-of-memory deserves its own explanation. */
+void ga_oom_fork_child(void)
+{
+    atomic_store(&ga_oom_told_frag, 0);
+    atomic_store(&ga_oom_told_true, 0);
+}
+
 static int ga_oom_first(_Atomic int *told)
 {
     return ga_opt.log >= GA_LOG_WARN && !atomic_load_explicit(told, memory_order_relaxed) &&

@@ -28,7 +28,7 @@
 #define GA_EXPORT __attribute__((visibility("default")))
 /* For code that runs inside a sanitizer runtime's own start-up (it calls dlsym before its shadow
  * memory exists): no instrumentation there, in sanitizer builds. */
-#define GA_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize_undefined))
+#define GA_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
 #define GA_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GA_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define GA_MAX_DEVICES 64
@@ -222,6 +222,7 @@ typedef struct ga_oom {
 void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size, uint64_t in_use,
                      uint64_t reserved);
 void ga_oom_report(const ga_oom_t *o); /* prints the explanation, if any; no lock held */
+void ga_oom_fork_child(void);            /* the child explains its own first failures */
 
 /* ---- alloc.c ---- */
 CUresult ga_do_alloc(CUdeviceptr *dptr, size_t bytesize, uint8_t api);

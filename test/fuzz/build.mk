@@ -31,7 +31,7 @@ $(FUZZ_DIR)/fuzz_lifetimes: test/fuzz/fuzz_lifetimes.c test/fuzz/fuzz_util.h all
 # shim.h is written for gcc; clang does not know every gcc attribute name it uses.
 $(FUZZ_DIR)/fuzz_options: test/fuzz/fuzz_options.c test/fuzz/fuzz_util.h shim/options.c shim/shim.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -Wno-unknown-attributes -I$(CUDA)/include -o $@ \
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(CUDA)/include -o $@ \
 	  test/fuzz/fuzz_options.c shim/options.c -lm
 
 # The allocator as a whole: every allocator/*.c, instrumented, behind ga_replay.

@@ -15,6 +15,16 @@
 
 /* Hierarchical bitmap ------------------------------------------------------------------------- */
 
+/* Touches every page of a fresh index now, when the region is taken, so that the first frees and
+ * splits in a large region do not each pay a page fault on the hot path (a 100 GiB region has a
+ * 25 MiB index). calloc'd memory is zero, so writing zero changes nothing but the mapping. */
+static void prefault(void *p, size_t len)
+{
+    volatile unsigned char *c = p;
+    for (size_t off = 0; off < len; off += 4096)
+        c[off] = 0;
+}
+
 int ga_bitidx_init(ga_bitidx_t *b, size_t bits)
 {
     memset(b, 0, sizeof *b);
@@ -25,6 +35,7 @@ int ga_bitidx_init(ga_bitidx_t *b, size_t bits)
         b->level[b->nlevels] = ga_host_calloc(words ? words : 1, sizeof(uint64_t));
         if (!b->level[b->nlevels])
             return -1;
+        prefault(b->level[b->nlevels], (words ? words : 1) * sizeof(uint64_t));
         b->words[b->nlevels++] = words;
         words = (words + 63) / 64;
     } while (b->words[b->nlevels - 1] > 1);

@@ -61,4 +61,11 @@ for m in $modes; do
     run "$m" ex_train 50 16 1024
     run "$m" ex_fragment 64 0.95 4
 done
+# The arena's failure on ex_fragment is fragmentation, and gpuarena says so on stderr: show it.
+if grep -q '^gpuarena: out of memory from fragmentation' "$out/arena-ex_fragment.stats" 2>/dev/null; then
+    echo
+    echo "gpuarena's explanation of the arena's out-of-memory on ex_fragment (from its stderr):"
+    grep '^gpuarena: ' "$out/arena-ex_fragment.stats" | grep -v '^gpuarena: *[{}"]' | head -8
+fi
+echo
 echo "demo: outputs, driver reports and gpuarena statistics are in $out/"

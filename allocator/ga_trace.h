@@ -97,7 +97,9 @@ void ga_trace_init(ga_trace_t *t);
 void ga_trace_free(ga_trace_t *t);
 int ga_trace_push(ga_trace_t *t, const ga_event_t *ev); /* 0 ok, -1 out of memory */
 
-/* Readers return 0, or -1 with a message (no "gpuarena:" prefix) in err. */
+/* Readers return 0, or -1 with a message (no "gpuarena:" prefix) in err. ga_trace_read returns the
+ * events in time order, stably (equal times keep file order): the shim's threads append their
+ * buffers independently, so a recorded file is in order per thread only. */
 int ga_trace_read(const char *path, ga_trace_t *out, char *err, size_t errlen);
 int ga_trace_write(const char *path, const ga_trace_t *t, char *err, size_t errlen);
 /* Buffer-lifetime CSV (header id,lower,upper,size): alloc at lower, free at upper, frees before

@@ -186,6 +186,41 @@ static int check_header(const char *path, const unsigned char *b, size_t len, ch
     return 0;
 }
 
+/* Stable merge sort by time: threads append their buffers independently, so a file holds each
+ * thread's records in order but interleaves threads in blocks. Equal times keep file order (the
+ * lifetimes convention of frees before allocs at one instant depends on it). */
+static int sort_by_time(ga_trace_t *t)
+{
+    size_t n = t->count, i;
+    for (i = 1; i < n && t->events[i - 1].time_ns <= t->events[i].time_ns; i++)
+        ;
+    if (i >= n)
+        return 0;
+    ga_event_t *tmp = malloc(n * sizeof *tmp);
+    if (!tmp)
+        return -1;
+    ga_event_t *src = t->events, *dst = tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t a = lo, b = mid, k = lo;
+            while (a < mid && b < hi)
+                dst[k++] = src[b].time_ns < src[a].time_ns ? src[b++] : src[a++];
+            while (a < mid)
+                dst[k++] = src[a++];
+            while (b < hi)
+                dst[k++] = src[b++];
+        }
+        ga_event_t *x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != t->events)
+        memcpy(t->events, src, n * sizeof *src);
+    free(tmp);
+    return 0;
+}
+
 int ga_trace_read(const char *path, ga_trace_t *out, char *err, size_t errlen)
 {
     unsigned char *b = NULL;
@@ -211,6 +246,10 @@ int ga_trace_read(const char *path, ga_trace_t *out, char *err, size_t errlen)
     out->start_unix_ns = get_le(b + 16, 8);
     out->truncated_bytes = body % GA_TRACE_RECORD_SIZE;
     free(b);
+    if (sort_by_time(out) != 0) {
+        ga_trace_free(out);
+        return ga_errorf(err, errlen, "%s: out of memory sorting %zu events", path, n);
+    }
     return 0;
 }
 

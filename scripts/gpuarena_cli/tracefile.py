@@ -74,7 +74,12 @@ def parse(data, name="trace"):
                       "the file is damaged or from another tool")
     body = memoryview(data)[HEADER.size:]
     whole = len(body) - len(body) % RECORD.size
-    trace = Trace(list(RECORD.iter_unpack(body[:whole])), start)
+    events = list(RECORD.iter_unpack(body[:whole]))
+    # Threads append their buffers independently: a recorded file is in time order per thread only.
+    # Python's sort is stable, so equal times keep file order (frees before allocs in imports).
+    if any(events[i - 1][0] > events[i][0] for i in range(1, len(events))):
+        events.sort(key=lambda e: e[0])
+    trace = Trace(events, start)
     trace.truncated_bytes = len(body) - whole
     return trace
 

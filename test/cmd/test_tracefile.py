@@ -41,6 +41,19 @@ class TraceFormat(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(back.truncated_bytes, 0)
         self.assertFalse(os.path.exists(path + ".tmp"))
 
+    def test_read_sorts_threads_by_time(self):
+        # Threads append their buffers in blocks: the reader returns time order, ties in file order.
+        a = [tf.event(10 * k, k, 512, tf.ALLOC, thread=1) for k in range(100)]
+        b = [tf.event(10 * k + 5, 1000 + k, 512, tf.ALLOC, thread=2) for k in range(100)]
+        ties = [tf.event(7, 5001, 512, tf.ALLOC), tf.event(7, 5002, 512, tf.FREE)]
+        path = os.path.join(self.dir, "threads.gatrace")
+        tf.write(path, tf.Trace(b[50:] + a[:50] + b[:50] + ties + a[50:]))
+        back = tf.read(path).events
+        self.assertEqual([e[0] for e in back], sorted(e[0] for e in back))
+        self.assertEqual(len(back), 202)
+        keys = [e[1] for e in back]
+        self.assertLess(keys.index(5001), keys.index(5002))
+
     def test_layout_matches_header(self):
         # Offsets written out by hand from the comment in allocator/ga_trace.h.
         ev = tf.event(1, 2, 3, tf.FREE, stream=4, thread=5, duration_ns=6, device=-1, api=7,

@@ -145,17 +145,18 @@ START_TEST(round_trip_every_field)
     ga_trace_t t, back;
     ga_trace_init(&t);
     t.start_unix_ns = UINT64_MAX;
-    for (unsigned i = 0; i < 1000; i++) {
-        ga_event_t e = sample_event(i);
-        ck_assert_int_eq(ga_trace_push(&t, &e), 0);
-    }
+    /* in time order, so the reader's sort leaves them where they are */
     ga_event_t hi = {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT32_MAX, UINT32_MAX,
                      INT16_MAX, UINT8_MAX, UINT8_MAX, UINT32_MAX};
     ga_event_t lo = {0, 0, 0, 0, 0, 0, INT16_MIN, 0, 0, 0};
     ga_event_t neg = {.device = -1};
-    ck_assert_int_eq(ga_trace_push(&t, &hi), 0);
     ck_assert_int_eq(ga_trace_push(&t, &lo), 0);
     ck_assert_int_eq(ga_trace_push(&t, &neg), 0);
+    for (unsigned i = 0; i < 1000; i++) {
+        ga_event_t e = sample_event(i);
+        ck_assert_int_eq(ga_trace_push(&t, &e), 0);
+    }
+    ck_assert_int_eq(ga_trace_push(&t, &hi), 0);
     char path[300], err[256];
     snprintf(path, sizeof path, "%s/rt.gatrace", tmpdir);
     ck_assert_msg(ga_trace_write(path, &t, err, sizeof err) == 0, "write failed: %s", err);
@@ -185,6 +186,46 @@ START_TEST(empty_after_header_is_valid)
     ck_assert_uint_eq(t.start_unix_ns, 42);
     ck_assert_uint_eq(t.truncated_bytes, 0);
     ga_trace_free(&t);
+}
+END_TEST
+
+/* Threads append their buffers in blocks, so a recorded file is in time order per thread only:
+ * the reader returns time order, and equal times keep file order. */
+START_TEST(read_sorts_by_time_stably)
+{
+    ga_trace_t t, back;
+    ga_trace_init(&t);
+    /* two "threads" of 300 events each, flushed in blocks of 64, the second block first */
+    for (unsigned blk = 0; blk < 10; blk++)
+        for (unsigned i = 0; i < 60; i++) {
+            unsigned thread = blk % 2, k = (blk / 2) * 60 + i;
+            ga_event_t e = sample_event(k);
+            e.time_ns = 10u * k + thread; /* interleaved times */
+            e.thread = thread;
+            e.addr = k; /* file order among equal times, checked below */
+            ck_assert_int_eq(ga_trace_push(&t, &e), 0);
+        }
+    ga_event_t tie1 = sample_event(0), tie2 = sample_event(0);
+    tie1.time_ns = tie2.time_ns = 5; /* equal times: must stay in file order */
+    tie1.addr = 1000111;
+    tie2.addr = 1000222;
+    ck_assert_int_eq(ga_trace_push(&t, &tie1), 0);
+    ck_assert_int_eq(ga_trace_push(&t, &tie2), 0);
+    char path[300], err[256];
+    snprintf(path, sizeof path, "%s/sorted.gatrace", tmpdir);
+    ck_assert_msg(ga_trace_write(path, &t, err, sizeof err) == 0, "write failed: %s", err);
+    ck_assert_msg(ga_trace_read(path, &back, err, sizeof err) == 0, "read failed: %s", err);
+    ck_assert_uint_eq(back.count, t.count);
+    int seen111 = 0;
+    for (size_t i = 1; i < back.count; i++) {
+        ck_assert_msg(back.events[i - 1].time_ns <= back.events[i].time_ns, "not sorted at %zu", i);
+        if (back.events[i].addr == 1000111)
+            seen111 = 1;
+        if (back.events[i].addr == 1000222)
+            ck_assert_msg(seen111, "equal times must keep file order");
+    }
+    ga_trace_free(&t);
+    ga_trace_free(&back);
 }
 END_TEST
 
@@ -474,6 +515,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, api_names);
     tcase_add_test(tc, round_trip_every_field);
     tcase_add_test(tc, empty_after_header_is_valid);
+    tcase_add_test(tc, read_sorts_by_time_stably);
     tcase_add_test(tc, truncated_at_every_offset);
     tcase_add_test(tc, malformed_headers);
     tcase_add_test(tc, missing_and_unwritable_paths);

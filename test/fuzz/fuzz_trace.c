@@ -2,13 +2,19 @@
  *
  * Beyond "does not crash under ASan/UBSan", it checks the reader's contract on every input it
  * accepts: the file is exactly header + count records + truncated_bytes (a partial last record is
- * ignored, never an error), and writing the trace back with ga_trace_write reproduces the input
- * byte for byte except the header's flags word (written as 0) and the dropped partial record.
- * That round trip is what `gpuarena replay` and the importers rely on.
+ * ignored, never an error), the events come back in time order, and writing the trace back with
+ * ga_trace_write reproduces the input's records byte for byte (as a set: the reader sorts them by
+ * time) and its header except the flags word (written as 0). That round trip is what
+ * `gpuarena replay` and the importers rely on.
  */
 #include "fuzz_util.h"
 
 #include "ga_trace.h"
+
+static int cmp_record(const void *a, const void *b)
+{
+    return memcmp(a, b, GA_TRACE_RECORD_SIZE);
+}
 
 static void check_round_trip(const uint8_t *data, const ga_trace_t *t)
 {
@@ -22,9 +28,18 @@ static void check_round_trip(const uint8_t *data, const ga_trace_t *t)
     size_t want = GA_TRACE_HEADER_SIZE + t->count * GA_TRACE_RECORD_SIZE;
     FUZZ_CHECK(len == want, "written size is header + records");
     FUZZ_CHECK(memcmp(b, data, 24) == 0, "header magic, version, size, start time kept");
-    FUZZ_CHECK(memcmp(b + GA_TRACE_HEADER_SIZE, data + GA_TRACE_HEADER_SIZE,
-                      want - GA_TRACE_HEADER_SIZE) == 0,
+    for (size_t i = 1; i < t->count; i++)
+        FUZZ_CHECK(t->events[i - 1].time_ns <= t->events[i].time_ns, "events in time order");
+    /* the same records as the input, as a set: sort both sides' raw records and compare */
+    size_t body = want - GA_TRACE_HEADER_SIZE;
+    unsigned char *in = malloc(body ? body : 1);
+    FUZZ_CHECK(in != NULL, "scratch memory");
+    memcpy(in, data + GA_TRACE_HEADER_SIZE, body);
+    qsort(in, t->count, GA_TRACE_RECORD_SIZE, cmp_record);
+    qsort(b + GA_TRACE_HEADER_SIZE, t->count, GA_TRACE_RECORD_SIZE, cmp_record);
+    FUZZ_CHECK(memcmp(b + GA_TRACE_HEADER_SIZE, in, body) == 0,
                "every record re-encodes to the same 48 bytes");
+    free(in);
     free(b);
 }
 

@@ -14,7 +14,7 @@
 
 #include "ga_replay.h"
 
-size_t ga_test_lifetime_files(char ***out); /* test_trace.c */
+void ga_test_each_lifetime_file(void (*fn)(const char *path)); /* test_trace.c */
 
 typedef struct sweep_ev {
     unsigned long long time;
@@ -117,14 +117,7 @@ static void check_one_file(const char *path)
 
 START_TEST(replay_every_lifetimes_trace_checked)
 {
-    char **files;
-    size_t n = ga_test_lifetime_files(&files);
-    ck_assert_msg(n >= 14, "expected the 14 lifetime CSVs, found %zu", n);
-    for (size_t i = 0; i < n; i++) {
-        check_one_file(files[i]);
-        free(files[i]);
-    }
-    free(files);
+    ga_test_each_lifetime_file(check_one_file);
 }
 END_TEST
 
@@ -171,13 +164,7 @@ static void check_min_size(const char *path)
 
 START_TEST(min_size_bisection)
 {
-    char **files;
-    size_t n = ga_test_lifetime_files(&files);
-    for (size_t i = 0; i < n; i++) {
-        check_min_size(files[i]);
-        free(files[i]);
-    }
-    free(files);
+    ga_test_each_lifetime_file(check_min_size);
 }
 END_TEST
 
@@ -390,25 +377,23 @@ static void check_timeline(const ga_trace_t *t, ga_replay_opts_t o, const char *
     free(ps.p);
 }
 
+static void check_timeline_file(const char *path)
+{
+    size_t rows;
+    unsigned long long peak = sweep_peak(path, 512, &rows);
+    ga_trace_t t;
+    load(path, &t);
+    for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+        ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = (size_t)peak * 2,
+                              .no_frag_track = 1};
+        check_timeline(&t, o, path);
+    }
+    ga_trace_free(&t);
+}
+
 START_TEST(timeline_matches_results)
 {
-    char **files;
-    size_t n = ga_test_lifetime_files(&files);
-    ck_assert_msg(n >= 14, "expected the 14 lifetime CSVs, found %zu", n);
-    for (size_t i = 0; i < n; i++) {
-        size_t rows;
-        unsigned long long peak = sweep_peak(files[i], 512, &rows);
-        ga_trace_t t;
-        load(files[i], &t);
-        for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
-            ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = (size_t)peak * 2,
-                                  .no_frag_track = 1};
-            check_timeline(&t, o, files[i]);
-        }
-        ga_trace_free(&t);
-        free(files[i]);
-    }
-    free(files);
+    ga_test_each_lifetime_file(check_timeline_file);
 }
 END_TEST
 

@@ -14,16 +14,16 @@
 
 #include "ga_trace.h"
 
-size_t ga_test_lifetime_files(char ***out);
+void ga_test_each_lifetime_file(void (*fn)(const char *path));
 
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The lifetime CSVs under $GA_TRACES_DIR/lifetimes, sorted, as malloc'd paths. Shared with
- * test_replay.c; fails the calling test with a clear message when the directory is missing. */
-size_t ga_test_lifetime_files(char ***out)
+/* The lifetime CSVs under $GA_TRACES_DIR/lifetimes, sorted, as malloc'd paths; fails the calling
+ * test with a clear message when the directory is missing. */
+static size_t lifetime_files(char ***out)
 {
     const char *dir = getenv("GA_TRACES_DIR");
     ck_assert_msg(dir && *dir, "GA_TRACES_DIR is not set: point it at shared/traces "
@@ -48,6 +48,19 @@ size_t ga_test_lifetime_files(char ***out)
     qsort(files, n, sizeof *files, cmp_str);
     *out = files;
     return n;
+}
+
+/* Calls fn on every shared lifetime CSV (all 14 must be there). Shared with test_replay.c. */
+void ga_test_each_lifetime_file(void (*fn)(const char *path))
+{
+    char **files;
+    size_t n = lifetime_files(&files);
+    ck_assert_msg(n >= 14, "expected the 14 lifetime CSVs, found %zu", n);
+    for (size_t i = 0; i < n; i++) {
+        fn(files[i]);
+        free(files[i]);
+    }
+    free(files);
 }
 
 static char tmpdir[256];
@@ -394,14 +407,7 @@ static void check_lifetimes_file(const char *path)
 
 START_TEST(lifetimes_real_files)
 {
-    char **files;
-    size_t n = ga_test_lifetime_files(&files);
-    ck_assert_msg(n >= 14, "expected the 14 lifetime CSVs, found %zu", n);
-    for (size_t i = 0; i < n; i++) {
-        check_lifetimes_file(files[i]);
-        free(files[i]);
-    }
-    free(files);
+    ga_test_each_lifetime_file(check_lifetimes_file);
 }
 END_TEST
 

@@ -2,9 +2,10 @@
  * format.
  *
  * Each thread fills its own buffer of encoded 48-byte records and appends it with one write(2) on
- * an O_APPEND descriptor when it is full, when the thread exits, and at process exit. No global lock
- * is held while writing, memory is bounded (one buffer per live thread), and since every write is
- * whole records a killed process leaves a file that reads back up to its last complete record.
+ * an O_APPEND descriptor when it is full, when the thread exits, and at process exit. No lock is
+ * held while a full buffer is written (each thread has two halves and swaps them), memory is
+ * bounded (one buffer per live thread), and since every write is whole records a killed process
+ * leaves a file that reads back up to its last complete record.
  * Record times are ns since the trace started (CLOCK_MONOTONIC); durations come from the hooks'
  * own tick stamps, converted with a ratio measured at start. A forked child does not trace.
  */
@@ -20,12 +21,15 @@
 
 #define GA_TRACE_BUF_RECORDS 256
 
+/* Two halves per thread: the owner fills one while it writes the other out, so its lock (shared
+ * only with the exit flush) is never held across the write(2) of a full half. */
 typedef struct ga_tbuf {
-    pthread_mutex_t lock; /* the owner and the exit flush; uncontended in practice */
+    pthread_mutex_t lock; /* guards cur and n: the owner and the exit flush; uncontended */
     size_t n;
+    unsigned cur;
     uint32_t tid;
     struct ga_tbuf *next;
-    unsigned char rec[GA_TRACE_BUF_RECORDS][GA_TRACE_RECORD_SIZE];
+    unsigned char rec[2][GA_TRACE_BUF_RECORDS][GA_TRACE_RECORD_SIZE];
 } ga_tbuf_t;
 
 int ga_tracing;
@@ -43,13 +47,20 @@ static uint64_t ga_clock_ns(clockid_t id)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* One write(2) of whole records on the O_APPEND descriptor: a reader never sees half a record. */
+static void ga_trace_write_records(const void *rec, size_t n)
+{
+    if (!n || ga_trace_fd < 0)
+        return;
+    ssize_t w = write(ga_trace_fd, rec, n * GA_TRACE_RECORD_SIZE);
+    if (w != (ssize_t)(n * GA_TRACE_RECORD_SIZE))
+        ga_log(GA_LOG_WARN, "trace write failed; check the disk holding GPUARENA_TRACE");
+}
+
+/* The partial half, at thread or process exit. */
 static void ga_tbuf_flush_locked(ga_tbuf_t *b)
 {
-    if (!b->n || ga_trace_fd < 0)
-        return;
-    ssize_t w = write(ga_trace_fd, b->rec, b->n * GA_TRACE_RECORD_SIZE);
-    if (w != (ssize_t)(b->n * GA_TRACE_RECORD_SIZE))
-        ga_log(GA_LOG_WARN, "trace write failed; check the disk holding GPUARENA_TRACE");
+    ga_trace_write_records(b->rec[b->cur], b->n);
     b->n = 0;
 }
 
@@ -127,11 +138,17 @@ void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uin
         .duration_ns = dur >= 4294967295.0 ? UINT32_MAX : (uint32_t)dur,
         .device = (int16_t)dev, .kind = kind, .api = api, .result = (uint32_t)result,
     };
+    const void *full = NULL;
     pthread_mutex_lock(&b->lock);
-    ga_event_encode(&ev, b->rec[b->n++]);
-    if (b->n == GA_TRACE_BUF_RECORDS)
-        ga_tbuf_flush_locked(b);
+    ga_event_encode(&ev, b->rec[b->cur][b->n++]);
+    if (b->n == GA_TRACE_BUF_RECORDS) { /* swap halves; write the full one after unlocking */
+        full = b->rec[b->cur];
+        b->cur ^= 1;
+        b->n = 0;
+    }
     pthread_mutex_unlock(&b->lock);
+    if (full)
+        ga_trace_write_records(full, GA_TRACE_BUF_RECORDS);
 }
 
 void ga_trace_flush_all(void)

@@ -6,7 +6,9 @@
  *
  *   header:  char magic[8] = "GATRACE\0"; u32 version = 1; u32 record_size = 48;
  *            u64 start_unix_ns (wall clock at trace start, 0 if unknown); u64 flags (0)
- *   record:  u64 time_ns     time since trace start (imported traces: their own clock, in ns)
+ *   record:  u64 time_ns     time since trace start (imported traces: their own clock, in ns);
+ *                            recorded allocs are stamped when the call returned, frees when it
+ *                            was entered, so time order is a valid order across threads
  *            u64 addr        the device pointer, or for imported traces any key that pairs an
  *                            alloc with its free (buffer id)
  *            u64 size        bytes requested (alloc, failed alloc); 0 or the size for a free

@@ -129,11 +129,17 @@ void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uin
     ga_tbuf_t *b = ga_tracing ? ga_tbuf_get() : NULL;
     if (!b)
         return;
-    uint64_t ticks = ga_now() - t0;
-    double dur = (double)ticks * ga_trace_ns_per_tick;
-    uint64_t start = (uint64_t)((double)(t0 - ga_trace_t0_ticks) * ga_trace_ns_per_tick);
+    uint64_t t1 = ga_now();
+    double dur = (double)(t1 - t0) * ga_trace_ns_per_tick;
+    /* An alloc is stamped when it returned, a free when it was entered: an address is freed (its
+     * free entered) before another thread's alloc can return it, and returned before the program
+     * can free it, so sorting by these stamps never misorders a pair across threads. */
+    uint64_t at = kind == GA_EV_FREE ? t0 : t1;
     ga_event_t ev = {
-        .time_ns = t0 >= ga_trace_t0_ticks ? start : 0, .addr = addr, .size = size,
+        .time_ns = at >= ga_trace_t0_ticks
+                       ? (uint64_t)((double)(at - ga_trace_t0_ticks) * ga_trace_ns_per_tick)
+                       : 0,
+        .addr = addr, .size = size,
         .stream = stream, .thread = b->tid,
         .duration_ns = dur >= 4294967295.0 ? UINT32_MAX : (uint32_t)dur,
         .device = (int16_t)dev, .kind = kind, .api = api, .result = (uint32_t)result,

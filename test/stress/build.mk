@@ -30,7 +30,8 @@ $(STRESS_NEXTLIB): test/stress/nextlib.c
 	$(CC) $(CFLAGS_COMMON) -shared -o $@ $< $(LDFLAGS_COMMON) -ldl
 
 .PHONY: test-stress test-asan san-tiers valgrind-unit
-test-stress: $(STRESS_BINS) $(STRESS_NEXTLIB) $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgpuarena.so
+test-stress: $(STRESS_BINS) $(STRESS_NEXTLIB) $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgpuarena.so \
+		$(BUILD)/bin/gpuarena-replay
 	@mkdir -p $(RESULTS)
 	@sh test/stress/run-stress.sh $(BUILD) $(RESULTS)/stress.tap "$(GA_SAN_RUNTIME)" \
 	  "$(findstring thread,$(SAN))"

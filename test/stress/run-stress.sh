@@ -50,6 +50,26 @@ print(f"{'ok' if ok else 'not ok'} - {label}: stats at exit: in_use {t.get('in_u
 PY
 }
 
+# trace_check LABEL FILE: a trace recorded by 12 threads replays in time order with every free
+# after its own alloc (no free of an address not live, no alloc of an address still live).
+trace_check() {
+    python3 - "$1" "$2" "$build/bin/gpuarena-replay" >>"$tap" 2>&1 <<'PY'
+import json, subprocess, sys
+label, path, tool = sys.argv[1:4]
+p = subprocess.run([tool, "--mode", "platform", "--json", path], capture_output=True, text=True)
+try:
+    r = json.loads(p.stdout)
+except ValueError:
+    print(f"not ok - {label}: replay failed: {p.stderr.strip()[:100]}")
+    sys.exit(0)
+bad = r["platform_unmatched_frees"] + r["platform_reused_addrs"]
+print(f"{'ok' if bad == 0 and r['platform_allocs'] > 0 else 'not ok'} - {label}: "
+      f"{r['platform_allocs']} allocs, {r['platform_frees']} frees from 12 threads replay in order "
+      f"({r['platform_unmatched_frees']} unmatched frees, {r['platform_reused_addrs']} reused live "
+      f"addresses)")
+PY
+}
+
 # Platform mode maps and unmaps driver memory on every call, ~10x slower: fewer iterations.
 for mode in arena arena-noprealloc platform; do
     iters=$((2000 / scale))
@@ -58,10 +78,11 @@ for mode in arena arena-noprealloc platform; do
         arena-noprealloc) set -- GPUARENA_MODE=arena GPUARENA_PREALLOCATE=false ;;
         platform) set -- GPUARENA_MODE=platform; iters=$((500 / scale)) ;;
     esac
-    rm -f "$dir/stats-$mode.json"
+    rm -f "$dir/stats-$mode.json" "$dir/trace-$mode.gatrace"
     run "threads $mode" threads "$@" GPUARENA_LIMIT=64MiB STRESS_ITERS=$iters \
-        GPUARENA_STATS="$dir/stats-$mode.json"
+        GPUARENA_STATS="$dir/stats-$mode.json" GPUARENA_TRACE="$dir/trace-$mode.gatrace"
     stats_check "threads $mode" "$dir/stats-$mode.json"
+    trace_check "threads $mode trace" "$dir/trace-$mode.gatrace"
 done
 
 # Every thread on device 0 (of 2): the driver's exact peak must stay under the cap.

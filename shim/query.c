@@ -69,6 +69,8 @@ static int ga_arena_range(CUdeviceptr p, uintptr_t *base, size_t *size)
         return 0;
     ga_status_t st = ga_lookup(c->arena, (uintptr_t)p, base, size);
     pthread_mutex_unlock(&c->lock);
+    if (st != GA_OK)
+        *base = 0, *size = 0;
     return st == GA_OK ? 1 : -1;
 }
 
@@ -109,8 +111,11 @@ GA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t base = 0;
     size_t size = 0;
-    if (!ga_is_range_attr(attribute) || ga_arena_range(ptr, &base, &size) <= 0)
+    int found = ga_is_range_attr(attribute) ? ga_arena_range(ptr, &base, &size) : 0;
+    if (found == 0)
         return ga_real.cuPointerGetAttribute(data, attribute, ptr);
+    if (found < 0) /* freed arena memory: the driver's answer for a pointer it no longer knows */
+        return CUDA_ERROR_INVALID_VALUE;
     ga_write_range_attr(attribute, data, base, size);
     return CUDA_SUCCESS;
 }
@@ -124,7 +129,9 @@ GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_
     CUresult r = ga_real.cuPointerGetAttributes(numAttributes, attributes, data, ptr);
     uintptr_t base = 0;
     size_t size = 0;
-    if (r != CUDA_SUCCESS || ga_arena_range(ptr, &base, &size) <= 0)
+    /* a live arena allocation: its own range; freed arena memory: 0 and 0, as the driver answers
+     * for a pointer it does not know (never the whole region the driver sees) */
+    if (r != CUDA_SUCCESS || ga_arena_range(ptr, &base, &size) == 0)
         return r;
     for (unsigned i = 0; i < numAttributes; i++)
         if (ga_is_range_attr(attributes[i]) && data[i])

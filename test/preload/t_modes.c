@@ -152,9 +152,16 @@ START_TEST(range_queries_answer_suballocation)
     CUcontext owner = NULL;
     ck_assert_int_eq(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, a), CUDA_SUCCESS);
     ck_assert_ptr_nonnull(owner);
-    /* A freed sub-allocation is no longer a range. */
+    /* A freed sub-allocation is no longer a range, by any of the three queries: never the whole
+     * arena region behind it, which is all the driver would see. */
     ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
-    ck_assert_int_ne(cuMemGetAddressRange(&base, &size, b), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetAddressRange(&base, &size, b), CUDA_ERROR_NOT_FOUND);
+    ck_assert_int_eq(cuPointerGetAttribute(&rsize, CU_POINTER_ATTRIBUTE_RANGE_SIZE, b),
+                     CUDA_ERROR_INVALID_VALUE);
+    start = 1, rsize = 1;
+    ck_assert_int_eq(cuPointerGetAttributes(2, attrs, data, b + 1), CUDA_SUCCESS);
+    ck_assert_uint_eq(start, 0);
+    ck_assert_uint_eq(rsize, 0);
 }
 END_TEST
 

@@ -110,6 +110,7 @@ ROWS = [
     ("time in free calls", lambda s, w: _totals(s).get("free_time_ns"), human_ns),
     ("failed allocs", lambda s, w: _totals(s).get("failed_allocs"), human_count),
     ("frag failures", lambda s, w: _totals(s).get("frag_failures"), human_count),
+    ("true OOM failures", lambda s, w: _totals(s).get("true_oom_failures"), human_count),
     ("max fragmentation", lambda s, w: _totals(s).get("max_fragmentation"), human_frac),
 ]
 

@@ -130,6 +130,19 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("driver alloc calls", p.stdout)
 
+    def test_compare_counts_true_oom(self):
+        # Under a 512 KiB cap the 40 live blocks cannot fit in any mode: true out-of-memory,
+        # counted on its own table row, with the program's exit code kept.
+        big = [DIRECT[0], "40", "1024", "1"]
+        p = cli("compare", "--sim", "--limit", "512KiB", "--modes", "arena-nopre,platform",
+                "--", *big)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        row = [l for l in p.stdout.splitlines() if l.startswith("true OOM failures")]
+        self.assertEqual(len(row), 1, p.stdout)
+        self.assertEqual(row[0].split()[-2:], ["1", "1"])
+        code = [l for l in p.stdout.splitlines() if l.startswith("exit code")]
+        self.assertEqual(code[0].split()[-2:], ["1", "1"])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -4,8 +4,8 @@
 #   TEST_TIERS += test-NAME   a phony target that writes $(RESULTS)/NAME.tap (TAP lines "ok"/"not ok")
 #                             and exits 0 even when tests fail (the summary decides the exit code)
 #   BENCHES    += bench-NAME  a phony target run by `make bench`
-# `make test` installs missing Debian packages (scripts/setup.sh), builds, runs every tier, then
-# prints one line "N passed, N failed" over all tiers.
+# `make test` installs missing Debian packages (scripts/setup.sh), builds, runs every tier (each
+# announced as it starts, with its time), then prints one line "N passed, N failed" over all tiers.
 
 CC       ?= cc
 BUILD    ?= build
@@ -47,7 +47,11 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory all
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
-	@$(MAKE) --no-print-directory -k $(TEST_TIERS); \
+	@start=$$(date +%s); for t in $(TEST_TIERS); do \
+	  s=$$(date +%s); echo "== $${t#test-}: started $$(date +%H:%M:%S)"; \
+	  $(MAKE) --no-print-directory $$t; \
+	  echo "== $${t#test-}: finished in $$(( $$(date +%s) - s )) s"; done; \
+	  echo "== every tier ran in $$(( $$(date +%s) - start )) s"; \
 	  sh scripts/test-summary.sh $(RESULTS) $(patsubst test-%,%,$(TEST_TIERS))
 
 bench: deps

@@ -6,7 +6,11 @@ need=""
 [ -f /usr/include/check.h ] || need="$need check"
 [ -f /usr/include/uthash.h ] || need="$need uthash-dev"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
-command -v python3 >/dev/null 2>&1 || need="$need python3"
+# The command and its tests run under any python3 on PATH (standard library only); charts are
+# drawn by Debian's /usr/bin/python3, for which python3-matplotlib installs, whatever python3 comes
+# first on PATH (scripts/gpuarena_cli/plot.py).
+[ -x /usr/bin/python3 ] || need="$need python3"
+/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || need="$need python3-matplotlib"
 # Hardening tiers (test/fuzz, test/stress): clang with libFuzzer for the fuzz tier, valgrind for
 # `make valgrind`; gcc's own ASan/TSan runtimes come with gcc.
 command -v clang >/dev/null 2>&1 || need="$need clang"

@@ -1,20 +1,30 @@
 """PNG charts for `gpuarena report` and `gpuarena compare`, and the one place matplotlib is loaded.
 
-matplotlib is optional (the command runs on the standard library alone), so every chart goes through
-pyplot(), which returns None when it cannot be imported; callers then print MISSING and carry on
-with their text output. GPUARENA_NO_MATPLOTLIB=1 forces that path, so tests can prove the fallback
-on a machine where matplotlib is installed.
+matplotlib is optional (the command runs on the standard library alone). The command runs under
+whatever `python3` comes first on PATH, which need not be the interpreter matplotlib was installed
+for (scripts/setup.sh installs Debian's python3-matplotlib, for /usr/bin/python3). So a chart is
+described as plain data (kind, path, JSON-able series) and drawn by draw(): here when this
+interpreter imports matplotlib, otherwise by another interpreter that does (Debian's, then python3
+on PATH), which runs this same module with the description on stdin. When none can, draw() returns
+False and the caller prints MISSING and carries on with its text output. GPUARENA_NO_MATPLOTLIB=1
+forces that path, so tests can prove the fallback on a machine where matplotlib is installed.
 """
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 
 MISSING = ("matplotlib is not installed, skipped the PNG (apt-get install python3-matplotlib for "
            "/usr/bin/python3)")
 
+_SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
 
 def pyplot():
-    """matplotlib.pyplot on the file-only Agg backend, or None when it is unavailable."""
-    if os.environ.get("GPUARENA_NO_MATPLOTLIB", "") not in ("", "0"):
+    """matplotlib.pyplot on the file-only Agg backend, or None when it is unavailable here."""
+    if _disabled():
         return None
     try:
         import matplotlib
@@ -25,12 +35,95 @@ def pyplot():
     return plt
 
 
+def _disabled():
+    return os.environ.get("GPUARENA_NO_MATPLOTLIB", "") not in ("", "0")
+
+
 def save(plt, fig, path):
     """Writes the figure atomically (tmp + rename), so a PNG that exists is complete."""
     fig.tight_layout()
     fig.savefig(f"{path}.tmp", format="png")
     plt.close(fig)
     os.replace(f"{path}.tmp", path)
+
+
+def _draw_compare(plt, path, data):
+    """Bars per mode: median wall time, peak reserved, driver alloc and free calls."""
+    modes = data["modes"]
+    x = range(len(modes))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4))
+    axes[0].bar(x, [v / 1e6 for v in data["wall_ns"]])
+    axes[0].set_title("wall time (median), ms")
+    axes[1].bar(x, [v / 2**20 for v in data["peak_reserved"]])
+    axes[1].set_title("peak reserved, MiB")
+    w = 0.4
+    axes[2].bar([i - w / 2 for i in x], data["driver_alloc_calls"], w, label="alloc")
+    axes[2].bar([i + w / 2 for i in x], data["driver_free_calls"], w, label="free")
+    axes[2].set_title("driver calls")
+    axes[2].legend()
+    for ax in axes:
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(modes)
+    save(plt, fig, path)
+
+
+def _draw_timeline(plt, path, data):
+    """Step lines of bytes over time: [[label, [[t_ns, bytes], ...]], ...]."""
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for label, pts in data["lines"]:
+        ax.step([t / 1e9 for t, _ in pts], [v / 2**20 for _, v in pts], where="post", label=label)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("MiB")
+    ax.legend()
+    save(plt, fig, path)
+
+
+_DRAWERS = {"compare": _draw_compare, "timeline": _draw_timeline}
+
+
+def _other_pythons():
+    """Interpreters other than this one that may have matplotlib: Debian's first, where
+    scripts/setup.sh installs python3-matplotlib, then python3 on PATH."""
+    seen, out = {os.path.realpath(sys.executable)}, []
+    for py in ("/usr/bin/python3", shutil.which("python3")):
+        if py and os.path.exists(py) and os.path.realpath(py) not in seen:
+            seen.add(os.path.realpath(py))
+            out.append(py)
+    return out
+
+
+def draw(kind, path, data):
+    """Draws chart `kind` to path; True when the PNG was written, False when no interpreter on
+    this machine can import matplotlib (nothing written)."""
+    if _disabled():
+        return False
+    plt = pyplot()
+    if plt is not None:
+        _DRAWERS[kind](plt, path, data)
+        return True
+    job = json.dumps({"kind": kind, "path": os.path.abspath(path), "data": data})
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from gpuarena_cli import plot; sys.exit(plot.worker())")
+    for py in _other_pythons():
+        try:
+            p = subprocess.run([py, "-c", code, _SCRIPTS_DIR], input=job.encode(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False,
+                               timeout=300)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if p.returncode == 0 and os.path.exists(path):
+            return True
+    return False
+
+
+def worker():
+    """Entry point of draw()'s helper interpreter: one job on stdin; 0 drawn, 3 no matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return 3
+    job = json.load(sys.stdin)
+    _DRAWERS[job["kind"]](plt, job["path"], job["data"])
+    return 0
 
 
 def _totals(stats, key):
@@ -40,28 +133,11 @@ def _totals(stats, key):
 
 
 def compare_png(path, results):
-    """Bar charts of `gpuarena compare` results, one bar per mode: median wall time, peak
-    reserved, driver alloc and free calls. Returns False (nothing written) without matplotlib.
-    A mode whose run wrote no statistics gets zero bars; the table says why."""
-    plt = pyplot()
-    if plt is None:
-        return False
+    """Bar charts of `gpuarena compare` results, one bar per mode. Returns False (nothing
+    written) without matplotlib. A mode whose run wrote no statistics gets zero bars; the table
+    says why."""
     modes = list(results)
-    x = range(len(modes))
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4))
-    axes[0].bar(x, [results[m]["wall_ns"] / 1e6 for m in modes])
-    axes[0].set_title("wall time (median), ms")
-    axes[1].bar(x, [_totals(results[m]["stats"], "peak_reserved") / 2**20 for m in modes])
-    axes[1].set_title("peak reserved, MiB")
-    w = 0.4
-    axes[2].bar([i - w / 2 for i in x], [_totals(results[m]["stats"], "driver_alloc_calls")
-                                         for m in modes], w, label="alloc")
-    axes[2].bar([i + w / 2 for i in x], [_totals(results[m]["stats"], "driver_free_calls")
-                                         for m in modes], w, label="free")
-    axes[2].set_title("driver calls")
-    axes[2].legend()
-    for ax in axes:
-        ax.set_xticks(list(x))
-        ax.set_xticklabels(modes)
-    save(plt, fig, path)
-    return True
+    data = {"modes": modes, "wall_ns": [results[m]["wall_ns"] for m in modes]}
+    for key in ("peak_reserved", "driver_alloc_calls", "driver_free_calls"):
+        data[key] = [_totals(results[m]["stats"], key) for m in modes]
+    return draw("compare", path, data)

@@ -91,22 +91,10 @@ def write_json(path, doc):
 
 
 def write_png(path, trace, reserved=None):
-    """Draws the timeline with matplotlib; returns False (nothing written) when it is missing."""
-    plt = plot.pyplot()
-    if plt is None:
-        return False
-    fig, ax = plt.subplots(figsize=(10, 4))
-    for dev, pts in sorted(in_use_series(trace).items()):
-        ax.step([t / 1e9 for t, _ in pts], [v / 2**20 for _, v in pts], where="post",
-                label=f"in use, device {dev}")
-    for dev, pts in sorted((reserved or {}).items()):
-        ax.step([t / 1e9 for t, _ in pts], [v / 2**20 for _, v in pts], where="post",
-                label=f"reserved, device {dev}")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("MiB")
-    ax.legend()
-    plot.save(plt, fig, path)
-    return True
+    """Draws the timeline (plot.py); returns False (nothing written) without matplotlib."""
+    lines = [[f"in use, device {dev}", pts] for dev, pts in sorted(in_use_series(trace).items())]
+    lines += [[f"reserved, device {dev}", pts] for dev, pts in sorted((reserved or {}).items())]
+    return plot.draw("timeline", path, {"lines": lines})
 
 
 def read_timeline(path):

@@ -24,6 +24,19 @@ SAN_RUNTIME = os.environ.get("GA_SAN_RUNTIME", "").strip()
 SAN_ENV = {"LD_PRELOAD": SAN_RUNTIME, "ASAN_OPTIONS": "detect_leaks=0"} if SAN_RUNTIME else {}
 
 
+def python_with_matplotlib():
+    """An interpreter that can import matplotlib (this one, or Debian's), or None."""
+    for py in (sys.executable, "/usr/bin/python3"):
+        if os.path.exists(py) and subprocess.run(
+                [py, "-c", "import matplotlib"], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, check=False).returncode == 0:
+            return py
+    return None
+
+
+MPL_PYTHON = python_with_matplotlib()
+
+
 def traces(sub):
     """Every file of one traces subfolder, sorted; an empty folder is a test setup error."""
     d = os.path.join(TRACES, sub)

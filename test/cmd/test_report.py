@@ -2,7 +2,6 @@
 tracks with the right values in every mode, one async slice pair per allocation, and the PNG is
 written or clearly skipped."""
 
-import importlib.util
 import json
 import os
 import tempfile
@@ -12,7 +11,7 @@ import gatest
 from gpuarena_cli import importers
 from gpuarena_cli import tracefile as tf
 
-HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
+HAVE_MPL = gatest.MPL_PYTHON is not None
 
 
 class Report(unittest.TestCase, gatest.CliAsserts):

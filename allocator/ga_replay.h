@@ -54,28 +54,30 @@ typedef struct ga_replay_opts {
     void *hook_ctx;            /* passed to on_event */
 } ga_replay_opts_t;
 
-/* Figures of one replay: one list, X(name, description). */
-#define GA_REPLAY_RESULT_LIST(X)                                                          \
-    X(events, "events in the trace")                                                      \
-    X(allocs, "allocations served")                                                       \
-    X(frees, "frees served")                                                              \
-    X(unmatched_frees, "frees of an address never allocated (skipped)")                   \
-    X(reused_addrs, "allocs at an address still live: the old one was freed first")     \
-    X(skipped, "events skipped: failed allocs recorded in the trace, non-zero results")  \
-    X(invalid_allocs, "allocs the arena rejected as invalid (size 0)")                    \
-    X(failed_allocs, "allocations that ran out of memory in replay")                      \
-    X(peak_in_use, "highest bytes live, rounded to GA_ALIGN")                             \
-    X(peak_requested, "highest bytes live, as requested")                                 \
-    X(peak_reserved, "highest bytes reserved from the backend")                           \
-    X(final_in_use, "bytes live after the last event, rounded to GA_ALIGN")               \
-    X(final_reserved, "bytes reserved from the backend after the last event")             \
-    X(backend_reserves, "backend reserve calls that succeeded")                           \
-    X(backend_releases, "backend release calls")                                          \
-    X(check_failures, "invariant failures ga_check found (check option)")                 \
-    X(ns_total, "wall time of the replay loop, nanoseconds")
+/* Figures of one replay: one list, X(name, unit, description); unit is bytes, count or ns. */
+#define GA_REPLAY_RESULT_LIST(X)                                                            \
+    X(events, count, "events in the trace")                                                 \
+    X(allocs, count, "allocations served")                                                  \
+    X(frees, count, "frees served")                                                         \
+    X(unmatched_frees, count, "frees of an address never allocated (skipped)")              \
+    X(reused_addrs, count, "allocs at an address still live: the old one was freed first") \
+    X(skipped, count, "events skipped: failed allocs recorded in the trace, non-zero results") \
+    X(invalid_allocs, count, "allocs the pool rejected as invalid (size 0)")                \
+    X(failed_allocs, count, "allocations that ran out of memory in replay")                 \
+    X(peak_in_use, bytes, "highest bytes live, rounded to GA_ALIGN")                        \
+    X(peak_requested, bytes, "highest bytes live, as requested")                            \
+    X(peak_reserved, bytes, "highest bytes held from the backend (vmm: mapped physically)") \
+    X(final_in_use, bytes, "bytes live after the last event, rounded to GA_ALIGN")          \
+    X(final_reserved, bytes, "bytes held from the backend after the last event")            \
+    X(backend_reserves, count, "backend reserve calls that succeeded (vmm: virtual ranges)") \
+    X(backend_releases, count, "backend release calls")                                      \
+    X(backend_maps, count, "vmm: granules mapped (cuMemCreate + cuMemMap + cuMemSetAccess)") \
+    X(backend_unmaps, count, "vmm: granules unmapped (cuMemUnmap + cuMemRelease)")           \
+    X(check_failures, count, "invariant failures the pool check found (check option)")      \
+    X(ns_total, ns, "wall time of the replay loop, nanoseconds")
 
 typedef struct ga_replay_result {
-#define GA_REPLAY_FIELD(name, desc) uint64_t name;
+#define GA_REPLAY_FIELD(name, unit, desc) uint64_t name;
     GA_REPLAY_RESULT_LIST(GA_REPLAY_FIELD)
 #undef GA_REPLAY_FIELD
     double final_frag;        /* fragmentation (1 - largest_free/total_free) after the last event */

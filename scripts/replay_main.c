@@ -296,7 +296,7 @@ static void print_json(const options_t *o, const ga_trace_t *t, const mode_run_t
         const char *n = ga_replay_mode_name((ga_replay_mode_t)m);
         const ga_replay_result_t *r = &runs[m].res;
         printf(", \"%s_size\": %zu", n, runs[m].size);
-#define GA_JSON_FIELD(name, desc) printf(", \"%s_" #name "\": %" PRIu64, n, r->name);
+#define GA_JSON_FIELD(name, unit, desc) printf(", \"%s_" #name "\": %" PRIu64, n, r->name);
         GA_REPLAY_RESULT_LIST(GA_JSON_FIELD)
 #undef GA_JSON_FIELD
         printf(", \"%s_final_frag\": %.6f, \"%s_max_frag\": %.6f, \"%s_first_oom\": %lld", n,
@@ -332,7 +332,7 @@ static void print_table(const options_t *o, const ga_trace_t *t, const mode_run_
         if (o->modes[m])
             printf(" %16zu", runs[m].size);
     putchar('\n');
-#define GA_TABLE_ROW(name, desc) \
+#define GA_TABLE_ROW(name, unit, desc) \
     print_row_u64(#name, o, runs, offsetof(ga_replay_result_t, name));
     GA_REPLAY_RESULT_LIST(GA_TABLE_ROW)
 #undef GA_TABLE_ROW

@@ -58,26 +58,33 @@ typedef struct ga_config {
     size_t min_region;
 } ga_config_t;
 
-/* Statistics: one list. X(name, description). All are byte or event counts (uint64_t). */
-#define GA_STATS_LIST(X)                                                              \
-    X(in_use, "bytes in live allocations, rounded to GA_ALIGN")                       \
-    X(in_use_requested, "bytes in live allocations as requested")                    \
-    X(peak_in_use, "highest in_use seen")                                             \
-    X(reserved, "bytes held in regions from the backend")                            \
-    X(peak_reserved, "highest reserved seen")                                         \
-    X(allocs, "successful allocations")                                               \
-    X(frees, "successful frees")                                                      \
-    X(failed_allocs, "allocations that returned GA_ENOMEM")                           \
-    X(frag_failures, "failed allocations while enough bytes were free in total")     \
-    X(backend_reserves, "successful backend reserve calls")                          \
-    X(backend_releases, "backend release calls")                                      \
-    X(regions, "regions currently held")                                              \
-    X(live, "allocations currently live")                                             \
-    X(largest_free, "largest free chunk, bytes")                                      \
-    X(total_free, "bytes free inside held regions")
+/* Statistics of an arena and of every pool (ga_pool.h): one list, X(name, unit, description),
+ * unit bytes, count or ns. A bare arena fills the first block; the fields marked "pool" are filled
+ * by the pool layer (0 in a bare arena and in modes they do not apply to). */
+#define GA_STATS_LIST(X)                                                                      \
+    X(in_use, bytes, "bytes in live allocations, rounded to GA_ALIGN")                        \
+    X(in_use_requested, bytes, "bytes in live allocations as requested")                     \
+    X(peak_in_use, bytes, "highest in_use seen")                                              \
+    X(reserved, bytes, "bytes held from the backend (vmm: physical bytes mapped)")           \
+    X(peak_reserved, bytes, "highest reserved seen")                                          \
+    X(allocs, count, "successful allocations")                                                \
+    X(frees, count, "successful frees")                                                       \
+    X(failed_allocs, count, "allocations that returned GA_ENOMEM")                            \
+    X(frag_failures, count, "failed allocations while enough bytes were free in total")      \
+    X(backend_reserves, count, "successful backend reserve calls (vmm: virtual ranges)")     \
+    X(backend_releases, count, "backend release calls")                                       \
+    X(regions, count, "regions currently held")                                               \
+    X(live, count, "allocations currently live")                                              \
+    X(largest_free, bytes, "largest free chunk, bytes")                                       \
+    X(total_free, bytes, "bytes free inside held regions (vmm: inside the virtual ranges)")  \
+    X(va_reserved, bytes, "pool, vmm: bytes of virtual address ranges held")                 \
+    X(kept, bytes, "pool, vmm: wholly free granules kept mapped (GPUARENA_VMM_KEEP)")       \
+    X(backend_maps, count, "pool, vmm: granules mapped (create + map + set access)")         \
+    X(backend_unmaps, count, "pool, vmm: granules unmapped and released")                    \
+    X(peak_kept, bytes, "pool, vmm: highest kept seen")
 
 typedef struct ga_stats {
-#define GA_STATS_FIELD(name, desc) uint64_t name;
+#define GA_STATS_FIELD(name, unit, desc) uint64_t name;
     GA_STATS_LIST(GA_STATS_FIELD)
 #undef GA_STATS_FIELD
 } ga_stats_t;

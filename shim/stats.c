@@ -111,7 +111,7 @@ void ga_count_passthrough(int64_t delta)
 /* ---- JSON ---- */
 static void ga_json_stats(FILE *f, const ga_stats_t *s)
 {
-#define GA_JSON_FIELD(name, desc) fprintf(f, ", \"%s\": %llu", #name, (unsigned long long)s->name);
+#define GA_JSON_FIELD(name, unit, desc) fprintf(f, ", \"%s\": %llu", #name, (unsigned long long)s->name);
     GA_STATS_LIST(GA_JSON_FIELD)
 #undef GA_JSON_FIELD
     fprintf(f, ", \"fragmentation\": %.6f", ga_fragmentation(s));

@@ -6,6 +6,7 @@
  * run the program with a setting nobody asked for. Sizes are parsed with overflow checks.
  */
 #include "shim.h"
+#include "../allocator/ga_size.h"
 
 #include <errno.h>
 #include <math.h>
@@ -77,46 +78,17 @@ static int parse_fraction(const char *v)
     return 0;
 }
 
-/* Unit multipliers; binary for the bare letters as nvidia-smi and JAX mean them. */
-static const struct {
-    const char *unit;
-    uint64_t mult;
-} ga_units[] = {
-    {"", 1}, {"B", 1},
-    {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
-    {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40},
-    {"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull}, {"TB", 1000000000000ull},
-};
-
-/* Parses "8GiB", "512MiB", "8G", "1.5GiB", "123" or "50%": exactly one of *bytes / *percent is set
- * non-zero. Returns -1 for junk, zero, overflow or a percentage outside (0, 100]. */
+/* Parses "8GiB", "512MiB", "8G", "1.5GiB", "123" or "50%" with the one size grammar
+ * (allocator/ga_size.h): exactly one of *bytes / *percent is set non-zero. Returns -1 for junk,
+ * zero, overflow or a percentage outside (0, 100]. */
 int ga_parse_size(const char *s, uint64_t *bytes, double *percent)
 {
-    char *end;
-    if (!s || !*s || *s == '-' || *s == '+')
+    ga_size_t sz;
+    if (ga_size_parse(s, GA_SIZE_PERCENT, &sz, NULL, 0) != 0)
         return -1;
-    errno = 0;
-    double num = strtod(s, &end);
-    if (end == s || errno || !(num > 0.0) || !isfinite(num))
-        return -1;
-    while (*end == ' ')
-        end++;
-    if (!strcmp(end, "%")) {
-        if (num > 100.0)
-            return -1;
-        *percent = num, *bytes = 0;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof ga_units / sizeof ga_units[0]; i++) {
-        if (strcmp(end, ga_units[i].unit))
-            continue;
-        double v = num * (double)ga_units[i].mult;
-        if (v >= 18446744073709551616.0 || v < 1.0) /* 2^64: would overflow uint64_t */
-            return -1;
-        *bytes = (uint64_t)v, *percent = 0;
-        return 0;
-    }
-    return -1;
+    *bytes = sz.is_percent ? 0 : sz.bytes;
+    *percent = sz.is_percent ? sz.percent : 0;
+    return 0;
 }
 
 static int parse_limit(const char *v)

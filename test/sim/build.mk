@@ -1,15 +1,20 @@
 # The simulated CUDA driver: $(BUILD)/sim/libcuda.so.1 (+ libcuda.so link), and its own test tier.
 SIM_SRC  := $(wildcard test/sim/sim_*.c)
-SIM_OBJ  := $(patsubst test/sim/%.c,$(BUILD)/sim/obj/%.o,$(SIM_SRC))
+SIM_OBJ  := $(patsubst test/sim/%.c,$(BUILD)/sim/obj/%.o,$(SIM_SRC)) $(BUILD)/sim/obj/size.o
 SIM_LIB  := $(BUILD)/sim/libcuda.so.1
 SIM_TEST := $(BUILD)/sim/test_sim
 
 ALL += $(SIM_LIB) $(BUILD)/sim/libcuda.so $(SIM_TEST)
 TEST_TIERS += test-sim
 
-$(BUILD)/sim/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/simcuda.h
+$(BUILD)/sim/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/simcuda.h allocator/ga_size.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -c $< -o $@
+
+# Sizes (SIMCUDA_TOTAL_MEM...) are read with the one size grammar: the allocator's parser, compiled in.
+$(BUILD)/sim/obj/size.o: allocator/size.c allocator/ga_size.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -c $< -o $@
 
 # -Bsymbolic: as in the real driver, the driver's own references (the cuGetProcAddress table)
 # bind to its own functions, never to the same names exported by a preloaded shim.

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
+#include "../../allocator/ga_size.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -30,35 +31,16 @@ __attribute__((constructor)) static void sim_fork_register(void)
     pthread_atfork(sim_fork_prepare, sim_fork_done, sim_fork_done);
 }
 
-/* One unit suffix: binary for K/M/G/T and KiB..TiB, decimal for KB..TB. */
-static int sim_unit(const char *u, unsigned long long *mult)
-{
-    static const struct { const char *name; unsigned long long mult; } units[] = {
-        {"", 1}, {"B", 1}, {"K", 1ULL << 10}, {"KiB", 1ULL << 10}, {"KB", 1000ULL},
-        {"M", 1ULL << 20}, {"MiB", 1ULL << 20}, {"MB", 1000000ULL},
-        {"G", 1ULL << 30}, {"GiB", 1ULL << 30}, {"GB", 1000000000ULL},
-        {"T", 1ULL << 40}, {"TiB", 1ULL << 40}, {"TB", 1000000000000ULL},
-    };
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcasecmp(u, units[i].name) == 0)
-            return *mult = units[i].mult, 0;
-    return -1;
-}
-
-/* "8GiB" -> 8 << 30. Returns -1 on junk or overflow. */
+/* The one size grammar (allocator/ga_size.h), plus a plain 0, which the counts and latencies read
+ * here may be (SIMCUDA_TOTAL_MEM=0 is then refused by its own check). Returns -1 on junk. */
 static int sim_parse_size(const char *s, unsigned long long *out)
 {
-    char *end;
-    unsigned long long mult;
-    if (!s || *s < '0' || *s > '9')
+    ga_size_t sz;
+    if (ga_size_parse(s, 0, &sz, NULL, 0) == 0)
+        return *out = sz.bytes, 0;
+    if (strspn(s, " \t0") != strlen(s) || !strchr(s, '0'))
         return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || sim_unit(end, &mult) != 0)
-        return -1;
-    if (v != 0 && mult > ~0ULL / v)
-        return -1;
-    *out = v * mult;
+    *out = 0;
     return 0;
 }
 

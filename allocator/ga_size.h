@@ -1,0 +1,54 @@
+/* gpuarena sizes: the one grammar for every size a user types (GPUARENA_LIMIT, GPUARENA_VMM_KEEP,
+ * gpuarena-replay --limit/--arena-size, the simulated driver's SIMCUDA_TOTAL_MEM).
+ *
+ * Grammar: surrounding white space is ignored; a decimal number (digits, optionally a point and
+ * more digits), optional white space, an optional unit, case-insensitive:
+ *   B                        bytes
+ *   K M G T, KiB MiB GiB TiB  x1024 (binary, as nvidia-smi, JAX and CUDA mean them)
+ *   kB MB GB TB              x1000 (decimal)
+ *   %                        a percentage (0 < p <= 100), only where the caller allows one
+ * A fractional byte count is rounded down; a size that rounds to 0 bytes is refused, and so is one
+ * above 2^64 - 1. Exponents (1e9), signs, hexadecimal, thousands separators and anything after the
+ * unit are refused with a message that names the problem and the accepted forms. The arithmetic
+ * is exact (integers, no floating point, no locale), so every parser of this grammar (the command's
+ * Python one included, scripts/gpuarena_cli/fmt.py) gives the same bytes for the same text;
+ * test/sizes.tsv is the shared table of cases. Pure C: no CUDA, no allocation.
+ */
+#ifndef GA_SIZE_H
+#define GA_SIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ga_size_parse flags */
+#define GA_SIZE_PERCENT 1u /* accept "50%" (a share of a device's memory) */
+
+/* Digits after the point kept for a percentage (further ones are dropped): 1e-17 % of 16 EiB
+ * is under one byte, and the exact fraction then fits 64 bits. */
+#define GA_SIZE_PERCENT_DIGITS 17
+
+typedef struct ga_size {
+    int is_percent;
+    uint64_t bytes;    /* !is_percent: the size, 1 .. 2^64 - 1 */
+    double percent;    /* is_percent: (0, 100], for messages */
+    uint64_t pct_num;  /* is_percent: the percentage exactly, pct_num / pct_den, */
+    uint64_t pct_den;  /*   pct_den a power of ten */
+} ga_size_t;
+
+/* Parses text. Returns 0 and fills *out, or -1 with a message in err (when err is non-NULL) of
+ * the form "'12XB' is not a size: unknown unit 'XB' (try 8GiB, ...)"; callers put the option's
+ * name in front. */
+int ga_size_parse(const char *text, unsigned flags, ga_size_t *out, char *err, size_t errlen);
+
+/* floor(total * percent / 100) for a parsed percentage, exactly (0 when the share rounds to
+ * nothing: callers refuse a zero cap). For a byte size, returns its bytes. */
+uint64_t ga_size_percent_of(const ga_size_t *size, uint64_t total);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

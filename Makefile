@@ -17,6 +17,9 @@ WARN     := -Wall -Wextra -Werror
 EXTRA_CFLAGS ?=
 CFLAGS_COMMON := -std=gnu11 $(OPT) -g -fPIC -fvisibility=hidden $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS_COMMON := $(SAN)
+# The version: one line in VERSION, compiled into every C build (the shim's statistics, the tools).
+VERSION  := $(shell cat VERSION 2>/dev/null || echo unknown)
+CFLAGS_COMMON += -DGA_VERSION='"$(VERSION)"'
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
@@ -24,7 +27,7 @@ ALL :=
 TEST_TIERS :=
 BENCHES :=
 
-.PHONY: all test bench deps clean asan ubsan tsan valgrind
+.PHONY: all test bench deps clean asan ubsan tsan valgrind help version
 all:
 
 -include allocator/build.mk
@@ -72,3 +75,28 @@ valgrind: deps
 
 clean:
 	rm -rf build build-asan build-ubsan build-tsan build-valgrind
+
+version:
+	@echo "gpuarena $(VERSION)"
+
+# One line per target; the tiers and benchmarks are listed from what the build.mk files register.
+help:
+	@echo "gpuarena $(VERSION): make [VARIABLE=value ...] TARGET"
+	@echo "  all (default)     build the shim, gpuarena-replay, the simulated driver, examples, tests"
+	@echo "  demo              run the examples under each mode on the simulated driver, one table"
+	@echo "  test              install missing packages, build, run every tier, print N passed/failed"
+	@for t in $(TEST_TIERS); do printf '  %-17s one test tier; TAP in $(RESULTS)/%s.tap\n' $$t $${t#test-}; done
+	@echo "  bench             every benchmark (README tables come from them)"
+	@for b in $(BENCHES); do printf '  %-17s one benchmark\n' $$b; done
+	@echo "  fuzz-long         each fuzz target for FUZZ_LONG_TIME seconds, keeping its corpus"
+	@echo "  asan, ubsan       the C tiers under AddressSanitizer+UBSan / UBSan (folder build-asan...)"
+	@echo "  tsan              the stress tier under ThreadSanitizer (build-tsan)"
+	@echo "  valgrind          the unit tests under valgrind (build-valgrind)"
+	@echo "  install           install under PREFIX (default /usr/local; DESTDIR stages a package)"
+	@echo "  uninstall         remove exactly what install put under PREFIX"
+	@echo "  deps              install missing Debian packages (scripts/setup.sh)"
+	@echo "  clean             remove every build folder (build, build-asan, ...)"
+	@echo "  version           print the version (the file VERSION)"
+	@echo "  help              this list"
+	@echo "variables: BUILD=DIR (build folder, default build), CC, CUDA (default /usr/local/cuda),"
+	@echo "  PREFIX, DESTDIR, OPT (default -O2), FUZZ_TIME (seconds per fuzz target)"

@@ -3,11 +3,13 @@ SIM_SRC  := $(wildcard test/sim/sim_*.c)
 SIM_OBJ  := $(patsubst test/sim/%.c,$(BUILD)/sim/obj/%.o,$(SIM_SRC)) $(BUILD)/sim/obj/size.o
 SIM_LIB  := $(BUILD)/sim/libcuda.so.1
 SIM_TEST := $(BUILD)/sim/test_sim
+SIM_TEST_SRC := $(wildcard test/sim/test_sim*.c)
 
 ALL += $(SIM_LIB) $(BUILD)/sim/libcuda.so $(SIM_TEST)
 TEST_TIERS += test-sim
 
-$(BUILD)/sim/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/simcuda.h allocator/ga_size.h
+$(BUILD)/sim/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/sim_procs.h test/sim/simcuda.h \
+                      allocator/ga_size.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -c $< -o $@
 
@@ -24,8 +26,8 @@ $(SIM_LIB): $(SIM_OBJ)
 $(BUILD)/sim/libcuda.so: $(SIM_LIB)
 	ln -sf libcuda.so.1 $@
 
-$(SIM_TEST): test/sim/test_sim.c test/sim/simcuda.h $(BUILD)/sim/libcuda.so
-	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -o $@ $< \
+$(SIM_TEST): $(SIM_TEST_SRC) test/sim/test_sim.h test/sim/simcuda.h $(BUILD)/sim/libcuda.so
+	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -o $@ $(SIM_TEST_SRC) \
 	  -L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl
 
 .PHONY: test-sim

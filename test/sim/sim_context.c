@@ -72,6 +72,7 @@ unsigned long long sim_ctx_overhead_locked(int dev)
 
 CUresult cuInit(unsigned int flags)
 {
+    SIM_ENTER(cuInit);
     sim_setup();
     if (sim_cfg.bad)
         return CUDA_ERROR_INVALID_VALUE;
@@ -89,6 +90,7 @@ CUresult cuInit(unsigned int flags)
 
 CUresult cuDriverGetVersion(int *version)
 {
+    SIM_ENTER(cuDriverGetVersion);
     if (!version)
         return CUDA_ERROR_INVALID_VALUE;
     *version = SIM_DRIVER_VERSION; /* works before cuInit, like the real one */
@@ -107,6 +109,7 @@ static CUresult sim_check_dev(CUdevice dev)
 
 CUresult cuDeviceGetCount(int *count)
 {
+    SIM_ENTER(cuDeviceGetCount);
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -118,6 +121,7 @@ CUresult cuDeviceGetCount(int *count)
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
+    SIM_ENTER(cuDeviceGet);
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -131,6 +135,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
+    SIM_ENTER(cuDeviceGetName);
     CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
@@ -142,6 +147,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
+    SIM_ENTER(cuDeviceTotalMem_v2);
     CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
@@ -179,6 +185,7 @@ static int sim_attribute(CUdevice_attribute a, CUdevice dev)
 
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
+    SIM_ENTER(cuDeviceGetAttribute);
     CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
@@ -226,6 +233,7 @@ static CUresult sim_ctx_arg(CUcontext ctx, sim_ctx_t **out)
 
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
+    SIM_ENTER(cuCtxSetCurrent);
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -245,6 +253,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
 
 CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
+    SIM_ENTER(cuCtxGetCurrent);
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -254,14 +263,14 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+static CUresult sim_ctx_push(CUcontext ctx)
 {
     sim_ctx_t *c;
     CUresult r = sim_ctx_arg(ctx, &c);
     return r != CUDA_SUCCESS ? r : sim_push(c);
 }
 
-CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+static CUresult sim_ctx_pop(CUcontext *pctx)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
@@ -276,6 +285,7 @@ CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 
 CUresult cuCtxGetDevice(CUdevice *device)
 {
+    SIM_ENTER(cuCtxGetDevice);
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
     if (r != CUDA_SUCCESS)
@@ -288,6 +298,7 @@ CUresult cuCtxGetDevice(CUdevice *device)
 
 CUresult cuCtxSynchronize(void)
 {
+    SIM_ENTER(cuCtxSynchronize);
     sim_ctx_t *c;
     return sim_current(&c); /* every operation is synchronous already */
 }
@@ -325,12 +336,14 @@ static CUresult sim_ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
+    SIM_ENTER(cuCtxCreate_v2);
     return sim_ctx_create(pctx, flags, dev);
 }
 
 CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                         unsigned int flags, CUdevice dev)
 {
+    SIM_ENTER(cuCtxCreate_v3);
     if (numParams < 0 || (numParams > 0 && !paramsArray))
         return sim_check_init() != CUDA_SUCCESS ? CUDA_ERROR_NOT_INITIALIZED : CUDA_ERROR_INVALID_VALUE;
     return sim_ctx_create(pctx, flags, dev);
@@ -338,11 +351,12 @@ CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int n
 
 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
 {
+    SIM_ENTER(cuCtxCreate_v4);
     (void)params; /* affinity and CIG parameters have no meaning on host memory */
     return sim_ctx_create(pctx, flags, dev);
 }
 
-CUresult cuCtxDestroy_v2(CUcontext ctx)
+static CUresult sim_ctx_destroy(CUcontext ctx)
 {
     sim_ctx_t *c;
     CUresult r = sim_ctx_arg(ctx, &c);
@@ -364,6 +378,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     SIM_COUNT(primary_retains);
+    SIM_ENTER(cuDevicePrimaryCtxRetain);
     CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
@@ -383,7 +398,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+static CUresult sim_primary_release(CUdevice dev)
 {
     SIM_COUNT(primary_releases);
     CUresult r = sim_check_dev(dev);
@@ -403,7 +418,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+static CUresult sim_primary_reset(CUdevice dev)
 {
     SIM_COUNT(primary_resets);
     CUresult r = sim_check_dev(dev);
@@ -418,6 +433,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
+    SIM_ENTER(cuDevicePrimaryCtxGetState);
     CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
@@ -430,7 +446,7 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
     return CUDA_SUCCESS;
 }
 
-CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+static CUresult sim_primary_set_flags(CUdevice dev, unsigned int flags)
 {
     CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
@@ -457,6 +473,7 @@ int sim_stream_ok(CUstream s)
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
 {
+    SIM_ENTER(cuStreamCreate);
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
     if (r != CUDA_SUCCESS)
@@ -474,7 +491,7 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-CUresult cuStreamDestroy_v2(CUstream hStream)
+static CUresult sim_stream_destroy(CUstream hStream)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
@@ -488,7 +505,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     return CUDA_SUCCESS;
 }
 
-CUresult cuStreamSynchronize(CUstream hStream)
+static CUresult sim_stream_sync(CUstream hStream)
 {
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
@@ -497,55 +514,34 @@ CUresult cuStreamSynchronize(CUstream hStream)
     return sim_stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult cuStreamSynchronize_ptsz(CUstream hStream)
-{
-    return cuStreamSynchronize(hStream);
-}
-
-/* ---- older and newer variants the CUDA runtime asks for by version ----
- * The runtime requests cuDevicePrimaryCtxRelease/Reset at version 7000, i.e. these v1 symbols, and
+/* ---- variants: the exported names over one implementation each ----
+ * The runtime requests cuDevicePrimaryCtxRelease/Reset at version 7000, i.e. the v1 symbols, and
  * cuCtxGetDevice/cuCtxSynchronize at 13000 (the _v2 that take a context). Each is its own function,
- * so cuGetProcAddress answers with a distinct address per variant, as the real driver does. */
+ * so cuGetProcAddress answers with a distinct address per variant, as the real driver does, and each
+ * counts as its own entry point for SIMCUDA_FAIL (a variant never calls another exported name). */
 
 CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
+    SIM_ENTER(cuCtxCreate);
     return sim_ctx_create(pctx, flags, dev);
 }
 
-CUresult cuCtxDestroy(CUcontext ctx)
-{
-    return cuCtxDestroy_v2(ctx);
-}
-
-CUresult cuCtxPushCurrent(CUcontext ctx)
-{
-    return cuCtxPushCurrent_v2(ctx);
-}
-
-CUresult cuCtxPopCurrent(CUcontext *pctx)
-{
-    return cuCtxPopCurrent_v2(pctx);
-}
-
-CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
-{
-    return cuDevicePrimaryCtxRelease_v2(dev);
-}
-
-CUresult cuDevicePrimaryCtxReset(CUdevice dev)
-{
-    return cuDevicePrimaryCtxReset_v2(dev);
-}
-
-CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
-{
-    return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
-}
-
-CUresult cuStreamDestroy(CUstream hStream)
-{
-    return cuStreamDestroy_v2(hStream);
-}
+SIM_WRAP(cuCtxDestroy, sim_ctx_destroy, (CUcontext ctx), (ctx))
+SIM_WRAP(cuCtxDestroy_v2, sim_ctx_destroy, (CUcontext ctx), (ctx))
+SIM_WRAP(cuCtxPushCurrent, sim_ctx_push, (CUcontext ctx), (ctx))
+SIM_WRAP(cuCtxPushCurrent_v2, sim_ctx_push, (CUcontext ctx), (ctx))
+SIM_WRAP(cuCtxPopCurrent, sim_ctx_pop, (CUcontext *pctx), (pctx))
+SIM_WRAP(cuCtxPopCurrent_v2, sim_ctx_pop, (CUcontext *pctx), (pctx))
+SIM_WRAP(cuDevicePrimaryCtxRelease, sim_primary_release, (CUdevice dev), (dev))
+SIM_WRAP(cuDevicePrimaryCtxRelease_v2, sim_primary_release, (CUdevice dev), (dev))
+SIM_WRAP(cuDevicePrimaryCtxReset, sim_primary_reset, (CUdevice dev), (dev))
+SIM_WRAP(cuDevicePrimaryCtxReset_v2, sim_primary_reset, (CUdevice dev), (dev))
+SIM_WRAP(cuDevicePrimaryCtxSetFlags, sim_primary_set_flags, (CUdevice dev, unsigned int flags), (dev, flags))
+SIM_WRAP(cuDevicePrimaryCtxSetFlags_v2, sim_primary_set_flags, (CUdevice dev, unsigned int flags), (dev, flags))
+SIM_WRAP(cuStreamDestroy, sim_stream_destroy, (CUstream hStream), (hStream))
+SIM_WRAP(cuStreamDestroy_v2, sim_stream_destroy, (CUstream hStream), (hStream))
+SIM_WRAP(cuStreamSynchronize, sim_stream_sync, (CUstream hStream), (hStream))
+SIM_WRAP(cuStreamSynchronize_ptsz, sim_stream_sync, (CUstream hStream), (hStream))
 
 /* ctx NULL means the current context. */
 static CUresult sim_ctx_or_current(CUcontext ctx, sim_ctx_t **out)
@@ -555,6 +551,7 @@ static CUresult sim_ctx_or_current(CUcontext ctx, sim_ctx_t **out)
 
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
+    SIM_ENTER(cuCtxGetDevice_v2);
     sim_ctx_t *c;
     CUresult r = sim_ctx_or_current(ctx, &c);
     if (r != CUDA_SUCCESS)
@@ -567,6 +564,7 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
+    SIM_ENTER(cuCtxSynchronize_v2);
     sim_ctx_t *c;
     return sim_ctx_or_current(ctx, &c);
 }

@@ -33,49 +33,32 @@ static CUresult sim_copy(void *dst, int dst_dev, const void *src, int src_dev, s
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
-{
-    return sim_copy(SIM_PTR(dstDevice), 1, srcHost, 0, ByteCount);
-}
-
-CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
-{
-    return sim_copy(dstHost, 0, SIM_PTR(srcDevice), 1, ByteCount);
-}
-
-CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
-{
-    return sim_copy(SIM_PTR(dstDevice), 1, SIM_PTR(srcDevice), 1, ByteCount);
-}
-
 /* Unified addressing: each side is checked only if it is device memory we know. */
-CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+static CUresult sim_copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     pthread_mutex_lock(&sim_lock);
     int dd = sim_range_ok_locked(dst, 1), sd = sim_range_ok_locked(src, 1);
     pthread_mutex_unlock(&sim_lock);
-    return sim_copy(SIM_PTR(dst), dd, SIM_PTR(src), sd, ByteCount);
+    return sim_copy(SIM_PTR(dst), dd, SIM_PTR(src), sd, n);
 }
 
-CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
-{
-    return cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount);
-}
-
-CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
-{
-    return cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount);
-}
-
-CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
-{
-    return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount);
-}
-
-CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
-{
-    return cuMemcpy(dst, src, ByteCount);
-}
+#define SIM_HTOD_ARGS (SIM_PTR(dstDevice), 1, srcHost, 0, ByteCount)
+#define SIM_DTOH_ARGS (dstHost, 0, SIM_PTR(srcDevice), 1, ByteCount)
+#define SIM_DTOD_ARGS (SIM_PTR(dstDevice), 1, SIM_PTR(srcDevice), 1, ByteCount)
+SIM_WRAP(cuMemcpyHtoD_v2, sim_copy, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), SIM_HTOD_ARGS)
+SIM_WRAP(cuMemcpyHtoD_v2_ptds, sim_copy, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),
+         SIM_HTOD_ARGS)
+SIM_WRAP(cuMemcpyDtoH_v2, sim_copy, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), SIM_DTOH_ARGS)
+SIM_WRAP(cuMemcpyDtoH_v2_ptds, sim_copy, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), SIM_DTOH_ARGS)
+SIM_WRAP(cuMemcpyDtoD_v2, sim_copy, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
+         SIM_DTOD_ARGS)
+SIM_WRAP(cuMemcpyDtoD_v2_ptds, sim_copy, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
+         SIM_DTOD_ARGS)
+SIM_WRAP(cuMemcpy, sim_copy_any, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst, src, ByteCount))
+SIM_WRAP(cuMemcpy_ptds, sim_copy_any, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst, src, ByteCount))
+#undef SIM_HTOD_ARGS
+#undef SIM_DTOH_ARGS
+#undef SIM_DTOD_ARGS
 
 /* Sets n elements of elem bytes each (1 or 4) to the low bytes of value. */
 static CUresult sim_set(CUdeviceptr dst, unsigned value, size_t elem, size_t n)
@@ -99,22 +82,7 @@ static CUresult sim_set(CUdeviceptr dst, unsigned value, size_t elem, size_t n)
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
-{
-    return sim_set(dstDevice, uc, 1, N);
-}
-
-CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
-{
-    return sim_set(dstDevice, ui, 4, N);
-}
-
-CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
-{
-    return cuMemsetD8_v2(dstDevice, uc, N);
-}
-
-CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
-{
-    return cuMemsetD32_v2(dstDevice, ui, N);
-}
+SIM_WRAP(cuMemsetD8_v2, sim_set, (CUdeviceptr dstDevice, unsigned char uc, size_t N), (dstDevice, uc, 1, N))
+SIM_WRAP(cuMemsetD8_v2_ptds, sim_set, (CUdeviceptr dstDevice, unsigned char uc, size_t N), (dstDevice, uc, 1, N))
+SIM_WRAP(cuMemsetD32_v2, sim_set, (CUdeviceptr dstDevice, unsigned int ui, size_t N), (dstDevice, ui, 4, N))
+SIM_WRAP(cuMemsetD32_v2_ptds, sim_set, (CUdeviceptr dstDevice, unsigned int ui, size_t N), (dstDevice, ui, 4, N))

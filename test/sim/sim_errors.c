@@ -1,8 +1,11 @@
 /* simcuda error strings: cuGetErrorName and cuGetErrorString over one table of the CUresult codes a
  * program is likely to meet. Like the real driver, an unknown code is CUDA_ERROR_INVALID_VALUE with
- * the out-parameter set to NULL. Works before cuInit.
+ * the out-parameter set to NULL. Works before cuInit. The same table turns a name given in
+ * SIMCUDA_FAIL back into its code.
  */
 #include "sim_internal.h"
+
+#include <string.h>
 
 #define SIM_ERRORS(X)                                                                            \
     X(CUDA_SUCCESS, "no error")                                                                  \
@@ -62,8 +65,17 @@ static const sim_error_t *sim_error(CUresult e)
     return NULL;
 }
 
+int sim_error_by_name(const char *name, CUresult *out)
+{
+    for (size_t i = 0; name && i < sizeof sim_errors / sizeof sim_errors[0]; i++)
+        if (strcmp(sim_errors[i].name, name) == 0)
+            return *out = sim_errors[i].code, 0;
+    return -1;
+}
+
 CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
+    SIM_ENTER(cuGetErrorName);
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     const sim_error_t *e = sim_error(error);
@@ -73,6 +85,7 @@ CUresult cuGetErrorName(CUresult error, const char **pStr)
 
 CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
+    SIM_ENTER(cuGetErrorString);
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     const sim_error_t *e = sim_error(error);

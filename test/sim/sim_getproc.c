@@ -16,91 +16,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* X(base name, first CUDA version, per-thread flavour, exported function) */
-#define SIM_PROCS(X)                                                                  \
-    X(cuInit, 2000, 0, cuInit)                                                        \
-    X(cuDriverGetVersion, 2020, 0, cuDriverGetVersion)                                \
-    X(cuDeviceGet, 2000, 0, cuDeviceGet)                                              \
-    X(cuDeviceGetCount, 2000, 0, cuDeviceGetCount)                                    \
-    X(cuDeviceGetName, 2000, 0, cuDeviceGetName)                                      \
-    X(cuDeviceTotalMem, 3020, 0, cuDeviceTotalMem_v2)                                 \
-    X(cuDeviceGetAttribute, 2000, 0, cuDeviceGetAttribute)                            \
-    X(cuDevicePrimaryCtxRetain, 7000, 0, cuDevicePrimaryCtxRetain)                    \
-    X(cuDevicePrimaryCtxRelease, 7000, 0, cuDevicePrimaryCtxRelease)                  \
-    X(cuDevicePrimaryCtxRelease, 11000, 0, cuDevicePrimaryCtxRelease_v2)              \
-    X(cuDevicePrimaryCtxReset, 7000, 0, cuDevicePrimaryCtxReset)                      \
-    X(cuDevicePrimaryCtxReset, 11000, 0, cuDevicePrimaryCtxReset_v2)                  \
-    X(cuDevicePrimaryCtxGetState, 7000, 0, cuDevicePrimaryCtxGetState)                \
-    X(cuDevicePrimaryCtxSetFlags, 7000, 0, cuDevicePrimaryCtxSetFlags)                \
-    X(cuDevicePrimaryCtxSetFlags, 11000, 0, cuDevicePrimaryCtxSetFlags_v2)            \
-    X(cuCtxCreate, 2000, 0, cuCtxCreate)                                              \
-    X(cuCtxCreate, 3020, 0, cuCtxCreate_v2)                                           \
-    X(cuCtxCreate, 11040, 0, cuCtxCreate_v3)                                          \
-    X(cuCtxCreate, 12050, 0, cuCtxCreate_v4)                                          \
-    X(cuCtxDestroy, 2000, 0, cuCtxDestroy)                                            \
-    X(cuCtxDestroy, 4000, 0, cuCtxDestroy_v2)                                         \
-    X(cuCtxSetCurrent, 4000, 0, cuCtxSetCurrent)                                      \
-    X(cuCtxGetCurrent, 4000, 0, cuCtxGetCurrent)                                      \
-    X(cuCtxPushCurrent, 2000, 0, cuCtxPushCurrent)                                    \
-    X(cuCtxPushCurrent, 4000, 0, cuCtxPushCurrent_v2)                                 \
-    X(cuCtxPopCurrent, 2000, 0, cuCtxPopCurrent)                                      \
-    X(cuCtxPopCurrent, 4000, 0, cuCtxPopCurrent_v2)                                   \
-    X(cuCtxGetDevice, 13000, 0, cuCtxGetDevice_v2)                                    \
-    X(cuCtxGetDevice, 2000, 0, cuCtxGetDevice)                                        \
-    X(cuCtxSynchronize, 13000, 0, cuCtxSynchronize_v2)                                \
-    X(cuCtxSynchronize, 2000, 0, cuCtxSynchronize)                                    \
-    X(cuMemAlloc, 3020, 0, cuMemAlloc_v2)                                             \
-    X(cuMemAllocPitch, 3020, 0, cuMemAllocPitch_v2)                                   \
-    X(cuMemFree, 3020, 0, cuMemFree_v2)                                               \
-    X(cuMemGetInfo, 3020, 0, cuMemGetInfo_v2)                                         \
-    X(cuMemGetAddressRange, 3020, 0, cuMemGetAddressRange_v2)                         \
-    X(cuMemAllocManaged, 6000, 0, cuMemAllocManaged)                                  \
-    X(cuMemAllocAsync, 11020, 0, cuMemAllocAsync)                                     \
-    X(cuMemAllocAsync, 11020, 1, cuMemAllocAsync_ptsz)                                \
-    X(cuMemAllocFromPoolAsync, 11020, 0, cuMemAllocFromPoolAsync)                     \
-    X(cuMemAllocFromPoolAsync, 11020, 1, cuMemAllocFromPoolAsync_ptsz)                \
-    X(cuMemFreeAsync, 11020, 0, cuMemFreeAsync)                                       \
-    X(cuMemFreeAsync, 11020, 1, cuMemFreeAsync_ptsz)                                  \
-    X(cuMemCreate, 10020, 0, cuMemCreate)                                             \
-    X(cuMemRelease, 10020, 0, cuMemRelease)                                           \
-    X(cuMemGetAllocationGranularity, 10020, 0, cuMemGetAllocationGranularity)         \
-    X(cuMemcpyHtoD, 3020, 0, cuMemcpyHtoD_v2)                                         \
-    X(cuMemcpyHtoD, 7000, 1, cuMemcpyHtoD_v2_ptds)                                    \
-    X(cuMemcpyDtoH, 3020, 0, cuMemcpyDtoH_v2)                                         \
-    X(cuMemcpyDtoH, 7000, 1, cuMemcpyDtoH_v2_ptds)                                    \
-    X(cuMemcpyDtoD, 3020, 0, cuMemcpyDtoD_v2)                                         \
-    X(cuMemcpyDtoD, 7000, 1, cuMemcpyDtoD_v2_ptds)                                    \
-    X(cuMemcpy, 4000, 0, cuMemcpy)                                                    \
-    X(cuMemcpy, 7000, 1, cuMemcpy_ptds)                                               \
-    X(cuMemsetD8, 3020, 0, cuMemsetD8_v2)                                             \
-    X(cuMemsetD8, 7000, 1, cuMemsetD8_v2_ptds)                                        \
-    X(cuMemsetD32, 3020, 0, cuMemsetD32_v2)                                           \
-    X(cuMemsetD32, 7000, 1, cuMemsetD32_v2_ptds)                                      \
-    X(cuPointerGetAttribute, 4000, 0, cuPointerGetAttribute)                          \
-    X(cuPointerGetAttributes, 7000, 0, cuPointerGetAttributes)                        \
-    X(cuIpcGetMemHandle, 4010, 0, cuIpcGetMemHandle)                                  \
-    X(cuStreamCreate, 2000, 0, cuStreamCreate)                                        \
-    X(cuStreamDestroy, 2000, 0, cuStreamDestroy)                                      \
-    X(cuStreamDestroy, 4000, 0, cuStreamDestroy_v2)                                   \
-    X(cuStreamSynchronize, 2000, 0, cuStreamSynchronize)                              \
-    X(cuStreamSynchronize, 7000, 1, cuStreamSynchronize_ptsz)                         \
-    X(cuGetErrorString, 6000, 0, cuGetErrorString)                                    \
-    X(cuGetErrorName, 6000, 0, cuGetErrorName)                                        \
-    X(cuGetProcAddress, 11030, 0, cuGetProcAddress)                                   \
-    X(cuGetProcAddress, 12000, 0, cuGetProcAddress_v2)
+#include "sim_procs.h"
 
 typedef struct sim_proc {
     const char *base;
     int version;
     int per_thread;
     void *fn;
+    const char *name; /* the exported symbol */
 } sim_proc_t;
 
+/* In the order of sim_procs.h, so row i is entry point SIM_FN i. */
 static const sim_proc_t sim_procs[] = {
-#define SIM_PROC_ROW(base, version, pt, fn) {#base, version, pt, (void *)fn},
+#define SIM_PROC_ROW(base, version, pt, fn) {#base, version, pt, (void *)fn, #fn},
     SIM_PROCS(SIM_PROC_ROW)
 #undef SIM_PROC_ROW
 };
+_Static_assert(sizeof sim_procs / sizeof sim_procs[0] == SIM_FN_COUNT, "one row per SIM_FN constant");
 
 typedef struct sim_log_entry {
     char *symbol;
@@ -161,13 +93,45 @@ int simcuda_getproc_log_entry(size_t i, const char **symbol, int *version, unsig
     return ok ? 0 : -1;
 }
 
+/* The lean build (-DSIMCUDA_LEAN) plays an older driver: the entry points SIMCUDA_LEAN_OMITS lists
+ * are neither exported (its version script) nor known to cuGetProcAddress (here). */
+static int sim_omitted(const sim_proc_t *p)
+{
+#ifdef SIMCUDA_LEAN
+    static const char *const omitted[] = {
+#define SIM_OMIT_ROW(name) #name,
+        SIMCUDA_LEAN_OMITS(SIM_OMIT_ROW)
+#undef SIM_OMIT_ROW
+    };
+    for (size_t i = 0; i < sizeof omitted / sizeof omitted[0]; i++)
+        if (strcmp(p->name, omitted[i]) == 0)
+            return 1;
+#else
+    (void)p;
+#endif
+    return 0;
+}
+
+int sim_fn_index(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof sim_procs / sizeof sim_procs[0]; i++)
+        if (strcmp(sim_procs[i].name, name) == 0 && !sim_omitted(&sim_procs[i]))
+            return (int)i;
+    return -1;
+}
+
+const char *sim_fn_name(int index)
+{
+    return index >= 0 && index < SIM_FN_COUNT ? sim_procs[index].name : "?";
+}
+
 /* The newest variant of name in flavour pt at or before version. *known: name is in the table. */
 static const sim_proc_t *sim_best(const char *name, int version, int pt, int *known)
 {
     const sim_proc_t *best = NULL;
     for (size_t i = 0; i < sizeof sim_procs / sizeof sim_procs[0]; i++) {
         const sim_proc_t *p = &sim_procs[i];
-        if (strcmp(p->base, name) != 0)
+        if (strcmp(p->base, name) != 0 || sim_omitted(p))
             continue;
         *known = 1;
         if (p->per_thread == pt && p->version <= version && (!best || p->version > best->version))
@@ -179,7 +143,6 @@ static const sim_proc_t *sim_best(const char *name, int version, int pt, int *kn
 static CUresult sim_lookup(const char *symbol, void **pfn, int version, cuuint64_t flags,
                            CUdriverProcAddressQueryResult *status)
 {
-    SIM_COUNT(getproc_calls);
     sim_setup();
     const sim_proc_t *p = NULL;
     int known = 0;
@@ -207,11 +170,15 @@ static CUresult sim_lookup(const char *symbol, void **pfn, int version, cuuint64
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
+    SIM_COUNT(getproc_calls);
+    SIM_ENTER(cuGetProcAddress);
     return sim_lookup(symbol, pfn, cudaVersion, flags, NULL);
 }
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *symbolStatus)
 {
+    SIM_COUNT(getproc_calls);
+    SIM_ENTER(cuGetProcAddress_v2);
     return sim_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }

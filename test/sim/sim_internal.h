@@ -22,6 +22,8 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "sim_procs.h"
+
 #define SIM_MAX_DEVICES 16
 #define SIM_DRIVER_VERSION 13000
 
@@ -50,6 +52,40 @@ extern simcuda_counters_t sim_counters; /* bytes fields under sim_lock, call cou
 
 #define SIM_COUNT(name) do { __atomic_add_fetch(&sim_counters.name, 1, __ATOMIC_RELAXED); } while (0)
 
+/* One constant per exported entry point (sim_procs.h): the index of its call counter. */
+typedef enum sim_fn {
+#define SIM_FN_ENUM(base, version, pt, fn) SIM_FN_##fn,
+    SIM_PROCS(SIM_FN_ENUM)
+#undef SIM_FN_ENUM
+    SIM_FN_COUNT
+} sim_fn_t;
+
+/* The first statement of every exported entry point: counts the call and, when SIMCUDA_FAIL (or
+ * simcuda_fail_add) names this call, returns the injected error before anything else happens. An
+ * allocation entry point uses SIM_ENTER_ALLOC, so an injected failure counts in failed_allocs. */
+#define SIM_ENTER(fn)                                                                        \
+    do {                                                                                     \
+        CUresult sim_injected_ = sim_fault_enter(SIM_FN_##fn);                               \
+        if (sim_injected_ != CUDA_SUCCESS)                                                   \
+            return sim_injected_;                                                            \
+    } while (0)
+#define SIM_ENTER_ALLOC(fn)                                                                  \
+    do {                                                                                     \
+        CUresult sim_injected_ = sim_fault_enter(SIM_FN_##fn);                               \
+        if (sim_injected_ != CUDA_SUCCESS) {                                                 \
+            SIM_COUNT(failed_allocs);                                                        \
+            return sim_injected_;                                                            \
+        }                                                                                    \
+    } while (0)
+/* Defines exported entry point `name` as SIM_ENTER plus a call of impl: the variants of one call
+ * (_v2, _ptds, _ptsz) share an implementation yet each counts as its own entry point. */
+#define SIM_WRAP(name, impl, params, args)                                                   \
+    CUresult name params                                                                     \
+    {                                                                                        \
+        SIM_ENTER(name);                                                                     \
+        return impl args;                                                                    \
+    }
+
 /* sim_state.c */
 void sim_setup(void);                 /* reads the environment once */
 void sim_latency(void);               /* the configured busy-wait */
@@ -70,5 +106,15 @@ int sim_range_ok_locked(CUdeviceptr p, size_t n); /* [p, p+n) inside one live al
 
 /* sim_getproc.c */
 void sim_getproc_log_clear_locked(void);
+int sim_fn_index(const char *name);      /* SIM_FN_* of an exported name, or -1 (lean: omitted too) */
+const char *sim_fn_name(int index);
+
+/* sim_fault.c */
+CUresult sim_fault_enter(sim_fn_t fn);   /* see SIM_ENTER */
+int sim_fault_parse(const char *spec, const char *origin); /* adds rules; 0, or -1 with a message */
+void sim_fault_reset_counts(void);
+
+/* sim_errors.c */
+int sim_error_by_name(const char *name, CUresult *out);  /* "CUDA_ERROR_OUT_OF_MEMORY" -> 2 */
 
 #endif /* SIM_INTERNAL_H */

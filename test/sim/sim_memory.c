@@ -176,6 +176,7 @@ static CUresult sim_free(CUdeviceptr dptr)
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     SIM_COUNT(alloc_calls);
+    SIM_ENTER_ALLOC(cuMemAlloc_v2);
     return sim_alloc(dptr, bytesize, SIM_PLAIN);
 }
 
@@ -183,6 +184,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
                             unsigned int ElementSizeBytes)
 {
     SIM_COUNT(alloc_calls);
+    SIM_ENTER_ALLOC(cuMemAllocPitch_v2);
     size_t pitch = (WidthInBytes + 511) & ~(size_t)511;
     int bad = !pPitch || WidthInBytes == 0 || Height == 0 || pitch < WidthInBytes ||
               (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
@@ -196,12 +198,14 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     SIM_COUNT(free_calls);
+    SIM_ENTER(cuMemFree_v2);
     return sim_free(dptr);
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     SIM_COUNT(managed_alloc_calls);
+    SIM_ENTER_ALLOC(cuMemAllocManaged);
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         bytesize = 0; /* rejected as an invalid value by the common path */
     return sim_alloc(dptr, bytesize, SIM_MANAGED);
@@ -228,12 +232,14 @@ static CUresult sim_free_async(CUdeviceptr dptr, CUstream s)
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     SIM_COUNT(async_alloc_calls);
+    SIM_ENTER_ALLOC(cuMemAllocAsync);
     return sim_alloc_async(dptr, bytesize, hStream);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     SIM_COUNT(async_alloc_calls);
+    SIM_ENTER_ALLOC(cuMemAllocAsync_ptsz);
     return sim_alloc_async(dptr, bytesize, hStream);
 }
 
@@ -241,6 +247,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPoo
 {
     (void)pool; /* every pool is the device's default pool here */
     SIM_COUNT(pool_alloc_calls);
+    SIM_ENTER_ALLOC(cuMemAllocFromPoolAsync);
     return sim_alloc_async(dptr, bytesize, hStream);
 }
 
@@ -249,18 +256,21 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
 {
     (void)pool;
     SIM_COUNT(pool_alloc_calls);
+    SIM_ENTER_ALLOC(cuMemAllocFromPoolAsync_ptsz);
     return sim_alloc_async(dptr, bytesize, hStream);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     SIM_COUNT(async_free_calls);
+    SIM_ENTER(cuMemFreeAsync);
     return sim_free_async(dptr, hStream);
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     SIM_COUNT(async_free_calls);
+    SIM_ENTER(cuMemFreeAsync_ptsz);
     return sim_free_async(dptr, hStream);
 }
 
@@ -276,6 +286,7 @@ static int sim_prop_ok(const CUmemAllocationProp *prop)
 CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                        CUmemAllocationGranularity_flags option)
 {
+    SIM_ENTER(cuMemGetAllocationGranularity);
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -290,6 +301,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
                      unsigned long long flags)
 {
     SIM_COUNT(create_calls);
+    SIM_ENTER_ALLOC(cuMemCreate);
     CUresult r = sim_check_init();
     if (r == CUDA_SUCCESS && (!handle || size == 0 || size % SIM_VMM_GRANULARITY || flags ||
                               !sim_prop_ok(prop)))
@@ -319,6 +331,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     SIM_COUNT(release_calls);
+    SIM_ENTER(cuMemRelease);
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -343,6 +356,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     SIM_COUNT(meminfo_calls);
+    SIM_ENTER(cuMemGetInfo_v2);
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
     if (r != CUDA_SUCCESS)
@@ -359,6 +373,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
+    SIM_ENTER(cuMemGetAddressRange_v2);
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
     if (r != CUDA_SUCCESS)
@@ -396,6 +411,7 @@ static CUresult sim_attr(CUpointer_attribute attr, const sim_alloc_t *a, CUdevic
 
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
+    SIM_ENTER(cuPointerGetAttribute);
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -412,6 +428,7 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
 CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
                                 CUdeviceptr ptr)
 {
+    SIM_ENTER(cuPointerGetAttributes);
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -428,6 +445,7 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute 
 CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     SIM_COUNT(ipc_calls);
+    SIM_ENTER(cuIpcGetMemHandle);
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
     if (r != CUDA_SUCCESS)

@@ -77,6 +77,9 @@ static void sim_read_env(void)
     sim_read_size("SIMCUDA_CONTEXT_OVERHEAD", &sim_cfg.ctx_overhead, "size (try 300MiB)");
     const char *r = getenv("SIMCUDA_REPORT");
     sim_cfg.report = (r && *r) ? strdup(r) : NULL;
+    const char *fail = getenv("SIMCUDA_FAIL");
+    if (fail && *fail && sim_fault_parse(fail, "SIMCUDA_FAIL") != 0)
+        sim_cfg.bad = 1;
 }
 
 void sim_setup(void)
@@ -132,6 +135,7 @@ void simcuda_reset_counters(void)
     sim_counters.peak_bytes_in_use = keep.bytes_in_use;
     sim_counters.live_allocations = keep.live_allocations;
     sim_getproc_log_clear_locked();
+    sim_fault_reset_counts();
     pthread_mutex_unlock(&sim_lock);
 }
 

@@ -13,6 +13,13 @@
  *   SIMCUDA_LATENCY_NS        busy-wait added to every allocation and free call (default 0)
  *   SIMCUDA_CONTEXT_OVERHEAD  bytes each live context takes from its device total (default 0)
  *   SIMCUDA_REPORT            path: counters written as JSON at exit (tmp file + rename)
+ *   SIMCUDA_FAIL              entry:n[+][:code],...  the n-th call (1-based, counted per exported
+ *                             entry point since start or simcuda_reset_counters) of that entry point
+ *                             fails with CUDA_ERROR_OUT_OF_MEMORY or the code given (a number or a
+ *                             CUDA_ERROR_* name); "n+": that call and every later one. The entry is
+ *                             the exported symbol (cuMemAlloc_v2, cuMemAllocAsync_ptsz). A failed
+ *                             call returns before it looks at its arguments: it changes no state,
+ *                             only its counters (and failed_allocs for an allocation call).
  * A bad value prints "gpuarena: simcuda: ..." on stderr and makes cuInit fail with
  * CUDA_ERROR_INVALID_VALUE.
  *
@@ -62,7 +69,8 @@ extern "C" {
     X(memcpy_calls, "cuMemcpy* calls")                                                       \
     X(memset_calls, "cuMemsetD8/D32 calls")                                                  \
     X(meminfo_calls, "cuMemGetInfo_v2 calls")                                                \
-    X(ipc_calls, "cuIpcGetMemHandle calls")
+    X(ipc_calls, "cuIpcGetMemHandle calls")                                                  \
+    X(injected_failures, "calls failed on purpose by SIMCUDA_FAIL or simcuda_fail_add")
 
 typedef struct simcuda_counters {
 #define SIMCUDA_COUNTER_FIELD(name, desc) unsigned long long name;
@@ -88,6 +96,18 @@ size_t simcuda_getproc_log_count(void);
  * range. The symbol string stays valid until the next simcuda_reset_counters. */
 int simcuda_getproc_log_entry(size_t i, const char **symbol, int *version,
                               unsigned long long *flags, void **returned);
+
+/* Fault injection, as SIMCUDA_FAIL: spec is "entry:n[+][:code]" items separated by commas. Adds to
+ * the rules already set (from the environment or earlier calls); a bad spec adds nothing, prints
+ * why on stderr and returns -1. Calls are counted from start or the last simcuda_reset_counters. */
+int simcuda_fail_add(const char *spec);
+
+/* Removes every rule (the call counts stay). */
+void simcuda_fail_clear(void);
+
+/* Calls of one exported entry point ("cuMemAlloc_v2") since start or reset; 0 for a name this
+ * driver does not export. */
+unsigned long long simcuda_entry_calls(const char *entry);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,11 @@
 /* test-sim: the simulated driver tested from outside, through the same entry points a program uses
  * and the simcuda.h instrument API. Each test runs in its own forked process (CK_FORK), so each can
  * set SIMCUDA_* variables before its first driver call: the driver reads them once per process.
+ * This file holds the runner, the shared helpers and the core tests (devices, contexts, allocation,
+ * copies, cuGetProcAddress); test_sim_*.c add one test case each (see test_sim.h).
  */
-#define _GNU_SOURCE
-#include <check.h>
-#include <cuda.h>
+#include "test_sim.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,20 +14,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "simcuda.h"
-
-#define CK(call) ck_assert_int_eq((call), CUDA_SUCCESS)
-#define MiB (1024ULL * 1024ULL)
-
-static simcuda_counters_t counters(void)
+simcuda_counters_t ts_counters(void)
 {
     simcuda_counters_t c;
     simcuda_get_counters(&c);
     return c;
 }
 
-/* cuInit, then the primary context of device 0 made current. */
-static CUcontext start(void)
+CUcontext ts_start(void)
 {
     CUcontext ctx;
     CK(cuInit(0));
@@ -35,7 +30,7 @@ static CUcontext start(void)
     return ctx;
 }
 
-static void *sym(const char *name)
+void *ts_sym(const char *name)
 {
     void *p = dlsym(RTLD_DEFAULT, name);
     ck_assert_msg(p != NULL, "the simulated driver should export %s", name);
@@ -102,13 +97,13 @@ START_TEST(no_context)
     ck_assert_int_eq(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
     ck_assert_int_eq(cuCtxPopCurrent(&cur), CUDA_ERROR_INVALID_CONTEXT);
     ck_assert_int_eq(cuCtxSetCurrent((CUcontext)&p), CUDA_ERROR_INVALID_CONTEXT);
-    ck_assert_uint_eq(counters().failed_allocs, 1);
+    ck_assert_uint_eq(ts_counters().failed_allocs, 1);
 }
 END_TEST
 
 START_TEST(alloc_free)
 {
-    start();
+    ts_start();
     CUdeviceptr p[8];
     unsigned long long sum = 0;
     for (int i = 0; i < 8; i++) {
@@ -117,7 +112,7 @@ START_TEST(alloc_free)
         ck_assert_msg(p[i] % 512 == 0, "pointers must be 512-aligned");
         sum += size;
     }
-    simcuda_counters_t c = counters();
+    simcuda_counters_t c = ts_counters();
     ck_assert_uint_eq(c.alloc_calls, 8);
     ck_assert_uint_eq(c.bytes_in_use, sum);
     ck_assert_uint_eq(c.peak_bytes_in_use, sum);
@@ -132,7 +127,7 @@ START_TEST(alloc_free)
     for (int i = 0; i < 8; i++)
         CK(cuMemFree(p[i]));
     ck_assert_int_eq(cuMemFree(p[3]), CUDA_ERROR_INVALID_VALUE); /* double */
-    c = counters();
+    c = ts_counters();
     ck_assert_uint_eq(c.free_calls, 12);
     ck_assert_uint_eq(c.failed_allocs, 2);
     ck_assert_uint_eq(c.bytes_in_use, 0);
@@ -143,24 +138,24 @@ END_TEST
 
 START_TEST(pitch)
 {
-    start();
+    ts_start();
     CUdeviceptr p;
     size_t pitch;
     CK(cuMemAllocPitch(&p, &pitch, 1000, 3, 4));
     ck_assert_uint_eq(pitch, 1024);
-    ck_assert_uint_eq(counters().bytes_in_use, 3072);
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 3072);
     ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 1000, 3, 3), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuMemAllocPitch(&p, NULL, 1000, 3, 4), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 0, 3, 4), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 512, (size_t)-1, 4), CUDA_ERROR_INVALID_VALUE);
-    ck_assert_uint_eq(counters().alloc_calls, 5);
+    ck_assert_uint_eq(ts_counters().alloc_calls, 5);
 }
 END_TEST
 
 START_TEST(out_of_memory)
 {
     setenv("SIMCUDA_TOTAL_MEM", "1MiB", 1);
-    start();
+    ts_start();
     CUdeviceptr a, b;
     size_t f, t;
     CK(cuMemGetInfo(&f, &t));
@@ -175,7 +170,7 @@ START_TEST(out_of_memory)
     ck_assert_int_eq(cuMemGetInfo(NULL, &t), CUDA_ERROR_INVALID_VALUE);
     CK(cuMemFree(a));
     CK(cuMemAlloc(&a, 1024));
-    simcuda_counters_t c = counters();
+    simcuda_counters_t c = ts_counters();
     ck_assert_uint_eq(c.failed_allocs, 2);
     ck_assert_uint_eq(c.peak_bytes_in_use, MiB);
     ck_assert_uint_eq(c.meminfo_calls, 3);
@@ -184,7 +179,7 @@ END_TEST
 
 START_TEST(memcpy_round_trip)
 {
-    start();
+    ts_start();
     enum { N = 10000 };
     static unsigned char in[N], out[N];
     for (int i = 0; i < N; i++)
@@ -210,7 +205,7 @@ START_TEST(memcpy_round_trip)
     ck_assert_int_eq(cuMemsetD32(a + 2, 0, 1), CUDA_ERROR_INVALID_VALUE);     /* misaligned */
     ck_assert_int_eq(cuMemsetD8(b + N, 0, 1), CUDA_ERROR_INVALID_VALUE);
     CK(cuMemcpyHtoD(a, in, 0));
-    simcuda_counters_t c = counters();
+    simcuda_counters_t c = ts_counters();
     ck_assert_uint_eq(c.memcpy_calls, 8);
     ck_assert_uint_eq(c.memset_calls, 4);
 }
@@ -222,54 +217,54 @@ START_TEST(getproc_versions)
     CUdriverProcAddressQueryResult st;
     /* Works before cuInit: the runtime resolves cuInit itself this way. */
     CK(cuGetProcAddress_v2("cuInit", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
-    ck_assert_ptr_eq(fn, sym("cuInit"));
+    ck_assert_ptr_eq(fn, ts_sym("cuInit"));
     ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_SUCCESS);
     CK(cuGetProcAddress_v2("cuMemAlloc", &fn, 3020, 0, &st));
-    ck_assert_ptr_eq(fn, sym("cuMemAlloc_v2"));
+    ck_assert_ptr_eq(fn, ts_sym("cuMemAlloc_v2"));
     ck_assert_int_eq(cuGetProcAddress_v2("cuMemAlloc", &fn, 3010, 0, &st), CUDA_ERROR_NOT_FOUND);
     ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     ck_assert_ptr_null(fn);
     ck_assert_int_eq(cuGetProcAddress_v2("cuNoSuchThing", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
     ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
     CK(cuGetProcAddress_v2("cuMemAllocAsync", &fn, 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    ck_assert_ptr_eq(fn, sym("cuMemAllocAsync_ptsz"));
+    ck_assert_ptr_eq(fn, ts_sym("cuMemAllocAsync_ptsz"));
     CK(cuGetProcAddress_v2("cuMemAllocAsync", &fn, 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st));
-    ck_assert_ptr_eq(fn, sym("cuMemAllocAsync"));
+    ck_assert_ptr_eq(fn, ts_sym("cuMemAllocAsync"));
     CK(cuGetProcAddress_v2("cuMemAllocAsync", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
-    ck_assert_ptr_eq(fn, sym("cuMemAllocAsync"));
+    ck_assert_ptr_eq(fn, ts_sym("cuMemAllocAsync"));
     /* per-thread asked, no per-thread variant: the plain one serves */
     CK(cuGetProcAddress_v2("cuMemFree", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    ck_assert_ptr_eq(fn, sym("cuMemFree_v2"));
+    ck_assert_ptr_eq(fn, ts_sym("cuMemFree_v2"));
     CK(cuGetProcAddress_v2("cuMemcpyHtoD", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    ck_assert_ptr_eq(fn, sym("cuMemcpyHtoD_v2_ptds"));
+    ck_assert_ptr_eq(fn, ts_sym("cuMemcpyHtoD_v2_ptds"));
     CK(cuGetProcAddress_v2("cuGetProcAddress", &fn, 11030, 0, &st));
-    ck_assert_ptr_eq(fn, sym("cuGetProcAddress"));
+    ck_assert_ptr_eq(fn, ts_sym("cuGetProcAddress"));
     CK(cuGetProcAddress_v2("cuGetProcAddress", &fn, 12000, 0, &st));
-    ck_assert_ptr_eq(fn, sym("cuGetProcAddress_v2"));
+    ck_assert_ptr_eq(fn, ts_sym("cuGetProcAddress_v2"));
     CK(cuGetProcAddress_v2("cuCtxCreate", &fn, 12040, 0, &st));
-    ck_assert_ptr_eq(fn, sym("cuCtxCreate_v3"));
+    ck_assert_ptr_eq(fn, ts_sym("cuCtxCreate_v3"));
     CK(cuGetProcAddress_v2("cuCtxCreate", &fn, 13000, 0, &st));
-    ck_assert_ptr_eq(fn, sym("cuCtxCreate_v4"));
+    ck_assert_ptr_eq(fn, ts_sym("cuCtxCreate_v4"));
     CK(cuGetProcAddress_v2("cuDevicePrimaryCtxRelease", &fn, 11000, 0, NULL));
-    ck_assert_ptr_eq(fn, sym("cuDevicePrimaryCtxRelease_v2"));
+    ck_assert_ptr_eq(fn, ts_sym("cuDevicePrimaryCtxRelease_v2"));
     /* the runtime asks for these at 7000: the v1 symbols, each its own address */
     CK(cuGetProcAddress_v2("cuDevicePrimaryCtxRelease", &fn, 7000, 0, &st));
-    ck_assert_ptr_eq(fn, sym("cuDevicePrimaryCtxRelease"));
-    ck_assert_ptr_ne(fn, sym("cuDevicePrimaryCtxRelease_v2"));
+    ck_assert_ptr_eq(fn, ts_sym("cuDevicePrimaryCtxRelease"));
+    ck_assert_ptr_ne(fn, ts_sym("cuDevicePrimaryCtxRelease_v2"));
     ck_assert_int_eq(cuGetProcAddress_v2("cuDevicePrimaryCtxRelease", &fn, 6050, 0, &st), CUDA_ERROR_NOT_FOUND);
     ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     CK(cuGetProcAddress_v2("cuCtxGetDevice", &fn, 13000, 0, &st));
-    ck_assert_ptr_eq(fn, sym("cuCtxGetDevice_v2"));
+    ck_assert_ptr_eq(fn, ts_sym("cuCtxGetDevice_v2"));
     CK(cuGetProcAddress_v2("cuCtxGetDevice", &fn, 12090, 0, &st));
-    ck_assert_ptr_eq(fn, sym("cuCtxGetDevice"));
+    ck_assert_ptr_eq(fn, ts_sym("cuCtxGetDevice"));
     ck_assert_int_eq(cuGetProcAddress_v2("cuInit", &fn, 12000, 4, &st), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuGetProcAddress_v2("cuInit", NULL, 12000, 0, &st), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuGetProcAddress_v2(NULL, &fn, 12000, 0, &st), CUDA_ERROR_INVALID_VALUE);
     /* the 4-argument CUDA 11.3 ABI */
-    CUresult (*v1)(const char *, void **, int, cuuint64_t) = sym("cuGetProcAddress");
+    CUresult (*v1)(const char *, void **, int, cuuint64_t) = ts_sym("cuGetProcAddress");
     CK(v1("cuMemGetInfo", &fn, 11030, 0));
-    ck_assert_ptr_eq(fn, sym("cuMemGetInfo_v2"));
-    ck_assert_uint_eq(counters().getproc_calls, 22);
+    ck_assert_ptr_eq(fn, ts_sym("cuMemGetInfo_v2"));
+    ck_assert_uint_eq(ts_counters().getproc_calls, 22);
 }
 END_TEST
 
@@ -288,14 +283,14 @@ START_TEST(getproc_log)
     ck_assert_str_eq(s, "cuMemAllocAsync");
     ck_assert_int_eq(v, 11020);
     ck_assert_uint_eq(fl, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
-    ck_assert_ptr_eq(ret, sym("cuMemAllocAsync_ptsz"));
+    ck_assert_ptr_eq(ret, ts_sym("cuMemAllocAsync_ptsz"));
     ck_assert_int_eq(simcuda_getproc_log_entry(2, &s, NULL, NULL, &ret), 0);
     ck_assert_str_eq(s, "cuBogus");
     ck_assert_ptr_null(ret);
     ck_assert_int_eq(simcuda_getproc_log_entry(3, &s, &v, &fl, &ret), -1);
     simcuda_reset_counters();
     ck_assert_uint_eq(simcuda_getproc_log_count(), 0);
-    ck_assert_uint_eq(counters().getproc_calls, 0);
+    ck_assert_uint_eq(ts_counters().getproc_calls, 0);
 }
 END_TEST
 
@@ -313,7 +308,7 @@ START_TEST(created_contexts)
     ck_assert_ptr_eq(cur, a);
     CK(cuMemGetInfo(&f, &t));
     ck_assert_uint_eq(f, 48 * MiB);
-    CUresult (*create_v2)(CUcontext *, unsigned, CUdevice) = sym("cuCtxCreate_v2");
+    CUresult (*create_v2)(CUcontext *, unsigned, CUdevice) = ts_sym("cuCtxCreate_v2");
     CK(create_v2(&b, 0, 0));
     CK(cuCtxGetCurrent(&cur));
     ck_assert_ptr_eq(cur, b);
@@ -326,7 +321,7 @@ START_TEST(created_contexts)
     CK(cuCtxSynchronize_v2(NULL));
     ck_assert_int_eq(cuCtxGetDevice_v2(NULL, a), CUDA_ERROR_INVALID_VALUE);
     CK(cuCtxDestroy(b)); /* pops it, frees its 8 MiB */
-    ck_assert_uint_eq(counters().bytes_in_use, 0);
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 0);
     CK(cuCtxGetCurrent(&cur));
     ck_assert_ptr_eq(cur, a);
     ck_assert_int_eq(cuCtxDestroy(b), CUDA_ERROR_INVALID_CONTEXT);
@@ -340,7 +335,7 @@ START_TEST(created_contexts)
     ck_assert_ptr_null(cur);
     ck_assert_int_eq(cuCtxCreate(NULL, NULL, 0, 0), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuCtxCreate(&b, NULL, 0, 3), CUDA_ERROR_INVALID_DEVICE);
-    simcuda_counters_t c = counters();
+    simcuda_counters_t c = ts_counters();
     ck_assert_uint_eq(c.ctx_creates, 2);
     ck_assert_uint_eq(c.ctx_destroys, 1);
 }
@@ -362,21 +357,21 @@ START_TEST(primary_context)
     CK(cuCtxSetCurrent(p1));
     CK(cuMemAlloc(&p, 4096));
     CK(cuDevicePrimaryCtxReset(0)); /* frees every allocation, keeps the context usable */
-    ck_assert_uint_eq(counters().bytes_in_use, 0);
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 0);
     ck_assert_int_eq(cuMemFree(p), CUDA_ERROR_INVALID_VALUE);
     CK(cuMemAlloc(&p, 4096));
     CK(cuDevicePrimaryCtxRelease(0));
     CK(cuDevicePrimaryCtxGetState(0, &flags, &active));
     ck_assert_int_eq(active, 1);
-    ck_assert_uint_eq(counters().bytes_in_use, 4096);
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 4096);
     CK(cuDevicePrimaryCtxRelease(0)); /* last reference: memory goes with it */
     CK(cuDevicePrimaryCtxGetState(0, &flags, &active));
     ck_assert_int_eq(active, 0);
-    ck_assert_uint_eq(counters().bytes_in_use, 0);
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 0);
     ck_assert_int_eq(cuMemAlloc(&p, 4096), CUDA_ERROR_INVALID_CONTEXT);
     ck_assert_int_eq(cuDevicePrimaryCtxGetState(0, NULL, &active), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuDevicePrimaryCtxRetain(&p1, 1), CUDA_ERROR_INVALID_DEVICE);
-    simcuda_counters_t c = counters();
+    simcuda_counters_t c = ts_counters();
     ck_assert_uint_eq(c.primary_resets, 1);
     ck_assert_uint_eq(c.primary_retains, 3);
     ck_assert_uint_eq(c.primary_releases, 3); /* one refused */
@@ -385,13 +380,13 @@ END_TEST
 
 START_TEST(other_allocations)
 {
-    start();
+    ts_start();
     CUstream s;
     CUdeviceptr a, b, m;
     CK(cuStreamCreate(&s, 0));
     CK(cuMemAllocAsync(&a, 1000, s));
     CK(cuMemAllocFromPoolAsync(&b, 2000, NULL, CU_STREAM_PER_THREAD));
-    CUresult (*ptsz)(CUdeviceptr *, size_t, CUstream) = sym("cuMemAllocAsync_ptsz");
+    CUresult (*ptsz)(CUdeviceptr *, size_t, CUstream) = ts_sym("cuMemAllocAsync_ptsz");
     CUdeviceptr c2;
     CK(ptsz(&c2, 3000, NULL));
     ck_assert_int_eq(cuMemAllocAsync(&a, 10, (CUstream)&s), CUDA_ERROR_INVALID_HANDLE);
@@ -405,7 +400,7 @@ START_TEST(other_allocations)
     CK(cuStreamDestroy(s));
     ck_assert_int_eq(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
     ck_assert_int_eq(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
-    simcuda_counters_t c = counters();
+    simcuda_counters_t c = ts_counters();
     ck_assert_uint_eq(c.async_alloc_calls, 3);
     ck_assert_uint_eq(c.pool_alloc_calls, 1);
     ck_assert_uint_eq(c.async_free_calls, 3);
@@ -418,7 +413,7 @@ END_TEST
 
 START_TEST(vmm_handles)
 {
-    start();
+    ts_start();
     CUmemAllocationProp prop = {0};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -428,12 +423,12 @@ START_TEST(vmm_handles)
     CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     ck_assert_uint_eq(g, 2 * MiB);
     CK(cuMemCreate(&h, 4 * MiB, &prop, 0));
-    ck_assert_uint_eq(counters().bytes_in_use, 4 * MiB);
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 4 * MiB);
     ck_assert_int_eq(cuMemCreate(&h, MiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuMemCreate(&h, 2 * MiB, NULL, 0), CUDA_ERROR_INVALID_VALUE);
     CK(cuMemRelease(h));
     ck_assert_int_eq(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
-    simcuda_counters_t c = counters();
+    simcuda_counters_t c = ts_counters();
     ck_assert_uint_eq(c.create_calls, 3);
     ck_assert_uint_eq(c.release_calls, 2);
     ck_assert_uint_eq(c.bytes_in_use, 0);
@@ -442,7 +437,7 @@ END_TEST
 
 START_TEST(pointer_queries)
 {
-    CUcontext ctx = start();
+    CUcontext ctx = ts_start();
     CUdeviceptr p, base, start_addr, m;
     size_t size;
     CK(cuMemAlloc(&p, 10000));
@@ -478,7 +473,7 @@ START_TEST(pointer_queries)
     CK(cuIpcGetMemHandle(&ipc, p));
     ck_assert_int_eq(cuIpcGetMemHandle(&ipc, m), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuIpcGetMemHandle(NULL, p), CUDA_ERROR_INVALID_VALUE);
-    ck_assert_uint_eq(counters().ipc_calls, 3);
+    ck_assert_uint_eq(ts_counters().ipc_calls, 3);
 }
 END_TEST
 
@@ -524,7 +519,7 @@ END_TEST
 START_TEST(latency_setting)
 {
     setenv("SIMCUDA_LATENCY_NS", "1000", 1); /* only that it is accepted: timings are never asserted */
-    start();
+    ts_start();
     CUdeviceptr p;
     CK(cuMemAlloc(&p, 512));
     CK(cuMemFree(p));
@@ -550,13 +545,13 @@ END_TEST
 
 START_TEST(reset_keeps_state)
 {
-    start();
+    ts_start();
     CUdeviceptr a, b;
     CK(cuMemAlloc(&a, 4096));
     CK(cuMemAlloc(&b, 8192));
     CK(cuMemFree(b));
     simcuda_reset_counters();
-    simcuda_counters_t c = counters();
+    simcuda_counters_t c = ts_counters();
     ck_assert_uint_eq(c.alloc_calls, 0);
     ck_assert_uint_eq(c.bytes_in_use, 4096);
     ck_assert_uint_eq(c.peak_bytes_in_use, 4096);
@@ -576,7 +571,7 @@ START_TEST(report_at_exit)
     if (pid == 0) {
         setenv("SIMCUDA_REPORT", path, 1);
         CUdeviceptr p;
-        start();
+        ts_start();
         cuMemAlloc(&p, 3 * 512);
         cuMemAlloc(&p, 512);
         cuMemFree(p);
@@ -625,10 +620,10 @@ START_TEST(cuda_runtime_table)
         void *ret;
         ck_assert_int_eq(simcuda_getproc_log_entry(i, &s, &v, &fl, &ret), 0);
         if (strcmp(s, "cuMemAlloc") == 0 && (seen_alloc = 1))
-            ck_assert_ptr_eq(ret, sym("cuMemAlloc_v2"));
+            ck_assert_ptr_eq(ret, ts_sym("cuMemAlloc_v2"));
         if (strcmp(s, "cuMemAllocAsync") == 0 && fl == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM &&
             (seen_ptsz = 1))
-            ck_assert_ptr_eq(ret, sym("cuMemAllocAsync_ptsz"));
+            ck_assert_ptr_eq(ret, ts_sym("cuMemAllocAsync_ptsz"));
     }
     ck_assert_msg(seen_alloc && seen_ptsz, "the runtime should ask for cuMemAlloc and cuMemAllocAsync");
 }
@@ -659,13 +654,13 @@ static void *churn(void *arg)
 START_TEST(threads)
 {
     setenv("SIMCUDA_TOTAL_MEM", "1MiB", 1);
-    CUcontext ctx = start();
+    CUcontext ctx = ts_start();
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
         pthread_create(&t[i], NULL, churn, ctx);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
-    simcuda_counters_t c = counters();
+    simcuda_counters_t c = ts_counters();
     ck_assert_uint_eq(c.bytes_in_use, 0);
     ck_assert_uint_eq(c.live_allocations, 0);
     ck_assert_uint_le(c.peak_bytes_in_use, MiB);
@@ -704,6 +699,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, cuda_runtime_table);
     tcase_add_test(tc, threads);
     suite_add_tcase(s, tc);
+    suite_add_tcase(s, ts_tcase_fault());
     return s;
 }
 

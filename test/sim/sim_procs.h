@@ -1,0 +1,85 @@
+/* simcuda's entry-point list: every function the simulated driver exports, once.
+ *
+ * One X-macro row per exported function gives the cuGetProcAddress table (sim_getproc.c) and the
+ * per-entry-point call counters that SIMCUDA_FAIL counts against (sim_fault.c), so the exports,
+ * the versioned lookup and fault injection cannot drift apart: a row whose function is missing
+ * fails to link, and a function listed twice fails to compile (its enum constant repeats).
+ * The versions are those of the real driver (cuda.h and its cudaTypedefs.h PFN_ names).
+ */
+#ifndef SIM_PROCS_H
+#define SIM_PROCS_H
+
+/* X(base name, first CUDA version, per-thread flavour, exported function) */
+#define SIM_PROCS(X)                                                                  \
+    X(cuInit, 2000, 0, cuInit)                                                        \
+    X(cuDriverGetVersion, 2020, 0, cuDriverGetVersion)                                \
+    X(cuDeviceGet, 2000, 0, cuDeviceGet)                                              \
+    X(cuDeviceGetCount, 2000, 0, cuDeviceGetCount)                                    \
+    X(cuDeviceGetName, 2000, 0, cuDeviceGetName)                                      \
+    X(cuDeviceTotalMem, 3020, 0, cuDeviceTotalMem_v2)                                 \
+    X(cuDeviceGetAttribute, 2000, 0, cuDeviceGetAttribute)                            \
+    X(cuDevicePrimaryCtxRetain, 7000, 0, cuDevicePrimaryCtxRetain)                    \
+    X(cuDevicePrimaryCtxRelease, 7000, 0, cuDevicePrimaryCtxRelease)                  \
+    X(cuDevicePrimaryCtxRelease, 11000, 0, cuDevicePrimaryCtxRelease_v2)              \
+    X(cuDevicePrimaryCtxReset, 7000, 0, cuDevicePrimaryCtxReset)                      \
+    X(cuDevicePrimaryCtxReset, 11000, 0, cuDevicePrimaryCtxReset_v2)                  \
+    X(cuDevicePrimaryCtxGetState, 7000, 0, cuDevicePrimaryCtxGetState)                \
+    X(cuDevicePrimaryCtxSetFlags, 7000, 0, cuDevicePrimaryCtxSetFlags)                \
+    X(cuDevicePrimaryCtxSetFlags, 11000, 0, cuDevicePrimaryCtxSetFlags_v2)            \
+    X(cuCtxCreate, 2000, 0, cuCtxCreate)                                              \
+    X(cuCtxCreate, 3020, 0, cuCtxCreate_v2)                                           \
+    X(cuCtxCreate, 11040, 0, cuCtxCreate_v3)                                          \
+    X(cuCtxCreate, 12050, 0, cuCtxCreate_v4)                                          \
+    X(cuCtxDestroy, 2000, 0, cuCtxDestroy)                                            \
+    X(cuCtxDestroy, 4000, 0, cuCtxDestroy_v2)                                         \
+    X(cuCtxSetCurrent, 4000, 0, cuCtxSetCurrent)                                      \
+    X(cuCtxGetCurrent, 4000, 0, cuCtxGetCurrent)                                      \
+    X(cuCtxPushCurrent, 2000, 0, cuCtxPushCurrent)                                    \
+    X(cuCtxPushCurrent, 4000, 0, cuCtxPushCurrent_v2)                                 \
+    X(cuCtxPopCurrent, 2000, 0, cuCtxPopCurrent)                                      \
+    X(cuCtxPopCurrent, 4000, 0, cuCtxPopCurrent_v2)                                   \
+    X(cuCtxGetDevice, 13000, 0, cuCtxGetDevice_v2)                                    \
+    X(cuCtxGetDevice, 2000, 0, cuCtxGetDevice)                                        \
+    X(cuCtxSynchronize, 13000, 0, cuCtxSynchronize_v2)                                \
+    X(cuCtxSynchronize, 2000, 0, cuCtxSynchronize)                                    \
+    X(cuMemAlloc, 3020, 0, cuMemAlloc_v2)                                             \
+    X(cuMemAllocPitch, 3020, 0, cuMemAllocPitch_v2)                                   \
+    X(cuMemFree, 3020, 0, cuMemFree_v2)                                               \
+    X(cuMemGetInfo, 3020, 0, cuMemGetInfo_v2)                                         \
+    X(cuMemGetAddressRange, 3020, 0, cuMemGetAddressRange_v2)                         \
+    X(cuMemAllocManaged, 6000, 0, cuMemAllocManaged)                                  \
+    X(cuMemAllocAsync, 11020, 0, cuMemAllocAsync)                                     \
+    X(cuMemAllocAsync, 11020, 1, cuMemAllocAsync_ptsz)                                \
+    X(cuMemAllocFromPoolAsync, 11020, 0, cuMemAllocFromPoolAsync)                     \
+    X(cuMemAllocFromPoolAsync, 11020, 1, cuMemAllocFromPoolAsync_ptsz)                \
+    X(cuMemFreeAsync, 11020, 0, cuMemFreeAsync)                                       \
+    X(cuMemFreeAsync, 11020, 1, cuMemFreeAsync_ptsz)                                  \
+    X(cuMemCreate, 10020, 0, cuMemCreate)                                             \
+    X(cuMemRelease, 10020, 0, cuMemRelease)                                           \
+    X(cuMemGetAllocationGranularity, 10020, 0, cuMemGetAllocationGranularity)         \
+    X(cuMemcpyHtoD, 3020, 0, cuMemcpyHtoD_v2)                                         \
+    X(cuMemcpyHtoD, 7000, 1, cuMemcpyHtoD_v2_ptds)                                    \
+    X(cuMemcpyDtoH, 3020, 0, cuMemcpyDtoH_v2)                                         \
+    X(cuMemcpyDtoH, 7000, 1, cuMemcpyDtoH_v2_ptds)                                    \
+    X(cuMemcpyDtoD, 3020, 0, cuMemcpyDtoD_v2)                                         \
+    X(cuMemcpyDtoD, 7000, 1, cuMemcpyDtoD_v2_ptds)                                    \
+    X(cuMemcpy, 4000, 0, cuMemcpy)                                                    \
+    X(cuMemcpy, 7000, 1, cuMemcpy_ptds)                                               \
+    X(cuMemsetD8, 3020, 0, cuMemsetD8_v2)                                             \
+    X(cuMemsetD8, 7000, 1, cuMemsetD8_v2_ptds)                                        \
+    X(cuMemsetD32, 3020, 0, cuMemsetD32_v2)                                           \
+    X(cuMemsetD32, 7000, 1, cuMemsetD32_v2_ptds)                                      \
+    X(cuPointerGetAttribute, 4000, 0, cuPointerGetAttribute)                          \
+    X(cuPointerGetAttributes, 7000, 0, cuPointerGetAttributes)                        \
+    X(cuIpcGetMemHandle, 4010, 0, cuIpcGetMemHandle)                                  \
+    X(cuStreamCreate, 2000, 0, cuStreamCreate)                                        \
+    X(cuStreamDestroy, 2000, 0, cuStreamDestroy)                                      \
+    X(cuStreamDestroy, 4000, 0, cuStreamDestroy_v2)                                   \
+    X(cuStreamSynchronize, 2000, 0, cuStreamSynchronize)                              \
+    X(cuStreamSynchronize, 7000, 1, cuStreamSynchronize_ptsz)                         \
+    X(cuGetErrorString, 6000, 0, cuGetErrorString)                                    \
+    X(cuGetErrorName, 6000, 0, cuGetErrorName)                                        \
+    X(cuGetProcAddress, 11030, 0, cuGetProcAddress)                                   \
+    X(cuGetProcAddress, 12000, 0, cuGetProcAddress_v2)
+
+#endif /* SIM_PROCS_H */

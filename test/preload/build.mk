@@ -3,8 +3,8 @@
 # and a stand-in runtime, and runs under LD_PRELOAD=libgpuarena.so in Check's fork mode; it writes
 # $(RESULTS)/preload.tap.
 PRELOAD_DIR     := $(BUILD)/preload
-PRELOAD_SRC     := $(filter-out test/preload/fake_cudart.c test/preload/ctor_lib.c test/preload/bench_%.c,\
-                     $(wildcard test/preload/*.c))
+PRELOAD_SRC     := $(filter-out test/preload/fake_cudart.c test/preload/ctor_lib.c test/preload/bench_%.c \
+                     test/preload/t_lean.c,$(wildcard test/preload/*.c))
 PRELOAD_TEST    := $(PRELOAD_DIR)/test_preload
 PRELOAD_FAKE    := $(PRELOAD_DIR)/libcudart.so
 PRELOAD_CTOR    := $(PRELOAD_DIR)/libgactor.so
@@ -57,3 +57,23 @@ test-preload: $(PRELOAD_TEST) $(SHIM_LIB) $(SHIM_HOOK_NAMES)
 bench-shim: $(PRELOAD_BENCH) $(SHIM_LIB) $(PRELOAD_NULLDRV)
 	@BENCH_SHIM=$(abspath $(SHIM_LIB)) BENCH_SIM=$(abspath $(BUILD)/sim) \
 	  BENCH_NULLDRV=$(abspath $(PRELOAD_DIR)/nulldrv) LD_LIBRARY_PATH=$(BUILD)/sim $(PRELOAD_BENCH)
+
+# Tier test-lean: every hook against the lean simulated driver (test/sim/build.mk, SIM_LEAN_LIB),
+# which lacks the optional entry points; its own binary, linked against the lean driver.
+PRELOAD_LEAN := $(PRELOAD_DIR)/test_lean
+ALL += $(PRELOAD_LEAN)
+TEST_TIERS += test-lean
+
+$(PRELOAD_LEAN): test/preload/t_lean.c test/sim/simcuda.h $(PRELOAD_FAKE) $(SIM_LEAN_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -o $@ $< \
+	  -L$(BUILD)/sim-lean -L$(PRELOAD_DIR) -lcuda -lcudart $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl
+
+.PHONY: test-lean
+test-lean: $(PRELOAD_LEAN) $(SHIM_LIB) $(SHIM_HOOK_NAMES)
+	@mkdir -p $(RESULTS)
+	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/lean.tap CK_FORK=yes PT_HOOKS=$(SHIM_HOOK_NAMES) \
+	  LD_LIBRARY_PATH=$(BUILD)/sim-lean:$(PRELOAD_DIR) \
+	  LD_PRELOAD="$(strip $(PRELOAD_SANLIB) $(abspath $(SHIM_LIB)))" $(PRELOAD_LEAN) \
+	  >$(RESULTS)/lean.log 2>&1 || true; \
+	  grep -E '^[0-9]+%: Checks' $(RESULTS)/lean.log | sed 's/^/lean: /' || true

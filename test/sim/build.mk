@@ -26,14 +26,40 @@ $(SIM_LIB): $(SIM_OBJ)
 $(BUILD)/sim/libcuda.so: $(SIM_LIB)
 	ln -sf libcuda.so.1 $@
 
+# The lean driver: the same sources with -DSIMCUDA_LEAN, exporting everything but the optional entry
+# points simcuda.h lists in SIMCUDA_LEAN_OMITS (a version script made from that list), so a test can
+# play an older driver that lacks them.
+SIM_LEAN_OBJ := $(patsubst test/sim/%.c,$(BUILD)/sim-lean/obj/%.o,$(SIM_SRC)) $(BUILD)/sim/obj/size.o
+SIM_LEAN_LIB := $(BUILD)/sim-lean/libcuda.so.1
+SIM_LEAN_MAP := $(BUILD)/sim-lean/lean.map
+ALL += $(SIM_LEAN_LIB) $(BUILD)/sim-lean/libcuda.so
+
+$(BUILD)/sim-lean/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/sim_procs.h test/sim/simcuda.h \
+                           allocator/ga_size.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -DSIMCUDA_LEAN -I$(CUDA)/include -c $< -o $@
+
+$(SIM_LEAN_MAP): test/sim/simcuda.h
+	@mkdir -p $(@D)
+	printf '#define SIMCUDA_LIST_ONLY\n#include "simcuda.h"\n#define SIM_LOCAL(name) name;\n%s\n' \
+	  '{ global: *; local: SIMCUDA_LEAN_OMITS(SIM_LOCAL) };' | $(CC) -E -P -x c -Itest/sim - > $@
+
+$(SIM_LEAN_LIB): $(SIM_LEAN_OBJ) $(SIM_LEAN_MAP)
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -Wl,--version-script=$(SIM_LEAN_MAP) \
+	  $(LDFLAGS_COMMON) -o $@ $(SIM_LEAN_OBJ) -lpthread
+
+$(BUILD)/sim-lean/libcuda.so: $(SIM_LEAN_LIB)
+	ln -sf libcuda.so.1 $@
+
 $(SIM_TEST): $(SIM_TEST_SRC) test/sim/test_sim.h test/sim/simcuda.h $(BUILD)/sim/libcuda.so
 	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -o $@ $(SIM_TEST_SRC) \
 	  -L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl
 
 .PHONY: test-sim
-test-sim: $(SIM_TEST)
+test-sim: $(SIM_TEST) $(SIM_LEAN_LIB)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/sim.tap CK_FORK=yes LD_LIBRARY_PATH=$(BUILD)/sim \
-	  SIMCUDA_TEST_CUDART=$(CUDA)/lib64/libcudart.so.13 $(SIM_TEST) \
+	  SIMCUDA_TEST_CUDART=$(CUDA)/lib64/libcudart.so.13 SIMCUDA_TEST_LEAN=$(abspath $(SIM_LEAN_LIB)) \
+	  $(SIM_TEST) \
 	  >$(RESULTS)/sim.log 2>&1 || true; \
 	  grep -E '^[0-9]+%: Checks' $(RESULTS)/sim.log | sed 's/^/sim: /' || true

@@ -39,6 +39,44 @@
 #ifndef SIMCUDA_H
 #define SIMCUDA_H
 
+/* The lean driver, $(BUILD)/sim-lean/libcuda.so.1 (the same sources built with -DSIMCUDA_LEAN),
+ * plays an older or stand-in driver that lacks the optional entry points a shim may hook: it neither
+ * exports these names nor knows them in cuGetProcAddress (SYMBOL_NOT_FOUND). It keeps cuInit,
+ * devices, contexts (cuCtxCreate_v2), cuMemAlloc_v2/cuMemAllocPitch_v2/cuMemFree_v2,
+ * cuMemGetInfo_v2, copies and sets, streams, error strings and cuGetProcAddress(_v2). The list is a
+ * macro so that the build makes the lean version script from it and a test knows what is missing. */
+#define SIMCUDA_LEAN_OMITS(X)                                                                \
+    X(cuMemAllocManaged)                                                                     \
+    X(cuPointerGetAttribute)                                                                 \
+    X(cuPointerGetAttributes)                                                                \
+    X(cuIpcGetMemHandle)                                                                     \
+    X(cuMemGetAddressRange_v2)                                                               \
+    X(cuMemAllocAsync)                                                                       \
+    X(cuMemAllocAsync_ptsz)                                                                  \
+    X(cuMemFreeAsync)                                                                        \
+    X(cuMemFreeAsync_ptsz)                                                                   \
+    X(cuMemAllocFromPoolAsync)                                                               \
+    X(cuMemAllocFromPoolAsync_ptsz)                                                          \
+    X(cuMemGetAllocationGranularity)                                                         \
+    X(cuMemCreate)                                                                           \
+    X(cuMemRelease)                                                                          \
+    X(cuMemAddressReserve)                                                                   \
+    X(cuMemAddressFree)                                                                      \
+    X(cuMemMap)                                                                              \
+    X(cuMemUnmap)                                                                            \
+    X(cuMemSetAccess)                                                                        \
+    X(cuMemGetAccess)                                                                        \
+    X(cuMemRetainAllocationHandle)                                                           \
+    X(cuMemGetAllocationPropertiesFromHandle)                                                \
+    X(cuDeviceGetUuid_v2)                                                                    \
+    X(cuCtxCreate_v3)                                                                        \
+    X(cuCtxCreate_v4)                                                                        \
+    X(cuCtxGetDevice_v2)                                                                     \
+    X(cuCtxSynchronize_v2)
+
+/* The build preprocesses this header with SIMCUDA_LIST_ONLY to read the list alone. */
+#ifndef SIMCUDA_LIST_ONLY
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -113,4 +151,5 @@ unsigned long long simcuda_entry_calls(const char *entry);
 }
 #endif
 
+#endif /* SIMCUDA_LIST_ONLY */
 #endif /* SIMCUDA_H */

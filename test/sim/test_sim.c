@@ -700,6 +700,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, threads);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, ts_tcase_fault());
+    suite_add_tcase(s, ts_tcase_lean());
     return s;
 }
 

@@ -24,5 +24,6 @@ CUcontext ts_start(void);
 void *ts_sym(const char *name);
 
 TCase *ts_tcase_fault(void);
+TCase *ts_tcase_lean(void);
 
 #endif

@@ -1,0 +1,344 @@
+/* Preload tier on a driver that lacks optional entry points (issue 8 item 4), built as its own binary
+ * (test_lean, tier test-lean): it runs under LD_PRELOAD=libgpuarena.so with the lean simulated driver
+ * ($(BUILD)/sim-lean, see SIMCUDA_LEAN_OMITS in simcuda.h) first on the library path.
+ *
+ * Every name the shim exports ($(BUILD)/gen/hooks.txt, given as PT_HOOKS) is fetched with
+ * dlsym(RTLD_DEFAULT, name) and called with valid arguments on a live context, each in its own
+ * child process so that one crash cannot hide another. None may crash; a hook whose driver entry
+ * point the lean driver lacks must answer CUDA_ERROR_NOT_FOUND or CUDA_ERROR_NOT_SUPPORTED, the
+ * others must work. A hook with no recipe here fails the test by name: a new hook needs one.
+ * The runtime hooks reach the preload tier's stand-in libcudart, which uses only kept entry points.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "simcuda.h"
+
+typedef int (*lean_call_t)(void *hook); /* calls the hook; returns its CUresult (or cudaError) */
+
+/* The runtime's (here the stand-in's) allocation function, an int-sized cudaError_t. */
+extern int cudaMalloc(void **p, size_t n);
+/* cuda.h maps cuCtxCreate to its newest variant, which the lean driver lacks; this one it has. */
+extern CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+
+static CUdeviceptr lean_alloc(void)
+{
+    CUdeviceptr p = 0;
+    return cuMemAlloc_v2(&p, 4096) == CUDA_SUCCESS ? p : 0;
+}
+
+static const CUmemAllocationProp lean_prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+
+/* ---- one recipe per hook: valid arguments, as a program would pass them ---- */
+
+static int r_init(void *f) { return ((CUresult (*)(unsigned))f)(0); }
+static int r_alloc(void *f)
+{
+    CUdeviceptr p = 0;
+    CUresult r = ((CUresult (*)(CUdeviceptr *, size_t))f)(&p, 4096);
+    return r == CUDA_SUCCESS && !p ? -1 : (int)r;
+}
+static int r_pitch(void *f)
+{
+    CUdeviceptr p;
+    size_t pitch;
+    return ((CUresult (*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned))f)(&p, &pitch, 1000, 4, 4);
+}
+static int r_free(void *f) { return ((CUresult (*)(CUdeviceptr))f)(lean_alloc()); }
+static int r_info(void *f)
+{
+    size_t fr, t;
+    return ((CUresult (*)(size_t *, size_t *))f)(&fr, &t);
+}
+static int r_range(void *f)
+{
+    CUdeviceptr base;
+    size_t size;
+    return ((CUresult (*)(CUdeviceptr *, size_t *, CUdeviceptr))f)(&base, &size, lean_alloc() + 8);
+}
+static int r_attr(void *f)
+{
+    CUdeviceptr start;
+    return ((CUresult (*)(void *, CUpointer_attribute, CUdeviceptr))f)(
+        &start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, lean_alloc());
+}
+static int r_attrs(void *f)
+{
+    CUpointer_attribute a[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    CUdeviceptr start;
+    size_t size;
+    void *d[2] = {&start, &size};
+    return ((CUresult (*)(unsigned, CUpointer_attribute *, void **, CUdeviceptr))f)(2, a, d, lean_alloc());
+}
+static int r_ctx_destroy(void *f)
+{
+    CUcontext c, primary;
+    cuCtxGetCurrent(&primary);
+    CUresult r = cuCtxCreate_v2(&c, 0, 0);
+    if (r == CUDA_SUCCESS && lean_alloc() == 0)
+        r = CUDA_ERROR_UNKNOWN;
+    if (r == CUDA_SUCCESS)
+        r = ((CUresult (*)(CUcontext))f)(c);
+    cuCtxSetCurrent(primary);
+    return r;
+}
+static int r_primary(void *f) /* release or reset: an extra reference keeps the context */
+{
+    CUcontext c;
+    CUresult r = cuDevicePrimaryCtxRetain(&c, 0);
+    lean_alloc();
+    return r != CUDA_SUCCESS ? (int)r : (int)((CUresult (*)(CUdevice))f)(0);
+}
+static int r_ipc(void *f)
+{
+    CUipcMemHandle h;
+    return ((CUresult (*)(CUipcMemHandle *, CUdeviceptr))f)(&h, lean_alloc());
+}
+static int r_getproc(void *f)
+{
+    void *fn = NULL;
+    CUresult r = ((CUresult (*)(const char *, void **, int, cuuint64_t))f)("cuMemAlloc", &fn, 3020, 0);
+    return r == CUDA_SUCCESS && !fn ? -1 : (int)r;
+}
+static int r_getproc_v2(void *f)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    CUresult r = ((CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))f)(
+        "cuMemFree", &fn, 12000, 0, &st);
+    return r == CUDA_SUCCESS && (!fn || st != CU_GET_PROC_ADDRESS_SUCCESS) ? -1 : (int)r;
+}
+static int r_managed(void *f)
+{
+    CUdeviceptr p;
+    return ((CUresult (*)(CUdeviceptr *, size_t, unsigned))f)(&p, 4096, CU_MEM_ATTACH_GLOBAL);
+}
+static int r_async(void *f)
+{
+    CUdeviceptr p;
+    return ((CUresult (*)(CUdeviceptr *, size_t, CUstream))f)(&p, 4096, NULL);
+}
+static int r_pool(void *f)
+{
+    CUdeviceptr p;
+    return ((CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))f)(&p, 4096, NULL, NULL);
+}
+static int r_free_async(void *f) { return ((CUresult (*)(CUdeviceptr, CUstream))f)(lean_alloc(), NULL); }
+static int r_create(void *f)
+{
+    CUmemGenericAllocationHandle h;
+    return ((CUresult (*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                          unsigned long long))f)(&h, 2u << 20, &lean_prop, 0);
+}
+static int r_release(void *f) { return ((CUresult (*)(CUmemGenericAllocationHandle))f)(1); }
+static int r_cuda_malloc(void *f)
+{
+    void *p = NULL;
+    int r = ((int (*)(void **, size_t))f)(&p, 4096);
+    return r == 0 && !p ? -1 : r;
+}
+static int r_cuda_free(void *f)
+{
+    void *p = NULL;
+    int r = cudaMalloc(&p, 4096);
+    return r ? r : ((int (*)(void *))f)(p);
+}
+static int r_cuda_info(void *f)
+{
+    size_t fr, t;
+    return ((int (*)(size_t *, size_t *))f)(&fr, &t);
+}
+static int r_dlsym(void *f)
+{
+    void *(*d)(void *, const char *) = (void *(*)(void *, const char *))f;
+    return d(RTLD_DEFAULT, "cuMemAlloc_v2") && d(RTLD_DEFAULT, "cuInit") ? 0 : -1;
+}
+
+static const struct lean_recipe {
+    const char *name;
+    lean_call_t call;
+} lean_recipes[] = {
+    {"cuInit", r_init},
+    {"cuMemAlloc_v2", r_alloc},
+    {"cuMemAllocPitch_v2", r_pitch},
+    {"cuMemFree_v2", r_free},
+    {"cuMemGetInfo_v2", r_info},
+    {"cuMemGetAddressRange_v2", r_range},
+    {"cuPointerGetAttribute", r_attr},
+    {"cuPointerGetAttributes", r_attrs},
+    {"cuCtxDestroy_v2", r_ctx_destroy},
+    {"cuDevicePrimaryCtxReset_v2", r_primary},
+    {"cuDevicePrimaryCtxRelease_v2", r_primary},
+    {"cuDevicePrimaryCtxReset", r_primary},
+    {"cuDevicePrimaryCtxRelease", r_primary},
+    {"cuIpcGetMemHandle", r_ipc},
+    {"cuGetProcAddress", r_getproc},
+    {"cuGetProcAddress_v2", r_getproc_v2},
+    {"cuMemAllocManaged", r_managed},
+    {"cuMemAllocAsync", r_async},
+    {"cuMemAllocAsync_ptsz", r_async},
+    {"cuMemAllocFromPoolAsync", r_pool},
+    {"cuMemAllocFromPoolAsync_ptsz", r_pool},
+    {"cuMemFreeAsync", r_free_async},
+    {"cuMemFreeAsync_ptsz", r_free_async},
+    {"cuMemCreate", r_create},
+    {"cuMemRelease", r_release},
+    {"cudaMalloc", r_cuda_malloc},
+    {"cudaFree", r_cuda_free},
+    {"cudaMemGetInfo", r_cuda_info},
+    {"dlsym", r_dlsym},
+};
+
+static const char *const lean_missing[] = {
+#define LEAN_NAME(name) #name,
+    SIMCUDA_LEAN_OMITS(LEAN_NAME)
+#undef LEAN_NAME
+};
+
+static int lean_is_missing(const char *name)
+{
+    for (size_t i = 0; i < sizeof lean_missing / sizeof lean_missing[0]; i++)
+        if (strcmp(lean_missing[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static lean_call_t lean_recipe(const char *name)
+{
+    for (size_t i = 0; i < sizeof lean_recipes / sizeof lean_recipes[0]; i++)
+        if (strcmp(lean_recipes[i].name, name) == 0)
+            return lean_recipes[i].call;
+    return NULL;
+}
+
+/* In a child: a live context, then the hook. Exit 0 when the answer is the expected one. */
+static void lean_child(const char *name, lean_call_t call, int any_answer)
+{
+    CUcontext ctx;
+    void *hook = dlsym(RTLD_DEFAULT, name);
+    Dl_info info;
+    if (!hook || !dladdr(hook, &info) || !strstr(info.dli_fname, "libgpuarena.so")) {
+        fprintf(stderr, "t_lean: %s: dlsym(RTLD_DEFAULT) did not give the shim's hook\n", name);
+        _exit(1);
+    }
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+        fprintf(stderr, "t_lean: %s: no live context on the lean driver\n", name);
+        _exit(any_answer ? 0 : 1);
+    }
+    int r = call(hook);
+    int missing = lean_is_missing(name);
+    int ok = any_answer || (missing ? r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_NOT_SUPPORTED : r == 0);
+    if (!ok)
+        fprintf(stderr, "t_lean: %s answered %d; expected %s\n", name, r,
+                missing ? "CUDA_ERROR_NOT_FOUND (500) or CUDA_ERROR_NOT_SUPPORTED (801): the lean driver "
+                          "lacks it"
+                        : "success");
+    fflush(stderr);
+    _exit(ok ? 0 : 1);
+}
+
+/* Runs every hook of PT_HOOKS in its own child under the given settings; fails naming each hook
+ * that crashed, answered wrongly or has no recipe. any_answer: only crashes count. */
+static void lean_every_hook(const char *mode, const char *preallocate, int any_answer)
+{
+    const char *path = getenv("PT_HOOKS");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    ck_assert_msg(f != NULL, "PT_HOOKS should name the shim's hook list (%s)", path ? path : "unset");
+    setenv("GPUARENA_MODE", mode, 1);
+    setenv("GPUARENA_PREALLOCATE", preallocate, 1);
+    char name[128], failed[4096] = "";
+    int hooks = 0;
+    while (fscanf(f, "%127s", name) == 1) {
+        hooks++;
+        lean_call_t call = lean_recipe(name);
+        const char *why = call ? NULL : "no recipe in t_lean.c";
+        if (call) {
+            fflush(stderr);
+            pid_t pid = fork();
+            ck_assert_int_ge(pid, 0);
+            if (pid == 0)
+                lean_child(name, call, any_answer);
+            int st = 0;
+            waitpid(pid, &st, 0);
+            why = WIFSIGNALED(st) ? "crashed" : WEXITSTATUS(st) ? "wrong answer (see the log)" : NULL;
+        }
+        if (why)
+            snprintf(failed + strlen(failed), sizeof failed - strlen(failed), " %s (%s);", name, why);
+    }
+    fclose(f);
+    ck_assert_int_gt(hooks, 10);
+    ck_assert_msg(failed[0] == '\0', "GPUARENA_MODE=%s PREALLOCATE=%s on the lean driver:%s", mode,
+                  preallocate, failed);
+}
+
+START_TEST(every_hook_arena) { lean_every_hook("arena", "true", 0); }
+END_TEST
+
+START_TEST(every_hook_grow) { lean_every_hook("arena", "false", 0); }
+END_TEST
+
+START_TEST(every_hook_platform) { lean_every_hook("platform", "true", 0); }
+END_TEST
+
+/* vmm mode needs the VMM calls the lean driver lacks: what it answers is the shim's choice, but no
+ * hook may crash. */
+START_TEST(no_crash_vmm) { lean_every_hook("vmm", "true", 1); }
+END_TEST
+
+/* A program that probes for an optional entry point through the shim sees what the driver has:
+ * dlsym on the driver's handle gives NULL and cuGetProcAddress NOT_FOUND for each missing one. */
+START_TEST(missing_stays_missing)
+{
+    CUcontext ctx;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    ck_assert_ptr_nonnull(drv);
+    static const char *const bases[] = {"cuMemCreate", "cuMemRelease", "cuMemAllocManaged",
+                                        "cuPointerGetAttribute", "cuPointerGetAttributes",
+                                        "cuIpcGetMemHandle", "cuMemGetAddressRange", "cuMemAllocAsync",
+                                        "cuMemFreeAsync", "cuMemAllocFromPoolAsync"};
+    for (size_t i = 0; i < sizeof lean_missing / sizeof lean_missing[0]; i++)
+        ck_assert_msg(dlsym(drv, lean_missing[i]) == NULL,
+                      "dlsym(libcuda, %s) through the shim should be NULL: the driver lacks it",
+                      lean_missing[i]);
+    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
+        void *fn = (void *)1;
+        CUdriverProcAddressQueryResult st;
+        ck_assert_msg(cuGetProcAddress_v2(bases[i], &fn, 13000, 0, &st) == CUDA_ERROR_NOT_FOUND && !fn,
+                      "cuGetProcAddress_v2(%s) through the shim should be NOT_FOUND", bases[i]);
+        ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    }
+    void *fn = NULL;
+    ck_assert_int_eq(cuGetProcAddress_v2("cuMemAlloc", &fn, 3020, 0, NULL), CUDA_SUCCESS);
+    ck_assert_ptr_eq(fn, dlsym(RTLD_DEFAULT, "cuMemAlloc_v2")); /* the shim's hook */
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("lean");
+    TCase *tc = tcase_create("lean");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, every_hook_arena);
+    tcase_add_test(tc, every_hook_grow);
+    tcase_add_test(tc, every_hook_platform);
+    tcase_add_test(tc, no_crash_vmm);
+    tcase_add_test(tc, missing_stays_missing);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -5,8 +5,8 @@
  * at each change (not sums of per-context peaks). The hooks are timed only when a report or a
  * trace was asked for; on x86-64 the clock is the TSC (a few ns), converted to ns with a ratio
  * measured between start and exit against CLOCK_MONOTONIC, elsewhere CLOCK_MONOTONIC itself.
- * The report follows the contract in DESIGN.md ("gpuarena_stats": 1) and is written atomically
- * (path.tmp + rename) so `gpuarena run` never reads half a file.
+ * The report follows the contract in DESIGN.md ("gpuarena_stats": 1) and is written by
+ * shim/outfile.c (a regular file atomically, so `gpuarena run` never reads half a file).
  * totals.frag_failures and totals.true_oom_failures split the out-of-memory failures of the
  * cuMemAlloc family as the shim sees them (oom.c: free bytes in the arena plus what it may still
  * reserve under its limit, the cap and the driver); devices[].frag_failures is the allocator's own
@@ -15,6 +15,8 @@
  */
 #define _GNU_SOURCE
 #include "shim.h"
+
+#include "outfile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,34 +226,9 @@ static void ga_json_write(FILE *f)
     free(dev_buf);
 }
 
-/* GPUARENA_STATS with "%p" in it: one file per process (the pid replaces it). */
-static int ga_expand_pid(const char *in, char *out, size_t len)
-{
-    const char *pp = strstr(in, "%p");
-    int n = pp ? snprintf(out, len, "%.*s%d%s", (int)(pp - in), in, (int)getpid(), pp + 2)
-               : snprintf(out, len, "%s", in);
-    return n > 0 && (size_t)n < len - 8 ? 0 : -1;
-}
-
+/* shim/outfile.c decides where and how (%p, atomic for regular files, write-through for devices
+ * and FIFOs, never over the trace). */
 void ga_stats_write(void)
 {
-    if (!strcmp(ga_opt.stats, "-")) {
-        ga_json_write(stderr);
-        return;
-    }
-    char path[4096], tmp[4096 + 8];
-    if (ga_expand_pid(ga_opt.stats, path, sizeof path) != 0 ||
-        snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        ga_log(GA_LOG_ERROR, "GPUARENA_STATS path is too long; use a shorter path");
-        return;
-    }
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        ga_log(GA_LOG_ERROR, "cannot write statistics to '%s'; check GPUARENA_STATS points to a "
-               "writable directory", tmp);
-        return;
-    }
-    ga_json_write(f);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        ga_log(GA_LOG_ERROR, "cannot write statistics to '%s'; check the disk and directory", path);
+    ga_outfile_write("GPUARENA_STATS", ga_opt.stats, ga_json_write);
 }

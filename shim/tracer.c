@@ -3,14 +3,23 @@
  *
  * Each thread fills its own buffer of encoded 48-byte records and appends it with one write(2) on
  * an O_APPEND descriptor when it is full, when the thread exits, and at process exit. No lock is
- * held while a full buffer is written (each thread has two halves and swaps them), memory is
- * bounded (one buffer per live thread), and since every write is whole records a killed process
- * leaves a file that reads back up to its last complete record.
+ * held while a full buffer is written (each thread has two halves and swaps them), and since every
+ * write is whole records a killed process leaves a file that reads back up to its last complete
+ * record. Host memory is bounded by the live threads: a buffer is written out and freed when its
+ * thread exits. The buffers of live threads are on one list under one lock, which the exit flush
+ * holds while it walks them, so a thread's exit frees its buffer only once the flush can no longer
+ * reach it (and writes it first, so nothing is lost in between). After the exit flush, and in a
+ * thread whose buffer is gone, records are written one by one.
+ * The file itself is opened at the first event (shim/outfile.c: %p, write-through for devices and
+ * FIFOs, a lock that keeps a second live process from truncating it), so a launcher that starts
+ * CUDA but allocates nothing never claims the path from the process that does.
  * Record times are ns since the trace started (CLOCK_MONOTONIC); durations come from the hooks'
  * own tick stamps, converted with a ratio measured at start. A forked child does not trace.
  */
 #define _GNU_SOURCE
 #include "shim.h"
+
+#include "outfile.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -28,17 +37,23 @@ typedef struct ga_tbuf {
     size_t n;
     unsigned cur;
     uint32_t tid;
-    struct ga_tbuf *next;
+    struct ga_tbuf *next, *prev; /* on ga_tbufs, under ga_tbufs_lock */
     unsigned char rec[2][GA_TRACE_BUF_RECORDS][GA_TRACE_RECORD_SIZE];
 } ga_tbuf_t;
 
 int ga_tracing;
-static int ga_trace_fd = -1;
-static uint64_t ga_trace_t0_ns, ga_trace_t0_ticks;
+static char ga_trace_path[GA_OUTFILE_PATH_MAX];
+static uint64_t ga_trace_t0_ticks, ga_trace_t0_unix_ns;
 static double ga_trace_ns_per_tick = 1.0;
-static ga_tbuf_t *_Atomic ga_tbufs;
+/* Opened once, at the first event (atomic: a forked child closes it without the once). */
+static pthread_once_t ga_trace_once = PTHREAD_ONCE_INIT;
+static _Atomic int ga_trace_fd = -1;
+static pthread_mutex_t ga_tbufs_lock = PTHREAD_MUTEX_INITIALIZER; /* guards the list ga_tbufs */
+static ga_tbuf_t *ga_tbufs;
+static _Atomic int ga_trace_unbuffered; /* the exit flush ran: later records go out one by one */
 static pthread_key_t ga_tbuf_key;
 static __thread ga_tbuf_t *ga_tl_tbuf;
+static __thread int ga_tl_tbuf_gone; /* this thread's buffer was written and freed at its exit */
 
 static uint64_t ga_clock_ns(clockid_t id)
 {
@@ -50,9 +65,10 @@ static uint64_t ga_clock_ns(clockid_t id)
 /* One write(2) of whole records on the O_APPEND descriptor: a reader never sees half a record. */
 static void ga_trace_write_records(const void *rec, size_t n)
 {
-    if (!n || ga_trace_fd < 0)
+    int fd = atomic_load_explicit(&ga_trace_fd, memory_order_relaxed);
+    if (!n || fd < 0)
         return;
-    ssize_t w = write(ga_trace_fd, rec, n * GA_TRACE_RECORD_SIZE);
+    ssize_t w = write(fd, rec, n * GA_TRACE_RECORD_SIZE);
     if (w != (ssize_t)(n * GA_TRACE_RECORD_SIZE))
         ga_log(GA_LOG_WARN, "trace write failed; check the disk holding GPUARENA_TRACE");
 }
@@ -64,12 +80,30 @@ static void ga_tbuf_flush_locked(ga_tbuf_t *b)
     b->n = 0;
 }
 
+/* Thread exit: write what is left, then take the buffer off the list and free it. Written first,
+ * under the buffer's lock, so an exit flush running meanwhile finds either the records or an
+ * empty buffer; freed only off the list, where the exit flush cannot reach it. A forked child
+ * (not tracing) leaves it alone: the list and its lock are the parent's. */
 static void ga_tbuf_thread_exit(void *p)
 {
     ga_tbuf_t *b = p;
+    ga_tl_tbuf = NULL;
+    ga_tl_tbuf_gone = 1;
+    if (!ga_tracing)
+        return;
     pthread_mutex_lock(&b->lock);
     ga_tbuf_flush_locked(b);
     pthread_mutex_unlock(&b->lock);
+    pthread_mutex_lock(&ga_tbufs_lock);
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        ga_tbufs = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    pthread_mutex_unlock(&ga_tbufs_lock);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
 }
 
 /* Measures ticks per ns over ~100 us of spinning: no sleep, and precise enough for durations. */
@@ -83,52 +117,84 @@ static void ga_trace_calibrate(void)
         ga_trace_ns_per_tick = (double)(n1 - n0) / (double)(k1 - k0);
 }
 
+/* Start: the clock and the path (which no report may overwrite; a clash is said now). */
 void ga_trace_start(void)
 {
-    int fd = open(ga_opt.trace, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        ga_log(GA_LOG_ERROR, "cannot create the trace '%s'; check GPUARENA_TRACE points to a "
-               "writable directory", ga_opt.trace);
+    if (ga_outfile_expand("GPUARENA_TRACE", ga_opt.trace, ga_trace_path, sizeof ga_trace_path))
         return;
-    }
-    unsigned char hdr[GA_TRACE_HEADER_SIZE];
-    ga_trace_header_encode(ga_clock_ns(CLOCK_REALTIME), hdr);
-    if (write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
-        ga_log(GA_LOG_ERROR, "cannot write the trace '%s'; check the disk", ga_opt.trace);
-        close(fd);
-        return;
-    }
+    ga_outfile_protect("GPUARENA_TRACE", ga_trace_path);
+    if (ga_opt.stats)
+        ga_outfile_clash("GPUARENA_STATS", ga_opt.stats);
     ga_trace_calibrate();
-    ga_trace_t0_ns = ga_clock_ns(CLOCK_MONOTONIC);
+    ga_trace_t0_unix_ns = ga_clock_ns(CLOCK_REALTIME);
     ga_trace_t0_ticks = ga_now();
-    pthread_key_create(&ga_tbuf_key, ga_tbuf_thread_exit);
-    ga_trace_fd = fd;
+    if (pthread_key_create(&ga_tbuf_key, ga_tbuf_thread_exit) != 0) {
+        ga_log(GA_LOG_ERROR, "cannot record GPUARENA_TRACE (no thread key left); the process "
+               "runs untraced");
+        return;
+    }
     ga_tracing = 1;
 }
 
+/* The first event: the file and its header. On failure (a message said why) nothing is recorded. */
+static void ga_trace_open(void)
+{
+    int fd = ga_outfile_open_log("GPUARENA_TRACE", ga_trace_path);
+    if (fd < 0)
+        return;
+    unsigned char hdr[GA_TRACE_HEADER_SIZE];
+    ga_trace_header_encode(ga_trace_t0_unix_ns, hdr);
+    if (write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
+        ga_log(GA_LOG_ERROR, "cannot write the trace '%s'; check the disk; the process runs "
+               "untraced", ga_trace_path);
+        close(fd);
+        return;
+    }
+    atomic_store(&ga_trace_fd, fd);
+}
+
+static int ga_trace_opened(void)
+{
+    pthread_once(&ga_trace_once, ga_trace_open);
+    return atomic_load(&ga_trace_fd) >= 0;
+}
+
+/* The calling thread's buffer, made and put on the list at its first event. */
 static ga_tbuf_t *ga_tbuf_get(void)
 {
     ga_tbuf_t *b = ga_tl_tbuf;
     if (GA_LIKELY(b))
         return b;
-    if (!(b = calloc(1, sizeof *b)))
+    if (ga_tl_tbuf_gone || !ga_trace_opened() || !(b = calloc(1, sizeof *b)))
         return NULL;
     pthread_mutex_init(&b->lock, NULL);
     b->tid = (uint32_t)syscall(SYS_gettid);
-    ga_tbuf_t *head = atomic_load(&ga_tbufs);
-    do
-        b->next = head;
-    while (!atomic_compare_exchange_weak(&ga_tbufs, &head, b));
+    pthread_mutex_lock(&ga_tbufs_lock);
+    b->next = ga_tbufs;
+    if (ga_tbufs)
+        ga_tbufs->prev = b;
+    ga_tbufs = b;
+    pthread_mutex_unlock(&ga_tbufs_lock);
     pthread_setspecific(ga_tbuf_key, b);
     return ga_tl_tbuf = b;
+}
+
+/* One record straight to the file: after the exit flush, or once this thread's buffer is gone. */
+static void ga_trace_write_one(const ga_event_t *ev)
+{
+    unsigned char rec[GA_TRACE_RECORD_SIZE];
+    ga_event_encode(ev, rec);
+    ga_trace_write_records(rec, 1);
 }
 
 void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uint64_t stream,
                     int dev, uint64_t t0, CUresult result)
 {
-    ga_tbuf_t *b = ga_tracing ? ga_tbuf_get() : NULL;
-    if (!b)
+    if (!ga_tracing)
         return;
+    ga_tbuf_t *b = ga_tbuf_get();
+    if (!b && !ga_tl_tbuf_gone)
+        return; /* no file, or no memory for a buffer */
     uint64_t t1 = ga_now();
     double dur = (double)(t1 - t0) * ga_trace_ns_per_tick;
     /* An alloc is stamped when it returned, a free when it was entered: an address is freed (its
@@ -140,12 +206,23 @@ void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uin
                        ? (uint64_t)((double)(at - ga_trace_t0_ticks) * ga_trace_ns_per_tick)
                        : 0,
         .addr = addr, .size = size,
-        .stream = stream, .thread = b->tid,
+        .stream = stream, .thread = b ? b->tid : (uint32_t)syscall(SYS_gettid),
         .duration_ns = dur >= 4294967295.0 ? UINT32_MAX : (uint32_t)dur,
         .device = (int16_t)dev, .kind = kind, .api = api, .result = (uint32_t)result,
     };
+    if (!b) {
+        ga_trace_write_one(&ev);
+        return;
+    }
     const void *full = NULL;
     pthread_mutex_lock(&b->lock);
+    /* Checked under the buffer's lock, which the exit flush takes after setting it: a record is
+     * either in the buffer before the flush writes it, or written here. */
+    if (atomic_load_explicit(&ga_trace_unbuffered, memory_order_relaxed)) {
+        pthread_mutex_unlock(&b->lock);
+        ga_trace_write_one(&ev);
+        return;
+    }
     ga_event_encode(&ev, b->rec[b->cur][b->n++]);
     if (b->n == GA_TRACE_BUF_RECORDS) { /* swap halves; write the full one after unlocking */
         full = b->rec[b->cur];
@@ -157,24 +234,30 @@ void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uin
         ga_trace_write_records(full, GA_TRACE_BUF_RECORDS);
 }
 
+/* Process exit: every live thread's partial half. The list lock is held throughout, so a thread
+ * exiting meanwhile cannot free a buffer this is about to lock. */
 void ga_trace_flush_all(void)
 {
     if (!ga_tracing)
         return;
-    for (ga_tbuf_t *b = atomic_load(&ga_tbufs); b; b = b->next) {
+    atomic_store(&ga_trace_unbuffered, 1);
+    pthread_mutex_lock(&ga_tbufs_lock);
+    for (ga_tbuf_t *b = ga_tbufs; b; b = b->next) {
         pthread_mutex_lock(&b->lock);
         ga_tbuf_flush_locked(b);
         pthread_mutex_unlock(&b->lock);
     }
+    pthread_mutex_unlock(&ga_tbufs_lock);
 }
 
 /* A forked child stops tracing: the parent's buffered records are the parent's to write, and the
- * child's events would interleave with them in the same file. */
+ * child's events would interleave with them in the same file. It closes its copy of the trace
+ * descriptor, so the parent's lock on the file ends with the parent, not with a long-lived child;
+ * the buffer list is not touched (another parent thread may have held its lock at the fork). */
 void ga_trace_fork_child(void)
 {
     ga_tracing = 0;
-    for (ga_tbuf_t *b = atomic_load(&ga_tbufs); b; b = b->next) {
-        pthread_mutex_init(&b->lock, NULL);
-        b->n = 0;
-    }
+    int fd = atomic_exchange(&ga_trace_fd, -1);
+    if (fd >= 0)
+        close(fd);
 }

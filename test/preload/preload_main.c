@@ -87,6 +87,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_teardown());
     suite_add_tcase(s, pt_tcase_reports());
     suite_add_tcase(s, pt_tcase_oom());
+    suite_add_tcase(s, pt_tcase_files());
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);

@@ -39,5 +39,6 @@ TCase *pt_tcase_errors(void);
 TCase *pt_tcase_teardown(void);
 TCase *pt_tcase_reports(void);
 TCase *pt_tcase_oom(void);
+TCase *pt_tcase_files(void);
 
 #endif

@@ -5,7 +5,7 @@
 #                  their TAP lines folded into $(RESULTS)/asan.tap
 #   san-tiers      (internal) runs SAN_TIERS in the current BUILD and prints the summary
 #   valgrind-unit  the unit tests under valgrind --error-exitcode=1
-STRESS_PROGS := threads fork teardown badargs next
+STRESS_PROGS := threads fork teardown badargs next tracemem
 STRESS_BINS  := $(STRESS_PROGS:%=$(BUILD)/stress/stress_%)
 STRESS_DEPS  := test/stress/stress_util.h test/sim/simcuda.h
 

@@ -70,6 +70,23 @@ print(f"{'ok' if bad == 0 and r['platform_allocs'] > 0 else 'not ok'} - {label}:
 PY
 }
 
+# trace_count LABEL FILE N: a trace that reads back whole (header, whole records) with N records.
+trace_count() {
+    python3 - "$1" "$2" "$3" >>"$tap" 2>&1 <<'PY'
+import sys
+label, path, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    data = open(path, "rb").read()
+except OSError as e:
+    print(f"not ok - {label}: no trace ({e})")
+    sys.exit(0)
+n, rest = divmod(len(data) - 32, 48)
+ok = data[:8] == b"GATRACE\0" and rest == 0 and n == want
+print(f"{'ok' if ok else 'not ok'} - {label}: {n} whole records of {want} expected, "
+      f"{rest} stray bytes")
+PY
+}
+
 # Platform mode maps and unmaps driver memory on every call, ~10x slower: fewer iterations.
 for mode in arena arena-noprealloc platform; do
     iters=$((2000 / scale))
@@ -84,6 +101,19 @@ for mode in arena arena-noprealloc platform; do
     stats_check "threads $mode" "$dir/stats-$mode.json"
     trace_check "threads $mode trace" "$dir/trace-$mode.gatrace"
 done
+
+# Host memory of the tracer (issue 8 item 7): thousands of short-lived traced threads, one
+# allocation and one free each. Resident memory is checked only without a sanitizer (its own
+# allocator dwarfs it). Then 8 threads of 16 pairs exit while the process exits (their buffers'
+# frees race the exit flush, under TSan too); afterwards the file holds every event: the short
+# threads', the racing threads' and the main thread's two.
+nthreads=$((6000 / scale))
+rssmax=16
+[ -n "$sanrt" ] && rssmax=0
+rm -f "$dir/tracemem.gatrace"
+run "tracemem" tracemem STRESS_THREADS=$nthreads STRESS_RSS_MAX_MIB=$rssmax \
+    STRESS_EXIT_THREADS=8 STRESS_EXIT_PAIRS=16 GPUARENA_TRACE="$dir/tracemem.gatrace"
+trace_count "tracemem trace after exit" "$dir/tracemem.gatrace" $((2 * nthreads + 2 + 2 * 8 * 16))
 
 # Every thread on device 0 (of 2): the driver's exact peak must stay under the cap.
 run "threads arena one-device" threads GPUARENA_LIMIT=48MiB STRESS_DEVICES=1 \

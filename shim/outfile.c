@@ -1,0 +1,333 @@
+/* gpuarena output files: where a report or a trace may be written, and how (rules in outfile.h).
+ *
+ * The kind of a path decides everything, so it is found once, by following symlinks one hop at a
+ * time: the last path reached is what a rename may replace (a link is never replaced, its target
+ * is). A link that lives in /proc (an fd link such as /proc/self/fd/1, which /dev/stdout points to)
+ * is not followed by hand, since its target may be a pipe or a deleted file that only the kernel
+ * can reach: whatever it leads to is written through, opened for appending, because replacing or
+ * truncating it would destroy what the program itself wrote there. Devices and FIFOs are opened
+ * without blocking, so a FIFO nobody reads is a message rather than a process that never exits.
+ * Everything here runs at start or at exit, never on the allocation path.
+ */
+#define _GNU_SOURCE
+#include "outfile.h"
+
+#include "shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef enum {
+    GA_OUT_NEW,     /* nothing there yet: created atomically */
+    GA_OUT_REGULAR, /* a regular file: replaced atomically */
+    GA_OUT_THROUGH, /* a character device, a FIFO, or what a /proc fd link leads to: appended to */
+    GA_OUT_DIR,     /* refused */
+    GA_OUT_OTHER,   /* a block device or a socket: refused */
+} ga_out_kind_t;
+
+typedef struct ga_out {
+    ga_out_kind_t kind;
+    char target[GA_OUTFILE_PATH_MAX]; /* what to open, or to rename onto */
+    struct stat st;                   /* of target, when it exists */
+} ga_out_t;
+
+/* Set at start (before any hook runs), read at exit: the trace's path and whether a report that
+ * clashed with it was already reported. */
+static char ga_protected[GA_OUTFILE_PATH_MAX];
+static const char *ga_protected_var = "GPUARENA_TRACE";
+static int ga_clash_said;
+
+int ga_outfile_expand(const char *var, const char *tmpl, char *out, size_t len)
+{
+    char pid[24];
+    size_t pl = (size_t)snprintf(pid, sizeof pid, "%d", (int)getpid()), o = 0;
+    for (const char *s = tmpl; *s;) {
+        int is_pid = s[0] == '%' && s[1] == 'p';
+        size_t n = is_pid ? pl : 1;
+        if (o + n >= len) {
+            ga_log(GA_LOG_ERROR, "%s is longer than %zu bytes once %%p is expanded; use a shorter "
+                   "path", var, len - 1);
+            return -1;
+        }
+        memcpy(out + o, is_pid ? pid : s, n);
+        o += n;
+        s += is_pid ? 2 : 1;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* p with its directory made canonical (realpath), its last component kept as it is, so that a
+ * link there is still seen as a link. A directory that does not exist leaves p as given. */
+static int ga_out_canon(const char *p, char *out, size_t len)
+{
+    const char *slash = strrchr(p, '/'), *base = slash ? slash + 1 : p;
+    char dir[GA_OUTFILE_PATH_MAX], real[GA_OUTFILE_PATH_MAX];
+    if (!slash)
+        strcpy(dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == p ? 1 : (int)(slash - p), p);
+    int n = realpath(dir, real) ? snprintf(out, len, "%s%s%s", real, strcmp(real, "/") ? "/" : "",
+                                           base)
+                                : snprintf(out, len, "%s", p);
+    return n >= 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* Follows symlinks from path one hop at a time into out (canonical, see above), stopping at a link
+ * that lives in /proc (*fdlink = 1): only the kernel can follow those. */
+static int ga_out_follow(const char *path, char *out, size_t len, int *fdlink)
+{
+    char cur[GA_OUTFILE_PATH_MAX], link[GA_OUTFILE_PATH_MAX], next[2 * GA_OUTFILE_PATH_MAX];
+    *fdlink = 0;
+    if (ga_out_canon(path, cur, sizeof cur) != 0)
+        return -1;
+    for (int hops = 0; hops < 40; hops++) {
+        struct stat st;
+        int is_link = lstat(cur, &st) == 0 && S_ISLNK(st.st_mode);
+        if (!is_link || !strncmp(cur, "/proc/", 6)) {
+            *fdlink = is_link;
+            return snprintf(out, len, "%s", cur) < (int)len ? 0 : -1;
+        }
+        ssize_t n = readlink(cur, link, sizeof link - 1);
+        if (n < 0)
+            return -1;
+        link[n] = '\0';
+        if (link[0] == '/')
+            snprintf(next, sizeof next, "%s", link);
+        else
+            snprintf(next, sizeof next, "%.*s/%s", (int)(strrchr(cur, '/') - cur), cur, link);
+        if (ga_out_canon(next, cur, sizeof cur) != 0)
+            return -1;
+    }
+    errno = ELOOP;
+    return -1;
+}
+
+static int ga_out_classify(const char *path, ga_out_t *o)
+{
+    int fdlink;
+    memset(o, 0, sizeof *o);
+    if (ga_out_follow(path, o->target, sizeof o->target, &fdlink) != 0)
+        return -1;
+    if (stat(o->target, &o->st) != 0) {
+        if (errno != ENOENT || fdlink)
+            return -1;
+        o->kind = GA_OUT_NEW;
+        return 0;
+    }
+    if (S_ISDIR(o->st.st_mode))
+        o->kind = GA_OUT_DIR;
+    else if (S_ISREG(o->st.st_mode))
+        o->kind = fdlink ? GA_OUT_THROUGH : GA_OUT_REGULAR;
+    else if (S_ISCHR(o->st.st_mode) || S_ISFIFO(o->st.st_mode))
+        o->kind = GA_OUT_THROUGH;
+    else
+        o->kind = GA_OUT_OTHER;
+    return 0;
+}
+
+/* Two paths name one file: the same inode when both exist (a character device such as /dev/null
+ * is shared harmlessly), the same resolved path when neither does yet. */
+static int ga_out_same(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && !S_ISCHR(sa.st_mode);
+    char ra[GA_OUTFILE_PATH_MAX], rb[GA_OUTFILE_PATH_MAX];
+    int fa, fb;
+    return !ea && !eb && ga_out_follow(a, ra, sizeof ra, &fa) == 0 &&
+           ga_out_follow(b, rb, sizeof rb, &fb) == 0 && !strcmp(ra, rb);
+}
+
+void ga_outfile_protect(const char *var, const char *path)
+{
+    ga_protected_var = var;
+    snprintf(ga_protected, sizeof ga_protected, "%s", path);
+}
+
+int ga_outfile_clash(const char *var, const char *tmpl)
+{
+    char path[GA_OUTFILE_PATH_MAX];
+    if (!ga_protected[0] || !strcmp(tmpl, "-") ||
+        ga_outfile_expand(var, tmpl, path, sizeof path) != 0 || !ga_out_same(path, ga_protected))
+        return 0;
+    if (!ga_clash_said++)
+        ga_log(GA_LOG_ERROR, "%s='%s' names the same file as %s ('%s'): the trace is kept and %s is "
+               "not written; give %s another path, e.g. '%s.json'", var, tmpl, ga_protected_var,
+               ga_protected, var, var, ga_protected);
+    return 1;
+}
+
+/* Why a path cannot take output, for the kinds that are refused; NULL for the others. */
+static const char *ga_out_refusal(const ga_out_t *o)
+{
+    if (o->kind == GA_OUT_DIR)
+        return "is a directory";
+    if (o->kind == GA_OUT_OTHER)
+        return S_ISBLK(o->st.st_mode) ? "is a block device" : "is not a file, a device or a FIFO";
+    return NULL;
+}
+
+/* Opens a device, a FIFO or an fd link to append to, without blocking on a FIFO nobody reads. */
+static int ga_out_open_through(const ga_out_t *o)
+{
+    int fd = open(o->target, O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+static void ga_out_open_failed(const char *var, const char *path, const ga_out_t *o, int err,
+                               const char *consequence)
+{
+    if (err == ENXIO && S_ISFIFO(o->st.st_mode))
+        ga_log(GA_LOG_ERROR, "%s='%s' is a FIFO that nobody is reading: %s; start its reader "
+               "before the program writes", var, path, consequence);
+    else
+        ga_log(GA_LOG_ERROR, "cannot write %s='%s' (%s): %s; check that the path names a file "
+               "in a writable directory", var, path, strerror(err), consequence);
+}
+
+int ga_outfile_open_log(const char *var, const char *path)
+{
+    static const char *untraced = "this process runs untraced";
+    ga_out_t o;
+    if (ga_out_classify(path, &o) != 0) {
+        ga_out_open_failed(var, path, &o, errno, untraced);
+        return -1;
+    }
+    const char *why = ga_out_refusal(&o);
+    if (why) {
+        ga_log(GA_LOG_ERROR, "%s='%s' %s: %s; name a file, e.g. '%s/trace-%%p.gatrace'", var, path,
+               why, untraced, o.kind == GA_OUT_DIR ? path : "/tmp");
+        return -1;
+    }
+    int fd = o.kind == GA_OUT_THROUGH
+                 ? ga_out_open_through(&o)
+                 : open(o.target, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        ga_out_open_failed(var, path, &o, errno, untraced);
+        return -1;
+    }
+    if (o.kind == GA_OUT_THROUGH)
+        return fd;
+    /* A regular file: truncated only by the process that holds it, for as long as it lives. */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        ga_log(GA_LOG_ERROR, "%s='%s' is being written by another running process: %s, and that "
+               "trace is left whole; put %%p in the path (it becomes the pid) for one trace per "
+               "process", var, path, untraced);
+        close(fd);
+        return -1;
+    }
+    if (ftruncate(fd, 0) != 0) {
+        ga_out_open_failed(var, path, &o, errno, untraced);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* writer's output into fd, which it closes; 0 when every byte was written. */
+static int ga_out_fill(int fd, void (*writer)(FILE *f))
+{
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        return -1;
+    }
+    errno = 0;
+    writer(f);
+    int bad = fflush(f) != 0 || ferror(f), e = errno;
+    if (fclose(f) != 0 && !bad)
+        bad = 1, e = errno;
+    errno = e ? e : EIO;
+    return bad ? -1 : 0;
+}
+
+/* ga_out_fill on a pipe or FIFO with SIGPIPE blocked in this thread: a reader that went away is
+ * an error (EPIPE) and a message, not the death of a program that is exiting. A SIGPIPE raised
+ * here is taken back before the mask is restored. */
+static int ga_out_fill_guarded(int fd, void (*writer)(FILE *f))
+{
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    int r = ga_out_fill(fd, writer), e = errno;
+    struct timespec zero = {0, 0};
+    if (!was_pending)
+        while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE)
+            ;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return r;
+}
+
+/* A regular or new file: a temporary file beside the target (a unique name, created exclusively,
+ * with the mode of the file it replaces), then rename: a reader sees the old file or the new one. */
+static int ga_out_write_atomic(const char *var, const char *path, const ga_out_t *o,
+                               void (*writer)(FILE *f))
+{
+    char tmp[GA_OUTFILE_PATH_MAX + 32];
+    int fd = -1;
+    for (unsigned i = 0; fd < 0 && i < 100; i++) {
+        snprintf(tmp, sizeof tmp, "%s.%d-%u.tmp", o->target, (int)getpid(), i);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        ga_out_open_failed(var, path, o, errno, "nothing was written");
+        return -1;
+    }
+    if (o->kind == GA_OUT_REGULAR)
+        (void)fchmod(fd, o->st.st_mode & 07777);
+    if (ga_out_fill(fd, writer) == 0 && rename(tmp, o->target) == 0)
+        return 0;
+    int e = errno;
+    unlink(tmp);
+    ga_out_open_failed(var, path, o, e, "nothing was written");
+    return -1;
+}
+
+int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
+{
+    if (!strcmp(tmpl, "-")) {
+        writer(stderr);
+        fflush(stderr);
+        return 0;
+    }
+    char path[GA_OUTFILE_PATH_MAX];
+    if (ga_outfile_expand(var, tmpl, path, sizeof path) != 0 || ga_outfile_clash(var, tmpl))
+        return -1;
+    ga_out_t o;
+    if (ga_out_classify(path, &o) != 0) {
+        ga_out_open_failed(var, path, &o, errno, "nothing was written");
+        return -1;
+    }
+    const char *why = ga_out_refusal(&o);
+    if (why) {
+        ga_log(GA_LOG_ERROR, "%s='%s' %s: nothing was written; name a file, e.g. "
+               "'%s/stats-%%p.json'", var, path, why, o.kind == GA_OUT_DIR ? path : "/tmp");
+        return -1;
+    }
+    if (o.kind != GA_OUT_THROUGH)
+        return ga_out_write_atomic(var, path, &o, writer);
+    int fd = ga_out_open_through(&o);
+    if (fd < 0 || ga_out_fill_guarded(fd, writer) != 0) {
+        ga_out_open_failed(var, path, &o, errno, "nothing was written");
+        return -1;
+    }
+    return 0;
+}

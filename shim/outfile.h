@@ -1,0 +1,46 @@
+/* gpuarena output files: the files the shim writes (the statistics report, the trace), named by
+ * path templates in the environment, written so that no file is destroyed by accident.
+ *
+ * One rule set for every output (issue 8 item 8):
+ * - "%p" in a template becomes the pid (GPUARENA_STATS and GPUARENA_TRACE alike).
+ * - A report goes to a regular file (or a new one) atomically: a temporary file beside the target,
+ *   then rename onto it. A symlink is followed and its target replaced, never the link itself.
+ * - A character device, a FIFO, or a file reached through a /proc fd link (/dev/stdout,
+ *   /dev/null, /proc/self/fd/1) is written through: opened for appending, never replaced nor
+ *   truncated. A directory, a block device or a socket is refused with a message.
+ * - The trace path is protected: a report that names the same file (same path after %p, or a
+ *   symlink or hard link to it) is not written; the trace wins.
+ * - A trace that is a regular file is truncated only under an exclusive flock held for the life of
+ *   the writer: a second live process given the same path runs on untraced and says so.
+ * Messages go through ga_log, prefixed "gpuarena:", and say how to fix; nothing here changes the
+ * program's exit status. Only shim/ uses this (it logs through ga_log).
+ */
+#ifndef GA_OUTFILE_H
+#define GA_OUTFILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define GA_OUTFILE_PATH_MAX 4096
+
+/* Expands every "%p" of tmpl to the pid into out. 0, or -1 (message naming var) if too long. */
+int ga_outfile_expand(const char *var, const char *tmpl, char *out, size_t len);
+
+/* Remembers path (expanded) as the trace that variable var names: no report may be written over
+ * it. Call once, at start. */
+void ga_outfile_protect(const char *var, const char *path);
+
+/* 1 when the report template tmpl (for variable var) names the protected file; the first time
+ * it says so (the trace is kept, the report is not written), later calls are quiet. */
+int ga_outfile_clash(const char *var, const char *tmpl);
+
+/* Opens path (expanded) to append a trace, by the rules above: a regular or new file is locked and
+ * truncated, a device or FIFO written through. The descriptor (O_APPEND, close-on-exec), or -1
+ * with a message saying why and that the process runs on without it. */
+int ga_outfile_open_log(const char *var, const char *path);
+
+/* Writes a report: writer(f) fills f, and the result lands at the file tmpl names ("-": stderr)
+ * by the rules above. 0 written, -1 not (a message said why). */
+int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f));
+
+#endif

@@ -1,14 +1,15 @@
-/* gpuarena allocator core: arena life cycle, the segregated free lists, and the hot paths
- * ga_alloc and ga_free.
+/* gpuarena allocator core: arena life cycle, the size-ordered bins, the live table, and the hot
+ * paths ga_alloc and ga_free.
  *
- * Placement is exact best fit: the bin of the request is scanned for the smallest chunk that
- * fits, and if none does, the first non-empty bin above it (found with two bit scans) is
- * scanned for its smallest chunk; every chunk there fits and every chunk in later bins is larger.
- * Bins below 32 KiB hold a single size, so for small requests the scan stops at the first entry.
- * A chunk is split whenever anything is left over (the remainder is then at least GA_ALIGN, the
- * minimum chunk), unlike BFC which keeps up to half a chunk as waste. A free merges at once with
- * free address neighbours. Regions, growth and interior lookup live in region.c; statistics and
- * the invariant walker in check.c.
+ * Placement is exact best fit: the bin of the request holds a tree ordered by (size, base), and one
+ * descent finds the smallest chunk there that fits, lowest address among equal sizes; if none
+ * does, the first non-empty bin above it (two bit scans) gives its leftmost chunk, which fits, as
+ * does every chunk in later bins, and they are all larger. Every step is O(log n) in the number of
+ * free chunks, so an arena fragmented into 100,000 holes of one size costs a few more tree levels,
+ * not a list scan. A chunk is split whenever anything is left over (the remainder is then at least
+ * GA_ALIGN, the minimum chunk), unlike BFC which keeps up to half a chunk as waste. A free merges
+ * at once with free address neighbours. Regions, growth and interior lookup live in region.c; the
+ * tree itself in rbtree.c; statistics and the invariant walker in check.c.
  */
 #include <stdlib.h>
 
@@ -17,9 +18,11 @@
 /* Host memory --------------------------------------------------------------------------------- */
 
 long ga_host_fail_after = -1;
+uint64_t ga_host_bytes;
 
-static int host_fails(void)
+static int host_fails(size_t bytes)
 {
+    __atomic_fetch_add(&ga_host_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
     if (ga_host_fail_after < 0)
         return 0;
     if (ga_host_fail_after == 0)
@@ -28,15 +31,18 @@ static int host_fails(void)
     return 0;
 }
 
-void *ga_host_malloc(size_t size) { return host_fails() ? NULL : malloc(size); }
-void *ga_host_calloc(size_t n, size_t size) { return host_fails() ? NULL : calloc(n, size); }
-void *ga_host_realloc(void *p, size_t size) { return host_fails() ? NULL : realloc(p, size); }
+void *ga_host_malloc(size_t size) { return host_fails(size) ? NULL : malloc(size); }
+void *ga_host_calloc(size_t n, size_t size)
+{
+    return host_fails(n * size) ? NULL : calloc(n, size);
+}
+void *ga_host_realloc(void *p, size_t size) { return host_fails(size) ? NULL : realloc(p, size); }
 
-/* Chunk struct pool --------------------------------------------------------------------------- */
+/* Chunk and run struct pool ------------------------------------------------------------------- */
 
-/* Takes a chunk struct from the pool, carving a new block when empty; NULL if host memory is
- * exhausted. */
-ga_chunk_t *ga_chunk_new(ga_arena_t *a)
+/* Takes an item from the pool, carving a new block when empty; NULL if host memory is exhausted.
+ * The caller sets every field it uses (an item from the free list holds stale ones). */
+ga_item_t *ga_item_new(ga_arena_t *a)
 {
     if (!a->spare) {
         ga_chunk_block_t *blk = ga_host_malloc(sizeof *blk);
@@ -44,36 +50,127 @@ ga_chunk_t *ga_chunk_new(ga_arena_t *a)
             return NULL;
         blk->next = a->blocks;
         a->blocks = blk;
-        for (unsigned i = 0; i < GA_CHUNK_BLOCK; i++) {
-            blk->chunks[i].next_free = a->spare;
-            a->spare = &blk->chunks[i];
+        for (unsigned i = GA_CHUNK_BLOCK; i-- > 0;) {
+            blk->items[i].next_spare = a->spare;
+            a->spare = &blk->items[i];
         }
     }
-    ga_chunk_t *c = a->spare;
-    a->spare = c->next_free;
-    memset(c, 0, sizeof *c);
-    return c;
+    ga_item_t *it = a->spare;
+    a->spare = it->next_spare;
+    a->items_used++;
+    return it;
 }
 
-void ga_chunk_put(ga_arena_t *a, ga_chunk_t *c)
+void ga_item_put(ga_arena_t *a, ga_item_t *it)
 {
-    c->next_free = a->spare;
-    a->spare = c;
+    it->next_spare = a->spare;
+    a->spare = it;
+    a->items_used--;
 }
 
-/* Free lists ---------------------------------------------------------------------------------- */
+/* Live table ---------------------------------------------------------------------------------- */
 
-/* Smallest chunk of at least `need` bytes in one list; equal sizes go to the lowest address,
- * which keeps allocations packed toward region starts (measured: it lowers the smallest arena
- * that runs the somas traces). */
-static ga_chunk_t *scan_bin(ga_chunk_t *c, size_t need)
+/* Rebuilds the table at `cap` slots (a power of two); -1 if host memory ran out (unchanged). */
+static int live_resize(ga_livetab_t *t, size_t cap)
+{
+    ga_live_slot_t *slots = ga_host_calloc(cap, sizeof *slots);
+    if (!slots)
+        return -1;
+    ga_livetab_t n = {.slots = slots, .mask = cap - 1, .count = t->count,
+                      .shift = 64u - (unsigned)__builtin_ctzll((uint64_t)cap)};
+    for (size_t i = 0; t->slots && i <= t->mask; i++) {
+        if (!t->slots[i].chunk)
+            continue;
+        size_t j = ga_live_home(&n, t->slots[i].key);
+        while (slots[j].chunk)
+            j = (j + 1) & n.mask;
+        slots[j] = t->slots[i];
+    }
+    free(t->slots);
+    *t = n;
+    return 0;
+}
+
+int ga_live_reserve(ga_livetab_t *t)
+{
+    if (t->slots && (t->count + 1) * 2 <= t->mask + 1)
+        return 0;
+    return live_resize(t, t->slots ? (t->mask + 1) * 2 : 256);
+}
+
+void ga_live_insert(ga_livetab_t *t, ga_chunk_t *c)
+{
+    size_t i = ga_live_home(t, c->base);
+    while (t->slots[i].chunk)
+        i = (i + 1) & t->mask;
+    t->slots[i].key = c->base;
+    t->slots[i].chunk = c;
+    t->count++;
+}
+
+/* Backward shift: each later entry of the probe run moves into the hole unless its home lies
+ * cyclically in (hole, j], so every run stays contiguous and lookups never need tombstones. */
+static void live_close_hole(ga_livetab_t *t, size_t hole)
+{
+    for (size_t j = (hole + 1) & t->mask; t->slots[j].chunk; j = (j + 1) & t->mask) {
+        size_t home = ga_live_home(t, t->slots[j].key);
+        if (((j - home) & t->mask) < ((j - hole) & t->mask))
+            continue;
+        t->slots[hole] = t->slots[j];
+        hole = j;
+    }
+    t->slots[hole].chunk = NULL;
+}
+
+ga_chunk_t *ga_live_take(ga_livetab_t *t, uintptr_t key)
+{
+    if (!t->count)
+        return NULL;
+    for (size_t i = ga_live_home(t, key);; i = (i + 1) & t->mask) {
+        ga_chunk_t *c = t->slots[i].chunk;
+        if (!c)
+            return NULL;
+        if (t->slots[i].key == key) {
+            live_close_hole(t, i);
+            t->count--;
+            return c;
+        }
+    }
+}
+
+void ga_live_fini(ga_livetab_t *t)
+{
+    free(t->slots);
+    memset(t, 0, sizeof *t);
+}
+
+/* Bins ---------------------------------------------------------------------------------------- */
+
+/* A bin that already holds chunks: descend by (size, base), link, rebalance. */
+void ga_bin_insert_slow(ga_arena_t *a, ga_chunk_t *c)
+{
+    ga_rbnode_t **link = &a->bins[c->bin], *parent = NULL;
+    while (*link) {
+        parent = *link;
+        link = ga_bin_less(c, ga_bin_chunk(parent)) ? &parent->left : &parent->right;
+    }
+    ga_rb_link(&c->u.bin_node, parent, link);
+    ga_rb_insert_fixup(&a->bins[c->bin], &c->u.bin_node);
+}
+
+/* The smallest chunk of at least `need` bytes in one bin tree (lowest address among equal
+ * sizes): the leftmost node not below (need, 0). */
+static ga_chunk_t *bin_fit(const ga_rbnode_t *n, size_t need)
 {
     ga_chunk_t *best = NULL;
-    for (; c; c = c->next_free) {
-        if (c->size < need)
-            continue;
-        if (!best || c->size < best->size || (c->size == best->size && c->base < best->base))
+    while (n) {
+        ga_chunk_t *c = ga_bin_chunk(n);
+        if (c->size >= need) {
             best = c;
+            n = n->left;
+        } else {
+            n = n->right;
+        }
     }
     return best;
 }
@@ -97,49 +194,46 @@ static ga_chunk_t *find_fit(const ga_arena_t *a, size_t rounded)
 {
     unsigned bin = ga_bin_of(rounded);
     if (a->bins[bin]) {
-        ga_chunk_t *c = scan_bin(a->bins[bin], rounded);
+        ga_chunk_t *c = bin_fit(a->bins[bin], rounded);
         if (c)
             return c;
     }
     int nb = next_bin(a, bin);
-    return nb < 0 ? NULL : scan_bin(a->bins[nb], rounded);
+    return nb < 0 ? NULL : ga_bin_chunk(ga_rb_first(a->bins[nb]));
 }
 
-/* Absorbs `right` (free, the address neighbour after `left`) into `left`. */
+/* Absorbs `right` (free, out of its bin, the address neighbour after `left`) into `left`. */
 static void absorb(ga_arena_t *a, ga_chunk_t *left, ga_chunk_t *right)
 {
     left->size += right->size;
     left->next_phys = right->next_phys;
     if (left->next_phys)
         left->next_phys->prev_phys = left;
-    ga_bitidx_clear(&right->region->starts, ga_granule(right->region, right->base));
-    ga_chunk_put(a, right);
+    ga_run_leave(a, right->region, right);
+    ga_item_put(a, (ga_item_t *)right);
 }
 
-/* Undoes split when the allocation cannot be completed: the remainder comes out of its bin and
- * merges back. */
-static void unsplit(ga_arena_t *a, ga_chunk_t *c, ga_chunk_t *rest)
+/* Splits chunk c (out of its bin) into an allocation of `rounded` bytes at its low end and a
+ * free remainder `rest` that joins c's run and goes back to a bin; `fresh` is a spare run struct
+ * when c's run is full (taken beforehand, so nothing here can fail). (Taking the high end
+ * instead, for all or only small requests, was measured on the somas traces: no better,
+ * sometimes worse.) */
+static void split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *rest,
+                  ga_run_t *fresh)
 {
-    ga_bin_remove(a, rest);
-    absorb(a, c, rest);
-}
-
-/* Splits free chunk c (already out of its bin) into an allocation of `rounded` bytes at its low
- * end and a free remainder that goes back to a bin. The spare struct was taken beforehand so
- * that nothing here can fail. (Taking the high end instead, for all or only small requests, was
- * measured on the somas traces: no better, sometimes worse.) */
-static void split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *rest)
-{
+    ga_chunk_t *next = c->next_phys;
     rest->base = c->base + rounded;
     rest->size = c->size - rounded;
     rest->region = c->region;
     rest->prev_phys = c;
-    rest->next_phys = c->next_phys;
-    if (rest->next_phys)
-        rest->next_phys->prev_phys = rest;
+    rest->next_phys = next;
+    if (next)
+        next->prev_phys = rest;
     c->next_phys = rest;
     c->size = rounded;
-    ga_bitidx_set(&rest->region->starts, ga_granule(rest->region, rest->base));
+    rest->run = c->run;
+    if (++c->run->count > GA_RUN_MAX)
+        ga_run_split(c->region, c->run, fresh);
     ga_bin_insert(a, rest);
 }
 
@@ -210,11 +304,10 @@ void ga_arena_destroy(ga_arena_t *a)
     for (size_t i = 0; i < a->nregions; i++) {
         ga_region_t *r = a->regions[i];
         a->backend.release(a->backend.ctx, r->base, r->size);
-        ga_bitidx_fini(&r->starts);
         free(r);
     }
     free(a->regions);
-    HASH_CLEAR(hh, a->live);
+    ga_live_fini(&a->live);
     while (a->blocks) {
         ga_chunk_block_t *next = a->blocks->next;
         free(a->blocks);
@@ -233,23 +326,27 @@ static ga_status_t fail_nomem(ga_arena_t *a, size_t rounded)
     return GA_ENOMEM;
 }
 
-/* Turns free chunk c into a live allocation of `rounded` bytes (size asked: `size`). */
+/* Turns free chunk c into a live allocation of `rounded` bytes (size asked: `size`). The two
+ * things that can fail (room in the live table, a struct for the remainder) are secured first,
+ * so a failure leaves the arena exactly as it was. */
 static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, size_t rounded, size_t size)
 {
-    ga_chunk_t *rest = NULL;
-    if (c->size > rounded && !(rest = ga_chunk_new(a)))
+    ga_item_t *rest = NULL, *fresh = NULL;
+    if (ga_live_reserve(&a->live) != 0)
         return GA_ENOMEM;
+    if (c->size > rounded) {
+        if (!(rest = ga_item_new(a)))
+            return GA_ENOMEM;
+        if (c->run->count == GA_RUN_MAX && !(fresh = ga_item_new(a))) {
+            ga_item_put(a, rest);
+            return GA_ENOMEM;
+        }
+    }
     ga_bin_remove(a, c);
     if (rest)
-        split(a, c, rounded, rest);
-    HASH_ADD(hh, a->live, base, sizeof c->base, c);
-    if (!c->hh.tbl) { /* uthash could not grow: undo, the arena stays as it was */
-        if (rest)
-            unsplit(a, c, rest);
-        ga_bin_insert(a, c);
-        return GA_ENOMEM;
-    }
-    c->requested = size;
+        split(a, c, rounded, &rest->chunk, fresh ? &fresh->run : NULL);
+    ga_live_insert(&a->live, c);
+    c->u.requested = size;
     ga_stats_t *s = &a->stats;
     s->in_use += rounded;
     s->in_use_requested += size;
@@ -293,18 +390,15 @@ ga_status_t ga_free(ga_arena_t *a, uintptr_t ptr)
 {
     if (!a)
         return GA_EINVAL;
-    ga_chunk_t *c;
-    HASH_FIND(hh, a->live, &ptr, sizeof ptr, c);
+    ga_chunk_t *c = ga_live_take(&a->live, ptr);
     if (!c)
         return classify_bad_free(a, ptr);
-    HASH_DELETE(hh, a->live, c);
     ga_stats_t *s = &a->stats;
     s->in_use -= c->size;
-    s->in_use_requested -= c->requested;
+    s->in_use_requested -= c->u.requested;
     s->total_free += c->size;
     s->frees++;
     s->live--;
-    c->requested = 0;
     ga_chunk_t *prev = c->prev_phys, *next = c->next_phys;
     if (next && next->is_free) {
         ga_bin_remove(a, next);

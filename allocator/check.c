@@ -2,18 +2,21 @@
  * status strings.
  *
  * ga_check is written to be independent of the hot paths' bookkeeping: it recomputes every
- * figure from the structures themselves (region tiling, bin lists, bitmaps, the pointer table)
- * and compares, so a bug in incremental accounting shows up as a count of failures with a
- * readable first few lines rather than as silent drift. It is O(everything) and meant for tests
- * and debug builds, never the hot path.
+ * figure from the structures themselves (region tiling, bin trees, address trees, bitmaps, the
+ * live table) and compares, so a bug in incremental accounting shows up as a count of failures
+ * with a readable first few lines rather than as silent drift. Each red-black tree is checked for
+ * order, parent links, colours and black height, and for membership both ways (every node it holds
+ * belongs there, every chunk that belongs there is found by a descent). Its cost is O(n log n) in
+ * the number of chunks, never in the bytes of a region, and every walk is bounded by the number of
+ * chunk structs in use, so a corrupted link (a cycle) ends the walk with a failure instead of a
+ * hang. Meant for tests and debug builds, never the hot path.
  */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "internal.h"
 
-/* Largest free chunk: the highest non-empty bin holds it, but bins above 32 KiB span a size
- * range, so that one list is scanned. */
+/* Largest free chunk: the rightmost chunk of the highest non-empty bin. */
 static uint64_t largest_free(const ga_arena_t *a)
 {
     if (!a->fl_bitmap)
@@ -22,11 +25,8 @@ static uint64_t largest_free(const ga_arena_t *a)
     if (!a->sl_bitmap[fl]) /* inconsistent bitmaps: ga_check reports them, stay defined here */
         return 0;
     unsigned bin = fl * GA_SL_COUNT + ga_msb64(a->sl_bitmap[fl]);
-    uint64_t best = 0;
-    for (const ga_chunk_t *c = a->bins[bin]; c; c = c->next_free)
-        if (c->size > best)
-            best = c->size;
-    return best;
+    const ga_rbnode_t *n = ga_rb_last(a->bins[bin]);
+    return n ? ga_bin_chunk(n)->size : 0;
 }
 
 void ga_get_stats(const ga_arena_t *a, ga_stats_t *out)
@@ -97,22 +97,94 @@ static void fail(checker_t *k, const char *fmt, ...)
             fail((k), __VA_ARGS__);                                            \
     } while (0)
 
-/* Every level of the start bitmap summarises the one below, and level 0 has one bit per chunk. */
-static void check_bitidx(checker_t *k, const ga_region_t *r, uint64_t nchunks)
+/* Red-black trees ----------------------------------------------------------------------------- */
+
+/* What one tree walk needs: how to compare two nodes, where to report, and a budget of nodes. */
+typedef struct tree_walk {
+    checker_t *k;
+    const char *what;       /* "bin 12" or "region 0x..." for messages */
+    int (*less)(const ga_rbnode_t *x, const ga_rbnode_t *y);
+    const ga_rbnode_t *prev; /* in-order predecessor of the node being visited */
+    uint64_t nodes, budget;
+    void (*visit)(struct tree_walk *w, const ga_rbnode_t *n);
+    void *ctx;
+} tree_walk_t;
+
+/* A red-black tree of n nodes is at most 2 log2(n + 1) deep; deeper than this is a cycle. */
+#define RB_MAX_DEPTH 128
+
+/* Returns the black height of the subtree, or -1 once a failure made it meaningless. */
+static int walk_tree(tree_walk_t *w, const ga_rbnode_t *n, const ga_rbnode_t *parent, int depth)
 {
-    const ga_bitidx_t *b = &r->starts;
-    uint64_t bits = 0;
-    for (size_t w = 0; w < b->words[0]; w++)
-        bits += (uint64_t)__builtin_popcountll(b->level[0][w]);
-    CHECK(k, bits == nchunks, "region %#lx: %lu start bits for %lu chunks",
-          (unsigned long)r->base, (unsigned long)bits, (unsigned long)nchunks);
-    for (unsigned l = 0; l + 1 < b->nlevels; l++)
-        for (size_t w = 0; w < b->words[l]; w++) {
-            int up = (int)((b->level[l + 1][w >> 6] >> (w & 63)) & 1);
-            CHECK(k, up == (b->level[l][w] != 0), "region %#lx: bitmap level %u word %zu summary",
-                  (unsigned long)r->base, l + 1, w);
-        }
+    if (!n)
+        return 1;
+    checker_t *k = w->k;
+    if (depth > RB_MAX_DEPTH || ++w->nodes > w->budget) {
+        fail(k, "%s: tree deeper or larger than the chunks in use (a cycle?)", w->what);
+        return -1;
+    }
+    CHECK(k, ga_rb_parent(n) == parent, "%s: bad parent link", w->what);
+    CHECK(k, ga_rb_is_black(n) || (ga_rb_is_black(n->left) && ga_rb_is_black(n->right)),
+          "%s: red node with a red child", w->what);
+    int lh = walk_tree(w, n->left, n, depth + 1);
+    if (lh < 0)
+        return -1;
+    if (w->prev)
+        CHECK(k, w->less(w->prev, n), "%s: nodes out of order", w->what);
+    w->prev = n;
+    if (w->visit)
+        w->visit(w, n);
+    int rh = walk_tree(w, n->right, n, depth + 1);
+    if (rh < 0)
+        return -1;
+    CHECK(k, lh == rh, "%s: black heights %d and %d differ", w->what, lh, rh);
+    return lh + ga_rb_is_black(n);
 }
+
+static void check_tree(tree_walk_t *w, const ga_rbnode_t *root)
+{
+    CHECK(w->k, ga_rb_is_black(root), "%s: red root", w->what);
+    walk_tree(w, root, NULL, 0);
+}
+
+static int bin_less(const ga_rbnode_t *x, const ga_rbnode_t *y)
+{
+    return ga_bin_less(ga_bin_chunk(x), ga_bin_chunk(y));
+}
+
+static int run_less(const ga_rbnode_t *x, const ga_rbnode_t *y)
+{
+    return ga_run_of(x)->first->base < ga_run_of(y)->first->base;
+}
+
+/* Whether c is reachable in its bin's tree by the descent an allocation would make. */
+static int in_bin_tree(const ga_arena_t *a, const ga_chunk_t *c)
+{
+    if (c->bin >= GA_FL_COUNT * GA_SL_COUNT)
+        return 0;
+    const ga_rbnode_t *n = a->bins[c->bin];
+    for (int depth = 0; n && depth <= RB_MAX_DEPTH; depth++) {
+        const ga_chunk_t *x = ga_bin_chunk(n);
+        if (x == c)
+            return 1;
+        n = ga_bin_less(c, x) ? n->left : n->right;
+    }
+    return 0;
+}
+
+/* ga_live_find with at most one pass over the table, so a corrupted table cannot hang it. */
+static const ga_chunk_t *live_probe(const ga_livetab_t *t, uintptr_t key)
+{
+    if (!t->slots)
+        return NULL;
+    size_t i = ga_live_home(t, key);
+    for (size_t step = 0; step <= t->mask; step++, i = (i + 1) & t->mask)
+        if (!t->slots[i].chunk || t->slots[i].key == key)
+            return t->slots[i].chunk;
+    return NULL;
+}
+
+/* Regions ------------------------------------------------------------------------------------- */
 
 static void check_chunk(checker_t *k, const ga_region_t *r, const ga_chunk_t *c,
                         const ga_chunk_t *prev, uintptr_t expect)
@@ -125,28 +197,64 @@ static void check_chunk(checker_t *k, const ga_region_t *r, const ga_chunk_t *c,
           at, c->size, GA_ALIGN);
     CHECK(k, c->size <= r->size && c->base - r->base <= r->size - c->size,
           "chunk %#lx: runs past its region", at);
-    if (c->base >= r->base && c->base - r->base < r->size)
-        CHECK(k, ga_bitidx_test(&r->starts, ga_granule(r, c->base)), "chunk %#lx: no start bit",
-              at);
     k->chunks++;
     if (c->is_free) {
         CHECK(k, !prev || !prev->is_free, "chunk %#lx: free next to a free chunk", at);
         CHECK(k, c->bin == ga_bin_of(c->size), "chunk %#lx: in bin %u, belongs in %u", at, c->bin,
               ga_bin_of(c->size));
+        CHECK(k, in_bin_tree(k->a, c), "chunk %#lx: free but not found in its bin's tree", at);
         k->free_chunks++;
         k->total_free += c->size;
         if (c->size > k->largest)
             k->largest = c->size;
         return;
     }
-    ga_chunk_t *h;
-    HASH_FIND(hh, k->a->live, &c->base, sizeof c->base, h);
-    CHECK(k, h == c, "live chunk %#lx: not in the pointer table", at);
-    CHECK(k, c->requested > 0 && c->requested <= c->size && c->size - c->requested < GA_ALIGN,
-          "live chunk %#lx: requested %zu does not round to %zu", at, c->requested, c->size);
+    CHECK(k, live_probe(&k->a->live, c->base) == c, "live chunk %#lx: not in the live table", at);
+    CHECK(k, c->u.requested > 0 && c->u.requested <= c->size && c->size - c->u.requested < GA_ALIGN,
+          "live chunk %#lx: requested %zu does not round to %zu", at, c->u.requested, c->size);
     k->live++;
     k->in_use += c->size;
-    k->requested += c->requested;
+    k->requested += c->u.requested;
+}
+
+/* The run tree, visited in order, must cut the chunk chain into consecutive runs: each run starts
+ * where the previous one ended and holds `count` chunks (1 to GA_RUN_MAX) that point back to it. */
+typedef struct run_cursor {
+    const ga_chunk_t *next; /* the chunk the next run must start at */
+    uint64_t chunks;
+} run_cursor_t;
+
+static void visit_run(tree_walk_t *w, const ga_rbnode_t *n)
+{
+    const ga_run_t *run = ga_run_of(n);
+    run_cursor_t *cur = w->ctx;
+    checker_t *k = w->k;
+    CHECK(k, run->first == cur->next, "%s: a run starts at %#lx, expected %#lx", w->what,
+          (unsigned long)run->first->base, cur->next ? (unsigned long)cur->next->base : 0ul);
+    CHECK(k, run->count >= 1 && run->count <= GA_RUN_MAX, "%s: a run of %u chunks", w->what,
+          run->count);
+    const ga_chunk_t *c = run->first;
+    unsigned i = 0;
+    for (; c && i < run->count && i < GA_RUN_MAX; i++, c = c->next_phys) {
+        CHECK(k, c->run == run, "%s: chunk %#lx does not point to its run", w->what,
+              (unsigned long)c->base);
+        cur->chunks++;
+    }
+    CHECK(k, i == run->count, "%s: a run of %u chunks ends after %u", w->what, run->count, i);
+    cur->next = c;
+}
+
+static void check_runs(checker_t *k, const ga_region_t *r, uint64_t nchunks)
+{
+    char what[48];
+    snprintf(what, sizeof what, "region %#lx", (unsigned long)r->base);
+    run_cursor_t cur = {.next = r->first};
+    tree_walk_t w = {.k = k, .what = what, .less = run_less, .budget = k->a->items_used,
+                     .visit = visit_run, .ctx = &cur};
+    check_tree(&w, r->runs);
+    CHECK(k, cur.next == NULL && cur.chunks == nchunks,
+          "%s: runs cover %lu chunks, the region has %lu", what, (unsigned long)cur.chunks,
+          (unsigned long)nchunks);
 }
 
 static void check_region(checker_t *k, const ga_region_t *r)
@@ -154,12 +262,13 @@ static void check_region(checker_t *k, const ga_region_t *r)
     CHECK(k, r->base % GA_ALIGN == 0 && r->size % GA_ALIGN == 0 && r->size > 0,
           "region %#lx: misaligned", (unsigned long)r->base);
     k->reserved += r->size;
-    uint64_t before = k->chunks, bound = r->size / GA_ALIGN;
+    uint64_t before = k->chunks;
     uintptr_t expect = r->base;
     const ga_chunk_t *prev = NULL;
     for (const ga_chunk_t *c = r->first; c; prev = c, c = c->next_phys) {
-        if (k->chunks - before >= bound) {
-            fail(k, "region %#lx: more chunks than granules (a cycle?)", (unsigned long)r->base);
+        if (k->chunks >= k->a->items_used) {
+            fail(k, "region %#lx: more chunks than structs in use (a cycle?)",
+                 (unsigned long)r->base);
             return;
         }
         check_chunk(k, r, c, prev, expect);
@@ -167,7 +276,7 @@ static void check_region(checker_t *k, const ga_region_t *r)
     }
     CHECK(k, expect == r->base + r->size, "region %#lx: chunks end at %#lx, region at %#lx",
           (unsigned long)r->base, (unsigned long)expect, (unsigned long)(r->base + r->size));
-    check_bitidx(k, r, k->chunks - before);
+    check_runs(k, r, k->chunks - before);
 }
 
 static void check_regions(checker_t *k)
@@ -185,7 +294,19 @@ static void check_regions(checker_t *k)
     }
 }
 
-/* Every listed chunk is free, in the bin its size maps to, inside a region; bitmaps match. */
+/* Bins ---------------------------------------------------------------------------------------- */
+
+static void visit_bin(tree_walk_t *w, const ga_rbnode_t *n)
+{
+    const ga_chunk_t *c = ga_bin_chunk(n);
+    unsigned b = (unsigned)(uintptr_t)w->ctx;
+    CHECK(w->k, c->is_free && c->bin == b && ga_bin_of(c->size) == b,
+          "bin %u: chunk %#lx not free or misfiled", b, (unsigned long)c->base);
+    CHECK(w->k, ga_region_find(w->k->a, c->base) == c->region, "bin %u: chunk %#lx in no region",
+          b, (unsigned long)c->base);
+}
+
+/* Every tree is well formed and holds only free chunks of its size class; bitmaps match. */
 static void check_bins(checker_t *k)
 {
     const ga_arena_t *a = k->a;
@@ -193,19 +314,16 @@ static void check_bins(checker_t *k)
     for (unsigned b = 0; b < GA_FL_COUNT * GA_SL_COUNT; b++) {
         unsigned fl = b / GA_SL_COUNT, sl = b % GA_SL_COUNT;
         int bit = (int)((a->sl_bitmap[fl] >> sl) & 1);
-        CHECK(k, bit == (a->bins[b] != NULL), "bin %u: bitmap bit %d disagrees with list", b, bit);
-        const ga_chunk_t *prev = NULL;
-        for (const ga_chunk_t *c = a->bins[b]; c; prev = c, c = c->next_free) {
-            if (listed++ > k->free_chunks) {
-                fail(k, "bin lists hold more chunks than the regions (a cycle?)");
-                return;
-            }
-            CHECK(k, c->is_free && c->bin == b && c->prev_free == prev,
-                  "bin %u: chunk %#lx not free, misfiled or badly linked", b,
-                  (unsigned long)c->base);
-            CHECK(k, ga_region_find(a, c->base) == c->region, "bin %u: chunk %#lx in no region",
-                  b, (unsigned long)c->base);
-        }
+        CHECK(k, bit == (a->bins[b] != NULL), "bin %u: bitmap bit %d disagrees with its tree", b,
+              bit);
+        if (!a->bins[b])
+            continue;
+        char what[24];
+        snprintf(what, sizeof what, "bin %u", b);
+        tree_walk_t w = {.k = k, .what = what, .less = bin_less, .budget = a->items_used,
+                         .visit = visit_bin, .ctx = (void *)(uintptr_t)b};
+        check_tree(&w, a->bins[b]);
+        listed += w.nodes;
     }
     for (unsigned fl = 0; fl < GA_FL_COUNT; fl++)
         CHECK(k, (int)((a->fl_bitmap >> fl) & 1) == (a->sl_bitmap[fl] != 0),
@@ -214,17 +332,28 @@ static void check_bins(checker_t *k)
           (unsigned long)listed, (unsigned long)k->free_chunks);
 }
 
+/* Live table ---------------------------------------------------------------------------------- */
+
 static void check_table(checker_t *k)
 {
-    const ga_arena_t *a = k->a;
+    const ga_livetab_t *t = &k->a->live;
     uint64_t n = 0;
-    for (const ga_chunk_t *c = a->live; c; c = c->hh.next) {
+    CHECK(k, !t->slots || (t->mask + 1) % 64 == 0, "live table: capacity %zu", t->mask + 1);
+    CHECK(k, !t->slots || t->count * 2 <= t->mask + 1, "live table: %zu entries in %zu slots",
+          t->count, t->mask + 1);
+    for (size_t i = 0; t->slots && i <= t->mask; i++) {
+        const ga_live_slot_t *s = &t->slots[i];
+        if (!s->chunk)
+            continue;
         n++;
-        CHECK(k, !c->is_free && ga_region_find(a, c->base) == c->region,
-              "table entry %#lx is free or outside its region", (unsigned long)c->base);
+        const ga_chunk_t *c = s->chunk;
+        CHECK(k, s->key == c->base && !c->is_free && ga_region_find(k->a, c->base) == c->region,
+              "live table entry %#lx is stale, free or outside its region", (unsigned long)s->key);
+        CHECK(k, live_probe(t, s->key) == c, "live table entry %#lx: not reachable by a probe",
+              (unsigned long)s->key);
     }
-    CHECK(k, n == k->live, "%lu table entries, %lu live chunks", (unsigned long)n,
-          (unsigned long)k->live);
+    CHECK(k, n == t->count && n == k->live, "%lu table entries, count %zu, %lu live chunks",
+          (unsigned long)n, t->count, (unsigned long)k->live);
 }
 
 #define CHECK_STAT(k, name, value)                                                       \

@@ -1,17 +1,24 @@
-/* gpuarena allocator internals: the structures shared by arena.c (the alloc/free hot path),
- * region.c (regions, growth, trim, address lookup) and check.c (statistics, invariant walker,
- * occupancy map). Nothing outside allocator/ includes this header.
+/* gpuarena allocator internals: the structures shared by arena.c (the alloc/free hot path and the
+ * size-ordered bins), region.c (regions, growth, trim, address lookup), rbtree.c (the balanced
+ * tree both orders use) and check.c (statistics, invariant walker, occupancy map). Nothing outside
+ * allocator/ includes this header.
  *
  * Layout in one paragraph: an arena holds regions (address ranges from the backend) in an array
- * sorted by base. Each region is tiled exactly by chunks, linked in address order so a free
- * merges with free neighbours in O(1). Free chunks sit in segregated lists indexed TLSF-style by
- * (first level = log2 size, second level = 64 linear steps), with a two-level bitmap so the next
- * non-empty list is found with two bit scans. Live chunks sit in a uthash table keyed by base (the
- * exact-pointer free is the hot path). Interior addresses resolve through a per-region
- * hierarchical bitmap with one bit per GA_ALIGN granule marking chunk starts: setting a bit on
- * split and clearing it on merge is O(1), and "nearest chunk start at or below p" is a few word
- * scans, so the hot path pays almost nothing for an O(log n) interior lookup.
- * Chunk structs come from a slab pool so alloc and free do not call malloc per operation.
+ * sorted by base. Each region is tiled exactly by chunks, linked in address order so a free merges
+ * with free neighbours in O(1). Free chunks sit in segregated bins indexed TLSF-style by (first
+ * level = log2 size, second level = 64 linear steps), with a two-level bitmap so the next non-empty
+ * bin is found with two bit scans; inside a bin they form a red-black tree ordered by (size, base),
+ * so the exact best fit (smallest size that fits, lowest address among equal sizes) is one descent,
+ * O(log n) however many chunks share a bin. Interior addresses resolve through runs: the chunks of
+ * a region are cut into runs of at most GA_RUN_MAX consecutive chunks, and the runs form the
+ * region's address-ordered red-black tree, so the chunk holding any address is one descent plus a
+ * walk of at most GA_RUN_MAX neighbours (O(log n)), with host memory that grows with the number of
+ * chunks, never with the region's byte size. A split adds the remainder to its neighbour's run and
+ * a merge takes a chunk out of its run: a counter each; the tree changes only when a run fills up
+ * (it splits in two, at most once per GA_RUN_MAX / 2 splits) or empties. Live chunks sit in an
+ * open-addressing table keyed by base (the exact-pointer free is the hot path: one probe, usually
+ * one cache line). Chunk and run structs come from a slab pool and the tree nodes are inside them,
+ * so alloc and free allocate no host memory except when a slab block or the live table is added.
  */
 #ifndef GA_INTERNAL_H
 #define GA_INTERNAL_H
@@ -22,29 +29,47 @@
 
 #include "ga_arena.h"
 
-/* uthash: keys are chunk bases (multiples of GA_ALIGN), so drop the zero low bits and use a
- * Fibonacci multiply; uthash keeps the low bits of hashv, which the multiply mixes well. Far
- * cheaper than the default Jenkins hash for an 8-byte key. */
-#define HASH_FUNCTION(keyptr, keylen, hashv)                                   \
-    do {                                                                       \
-        uint64_t k_;                                                           \
-        (void)(keylen);                                                        \
-        memcpy(&k_, (keyptr), sizeof k_);                                      \
-        (hashv) = (unsigned)(((k_ >> 9) * 0x9E3779B97F4A7C15ull) >> 29);       \
-    } while (0)
-/* Host malloc failing inside uthash must become GA_ENOMEM, never exit(): with NONFATAL_OOM a
- * failed HASH_ADD leaves the item out of the table with hh.tbl == NULL, which the caller tests. */
-#define HASH_NONFATAL_OOM 1
-#define uthash_malloc(sz) ga_host_malloc(sz)
-
 /* Every host allocation of the allocator goes through these, so a test can make them fail from
  * the n-th call on (ga_host_fail_after = n; -1, the default, never) and prove that running out
- * of host memory is a clean GA_ENOMEM with the arena intact. Not thread safe: tests only. */
+ * of host memory is a clean GA_ENOMEM with the arena intact. ga_host_bytes counts every byte
+ * asked for (a relaxed atomic, so concurrent arenas in the shim stay race-free): tests read it to
+ * prove that host memory follows the number of chunks, not the size of a region. */
 extern long ga_host_fail_after;
+extern uint64_t ga_host_bytes;
 void *ga_host_malloc(size_t size);
 void *ga_host_calloc(size_t n, size_t size);
 void *ga_host_realloc(void *p, size_t size);
-#include <uthash.h>
+
+/* Red-black tree (rbtree.c) ------------------------------------------------------------------- */
+
+/* An intrusive node: the colour lives in the low bit of the parent pointer (1 = black), so a node
+ * is three words. The caller descends and links a new leaf itself (it knows the order), then
+ * ga_rb_insert_fixup rebalances; ga_rb_erase unlinks any node. */
+typedef struct ga_rbnode {
+    struct ga_rbnode *left, *right;
+    uintptr_t parent_color;
+} ga_rbnode_t;
+
+static inline ga_rbnode_t *ga_rb_parent(const ga_rbnode_t *n)
+{
+    return (ga_rbnode_t *)(n->parent_color & ~(uintptr_t)1);
+}
+static inline int ga_rb_is_black(const ga_rbnode_t *n) { return !n || (n->parent_color & 1); }
+
+/* Makes n a red leaf hanging from parent at *link (parent NULL: n is the new root). */
+static inline void ga_rb_link(ga_rbnode_t *n, ga_rbnode_t *parent, ga_rbnode_t **link)
+{
+    n->left = n->right = NULL;
+    n->parent_color = (uintptr_t)parent;
+    *link = n;
+}
+void ga_rb_insert_fixup(ga_rbnode_t **root, ga_rbnode_t *n);
+void ga_rb_erase(ga_rbnode_t **root, ga_rbnode_t *n);
+ga_rbnode_t *ga_rb_first(ga_rbnode_t *root);
+ga_rbnode_t *ga_rb_last(ga_rbnode_t *root);
+ga_rbnode_t *ga_rb_next(const ga_rbnode_t *n);
+
+/* Chunks, regions, arena ---------------------------------------------------------------------- */
 
 /* Second-level subdivisions per power of two. 64 makes every size below 64 granules (32 KiB)
  * an exact bin and keeps larger bins within 1/64 of their size. */
@@ -53,55 +78,88 @@ void *ga_host_realloc(void *p, size_t size);
 #define GA_FL_COUNT 64u
 
 struct ga_region;
+struct ga_run;
 
 typedef struct ga_chunk {
     uintptr_t base;
     size_t size;             /* multiple of GA_ALIGN, > 0 */
-    size_t requested;        /* bytes asked for (live chunks only) */
     struct ga_chunk *prev_phys, *next_phys; /* address neighbours in the same region */
-    struct ga_chunk *prev_free, *next_free; /* bin list (free chunks only) */
+    struct ga_run *run;      /* the run holding this chunk */
+    union {
+        ga_rbnode_t bin_node; /* free: in its bin's tree, ordered by (size, base) */
+        size_t requested;     /* live: bytes asked for */
+    } u;
     struct ga_region *region;
     unsigned bin;            /* fl * GA_SL_COUNT + sl, valid while free */
     int is_free;
-    UT_hash_handle hh;       /* live table, keyed by base */
 } ga_chunk_t;
 
-/* Hierarchical bitmap: level 0 has one bit per granule, level k+1 one bit per non-zero word of
- * level k, up to a level that fits in one word. */
-#define GA_BITIDX_MAX_LEVELS 12
-typedef struct ga_bitidx {
-    uint64_t *level[GA_BITIDX_MAX_LEVELS];
-    size_t words[GA_BITIDX_MAX_LEVELS];
-    unsigned nlevels;
-} ga_bitidx_t;
+/* A run: 1 to GA_RUN_MAX consecutive chunks of one region, a node of the region's run tree
+ * ordered by first->base. 32 keeps the walk inside a run short and run splits rare. */
+#define GA_RUN_MAX 32u
+typedef struct ga_run {
+    ga_rbnode_t node;
+    ga_chunk_t *first;       /* lowest chunk of the run */
+    unsigned count;
+} ga_run_t;
+
+#define GA_CONTAINER(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+static inline ga_chunk_t *ga_bin_chunk(const ga_rbnode_t *n)
+{
+    return GA_CONTAINER(n, ga_chunk_t, u.bin_node);
+}
+static inline ga_run_t *ga_run_of(const ga_rbnode_t *n)
+{
+    return GA_CONTAINER(n, ga_run_t, node);
+}
 
 typedef struct ga_region {
     uintptr_t base;
     size_t size;
     ga_chunk_t *first;       /* lowest chunk; the region is empty iff first is free and whole */
-    ga_bitidx_t starts;      /* chunk starts, one bit per granule from base */
+    ga_rbnode_t *runs;       /* root of the run tree */
 } ga_region_t;
 
-/* Chunk structs are carved from blocks of this many, kept on a free list. */
+/* The live table: open addressing, linear probing, at most half full, backward-shift deletion (no
+ * tombstones). An empty slot has chunk NULL, so any address, 0 included, can be a key. */
+typedef struct ga_live_slot {
+    uintptr_t key;
+    ga_chunk_t *chunk;
+} ga_live_slot_t;
+
+typedef struct ga_livetab {
+    ga_live_slot_t *slots;
+    size_t mask;             /* capacity - 1; capacity is a power of two */
+    size_t count;
+    unsigned shift;          /* 64 - log2(capacity), for Fibonacci hashing */
+} ga_livetab_t;
+
+/* Chunk and run structs are carved from blocks of this many items, kept on one free list. */
 #define GA_CHUNK_BLOCK 256u
+typedef union ga_item {
+    ga_chunk_t chunk;
+    ga_run_t run;
+    union ga_item *next_spare;
+} ga_item_t;
 typedef struct ga_chunk_block {
     struct ga_chunk_block *next;
-    ga_chunk_t chunks[GA_CHUNK_BLOCK];
+    ga_item_t items[GA_CHUNK_BLOCK];
 } ga_chunk_block_t;
 
 struct ga_arena {
     ga_backend_t backend;
     ga_config_t config;      /* normalised: sizes rounded, min_region defaulted */
     ga_stats_t stats;        /* largest_free is filled in by ga_get_stats */
-    ga_chunk_t *live;        /* uthash head */
+    ga_livetab_t live;
     uint64_t fl_bitmap;
     uint64_t sl_bitmap[GA_FL_COUNT];
-    ga_chunk_t *bins[GA_FL_COUNT * GA_SL_COUNT];
+    ga_rbnode_t *bins[GA_FL_COUNT * GA_SL_COUNT];
     ga_region_t **regions;   /* sorted by base */
     size_t nregions, cap_regions;
     size_t last_region_size; /* growth doubles from this */
-    ga_chunk_t *spare;       /* chunk struct free list */
+    ga_item_t *spare;        /* free list of chunk and run structs */
     ga_chunk_block_t *blocks;
+    size_t items_used;       /* chunk and run structs handed out: bounds ga_check's walks */
 };
 
 /* Size <-> bin mapping (sizes in bytes, multiples of GA_ALIGN). */
@@ -117,61 +175,33 @@ static inline unsigned ga_bin_of(size_t size)
     return fl * GA_SL_COUNT + sl;
 }
 
+/* The bin-tree order: by size, then by base. */
+static inline int ga_bin_less(const ga_chunk_t *x, const ga_chunk_t *y)
+{
+    return x->size < y->size || (x->size == y->size && x->base < y->base);
+}
+
 /* arena.c */
-ga_chunk_t *ga_chunk_new(ga_arena_t *a);
-void ga_chunk_put(ga_arena_t *a, ga_chunk_t *c);
+ga_item_t *ga_item_new(ga_arena_t *a); /* NULL if host memory ran out; fields are stale */
+void ga_item_put(ga_arena_t *a, ga_item_t *it);
 size_t ga_round_size(size_t size); /* 0 when size is 0 or rounding would overflow */
+void ga_bin_insert_slow(ga_arena_t *a, ga_chunk_t *c);
 
-/* region.c */
-ga_status_t ga_grow(ga_arena_t *a, size_t rounded);
-ga_status_t ga_region_add(ga_arena_t *a, size_t size);
-size_t ga_release_empty(ga_arena_t *a);
-void ga_region_release(ga_arena_t *a, size_t index);
-ga_region_t *ga_region_find(const ga_arena_t *a, uintptr_t p);
-/* The live chunk containing p, or NULL (p free or outside); *in_region says whether p lies in
- * any region. */
-ga_chunk_t *ga_live_at(const ga_arena_t *a, uintptr_t p, int *in_region);
-
-/* bitidx (region.c) */
-int ga_bitidx_init(ga_bitidx_t *b, size_t bits);
-void ga_bitidx_fini(ga_bitidx_t *b);
-int ga_bitidx_test(const ga_bitidx_t *b, size_t i);
-int64_t ga_bitidx_prev(const ga_bitidx_t *b, size_t i); /* highest set index <= i, or -1 */
-
-/* Hot helpers, inline because alloc and free call them on every operation. */
-
-static inline void ga_bitidx_set(ga_bitidx_t *b, size_t i)
-{
-    for (unsigned l = 0; l < b->nlevels; l++, i >>= 6) {
-        uint64_t *w = &b->level[l][i >> 6];
-        uint64_t was = *w;
-        *w |= 1ull << (i & 63);
-        if (was) /* the summary bits above already say this word is non-empty */
-            return;
-    }
-}
-
-static inline void ga_bitidx_clear(ga_bitidx_t *b, size_t i)
-{
-    for (unsigned l = 0; l < b->nlevels; l++, i >>= 6) {
-        uint64_t *w = &b->level[l][i >> 6];
-        *w &= ~(1ull << (i & 63));
-        if (*w)
-            return;
-    }
-}
-
-/* Free lists: push front, and keep the two bitmap levels in step with list emptiness. */
+/* Bins: the common cases (an empty bin, the last chunk of a bin) are a store; the rest goes
+ * through the tree. The two bitmap levels follow bin emptiness. */
 static inline void ga_bin_insert(ga_arena_t *a, ga_chunk_t *c)
 {
     unsigned bin = ga_bin_of(c->size);
     c->bin = bin;
     c->is_free = 1;
-    c->prev_free = NULL;
-    c->next_free = a->bins[bin];
-    if (c->next_free)
-        c->next_free->prev_free = c;
-    a->bins[bin] = c;
+    if (a->bins[bin]) {
+        ga_bin_insert_slow(a, c);
+        return;
+    }
+    ga_rbnode_t *n = &c->u.bin_node;
+    n->left = n->right = NULL;
+    n->parent_color = 1; /* a black root */
+    a->bins[bin] = n;
     a->sl_bitmap[bin / GA_SL_COUNT] |= 1ull << (bin % GA_SL_COUNT);
     a->fl_bitmap |= 1ull << (bin / GA_SL_COUNT);
 }
@@ -179,24 +209,57 @@ static inline void ga_bin_insert(ga_arena_t *a, ga_chunk_t *c)
 static inline void ga_bin_remove(ga_arena_t *a, ga_chunk_t *c)
 {
     unsigned bin = c->bin;
-    if (c->prev_free)
-        c->prev_free->next_free = c->next_free;
-    else
-        a->bins[bin] = c->next_free;
-    if (c->next_free)
-        c->next_free->prev_free = c->prev_free;
+    ga_rbnode_t *n = &c->u.bin_node;
     c->is_free = 0;
-    if (!a->bins[bin]) {
-        unsigned fl = bin / GA_SL_COUNT;
-        a->sl_bitmap[fl] &= ~(1ull << (bin % GA_SL_COUNT));
-        if (!a->sl_bitmap[fl])
-            a->fl_bitmap &= ~(1ull << fl);
+    if (a->bins[bin] != n || n->left || n->right) {
+        ga_rb_erase(&a->bins[bin], n); /* the bin keeps at least one chunk */
+        return;
     }
+    a->bins[bin] = NULL;
+    unsigned fl = bin / GA_SL_COUNT;
+    a->sl_bitmap[fl] &= ~(1ull << (bin % GA_SL_COUNT));
+    if (!a->sl_bitmap[fl])
+        a->fl_bitmap &= ~(1ull << fl);
 }
 
-static inline size_t ga_granule(const ga_region_t *r, uintptr_t p)
+/* region.c */
+ga_status_t ga_grow(ga_arena_t *a, size_t rounded);
+ga_status_t ga_region_add(ga_arena_t *a, size_t size);
+size_t ga_release_empty(ga_arena_t *a);
+void ga_region_release(ga_arena_t *a, size_t index);
+ga_region_t *ga_region_find(const ga_arena_t *a, uintptr_t p);
+/* The chunk of region r whose range holds p (p must lie in r): one descent of the run tree and a
+ * walk inside one run. */
+ga_chunk_t *ga_chunk_at(const ga_region_t *r, uintptr_t p);
+/* Runs: a region's first run, the remainder of a split joining its neighbour's run (with a spare
+ * struct, taken beforehand, for when the run must split), and a chunk leaving its run on merge. */
+void ga_run_split(ga_region_t *r, ga_run_t *run, ga_run_t *fresh);
+void ga_run_leave(ga_arena_t *a, ga_region_t *r, ga_chunk_t *c);
+/* The live chunk containing p, or NULL (p free or outside); *in_region says whether p lies in
+ * any region. */
+ga_chunk_t *ga_live_at(const ga_arena_t *a, uintptr_t p, int *in_region);
+
+/* Live table (arena.c), the probe inline because every free and exact lookup starts with it. */
+int ga_live_reserve(ga_livetab_t *t); /* room for one more entry: 0, or -1 out of host memory */
+void ga_live_insert(ga_livetab_t *t, ga_chunk_t *c); /* after ga_live_reserve */
+ga_chunk_t *ga_live_take(ga_livetab_t *t, uintptr_t key); /* removes and returns, or NULL */
+void ga_live_fini(ga_livetab_t *t);
+
+static inline size_t ga_live_home(const ga_livetab_t *t, uintptr_t key)
 {
-    return (size_t)((p - r->base) / GA_ALIGN);
+    /* Fibonacci hashing on the granule number: the top bits of the product are the best mixed. */
+    return (size_t)(((uint64_t)(key >> 9) * 0x9E3779B97F4A7C15ull) >> t->shift);
+}
+
+static inline ga_chunk_t *ga_live_find(const ga_livetab_t *t, uintptr_t key)
+{
+    if (!t->count)
+        return NULL;
+    for (size_t i = ga_live_home(t, key);; i = (i + 1) & t->mask) {
+        const ga_live_slot_t *s = &t->slots[i];
+        if (!s->chunk || s->key == key)
+            return s->chunk;
+    }
 }
 
 #endif

@@ -28,8 +28,7 @@ static void expect_failure(const ga_arena_t *a, const char *what)
 
 static ga_chunk_t *live_chunk(ga_arena_t *a, uintptr_t p)
 {
-    ga_chunk_t *c;
-    HASH_FIND(hh, a->live, &p, sizeof p, c);
+    ga_chunk_t *c = ga_live_find(&a->live, p);
     ck_assert_ptr_nonnull(c);
     return c;
 }
@@ -65,10 +64,13 @@ START_TEST(test_check_sees_structure_damage)
     c->is_free = 1; /* free but in no bin, and missing from the free count */
     expect_failure(a, "free chunk outside the bins");
     c->is_free = 0;
-    ga_region_t *r = c->region;
-    ga_bitidx_clear(&r->starts, ga_granule(r, c->base));
-    expect_failure(a, "missing start bit");
-    ga_bitidx_set(&r->starts, ga_granule(r, c->base));
+    ga_run_t *run = c->run;
+    run->count++;
+    expect_failure(a, "run counting one chunk too many");
+    run->count--;
+    c->run = NULL;
+    expect_failure(a, "chunk not pointing to its run");
+    c->run = run;
     ga_chunk_t *freed = c->prev_phys; /* p[3], free */
     ck_assert(freed->is_free);
     unsigned bin = freed->bin;
@@ -78,9 +80,9 @@ START_TEST(test_check_sees_structure_damage)
     a->fl_bitmap ^= 1ull << 40;
     expect_failure(a, "first-level bitmap bit without a list");
     a->fl_bitmap ^= 1ull << 40;
-    HASH_DELETE(hh, a->live, c);
+    ck_assert_ptr_eq(ga_live_take(&a->live, c->base), c);
     expect_failure(a, "live chunk missing from the table");
-    HASH_ADD(hh, a->live, base, sizeof c->base, c);
+    ga_live_insert(&a->live, c);
     ASSERT_HEALTHY(a);
     ga_arena_destroy(a);
 }

@@ -316,16 +316,12 @@ static CUresult sim_ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
     if (tls_depth == SIM_STACK_DEPTH)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&sim_lock);
-    unsigned long long used = sim_dev_in_use_locked(dev) + sim_ctx_overhead_locked(dev);
-    if (used + sim_cfg.ctx_overhead > sim_cfg.total_mem) {
-        pthread_mutex_unlock(&sim_lock);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    sim_ctx_t *c = calloc(1, sizeof *c);
+    sim_ctx_t *c = sim_ctx_charge_locked(dev) == 0 ? calloc(1, sizeof *c) : NULL;
     if (c) {
         *c = (sim_ctx_t){.dev = dev, .alive = 1, .flags = flags, .next = sim_ctxs};
         sim_ctxs = c;
     }
+    sim_shared_sync_locked();
     pthread_mutex_unlock(&sim_lock);
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -367,6 +363,7 @@ static CUresult sim_ctx_destroy(CUcontext ctx)
     pthread_mutex_lock(&sim_lock);
     sim_free_ctx_memory_locked(c);
     c->alive = 0;
+    sim_shared_sync_locked();
     pthread_mutex_unlock(&sim_lock);
     sim_unstack(c);
     SIM_COUNT(ctx_destroys);
@@ -386,13 +383,13 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_lock);
     sim_ctx_t *c = &sim_primary[dev];
-    if (!c->alive && sim_dev_in_use_locked(dev) + sim_ctx_overhead_locked(dev) + sim_cfg.ctx_overhead >
-                         sim_cfg.total_mem) {
+    if (!c->alive && sim_ctx_charge_locked(dev) != 0) {
         pthread_mutex_unlock(&sim_lock);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->refcount++;
     c->alive = 1;
+    sim_shared_sync_locked();
     pthread_mutex_unlock(&sim_lock);
     *pctx = (CUcontext)c;
     return CUDA_SUCCESS;
@@ -413,6 +410,7 @@ static CUresult sim_primary_release(CUdevice dev)
     if (--c->refcount == 0) {
         sim_free_ctx_memory_locked(c);
         c->alive = 0;
+        sim_shared_sync_locked();
     }
     pthread_mutex_unlock(&sim_lock);
     return CUDA_SUCCESS;

@@ -1,9 +1,11 @@
 /* simcuda copies and sets: cuMemcpy*, cuMemsetD8/D32, plus their per-thread-stream (_ptds) twins.
  *
  * Device memory is host memory, so a copy is a memmove; what makes this a driver is the checking:
- * every device range must lie inside one live allocation (CUDA_ERROR_INVALID_VALUE otherwise), so a
- * test that copies past the end of a sub-allocated block fails here as it would on a GPU. The lock
- * is held during the copy so a concurrent free cannot unmap the bytes underneath.
+ * every device range must lie inside one live allocation, or inside VMM mappings the current
+ * context's device may read (or write, for a destination), else CUDA_ERROR_INVALID_VALUE. So a test
+ * that copies past the end of a sub-allocated block, or into a granule its allocator unmapped, fails
+ * here as on a GPU instead of faulting. The lock is held during the copy so a concurrent free or
+ * unmap cannot pull the bytes away underneath.
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
@@ -25,19 +27,20 @@ static CUresult sim_copy(void *dst, int dst_dev, const void *src, int src_dev, s
     if (!dst || !src)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_lock);
-    int ok = (!dst_dev || sim_range_ok_locked((CUdeviceptr)(uintptr_t)dst, n)) &&
-             (!src_dev || sim_range_ok_locked((CUdeviceptr)(uintptr_t)src, n));
+    int ok = (!dst_dev || sim_range_ok_locked((CUdeviceptr)(uintptr_t)dst, n, c->dev, 1)) &&
+             (!src_dev || sim_range_ok_locked((CUdeviceptr)(uintptr_t)src, n, c->dev, 0));
     if (ok)
         memmove(dst, src, n);
     pthread_mutex_unlock(&sim_lock);
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Unified addressing: each side is checked only if it is device memory we know. */
+/* Unified addressing: each side is checked if it is device address space (an allocation or a VMM
+ * reservation, mapped or not); anything else is host memory. */
 static CUresult sim_copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     pthread_mutex_lock(&sim_lock);
-    int dd = sim_range_ok_locked(dst, 1), sd = sim_range_ok_locked(src, 1);
+    int dd = sim_is_device_locked(dst), sd = sim_is_device_locked(src);
     pthread_mutex_unlock(&sim_lock);
     return sim_copy(SIM_PTR(dst), dd, SIM_PTR(src), sd, n);
 }
@@ -73,7 +76,7 @@ static CUresult sim_set(CUdeviceptr dst, unsigned value, size_t elem, size_t n)
     if (dst % elem || n > SIZE_MAX / elem)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_lock);
-    int ok = sim_range_ok_locked(dst, n * elem);
+    int ok = sim_range_ok_locked(dst, n * elem, c->dev, 1);
     if (ok && elem == 1)
         memset(SIM_PTR(dst), (int)(value & 0xff), n);
     for (size_t i = 0; ok && elem == 4 && i < n; i++)

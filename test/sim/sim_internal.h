@@ -1,9 +1,11 @@
 /* simcuda internals shared by the files of the simulated driver.
  *
  * The driver is split by concern: sim_state.c (configuration, lock, counters, report, test API),
- * sim_context.c (cuInit, devices, contexts, streams), sim_memory.c (allocations, pointer queries),
- * sim_copy.c (memcpy, memset), sim_getproc.c (the versioned cuGetProcAddress table) and
- * sim_errors.c (error strings).
+ * sim_context.c (cuInit, devices, contexts, streams), sim_account.c (device bytes, the one charge
+ * every kind of memory passes), sim_memory.c (allocations, pointer queries), sim_vmm.c (address
+ * reservations, physical handles, mappings), sim_copy.c (memcpy, memset), sim_shared.c (device
+ * memory counted across processes), sim_getproc.c (the versioned cuGetProcAddress table),
+ * sim_fault.c (fault injection) and sim_errors.c (error strings).
  * One global mutex guards all driver state: the simulator values exact counters over speed.
  *
  * __CUDA_API_VERSION_INTERNAL makes cuda.h declare every versioned name as itself (cuMemAlloc_v2,
@@ -30,6 +32,7 @@
 typedef struct sim_config {
     int devices;
     unsigned long long total_mem;
+    unsigned long long vmm_granularity;
     unsigned long long latency_ns;
     unsigned long long ctx_overhead;
     const char *report;
@@ -99,10 +102,38 @@ int sim_ctx_known_locked(const sim_ctx_t *c);    /* c is a context handle we mad
 unsigned long long sim_ctx_overhead_locked(int dev);
 int sim_stream_ok(CUstream s);                   /* NULL, legacy, per-thread or ours */
 
+/* sim_account.c: device bytes; every kind of device memory is charged here (under sim_lock) */
+unsigned long long sim_dev_in_use_locked(int dev);  /* this process's bytes on dev */
+unsigned long long sim_dev_peak_locked(int dev);
+unsigned long long sim_dev_used_locked(int dev);    /* + context overheads (+ other processes) */
+int sim_dev_fits_locked(int dev, unsigned long long size);
+int sim_charge_locked(int dev, unsigned long long size); /* -1: it does not fit */
+void sim_uncharge_locked(int dev, unsigned long long size);
+int sim_ctx_charge_locked(int dev);                 /* room for one more context's overhead */
+unsigned long long sim_next_id_locked(void);        /* process-unique buffer ids */
+
 /* sim_memory.c */
 void sim_free_ctx_memory_locked(const sim_ctx_t *c);
-unsigned long long sim_dev_in_use_locked(int dev);
-int sim_range_ok_locked(CUdeviceptr p, size_t n); /* [p, p+n) inside one live allocation */
+/* [p, p+n) inside one live allocation, or in VMM mappings dev may read (write: and write). */
+int sim_range_ok_locked(CUdeviceptr p, size_t n, int dev, int write);
+int sim_is_device_locked(CUdeviceptr p);         /* an allocation or a VMM reservation */
+
+/* sim_vmm.c */
+int sim_vmm_reserved_locked(CUdeviceptr p);
+int sim_vmm_range_ok_locked(CUdeviceptr p, size_t n, int dev, int write);
+int sim_vmm_mapping_locked(CUdeviceptr p, CUdeviceptr *base, size_t *size);
+/* Answers one pointer attribute for a VMM address: 1 with *r set, or 0 when p is not VMM address
+ * space or the attribute has no answer there (the caller then answers as for an unknown pointer). */
+int sim_vmm_attr_locked(CUpointer_attribute attr, CUdeviceptr p, void *data, CUresult *r);
+
+/* sim_shared.c: the cross-process ledger of SIMCUDA_SHARED (all no-ops without it) */
+int sim_shared_on(void);
+int sim_shared_open(const char *name);              /* at configuration; -1 with a message */
+unsigned long long sim_shared_used_locked(int dev); /* every live process's bytes + overheads */
+/* Takes bytes (allocations) and overhead (contexts) on dev for this process if every live process's
+ * use plus them fits the device total; -1 otherwise. */
+int sim_shared_charge_locked(int dev, unsigned long long bytes, unsigned long long overhead);
+void sim_shared_sync_locked(void);                   /* publishes this process's figures */
 
 /* sim_getproc.c */
 void sim_getproc_log_clear_locked(void);

@@ -1,10 +1,10 @@
-/* simcuda memory: device allocations on host memory, copies, sets, and pointer queries.
+/* simcuda memory: device allocations on host memory, memory information and pointer queries.
  *
  * Every allocation is its own anonymous mmap with MAP_NORESERVE, so a multi-GiB "device" block costs
  * nothing until touched and is page aligned (past the 512 bytes the contract asks for). Live
  * allocations sit in an array sorted by address: exact lookups (free) and interior lookups
- * (cuMemGetAddressRange, copy bounds) are both a binary search. cuMemCreate handles have no address
- * until mapped, so they live in a separate list and only count toward the device total.
+ * (cuMemGetAddressRange, copy bounds) are both a binary search. Addresses the program mapped itself
+ * with the VMM calls are sim_vmm.c's; the queries here ask it about any address not found here.
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
@@ -13,8 +13,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#define SIM_VMM_GRANULARITY ((size_t)2 << 20)
 
 typedef enum { SIM_PLAIN, SIM_ASYNC, SIM_MANAGED } sim_kind_t;
 
@@ -28,23 +26,8 @@ typedef struct sim_alloc {
     unsigned long long id;
 } sim_alloc_t;
 
-typedef struct sim_handle {
-    unsigned long long id;
-    size_t size;
-    int dev;
-    struct sim_handle *next;
-} sim_handle_t;
-
 static sim_alloc_t *tab;            /* sorted by base, under sim_lock */
 static size_t tab_len, tab_cap;
-static sim_handle_t *handles;       /* cuMemCreate handles, under sim_lock */
-static unsigned long long next_id = 1;
-static unsigned long long dev_in_use[SIM_MAX_DEVICES];
-
-unsigned long long sim_dev_in_use_locked(int dev)
-{
-    return dev_in_use[dev];
-}
 
 /* Index of the first allocation whose base is above addr. */
 static size_t sim_upper_locked(CUdeviceptr addr)
@@ -91,8 +74,7 @@ static void sim_remove_locked(size_t i)
 {
     sim_alloc_t *a = &tab[i];
     munmap((void *)(uintptr_t)a->base, a->mapped);
-    dev_in_use[a->dev] -= a->size;
-    sim_bytes_sub_locked(a->size);
+    sim_uncharge_locked(a->dev, a->size);
     memmove(&tab[i], &tab[i + 1], (tab_len - i - 1) * sizeof *tab);
     tab_len--;
 }
@@ -102,17 +84,6 @@ void sim_free_ctx_memory_locked(const sim_ctx_t *c)
     for (size_t i = tab_len; i-- > 0;)
         if (tab[i].ctx == c)
             sim_remove_locked(i);
-}
-
-/* Takes size bytes from dev's total if they fit. */
-static int sim_charge_locked(int dev, size_t size)
-{
-    unsigned long long used = dev_in_use[dev] + sim_ctx_overhead_locked(dev);
-    if (used > sim_cfg.total_mem || size > sim_cfg.total_mem - used)
-        return -1;
-    dev_in_use[dev] += size;
-    sim_bytes_add_locked(size);
-    return 0;
 }
 
 static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kind, CUdeviceptr *out)
@@ -125,12 +96,11 @@ static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kin
         return CUDA_ERROR_OUT_OF_MEMORY;
     void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
-    sim_alloc_t a = {(CUdeviceptr)(uintptr_t)p, size, mapped, c->dev, c, kind, next_id++};
+    sim_alloc_t a = {(CUdeviceptr)(uintptr_t)p, size, mapped, c->dev, c, kind, sim_next_id_locked()};
     if (p == MAP_FAILED || sim_insert_locked(&a) != 0) {
         if (p != MAP_FAILED)
             munmap(p, mapped);
-        dev_in_use[c->dev] -= size;
-        sim_bytes_sub_locked(size);
+        sim_uncharge_locked(c->dev, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *out = a.base;
@@ -274,83 +244,6 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     return sim_free_async(dptr, hStream);
 }
 
-/* ---- handle-based allocation (VMM): counted, never mapped ---- */
-
-static int sim_prop_ok(const CUmemAllocationProp *prop)
-{
-    return prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
-           prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
-           prop->location.id < sim_cfg.devices;
-}
-
-CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
-                                       CUmemAllocationGranularity_flags option)
-{
-    SIM_ENTER(cuMemGetAllocationGranularity);
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!granularity || !sim_prop_ok(prop) || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
-                                               option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
-        return CUDA_ERROR_INVALID_VALUE;
-    *granularity = SIM_VMM_GRANULARITY;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
-                     unsigned long long flags)
-{
-    SIM_COUNT(create_calls);
-    SIM_ENTER_ALLOC(cuMemCreate);
-    CUresult r = sim_check_init();
-    if (r == CUDA_SUCCESS && (!handle || size == 0 || size % SIM_VMM_GRANULARITY || flags ||
-                              !sim_prop_ok(prop)))
-        r = CUDA_ERROR_INVALID_VALUE;
-    sim_handle_t *h = r == CUDA_SUCCESS ? calloc(1, sizeof *h) : NULL;
-    if (r == CUDA_SUCCESS && !h)
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS) {
-        sim_latency();
-        pthread_mutex_lock(&sim_lock);
-        if (sim_charge_locked(prop->location.id, size) == 0) {
-            *h = (sim_handle_t){next_id++, size, prop->location.id, handles};
-            handles = h;
-            *handle = h->id;
-        } else {
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        pthread_mutex_unlock(&sim_lock);
-    }
-    if (r != CUDA_SUCCESS) {
-        free(h);
-        SIM_COUNT(failed_allocs);
-    }
-    return r;
-}
-
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    SIM_COUNT(release_calls);
-    SIM_ENTER(cuMemRelease);
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_latency();
-    pthread_mutex_lock(&sim_lock);
-    sim_handle_t **pp = &handles;
-    while (*pp && (*pp)->id != handle)
-        pp = &(*pp)->next;
-    sim_handle_t *h = *pp;
-    if (h) {
-        *pp = h->next;
-        dev_in_use[h->dev] -= h->size;
-        sim_bytes_sub_locked(h->size);
-    }
-    pthread_mutex_unlock(&sim_lock);
-    free(h);
-    return h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
 /* ---- information ---- */
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -364,7 +257,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     if (!free_bytes || !total)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_lock);
-    unsigned long long used = dev_in_use[c->dev] + sim_ctx_overhead_locked(c->dev);
+    unsigned long long used = sim_dev_used_locked(c->dev);
     pthread_mutex_unlock(&sim_lock);
     *total = (size_t)sim_cfg.total_mem;
     *free_bytes = used >= sim_cfg.total_mem ? 0 : (size_t)(sim_cfg.total_mem - used);
@@ -380,12 +273,16 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
         return r;
     pthread_mutex_lock(&sim_lock);
     const sim_alloc_t *a = sim_find_locked(dptr);
-    if (a && pbase)
-        *pbase = a->base;
-    if (a && psize)
-        *psize = a->size;
+    CUdeviceptr base = a ? a->base : 0;
+    size_t size = a ? a->size : 0;
+    /* A VMM address answers with its mapping (one cuMemMap), not the whole reservation. */
+    int found = a || sim_vmm_mapping_locked(dptr, &base, &size);
     pthread_mutex_unlock(&sim_lock);
-    return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    if (found && pbase)
+        *pbase = base;
+    if (found && psize)
+        *psize = size;
+    return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 /* Writes one pointer attribute of allocation a (NULL: the defaults for an unknown pointer). */
@@ -419,7 +316,10 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_lock);
     const sim_alloc_t *a = sim_find_locked(ptr);
-    r = a ? sim_attr(attribute, a, ptr, data) : CUDA_ERROR_INVALID_VALUE;
+    if (a)
+        r = sim_attr(attribute, a, ptr, data);
+    else if (!sim_vmm_attr_locked(attribute, ptr, data, &r))
+        r = CUDA_ERROR_INVALID_VALUE; /* a pointer the driver does not know */
     pthread_mutex_unlock(&sim_lock);
     return r;
 }
@@ -436,8 +336,12 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute 
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_lock);
     const sim_alloc_t *a = sim_find_locked(ptr);
-    for (unsigned i = 0; i < numAttributes && r == CUDA_SUCCESS; i++)
-        r = data[i] ? sim_attr(attributes[i], a, ptr, data[i]) : CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < numAttributes && r == CUDA_SUCCESS; i++) {
+        if (!data[i])
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (a || !sim_vmm_attr_locked(attributes[i], ptr, data[i], &r))
+            r = sim_attr(attributes[i], a, ptr, data[i]);
+    }
     pthread_mutex_unlock(&sim_lock);
     return r;
 }
@@ -464,8 +368,15 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-int sim_range_ok_locked(CUdeviceptr p, size_t n)
+int sim_range_ok_locked(CUdeviceptr p, size_t n, int dev, int write)
 {
     const sim_alloc_t *a = sim_find_locked(p);
-    return a && n <= a->size - (p - a->base);
+    if (a)
+        return n <= a->size - (p - a->base);
+    return sim_vmm_range_ok_locked(p, n, dev, write);
+}
+
+int sim_is_device_locked(CUdeviceptr p)
+{
+    return sim_find_locked(p) || sim_vmm_reserved_locked(p);
 }

@@ -57,6 +57,15 @@
     X(cuMemCreate, 10020, 0, cuMemCreate)                                             \
     X(cuMemRelease, 10020, 0, cuMemRelease)                                           \
     X(cuMemGetAllocationGranularity, 10020, 0, cuMemGetAllocationGranularity)         \
+    X(cuMemGetAllocationPropertiesFromHandle, 10020, 0,                               \
+      cuMemGetAllocationPropertiesFromHandle)                                         \
+    X(cuMemRetainAllocationHandle, 11000, 0, cuMemRetainAllocationHandle)             \
+    X(cuMemAddressReserve, 10020, 0, cuMemAddressReserve)                             \
+    X(cuMemAddressFree, 10020, 0, cuMemAddressFree)                                   \
+    X(cuMemMap, 10020, 0, cuMemMap)                                                   \
+    X(cuMemUnmap, 10020, 0, cuMemUnmap)                                               \
+    X(cuMemSetAccess, 10020, 0, cuMemSetAccess)                                       \
+    X(cuMemGetAccess, 10020, 0, cuMemGetAccess)                                       \
     X(cuMemcpyHtoD, 3020, 0, cuMemcpyHtoD_v2)                                         \
     X(cuMemcpyHtoD, 7000, 1, cuMemcpyHtoD_v2_ptds)                                    \
     X(cuMemcpyDtoH, 3020, 0, cuMemcpyDtoH_v2)                                         \

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-sim_config_t sim_cfg = {1, 8ULL << 30, 0, 0, NULL, 0};
+sim_config_t sim_cfg = {.devices = 1, .total_mem = 8ULL << 30, .vmm_granularity = 2ULL << 20};
 pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
 simcuda_counters_t sim_counters;
 
@@ -56,6 +56,20 @@ static void sim_read_size(const char *name, unsigned long long *dst, const char 
     }
 }
 
+/* SIMCUDA_VMM_GRANULARITY: a power of two, at least a host page, as on a GPU (2 MiB by default). */
+static void sim_read_granularity(void)
+{
+    unsigned long long g = sim_cfg.vmm_granularity;
+    sim_read_size("SIMCUDA_VMM_GRANULARITY", &g, "size (try 2MiB)");
+    if (g < (unsigned long long)sysconf(_SC_PAGESIZE) || (g & (g - 1))) {
+        fprintf(stderr, "gpuarena: simcuda: SIMCUDA_VMM_GRANULARITY=%llu must be a power of two of at least "
+                "%ld bytes (try 2MiB or 64KiB)\n", g, sysconf(_SC_PAGESIZE));
+        sim_cfg.bad = 1;
+        g = 2ULL << 20;
+    }
+    sim_cfg.vmm_granularity = g;
+}
+
 static void sim_read_env(void)
 {
     unsigned long long devices = 1;
@@ -75,6 +89,7 @@ static void sim_read_env(void)
     }
     sim_read_size("SIMCUDA_LATENCY_NS", &sim_cfg.latency_ns, "number of nanoseconds (try 20000)");
     sim_read_size("SIMCUDA_CONTEXT_OVERHEAD", &sim_cfg.ctx_overhead, "size (try 300MiB)");
+    sim_read_granularity();
     const char *r = getenv("SIMCUDA_REPORT");
     sim_cfg.report = (r && *r) ? strdup(r) : NULL;
     const char *fail = getenv("SIMCUDA_FAIL");
@@ -131,9 +146,13 @@ void simcuda_reset_counters(void)
     pthread_mutex_lock(&sim_lock);
     simcuda_counters_t keep = sim_counters;
     memset(&sim_counters, 0, sizeof sim_counters);
-    sim_counters.bytes_in_use = keep.bytes_in_use;
-    sim_counters.peak_bytes_in_use = keep.bytes_in_use;
+    /* what is live stays; peaks restart from it */
+    sim_counters.bytes_in_use = sim_counters.peak_bytes_in_use = keep.bytes_in_use;
     sim_counters.live_allocations = keep.live_allocations;
+    sim_counters.vmm_bytes_in_use = sim_counters.peak_vmm_bytes_in_use = keep.vmm_bytes_in_use;
+    sim_counters.vmm_mapped_bytes = sim_counters.peak_vmm_mapped_bytes = keep.vmm_mapped_bytes;
+    sim_counters.vmm_mappings = keep.vmm_mappings;
+    sim_counters.vmm_reserved_bytes = keep.vmm_reserved_bytes;
     sim_getproc_log_clear_locked();
     sim_fault_reset_counts();
     pthread_mutex_unlock(&sim_lock);

@@ -2,9 +2,10 @@
  *
  * test/sim builds $(BUILD)/sim/libcuda.so.1, a stand-in for the real CUDA driver that runs on host
  * memory, so the shim and the examples can be tested on machines without a GPU. It exports the real
- * driver entry points with their real ABIs (see sim_getproc.c for the full list and the versioned
- * cuGetProcAddress table) and, besides them, the functions below: an independent observer that tells a
- * test what actually reached the driver. This header needs no cuda.h, so any test can include it.
+ * driver entry points with their real ABIs (sim_procs.h lists every one with the CUDA version that
+ * introduced it, which is what the versioned cuGetProcAddress answers from) and, besides them, the
+ * functions below: an independent observer that tells a test what actually reached the driver. This
+ * header needs no cuda.h, so any test can include it.
  *
  * Configuration (environment, read once at first driver call):
  *   SIMCUDA_DEVICES           number of devices, 1..16 (default 1)
@@ -12,6 +13,8 @@
  *                             8GB (decimal) (default 8GiB)
  *   SIMCUDA_LATENCY_NS        busy-wait added to every allocation and free call (default 0)
  *   SIMCUDA_CONTEXT_OVERHEAD  bytes each live context takes from its device total (default 0)
+ *   SIMCUDA_VMM_GRANULARITY   cuMemGetAllocationGranularity's answer, minimum and recommended alike:
+ *                             a power of two of at least a host page (default 2MiB, as on GPUs)
  *   SIMCUDA_REPORT            path: counters written as JSON at exit (tmp file + rename)
  *   SIMCUDA_FAIL              entry:n[+][:code],...  the n-th call (1-based, counted per exported
  *                             entry point since start or simcuda_reset_counters) of that entry point
@@ -32,6 +35,24 @@
  *  - peak_bytes_in_use is updated under the same lock as bytes_in_use, so it is exact.
  *  - Destroying a context (cuCtxDestroy, cuDevicePrimaryCtxReset, last cuDevicePrimaryCtxRelease)
  *    frees its allocations, as the real driver does.
+ *  - VMM (sim_vmm.c) is real on host memory: cuMemAddressReserve takes PROT_NONE address space,
+ *    cuMemCreate a memfd (charged to its device: bytes_in_use, vmm_bytes_in_use), cuMemMap maps it
+ *    MAP_SHARED into a reservation with no access, cuMemSetAccess mprotects it (per device),
+ *    cuMemUnmap makes the range reserved space again. Bytes written through a mapping read back;
+ *    a copy or set that touches an unmapped granule, or one the current device may not read (or
+ *    write), fails with CUDA_ERROR_INVALID_VALUE instead of faulting. A released handle stays live
+ *    (and counted) until its last mapping goes. Reservations and handles belong to the process: a
+ *    destroyed context takes none of them. Arguments are checked as the driver does: ptr, size and
+ *    offset multiples of the granularity, mappings inside one reservation and never overlapping,
+ *    cuMemUnmap and cuMemSetAccess on whole mappings only, cuMemAddressFree on a whole reservation
+ *    with nothing mapped in it (all else CUDA_ERROR_INVALID_VALUE; a bad device ordinal
+ *    CUDA_ERROR_INVALID_DEVICE). Queries: cuMemGetAddressRange gives the mapping holding the
+ *    address; cuPointerGetAttribute(s) give the reservation as RANGE_START_ADDR/RANGE_SIZE, MAPPED,
+ *    and for mapped addresses MEMORY_TYPE device, DEVICE_ORDINAL, CONTEXT NULL, MAPPING_BASE_ADDR/
+ *    MAPPING_SIZE, ACCESS_FLAGS; other attributes of a reserved but unmapped address answer as for
+ *    an unknown pointer.
+ *  - simcuda_reset_counters keeps what is live (bytes_in_use, live_allocations, vmm_bytes_in_use,
+ *    vmm_mapped_bytes, vmm_mappings, vmm_reserved_bytes) and restarts each peak from it.
  *
  * SIMCUDA_REPORT JSON: {"counters": {"alloc_calls": N, ...every counter below...},
  *                       "devices": [{"total": N, "bytes_in_use": N}, ...]}
@@ -108,6 +129,21 @@ extern "C" {
     X(memset_calls, "cuMemsetD8/D32 calls")                                                  \
     X(meminfo_calls, "cuMemGetInfo_v2 calls")                                                \
     X(ipc_calls, "cuIpcGetMemHandle calls")                                                  \
+    X(granularity_calls, "cuMemGetAllocationGranularity calls")                              \
+    X(reserve_calls, "cuMemAddressReserve calls")                                            \
+    X(address_free_calls, "cuMemAddressFree calls")                                          \
+    X(map_calls, "cuMemMap calls")                                                           \
+    X(unmap_calls, "cuMemUnmap calls")                                                       \
+    X(set_access_calls, "cuMemSetAccess calls")                                              \
+    X(get_access_calls, "cuMemGetAccess calls")                                              \
+    X(retain_handle_calls, "cuMemRetainAllocationHandle calls")                              \
+    X(handle_query_calls, "cuMemGetAllocationPropertiesFromHandle calls")                    \
+    X(vmm_bytes_in_use, "physical bytes of cuMemCreate handles live now (released, mapped: live)") \
+    X(peak_vmm_bytes_in_use, "highest vmm_bytes_in_use since start or reset")               \
+    X(vmm_mapped_bytes, "bytes mapped by cuMemMap now (a handle mapped twice counts twice)") \
+    X(peak_vmm_mapped_bytes, "highest vmm_mapped_bytes since start or reset")               \
+    X(vmm_mappings, "cuMemMap mappings live now")                                            \
+    X(vmm_reserved_bytes, "address space reserved by cuMemAddressReserve now")              \
     X(injected_failures, "calls failed on purpose by SIMCUDA_FAIL or simcuda_fail_add")
 
 typedef struct simcuda_counters {
@@ -119,8 +155,9 @@ typedef struct simcuda_counters {
 /* A consistent snapshot of every counter (taken under the driver's lock). */
 void simcuda_get_counters(simcuda_counters_t *out);
 
-/* Zeroes the call counters and clears the cuGetProcAddress log. State is kept: bytes_in_use and
- * live_allocations stay, and peak_bytes_in_use restarts from the current bytes_in_use. */
+/* Zeroes the call counters (and the per-entry-point counts SIMCUDA_FAIL uses) and clears the
+ * cuGetProcAddress log. What is live is kept (see the accounting rules) and each peak restarts
+ * from it. Fault-injection rules stay. */
 void simcuda_reset_counters(void);
 
 /* Bytes live on device `dev` (0 for a device that does not exist). */

@@ -701,6 +701,7 @@ static Suite *sim_suite(void)
     suite_add_tcase(s, tc);
     suite_add_tcase(s, ts_tcase_fault());
     suite_add_tcase(s, ts_tcase_lean());
+    suite_add_tcase(s, ts_tcase_vmm());
     return s;
 }
 

@@ -37,6 +37,10 @@ void *ga_host_calloc(size_t n, size_t size)
     return host_fails(n * size) ? NULL : calloc(n, size);
 }
 void *ga_host_realloc(void *p, size_t size) { return host_fails(size) ? NULL : realloc(p, size); }
+void *ga_host_aligned_alloc(size_t align, size_t size)
+{
+    return host_fails(size) ? NULL : aligned_alloc(align, (size + align - 1) / align * align);
+}
 
 /* Chunk and run struct pool ------------------------------------------------------------------- */
 
@@ -45,7 +49,7 @@ void *ga_host_realloc(void *p, size_t size) { return host_fails(size) ? NULL : r
 ga_item_t *ga_item_new(ga_arena_t *a)
 {
     if (!a->spare) {
-        ga_chunk_block_t *blk = ga_host_malloc(sizeof *blk);
+        ga_chunk_block_t *blk = ga_host_aligned_alloc(GA_CACHE_LINE, sizeof *blk);
         if (!blk)
             return NULL;
         blk->next = a->blocks;
@@ -91,10 +95,8 @@ static int live_resize(ga_livetab_t *t, size_t cap)
     return 0;
 }
 
-int ga_live_reserve(ga_livetab_t *t)
+int ga_live_grow(ga_livetab_t *t)
 {
-    if (t->slots && (t->count + 1) * 2 <= t->mask + 1)
-        return 0;
     return live_resize(t, t->slots ? (t->mask + 1) * 2 : 256);
 }
 
@@ -147,15 +149,15 @@ void ga_live_fini(ga_livetab_t *t)
 /* Bins ---------------------------------------------------------------------------------------- */
 
 /* A bin that already holds chunks: descend by (size, base), link, rebalance. */
-void ga_bin_insert_slow(ga_arena_t *a, ga_chunk_t *c)
+void ga_bin_insert_slow(ga_arena_t *a, ga_chunk_t *c, unsigned bin)
 {
-    ga_rbnode_t **link = &a->bins[c->bin], *parent = NULL;
+    ga_rbnode_t **link = &a->bins[bin], *parent = NULL;
     while (*link) {
         parent = *link;
         link = ga_bin_less(c, ga_bin_chunk(parent)) ? &parent->left : &parent->right;
     }
     ga_rb_link(&c->u.bin_node, parent, link);
-    ga_rb_insert_fixup(&a->bins[c->bin], &c->u.bin_node);
+    ga_rb_insert_fixup(&a->bins[bin], &c->u.bin_node);
 }
 
 /* The smallest chunk of at least `need` bytes in one bin tree (lowest address among equal
@@ -209,7 +211,7 @@ static void absorb(ga_arena_t *a, ga_chunk_t *left, ga_chunk_t *right)
     left->next_phys = right->next_phys;
     if (left->next_phys)
         left->next_phys->prev_phys = left;
-    ga_run_leave(a, right->region, right);
+    ga_run_leave(a, right);
     ga_item_put(a, (ga_item_t *)right);
 }
 
@@ -222,18 +224,18 @@ static void split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *rest
                   ga_run_t *fresh)
 {
     ga_chunk_t *next = c->next_phys;
+    ga_run_t *run = ga_chunk_run(c);
     rest->base = c->base + rounded;
     rest->size = c->size - rounded;
-    rest->region = c->region;
+    rest->run_free = (uintptr_t)run;
     rest->prev_phys = c;
     rest->next_phys = next;
     if (next)
         next->prev_phys = rest;
     c->next_phys = rest;
     c->size = rounded;
-    rest->run = c->run;
-    if (++c->run->count > GA_RUN_MAX)
-        ga_run_split(c->region, c->run, fresh);
+    if (++run->count > GA_RUN_MAX)
+        ga_run_split(run, fresh);
     ga_bin_insert(a, rest);
 }
 
@@ -337,7 +339,7 @@ static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, size_t rounded, size_t siz
     if (c->size > rounded) {
         if (!(rest = ga_item_new(a)))
             return GA_ENOMEM;
-        if (c->run->count == GA_RUN_MAX && !(fresh = ga_item_new(a))) {
+        if (ga_chunk_run(c)->count == GA_RUN_MAX && !(fresh = ga_item_new(a))) {
             ga_item_put(a, rest);
             return GA_ENOMEM;
         }
@@ -400,11 +402,11 @@ ga_status_t ga_free(ga_arena_t *a, uintptr_t ptr)
     s->frees++;
     s->live--;
     ga_chunk_t *prev = c->prev_phys, *next = c->next_phys;
-    if (next && next->is_free) {
+    if (next && ga_is_free(next)) {
         ga_bin_remove(a, next);
         absorb(a, c, next);
     }
-    if (prev && prev->is_free) {
+    if (prev && ga_is_free(prev)) {
         ga_bin_remove(a, prev);
         absorb(a, prev, c);
         c = prev;

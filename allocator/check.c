@@ -160,9 +160,7 @@ static int run_less(const ga_rbnode_t *x, const ga_rbnode_t *y)
 /* Whether c is reachable in its bin's tree by the descent an allocation would make. */
 static int in_bin_tree(const ga_arena_t *a, const ga_chunk_t *c)
 {
-    if (c->bin >= GA_FL_COUNT * GA_SL_COUNT)
-        return 0;
-    const ga_rbnode_t *n = a->bins[c->bin];
+    const ga_rbnode_t *n = a->bins[ga_bin_of(c->size)];
     for (int depth = 0; n && depth <= RB_MAX_DEPTH; depth++) {
         const ga_chunk_t *x = ga_bin_chunk(n);
         if (x == c)
@@ -192,16 +190,16 @@ static void check_chunk(checker_t *k, const ga_region_t *r, const ga_chunk_t *c,
     unsigned long at = (unsigned long)c->base;
     CHECK(k, c->base == expect, "chunk %#lx: expected at %#lx (gap or overlap)", at,
           (unsigned long)expect);
-    CHECK(k, c->region == r && c->prev_phys == prev, "chunk %#lx: bad region or back link", at);
+    const ga_run_t *run = ga_chunk_run(c);
+    CHECK(k, run && run->region == r && c->prev_phys == prev,
+          "chunk %#lx: bad region or back link", at);
     CHECK(k, c->size > 0 && c->size % GA_ALIGN == 0, "chunk %#lx: size %zu not a multiple of %zu",
           at, c->size, GA_ALIGN);
     CHECK(k, c->size <= r->size && c->base - r->base <= r->size - c->size,
           "chunk %#lx: runs past its region", at);
     k->chunks++;
-    if (c->is_free) {
-        CHECK(k, !prev || !prev->is_free, "chunk %#lx: free next to a free chunk", at);
-        CHECK(k, c->bin == ga_bin_of(c->size), "chunk %#lx: in bin %u, belongs in %u", at, c->bin,
-              ga_bin_of(c->size));
+    if (ga_is_free(c)) {
+        CHECK(k, !prev || !ga_is_free(prev), "chunk %#lx: free next to a free chunk", at);
         CHECK(k, in_bin_tree(k->a, c), "chunk %#lx: free but not found in its bin's tree", at);
         k->free_chunks++;
         k->total_free += c->size;
@@ -236,7 +234,7 @@ static void visit_run(tree_walk_t *w, const ga_rbnode_t *n)
     const ga_chunk_t *c = run->first;
     unsigned i = 0;
     for (; c && i < run->count && i < GA_RUN_MAX; i++, c = c->next_phys) {
-        CHECK(k, c->run == run, "%s: chunk %#lx does not point to its run", w->what,
+        CHECK(k, ga_chunk_run(c) == run, "%s: chunk %#lx does not point to its run", w->what,
               (unsigned long)c->base);
         cur->chunks++;
     }
@@ -300,10 +298,10 @@ static void visit_bin(tree_walk_t *w, const ga_rbnode_t *n)
 {
     const ga_chunk_t *c = ga_bin_chunk(n);
     unsigned b = (unsigned)(uintptr_t)w->ctx;
-    CHECK(w->k, c->is_free && c->bin == b && ga_bin_of(c->size) == b,
-          "bin %u: chunk %#lx not free or misfiled", b, (unsigned long)c->base);
-    CHECK(w->k, ga_region_find(w->k->a, c->base) == c->region, "bin %u: chunk %#lx in no region",
+    CHECK(w->k, ga_is_free(c) && ga_bin_of(c->size) == b, "bin %u: chunk %#lx not free or misfiled",
           b, (unsigned long)c->base);
+    CHECK(w->k, ga_chunk_run(c) && ga_region_find(w->k->a, c->base) == ga_chunk_run(c)->region,
+          "bin %u: chunk %#lx in no region", b, (unsigned long)c->base);
 }
 
 /* Every tree is well formed and holds only free chunks of its size class; bitmaps match. */
@@ -339,7 +337,8 @@ static void check_table(checker_t *k)
     const ga_livetab_t *t = &k->a->live;
     uint64_t n = 0;
     CHECK(k, !t->slots || (t->mask + 1) % 64 == 0, "live table: capacity %zu", t->mask + 1);
-    CHECK(k, !t->slots || t->count * 2 <= t->mask + 1, "live table: %zu entries in %zu slots",
+    CHECK(k, !t->slots || t->count * GA_LIVE_SPREAD <= t->mask + 1,
+          "live table: %zu entries in %zu slots",
           t->count, t->mask + 1);
     for (size_t i = 0; t->slots && i <= t->mask; i++) {
         const ga_live_slot_t *s = &t->slots[i];
@@ -347,7 +346,8 @@ static void check_table(checker_t *k)
             continue;
         n++;
         const ga_chunk_t *c = s->chunk;
-        CHECK(k, s->key == c->base && !c->is_free && ga_region_find(k->a, c->base) == c->region,
+        CHECK(k, s->key == c->base && !ga_is_free(c) && ga_chunk_run(c) &&
+                     ga_region_find(k->a, c->base) == ga_chunk_run(c)->region,
               "live table entry %#lx is stale, free or outside its region", (unsigned long)s->key);
         CHECK(k, live_probe(t, s->key) == c, "live table entry %#lx: not reachable by a probe",
               (unsigned long)s->key);
@@ -428,7 +428,7 @@ static void map_region(sink_t *s, const ga_region_t *r, unsigned width)
             c = c->next_phys;
         uint64_t used = 0;
         for (const ga_chunk_t *d = c; d && d->base < hi; d = d->next_phys) {
-            if (d->is_free)
+            if (ga_is_free(d))
                 continue;
             uintptr_t from = d->base > lo ? d->base : lo;
             uintptr_t to = d->base + d->size < hi ? d->base + d->size : hi;

@@ -39,6 +39,7 @@ extern uint64_t ga_host_bytes;
 void *ga_host_malloc(size_t size);
 void *ga_host_calloc(size_t n, size_t size);
 void *ga_host_realloc(void *p, size_t size);
+void *ga_host_aligned_alloc(size_t align, size_t size);
 
 /* Red-black tree (rbtree.c) ------------------------------------------------------------------- */
 
@@ -80,19 +81,28 @@ ga_rbnode_t *ga_rb_next(const ga_rbnode_t *n);
 struct ga_region;
 struct ga_run;
 
+/* 64 bytes, one cache line (the slab aligns them): a chunk's region is its run's, its bin follows
+ * from its size, and its free flag is the low bit of the run pointer. */
 typedef struct ga_chunk {
     uintptr_t base;
     size_t size;             /* multiple of GA_ALIGN, > 0 */
     struct ga_chunk *prev_phys, *next_phys; /* address neighbours in the same region */
-    struct ga_run *run;      /* the run holding this chunk */
+    uintptr_t run_free;      /* the run holding this chunk, | 1 while the chunk is free */
     union {
         ga_rbnode_t bin_node; /* free: in its bin's tree, ordered by (size, base) */
         size_t requested;     /* live: bytes asked for */
     } u;
-    struct ga_region *region;
-    unsigned bin;            /* fl * GA_SL_COUNT + sl, valid while free */
-    int is_free;
 } ga_chunk_t;
+
+static inline struct ga_run *ga_chunk_run(const ga_chunk_t *c)
+{
+    return (struct ga_run *)(c->run_free & ~(uintptr_t)1);
+}
+static inline int ga_is_free(const ga_chunk_t *c) { return (int)(c->run_free & 1); }
+static inline void ga_set_run(ga_chunk_t *c, struct ga_run *run)
+{
+    c->run_free = (uintptr_t)run | (c->run_free & 1);
+}
 
 /* A run: 1 to GA_RUN_MAX consecutive chunks of one region, a node of the region's run tree
  * ordered by first->base. 32 keeps the walk inside a run short and run splits rare. */
@@ -100,6 +110,7 @@ typedef struct ga_chunk {
 typedef struct ga_run {
     ga_rbnode_t node;
     ga_chunk_t *first;       /* lowest chunk of the run */
+    struct ga_region *region;
     unsigned count;
 } ga_run_t;
 
@@ -120,8 +131,10 @@ typedef struct ga_region {
     ga_rbnode_t *runs;       /* root of the run tree */
 } ga_region_t;
 
-/* The live table: open addressing, linear probing, at most half full, backward-shift deletion (no
- * tombstones). An empty slot has chunk NULL, so any address, 0 included, can be a key. */
+/* The live table: open addressing, linear probing, at most a quarter full (half full was measured:
+ * 4 ns per operation slower on somas_bert_base, from longer probe runs), backward-shift deletion
+ * (no tombstones). An empty slot has chunk NULL, so any address, 0 included, can be a key. */
+#define GA_LIVE_SPREAD 4u
 typedef struct ga_live_slot {
     uintptr_t key;
     ga_chunk_t *chunk;
@@ -134,13 +147,16 @@ typedef struct ga_livetab {
     unsigned shift;          /* 64 - log2(capacity), for Fibonacci hashing */
 } ga_livetab_t;
 
-/* Chunk and run structs are carved from blocks of this many items, kept on one free list. */
-#define GA_CHUNK_BLOCK 256u
+/* Chunk and run structs are carved from blocks of this many items, kept on one free list; an
+ * item is one cache line and blocks are aligned to it, so a chunk never straddles two lines. */
+#define GA_CHUNK_BLOCK 255u
+#define GA_CACHE_LINE 64u
 typedef union ga_item {
     ga_chunk_t chunk;
     ga_run_t run;
     union ga_item *next_spare;
-} ga_item_t;
+} __attribute__((aligned(GA_CACHE_LINE))) ga_item_t;
+_Static_assert(sizeof(ga_item_t) == GA_CACHE_LINE, "a chunk or run struct fills one cache line");
 typedef struct ga_chunk_block {
     struct ga_chunk_block *next;
     ga_item_t items[GA_CHUNK_BLOCK];
@@ -164,15 +180,15 @@ struct ga_arena {
 
 /* Size <-> bin mapping (sizes in bytes, multiples of GA_ALIGN). */
 static inline unsigned ga_msb64(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
+/* For g = size in granules, g >= 64 lands in first level m - 5 (m = msb(g)) at second level
+ * (g >> (m - 6)) - 64, so bin = (m - 6) * 64 + (g >> (m - 6)); below 64 the bin is g itself,
+ * which is the same formula with the shift clamped to 0 (msb of g | 64 is at least 6). No branch:
+ * sizes alternate between small and large on real traces and the branch mispredicted. */
 static inline unsigned ga_bin_of(size_t size)
 {
     uint64_t g = size / GA_ALIGN;
-    if (g < GA_SL_COUNT)
-        return (unsigned)g;
-    unsigned m = ga_msb64(g);
-    unsigned fl = m - GA_SL_LOG2 + 1u;
-    unsigned sl = (unsigned)(g >> (m - GA_SL_LOG2)) - GA_SL_COUNT;
-    return fl * GA_SL_COUNT + sl;
+    unsigned shift = ga_msb64(g | GA_SL_COUNT) - GA_SL_LOG2;
+    return shift * GA_SL_COUNT + (unsigned)(g >> shift);
 }
 
 /* The bin-tree order: by size, then by base. */
@@ -185,17 +201,16 @@ static inline int ga_bin_less(const ga_chunk_t *x, const ga_chunk_t *y)
 ga_item_t *ga_item_new(ga_arena_t *a); /* NULL if host memory ran out; fields are stale */
 void ga_item_put(ga_arena_t *a, ga_item_t *it);
 size_t ga_round_size(size_t size); /* 0 when size is 0 or rounding would overflow */
-void ga_bin_insert_slow(ga_arena_t *a, ga_chunk_t *c);
+void ga_bin_insert_slow(ga_arena_t *a, ga_chunk_t *c, unsigned bin);
 
 /* Bins: the common cases (an empty bin, the last chunk of a bin) are a store; the rest goes
  * through the tree. The two bitmap levels follow bin emptiness. */
 static inline void ga_bin_insert(ga_arena_t *a, ga_chunk_t *c)
 {
     unsigned bin = ga_bin_of(c->size);
-    c->bin = bin;
-    c->is_free = 1;
+    c->run_free |= 1;
     if (a->bins[bin]) {
-        ga_bin_insert_slow(a, c);
+        ga_bin_insert_slow(a, c, bin);
         return;
     }
     ga_rbnode_t *n = &c->u.bin_node;
@@ -208,9 +223,9 @@ static inline void ga_bin_insert(ga_arena_t *a, ga_chunk_t *c)
 
 static inline void ga_bin_remove(ga_arena_t *a, ga_chunk_t *c)
 {
-    unsigned bin = c->bin;
+    unsigned bin = ga_bin_of(c->size);
     ga_rbnode_t *n = &c->u.bin_node;
-    c->is_free = 0;
+    c->run_free &= ~(uintptr_t)1;
     if (a->bins[bin] != n || n->left || n->right) {
         ga_rb_erase(&a->bins[bin], n); /* the bin keeps at least one chunk */
         return;
@@ -233,14 +248,14 @@ ga_region_t *ga_region_find(const ga_arena_t *a, uintptr_t p);
 ga_chunk_t *ga_chunk_at(const ga_region_t *r, uintptr_t p);
 /* Runs: a region's first run, the remainder of a split joining its neighbour's run (with a spare
  * struct, taken beforehand, for when the run must split), and a chunk leaving its run on merge. */
-void ga_run_split(ga_region_t *r, ga_run_t *run, ga_run_t *fresh);
-void ga_run_leave(ga_arena_t *a, ga_region_t *r, ga_chunk_t *c);
+void ga_run_split(ga_run_t *run, ga_run_t *fresh);
+void ga_run_leave(ga_arena_t *a, ga_chunk_t *c);
 /* The live chunk containing p, or NULL (p free or outside); *in_region says whether p lies in
  * any region. */
 ga_chunk_t *ga_live_at(const ga_arena_t *a, uintptr_t p, int *in_region);
 
 /* Live table (arena.c), the probe inline because every free and exact lookup starts with it. */
-int ga_live_reserve(ga_livetab_t *t); /* room for one more entry: 0, or -1 out of host memory */
+int ga_live_grow(ga_livetab_t *t); /* doubles the table: 0, or -1 out of host memory */
 void ga_live_insert(ga_livetab_t *t, ga_chunk_t *c); /* after ga_live_reserve */
 ga_chunk_t *ga_live_take(ga_livetab_t *t, uintptr_t key); /* removes and returns, or NULL */
 void ga_live_fini(ga_livetab_t *t);
@@ -249,6 +264,14 @@ static inline size_t ga_live_home(const ga_livetab_t *t, uintptr_t key)
 {
     /* Fibonacci hashing on the granule number: the top bits of the product are the best mixed. */
     return (size_t)(((uint64_t)(key >> 9) * 0x9E3779B97F4A7C15ull) >> t->shift);
+}
+
+/* Room for one more entry: 0, or -1 out of host memory (the table is then unchanged). */
+static inline int ga_live_reserve(ga_livetab_t *t)
+{
+    if (t->slots && (t->count + 1) * GA_LIVE_SPREAD <= t->mask + 1)
+        return 0;
+    return ga_live_grow(t);
 }
 
 static inline ga_chunk_t *ga_live_find(const ga_livetab_t *t, uintptr_t key)

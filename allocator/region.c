@@ -87,9 +87,9 @@ static ga_region_t *region_new(ga_arena_t *a, uintptr_t base, size_t size)
     memset(c, 0, sizeof *c);
     c->base = base;
     c->size = size;
-    c->region = r;
-    c->run = run;
+    c->run_free = (uintptr_t)run;
     run->first = c;
+    run->region = r;
     run->count = 1;
     ga_rb_link(&run->node, NULL, &r->runs);
     ga_rb_insert_fixup(&r->runs, &run->node);
@@ -101,7 +101,7 @@ static ga_region_t *region_new(ga_arena_t *a, uintptr_t base, size_t size)
 
 static void region_free(ga_arena_t *a, ga_region_t *r)
 {
-    ga_item_put(a, (ga_item_t *)r->first->run);
+    ga_item_put(a, (ga_item_t *)ga_chunk_run(r->first));
     ga_item_put(a, (ga_item_t *)r->first);
     free(r);
 }
@@ -157,7 +157,7 @@ size_t ga_release_empty(ga_arena_t *a)
     size_t bytes = 0;
     for (size_t i = a->nregions; i-- > 0;) {
         ga_region_t *r = a->regions[i];
-        if (r->first->is_free && r->first->size == r->size) {
+        if (ga_is_free(r->first) && r->first->size == r->size) {
             bytes += r->size;
             ga_region_release(a, i);
         }
@@ -215,34 +215,37 @@ ga_status_t ga_grow(ga_arena_t *a, size_t rounded)
 /* A full run (GA_RUN_MAX + 1 chunks after a split) gives its upper half to `fresh`, which becomes
  * the run's in-order successor in the tree: the right child of `run`, or else the left child of
  * the next run, which has none. O(GA_RUN_MAX) steps once per GA_RUN_MAX / 2 splits. */
-void ga_run_split(ga_region_t *r, ga_run_t *run, ga_run_t *fresh)
+void ga_run_split(ga_run_t *run, ga_run_t *fresh)
 {
     unsigned keep = run->count / 2;
     ga_chunk_t *c = run->first;
     for (unsigned i = 0; i < keep; i++)
         c = c->next_phys;
     fresh->first = c;
+    fresh->region = run->region;
     fresh->count = run->count - keep;
     run->count = keep;
     ga_chunk_t *last = c;
     for (unsigned i = 0; i < fresh->count; i++, c = c->next_phys) {
-        c->run = fresh;
+        ga_set_run(c, fresh);
         last = c;
     }
-    if (!run->node.right)
+    if (!run->node.right) {
         ga_rb_link(&fresh->node, &run->node, &run->node.right);
-    else
-        ga_rb_link(&fresh->node, &last->next_phys->run->node, &last->next_phys->run->node.left);
-    ga_rb_insert_fixup(&r->runs, &fresh->node);
+    } else {
+        ga_run_t *succ = ga_chunk_run(last->next_phys);
+        ga_rb_link(&fresh->node, &succ->node, &succ->node.left);
+    }
+    ga_rb_insert_fixup(&run->region->runs, &fresh->node);
 }
 
 /* Chunk c is being merged into its lower neighbour: it leaves its run, and a run left empty
  * leaves the tree. A run's first chunk may change; its place in the tree does not. */
-void ga_run_leave(ga_arena_t *a, ga_region_t *r, ga_chunk_t *c)
+void ga_run_leave(ga_arena_t *a, ga_chunk_t *c)
 {
-    ga_run_t *run = c->run;
+    ga_run_t *run = ga_chunk_run(c);
     if (--run->count == 0) {
-        ga_rb_erase(&r->runs, &run->node);
+        ga_rb_erase(&run->region->runs, &run->node);
         ga_item_put(a, (ga_item_t *)run);
     } else if (run->first == c) {
         run->first = c->next_phys;
@@ -279,7 +282,7 @@ ga_chunk_t *ga_live_at(const ga_arena_t *a, uintptr_t p, int *in_region)
     if (!r)
         return NULL;
     ga_chunk_t *c = ga_chunk_at(r, p);
-    return c && !c->is_free ? c : NULL; /* c is never NULL: the first chunk starts the region */
+    return c && !ga_is_free(c) ? c : NULL; /* c is never NULL: the first chunk starts the region */
 }
 
 int ga_owns(const ga_arena_t *a, uintptr_t p)

@@ -61,22 +61,21 @@ START_TEST(test_check_sees_structure_damage)
     c->size += GA_ALIGN; /* overlaps its neighbour */
     expect_failure(a, "chunk overlapping its neighbour");
     c->size -= GA_ALIGN;
-    c->is_free = 1; /* free but in no bin, and missing from the free count */
+    c->run_free |= 1; /* free but in no bin, and missing from the free count */
     expect_failure(a, "free chunk outside the bins");
-    c->is_free = 0;
-    ga_run_t *run = c->run;
+    c->run_free &= ~(uintptr_t)1;
+    ga_run_t *run = ga_chunk_run(c);
     run->count++;
     expect_failure(a, "run counting one chunk too many");
     run->count--;
-    c->run = NULL;
+    c->run_free = 0;
     expect_failure(a, "chunk not pointing to its run");
-    c->run = run;
+    ga_set_run(c, run);
     ga_chunk_t *freed = c->prev_phys; /* p[3], free */
-    ck_assert(freed->is_free);
-    unsigned bin = freed->bin;
-    freed->bin = bin + 1;
+    ck_assert(ga_is_free(freed));
+    freed->size += GA_ALIGN; /* now belongs to another bin, and overlaps its neighbour */
     expect_failure(a, "chunk filed in the wrong bin");
-    freed->bin = bin;
+    freed->size -= GA_ALIGN;
     a->fl_bitmap ^= 1ull << 40;
     expect_failure(a, "first-level bitmap bit without a list");
     a->fl_bitmap ^= 1ull << 40;

@@ -145,6 +145,44 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* 64 well-mixed bits (splitmix64's finaliser): nearby inputs give unrelated outputs. */
+static unsigned long long sim_mix(unsigned long long x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* A device's UUID depends on nothing but its ordinal and SIMCUDA_UUID_SEED, so every process (and
+ * the simulated NVML) sees the same one, as with a real GPU. Shaped as a random (version 4) UUID. */
+void sim_device_uuid(int dev, unsigned char out[16])
+{
+    unsigned long long hi = sim_mix(sim_cfg.uuid_seed ^ (unsigned long long)dev);
+    unsigned long long lo = sim_mix(hi ^ 0x5157c0da5157c0daULL);
+    for (int i = 0; i < 8; i++) {
+        out[i] = (unsigned char)(hi >> (56 - 8 * i));
+        out[8 + i] = (unsigned char)(lo >> (56 - 8 * i));
+    }
+    out[6] = (unsigned char)((out[6] & 0x0f) | 0x40);
+    out[8] = (unsigned char)((out[8] & 0x3f) | 0x80);
+}
+
+static CUresult sim_uuid(CUuuid *uuid, CUdevice dev)
+{
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_device_uuid(dev, (unsigned char *)uuid->bytes);
+    return CUDA_SUCCESS;
+}
+
+/* v1 (CUDA 9.2) and v2 (11.4) differ on MIG instances only, which this driver has none of. */
+SIM_WRAP(cuDeviceGetUuid, sim_uuid, (CUuuid *uuid, CUdevice dev), (uuid, dev))
+SIM_WRAP(cuDeviceGetUuid_v2, sim_uuid, (CUuuid *uuid, CUdevice dev), (uuid, dev))
+
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     SIM_ENTER(cuDeviceTotalMem_v2);

@@ -36,6 +36,7 @@ typedef struct sim_config {
     unsigned long long latency_ns;
     unsigned long long ctx_overhead;
     const char *report;
+    unsigned long long uuid_seed; /* SIMCUDA_UUID_SEED, hashed */
     int bad; /* a variable had a bad value: cuInit fails */
 } sim_config_t;
 
@@ -96,6 +97,7 @@ void sim_bytes_add_locked(unsigned long long n);
 void sim_bytes_sub_locked(unsigned long long n);
 
 /* sim_context.c */
+void sim_device_uuid(int dev, unsigned char out[16]);
 CUresult sim_check_init(void);                   /* NOT_INITIALIZED before cuInit */
 CUresult sim_current(sim_ctx_t **out);           /* init + a live current context */
 int sim_ctx_known_locked(const sim_ctx_t *c);    /* c is a context handle we made */

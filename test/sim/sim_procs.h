@@ -17,6 +17,8 @@
     X(cuDeviceGetCount, 2000, 0, cuDeviceGetCount)                                    \
     X(cuDeviceGetName, 2000, 0, cuDeviceGetName)                                      \
     X(cuDeviceTotalMem, 3020, 0, cuDeviceTotalMem_v2)                                 \
+    X(cuDeviceGetUuid, 9020, 0, cuDeviceGetUuid)                                      \
+    X(cuDeviceGetUuid, 11040, 0, cuDeviceGetUuid_v2)                                  \
     X(cuDeviceGetAttribute, 2000, 0, cuDeviceGetAttribute)                            \
     X(cuDevicePrimaryCtxRetain, 7000, 0, cuDevicePrimaryCtxRetain)                    \
     X(cuDevicePrimaryCtxRelease, 7000, 0, cuDevicePrimaryCtxRelease)                  \

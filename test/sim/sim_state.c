@@ -56,6 +56,15 @@ static void sim_read_size(const char *name, unsigned long long *dst, const char 
     }
 }
 
+/* FNV-1a of a setting (NULL or empty: the fixed default), so any text can seed the UUIDs. */
+static unsigned long long sim_hash(const char *s)
+{
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    for (s = s && *s ? s : "simcuda"; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
 /* SIMCUDA_VMM_GRANULARITY: a power of two, at least a host page, as on a GPU (2 MiB by default). */
 static void sim_read_granularity(void)
 {
@@ -90,6 +99,7 @@ static void sim_read_env(void)
     sim_read_size("SIMCUDA_LATENCY_NS", &sim_cfg.latency_ns, "number of nanoseconds (try 20000)");
     sim_read_size("SIMCUDA_CONTEXT_OVERHEAD", &sim_cfg.ctx_overhead, "size (try 300MiB)");
     sim_read_granularity();
+    sim_cfg.uuid_seed = sim_hash(getenv("SIMCUDA_UUID_SEED"));
     const char *r = getenv("SIMCUDA_REPORT");
     sim_cfg.report = (r && *r) ? strdup(r) : NULL;
     const char *fail = getenv("SIMCUDA_FAIL");
@@ -156,6 +166,27 @@ void simcuda_reset_counters(void)
     sim_getproc_log_clear_locked();
     sim_fault_reset_counts();
     pthread_mutex_unlock(&sim_lock);
+}
+
+int simcuda_device_count(void)
+{
+    sim_setup();
+    return sim_cfg.devices;
+}
+
+unsigned long long simcuda_device_total(void)
+{
+    sim_setup();
+    return sim_cfg.total_mem;
+}
+
+int simcuda_device_uuid(int dev, unsigned char uuid[16])
+{
+    sim_setup();
+    if (dev < 0 || dev >= sim_cfg.devices || !uuid)
+        return -1;
+    sim_device_uuid(dev, uuid);
+    return 0;
 }
 
 unsigned long long simcuda_device_bytes_in_use(int dev)

@@ -13,6 +13,8 @@
  *                             8GB (decimal) (default 8GiB)
  *   SIMCUDA_LATENCY_NS        busy-wait added to every allocation and free call (default 0)
  *   SIMCUDA_CONTEXT_OVERHEAD  bytes each live context takes from its device total (default 0)
+ *   SIMCUDA_UUID_SEED         any text: cuDeviceGetUuid(_v2) gives each device a UUID made from its
+ *                             ordinal and this seed, the same in every process (default: fixed)
  *   SIMCUDA_VMM_GRANULARITY   cuMemGetAllocationGranularity's answer, minimum and recommended alike:
  *                             a power of two of at least a host page (default 2MiB, as on GPUs)
  *   SIMCUDA_REPORT            path: counters written as JSON at exit (tmp file + rename)
@@ -160,7 +162,14 @@ void simcuda_get_counters(simcuda_counters_t *out);
  * from it. Fault-injection rules stay. */
 void simcuda_reset_counters(void);
 
-/* Bytes live on device `dev` (0 for a device that does not exist). */
+/* The configuration, readable without cuInit (the simulated NVML reads it this way): the number of
+ * devices, the bytes of each, and device dev's UUID (what cuDeviceGetUuid answers; -1 for a device
+ * that does not exist). */
+int simcuda_device_count(void);
+unsigned long long simcuda_device_total(void);
+int simcuda_device_uuid(int dev, unsigned char uuid[16]);
+
+/* Bytes live on device `dev` in this process (0 for a device that does not exist). */
 unsigned long long simcuda_device_bytes_in_use(int dev);
 
 /* Every cuGetProcAddress(_v2) request since start or reset, in order. */

@@ -26,5 +26,6 @@ void *ts_sym(const char *name);
 TCase *ts_tcase_fault(void);
 TCase *ts_tcase_lean(void);
 TCase *ts_tcase_vmm(void);
+TCase *ts_tcase_shared(void);
 
 #endif

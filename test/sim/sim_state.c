@@ -100,6 +100,9 @@ static void sim_read_env(void)
     sim_read_size("SIMCUDA_CONTEXT_OVERHEAD", &sim_cfg.ctx_overhead, "size (try 300MiB)");
     sim_read_granularity();
     sim_cfg.uuid_seed = sim_hash(getenv("SIMCUDA_UUID_SEED"));
+    const char *shared = getenv("SIMCUDA_SHARED");
+    if (shared && *shared && !sim_cfg.bad && sim_shared_open(shared) != 0)
+        sim_cfg.bad = 1;
     const char *r = getenv("SIMCUDA_REPORT");
     sim_cfg.report = (r && *r) ? strdup(r) : NULL;
     const char *fail = getenv("SIMCUDA_FAIL");

@@ -13,6 +13,12 @@
  *                             8GB (decimal) (default 8GiB)
  *   SIMCUDA_LATENCY_NS        busy-wait added to every allocation and free call (default 0)
  *   SIMCUDA_CONTEXT_OVERHEAD  bytes each live context takes from its device total (default 0)
+ *   SIMCUDA_SHARED            a name: device memory is counted across every process started with
+ *                             it, in /dev/shm/simcuda-NAME (see sim_shared.c): each device's total
+ *                             holds for all of them together, cuMemGetInfo shows what all use, and
+ *                             the memory of a process that died (SIGKILL too) is given back at the
+ *                             next look. Processes sharing a name must agree on SIMCUDA_DEVICES and
+ *                             SIMCUDA_TOTAL_MEM. Unset: each process has the devices to itself.
  *   SIMCUDA_UUID_SEED         any text: cuDeviceGetUuid(_v2) gives each device a UUID made from its
  *                             ordinal and this seed, the same in every process (default: fixed)
  *   SIMCUDA_VMM_GRANULARITY   cuMemGetAllocationGranularity's answer, minimum and recommended alike:
@@ -171,6 +177,30 @@ int simcuda_device_uuid(int dev, unsigned char uuid[16]);
 
 /* Bytes live on device `dev` in this process (0 for a device that does not exist). */
 unsigned long long simcuda_device_bytes_in_use(int dev);
+
+/* Device memory across processes. With SIMCUDA_SHARED=NAME: every live process of that NAME (the
+ * slots of dead ones are given back first); without it: this process alone.
+ *  simcuda_device_bytes_all   device dev's bytes in use now (allocations of every kind; context
+ *                             overheads not included)
+ *  simcuda_device_peak_all    the exact peak of that sum since the segment was made (without
+ *                             SIMCUDA_SHARED: this process's peak on dev since start)
+ *  simcuda_device_processes   one entry per process holding bytes or a context on dev, written to
+ *                             out (up to max); returns how many there are (-1: bad arguments)
+ * Each returns 0 for a device that does not exist. */
+typedef struct simcuda_process {
+    int pid;
+    unsigned long long start_time; /* field 22 of /proc/PID/stat: with pid, the process's identity */
+    unsigned long long bytes;      /* its device memory on that device */
+    unsigned long long overhead;   /* its contexts' share (SIMCUDA_CONTEXT_OVERHEAD each) */
+} simcuda_process_t;
+unsigned long long simcuda_device_bytes_all(int dev);
+unsigned long long simcuda_device_peak_all(int dev);
+int simcuda_device_processes(int dev, simcuda_process_t *out, int max);
+
+/* For tests of pid reuse: records a slot as a process (pid, start_time) holding bytes on dev
+ * would have left it. A slot whose pid is not alive with that start time is given back at the next
+ * look. -1 without SIMCUDA_SHARED or when every slot is taken. */
+int simcuda_shared_inject(int pid, unsigned long long start_time, int dev, unsigned long long bytes);
 
 /* Every cuGetProcAddress(_v2) request since start or reset, in order. */
 size_t simcuda_getproc_log_count(void);

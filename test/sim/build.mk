@@ -1,4 +1,5 @@
-# The simulated CUDA driver: $(BUILD)/sim/libcuda.so.1 (+ libcuda.so link), and its own test tier.
+# The simulated CUDA driver: $(BUILD)/sim/libcuda.so.1 (+ libcuda.so link), its lean build
+# ($(BUILD)/sim-lean), the simulated NVML ($(BUILD)/sim/libnvidia-ml.so.1), and its own test tier.
 SIM_SRC  := $(wildcard test/sim/sim_*.c)
 SIM_OBJ  := $(patsubst test/sim/%.c,$(BUILD)/sim/obj/%.o,$(SIM_SRC)) $(BUILD)/sim/obj/size.o
 SIM_LIB  := $(BUILD)/sim/libcuda.so.1
@@ -26,6 +27,18 @@ $(SIM_LIB): $(SIM_OBJ)
 $(BUILD)/sim/libcuda.so: $(SIM_LIB)
 	ln -sf libcuda.so.1 $@
 
+# The simulated NVML, $(BUILD)/sim/libnvidia-ml.so.1: answers from the simulated driver's state
+# through simcuda.h, so it links the driver (whichever libcuda.so.1 the library path finds).
+SIM_NVML := $(BUILD)/sim/libnvidia-ml.so.1
+ALL += $(SIM_NVML) $(BUILD)/sim/libnvidia-ml.so
+
+$(SIM_NVML): test/sim/nvml_sim.c shim/ga_nvml.h test/sim/simcuda.h $(BUILD)/sim/libcuda.so
+	$(CC) $(CFLAGS_COMMON) -Itest/sim -shared -Wl,-soname,libnvidia-ml.so.1 $(LDFLAGS_COMMON) -o $@ $< \
+	  -L$(BUILD)/sim -lcuda
+
+$(BUILD)/sim/libnvidia-ml.so: $(SIM_NVML)
+	ln -sf libnvidia-ml.so.1 $@
+
 # The lean driver: the same sources with -DSIMCUDA_LEAN, exporting everything but the optional entry
 # points simcuda.h lists in SIMCUDA_LEAN_OMITS (a version script made from that list), so a test can
 # play an older driver that lacks them.
@@ -51,9 +64,10 @@ $(SIM_LEAN_LIB): $(SIM_LEAN_OBJ) $(SIM_LEAN_MAP)
 $(BUILD)/sim-lean/libcuda.so: $(SIM_LEAN_LIB)
 	ln -sf libcuda.so.1 $@
 
-$(SIM_TEST): $(SIM_TEST_SRC) test/sim/test_sim.h test/sim/simcuda.h $(BUILD)/sim/libcuda.so
-	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -o $@ $(SIM_TEST_SRC) \
-	  -L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl
+$(SIM_TEST): $(SIM_TEST_SRC) test/sim/test_sim.h test/sim/simcuda.h shim/ga_nvml.h $(BUILD)/sim/libcuda.so \
+             $(BUILD)/sim/libnvidia-ml.so
+	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -Ishim -o $@ $(SIM_TEST_SRC) \
+	  -L$(BUILD)/sim -lcuda -lnvidia-ml $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl
 
 .PHONY: test-sim
 test-sim: $(SIM_TEST) $(SIM_LEAN_LIB)

@@ -26,7 +26,7 @@
 
 #include "sim_procs.h"
 
-#define SIM_MAX_DEVICES 16
+#define SIM_MAX_DEVICES SIMCUDA_MAX_DEVICES
 #define SIM_DRIVER_VERSION 13000
 
 typedef struct sim_config {

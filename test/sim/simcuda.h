@@ -62,6 +62,13 @@
  *  - simcuda_reset_counters keeps what is live (bytes_in_use, live_allocations, vmm_bytes_in_use,
  *    vmm_mapped_bytes, vmm_mappings, vmm_reserved_bytes) and restarts each peak from it.
  *
+ * The simulated NVML, $(BUILD)/sim/libnvidia-ml.so.1 (test/sim/nvml_sim.c, ABI from
+ * shim/ga_nvml.h), answers from the same state: devices, totals and UUIDs as the driver has them,
+ * "used" = the device's bytes and context overheads over every process it counts (SIMCUDA_SHARED)
+ * or this process alone, free = total - used, reserved = 0, and the compute process list from the
+ * same processes. SIMCUDA_NVML_HIDE_PIDS=1 empties that list, as in a container without the host's
+ * pid namespace (0 or unset: shown; anything else makes nvmlInit fail with NVML_ERROR_UNKNOWN).
+ *
  * SIMCUDA_REPORT JSON: {"counters": {"alloc_calls": N, ...every counter below...},
  *                       "devices": [{"total": N, "bytes_in_use": N}, ...]}
  */
@@ -107,6 +114,8 @@
 #ifndef SIMCUDA_LIST_ONLY
 
 #include <stddef.h>
+
+#define SIMCUDA_MAX_DEVICES 16 /* the most SIMCUDA_DEVICES may ask for */
 
 #ifdef __cplusplus
 extern "C" {

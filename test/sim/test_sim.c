@@ -703,6 +703,7 @@ static Suite *sim_suite(void)
     suite_add_tcase(s, ts_tcase_lean());
     suite_add_tcase(s, ts_tcase_vmm());
     suite_add_tcase(s, ts_tcase_shared());
+    suite_add_tcase(s, ts_tcase_nvml());
     return s;
 }
 

@@ -27,5 +27,6 @@ TCase *ts_tcase_fault(void);
 TCase *ts_tcase_lean(void);
 TCase *ts_tcase_vmm(void);
 TCase *ts_tcase_shared(void);
+TCase *ts_tcase_nvml(void);
 
 #endif

@@ -2,7 +2,8 @@
  * a checker that never fails proves nothing, so these corrupt one structure at a time and expect
  * ga_check to count a failure and say what it found, then restore and expect silence. And host
  * memory exhaustion: every host allocation the arena makes is failed in turn, and each failure
- * must be a clean GA_ENOMEM that leaves a healthy arena and leaks nothing.
+ * must be a clean GA_ENOMEM that leaves a healthy arena and leaks nothing; and host memory follows
+ * the number of chunks, not the size of a region.
  */
 #include "internal.h"
 #include "testutil.h"
@@ -87,6 +88,87 @@ START_TEST(test_check_sees_structure_damage)
 }
 END_TEST
 
+/* An arena with one bin of many free chunks (equal holes between live separators) and many runs. */
+static ga_arena_t *holey_arena(fake_backend_t *f, uintptr_t *hole0)
+{
+    ga_arena_t *a = fake_arena(f, 16 * MIB, 0, 0, 0);
+    uintptr_t p[400];
+    for (int i = 0; i < 400; i++)
+        p[i] = must_alloc(a, 4 * KIB);
+    for (int i = 0; i < 400; i += 2)
+        ck_assert_int_eq(ga_free(a, p[i]), GA_OK);
+    *hole0 = p[0];
+    ASSERT_HEALTHY(a);
+    return a;
+}
+
+START_TEST(test_check_sees_bin_tree_damage)
+{
+    fake_backend_t f;
+    uintptr_t hole0;
+    ga_arena_t *a = holey_arena(&f, &hole0);
+    ga_rbnode_t **root = &a->bins[ga_bin_of(4 * KIB)];
+    ga_rbnode_t *r = *root, *l = r->left, *rt = r->right;
+    ck_assert(l && rt);
+    r->left = rt, r->right = l;
+    expect_failure(a, "bin tree children swapped (order)");
+    r->left = l, r->right = rt;
+    l->parent_color ^= 1;
+    expect_failure(a, "bin tree node recoloured (black height)");
+    l->parent_color ^= 1;
+    uintptr_t pc = l->parent_color;
+    l->parent_color = (uintptr_t)rt | (pc & 1);
+    expect_failure(a, "bin tree parent link");
+    l->parent_color = pc;
+    ga_rbnode_t *leaf = ga_rb_first(r);
+    leaf->left = r;
+    expect_failure(a, "bin tree cycle");
+    leaf->left = NULL;
+    ga_chunk_t *c = ga_bin_chunk(rt);
+    ga_rb_erase(root, rt);
+    expect_failure(a, "free chunk missing from its bin tree");
+    ga_bin_insert(a, c);
+    ASSERT_HEALTHY(a);
+    ga_arena_destroy(a);
+}
+END_TEST
+
+START_TEST(test_check_sees_run_and_table_damage)
+{
+    fake_backend_t f;
+    uintptr_t hole0;
+    ga_arena_t *a = holey_arena(&f, &hole0);
+    ga_region_t *reg = a->regions[0];
+    ga_rbnode_t *root = reg->runs;
+    ck_assert(root && root->left && root->right);
+    ga_run_t *run = ga_run_of(root);
+    ga_chunk_t *first = run->first;
+    run->first = first->next_phys;
+    expect_failure(a, "run starting one chunk late");
+    run->first = first;
+    root->left->parent_color ^= 1;
+    expect_failure(a, "run tree node recoloured");
+    root->left->parent_color ^= 1;
+    ga_rbnode_t *l = root->left;
+    root->left = root->right, root->right = l;
+    expect_failure(a, "run tree children swapped");
+    root->right = root->left, root->left = l;
+    /* the live table: a slot whose key no longer matches its chunk, then a wrong count */
+    ga_livetab_t *t = &a->live;
+    size_t i = 0;
+    while (!t->slots[i].chunk)
+        i++;
+    t->slots[i].key += GA_ALIGN;
+    expect_failure(a, "live table slot with a stale key");
+    t->slots[i].key -= GA_ALIGN;
+    t->count++;
+    expect_failure(a, "live table count off by one");
+    t->count--;
+    ASSERT_HEALTHY(a);
+    ga_arena_destroy(a);
+}
+END_TEST
+
 START_TEST(test_check_report_is_bounded)
 {
     fake_backend_t f;
@@ -158,6 +240,46 @@ START_TEST(test_host_oom_everywhere)
 }
 END_TEST
 
+/* Issue 8 item 9: a replay region of terabytes once cost a bitmap of 1/4096 of its bytes (1 GiB
+ * for 2^42) and a ga_check that walked all of it. Now host memory and checking follow the number
+ * of chunks: thousands of operations of about 2^40 bytes in a 2^42-byte region, with ga_check,
+ * interior lookups and bad frees after each, must ask the host for almost nothing. */
+START_TEST(test_huge_region_host_memory_follows_chunks)
+{
+    uint64_t before = __atomic_load_n(&ga_host_bytes, __ATOMIC_RELAXED);
+    fake_backend_t f;
+    ga_arena_t *a = fake_arena(&f, (size_t)1 << 42, 0, 0, 0);
+    uintptr_t p[64];
+    size_t sz[64], n = 0;
+    uint64_t rng = 0x42;
+    int ooms = 0;
+    for (int step = 0; step < 4000; step++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        size_t size = ((size_t)1 << 38) + (size_t)((rng >> 17) % ((size_t)1 << 40));
+        if (n && ((rng >> 61) < 3 || n == 64)) {
+            size_t i = (size_t)(rng >> 8) % n;
+            ASSERT_STATUS(ga_free(a, p[i] + sz[i] / 2), GA_EINTERIOR);
+            ASSERT_STATUS(ga_free(a, p[i]), GA_OK);
+            ASSERT_STATUS(ga_free(a, p[i] + sz[i] / 3), GA_EDOUBLE);
+            p[i] = p[--n], sz[i] = sz[n];
+        } else if (ga_alloc(a, size, &p[n]) == GA_OK) {
+            sz[n] = ga_round_size(size);
+            uintptr_t b = 0;
+            ASSERT_STATUS(ga_lookup(a, p[n] + sz[n] - 1, &b, NULL), GA_OK);
+            REQUIRE_EQ(b, p[n]);
+            n++;
+        } else {
+            ooms++;
+        }
+        ASSERT_HEALTHY(a);
+    }
+    ck_assert_int_gt(ooms, 100); /* the region was full often: many chunks, large ones */
+    uint64_t used = __atomic_load_n(&ga_host_bytes, __ATOMIC_RELAXED) - before;
+    ck_assert_msg(used < 256 * KIB, "host memory asked for: %lu bytes", (unsigned long)used);
+    ga_arena_destroy(a);
+}
+END_TEST
+
 Suite *check_suite(void)
 {
     Suite *s = suite_create("check");
@@ -165,10 +287,13 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_check_sees_stats_drift);
     tcase_add_test(tc, test_check_sees_structure_damage);
     tcase_add_test(tc, test_check_report_is_bounded);
+    tcase_add_test(tc, test_check_sees_bin_tree_damage);
+    tcase_add_test(tc, test_check_sees_run_and_table_damage);
     suite_add_tcase(s, tc);
     TCase *oom = tcase_create("host_oom");
     tcase_set_timeout(oom, 60);
     tcase_add_test(oom, test_host_oom_everywhere);
+    tcase_add_test(oom, test_huge_region_host_memory_follows_chunks);
     suite_add_tcase(s, oom);
     return s;
 }

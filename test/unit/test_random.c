@@ -1,10 +1,11 @@
-/* Randomised differential test of the arena against a reference model: a plain array of live
+/* Randomised differential tests. First, the arena against a reference model: a plain array of live
  * [base, base + rounded size) intervals. Each run is a seeded sequence of allocations (1 B to
  * 4 MiB, most of them small), frees, bad frees, interior lookups and trims, under one of several
  * configurations (on demand, preallocated, with and without a limit, host and fake backends).
  * After every step: ga_check is clean and the statistics match the model. Every allocation is
  * checked against every live interval for overlap, and with the host backend its bytes are
  * stamped and verified on free, so two allocations sharing memory would also show in the data.
+ * Second, placement: every address the arena hands out against a plain best-fit model (below).
  */
 #include <stdlib.h>
 
@@ -42,6 +43,11 @@ static const config_t configs[] = {
 #define NCONFIGS (sizeof configs / sizeof *configs)
 #define NSEEDS 4
 #define STEPS 2500
+
+static size_t ga_round_size_for_tests(size_t size)
+{
+    return (size + GA_ALIGN - 1) & ~(GA_ALIGN - 1);
+}
 
 static uint64_t next_rand(uint64_t *s) /* splitmix64 */
 {
@@ -226,6 +232,202 @@ START_TEST(test_differential)
 }
 END_TEST
 
+/* Placement against a reference model --------------------------------------------------------
+ *
+ * The model is best fit written the plainest way: every free span of every region in one array
+ * sorted by address, a linear scan for the smallest span that fits (lowest address among equal
+ * sizes), the allocation cut from the span's low end, a freed span merged with the spans it
+ * touches. Regions enter and leave the model through the test's backend, so growth, release
+ * before out-of-memory and trim are followed too. Every allocation must land exactly where the
+ * model says, and fail exactly when it has no span. Sizes come from a few fixed values (many
+ * equal sizes: ties on address) and from random ones in exact bins (< 32 KiB) and in ranged bins. */
+
+typedef struct span {
+    uintptr_t base;
+    size_t size;
+} span_t;
+
+#define MODEL_SPANS 8192
+typedef struct fit_model {
+    span_t free[MODEL_SPANS];
+    size_t n;
+    uintptr_t next_base;   /* backend: where the next region goes (gaps keep regions apart) */
+    size_t capacity, outstanding;
+} fit_model_t;
+
+static void model_insert(fit_model_t *m, uintptr_t base, size_t size)
+{
+    size_t i = 0;
+    while (i < m->n && m->free[i].base < base)
+        i++;
+    int left = i > 0 && m->free[i - 1].base + m->free[i - 1].size == base;
+    int right = i < m->n && base + size == m->free[i].base;
+    if (left && right) {
+        m->free[i - 1].size += size + m->free[i].size;
+        memmove(&m->free[i], &m->free[i + 1], (m->n - i - 1) * sizeof *m->free);
+        m->n--;
+    } else if (left) {
+        m->free[i - 1].size += size;
+    } else if (right) {
+        m->free[i].base = base;
+        m->free[i].size += size;
+    } else {
+        REQUIRE(m->n < MODEL_SPANS, "model full");
+        memmove(&m->free[i + 1], &m->free[i], (m->n - i) * sizeof *m->free);
+        m->free[i] = (span_t){base, size};
+        m->n++;
+    }
+}
+
+/* Index of the best-fit span for `size`, or -1. */
+static long model_fit(const fit_model_t *m, size_t size)
+{
+    long best = -1;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->free[i].size >= size && (best < 0 || m->free[i].size < m->free[best].size))
+            best = (long)i; /* ascending addresses: the first of equal sizes wins */
+    return best;
+}
+
+static void model_take(fit_model_t *m, long i, size_t size)
+{
+    m->free[i].base += size;
+    m->free[i].size -= size;
+    if (m->free[i].size == 0) {
+        memmove(&m->free[i], &m->free[i + 1], (m->n - (size_t)i - 1) * sizeof *m->free);
+        m->n--;
+    }
+}
+
+static int model_reserve(void *ctx, size_t size, uintptr_t *base)
+{
+    fit_model_t *m = ctx;
+    if (m->capacity && m->outstanding + size > m->capacity)
+        return 1;
+    *base = m->next_base;
+    m->next_base += size + 4 * MIB;
+    m->outstanding += size;
+    model_insert(m, *base, size);
+    return 0;
+}
+
+/* The arena only gives back a wholly free region: it must be one span of the model. */
+static void model_release(void *ctx, uintptr_t base, size_t size)
+{
+    fit_model_t *m = ctx;
+    size_t i = 0;
+    while (i < m->n && m->free[i].base != base)
+        i++;
+    REQUIRE(i < m->n && m->free[i].size == size,
+            "released region %#lx (%zu bytes) is not wholly free: span %zu of %zu, %zu bytes",
+            (unsigned long)base, size, i, m->n, i < m->n ? m->free[i].size : 0);
+    memmove(&m->free[i], &m->free[i + 1], (m->n - i - 1) * sizeof *m->free);
+    m->n--;
+    m->outstanding -= size;
+}
+
+static size_t placement_size(uint64_t *rng)
+{
+    static const size_t fixed[] = {512, 4 * KIB, 24 * KIB, 96 * KIB, 256 * KIB, 3 * MIB};
+    uint64_t r = next_rand(rng);
+    switch (r % 8) {
+    case 0: case 1: case 2: return fixed[(r >> 8) % (sizeof fixed / sizeof *fixed)];
+    case 3: case 4: return (size_t)(1 + (r >> 8) % (32 * KIB));
+    case 5: return (size_t)(32 * KIB + (r >> 8) % (2 * MIB));
+    default: return (size_t)(1 + (r >> 8) % (256 * KIB));
+    }
+}
+
+typedef struct placement_config {
+    size_t initial, limit, capacity;
+    int grow;
+} placement_config_t;
+
+static const placement_config_t placement_configs[] = {
+    {160 * MIB, 0, 0, 0},        /* one preallocated region */
+    {0, 192 * MIB, 0, 1},        /* regions on demand under a limit: growth and release */
+    {4 * MIB, 0, 176 * MIB, 1},  /* a backend that runs out: retry smaller */
+};
+#define NPLACEMENT (sizeof placement_configs / sizeof *placement_configs)
+#define PLACEMENT_SEEDS 3
+#define PLACEMENT_STEPS 12000
+
+static void placement_run(const placement_config_t *pc, uint64_t seed)
+{
+    static fit_model_t m;
+    static uintptr_t live[4096];
+    static size_t live_size[4096];
+    memset(&m, 0, sizeof m);
+    m.next_base = (uintptr_t)1 << 40;
+    m.capacity = pc->capacity;
+    ga_backend_t b = {model_reserve, model_release, &m};
+    ga_config_t cfg = {.initial = pc->initial, .grow = pc->grow, .limit = pc->limit};
+    ga_arena_t *a = ga_arena_create(&b, &cfg, NULL);
+    ck_assert_ptr_nonnull(a);
+    size_t n = 0;
+    uint64_t rng = seed;
+    for (int step = 0; step < PLACEMENT_STEPS; step++) {
+        uint64_t r = next_rand(&rng);
+        /* phases of 2,000 steps fill the arena and drain it, so regions empty and come back */
+        unsigned free_pct = (step / 2000) % 2 ? 62u : 38u;
+        if (n && (r % 100 < free_pct || n == 4096)) {
+            size_t i = (size_t)(r >> 8) % n;
+            ASSERT_STATUS(ga_free(a, live[i]), GA_OK);
+            model_insert(&m, live[i], live_size[i]);
+            live[i] = live[--n];
+            live_size[i] = live_size[n];
+        } else if (r % 100 == 99) {
+            ga_trim(a);
+        } else {
+            size_t size = placement_size(&rng), rounded = ga_round_size_for_tests(size);
+            long want = model_fit(&m, rounded);
+            uintptr_t got_p = 0;
+            ga_status_t st = ga_alloc(a, size, &got_p);
+            if (want < 0) /* no span before the call: the arena grew, or must fail */
+                want = model_fit(&m, rounded);
+            if (want < 0) {
+                REQUIRE(st == GA_ENOMEM, "step %d: %zu bytes fit nowhere, ga_alloc said %s", step,
+                        rounded, ga_status_str(st));
+                continue;
+            }
+            REQUIRE(st == GA_OK, "step %d: %zu bytes fit at %#lx, ga_alloc said %s", step,
+                    rounded, (unsigned long)m.free[want].base, ga_status_str(st));
+            REQUIRE(got_p == m.free[want].base,
+                    "step %d: %zu bytes placed at %#lx, best fit is %#lx (span of %zu)", step,
+                    rounded, (unsigned long)got_p, (unsigned long)m.free[want].base,
+                    m.free[want].size);
+            model_take(&m, want, rounded);
+            live[n] = got_p;
+            live_size[n++] = rounded;
+        }
+        if (step % 64 == 0)
+            ASSERT_HEALTHY(a);
+    }
+    ASSERT_HEALTHY(a);
+    ga_stats_t s = stats_of(a);
+    uint64_t model_free = 0;
+    for (size_t i = 0; i < m.n; i++)
+        model_free += m.free[i].size;
+    REQUIRE_EQ(s.total_free, model_free);
+    REQUIRE_EQ(s.reserved, m.outstanding);
+    while (n) { /* everything back: the model then holds whole regions, which trim releases */
+        n--;
+        ASSERT_STATUS(ga_free(a, live[n]), GA_OK);
+        model_insert(&m, live[n], live_size[n]);
+    }
+    ga_trim(a);
+    REQUIRE_EQ(m.outstanding, 0);
+    REQUIRE_EQ(m.n, 0);
+    ga_arena_destroy(a);
+}
+
+START_TEST(test_placement_is_exact_best_fit)
+{
+    const placement_config_t *pc = &placement_configs[(size_t)_i / PLACEMENT_SEEDS];
+    placement_run(pc, 0xB357F17u + (uint64_t)_i);
+}
+END_TEST
+
 Suite *random_suite(void)
 {
     Suite *s = suite_create("random");
@@ -233,5 +435,10 @@ Suite *random_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_differential, 0, (int)(NCONFIGS * NSEEDS));
     suite_add_tcase(s, tc);
+    TCase *fit = tcase_create("placement");
+    tcase_set_timeout(fit, 60);
+    tcase_add_loop_test(fit, test_placement_is_exact_best_fit, 0,
+                        (int)(NPLACEMENT * PLACEMENT_SEEDS));
+    suite_add_tcase(s, fit);
     return s;
 }

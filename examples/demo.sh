@@ -12,7 +12,7 @@ rm -rf "$out" && mkdir -p "$out" || exit 1
 export LD_LIBRARY_PATH="$b/sim" SIMCUDA_LATENCY_NS=20000 SIMCUDA_TOTAL_MEM=4GiB
 
 if [ -f "$shim" ]; then
-    modes="arena arena-noprealloc platform"
+    modes="arena grow vmm platform"
 else
     echo "demo: shim not built yet ($shim missing): running on the driver directly, without gpuarena"
     modes="none"
@@ -31,10 +31,12 @@ field() {
 run() {
     mode=$1; prog=$2; shift 2
     tag="$mode-$prog"
+    # The variables that select each mode, as `gpuarena run --mode` sets them.
     case $mode in
-        arena) env="GPUARENA_MODE=arena" ;;
-        arena-noprealloc) env="GPUARENA_MODE=arena GPUARENA_PREALLOCATE=false" ;;
-        platform) env="GPUARENA_MODE=platform" ;;
+        arena) env="GPUARENA_MODE=arena GPUARENA_PREALLOCATE=true" ;;
+        grow) env="GPUARENA_MODE=arena GPUARENA_PREALLOCATE=false" ;;
+        vmm) env="GPUARENA_MODE=vmm GPUARENA_PREALLOCATE=false" ;;
+        platform) env="GPUARENA_MODE=platform GPUARENA_PREALLOCATE=false" ;;
         *) env="" ;;
     esac
     pre=""
@@ -48,15 +50,17 @@ run() {
         ex_train) result=$(sed -n 's/.* \([0-9.]* ms\/step\).*/\1/p' "$out/$tag.out") ;;
         *) result="big block $(sed -n 's/.*block: \(.*\)$/\1/p' "$out/$tag.out")" ;;
     esac
-    [ "$rc" = 0 ] || result="exit $rc: $(tail -1 "$out/$tag.stats" "$out/$tag.out" | grep -v '^==>' | head -1)"
+    # A failed run: gpuarena's first message if it said something, else the program's last line.
+    [ "$rc" = 0 ] || result="exit $rc: $( (grep -m1 '^gpuarena: ' "$out/$tag.stats"
+        tail -n 1 "$out/$tag.out") | head -n 1)"
     peak=$(field "$out/$tag.driver.json" peak_bytes_in_use)
     [ "$peak" = "?" ] || peak=$((peak / 1048576))
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
-    printf '%-17s %-12s %7s %13s %15s  %s\n' "$mode" "$prog" "$secs" \
+    printf '%-9s %-12s %7s %13s %15s  %s\n' "$mode" "$prog" "$secs" \
         "$(field "$out/$tag.driver.json" alloc_calls)" "$peak" "$result"
 }
 
-printf '%-17s %-12s %7s %13s %15s  %s\n' mode program "wall s" "driver allocs" "peak drv MiB" result
+printf '%-9s %-12s %7s %13s %15s  %s\n' mode program "wall s" "driver allocs" "peak drv MiB" result
 for m in $modes; do
     run "$m" ex_train 50 16 1024
     run "$m" ex_fragment 64 0.95 4

@@ -1,7 +1,8 @@
 """Argument parsing and dispatch for the `gpuarena` command; the only place that prints errors.
 
 Every subcommand's work lives in its own module; this file turns arguments into calls, a GaError
-into "gpuarena: message" with exit code 1, and argparse's usage errors into exit code 2, so no user
+into "gpuarena: message" with exit code 1, a UsageError and argparse's usage errors into exit code
+2, and an input too large for memory (MemoryError) into a message with exit code 1, so no user
 ever sees a traceback for bad input.
 """
 
@@ -12,7 +13,10 @@ import re
 import sys
 
 from . import GaError
+from . import doctor as doctor_mod
 from . import importers
+from . import modes as modes_mod
+from . import paths
 from . import plot
 from . import replay as replay_mod
 from . import report as report_mod
@@ -20,8 +24,14 @@ from . import runner
 from . import tracefile as tf
 from .fmt import parse_size
 
+
+class UsageError(GaError):
+    """Options that cannot go together: exit code 2, like argparse's own usage errors."""
+
 EPILOG = """exit codes: 0 success; 1 bad input or setup (the message says how to fix it);
 2 usage error; `run` exits with the program's own code (128+N if killed by signal N).
+Sizes: a number and an optional unit, any case: B; K/KiB, M/MiB, G/GiB, T/TiB (x1024);
+kB, MB, GB, TB (x1000); e.g. 8GiB, 512MiB, 1.5G, 4096; --limit of run/compare also takes 50%.
 Environment: GPUARENA_BUILD=DIR uses DIR/lib/libgpuarena.so and DIR/bin/gpuarena-replay."""
 
 IMPORT_HELP = """formats:
@@ -32,19 +42,27 @@ IMPORT_HELP = """formats:
   auto              detect from the content"""
 
 
-def _size(text):
-    try:
-        return parse_size(text)
-    except GaError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+def _argtype(parse):
+    """An argparse type from a parser that raises GaError (usage error, exit 2)."""
+    def convert(text):
+        try:
+            return parse(text)
+        except GaError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return convert
+
+
+_size = _argtype(parse_size)
 
 
 def _limit(text):
     """GPUARENA_LIMIT syntax: a size or a percentage of the device; passed on as written."""
-    if re.fullmatch(r"\s*\d+(\.\d+)?\s*%\s*", text):
-        return text.strip()
-    _size(text)
+    _argtype(lambda t: parse_size(t, allow_percent=True))(text)
     return text.strip()
+
+
+_mode = _argtype(modes_mod.parse)
+_mode_list = _argtype(modes_mod.parse_list)
 
 
 def _fraction(text):
@@ -78,9 +96,43 @@ def build_parser():
     top = argparse.ArgumentParser(
         prog="gpuarena", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run programs under the gpuarena GPU memory shim, compare allocation modes, "
-                    "and import, replay and plot allocation traces.")
+                    "check what this machine has, and import, replay and plot allocation traces.")
+    top.add_argument("--version", action="version", version=f"gpuarena {paths.version()}")
     sub = top.add_subparsers(dest="cmd", metavar="SUBCOMMAND", required=True)
     fmt = argparse.RawDescriptionHelpFormatter
+    mode_help = "modes: " + modes_mod.help_text()
+
+    p = sub.add_parser("run", help="run a program under the shim", epilog=EPILOG,
+                       formatter_class=fmt, usage="gpuarena run [options] -- PROGRAM [ARGS...]")
+    p.set_defaults(subparser=p)
+    p.add_argument("--mode", type=_mode, help=f"{', '.join(modes_mod.MODES)} (default arena); "
+                   + mode_help)
+    p.add_argument("--no-preallocate", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--stats", metavar="F", help="write the statistics JSON to F (- for stderr) "
+                   "instead of printing a summary")
+    p.add_argument("--trace", metavar="F", help="record every allocation event to trace F")
+    _add_shim_opts(p)
+
+    p = sub.add_parser("compare", help="run a program under each mode, side by side",
+                       epilog=EPILOG, formatter_class=fmt,
+                       usage="gpuarena compare [options] -- PROGRAM [ARGS...]")
+    p.set_defaults(subparser=p)
+    p.add_argument("--modes", type=_mode_list, default=list(modes_mod.MODES),
+                   help=f"comma-separated, from {', '.join(modes_mod.MODES)}, or all (default)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per mode (median wall time)")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--plot", metavar="PREFIX", help="also draw PREFIX.png: bars of wall time, "
+                   "peak reserved and driver calls per mode (needs matplotlib)")
+    _add_shim_opts(p)
+
+    p = sub.add_parser("doctor", help="what this machine has and what gpuarena would do here",
+                       epilog=EPILOG, formatter_class=fmt)
+    p.add_argument("--sim", action="store_true", help="check against the simulated driver")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.add_argument("--python", metavar="PY", help="interpreter whose frameworks to check "
+                   "(default: the one running gpuarena)")
+    p.add_argument("--timeout", type=int, default=120, metavar="S",
+                   help="seconds allowed for each check in a child process (default 120)")
 
     p = sub.add_parser("import", help="convert a foreign allocation record to a gpuarena trace",
                        epilog=IMPORT_HELP + "\n\n" + EPILOG, formatter_class=fmt)
@@ -98,11 +150,13 @@ def build_parser():
     p = sub.add_parser("replay", help="replay a trace through the allocator (no GPU needed)",
                        epilog=EPILOG, formatter_class=fmt)
     p.add_argument("trace", metavar="TRACE", help="gpuarena trace or any importable file")
-    p.add_argument("--mode", default="all", choices=("arena", "grow", "platform", "all"),
-                   help="arena: one preallocated region; grow: regions on demand; platform: "
-                        "one driver call per allocation; all (default)")
-    p.add_argument("--arena-size", type=_size, help="preallocated arena size (e.g. 2GiB)")
-    p.add_argument("--limit", type=_size, help="cap on reserved bytes (e.g. 8GiB)")
+    p.add_argument("--mode", type=_mode_list, default=list(modes_mod.MODES),
+                   help=f"comma-separated, from {', '.join(modes_mod.MODES)}, or all (default); "
+                   + mode_help)
+    p.add_argument("--arena-size", type=_size, help="arena: the preallocated region (e.g. "
+                   "2GiB; default twice the peak in use)")
+    p.add_argument("--limit", type=_size, help="grow, vmm, platform: cap on bytes held (e.g. "
+                   "8GiB)")
     p.add_argument("--no-min", action="store_true",
                    help="skip the search for the smallest arena that runs without OOM")
     p.add_argument("--check", action="store_true", help="check allocator invariants each step")
@@ -114,35 +168,10 @@ def build_parser():
     p.add_argument("trace", metavar="TRACE", help="gpuarena trace or any importable file")
     p.add_argument("-o", "--output", metavar="PREFIX",
                    help="writes PREFIX.json and PREFIX.png (default: the input's name)")
-    p.add_argument("--mode", default="arena", choices=("arena", "grow", "platform"),
-                   help="allocator mode whose reserved bytes are drawn, from a replay of the "
-                        "trace (default arena)")
+    p.add_argument("--mode", type=_mode, default="arena",
+                   help=f"mode whose reserved bytes are drawn, from a replay of the trace: "
+                   f"{', '.join(modes_mod.MODES)} (default arena)")
     _add_input_opts(p)
-
-    p = sub.add_parser("run", help="run a program under the shim", epilog=EPILOG,
-                       formatter_class=fmt, usage="gpuarena run [options] -- PROGRAM [ARGS...]")
-    p.set_defaults(subparser=p)
-    p.add_argument("--mode", default="arena", choices=("arena", "platform"),
-                   help="arena: sub-allocate from large driver blocks (default); platform: one "
-                        "driver call per allocation, memory returned at once")
-    p.add_argument("--no-preallocate", action="store_true",
-                   help="arena: take memory on demand instead of at first use")
-    p.add_argument("--stats", metavar="F", help="write the statistics JSON to F (- for stderr) "
-                   "instead of printing a summary")
-    p.add_argument("--trace", metavar="F", help="record every allocation event to trace F")
-    _add_shim_opts(p)
-
-    p = sub.add_parser("compare", help="run a program under each mode, side by side",
-                       epilog=EPILOG, formatter_class=fmt,
-                       usage="gpuarena compare [options] -- PROGRAM [ARGS...]")
-    p.set_defaults(subparser=p)
-    p.add_argument("--modes", default="arena,arena-nopre,platform",
-                   help=f"comma-separated, from {', '.join(runner.MODES)}")
-    p.add_argument("--repeat", type=int, default=1, help="runs per mode (median wall time)")
-    p.add_argument("--json", action="store_true", help="print results as JSON")
-    p.add_argument("--plot", metavar="PREFIX", help="also draw PREFIX.png: bars of wall time, "
-                   "peak reserved and driver calls per mode (needs matplotlib)")
-    _add_shim_opts(p)
     return top
 
 
@@ -159,7 +188,15 @@ def _print_counts(counts):
         print(f"  {k.replace('_', ' ')}: {v:,}")
 
 
+def _not_over_input(src, out, what):
+    """GaError when writing `out` would replace the input file `src` (also through a link)."""
+    if runner.same_file(src, out):
+        raise GaError(f"{what} {out} is the input file {src} (or a link to it): writing it would "
+                      "destroy the input; give another output path")
+
+
 def do_import(a):
+    _not_over_input(a.file, a.output, "output")
     trace, counts, used = importers.load_any(a.file, a.format, a.level, a.close, a.time_unit)
     tf.write(a.output, trace)
     print(f"gpuarena: imported {a.file} ({used}) -> {a.output}: {len(trace.events):,} events")
@@ -168,8 +205,9 @@ def do_import(a):
 
 
 def do_replay(a):
-    doc, counts = replay_mod.replay(a.trace, a.format, a.level, a.mode, a.arena_size, a.limit,
-                                    not a.no_min, a.check)
+    mode = "all" if tuple(a.mode) == modes_mod.MODES else ",".join(a.mode)
+    doc, counts = replay_mod.replay(a.trace, a.format, a.level, mode, a.arena_size,
+                                    a.limit, not a.no_min, a.check)
     if a.json:
         print(json.dumps(doc, indent=2))
         return 0
@@ -181,8 +219,10 @@ def do_replay(a):
 
 
 def do_report(a):
-    trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
     prefix = a.output or os.path.splitext(os.path.basename(a.trace))[0]
+    for ext in (".json", ".png"):
+        _not_over_input(a.trace, prefix + ext, "report file")
+    trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
     reserved, why = report_mod.reserved_series(trace, a.mode)
     if reserved is None:
         print(f"gpuarena: drawing bytes in use only, not reserved: {why}", file=sys.stderr)
@@ -196,26 +236,42 @@ def do_report(a):
     return 0
 
 
-def _settings(a, mode=None):
-    s = {"GPUARENA_LIMIT": a.limit, "GPUARENA_MEM_FRACTION": a.fraction}
-    if mode:
-        s["GPUARENA_MODE"] = mode
-    return s
+def _settings(a):
+    return {"GPUARENA_LIMIT": a.limit, "GPUARENA_MEM_FRACTION": a.fraction}
+
+
+def _run_mode(a):
+    """--mode, with the old --no-preallocate as a spelling of --mode grow."""
+    if not a.no_preallocate:
+        return a.mode or "arena"
+    if a.mode not in (None, "arena", "grow"):
+        raise UsageError(f"--no-preallocate (that is, --mode grow) conflicts with --mode {a.mode}")
+    print("gpuarena: --no-preallocate is now --mode grow; it will go away", file=sys.stderr)
+    return "grow"
 
 
 def do_run(a):
     cmd = _command(a)
-    s = _settings(a, a.mode)
-    s["GPUARENA_PREALLOCATE"] = "false" if a.no_preallocate else "true"
+    mode = _run_mode(a)
+    if a.stats and a.trace and a.stats != "-" and runner.same_file(a.stats, a.trace):
+        raise UsageError(f"--stats {a.stats} and --trace {a.trace} are the same file: the "
+                         "statistics would replace the trace; give them different paths")
+    extra = runner.parse_env_pairs(a.env)
+    paths.shim()  # our own setup first: its message says how to build it
+    if not a.sim:
+        runner.require_driver("run", extra)
+    s = dict(_settings(a), **modes_mod.ENV[mode])
     s["GPUARENA_TRACE"] = a.trace
-    return runner.run(cmd, s, a.stats, a.sim, runner.parse_env_pairs(a.env))
+    return runner.run(cmd, s, a.stats, a.sim, extra)
 
 
 def do_compare(a):
     cmd = _command(a)
-    modes = [m.strip() for m in a.modes.split(",") if m.strip()]
-    results = runner.compare(cmd, modes, a.repeat, _settings(a), a.sim,
-                             runner.parse_env_pairs(a.env))
+    extra = runner.parse_env_pairs(a.env)
+    paths.shim()
+    if not a.sim:
+        runner.require_driver("compare", extra)
+    results = runner.compare(cmd, a.modes, a.repeat, _settings(a), a.sim, extra)
     if a.json:
         print(json.dumps(results, indent=2))
     else:
@@ -232,21 +288,32 @@ def do_compare(a):
     return 1 if failed else 0
 
 
+def do_doctor(a):
+    if a.timeout < 1:
+        raise UsageError(f"--timeout {a.timeout}: must be at least 1 second")
+    doc = doctor_mod.diagnose(a.sim, a.python, a.timeout)
+    print(json.dumps(doc, indent=2) if a.json else doctor_mod.render(doc))
+    return 0 if doc["ok"] else 1
+
+
+COMMANDS = {"import": do_import, "replay": do_replay, "report": do_report, "run": do_run,
+            "compare": do_compare, "doctor": do_doctor}
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.cmd == "import":
-            return do_import(args)
-        if args.cmd == "replay":
-            return do_replay(args)
-        if args.cmd == "report":
-            return do_report(args)
-        if args.cmd == "run":
-            return do_run(args)
-        return do_compare(args)
+        return COMMANDS[args.cmd](args)
+    except UsageError as e:
+        print(f"gpuarena: {e}", file=sys.stderr)
+        return 2
     except GaError as e:
         print(f"gpuarena: {e}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print("gpuarena: out of memory: the input is too large for the memory this process may "
+              "use (see `ulimit -v` and free memory); use a smaller input", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

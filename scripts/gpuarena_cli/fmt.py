@@ -1,31 +1,133 @@
-"""Size parsing and table printing shared by the subcommands.
+"""Sizes, human-readable figures and text tables shared by the subcommands.
 
-Sizes are accepted in the same forms as the shim's GPUARENA_LIMIT (8GiB, 512MiB, 8G, 4096), so a
-user types one syntax everywhere; binary units throughout because GPU totals are powers of two.
-Tables are plain text, one column per mode, so two modes are compared on one screen.
+parse_size is the command's copy of the one size grammar (allocator/ga_size.h, allocator/size.c):
+surrounding white space ignored; a decimal number, optional white space, an optional unit in any
+case (B; K M G T and KiB MiB GiB TiB x1024; kB MB GB TB x1000; % where a percentage is allowed);
+fractional bytes rounded down; 0 bytes, more than 2^64 - 1, exponents, signs, hexadecimal and junk
+refused. It is a copy because the command is Python and the shim is C, so the same table of cases
+(test/sizes.tsv) runs through both, and the messages are word for word the C parser's. Arithmetic
+is exact (integers and Fractions), as in C. Tables are plain text, one column per mode, so two
+modes are compared on one screen.
 """
 
-import re
+from fractions import Fraction
 
 from . import GaError
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
-          "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-          "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SPACE = " \t\n\v\f\r"  # the C parser's white space: ASCII only, whatever the locale
+_DIGITS = "0123456789"
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_UNITS = {"b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 1000, "m": 1 << 20, "mib": 1 << 20,
+          "mb": 1000**2, "g": 1 << 30, "gib": 1 << 30, "gb": 1000**3, "t": 1 << 40,
+          "tib": 1 << 40, "tb": 1000**4}
+U64_MAX = (1 << 64) - 1
+PERCENT_DIGITS = 17  # digits after the point kept in a percentage (GA_SIZE_PERCENT_DIGITS)
+_PCT_RANGE = "a percentage must be more than 0 and at most 100"
 
 
-def parse_size(text, what="size"):
-    """Bytes from '8GiB', '512MiB', '8G' or a plain number; GaError on anything else."""
-    m = _SIZE.match(str(text))
-    unit = m.group(2).lower() if m else None
-    if not m or unit not in _UNITS:
-        raise GaError(f"{what} {text!r} is not a size (try 8GiB, 512MiB, 8G or a number of "
-                      "bytes)")
-    n = int(float(m.group(1)) * _UNITS[unit])
-    if n <= 0 or n >= 1 << 64:
-        raise GaError(f"{what} {text!r} is out of range (1 byte to 16 EiB)")
+def _scan_number(text, p):
+    """(whole digits, fraction digits, position after the number) or a reason string."""
+    n = len(text)
+    if p == n:
+        return "nothing given"
+    if text[p] in "+-":
+        return "signs are not accepted"
+    if text[p] == ".":
+        return "write a digit before the point: 0.5, not .5"
+    if text[p] not in _DIGITS:
+        return "it does not start with a number"
+    start = p
+    while p < n and text[p] in _DIGITS:
+        p += 1
+    whole, frac = text[start:p], ""
+    if p < n and text[p] == ".":
+        start = p = p + 1
+        while p < n and text[p] in _DIGITS:
+            p += 1
+        frac = text[start:p]
+        if not frac:
+            return "write a digit after the point: 5.0, not 5."
+    nxt = text[p + 1:p + 2]
+    if text[p:p + 1] in ("e", "E") and nxt and nxt in _DIGITS + "+-":
+        return "exponents are not accepted: write 1GB, not 1e9"
+    if text[p:p + 1] in ("x", "X") and whole == "0" and not frac:
+        return "hexadecimal is not accepted"
+    if text[p:p + 1] == "," and nxt and nxt in _DIGITS:
+        return "commas are not accepted: write 1.5 or 1000000"
+    return whole, frac, p
+
+
+def _scan(text):
+    """(whole, frac, unit) or a reason string, as allocator/size.c scans."""
+    p, n = 0, len(text)
+    while p < n and text[p] in _SPACE:
+        p += 1
+    got = _scan_number(text, p)
+    if isinstance(got, str):
+        return got
+    whole, frac, p = got
+    while p < n and text[p] in _SPACE:
+        p += 1
+    start = p
+    if p < n and text[p] == "%":
+        p += 1
+    else:
+        while p < n and text[p] in _LETTERS:
+            p += 1
+    unit = text[start:p]
+    while p < n and text[p] in _SPACE:
+        p += 1
+    if p < n:
+        return f"unexpected '{text[p:]}' after the {'unit' if unit else 'number'}"
+    return whole, frac, unit
+
+
+def _value(whole, frac, unit, allow_percent):
+    """int bytes or Fraction percent, or a reason string."""
+    if unit == "%":
+        if not allow_percent:
+            return "a percentage is not accepted here"
+        kept = frac[:PERCENT_DIGITS]
+        pct = Fraction(int(whole + kept), 10 ** len(kept))
+        if int(whole) > 100 or pct == 0 or (int(whole) == 100 and frac.strip("0")):
+            return _PCT_RANGE
+        return pct
+    mult = _UNITS.get(unit.lower(), 0) if unit else 1
+    if not mult:
+        return f"unknown unit '{unit}'"
+    n = int(whole) * mult + int(frac or "0") * mult // 10 ** len(frac)
+    if n > U64_MAX:
+        return "it is more than 2^64 - 1 bytes"
+    if n == 0:
+        exact_zero = int(whole) == 0 and not frac.strip("0")
+        return "it is 0 bytes" if exact_zero else "it rounds down to 0 bytes"
     return n
+
+
+def size_error(text, why, allow_percent=False):
+    """The C parser's message for a refused size."""
+    return (f"'{text}' is not a size: {why} (try 8GiB, 512MiB, 1.5G, 4096"
+            f"{' or 50%' if allow_percent else ''}; units B, K/KiB, M/MiB, G/GiB, T/TiB = x1024, "
+            "kB, MB, GB, TB = x1000, in any case)")
+
+
+def parse_size(text, allow_percent=False):
+    """Bytes (int) from '8GiB', '512 MiB', '1.5G', '4096'; with allow_percent, '50%' gives the
+    percentage as a Fraction. GaError with the C parser's message otherwise."""
+    got = _scan(str(text))
+    if not isinstance(got, str):
+        got = _value(*got, allow_percent)
+    if isinstance(got, str):
+        raise GaError(size_error(text, got, allow_percent))
+    return got
+
+
+def percent_of(size, total):
+    """Bytes a parsed size stands for on a device of `total` bytes: floor(total * p / 100) for a
+    percentage (0 when the share rounds to nothing), the size itself otherwise."""
+    if isinstance(size, Fraction):
+        return int(total * size / 100)
+    return size
 
 
 def human_bytes(n):

@@ -19,6 +19,7 @@ import re
 import zlib
 
 from . import GaError
+from . import memory
 from . import tracefile as tf
 
 FORMATS = ("pytorch-snapshot", "kineto", "lifetimes", "rmm", "auto")
@@ -423,10 +424,18 @@ def import_rmm(path, close=False, time_unit="s"):
 
 # ---------------------------------------------------------------- detection and dispatch
 
+def _read_head(path, n=4096):
+    """The first n bytes of a file: detection never reads more, whatever the file's size."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError as e:
+        raise GaError(f"cannot read {path}: {e.strerror}") from None
+
+
 def detect(path):
-    """Guesses the format of a file from its content; raises GaError when nothing fits."""
-    data = _read_bytes(path)
-    head = data[:4096]
+    """Guesses the format of a file from its first 4 KiB; raises GaError when nothing fits."""
+    head = _read_head(path)
     if tf.is_trace_header(head):
         return "trace"
     if head[:2] == b"\x1f\x8b":
@@ -448,10 +457,20 @@ def detect(path):
                   f"gpuarena import {{{'|'.join(FORMATS[:-1])}}} FILE -o OUT")
 
 
+def _memory_kind(path, fmt):
+    """How the reader of fmt holds the file, for memory.check_fits."""
+    if fmt == "kineto" and _read_head(path, 2) == b"\x1f\x8b":
+        return "kineto-gz"
+    return fmt
+
+
 def load_any(path, fmt="auto", level="tensor", close=False, time_unit="s"):
-    """Any supported input -> (Trace, counts, format actually used)."""
+    """Any supported input -> (Trace, counts, format actually used). A file too large for the
+    memory this process may use is refused before it is read."""
     if fmt == "auto":
         fmt = detect(path)
+    if fmt in memory.FACTORS:
+        memory.check_fits(path, _memory_kind(path, fmt))
     try:
         return _load(path, fmt, level, close, time_unit)
     except (TypeError, ValueError, OverflowError, KeyError, AttributeError, IndexError,

@@ -1,9 +1,12 @@
-"""Where the built pieces are: the shim, the replay tool and the simulated driver.
+"""Where the built pieces are: the shim, the replay tool and the simulated driver; and the version.
 
 The command runs from a checkout (<repo>/scripts/gpuarena, builds in <repo>/build), from another
 build folder ($GPUARENA_BUILD, which tests use for their own build) or from an installed layout
-(<prefix>/bin/gpuarena with <prefix>/lib/libgpuarena.so, <prefix>/bin/gpuarena-replay). Looking in
-that fixed order keeps the choice predictable, and the error lists every place looked.
+(`make install`: <prefix>/bin/gpuarena, the package in <prefix>/lib/gpuarena/gpuarena_cli, the shim
+<prefix>/lib/libgpuarena.so, <prefix>/bin/gpuarena-replay, the simulated driver in
+<prefix>/lib/gpuarena/sim). Which one is told by where this package lies, never by the current
+directory, so the command works from anywhere. Looking in a fixed order keeps the choice
+predictable, and the error lists every place looked.
 """
 
 import os
@@ -12,8 +15,28 @@ import shutil
 from . import GaError
 
 PKG_DIR = os.path.dirname(os.path.realpath(__file__))
-SCRIPTS_DIR = os.path.dirname(PKG_DIR)
-REPO_DIR = os.path.dirname(SCRIPTS_DIR)
+SCRIPTS_DIR = os.path.dirname(PKG_DIR)  # <repo>/scripts, or <prefix>/lib/gpuarena installed
+INSTALLED = (os.path.basename(SCRIPTS_DIR) == "gpuarena"
+             and os.path.basename(os.path.dirname(SCRIPTS_DIR)) == "lib")
+PREFIX = os.path.dirname(os.path.dirname(SCRIPTS_DIR)) if INSTALLED else None
+REPO_DIR = None if INSTALLED else os.path.dirname(SCRIPTS_DIR)
+
+# Build-folder relative path -> where `make install` puts it, relative to the prefix.
+_INSTALLED_AT = {
+    "lib/libgpuarena.so": "lib/libgpuarena.so",
+    "bin/gpuarena-replay": "bin/gpuarena-replay",
+    "sim/libcuda.so.1": "lib/gpuarena/sim/libcuda.so.1",
+}
+
+
+def version():
+    """The version in the VERSION file beside the package (checkout or install)."""
+    path = os.path.join(SCRIPTS_DIR if INSTALLED else REPO_DIR, "VERSION")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip() or "unknown"
+    except OSError:
+        return "unknown"
 
 
 def build_dirs():
@@ -22,20 +45,23 @@ def build_dirs():
     env = os.environ.get("GPUARENA_BUILD")
     if env:
         dirs.append(os.path.abspath(env))
-    dirs.append(os.path.join(REPO_DIR, "build"))
+    if REPO_DIR:
+        dirs.append(os.path.join(REPO_DIR, "build"))
     return dirs
 
 
-def _installed(rel):
-    prefix = os.path.dirname(SCRIPTS_DIR)
-    base = os.path.basename(rel)
-    if rel.startswith("bin/"):
-        return [os.path.join(SCRIPTS_DIR, base)]
-    return [os.path.join(prefix, "lib", base), os.path.join(prefix, "lib", "gpuarena", base)]
-
-
 def candidates(rel):
-    return [os.path.join(d, rel) for d in build_dirs()] + _installed(rel)
+    out = [os.path.join(d, rel) for d in build_dirs()]
+    if INSTALLED and rel in _INSTALLED_AT:
+        out.append(os.path.join(PREFIX, _INSTALLED_AT[rel]))
+    return out
+
+
+def _how_to_get():
+    if INSTALLED:
+        return (f"reinstall gpuarena (make install PREFIX={PREFIX} in its source tree), or set "
+                "GPUARENA_BUILD to a build folder")
+    return f"build it with `make` in {REPO_DIR}, or set GPUARENA_BUILD to your build folder"
 
 
 def find(rel, required=True, what=None):
@@ -49,18 +75,19 @@ def find(rel, required=True, what=None):
             return found
     if not required:
         return None
-    looked = ", ".join(candidates(rel))
-    raise GaError(f"{what or os.path.basename(rel)} not found (looked in {looked}); build it "
-                  f"with `make` in {REPO_DIR}, or set GPUARENA_BUILD to your build folder")
+    looked = ", ".join(candidates(rel)) or "nowhere"
+    raise GaError(f"{what or os.path.basename(rel)} not found (looked in {looked}); "
+                  f"{_how_to_get()}")
 
 
-def shim():
-    return find("lib/libgpuarena.so", what="the shim libgpuarena.so")
+def shim(required=True):
+    return find("lib/libgpuarena.so", required, "the shim libgpuarena.so")
 
 
 def replay_tool(required=True):
     return find("bin/gpuarena-replay", required, "the replay tool gpuarena-replay")
 
 
-def sim_dir():
-    return os.path.dirname(find("sim/libcuda.so.1", what="the simulated driver libcuda.so.1"))
+def sim_dir(required=True):
+    path = find("sim/libcuda.so.1", required, "the simulated driver libcuda.so.1")
+    return os.path.dirname(path) if path else None

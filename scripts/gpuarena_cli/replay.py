@@ -2,8 +2,10 @@
 
 The allocator is C, so the figures come from the real code rather than a Python model: this module
 only imports foreign formats to a temporary trace, runs $(BUILD)/bin/gpuarena-replay with --json,
-and prints its results as one table, a column per mode. The tool's JSON is read through a small
-field map (FIELDS) so a renamed field is a one-line change here.
+and prints its results as one table, a column per mode. The tool's JSON is nested per mode
+({"modes": {"arena": {...}, ...}, "units": {...}}) and the table is built from it alone: one row per
+field, in the tool's order, titled by the field's name and formatted by its unit, so a field the C
+side adds shows up here without a change.
 """
 
 import json
@@ -13,50 +15,44 @@ import tempfile
 
 from . import GaError
 from . import importers
+from . import memory
 from . import paths
 from . import tracefile as tf
-from .fmt import human_bytes, human_count, human_frac, table
+from .fmt import human_bytes, human_count, human_frac, human_ns, table
 
-# Row title, candidate JSON names (first found wins), formatter. The tool prints one flat object
-# with keys MODE_name (see gpuarena-replay --help); mode_results splits it per mode.
-FIELDS = [
-    ("arena size / limit", ("size",), lambda v: human_bytes(v) if v else "none"),
-    ("events", ("events",), human_count),
-    ("allocations", ("allocs",), human_count),
-    ("frees without alloc", ("unmatched_frees",), human_count),
-    ("peak in use", ("peak_in_use",), human_bytes),
-    ("peak reserved", ("peak_reserved",), human_bytes),
-    ("driver reserve calls", ("backend_reserves",), human_count),
-    ("driver release calls", ("backend_releases",), human_count),
-    ("failed allocs", ("failed_allocs",), human_count),
-    ("max fragmentation", ("max_frag", "max_fragmentation"), human_frac),
-    ("fragmentation at end", ("final_frag", "fragmentation"), human_frac),
-    ("smallest size w/o OOM", ("min_size",), human_bytes),
-    ("replay speed (events/s)", ("events_per_s",), human_count),
-]
+# Units of the tool's JSON -> cell formatter; "index" (an event number) and "rate" print as counts.
+_FORMATTERS = {"bytes": human_bytes, "count": human_count, "ns": human_ns, "ratio": human_frac,
+               "index": human_count, "rate": human_count}
+_NONE = {"size_limit": "none", "first_oom": "none", "min_size": "-"}
 
 
-def field(d, names):
-    """First of names present in d; None when absent."""
-    for n in names:
-        if d.get(n) is not None:
-            return d[n]
-    return None
+def _from_flat(doc):
+    """The JSON of a gpuarena-replay built before it was nested per mode (one flat object,
+    "modes": "arena,grow", keys MODE_field), in the nested form; units from the field names.
+    Transitional: goes once every build folder has the nested tool."""
+    from .runner import _guess_unit
+    nested, units = {}, {"size_limit": "bytes", "first_oom": "index", "min_size": "bytes"}
+    for m in [x for x in doc["modes"].split(",") if x]:
+        r = {k[len(m) + 1:]: v for k, v in doc.items() if k.startswith(m + "_")}
+        r["size_limit"] = r.pop("size", None) or None
+        if r.get("first_oom") == -1:
+            r["first_oom"] = None
+        nested[m] = r
+        units.update({k: units.get(k) or _guess_unit(k) for k in r})
+    units.update({k: "ratio" for k in ("final_frag", "max_frag")})
+    return {"trace": doc.get("file"), "events": doc.get("events_in_file"),
+            "truncated_bytes": doc.get("truncated_bytes"), "units": units, "modes": nested}
 
 
 def mode_results(doc):
-    """[{mode, events, ...}] from the tool's flat JSON (keys MODE_field, "modes": "a,b")."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("modes"), str):
-        raise GaError("gpuarena-replay printed JSON without a \"modes\" list; rebuild it "
+    """[(mode, {field: value})] from the tool's JSON, in the tool's mode order."""
+    if isinstance(doc, dict) and isinstance(doc.get("modes"), str):
+        doc.update(_from_flat(doc))
+    modes = doc.get("modes") if isinstance(doc, dict) else None
+    if not isinstance(modes, dict) or not all(isinstance(v, dict) for v in modes.values()):
+        raise GaError("gpuarena-replay printed JSON without a \"modes\" object; rebuild it "
                       "(`make`) so it matches this gpuarena")
-    out = []
-    for m in [x for x in doc["modes"].split(",") if x]:
-        r = {"mode": m}
-        r.update({k[len(m) + 1:]: v for k, v in doc.items() if k.startswith(m + "_")})
-        if r.get("ns_total") and r.get("events"):
-            r["events_per_s"] = round(r["events"] * 1e9 / r["ns_total"])
-        out.append(r)
-    return out
+    return list(modes.items())
 
 
 def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
@@ -64,6 +60,7 @@ def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
     the input is another format."""
     kind = importers.detect(path) if fmt == "auto" else fmt
     if kind == "trace":
+        memory.check_fits(path, "replay-tool", child=True)
         return path, None
     trace, counts, _ = importers.load_any(path, kind, level, close)
     out = os.path.join(tmpdir, "imported.gatrace")
@@ -73,9 +70,12 @@ def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
 
 def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True, check=False,
              timeline=None):
-    """Runs gpuarena-replay --json and returns its parsed JSON document. timeline: a path where
-    the tool writes its per-event CSV time_ns,in_use,reserved (one mode only)."""
-    cmd = [paths.replay_tool(), "--mode", mode, "--json"]
+    """Runs gpuarena-replay --json and returns its parsed JSON document. mode: a name or a
+    comma-separated list; timeline: a path where the tool writes its per-event CSV
+    time_ns,in_use,reserved (one mode only)."""
+    cmd = [paths.replay_tool(), "--json"]
+    for m in str(mode).split(","):
+        cmd += ["--mode", m]
     if timeline:
         cmd += ["--timeline", timeline]
     if arena_size:
@@ -96,21 +96,30 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
         raise GaError(f"gpuarena-replay failed (exit {proc.returncode}): "
                       f"{err.removeprefix('gpuarena: ') or 'no message'}")
     try:
-        return json.loads(proc.stdout)
+        doc = json.loads(proc.stdout)
     except ValueError:
         raise GaError(f"gpuarena-replay printed no JSON (exit {proc.returncode}); its stderr: "
                       f"{err or 'empty'}; check that {cmd[0]} is up to date (`make`)") from None
+    mode_results(doc)  # checks its shape (and brings an older tool's JSON to the nested form)
+    return doc
+
+
+def _cell(value, unit, field):
+    if value is None:
+        return _NONE.get(field, "-")
+    return _FORMATTERS.get(unit, str)(value)
 
 
 def render(doc):
-    """The results as a text table, one column per mode."""
+    """The results as a text table, one column per mode, one row per field of the tool's JSON."""
     results = mode_results(doc)
-    header = ["figure"] + [r["mode"] for r in results]
-    rows = []
-    for title, names, show in FIELDS:
-        values = [field(r, names) for r in results]
-        if any(v is not None for v in values):
-            rows.append([title] + [show(v) for v in values])
+    units = doc.get("units") if isinstance(doc.get("units"), dict) else {}
+    fields = []
+    for _, r in results:
+        fields += [f for f in r if f not in fields]
+    header = ["figure"] + [m for m, _ in results]
+    rows = [[f.replace("_", " ")] + [_cell(r.get(f), units.get(f), f) for _, r in results]
+            for f in fields]
     return table(header, rows)
 
 

@@ -122,7 +122,8 @@ def reserved_series(trace, mode):
     """({device: [(time_ns, reserved bytes)]}, None), or (None, why not).
 
     The replay tool replays the trace in `mode` (arena: one region of its default size, twice the
-    peak in use; grow: regions on demand; platform: one reservation per allocation) and writes
+    peak in use; grow: regions on demand; vmm: granules mapped where allocations lie; platform: one
+    reservation per allocation) and writes
     reserved bytes after every event; its maximum is checked against the tool's peak_reserved
     before it is drawn."""
     from . import replay
@@ -140,7 +141,8 @@ def reserved_series(trace, mode):
         pts, peak = read_timeline(csv)
     if not pts:
         return None, "no allocation or free in the trace was replayed"
-    if peak != doc.get(f"{mode}_peak_reserved"):
+    tool_peak = dict(replay.mode_results(doc)).get(mode, {}).get("peak_reserved")
+    if peak != tool_peak:
         return None, (f"the {mode} timeline peaks at {peak} reserved bytes but the replay "
-                      f"tool says {doc.get(f'{mode}_peak_reserved')}; not drawing a wrong curve")
+                      f"tool says {tool_peak}; not drawing a wrong curve")
     return {trace.events[0][tf.T_DEVICE]: pts}, None

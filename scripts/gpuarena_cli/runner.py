@@ -17,17 +17,11 @@ import tempfile
 import time
 
 from . import GaError
+from . import modes as modes_mod
 from . import paths
 from .fmt import human_bytes, human_count, human_frac, human_ns, table
 
-# Mode name -> the variables that select it. Preallocation is explicit in every mode so an
-# inherited GPUARENA_PREALLOCATE cannot change what a column means.
-MODES = {
-    "arena": {"GPUARENA_MODE": "arena", "GPUARENA_PREALLOCATE": "true"},
-    "arena-nopre": {"GPUARENA_MODE": "arena", "GPUARENA_PREALLOCATE": "false"},
-    "platform": {"GPUARENA_MODE": "platform", "GPUARENA_PREALLOCATE": "false"},
-}
-
+STATS_FORMATS = (1, 2)  # "gpuarena_stats" values this command reads
 
 def parse_env_pairs(pairs):
     """['K=V', ...] -> dict; GaError for an entry without '='."""
@@ -62,6 +56,52 @@ def child_env(settings, sim=False, extra=None):
     return env
 
 
+_PROBE = ("import ctypes, sys\n"
+          "try:\n    ctypes.CDLL(sys.argv[1])\n"
+          "except OSError as e:\n    print(e)\n    sys.exit(3)\n")
+
+
+def driver_problem(extra=None):
+    """Why the program could not load its CUDA driver (libcuda.so.1, or GPUARENA_LIBCUDA), or
+    None when it can. Tried in a child with the program's environment (its LD_LIBRARY_PATH), so
+    the answer is the program's, not this command's."""
+    env = dict(os.environ)
+    env.update(extra or {})
+    env.pop("LD_PRELOAD", None)
+    name = env.get("GPUARENA_LIBCUDA") or "libcuda.so.1"
+    try:
+        p = subprocess.run([sys.executable, "-c", _PROBE, name], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # cannot tell: let the program itself try
+    if p.returncode == 0:
+        return None
+    return p.stdout.decode("utf-8", "replace").strip() or f"{name} cannot be loaded"
+
+
+def require_driver(sub, extra=None):
+    """GaError that suggests --sim when the program could not load a CUDA driver."""
+    why = driver_problem(extra)
+    if why:
+        raise GaError(f"no CUDA driver can be loaded here ({why}): this machine has no NVIDIA "
+                      "driver, or it is not on the loader's path. To try gpuarena without a GPU, "
+                      f"add --sim (the simulated driver): gpuarena {sub} --sim -- PROGRAM; "
+                      "`gpuarena doctor` says what this machine has")
+
+
+def same_file(a, b):
+    """True when paths a and b name one file (equal, or links to one another, hard or
+    symbolic), whether or not it exists yet."""
+    if a == b:
+        return True
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 def exit_code(returncode):
     """A child's status the way a shell reports it: 128+N when killed by signal N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -88,8 +128,11 @@ def read_stats(path):
     except (OSError, ValueError) as e:
         raise GaError(f"{path}: unreadable statistics ({e}); was it written by libgpuarena?")\
             from None
-    if not isinstance(doc, dict) or doc.get("gpuarena_stats") != 1:
-        raise GaError(f"{path}: not a gpuarena statistics file (no \"gpuarena_stats\": 1)")
+    if not isinstance(doc, dict) or doc.get("gpuarena_stats") not in STATS_FORMATS:
+        raise GaError(f"{path}: not a gpuarena statistics file this command reads (\"gpuarena_stats\""
+                      f" is {doc.get('gpuarena_stats') if isinstance(doc, dict) else None!r}, "
+                      f"expected one of {', '.join(map(str, STATS_FORMATS))}); use the gpuarena "
+                      "command that came with the shim")
     return doc
 
 
@@ -98,30 +141,43 @@ def _totals(stats):
     return t if isinstance(t, dict) else {}
 
 
-# Row title, how to get the value from (stats, wall_ns), formatter.
-ROWS = [
-    ("wall time (median)", lambda s, w: w, human_ns),
-    ("peak in use", lambda s, w: _totals(s).get("peak_in_use"), human_bytes),
-    ("peak reserved", lambda s, w: _totals(s).get("peak_reserved"), human_bytes),
-    ("alloc calls", lambda s, w: _totals(s).get("alloc_calls"), human_count),
-    ("driver alloc calls", lambda s, w: _totals(s).get("driver_alloc_calls"), human_count),
-    ("driver free calls", lambda s, w: _totals(s).get("driver_free_calls"), human_count),
-    ("time in alloc calls", lambda s, w: _totals(s).get("alloc_time_ns"), human_ns),
-    ("time in free calls", lambda s, w: _totals(s).get("free_time_ns"), human_ns),
-    ("failed allocs", lambda s, w: _totals(s).get("failed_allocs"), human_count),
-    ("frag failures", lambda s, w: _totals(s).get("frag_failures"), human_count),
-    ("true OOM failures", lambda s, w: _totals(s).get("true_oom_failures"), human_count),
-    ("max fragmentation", lambda s, w: _totals(s).get("max_fragmentation"), human_frac),
-]
+def _option(stats, key, default=None):
+    """An option from format 2 ("options": {...}) or format 1 (top level)."""
+    opts = stats.get("options") if isinstance(stats.get("options"), dict) else stats
+    return opts.get(key, default)
+
+
+def _guess_unit(key):
+    """Format 1 files carry no "units": the unit from the name, as format 2 would give it."""
+    if key.endswith("_ns"):
+        return "ns"
+    if "fragmentation" in key:
+        return "ratio"
+    if key.endswith(("_calls", "_allocs", "_failures")):
+        return "count"
+    if any(w in key for w in ("in_use", "reserved", "free", "bytes", "mapped", "kept")):
+        return "bytes"
+    return "count"
+
+
+_FORMATTERS = {"bytes": human_bytes, "count": human_count, "ns": human_ns, "ratio": human_frac}
+
+
+def show_value(value, unit):
+    """One table cell: the value formatted by its unit ("-" when missing or not a number)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    return _FORMATTERS.get(unit, str)(value)
 
 
 def summary(stats):
     """A few lines on what the shim saw, for `gpuarena run` without --stats."""
     t = _totals(stats)
     mode = stats.get("mode", "?")
-    if mode == "arena":
-        mode += "" if stats.get("preallocate", True) else " (no preallocation)"
-    limit = human_bytes(stats["limit"]) if stats.get("limit") else "none"
+    if mode == "arena" and _option(stats, "preallocate", True) is False:
+        mode = "grow"  # a format 1 file says arena with preallocate false
+    limit = _option(stats, "limit")
+    limit = human_bytes(limit) if limit else "none"
     lines = [f"gpuarena: mode {mode}, limit {limit}",
              f"gpuarena: {human_count(t.get('alloc_calls'))} allocs, "
              f"{human_count(t.get('failed_allocs'))} failed; peak in use "
@@ -165,15 +221,13 @@ def _one_run(cmd, env, tmp, tag):
 
 def compare(cmd, modes, repeat=1, settings=None, sim=False, extra=None):
     """{mode: {"wall_ns", "walls_ns", "exit", "stats"}} with the median run of each mode."""
-    for m in modes:
-        if m not in MODES:
-            raise GaError(f"unknown mode {m!r} in --modes (use {', '.join(MODES)})")
+    modes = [modes_mod.parse(m) for m in modes]
     if repeat < 1:
         raise GaError(f"--repeat {repeat}: must be at least 1")
     results = {}
     with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
         for m in modes:
-            env = child_env(dict(settings or {}, **MODES[m]), sim, extra)
+            env = child_env(dict(settings or {}, **modes_mod.ENV[m]), sim, extra)
             runs = [_one_run(cmd, env, tmp, f"{m}-{i}") for i in range(repeat)]
             med = statistics.median_low([r[0] for r in runs])
             wall, code, stats, tail = next(r for r in runs if r[0] == med)
@@ -182,9 +236,26 @@ def compare(cmd, modes, repeat=1, settings=None, sim=False, extra=None):
     return results
 
 
+def rows(results):
+    """[(key, title, unit)] of the table: every key of every mode's "totals", in JSON order
+    (first mode first), titled by the key, with the unit its file gives ("units", format 2)."""
+    out, seen = [], set()
+    for r in results.values():
+        stats = r["stats"] or {}
+        units = stats.get("units") if isinstance(stats.get("units"), dict) else {}
+        for key in _totals(stats):
+            if key not in seen:
+                seen.add(key)
+                out.append((key, key.replace("_", " "), units.get(key) or _guess_unit(key)))
+    return out
+
+
 def render(results):
+    """The side-by-side table: wall time, then one row per statistic, then the exit codes."""
     header = ["figure"] + list(results)
-    rows = [[title] + [show(get(r["stats"], r["wall_ns"])) for r in results.values()]
-            for title, get, show in ROWS]
-    rows.append(["exit code"] + [str(r["exit"]) for r in results.values()])
-    return table(header, rows)
+    body = [["wall time (median)"] + [human_ns(r["wall_ns"]) for r in results.values()]]
+    for key, title, unit in rows(results):
+        body.append([title] + [show_value(_totals(r["stats"]).get(key), unit)
+                               for r in results.values()])
+    body.append(["exit code"] + [str(r["exit"]) for r in results.values()])
+    return table(header, body)

@@ -22,7 +22,7 @@ from gpuarena_cli.fmt import table  # noqa: E402
 TRACES = os.environ.get("GA_TRACES_DIR",
                         os.path.join(os.path.dirname(os.path.dirname(HERE)), "..", "shared",
                                      "traces"))
-MODES = ("arena", "grow", "platform")
+MODES = ("arena", "grow", "vmm", "platform")
 
 
 def repeated(trace, times):
@@ -39,8 +39,9 @@ def speed(tool, path):
     proc = subprocess.run([tool, "--mode", "all", "--json", path], stdout=subprocess.PIPE,
                           check=True)
     doc = json.loads(proc.stdout)
-    return doc["events_in_file"], [doc[f"{m}_events"] * 1e9 / max(doc[f"{m}_ns_total"], 1)
-                                   for m in MODES]
+    modes = doc["modes"]
+    return doc["events"], [modes[m]["events"] * 1e9 / max(modes[m]["ns_total"], 1)
+                           for m in MODES]
 
 
 def trace_files():

@@ -22,6 +22,11 @@ def cli(*args, env=None):
     return gatest.cli(*args, env=dict(gatest.SAN_ENV, **(env or {})))
 
 
+def option(stats, key):
+    """An option from the statistics: format 2 keeps them in "options", format 1 at the top."""
+    return (stats["options"] if stats["gpuarena_stats"] >= 2 else stats)[key]
+
+
 class EndToEnd(unittest.TestCase, gatest.CliAsserts):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -50,7 +55,8 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         p, s, sim = self.run_observed("--mode", "arena")
         self.assertEqual(p.returncode, 0, p.stderr)
         t = s["totals"]
-        self.assertEqual((s["gpuarena_stats"], s["mode"], s["preallocate"]), (1, "arena", True))
+        self.assertIn(s["gpuarena_stats"], (1, 2))
+        self.assertEqual((s["mode"], option(s, "preallocate")), ("arena", True))
         self.assertEqual(t["alloc_calls"], 80)
         self.assertEqual(t["failed_allocs"], 0)
         self.assertEqual(t["driver_alloc_calls"], sim["alloc_calls"])
@@ -70,10 +76,11 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
     def test_limit_makes_program_fail_and_exit_code_passes(self):
         # 40 blocks (about 1.1 MiB in all, live together) cannot fit under a 512 KiB cap.
         big = [DIRECT[0], "40", "1024", "1"]
-        p, s, _ = self.run_observed("--limit", "512KiB", "--no-preallocate", cmd=big)
+        p, s, _ = self.run_observed("--limit", "0.5 mib", "--mode", "grow", cmd=big)
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertGreater(s["totals"]["failed_allocs"], 0)
-        self.assertEqual(s["limit"], 512 << 10)
+        self.assertEqual(option(s, "limit"), 512 << 10)
+        self.assertEqual(option(s, "preallocate"), False)
         self.assertIn("CUDA_ERROR_OUT_OF_MEMORY", p.stderr)
 
     def test_every_interposition_path_under_run(self):
@@ -91,12 +98,12 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 0, p.stderr)
         p = cli("replay", trace, "--json", "--mode", "grow")
         self.assertEqual(p.returncode, 0, p.stderr)
-        doc = json.loads(p.stdout)
+        doc = json.loads(p.stdout)["modes"]["grow"]
         t = s["totals"]
-        self.assertEqual(doc["grow_allocs"], t["alloc_calls"])
-        self.assertEqual(doc["grow_frees"], t["free_calls"])
-        self.assertEqual(doc["grow_events"], t["alloc_calls"] + t["free_calls"])
-        self.assertEqual(doc["grow_peak_in_use"], t["peak_in_use"])
+        self.assertEqual(doc["allocs"], t["alloc_calls"])
+        self.assertEqual(doc["frees"], t["free_calls"])
+        self.assertEqual(doc["events"], t["alloc_calls"] + t["free_calls"])
+        self.assertEqual(doc["peak_in_use"], t["peak_in_use"])
         rep = os.path.join(self.dir, "rep")
         p = cli("report", trace, "-o", rep)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -104,8 +111,8 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
             counters = [e for e in json.load(f)["traceEvents"]
                         if e["ph"] == "C" and e["name"] == "in_use"]
         # The report draws bytes as requested; the shim and the replay also know them rounded.
-        self.assertEqual(max(e["args"]["in_use"] for e in counters), doc["grow_peak_requested"])
-        self.assertLessEqual(doc["grow_peak_requested"], t["peak_in_use"])
+        self.assertEqual(max(e["args"]["in_use"] for e in counters), doc["peak_requested"])
+        self.assertLessEqual(doc["peak_requested"], t["peak_in_use"])
 
     def test_run_prints_summary(self):
         p = cli("run", "--sim", "--", *DIRECT)
@@ -114,30 +121,37 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         self.assertIn("80 allocs, 0 failed", p.stderr)
 
     def test_compare_three_modes(self):
-        p = cli("compare", "--sim", "--json", "--repeat", "2", "--", *DIRECT)
+        p = cli("compare", "--sim", "--json", "--repeat", "2", "--modes", "arena,grow,platform",
+                "--", *DIRECT)
         self.assertEqual(p.returncode, 0, p.stderr)
         doc = json.loads(p.stdout)
-        self.assertEqual(list(doc), ["arena", "arena-nopre", "platform"])
+        self.assertEqual(list(doc), ["arena", "grow", "platform"])
         calls = {m: r["stats"]["totals"]["driver_alloc_calls"] for m, r in doc.items()}
-        self.assertLessEqual(calls["arena"], calls["arena-nopre"])
-        self.assertLess(calls["arena-nopre"], calls["platform"])
+        self.assertLessEqual(calls["arena"], calls["grow"])
+        self.assertLess(calls["grow"], calls["platform"])
         self.assertEqual(calls["platform"], 80)
         for m, r in doc.items():
             self.assertEqual(r["exit"], 0, m)
             self.assertEqual(r["stats"]["totals"]["alloc_calls"], 80, m)
-        self.assertEqual(doc["arena-nopre"]["stats"]["preallocate"], False)
+        self.assertEqual(option(doc["grow"]["stats"], "preallocate"), False)
+
+    def test_compare_every_mode_by_default(self):
+        # All four modes, the shim's statistics as rows. Needs GPUARENA_MODE=vmm in the shim.
         p = cli("compare", "--sim", "--", *DIRECT)
         self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["figure", "arena", "grow", "vmm", "platform"])
         self.assertIn("driver alloc calls", p.stdout)
+        self.assertEqual(lines[-1].split(), ["exit", "code", "0", "0", "0", "0"])
 
     def test_compare_counts_true_oom(self):
         # Under a 512 KiB cap the 40 live blocks cannot fit in any mode: true out-of-memory,
         # counted on its own table row, with the program's exit code kept.
         big = [DIRECT[0], "40", "1024", "1"]
-        p = cli("compare", "--sim", "--limit", "512KiB", "--modes", "arena-nopre,platform",
+        p = cli("compare", "--sim", "--limit", "512KiB", "--modes", "grow,platform",
                 "--", *big)
         self.assertEqual(p.returncode, 0, p.stderr)
-        row = [l for l in p.stdout.splitlines() if l.startswith("true OOM failures")]
+        row = [l for l in p.stdout.splitlines() if l.startswith("true oom failures")]
         self.assertEqual(len(row), 1, p.stdout)
         self.assertEqual(row[0].split()[-2:], ["1", "1"])
         code = [l for l in p.stdout.splitlines() if l.startswith("exit code")]

@@ -124,7 +124,7 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
                 self.assertIn("usage:", p.stderr)
 
     def test_help_everywhere(self):
-        for sub in ([], ["import"], ["replay"], ["report"], ["run"], ["compare"]):
+        for sub in ([], ["import"], ["replay"], ["report"], ["run"], ["compare"], ["doctor"]):
             with self.subTest(sub=sub):
                 p = gatest.cli(*sub, "--help")
                 self.assertEqual(p.returncode, 0, p.stderr)

@@ -38,16 +38,20 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
         p = gatest.cli("replay", src, "--json")
         self.assertEqual(p.returncode, 0, p.stderr)
         doc = json.loads(p.stdout)
-        self.assertEqual(doc["modes"], "arena,grow,platform")
-        for m in ("arena", "grow", "platform"):
-            self.assertEqual(doc[f"{m}_events"], 2 * len(rows))
-            self.assertEqual(doc[f"{m}_allocs"], len(rows))
-            self.assertEqual(doc[f"{m}_failed_allocs"], 0)
-            self.assertEqual(doc[f"{m}_peak_in_use"], rounded_peak(rows))
-        self.assertEqual(doc["platform_peak_reserved"], rounded_peak(rows))
-        self.assertEqual(doc["platform_backend_reserves"], len(rows))
-        self.assertEqual(doc["arena_backend_reserves"], 1)
-        self.assertGreaterEqual(doc["arena_min_size"], rounded_peak(rows))
+        modes = doc["modes"]
+        self.assertEqual(list(modes), ["arena", "grow", "vmm", "platform"])
+        self.assertEqual(doc["peak_live"], rounded_peak(rows))
+        for m, r in modes.items():
+            self.assertEqual(r["events"], 2 * len(rows), m)
+            self.assertEqual(r["allocs"], len(rows), m)
+            self.assertEqual(r["failed_allocs"], 0, m)
+            self.assertEqual(r["peak_in_use"], rounded_peak(rows), m)
+            self.assertIsNone(r["first_oom"], m)
+            self.assertEqual(set(r), set(doc["units"]), m)
+        self.assertEqual(modes["platform"]["peak_reserved"], rounded_peak(rows))
+        self.assertEqual(modes["platform"]["backend_reserves"], len(rows))
+        self.assertEqual(modes["arena"]["backend_reserves"], 1)
+        self.assertGreaterEqual(modes["arena"]["min_size"], rounded_peak(rows))
 
     def test_table_from_imported_snapshot(self):
         src = os.path.join(gatest.TRACES, "pytorch-snapshot", "cs336_forward_fp32.pickle")
@@ -55,11 +59,13 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("imported", p.stdout)
         table = {ln.split("  ")[0]: ln for ln in p.stdout.splitlines()}
-        for row in ("peak in use", "peak reserved", "driver reserve calls", "failed allocs",
-                    "max fragmentation", "smallest size w/o OOM", "allocations"):
-            self.assertIn(row, table)
-        self.assertIn("681", table["allocations"])
-        self.assertIn("64.00 GiB", table["arena size / limit"])
+        # One row per field of the tool's JSON, titled by its name.
+        doc = json.loads(gatest.cli("replay", src, "--mode", "grow", "--limit", "64GiB",
+                                    "--json").stdout)
+        for field in doc["modes"]["grow"]:
+            self.assertIn(field.replace("_", " "), table)
+        self.assertIn("681", table["allocs"])
+        self.assertIn("64.00 GiB", table["size limit"])
 
     def test_small_arena_reports_oom(self):
         with tempfile.TemporaryDirectory() as d:
@@ -72,8 +78,9 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(p.returncode, 0, p.stderr)
             doc = json.loads(p.stdout)
             self.assertEqual(doc["truncated_bytes"], 17)
-            self.assertEqual(doc["arena_failed_allocs"], 4)
-            self.assertEqual(doc["arena_min_size"], 8 << 20)
+            self.assertEqual(doc["modes"]["arena"]["failed_allocs"], 4)
+            self.assertEqual(doc["modes"]["arena"]["first_oom"], 4)
+            self.assertEqual(doc["modes"]["arena"]["min_size"], 8 << 20)
 
     def test_tool_timeline(self):
         """gpuarena-replay --timeline: one CSV line per event, in use from the sizes alone, and
@@ -85,7 +92,7 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
         tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
         with tempfile.TemporaryDirectory() as tmp:
             csv = os.path.join(tmp, "tl.csv")
-            for mode in ("arena", "grow", "platform"):
+            for mode in ("arena", "grow", "vmm", "platform"):
                 p = subprocess.run([tool, "--mode", mode, "--json", "--timeline", csv, src],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    check=False)
@@ -96,8 +103,9 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
                     pts = [tuple(map(int, ln.split(","))) for ln in f]
                 self.assertEqual(len(pts), 2 * len(rows))
                 self.assertEqual(max(u for _, u, _ in pts), rounded_peak(rows))
-                self.assertEqual(max(r for _, _, r in pts), doc[f"{mode}_peak_reserved"])
-                self.assertEqual(pts[-1][1:], (0, doc[f"{mode}_final_reserved"]))
+                res = doc["modes"][mode]
+                self.assertEqual(max(r for _, _, r in pts), res["peak_reserved"])
+                self.assertEqual(pts[-1][1:], (0, res["final_reserved"]))
             bad = os.path.join(tmp, "no", "x.csv")
             for args, code, msg in ((["--timeline", csv, src], 2, "exactly one --mode"),
                                     (["--mode", "grow", "--timeline", bad, src], 1,
@@ -109,6 +117,31 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
                 self.assertTrue(p.stderr.startswith("gpuarena:"), p.stderr)
                 self.assertIn(msg, p.stderr)
 
+    def test_one_list_of_modes(self):
+        """The command's modes are the C list (GA_MODE_LIST), same names, same order; `all`
+        means all of them and names are case-insensitive everywhere a user types one."""
+        from gpuarena_cli import modes
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        p = subprocess.run([tool, "--list-modes"], stdout=subprocess.PIPE, text=True, check=True)
+        self.assertEqual(tuple(p.stdout.split()), modes.MODES)
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        p = gatest.cli("replay", src, "--json", "--no-min", "--mode", " Platform,GROW ")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(list(json.loads(p.stdout)["modes"]), ["grow", "platform"])
+        p = subprocess.run([tool, "--mode", "VMM", "--mode", " All", "--json", src],
+                           stdout=subprocess.PIPE, text=True, check=True)
+        self.assertEqual(tuple(json.loads(p.stdout)["modes"]), modes.MODES)
+        p = gatest.cli("replay", src, "--mode", "arena-nopre")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("unknown mode 'arena-nopre' (use arena, grow, vmm, platform or all)",
+                      p.stderr)
+
+    def test_tool_version(self):
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        p = subprocess.run([tool, "--version"], stdout=subprocess.PIPE, text=True, check=True)
+        with open(os.path.join(gatest.REPO, "VERSION")) as f:
+            self.assertEqual(p.stdout, f"gpuarena-replay {f.read().strip()}\n")
+
     def test_errors(self):
         with tempfile.TemporaryDirectory() as d:
             bad = os.path.join(d, "bad.gatrace")
@@ -119,6 +152,7 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
             p = gatest.cli("replay", bad, "--arena-size", "lots")
             self.assertEqual(p.returncode, 2)
             self.assertIn("'lots' is not a size", p.stderr)
+            self.assertIn("try 8GiB", p.stderr)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ class Report(unittest.TestCase, gatest.CliAsserts):
                                      "grow").stdout)
         res = {e["ts"]: e["args"]["reserved"] for e in evs if e.get("name") == "reserved"}
         use = {e["ts"]: e["args"]["in_use"] for e in evs if e.get("name") == "in_use"}
-        self.assertEqual(max(res.values()), tool["grow_peak_reserved"])
+        self.assertEqual(max(res.values()), tool["modes"]["grow"]["peak_reserved"])
         self.assertEqual(set(res), set(use))
         for ts, v in use.items():
             self.assertGreaterEqual(res[ts], v, ts)
@@ -86,8 +86,9 @@ class Report(unittest.TestCase, gatest.CliAsserts):
             level += delta[t]
             peak = max(peak, level)
         tool = json.loads(gatest.cli("replay", src, "--json", "--no-min").stdout)
-        for mode, want in (("platform", peak), ("arena", tool["arena_size"]),
-                           ("grow", tool["grow_peak_reserved"])):
+        modes = tool["modes"]
+        for mode, want in (("platform", peak), ("arena", modes["arena"]["size_limit"]),
+                           ("grow", modes["grow"]["peak_reserved"])):
             with self.subTest(mode=mode):
                 doc, p = self.report(src, "--mode", mode)
                 self.assertNotIn("in use only", p.stderr)

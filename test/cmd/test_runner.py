@@ -1,7 +1,8 @@
 """`gpuarena run` and `compare` against a fake program and a do-nothing shim, so the command's own
-logic (environment, exit codes, stats reading, tables, the --plot chart and its fallback without
-matplotlib) is tested without the real shim; the real shim and simulated driver are exercised in
-test_e2e.py."""
+logic (environment, exit codes, stats reading in both formats, tables built from the statistics,
+the --plot chart and its fallback without matplotlib, refusals) is tested without the real shim;
+the real shim and simulated driver are exercised in test_e2e.py. The fake build has no driver, so
+runs use --sim (its sim/ folder) unless a test is about the driver check itself."""
 
 import json
 import os
@@ -14,6 +15,8 @@ import unittest
 import gatest
 
 FAKE = os.path.join(gatest.HERE, "fakeprog.py")
+sys.path.insert(0, gatest.HERE)
+from fakeprog import totals_and_units as fakeprog_totals  # noqa: E402
 
 
 MPL_PYTHON = gatest.MPL_PYTHON
@@ -49,7 +52,7 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
 
     def stats_of(self, *args, env=None):
         path = os.path.join(self.tmp.name, "s.json")
-        p = self.run_cli("run", "--stats", path, *args, "--", sys.executable, FAKE, "0",
+        p = self.run_cli("run", "--sim", "--stats", path, *args, "--", sys.executable, FAKE, "0",
                          env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(path) as f:
@@ -64,10 +67,17 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(seen["GPUARENA_MEM_FRACTION"], "0.5+")
         self.assertEqual(seen["GPUARENA_TRACE"], "/tmp/t.gatrace")
         self.assertEqual(seen["FAKE_EXTRA"], "yes")
-        self.assertEqual(seen["GPUARENA_PREALLOCATE"], "true")
+        self.assertEqual(seen["GPUARENA_PREALLOCATE"], "false")
+        seen = self.stats_of("--mode", " Arena ")
+        self.assertEqual((seen["GPUARENA_MODE"], seen["GPUARENA_PREALLOCATE"]), ("arena", "true"))
+        seen = self.stats_of("--mode", "GROW")
+        self.assertEqual((seen["GPUARENA_MODE"], seen["GPUARENA_PREALLOCATE"]), ("arena", "false"))
+        seen = self.stats_of("--mode", "vmm", "--limit", " 1.5 gib ")
+        self.assertEqual(seen["GPUARENA_MODE"], "vmm")
+        self.assertEqual(seen["GPUARENA_LIMIT"], "1.5 gib")
 
     def test_run_keeps_existing_preload_and_sim_path(self):
-        seen = self.stats_of("--no-preallocate", "--sim", "--limit", "50%",
+        seen = self.stats_of("--no-preallocate", "--limit", "50%",
                              env={"LD_PRELOAD": "libm.so.6", "LD_LIBRARY_PATH": "/opt/x"})
         self.assertEqual(seen["LD_PRELOAD"], f"{self.shim}:libm.so.6")
         self.assertEqual(seen["LD_LIBRARY_PATH"], os.path.join(self.build, "sim") + ":/opt/x")
@@ -75,43 +85,69 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(seen["GPUARENA_LIMIT"], "50%")
 
     def test_run_exit_code_and_summary(self):
-        p = self.run_cli("run", "--", sys.executable, FAKE, "7")
+        p = self.run_cli("run", "--sim", "--", sys.executable, FAKE, "7")
         self.assertEqual(p.returncode, 7, p.stderr)
         self.assertIn("fakeprog: mode arena", p.stdout)
         self.assertIn("gpuarena: mode arena", p.stderr)
         self.assertIn("peak in use 1.00 MiB", p.stderr)
-        p = self.run_cli("run", "--", sys.executable, FAKE, "0", "--no-stats")
+        for fmt in ("1", "2"):  # the summary reads both statistics formats
+            p = self.run_cli("run", "--sim", "--mode", "grow", "--", sys.executable, FAKE, "0",
+                             env={"FAKE_STATS_FORMAT": fmt})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("gpuarena: mode grow, limit none", p.stderr)
+        p = self.run_cli("run", "--sim", "--", sys.executable, FAKE, "0", "--no-stats")
         self.assertEqual(p.returncode, 0)
         self.assertIn("wrote no statistics", p.stderr)
 
     def test_run_signal_exit_code(self):
-        p = self.run_cli("run", "--", sys.executable, "-c",
+        p = self.run_cli("run", "--sim", "--", sys.executable, "-c",
                          "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
         self.assertEqual(p.returncode, 128 + 15)
 
     def test_run_errors(self):
-        self.assertCleanError(self.run_cli("run", "--", "/no/such/program"), "not found")
+        self.assertCleanError(self.run_cli("run", "--sim", "--", "/no/such/program"),
+                              "not found")
         self.assertCleanError(self.run_cli("run", "--env", "NOEQUALS", "--", "true"),
                               "KEY=VALUE")
-        p = gatest.cli("run", "--", "true", env={"GPUARENA_BUILD": "/no/build"})
+        p = gatest.cli("run", "--sim", "--", "true", env={"GPUARENA_BUILD": "/no/build"})
         # The checkout's own build may exist; only when it does not must the error show.
         if p.returncode:
             self.assertCleanError(p, "libgpuarena.so not found", "GPUARENA_BUILD")
 
     def test_compare_table(self):
-        p = self.run_cli("compare", "--repeat", "3", "--", sys.executable, FAKE, "0")
+        p = self.run_cli("compare", "--sim", "--repeat", "3", "--", sys.executable, FAKE, "0")
         self.assertEqual(p.returncode, 0, p.stderr)
         lines = p.stdout.splitlines()
-        self.assertEqual(lines[0].split(), ["figure", "arena", "arena-nopre", "platform"])
+        self.assertEqual(lines[0].split(), ["figure", "arena", "grow", "vmm", "platform"])
         cells = [re.split(r"\s{2,}", ln.strip()) for ln in lines[2:]]
         rows = {c[0]: c[1:] for c in cells}
-        self.assertEqual(rows["driver alloc calls"], ["1", "5", "100"])
-        self.assertEqual(rows["peak reserved"], ["3.00 MiB", "2.00 MiB", "1.00 MiB"])
-        self.assertEqual(rows["failed allocs"], ["0", "2", "2"])
+        self.assertEqual(rows["driver alloc calls"], ["1", "5", "7", "100"])
+        self.assertEqual(rows["peak reserved"], ["3.00 MiB", "2.00 MiB", "1.00 MiB", "1.00 MiB"])
+        self.assertEqual(rows["failed allocs"], ["0", "2", "0", "2"])
+        self.assertEqual(rows["alloc time ns"], ["1 us", "5 us", "7 us", "100 us"])
+        self.assertEqual(rows["max fragmentation"], ["0.250", "0.250", "0.125", "0.000"])
+        # Rows are the statistics' own keys (union over modes, JSON order), between wall time and
+        # the exit codes; a key only vmm has shows "-" elsewhere.
+        self.assertEqual(rows["map calls"], ["-", "-", "42", "-"])
+        _, units = fakeprog_totals("vmm")
+        self.assertEqual([c[0] for c in cells],
+                         ["wall time (median)"] + [k.replace("_", " ") for k in units]
+                         + ["exit code"])
         self.assertNotIn("fakeprog", p.stdout)
 
+    def test_compare_reads_format_1(self):
+        p = self.run_cli("compare", "--sim", "--modes", "arena,platform", "--", sys.executable,
+                         FAKE, "0", env={"FAKE_STATS_FORMAT": "1"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = {c[0]: c[1:] for c in (re.split(r"\s{2,}", ln.strip())
+                                       for ln in p.stdout.splitlines()[2:])}
+        self.assertEqual(rows["peak reserved"], ["3.00 MiB", "1.00 MiB"])
+        self.assertEqual(rows["free time ns"], ["500 ns", "50 us"])
+        self.assertEqual(rows["max fragmentation"], ["0.250", "0.000"])
+        self.assertEqual(rows["driver free calls"], ["1", "100"])
+
     def test_compare_json(self):
-        p = self.run_cli("compare", "--json", "--modes", "platform,arena", "--repeat", "2",
+        p = self.run_cli("compare", "--sim", "--json", "--modes", "platform,ARENA", "--repeat", "2",
                          "--", sys.executable, FAKE, "0")
         self.assertEqual(p.returncode, 0, p.stderr)
         doc = json.loads(p.stdout)
@@ -126,7 +162,7 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         if os.path.exists(prefix + ".png"):
             os.remove(prefix + ".png")
         full = dict(os.environ, **self.env, **env)
-        p = subprocess.run([python, gatest.SCRIPT, "compare", "--plot", prefix, "--",
+        p = subprocess.run([python, gatest.SCRIPT, "compare", "--sim", "--plot", prefix, "--",
                             sys.executable, FAKE, "0"], env=full, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, timeout=120, check=False)
         return p, prefix + ".png"
@@ -136,7 +172,7 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertIn("gpuarena: matplotlib is not installed, skipped the PNG (apt-get install "
                       "python3-matplotlib for /usr/bin/python3)", p.stderr)
         self.assertEqual(p.stdout.splitlines()[0].split(),
-                         ["figure", "arena", "arena-nopre", "platform"])
+                         ["figure", "arena", "grow", "vmm", "platform"])
         self.assertFalse(os.path.exists(png))
 
     def test_compare_plot_forced_without_matplotlib(self):
@@ -175,13 +211,58 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
 
     def test_compare_errors(self):
         p = self.run_cli("compare", "--modes", "arena,turbo", "--", "true")
-        self.assertCleanError(p, "unknown mode 'turbo'")
-        p = self.run_cli("compare", "--repeat", "0", "--", "true")
+        self.assertCleanError(p, "unknown mode 'turbo'", code=2)
+        p = self.run_cli("compare", "--modes", "arena-nopre", "--", "true")
+        self.assertCleanError(p, "(use arena, grow, vmm, platform or all)", code=2)
+        p = self.run_cli("compare", "--sim", "--repeat", "0", "--", "true")
         self.assertCleanError(p, "--repeat 0")
-        p = self.run_cli("compare", "--modes", "platform", "--", sys.executable, FAKE, "3",
-                         "--no-stats")
+        p = self.run_cli("compare", "--sim", "--modes", "platform", "--", sys.executable, FAKE,
+                         "3", "--no-stats")
         self.assertCleanError(p, "no statistics written (exit 3)", "fakeprog: mode platform")
         self.assertEqual(self.run_cli("compare").returncode, 2)
+
+
+    def test_no_driver_suggests_sim(self):
+        # A driver that cannot be loaded, whatever this machine has: GPUARENA_LIBCUDA names it.
+        env = {"GPUARENA_LIBCUDA": os.path.join(self.tmp.name, "no", "libcuda.so.1")}
+        for sub in ("run", "compare"):
+            with self.subTest(sub=sub):
+                p = self.run_cli(sub, "--", sys.executable, FAKE, "0", env=env)
+                self.assertCleanError(p, "no CUDA driver can be loaded here", "--sim",
+                                      f"gpuarena {sub} --sim -- PROGRAM")
+                self.assertNotIn("fakeprog", p.stdout)
+
+    def test_stats_and_trace_must_differ(self):
+        d = self.tmp.name
+        same = os.path.join(d, "same.out")
+        with open(same, "w") as f:
+            f.write("keep me")
+        sym, hard = os.path.join(d, "sym.out"), os.path.join(d, "hard.out")
+        for link in (sym, hard):
+            if os.path.lexists(link):
+                os.unlink(link)
+        os.symlink(same, sym)
+        os.link(same, hard)
+        fresh = os.path.join(d, "fresh.out")
+        for stats, trace in ((same, same), (same, sym), (hard, same), (fresh, fresh),
+                             (fresh, os.path.join(d, ".", "fresh.out"))):
+            with self.subTest(stats=stats, trace=trace):
+                p = self.run_cli("run", "--sim", "--stats", stats, "--trace", trace, "--",
+                                 sys.executable, FAKE, "0")
+                self.assertCleanError(p, "are the same file", code=2)
+                self.assertNotIn("fakeprog", p.stdout)
+        with open(same) as f:
+            self.assertEqual(f.read(), "keep me")
+        self.assertFalse(os.path.exists(fresh))
+
+    def test_no_preallocate_is_grow(self):
+        p = self.run_cli("run", "--sim", "--no-preallocate", "--", sys.executable, FAKE, "0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("--no-preallocate is now --mode grow", p.stderr)
+        self.assertIn("fakeprog: mode grow", p.stdout)
+        p = self.run_cli("run", "--sim", "--no-preallocate", "--mode", "platform", "--", "true")
+        self.assertCleanError(p, "conflicts with --mode platform", code=2)
+        self.assertNotIn("--no-preallocate", self.run_cli("run", "--help").stdout)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,467 @@
+"""`gpuarena doctor`: what this machine has, and what gpuarena would do here.
+
+Everything that touches a driver, a CUDA runtime or a framework happens in a child process with a
+timeout (this same module, run by `python3 -c`, prints JSON), so a hung driver or a framework that
+crashes on import cannot take the command down, and no framework is ever imported into it. The
+children report: the driver found (where, its version, the GPUs and their memory through the driver
+API), the CUDA runtime found, and which frameworks import. The GPUARENA_* settings in force are
+parsed here with the shim's rules (the size grammar is fmt.parse_size, the C parser's twin), and a
+last child runs under the shim itself and asks cuMemGetInfo, so the cap it reports is the shim's own
+verdict, not this module's opinion; a setting the shim refuses shows up there with its message.
+"""
+
+import difflib
+import json
+import os
+import subprocess
+import sys
+from fractions import Fraction
+
+from . import GaError
+from . import modes as modes_mod
+from . import paths
+from .fmt import human_bytes, parse_size, percent_of
+
+FRAMEWORKS = ("torch", "jax", "cupy", "tensorflow")
+CUDART_NAMES = ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0")
+GA_ALIGN = 512
+
+# The frameworks' own memory settings and what each value means for gpuarena.
+FRAMEWORK_ENV = ("XLA_PYTHON_CLIENT_ALLOCATOR", "XLA_PYTHON_CLIENT_PREALLOCATE",
+                 "XLA_PYTHON_CLIENT_MEM_FRACTION", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+                 "PYTORCH_CUDA_ALLOC_CONF")
+
+
+# ------------------------------------------------------------------ children (driver, runtime)
+
+def _mapped(prefix):
+    """Path of the first library mapped into this process whose name starts with prefix."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                path = line.split(None, 5)[-1].strip()
+                if os.path.basename(path).startswith(prefix):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _probe_driver(cu, out):
+    import ctypes
+    c_int, byref = ctypes.c_int, ctypes.byref
+    v = c_int(0)
+    if cu.cuDriverGetVersion(byref(v)) == 0:
+        out["driver_version"] = v.value
+    out["cuInit"] = cu.cuInit(0)
+    if out["cuInit"] != 0:
+        return
+    n = c_int(0)
+    cu.cuDeviceGetCount(byref(n))
+    out["devices"] = []
+    for i in range(n.value):
+        dev, total = c_int(0), ctypes.c_size_t(0)
+        name = ctypes.create_string_buffer(256)
+        cu.cuDeviceGet(byref(dev), i)
+        cu.cuDeviceGetName(name, 256, dev)
+        cu.cuDeviceTotalMem_v2(byref(total), dev)
+        out["devices"].append({"index": i, "name": name.value.decode("utf-8", "replace"),
+                               "total": total.value})
+
+
+def _probe_shim_view(cu, out):
+    """Under the shim: the total and free cuMemGetInfo reports on device 0's primary context."""
+    import ctypes
+    ctx, dev = ctypes.c_void_p(0), ctypes.c_int(0)
+    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    if cu.cuDeviceGet(ctypes.byref(dev), 0) or cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev):
+        return
+    cu.cuCtxSetCurrent(ctx)
+    out["cuMemGetInfo"] = cu.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
+    out["view"] = {"free": free.value, "total": total.value}
+    cu.cuDevicePrimaryCtxRelease(dev)
+
+
+def _probe_cudart(out):
+    import ctypes
+    import glob
+    tries = list(CUDART_NAMES)
+    for base in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if base:
+            tries += sorted(glob.glob(os.path.join(base, "lib64", "libcudart.so*")))
+    for name in tries:
+        try:
+            rt = ctypes.CDLL(name)
+        except OSError:
+            continue
+        v = ctypes.c_int(0)
+        out["cudart"] = {"name": name, "path": _mapped("libcudart") or name,
+                         "version": v.value if rt.cudaRuntimeGetVersion(ctypes.byref(v)) == 0
+                         else None}
+        return
+
+
+def probe_main(lib, what):
+    """A child's whole job: load the driver `lib`, report as JSON on stdout. what: "machine"
+    (driver, devices, runtime) or "shim" (cuInit and cuMemGetInfo under the preloaded shim)."""
+    import ctypes
+    out = {}
+    try:
+        cu = ctypes.CDLL(lib)
+    except OSError as e:
+        out["driver_error"] = str(e)
+    else:
+        out["driver_path"] = _mapped("libcuda") or lib
+        _probe_driver(cu, out)
+        if what == "shim" and out.get("cuInit") == 0:
+            _probe_shim_view(cu, out)
+    if what == "machine":
+        _probe_cudart(out)
+    json.dump(out, sys.stdout)
+    return 0
+
+
+def _child(args, env, timeout):
+    """(parsed JSON or None, stderr text, problem or None) of a probe child."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from gpuarena_cli import doctor; "
+            "sys.exit(doctor.probe_main(sys.argv[2], sys.argv[3]))")
+    try:
+        p = subprocess.run([sys.executable, "-c", code, paths.SCRIPTS_DIR] + args, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                           check=False)
+    except subprocess.TimeoutExpired:
+        return None, "", f"did not answer within {timeout} s"
+    err = p.stderr.decode("utf-8", "replace").strip()
+    try:
+        return json.loads(p.stdout), err, None
+    except ValueError:
+        why = f"crashed (exit {p.returncode})" if p.returncode else "printed no answer"
+        return None, err, why
+
+
+# ------------------------------------------------------------------ frameworks
+
+_IMPORT = ("import importlib.util, sys\n"
+           "if importlib.util.find_spec(sys.argv[1]) is None:\n    sys.exit(4)\n"
+           "m = __import__(sys.argv[1])\nprint(getattr(m, '__version__', 'unknown'))\n")
+
+
+def frameworks(python, timeout):
+    """{name: {"status": "imports"|"absent"|"fails"|"timeout", "detail": text}}, checked in one
+    child per framework, all at once, each killed after timeout seconds."""
+    procs = {}
+    for name in FRAMEWORKS:
+        try:
+            procs[name] = subprocess.Popen([python, "-c", _IMPORT, name], stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        except OSError as e:
+            raise GaError(f"cannot run {python}: {e.strerror} (give --python a Python "
+                          "interpreter)") from None
+    out = {}
+    for name, p in procs.items():
+        try:
+            so, se = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            out[name] = {"status": "timeout", "detail": f"import did not finish in {timeout} s"}
+            continue
+        last = (se.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
+        if p.returncode == 0:
+            out[name] = {"status": "imports", "detail": so.decode().strip() or "unknown"}
+        elif p.returncode == 4:
+            out[name] = {"status": "absent", "detail": "not installed"}
+        else:
+            out[name] = {"status": "fails", "detail": last}
+    return out
+
+
+def framework_env(env):
+    """[(variable, value or None, what it means for gpuarena)]."""
+    def get(k):
+        return env.get(k)
+    alloc = (get("XLA_PYTHON_CLIENT_ALLOCATOR") or "").strip().lower()
+    if alloc == "platform":
+        jax = ("JAX allocates every buffer from the driver and frees it at once: each one reaches "
+               "gpuarena (the fair comparison of modes)")
+    elif alloc == "cuda_async":
+        jax = ("JAX uses the stream-ordered allocator (cuMemAllocAsync): gpuarena counts it "
+               "toward the cap but passes it through")
+    else:
+        jax = ("JAX keeps its own pool, sized from what cuMemGetInfo reports (gpuarena's cap); "
+               "gpuarena sees the pool's blocks, not each buffer. "
+               "XLA_PYTHON_CLIENT_ALLOCATOR=platform sends every buffer to gpuarena")
+    pre = (get("XLA_PYTHON_CLIENT_PREALLOCATE") or "").strip().lower()
+    prealloc = ("JAX grows its pool on demand: gpuarena sees each growth step"
+                if pre in ("false", "0") else
+                "JAX takes its pool at start (when its allocator is the default one)")
+    frac = get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+    fraction = (f"JAX's pool is {frac} of the total cuMemGetInfo reports, that is of gpuarena's "
+                "cap" if frac else "JAX's pool is 75% of the total cuMemGetInfo reports, that is "
+                "of gpuarena's cap")
+    nocache = (get("PYTORCH_NO_CUDA_MEMORY_CACHING") or "").strip()
+    torch = ("PyTorch's caching allocator is off: every tensor is a cudaMalloc/cudaFree that "
+             "gpuarena serves" if nocache not in ("", "0") else
+             "PyTorch caches memory in segments of its own: gpuarena sees the segments, "
+             "rarely freed. PYTORCH_NO_CUDA_MEMORY_CACHING=1 sends every tensor to gpuarena")
+    conf = (get("PYTORCH_CUDA_ALLOC_CONF") or "").replace(" ", "").lower()
+    notes = []
+    if "backend:cudamallocasync" in conf:
+        notes.append("backend:cudaMallocAsync uses cuMemAllocAsync, which gpuarena counts toward "
+                     "the cap but passes through")
+    if "expandable_segments:true" in conf:
+        notes.append("expandable_segments maps memory with cuMemCreate/cuMemMap, which gpuarena "
+                     "counts toward the cap but passes through")
+    torch_conf = "; ".join(notes) or "nothing in it changes what reaches gpuarena"
+    meanings = [jax, prealloc, fraction, torch, torch_conf]
+    return [(k, get(k), m) for k, m in zip(FRAMEWORK_ENV, meanings)]
+
+
+# ------------------------------------------------------------------ the shim's settings
+
+def _p_mode(v):
+    return modes_mod.parse(v)
+
+
+def _p_bool(v):
+    t = v.strip().lower()
+    if t in ("true", "1", "yes", "on"):
+        return True
+    if t in ("false", "0", "no", "off"):
+        return False
+    raise GaError(f"GPUARENA_PREALLOCATE='{v}' is not valid (true/false, 1/0, yes/no, on/off)")
+
+
+def _p_fraction(v):
+    t = v.strip()
+    grow = t.endswith("+")
+    try:
+        f = Fraction(t[:-1] if grow else t)
+    except (ValueError, ZeroDivisionError):
+        f = None
+    if f is None or "/" in t or not 0 < f <= 1:
+        raise GaError(f"GPUARENA_MEM_FRACTION='{v}' is not valid (a fraction in (0,1], e.g. 0.75 "
+                      "or 0.75+)")
+    return (f, grow)
+
+
+def _p_log(v):
+    t = v.strip().lower()
+    if t not in ("error", "warn", "info", "debug"):
+        raise GaError(f"GPUARENA_LOG='{v}' is not valid (error, warn, info or debug)")
+    return t
+
+
+def _p_path(name, allow_dash=True):
+    def parse(v):
+        if not v or (v == "-" and not allow_dash):
+            raise GaError(f"{name}='{v}' is not valid (a file path"
+                          f"{', or - for stderr' if allow_dash else ''})")
+        return v
+    return parse
+
+
+def _p_name(v):
+    if not v.strip():
+        raise GaError(f"GPUARENA_GROUP='{v}' is not valid (a name)")
+    return v.strip()
+
+
+def _sized(name, allow_percent):
+    def parse(v):
+        try:
+            return parse_size(v, allow_percent)
+        except GaError as e:
+            raise GaError(f"{name}={e}") from None
+    return parse
+
+
+# The shim's options (shim/options.c), with the default in force when a variable is unset.
+OPTIONS = (
+    ("GPUARENA_MODE", _p_mode, "arena"),
+    ("GPUARENA_PREALLOCATE", _p_bool, "true"),
+    ("GPUARENA_MEM_FRACTION", _p_fraction, "0.75+"),
+    ("GPUARENA_LIMIT", _sized("GPUARENA_LIMIT", True), None),
+    ("GPUARENA_STATS", _p_path("GPUARENA_STATS"), None),
+    ("GPUARENA_TRACE", _p_path("GPUARENA_TRACE", False), None),
+    ("GPUARENA_LOG", _p_log, "warn"),
+    ("GPUARENA_LIBCUDA", _p_path("GPUARENA_LIBCUDA", False), None),
+    ("GPUARENA_VMM_KEEP", _sized("GPUARENA_VMM_KEEP", False), None),
+    ("GPUARENA_GROUP", _p_name, None),
+)
+COMMAND_VARS = ("GPUARENA_BUILD", "GPUARENA_NO_MATPLOTLIB")
+
+
+def settings(env):
+    """({name: parsed value}, [(name, raw value or None, shown value)], [problems], [warnings])
+    for the GPUARENA_* variables in env, as the shim would read them."""
+    values, shown, problems, warnings = {}, [], [], []
+    for name, parse, default in OPTIONS:
+        raw = env.get(name)
+        if raw is None:
+            values[name] = parse(default) if default is not None else None
+            shown.append((name, None, f"{default} (default)" if default else "unset"))
+            continue
+        try:
+            values[name] = parse(raw)
+            shown.append((name, raw, raw))
+        except GaError as e:
+            problems.append(f"{e}; the shim will not initialise CUDA")
+            values[name] = parse(default) if default is not None else None
+            shown.append((name, raw, f"{raw} (refused)"))
+    known = [n for n, _, _ in OPTIONS] + list(COMMAND_VARS)
+    for name in sorted(k for k in env if k.startswith("GPUARENA_") and k not in known):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        warnings.append(f"{name} is not a gpuarena setting{hint}; the shim ignores it")
+    if values["GPUARENA_MODE"] == "arena" and values["GPUARENA_PREALLOCATE"] is False:
+        values["GPUARENA_MODE"] = "grow"  # the same pool, by its name
+    return values, shown, problems, warnings
+
+
+def plan(values, devices):
+    """[{device, total, cap, cap_from, arena, note}] per device: what the shim would hold."""
+    mode, limit = values["GPUARENA_MODE"], values["GPUARENA_LIMIT"]
+    frac, grow = values["GPUARENA_MEM_FRACTION"]
+    out = []
+    for d in devices:
+        total = d["total"]
+        cap, cap_from = total, "the device's total"
+        if limit is not None:
+            want = percent_of(limit, total)
+            if isinstance(limit, Fraction) or want < total:
+                cap, cap_from = want, "GPUARENA_LIMIT"
+        share = int(cap * frac) & ~(GA_ALIGN - 1)
+        if mode == "arena":
+            arena = share
+            note = (f"arena of {human_bytes(share)} taken at the first allocation"
+                    + (", may grow up to the cap" if grow else ", never more"))
+            if share == 0:
+                note = "GPUARENA_MEM_FRACTION of this cap rounds to 0 bytes: refused"
+        elif mode == "grow":
+            arena, note = 0, "regions taken on demand (from 2 MiB, doubling), empty ones given back"
+        elif mode == "vmm":
+            arena, note = 0, "one virtual range; physical memory mapped only where allocations lie"
+        else:
+            arena, note = 0, "one driver allocation per allocation, freed at once"
+        if cap == 0:
+            note = "the cap rounds to 0 bytes: refused"
+        out.append({"device": d["index"], "total": total, "cap": cap, "cap_from": cap_from,
+                    "arena": arena, "note": note})
+    return out
+
+
+# ------------------------------------------------------------------ the report
+
+def diagnose(sim=False, python=None, timeout=120, env=None):
+    """The doctor's findings as one JSON-able dict; "ok" says whether gpuarena would run."""
+    env = dict(os.environ if env is None else env)
+    env.pop("LD_PRELOAD", None)
+    doc = {"version": paths.version(), "sim": sim, "problems": [], "warnings": []}
+    lib = env.get("GPUARENA_LIBCUDA") or "libcuda.so.1"
+    if sim:
+        sim_dir = paths.sim_dir()
+        lib = os.path.join(sim_dir, "libcuda.so.1")
+        env["LD_LIBRARY_PATH"] = ":".join(x for x in (sim_dir, env.get("LD_LIBRARY_PATH")) if x)
+    machine, _err, why = _child([lib, "machine"], env, timeout)
+    machine = machine or {"driver_error": f"the driver probe {why}"}
+    doc["machine"] = machine
+    if "driver_error" in machine:
+        doc["problems"].append(f"no CUDA driver can be loaded ({machine['driver_error']}); "
+                               "without a GPU, try gpuarena with --sim (the simulated driver)")
+    elif machine.get("cuInit") not in (0, None):
+        doc["problems"].append(f"the driver was found but cuInit failed with error "
+                               f"{machine['cuInit']} (is the GPU visible to this user/container?)")
+    doc["frameworks"] = frameworks(python or sys.executable, timeout)
+    doc["python"] = python or sys.executable
+    doc["framework_env"] = [{"name": n, "value": v, "meaning": m}
+                            for n, v, m in framework_env(env)]
+    values, shown, problems, warnings = settings(env)
+    doc["problems"] += problems
+    doc["warnings"] += warnings
+    doc["settings"] = [{"name": n, "value": raw, "shown": s} for n, raw, s in shown]
+    doc["mode"] = values["GPUARENA_MODE"]
+    doc["plan"] = plan(values, machine.get("devices") or [])
+    doc["shim"] = paths.shim(required=False)
+    if not doc["shim"]:
+        doc["problems"].append("the shim libgpuarena.so is not built; run make")
+    elif "driver_error" not in machine:
+        doc["shim_check"] = shim_check(doc["shim"], lib, env, timeout)
+        if doc["shim_check"].get("refused"):
+            doc["problems"].append("under the shim, cuInit failed: " + doc["shim_check"]["refused"])
+    doc["ok"] = not doc["problems"]
+    return doc
+
+
+def shim_check(shim, lib, env, timeout):
+    """cuInit and cuMemGetInfo under the shim, with the settings in force."""
+    env = dict(env, LD_PRELOAD=shim)
+    env.pop("GPUARENA_STATS", None)  # a diagnosis writes no files
+    env.pop("GPUARENA_TRACE", None)
+    got, err, why = _child([lib, "shim"], env, timeout)
+    msgs = [ln for ln in err.splitlines() if ln.startswith("gpuarena:")]
+    if got is None:
+        return {"refused": f"the check under the shim {why}: {' '.join(msgs) or err[-300:]}"}
+    if got.get("cuInit", 0) != 0:
+        return {"refused": " ".join(msgs) or f"error {got['cuInit']}"}
+    return {"view": got.get("view"), "messages": msgs}
+
+
+def _line(label, text):
+    return f"  {label:<22} {text}"
+
+
+def _version(v):
+    return f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) else "unknown"
+
+
+def render(doc):
+    """The findings as text for a person."""
+    m = doc["machine"]
+    lines = [f"gpuarena {doc['version']} doctor" + (" (simulated driver)" if doc["sim"] else ""),
+             "", "This machine"]
+    if "driver_error" in m:
+        lines.append(_line("CUDA driver", f"not found: {m['driver_error']}"))
+    else:
+        lines.append(_line("CUDA driver", f"{m.get('driver_path')} (CUDA "
+                           f"{_version(m.get('driver_version'))}, cuInit {m.get('cuInit')})"))
+    devs = m.get("devices") or []
+    lines.append(_line("GPUs", f"{len(devs)}" if devs else "none found"))
+    for d in devs:
+        lines.append(_line("", f"{d['index']}: {d['name']}, {human_bytes(d['total'])}"))
+    rt = m.get("cudart")
+    lines.append(_line("CUDA runtime", f"{rt['path']} (CUDA {_version(rt['version'])})" if rt
+                       else "libcudart not found (frameworks usually bring their own)"))
+    said = {"imports": "{d} imports", "absent": "not installed", "fails": "fails to import ({d})",
+            "timeout": "{d}"}
+    fw = ", ".join(f"{n} " + said[f["status"]].format(d=f["detail"])
+                   for n, f in doc["frameworks"].items())
+    lines.append(_line("frameworks", f"{fw} (under {doc['python']})"))
+    lines += ["", "Frameworks' memory settings"]
+    for e in doc["framework_env"]:
+        val = e["value"] if e["value"] is not None else "unset"
+        lines.append(f"  {e['name']}={val}")
+        lines.append(f"      {e['meaning']}")
+    lines += ["", "What gpuarena would do here"]
+    lines.append(_line("shim", doc["shim"] or "not built (run make)"))
+    for s in doc["settings"]:
+        lines.append(_line(s["name"], s["shown"]))
+    lines.append(_line("mode", f"{doc['mode']}: {modes_mod.DESCRIPTIONS.get(doc['mode'], '')}"))
+    for p in doc["plan"]:
+        lines.append(_line(f"device {p['device']}", f"cap {human_bytes(p['cap'])} "
+                           f"({p['cap_from']}) of {human_bytes(p['total'])}; {p['note']}"))
+    chk = doc.get("shim_check") or {}
+    if chk.get("view"):
+        v = chk["view"]
+        lines.append(_line("under the shim", f"cuMemGetInfo says total {human_bytes(v['total'])}"
+                           f", free {human_bytes(v['free'])} on device 0"))
+    for msg in chk.get("messages") or []:
+        lines.append(_line("the shim said", msg))
+    for w in doc["warnings"]:
+        lines.append(f"gpuarena: warning: {w}")
+    for p in doc["problems"]:
+        lines.append(f"gpuarena: problem: {p}")
+    lines.append("")
+    lines.append("gpuarena would run here" if doc["ok"] else
+                 "gpuarena would not run here as set up: fix the problems above")
+    return "\n".join(lines)

@@ -1,0 +1,80 @@
+#!/bin/sh
+# make install / make uninstall: puts gpuarena under a prefix so that PREFIX/bin/gpuarena works from
+# any directory, and takes exactly that back out.
+#   PREFIX/bin/gpuarena                      the command (finds its package in ../lib/gpuarena)
+#   PREFIX/bin/gpuarena-replay               the replay tool
+#   PREFIX/lib/libgpuarena.so                the shim, for LD_PRELOAD
+#   PREFIX/lib/gpuarena/gpuarena_cli/*.py    the command's Python package
+#   PREFIX/lib/gpuarena/VERSION
+#   PREFIX/lib/gpuarena/sim/libcuda.so.1     the simulated driver, for `run --sim`/`doctor --sim`;
+#                                            in a folder of its own, never on the loader's path
+# Install writes the list of what it put there to PREFIX/lib/gpuarena/MANIFEST; uninstall removes
+# the files that list names (and the bytecode Python wrote beside the package), then the folders
+# install made, when empty. DESTDIR stages a package: files go to DESTDIR/PREFIX, and nothing
+# installed depends on where it lies (the command finds its pieces relative to itself).
+# usage: sh scripts/install.sh install|uninstall BUILD PREFIX [DESTDIR]
+set -e
+what=$1 build=$2 prefix=$3 destdir=$4
+case $prefix in
+    /*) ;;
+    *) echo "gpuarena: PREFIX must be an absolute path, not '$prefix' (try PREFIX=\$HOME/.local)" >&2
+       exit 2 ;;
+esac
+root="$destdir$prefix"
+share="$root/lib/gpuarena"
+manifest="$share/MANIFEST"
+
+# put MODE SOURCE DEST-RELATIVE-TO-ROOT
+put() {
+    [ -f "$2" ] || { echo "gpuarena: $2 is not built; run make BUILD=$build first" >&2; exit 1; }
+    mkdir -p "$(dirname "$root/$3")"
+    cp "$2" "$root/$3.tmp" && chmod "$1" "$root/$3.tmp" && mv -f "$root/$3.tmp" "$root/$3"
+    echo "$3" >>"$manifest.tmp"
+}
+
+install_all() {
+    mkdir -p "$share"
+    : >"$manifest.tmp"
+    put 755 scripts/gpuarena bin/gpuarena
+    put 755 "$build/bin/gpuarena-replay" bin/gpuarena-replay
+    put 755 "$build/lib/libgpuarena.so" lib/libgpuarena.so
+    for f in scripts/gpuarena_cli/*.py; do
+        put 644 "$f" "lib/gpuarena/gpuarena_cli/$(basename "$f")"
+    done
+    put 644 VERSION lib/gpuarena/VERSION
+    put 755 "$build/sim/libcuda.so.1" lib/gpuarena/sim/libcuda.so.1
+    # An older install may have had files this one has not: take those out.
+    if [ -f "$manifest" ]; then
+        grep -Fxv -f "$manifest.tmp" "$manifest" | while IFS= read -r rel; do
+            case $rel in ""|/*|*..*) ;; *) rm -f "$root/$rel" ;; esac
+        done
+    fi
+    mv -f "$manifest.tmp" "$manifest"
+    echo "gpuarena: installed $(cat VERSION) in $root: run $prefix/bin/gpuarena --help;" \
+        "preload $prefix/lib/libgpuarena.so"
+}
+
+uninstall_all() {
+    if [ ! -f "$manifest" ]; then
+        echo "gpuarena: nothing to uninstall in $root (no $manifest)" >&2
+        exit 0
+    fi
+    while IFS= read -r rel; do
+        case $rel in
+            ""|/*|*..*) ;;  # never outside the prefix, whatever the file says
+            *) rm -f "$root/$rel" ;;
+        esac
+    done <"$manifest"
+    rm -f "$manifest"
+    rm -rf "$share/gpuarena_cli/__pycache__"
+    for d in "$share/gpuarena_cli" "$share/sim" "$share" "$root/bin" "$root/lib"; do
+        rmdir "$d" 2>/dev/null || true
+    done
+    echo "gpuarena: uninstalled from $root"
+}
+
+case $what in
+    install) install_all ;;
+    uninstall) uninstall_all ;;
+    *) echo "usage: sh scripts/install.sh install|uninstall BUILD PREFIX [DESTDIR]" >&2; exit 2 ;;
+esac

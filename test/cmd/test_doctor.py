@@ -1,0 +1,148 @@
+"""`gpuarena doctor`: what the machine has (from the simulated driver, whose answers the test
+sets), how the GPUARENA_* settings in force are read (the shim's rules, the size grammar, case and
+spaces, unknown names), what the shim itself reports under them, which frameworks import (fake
+packages on PYTHONPATH: one imports, one fails, one hangs past the timeout; none is ever imported
+into the command), and what the frameworks' own memory settings mean for gpuarena."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import gatest
+from gpuarena_cli import GaError
+from gpuarena_cli.fmt import parse_size
+
+GIB = 1 << 30
+SETTINGS = ("GPUARENA_MODE", "GPUARENA_PREALLOCATE", "GPUARENA_MEM_FRACTION", "GPUARENA_LIMIT",
+            "GPUARENA_LOG", "GPUARENA_STATS", "GPUARENA_TRACE", "GPUARENA_LIBCUDA",
+            "GPUARENA_VMM_KEEP", "GPUARENA_GROUP")
+
+
+def doctor(*args, env=None, timeout=120):
+    """(process, parsed JSON or None) of `gpuarena doctor ARGS --json` with a clean setting."""
+    full = {k: v for k, v in os.environ.items()
+            if not k.startswith(("GPUARENA_", "XLA_PYTHON", "PYTORCH_")) or k == "GPUARENA_BUILD"}
+    full.update(gatest.SAN_ENV)
+    full.update(env or {})
+    p = subprocess.run([sys.executable, gatest.SCRIPT, "doctor", "--json"] + list(args),
+                       env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=timeout, check=False)
+    try:
+        return p, json.loads(p.stdout)
+    except ValueError:
+        return p, None
+
+
+class Doctor(unittest.TestCase):
+    def test_machine_and_plan_on_the_simulated_driver(self):
+        p, doc = doctor("--sim", env={"SIMCUDA_TOTAL_MEM": "24GiB", "SIMCUDA_DEVICES": "2",
+                                      "GPUARENA_LIMIT": "50%", "GPUARENA_MEM_FRACTION": "0.5"})
+        self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
+        self.assertTrue(doc["ok"], doc["problems"])
+        m = doc["machine"]
+        self.assertEqual(m["driver_path"], os.path.join(gatest.BUILD, "sim", "libcuda.so.1"))
+        self.assertEqual([d["total"] for d in m["devices"]], [24 * GIB, 24 * GIB])
+        self.assertEqual(doc["mode"], "arena")
+        self.assertEqual([(x["cap"], x["arena"], x["cap_from"]) for x in doc["plan"]],
+                         [(12 * GIB, 6 * GIB, "GPUARENA_LIMIT")] * 2)
+        self.assertEqual(doc["shim"], os.path.join(gatest.BUILD, "lib", "libgpuarena.so"))
+        # The shim's own answer: cuMemGetInfo under it reports the cap.
+        self.assertEqual(doc["shim_check"]["view"]["total"], 12 * GIB)
+        with open(os.path.join(gatest.REPO, "VERSION")) as f:
+            self.assertEqual(doc["version"], f.read().strip())
+        text = subprocess.run([sys.executable, gatest.SCRIPT, "doctor", "--sim"], text=True,
+                              env=dict(os.environ, SIMCUDA_TOTAL_MEM="24GiB",
+                                       GPUARENA_LIMIT="50%", **gatest.SAN_ENV),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+        self.assertIn("cap 12.00 GiB (GPUARENA_LIMIT) of 24.00 GiB", text.stdout)
+        self.assertIn("cuMemGetInfo says total 12.00 GiB", text.stdout)
+        self.assertIn("gpuarena would run here", text.stdout)
+
+    def test_settings_read_as_the_shim_reads_them(self):
+        p, doc = doctor("--sim", env={"GPUARENA_MODE": " GROW ", "GPUARENA_LOG": "Debug ",
+                                      "GPUARENA_PREALLOCATE": " Yes", "GPUARENA_LIMIT": "2 gib",
+                                      "SIMCUDA_TOTAL_MEM": "8GiB"})
+        self.assertEqual(doc["mode"], "grow")
+        self.assertFalse([x for x in doc["problems"] if "GPUARENA_" in x and "refused" in x])
+        self.assertEqual(doc["plan"][0]["cap"], 2 * GIB)
+        self.assertEqual(doc["plan"][0]["arena"], 0)
+        self.assertEqual({s["name"] for s in doc["settings"]}, set(SETTINGS))
+        # A limit above the device is the device.
+        _, doc = doctor("--sim", env={"GPUARENA_LIMIT": "1TB", "SIMCUDA_TOTAL_MEM": "8GiB"})
+        self.assertEqual(doc["plan"][0]["cap"], 8 * GIB)
+
+    def test_bad_and_unknown_settings(self):
+        env = {"GPUARENA_LIMIT": "12XB", "GPUARENA_PREALLOCATE": "maybe", "GPUARENA_LIMT": "1",
+               "GPUARENA_MODE": "fast", "GPUARENA_VMM_KEEP": "50%"}
+        p, doc = doctor("--sim", env=env)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertFalse(doc["ok"])
+        with self.assertRaises(GaError) as e:
+            parse_size("12XB", allow_percent=True)
+        problems = "\n".join(doc["problems"])
+        self.assertIn(f"GPUARENA_LIMIT={e.exception}; the shim will not initialise CUDA",
+                      problems)
+        self.assertIn("GPUARENA_PREALLOCATE='maybe' is not valid", problems)
+        self.assertIn("unknown mode 'fast'", problems)
+        self.assertIn("a percentage is not accepted here", problems)
+        self.assertEqual(doc["warnings"], ["GPUARENA_LIMT is not a gpuarena setting (did you mean "
+                                           "GPUARENA_LIMIT?); the shim ignores it"])
+        # The shim's own verdict on the same settings is in the report too.
+        chk = doc["shim_check"]
+        said = chk.get("refused", "") + " ".join(chk.get("messages") or [])
+        self.assertIn("GPUARENA_LIMIT='12XB'", said)
+
+    def test_no_driver(self):
+        p, doc = doctor(env={"GPUARENA_LIBCUDA": "/nonexistent/libcuda.so.1"})
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("driver_error", doc["machine"])
+        self.assertIn("--sim", "\n".join(doc["problems"]))
+        self.assertEqual(doc["plan"], [])
+
+    def test_frameworks_in_children(self):
+        with tempfile.TemporaryDirectory() as d:
+            marker = os.path.join(d, "torch-imported-by")
+            for name, body in (
+                    ("torch", f"import os\nopen({marker!r}, 'w').write(str(os.getppid()))\n"
+                              "__version__ = '9.9-fake'\n"),
+                    ("jax", "raise ImportError('jaxlib is not installed (fake)')\n"),
+                    ("cupy", "import time\ntime.sleep(60)\n")):
+                os.makedirs(os.path.join(d, name))
+                with open(os.path.join(d, name, "__init__.py"), "w") as f:
+                    f.write(body)
+            full = dict(os.environ, PYTHONPATH=d, **gatest.SAN_ENV)
+            proc = subprocess.Popen([sys.executable, gatest.SCRIPT, "doctor", "--sim", "--json",
+                                     "--timeout", "8"], env=full, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            out, err = proc.communicate(timeout=120)
+            fw = json.loads(out)["frameworks"]
+            self.assertEqual(fw["torch"], {"status": "imports", "detail": "9.9-fake"})
+            self.assertEqual(fw["jax"]["status"], "fails")
+            self.assertIn("jaxlib is not installed (fake)", fw["jax"]["detail"])
+            self.assertEqual(fw["cupy"]["status"], "timeout")
+            self.assertEqual(fw["tensorflow"]["status"], "absent")
+            with open(marker) as f:  # torch was imported by a child of the command, not by it
+                self.assertEqual(int(f.read()), proc.pid)
+            self.assertNotIn("Traceback", err)
+
+    def test_framework_settings_explained(self):
+        _, doc = doctor("--sim", env={"XLA_PYTHON_CLIENT_ALLOCATOR": "platform",
+                                      "XLA_PYTHON_CLIENT_MEM_FRACTION": ".5",
+                                      "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+                                      "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+        env = {e["name"]: e for e in doc["framework_env"]}
+        self.assertEqual(env["XLA_PYTHON_CLIENT_ALLOCATOR"]["value"], "platform")
+        self.assertIn("each one reaches gpuarena", env["XLA_PYTHON_CLIENT_ALLOCATOR"]["meaning"])
+        self.assertIn(".5 of the total", env["XLA_PYTHON_CLIENT_MEM_FRACTION"]["meaning"])
+        self.assertIn("grows its pool on demand", env["XLA_PYTHON_CLIENT_PREALLOCATE"]["meaning"])
+        self.assertIn("cuMemCreate", env["PYTORCH_CUDA_ALLOC_CONF"]["meaning"])
+        self.assertIsNone(env["PYTORCH_NO_CUDA_MEMORY_CACHING"]["value"])
+        self.assertIn("PYTORCH_NO_CUDA_MEMORY_CACHING=1 sends every tensor",
+                      env["PYTORCH_NO_CUDA_MEMORY_CACHING"]["meaning"])
+
+
+if __name__ == "__main__":
+    unittest.main()

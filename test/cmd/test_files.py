@@ -1,0 +1,130 @@
+"""Files the command must not destroy, and files too large to read (issue 8 items 8 and 9).
+
+`import` and `report` refuse to write over their input, also through a symbolic or hard link, and
+leave it untouched. A 4 GiB file (sparse: no disk used) under an address-space limit of
+3,000,000 KiB (ulimit -v), with or without a trace header or another format's header, ends in one
+`gpuarena:` message and exit 1, quickly, never a MemoryError traceback; a gzip file that expands
+past the limit meets the same end through the MemoryError net."""
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import zlib
+
+import gatest
+from gpuarena_cli import tracefile as tf
+
+LIMIT_KIB = 3000000
+
+
+def limited(kib):
+    """preexec_fn: the child's address space limited to kib KiB, as `ulimit -v kib` does."""
+    def apply():
+        resource.setrlimit(resource.RLIMIT_AS, (kib * 1024, kib * 1024))
+    return apply
+
+
+class Files(unittest.TestCase, gatest.CliAsserts):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def cli_limited(self, *args, kib=LIMIT_KIB):
+        return subprocess.run([sys.executable, gatest.SCRIPT] + list(args), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+                              preexec_fn=limited(kib), check=False)
+
+    def test_import_refuses_to_overwrite_its_input(self):
+        src = os.path.join(self.dir, "in.csv")
+        shutil.copy(gatest.traces("lifetimes")[0], src)
+        with open(src, "rb") as f:
+            before = f.read()
+        sym, hard = os.path.join(self.dir, "sym.gatrace"), os.path.join(self.dir, "hard.gatrace")
+        os.symlink(src, sym)
+        os.link(src, hard)
+        for fmt, inp, out in (("lifetimes", src, src), ("auto", src, sym), ("lifetimes", src, hard),
+                              ("auto", sym, src), ("auto", src,
+                                                   os.path.join(self.dir, ".", "in.csv"))):
+            with self.subTest(inp=inp, out=out):
+                p = gatest.cli("import", fmt, inp, "-o", out)
+                self.assertCleanError(p, "is the input file", "another output path")
+                with open(src, "rb") as f:
+                    self.assertEqual(f.read(), before)
+                self.assertTrue(os.path.islink(sym))
+                self.assertFalse(os.path.exists(out + ".tmp"))
+        # A different output path is fine.
+        p = gatest.cli("import", "auto", sym, "-o", os.path.join(self.dir, "ok.gatrace"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_report_refuses_to_overwrite_its_input(self):
+        trace = os.path.join(self.dir, "t.json")
+        tf.write(trace, tf.Trace([tf.event(0, 1, 512, tf.ALLOC), tf.event(5, 1, 512, tf.FREE)]))
+        with open(trace, "rb") as f:
+            before = f.read()
+        p = gatest.cli("report", trace, "-o", os.path.join(self.dir, "t"))
+        self.assertCleanError(p, "is the input file")
+        with open(trace, "rb") as f:
+            self.assertEqual(f.read(), before)
+
+    def sparse(self, name, head):
+        path = os.path.join(self.dir, name)
+        with open(path, "wb") as f:
+            f.write(head)
+        os.truncate(path, 4 << 30)
+        return path
+
+    def test_huge_files_under_a_memory_limit(self):
+        header = tf.HEADER.pack(tf.MAGIC, tf.VERSION, tf.RECORD.size, 0, 0)
+        cases = [("trace", header, "needs at least"),
+                 ("zeros", b"", "cannot tell its format"),
+                 ("lifetimes", b"id,lower,upper,size\n", "needs at least"),
+                 ("rmm", b"Thread,Time,Action,Pointer,Size,Stream\n", "needs at least"),
+                 ("kineto", b'{"traceEvents": [', "needs at least"),
+                 ("snapshot", b"\x80\x04", "needs at least")]
+        out = os.path.join(self.dir, "out.gatrace")
+        for name, head, needle in cases:
+            path = self.sparse(name, head)
+            for args in (["replay", path], ["import", "auto", path, "-o", out],
+                         ["report", path, "-o", os.path.join(self.dir, "rep")]):
+                with self.subTest(file=name, cmd=args[0]):
+                    t0 = time.monotonic()
+                    p = self.cli_limited(*args)
+                    self.assertCleanError(p, needle, path)
+                    self.assertNotIn("MemoryError", p.stderr)
+                    self.assertLess(time.monotonic() - t0, 60)
+                    self.assertFalse(os.path.exists(out))
+            os.unlink(path)
+        # A format named explicitly reads no more than detection does.
+        path = self.sparse("explicit", b"")
+        for fmt in ("lifetimes", "rmm", "kineto", "pytorch-snapshot"):
+            with self.subTest(fmt=fmt):
+                p = self.cli_limited("import", fmt, path, "-o", out)
+                self.assertCleanError(p, "needs at least")
+
+    def test_gzip_bomb_meets_the_memory_net(self):
+        # 400 MiB of JSON blanks in a few hundred KiB of gzip: small enough to pass the size
+        # check, too large to expand under a 300 MiB address-space limit.
+        path = os.path.join(self.dir, "bomb.json.gz")
+        comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+        chunk = b" " * (1 << 20)
+        with open(path, "wb") as f:
+            f.write(comp.compress(b"{"))
+            for _ in range(400):
+                f.write(comp.compress(chunk))
+            f.write(comp.compress(b"}") + comp.flush())
+        p = self.cli_limited("import", "kineto", path, "-o", os.path.join(self.dir, "o"),
+                             kib=300 * 1024)
+        self.assertCleanError(p, "out of memory")
+        self.assertNotIn("Traceback", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

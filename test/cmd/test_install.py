@@ -1,0 +1,126 @@
+"""`make install` / `make uninstall`: the installed command works from any directory, with no
+build folder and no checkout in sight, and uninstall takes out exactly what install put in.
+
+The tier's build folder is installed into a temporary prefix; the installed command is then run
+from another directory, with GPUARENA_BUILD unset, under its own path and through a symlink:
+--version, a replay of a shared trace, `run --sim` (the installed simulated driver and shim are
+the ones used) and `doctor --sim`. A DESTDIR staging install works the same way."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import gatest
+
+
+def make(*args):
+    return subprocess.run(["make", "-s", "--no-print-directory", "-C", gatest.REPO,
+                           f"BUILD={gatest.BUILD}"] + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=600, check=False)
+
+
+def files_under(root):
+    out = []
+    for d, _, names in os.walk(root):
+        out += [os.path.relpath(os.path.join(d, n), root) for n in names]
+    return sorted(out)
+
+
+class Install(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        self.elsewhere = os.path.join(self.dir, "elsewhere")
+        os.makedirs(self.elsewhere)
+        with open(os.path.join(gatest.REPO, "VERSION")) as f:
+            self.version = f.read().strip()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def installed(self, exe, *args):
+        """The installed command from another directory, without any build folder set."""
+        env = dict(os.environ, **gatest.SAN_ENV)
+        env.pop("GPUARENA_BUILD", None)
+        return subprocess.run([sys.executable, exe] + [str(a) for a in args], env=env,
+                              cwd=self.elsewhere, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=300, check=False)
+
+    def test_install_use_uninstall(self):
+        prefix = os.path.join(self.dir, "prefix")
+        p = make(f"PREFIX={prefix}", "install")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = files_under(prefix)
+        for f in ("bin/gpuarena", "bin/gpuarena-replay", "lib/libgpuarena.so",
+                  "lib/gpuarena/VERSION", "lib/gpuarena/MANIFEST",
+                  "lib/gpuarena/sim/libcuda.so.1", "lib/gpuarena/gpuarena_cli/cli.py"):
+            self.assertIn(f, got)
+        exe = os.path.join(prefix, "bin", "gpuarena")
+        self.assertTrue(os.access(exe, os.X_OK))
+
+        p = self.installed(exe, "--version")
+        self.assertEqual((p.returncode, p.stdout), (0, f"gpuarena {self.version}\n"), p.stderr)
+        link = os.path.join(self.dir, "ga")
+        os.symlink(exe, link)
+        self.assertEqual(self.installed(link, "--version").stdout, f"gpuarena {self.version}\n")
+
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_B.csv")
+        p = self.installed(exe, "replay", src, "--json", "--no-min", "--mode", "grow")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertGreater(json.loads(p.stdout)["modes"]["grow"]["allocs"], 0)
+
+        p = self.installed(exe, "run", "--sim", "--", "/bin/sh", "-c",
+                           'echo "$LD_PRELOAD|$LD_LIBRARY_PATH"')
+        self.assertEqual(p.returncode, 0, p.stderr)
+        preload, libpath = p.stdout.strip().split("|")
+        self.assertIn(os.path.join(prefix, "lib", "libgpuarena.so"), preload.split(":"))
+        self.assertEqual(libpath.split(":")[0], os.path.join(prefix, "lib", "gpuarena", "sim"))
+        stats = os.path.join(self.dir, "s.json")
+        p = self.installed(exe, "run", "--sim", "--stats", stats, "--",
+                           os.path.join(gatest.BUILD, "examples", "ex_direct"), "10", "64", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(stats) as f:
+            self.assertEqual(json.load(f)["totals"]["alloc_calls"], 10)
+
+        p = self.installed(exe, "doctor", "--sim", "--json", "--timeout", "60")
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["shim"], os.path.join(prefix, "lib", "libgpuarena.so"))
+        self.assertEqual(doc["machine"]["driver_path"],
+                         os.path.join(prefix, "lib", "gpuarena", "sim", "libcuda.so.1"))
+
+        p = make(f"PREFIX={prefix}", "uninstall")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(files_under(prefix), [])
+        self.assertFalse(os.path.exists(os.path.join(prefix, "lib", "gpuarena")))
+        p = make(f"PREFIX={prefix}", "uninstall")  # again: nothing there, and says so
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("nothing to uninstall", p.stderr)
+
+    def test_destdir_and_bad_prefix(self):
+        stage = os.path.join(self.dir, "stage")
+        p = make("PREFIX=/opt/gpuarena", f"DESTDIR={stage}", "install")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        exe = os.path.join(stage, "opt", "gpuarena", "bin", "gpuarena")
+        self.assertEqual(self.installed(exe, "--version").stdout, f"gpuarena {self.version}\n")
+        p = make("PREFIX=/opt/gpuarena", f"DESTDIR={stage}", "uninstall")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(files_under(stage), [])
+        p = make("PREFIX=relative/dir", "install")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("PREFIX must be an absolute path", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(gatest.REPO, "relative")))
+
+    def test_make_help_and_version(self):
+        p = make("help")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for target in ("all", "demo", "test", "test-cmd", "bench", "install", "uninstall",
+                       "help", "version", "asan", "tsan"):
+            self.assertRegex(p.stdout, rf"(?m)^  {target}\b")
+        self.assertEqual(make("version").stdout, f"gpuarena {self.version}\n")
+
+
+if __name__ == "__main__":
+    unittest.main()

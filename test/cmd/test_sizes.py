@@ -1,0 +1,172 @@
+"""The one size grammar: every row of test/sizes.tsv through the four parsers outside the unit
+tier (which runs the C function itself): the command's Python parser, gpuarena-replay --limit, the
+simulated driver's SIMCUDA_TOTAL_MEM and the shim's GPUARENA_LIMIT, each from outside (exit
+codes, JSON, what cuDeviceTotalMem and cuMemGetInfo report through the probe program). A row's
+expectation is what GPUARENA_LIMIT reads; where no percentage is accepted a percent row must be
+refused. The Python and the replay tool's messages for a refused size are the same words."""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
+
+import gatest
+from gpuarena_cli import GaError
+from gpuarena_cli.fmt import parse_size, percent_of
+
+TABLE = os.path.join(gatest.REPO, "test", "sizes.tsv")
+TOOL = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+PROBE = os.path.join(gatest.BUILD, "test", "sizeprobe")
+SHIM = os.path.join(gatest.BUILD, "lib", "libgpuarena.so")
+SIM_DIR = os.path.join(gatest.BUILD, "sim")
+BIGGEST = (1 << 64) - 1          # a device that holds any size of the table
+PCT_TOTAL = 100 << 40            # 100 TiB: p% of it is p * 2^40, exact for the table's p
+
+
+def unescape(s):
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and i + 1 < len(s):
+            out.append({"s": " ", "t": "\t", "n": "\n"}.get(s[i + 1], s[i + 1]))
+            i += 2
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+def rows():
+    """[(line number, input, kind, value)]: kind bytes (int), percent (Fraction) or error."""
+    out = []
+    with open(TABLE, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            text, expected = line.split("\t")
+            kind, _, value = expected.partition(" ")
+            value = int(value) if kind == "bytes" else Fraction(value) if value else None
+            out.append((n, unescape(text), kind, value))
+    assert len(out) >= 100, "the table lost its rows"
+    return out
+
+
+ROWS = rows()
+
+
+def probe(what, env):
+    """(ok, total) as the probe program saw device 0 ("sim" or "shim"), and its stderr."""
+    full = dict(os.environ, LD_LIBRARY_PATH=SIM_DIR, **env)
+    full.pop("LD_PRELOAD", None)
+    if what == "shim":
+        full["LD_PRELOAD"] = " ".join(x for x in (gatest.SAN_RUNTIME, SHIM) if x)
+    p = subprocess.run([PROBE, what], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=60, check=False)
+    word, _, num = p.stdout.strip().partition(" ")
+    return word == "ok", int(num or 0), p.stderr
+
+
+def each_row(fn):
+    """fn(row) for every row, four at a time (each is its own process)."""
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(fn, ROWS))
+
+
+class SizeTable(unittest.TestCase):
+    """Each parser is one test over the whole table; a failure lists every row that disagrees,
+    with its line in test/sizes.tsv."""
+
+    def assertNoMisses(self, misses):
+        if misses:
+            self.fail("rows that disagree with test/sizes.tsv:\n" + "\n".join(misses))
+
+    def test_python(self):
+        misses = []
+        for n, text, kind, value in ROWS:
+            for allow in (True, False):
+                want_error = kind == "error" or (kind == "percent" and not allow)
+                try:
+                    got = parse_size(text, allow)
+                except GaError as e:
+                    if not want_error or "is not a size: " not in str(e):
+                        misses.append(f"line {n} {text!r} (percent allowed: {allow}): {e}")
+                    continue
+                if want_error or got != value or isinstance(got, Fraction) != (kind == "percent"):
+                    misses.append(f"line {n} {text!r} (percent allowed: {allow}): {got!r}")
+        self.assertNoMisses(misses)
+
+    def test_replay_tool(self):
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "one.csv")
+            with open(src, "w") as f:
+                f.write("id,lower,upper,size\n1,0,1,512\n")
+
+            def run(row):
+                p = subprocess.run([TOOL, "--mode", "grow", "--json", "--limit", row[1], src],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   check=False)
+                return row, p
+            misses = []
+            for (n, text, kind, value), p in each_row(run):
+                if kind == "bytes":
+                    try:
+                        got = json.loads(p.stdout)["modes"]["grow"]["size_limit"]
+                    except (ValueError, KeyError, TypeError):
+                        got = f"exit {p.returncode}: {p.stderr.strip()}"
+                    if got != value:
+                        misses.append(f"line {n} {text!r}: {got}")
+                    continue
+                try:
+                    parse_size(text)
+                    want = None
+                except GaError as e:
+                    want = f"gpuarena: --limit: {e}\n"
+                if p.returncode != 2 or p.stderr != want:
+                    misses.append(f"line {n} {text!r}: exit {p.returncode}, {p.stderr!r}")
+            self.assertNoMisses(misses)
+
+    def test_simulated_driver(self):
+        def run(row):
+            return row, probe("sim", {"SIMCUDA_TOTAL_MEM": row[1]})
+        misses = []
+        for (n, text, kind, value), (ok, total, err) in each_row(run):
+            if text == "":
+                continue  # for the simulated driver an empty variable is an unset one
+            if kind == "bytes" and (not ok or total != value):
+                misses.append(f"line {n} {text!r}: ok {ok}, total {total}, {err.strip()}")
+            elif kind != "bytes" and (ok or "SIMCUDA_TOTAL_MEM" not in err):
+                misses.append(f"line {n} {text!r}: accepted as {total}")
+        self.assertNoMisses(misses)
+
+    def test_shim(self):
+        def run(row):
+            total = PCT_TOTAL if row[2] == "percent" else BIGGEST
+            return row, probe("shim", {"SIMCUDA_TOTAL_MEM": str(total), "GPUARENA_LIMIT": row[1]})
+        misses = []
+        for (n, text, kind, value), (ok, total, err) in each_row(run):
+            if kind == "error":
+                if "GPUARENA_LIMIT=" not in err or "is not a size" not in err:
+                    misses.append(f"line {n} {text!r}: no message, total {total}")
+                continue
+            want = percent_of(value, PCT_TOTAL) if kind == "percent" else value
+            if not ok or total != want or err:
+                misses.append(f"line {n} {text!r}: ok {ok}, total {total} (want {want}), "
+                              f"{err.strip()}")
+        self.assertNoMisses(misses)
+
+    def test_shim_refuses_bad_size(self):
+        """A refused GPUARENA_LIMIT stops CUDA (cuInit fails after the message), also on the
+        dlsym path the probe takes (issue 8 item 1, the shim's side)."""
+        misses = []
+        for text in ("12XB", "1e9", "0", "0%", " 8 GiB foo"):
+            ok, _, err = probe("shim", {"GPUARENA_LIMIT": text})
+            if ok or "is not a size" not in err:
+                misses.append(f"{text!r}: cuInit {'succeeded' if ok else 'failed'}, {err!r}")
+        self.assertNoMisses(misses)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,12 +1,18 @@
-# test/bench/: allocator benchmarks. bench-alloc replays every lifetime CSV in ../shared/traces
-# (plus any gpuarena trace in BENCH_TRACES) through the arena: ns per alloc/free, and the smallest
-# region that runs each trace over its live peak, against best-fit and first-fit baselines.
-# Prints a markdown table and writes $(BUILD)/bench/alloc.json. Always built with -O2.
+# test/bench/: allocator benchmarks.
+# bench-alloc replays every lifetime CSV in ../shared/traces (plus any gpuarena trace in
+# BENCH_TRACES) through the arena: ns per alloc/free, and the smallest region that runs each trace
+# over its live peak, against best-fit and first-fit baselines. Prints a markdown table and writes
+# $(BUILD)/bench/alloc.json.
+# bench-scale times one alloc+free pair and one interior lookup with 100 to 1,000,000 free holes
+# (one size, mixed sizes) and the ratio to 100 holes; writes $(BUILD)/bench/scale.json.
+# BENCH_SCALE_ARGS="MAX_HOLES PAIRS" shortens it. Both are always built with -O2.
 BENCH_ALLOC := $(BUILD)/bin/bench-alloc
+BENCH_SCALE := $(BUILD)/bin/bench-scale
 BENCH_TRACES ?=
+BENCH_SCALE_ARGS ?=
 
-ALL += $(BENCH_ALLOC)
-BENCHES += bench-alloc
+ALL += $(BENCH_ALLOC) $(BENCH_SCALE)
+BENCHES += bench-alloc bench-scale
 
 $(BENCH_ALLOC): test/bench/bench_alloc.c allocator/ga_replay.h allocator/ga_trace.h \
 		allocator/ga_arena.h $(BUILD)/lib/libgaalloc.a
@@ -14,8 +20,17 @@ $(BENCH_ALLOC): test/bench/bench_alloc.c allocator/ga_replay.h allocator/ga_trac
 	$(CC) $(CFLAGS_COMMON) -O2 -Iallocator -o $@ test/bench/bench_alloc.c \
 		$(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON)
 
-.PHONY: bench-alloc
+$(BENCH_SCALE): test/bench/bench_scale.c allocator/ga_arena.h $(BUILD)/lib/libgaalloc.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -O2 -Iallocator -o $@ test/bench/bench_scale.c \
+		$(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON)
+
+.PHONY: bench-alloc bench-scale
 bench-alloc: $(BENCH_ALLOC)
 	@mkdir -p $(BUILD)/bench
 	@GA_TRACES_DIR=$(CURDIR)/../shared/traces ./$(BENCH_ALLOC) $(BUILD)/bench/alloc.json \
 		$(BENCH_TRACES)
+
+bench-scale: $(BENCH_SCALE)
+	@mkdir -p $(BUILD)/bench
+	@./$(BENCH_SCALE) $(BUILD)/bench/scale.json $(BENCH_SCALE_ARGS)

@@ -1,0 +1,285 @@
+/* bench-scale: the cost of one allocation and one free as an arena fragments, printed as a
+ * markdown table and written as JSON (`make bench-scale`, part of `make bench`).
+ *
+ * For N = 100 ... 1,000,000 free holes it builds an arena of 2N slots (a 512-byte live separator,
+ * then a hole) and frees every hole, so N free chunks sit in the bins and none can merge. Then it
+ * times alloc+free pairs two ways. "pair": allocate the size of a random hole and free that block
+ * at once (the issue's measure: the search itself, N constant). "churn": allocate the size of a
+ * random free hole, then free a random allocated hole, so each pair lands on random holes and
+ * the figure includes the cache misses of a large arena (N stays constant too). Best fit finds a
+ * hole of exactly the size asked either way. Two shapes: every hole of one size (one bin holds all
+ * N), and mixed sizes (log-uniform, 512 B to 8 MiB, over hundreds of bins, many equal). Also
+ * timed: ga_lookup of an interior address of a random allocated hole, the path of
+ * cuMemGetAddressRange and of bad-free classification. Reported: ns per pair and per lookup
+ * (median of REPEATS), and the ratio to 100 holes. The arena works over
+ * a fake backend (address ranges only), so 1M holes of up to 8 MiB need no device memory; the
+ * bookkeeping is O(1) per pair (arrays of sizes and addresses, swap-remove) and inside the timing.
+ * Only the public API is used, so the same file measures an older allocator library too.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ga_arena.h"
+
+#define REPEATS 5
+#define SEPARATOR ((size_t)512)
+
+typedef struct hole {
+    uintptr_t addr;
+    size_t size;
+} hole_t;
+
+typedef struct shape_run {
+    size_t holes;
+    double ns_pair, ns_churn, ns_lookup;
+    unsigned check_failures;
+} shape_run_t;
+
+static uint64_t next_rand(uint64_t *s) /* splitmix64 */
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
+{
+    uintptr_t *next = ctx;
+    *base = *next;
+    *next += size + ((size_t)1 << 30);
+    return 0;
+}
+
+static void fake_release(void *ctx, uintptr_t base, size_t size)
+{
+    (void)ctx, (void)base, (void)size;
+}
+
+/* Hole sizes: all 4 KiB, or log-uniform from 512 B to 8 MiB in whole granules. */
+static size_t hole_size(int mixed, uint64_t *rng)
+{
+    if (!mixed)
+        return 4096;
+    double u = (double)(next_rand(rng) >> 11) / (double)(1ull << 53);
+    size_t granules = (size_t)1 << (unsigned)(u * 14.0);
+    granules += (size_t)(next_rand(rng) % granules);
+    return granules * GA_ALIGN;
+}
+
+typedef struct state {
+    ga_arena_t *arena;
+    hole_t *free_holes, *used; /* free: only the size matters; used: allocated holes */
+    size_t nfree, nused;
+} state_t;
+
+/* Lays out 2N slots and frees the holes; 0 on success. */
+static int build(state_t *st, size_t n, int mixed, uint64_t *rng, uintptr_t *next_base)
+{
+    size_t *sizes = malloc(n * sizeof *sizes);
+    size_t total = 1 << 20;
+    if (!sizes)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        sizes[i] = hole_size(mixed, rng);
+        total += sizes[i] + SEPARATOR;
+    }
+    ga_backend_t b = {fake_reserve, fake_release, next_base};
+    ga_config_t cfg = {.initial = total};
+    st->arena = ga_arena_create(&b, &cfg, NULL);
+    st->free_holes = malloc(n * sizeof *st->free_holes);
+    st->used = malloc(n * sizeof *st->used);
+    uintptr_t *hole_at = malloc(n * sizeof *hole_at);
+    int rc = st->arena && st->free_holes && st->used && hole_at ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        uintptr_t sep;
+        if (ga_alloc(st->arena, SEPARATOR, &sep) != GA_OK ||
+            ga_alloc(st->arena, sizes[i], &hole_at[i]) != GA_OK)
+            rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (ga_free(st->arena, hole_at[i]) != GA_OK)
+            rc = -1;
+        st->free_holes[i] = (hole_t){0, sizes[i]};
+    }
+    st->nfree = n;
+    st->nused = 0;
+    free(hole_at);
+    free(sizes);
+    return rc;
+}
+
+static void teardown(state_t *st)
+{
+    ga_arena_destroy(st->arena);
+    free(st->free_holes);
+    free(st->used);
+}
+
+/* `pairs` times: allocate the size of a random hole, free the block at once. */
+static int time_pairs(state_t *st, size_t pairs, uint64_t *rng, uint64_t *ns)
+{
+    uint64_t t0 = now_ns();
+    for (size_t p = 0; p < pairs; p++) {
+        uintptr_t addr;
+        if (ga_alloc(st->arena, st->free_holes[next_rand(rng) % st->nfree].size, &addr) != GA_OK ||
+            ga_free(st->arena, addr) != GA_OK)
+            return -1;
+    }
+    *ns = now_ns() - t0;
+    return 0;
+}
+
+/* `pairs` times: allocate the size of a random free hole, free a random allocated one. */
+static int time_churn(state_t *st, size_t pairs, uint64_t *rng, uint64_t *ns)
+{
+    uint64_t t0 = now_ns();
+    for (size_t p = 0; p < pairs; p++) {
+        size_t i = (size_t)(next_rand(rng) % st->nfree);
+        hole_t h = st->free_holes[i];
+        st->free_holes[i] = st->free_holes[--st->nfree];
+        if (ga_alloc(st->arena, h.size, &h.addr) != GA_OK)
+            return -1;
+        st->used[st->nused++] = h;
+        size_t j = (size_t)(next_rand(rng) % st->nused);
+        h = st->used[j];
+        st->used[j] = st->used[--st->nused];
+        if (ga_free(st->arena, h.addr) != GA_OK)
+            return -1;
+        st->free_holes[st->nfree++] = h;
+    }
+    *ns = now_ns() - t0;
+    return 0;
+}
+
+/* Interior lookups of random allocated holes (half of the holes are allocated first). */
+static int time_lookups(state_t *st, size_t lookups, uint64_t *rng, uint64_t *ns)
+{
+    while (st->nused < st->nfree) {
+        hole_t h = st->free_holes[--st->nfree];
+        if (ga_alloc(st->arena, h.size, &h.addr) != GA_OK)
+            return -1;
+        st->used[st->nused++] = h;
+    }
+    uint64_t t0 = now_ns();
+    for (size_t k = 0; k < lookups; k++) {
+        const hole_t *h = &st->used[next_rand(rng) % st->nused];
+        uintptr_t base = 0;
+        if (ga_lookup(st->arena, h->addr + h->size / 2, &base, NULL) != GA_OK || base != h->addr)
+            return -1;
+    }
+    *ns = now_ns() - t0;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int measure(size_t n, int mixed, size_t pairs, shape_run_t *out)
+{
+    double pair_ns[REPEATS], churn_ns[REPEATS], lookup_ns[REPEATS];
+    uintptr_t next_base = (uintptr_t)1 << 40;
+    out->holes = n;
+    for (int r = 0; r < REPEATS; r++) {
+        uint64_t rng = 0x5CA1Eull + (uint64_t)r * 7919u + (uint64_t)mixed;
+        state_t st;
+        uint64_t tp = 0, tc = 0, tl = 0;
+        size_t lookups = pairs / 2;
+        if (build(&st, n, mixed, &rng, &next_base) != 0 || time_pairs(&st, pairs, &rng, &tp) != 0 ||
+            time_churn(&st, pairs, &rng, &tc) != 0 || time_lookups(&st, lookups, &rng, &tl) != 0) {
+            fprintf(stderr, "gpuarena: bench-scale: an allocation failed at %zu holes\n", n);
+            return -1;
+        }
+        if (r == 0)
+            out->check_failures = (unsigned)ga_check(st.arena, NULL, 0);
+        teardown(&st);
+        pair_ns[r] = (double)tp / (double)pairs;
+        churn_ns[r] = (double)tc / (double)pairs;
+        lookup_ns[r] = (double)tl / (double)lookups;
+    }
+    qsort(pair_ns, REPEATS, sizeof *pair_ns, cmp_double);
+    qsort(churn_ns, REPEATS, sizeof *churn_ns, cmp_double);
+    qsort(lookup_ns, REPEATS, sizeof *lookup_ns, cmp_double);
+    out->ns_pair = pair_ns[REPEATS / 2];
+    out->ns_churn = churn_ns[REPEATS / 2];
+    out->ns_lookup = lookup_ns[REPEATS / 2];
+    return 0;
+}
+
+static void print_table(const shape_run_t *one, const shape_run_t *mix, size_t rows)
+{
+    printf("| free holes | one size: ns/pair | ratio | churn | ratio | mixed: ns/pair | ratio | "
+           "churn | ratio | ns/lookup |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < rows; i++)
+        printf("| %zu | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f | %.1f |\n",
+               one[i].holes, one[i].ns_pair, one[i].ns_pair / one[0].ns_pair, one[i].ns_churn,
+               one[i].ns_churn / one[0].ns_churn, mix[i].ns_pair, mix[i].ns_pair / mix[0].ns_pair,
+               mix[i].ns_churn, mix[i].ns_churn / mix[0].ns_churn, mix[i].ns_lookup);
+}
+
+static void json_shape(FILE *f, const char *name, const shape_run_t *v, size_t rows)
+{
+    fprintf(f, "  \"%s\": [", name);
+    for (size_t i = 0; i < rows; i++)
+        fprintf(f, "%s\n    {\"holes\": %zu, \"ns_per_pair\": %.2f, \"pair_ratio\": %.3f, "
+                   "\"ns_per_churn_pair\": %.2f, \"churn_ratio\": %.3f, \"ns_per_lookup\": %.2f, "
+                   "\"check_failures\": %u}",
+                i ? "," : "", v[i].holes, v[i].ns_pair, v[i].ns_pair / v[0].ns_pair,
+                v[i].ns_churn, v[i].ns_churn / v[0].ns_churn, v[i].ns_lookup, v[i].check_failures);
+    fprintf(f, "\n  ]");
+}
+
+static int write_json(const char *path, const shape_run_t *one, const shape_run_t *mix,
+                      size_t rows, size_t pairs)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "gpuarena: cannot write %s (does its folder exist?)\n", path);
+        return -1;
+    }
+    fprintf(f, "{\"repeats\": %d, \"pairs\": %zu, \"target_ratio_at_100k\": 2,\n", REPEATS, pairs);
+    json_shape(f, "one_size", one, rows);
+    fprintf(f, ",\n");
+    json_shape(f, "mixed_sizes", mix, rows);
+    fprintf(f, "\n}\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "usage: bench-scale OUT.json [MAX_HOLES [PAIRS]]\n"
+                        "gpuarena: needs an output path (defaults: 1000000 holes, 200000 pairs)\n");
+        return 2;
+    }
+    size_t max_holes = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
+    size_t pairs = argc > 3 ? strtoull(argv[3], NULL, 10) : 200000;
+    shape_run_t one[8], mix[8];
+    size_t rows = 0;
+    unsigned failures = 0;
+    for (size_t n = 100; n <= max_holes && rows < 8 && pairs; n *= 10, rows++) {
+        if (measure(n, 0, pairs, &one[rows]) != 0 || measure(n, 1, pairs, &mix[rows]) != 0)
+            return 1;
+        failures += one[rows].check_failures + mix[rows].check_failures;
+    }
+    if (!rows)
+        return 2;
+    print_table(one, mix, rows);
+    printf("\nns per alloc+free pair (pair: the block just allocated; churn: a random allocated "
+           "hole) and per interior lookup, median of %d runs of %zu pairs; ratio to %zu holes "
+           "(target: pair ratio <= 2 at 100,000)%s\n", REPEATS, pairs, one[0].holes,
+           failures ? "; ga_check FAILED" : "");
+    return write_json(argv[1], one, mix, rows, pairs) != 0 || failures ? 1 : 0;
+}

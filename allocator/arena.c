@@ -148,16 +148,25 @@ void ga_live_fini(ga_livetab_t *t)
 
 /* Bins ---------------------------------------------------------------------------------------- */
 
-/* A bin that already holds chunks: descend by (size, base), link, rebalance. */
-void ga_bin_insert_slow(ga_arena_t *a, ga_chunk_t *c, unsigned bin)
+/* A bin that already holds chunks: a new lowest chunk hangs left of the old one (which has no
+ * left child), anything else descends by (size, base); then the tree rebalances. */
+void ga_bin_insert_slow(ga_bin_t *b, ga_chunk_t *c)
 {
-    ga_rbnode_t **link = &a->bins[bin], *parent = NULL;
-    while (*link) {
-        parent = *link;
-        link = ga_bin_less(c, ga_bin_chunk(parent)) ? &parent->left : &parent->right;
+    ga_rbnode_t **link, *parent;
+    if (ga_bin_less(c, b->min)) {
+        parent = &b->min->u.bin_node;
+        link = &parent->left;
+        b->min = c;
+    } else {
+        link = &b->root;
+        parent = NULL;
+        while (*link) {
+            parent = *link;
+            link = ga_bin_less(c, ga_bin_chunk(parent)) ? &parent->left : &parent->right;
+        }
     }
     ga_rb_link(&c->u.bin_node, parent, link);
-    ga_rb_insert_fixup(&a->bins[bin], &c->u.bin_node);
+    ga_rb_insert_fixup(&b->root, &c->u.bin_node);
 }
 
 /* The smallest chunk of at least `need` bytes in one bin tree (lowest address among equal
@@ -192,16 +201,21 @@ static int next_bin(const ga_arena_t *a, unsigned bin)
     return (int)(fl * GA_SL_COUNT + (unsigned)__builtin_ctzll(slmap));
 }
 
+/* The bin's leftmost chunk is its smallest: when it fits (always, in an exact-size bin) it is the
+ * answer; otherwise one descent finds the smallest that does. */
 static ga_chunk_t *find_fit(const ga_arena_t *a, size_t rounded)
 {
     unsigned bin = ga_bin_of(rounded);
-    if (a->bins[bin]) {
-        ga_chunk_t *c = bin_fit(a->bins[bin], rounded);
+    const ga_bin_t *b = &a->bins[bin];
+    if (b->root) {
+        if (b->min->size >= rounded)
+            return b->min;
+        ga_chunk_t *c = bin_fit(b->root, rounded);
         if (c)
             return c;
     }
     int nb = next_bin(a, bin);
-    return nb < 0 ? NULL : ga_bin_chunk(ga_rb_first(a->bins[nb]));
+    return nb < 0 ? NULL : a->bins[nb].min;
 }
 
 /* Absorbs `right` (free, out of its bin, the address neighbour after `left`) into `left`. */

@@ -25,7 +25,7 @@ static uint64_t largest_free(const ga_arena_t *a)
     if (!a->sl_bitmap[fl]) /* inconsistent bitmaps: ga_check reports them, stay defined here */
         return 0;
     unsigned bin = fl * GA_SL_COUNT + ga_msb64(a->sl_bitmap[fl]);
-    const ga_rbnode_t *n = ga_rb_last(a->bins[bin]);
+    const ga_rbnode_t *n = ga_rb_last(a->bins[bin].root);
     return n ? ga_bin_chunk(n)->size : 0;
 }
 
@@ -105,6 +105,7 @@ typedef struct tree_walk {
     const char *what;       /* "bin 12" or "region 0x..." for messages */
     int (*less)(const ga_rbnode_t *x, const ga_rbnode_t *y);
     const ga_rbnode_t *prev; /* in-order predecessor of the node being visited */
+    const ga_rbnode_t *first; /* the first node visited: the leftmost */
     uint64_t nodes, budget;
     void (*visit)(struct tree_walk *w, const ga_rbnode_t *n);
     void *ctx;
@@ -131,6 +132,8 @@ static int walk_tree(tree_walk_t *w, const ga_rbnode_t *n, const ga_rbnode_t *pa
         return -1;
     if (w->prev)
         CHECK(k, w->less(w->prev, n), "%s: nodes out of order", w->what);
+    else
+        w->first = n;
     w->prev = n;
     if (w->visit)
         w->visit(w, n);
@@ -160,7 +163,7 @@ static int run_less(const ga_rbnode_t *x, const ga_rbnode_t *y)
 /* Whether c is reachable in its bin's tree by the descent an allocation would make. */
 static int in_bin_tree(const ga_arena_t *a, const ga_chunk_t *c)
 {
-    const ga_rbnode_t *n = a->bins[ga_bin_of(c->size)];
+    const ga_rbnode_t *n = a->bins[ga_bin_of(c->size)].root;
     for (int depth = 0; n && depth <= RB_MAX_DEPTH; depth++) {
         const ga_chunk_t *x = ga_bin_chunk(n);
         if (x == c)
@@ -312,16 +315,21 @@ static void check_bins(checker_t *k)
     for (unsigned b = 0; b < GA_FL_COUNT * GA_SL_COUNT; b++) {
         unsigned fl = b / GA_SL_COUNT, sl = b % GA_SL_COUNT;
         int bit = (int)((a->sl_bitmap[fl] >> sl) & 1);
-        CHECK(k, bit == (a->bins[b] != NULL), "bin %u: bitmap bit %d disagrees with its tree", b,
+        const ga_bin_t *bin = &a->bins[b];
+        CHECK(k, bit == (bin->root != NULL), "bin %u: bitmap bit %d disagrees with its tree", b,
               bit);
-        if (!a->bins[b])
+        if (!bin->root) {
+            CHECK(k, bin->min == NULL, "bin %u: empty, with a lowest chunk", b);
             continue;
+        }
         char what[24];
         snprintf(what, sizeof what, "bin %u", b);
         tree_walk_t w = {.k = k, .what = what, .less = bin_less, .budget = a->items_used,
                          .visit = visit_bin, .ctx = (void *)(uintptr_t)b};
-        check_tree(&w, a->bins[b]);
+        check_tree(&w, bin->root);
         listed += w.nodes;
+        CHECK(k, w.first && bin->min == ga_bin_chunk(w.first),
+              "bin %u: the lowest chunk is not the tree's leftmost", b);
     }
     for (unsigned fl = 0; fl < GA_FL_COUNT; fl++)
         CHECK(k, (int)((a->fl_bitmap >> fl) & 1) == (a->sl_bitmap[fl] != 0),

@@ -131,6 +131,13 @@ typedef struct ga_region {
     ga_rbnode_t *runs;       /* root of the run tree */
 } ga_region_t;
 
+/* A bin: the tree of its free chunks and its leftmost (smallest, lowest) chunk, kept so that an
+ * exact-size bin, the next non-empty bin and a chunk that becomes the new lowest cost no descent. */
+typedef struct ga_bin {
+    ga_rbnode_t *root;
+    ga_chunk_t *min;
+} ga_bin_t;
+
 /* The live table: open addressing, linear probing, at most a quarter full (half full was measured:
  * 4 ns per operation slower on somas_bert_base, from longer probe runs), backward-shift deletion
  * (no tombstones). An empty slot has chunk NULL, so any address, 0 included, can be a key. */
@@ -169,7 +176,7 @@ struct ga_arena {
     ga_livetab_t live;
     uint64_t fl_bitmap;
     uint64_t sl_bitmap[GA_FL_COUNT];
-    ga_rbnode_t *bins[GA_FL_COUNT * GA_SL_COUNT];
+    ga_bin_t bins[GA_FL_COUNT * GA_SL_COUNT];
     ga_region_t **regions;   /* sorted by base */
     size_t nregions, cap_regions;
     size_t last_region_size; /* growth doubles from this */
@@ -201,22 +208,24 @@ static inline int ga_bin_less(const ga_chunk_t *x, const ga_chunk_t *y)
 ga_item_t *ga_item_new(ga_arena_t *a); /* NULL if host memory ran out; fields are stale */
 void ga_item_put(ga_arena_t *a, ga_item_t *it);
 size_t ga_round_size(size_t size); /* 0 when size is 0 or rounding would overflow */
-void ga_bin_insert_slow(ga_arena_t *a, ga_chunk_t *c, unsigned bin);
+void ga_bin_insert_slow(ga_bin_t *b, ga_chunk_t *c);
 
 /* Bins: the common cases (an empty bin, the last chunk of a bin) are a store; the rest goes
  * through the tree. The two bitmap levels follow bin emptiness. */
 static inline void ga_bin_insert(ga_arena_t *a, ga_chunk_t *c)
 {
     unsigned bin = ga_bin_of(c->size);
+    ga_bin_t *b = &a->bins[bin];
     c->run_free |= 1;
-    if (a->bins[bin]) {
-        ga_bin_insert_slow(a, c, bin);
+    if (b->root) {
+        ga_bin_insert_slow(b, c);
         return;
     }
     ga_rbnode_t *n = &c->u.bin_node;
     n->left = n->right = NULL;
     n->parent_color = 1; /* a black root */
-    a->bins[bin] = n;
+    b->root = n;
+    b->min = c;
     a->sl_bitmap[bin / GA_SL_COUNT] |= 1ull << (bin % GA_SL_COUNT);
     a->fl_bitmap |= 1ull << (bin / GA_SL_COUNT);
 }
@@ -224,13 +233,17 @@ static inline void ga_bin_insert(ga_arena_t *a, ga_chunk_t *c)
 static inline void ga_bin_remove(ga_arena_t *a, ga_chunk_t *c)
 {
     unsigned bin = ga_bin_of(c->size);
+    ga_bin_t *b = &a->bins[bin];
     ga_rbnode_t *n = &c->u.bin_node;
     c->run_free &= ~(uintptr_t)1;
-    if (a->bins[bin] != n || n->left || n->right) {
-        ga_rb_erase(&a->bins[bin], n); /* the bin keeps at least one chunk */
+    if (b->root != n || n->left || n->right) { /* the bin keeps at least one chunk */
+        if (b->min == c)
+            b->min = ga_bin_chunk(ga_rb_next(n));
+        ga_rb_erase(&b->root, n);
         return;
     }
-    a->bins[bin] = NULL;
+    b->root = NULL;
+    b->min = NULL;
     unsigned fl = bin / GA_SL_COUNT;
     a->sl_bitmap[fl] &= ~(1ull << (bin % GA_SL_COUNT));
     if (!a->sl_bitmap[fl])

@@ -107,7 +107,8 @@ START_TEST(test_check_sees_bin_tree_damage)
     fake_backend_t f;
     uintptr_t hole0;
     ga_arena_t *a = holey_arena(&f, &hole0);
-    ga_rbnode_t **root = &a->bins[ga_bin_of(4 * KIB)];
+    ga_bin_t *bin = &a->bins[ga_bin_of(4 * KIB)];
+    ga_rbnode_t **root = &bin->root;
     ga_rbnode_t *r = *root, *l = r->left, *rt = r->right;
     ck_assert(l && rt);
     r->left = rt, r->right = l;
@@ -120,10 +121,14 @@ START_TEST(test_check_sees_bin_tree_damage)
     l->parent_color = (uintptr_t)rt | (pc & 1);
     expect_failure(a, "bin tree parent link");
     l->parent_color = pc;
-    ga_rbnode_t *leaf = ga_rb_first(r);
-    leaf->left = r;
+    ga_rbnode_t *leaf = ga_rb_last(r);
+    leaf->right = r;
     expect_failure(a, "bin tree cycle");
-    leaf->left = NULL;
+    leaf->right = NULL;
+    ga_chunk_t *min = bin->min;
+    bin->min = ga_bin_chunk(rt);
+    expect_failure(a, "a bin's lowest chunk is not its leftmost");
+    bin->min = min;
     ga_chunk_t *c = ga_bin_chunk(rt);
     ga_rb_erase(root, rt);
     expect_failure(a, "free chunk missing from its bin tree");

@@ -10,12 +10,11 @@
  * hole of exactly the size asked either way. Pair reads its sizes from a small ring drawn
  * beforehand; churn's bookkeeping (arrays of N holes read at random) adds misses of its own at
  * large N. Two shapes: every hole of one size (one bin holds all N), and mixed sizes
- * (log-uniform, 512 B to 8 MiB, over hundreds of bins, many equal). Also
- * timed: ga_lookup of an interior address of a random allocated hole, the path of
- * cuMemGetAddressRange and of bad-free classification. Reported: ns per pair and per lookup
- * (median of REPEATS), and the ratio to 100 holes. The arena works over
- * a fake backend (address ranges only), so 1M holes of up to 8 MiB need no device memory; the
- * bookkeeping is O(1) per pair (arrays of sizes and addresses, swap-remove) and inside the timing.
+ * (log-uniform, 512 B to 8 MiB, over hundreds of bins, many equal). Also timed: ga_lookup of an
+ * interior address of a random allocated hole, the path of cuMemGetAddressRange and of bad-free
+ * classification. Reported: ns per pair and per lookup (median of REPEATS), and the ratio to 100
+ * holes. The arena works over a fake backend (address ranges only), so 1M holes of up to 8 MiB
+ * need no device memory.
  * Only the public API is used, so the same file measures an older allocator library too.
  */
 #include <stdio.h>

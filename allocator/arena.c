@@ -306,6 +306,8 @@ ga_arena_t *ga_arena_create(const ga_backend_t *backend, const ga_config_t *conf
     if (config)
         a->config = *config;
     ga_status_t st = normalise(&a->config);
+    if (st == GA_OK && ga_live_grow(&a->live) != 0) /* the table every arena needs, made now */
+        st = GA_ENOMEM;
     if (st == GA_OK && a->config.initial)
         st = ga_region_add(a, a->config.initial);
     if (st != GA_OK)

@@ -2,11 +2,11 @@
  * status strings.
  *
  * ga_check is written to be independent of the hot paths' bookkeeping: it recomputes every
- * figure from the structures themselves (region tiling, bin trees, address trees, bitmaps, the
+ * figure from the structures themselves (region tiling, bin trees, run trees, bitmaps, the
  * live table) and compares, so a bug in incremental accounting shows up as a count of failures
  * with a readable first few lines rather than as silent drift. Each red-black tree is checked for
  * order, parent links, colours and black height, and for membership both ways (every node it holds
- * belongs there, every chunk that belongs there is found by a descent). Its cost is O(n log n) in
+ * belongs there, every chunk that belongs there is found by a descent or an in-order walk). Its cost is O(n log n) in
  * the number of chunks, never in the bytes of a region, and every walk is bounded by the number of
  * chunk structs in use, so a corrupted link (a cycle) ends the walk with a failure instead of a
  * hang. Meant for tests and debug builds, never the hot path.

@@ -1,9 +1,10 @@
 /* gpuarena allocator: an intrusive red-black tree, the ordered structure behind the bins (free
- * chunks by size, then address) and the regions (every chunk by address).
+ * chunks by size, then address) and the regions (runs of chunks by address).
  *
- * Why red-black rather than AVL or a skip list: its bounds are worst-case O(log n) per operation,
- * and its rebalancing is amortised O(1) rotations for both insertion and deletion, which matters
- * because the address tree changes on every split and merge. The nodes live inside the chunk
+ * Why red-black rather than AVL or a skip list: its bounds are worst-case O(log n) per operation
+ * (a skip list's are only expected), and its rebalancing is amortised O(1) rotations for both
+ * insertion and deletion (AVL deletion may rotate all the way up), which matters because bins
+ * gain and lose chunks on nearly every allocation and free. The nodes live inside the chunk
  * structs and the caller links a new leaf where its own order says (ga_rb_link), so nothing here
  * compares keys or allocates. The colour is the low bit of the parent pointer (1 = black); a NULL
  * child is a black leaf. Written from the textbook algorithm (Cormen et al., "Introduction to

@@ -239,46 +239,6 @@ START_TEST(test_best_fit_ties_lowest_address)
 }
 END_TEST
 
-/* Thousands of equal holes in one bin (once a list scan per allocation): each allocation takes
- * the lowest free hole, and a hole freed anywhere is the next one taken if it is now the lowest. */
-START_TEST(test_best_fit_many_equal_holes)
-{
-    enum { N = 5000 };
-    static uintptr_t slot[2 * N];
-    static unsigned char is_hole[N];
-    fake_backend_t f;
-    ga_arena_t *a = fake_arena(&f, 2 * N * 8 * KIB + 1 * MIB, 0, 0, 0);
-    for (int i = 0; i < 2 * N; i++)
-        slot[i] = must_alloc(a, 8 * KIB); /* holes at odd slots, live separators at even ones */
-    for (int i = 0; i < N; i++) {
-        ck_assert_int_eq(ga_free(a, slot[2 * i + 1]), GA_OK);
-        is_hole[i] = 1;
-    }
-    ASSERT_HEALTHY(a);
-    uint64_t rng = 7;
-    for (int step = 0; step < 20000; step++) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        int lowest = 0;
-        while (lowest < N && !is_hole[lowest])
-            lowest++;
-        if (lowest < N && (rng >> 63)) {
-            REQUIRE_EQ(must_alloc(a, 8 * KIB - 100), slot[2 * lowest + 1]);
-            is_hole[lowest] = 0;
-        } else {
-            int i = (int)((rng >> 20) % N);
-            if (!is_hole[i]) {
-                ASSERT_STATUS(ga_free(a, slot[2 * i + 1]), GA_OK);
-                is_hole[i] = 1;
-            }
-        }
-        if (step % 1000 == 0)
-            ASSERT_HEALTHY(a);
-    }
-    ASSERT_HEALTHY(a);
-    ga_arena_destroy(a);
-}
-END_TEST
-
 START_TEST(test_split)
 {
     fake_backend_t f;
@@ -771,7 +731,6 @@ Suite *arena_suite(void)
     tcase_add_test(place, test_best_fit_small);
     tcase_add_test(place, test_best_fit_large_bins);
     tcase_add_test(place, test_best_fit_ties_lowest_address);
-    tcase_add_test(place, test_best_fit_many_equal_holes);
     tcase_add_test(place, test_split);
     tcase_add_test(place, test_coalesce_none);
     tcase_add_test(place, test_coalesce_left);

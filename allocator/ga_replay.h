@@ -1,13 +1,14 @@
-/* gpuarena replay: runs a recorded or imported trace through the real arena code on the CPU.
+/* gpuarena replay: runs a recorded or imported trace through the real pools on the CPU.
  *
- * The arena is given a fake backend that hands out address ranges without touching memory (a bump
- * allocator of addresses that counts its calls), so a trace with a multi-GB peak replays on any
- * machine in milliseconds. Trace addresses (device pointers, or buffer ids for imported traces) are
- * mapped to arena addresses with a hash table. Three modes model what gpuarena does on a GPU:
- *   GA_REPLAY_ARENA     preallocation: one region of arena_size bytes, no growth
- *   GA_REPLAY_GROW      no preallocation: regions on demand, optional limit on bytes reserved
- *   GA_REPLAY_PLATFORM  pass-through: each alloc is its own driver reservation of the 512-rounded
- *                       size, released at once on free (limit caps the sum, when non-zero)
+ * The pool (ga_pool.h) of the mode asked for is given a fake backend that hands out address
+ * ranges without touching memory (a bump allocator of addresses that counts its calls; for vmm,
+ * fake virtual ranges and granule maps), so a trace with a multi-GB peak replays on any machine in
+ * milliseconds, through exactly the code the shim runs. Trace addresses (device pointers, or buffer
+ * ids for imported traces) are mapped to pool addresses with a hash table. The modes are the
+ * shim's (GA_MODE_LIST): arena (one preallocated region of arena_size bytes, no growth), grow
+ * (regions on demand, optional limit on bytes reserved), vmm (physical granules mapped where live
+ * allocations lie, optional limit on bytes mapped), platform (one reservation per allocation,
+ * optional limit on their sum).
  * An optional per-event hook reports bytes in use and reserved after every event (the timeline
  * `gpuarena report` draws); without it the per-event path does no extra work.
  */
@@ -18,17 +19,21 @@
 #include <stdint.h>
 
 #include "ga_arena.h"
+#include "ga_pool.h"
 #include "ga_trace.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum ga_replay_mode {
-    GA_REPLAY_ARENA = 0,
-    GA_REPLAY_GROW = 1,
-    GA_REPLAY_PLATFORM = 2,
-} ga_replay_mode_t;
+/* Replay modes are the pool modes; the old names stay as aliases. */
+typedef ga_mode_t ga_replay_mode_t;
+#define GA_REPLAY_ARENA GA_MODE_ARENA
+#define GA_REPLAY_GROW GA_MODE_GROW
+#define GA_REPLAY_VMM GA_MODE_VMM
+#define GA_REPLAY_PLATFORM GA_MODE_PLATFORM
+/* vmm defaults of a replay: the granularity of current GPUs, and the shim's default keep. */
+#define GA_REPLAY_GRANULARITY ((size_t)2 << 20)
 
 /* The state after one replayed alloc or free event (skipped events produce no point). */
 typedef struct ga_replay_point {
@@ -42,9 +47,12 @@ typedef void (*ga_replay_hook_t)(void *ctx, const ga_replay_point_t *point);
 
 typedef struct ga_replay_opts {
     ga_replay_mode_t mode;
-    size_t arena_size;  /* ARENA: bytes of the single region (required, multiple of GA_ALIGN) */
-    size_t limit;       /* GROW and PLATFORM: cap on bytes reserved, 0 = none */
+    size_t arena_size;  /* ARENA: bytes of the single region (required, multiple of GA_ALIGN);
+                         * VMM: bytes of the virtual range (0: twice the limit, else 2^40) */
+    size_t limit;       /* GROW, VMM and PLATFORM: cap on bytes reserved (vmm: mapped), 0 = none */
     size_t min_region;  /* GROW: smallest growth region, 0 = arena default (2 MiB) */
+    size_t keep;        /* VMM: wholly free granules kept mapped, bytes */
+    size_t granularity; /* VMM: granule size, 0 = GA_REPLAY_GRANULARITY */
     int stop_at_oom;    /* stop at the first allocation that fails in replay */
     int check;          /* call ga_check every `check` events and after the last (1 = after every
                          * event; slow, for tests), 0 = never */
@@ -87,18 +95,18 @@ typedef struct ga_replay_result {
     char check_report[256];   /* ga_check's description of the first failure */
 } ga_replay_result_t;
 
+/* ga_mode_name / ga_mode_parse under their old names. */
 const char *ga_replay_mode_name(ga_replay_mode_t mode);
-/* Parses "arena", "grow" or "platform"; returns 0, or -1 if unknown. */
 int ga_replay_mode_parse(const char *name, ga_replay_mode_t *mode);
 
 /* Replays the trace. Returns 0 (OOMs in replay are results, not errors), or -1 with a message in
- * err for bad options (arena size 0 or not a multiple of GA_ALIGN) or out of host memory. */
+ * err for bad options (arena size 0 or not a multiple of GA_ALIGN, bad granularity) or out of host memory. */
 int ga_replay(const ga_trace_t *trace, const ga_replay_opts_t *opts, ga_replay_result_t *res,
               char *err, size_t errlen);
 
 /* Smallest size that runs the trace with no OOM in replay: the region size for ARENA, the limit
- * for GROW (other fields of opts are used as given), the peak of the sum of rounded live sizes for
- * PLATFORM. Bisection in steps of `granularity` (a multiple of GA_ALIGN; 0 means GA_ALIGN): the
+ * for GROW and VMM (other fields of opts are used as given), the peak of the sum of rounded live
+ * sizes for PLATFORM. Bisection in steps of `granularity` (a multiple of GA_ALIGN; 0 means GA_ALIGN): the
  * answer S runs without OOM and S - granularity does not (or S is the peak live, below which
  * nothing can fit). Returns 0 with *size set, or -1 with a message in err. */
 int ga_replay_min_size(const ga_trace_t *trace, const ga_replay_opts_t *opts, size_t granularity,

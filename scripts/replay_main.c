@@ -1,22 +1,30 @@
 /* gpuarena-replay: replays a gpuarena trace or a buffer-lifetime CSV through the allocator on the
  * CPU and reports what each mode would have done; the engine behind `gpuarena replay`.
  *
- * It is a thin command-line layer over ga_replay.h: parse options, read the file (format by magic
- * or .csv extension), run each mode asked for, print a table for people or one flat JSON object for
- * the Python command (keys listed in --help, so the Python side never parses the table), and with
- * --timeline a per-event CSV through replay's hook (what `gpuarena report` draws). Exit codes: 0 ok,
- * 1 bad input file or an unwritable timeline, 2 usage error.
+ * It is a thin command-line layer over ga_replay.h: parse options (sizes with the one size grammar,
+ * ga_size.h; modes by the names of GA_MODE_LIST), read the file (format by magic or .csv
+ * extension), run each mode asked for, print a table for people or one JSON document for the
+ * Python command, nested per mode with a "units" map, so the Python side takes field names and
+ * units from it and never keeps a copy of the list; and with --timeline a per-event CSV through
+ * replay's hook (what `gpuarena report` draws). Exit codes: 0 ok, 1 bad input file or an
+ * unwritable timeline, 2 usage error.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ga_replay.h"
+#include "ga_size.h"
+
+#ifndef GA_VERSION
+#define GA_VERSION "unknown"
+#endif
 
 typedef struct options {
-    int modes[3]; /* indexed by ga_replay_mode_t */
+    int modes[GA_MODE_COUNT]; /* indexed by ga_mode_t */
     size_t arena_size, limit;
     int want_min, check, json;
     const char *format; /* NULL = auto */
@@ -24,39 +32,48 @@ typedef struct options {
     const char *timeline; /* --timeline FILE, NULL = none */
 } options_t;
 
-static const char usage_text[] =
-    "usage: gpuarena-replay [--mode arena|grow|platform|all] [--arena-size BYTES] [--limit BYTES]\n"
-    "                       [--min] [--check] [--json] [--format trace|lifetimes]\n"
-    "                       [--timeline CSV] FILE\n"
+static const char usage_head[] =
+    "usage: gpuarena-replay [--mode MODE]... [--arena-size SIZE] [--limit SIZE] [--min] [--check]\n"
+    "                       [--json] [--format trace|lifetimes] [--timeline CSV] FILE\n"
+    "       gpuarena-replay --list-modes | --version | --help\n"
     "\n"
     "Replays an allocation trace through the gpuarena allocator on the CPU (no GPU needed).\n"
     "FILE is a gpuarena trace (GATRACE magic) or a buffer-lifetime CSV (id,lower,upper,size);\n"
     "the format is detected from the magic or a .csv extension unless --format is given.\n"
     "\n"
-    "  --mode M        arena: preallocated single region of --arena-size, no growth\n"
-    "                  grow: regions on demand up to --limit (0 or absent = no limit)\n"
-    "                  platform: one driver reservation per allocation (pass-through model)\n"
-    "                  all: the three modes (default)\n"
-    "  --arena-size N  arena mode region size (default: twice the trace's peak live bytes);\n"
-    "                  rounded up to 512 bytes\n"
-    "  --limit N       cap on bytes reserved in grow and platform modes\n"
+    "  --mode M        a mode (repeatable; any case), or all (the default):\n";
+
+static const char usage_tail[] =
+    "  --arena-size N  arena: the preallocated region (default: twice the trace's peak live\n"
+    "                  bytes); rounded up to 512 bytes\n"
+    "  --limit N       grow, vmm, platform: cap on bytes held (vmm: mapped); default none\n"
     "  --min           also find, by bisection, the smallest size that runs the trace without\n"
-    "                  OOM (arena: region size, grow: limit, platform: peak of rounded sizes)\n"
+    "                  OOM (arena: region size, grow and vmm: limit, platform: peak of rounded\n"
+    "                  sizes)\n"
     "  --check         run the allocator's invariant checker after every event (slow)\n"
-    "  --json          print one flat JSON object instead of the table\n"
+    "  --json          print one JSON document instead of the table\n"
     "  --timeline CSV  with one --mode: write CSV time_ns,in_use,reserved after every replayed\n"
     "                  alloc or free (in_use rounded to 512, reserved = bytes from the backend)\n"
-    "Sizes take units: 512MiB, 8GiB, 8G (binary), 8GB (decimal), or plain bytes.\n"
+    "  --list-modes    print the mode names, one per line\n"
+    "Sizes: a number and an optional unit, any case: B; K/KiB, M/MiB, G/GiB, T/TiB (x1024);\n"
+    "kB, MB, GB, TB (x1000); e.g. 8GiB, 512MiB, 1.5G, 4096.\n"
     "\n"
-    "JSON keys: file, format, events_in_file, truncated_bytes, modes (comma-separated list),\n"
-    "then for each mode M in modes: M_size (arena size or limit, 0 = none), M_events, M_allocs,\n"
-    "M_frees, M_unmatched_frees, M_reused_addrs, M_skipped, M_invalid_allocs, M_failed_allocs,\n"
-    "M_peak_in_use, M_peak_requested, M_peak_reserved, M_final_in_use, M_final_reserved,\n"
-    "M_backend_reserves, M_backend_releases,\n"
-    "M_check_failures, M_ns_total, M_final_frag, M_max_frag, M_first_oom (event index, -1 none),\n"
-    "and with --min: M_min_size. Byte figures are integers in bytes.\n"
+    "JSON: {\"trace\", \"format\", \"version\", \"events\" (in the file), \"truncated_bytes\",\n"
+    "\"peak_live\" (peak of 512-rounded live bytes), \"units\": {field: bytes|count|ns|ratio|\n"
+    "index|rate}, \"modes\": {MODE: {size_limit (null: none), the replay figures\n"
+    "(GA_REPLAY_RESULT_LIST in ga_replay.h), final_frag, max_frag, first_oom (event index or\n"
+    "null), min_size (null without --min), events_per_s}}}. Byte figures are integers.\n"
     "\n"
     "Exit status: 0 ok, 1 unreadable or malformed FILE or unwritable timeline, 2 usage error.\n";
+
+static void usage(void)
+{
+    fputs(usage_head, stdout);
+    for (int m = 0; m < GA_MODE_COUNT; m++)
+        printf("                  %-9s %s\n", ga_mode_name((ga_mode_t)m),
+               ga_mode_desc((ga_mode_t)m));
+    fputs(usage_tail, stdout);
+}
 
 static int usage_error(const char *msg, const char *arg)
 {
@@ -65,41 +82,40 @@ static int usage_error(const char *msg, const char *arg)
     return 2;
 }
 
-/* Multiplier of a unit suffix, 0 if unknown. */
-static uint64_t unit_factor(const char *u)
+/* A size option with the one grammar; prints the parser's message (usage error) when refused. */
+static int parse_size_opt(const char *opt, const char *v, size_t *out)
 {
-    static const struct { const char *name; uint64_t f; } units[] = {
-        {"", 1}, {"B", 1}, {"K", 1ull << 10}, {"KiB", 1ull << 10}, {"M", 1ull << 20},
-        {"MiB", 1ull << 20}, {"G", 1ull << 30}, {"GiB", 1ull << 30}, {"T", 1ull << 40},
-        {"TiB", 1ull << 40}, {"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull},
-        {"TB", 1000000000000ull},
-    };
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcmp(u, units[i].name) == 0)
-            return units[i].f;
+    ga_size_t sz;
+    char err[512];
+    if (ga_size_parse(v, 0, &sz, err, sizeof err) != 0) {
+        fprintf(stderr, "gpuarena: %s: %s\n", opt, err);
+        return -1;
+    }
+    if (sz.bytes > SIZE_MAX) {
+        fprintf(stderr, "gpuarena: %s: '%s' is more than this machine can address\n", opt, v);
+        return -1;
+    }
+    *out = (size_t)sz.bytes;
     return 0;
 }
 
-/* Parses a size with an optional unit; rejects junk, negatives and overflow. */
-static int parse_size(const char *s, size_t *out)
+/* "all" in any case, spaces around ignored, like the mode names themselves. */
+static int is_all(const char *m)
 {
-    if (!s || *s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    uint64_t f = unit_factor(end);
-    if (errno || f == 0 || (v && f > UINT64_MAX / v) || v * f > SIZE_MAX)
-        return -1;
-    *out = (size_t)(v * f);
-    return 0;
+    while (*m == ' ' || *m == '\t')
+        m++;
+    size_t n = strlen(m);
+    while (n && (m[n - 1] == ' ' || m[n - 1] == '\t'))
+        n--;
+    return n == 3 && strncasecmp(m, "all", 3) == 0;
 }
 
 static int set_mode(options_t *o, const char *m)
 {
     ga_replay_mode_t mode;
-    if (m && strcmp(m, "all") == 0) {
-        o->modes[0] = o->modes[1] = o->modes[2] = 1;
+    if (m && is_all(m)) {
+        for (int i = 0; i < GA_MODE_COUNT; i++)
+            o->modes[i] = 1;
         return 0;
     }
     if (ga_replay_mode_parse(m, &mode) != 0)
@@ -108,7 +124,58 @@ static int set_mode(options_t *o, const char *m)
     return 0;
 }
 
-/* Returns -1 to continue, or an exit status (0 after --help). */
+/* The mode names, one list for the usage message and errors: "arena, grow, vmm or platform". */
+static const char *mode_names(void)
+{
+    static char buf[128];
+    if (buf[0])
+        return buf;
+    for (int m = 0; m < GA_MODE_COUNT; m++)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s",
+                 m == 0 ? "" : m + 1 == GA_MODE_COUNT ? " or " : ", ", ga_mode_name((ga_mode_t)m));
+    return buf;
+}
+
+/* Options that answer at once: --help, --version, --list-modes. Returns 0 if one was given. */
+static int answer_at_once(const char *a)
+{
+    if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+        usage();
+    else if (!strcmp(a, "--version"))
+        printf("gpuarena-replay %s\n", GA_VERSION);
+    else if (!strcmp(a, "--list-modes"))
+        for (int m = 0; m < GA_MODE_COUNT; m++)
+            puts(ga_mode_name((ga_mode_t)m));
+    else
+        return -1;
+    return 0;
+}
+
+/* One option with its value v; 0, or an exit status. */
+static int parse_opt(options_t *o, const char *a, const char *v)
+{
+    char what[160];
+    if (!strcmp(a, "--mode")) {
+        snprintf(what, sizeof what, "--mode takes %s, or all, not", mode_names());
+        if (set_mode(o, v) != 0)
+            return usage_error(what, v);
+    } else if (!strcmp(a, "--arena-size")) {
+        if (parse_size_opt(a, v, &o->arena_size) != 0)
+            return 2;
+    } else if (!strcmp(a, "--limit")) {
+        if (parse_size_opt(a, v, &o->limit) != 0)
+            return 2;
+    } else if (!strcmp(a, "--format")) {
+        if (strcmp(v, "trace") && strcmp(v, "lifetimes"))
+            return usage_error("--format takes trace or lifetimes, not", v);
+        o->format = v;
+    } else if (!strcmp(a, "--timeline")) {
+        o->timeline = v;
+    }
+    return 0;
+}
+
+/* Returns -1 to continue, or an exit status (0 after --help, --version, --list-modes). */
 static int parse_args(int argc, char **argv, options_t *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -118,24 +185,13 @@ static int parse_args(int argc, char **argv, options_t *o)
                     !strcmp(a, "--format") || !strcmp(a, "--timeline");
         if (takes && !v)
             return usage_error("missing value after", a);
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
+        if (answer_at_once(a) == 0)
             return 0;
-        } else if (!strcmp(a, "--mode")) {
-            if (set_mode(o, v) != 0)
-                return usage_error("--mode takes arena, grow, platform or all, not", v);
-        } else if (!strcmp(a, "--arena-size")) {
-            if (parse_size(v, &o->arena_size) != 0 || o->arena_size == 0)
-                return usage_error("--arena-size is not a size (try 8GiB, 512MiB, 8G)", v);
-        } else if (!strcmp(a, "--limit")) {
-            if (parse_size(v, &o->limit) != 0)
-                return usage_error("--limit is not a size (try 8GiB, 512MiB, 8G)", v);
-        } else if (!strcmp(a, "--format")) {
-            if (strcmp(v, "trace") && strcmp(v, "lifetimes"))
-                return usage_error("--format takes trace or lifetimes, not", v);
-            o->format = v;
-        } else if (!strcmp(a, "--timeline")) {
-            o->timeline = v;
+        if (takes) {
+            int rc = parse_opt(o, a, v);
+            if (rc)
+                return rc;
+            i++;
         } else if (!strcmp(a, "--min")) {
             o->want_min = 1;
         } else if (!strcmp(a, "--check")) {
@@ -148,16 +204,15 @@ static int parse_args(int argc, char **argv, options_t *o)
             return usage_error("more than one FILE given", a);
         } else {
             o->path = a;
-            continue;
         }
-        if (takes)
-            i++;
     }
     if (!o->path)
         return usage_error("no trace FILE given", NULL);
-    int nmodes = o->modes[0] + o->modes[1] + o->modes[2];
+    int nmodes = 0;
+    for (int i = 0; i < GA_MODE_COUNT; i++)
+        nmodes += o->modes[i];
     if (o->timeline && nmodes != 1)
-        return usage_error("--timeline needs exactly one --mode (arena, grow or platform)", NULL);
+        return usage_error("--timeline needs exactly one --mode", NULL);
     if (!nmodes)
         set_mode(o, "all");
     return -1;
@@ -244,6 +299,10 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
         ro.limit = o->limit;
         mr->size = o->limit;
     }
+    if (m == GA_REPLAY_VMM) {
+        ro.arena_size = peak ? 2 * peak : GA_ALIGN; /* the virtual range */
+        ro.keep = GA_VMM_KEEP_DEFAULT;
+    }
     timeline_t tl = {0};
     if (o->timeline) {
         if (timeline_open(o->timeline, &tl) != 0)
@@ -278,41 +337,68 @@ static void print_json_string(const char *s)
     putchar('"');
 }
 
-static void print_json(const options_t *o, const ga_trace_t *t, const mode_run_t *runs)
+/* ", \"name\": N" or null when absent. */
+static void json_u64_or_null(const char *name, int present, uint64_t v)
 {
-    printf("{\"file\": ");
+    if (present)
+        printf(", \"%s\": %" PRIu64, name, v);
+    else
+        printf(", \"%s\": null", name);
+}
+
+static void print_json_units(void)
+{
+    printf(", \"units\": {\"size_limit\": \"bytes\"");
+#define GA_JSON_UNIT(name, unit, desc) printf(", \"" #name "\": \"" #unit "\"");
+    GA_REPLAY_RESULT_LIST(GA_JSON_UNIT)
+#undef GA_JSON_UNIT
+    printf(", \"final_frag\": \"ratio\", \"max_frag\": \"ratio\", \"first_oom\": \"index\", "
+           "\"min_size\": \"bytes\", \"events_per_s\": \"rate\"}");
+}
+
+static void print_json_mode(const options_t *o, const mode_run_t *run)
+{
+    const ga_replay_result_t *r = &run->res;
+    printf("{\"size_limit\": ");
+    if (run->size)
+        printf("%zu", run->size);
+    else
+        printf("null");
+#define GA_JSON_FIELD(name, unit, desc) printf(", \"" #name "\": %" PRIu64, r->name);
+    GA_REPLAY_RESULT_LIST(GA_JSON_FIELD)
+#undef GA_JSON_FIELD
+    printf(", \"final_frag\": %.6f, \"max_frag\": %.6f", r->final_frag, r->max_frag);
+    json_u64_or_null("first_oom", r->first_oom != SIZE_MAX, r->first_oom);
+    json_u64_or_null("min_size", o->want_min, run->min_size);
+    printf(", \"events_per_s\": %.0f}",
+           r->ns_total ? (double)r->events * 1e9 / (double)r->ns_total : 0.0);
+}
+
+static void print_json(const options_t *o, const ga_trace_t *t, const mode_run_t *runs,
+                       size_t peak)
+{
+    printf("{\"trace\": ");
     print_json_string(o->path);
-    printf(", \"format\": \"%s\", \"events_in_file\": %zu, \"truncated_bytes\": %zu, \"modes\": \"",
-           o->format, t->count, t->truncated_bytes);
-    for (int m = 0, first = 1; m < 3; m++)
-        if (o->modes[m]) {
-            printf("%s%s", first ? "" : ",", ga_replay_mode_name((ga_replay_mode_t)m));
-            first = 0;
-        }
-    putchar('"');
-    for (int m = 0; m < 3; m++) {
+    printf(", \"format\": \"%s\", \"version\": \"%s\", \"events\": %zu, \"truncated_bytes\": %zu, "
+           "\"peak_live\": %zu",
+           o->format, GA_VERSION, t->count, t->truncated_bytes, peak);
+    print_json_units();
+    printf(", \"modes\": {");
+    for (int m = 0, first = 1; m < GA_MODE_COUNT; m++) {
         if (!o->modes[m])
             continue;
-        const char *n = ga_replay_mode_name((ga_replay_mode_t)m);
-        const ga_replay_result_t *r = &runs[m].res;
-        printf(", \"%s_size\": %zu", n, runs[m].size);
-#define GA_JSON_FIELD(name, unit, desc) printf(", \"%s_" #name "\": %" PRIu64, n, r->name);
-        GA_REPLAY_RESULT_LIST(GA_JSON_FIELD)
-#undef GA_JSON_FIELD
-        printf(", \"%s_final_frag\": %.6f, \"%s_max_frag\": %.6f, \"%s_first_oom\": %lld", n,
-               r->final_frag, n, r->max_frag, n,
-               r->first_oom == SIZE_MAX ? -1LL : (long long)r->first_oom);
-        if (o->want_min)
-            printf(", \"%s_min_size\": %zu", n, runs[m].min_size);
+        printf("%s\"%s\": ", first ? "" : ", ", ga_mode_name((ga_mode_t)m));
+        print_json_mode(o, &runs[m]);
+        first = 0;
     }
-    printf("}\n");
+    printf("}}\n");
 }
 
 static void print_row_u64(const char *label, const options_t *o, const mode_run_t *runs,
                           size_t off)
 {
     printf("%-20s", label);
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < GA_MODE_COUNT; m++)
         if (o->modes[m])
             printf(" %16" PRIu64, *(const uint64_t *)((const char *)&runs[m].res + off));
     putchar('\n');
@@ -324,11 +410,11 @@ static void print_table(const options_t *o, const ga_trace_t *t, const mode_run_
     if (t->truncated_bytes)
         printf(", %zu trailing bytes of a partial record ignored", t->truncated_bytes);
     printf(")\n%-20s", "");
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < GA_MODE_COUNT; m++)
         if (o->modes[m])
             printf(" %16s", ga_replay_mode_name((ga_replay_mode_t)m));
     printf("\n%-20s", "size/limit");
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < GA_MODE_COUNT; m++)
         if (o->modes[m])
             printf(" %16zu", runs[m].size);
     putchar('\n');
@@ -339,7 +425,7 @@ static void print_table(const options_t *o, const ga_trace_t *t, const mode_run_
     const char *labels[] = {"final_frag", "max_frag"};
     for (int k = 0; k < 2; k++) {
         printf("%-20s", labels[k]);
-        for (int m = 0; m < 3; m++)
+        for (int m = 0; m < GA_MODE_COUNT; m++)
             if (o->modes[m])
                 printf(" %16.4f", k ? runs[m].res.max_frag : runs[m].res.final_frag);
         putchar('\n');
@@ -347,7 +433,7 @@ static void print_table(const options_t *o, const ga_trace_t *t, const mode_run_
     if (!o->want_min)
         return;
     printf("%-20s", "min_size");
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < GA_MODE_COUNT; m++)
         if (o->modes[m])
             printf(" %16zu", runs[m].min_size);
     putchar('\n');
@@ -362,7 +448,7 @@ int main(int argc, char **argv)
     ga_trace_t t;
     if (load(&o, &t) != 0)
         return 1;
-    mode_run_t runs[3];
+    mode_run_t runs[GA_MODE_COUNT];
     memset(runs, 0, sizeof runs);
     /* The peak of live bytes (platform model, no limit) sets the default arena size. */
     size_t peak = 0;
@@ -372,12 +458,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuarena: %s\n", err);
         rc = 1;
     }
-    for (int m = 0; m < 3 && rc < 0; m++)
+    for (int m = 0; m < GA_MODE_COUNT && rc < 0; m++)
         if (o.modes[m] && run_mode(&t, &o, (ga_replay_mode_t)m, peak, &runs[m]) != 0)
             rc = 1;
     if (rc < 0) {
         if (o.json)
-            print_json(&o, &t, runs);
+            print_json(&o, &t, runs, peak);
         else
             print_table(&o, &t, runs);
         rc = 0;

@@ -1,85 +1,17 @@
-/* gpuarena allocation hooks: cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemFree_v2, and both modes.
+/* gpuarena allocation hooks: cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemFree_v2, cuMemFreeAsync.
  *
- * Arena mode sub-allocates from the current context's arena (one lock per arena); platform mode
- * makes one driver call per allocation and records the pointer in ga_g.ptrs so the free can be
- * accounted. Platform mode is the baseline a user compares against, so its hot path is kept to one
- * atomic add (the cap) and one lock (table and counters), no getenv, no syscall; the clock is only
- * read when statistics or a trace were asked for.
- * Frees of pointers the shim does not own go to the real driver untouched; a bad free of an arena
- * pointer is refused with CUDA_ERROR_INVALID_VALUE and leaves the arena as it was.
+ * Every mode is the same path: the current context's pool (ctx.c) under the context's lock, one
+ * lock per call and no process-wide lock (the counters are the context's, the process peaks are
+ * atomics). The clock is read only when statistics or a trace were asked for.
+ * Before an out-of-memory is reported, idle memory of every pool on the device is given back
+ * (empty regions, kept vmm granules, an unused preallocated region) and the allocation retried
+ * once: memory one context no longer uses serves another.
+ * Frees of pointers the shim does not own go to the real driver untouched; a bad free of a pool
+ * pointer is refused with CUDA_ERROR_INVALID_VALUE and leaves the pool as it was.
  */
 #include "shim.h"
 
-static uint64_t ga_round(uint64_t n)
-{
-    return (n + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
-}
-
-/* Counts one finished allocation call; ga_g.lock held. */
-static void ga_account_alloc(ga_ctx_t *c, uint8_t api, uint64_t size, uint64_t rounded, int ok,
-                             uint64_t t0)
-{
-    ga_count_alloc(api, size, rounded, ok);
-    if (ga_timing)
-        ga_alloc_time += ga_now() - t0;
-    if (c && ok) {
-        c->plat.allocs++;
-        c->plat.live++;
-        c->plat.in_use += rounded;
-        c->plat.in_use_requested += size;
-        if (c->plat.in_use > c->plat.peak_in_use)
-            c->plat.peak_in_use = c->plat.in_use;
-    } else if (c) {
-        c->plat.failed_allocs++;
-    }
-}
-
-/* Counts an out-of-memory failure as fragmentation or true OOM (oom.c); ga_g.lock held. */
-static void ga_count_oom(const ga_oom_t *oom, CUresult r)
-{
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        ga_g.frag_failures += oom->frag != 0;
-        ga_g.true_oom_failures += oom->frag == 0;
-    }
-}
-
-static CUresult ga_platform_alloc(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint8_t api,
-                                  uint64_t t0)
-{
-    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
-    int committed = ga_dev_commit(c->dev, size);
-    if (committed)
-        r = ga_real.cuMemAlloc_v2(dptr, size);
-    pthread_mutex_lock(&ga_g.lock);
-    ga_g.driver_alloc_calls += committed;
-    if (r == CUDA_SUCCESS) {
-        ga_pentry_t e = {.key = *dptr, .size = size, .ctx = c, .dev = c->dev, .api = api};
-        if (ga_ptrmap_put(&ga_g.ptrs, &e) != 0) {
-            ga_real.cuMemFree_v2(*dptr); /* out of host memory: cannot account it, so refuse */
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            ga_count_reserve((int64_t)size, 1);
-            c->plat.reserved += size;
-            c->plat.backend_reserves++;
-            if (c->plat.reserved > c->plat.peak_reserved)
-                c->plat.peak_reserved = c->plat.reserved;
-        }
-    }
-    if (r != CUDA_SUCCESS && committed)
-        ga_dev_uncommit(c->dev, size);
-    ga_oom_t oom; /* not zeroed: 2 KiB on the hot path; classify fills it on failure */
-    oom.frag = 0, oom.len = 0;
-    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY))
-        ga_oom_classify(&oom, c, api, size, c->plat.in_use, /* no arena: a true OOM */
-                        c->plat.reserved);
-    ga_count_oom(&oom, r);
-    ga_account_alloc(c, api, size, size, r == CUDA_SUCCESS, t0);
-    pthread_mutex_unlock(&ga_g.lock);
-    ga_oom_report(&oom);
-    return r;
-}
-
-static CUresult ga_status_to_cu(ga_status_t st)
+CUresult ga_status_to_cu(ga_status_t st)
 {
     switch (st) {
     case GA_OK: return CUDA_SUCCESS;
@@ -88,42 +20,23 @@ static CUresult ga_status_to_cu(ga_status_t st)
     }
 }
 
-/* With statistics on, the worst fragmentation seen is sampled after each arena free (where
- * fragmentation is made; sampling allocations too doubled the cost of statistics). */
-static void ga_sample_fragmentation(ga_ctx_t *c, double *frag)
+static uint64_t ga_round(uint64_t n)
 {
-    ga_stats_t s;
-    ga_get_stats(c->arena, &s);
-    *frag = ga_fragmentation(&s);
+    return (n + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
 }
 
-static CUresult ga_arena_alloc(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint8_t api,
-                               uint64_t t0)
+/* One allocation from c's pool; c->lock held. */
+static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p)
 {
     CUresult r = CUDA_SUCCESS;
-    uintptr_t p = 0;
-    pthread_mutex_lock(&c->lock);
-    ga_arena_t *a = ga_ctx_arena(c, size, &r);
-    if (a) {
-        ga_status_t st = ga_alloc(a, size, &p);
-        /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
-        r = st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);
-    }
-    ga_oom_t oom; /* not zeroed: 2 KiB on the hot path; classify fills it on failure */
-    oom.frag = 0, oom.len = 0;
-    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY))
-        ga_oom_classify(&oom, c, api, size, 0, 0);
-    pthread_mutex_unlock(&c->lock);
-    if (r == CUDA_SUCCESS)
-        *dptr = (CUdeviceptr)p;
-    pthread_mutex_lock(&ga_g.lock);
-    ga_count_alloc(api, size, ga_round(size), r == CUDA_SUCCESS);
-    ga_count_oom(&oom, r);
-    if (ga_timing)
-        ga_alloc_time += ga_now() - t0;
-    pthread_mutex_unlock(&ga_g.lock);
-    ga_oom_report(&oom);
-    return r;
+    if (GA_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed)))
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    ga_pool_t *pool = ga_ctx_pool(c, &r);
+    if (!pool)
+        return r;
+    ga_status_t st = ga_pool_alloc(pool, size, p);
+    /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
+    return st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);
 }
 
 CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
@@ -136,76 +49,80 @@ CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
     if (ga_tl_api)
         api = ga_tl_api;
     uint64_t t0 = ga_timing ? ga_now() : 0;
-    CUresult r = ga_opt.mode == GA_MODE_PLATFORM ? ga_platform_alloc(c, dptr, size, api, t0)
-                                                 : ga_arena_alloc(c, dptr, size, api, t0);
+    uintptr_t p = 0;
+    pthread_mutex_lock(&c->lock);
+    CUresult r = ga_pool_alloc_locked(c, size, &p);
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->pool) {
+        /* Idle memory of every pool on the device first; one context lock at a time (two
+         * threads trimming from two contexts must not wait on each other's lock). */
+        pthread_mutex_unlock(&c->lock);
+        size_t freed = ga_dev_trim(c->dev, NULL);
+        pthread_mutex_lock(&c->lock);
+        if (freed)
+            r = ga_pool_alloc_locked(c, size, &p);
+    }
+    ga_oom_t oom; /* not zeroed: 2 KiB on the hot path; classify fills it on failure */
+    oom.frag = 0, oom.len = 0;
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY)) {
+        ga_oom_classify(&oom, c, api, size);
+        c->counts.frag_failures += oom.frag != 0;
+        c->counts.true_oom_failures += oom.frag == 0;
+    }
+    ga_count_alloc(&c->counts, api, size, r == CUDA_SUCCESS, t0);
+    pthread_mutex_unlock(&c->lock);
+    if (r == CUDA_SUCCESS) {
+        *dptr = (CUdeviceptr)p;
+        ga_level_add(GA_LEVEL_IN_USE, (int64_t)ga_round(size));
+    }
+    ga_oom_report(&oom);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
                        r == CUDA_SUCCESS ? *dptr : 0, size, 0, c->dev, t0, r);
     return r;
 }
 
-/* Frees an arena pointer; c->lock is held on entry (ga_find_owner) and released here. */
-static CUresult ga_arena_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0)
+/* Frees a pool pointer; c->lock is held on entry (ga_find_owner) and released here. */
+static CUresult ga_pool_free_locked(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0)
 {
-    uintptr_t base = 0;
     size_t size = 0;
-    double frag = 0;
-    /* The size first, for the statistics; on a bad free, ga_free says precisely why (double,
-     * interior) and leaves the arena unchanged. */
-    ga_status_t st = ga_lookup(c->arena, (uintptr_t)p, &base, &size);
-    if (st == GA_OK && base != (uintptr_t)p)
-        st = GA_EINTERIOR;
-    else
-        st = ga_free(c->arena, (uintptr_t)p);
-    if (st == GA_OK && ga_timing)
-        ga_sample_fragmentation(c, &frag);
+    ga_status_t st = ga_pool_free(c->pool, (uintptr_t)p, &size);
+    if (st == GA_OK) {
+        ga_count_free(&c->counts, api, t0);
+        if (ga_timing && ga_pool_mode(c->pool) != GA_MODE_PLATFORM) {
+            /* The worst fragmentation seen, sampled where fragmentation is made. */
+            ga_stats_t s;
+            ga_pool_stats(c->pool, &s);
+            double f = ga_fragmentation(&s);
+            if (f > c->counts.max_fragmentation)
+                c->counts.max_fragmentation = f;
+        }
+    }
     pthread_mutex_unlock(&c->lock);
     if (st != GA_OK) {
-        ga_log(GA_LOG_WARN, "free of %#llx refused: %s (the arena is unchanged)",
+        ga_log(GA_LOG_WARN, "free of %#llx refused: %s (the pool is unchanged)",
                (unsigned long long)p, ga_status_str(st));
         return CUDA_ERROR_INVALID_VALUE;
     }
-    pthread_mutex_lock(&ga_g.lock);
-    ga_count_free(api, size);
-    if (ga_timing)
-        ga_free_time += ga_now() - t0;
-    if (frag > ga_g.max_fragmentation)
-        ga_g.max_fragmentation = frag;
-    pthread_mutex_unlock(&ga_g.lock);
+    ga_level_add(GA_LEVEL_IN_USE, -(int64_t)size);
     return CUDA_SUCCESS;
 }
 
-/* Frees a pointer from the table (platform or pass-through) or one the shim never saw. */
-static CUresult ga_table_free(CUdeviceptr p, uint8_t api, uint64_t t0,
-                              CUresult (*real_free)(CUdeviceptr, CUstream), CUstream s)
+/* Frees a pass-through pointer of c (c->lock held on entry, released here): the driver first,
+ * and the record dropped only when the driver let it go. */
+static CUresult ga_pass_free_locked(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0,
+                                    CUresult (*real_free)(CUdeviceptr, CUstream), CUstream s)
 {
-    ga_pentry_t e;
-    pthread_mutex_lock(&ga_g.lock);
-    int found = ga_ptrmap_take(&ga_g.ptrs, p, &e);
-    pthread_mutex_unlock(&ga_g.lock);
     CUresult r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
-    if (!found)
-        return r;
-    pthread_mutex_lock(&ga_g.lock);
-    if (r != CUDA_SUCCESS) {
-        ga_ptrmap_put(&ga_g.ptrs, &e); /* the driver kept it: so do we */
-    } else {
-        ga_g.driver_free_calls++;
-        ga_count_free(api, e.size);
-        ga_count_reserve(-(int64_t)e.size, 0);
-        if (e.passthrough)
-            ga_count_passthrough(-(int64_t)e.size);
-        if (e.ctx && !e.passthrough) {
-            e.ctx->plat.frees++, e.ctx->plat.live--, e.ctx->plat.backend_releases++;
-            e.ctx->plat.in_use -= e.size, e.ctx->plat.reserved -= e.size;
-            e.ctx->plat.in_use_requested -= e.size;
-        }
-        if (ga_timing)
-            ga_free_time += ga_now() - t0;
+    ga_pentry_t e = {0};
+    if (r == CUDA_SUCCESS && ga_ptrmap_take(&c->pass, p, &e))
+        ga_count_free(&c->counts, api, t0);
+    pthread_mutex_unlock(&c->lock);
+    if (e.key) {
+        ga_dev_uncommit(c->dev, e.size);
+        ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
+        ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
+        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)e.size);
     }
-    pthread_mutex_unlock(&ga_g.lock);
-    if (r == CUDA_SUCCESS)
-        ga_dev_uncommit(e.dev, e.size);
     return r;
 }
 
@@ -217,17 +134,30 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
         api = ga_tl_api;
     uint64_t t0 = ga_timing ? ga_now() : 0;
     CUresult r;
-    ga_ctx_t *c = p ? ga_find_owner((uintptr_t)p) : NULL;
-    if (c) {
-        /* A stream-ordered free of an arena pointer: kernels queued on s may still use it. */
-        if (real_free && ga_real.cuStreamSynchronize)
-            ga_real.cuStreamSynchronize(s);
-        r = ga_arena_free(c, p, api, t0);
+    int in_pass = 0;
+    ga_ctx_t *c = p ? ga_find_owner((uintptr_t)p, &in_pass) : NULL;
+    int dev = c ? c->dev : -1;
+    if (c && in_pass) {
+        r = ga_pass_free_locked(c, p, api, t0, real_free, s);
+    } else if (c && real_free) {
+        /* A stream-ordered free of a pool pointer: work queued on s may still use it, so the
+         * stream is synchronised first; a stream the driver does not know is refused as the
+         * driver refuses it, and the allocation stays. */
+        pthread_mutex_unlock(&c->lock);
+        r = ga_real.cuStreamSynchronize ? ga_real.cuStreamSynchronize(s) : CUDA_SUCCESS;
+        if (r == CUDA_SUCCESS) {
+            c = ga_find_owner((uintptr_t)p, &in_pass);
+            r = !c ? CUDA_ERROR_INVALID_VALUE
+                : in_pass ? ga_pass_free_locked(c, p, api, t0, real_free, s)
+                          : ga_pool_free_locked(c, p, api, t0);
+        }
+    } else if (c) {
+        r = ga_pool_free_locked(c, p, api, t0);
     } else {
-        r = ga_table_free(p, api, t0, real_free, s);
+        r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
     }
     if (GA_UNLIKELY(ga_tracing) && p)
-        ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s, c ? c->dev : -1, t0, r);
+        ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s, dev, t0, r);
     return r;
 }
 

@@ -1,21 +1,25 @@
-/* gpuarena devices and contexts: caps, per-context arenas, the driver backend, teardown.
+/* gpuarena devices and contexts: caps, per-context pools, context teardown.
  *
  * Each device has a cap (GPUARENA_LIMIT, default its total) and one atomic `committed` count of the
- * bytes the process holds from the driver there (arena regions, platform and pass-through
- * allocations): the cap check is one atomic add, so it needs no lock on the hot path. Each CUDA
- * context gets a ga_ctx with its own arena and lock, created at its first allocation. Context
- * states are never freed (a stale handle must never match a live one, and threads cache pointers
- * to them); a destroyed context is marked dead and the generation bumped so caches revalidate.
- * The arena's backend calls the real cuMemAlloc_v2/cuMemFree_v2 with that context current, and
- * checks the cap before every reservation, so the cap holds however the arena grows.
+ * bytes the process holds from the driver there (pool memory and pass-through allocations): the
+ * cap check is one atomic add, so it needs no lock on the hot path. Each CUDA context gets a
+ * ga_ctx with its own pool (the mode's, allocator/ga_pool.h) and lock, the pool made at its first
+ * allocation. Context states are never freed (a stale handle must never match a live one, and
+ * threads cache pointers to them); a destroyed context is marked dead under its lock, and the
+ * generation bumped so caches revalidate. Nothing is allocated in, or committed against, a dead
+ * context: every hook takes the lock and checks `dead` before touching the pool, so what the
+ * devices count as committed is exactly what the driver holds for live contexts.
  */
 #include "shim.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-ga_dev_t ga_devs[GA_MAX_DEVICES];
-ga_ctx_t *_Atomic ga_ctx_list;
+/* The devices and the context list: this file's own; other files reach them through the
+ * functions below. */
+static ga_dev_t ga_devs[GA_MAX_DEVICES];
+static ga_ctx_t *_Atomic ga_ctx_list;
+static pthread_mutex_t ga_ctx_list_lock = PTHREAD_MUTEX_INITIALIZER; /* adding to the list, caps */
 
 static __thread struct {
     CUcontext ctx;
@@ -23,25 +27,54 @@ static __thread struct {
     unsigned gen;
 } ga_tl_cache;
 
-/* Cap of a device, from the option and the physical total. ga_g.lock held. */
-void ga_dev_setup(int dev)
+ga_dev_t *ga_dev(int dev)
+{
+    return &ga_devs[dev];
+}
+
+uint64_t ga_share_of(uint64_t cap)
+{
+    double share = (double)cap * ga_opt.fraction;
+    if (share >= (double)cap)
+        return cap & ~(uint64_t)(GA_ALIGN - 1);
+    return (uint64_t)share & ~(uint64_t)(GA_ALIGN - 1);
+}
+
+/* Cap of a device, from the option and the physical total; once. 1 known, 0 not yet (the driver
+ * not initialised). A cap or share that rounds to nothing is a bad setting: every hook refuses. */
+int ga_dev_setup(int dev)
 {
     ga_dev_t *d = &ga_devs[dev];
-    if (d->known)
-        return;
+    if (GA_LIKELY(atomic_load_explicit(&d->known, memory_order_acquire)))
+        return 1;
     size_t total = 0;
-    if (ga_real.cuDeviceTotalMem_v2 && ga_real.cuDeviceTotalMem_v2(&total, dev) != CUDA_SUCCESS)
+    if (!ga_real.cuDeviceTotalMem_v2 || ga_real.cuDeviceTotalMem_v2(&total, dev) != CUDA_SUCCESS)
         total = 0;
-    d->physical_total = total ? total : UINT64_MAX;
-    uint64_t cap = d->physical_total;
-    if (ga_opt.limit_bytes && ga_opt.limit_bytes < cap)
-        cap = ga_opt.limit_bytes;
-    else if (ga_opt.limit_percent > 0 && total)
-        cap = (uint64_t)((double)total * ga_opt.limit_percent / 100.0);
-    d->cap = cap;
-    __atomic_store_n(&d->known, 1, __ATOMIC_RELEASE);
-    ga_log(GA_LOG_INFO, "device %d: total %zu bytes, cap %llu bytes", dev, total,
-           (unsigned long long)cap);
+    pthread_mutex_lock(&ga_ctx_list_lock);
+    if (!atomic_load(&d->known)) {
+        d->physical_total = total ? total : UINT64_MAX;
+        uint64_t cap = d->physical_total;
+        if (ga_opt.limit_bytes && ga_opt.limit_bytes < cap)
+            cap = ga_opt.limit_bytes;
+        else if (ga_opt.limit_percent > 0 && total)
+            cap = (uint64_t)((double)total * ga_opt.limit_percent / 100.0);
+        cap &= ~(uint64_t)(GA_ALIGN - 1);
+        d->cap = cap;
+        pthread_mutex_init(&d->lock, NULL);
+        if (cap == 0 || ga_share_of(cap) == 0) {
+            ga_log(GA_LOG_ERROR, "device %d: %s gives a cap of %llu bytes and an arena share of "
+                   "%llu bytes; nothing could ever be allocated (raise GPUARENA_LIMIT or "
+                   "GPUARENA_MEM_FRACTION); CUDA will not be used", dev,
+                   cap == 0 ? "GPUARENA_LIMIT" : "GPUARENA_MEM_FRACTION",
+                   (unsigned long long)cap, (unsigned long long)ga_share_of(cap));
+            ga_init_fail(CUDA_ERROR_INVALID_VALUE);
+        }
+        atomic_store_explicit(&d->known, 1, memory_order_release);
+        ga_log(GA_LOG_INFO, "device %d: total %zu bytes, cap %llu bytes", dev, total,
+               (unsigned long long)cap);
+    }
+    pthread_mutex_unlock(&ga_ctx_list_lock);
+    return 1;
 }
 
 int ga_dev_commit(int dev, uint64_t bytes)
@@ -61,10 +94,21 @@ void ga_dev_uncommit(int dev, uint64_t bytes)
     atomic_fetch_sub_explicit(&ga_devs[dev].committed, (int64_t)bytes, memory_order_relaxed);
 }
 
+uint64_t ga_dev_held(int dev)
+{
+    int64_t n = atomic_load_explicit(&ga_devs[dev].committed, memory_order_relaxed);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+ga_ctx_t *ga_ctx_first(void)
+{
+    return atomic_load(&ga_ctx_list);
+}
+
 static ga_ctx_t *ga_ctx_find(CUcontext ctx)
 {
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
-        if (c->ctx == ctx && !atomic_load_explicit(&c->dead, memory_order_relaxed))
+        if (c->ctx == ctx && !atomic_load_explicit(&c->dead, memory_order_acquire))
             return c;
     return NULL;
 }
@@ -74,17 +118,17 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
     CUdevice dev = 0;
     if (ga_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= GA_MAX_DEVICES)
         return NULL;
-    pthread_mutex_lock(&ga_g.lock);
+    ga_dev_setup(dev);
+    pthread_mutex_lock(&ga_ctx_list_lock);
     ga_ctx_t *c = ga_ctx_find(ctx);
     if (!c && (c = calloc(1, sizeof *c))) {
         c->ctx = ctx;
         c->dev = dev;
         pthread_mutex_init(&c->lock, NULL);
-        ga_dev_setup(dev);
         atomic_store(&c->next, atomic_load(&ga_ctx_list));
         atomic_store(&ga_ctx_list, c);
     }
-    pthread_mutex_unlock(&ga_g.lock);
+    pthread_mutex_unlock(&ga_ctx_list_lock);
     return c;
 }
 
@@ -122,135 +166,177 @@ void ga_ctx_leave(int pushed)
         ga_real.cuCtxPopCurrent_v2(&dummy);
 }
 
-/* ---- the arena backend: the real driver, under the device cap ---- */
-static int ga_backend_reserve(void *p, size_t size, uintptr_t *base)
+static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t initial)
 {
-    ga_ctx_t *c = p;
-    if (!ga_dev_commit(c->dev, size))
-        return 1;
-    CUdeviceptr d = 0;
-    int pushed = ga_ctx_enter(c->ctx);
-    CUresult r = ga_real.cuMemAlloc_v2(&d, size);
-    ga_ctx_leave(pushed);
-    pthread_mutex_lock(&ga_g.lock);
-    ga_g.driver_alloc_calls++;
-    if (r == CUDA_SUCCESS)
-        ga_count_reserve((int64_t)size, 1);
-    pthread_mutex_unlock(&ga_g.lock);
-    if (r != CUDA_SUCCESS) {
-        ga_dev_uncommit(c->dev, size);
-        return 1;
-    }
-    *base = (uintptr_t)d;
-    return 0;
-}
-
-static void ga_backend_release(void *p, uintptr_t base, size_t size)
-{
-    ga_ctx_t *c = p;
-    if (!c->driver_gone) {
-        int pushed = ga_ctx_enter(c->ctx);
-        CUresult r = ga_real.cuMemFree_v2((CUdeviceptr)base);
-        ga_ctx_leave(pushed);
-        if (r != CUDA_SUCCESS)
-            ga_log(GA_LOG_WARN, "releasing an arena region of %zu bytes failed (CUresult %d)",
-                   size, (int)r);
-    }
-    pthread_mutex_lock(&ga_g.lock);
-    ga_g.driver_free_calls += !c->driver_gone;
-    ga_count_reserve(-(int64_t)size, 0);
-    pthread_mutex_unlock(&ga_g.lock);
-    ga_dev_uncommit(c->dev, size);
-}
-
-static ga_arena_t *ga_arena_new(ga_ctx_t *c, size_t initial, int grow, size_t limit)
-{
-    ga_backend_t be = {ga_backend_reserve, ga_backend_release, c};
-    ga_config_t cfg = {.initial = initial, .grow = grow, .limit = limit, .min_region = 0};
-    ga_status_t st = GA_OK;
-    return ga_arena_create(&be, &cfg, &st);
-}
-
-/* The context's arena, created at its first allocation: preallocation is fraction * cap. */
-ga_arena_t *ga_ctx_arena(ga_ctx_t *c, size_t first_request, CUresult *err)
-{
-    if (c->arena)
-        return c->arena;
     uint64_t cap = ga_devs[c->dev].cap;
-    size_t share = (size_t)((double)cap * ga_opt.fraction) & ~(GA_ALIGN - 1);
-    size_t limit = ga_opt.fraction_grow ? 0 : share;
-    size_t initial = ga_opt.preallocate ? share : 0;
-    ga_arena_t *a = ga_arena_new(c, initial, ga_opt.fraction_grow || !ga_opt.preallocate, limit);
-    if (!a && initial) {
+    uint64_t share = ga_share_of(cap);
+    ga_pool_config_t cfg = {.mode = ga_opt.mode, .initial = initial, .grow = ga_opt.fraction_grow,
+                            .limit = ga_opt.fraction_grow ? 0 : share, .keep = ga_opt.vmm_keep};
+    if (cfg.mode == GA_MODE_PLATFORM)
+        cfg.limit = 0; /* the cap alone, as the driver would */
+    if (cfg.mode == GA_MODE_VMM) {
+        /* Twice the cap of address space: best fit in a range twice the most that can be live
+         * leaves room whatever the holes; the pool adds ranges should one ever fill. */
+        size_t g = be->granularity;
+        uint64_t va = cap > (UINT64_MAX >> 2) ? (UINT64_MAX >> 2) : 2 * cap;
+        cfg.va_size = (size_t)((va + g - 1) & ~(uint64_t)(g - 1));
+    }
+    ga_status_t st = GA_OK;
+    return ga_pool_create(be, &cfg, &st);
+}
+
+/* The context's pool, made at its first allocation: the arena preallocates fraction * cap. */
+ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
+{
+    if (GA_LIKELY(c->pool != NULL))
+        return c->pool;
+    ga_pool_backend_t be;
+    if (ga_backend_for(c, &be, err) != 0)
+        return NULL;
+    size_t initial = ga_opt.mode == GA_MODE_ARENA ? (size_t)ga_share_of(ga_devs[c->dev].cap) : 0;
+    ga_pool_t *p = ga_pool_new(c, &be, initial);
+    if (!p && initial) {
         ga_log(GA_LOG_WARN, "could not preallocate %zu bytes on device %d; growing on demand "
                "instead (lower GPUARENA_MEM_FRACTION or GPUARENA_LIMIT)", initial, c->dev);
-        a = ga_arena_new(c, 0, 1, limit);
+        p = ga_pool_new(c, &be, 0);
     }
-    if (!a)
+    if (!p)
         *err = CUDA_ERROR_OUT_OF_MEMORY;
-    (void)first_request;
-    __atomic_store_n(&c->arena, a, __ATOMIC_RELEASE);
-    return a;
+    __atomic_store_n(&c->pool, p, __ATOMIC_RELEASE);
+    return p;
 }
 
-/* A context is going away: release its arena (to the driver unless the driver already freed it),
- * forget its platform and pass-through pointers, and never match it again. */
-void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
+/* A context is going away: give back its pool (to the driver unless the driver already freed it)
+ * and its pass-through memory, and never match it again. All under its lock, so no allocation can
+ * slip in between: a thread that held c before sees `dead` once it gets the lock. */
+static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
 {
     pthread_mutex_lock(&c->lock);
-    if (c->arena) {
-        ga_get_stats(c->arena, &c->final);
-        c->has_final = 1;
-        c->driver_gone = driver_gone;
-        ga_arena_t *a = c->arena;
-        __atomic_store_n(&c->arena, NULL, __ATOMIC_RELEASE);
-        ga_arena_destroy(a);
+    if (atomic_load(&c->dead)) {
+        pthread_mutex_unlock(&c->lock);
+        return;
     }
+    c->driver_gone = driver_gone;
+    if (c->pool) {
+        ga_pool_stats(c->pool, &c->final);
+        c->has_final = 1;
+        ga_pool_t *p = c->pool;
+        __atomic_store_n(&c->pool, NULL, __ATOMIC_RELEASE);
+        ga_pool_destroy(p); /* releases through the backend: uncommits every byte */
+    }
+    for (size_t i = 0; c->pass.slots && i <= c->pass.mask; i++) {
+        const ga_pentry_t *e = &c->pass.slots[i];
+        if (!e->key)
+            continue;
+        ga_dev_uncommit(c->dev, e->size);
+        ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e->size);
+        ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e->size);
+        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)e->size);
+    }
+    ga_ptrmap_fini(&c->pass);
+    memset(&c->pass, 0, sizeof c->pass);
     atomic_store(&c->dead, 1);
     pthread_mutex_unlock(&c->lock);
-    pthread_mutex_lock(&ga_g.lock);
-    for (size_t i = 0; ga_g.ptrs.slots && i <= ga_g.ptrs.mask; i++) {
-        ga_pentry_t *e = &ga_g.ptrs.slots[i];
-        if (!e->key || e->ctx != c)
-            continue;
-        ga_pentry_t gone;
-        if (ga_ptrmap_take(&ga_g.ptrs, e->key, &gone)) {
-            ga_dev_uncommit(gone.dev, gone.size);
-            ga_count_reserve(-(int64_t)gone.size, 0);
-            if (gone.passthrough)
-                ga_count_passthrough(-(int64_t)gone.size);
-            i--; /* backward-shift deletion may have moved another entry into slot i */
-        }
-    }
-    pthread_mutex_unlock(&ga_g.lock);
     atomic_fetch_add(&ga_generation, 1);
 }
 
-ga_ctx_t *ga_find_owner(uintptr_t ptr)
+/* Drops every live state of ctx: before a teardown call (with the driver alive) and after it
+ * (driver_gone: a state another thread made for ctx in between, whose memory the driver freed). */
+static void ga_ctx_drop_all(CUcontext ctx, int driver_gone)
+{
+    ga_ctx_t *c;
+    while (ctx && (c = ga_ctx_find(ctx)))
+        ga_ctx_drop(c, driver_gone);
+}
+
+ga_ctx_t *ga_find_owner(uintptr_t ptr, int *in_pass)
 {
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
-        if (!ga_ctx_peek(c))
+        if (atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
         pthread_mutex_lock(&c->lock);
-        if (c->arena && ga_owns(c->arena, ptr))
-            return c;
+        if (!atomic_load(&c->dead)) {
+            if (c->pool && ga_pool_owns(c->pool, ptr)) {
+                *in_pass = 0;
+                return c;
+            }
+            if (c->pass.count && ga_ptrmap_get(&c->pass, ptr)) {
+                *in_pass = 1;
+                return c;
+            }
+        }
         pthread_mutex_unlock(&c->lock);
     }
     return NULL;
 }
 
+size_t ga_dev_trim(int dev, ga_ctx_t *locked)
+{
+    size_t freed = 0;
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
+            continue;
+        if (c != locked)
+            pthread_mutex_lock(&c->lock);
+        if (c->pool && !atomic_load(&c->dead))
+            freed += ga_pool_trim(c->pool);
+        if (c != locked)
+            pthread_mutex_unlock(&c->lock);
+    }
+    return freed;
+}
+
+/* Every context lock, so the child inherits pools and tables that no thread was half-way through
+ * changing; the list lock first, as ga_ctx_create takes it before any context lock. */
+void ga_ctx_atfork_prepare(void)
+{
+    pthread_mutex_lock(&ga_ctx_list_lock);
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
+        pthread_mutex_lock(&c->lock);
+    for (int d = 0; d < GA_MAX_DEVICES; d++)
+        if (atomic_load(&ga_devs[d].known))
+            pthread_mutex_lock(&ga_devs[d].lock);
+}
+
+void ga_ctx_atfork_parent(void)
+{
+    for (int d = 0; d < GA_MAX_DEVICES; d++)
+        if (atomic_load(&ga_devs[d].known))
+            pthread_mutex_unlock(&ga_devs[d].lock);
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
+        pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&ga_ctx_list_lock);
+}
+
+/* The child: the parent's contexts are not valid here and their memory is not the child's. Their
+ * pools are freed without a driver call and the states leave the list (the child's statistics
+ * are its own); every device starts from nothing committed. */
 void ga_ctx_fork_child(void)
 {
-    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
-        pthread_mutex_init(&c->lock, NULL);
+    ga_ctx_t *c = atomic_load(&ga_ctx_list);
+    atomic_store(&ga_ctx_list, NULL);
+    pthread_mutex_init(&ga_ctx_list_lock, NULL);
+    while (c) {
+        ga_ctx_t *next = atomic_load(&c->next);
         c->driver_gone = 1;
-        if (c->arena)
-            ga_arena_destroy(c->arena);
-        c->arena = NULL;
-        atomic_store(&c->dead, 1);
+        if (c->pool)
+            ga_pool_destroy(c->pool);
+        ga_ptrmap_fini(&c->pass);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        c = next;
     }
-    for (int d = 0; d < GA_MAX_DEVICES; d++)
-        atomic_store(&ga_devs[d].committed, 0);
+    for (int d = 0; d < GA_MAX_DEVICES; d++) {
+        ga_dev_t *dv = &ga_devs[d];
+        atomic_store(&dv->committed, 0);
+        if (atomic_load(&dv->known)) {
+            pthread_mutex_init(&dv->lock, NULL);
+            ga_ptrmap_fini(&dv->handles);
+            memset(&dv->handles, 0, sizeof dv->handles);
+            memset(&dv->counts, 0, sizeof dv->counts);
+        }
+    }
+    ga_tl_cache.ctx = NULL;
     atomic_fetch_add(&ga_generation, 1);
 }
 
@@ -258,10 +344,11 @@ void ga_ctx_fork_child(void)
 GA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     GA_HOOK_ENTER(cuCtxDestroy_v2, (ctx));
-    ga_ctx_t *c = ctx ? ga_ctx_find(ctx) : NULL;
-    if (c)
-        ga_ctx_drop(c, 0);
-    return ga_real.cuCtxDestroy_v2(ctx);
+    ga_ctx_drop_all(ctx, 0);
+    CUresult r = ga_real.cuCtxDestroy_v2(ctx);
+    if (r == CUDA_SUCCESS)
+        ga_ctx_drop_all(ctx, 1);
+    return r;
 }
 
 /* The primary context of dev, if it is active, without changing its reference count. */
@@ -281,14 +368,15 @@ static CUcontext ga_primary_of(CUdevice dev)
 static CUresult ga_primary_reset(CUdevice dev, CUresult (*real_reset)(CUdevice))
 {
     CUcontext p = ga_primary_of(dev);
-    ga_ctx_t *c = p ? ga_ctx_find(p) : NULL;
-    if (c)
-        ga_ctx_drop(c, 0);
-    return real_reset(dev);
+    ga_ctx_drop_all(p, 0);
+    CUresult r = real_reset(dev);
+    if (r == CUDA_SUCCESS)
+        ga_ctx_drop_all(p, 1); /* made by another thread between the drop and the reset */
+    return r;
 }
 
 /* Only the last release destroys the context, and only the driver knows which one that is: ask
- * after the call, and if it went inactive forget the arena (the driver has freed its memory). */
+ * after the call, and if it went inactive forget the pool (the driver has freed its memory). */
 static CUresult ga_primary_release(CUdevice dev, CUresult (*real_release)(CUdevice))
 {
     CUcontext p = ga_primary_of(dev);
@@ -296,11 +384,8 @@ static CUresult ga_primary_release(CUdevice dev, CUresult (*real_release)(CUdevi
     unsigned flags = 0;
     int active = 1;
     if (r == CUDA_SUCCESS && p &&
-        ga_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active) {
-        ga_ctx_t *c = ga_ctx_find(p);
-        if (c)
-            ga_ctx_drop(c, 1);
-    }
+        ga_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+        ga_ctx_drop_all(p, 1);
     return r;
 }
 

@@ -6,6 +6,9 @@
  * loader or the driver, the thread-local ga_tl_busy sends any call that comes back into the shim
  * straight to the real function, which is what makes init safe against re-entry.
  * Fork: the child gets fresh locks and forgets the parent's contexts (they are not valid there).
+ * A bad setting (options, a GPUARENA_LIBCUDA that cannot be loaded, a cap that rounds to nothing)
+ * leaves ga_init_error set: every hook, and every path to one (dlsym, cuGetProcAddress), answers
+ * with it, so a cap that was asked for never silently disappears.
  */
 #define _GNU_SOURCE
 #include "shim.h"
@@ -24,7 +27,6 @@ _Atomic unsigned ga_generation = 1;
 static pthread_once_t ga_once = PTHREAD_ONCE_INIT;
 static void *(*ga_dlsym_fn)(void *, const char *);
 static void *ga_libcuda;
-static int ga_forked_child;
 
 /* Without a real dlsym (cannot happen with glibc) every lookup fails rather than crashes. */
 GA_NO_SANITIZE static void *ga_dlsym_missing(void *handle, const char *name)
@@ -84,14 +86,9 @@ static void ga_resolve_driver(void)
 #define GA_RESOLVE_LIBDL(name) (ga_real.name = ga_dlsym_fn)
 #include "hooks.def"
 #undef GA_HOOK
-    GA_RESOLVE_CUDA(cuCtxGetCurrent);
-    GA_RESOLVE_CUDA(cuCtxGetDevice);
-    GA_RESOLVE_CUDA(cuCtxPushCurrent_v2);
-    GA_RESOLVE_CUDA(cuCtxPopCurrent_v2);
-    GA_RESOLVE_CUDA(cuDeviceTotalMem_v2);
-    GA_RESOLVE_CUDA(cuDevicePrimaryCtxGetState);
-    GA_RESOLVE_CUDA(cuDevicePrimaryCtxRetain);
-    GA_RESOLVE_CUDA(cuStreamSynchronize);
+#define GA_RESOLVE_UNHOOKED(name, params) GA_RESOLVE_CUDA(name);
+    GA_UNHOOKED_LIST(GA_RESOLVE_UNHOOKED)
+#undef GA_RESOLVE_UNHOOKED
 }
 
 void *ga_resolve_cudart(const char *name, void *hook)
@@ -104,34 +101,31 @@ void *ga_resolve_cudart(const char *name, void *hook)
     return f;
 }
 
-/* Every lock, in the hooks' order (context locks, then the global one), so the child inherits
- * arenas and tables that no thread was half-way through changing. */
+/* Every lock (ctx.c takes the list, context and device locks), so the child inherits pools and
+ * tables that no thread was half-way through changing. */
 static void ga_atfork_prepare(void)
 {
-    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
-        pthread_mutex_lock(&c->lock);
-    pthread_mutex_lock(&ga_g.lock);
+    ga_ctx_atfork_prepare();
 }
 
 static void ga_atfork_parent(void)
 {
-    pthread_mutex_unlock(&ga_g.lock);
-    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
-        pthread_mutex_unlock(&c->lock);
+    ga_ctx_atfork_parent();
 }
 
-/* The child: one thread, the parent's CUDA contexts unusable. Fresh locks, no inherited state. */
+/* The child: one thread, the parent's CUDA contexts unusable, their memory not the child's.
+ * Fresh locks, no inherited contexts, every count from zero (a child's statistics are its own). */
 static void ga_atfork_child(void)
 {
-    ga_ptrmap_t ptrs = ga_g.ptrs;
-    memset(&ga_g, 0, sizeof ga_g); /* the child's statistics are its own */
-    ga_g.ptrs = ptrs;
-    pthread_mutex_init(&ga_g.lock, NULL);
-    ga_ptrmap_clear(&ga_g.ptrs);
     ga_ctx_fork_child();
+    ga_stats_fork_child();
     ga_trace_fork_child();
     ga_oom_fork_child();
-    ga_forked_child = 1;
+}
+
+void ga_init_fail(CUresult error)
+{
+    ga_init_error = error;
 }
 
 static void ga_init_once(void)
@@ -143,7 +137,8 @@ static void ga_init_once(void)
     if (bad) {
         ga_init_error = CUDA_ERROR_INVALID_VALUE;
     } else if (!(ga_libcuda = ga_open_libcuda())) {
-        ga_init_error = CUDA_ERROR_NOT_INITIALIZED;
+        /* A driver path that was asked for and is not there is a bad setting, like any other. */
+        ga_init_error = ga_opt.libcuda ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
     } else {
         ga_resolve_driver();
         if (!ga_real.cuMemAlloc_v2 || !ga_real.cuMemFree_v2 || !ga_real.cuCtxGetCurrent) {
@@ -156,7 +151,7 @@ static void ga_init_once(void)
         ga_trace_start();
     pthread_atfork(ga_atfork_prepare, ga_atfork_parent, ga_atfork_child);
     ga_log(GA_LOG_INFO, "started: mode=%s preallocate=%d fraction=%g%s",
-           ga_opt.mode == GA_MODE_ARENA ? "arena" : "platform", ga_opt.preallocate,
+           ga_mode_name(ga_opt.mode), ga_opt.preallocate,
            ga_opt.fraction, ga_opt.fraction_grow ? "+" : "");
     atomic_store_explicit(&ga_init_done, 1, memory_order_release);
     ga_tl_busy--;
@@ -174,7 +169,7 @@ __attribute__((destructor)) static void ga_fini(void)
 {
     if (!atomic_load(&ga_init_done))
         return;
-    if (ga_g.alloc_calls == 0 && (ga_forked_child || !atomic_load(&ga_ctx_list)))
+    if (!ga_ctx_first())
         return;
     ga_tl_busy++;
     ga_trace_flush_all();

@@ -95,8 +95,14 @@ GA_NO_SANITIZE static void *ga_dlsym_lookup(void *handle, const char *symbol)
 /* The instrumented part of dlsym: a CUDA name. */
 static void *ga_dlsym_cuda(void *handle, const char *symbol, void *found)
 {
-    if (ga_ensure_init() == CUDA_ERROR_NOT_INITIALIZED && !ga_real.cuMemAlloc_v2)
-        return found;
+    CUresult err = ga_ensure_init();
+    if (err == CUDA_ERROR_NOT_INITIALIZED && !ga_real.cuMemAlloc_v2)
+        return found; /* no driver here at all: the loader's answer */
+    if (GA_UNLIKELY(err != CUDA_SUCCESS)) {
+        /* A bad setting: a hooked name gets its hook, which refuses as the direct path does. */
+        const ga_hook_entry_t *bad = found ? ga_hook_by_name(symbol) : NULL;
+        return bad ? bad->hook : found;
+    }
     void *hook = ga_hook_for_real(found);
     if (hook)
         return hook;
@@ -127,10 +133,13 @@ static void ga_map_proc(const char *via, const char *symbol, int version, cuuint
 GA_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                        cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
 {
-    if (GA_UNLIKELY(ga_tl_busy) || ga_ensure_init() == CUDA_ERROR_NOT_INITIALIZED)
+    CUresult e = GA_UNLIKELY(ga_tl_busy) ? CUDA_ERROR_NOT_INITIALIZED : ga_ensure_init();
+    if (e == CUDA_ERROR_NOT_INITIALIZED)
         return ga_real.cuGetProcAddress_v2
                    ? ga_real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus)
                    : CUDA_ERROR_NOT_INITIALIZED;
+    if (GA_UNLIKELY(e != CUDA_SUCCESS))
+        return e; /* a bad setting: no entry point leaves the shim uncapped */
     if (!ga_real.cuGetProcAddress_v2)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = ga_real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
@@ -141,9 +150,12 @@ GA_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
 
 GA_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
-    if (GA_UNLIKELY(ga_tl_busy) || ga_ensure_init() == CUDA_ERROR_NOT_INITIALIZED)
+    CUresult e = GA_UNLIKELY(ga_tl_busy) ? CUDA_ERROR_NOT_INITIALIZED : ga_ensure_init();
+    if (e == CUDA_ERROR_NOT_INITIALIZED)
         return ga_real.cuGetProcAddress ? ga_real.cuGetProcAddress(symbol, pfn, cudaVersion, flags)
                                         : CUDA_ERROR_NOT_INITIALIZED;
+    if (GA_UNLIKELY(e != CUDA_SUCCESS))
+        return e;
     if (!ga_real.cuGetProcAddress)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = ga_real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);

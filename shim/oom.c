@@ -6,12 +6,13 @@
  * diagnosis with an occupancy map of the arena and what to change; the first gets one line of
  * figures. Each is printed at most once per process (frameworks retry an allocation in a loop,
  * and a flood on stderr helps nobody); every failure is still counted, frag_failures and
- * true_oom_failures in ga_g, for the statistics JSON.
+ * true_oom_failures in the context's counters, for the statistics JSON.
  *
  * "What it may still reserve" is the smallest of: the arena's own limit (hard GPUARENA_MEM_FRACTION),
  * the device cap less what the process holds there, and what the driver says is free. That makes
  * the shim's frag_failures a superset of the allocator's (which looks inside held regions only).
- * The message is built while the arena lock is held (the map reads the arena) and written after.
+ * In vmm mode the explanation says what the pool holds: mapped, live and kept granules.
+ * The message is built while the context lock is held (the map reads the arena) and written after.
  */
 #include "shim.h"
 
@@ -48,14 +49,14 @@ static uint64_t ga_min_u64(uint64_t a, uint64_t b)
 /* Bytes the arena of c could still reserve: its limit, the device cap, the driver's free bytes. */
 static uint64_t ga_oom_growth_room(const ga_ctx_t *c, const ga_stats_t *s)
 {
-    const ga_dev_t *d = &ga_devs[c->dev];
+    const ga_dev_t *d = ga_dev(c->dev);
     uint64_t room = UINT64_MAX;
-    if (!ga_opt.fraction_grow) { /* the same share ga_ctx_arena gave the arena as its limit */
-        uint64_t share = (uint64_t)((double)d->cap * ga_opt.fraction) & ~(uint64_t)(GA_ALIGN - 1);
+    if (!ga_opt.fraction_grow) { /* the same share ga_ctx_pool gave the pool as its limit */
+        uint64_t share = ga_share_of(d->cap);
         room = share > s->reserved ? share - s->reserved : 0;
     }
-    int64_t held = atomic_load_explicit(&d->committed, memory_order_relaxed);
-    uint64_t cap_room = held < 0 ? d->cap : (uint64_t)held < d->cap ? d->cap - (uint64_t)held : 0;
+    uint64_t held = ga_dev_held(c->dev);
+    uint64_t cap_room = held < d->cap ? d->cap - held : 0;
     room = ga_min_u64(room, cap_room);
     size_t free = 0, total = 0;
     if (ga_real.cuMemGetInfo_v2 && ga_real.cuMemGetInfo_v2(&free, &total) == CUDA_SUCCESS)
@@ -76,10 +77,10 @@ __attribute__((format(printf, 2, 3))) static void ga_oom_put(ga_oom_t *o, const 
 
 /* The occupancy map, one "gpuarena:   [....]" line per region, at most GA_OOM_MAP_REGIONS (the
  * map is cut there: snprintf-like, it stops writing but counts on). */
-static void ga_oom_put_map(ga_oom_t *o, const ga_arena_t *a, uint64_t regions)
+static void ga_oom_put_map(ga_oom_t *o, const ga_pool_t *p, uint64_t regions)
 {
     char map[GA_OOM_MAP_REGIONS * (GA_OOM_MAP_WIDTH + 1) + 1];
-    ga_occupancy_map(a, map, sizeof map, GA_OOM_MAP_WIDTH);
+    ga_pool_occupancy_map(p, map, sizeof map, GA_OOM_MAP_WIDTH);
     for (char *line = map, *nl; (nl = strchr(line, '\n')); line = nl + 1)
         ga_oom_put(o, "gpuarena:   [%.*s]\n", (int)(nl - line), line);
     if (regions > GA_OOM_MAP_REGIONS)
@@ -103,8 +104,8 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                                 const ga_stats_t *s, uint64_t room)
 {
     char b[7][32];
-    const ga_dev_t *d = &ga_devs[c->dev];
-    uint64_t held = (uint64_t)atomic_load_explicit(&d->committed, memory_order_relaxed);
+    const ga_dev_t *d = ga_dev(c->dev);
+    uint64_t held = ga_dev_held(c->dev);
     ga_oom_put(o, "gpuarena: out of memory from fragmentation: %s of %s failed on device %d "
                "although %s are free", ga_api_name(api), ga_fmt_bytes(rounded, b[0], 32), c->dev,
                ga_fmt_bytes(s->total_free + room, b[1], 32));
@@ -117,21 +118,25 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                ga_fmt_bytes(s->largest_free, b[2], 32), ga_fragmentation(s),
                ga_fmt_bytes(s->in_use, b[3], 32), ga_fmt_bytes(s->reserved, b[4], 32),
                ga_fmt_bytes(held, b[5], 32), ga_fmt_bytes(d->cap, b[6], 32));
-    ga_oom_put_map(o, c->arena, s->regions);
+    ga_oom_put_map(o, c->pool, s->regions);
     ga_oom_put_hint(o);
 }
 
 static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uint64_t size,
-                                uint64_t in_use, uint64_t reserved)
+                                const ga_stats_t *s)
 {
-    char b[5][32];
-    const ga_dev_t *d = &ga_devs[c->dev];
-    uint64_t held = (uint64_t)atomic_load_explicit(&d->committed, memory_order_relaxed);
-    ga_oom_put(o, "gpuarena: out of memory: %s of %s failed on device %d; in use %s, reserved %s in "
-               "this context, the process holds %s of cap %s on the device (not enough free bytes "
-               "in total: raise GPUARENA_LIMIT or use less)\n", ga_api_name(api),
-               ga_fmt_bytes(size, b[0], 32), c->dev, ga_fmt_bytes(in_use, b[1], 32),
-               ga_fmt_bytes(reserved, b[2], 32), ga_fmt_bytes(held, b[3], 32),
+    char b[8][32];
+    const ga_dev_t *d = ga_dev(c->dev);
+    uint64_t held = ga_dev_held(c->dev);
+    ga_oom_put(o, "gpuarena: out of memory: %s of %s failed on device %d; in use %s, %s %s in "
+               "this context", ga_api_name(api), ga_fmt_bytes(size, b[0], 32), c->dev,
+               ga_fmt_bytes(s->in_use, b[1], 32), ga_opt.mode == GA_MODE_VMM ? "mapped" : "reserved",
+               ga_fmt_bytes(s->reserved, b[2], 32));
+    if (ga_opt.mode == GA_MODE_VMM)
+        ga_oom_put(o, " (of which kept mapped while free: %s, GPUARENA_VMM_KEEP; address space %s)",
+                   ga_fmt_bytes(s->kept, b[5], 32), ga_fmt_bytes(s->va_reserved, b[6], 32));
+    ga_oom_put(o, ", the process holds %s of cap %s on the device (not enough free bytes in total: "
+               "raise GPUARENA_LIMIT or use less)\n", ga_fmt_bytes(held, b[3], 32),
                ga_fmt_bytes(d->cap, b[4], 32));
 }
 
@@ -149,25 +154,28 @@ static int ga_oom_first(_Atomic int *told)
            !atomic_exchange(told, 1);
 }
 
-void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size, uint64_t in_use,
-                     uint64_t reserved)
+void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size)
 {
     o->len = 0;
     o->msg[0] = '\0';
     uint64_t rounded = (size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
     ga_stats_t s;
     memset(&s, 0, sizeof s);
+    if (c->pool)
+        ga_pool_stats(c->pool, &s);
     o->frag = 0;
-    if (c->arena && rounded >= size) { /* no arena, or a size too large to round: true OOM */
-        ga_get_stats(c->arena, &s);
+    /* Fragmentation is an arena's failure: a vmm pool places in an address space far larger than
+     * the cap (its failures are physical), a platform pool has nothing to fragment. */
+    int arena = c->pool && (ga_pool_mode(c->pool) == GA_MODE_ARENA ||
+                            ga_pool_mode(c->pool) == GA_MODE_GROW);
+    if (arena && rounded >= size) { /* a size too large to round: true OOM */
         uint64_t room = ga_oom_growth_room(c, &s);
         o->frag = s.total_free >= rounded || room >= rounded - s.total_free;
         if (o->frag && ga_oom_first(&ga_oom_told_frag))
             ga_oom_explain_frag(o, c, api, rounded, &s, room);
     }
     if (!o->frag && ga_oom_first(&ga_oom_told_true))
-        ga_oom_explain_true(o, c, api, size, c->arena ? s.in_use : in_use,
-                            c->arena ? s.reserved : reserved);
+        ga_oom_explain_true(o, c, api, size, &s);
 }
 
 void ga_oom_report(const ga_oom_t *o)

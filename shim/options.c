@@ -19,8 +19,9 @@
 
 ga_options_t ga_opt = {
     .mode = GA_MODE_ARENA, .preallocate = 1, .fraction = 0.75, .fraction_grow = 1,
-    .log = GA_LOG_WARN,
+    .vmm_keep = GA_VMM_KEEP_DEFAULT, .log = GA_LOG_WARN,
 };
+static int ga_preallocate_given; /* GPUARENA_PREALLOCATE was set: it decides arena vs grow */
 
 typedef int (*ga_opt_parser)(const char *value);
 
@@ -34,13 +35,7 @@ typedef struct ga_option_def {
 
 static int parse_mode(const char *v)
 {
-    if (!strcmp(v, "arena"))
-        ga_opt.mode = GA_MODE_ARENA;
-    else if (!strcmp(v, "platform"))
-        ga_opt.mode = GA_MODE_PLATFORM;
-    else
-        return -1;
-    return 0;
+    return ga_mode_parse(v, &ga_opt.mode);
 }
 
 static int parse_bool(const char *v, int *out)
@@ -57,7 +52,17 @@ static int parse_bool(const char *v, int *out)
 
 static int parse_preallocate(const char *v)
 {
+    ga_preallocate_given = 1;
     return parse_bool(v, &ga_opt.preallocate);
+}
+
+static int parse_keep(const char *v)
+{
+    ga_size_t sz;
+    if (ga_size_parse(v, 0, &sz, NULL, 0) != 0 && strcmp(v, "0") != 0)
+        return -1;
+    ga_opt.vmm_keep = strcmp(v, "0") == 0 ? 0 : sz.bytes;
+    return 0;
 }
 
 /* "0.75" (hard) or "0.75+" (may grow past it up to the cap); 0 < f <= 1. */
@@ -121,14 +126,18 @@ static int parse_log(const char *v)
 static const ga_option_def_t ga_options[] = {
     {"GPUARENA_LOG", "warn", parse_log, "error, warn, info or debug",
      "messages on stderr, prefixed gpuarena:"},
-    {"GPUARENA_MODE", "arena", parse_mode, "arena or platform",
-     "arena: sub-allocate from large driver blocks; platform: one driver call per allocation"},
+    {"GPUARENA_MODE", "arena", parse_mode, "arena, grow, vmm or platform (any case)",
+     "arena: a preallocated arena, best fit; grow: the arena without preallocation; vmm: one "
+     "virtual range, physical memory mapped in granules only where allocations lie; platform: one "
+     "driver call per allocation"},
     {"GPUARENA_PREALLOCATE", "true", parse_preallocate, "true/false, 1/0, yes/no",
      "arena: take the arena at the first allocation of a context"},
     {"GPUARENA_MEM_FRACTION", "0.75+", parse_fraction, "a fraction in (0,1], e.g. 0.75 or 0.75+",
      "arena size as a fraction of the cap; '+' lets it grow past that up to the cap"},
     {"GPUARENA_LIMIT", "device total", parse_limit, "try 8GiB, 512MiB or 50%",
-     "hard cap on device memory per device, both modes"},
+     "hard cap on device memory per device, every mode"},
+    {"GPUARENA_VMM_KEEP", "64MiB", parse_keep, "a size such as 64MiB, or 0",
+     "vmm: bytes of wholly free granules kept mapped to avoid remapping (0: give each back at once)"},
     {"GPUARENA_STATS", "unset", parse_stats, "a file path, or - for stderr",
      "write statistics as JSON at exit; %p in the path becomes the process id"},
     {"GPUARENA_TRACE", "unset", parse_trace, "a file path",
@@ -136,6 +145,83 @@ static const ga_option_def_t ga_options[] = {
     {"GPUARENA_LIBCUDA", "libcuda.so.1", parse_libcuda, "a path to the real libcuda.so.1",
      "where the real driver is, for unusual installs"},
 };
+
+/* Levenshtein distance, for the closest known name to a misspelt one (short names only). */
+static size_t ga_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la >= 63 || lb >= 63)
+        return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* GPUARENA_* variables this table does not know (a typo would otherwise be silently ignored),
+ * and the names other gpuarena parts read (the command, the groups). */
+static void ga_warn_unknown(void)
+{
+    static const char *const others[] = {"GPUARENA_GROUP", "GPUARENA_PYTHON", "GPUARENA_SIM"};
+    extern char **environ;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "GPUARENA_", 9) != 0)
+            continue;
+        size_t n = strcspn(*e, "=");
+        char name[64];
+        if (n >= sizeof name)
+            continue;
+        memcpy(name, *e, n);
+        name[n] = '\0';
+        const char *best = NULL;
+        size_t best_d = (size_t)-1;
+        int known = 0;
+        for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0] + 3 && !known; i++) {
+            const char *k = i < sizeof ga_options / sizeof ga_options[0]
+                                ? ga_options[i].env
+                                : others[i - sizeof ga_options / sizeof ga_options[0]];
+            size_t d = ga_edit_distance(name, k);
+            known = d == 0;
+            if (d < best_d)
+                best_d = d, best = k;
+        }
+        if (known)
+            continue;
+        if (best && best_d <= 3)
+            ga_log(GA_LOG_WARN, "unknown setting %s (did you mean %s?); it is ignored", name, best);
+        else
+            ga_log(GA_LOG_WARN, "unknown setting %s; it is ignored (gpuarena --help lists the "
+                   "settings)", name);
+    }
+}
+
+void ga_options_json(FILE *f, uint64_t percent_cap)
+{
+    fprintf(f, "{\"preallocate\": %s, \"fraction\": %g, \"fraction_grow\": %s, \"limit\": ",
+            ga_opt.mode == GA_MODE_ARENA ? "true" : "false", ga_opt.fraction,
+            ga_opt.fraction_grow ? "true" : "false");
+    if (ga_opt.limit_bytes)
+        fprintf(f, "%llu", (unsigned long long)ga_opt.limit_bytes);
+    else if (ga_opt.limit_percent > 0 && percent_cap)
+        fprintf(f, "%llu", (unsigned long long)percent_cap);
+    else
+        fprintf(f, "null");
+    if (ga_opt.limit_percent > 0)
+        fprintf(f, ", \"limit_percent\": %g", ga_opt.limit_percent);
+    fprintf(f, ", \"vmm_keep\": %llu}", (unsigned long long)ga_opt.vmm_keep);
+}
 
 int ga_options_load(void)
 {
@@ -154,6 +240,14 @@ int ga_options_load(void)
         ga_log(GA_LOG_ERROR, "%s='%s' %s (%s); CUDA will not be initialised", o->env, v, what,
                o->accepted);
     }
+    /* One name per mode: the arena without preallocation is grow, and grow never preallocates. */
+    if (ga_opt.mode == GA_MODE_ARENA && !ga_opt.preallocate)
+        ga_opt.mode = GA_MODE_GROW;
+    else if (ga_opt.mode == GA_MODE_GROW)
+        ga_opt.preallocate = 0;
+    else if (ga_opt.mode != GA_MODE_ARENA && !ga_preallocate_given)
+        ga_opt.preallocate = 0;
+    ga_warn_unknown();
     return bad;
 }
 

@@ -3,15 +3,13 @@
  * The arena does not serve these (first version): they go to the driver as asked, but they count
  * toward the device cap and the statistics, because a cap that a program escapes by calling
  * cuMemAllocAsync would cap nothing. Each is checked against the cap before the driver call and
- * recorded in ga_g.ptrs so its free gives the bytes back. VMM handles share that table under a
- * tagged key (bit 63), so they can never collide with a device pointer.
+ * recorded in its context's pass-through table (cuMemCreate handles, which belong to a device and
+ * outlive contexts, in the device's), so its free gives the bytes back.
  * The runtime hooks (cudaMalloc, cudaFree, cudaMemGetInfo) only tag the thread with the entry
  * point and call the real runtime, which reaches the driver hooks underneath: the driver-level
  * hook then counts the call once, under the runtime's name.
  */
 #include "shim.h"
-
-#define GA_VMM_TAG (1ull << 63)
 
 /* Before the driver call: the context, and the bytes committed against its device's cap. */
 static CUresult ga_pass_begin(size_t size, int dev, ga_ctx_t **cp, int *devp)
@@ -21,39 +19,38 @@ static CUresult ga_pass_begin(size_t size, int dev, ga_ctx_t **cp, int *devp)
     if (!c)
         return CUDA_SUCCESS; /* no context: let the driver answer */
     *devp = dev >= 0 && dev < GA_MAX_DEVICES ? dev : c->dev;
-    if (!__atomic_load_n(&ga_devs[*devp].known, __ATOMIC_ACQUIRE)) {
-        pthread_mutex_lock(&ga_g.lock);
-        ga_dev_setup(*devp);
-        pthread_mutex_unlock(&ga_g.lock);
-    }
+    ga_dev_setup(*devp);
     return ga_dev_commit(*devp, size) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* After the driver call: record it (or give the commitment back) and count it. */
+/* After the driver call: record it where its free will find it (the context's table, or the
+ * device's for a cuMemCreate handle, which outlives contexts), or give the commitment back. */
 static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_t key, size_t size,
-                        uint8_t api, uint64_t t0, int tied_to_ctx)
+                        uint8_t api, uint64_t t0, int handle)
 {
     if (!c)
         return;
     if (ga_tl_api)
         api = ga_tl_api;
-    pthread_mutex_lock(&ga_g.lock);
+    pthread_mutex_t *lock = handle ? &ga_dev(dev)->lock : &c->lock;
+    ga_ptrmap_t *table = handle ? &ga_dev(dev)->handles : &c->pass;
+    ga_counts_t *counts = handle ? &ga_dev(dev)->counts : &c->counts;
+    int recorded = 0;
+    pthread_mutex_lock(lock);
     if (r == CUDA_SUCCESS) {
-        ga_pentry_t e = {.key = key, .size = size, .ctx = tied_to_ctx ? c : NULL, .dev = dev,
-                         .api = api, .passthrough = 1};
-        if (ga_ptrmap_put(&ga_g.ptrs, &e) == 0) {
-            ga_count_reserve((int64_t)size, 0);
-            ga_count_passthrough((int64_t)size);
-        } else {
-            ga_dev_uncommit(dev, size); /* cannot track it: leave it uncounted rather than leak */
-        }
-    } else if (committed) {
-        ga_dev_uncommit(dev, size);
+        ga_pentry_t e = {.key = key, .size = size, .aux = api};
+        /* A dead context's memory went with it; no record can outlive it. */
+        recorded = (handle || !atomic_load(&c->dead)) && ga_ptrmap_put(table, &e) == 0;
     }
-    ga_count_alloc(api, size, size, r == CUDA_SUCCESS);
-    if (ga_timing)
-        ga_alloc_time += ga_now() - t0;
-    pthread_mutex_unlock(&ga_g.lock);
+    ga_count_alloc(counts, api, size, r == CUDA_SUCCESS, t0);
+    pthread_mutex_unlock(lock);
+    if (recorded) {
+        ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
+        ga_level_add(GA_LEVEL_PASSTHROUGH, (int64_t)size);
+        ga_level_add(GA_LEVEL_IN_USE, (int64_t)size);
+    } else if (committed) {
+        ga_dev_uncommit(dev, size); /* failed, or cannot be tracked: not counted rather than leaked */
+    }
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
                        r == CUDA_SUCCESS ? key : 0, size, 0, dev, t0, r);
@@ -71,7 +68,7 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
         int committed = c && r == CUDA_SUCCESS;                                            \
         if (r == CUDA_SUCCESS)                                                             \
             r = ga_real.name call;                                                         \
-        ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize, api, t0, 1); \
+        ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize, api, t0, 0); \
         return r;                                                                          \
     } while (0)
 
@@ -134,32 +131,39 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     int committed = c && r == CUDA_SUCCESS;
     if (r == CUDA_SUCCESS)
         r = ga_real.cuMemCreate(handle, size, prop, flags);
-    ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? (*handle ^ GA_VMM_TAG) : 0, size,
-                GA_API_CUMEMCREATE, t0, 0);
+    ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size,
+                GA_API_CUMEMCREATE, t0, 1);
     return r;
 }
 
+/* The program's handles live in their device's table; the driver decides first, and the record
+ * goes only when the driver released the handle. */
 GA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     GA_HOOK_ENTER(cuMemRelease, (handle));
-    ga_pentry_t e;
-    pthread_mutex_lock(&ga_g.lock);
-    int found = ga_ptrmap_take(&ga_g.ptrs, handle ^ GA_VMM_TAG, &e);
-    pthread_mutex_unlock(&ga_g.lock);
+    uint64_t t0 = ga_timing ? ga_now() : 0;
     CUresult r = ga_real.cuMemRelease(handle);
-    if (!found)
+    if (r != CUDA_SUCCESS || !handle)
         return r;
-    pthread_mutex_lock(&ga_g.lock);
-    if (r == CUDA_SUCCESS) {
-        ga_count_free(GA_API_CUMEMRELEASE, e.size);
-        ga_count_reserve(-(int64_t)e.size, 0);
-        ga_count_passthrough(-(int64_t)e.size);
-    } else {
-        ga_ptrmap_put(&ga_g.ptrs, &e);
+    for (int d = 0; d < GA_MAX_DEVICES; d++) {
+        ga_dev_t *dv = ga_dev(d);
+        if (!atomic_load_explicit(&dv->known, memory_order_acquire))
+            continue;
+        ga_pentry_t e = {0};
+        pthread_mutex_lock(&dv->lock);
+        int found = ga_ptrmap_take(&dv->handles, (uint64_t)handle, &e);
+        if (found) {
+            ga_count_free(&dv->counts, GA_API_CUMEMRELEASE, t0);
+        }
+        pthread_mutex_unlock(&dv->lock);
+        if (found) {
+            ga_dev_uncommit(d, e.size);
+            ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
+            ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
+            ga_level_add(GA_LEVEL_IN_USE, -(int64_t)e.size);
+            break;
+        }
     }
-    pthread_mutex_unlock(&ga_g.lock);
-    if (r == CUDA_SUCCESS)
-        ga_dev_uncommit(e.dev, e.size);
     return r;
 }
 

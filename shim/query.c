@@ -1,6 +1,6 @@
 /* gpuarena queries: cuInit, cuMemGetInfo, pointer ranges and attributes, IPC handles.
  *
- * These hooks make the arena invisible to the program: cuMemGetInfo reports the process's view
+ * These hooks make the pools invisible to the program: cuMemGetInfo reports the process's view
  * (total = its cap, free = what it could still allocate), and range queries on an arena pointer
  * answer with the sub-allocation, not the large driver block behind it, because frameworks use
  * them to find an allocation's base. Everything else goes to the driver unchanged.
@@ -10,25 +10,34 @@
  */
 #include "shim.h"
 
-/* cuInit reports option errors: the program stops at its first CUDA call, not later. */
+/* cuInit reports option errors: the program stops at its first CUDA call, not later. After the
+ * driver's own cuInit, every device's cap is worked out, so a setting that leaves nothing to
+ * allocate (a cap or an arena share that rounds to zero bytes) is refused here, before any
+ * allocation, as a bad option value is. */
 GA_EXPORT CUresult cuInit(unsigned int Flags)
 {
     GA_HOOK_ENTER(cuInit, (Flags));
-    return ga_real.cuInit(Flags);
+    CUresult r = ga_real.cuInit(Flags);
+    int n = 0;
+    if (r == CUDA_SUCCESS && ga_real.cuDeviceGetCount && ga_real.cuDeviceGetCount(&n) == CUDA_SUCCESS)
+        for (int d = 0; d < n && d < GA_MAX_DEVICES; d++)
+            ga_dev_setup(d);
+    return r == CUDA_SUCCESS ? ga_init_error : r;
 }
 
-/* Bytes free inside every live arena of a device. */
-static uint64_t ga_arena_free_bytes(int dev)
+/* Bytes held from the driver but free inside every live pool of a device (vmm: mapped and not
+ * used, the kept granules and the free parts of partly used ones). */
+static uint64_t ga_pool_free_bytes(int dev)
 {
     uint64_t sum = 0;
-    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
         if (c->dev != dev || !ga_ctx_peek(c))
             continue;
         pthread_mutex_lock(&c->lock);
-        if (c->arena) {
+        if (c->pool && !atomic_load(&c->dead)) {
             ga_stats_t s;
-            ga_get_stats(c->arena, &s);
-            sum += s.total_free;
+            ga_pool_stats(c->pool, &s);
+            sum += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
         }
         pthread_mutex_unlock(&c->lock);
     }
@@ -45,11 +54,10 @@ GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     ga_ctx_t *c = r == CUDA_SUCCESS ? ga_current() : NULL;
     if (!c)
         return r == CUDA_SUCCESS ? (*free = pfree, *total = ptotal, r) : r;
-    ga_dev_t *d = &ga_devs[c->dev];
+    const ga_dev_t *d = ga_dev(c->dev);
     uint64_t cap = d->cap < ptotal ? d->cap : ptotal;
-    int64_t committed = atomic_load(&d->committed);
-    uint64_t held = committed > 0 ? (uint64_t)committed : 0;
-    uint64_t inside = ga_arena_free_bytes(c->dev);
+    uint64_t held = ga_dev_held(c->dev);
+    uint64_t inside = ga_pool_free_bytes(c->dev);
     uint64_t f = (cap > held ? cap - held : 0) + inside;
     if (f > (uint64_t)pfree + inside)
         f = (uint64_t)pfree + inside;
@@ -60,15 +68,20 @@ GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     return CUDA_SUCCESS;
 }
 
-/* Base and size of the live arena allocation containing p: 1 found, 0 not an arena pointer,
- * -1 inside an arena region but in no live allocation. */
-static int ga_arena_range(CUdeviceptr p, uintptr_t *base, size_t *size)
+/* Base and size of the live pool allocation containing p: 1 found, 0 not a pool pointer,
+ * -1 inside a pool's memory but in no live allocation. Platform pointers are the driver's own
+ * allocations, which the driver describes exactly: they are left to it (0). */
+static int ga_pool_range(CUdeviceptr p, uintptr_t *base, size_t *size)
 {
-    ga_ctx_t *c = ga_find_owner((uintptr_t)p);
+    int in_pass = 0;
+    ga_ctx_t *c = ga_find_owner((uintptr_t)p, &in_pass);
     if (!c)
         return 0;
-    ga_status_t st = ga_lookup(c->arena, (uintptr_t)p, base, size);
+    int platform = in_pass || ga_pool_mode(c->pool) == GA_MODE_PLATFORM;
+    ga_status_t st = platform ? GA_OK : ga_pool_lookup(c->pool, (uintptr_t)p, base, size);
     pthread_mutex_unlock(&c->lock);
+    if (platform)
+        return 0;
     if (st != GA_OK)
         *base = 0, *size = 0;
     return st == GA_OK ? 1 : -1;
@@ -79,7 +92,7 @@ GA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CU
     GA_HOOK_ENTER(cuMemGetAddressRange_v2, (pbase, psize, dptr));
     uintptr_t base = 0;
     size_t size = 0;
-    int found = ga_arena_range(dptr, &base, &size);
+    int found = ga_pool_range(dptr, &base, &size);
     if (found == 0)
         return ga_real.cuMemGetAddressRange_v2(pbase, psize, dptr);
     if (found < 0)
@@ -111,11 +124,11 @@ GA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t base = 0;
     size_t size = 0;
-    int found = ga_is_range_attr(attribute) ? ga_arena_range(ptr, &base, &size) : 0;
-    if (found == 0)
-        return ga_real.cuPointerGetAttribute(data, attribute, ptr);
-    if (found < 0) /* freed arena memory: the driver's answer for a pointer it no longer knows */
+    int found = ga_pool_range(ptr, &base, &size);
+    if (found < 0) /* freed pool memory: the driver's answer for a pointer it does not know */
         return CUDA_ERROR_INVALID_VALUE;
+    if (found == 0 || !ga_is_range_attr(attribute))
+        return ga_real.cuPointerGetAttribute(data, attribute, ptr);
     ga_write_range_attr(attribute, data, base, size);
     return CUDA_SUCCESS;
 }
@@ -126,12 +139,14 @@ GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_
     GA_HOOK_ENTER(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
     if (numAttributes && (!attributes || !data))
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = ga_real.cuPointerGetAttributes(numAttributes, attributes, data, ptr);
     uintptr_t base = 0;
     size_t size = 0;
-    /* a live arena allocation: its own range; freed arena memory: 0 and 0, as the driver answers
-     * for a pointer it does not know (never the whole region the driver sees) */
-    if (r != CUDA_SUCCESS || ga_arena_range(ptr, &base, &size) == 0)
+    int found = ga_pool_range(ptr, &base, &size);
+    /* Freed pool memory: every attribute as the driver answers for a pointer it does not know,
+     * which is what it answers for 0 (defaults, in each attribute's own width). */
+    CUresult r = ga_real.cuPointerGetAttributes(numAttributes, attributes, data, found < 0 ? 0 : ptr);
+    /* A live pool allocation: its own range, never the whole region the driver sees. */
+    if (r != CUDA_SUCCESS || found <= 0)
         return r;
     for (unsigned i = 0; i < numAttributes; i++)
         if (ga_is_range_attr(attributes[i]) && data[i])
@@ -144,14 +159,17 @@ GA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     GA_HOOK_ENTER(cuIpcGetMemHandle, (pHandle, dptr));
     if (!pHandle)
         return CUDA_ERROR_INVALID_VALUE;
-    ga_ctx_t *c = ga_find_owner((uintptr_t)dptr);
-    if (!c)
+    int in_pass = 0;
+    ga_ctx_t *c = ga_find_owner((uintptr_t)dptr, &in_pass);
+    int whole = c && (in_pass || ga_pool_mode(c->pool) == GA_MODE_PLATFORM);
+    if (c)
+        pthread_mutex_unlock(&c->lock);
+    if (!c || whole) /* the driver's own allocation: its handle is exact */
         return ga_real.cuIpcGetMemHandle(pHandle, dptr);
-    pthread_mutex_unlock(&c->lock);
     static _Atomic int said;
     if (!atomic_exchange(&said, 1))
         ga_log(GA_LOG_ERROR, "cuIpcGetMemHandle on a sub-allocated pointer (%#llx) is refused: "
-               "the handle would map the whole arena block; run with GPUARENA_MODE=platform to "
+               "the handle would map a whole pool block; run with GPUARENA_MODE=platform to "
                "share memory between processes", (unsigned long long)dptr);
     return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -1,12 +1,18 @@
 /* gpuarena shim internals: the one header shared by the files of shim/.
  *
- * The shim is split by concern: init.c (lazy once-only start, loading the real driver, fork),
- * options.c (the options table, logging), interpose.c (dlsym and cuGetProcAddress), ctx.c
- * (per-device caps and per-context state, the arena backend, context teardown), alloc.c (the
- * allocation hooks and both modes), query.c (cuMemGetInfo, pointer queries, IPC), passthrough.c
- * (managed/async/pool/VMM and runtime hooks), ptrmap.c (the pointer table), stats.c (counters and
- * the JSON report) and tracer.c (GPUARENA_TRACE). Only shim/ sees CUDA and dlfcn; the allocator
- * behind it is plain C (allocator/ga_arena.h).
+ * The shim hooks, caps, traces and reports; every allocation decision is a pool's (allocator/
+ * ga_pool.h). Data flows one way: hook (alloc.c, passthrough.c, query.c) -> the context's pool
+ * (ctx.c) -> the backend (backend.c) -> the real driver. Files by concern: init.c (lazy once-only
+ * start, loading the real driver, fork), options.c (the options table, logging), interpose.c
+ * (dlsym and cuGetProcAddress), ctx.c (devices and their caps, contexts and their pools, context
+ * teardown), backend.c (the pools' backend over the driver: regions, or VMM ranges and granules,
+ * each under the device cap), alloc.c (the allocation hooks), query.c (cuInit, cuMemGetInfo,
+ * pointer queries, IPC), passthrough.c (managed/async/pool/VMM calls of the program and the
+ * runtime hooks), oom.c (the out-of-memory explainer), stats.c (counters and the JSON report),
+ * tracer.c (GPUARENA_TRACE) and outfile.c (writing both files safely).
+ * Shared state and its owner: ga_real and the start flags (init.c, written once before any hook
+ * proceeds), ga_opt (options.c, written once at start), devices and contexts (ctx.c, reached
+ * through functions). Nothing else is shared across files.
  *
  * __CUDA_API_VERSION_INTERNAL makes cuda.h declare every versioned entry point under its exported
  * name (cuMemAlloc_v2, cuMemAllocAsync_ptsz, the 4-argument cuGetProcAddress), which is exactly
@@ -21,8 +27,11 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../allocator/ga_arena.h"
+#include "../allocator/ga_pool.h"
+#include "../allocator/ga_ptrmap.h"
 #include "../allocator/ga_trace.h"
 
 #define GA_EXPORT __attribute__((visibility("default")))
@@ -43,15 +52,28 @@ typedef struct ga_real {
 #define GA_HOOK(lib, name, ret, params, args) ret(*name) params;
 #include "hooks.def"
 #undef GA_HOOK
-    /* Driver functions the shim calls but does not hook. */
-    CUresult (*cuCtxGetCurrent)(CUcontext *);
-    CUresult (*cuCtxGetDevice)(CUdevice *);
-    CUresult (*cuCtxPushCurrent_v2)(CUcontext);
-    CUresult (*cuCtxPopCurrent_v2)(CUcontext *);
-    CUresult (*cuDeviceTotalMem_v2)(size_t *, CUdevice);
-    CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned int *, int *);
-    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*cuStreamSynchronize)(CUstream);
+    /* Driver functions the shim calls but does not hook (init.c resolves them by name). */
+#define GA_UNHOOKED_LIST(X)                                                                   \
+    X(cuCtxGetCurrent, (CUcontext *))                                                         \
+    X(cuCtxGetDevice, (CUdevice *))                                                           \
+    X(cuCtxPushCurrent_v2, (CUcontext))                                                       \
+    X(cuCtxPopCurrent_v2, (CUcontext *))                                                      \
+    X(cuDeviceTotalMem_v2, (size_t *, CUdevice))                                              \
+    X(cuDeviceGetCount, (int *))                                                              \
+    X(cuDevicePrimaryCtxGetState, (CUdevice, unsigned int *, int *))                          \
+    X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                      \
+    X(cuStreamSynchronize, (CUstream))                                                        \
+    X(cuStreamQuery, (CUstream))                                                              \
+    X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))  \
+    X(cuMemAddressFree, (CUdeviceptr, size_t))                                                \
+    X(cuMemMap, (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)) \
+    X(cuMemUnmap, (CUdeviceptr, size_t))                                                      \
+    X(cuMemSetAccess, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))                 \
+    X(cuMemGetAllocationGranularity,                                                          \
+      (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))
+#define GA_UNHOOKED_FIELD(name, params) CUresult(*name) params;
+    GA_UNHOOKED_LIST(GA_UNHOOKED_FIELD)
+#undef GA_UNHOOKED_FIELD
 } ga_real_t;
 
 #define GA_HOOK(lib, name, ret, params, args) GA_EXPORT ret name params;
@@ -67,6 +89,8 @@ extern __thread int ga_tl_busy;       /* inside the shim's own calls into the dr
 extern __thread uint8_t ga_tl_api;    /* set by the runtime hooks: the call came via cudaMalloc */
 extern _Atomic unsigned ga_generation; /* bumped when contexts die: thread caches revalidate */
 CUresult ga_init_slow(void);
+/* A bad setting found after start (a cap that rounds to nothing): every hook refuses from now. */
+void ga_init_fail(CUresult error);
 /* Lazy once-only start; 0 when the shim is usable. Cheap after the first call. */
 static inline CUresult ga_ensure_init(void)
 {
@@ -81,7 +105,9 @@ void *ga_libcuda_handle(void);
 /* Resolves a runtime (libcudart) function late: the runtime may be loaded after the shim. */
 void *ga_resolve_cudart(const char *name, void *hook);
 
-/* Prologue of every driver hook: re-entrant calls and a failed start go straight out. */
+/* Prologue of every driver hook: re-entrant calls and a failed start go straight out; a driver
+ * that lacks the entry point (an older driver, a stand-in) gets CUDA_ERROR_NOT_FOUND, as the
+ * loader would have refused the symbol without the shim, never a call through NULL. */
 #define GA_HOOK_ENTER(name, args)                                                          \
     do {                                                                                  \
         if (GA_UNLIKELY(ga_tl_busy))                                                      \
@@ -89,18 +115,20 @@ void *ga_resolve_cudart(const char *name, void *hook);
         CUresult ga_e_ = ga_ensure_init();                                                \
         if (GA_UNLIKELY(ga_e_ != CUDA_SUCCESS))                                           \
             return ga_e_;                                                                 \
+        if (GA_UNLIKELY(!ga_real.name))                                                   \
+            return CUDA_ERROR_NOT_FOUND;                                                  \
     } while (0)
 
 /* ---- options.c ---- */
-typedef enum { GA_MODE_ARENA = 0, GA_MODE_PLATFORM = 1 } ga_mode_t;
 typedef enum { GA_LOG_ERROR = 0, GA_LOG_WARN, GA_LOG_INFO, GA_LOG_DEBUG } ga_log_level_t;
 typedef struct ga_options {
-    ga_mode_t mode;
+    ga_mode_t mode;          /* after loading, arena without preallocation is GA_MODE_GROW */
     int preallocate;
     double fraction;
     int fraction_grow;       /* "0.75+": may grow past the fraction up to the cap */
     uint64_t limit_bytes;    /* 0: none given as bytes */
     double limit_percent;    /* 0: none given as a percentage */
+    uint64_t vmm_keep;       /* vmm: wholly free granules kept mapped, bytes */
     const char *stats;       /* NULL, a path, or "-" */
     const char *trace;
     ga_log_level_t log;
@@ -110,96 +138,53 @@ extern ga_options_t ga_opt;
 /* Parses every option once; returns the number of bad values (each already reported). */
 int ga_options_load(void);
 void ga_options_print_help(void);
+/* The options in force as a JSON object (the statistics' "options"); percent_cap: the cap a
+ * percentage limit gave device 0 (0: not known yet). */
+void ga_options_json(FILE *f, uint64_t percent_cap);
 int ga_parse_size(const char *s, uint64_t *bytes, double *percent);
 void ga_log(ga_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- ptrmap.c: open-addressing table key -> entry, no allocation per insert ---- */
-typedef struct ga_pentry {
-    uint64_t key;     /* 0 = empty slot */
-    uint64_t size;
-    struct ga_ctx *ctx;
-    int32_t dev;
-    uint8_t api;
-    uint8_t passthrough;
-} ga_pentry_t;
-typedef struct ga_ptrmap {
-    ga_pentry_t *slots;
-    size_t mask;  /* capacity - 1 */
-    size_t count;
-} ga_ptrmap_t;
-int ga_ptrmap_put(ga_ptrmap_t *m, const ga_pentry_t *e); /* 0 ok, -1 out of host memory */
-ga_pentry_t *ga_ptrmap_get(ga_ptrmap_t *m, uint64_t key);
-int ga_ptrmap_take(ga_ptrmap_t *m, uint64_t key, ga_pentry_t *out); /* 1 found and removed */
-void ga_ptrmap_clear(ga_ptrmap_t *m);
-
-/* ---- ctx.c: devices (caps) and contexts (arenas) ---- */
-typedef struct ga_dev {
-    _Atomic int64_t committed; /* bytes held from the driver: arena regions + platform + passthrough */
-    uint64_t cap;              /* 0 until first use */
-    uint64_t physical_total;
-    int known;
-} ga_dev_t;
-
-typedef struct ga_ctx {
-    CUcontext ctx;
-    int dev;
-    _Atomic int dead;        /* destroyed: never matched again, its memory gone with it */
-    int driver_gone;         /* the driver already freed its memory: release without calls */
-    pthread_mutex_t lock;    /* guards arena */
-    ga_arena_t *arena;
-    int arena_tried;
-    ga_stats_t final;        /* arena statistics when it was dropped */
-    int has_final;
-    /* platform-mode and pass-through statistics of this context, under ga_g.lock */
-    ga_stats_t plat;
-    struct ga_ctx *_Atomic next;
-} ga_ctx_t;
-
-extern ga_dev_t ga_devs[GA_MAX_DEVICES];
-extern ga_ctx_t *_Atomic ga_ctx_list;
-/* The calling thread's current context state, NULL without a current context. */
-ga_ctx_t *ga_current(void);
-void ga_dev_setup(int dev);
-int ga_dev_commit(int dev, uint64_t bytes);   /* 1 ok, 0 past the cap */
-void ga_dev_uncommit(int dev, uint64_t bytes);
-/* Makes ctx current for a driver call from a thread where it may not be. */
-int ga_ctx_enter(CUcontext ctx);
-void ga_ctx_leave(int pushed);
-ga_arena_t *ga_ctx_arena(ga_ctx_t *c, size_t first_request, CUresult *err); /* c->lock held */
-/* The arena pointer read without c->lock: only to skip contexts that have none. */
-static inline ga_arena_t *ga_ctx_peek(ga_ctx_t *c)
-{
-    return __atomic_load_n(&c->arena, __ATOMIC_ACQUIRE);
-}
-void ga_ctx_drop(ga_ctx_t *c, int driver_gone);
-ga_ctx_t *ga_find_owner(uintptr_t ptr); /* arena whose region holds ptr; returned locked */
-void ga_ctx_fork_child(void);
-
-/* ---- stats.c ---- */
+/* ---- stats.c: the shim's own figures (the pools count theirs) ---- */
+/* X(name, unit, description): counted per context under its lock, summed into "totals". */
+#define GA_SHIM_STATS_LIST(X)                                                                  \
+    X(alloc_calls, count, "allocation calls of every kind the shim served or passed on")       \
+    X(free_calls, count, "frees of memory the shim accounts for")                              \
+    X(failed_allocs, count, "allocation calls that failed")                                     \
+    X(frag_failures, count, "out-of-memory failures while enough bytes were free in total")    \
+    X(true_oom_failures, count, "out-of-memory failures with too few bytes free in total")     \
+    X(driver_alloc_calls, count, "driver calls the pools made to take memory (vmm: cuMemCreate)") \
+    X(driver_free_calls, count, "driver calls the pools made to give it back (vmm: cuMemRelease)") \
+    X(alloc_time_ns, ns, "time inside allocation hooks (timed when statistics or a trace are on)") \
+    X(free_time_ns, ns, "time inside free hooks (timed when statistics or a trace are on)")
 typedef struct ga_api_count {
     uint64_t calls, failed, bytes;
 } ga_api_count_t;
-typedef struct ga_global {
-    pthread_mutex_t lock;   /* guards everything below and ptrs */
-    ga_ptrmap_t ptrs;       /* platform and pass-through allocations; VMM handles */
-    uint64_t alloc_calls, free_calls, failed_allocs;
-    uint64_t driver_alloc_calls, driver_free_calls;
-    uint64_t in_use, peak_in_use, reserved, peak_reserved;
-    uint64_t passthrough, peak_passthrough;
+typedef struct ga_counts {
+#define GA_SHIM_FIELD(name, unit, desc) uint64_t name;
+    GA_SHIM_STATS_LIST(GA_SHIM_FIELD)
+#undef GA_SHIM_FIELD
     double max_fragmentation;
-    uint64_t frag_failures, true_oom_failures; /* out-of-memory failures split by oom.c */
     ga_api_count_t by_api[GA_API_COUNT];
-} ga_global_t;
-extern ga_global_t ga_g;
-extern uint64_t ga_alloc_time, ga_free_time; /* ga_now() ticks, under ga_g.lock */
-uint64_t ga_ticks_to_ns(uint64_t ticks);
-extern int ga_timing; /* time the hooks: stats or trace asked for */
+} ga_counts_t;
+/* Process-wide levels and their peaks, kept with atomics: the peak of the sum over contexts. */
+#define GA_LEVEL_LIST(X)                                                                       \
+    X(IN_USE, in_use, "bytes in live allocations, every context and pass-through")             \
+    X(RESERVED, reserved, "bytes held from the driver (vmm: mapped), pass-through included")   \
+    X(PASSTHROUGH, passthrough_bytes, "bytes of allocations passed through to the driver")
+typedef enum {
+#define GA_LEVEL_ENUM(sym, name, desc) GA_LEVEL_##sym,
+    GA_LEVEL_LIST(GA_LEVEL_ENUM)
+#undef GA_LEVEL_ENUM
+    GA_LEVEL_COUNT
+} ga_level_t;
+void ga_level_add(ga_level_t level, int64_t delta);
+extern int ga_timing; /* time the hooks: stats or trace asked for; set once at start */
 uint64_t ga_now(void);
 void ga_stats_start(void);
-void ga_count_alloc(uint8_t api, uint64_t bytes, uint64_t rounded, int ok); /* ga_g.lock held */
-void ga_count_free(uint8_t api, uint64_t rounded);                           /* ga_g.lock held */
-void ga_count_reserve(int64_t delta, int driver_call);                        /* ga_g.lock held */
-void ga_count_passthrough(int64_t delta);                                     /* ga_g.lock held */
+void ga_stats_fork_child(void);
+/* Counting, with the lock that guards cn held; t0 from ga_now() when ga_timing. */
+void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64_t t0);
+void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0);
 void ga_stats_write(void);
 
 /* ---- tracer.c ---- */
@@ -210,17 +195,82 @@ void ga_trace_flush_all(void);
 void ga_trace_fork_child(void);
 extern int ga_tracing;
 
+/* ---- ctx.c: devices (caps) and contexts (pools) ---- */
+typedef struct ga_dev {
+    _Atomic int64_t committed; /* bytes held from the driver: pools + pass-through */
+    uint64_t cap;              /* valid once known */
+    uint64_t physical_total;
+    _Atomic int known;
+    pthread_mutex_t lock;      /* guards handles and counts */
+    ga_ptrmap_t handles;       /* the program's cuMemCreate handles: key handle, size, aux api */
+    ga_counts_t counts;        /* the program's cuMemCreate/cuMemRelease */
+} ga_dev_t;
+
+typedef struct ga_ctx {
+    CUcontext ctx;
+    int dev;
+    _Atomic int dead;        /* destroyed: never matched again, its memory gone with it */
+    int driver_gone;         /* the driver already freed its memory: release without calls */
+    pthread_mutex_t lock;    /* guards everything below */
+    ga_pool_t *pool;         /* made at the first allocation; read unlocked only by ga_ctx_peek */
+    ga_ptrmap_t pass;        /* pass-through allocations: key pointer, size, aux api */
+    ga_counts_t counts;
+    ga_stats_t final;        /* the pool's statistics when it was dropped */
+    int has_final;
+    size_t granularity;      /* vmm: the driver's recommended granularity */
+    struct ga_ctx *_Atomic next;
+} ga_ctx_t;
+
+/* The device table (ctx.c owns it): dev must be in [0, GA_MAX_DEVICES). */
+ga_dev_t *ga_dev(int dev);
+/* Computes the cap of dev once (the driver must be initialised); 0 when it is not known. */
+int ga_dev_setup(int dev);
+int ga_dev_commit(int dev, uint64_t bytes);   /* 1 ok, 0 past the cap */
+void ga_dev_uncommit(int dev, uint64_t bytes);
+uint64_t ga_dev_held(int dev);
+/* The pools' share of a cap (GPUARENA_MEM_FRACTION), aligned down to GA_ALIGN. */
+uint64_t ga_share_of(uint64_t cap);
+/* The calling thread's current context state, NULL without a current context. */
+ga_ctx_t *ga_current(void);
+/* The context list, newest first (never freed: stale handles never match, dead ones are marked). */
+ga_ctx_t *ga_ctx_first(void);
+static inline ga_ctx_t *ga_ctx_next(ga_ctx_t *c)
+{
+    return atomic_load(&c->next);
+}
+/* Makes ctx current for a driver call from a thread where it may not be. */
+int ga_ctx_enter(CUcontext ctx);
+void ga_ctx_leave(int pushed);
+/* The context's pool, made at first use; c->lock held and c alive. NULL: *err says why. */
+ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err);
+static inline ga_pool_t *ga_ctx_peek(ga_ctx_t *c)
+{
+    return __atomic_load_n(&c->pool, __ATOMIC_ACQUIRE);
+}
+/* The live context whose pool (*in_pass 0) or pass-through table (*in_pass 1) holds ptr,
+ * returned with its lock held; NULL when no context has it. */
+ga_ctx_t *ga_find_owner(uintptr_t ptr, int *in_pass);
+/* Gives back idle memory of every pool on dev (before an out-of-memory is reported); `locked` is
+ * a context whose lock the caller holds (or NULL). Returns the bytes given back. */
+size_t ga_dev_trim(int dev, ga_ctx_t *locked);
+void ga_ctx_fork_child(void);
+void ga_ctx_atfork_prepare(void);
+void ga_ctx_atfork_parent(void);
+
+/* ---- backend.c: the pools' backend, the real driver under the device cap ---- */
+/* Fills be for c's pool in the configured mode; non-zero (with *err) when the driver cannot
+ * serve that mode (vmm without the VMM entry points). */
+int ga_backend_for(ga_ctx_t *c, ga_pool_backend_t *be, CUresult *err);
+
 /* ---- oom.c: why an allocation failed (CUDA_ERROR_OUT_OF_MEMORY) ---- */
 typedef struct ga_oom {
-    int frag;       /* 1: enough bytes free in total (arena + growth room), none large enough */
+    int frag;       /* 1: enough bytes free in total (pool + growth room), none large enough */
     size_t len;     /* bytes of msg to print; 0: nothing (already said once, or warnings off) */
     char msg[2048];
 } ga_oom_t;
-/* Classifies a failed allocation of size on c and, the first time of each kind in the process,
- * builds its explanation. Arena mode: c->lock held (reads the arena). Platform mode: ga_g.lock
- * held, in_use and reserved the context's bytes (ignored when c has an arena). */
-void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size, uint64_t in_use,
-                     uint64_t reserved);
+/* Classifies a failed allocation of size on c (c->lock held) and, the first time of each kind in
+ * the process, builds its explanation. */
+void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size);
 void ga_oom_report(const ga_oom_t *o); /* prints the explanation, if any; no lock held */
 void ga_oom_fork_child(void);            /* the child explains its own first failures */
 
@@ -229,5 +279,6 @@ CUresult ga_do_alloc(CUdeviceptr *dptr, size_t bytesize, uint8_t api);
 CUresult ga_do_free(CUdeviceptr dptr, uint8_t api);
 CUresult ga_do_free_async(CUdeviceptr p, CUstream s, uint8_t api,
                           CUresult (*real_free)(CUdeviceptr, CUstream));
+CUresult ga_status_to_cu(ga_status_t st);
 
 #endif

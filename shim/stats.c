@@ -1,17 +1,18 @@
-/* gpuarena statistics: the process-wide counters and the JSON report written at exit.
+/* gpuarena statistics: the shim's counters and the JSON report written at exit.
  *
- * Counters live in ga_g under one lock, which the hooks already take for the pointer table, so
- * counting adds no lock of its own. Peaks in "totals" are peaks of the process-wide sums, updated
- * at each change (not sums of per-context peaks). The hooks are timed only when a report or a
- * trace was asked for; on x86-64 the clock is the TSC (a few ns), converted to ns with a ratio
- * measured between start and exit against CLOCK_MONOTONIC, elsewhere CLOCK_MONOTONIC itself.
- * The report follows the contract in DESIGN.md ("gpuarena_stats": 1) and is written by
+ * The shim's own figures (GA_SHIM_STATS_LIST: calls, failures by kind, driver calls, time) are
+ * counted per context under the context's lock, which every hook takes anyway, so counting adds
+ * no lock; the report sums them. The process levels (GA_LEVEL_LIST: in use, reserved,
+ * pass-through) are atomics with their peaks, so "totals" carries the peak of the process-wide
+ * sum, not a sum of per-context peaks. The pools' own figures come from ga_pool_stats. The hooks
+ * are timed only when a report or a trace was asked for; on x86-64 the clock is the TSC (a few
+ * ns), converted to ns with a ratio measured between start and exit against CLOCK_MONOTONIC,
+ * elsewhere CLOCK_MONOTONIC itself. The report is format 2 (README "Statistics"), written by
  * shim/outfile.c (a regular file atomically, so `gpuarena run` never reads half a file).
  * totals.frag_failures and totals.true_oom_failures split the out-of-memory failures of the
- * cuMemAlloc family as the shim sees them (oom.c: free bytes in the arena plus what it may still
- * reserve under its limit, the cap and the driver); devices[].frag_failures is the allocator's own
- * count (free bytes inside held regions only), so it can be lower. failed_allocs counts every
- * failed allocation call of any kind.
+ * cuMemAlloc family as the shim sees them (oom.c: free bytes in the pool plus what it may still
+ * reserve under its limit, the cap and the driver); devices[].frag_failures is the allocator's
+ * own count (free bytes inside held regions only), so it can be lower.
  */
 #define _GNU_SOURCE
 #include "shim.h"
@@ -27,9 +28,13 @@
 #include <x86intrin.h>
 #endif
 
-ga_global_t ga_g = {.lock = PTHREAD_MUTEX_INITIALIZER};
-uint64_t ga_alloc_time, ga_free_time; /* in ga_now() ticks, under ga_g.lock */
-int ga_timing;
+int ga_timing; /* set once at start, read by the hooks */
+
+/* The process-wide levels: this file's own, changed through ga_level_add. */
+static struct {
+    _Atomic int64_t cur;
+    _Atomic uint64_t peak;
+} ga_levels[GA_LEVEL_COUNT];
 
 static uint64_t ga_start_ticks, ga_start_ns;
 
@@ -72,93 +77,135 @@ uint64_t ga_ticks_to_ns(uint64_t ticks)
     return (uint64_t)((double)ticks * ga_ns_per_tick());
 }
 
-void ga_count_alloc(uint8_t api, uint64_t bytes, uint64_t rounded, int ok)
+void ga_level_add(ga_level_t level, int64_t delta)
 {
-    ga_g.alloc_calls++;
-    ga_api_count_t *a = &ga_g.by_api[api < GA_API_COUNT ? api : 0];
+    int64_t now = atomic_fetch_add_explicit(&ga_levels[level].cur, delta, memory_order_relaxed) + delta;
+    if (delta <= 0 || now <= 0)
+        return;
+    uint64_t peak = atomic_load_explicit(&ga_levels[level].peak, memory_order_relaxed);
+    while ((uint64_t)now > peak &&
+           !atomic_compare_exchange_weak_explicit(&ga_levels[level].peak, &peak, (uint64_t)now,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+static uint64_t ga_level_get(ga_level_t level, int peak)
+{
+    if (peak)
+        return atomic_load(&ga_levels[level].peak);
+    int64_t n = atomic_load(&ga_levels[level].cur);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+/* A forked child counts from nothing: the parent's memory is not its own. */
+void ga_stats_fork_child(void)
+{
+    for (int i = 0; i < GA_LEVEL_COUNT; i++) {
+        atomic_store(&ga_levels[i].cur, 0);
+        atomic_store(&ga_levels[i].peak, 0);
+    }
+}
+
+void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64_t t0)
+{
+    cn->alloc_calls++;
+    ga_api_count_t *a = &cn->by_api[api < GA_API_COUNT ? api : 0];
     a->calls++;
+    if (ga_timing)
+        cn->alloc_time_ns += ga_now() - t0; /* in ticks until the report converts them */
     if (!ok) {
-        ga_g.failed_allocs++;
+        cn->failed_allocs++;
         a->failed++;
         return;
     }
     a->bytes += bytes;
-    ga_g.in_use += rounded;
-    if (ga_g.in_use > ga_g.peak_in_use)
-        ga_g.peak_in_use = ga_g.in_use;
 }
 
-void ga_count_free(uint8_t api, uint64_t rounded)
+void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0)
 {
-    ga_g.free_calls++;
-    ga_g.by_api[api < GA_API_COUNT ? api : 0].calls++;
-    ga_g.in_use -= rounded < ga_g.in_use ? rounded : ga_g.in_use;
+    cn->free_calls++;
+    cn->by_api[api < GA_API_COUNT ? api : 0].calls++;
+    if (ga_timing)
+        cn->free_time_ns += ga_now() - t0;
 }
 
-void ga_count_reserve(int64_t delta, int driver_call)
+static void ga_counts_add(ga_counts_t *sum, const ga_counts_t *c)
 {
-    (void)driver_call;
-    ga_g.reserved += (uint64_t)delta;
-    if (ga_g.reserved > ga_g.peak_reserved)
-        ga_g.peak_reserved = ga_g.reserved;
-}
-
-void ga_count_passthrough(int64_t delta)
-{
-    ga_g.passthrough += (uint64_t)delta;
-    if (ga_g.passthrough > ga_g.peak_passthrough)
-        ga_g.peak_passthrough = ga_g.passthrough;
+#define GA_SUM(name, unit, desc) sum->name += c->name;
+    GA_SHIM_STATS_LIST(GA_SUM)
+#undef GA_SUM
+    if (c->max_fragmentation > sum->max_fragmentation)
+        sum->max_fragmentation = c->max_fragmentation;
+    for (unsigned i = 0; i < GA_API_COUNT; i++) {
+        sum->by_api[i].calls += c->by_api[i].calls;
+        sum->by_api[i].failed += c->by_api[i].failed;
+        sum->by_api[i].bytes += c->by_api[i].bytes;
+    }
 }
 
 /* ---- JSON ---- */
-static void ga_json_stats(FILE *f, const ga_stats_t *s)
-{
-#define GA_JSON_FIELD(name, unit, desc) fprintf(f, ", \"%s\": %llu", #name, (unsigned long long)s->name);
-    GA_STATS_LIST(GA_JSON_FIELD)
-#undef GA_JSON_FIELD
-    fprintf(f, ", \"fragmentation\": %.6f", ga_fragmentation(s));
-}
-
-/* A context's statistics: its live arena, the snapshot taken when it died, or platform counts. */
-static void ga_ctx_stats(ga_ctx_t *c, ga_stats_t *s)
+/* A context's figures: its pool's (live, or as they were when the context died) and its counts. */
+static void ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_counts_t *cn, int *alive)
 {
     pthread_mutex_lock(&c->lock);
-    if (c->arena)
-        ga_get_stats(c->arena, s);
+    if (c->pool)
+        ga_pool_stats(c->pool, s);
     else if (c->has_final)
         *s = c->final;
     else
-        *s = c->plat;
+        memset(s, 0, sizeof *s);
+    *cn = c->counts;
+    *alive = !atomic_load(&c->dead);
     pthread_mutex_unlock(&c->lock);
 }
 
-static void ga_json_devices(FILE *f, ga_stats_t *sum)
+/* "devices": one record per context (device, context, cap, mode, its pool's figures); the counts
+ * and pool figures are summed into *counts and *pool for the totals (free bytes: live pools only,
+ * largest_free the largest). */
+static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
 {
     const char *sep = "";
     fprintf(f, "  \"devices\": [");
-    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
         ga_stats_t s;
-        ga_ctx_stats(c, &s);
-        if (ga_ctx_peek(c)) {
-            sum->largest_free = s.largest_free > sum->largest_free ? s.largest_free : sum->largest_free;
-            sum->total_free += s.total_free;
-        }
-        fprintf(f, "%s\n    {\"device\": %d, \"context\": \"%p\", \"cap\": %llu, \"alive\": %s", sep,
-                c->dev, (void *)c->ctx, (unsigned long long)ga_devs[c->dev].cap,
-                atomic_load(&c->dead) ? "false" : "true");
-        ga_json_stats(f, &s);
-        fputc('}', f);
+        ga_counts_t cn;
+        int alive;
+        ga_ctx_snapshot(c, &s, &cn, &alive);
+        ga_counts_add(counts, &cn);
+        uint64_t largest = pool->largest_free, free_sum = pool->total_free;
+#define GA_SUM(name, unit, desc) pool->name += s.name;
+        GA_STATS_LIST(GA_SUM)
+#undef GA_SUM
+        pool->largest_free = alive && s.largest_free > largest ? s.largest_free : largest;
+        pool->total_free = free_sum + (alive ? s.total_free : 0);
+        fprintf(f, "%s\n    {\"device\": %d, \"context\": \"%p\", \"cap\": %llu, \"alive\": %s, "
+                "\"mode\": \"%s\"", sep, c->dev, (void *)c->ctx,
+                (unsigned long long)ga_dev(c->dev)->cap, alive ? "true" : "false",
+                ga_mode_name(ga_opt.mode));
+#define GA_JSON_FIELD(name, unit, desc) fprintf(f, ", \"%s\": %llu", #name, (unsigned long long)s.name);
+        GA_STATS_LIST(GA_JSON_FIELD)
+#undef GA_JSON_FIELD
+        fprintf(f, ", \"fragmentation\": %.6f}", ga_fragmentation(&s));
         sep = ",";
     }
     fprintf(f, "]\n");
+    for (int d = 0; d < GA_MAX_DEVICES; d++) { /* the program's cuMemCreate handles */
+        ga_dev_t *dv = ga_dev(d);
+        if (!atomic_load(&dv->known))
+            continue;
+        pthread_mutex_lock(&dv->lock);
+        ga_counts_t dc = dv->counts;
+        pthread_mutex_unlock(&dv->lock);
+        ga_counts_add(counts, &dc);
+    }
 }
 
-static void ga_json_by_api(FILE *f)
+static void ga_json_by_api(FILE *f, const ga_counts_t *cn)
 {
     const char *sep = "";
     fprintf(f, "  \"by_api\": {");
     for (unsigned i = 0; i < GA_API_COUNT; i++) {
-        const ga_api_count_t *a = &ga_g.by_api[i];
+        const ga_api_count_t *a = &cn->by_api[i];
         if (!a->calls)
             continue;
         fprintf(f, "%s\"%s\": {\"calls\": %llu, \"failed\": %llu, \"bytes\": %llu}", sep,
@@ -169,58 +216,83 @@ static void ga_json_by_api(FILE *f)
     fprintf(f, "},\n");
 }
 
-static void ga_json_limit(FILE *f)
+/* The pool figures "totals" takes from elsewhere: the process levels (peaks of the sum) and the
+ * shim's own counts of the same name (failures as the hooks saw them, pass-through included). */
+static int ga_is_level_key(const char *name)
 {
-    if (ga_opt.limit_bytes)
-        fprintf(f, "%llu", (unsigned long long)ga_opt.limit_bytes);
-    else if (ga_opt.limit_percent > 0 && ga_devs[0].known)
-        fprintf(f, "%llu", (unsigned long long)ga_devs[0].cap);
-    else
-        fprintf(f, "null");
+    return !strcmp(name, "in_use") || !strcmp(name, "peak_in_use") || !strcmp(name, "reserved") ||
+           !strcmp(name, "peak_reserved");
 }
 
+static int ga_is_shim_key(const char *name)
+{
+#define GA_SHIM_NAME(n, unit, desc) if (!strcmp(name, #n)) return 1;
+    GA_SHIM_STATS_LIST(GA_SHIM_NAME)
+#undef GA_SHIM_NAME
+    return 0;
+}
+
+/* The report, format 2: "totals" holds the shim's figures (GA_SHIM_STATS_LIST), the process
+ * levels and their peaks (GA_LEVEL_LIST) and the pools' figures (GA_STATS_LIST) summed over
+ * contexts; "units" names the unit of every totals key, so a reader needs no copy of the lists. */
 static void ga_json_write(FILE *f)
 {
     double npt = ga_ns_per_tick();
     uint64_t wall = ga_mono_ns() - ga_start_ns;
-    fprintf(f, "{\"gpuarena_stats\": 1, \"pid\": %d, \"mode\": \"%s\", \"preallocate\": %s,"
-            " \"fraction\": %g, \"fraction_grow\": %s, \"limit\": ",
-            (int)getpid(), ga_opt.mode == GA_MODE_ARENA ? "arena" : "platform",
-            ga_opt.preallocate ? "true" : "false", ga_opt.fraction,
-            ga_opt.fraction_grow ? "true" : "false");
-    ga_json_limit(f);
+    fprintf(f, "{\"gpuarena_stats\": 2, \"version\": \"%s\", \"pid\": %d, \"mode\": \"%s\", "
+            "\"options\": ", GA_VERSION, (int)getpid(), ga_mode_name(ga_opt.mode));
+    ga_options_json(f, atomic_load(&ga_dev(0)->known) ? ga_dev(0)->cap : 0);
     fprintf(f, ", \"wall_ns\": %llu,\n", (unsigned long long)wall);
     /* Devices first into a scratch stream, since totals need their sums. */
     char *dev_buf = NULL;
     size_t dev_len = 0;
-    ga_stats_t sum;
-    memset(&sum, 0, sizeof sum);
+    ga_stats_t pool;
+    ga_counts_t cn;
+    memset(&pool, 0, sizeof pool);
+    memset(&cn, 0, sizeof cn);
     FILE *df = open_memstream(&dev_buf, &dev_len);
     if (df) {
-        ga_json_devices(df, &sum);
+        ga_json_devices(df, &cn, &pool);
         fclose(df);
     }
-    pthread_mutex_lock(&ga_g.lock);
-    fprintf(f, "  \"totals\": {\"alloc_calls\": %llu, \"free_calls\": %llu, \"failed_allocs\": %llu,"
-            " \"frag_failures\": %llu, \"true_oom_failures\": %llu,"
-            " \"driver_alloc_calls\": %llu, \"driver_free_calls\": %llu,"
-            " \"alloc_time_ns\": %llu, \"free_time_ns\": %llu, \"in_use\": %llu,"
-            " \"peak_in_use\": %llu, \"reserved\": %llu, \"peak_reserved\": %llu,"
-            " \"largest_free\": %llu, \"total_free\": %llu, \"fragmentation\": %.6f,"
-            " \"max_fragmentation\": %.6f, \"passthrough_bytes\": %llu,"
-            " \"peak_passthrough_bytes\": %llu},\n",
-            (unsigned long long)ga_g.alloc_calls, (unsigned long long)ga_g.free_calls,
-            (unsigned long long)ga_g.failed_allocs, (unsigned long long)ga_g.frag_failures,
-            (unsigned long long)ga_g.true_oom_failures,
-            (unsigned long long)ga_g.driver_alloc_calls, (unsigned long long)ga_g.driver_free_calls,
-            (unsigned long long)((double)ga_alloc_time * npt),
-            (unsigned long long)((double)ga_free_time * npt), (unsigned long long)ga_g.in_use,
-            (unsigned long long)ga_g.peak_in_use, (unsigned long long)ga_g.reserved,
-            (unsigned long long)ga_g.peak_reserved, (unsigned long long)sum.largest_free,
-            (unsigned long long)sum.total_free, ga_fragmentation(&sum), ga_g.max_fragmentation,
-            (unsigned long long)ga_g.passthrough, (unsigned long long)ga_g.peak_passthrough);
-    ga_json_by_api(f);
-    pthread_mutex_unlock(&ga_g.lock);
+    cn.alloc_time_ns = (uint64_t)((double)cn.alloc_time_ns * npt);
+    cn.free_time_ns = (uint64_t)((double)cn.free_time_ns * npt);
+    const char *sep = "";
+    fprintf(f, "  \"totals\": {");
+#define GA_JSON_SHIM(name, unit, desc)                                                          \
+    fprintf(f, "%s\"%s\": %llu", sep, #name, (unsigned long long)cn.name), sep = ", ";
+    GA_SHIM_STATS_LIST(GA_JSON_SHIM)
+#undef GA_JSON_SHIM
+#define GA_JSON_LEVEL(sym, name, desc)                                                          \
+    fprintf(f, ", \"%s\": %llu, \"peak_%s\": %llu", #name,                                     \
+            (unsigned long long)ga_level_get(GA_LEVEL_##sym, 0), #name,                          \
+            (unsigned long long)ga_level_get(GA_LEVEL_##sym, 1));
+    GA_LEVEL_LIST(GA_JSON_LEVEL)
+#undef GA_JSON_LEVEL
+#define GA_JSON_POOL(name, unit, desc)                                                          \
+    if (!ga_is_level_key(#name) && !ga_is_shim_key(#name))                                      \
+        fprintf(f, ", \"%s\": %llu", #name, (unsigned long long)pool.name);
+    GA_STATS_LIST(GA_JSON_POOL)
+#undef GA_JSON_POOL
+    fprintf(f, ", \"fragmentation\": %.6f, \"max_fragmentation\": %.6f},\n",
+            ga_fragmentation(&pool), cn.max_fragmentation);
+    fprintf(f, "  \"units\": {");
+    sep = "";
+#define GA_JSON_UNIT(name, unit, desc) fprintf(f, "%s\"%s\": \"%s\"", sep, #name, #unit), sep = ", ";
+    GA_SHIM_STATS_LIST(GA_JSON_UNIT)
+#undef GA_JSON_UNIT
+#define GA_JSON_UNIT(name, unit, desc)                                                          \
+    if (!ga_is_shim_key(#name))                                                                 \
+        fprintf(f, ", \"%s\": \"%s\"", #name, #unit);
+    GA_STATS_LIST(GA_JSON_UNIT)
+#undef GA_JSON_UNIT
+#define GA_JSON_LEVEL_UNIT(sym, name, desc)                                                     \
+    if (!ga_is_level_key(#name))                                                                \
+        fprintf(f, ", \"%s\": \"bytes\", \"peak_%s\": \"bytes\"", #name, #name);
+    GA_LEVEL_LIST(GA_JSON_LEVEL_UNIT)
+#undef GA_JSON_LEVEL_UNIT
+    fprintf(f, ", \"fragmentation\": \"ratio\", \"max_fragmentation\": \"ratio\"},\n");
+    ga_json_by_api(f, &cn);
     fputs(dev_buf ? dev_buf : "  \"devices\": []\n", f);
     fputs("}\n", f);
     free(dev_buf);

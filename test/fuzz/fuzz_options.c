@@ -14,7 +14,7 @@
 
 static const char *const names[] = {
     "GPUARENA_LOG", "GPUARENA_MODE", "GPUARENA_PREALLOCATE", "GPUARENA_MEM_FRACTION",
-    "GPUARENA_LIMIT", "GPUARENA_STATS", "GPUARENA_TRACE", "GPUARENA_LIBCUDA",
+    "GPUARENA_LIMIT", "GPUARENA_STATS", "GPUARENA_TRACE", "GPUARENA_LIBCUDA", "GPUARENA_VMM_KEEP",
 };
 #define NNAMES (sizeof names / sizeof names[0])
 #define MAXLINES 3
@@ -24,7 +24,7 @@ static char envbuf[MAXLINES][4096 + 64];
 
 static const ga_options_t defaults = {
     .mode = GA_MODE_ARENA, .preallocate = 1, .fraction = 0.75, .fraction_grow = 1,
-    .log = GA_LOG_WARN,
+    .vmm_keep = GA_VMM_KEEP_DEFAULT, .log = GA_LOG_WARN,
 };
 
 static void check_size(const char *s)
@@ -39,8 +39,10 @@ static void check_size(const char *s)
 
 static void check_options(void)
 {
-    FUZZ_CHECK(ga_opt.mode == GA_MODE_ARENA || ga_opt.mode == GA_MODE_PLATFORM, "mode valid");
+    FUZZ_CHECK((unsigned)ga_opt.mode < GA_MODE_COUNT, "mode valid");
     FUZZ_CHECK(ga_opt.preallocate == 0 || ga_opt.preallocate == 1, "preallocate is a bool");
+    FUZZ_CHECK(ga_opt.mode != GA_MODE_ARENA || ga_opt.preallocate, "arena preallocates");
+    FUZZ_CHECK(ga_opt.mode != GA_MODE_GROW || !ga_opt.preallocate, "grow does not");
     FUZZ_CHECK(ga_opt.fraction > 0 && ga_opt.fraction <= 1, "fraction in (0,1]");
     FUZZ_CHECK(ga_opt.log <= GA_LOG_DEBUG, "log level valid");
     FUZZ_CHECK(ga_opt.limit_percent >= 0 && ga_opt.limit_percent <= 100, "limit percent valid");

@@ -34,9 +34,10 @@ static void pt_workload_child(void *arg)
 }
 
 static const char *pt_contract =
-    "d['gpuarena_stats'] == 1 and d['pid'] > 0 and d['mode'] in ('arena', 'platform') and "
-    "isinstance(d['preallocate'], bool) and isinstance(d['fraction_grow'], bool) and "
-    "d['fraction'] == 0.75 and d['limit'] == 64*1024*1024 and d['wall_ns'] > 0 and "
+    "d['gpuarena_stats'] == 2 and d['pid'] > 0 and d['mode'] in ('arena', 'platform') and "
+    "d['version'] and isinstance(d['options']['preallocate'], bool) and "
+    "isinstance(d['options']['fraction_grow'], bool) and all(k in d['units'] for k in d['totals']) and "
+    "d['options']['fraction'] == 0.75 and d['options']['limit'] == 64*1024*1024 and d['wall_ns'] > 0 and "
     "all(k in d['totals'] for k in ['alloc_calls','free_calls','failed_allocs','frag_failures',"
     "'driver_alloc_calls','driver_free_calls','alloc_time_ns','free_time_ns','in_use',"
     "'peak_in_use','reserved','peak_reserved','largest_free','total_free','fragmentation',"
@@ -77,7 +78,7 @@ START_TEST(stats_json_platform)
 {
     pt_stats_for("GPUARENA_MODE=platform",
                  "d['totals']['driver_alloc_calls'] == 8 and d['totals']['driver_free_calls'] == 4 "
-                 "and d['totals']['peak_in_use'] == 36000 and d['totals']['in_use'] == 20000 + 4096");
+                 "and d['totals']['peak_in_use'] == 36864 and d['totals']['in_use'] == 20480 + 4096");
 }
 END_TEST
 
@@ -86,7 +87,7 @@ START_TEST(stats_to_stderr)
     char err[8192];
     pt_env("GPUARENA_STATS=-", NULL);
     ck_assert_int_eq(pt_run_child(pt_workload_child, NULL, err, sizeof err), 0);
-    ck_assert_msg(strstr(err, "\"gpuarena_stats\": 1"), "stats on stderr: %s", err);
+    ck_assert_msg(strstr(err, "\"gpuarena_stats\": 2"), "stats on stderr: %s", err);
 }
 END_TEST
 
@@ -110,7 +111,7 @@ START_TEST(stats_path_pid)
     }
     closedir(d);
     ck_assert_int_eq(files, 1);
-    ck_assert_int_eq(pt_json_check(path, "d['gpuarena_stats'] == 1"), 0);
+    ck_assert_int_eq(pt_json_check(path, "d['gpuarena_stats'] == 2"), 0);
     unlink(path);
     rmdir(dir);
 }

@@ -84,7 +84,7 @@ static void check_one_file(const char *path)
         /* ga_check walks structures proportional to the region (about 15 GB for bert_base), so
          * the largest trace is checked every 32nd event and at the end; the others every event. */
         ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .check = t.count > 5000 ? 32 : 1};
-        if (m == GA_REPLAY_ARENA)
+        if (m == GA_REPLAY_ARENA || m == GA_REPLAY_VMM) /* vmm: the virtual range */
             o.arena_size = (size_t)peak * 4;
         ga_replay_result_t r;
         replay_ok(&t, &o, &r);
@@ -109,6 +109,12 @@ static void check_one_file(const char *path)
             ck_assert_uint_eq(r.backend_reserves, rows);
             ck_assert_uint_eq(r.backend_releases, rows);
             ck_assert_uint_eq(r.peak_reserved, peak);
+        }
+        if (m == GA_REPLAY_VMM) { /* granules mapped where allocations lie, all given back */
+            ck_assert_uint_eq(r.backend_reserves, 1);
+            ck_assert_uint_eq(r.backend_maps, r.backend_unmaps);
+            ck_assert_uint_gt(r.backend_maps, 0);
+            ck_assert_uint_eq(r.final_reserved, 0);
         }
         ck_assert_uint_eq(r.backend_releases, r.backend_reserves);
     }
@@ -221,7 +227,7 @@ START_TEST(oom_counted_and_stop_at_first)
         push(&t, GA_EV_FREE, 0x100 + i, 0, 0);
     for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
         ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = 4096, .limit = 4096,
-                              .check = 1};
+                              .granularity = 512, .check = 1};
         ga_replay_result_t r;
         replay_ok(&t, &o, &r);
         ck_assert_msg(r.failed_allocs == 4, "%s: %llu failed", ga_replay_mode_name(o.mode),
@@ -264,9 +270,19 @@ START_TEST(bad_options)
     ga_replay_mode_t mode;
     ck_assert_int_eq(ga_replay_mode_parse("grow", &mode), 0);
     ck_assert_int_eq(mode, GA_REPLAY_GROW);
-    ck_assert_int_eq(ga_replay_mode_parse("Arena", &mode), -1);
+    ck_assert_int_eq(ga_replay_mode_parse(" Arena ", &mode), 0); /* typed by people */
+    ck_assert_int_eq(mode, GA_REPLAY_ARENA);
+    ck_assert_int_eq(ga_replay_mode_parse("VMM", &mode), 0);
+    ck_assert_int_eq(mode, GA_REPLAY_VMM);
+    ck_assert_int_eq(ga_replay_mode_parse("arena-nopre", &mode), -1);
+    ck_assert_int_eq(ga_replay_mode_parse("", &mode), -1);
     ck_assert_int_eq(ga_replay_mode_parse(NULL, &mode), -1);
     ck_assert_str_eq(ga_replay_mode_name(GA_REPLAY_PLATFORM), "platform");
+    ck_assert_str_eq(ga_replay_mode_name(GA_REPLAY_VMM), "vmm");
+    o.mode = GA_REPLAY_VMM;
+    o.granularity = 1000; /* not a power of two */
+    ck_assert_int_eq(ga_replay(&t, &o, &r, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "granularity") != NULL, "%s", err);
     ga_trace_free(&t);
 }
 END_TEST
@@ -308,7 +324,7 @@ START_TEST(random_traces_checked)
                 push(&t, GA_EV_ALLOC, live[slot], 1 + (seed >> 20) % (1u << 20), 0);
             }
         }
-        uint64_t peak[3];
+        uint64_t peak[GA_MODE_COUNT];
         for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
             ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = 256u << 20,
                                   .check = 1};
@@ -415,7 +431,7 @@ START_TEST(timeline_hand_built)
     for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
         points_t ps = {0};
         ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = 2048, .limit = 2048,
-                              .min_region = 2048, .on_event = collect, .hook_ctx = &ps};
+                              .min_region = 2048, .granularity = 512, .on_event = collect, .hook_ctx = &ps};
         ga_replay_result_t r;
         replay_ok(&t, &o, &r);
         ck_assert_uint_eq(r.failed_allocs, 1);

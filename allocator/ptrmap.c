@@ -1,12 +1,7 @@
-/* gpuarena pointer table: device pointer (or VMM handle) -> size, context, api.
- *
- * Platform mode looks up every free here, so it is on the hot path: open addressing with linear
- * probing in one flat array, no allocation per insert (only when the table doubles), deletion by
- * backward shift so there are no tombstones to slow later probes. Keys are 512-aligned device
- * pointers, so the hash drops the low 9 bits before a multiplicative mix. The caller holds
- * ga_g.lock; the table itself is not thread safe.
+/* gpuarena pointer table (ga_ptrmap.h). Keys are mostly 512-aligned device pointers, so the hash
+ * drops the low 9 bits before a multiplicative mix and folds the high half back in.
  */
-#include "shim.h"
+#include "ga_ptrmap.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +47,7 @@ int ga_ptrmap_put(ga_ptrmap_t *m, const ga_pentry_t *e)
     return 0;
 }
 
-ga_pentry_t *ga_ptrmap_get(ga_ptrmap_t *m, uint64_t key)
+ga_pentry_t *ga_ptrmap_get(const ga_ptrmap_t *m, uint64_t key)
 {
     if (!m->slots || !key)
         return NULL;
@@ -92,11 +87,15 @@ int ga_ptrmap_take(ga_ptrmap_t *m, uint64_t key, ga_pentry_t *out)
     return 1;
 }
 
-/* Forgets every entry without freeing the array: used in a forked child, where another thread of
- * the parent may have been inside malloc. */
-void ga_ptrmap_clear(ga_ptrmap_t *m)
+void ga_ptrmap_each(const ga_ptrmap_t *m, void (*fn)(void *arg, const ga_pentry_t *e), void *arg)
 {
-    if (m->slots)
-        memset(m->slots, 0, (m->mask + 1) * sizeof *m->slots);
-    m->count = 0;
+    for (size_t i = 0; m->slots && i <= m->mask; i++)
+        if (m->slots[i].key)
+            fn(arg, &m->slots[i]);
+}
+
+void ga_ptrmap_fini(ga_ptrmap_t *m)
+{
+    free(m->slots);
+    memset(m, 0, sizeof *m);
 }

@@ -1,0 +1,41 @@
+/* gpuarena pools, internals shared by pool.c (modes, dispatch, the arena modes), pool_platform.c
+ * and pool_vmm.c. Nothing outside allocator/ includes this header.
+ */
+#ifndef GA_POOL_INTERNAL_H
+#define GA_POOL_INTERNAL_H
+
+#include "ga_pool.h"
+#include "ga_ptrmap.h"
+
+typedef struct ga_vmm ga_vmm_t;
+
+struct ga_pool {
+    ga_mode_t mode;
+    ga_pool_config_t cfg;
+    ga_pool_backend_t be;
+    ga_arena_t *arena;   /* arena, grow; vmm: placement over the virtual ranges */
+    ga_ptrmap_t table;   /* platform: ptr -> rounded size, aux = bytes requested */
+    ga_stats_t own;      /* platform: every figure; vmm: the ones the arena cannot know */
+    ga_vmm_t *vmm;       /* vmm: ranges and granules */
+};
+
+static inline size_t ga_pool_round(size_t size)
+{
+    return size && size <= SIZE_MAX - (GA_ALIGN - 1) ? (size + GA_ALIGN - 1) & ~(GA_ALIGN - 1) : 0;
+}
+
+/* pool_platform.c */
+ga_status_t ga_platform_alloc(ga_pool_t *p, size_t size, uintptr_t *out);
+ga_status_t ga_platform_free(ga_pool_t *p, uintptr_t ptr, size_t *size);
+void ga_platform_destroy(ga_pool_t *p);
+
+/* pool_vmm.c */
+ga_status_t ga_vmm_create(ga_pool_t *p);
+void ga_vmm_destroy(ga_pool_t *p);
+ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out);
+ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size);
+size_t ga_vmm_trim(ga_pool_t *p);
+void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out);
+int ga_vmm_check(const ga_pool_t *p, char *report, size_t len);
+
+#endif

@@ -1,0 +1,193 @@
+/* gpuarena backend: what a context's pool gets its memory from, the real driver under the cap.
+ *
+ * Every pool (allocator/ga_pool.h) takes memory only through these functions, so this is the one
+ * place where the cap is enforced for pool memory: each reservation or mapping is committed
+ * against the device's cap before the driver is asked, and given back when the driver refuses.
+ *  - arena, grow, platform: reserve = cuMemAlloc_v2, release = cuMemFree_v2.
+ *  - vmm: a virtual range = cuMemAddressReserve (aligned to the granularity), a granule of physical
+ *    memory = cuMemCreate + cuMemMap + cuMemSetAccess (read/write for the context's device), its
+ *    release = cuMemUnmap + cuMemRelease. The granularity is the driver's recommended one for the
+ *    device (cuMemGetAllocationGranularity, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED). A mapping that
+ *    fails half-way is undone before the pool hears of it: nothing stays half-mapped or leaks.
+ * The pool calls these with its context's lock held (ga_ctx_t.lock), which also guards the
+ * context's counters updated here. A context whose memory the driver already freed (driver_gone:
+ * its primary context was released or reset) releases without calling the driver.
+ */
+#include "shim.h"
+
+static int be_reserve(void *p, size_t size, uintptr_t *base)
+{
+    ga_ctx_t *c = p;
+    if (!ga_dev_commit(c->dev, size))
+        return 1;
+    CUdeviceptr d = 0;
+    int pushed = ga_ctx_enter(c->ctx);
+    CUresult r = ga_real.cuMemAlloc_v2(&d, size);
+    ga_ctx_leave(pushed);
+    c->counts.driver_alloc_calls++;
+    if (r != CUDA_SUCCESS) {
+        ga_dev_uncommit(c->dev, size);
+        return 1;
+    }
+    ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
+    *base = (uintptr_t)d;
+    return 0;
+}
+
+static void be_release(void *p, uintptr_t base, size_t size)
+{
+    ga_ctx_t *c = p;
+    if (!c->driver_gone) {
+        int pushed = ga_ctx_enter(c->ctx);
+        CUresult r = ga_real.cuMemFree_v2((CUdeviceptr)base);
+        ga_ctx_leave(pushed);
+        c->counts.driver_free_calls++;
+        if (r != CUDA_SUCCESS)
+            ga_log(GA_LOG_WARN, "giving back %zu bytes at %#llx to the driver failed (CUresult %d)",
+                   size, (unsigned long long)base, (int)r);
+    }
+    ga_level_add(GA_LEVEL_RESERVED, -(int64_t)size);
+    ga_dev_uncommit(c->dev, size);
+}
+
+/* ---- vmm ---- */
+static CUmemAllocationProp ga_vmm_prop(int dev)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    return prop;
+}
+
+static int be_va_reserve(void *p, size_t size, uintptr_t *base)
+{
+    ga_ctx_t *c = p;
+    CUdeviceptr d = 0;
+    int pushed = ga_ctx_enter(c->ctx);
+    CUresult r = ga_real.cuMemAddressReserve(&d, size, c->granularity, 0, 0);
+    ga_ctx_leave(pushed);
+    if (r != CUDA_SUCCESS) {
+        ga_log(GA_LOG_WARN, "vmm: reserving %zu bytes of address space failed (CUresult %d)", size,
+               (int)r);
+        return 1;
+    }
+    *base = (uintptr_t)d;
+    return 0;
+}
+
+static void be_va_release(void *p, uintptr_t base, size_t size)
+{
+    ga_ctx_t *c = p;
+    if (c->driver_gone)
+        return;
+    int pushed = ga_ctx_enter(c->ctx);
+    CUresult r = ga_real.cuMemAddressFree((CUdeviceptr)base, size);
+    ga_ctx_leave(pushed);
+    if (r != CUDA_SUCCESS)
+        ga_log(GA_LOG_WARN, "vmm: freeing the address range at %#llx failed (CUresult %d)",
+               (unsigned long long)base, (int)r);
+}
+
+static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
+{
+    ga_ctx_t *c = p;
+    if (!ga_dev_commit(c->dev, size))
+        return 1;
+    CUmemAllocationProp prop = ga_vmm_prop(c->dev);
+    CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle h = 0;
+    int pushed = ga_ctx_enter(c->ctx);
+    CUresult r = ga_real.cuMemCreate(&h, size, &prop, 0);
+    c->counts.driver_alloc_calls++;
+    int mapped = 0;
+    if (r == CUDA_SUCCESS && (r = ga_real.cuMemMap((CUdeviceptr)addr, size, 0, h, 0)) == CUDA_SUCCESS) {
+        mapped = 1;
+        r = ga_real.cuMemSetAccess((CUdeviceptr)addr, size, &access, 1);
+    }
+    if (r != CUDA_SUCCESS) { /* undo what was done: nothing half-mapped, nothing held */
+        if (mapped)
+            ga_real.cuMemUnmap((CUdeviceptr)addr, size);
+        if (h) {
+            ga_real.cuMemRelease(h);
+            c->counts.driver_free_calls++;
+        }
+    }
+    ga_ctx_leave(pushed);
+    if (r != CUDA_SUCCESS) {
+        ga_dev_uncommit(c->dev, size);
+        return 1;
+    }
+    ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
+    *handle = (uint64_t)h;
+    return 0;
+}
+
+static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
+{
+    ga_ctx_t *c = p;
+    if (!c->driver_gone) {
+        int pushed = ga_ctx_enter(c->ctx);
+        CUresult r = ga_real.cuMemUnmap((CUdeviceptr)addr, size);
+        CUresult r2 = ga_real.cuMemRelease((CUmemGenericAllocationHandle)handle);
+        ga_ctx_leave(pushed);
+        c->counts.driver_free_calls++;
+        if (r != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
+            ga_log(GA_LOG_WARN, "vmm: giving back the granule at %#llx failed (CUresult %d, %d)",
+                   (unsigned long long)addr, (int)r, (int)r2);
+    }
+    ga_level_add(GA_LEVEL_RESERVED, -(int64_t)size);
+    ga_dev_uncommit(c->dev, size);
+}
+
+/* The VMM entry points and the granularity; 0 ok. Says once why vmm cannot run here. */
+static int ga_vmm_ready(ga_ctx_t *c, CUresult *err)
+{
+    static _Atomic int said;
+    const char *missing = NULL;
+#define GA_NEED(fn) else if (!ga_real.fn) missing = #fn;
+    if (0) {
+    }
+    GA_NEED(cuMemAddressReserve) GA_NEED(cuMemAddressFree) GA_NEED(cuMemCreate)
+    GA_NEED(cuMemRelease) GA_NEED(cuMemMap) GA_NEED(cuMemUnmap) GA_NEED(cuMemSetAccess)
+    GA_NEED(cuMemGetAllocationGranularity)
+#undef GA_NEED
+    CUresult r = CUDA_SUCCESS;
+    size_t g = 0;
+    if (!missing) {
+        CUmemAllocationProp prop = ga_vmm_prop(c->dev);
+        int pushed = ga_ctx_enter(c->ctx);
+        r = ga_real.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+        ga_ctx_leave(pushed);
+    }
+    if (!missing && r == CUDA_SUCCESS && g >= GA_ALIGN && !(g & (g - 1))) {
+        c->granularity = g;
+        return 0;
+    }
+    if (!atomic_exchange(&said, 1)) {
+        if (missing)
+            ga_log(GA_LOG_ERROR, "GPUARENA_MODE=vmm needs the driver's virtual memory management "
+                   "calls and this driver lacks %s; use GPUARENA_MODE=arena or grow", missing);
+        else
+            ga_log(GA_LOG_ERROR, "GPUARENA_MODE=vmm: device %d gives no usable allocation "
+                   "granularity (CUresult %d, %zu bytes); use GPUARENA_MODE=arena or grow", c->dev,
+                   (int)r, g);
+    }
+    *err = CUDA_ERROR_NOT_SUPPORTED;
+    return 1;
+}
+
+int ga_backend_for(ga_ctx_t *c, ga_pool_backend_t *be, CUresult *err)
+{
+    *be = (ga_pool_backend_t){.reserve = be_reserve, .release = be_release, .ctx = c};
+    if (ga_opt.mode != GA_MODE_VMM)
+        return 0;
+    if (ga_vmm_ready(c, err) != 0)
+        return 1;
+    be->va_reserve = be_va_reserve;
+    be->va_release = be_va_release;
+    be->map = be_map;
+    be->unmap = be_unmap;
+    be->granularity = c->granularity;
+    return 0;
+}

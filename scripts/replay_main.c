@@ -26,6 +26,8 @@
 typedef struct options {
     int modes[GA_MODE_COUNT]; /* indexed by ga_mode_t */
     size_t arena_size, limit;
+    size_t keep, granularity; /* vmm; keep_set: --vmm-keep given (0 is a value) */
+    int keep_set;
     int want_min, check, json;
     const char *format; /* NULL = auto */
     const char *path;
@@ -33,7 +35,8 @@ typedef struct options {
 } options_t;
 
 static const char usage_head[] =
-    "usage: gpuarena-replay [--mode MODE]... [--arena-size SIZE] [--limit SIZE] [--min] [--check]\n"
+    "usage: gpuarena-replay [--mode MODE]... [--arena-size SIZE] [--limit SIZE] [--vmm-keep SIZE]\n"
+    "                       [--granularity SIZE] [--min] [--check]\n"
     "                       [--json] [--format trace|lifetimes] [--timeline CSV] FILE\n"
     "       gpuarena-replay --list-modes | --version | --help\n"
     "\n"
@@ -47,6 +50,8 @@ static const char usage_tail[] =
     "  --arena-size N  arena: the preallocated region (default: twice the trace's peak live\n"
     "                  bytes); rounded up to 512 bytes\n"
     "  --limit N       grow, vmm, platform: cap on bytes held (vmm: mapped); default none\n"
+    "  --vmm-keep N    vmm: wholly free granules kept mapped (GPUARENA_VMM_KEEP; default 64MiB)\n"
+    "  --granularity N vmm: the granule, a power of two >= 512 (default 2MiB, current GPUs)\n"
     "  --min           also find, by bisection, the smallest size that runs the trace without\n"
     "                  OOM (arena: region size, grow and vmm: limit, platform: peak of rounded\n"
     "                  sizes)\n"
@@ -165,6 +170,15 @@ static int parse_opt(options_t *o, const char *a, const char *v)
     } else if (!strcmp(a, "--limit")) {
         if (parse_size_opt(a, v, &o->limit) != 0)
             return 2;
+    } else if (!strcmp(a, "--vmm-keep")) {
+        if (strcmp(v, "0") != 0 && parse_size_opt(a, v, &o->keep) != 0)
+            return 2;
+        o->keep_set = 1;
+    } else if (!strcmp(a, "--granularity")) {
+        if (parse_size_opt(a, v, &o->granularity) != 0)
+            return 2;
+        if (o->granularity < GA_ALIGN || (o->granularity & (o->granularity - 1)))
+            return usage_error("--granularity takes a power of two of at least 512 bytes, not", v);
     } else if (!strcmp(a, "--format")) {
         if (strcmp(v, "trace") && strcmp(v, "lifetimes"))
             return usage_error("--format takes trace or lifetimes, not", v);
@@ -182,7 +196,8 @@ static int parse_args(int argc, char **argv, options_t *o)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = !strcmp(a, "--mode") || !strcmp(a, "--arena-size") || !strcmp(a, "--limit") ||
-                    !strcmp(a, "--format") || !strcmp(a, "--timeline");
+                    !strcmp(a, "--format") || !strcmp(a, "--timeline") ||
+                    !strcmp(a, "--vmm-keep") || !strcmp(a, "--granularity");
         if (takes && !v)
             return usage_error("missing value after", a);
         if (answer_at_once(a) == 0)
@@ -301,7 +316,8 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
     }
     if (m == GA_REPLAY_VMM) {
         ro.arena_size = peak ? 2 * peak : GA_ALIGN; /* the virtual range */
-        ro.keep = GA_VMM_KEEP_DEFAULT;
+        ro.keep = o->keep_set ? o->keep : GA_VMM_KEEP_DEFAULT;
+        ro.granularity = o->granularity; /* 0: GA_REPLAY_GRANULARITY */
     }
     timeline_t tl = {0};
     if (o->timeline) {

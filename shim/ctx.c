@@ -58,7 +58,6 @@ int ga_dev_setup(int dev)
             cap = ga_opt.limit_bytes;
         else if (ga_opt.limit_percent > 0 && total)
             cap = (uint64_t)((double)total * ga_opt.limit_percent / 100.0);
-        cap &= ~(uint64_t)(GA_ALIGN - 1);
         d->cap = cap;
         pthread_mutex_init(&d->lock, NULL);
         if (cap == 0 || ga_share_of(cap) == 0) {

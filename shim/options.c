@@ -174,7 +174,8 @@ static size_t ga_edit_distance(const char *a, const char *b)
  * and the names other gpuarena parts read (the command, the groups). */
 static void ga_warn_unknown(void)
 {
-    static const char *const others[] = {"GPUARENA_GROUP", "GPUARENA_PYTHON", "GPUARENA_SIM"};
+    static const char *const others[] = {"GPUARENA_GROUP", "GPUARENA_BUILD",
+                                         "GPUARENA_NO_MATPLOTLIB"};
     extern char **environ;
     for (char **e = environ; e && *e; e++) {
         if (strncmp(*e, "GPUARENA_", 9) != 0)
@@ -188,7 +189,7 @@ static void ga_warn_unknown(void)
         const char *best = NULL;
         size_t best_d = (size_t)-1;
         int known = 0;
-        for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0] + 3 && !known; i++) {
+        for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0] + sizeof others / sizeof others[0] && !known; i++) {
             const char *k = i < sizeof ga_options / sizeof ga_options[0]
                                 ? ga_options[i].env
                                 : others[i - sizeof ga_options / sizeof ga_options[0]];

@@ -88,6 +88,8 @@ int main(void)
     suite_add_tcase(s, pt_tcase_reports());
     suite_add_tcase(s, pt_tcase_oom());
     suite_add_tcase(s, pt_tcase_files());
+    suite_add_tcase(s, pt_tcase_vmm());
+    suite_add_tcase(s, pt_tcase_hardening());
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);

@@ -40,5 +40,7 @@ TCase *pt_tcase_teardown(void);
 TCase *pt_tcase_reports(void);
 TCase *pt_tcase_oom(void);
 TCase *pt_tcase_files(void);
+TCase *pt_tcase_vmm(void);
+TCase *pt_tcase_hardening(void);
 
 #endif

@@ -1,0 +1,277 @@
+/* Preload tests for "Hardening II" (issue 8), each a class of fault that passed before the fix:
+ * a bad setting on every interposition path (item 1), teardown racing allocation (2), idle memory
+ * of one context serving another (3), settings that round to nothing (5), driver parity for freed
+ * pool pointers and bad streams (6), and a forked child's statistics (10). Item 4 (a driver that
+ * lacks entry points) is the lean tier (t_lean.c); items 7 and 8 are t_files.c.
+ */
+#include "preload_test.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                    "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+
+/* ---- item 1: a bad setting stops every path ---- */
+static void bad_setting_child(void *arg)
+{
+    putenv((char *)arg);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    CUresult (*init)(unsigned) = h ? (CUresult (*)(unsigned))dlsym(h, "cuInit") : NULL;
+    CUresult (*getproc)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+        h ? (CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
+                dlsym(h, "cuGetProcAddress_v2")
+          : NULL;
+    CUresult (*alloc)(CUdeviceptr *, size_t) =
+        h ? (CUresult (*)(CUdeviceptr *, size_t))dlsym(h, "cuMemAlloc_v2") : NULL;
+    if (!init || !getproc || !alloc)
+        exit(10);
+    if (init(0) != CUDA_ERROR_INVALID_VALUE) /* dlopen + dlsym */
+        exit(11);
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    if (getproc("cuInit", &fn, 12000, 0, &st) != CUDA_ERROR_INVALID_VALUE) /* cuGetProcAddress */
+        exit(12);
+    CUdeviceptr p;
+    if (alloc(&p, 4096) != CUDA_ERROR_INVALID_VALUE)
+        exit(13);
+    if (cuInit(0) != CUDA_ERROR_INVALID_VALUE) /* direct */
+        exit(14);
+    exit(0);
+}
+
+START_TEST(bad_setting_every_path)
+{
+    static char *const bad[] = {"GPUARENA_LIMIT=12XB", "GPUARENA_MODE=fast",
+                                "GPUARENA_LIBCUDA=/nonexistent/libcuda.so.1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[4096];
+        int rc = pt_run_child(bad_setting_child, bad[i], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (10 no symbols, 11 dlsym cuInit, 12 cuGetProcAddress, "
+                      "13 dlsym cuMemAlloc, 14 direct cuInit answered without the error); %s",
+                      bad[i], rc, err);
+        ck_assert_msg(strstr(err, "gpuarena:"), "%s: a message: %s", bad[i], err);
+    }
+}
+END_TEST
+
+/* ---- item 2: teardown racing allocation leaves no phantom commitment ---- */
+static _Atomic int race_stop;
+
+static void *race_alloc(void *arg)
+{
+    CUcontext ctx = arg;
+    cuCtxSetCurrent(ctx);
+    CUdeviceptr p[8] = {0};
+    for (unsigned i = 0; !race_stop; i++) {
+        CUdeviceptr *slot = &p[i % 8];
+        if (*slot)
+            cuMemFree(*slot); /* may fail after a reset: the memory went with the context */
+        *slot = 0;
+        if (cuMemAlloc(slot, (1 + i % 3) * MiB) != CUDA_SUCCESS)
+            *slot = 0;
+    }
+    return NULL;
+}
+
+static void race_child(void *arg)
+{
+    pt_env((char *)arg, "GPUARENA_LIMIT=256MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUcontext ctx = pt_start();
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, race_alloc, ctx);
+    for (int r = 0; r < 60; r++) {
+        if (cuDevicePrimaryCtxReset(0) != CUDA_SUCCESS)
+            exit(2);
+        CUcontext again;
+        cuDevicePrimaryCtxRetain(&again, 0); /* the threads' context comes back */
+        cuDevicePrimaryCtxRelease(0);
+    }
+    race_stop = 1;
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    if (cuDevicePrimaryCtxReset(0) != CUDA_SUCCESS)
+        exit(3);
+    pt_start();
+    if (pt_counters().bytes_in_use != 0)
+        exit(4); /* nothing live on the driver after the last reset */
+    size_t fr = 0, total = 0;
+    if (cuMemGetInfo(&fr, &total) != CUDA_SUCCESS || fr != 256 * MiB)
+        exit(5);
+    CUdeviceptr half;
+    if (cuMemAlloc(&half, 128 * MiB) != CUDA_SUCCESS)
+        exit(6);
+    exit(0);
+}
+
+START_TEST(reset_race_no_phantom)
+{
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        char err[8192];
+        int rc = pt_run_child(race_child, (void *)modes[m], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (4 driver bytes left, 5 free != cap, 6 half the cap "
+                      "refused); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
+/* ---- item 3: idle memory in one context serves another ---- */
+static void other_ctx_child(void *arg)
+{
+    pt_env((char *)arg, "GPUARENA_LIMIT=256MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUdevice dev;
+    CUcontext a, b, c;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&a, NULL, 0, dev))
+        exit(2);
+    CUdeviceptr p, q, r;
+    if (cuMemAlloc(&p, 192 * MiB) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
+        exit(3);
+    if (cuCtxCreate(&b, NULL, 0, dev) || cuMemAlloc(&q, 128 * MiB) != CUDA_SUCCESS)
+        exit(4);
+    if (cuMemFree(q) != CUDA_SUCCESS || cuCtxCreate(&c, NULL, 0, dev) ||
+        cuMemAlloc(&r, 160 * MiB) != CUDA_SUCCESS)
+        exit(5); /* three contexts sharing the cap */
+    exit(0);
+}
+
+START_TEST(idle_memory_serves_other_context)
+{
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        char err[8192];
+        int rc = pt_run_child(other_ctx_child, (void *)modes[m], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d; %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
+/* ---- item 5: a share or cap that rounds to nothing is refused ---- */
+static void zero_child(void *arg)
+{
+    const char *const *env = arg;
+    for (; *env; env++)
+        putenv((char *)*env);
+    exit(cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+}
+
+START_TEST(zero_share_or_cap_refused)
+{
+    static const char *const frac[] = {"GPUARENA_MEM_FRACTION=0.0000001", "GPUARENA_LIMIT=4MiB", NULL};
+    static const char *const tiny[] = {"GPUARENA_LIMIT=0.00000001%", "SIMCUDA_TOTAL_MEM=1GiB", NULL};
+    static const char *const small[] = {"GPUARENA_LIMIT=1e-300%", NULL};
+    const char *const *cases[] = {frac, tiny, small};
+    for (size_t i = 0; i < 3; i++) {
+        char err[4096];
+        ck_assert_msg(pt_run_child(zero_child, (void *)cases[i], err, sizeof err) == 0,
+                      "%s: cuInit refused: %s", cases[i][0], err);
+        ck_assert_msg(strstr(err, "gpuarena:"), "%s: a message: %s", cases[i][0], err);
+    }
+}
+END_TEST
+
+/* ---- item 6: driver parity ---- */
+START_TEST(freed_pool_pointer_attributes)
+{
+    pt_env("GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr a, keep;
+    ck_assert_int_eq(cuMemAlloc(&keep, 4096), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&a, 4096), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    CUcontext owner = (CUcontext)1;
+    ck_assert_int_eq(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, a),
+                     CUDA_ERROR_INVALID_VALUE);
+    unsigned type = 99;
+    ck_assert_int_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a),
+                     CUDA_ERROR_INVALID_VALUE);
+    /* The plural form answers defaults for a pointer it does not know, not the region's. */
+    CUpointer_attribute at[2] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
+    void *data[2] = {&owner, &type};
+    ck_assert_int_eq(cuPointerGetAttributes(2, at, data, a), CUDA_SUCCESS);
+    ck_assert_ptr_null(owner);
+    ck_assert_uint_eq(type, 0);
+    /* A live neighbour still answers as itself. */
+    ck_assert_int_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, keep), CUDA_SUCCESS);
+    ck_assert_uint_eq(type, CU_MEMORYTYPE_DEVICE);
+}
+END_TEST
+
+START_TEST(free_async_bad_stream_keeps_allocation)
+{
+    for (size_t m = 0; m < 3; m++) { /* the pool modes */
+        char err[64];
+        (void)err;
+        pid_t pid = fork();
+        if (pid == 0) {
+            putenv((char *)modes[m]);
+            pt_start();
+            CUdeviceptr p, base;
+            size_t size;
+            if (cuMemAlloc(&p, 4096) != CUDA_SUCCESS)
+                _exit(2);
+            if (cuMemFreeAsync(p, (CUstream)(uintptr_t)0xdeadbeef0ull) != CUDA_ERROR_INVALID_HANDLE)
+                _exit(3);
+            if (cuMemGetAddressRange(&base, &size, p) != CUDA_SUCCESS || base != p)
+                _exit(4); /* still live */
+            if (cuMemFreeAsync(p, NULL) != CUDA_SUCCESS)
+                _exit(5);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: exit %d", modes[m],
+                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+}
+END_TEST
+
+/* ---- item 10: the statistics of a forked child are its own ---- */
+START_TEST(fork_child_statistics)
+{
+    char dir[] = "/tmp/gpuarena-forkstats-XXXXXX", env[256], path[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(env, sizeof env, "GPUARENA_STATS=%s/s-%%p.json", dir);
+    pt_env(env, "GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 8 * MiB), CUDA_SUCCESS);
+    pid_t pid = fork();
+    if (pid == 0) {
+        CUcontext c;
+        CUdeviceptr q;
+        int ok = cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS && cuCtxSetCurrent(c) == CUDA_SUCCESS &&
+                 cuMemAlloc(&q, 1 * MiB) == CUDA_SUCCESS;
+        exit(ok ? 0 : 1); /* exit, not _exit: the report is written at exit */
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    snprintf(path, sizeof path, "%s/s-%d.json", dir, (int)pid);
+    ck_assert_msg(pt_json_check(path, "d['totals']['alloc_calls'] == 1 and "
+                                      "d['totals']['peak_reserved'] < 2**40 and "
+                                      "d['totals']['reserved'] < 2**40 and "
+                                      "d['totals']['in_use'] == 1024*1024 and len(d['devices']) == 1") == 0,
+                  "the child's statistics count the child alone (%s)", path);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+TCase *pt_tcase_hardening(void)
+{
+    TCase *tc = tcase_create("hardening");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, bad_setting_every_path);
+    tcase_add_test(tc, reset_race_no_phantom);
+    tcase_add_test(tc, idle_memory_serves_other_context);
+    tcase_add_test(tc, zero_share_or_cap_refused);
+    tcase_add_test(tc, freed_pool_pointer_attributes);
+    tcase_add_test(tc, free_async_bad_stream_keeps_allocation);
+    tcase_add_test(tc, fork_child_statistics);
+    return tc;
+}

@@ -1,0 +1,336 @@
+/* Preload tests: GPUARENA_MODE=vmm (issue "Modes as pools", part 2). Every figure is the simulated
+ * driver's: its VMM counters say what is reserved, created and mapped, and the bytes read back
+ * through the mappings say the data survived. The program's cuMemAlloc never reaches the driver's.
+ */
+#include "preload_test.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define GRAN (2 * MiB) /* the simulated driver's recommended granularity */
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*free_fn)(CUdeviceptr);
+
+/* Allocates n blocks of mixed sizes through the given entry points, writes a pattern into each,
+ * frees every other one, allocates again, and reads every live block back. */
+static void vmm_integrity(alloc_fn a, free_fn f, int n)
+{
+    CUdeviceptr p[64];
+    size_t size[64];
+    unsigned char *buf = malloc(3 * MiB), *back = malloc(3 * MiB);
+    ck_assert(n <= 64 && buf && back);
+    for (int i = 0; i < n; i++) {
+        size[i] = 1000 + (size_t)i * 47111 % (3 * MiB - 1000);
+        ck_assert_int_eq(a(&p[i], size[i]), CUDA_SUCCESS);
+        ck_assert_uint_eq(p[i] % 512, 0);
+        memset(buf, i + 1, size[i]);
+        ck_assert_int_eq(cuMemcpyHtoD(p[i], buf, size[i]), CUDA_SUCCESS);
+    }
+    for (int i = 0; i < n; i += 2)
+        ck_assert_int_eq(f(p[i]), CUDA_SUCCESS);
+    for (int i = 0; i < n; i += 2) {
+        ck_assert_int_eq(a(&p[i], size[i]), CUDA_SUCCESS);
+        memset(buf, i + 1, size[i]);
+        ck_assert_int_eq(cuMemcpyHtoD(p[i], buf, size[i]), CUDA_SUCCESS);
+    }
+    for (int i = 0; i < n; i++) {
+        memset(buf, i + 1, size[i]);
+        ck_assert_int_eq(cuMemcpyDtoH(back, p[i], size[i]), CUDA_SUCCESS);
+        ck_assert_msg(memcmp(buf, back, size[i]) == 0, "block %d (%zu bytes) read back intact", i,
+                      size[i]);
+    }
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(f(p[i]), CUDA_SUCCESS);
+    free(buf);
+    free(back);
+}
+
+START_TEST(vmm_direct_integrity)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    vmm_integrity(cuMemAlloc, cuMemFree, 40);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.alloc_calls, 0); /* never the driver's cuMemAlloc_v2 */
+    ck_assert_uint_eq(c.reserve_calls, 1); /* one virtual range */
+    ck_assert_uint_gt(c.create_calls, 0);
+    ck_assert_uint_eq(c.map_calls, c.create_calls);
+    ck_assert_uint_eq(c.set_access_calls, c.create_calls);
+}
+END_TEST
+
+START_TEST(vmm_dlsym_integrity)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(h);
+    alloc_fn a = (alloc_fn)dlsym(h, "cuMemAlloc_v2");
+    free_fn f = (free_fn)dlsym(h, "cuMemFree_v2");
+    ck_assert(pt_in_shim((void *)a, NULL) && pt_in_shim((void *)f, NULL));
+    vmm_integrity(a, f, 24);
+    ck_assert_uint_eq(pt_counters().alloc_calls, 0);
+}
+END_TEST
+
+START_TEST(vmm_getproc_integrity)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    void *a = NULL, *f = NULL;
+    CUdriverProcAddressQueryResult st;
+    ck_assert_int_eq(cuGetProcAddress_v2("cuMemAlloc", &a, 12000, 0, &st), CUDA_SUCCESS);
+    ck_assert_int_eq(cuGetProcAddress_v2("cuMemFree", &f, 12000, 0, &st), CUDA_SUCCESS);
+    ck_assert(pt_in_shim(a, NULL) && pt_in_shim(f, NULL));
+    vmm_integrity((alloc_fn)a, (free_fn)f, 24);
+    ck_assert_uint_eq(pt_counters().alloc_calls, 0);
+}
+END_TEST
+
+/* With nothing kept, every wholly free granule goes back at once; with a keep, at most that much
+ * stays mapped; trimming (before an out-of-memory) gives the kept ones back too. */
+START_TEST(vmm_granules_given_back)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p[32];
+    for (int i = 0; i < 32; i++)
+        ck_assert_int_eq(cuMemAlloc(&p[i], 1 * MiB), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 32 * MiB); /* 32 MiB live: 16 granules, no more */
+    for (int i = 0; i < 32; i += 2)
+        ck_assert_int_eq(cuMemFree(p[i]), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 32 * MiB); /* each granule half live */
+    for (int i = 1; i < 32; i += 2)
+        ck_assert_int_eq(cuMemFree(p[i]), CUDA_SUCCESS);
+    c = pt_counters();
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_uint_eq(c.vmm_mappings, 0);
+    ck_assert_uint_eq(c.release_calls, c.create_calls);
+}
+END_TEST
+
+START_TEST(vmm_keep_bounds_what_stays)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=8MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p[16];
+    for (int i = 0; i < 16; i++)
+        ck_assert_int_eq(cuMemAlloc(&p[i], GRAN), CUDA_SUCCESS);
+    for (int i = 0; i < 16; i++)
+        ck_assert_int_eq(cuMemFree(p[i]), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 8 * MiB);
+    /* Reused at once: allocating 8 MiB again maps nothing. */
+    unsigned long long creates = pt_counters().create_calls;
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(cuMemAlloc(&p[i], GRAN), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().create_calls, creates);
+}
+END_TEST
+
+/* The cap counts mapped physical bytes; an out-of-memory leaves nothing mapped that is not live. */
+START_TEST(vmm_cap)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=16MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr a, b;
+    ck_assert_int_eq(cuMemAlloc(&a, 10 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, 8 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_le(pt_counters().peak_vmm_bytes_in_use, 16 * MiB);
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 10 * MiB);
+    size_t fr, total;
+    ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    ck_assert_uint_eq(total, 16 * MiB);
+    ck_assert_uint_eq(fr, 6 * MiB);
+    ck_assert_int_eq(cuMemAlloc(&b, 6 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 16 * MiB);
+}
+END_TEST
+
+/* cuMemCreate (or cuMemMap) refused by the driver midway through an allocation that needs several
+ * granules: an out-of-memory, and nothing leaked or half-mapped; the next allocation works. */
+static void vmm_refused_midway(const char *rule)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(simcuda_fail_add(rule), 0);
+    ck_assert_int_eq(cuMemAlloc(&p, 4 * GRAN), CUDA_ERROR_OUT_OF_MEMORY);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_uint_eq(c.vmm_mappings, 0);
+    ck_assert_uint_eq(c.vmm_mapped_bytes, 0);
+    simcuda_fail_clear();
+    ck_assert_int_eq(cuMemAlloc(&p, 4 * GRAN), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(p, 7, 4 * GRAN), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 4 * GRAN);
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 0);
+}
+
+START_TEST(vmm_create_refused_midway)
+{
+    vmm_refused_midway("cuMemCreate:3");
+}
+END_TEST
+
+START_TEST(vmm_map_refused_midway)
+{
+    vmm_refused_midway("cuMemMap:2");
+}
+END_TEST
+
+START_TEST(vmm_set_access_refused_midway)
+{
+    vmm_refused_midway("cuMemSetAccess:4");
+}
+END_TEST
+
+START_TEST(vmm_queries)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr a, b, base = 0;
+    size_t size = 0;
+    ck_assert_int_eq(cuMemAlloc(&a, 3000), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, 5 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetAddressRange(&base, &size, b + 12345), CUDA_SUCCESS);
+    ck_assert_uint_eq(base, b);
+    ck_assert_uint_eq(size, 5 * MiB);
+    CUdeviceptr start = 0;
+    ck_assert_int_eq(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 100),
+                     CUDA_SUCCESS);
+    ck_assert_uint_eq(start, a);
+    CUipcMemHandle h;
+    ck_assert_int_eq(cuIpcGetMemHandle(&h, a), CUDA_ERROR_NOT_SUPPORTED);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetAddressRange(&base, &size, a), CUDA_ERROR_NOT_FOUND);
+    unsigned type = 0;
+    ck_assert_int_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a),
+                     CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemFree(a), CUDA_ERROR_INVALID_VALUE); /* a double free is refused */
+}
+END_TEST
+
+START_TEST(vmm_ctx_destroy_takes_range)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUdevice dev;
+    CUcontext ctx;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&ctx, NULL, 0, dev), CUDA_SUCCESS);
+    CUdeviceptr p[8];
+    for (int i = 0; i < 8; i++) /* left live on purpose */
+        ck_assert_int_eq(cuMemAlloc(&p[i], 3 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_gt(pt_counters().vmm_reserved_bytes, 0);
+    ck_assert_int_eq(cuCtxDestroy(ctx), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_uint_eq(c.vmm_mappings, 0);
+    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+}
+END_TEST
+
+START_TEST(vmm_primary_reset_takes_range)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 5 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
+    pt_start();
+    ck_assert_int_eq(cuMemAlloc(&p, 5 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(p, 1, 5 * MiB), CUDA_SUCCESS);
+}
+END_TEST
+
+static void *vmm_worker(void *arg)
+{
+    CUcontext ctx = arg;
+    unsigned seed = (unsigned)(uintptr_t)&seed;
+    unsigned char buf[4096], back[4096];
+    cuCtxSetCurrent(ctx);
+    for (int i = 0; i < 300; i++) {
+        CUdeviceptr p;
+        size_t n = 512 + (size_t)(rand_r(&seed) % (3 * MiB));
+        if (cuMemAlloc(&p, n) != CUDA_SUCCESS)
+            return (void *)1;
+        memset(buf, i & 0xff, sizeof buf);
+        size_t m = n < sizeof buf ? n : sizeof buf;
+        if (cuMemcpyHtoD(p + n - m, buf, m) != CUDA_SUCCESS ||
+            cuMemcpyDtoH(back, p + n - m, m) != CUDA_SUCCESS || memcmp(buf, back, m) != 0)
+            return (void *)2;
+        if (cuMemFree(p) != CUDA_SUCCESS)
+            return (void *)3;
+    }
+    return NULL;
+}
+
+START_TEST(vmm_threads)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=4MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUcontext ctx = pt_start();
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, vmm_worker, ctx), 0);
+    for (int i = 0; i < 8; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        ck_assert_msg(r == NULL, "thread %d failed at step %ld", i, (long)(intptr_t)r);
+    }
+    ck_assert_uint_le(pt_counters().vmm_bytes_in_use, 4 * MiB);
+}
+END_TEST
+
+START_TEST(vmm_fork)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 3 * MiB), CUDA_SUCCESS);
+    pid_t pid = fork();
+    if (pid == 0) {
+        CUcontext c;
+        CUdeviceptr q;
+        int ok = cuInit(0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS &&
+                 cuCtxSetCurrent(c) == CUDA_SUCCESS && cuMemAlloc(&q, 3 * MiB) == CUDA_SUCCESS &&
+                 cuMemsetD8(q, 3, 3 * MiB) == CUDA_SUCCESS && cuMemFree(q) == CUDA_SUCCESS;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child allocates in vmm mode");
+    ck_assert_int_eq(cuMemsetD8(p, 1, 3 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+}
+END_TEST
+
+TCase *pt_tcase_vmm(void)
+{
+    TCase *tc = tcase_create("vmm");
+    tcase_add_test(tc, vmm_direct_integrity);
+    tcase_add_test(tc, vmm_dlsym_integrity);
+    tcase_add_test(tc, vmm_getproc_integrity);
+    tcase_add_test(tc, vmm_granules_given_back);
+    tcase_add_test(tc, vmm_keep_bounds_what_stays);
+    tcase_add_test(tc, vmm_cap);
+    tcase_add_test(tc, vmm_create_refused_midway);
+    tcase_add_test(tc, vmm_map_refused_midway);
+    tcase_add_test(tc, vmm_set_access_refused_midway);
+    tcase_add_test(tc, vmm_queries);
+    tcase_add_test(tc, vmm_ctx_destroy_takes_range);
+    tcase_add_test(tc, vmm_primary_reset_takes_range);
+    tcase_add_test(tc, vmm_threads);
+    tcase_add_test(tc, vmm_fork);
+    return tc;
+}

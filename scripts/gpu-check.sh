@@ -41,9 +41,7 @@ make -j"$(nproc)" EXTRA_CFLAGS="$extra" build/lib/libgpuarena.so build/bin/gpuar
 mode_env() {
     case $1 in
         none) echo "" ;;
-        arena) echo "LD_PRELOAD=$shim GPUARENA_MODE=arena" ;;
-        arena-nopre) echo "LD_PRELOAD=$shim GPUARENA_MODE=arena GPUARENA_PREALLOCATE=false" ;;
-        platform) echo "LD_PRELOAD=$shim GPUARENA_MODE=platform" ;;
+        arena|grow|vmm|platform) echo "LD_PRELOAD=$shim GPUARENA_MODE=$1" ;;
     esac
 }
 # run NAME MODE [VAR=VALUE...] -- CMD...: runs one command with a 120 s bound, log in $out
@@ -58,7 +56,7 @@ run() {
 }
 
 say ""; say "## Examples on the real driver"; say "| check | result | detail |"; say "|---|---|---|"
-for mode in none arena arena-nopre platform; do
+for mode in none arena grow vmm platform; do
     for prog in "ex_direct 200 1024 3" "ex_dlsym 64 256" "ex_getproc 32 64" "ex_train 50 16 1024"; do
         set -- $prog
         if run "$1" "$mode" -- "$ex/$1" "${@:2}"; then
@@ -70,7 +68,7 @@ for mode in none arena arena-nopre platform; do
 done
 
 say ""; say "## cuMemAlloc+cuMemFree: driver against the arena"; say "| mode | ns per pair | first pair |"; say "|---|---|---|"
-for mode in none platform arena; do
+for mode in none platform arena vmm; do
     run alloctime "$mode" -- "$ex/ex_alloctime" 20000 4096
     line=$(grep 'ns per' "$out/alloctime-$mode.log")
     ns=$(echo "$line" | sed -n 's/.*: \([0-9]*\) ns per.*/\1/p')
@@ -81,7 +79,7 @@ done
 say ""; say "## Frameworks under each mode"; say "| check | result | detail |"; say "|---|---|---|"
 for fw in torch jax; do
     if [ "$fw" = torch ]; then fair="PYTORCH_NO_CUDA_MEMORY_CACHING=1"; else fair="XLA_PYTHON_CLIENT_ALLOCATOR=platform"; fi
-    for mode in none arena arena-nopre platform; do
+    for mode in none arena grow vmm platform; do
         for pool in framework fair; do
             v="GPUARENA_LOG=warn"; [ $pool = fair ] && v=$fair
             if run "${fw}_$pool" "$mode" "$v" -- python3 "examples/${fw}_small.py"; then

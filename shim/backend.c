@@ -10,8 +10,11 @@
  *    device (cuMemGetAllocationGranularity, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED). A mapping that
  *    fails half-way is undone before the pool hears of it: nothing stays half-mapped or leaks.
  * The pool calls these with its context's lock held (ga_ctx_t.lock), which also guards the
- * context's counters updated here. A context whose memory the driver already freed (driver_gone:
- * its primary context was released or reset) releases without calling the driver.
+ * context's counters updated here. A context whose memory the driver already freed (driver_gone 1:
+ * its primary context was released or reset) gives its regions back without calling the driver;
+ * its VMM ranges and granules are still released through the driver, because VMM memory belongs
+ * to the process, not to a context, and outlives it. In a forked child (driver_gone 2) nothing of
+ * the parent's is touched.
  */
 #include "shim.h"
 
@@ -79,9 +82,9 @@ static int be_va_reserve(void *p, size_t size, uintptr_t *base)
 static void be_va_release(void *p, uintptr_t base, size_t size)
 {
     ga_ctx_t *c = p;
-    if (c->driver_gone)
+    if (c->driver_gone > 1)
         return;
-    int pushed = ga_ctx_enter(c->ctx);
+    int pushed = c->driver_gone ? 0 : ga_ctx_enter(c->ctx);
     CUresult r = ga_real.cuMemAddressFree((CUdeviceptr)base, size);
     ga_ctx_leave(pushed);
     if (r != CUDA_SUCCESS)
@@ -126,8 +129,8 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
 static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
 {
     ga_ctx_t *c = p;
-    if (!c->driver_gone) {
-        int pushed = ga_ctx_enter(c->ctx);
+    if (c->driver_gone < 2) {
+        int pushed = c->driver_gone ? 0 : ga_ctx_enter(c->ctx);
         CUresult r = ga_real.cuMemUnmap((CUdeviceptr)addr, size);
         CUresult r2 = ga_real.cuMemRelease((CUmemGenericAllocationHandle)handle);
         ga_ctx_leave(pushed);

@@ -317,7 +317,7 @@ void ga_ctx_fork_child(void)
     pthread_mutex_init(&ga_ctx_list_lock, NULL);
     while (c) {
         ga_ctx_t *next = atomic_load(&c->next);
-        c->driver_gone = 1;
+        c->driver_gone = 2; /* the parent's: no driver call may touch it */
         if (c->pool)
             ga_pool_destroy(c->pool);
         ga_ptrmap_fini(&c->pass);

@@ -210,7 +210,7 @@ typedef struct ga_ctx {
     CUcontext ctx;
     int dev;
     _Atomic int dead;        /* destroyed: never matched again, its memory gone with it */
-    int driver_gone;         /* the driver already freed its memory: release without calls */
+    int driver_gone;         /* 1: the driver freed its memory (VMM objects excepted); 2: fork */
     pthread_mutex_t lock;    /* guards everything below */
     ga_pool_t *pool;         /* made at the first allocation; read unlocked only by ga_ctx_peek */
     ga_ptrmap_t pass;        /* pass-through allocations: key pointer, size, aux api */

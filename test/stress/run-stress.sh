@@ -88,13 +88,10 @@ PY
 }
 
 # Platform mode maps and unmaps driver memory on every call, ~10x slower: fewer iterations.
-for mode in arena arena-noprealloc platform; do
+for mode in arena grow vmm platform; do
     iters=$((2000 / scale))
-    case $mode in
-        arena) set -- GPUARENA_MODE=arena ;;
-        arena-noprealloc) set -- GPUARENA_MODE=arena GPUARENA_PREALLOCATE=false ;;
-        platform) set -- GPUARENA_MODE=platform; iters=$((500 / scale)) ;;
-    esac
+    set -- GPUARENA_MODE=$mode
+    [ "$mode" = platform ] && iters=$((500 / scale))
     rm -f "$dir/stats-$mode.json" "$dir/trace-$mode.gatrace"
     run "threads $mode" threads "$@" GPUARENA_LIMIT=64MiB STRESS_ITERS=$iters \
         GPUARENA_STATS="$dir/stats-$mode.json" GPUARENA_TRACE="$dir/trace-$mode.gatrace"
@@ -119,7 +116,10 @@ trace_count "tracemem trace after exit" "$dir/tracemem.gatrace" $((2 * nthreads 
 run "threads arena one-device" threads GPUARENA_LIMIT=48MiB STRESS_DEVICES=1 \
     STRESS_ITERS=$((2000 / scale))
 
-for mode in arena platform; do
+run "threads vmm one-device" threads GPUARENA_MODE=vmm GPUARENA_LIMIT=48MiB STRESS_DEVICES=1 \
+    STRESS_ITERS=$((2000 / scale))
+
+for mode in arena vmm platform; do
     run "teardown $mode" teardown GPUARENA_MODE=$mode STRESS_ITERS=$((600 / scale))
     run "fork $mode" fork GPUARENA_MODE=$mode STRESS_FORKS=$((48 / scale))
 done

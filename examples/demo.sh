@@ -56,8 +56,11 @@ run() {
     peak=$(field "$out/$tag.driver.json" peak_bytes_in_use)
     [ "$peak" = "?" ] || peak=$((peak / 1048576))
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
-    printf '%-9s %-12s %7s %13s %15s  %s\n' "$mode" "$prog" "$secs" \
-        "$(field "$out/$tag.driver.json" alloc_calls)" "$peak" "$result"
+    # Driver calls that take memory: cuMemAlloc, and for vmm the cuMemCreate of each granule.
+    allocs=$(field "$out/$tag.driver.json" alloc_calls)
+    creates=$(field "$out/$tag.driver.json" create_calls)
+    [ "$allocs" = "?" ] || [ "$creates" = "?" ] || allocs=$((allocs + creates))
+    printf '%-9s %-12s %7s %13s %15s  %s\n' "$mode" "$prog" "$secs" "$allocs" "$peak" "$result"
 }
 
 printf '%-9s %-12s %7s %13s %15s  %s\n' mode program "wall s" "driver allocs" "peak drv MiB" result

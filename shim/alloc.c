@@ -1,4 +1,5 @@
-/* gpuarena allocation hooks: cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemFree_v2, cuMemFreeAsync.
+/* gpuarena allocation hooks: cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemFree_v2, cuMemFreeAsync, and
+ * cuMemAllocAsync when a pool serves it.
  *
  * Every mode is the same path: the current context's pool (ctx.c) under the context's lock, one
  * lock per call and no process-wide lock (the counters are the context's, the process peaks are
@@ -6,6 +7,7 @@
  * Before an out-of-memory is reported, idle memory of every pool on the device is given back
  * (empty regions, kept vmm granules, an unused preallocated region) and the allocation retried
  * once: memory one context no longer uses serves another.
+ * A freed pool chunk is reused only once the device has passed the free (fence.c).
  * Frees of pointers the shim does not own go to the real driver untouched; a bad free of a pool
  * pointer is refused with CUDA_ERROR_INVALID_VALUE and leaves the pool as it was.
  */
@@ -25,8 +27,9 @@ static uint64_t ga_round(uint64_t n)
     return (n + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
 }
 
-/* One allocation from c's pool; c->lock held. */
-static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p)
+/* One allocation from c's pool; c->lock held. Freed chunks the device has passed go back to the
+ * pool first (fence.c); `wait`: wait for every pending one (before an out-of-memory). */
+static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p, int wait)
 {
     CUresult r = CUDA_SUCCESS;
     if (GA_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed)))
@@ -34,24 +37,31 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p)
     ga_pool_t *pool = ga_ctx_pool(c, &r);
     if (!pool)
         return r;
+    if (GA_UNLIKELY(c->npend))
+        ga_fence_reclaim(c, wait);
     ga_status_t st = ga_pool_alloc(pool, size, p);
     /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
     return st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);
 }
 
-CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
+/* The allocation path of every mode; s and async: a cuMemAllocAsync on stream s. */
+static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint8_t api,
+                                CUstream s, int async)
 {
-    if (!dptr || !size)
-        return CUDA_ERROR_INVALID_VALUE;
-    ga_ctx_t *c = ga_current();
-    if (GA_UNLIKELY(!c))
-        return ga_real.cuMemAlloc_v2(dptr, size); /* no context: the driver's own error */
-    if (ga_tl_api)
-        api = ga_tl_api;
     uint64_t t0 = ga_timing ? ga_now() : 0;
     uintptr_t p = 0;
     pthread_mutex_lock(&c->lock);
-    CUresult r = ga_pool_alloc_locked(c, size, &p);
+    CUresult r;
+    if (async && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
+        ga_fence_take_same_stream(c, s, size, &p)) {
+        r = CUDA_SUCCESS; /* freed on s, not yet passed: later work on s comes after the free */
+        c->counts.async_same_stream++;
+    } else {
+        r = ga_pool_alloc_locked(c, size, &p, 0);
+    }
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->npend)
+        r = ga_pool_alloc_locked(c, size, &p, 1);
+    c->counts.async_served += async && r == CUDA_SUCCESS;
     if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->pool) {
         /* Idle memory of every pool on the device first; one context lock at a time (two
          * threads trimming from two contexts must not wait on each other's lock). */
@@ -59,7 +69,7 @@ CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
         size_t freed = ga_dev_trim(c->dev, NULL);
         pthread_mutex_lock(&c->lock);
         if (freed)
-            r = ga_pool_alloc_locked(c, size, &p);
+            r = ga_pool_alloc_locked(c, size, &p, 1);
     }
     ga_oom_t oom; /* not zeroed: 2 KiB on the hot path; classify fills it on failure */
     oom.frag = 0, oom.len = 0;
@@ -77,15 +87,74 @@ CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
     ga_oom_report(&oom);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
-                       r == CUDA_SUCCESS ? *dptr : 0, size, 0, c->dev, t0, r);
+                       r == CUDA_SUCCESS ? *dptr : 0, size, (uint64_t)(uintptr_t)s, c->dev, t0, r);
     return r;
 }
 
-/* Frees a pool pointer; c->lock is held on entry (ga_find_owner) and released here. */
-static CUresult ga_pool_free_locked(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0)
+CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
+{
+    if (!dptr || !size)
+        return CUDA_ERROR_INVALID_VALUE;
+    ga_ctx_t *c = ga_current();
+    if (GA_UNLIKELY(!c))
+        return ga_real.cuMemAlloc_v2(dptr, size); /* no context: the driver's own error */
+    if (ga_tl_api)
+        api = ga_tl_api;
+    return ga_alloc_common(c, dptr, size, api, NULL, 0);
+}
+
+int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, CUresult *r)
+{
+    if (ga_opt.mode == GA_MODE_PLATFORM)
+        return 0;
+    ga_ctx_t *c = ga_current();
+    if (!c)
+        return 0; /* no context: the driver's own answer */
+    if (!dptr || !size) {
+        *r = CUDA_ERROR_INVALID_VALUE;
+        return 1;
+    }
+    /* The stream must be one the driver knows, as its own cuMemAllocAsync checks. */
+    if (ga_real.cuStreamQuery) {
+        CUresult q = ga_real.cuStreamQuery(s);
+        if (q != CUDA_SUCCESS && q != CUDA_ERROR_NOT_READY) {
+            *r = q;
+            return 1;
+        }
+    }
+    if (ga_tl_api)
+        api = ga_tl_api;
+    *r = ga_alloc_common(c, dptr, size, api, s, 1);
+    return 1;
+}
+
+/* Frees a pool pointer; c->lock is held on entry (ga_find_owner) and released here. A freed chunk
+ * goes back to the pool only once the device has passed the free (fence.c), except in platform
+ * mode (the driver's own free) and under GPUARENA_FREE_SYNC=none for cuMemFree. */
+static CUresult ga_pool_free_locked(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0,
+                                    CUstream s, int stream_ordered)
 {
     size_t size = 0;
-    ga_status_t st = ga_pool_free(c->pool, (uintptr_t)p, &size);
+    ga_status_t st;
+    CUresult fr = CUDA_SUCCESS;
+    int fence = ga_pool_mode(c->pool) != GA_MODE_PLATFORM &&
+                (stream_ordered || ga_opt.free_sync != GA_FREE_SYNC_NONE);
+    if (GA_UNLIKELY(ga_fence_is_pending(c, (uintptr_t)p))) {
+        st = GA_EDOUBLE; /* freed already, waiting for the device */
+    } else if (fence) {
+        uintptr_t base = 0;
+        st = ga_pool_lookup(c->pool, (uintptr_t)p, &base, &size);
+        if (st == GA_OK && base != (uintptr_t)p)
+            st = GA_EINTERIOR;
+        else if (st != GA_OK)
+            st = ga_pool_free(c->pool, (uintptr_t)p, NULL); /* says why, changes nothing */
+        if (st == GA_OK && (fr = ga_fence_free(c, (uintptr_t)p, size, s, stream_ordered)) != CUDA_SUCCESS) {
+            pthread_mutex_unlock(&c->lock);
+            return fr;
+        }
+    } else {
+        st = ga_pool_free(c->pool, (uintptr_t)p, &size);
+    }
     if (st == GA_OK) {
         ga_count_free(&c->counts, api, t0);
         if (ga_timing && ga_pool_mode(c->pool) != GA_MODE_PLATFORM) {
@@ -139,20 +208,20 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     int dev = c ? c->dev : -1;
     if (c && in_pass) {
         r = ga_pass_free_locked(c, p, api, t0, real_free, s);
-    } else if (c && real_free) {
-        /* A stream-ordered free of a pool pointer: work queued on s may still use it, so the
-         * stream is synchronised first; a stream the driver does not know is refused as the
-         * driver refuses it, and the allocation stays. */
+    } else if (c && real_free && ga_pool_mode(c->pool) == GA_MODE_PLATFORM) {
+        /* Platform memory is the driver's: synchronise the stream (refused as the driver refuses
+         * an unknown stream, the allocation kept), then the driver's own free. */
         pthread_mutex_unlock(&c->lock);
         r = ga_real.cuStreamSynchronize ? ga_real.cuStreamSynchronize(s) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS) {
             c = ga_find_owner((uintptr_t)p, &in_pass);
             r = !c ? CUDA_ERROR_INVALID_VALUE
                 : in_pass ? ga_pass_free_locked(c, p, api, t0, real_free, s)
-                          : ga_pool_free_locked(c, p, api, t0);
+                          : ga_pool_free_locked(c, p, api, t0, s, 0);
         }
     } else if (c) {
-        r = ga_pool_free_locked(c, p, api, t0);
+        /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation). */
+        r = ga_pool_free_locked(c, p, api, t0, s, real_free != NULL);
     } else {
         r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
     }

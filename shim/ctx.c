@@ -216,6 +216,7 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
         return;
     }
     c->driver_gone = driver_gone;
+    ga_fence_drop(c); /* pending chunks go with the pool */
     if (c->pool) {
         ga_pool_stats(c->pool, &c->final);
         c->has_final = 1;
@@ -277,8 +278,11 @@ size_t ga_dev_trim(int dev, ga_ctx_t *locked)
             continue;
         if (c != locked)
             pthread_mutex_lock(&c->lock);
-        if (c->pool && !atomic_load(&c->dead))
-            freed += ga_pool_trim(c->pool);
+        if (c->pool && !atomic_load(&c->dead)) {
+            size_t pending = c->pend_bytes;
+            ga_fence_reclaim(c, 1); /* freed chunks waiting for the device are free memory too */
+            freed += ga_pool_trim(c->pool) + (pending - c->pend_bytes);
+        }
         if (c != locked)
             pthread_mutex_unlock(&c->lock);
     }
@@ -318,6 +322,7 @@ void ga_ctx_fork_child(void)
     while (c) {
         ga_ctx_t *next = atomic_load(&c->next);
         c->driver_gone = 2; /* the parent's: no driver call may touch it */
+        ga_fence_drop(c);
         if (c->pool)
             ga_pool_destroy(c->pool);
         ga_ptrmap_fini(&c->pass);

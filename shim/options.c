@@ -56,6 +56,19 @@ static int parse_preallocate(const char *v)
     return parse_bool(v, &ga_opt.preallocate);
 }
 
+static int parse_free_sync(const char *v)
+{
+    if (!strcasecmp(v, "deferred"))
+        ga_opt.free_sync = GA_FREE_SYNC_DEFERRED;
+    else if (!strcasecmp(v, "device"))
+        ga_opt.free_sync = GA_FREE_SYNC_DEVICE;
+    else if (!strcasecmp(v, "none"))
+        ga_opt.free_sync = GA_FREE_SYNC_NONE;
+    else
+        return -1;
+    return 0;
+}
+
 static int parse_keep(const char *v)
 {
     ga_size_t sz;
@@ -136,6 +149,11 @@ static const ga_option_def_t ga_options[] = {
      "arena size as a fraction of the cap; '+' lets it grow past that up to the cap"},
     {"GPUARENA_LIMIT", "device total", parse_limit, "try 8GiB, 512MiB or 50%",
      "hard cap on device memory per device, every mode"},
+    {"GPUARENA_FREE_SYNC", "deferred", parse_free_sync, "deferred, device or none",
+     "cuMemFree of pool memory: deferred = reused once the next allocation has synchronised the "
+     "context (safe, one synchronisation per burst of frees); device = each free synchronises "
+     "the context (safe, as the driver's cuMemFree); none = reused at once (unsafe unless the "
+     "program synchronises before freeing)"},
     {"GPUARENA_VMM_KEEP", "64MiB", parse_keep, "a size such as 64MiB, or 0",
      "vmm: bytes of wholly free granules kept mapped to avoid remapping (0: give each back at once)"},
     {"GPUARENA_STATS", "unset", parse_stats, "a file path, or - for stderr",
@@ -221,7 +239,10 @@ void ga_options_json(FILE *f, uint64_t percent_cap)
         fprintf(f, "null");
     if (ga_opt.limit_percent > 0)
         fprintf(f, ", \"limit_percent\": %g", ga_opt.limit_percent);
-    fprintf(f, ", \"vmm_keep\": %llu}", (unsigned long long)ga_opt.vmm_keep);
+    fprintf(f, ", \"vmm_keep\": %llu, \"free_sync\": \"%s\"}", (unsigned long long)ga_opt.vmm_keep,
+            ga_opt.free_sync == GA_FREE_SYNC_NONE     ? "none"
+            : ga_opt.free_sync == GA_FREE_SYNC_DEVICE ? "device"
+                                                      : "deferred");
 }
 
 int ga_options_load(void)

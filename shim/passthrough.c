@@ -1,6 +1,8 @@
-/* gpuarena pass-through hooks: managed, stream-ordered, pool and VMM allocations, and the runtime.
+/* gpuarena pass-through hooks: managed, pool and VMM allocations, and the runtime.
  *
- * The arena does not serve these (first version): they go to the driver as asked, but they count
+ * cuMemAllocAsync (and _ptsz) is served by the context's pool in the arena, grow and vmm modes,
+ * stream-ordered (alloc.c, fence.c); in platform mode it is passed through like the rest.
+ * The pools do not serve the others: they go to the driver as asked, but they count
  * toward the device cap and the statistics, because a cap that a program escapes by calling
  * cuMemAllocAsync would cap nothing. Each is checked against the cap before the driver call and
  * recorded in its context's pass-through table (cuMemCreate handles, which belong to a device and
@@ -81,12 +83,18 @@ GA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 GA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     GA_HOOK_ENTER(cuMemAllocAsync, (dptr, bytesize, hStream));
+    CUresult served;
+    if (ga_do_alloc_async(dptr, bytesize, hStream, GA_API_CUMEMALLOCASYNC, &served))
+        return served;
     GA_PASS_ALLOC(cuMemAllocAsync, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream));
 }
 
 GA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     GA_HOOK_ENTER(cuMemAllocAsync_ptsz, (dptr, bytesize, hStream));
+    CUresult served;
+    if (ga_do_alloc_async(dptr, bytesize, hStream, GA_API_CUMEMALLOCASYNC, &served))
+        return served;
     GA_PASS_ALLOC(cuMemAllocAsync_ptsz, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream));
 }
 

@@ -38,6 +38,7 @@ static uint64_t ga_pool_free_bytes(int dev)
             ga_stats_t s;
             ga_pool_stats(c->pool, &s);
             sum += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
+            sum += c->pend_bytes; /* freed by the program, waiting for the device (fence.c) */
         }
         pthread_mutex_unlock(&c->lock);
     }
@@ -79,6 +80,8 @@ static int ga_pool_range(CUdeviceptr p, uintptr_t *base, size_t *size)
         return 0;
     int platform = in_pass || ga_pool_mode(c->pool) == GA_MODE_PLATFORM;
     ga_status_t st = platform ? GA_OK : ga_pool_lookup(c->pool, (uintptr_t)p, base, size);
+    if (st == GA_OK && !platform && ga_fence_is_pending(c, *base))
+        st = GA_ENOTOWNED; /* freed by the program, waiting for the device */
     pthread_mutex_unlock(&c->lock);
     if (platform)
         return 0;

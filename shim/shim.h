@@ -64,6 +64,12 @@ typedef struct ga_real {
     X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                      \
     X(cuStreamSynchronize, (CUstream))                                                        \
     X(cuStreamQuery, (CUstream))                                                              \
+    X(cuCtxSynchronize, (void))                                                               \
+    X(cuEventCreate, (CUevent *, unsigned int))                                               \
+    X(cuEventRecord, (CUevent, CUstream))                                                     \
+    X(cuEventQuery, (CUevent))                                                                \
+    X(cuEventSynchronize, (CUevent))                                                          \
+    X(cuEventDestroy_v2, (CUevent))                                                           \
     X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))  \
     X(cuMemAddressFree, (CUdeviceptr, size_t))                                                \
     X(cuMemMap, (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)) \
@@ -121,6 +127,7 @@ void *ga_resolve_cudart(const char *name, void *hook);
 
 /* ---- options.c ---- */
 typedef enum { GA_LOG_ERROR = 0, GA_LOG_WARN, GA_LOG_INFO, GA_LOG_DEBUG } ga_log_level_t;
+enum { GA_FREE_SYNC_DEFERRED = 0, GA_FREE_SYNC_DEVICE = 1, GA_FREE_SYNC_NONE = 2 };
 typedef struct ga_options {
     ga_mode_t mode;          /* after loading, arena without preallocation is GA_MODE_GROW */
     int preallocate;
@@ -129,6 +136,7 @@ typedef struct ga_options {
     uint64_t limit_bytes;    /* 0: none given as bytes */
     double limit_percent;    /* 0: none given as a percentage */
     uint64_t vmm_keep;       /* vmm: wholly free granules kept mapped, bytes */
+    int free_sync;           /* GA_FREE_SYNC_DEFERRED (default), _DEVICE or _NONE */
     const char *stats;       /* NULL, a path, or "-" */
     const char *trace;
     ga_log_level_t log;
@@ -155,7 +163,11 @@ void ga_log(ga_log_level_t level, const char *fmt, ...) __attribute__((format(pr
     X(driver_alloc_calls, count, "driver calls the pools made to take memory (vmm: cuMemCreate)") \
     X(driver_free_calls, count, "driver calls the pools made to give it back (vmm: cuMemRelease)") \
     X(alloc_time_ns, ns, "time inside allocation hooks (timed when statistics or a trace are on)") \
-    X(free_time_ns, ns, "time inside free hooks (timed when statistics or a trace are on)")
+    X(free_time_ns, ns, "time inside free hooks (timed when statistics or a trace are on)")    \
+    X(free_syncs, count, "context synchronisations before freed memory was reused (GPUARENA_FREE_SYNC)") \
+    X(free_events, count, "events recorded at stream-ordered frees (cuMemFreeAsync)")            \
+    X(async_served, count, "cuMemAllocAsync calls served from the pool")                        \
+    X(async_same_stream, count, "of those, given a chunk freed on the same stream still pending")
 typedef struct ga_api_count {
     uint64_t calls, failed, bytes;
 } ga_api_count_t;
@@ -170,7 +182,8 @@ typedef struct ga_counts {
 #define GA_LEVEL_LIST(X)                                                                       \
     X(IN_USE, in_use, "bytes in live allocations, every context and pass-through")             \
     X(RESERVED, reserved, "bytes held from the driver (vmm: mapped), pass-through included")   \
-    X(PASSTHROUGH, passthrough_bytes, "bytes of allocations passed through to the driver")
+    X(PASSTHROUGH, passthrough_bytes, "bytes of allocations passed through to the driver")     \
+    X(PENDING, pending_bytes, "freed bytes waiting for the device to pass the free (counted in reserved)")
 typedef enum {
 #define GA_LEVEL_ENUM(sym, name, desc) GA_LEVEL_##sym,
     GA_LEVEL_LIST(GA_LEVEL_ENUM)
@@ -206,6 +219,14 @@ typedef struct ga_dev {
     ga_counts_t counts;        /* the program's cuMemCreate/cuMemRelease */
 } ga_dev_t;
 
+/* A freed pool chunk waiting for the device (fence.c). */
+typedef struct ga_pending {
+    uintptr_t ptr;
+    size_t size;      /* rounded */
+    CUstream stream;  /* the stream-ordered free's stream */
+    CUevent ev;       /* recorded on stream at the free; NULL: the next allocation synchronises */
+} ga_pending_t;
+
 typedef struct ga_ctx {
     CUcontext ctx;
     int dev;
@@ -218,6 +239,12 @@ typedef struct ga_ctx {
     ga_stats_t final;        /* the pool's statistics when it was dropped */
     int has_final;
     size_t granularity;      /* vmm: the driver's recommended granularity */
+    ga_pending_t *pend;      /* freed chunks not yet returned to the pool (fence.c) */
+    size_t npend, cap_pend;
+    uint64_t pend_bytes;
+    ga_ptrmap_t pend_set;    /* the pending pointers, for double-free checks */
+    CUevent events[32];      /* a free list of events */
+    size_t nevents;
     struct ga_ctx *_Atomic next;
 } ga_ctx_t;
 
@@ -262,6 +289,17 @@ void ga_ctx_atfork_parent(void);
  * serve that mode (vmm without the VMM entry points). */
 int ga_backend_for(ga_ctx_t *c, ga_pool_backend_t *be, CUresult *err);
 
+/* ---- fence.c: freed memory is reused only once the device has passed the free; c->lock held ---- */
+/* Records ptr (a live pool chunk of rounded size) as freed: stream-ordered on s (an event), or for
+ * the next allocation's synchronisation. An error (a stream the driver refuses) frees nothing. */
+CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered);
+/* Returns to the pool every pending chunk the device has passed; wait: wait for all of them. */
+void ga_fence_reclaim(ga_ctx_t *c, int wait);
+int ga_fence_is_pending(const ga_ctx_t *c, uintptr_t ptr);
+/* A pending chunk freed on stream s, of at least size bytes (and at most twice), taken whole. */
+int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out);
+void ga_fence_drop(ga_ctx_t *c);
+
 /* ---- oom.c: why an allocation failed (CUDA_ERROR_OUT_OF_MEMORY) ---- */
 typedef struct ga_oom {
     int frag;       /* 1: enough bytes free in total (pool + growth room), none large enough */
@@ -280,5 +318,8 @@ CUresult ga_do_free(CUdeviceptr dptr, uint8_t api);
 CUresult ga_do_free_async(CUdeviceptr p, CUstream s, uint8_t api,
                           CUresult (*real_free)(CUdeviceptr, CUstream));
 CUresult ga_status_to_cu(ga_status_t st);
+/* cuMemAllocAsync served from the current context's pool: 1 served (*r its result), 0 not a pool
+ * mode (pass it through). */
+int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, CUresult *r);
 
 #endif

@@ -92,11 +92,13 @@ START_TEST(vmm_getproc_integrity)
 }
 END_TEST
 
-/* With nothing kept, every wholly free granule goes back at once; with a keep, at most that much
- * stays mapped; trimming (before an out-of-memory) gives the kept ones back too. */
+/* With nothing kept, every wholly free granule goes back at the free (GPUARENA_FREE_SYNC=device:
+ * each free synchronises, as the driver's own cuMemFree); with a keep, at most that much stays
+ * mapped. */
 START_TEST(vmm_granules_given_back)
 {
-    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
+           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
     pt_start();
     CUdeviceptr p[32];
     for (int i = 0; i < 32; i++)
@@ -115,9 +117,30 @@ START_TEST(vmm_granules_given_back)
 }
 END_TEST
 
+/* The default GPUARENA_FREE_SYNC=deferred: freed granules go back at the next allocation, after
+ * one synchronisation of the context for every free before it. */
+START_TEST(vmm_granules_deferred)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p[8], q;
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(cuMemAlloc(&p[i], GRAN), CUDA_SUCCESS);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(cuMemFree(p[i]), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 8 * GRAN); /* pending, not yet passed */
+    size_t fr, total;
+    ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    ck_assert_uint_eq(fr, total); /* to the program they are free */
+    ck_assert_int_eq(cuMemAlloc(&q, 512), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, GRAN);
+}
+END_TEST
+
 START_TEST(vmm_keep_bounds_what_stays)
 {
-    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=8MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=8MiB", "GPUARENA_FREE_SYNC=device",
+           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
     pt_start();
     CUdeviceptr p[16];
     for (int i = 0; i < 16; i++)
@@ -156,7 +179,8 @@ END_TEST
  * granules: an out-of-memory, and nothing leaked or half-mapped; the next allocation works. */
 static void vmm_refused_midway(const char *rule)
 {
-    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
+           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
     pt_start();
     CUdeviceptr p;
     ck_assert_int_eq(simcuda_fail_add(rule), 0);
@@ -322,6 +346,7 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_dlsym_integrity);
     tcase_add_test(tc, vmm_getproc_integrity);
     tcase_add_test(tc, vmm_granules_given_back);
+    tcase_add_test(tc, vmm_granules_deferred);
     tcase_add_test(tc, vmm_keep_bounds_what_stays);
     tcase_add_test(tc, vmm_cap);
     tcase_add_test(tc, vmm_create_refused_midway);

@@ -1,0 +1,203 @@
+/* gpuarena stream-ordered safety: freed pool memory is not handed out again while the GPU may still
+ * use it (issue "Stream-ordered safety").
+ *
+ * The driver's cuMemFree may synchronise ("this API may perform implicit synchronization", CUDA
+ * Driver API, cuMemFree), and programs rely on it: launch on a stream, free, allocate, copy into
+ * the new buffer. A pool free returns the chunk at once, so without a fence the next allocation
+ * could receive bytes a queued kernel still reads or writes. So a freed chunk is first *pending*:
+ * it stays allocated in the pool (its bytes count as reserved, and as `pending_bytes`) until the
+ * device has passed the free, and only then goes back to the pool. Which fence depends on the free:
+ *  - cuMemFree_v2, GPUARENA_FREE_SYNC=deferred (the default): no fence at free time. The first
+ *    allocation in the context that finds pending chunks synchronises the context once
+ *    (cuCtxSynchronize: every stream of the context, blocking or not, so nothing is missed) and
+ *    returns them all. A burst of frees costs one synchronisation, taken by the next allocation
+ *    (the driver's own cuMemFree pays one per free); a free with no allocation after it costs none.
+ *    cuMemGetInfo counts pending bytes as free (they are, to the program).
+ *  - GPUARENA_FREE_SYNC=device: each cuMemFree synchronises the context and returns the chunk at
+ *    once, as the driver's cuMemFree does: memory (a vmm granule, an empty region) goes back to
+ *    the device at the free, at the price of one synchronisation per free.
+ *  - GPUARENA_FREE_SYNC=none: the chunk goes back at once, as before this file existed (for
+ *    programs that synchronise before they free; unsafe otherwise).
+ *  - cuMemFreeAsync(p, S) of a pool pointer (any setting): stream-ordered, as the driver's own
+ *    pools are. An event is recorded on S at the free, with no synchronisation; the chunk is
+ *    reusable at once by later work on S (a cuMemAllocAsync on S may receive it whole: S runs in
+ *    order, so its later work comes after the free), and by anything else once the event shows S
+ *    has passed the free. The program's contract for cuMemFreeAsync is that work on other streams
+ *    using p was ordered before the free on S, so the event on S is the whole fence.
+ * Before an out-of-memory is reported, every pending chunk is waited for (context synchronised,
+ * events synchronised) and returned, and the allocation retried.
+ * Everything here runs under the context's lock; events are kept in a small free list per context
+ * (created with CU_EVENT_DISABLE_TIMING, the cheapest kind).
+ */
+#include "shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One more slot in c->pend; 0 ok. */
+static int ga_pend_grow(ga_ctx_t *c)
+{
+    if (c->npend < c->cap_pend)
+        return 0;
+    size_t cap = c->cap_pend ? 2 * c->cap_pend : 64;
+    ga_pending_t *p = realloc(c->pend, cap * sizeof *p);
+    if (!p)
+        return -1;
+    c->pend = p;
+    c->cap_pend = cap;
+    return 0;
+}
+
+static CUevent ga_event_get(ga_ctx_t *c)
+{
+    if (c->nevents)
+        return c->events[--c->nevents];
+    CUevent ev = NULL;
+    if (!ga_real.cuEventCreate || ga_real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return NULL;
+    return ev;
+}
+
+static void ga_event_put(ga_ctx_t *c, CUevent ev)
+{
+    if (!ev)
+        return;
+    if (c->nevents < sizeof c->events / sizeof c->events[0])
+        c->events[c->nevents++] = ev;
+    else if (!c->driver_gone && ga_real.cuEventDestroy_v2)
+        ga_real.cuEventDestroy_v2(ev);
+}
+
+int ga_fence_is_pending(const ga_ctx_t *c, uintptr_t ptr)
+{
+    return c->npend && ga_ptrmap_get(&c->pend_set, ptr) != NULL;
+}
+
+/* Returns pending entry i to the pool (swap-remove). */
+static void ga_pend_release(ga_ctx_t *c, size_t i)
+{
+    ga_pending_t e = c->pend[i];
+    c->pend[i] = c->pend[--c->npend];
+    ga_ptrmap_take(&c->pend_set, e.ptr, NULL);
+    c->pend_bytes -= e.size;
+    ga_level_add(GA_LEVEL_PENDING, -(int64_t)e.size);
+    ga_event_put(c, e.ev);
+    if (c->pool)
+        ga_pool_free(c->pool, e.ptr, NULL);
+}
+
+CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered)
+{
+    CUevent ev = NULL;
+    if (!stream_ordered && ga_opt.free_sync == GA_FREE_SYNC_DEVICE) {
+        /* As the driver's own cuMemFree: the context synchronised, the chunk back at once. */
+        int pushed = ga_ctx_enter(c->ctx);
+        CUresult r = ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
+        ga_ctx_leave(pushed);
+        c->counts.free_syncs++;
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+            ga_log(GA_LOG_DEBUG, "cuCtxSynchronize before a free answered %d", (int)r);
+        ga_pool_free(c->pool, ptr, NULL);
+        return CUDA_SUCCESS;
+    }
+    if (stream_ordered) {
+        ev = ga_event_get(c);
+        CUresult r = ev ? ga_real.cuEventRecord(ev, s) : CUDA_ERROR_NOT_SUPPORTED;
+        if (r == CUDA_ERROR_NOT_SUPPORTED && !ev && ga_real.cuStreamSynchronize) {
+            /* A driver without events: the stream synchronised, the chunk back at once. */
+            r = ga_real.cuStreamSynchronize(s);
+            if (r == CUDA_SUCCESS)
+                ga_pool_free(c->pool, ptr, NULL);
+            return r;
+        }
+        if (r != CUDA_SUCCESS) {
+            ga_event_put(c, ev);
+            return r; /* a stream the driver refuses: nothing freed, as the driver answers */
+        }
+        c->counts.free_events++;
+    }
+    ga_pentry_t key = {.key = ptr, .size = size};
+    if (ga_pend_grow(c) != 0 || ga_ptrmap_put(&c->pend_set, &key) != 0) {
+        /* No host memory to remember it: wait for the device here and free at once. */
+        if (ev)
+            ga_real.cuEventSynchronize(ev);
+        else if (ga_real.cuCtxSynchronize)
+            ga_real.cuCtxSynchronize();
+        ga_event_put(c, ev);
+        ga_pool_free(c->pool, ptr, NULL);
+        return CUDA_SUCCESS;
+    }
+    c->pend[c->npend++] = (ga_pending_t){.ptr = ptr, .size = size, .stream = s, .ev = ev};
+    c->pend_bytes += size;
+    ga_level_add(GA_LEVEL_PENDING, (int64_t)size);
+    return CUDA_SUCCESS;
+}
+
+void ga_fence_reclaim(ga_ctx_t *c, int wait)
+{
+    if (!c->npend || !c->pool)
+        return;
+    int synced = 0;
+    for (size_t i = 0; i < c->npend;) {
+        ga_pending_t *e = &c->pend[i];
+        int passed;
+        if (!e->ev) { /* cuMemFree under GPUARENA_FREE_SYNC=device: one context synchronisation */
+            if (!synced) {
+                int pushed = ga_ctx_enter(c->ctx);
+                if (ga_real.cuCtxSynchronize)
+                    ga_real.cuCtxSynchronize();
+                ga_ctx_leave(pushed);
+                c->counts.free_syncs++;
+                synced = 1;
+            }
+            passed = 1;
+        } else {
+            CUresult r = wait ? ga_real.cuEventSynchronize(e->ev) : ga_real.cuEventQuery(e->ev);
+            passed = r != CUDA_ERROR_NOT_READY; /* an error: the stream is gone, so is its work */
+        }
+        if (passed)
+            ga_pend_release(c, i); /* entry i now holds another one: look at i again */
+        else
+            i++;
+    }
+}
+
+int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out)
+{
+    size_t best = (size_t)-1, want = (size + GA_ALIGN - 1) & ~(GA_ALIGN - 1);
+    for (size_t i = 0; i < c->npend; i++) {
+        const ga_pending_t *e = &c->pend[i];
+        if (e->ev && e->stream == s && e->size >= want && e->size / 2 <= want &&
+            (best == (size_t)-1 || e->size < c->pend[best].size))
+            best = i;
+    }
+    if (best == (size_t)-1)
+        return 0;
+    ga_pending_t e = c->pend[best];
+    c->pend[best] = c->pend[--c->npend];
+    ga_ptrmap_take(&c->pend_set, e.ptr, NULL);
+    c->pend_bytes -= e.size;
+    ga_level_add(GA_LEVEL_PENDING, -(int64_t)e.size);
+    ga_event_put(c, e.ev);
+    *out = e.ptr;
+    return 1;
+}
+
+/* The context is going: forget pending chunks (the pool goes with it) and destroy the events. */
+void ga_fence_drop(ga_ctx_t *c)
+{
+    for (size_t i = 0; i < c->npend; i++) {
+        ga_level_add(GA_LEVEL_PENDING, -(int64_t)c->pend[i].size);
+        if (c->pend[i].ev && !c->driver_gone && ga_real.cuEventDestroy_v2)
+            ga_real.cuEventDestroy_v2(c->pend[i].ev);
+    }
+    for (size_t i = 0; i < c->nevents; i++)
+        if (!c->driver_gone && ga_real.cuEventDestroy_v2)
+            ga_real.cuEventDestroy_v2(c->events[i]);
+    free(c->pend);
+    ga_ptrmap_fini(&c->pend_set);
+    c->pend = NULL;
+    c->npend = c->cap_pend = c->nevents = 0;
+    c->pend_bytes = 0;
+    memset(&c->pend_set, 0, sizeof c->pend_set);
+}

@@ -26,28 +26,8 @@ _FORMATTERS = {"bytes": human_bytes, "count": human_count, "ns": human_ns, "rati
 _NONE = {"size_limit": "none", "first_oom": "none", "min_size": "-"}
 
 
-def _from_flat(doc):
-    """The JSON of a gpuarena-replay built before it was nested per mode (one flat object,
-    "modes": "arena,grow", keys MODE_field), in the nested form; units from the field names.
-    Transitional: goes once every build folder has the nested tool."""
-    from .runner import _guess_unit
-    nested, units = {}, {"size_limit": "bytes", "first_oom": "index", "min_size": "bytes"}
-    for m in [x for x in doc["modes"].split(",") if x]:
-        r = {k[len(m) + 1:]: v for k, v in doc.items() if k.startswith(m + "_")}
-        r["size_limit"] = r.pop("size", None) or None
-        if r.get("first_oom") == -1:
-            r["first_oom"] = None
-        nested[m] = r
-        units.update({k: units.get(k) or _guess_unit(k) for k in r})
-    units.update({k: "ratio" for k in ("final_frag", "max_frag")})
-    return {"trace": doc.get("file"), "events": doc.get("events_in_file"),
-            "truncated_bytes": doc.get("truncated_bytes"), "units": units, "modes": nested}
-
-
 def mode_results(doc):
     """[(mode, {field: value})] from the tool's JSON, in the tool's mode order."""
-    if isinstance(doc, dict) and isinstance(doc.get("modes"), str):
-        doc.update(_from_flat(doc))
     modes = doc.get("modes") if isinstance(doc, dict) else None
     if not isinstance(modes, dict) or not all(isinstance(v, dict) for v in modes.values()):
         raise GaError("gpuarena-replay printed JSON without a \"modes\" object; rebuild it "

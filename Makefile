@@ -41,6 +41,7 @@ all:
 -include test/cmd/build.mk
 -include test/fuzz/build.mk
 -include test/stress/build.mk
+-include test/group/build.mk
 
 all: $(ALL)
 

@@ -1,0 +1,93 @@
+/* ga_group.h: the group ledger (GPUARENA_GROUP=NAME), one cap per device shared by every process of
+ * one user that names the same group, and the parser for the device plugins' limit variables
+ * (HAMi, KAI: CUDA_DEVICE_MEMORY_LIMIT[_i]).
+ *
+ * Plain C with no CUDA types and no shim globals, so the ledger can be driven by a standalone
+ * multi-process test (test/group/) and read by `gpuarena top` without the shim. The on-disk layout
+ * below is a contract with scripts/gpuarena_cli/top.py: change GA_GROUP_VERSION with it.
+ *
+ * Ledger: /dev/shm/gpuarena-<uid>-<name>-<uuid as 32 hex digits>, mode 0600, owned by the user.
+ * A header (magic, version, cap, device UUID, group name, a robust process-shared mutex) and
+ * GA_GROUP_SLOTS slots, one per member process {pid, start time, pid namespace, committed bytes,
+ * figures for top}. Every increase of a member's committed bytes happens under the mutex after
+ * summing all slots, so the group's total can never pass the cap (group.c explains why). A member
+ * killed at any point is found dead (pid gone, or its /proc start time differs, so a reused pid is
+ * not mistaken for it) and its share taken back, at the latest before another member is refused.
+ */
+#ifndef GA_GROUP_H
+#define GA_GROUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GA_GROUP_NAME_MAX 64   /* letters, digits, '-', '_', '.'; at most this many */
+#define GA_GROUP_VERSION 1     /* the ledger's format; top.py reads the same number */
+#define GA_GROUP_SLOTS 256     /* member processes per group and device */
+#define GA_GROUP_DIR_DEFAULT "/dev/shm"
+
+typedef struct ga_group ga_group_t;
+
+/* 1 when name is a valid group name, else 0 with "gpuarena: GPUARENA_GROUP='...' ..." in err. */
+int ga_group_name_ok(const char *name, char *err, size_t errlen);
+
+/* Joins (or creates) the ledger of group `name` on the device with this UUID (the 16 bytes of
+ * cuDeviceGetUuid_v2) and takes a slot for the calling process. dir: where ledgers live (NULL:
+ * GA_GROUP_DIR_DEFAULT; tests pass their own). cap: GPUARENA_LIMIT in bytes for this device.
+ * The cap is fixed while the group has live members: a different cap is refused with a message
+ * naming both values; a ledger whose members are all gone takes the newcomer's cap.
+ * Returns NULL with a "gpuarena: ..." message (saying how to fix it) in err on failure. */
+ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[16], uint64_t cap,
+                          char *err, size_t errlen);
+
+/* Adds bytes to this process's share if the group's total stays within the cap (dead members'
+ * shares are taken back first when it would not). 1: committed; 0: over the cap, nothing changed.
+ * Thread safe. */
+int ga_group_commit(ga_group_t *g, uint64_t bytes);
+
+/* Gives bytes of this process's share back (never below zero). Thread safe, lock free. */
+void ga_group_uncommit(ga_group_t *g, uint64_t bytes);
+
+/* The group's committed total over its live members (dead members' shares taken back first). */
+uint64_t ga_group_used(ga_group_t *g);
+
+/* The group's cap, and this process's own committed bytes. */
+uint64_t ga_group_cap(const ga_group_t *g);
+uint64_t ga_group_mine(const ga_group_t *g);
+
+/* Figures `gpuarena top` shows for this process (mode: a short name, cut to 15 characters). */
+void ga_group_set_figures(ga_group_t *g, uint64_t in_use, uint64_t reserved, uint64_t peak,
+                          const char *mode);
+
+/* In a forked child (call it from the atfork child handler, before any other ga_group_ call):
+ * the child takes a slot of its own starting at zero; the parent's slot and share stay the
+ * parent's. 1 on success, 0 when the group is full (the child then has no share: commits fail). */
+int ga_group_fork_child(ga_group_t *g);
+
+/* Leaves the group: the slot and its share are given back; the last member out removes the
+ * ledger. NULL is accepted. */
+void ga_group_close(ga_group_t *g);
+
+/* The ledger's path for these keys (for messages and tests); 0, or -1 when it does not fit. */
+int ga_group_path(const char *dir, const char *name, const uint8_t uuid[16], char *out, size_t n);
+
+/* HAMi and KAI device plugins' limits: CUDA_DEVICE_MEMORY_LIMIT_<dev> if set and not empty, else
+ * CUDA_DEVICE_MEMORY_LIMIT, looked up in envp (an environ-style array: pure, no getenv). dev is
+ * the CUDA ordinal the process sees. Returns 1 with *bytes set, 0 when neither is set, -1 with a
+ * "gpuarena: ..." message in err when the value is not a size. */
+int ga_hami_limit(char *const *envp, int dev, uint64_t *bytes, char *err, size_t errlen);
+
+/* The capped memory view of one device, for cuMemGetInfo and NVML's memory queries. Provided by
+ * the shim (not by group.c). uuid: the device's 16 bytes. Returns 1 when gpuarena caps that device,
+ * with *total = the cap (never above the device's real total) and *used = what the group (or,
+ * without a group, this process) holds against it, *used <= *total; 0 to pass the real answer
+ * through (no cap on that device, or the shim is not initialised). Never calls NVML. */
+int ga_mem_view(const uint8_t uuid[16], uint64_t *total, uint64_t *used);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,490 @@
+/* group.c: the group ledger behind GPUARENA_GROUP (ga_group.h) and the parser of the device
+ * plugins' CUDA_DEVICE_MEMORY_LIMIT[_i].
+ *
+ * One file per (user, group, device) in /dev/shm, mapped shared by every member; its bytes are
+ * group_layout.h's. Why a robust mutex and not a lock-free total: the check "total + bytes <= cap"
+ * and the reclaiming of dead members' slots must see one consistent set of slots, and a member may
+ * die anywhere, lock held included. A robust process-shared mutex hands the next locker EOWNERDEAD
+ * instead of a deadlock; every change made under it is a single store (a slot becomes live only by
+ * its last store), so the ledger is consistent whatever point the dead owner reached, and
+ * pthread_mutex_consistent is all the repair needed.
+ *
+ * Why the total can never pass the cap: a slot's committed bytes grow only inside the mutex, by
+ * ga_group_commit, right after it summed every live slot. Outside the mutex they can only shrink
+ * (ga_group_uncommit), and slots become live (at zero) or free only inside it. So the sum read
+ * under the mutex is at least the true total at the moment of the add, and sum + bytes <= cap
+ * bounds the new total. Threads of one process and processes are alike here.
+ *
+ * A member is dead when /proc/<pid>/stat is gone, names a zombie, or gives another start time
+ * (field 22, proc(5)): a pid reused by a new process has a later start time, so it is never
+ * mistaken for the member. A member from another pid namespace (a container sharing /dev/shm but
+ * not pids) cannot be judged from here and counts as alive.
+ */
+#define _GNU_SOURCE
+#include "ga_group.h"
+#include "group_layout.h"
+#include "../allocator/ga_size.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct ga_group {
+    ga_ledger_t *l;
+    ga_ledger_slot_t *slot; /* ours; NULL when a forked child found the group full */
+    uint64_t pidns;         /* our pid namespace, to know whose liveness we can judge */
+    char path[512];
+};
+
+#define LD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+/* ---- names and paths ---- */
+
+int ga_group_name_ok(const char *name, char *err, size_t errlen)
+{
+    size_t n = 0;
+    for (const char *c = name; *c; c++, n++) {
+        int ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                 *c == '-' || *c == '_' || *c == '.';
+        if (!ok)
+            break;
+    }
+    if (n > 0 && n <= GA_GROUP_NAME_MAX && name[n] == '\0' && strcmp(name, ".") && strcmp(name, ".."))
+        return 1;
+    if (err)
+        snprintf(err, errlen, "gpuarena: GPUARENA_GROUP='%.80s' is not a group name: use 1 to %d "
+                 "letters, digits, '-', '_' or '.' (e.g. GPUARENA_GROUP=team-a)", name,
+                 GA_GROUP_NAME_MAX);
+    return 0;
+}
+
+int ga_group_path(const char *dir, const char *name, const uint8_t uuid[16], char *out, size_t n)
+{
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", uuid[i]);
+    int w = snprintf(out, n, "%s/gpuarena-%u-%s-%s", dir ? dir : GA_GROUP_DIR_DEFAULT,
+                     (unsigned)getuid(), name, hex);
+    return w > 0 && (size_t)w < n ? 0 : -1;
+}
+
+/* ---- processes ---- */
+
+/* Start time (field 22) of a process, 0 when it is gone or a zombie (it holds no memory). */
+static uint64_t ga_proc_start(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+        return 0;
+    p += 2; /* field 3, the state */
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return 0;
+        p++;
+    }
+    return strtoull(p, NULL, 10);
+}
+
+static uint64_t ga_pidns(const char *proc)
+{
+    struct stat st;
+    return stat(proc, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Whether a live slot's process still runs. Another pid namespace's member: assumed alive. */
+static int ga_slot_alive(const ga_group_t *g, const ga_ledger_slot_t *s)
+{
+    if (s->pidns && g->pidns && s->pidns != g->pidns)
+        return 1;
+    uint64_t start = ga_proc_start((pid_t)s->pid);
+    return start != 0 && start == s->start;
+}
+
+/* ---- the mutex ---- */
+
+static void ga_lock(ga_ledger_t *l)
+{
+    int rc = pthread_mutex_lock(&l->lock);
+    if (rc == EOWNERDEAD)
+        pthread_mutex_consistent(&l->lock); /* every change under it is one store: nothing to undo */
+}
+
+static void ga_unlock(ga_ledger_t *l)
+{
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* ---- slots (under the mutex) ---- */
+
+static uint64_t ga_sum(const ga_ledger_t *l)
+{
+    uint64_t sum = 0;
+    uint32_t hwm = l->hwm;
+    for (uint32_t i = 0; i < hwm && i < GA_GROUP_SLOTS; i++)
+        if (LD(&l->slots[i].state) == GA_SLOT_LIVE)
+            sum += LD(&l->slots[i].committed);
+    return sum;
+}
+
+static void ga_free_slot(ga_ledger_slot_t *s)
+{
+    ST(&s->state, GA_SLOT_FREE);
+    ST(&s->committed, 0);
+}
+
+/* Frees the slots of dead members; returns how many members remain. */
+static unsigned ga_reclaim(ga_group_t *g)
+{
+    unsigned live = 0;
+    for (uint32_t i = 0; i < g->l->hwm && i < GA_GROUP_SLOTS; i++) {
+        ga_ledger_slot_t *s = &g->l->slots[i];
+        if (LD(&s->state) != GA_SLOT_LIVE)
+            continue;
+        if (s == g->slot || ga_slot_alive(g, s))
+            live++;
+        else
+            ga_free_slot(s);
+    }
+    return live;
+}
+
+/* Takes the lowest free slot for the calling process, at zero. NULL when the group is full. */
+static ga_ledger_slot_t *ga_claim(ga_group_t *g)
+{
+    ga_ledger_t *l = g->l;
+    for (uint32_t i = 0; i < GA_GROUP_SLOTS; i++) {
+        ga_ledger_slot_t *s = &l->slots[i];
+        if (LD(&s->state) != GA_SLOT_FREE)
+            continue;
+        if (i + 1 > l->hwm)
+            l->hwm = i + 1;
+        memset(s, 0, sizeof *s);
+        s->pid = (uint32_t)getpid();
+        s->start = ga_proc_start(getpid());
+        s->pidns = g->pidns;
+        ST(&s->state, GA_SLOT_LIVE); /* last: a member dying before it leaves the slot free */
+        return s;
+    }
+    return NULL;
+}
+
+/* ---- opening ---- */
+
+/* Makes a complete ledger under a temporary name and links it into place, so no process ever maps
+ * a half-made one. 0: it is there now (ours or a racing creator's); -1 with a message. */
+static int ga_create(const char *dir, const char *path, const char *name, const uint8_t uuid[16],
+                     uint64_t cap, char *err, size_t errlen)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s/.gpuarena-%u-new-XXXXXX", dir, (unsigned)getuid());
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, GA_LEDGER_SIZE) != 0) {
+        snprintf(err, errlen, "gpuarena: cannot create a group ledger in %s (%s): GPUARENA_GROUP "
+                 "needs a writable %s", dir, strerror(errno), dir);
+        if (fd >= 0) {
+            unlink(tmp);
+            close(fd);
+        }
+        return -1;
+    }
+    ga_ledger_t *l = mmap(NULL, GA_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (l == MAP_FAILED) {
+        snprintf(err, errlen, "gpuarena: cannot map %s (%s)", tmp, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    memcpy(l->magic, GA_LEDGER_MAGIC, sizeof GA_LEDGER_MAGIC);
+    l->version = GA_GROUP_VERSION;
+    l->header_size = GA_LEDGER_HEADER;
+    l->slot_size = GA_LEDGER_SLOT;
+    l->nslots = GA_GROUP_SLOTS;
+    l->uid = (uint32_t)getuid();
+    l->cap = cap;
+    memcpy(l->uuid, uuid, 16);
+    snprintf(l->name, sizeof l->name, "%s", name);
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&l->lock, &a);
+    pthread_mutexattr_destroy(&a);
+    munmap(l, GA_LEDGER_SIZE);
+    int rc = link(tmp, path);
+    int e = errno;
+    unlink(tmp);
+    if (rc != 0 && e != EEXIST) {
+        snprintf(err, errlen, "gpuarena: cannot create the group ledger %s (%s)", path, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Maps an existing ledger after checking that it is ours and of this format. NULL: *gone set when
+ * it vanished (try again), else a message. */
+static ga_ledger_t *ga_map(const char *path, const char *name, const uint8_t uuid[16], int *gone,
+                           char *err, size_t errlen)
+{
+    *gone = 0;
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        *gone = errno == ENOENT;
+        if (!*gone)
+            snprintf(err, errlen, "gpuarena: cannot open the group ledger %s (%s)", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 077) || st.st_size != GA_LEDGER_SIZE) {
+        snprintf(err, errlen, "gpuarena: %s is not a gpuarena group ledger of this user (owner, "
+                 "mode 0600 or size differ): remove it, or choose another GPUARENA_GROUP", path);
+        close(fd);
+        return NULL;
+    }
+    ga_ledger_t *l = mmap(NULL, GA_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (l == MAP_FAILED) {
+        snprintf(err, errlen, "gpuarena: cannot map %s (%s)", path, strerror(errno));
+        return NULL;
+    }
+    if (memcmp(l->magic, GA_LEDGER_MAGIC, sizeof GA_LEDGER_MAGIC) || l->version != GA_GROUP_VERSION ||
+        l->header_size != GA_LEDGER_HEADER || l->slot_size != GA_LEDGER_SLOT ||
+        l->nslots != GA_GROUP_SLOTS || memcmp(l->uuid, uuid, 16) || strcmp(l->name, name)) {
+        snprintf(err, errlen, "gpuarena: %s is a group ledger of another gpuarena version (format "
+                 "%u, this one reads %d): stop the group's processes and remove the file",
+                 path, (unsigned)l->version, GA_GROUP_VERSION);
+        munmap(l, GA_LEDGER_SIZE);
+        return NULL;
+    }
+    return l;
+}
+
+/* Under the mutex, in a mapped ledger: settle the cap and take a slot. 1 joined, 0 the file was
+ * removed meanwhile (try again), -1 refused with a message. */
+static int ga_join(ga_group_t *g, uint64_t cap, char *err, size_t errlen)
+{
+    ga_ledger_t *l = g->l;
+    struct stat st;
+    if (stat(g->path, &st) != 0 || st.st_nlink == 0)
+        return 0; /* its last member removed it: a fresh one must be made */
+    unsigned live = ga_reclaim(g);
+    if (l->cap != cap && live > 0) {
+        snprintf(err, errlen, "gpuarena: group '%s' already runs with a cap of %" PRIu64 " bytes "
+                 "on this device and this process asks for %" PRIu64 " bytes: give every member the "
+                 "same GPUARENA_LIMIT (the cap is fixed while the group has members)",
+                 l->name, l->cap, cap);
+        return -1;
+    }
+    l->cap = cap;
+    g->slot = ga_claim(g);
+    if (!g->slot) {
+        snprintf(err, errlen, "gpuarena: group '%s' is full (%d processes on this device): use "
+                 "another GPUARENA_GROUP for further processes", l->name, GA_GROUP_SLOTS);
+        return -1;
+    }
+    return 1;
+}
+
+ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[16], uint64_t cap,
+                          char *err, size_t errlen)
+{
+    char scratch[8];
+    if (!err) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    if (!ga_group_name_ok(name, err, errlen))
+        return NULL;
+    if (cap == 0) {
+        snprintf(err, errlen, "gpuarena: GPUARENA_GROUP=%s needs a cap: set GPUARENA_LIMIT", name);
+        return NULL;
+    }
+    ga_group_t *g = calloc(1, sizeof *g);
+    if (!g || ga_group_path(dir, name, uuid, g->path, sizeof g->path) != 0) {
+        snprintf(err, errlen, "gpuarena: GPUARENA_GROUP=%s: out of memory or ledger path too long", name);
+        free(g);
+        return NULL;
+    }
+    g->pidns = ga_pidns("/proc/self/ns/pid");
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int gone;
+        g->l = ga_map(g->path, name, uuid, &gone, err, errlen);
+        if (!g->l && gone) {
+            if (ga_create(dir ? dir : GA_GROUP_DIR_DEFAULT, g->path, name, uuid, cap, err, errlen) != 0)
+                break;
+            continue;
+        }
+        if (!g->l)
+            break;
+        ga_lock(g->l);
+        int rc = ga_join(g, cap, err, errlen);
+        ga_unlock(g->l);
+        if (rc == 1)
+            return g;
+        munmap(g->l, GA_LEDGER_SIZE);
+        g->l = NULL;
+        if (rc < 0)
+            break;
+    }
+    free(g);
+    return NULL;
+}
+
+/* ---- the member's operations ---- */
+
+int ga_group_commit(ga_group_t *g, uint64_t bytes)
+{
+    if (!g->slot)
+        return 0;
+    if (bytes == 0)
+        return 1;
+    ga_ledger_t *l = g->l;
+    ga_lock(l);
+    uint64_t sum = ga_sum(l), cap = l->cap;
+    if (bytes > cap || sum > cap - bytes) {
+        ga_reclaim(g); /* the latest moment: before saying no */
+        sum = ga_sum(l);
+    }
+    int ok = bytes <= cap && sum <= cap - bytes;
+    if (ok) {
+        uint64_t now = __atomic_add_fetch(&g->slot->committed, bytes, __ATOMIC_ACQ_REL);
+        if (now > LD(&g->slot->committed_peak))
+            ST(&g->slot->committed_peak, now);
+    }
+    ga_unlock(l);
+    return ok;
+}
+
+void ga_group_uncommit(ga_group_t *g, uint64_t bytes)
+{
+    if (!g->slot)
+        return;
+    uint64_t cur = LD(&g->slot->committed), next;
+    do {
+        next = cur >= bytes ? cur - bytes : 0;
+    } while (!__atomic_compare_exchange_n(&g->slot->committed, &cur, next, 0, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE));
+}
+
+uint64_t ga_group_used(ga_group_t *g)
+{
+    ga_lock(g->l);
+    ga_reclaim(g);
+    uint64_t sum = ga_sum(g->l);
+    ga_unlock(g->l);
+    return sum;
+}
+
+uint64_t ga_group_cap(const ga_group_t *g)
+{
+    return LD(&g->l->cap);
+}
+
+uint64_t ga_group_mine(const ga_group_t *g)
+{
+    return g->slot ? LD(&g->slot->committed) : 0;
+}
+
+void ga_group_set_figures(ga_group_t *g, uint64_t in_use, uint64_t reserved, uint64_t peak,
+                          const char *mode)
+{
+    ga_ledger_slot_t *s = g->slot;
+    if (!s)
+        return;
+    ST(&s->in_use, in_use);
+    ST(&s->reserved, reserved);
+    ST(&s->peak, peak);
+    if (mode) {
+        /* Two atomic words, so concurrent callers never tear each other's name mid-byte. */
+        uint64_t w[2] = {0, 0};
+        memcpy(w, mode, strnlen(mode, 15));
+        uint64_t *dst = (uint64_t *)(void *)s->mode;
+        ST(&dst[0], w[0]);
+        ST(&dst[1], w[1]);
+    }
+}
+
+int ga_group_fork_child(ga_group_t *g)
+{
+    g->pidns = ga_pidns("/proc/self/ns/pid");
+    ga_lock(g->l);
+    g->slot = ga_claim(g);
+    ga_unlock(g->l);
+    return g->slot != NULL;
+}
+
+void ga_group_close(ga_group_t *g)
+{
+    if (!g)
+        return;
+    ga_ledger_t *l = g->l;
+    ga_lock(l);
+    if (g->slot)
+        ga_free_slot(g->slot);
+    g->slot = NULL;
+    /* Removed under the mutex, and a joiner checks the link count under it: nobody can join a
+     * removed ledger while a new one is made beside it. */
+    if (ga_reclaim(g) == 0)
+        unlink(g->path);
+    ga_unlock(l);
+    munmap(l, GA_LEDGER_SIZE);
+    free(g);
+}
+
+/* ---- HAMi / KAI limits ---- */
+
+static const char *ga_env_lookup(char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+    for (char *const *e = envp; e && *e; e++)
+        if (!strncmp(*e, name, n) && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
+/* HAMi-core's README gives the forms "1g, 1024m, 1048576k, 1073741824" for the same limit
+ * (https://github.com/Project-HAMi/HAMi-core#usage), and its parser multiplies a final g/m/k (any
+ * case) by 2^30/2^20/2^10, a plain number being bytes; a per-device CUDA_DEVICE_MEMORY_LIMIT_<i>
+ * overrides the global one. gpuarena's size grammar (ga_size.h) reads every such form to the same
+ * bytes (K, M, G are binary there too), so it is used as is; forms HAMi does not know (8GiB, 1.5g)
+ * are accepted as the grammar defines them, a percentage is refused (no device total is implied). */
+int ga_hami_limit(char *const *envp, int dev, uint64_t *bytes, char *err, size_t errlen)
+{
+    char name[48];
+    snprintf(name, sizeof name, "CUDA_DEVICE_MEMORY_LIMIT_%d", dev);
+    const char *v = ga_env_lookup(envp, name);
+    if (!v || !*v) {
+        snprintf(name, sizeof name, "CUDA_DEVICE_MEMORY_LIMIT");
+        v = ga_env_lookup(envp, name);
+    }
+    if (!v || !*v)
+        return 0;
+    ga_size_t sz;
+    char why[320];
+    if (ga_size_parse(v, 0, &sz, why, sizeof why) != 0) {
+        if (err)
+            snprintf(err, errlen, "gpuarena: %s=%s; HAMi's forms are 8192m, 8g, 1048576k or bytes "
+                     "(the device plugin, or the pod spec, sets it)", name, why);
+        return -1;
+    }
+    *bytes = sz.bytes;
+    return 1;
+}

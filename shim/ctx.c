@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+extern char **environ;
+
 /* The devices and the context list: this file's own; other files reach them through the
  * functions below. */
 static ga_dev_t ga_devs[GA_MAX_DEVICES];
@@ -50,16 +52,41 @@ int ga_dev_setup(int dev)
     size_t total = 0;
     if (!ga_real.cuDeviceTotalMem_v2 || ga_real.cuDeviceTotalMem_v2(&total, dev) != CUDA_SUCCESS)
         total = 0;
+    CUuuid uuid;
+    memset(&uuid, 0, sizeof uuid);
+    if (!ga_real.cuDeviceGetUuid_v2 || ga_real.cuDeviceGetUuid_v2(&uuid, dev) != CUDA_SUCCESS)
+        if (ga_real.cuDeviceGetUuid)
+            ga_real.cuDeviceGetUuid(&uuid, dev);
     pthread_mutex_lock(&ga_ctx_list_lock);
     if (!atomic_load(&d->known)) {
+        memcpy(d->uuid, uuid.bytes, sizeof d->uuid);
         d->physical_total = total ? total : UINT64_MAX;
-        uint64_t cap = d->physical_total;
+        uint64_t cap = d->physical_total, hami = 0;
+        char err[512];
+        int from_hami = 0;
+        if (!ga_opt.limit_bytes && !(ga_opt.limit_percent > 0)) {
+            /* Kubernetes device plugins (HAMi, KAI) set these when GPUARENA_LIMIT is unset. */
+            from_hami = ga_hami_limit(environ, dev, &hami, err, sizeof err);
+            if (from_hami < 0) {
+                ga_log(GA_LOG_ERROR, "%s; CUDA will not be used", err + (strncmp(err, "gpuarena: ", 10) ? 0 : 10));
+                ga_init_fail(CUDA_ERROR_INVALID_VALUE);
+            }
+        }
         if (ga_opt.limit_bytes && ga_opt.limit_bytes < cap)
             cap = ga_opt.limit_bytes;
         else if (ga_opt.limit_percent > 0 && total)
             cap = (uint64_t)((double)total * ga_opt.limit_percent / 100.0);
+        else if (from_hami > 0 && hami < cap)
+            cap = hami;
         d->cap = cap;
         pthread_mutex_init(&d->lock, NULL);
+        if (ga_opt.group && cap) {
+            d->group = ga_group_open(ga_opt.group_dir, ga_opt.group, d->uuid, cap, err, sizeof err);
+            if (!d->group) {
+                ga_log(GA_LOG_ERROR, "%s; CUDA will not be used", err + (strncmp(err, "gpuarena: ", 10) ? 0 : 10));
+                ga_init_fail(CUDA_ERROR_INVALID_VALUE);
+            }
+        }
         if (cap == 0 || ga_share_of(cap) == 0) {
             ga_log(GA_LOG_ERROR, "device %d: %s gives a cap of %llu bytes and an arena share of "
                    "%llu bytes; nothing could ever be allocated (raise GPUARENA_LIMIT or "
@@ -76,21 +103,103 @@ int ga_dev_setup(int dev)
     return 1;
 }
 
+/* The process's own cap first (one atomic add), then, in a group, the group's ledger: the cap then
+ * holds for the sum over every member (group.c). */
 int ga_dev_commit(int dev, uint64_t bytes)
 {
     ga_dev_t *d = &ga_devs[dev];
     int64_t after = atomic_fetch_add_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
                     + (int64_t)bytes;
-    if (GA_UNLIKELY((uint64_t)after > d->cap || bytes > d->cap)) {
+    if (GA_UNLIKELY((uint64_t)after > d->cap || bytes > d->cap ||
+                    (d->group && !ga_group_commit(d->group, bytes)))) {
         atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
         return 0;
     }
+    if (d->group)
+        ga_group_set_figures(d->group, ga_level_value(GA_LEVEL_IN_USE, 0), (uint64_t)after,
+                             ga_level_value(GA_LEVEL_RESERVED, 1), ga_mode_name(ga_opt.mode));
     return 1;
 }
 
 void ga_dev_uncommit(int dev, uint64_t bytes)
 {
-    atomic_fetch_sub_explicit(&ga_devs[dev].committed, (int64_t)bytes, memory_order_relaxed);
+    ga_dev_t *d = &ga_devs[dev];
+    int64_t after = atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
+                    - (int64_t)bytes;
+    if (d->group) {
+        ga_group_uncommit(d->group, bytes);
+        ga_group_set_figures(d->group, ga_level_value(GA_LEVEL_IN_USE, 0),
+                             after > 0 ? (uint64_t)after : 0, ga_level_value(GA_LEVEL_RESERVED, 1),
+                             ga_mode_name(ga_opt.mode));
+    }
+}
+
+void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free, uint64_t *total)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    uint64_t cap = d->cap < phys_total ? d->cap : phys_total;
+    uint64_t held = d->group ? ga_group_used(d->group) : ga_dev_held(dev);
+    uint64_t inside = 0;
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
+            continue;
+        pthread_mutex_lock(&c->lock);
+        if (c->pool && !atomic_load(&c->dead)) {
+            ga_stats_t s;
+            ga_pool_stats(c->pool, &s);
+            inside += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
+            inside += c->pend_bytes; /* freed by the program, waiting for the device (fence.c) */
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    uint64_t f = (cap > held ? cap - held : 0) + inside;
+    if (f > phys_free + inside)
+        f = phys_free + inside;
+    *free = f > cap ? cap : f;
+    *total = cap;
+}
+
+void ga_dev_close_groups(void)
+{
+    for (int d = 0; d < GA_MAX_DEVICES; d++)
+        if (atomic_load(&ga_devs[d].known) && ga_devs[d].group) {
+            ga_group_close(ga_devs[d].group);
+            ga_devs[d].group = NULL;
+        }
+}
+
+/* NVML's hooks (nvml.c) answer with the same view as cuMemGetInfo. */
+int ga_mem_view(const uint8_t uuid[16], uint64_t *total, uint64_t *used)
+{
+    if (!atomic_load_explicit(&ga_init_done, memory_order_acquire) || ga_init_error)
+        return 0;
+    for (int dev = 0; dev < GA_MAX_DEVICES; dev++) {
+        ga_dev_t *d = &ga_devs[dev];
+        if (!atomic_load_explicit(&d->known, memory_order_acquire) || memcmp(d->uuid, uuid, 16))
+            continue;
+        if (d->cap >= d->physical_total && !d->group)
+            return 0; /* not capped: the real answer */
+        size_t pfree = 0, ptotal = 0;
+        int pushed = 0;
+        ga_ctx_t *c = NULL;
+        for (c = atomic_load(&ga_ctx_list); c && (c->dev != dev || atomic_load(&c->dead));)
+            c = atomic_load(&c->next);
+        if (c)
+            pushed = ga_ctx_enter(c->ctx);
+        ga_tl_busy++;
+        CUresult r = c ? ga_real.cuMemGetInfo_v2(&pfree, &ptotal) : CUDA_ERROR_INVALID_CONTEXT;
+        ga_tl_busy--;
+        if (c)
+            ga_ctx_leave(pushed);
+        if (r != CUDA_SUCCESS) /* no context on that device yet: the cap against the total */
+            pfree = ptotal = d->physical_total == UINT64_MAX ? d->cap : d->physical_total;
+        uint64_t f, t;
+        ga_dev_view(dev, pfree, ptotal, &f, &t);
+        *total = t;
+        *used = t - f;
+        return 1;
+    }
+    return 0;
 }
 
 uint64_t ga_dev_held(int dev)
@@ -338,6 +447,9 @@ void ga_ctx_fork_child(void)
             ga_ptrmap_fini(&dv->handles);
             memset(&dv->handles, 0, sizeof dv->handles);
             memset(&dv->counts, 0, sizeof dv->counts);
+            if (dv->group && !ga_group_fork_child(dv->group))
+                ga_log(GA_LOG_WARN, "device %d: group %s is full; this forked child cannot "
+                       "allocate on that device", d, ga_opt.group);
         }
     }
     ga_tl_cache.ctx = NULL;

@@ -175,5 +175,6 @@ __attribute__((destructor)) static void ga_fini(void)
     ga_trace_flush_all();
     if (ga_opt.stats)
         ga_stats_write();
+    ga_dev_close_groups();
     ga_tl_busy--;
 }

@@ -135,9 +135,15 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     if (ga_opt.mode == GA_MODE_VMM)
         ga_oom_put(o, " (of which kept mapped while free: %s, GPUARENA_VMM_KEEP; address space %s)",
                    ga_fmt_bytes(s->kept, b[5], 32), ga_fmt_bytes(s->va_reserved, b[6], 32));
-    ga_oom_put(o, ", the process holds %s of cap %s on the device (not enough free bytes in total: "
-               "raise GPUARENA_LIMIT or use less)\n", ga_fmt_bytes(held, b[3], 32),
-               ga_fmt_bytes(d->cap, b[4], 32));
+    if (d->group)
+        ga_oom_put(o, ", the process holds %s and its group '%s' %s of the group's cap %s on the "
+                   "device (not enough free bytes in total: raise GPUARENA_LIMIT for every member, "
+                   "or use less)\n", ga_fmt_bytes(held, b[3], 32), ga_opt.group,
+                   ga_fmt_bytes(ga_group_used(d->group), b[7], 32), ga_fmt_bytes(d->cap, b[4], 32));
+    else
+        ga_oom_put(o, ", the process holds %s of cap %s on the device (not enough free bytes in "
+                   "total: raise GPUARENA_LIMIT or use less)\n", ga_fmt_bytes(held, b[3], 32),
+                   ga_fmt_bytes(d->cap, b[4], 32));
 }
 
 /* Claims the one message of a kind; 0 if it was already printed or warnings are off. */

@@ -126,6 +126,17 @@ static int parse_stats(const char *v) { return parse_path(v, &ga_opt.stats); }
 static int parse_trace(const char *v) { return !strcmp(v, "-") ? -1 : parse_path(v, &ga_opt.trace); }
 static int parse_libcuda(const char *v) { return parse_path(v, &ga_opt.libcuda); }
 
+static int parse_group_dir(const char *v) { return parse_path(v, &ga_opt.group_dir); }
+
+static int parse_group(const char *v)
+{
+    char err[256];
+    if (!ga_group_name_ok(v, err, sizeof err))
+        return -1;
+    ga_opt.group = v;
+    return 0;
+}
+
 static int parse_log(const char *v)
 {
     static const char *names[] = {"error", "warn", "info", "debug"};
@@ -160,6 +171,11 @@ static const ga_option_def_t ga_options[] = {
      "write statistics as JSON at exit; %p in the path becomes the process id"},
     {"GPUARENA_TRACE", "unset", parse_trace, "a file path",
      "record every allocation event (allocator/ga_trace.h format)"},
+    {"GPUARENA_GROUP", "unset", parse_group,
+     "a name of letters, digits, '-', '_' and '.', at most 64 characters",
+     "processes of one user naming the same group share GPUARENA_LIMIT on each device"},
+    {"GPUARENA_GROUP_DIR", "/dev/shm", parse_group_dir, "a directory",
+     "where group ledgers live (every member must name the same one; `gpuarena top --dir`)"},
     {"GPUARENA_LIBCUDA", "libcuda.so.1", parse_libcuda, "a path to the real libcuda.so.1",
      "where the real driver is, for unusual installs"},
 };
@@ -192,7 +208,7 @@ static size_t ga_edit_distance(const char *a, const char *b)
  * and the names other gpuarena parts read (the command, the groups). */
 static void ga_warn_unknown(void)
 {
-    static const char *const others[] = {"GPUARENA_GROUP", "GPUARENA_BUILD",
+    static const char *const others[] = {"GPUARENA_SIM", "GPUARENA_BUILD",
                                          "GPUARENA_NO_MATPLOTLIB"};
     extern char **environ;
     for (char **e = environ; e && *e; e++) {

@@ -25,26 +25,6 @@ GA_EXPORT CUresult cuInit(unsigned int Flags)
     return r == CUDA_SUCCESS ? ga_init_error : r;
 }
 
-/* Bytes held from the driver but free inside every live pool of a device (vmm: mapped and not
- * used, the kept granules and the free parts of partly used ones). */
-static uint64_t ga_pool_free_bytes(int dev)
-{
-    uint64_t sum = 0;
-    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
-        if (c->dev != dev || !ga_ctx_peek(c))
-            continue;
-        pthread_mutex_lock(&c->lock);
-        if (c->pool && !atomic_load(&c->dead)) {
-            ga_stats_t s;
-            ga_pool_stats(c->pool, &s);
-            sum += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
-            sum += c->pend_bytes; /* freed by the program, waiting for the device (fence.c) */
-        }
-        pthread_mutex_unlock(&c->lock);
-    }
-    return sum;
-}
-
 GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     GA_HOOK_ENTER(cuMemGetInfo_v2, (free, total));
@@ -55,17 +35,10 @@ GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     ga_ctx_t *c = r == CUDA_SUCCESS ? ga_current() : NULL;
     if (!c)
         return r == CUDA_SUCCESS ? (*free = pfree, *total = ptotal, r) : r;
-    const ga_dev_t *d = ga_dev(c->dev);
-    uint64_t cap = d->cap < ptotal ? d->cap : ptotal;
-    uint64_t held = ga_dev_held(c->dev);
-    uint64_t inside = ga_pool_free_bytes(c->dev);
-    uint64_t f = (cap > held ? cap - held : 0) + inside;
-    if (f > (uint64_t)pfree + inside)
-        f = (uint64_t)pfree + inside;
-    if (f > cap)
-        f = cap;
+    uint64_t f, t;
+    ga_dev_view(c->dev, pfree, ptotal, &f, &t);
     *free = (size_t)f;
-    *total = (size_t)cap;
+    *total = (size_t)t;
     return CUDA_SUCCESS;
 }
 

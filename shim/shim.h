@@ -33,6 +33,7 @@
 #include "../allocator/ga_pool.h"
 #include "../allocator/ga_ptrmap.h"
 #include "../allocator/ga_trace.h"
+#include "ga_group.h"
 
 #define GA_EXPORT __attribute__((visibility("default")))
 /* For code that runs inside a sanitizer runtime's own start-up (it calls dlsym before its shadow
@@ -70,6 +71,8 @@ typedef struct ga_real {
     X(cuEventQuery, (CUevent))                                                                \
     X(cuEventSynchronize, (CUevent))                                                          \
     X(cuEventDestroy_v2, (CUevent))                                                           \
+    X(cuDeviceGetUuid_v2, (CUuuid *, CUdevice))                                               \
+    X(cuDeviceGetUuid, (CUuuid *, CUdevice))                                                  \
     X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))  \
     X(cuMemAddressFree, (CUdeviceptr, size_t))                                                \
     X(cuMemMap, (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)) \
@@ -141,6 +144,8 @@ typedef struct ga_options {
     const char *trace;
     ga_log_level_t log;
     const char *libcuda;     /* NULL: "libcuda.so.1" */
+    const char *group;       /* GPUARENA_GROUP: NULL, or a valid group name */
+    const char *group_dir;   /* GPUARENA_GROUP_DIR: where ledgers live (NULL: /dev/shm) */
 } ga_options_t;
 extern ga_options_t ga_opt;
 /* Parses every option once; returns the number of bad values (each already reported). */
@@ -191,6 +196,7 @@ typedef enum {
     GA_LEVEL_COUNT
 } ga_level_t;
 void ga_level_add(ga_level_t level, int64_t delta);
+uint64_t ga_level_value(ga_level_t level, int peak);
 extern int ga_timing; /* time the hooks: stats or trace asked for; set once at start */
 uint64_t ga_now(void);
 void ga_stats_start(void);
@@ -217,6 +223,8 @@ typedef struct ga_dev {
     pthread_mutex_t lock;      /* guards handles and counts */
     ga_ptrmap_t handles;       /* the program's cuMemCreate handles: key handle, size, aux api */
     ga_counts_t counts;        /* the program's cuMemCreate/cuMemRelease */
+    uint8_t uuid[16];          /* cuDeviceGetUuid(_v2); zero when the driver has neither */
+    ga_group_t *group;         /* GPUARENA_GROUP's ledger for this device, or NULL */
 } ga_dev_t;
 
 /* A freed pool chunk waiting for the device (fence.c). */
@@ -255,6 +263,12 @@ int ga_dev_setup(int dev);
 int ga_dev_commit(int dev, uint64_t bytes);   /* 1 ok, 0 past the cap */
 void ga_dev_uncommit(int dev, uint64_t bytes);
 uint64_t ga_dev_held(int dev);
+/* What the program may still allocate on dev and the total it is told: the cap less what the
+ * process (in a group: the group) holds, plus what is free inside this process's pools, never
+ * above the driver's own free bytes plus that (phys_free, phys_total: the driver's answer). */
+void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free, uint64_t *total);
+/* Leaves every group ledger (at exit). */
+void ga_dev_close_groups(void);
 /* The pools' share of a cap (GPUARENA_MEM_FRACTION), aligned down to GA_ALIGN. */
 uint64_t ga_share_of(uint64_t cap);
 /* The calling thread's current context state, NULL without a current context. */

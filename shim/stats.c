@@ -77,6 +77,8 @@ uint64_t ga_ticks_to_ns(uint64_t ticks)
     return (uint64_t)((double)ticks * ga_ns_per_tick());
 }
 
+static uint64_t ga_level_get(ga_level_t level, int peak);
+
 void ga_level_add(ga_level_t level, int64_t delta)
 {
     int64_t now = atomic_fetch_add_explicit(&ga_levels[level].cur, delta, memory_order_relaxed) + delta;
@@ -87,6 +89,11 @@ void ga_level_add(ga_level_t level, int64_t delta)
            !atomic_compare_exchange_weak_explicit(&ga_levels[level].peak, &peak, (uint64_t)now,
                                                   memory_order_relaxed, memory_order_relaxed))
         ;
+}
+
+uint64_t ga_level_value(ga_level_t level, int peak)
+{
+    return ga_level_get(level, peak);
 }
 
 static uint64_t ga_level_get(ga_level_t level, int peak)

@@ -21,6 +21,7 @@ from . import plot
 from . import replay as replay_mod
 from . import report as report_mod
 from . import runner
+from . import top as top_mod
 from . import tracefile as tf
 from .fmt import parse_size
 
@@ -172,6 +173,16 @@ def build_parser():
                    help=f"mode whose reserved bytes are drawn, from a replay of the trace: "
                    f"{', '.join(modes_mod.MODES)} (default arena)")
     _add_input_opts(p)
+
+    p = sub.add_parser("top", help="groups (GPUARENA_GROUP) and their processes, live",
+                       epilog=EPILOG, formatter_class=fmt)
+    p.add_argument("--once", action="store_true", help="print one table and exit")
+    p.add_argument("--json", action="store_true", help="print the groups as JSON and exit")
+    p.add_argument("--prometheus", action="store_true", help="print Prometheus text exposition "
+                   "(gauges per group, process and device) and exit")
+    p.add_argument("--interval", type=float, default=2.0, metavar="S",
+                   help="seconds between refreshes (default 2)")
+    p.add_argument("--dir", default="/dev/shm", help="where the ledgers are (default /dev/shm)")
     return top
 
 
@@ -296,8 +307,14 @@ def do_doctor(a):
     return 0 if doc["ok"] else 1
 
 
+def do_top(a):
+    if a.json and a.prometheus:
+        raise UsageError("--json and --prometheus: choose one output format")
+    return top_mod.run(a.dir, a.once, a.json, a.prometheus, a.interval)
+
+
 COMMANDS = {"import": do_import, "replay": do_replay, "report": do_report, "run": do_run,
-            "compare": do_compare, "doctor": do_doctor}
+            "compare": do_compare, "doctor": do_doctor, "top": do_top}
 
 
 def main(argv=None):

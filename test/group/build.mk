@@ -26,3 +26,6 @@ test-group: $(GROUP_TEST)
 	  rm -rf $$d; \
 	  if [ $$rc != 0 ]; then echo "not ok - group: group_test exited with $$rc (see $(RESULTS)/group.log)" \
 	    >>$(RESULTS)/group.tap; fi; true
+
+# The command tier's `gpuarena top` tests start group_member.
+test-cmd: $(GROUP_MEMBER)

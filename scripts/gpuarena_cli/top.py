@@ -1,0 +1,241 @@
+"""`gpuarena top`: the groups (GPUARENA_GROUP) and their member processes, read from the ledgers the
+shim keeps in /dev/shm, as a table refreshed like top, as JSON, or as Prometheus text.
+
+A ledger is one file per (user, group, device): /dev/shm/gpuarena-<uid>-<group>-<uuid hex>, whose
+layout is shim/group_layout.h's (format 1): a header {magic "GAGROUP", version, header size, slot
+size, slot count, slots in use, uid, cap, device UUID, group name} and one 128-byte slot per member
+{state, pid, start time, pid namespace, committed, committed peak, in use, reserved, peak, mode}.
+The files are only read, never locked: every figure is one aligned word the shim stores atomically.
+A member is alive when its pid still runs with the start time it joined with (a reused pid is a
+different process), exactly the test the shim applies before taking a dead member's share back;
+members of another pid namespace cannot be judged from here and show as unknown (null in JSON).
+
+Prometheus output follows the text exposition format 0.0.4
+(https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format): one `# HELP` and
+one `# TYPE name gauge` line per metric, then its samples `name{label="value",...} number`, label
+values escaped for backslash, double quote and line feed; node-exporter's textfile collector reads
+it from a *.prom file (write it to a temporary name and rename it into place).
+"""
+
+import json
+import os
+import re
+import struct
+import sys
+import time
+
+from . import GaError
+from .fmt import human_bytes, table
+
+MAGIC = b"GAGROUP\0"
+VERSION = 1
+HEADER = struct.Struct("<8s6IQ16s72s")   # magic .. name, 128 bytes (the mutex follows, unread)
+SLOT = struct.Struct("<2I7Q16s")         # state .. mode, 80 of the slot's 128 bytes
+SLOT_LIVE = 1
+NAME_RE = re.compile(r"^gpuarena-(\d+)-(.+)-([0-9a-f]{32})$")
+
+
+def uuid_text(raw):
+    """The device as nvidia-smi and NVML name it: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx."""
+    h = raw.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _cstr(b):
+    return b.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _own_pidns():
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def proc_start(pid):
+    """Field 22 of /proc/PID/stat (start time), or None when the process is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rfind(b")") + 2:].split()
+    if len(rest) < 20 or rest[0] in (b"Z", b"X"):
+        return None
+    return int(rest[19])
+
+
+def alive(pid, start, pidns, own_ns):
+    """True/False, or None for a member of another pid namespace (cannot be judged here)."""
+    if pidns and own_ns and pidns != own_ns:
+        return None
+    s = proc_start(pid)
+    return s is not None and s == start
+
+
+def read_ledger(path, own_ns=None):
+    """One ledger as a dict (group, device, cap, members...), or None if the file is not one."""
+    own_ns = _own_pidns() if own_ns is None else own_ns
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
+        return None
+    if len(data) < HEADER.size:
+        return None
+    magic, version, hsize, ssize, nslots, hwm, uid, cap, uuid, name = HEADER.unpack_from(data)
+    if magic != MAGIC or version != VERSION or ssize < SLOT.size or len(data) < hsize + nslots * ssize:
+        return None
+    members = []
+    for i in range(min(hwm, nslots)):
+        (state, pid, start, pidns, committed, committed_peak, in_use, reserved, peak,
+         mode) = SLOT.unpack_from(data, hsize + i * ssize)
+        if state != SLOT_LIVE:
+            continue
+        members.append({"pid": pid, "alive": alive(pid, start, pidns, own_ns), "mode": _cstr(mode),
+                        "committed": committed, "committed_peak": committed_peak,
+                        "in_use": in_use, "reserved": reserved, "peak": peak})
+    return {"group": _cstr(name), "device": uuid_text(uuid), "uid": uid, "cap": cap,
+            "committed": sum(m["committed"] for m in members),
+            "committed_dead": sum(m["committed"] for m in members if m["alive"] is False),
+            "in_use": sum(m["in_use"] for m in members),
+            "reserved": sum(m["reserved"] for m in members),
+            "members": members, "path": path}
+
+
+def scan(directory):
+    """Every ledger of this user in directory, sorted by group then device."""
+    uid = os.getuid()
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as e:
+        raise GaError(f"cannot read {directory} ({e.strerror}): give the directory the ledgers "
+                      "are in with --dir") from None
+    own_ns = _own_pidns()
+    groups = []
+    for n in names:
+        m = NAME_RE.match(n)
+        if not m or int(m.group(1)) != uid:
+            continue
+        g = read_ledger(os.path.join(directory, n), own_ns)
+        if g is not None:
+            groups.append(g)
+    return sorted(groups, key=lambda g: (g["group"], g["device"]))
+
+
+def _alive_text(a):
+    return "yes" if a else ("?" if a is None else "no")
+
+
+def render(groups, directory):
+    if not groups:
+        return (f"no gpuarena groups in {directory} (a process started with GPUARENA_GROUP=NAME "
+                "and GPUARENA_LIMIT makes one)")
+    out = []
+    for g in groups:
+        pct = 100.0 * g["committed"] / g["cap"] if g["cap"] else 0.0
+        out.append(f"group {g['group']}  device {g['device']}  cap {human_bytes(g['cap'])}  "
+                   f"committed {human_bytes(g['committed'])} ({pct:.1f}%)  "
+                   f"members {len(g['members'])}")
+        if g["committed_dead"]:
+            out.append(f"  {human_bytes(g['committed_dead'])} held by dead members: taken back "
+                       "at the next refusal")
+        rows = [[str(m["pid"]), _alive_text(m["alive"]), m["mode"] or "-",
+                 human_bytes(m["committed"]), human_bytes(m["in_use"]),
+                 human_bytes(m["reserved"]), human_bytes(m["peak"])] for m in g["members"]]
+        if rows:
+            out.append(table(["PID", "ALIVE", "MODE", "COMMITTED", "IN USE", "RESERVED", "PEAK"],
+                             rows))
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def to_json(groups, directory):
+    return json.dumps({"format": 1, "dir": directory, "groups": groups}, indent=2)
+
+
+def _esc(v):
+    return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(**kv):
+    return "{" + ",".join(f'{k}="{_esc(v)}"' for k, v in kv.items()) + "}"
+
+
+METRICS = (
+    # name, help, what it reads: ("group", key) | ("process", key) | ("device", key)
+    ("gpuarena_group_cap_bytes", "Cap shared by the group on the device, bytes.", "group", "cap"),
+    ("gpuarena_group_committed_bytes", "Bytes the group's members hold against the cap.",
+     "group", "committed"),
+    ("gpuarena_group_members", "Member processes in the group's ledger.", "group", "members"),
+    ("gpuarena_process_committed_bytes", "Bytes the process holds against its group's cap.",
+     "process", "committed"),
+    ("gpuarena_process_in_use_bytes", "Bytes the process's allocations use.", "process", "in_use"),
+    ("gpuarena_process_reserved_bytes", "Bytes the process has reserved from the driver.",
+     "process", "reserved"),
+    ("gpuarena_process_peak_bytes", "Peak bytes in use of the process.", "process", "peak"),
+    ("gpuarena_process_alive", "1 if the member process runs, 0 if it died (-1: another pid "
+     "namespace, unknown).", "process", "alive"),
+    ("gpuarena_device_cap_bytes", "Sum of the caps of the groups on the device, bytes.",
+     "device", "cap"),
+    ("gpuarena_device_committed_bytes", "Bytes all groups hold on the device.", "device",
+     "committed"),
+    ("gpuarena_device_groups", "Groups with a ledger on the device.", "device", "groups"),
+)
+
+
+def _samples(kind, key, groups):
+    if kind == "group":
+        for g in groups:
+            v = len(g["members"]) if key == "members" else g[key]
+            yield _labels(group=g["group"], device=g["device"]), v
+    elif kind == "process":
+        for g in groups:
+            for m in g["members"]:
+                v = m[key]
+                if key == "alive":
+                    v = -1 if v is None else int(v)
+                yield _labels(group=g["group"], device=g["device"], pid=m["pid"],
+                              mode=m["mode"]), v
+    else:
+        devices = {}
+        for g in groups:
+            d = devices.setdefault(g["device"], {"cap": 0, "committed": 0, "groups": 0})
+            d["cap"] += g["cap"]
+            d["committed"] += g["committed"]
+            d["groups"] += 1
+        for dev in sorted(devices):
+            yield _labels(device=dev), devices[dev][key]
+
+
+def to_prometheus(groups):
+    lines = []
+    for name, text, kind, key in METRICS:
+        lines.append(f"# HELP {name} {text}")
+        lines.append(f"# TYPE {name} gauge")
+        for labels, value in _samples(kind, key, groups):
+            lines.append(f"{name}{labels} {value}")
+    return "\n".join(lines) + "\n"
+
+
+def run(directory, once, as_json, prometheus, interval, iterations=None):
+    """The subcommand. Live mode redraws every interval seconds until Ctrl-C (or iterations)."""
+    if interval <= 0:
+        raise GaError(f"--interval {interval}: must be above 0 seconds")
+    if as_json or prometheus:
+        groups = scan(directory)
+        sys.stdout.write(to_prometheus(groups) if prometheus else to_json(groups, directory) + "\n")
+        return 0
+    if once:
+        print(render(scan(directory), directory))
+        return 0
+    n = 0
+    while iterations is None or n < iterations:
+        sys.stdout.write("\x1b[H\x1b[2J")  # home and clear, as top does
+        print(f"gpuarena top - {time.strftime('%H:%M:%S')} - every {interval:g} s, Ctrl-C quits\n")
+        print(render(scan(directory), directory))
+        sys.stdout.flush()
+        n += 1
+        if iterations is None or n < iterations:
+            time.sleep(interval)
+    return 0

@@ -1,0 +1,195 @@
+"""`gpuarena top`: ledgers written by the real ledger code (group_member, test/group/group_member.c,
+one process per member joining through shim/group.c), read back by --once, --json and
+--prometheus; a member killed with SIGKILL shows as dead; files of other users and other formats
+are ignored; live mode redraws. Each test works in its own directory (--dir), never /dev/shm."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import unittest
+
+import gatest
+from gpuarena_cli import top
+
+MIB = 1 << 20
+GIB = 1 << 30
+DEV_A = "112233445566778899aabbccddeeff00"
+DEV_B = "deadbeef0102030405060708090a0b0c"
+MEMBER = os.path.join(gatest.BUILD, "test", "group_member")
+
+
+def gpu(hexid):
+    return f"GPU-{hexid[:8]}-{hexid[8:12]}-{hexid[12:16]}-{hexid[16:20]}-{hexid[20:]}"
+
+
+class Ledgers(unittest.TestCase):
+    def setUp(self):
+        self.assertTrue(os.path.exists(MEMBER), f"{MEMBER} missing: make test-cmd builds it")
+        self.dir = tempfile.mkdtemp(prefix="gpuarena-top-")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            p.stdin.close()
+            p.wait(timeout=30)
+            p.stdout.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def member(self, group, dev, commit, in_use=0, reserved=0, peak=0, mode="arena", cap=GIB):
+        p = subprocess.Popen([MEMBER, self.dir, group, dev, str(cap), str(commit), str(in_use),
+                              str(reserved), str(peak), mode], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        line = p.stdout.readline()
+        self.assertTrue(line.startswith("ready "), f"group_member did not join: {line!r}")
+        return p.pid
+
+    def top(self, *args):
+        return gatest.cli("top", "--dir", self.dir, *args)
+
+    def three_groups(self):
+        """team-a on A (arena + vmm member, and one killed), team-b on A, team-a on B."""
+        a1 = self.member("team-a", DEV_A, 300 * MIB, 100 * MIB, 256 * MIB, 200 * MIB, "arena")
+        a2 = self.member("team-a", DEV_A, 200 * MIB, 50 * MIB, 64 * MIB, 60 * MIB, "vmm")
+        dead = self.member("team-a", DEV_A, 100 * MIB, mode="platform")
+        victim = self.procs[-1]
+        victim.kill()
+        victim.wait(timeout=30)
+        b = self.member("team-b", DEV_A, 700 * MIB, cap=2 * GIB)
+        c = self.member("team-a", DEV_B, 5 * MIB)
+        return a1, a2, dead, b, c
+
+    def test_json_figures(self):
+        a1, a2, dead, b, c = self.three_groups()
+        p = self.top("--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        got = {(g["group"], g["device"]): g for g in doc["groups"]}
+        self.assertEqual(sorted(got), [("team-a", gpu(DEV_A)), ("team-a", gpu(DEV_B)),
+                                       ("team-b", gpu(DEV_A))])
+        ga = got[("team-a", gpu(DEV_A))]
+        self.assertEqual(ga["cap"], GIB)
+        self.assertEqual(ga["committed"], 600 * MIB)
+        self.assertEqual(ga["committed_dead"], 100 * MIB)
+        members = {m["pid"]: m for m in ga["members"]}
+        self.assertEqual(set(members), {a1, a2, dead})
+        self.assertEqual((members[a1]["alive"], members[a1]["mode"], members[a1]["in_use"],
+                          members[a1]["reserved"], members[a1]["peak"]),
+                         (True, "arena", 100 * MIB, 256 * MIB, 200 * MIB))
+        self.assertEqual((members[a2]["alive"], members[a2]["mode"]), (True, "vmm"))
+        self.assertIs(members[dead]["alive"], False)
+        self.assertEqual(got[("team-b", gpu(DEV_A))]["cap"], 2 * GIB)
+        self.assertEqual(got[("team-a", gpu(DEV_B))]["members"][0]["pid"], c)
+
+    def test_once_table(self):
+        a1, _a2, dead, b, _c = self.three_groups()
+        p = self.top("--once")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"group team-a  device {gpu(DEV_A)}  cap 1.00 GiB  committed 600.00 MiB "
+                      "(58.6%)  members 3", p.stdout)
+        self.assertIn("100.00 MiB held by dead members", p.stdout)
+        rows = {line.split()[0]: line.split() for line in p.stdout.splitlines()
+                if line.split() and line.split()[0].isdigit()}
+        self.assertEqual(rows[str(a1)][1:4], ["yes", "arena", "300.00"])
+        self.assertEqual(rows[str(dead)][1:3], ["no", "platform"])
+        self.assertEqual(rows[str(b)][1], "yes")
+
+    def test_prometheus(self):
+        a1, _a2, dead, _b, _c = self.three_groups()
+        p = self.top("--prometheus")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.endswith("\n"))
+        samples = parse_exposition(self, p.stdout)
+        la = f'device="{gpu(DEV_A)}"'
+        self.assertEqual(samples[f'gpuarena_group_cap_bytes{{group="team-a",{la}}}'], GIB)
+        self.assertEqual(samples[f'gpuarena_group_committed_bytes{{group="team-a",{la}}}'], 600 * MIB)
+        self.assertEqual(samples[f'gpuarena_group_members{{group="team-a",{la}}}'], 3)
+        self.assertEqual(samples[f'gpuarena_process_alive{{group="team-a",{la},pid="{a1}",'
+                                 'mode="arena"}'], 1)
+        self.assertEqual(samples[f'gpuarena_process_alive{{group="team-a",{la},pid="{dead}",'
+                                 'mode="platform"}'], 0)
+        self.assertEqual(samples[f'gpuarena_process_reserved_bytes{{group="team-a",{la},'
+                                 f'pid="{a1}",mode="arena"}}'], 256 * MIB)
+        self.assertEqual(samples[f"gpuarena_device_committed_bytes{{{la}}}"], 1300 * MIB)
+        self.assertEqual(samples[f"gpuarena_device_cap_bytes{{{la}}}"], 3 * GIB)
+        self.assertEqual(samples[f"gpuarena_device_groups{{{la}}}"], 2)
+        self.assertEqual(samples[f'gpuarena_device_groups{{device="{gpu(DEV_B)}"}}'], 1)
+
+    def test_member_leaving_and_foreign_files(self):
+        self.member("solo", DEV_A, MIB)
+        uid = os.getuid()
+        with open(os.path.join(self.dir, f"gpuarena-{uid + 1}-other-{DEV_A}"), "wb") as f:
+            f.write(b"GAGROUP\0" + bytes(40000))  # another user's name: never read
+        with open(os.path.join(self.dir, f"gpuarena-{uid}-junk-{DEV_A}"), "wb") as f:
+            f.write(b"NOTOURS\0" + bytes(40000))  # our name, another format: skipped
+        doc = json.loads(self.top("--json").stdout)
+        self.assertEqual([g["group"] for g in doc["groups"]], ["solo"])
+        self.procs[0].stdin.close()
+        self.procs[0].wait(timeout=30)
+        p = self.top("--once")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("no gpuarena groups in", p.stdout)  # the last member removed its ledger
+
+    def test_errors_and_live_mode(self):
+        p = self.top("--json", "--prometheus")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("choose one", p.stderr)
+        p = gatest.cli("top", "--once", "--dir", os.path.join(self.dir, "missing"))
+        self.assertEqual(p.returncode, 1)
+        self.assertRegex(p.stderr, r"^gpuarena: cannot read .*--dir")
+        p = self.top("--interval", "0")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("--interval 0", p.stderr)
+        self.member("live", DEV_A, MIB)
+        import contextlib
+        import io
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            top.run(self.dir, False, False, False, 0.001, iterations=2)
+        self.assertEqual(out.getvalue().count("\x1b[H\x1b[2J"), 2)
+        self.assertEqual(out.getvalue().count("group live"), 2)
+
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
+                    r'(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*)?\})? (-?[0-9]+)$')
+
+
+def parse_exposition(test, text):
+    """Checks the text exposition format strictly (HELP then TYPE gauge then that metric's samples,
+    each metric once) and returns {name{labels}: value}."""
+    samples, seen, current = {}, set(), None
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("# HELP "):
+            name = line.split()[2]
+            test.assertNotIn(name, seen, f"metric {name} described twice")
+            test.assertEqual(lines[i + 1], f"# TYPE {name} gauge")
+            seen.add(name)
+            current = name
+            i += 2
+            continue
+        m = SAMPLE.match(line)
+        test.assertIsNotNone(m, f"not a sample line: {line!r}")
+        test.assertEqual(m.group(1), current, f"sample outside its metric's block: {line!r}")
+        samples[m.group(1) + (m.group(2) or "")] = int(m.group(3))
+        i += 1
+    return samples
+
+
+class Escaping(unittest.TestCase):
+    def test_label_values_escaped(self):
+        self.assertEqual(top._labels(a='x"y\\z\nw'), '{a="x\\"y\\\\z\\nw"}')
+
+    def test_uuid_text(self):
+        self.assertEqual(top.uuid_text(bytes.fromhex(DEV_A)), gpu(DEV_A))
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    unittest.main()

@@ -1,10 +1,15 @@
-/* simcuda contexts: cuInit, devices, contexts (created and primary), the per-thread context stack,
- * and streams.
+/* simcuda contexts: cuInit, devices, contexts (created and primary), the per-thread context stack.
  *
  * Context handles point at sim_ctx_t records that are never freed and are kept in a registry, so a
  * destroyed or foreign handle is recognised (CUDA_ERROR_INVALID_CONTEXT) instead of being
  * dereferenced blindly. Destroying a context frees its memory, as the real driver does, which is
- * what lets a test see that the shim drops its arena with the context.
+ * what lets a test see that the shim drops its arena with the context. Streams are sim_stream.c's.
+ * Destroying a context (cuCtxDestroy, the last cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxReset)
+ * drains its streams: it waits for their queued work, never discards it, then frees the memory and
+ * invalidates the streams. cuCtxDestroy's documentation says it "destroys and cleans up all
+ * resources associated with the context" (streams, events, allocations) and leaves open what
+ * becomes of queued work; the real driver synchronises the context first, and so does this one, so
+ * no queued operation outlives the memory it writes.
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
@@ -15,16 +20,9 @@
 
 #define SIM_STACK_DEPTH 32
 
-typedef struct sim_stream {
-    sim_ctx_t *ctx;
-    int alive;
-    struct sim_stream *next;
-} sim_stream_t;
-
 static int sim_inited;
 static sim_ctx_t *sim_ctxs;                      /* registry, under sim_lock */
 static sim_ctx_t sim_primary[SIM_MAX_DEVICES];   /* one primary context per device */
-static sim_stream_t *sim_streams;                /* registry, under sim_lock */
 static __thread sim_ctx_t *tls_stack[SIM_STACK_DEPTH];
 static __thread int tls_depth;
 
@@ -334,11 +332,15 @@ CUresult cuCtxGetDevice(CUdevice *device)
     return CUDA_SUCCESS;
 }
 
+/* Waits for the work queued on every stream of the context, created and default ones. */
 CUresult cuCtxSynchronize(void)
 {
     SIM_ENTER(cuCtxSynchronize);
     sim_ctx_t *c;
-    return sim_current(&c); /* every operation is synchronous already */
+    CUresult r = sim_current(&c);
+    if (r == CUDA_SUCCESS)
+        sim_streams_drain_ctx(c);
+    return r;
 }
 
 /* ---- created contexts ---- */
@@ -398,6 +400,8 @@ static CUresult sim_ctx_destroy(CUcontext ctx)
         return r;
     if (c->primary)
         return CUDA_ERROR_INVALID_CONTEXT; /* primary contexts go through Release/Reset */
+    sim_streams_drain_ctx(c);
+    sim_streams_forget_ctx(c);
     pthread_mutex_lock(&sim_lock);
     sim_free_ctx_memory_locked(c);
     c->alive = 0;
@@ -439,8 +443,15 @@ static CUresult sim_primary_release(CUdevice dev)
     CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    pthread_mutex_lock(&sim_lock);
     sim_ctx_t *c = &sim_primary[dev];
+    pthread_mutex_lock(&sim_lock);
+    int last = c->refcount == 1;
+    pthread_mutex_unlock(&sim_lock);
+    if (last) { /* the context goes with this release: its queued work first */
+        sim_streams_drain_ctx(c);
+        sim_streams_forget_ctx(c);
+    }
+    pthread_mutex_lock(&sim_lock);
     if (c->refcount == 0) {
         pthread_mutex_unlock(&sim_lock);
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -460,6 +471,8 @@ static CUresult sim_primary_reset(CUdevice dev)
     CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
+    sim_streams_drain_ctx(&sim_primary[dev]);
+    sim_streams_forget_ctx(&sim_primary[dev]);
     pthread_mutex_lock(&sim_lock);
     sim_free_ctx_memory_locked(&sim_primary[dev]);
     sim_primary[dev].flags = 0;
@@ -493,63 +506,6 @@ static CUresult sim_primary_set_flags(CUdevice dev, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-/* ---- streams: handles only, since every operation completes at once ---- */
-
-int sim_stream_ok(CUstream s)
-{
-    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
-        return 1;
-    pthread_mutex_lock(&sim_lock);
-    int ok = 0;
-    for (const sim_stream_t *p = sim_streams; p && !ok; p = p->next)
-        ok = (p == (const sim_stream_t *)s) && p->alive && p->ctx->alive;
-    pthread_mutex_unlock(&sim_lock);
-    return ok;
-}
-
-CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
-{
-    SIM_ENTER(cuStreamCreate);
-    sim_ctx_t *c;
-    CUresult r = sim_current(&c);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_stream_t *s = calloc(1, sizeof *s);
-    if (!s)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&sim_lock);
-    *s = (sim_stream_t){.ctx = c, .alive = 1, .next = sim_streams};
-    sim_streams = s;
-    pthread_mutex_unlock(&sim_lock);
-    *phStream = (CUstream)s;
-    return CUDA_SUCCESS;
-}
-
-static CUresult sim_stream_destroy(CUstream hStream)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD ||
-        !sim_stream_ok(hStream))
-        return CUDA_ERROR_INVALID_HANDLE;
-    pthread_mutex_lock(&sim_lock);
-    ((sim_stream_t *)hStream)->alive = 0;
-    pthread_mutex_unlock(&sim_lock);
-    return CUDA_SUCCESS;
-}
-
-static CUresult sim_stream_sync(CUstream hStream)
-{
-    sim_ctx_t *c;
-    CUresult r = sim_current(&c);
-    if (r != CUDA_SUCCESS)
-        return r;
-    return sim_stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
 /* ---- variants: the exported names over one implementation each ----
  * The runtime requests cuDevicePrimaryCtxRelease/Reset at version 7000, i.e. the v1 symbols, and
  * cuCtxGetDevice/cuCtxSynchronize at 13000 (the _v2 that take a context). Each is its own function,
@@ -574,10 +530,6 @@ SIM_WRAP(cuDevicePrimaryCtxReset, sim_primary_reset, (CUdevice dev), (dev))
 SIM_WRAP(cuDevicePrimaryCtxReset_v2, sim_primary_reset, (CUdevice dev), (dev))
 SIM_WRAP(cuDevicePrimaryCtxSetFlags, sim_primary_set_flags, (CUdevice dev, unsigned int flags), (dev, flags))
 SIM_WRAP(cuDevicePrimaryCtxSetFlags_v2, sim_primary_set_flags, (CUdevice dev, unsigned int flags), (dev, flags))
-SIM_WRAP(cuStreamDestroy, sim_stream_destroy, (CUstream hStream), (hStream))
-SIM_WRAP(cuStreamDestroy_v2, sim_stream_destroy, (CUstream hStream), (hStream))
-SIM_WRAP(cuStreamSynchronize, sim_stream_sync, (CUstream hStream), (hStream))
-SIM_WRAP(cuStreamSynchronize_ptsz, sim_stream_sync, (CUstream hStream), (hStream))
 
 /* ctx NULL means the current context. */
 static CUresult sim_ctx_or_current(CUcontext ctx, sim_ctx_t **out)
@@ -602,5 +554,8 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     SIM_ENTER(cuCtxSynchronize_v2);
     sim_ctx_t *c;
-    return sim_ctx_or_current(ctx, &c);
+    CUresult r = sim_ctx_or_current(ctx, &c);
+    if (r == CUDA_SUCCESS)
+        sim_streams_drain_ctx(c);
+    return r;
 }

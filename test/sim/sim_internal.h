@@ -3,10 +3,15 @@
  * The driver is split by concern: sim_state.c (configuration, lock, counters, report, test API),
  * sim_context.c (cuInit, devices, contexts, streams), sim_account.c (device bytes, the one charge
  * every kind of memory passes), sim_memory.c (allocations, pointer queries), sim_vmm.c (address
- * reservations, physical handles, mappings), sim_copy.c (memcpy, memset), sim_shared.c (device
+ * reservations, physical handles, mappings), sim_copy.c (memcpy, memset, the stand-in kernels),
+ * sim_stream.c (streams: queues run in order by worker threads, the legacy and per-thread default
+ * streams, synchronisation), sim_event.c (events), sim_shared.c (device
  * memory counted across processes), sim_getproc.c (the versioned cuGetProcAddress table),
  * sim_fault.c (fault injection) and sim_errors.c (error strings).
  * One global mutex guards all driver state: the simulator values exact counters over speed.
+ * Stream queues have their own mutex (sim_stream.c), taken after sim_lock when both are needed and
+ * never held while sim_lock is taken or while queued work runs, so a worker running a copy (which
+ * takes sim_lock) can never deadlock with a thread that waits for the stream.
  *
  * __CUDA_API_VERSION_INTERNAL makes cuda.h declare every versioned name as itself (cuMemAlloc_v2,
  * cuMemAllocAsync_ptsz, ...) instead of mapping it by macro, exactly what a driver implementation
@@ -37,6 +42,7 @@ typedef struct sim_config {
     unsigned long long ctx_overhead;
     const char *report;
     unsigned long long uuid_seed; /* SIMCUDA_UUID_SEED, hashed */
+    unsigned long long stream_delay_us; /* SIMCUDA_STREAM_DELAY_US */
     int bad; /* a variable had a bad value: cuInit fails */
 } sim_config_t;
 
@@ -48,6 +54,8 @@ typedef struct sim_ctx {
     unsigned refcount;     /* primary contexts only */
     unsigned flags;
     struct sim_ctx *next;  /* registry of every context ever made */
+    struct sim_stream *legacy;  /* its legacy default stream (made at first use; sim_stream_mu) */
+    struct sim_stream *streams; /* its other streams with work or alive (sim_stream_mu) */
 } sim_ctx_t;
 
 extern sim_config_t sim_cfg;
@@ -102,7 +110,67 @@ CUresult sim_check_init(void);                   /* NOT_INITIALIZED before cuIni
 CUresult sim_current(sim_ctx_t **out);           /* init + a live current context */
 int sim_ctx_known_locked(const sim_ctx_t *c);    /* c is a context handle we made */
 unsigned long long sim_ctx_overhead_locked(int dev);
-int sim_stream_ok(CUstream s);                   /* NULL, legacy, per-thread or ours */
+
+/* sim_stream.c: streams. A piece of work queued on a stream; the worker runs kinds COPY, SET and
+ * FREE through sim_work_run (sim_copy.c, sim_memory.c) after the configured delay. */
+typedef enum sim_work_kind {
+    SIM_WORK_MARK,  /* nothing: a synchronisation point (stream sync, cuStreamWaitEvent) */
+    SIM_WORK_EVENT, /* completes an event record: stamps its time */
+    SIM_WORK_GATE,  /* holds the stream until simcuda_gate_open (tests) */
+    SIM_WORK_COPY,  /* memmove n bytes; dst_dev/src_dev: that side is device memory to check */
+    SIM_WORK_SET,   /* n elements of elem bytes (1 or 4) set to value */
+    SIM_WORK_FREE   /* cuMemFreeAsync: the allocation at ptr goes when the stream reaches it */
+} sim_work_kind_t;
+
+typedef struct sim_event sim_event_t;
+typedef struct sim_stream sim_stream_t;
+
+typedef struct sim_work {
+    sim_work_kind_t kind;
+    int dev;                 /* the device whose access rights a copy or set is checked against */
+    void *dst;
+    const void *src;
+    int dst_dev, src_dev;
+    size_t n, elem;
+    unsigned value;
+    unsigned delay_us;       /* beyond SIMCUDA_STREAM_DELAY_US: a stand-in kernel's duration */
+    sim_event_t *ev;         /* SIM_WORK_EVENT: the event and the record it completes */
+    unsigned long long gen;
+    unsigned gate;           /* SIM_WORK_GATE */
+    CUdeviceptr ptr;         /* SIM_WORK_FREE */
+} sim_work_t;
+
+typedef struct sim_dep {     /* satisfied once stream s has completed its first seq operations */
+    sim_stream_t *s;
+    unsigned long long seq;
+} sim_dep_t;
+
+int sim_stream_ok(CUstream s);                   /* NULL, legacy, per-thread or ours, alive */
+/* The stream a handle names for context c: NULL is the legacy stream, or the calling thread's
+ * per-thread stream when per_thread (a _ptsz/_ptds entry point); INVALID_HANDLE for a bad one. */
+CUresult sim_stream_resolve(CUstream h, int per_thread, sim_ctx_t *c, sim_stream_t **out);
+/* Queues w on s behind the stream's earlier work, the implicit waits of the legacy stream, and
+ * *wait when given. sync: returns once it ran, with its result. *seq (optional): its number on s. */
+CUresult sim_stream_submit(sim_stream_t *s, const sim_work_t *w, const sim_dep_t *wait, int sync,
+                           unsigned long long *seq);
+int sim_dep_done(const sim_dep_t *d);            /* under sim_stream_mu */
+void sim_stream_wait_dep(const sim_dep_t *d);    /* blocks until d is satisfied */
+void sim_streams_drain_ctx(const sim_ctx_t *c);  /* waits for the work queued on c's streams */
+int sim_streams_drain_dev(int dev);              /* ... on every stream of dev; 1 if it waited */
+/* c is destroyed (created: 1) or reset: its streams are invalid from now on. */
+void sim_streams_forget_ctx(const sim_ctx_t *c);
+void sim_stream_fork_prepare(void);
+void sim_stream_fork_parent(void);
+void sim_stream_fork_child(void);
+extern pthread_mutex_t sim_stream_mu;
+extern pthread_cond_t sim_stream_cv;             /* broadcast whenever an operation completes */
+
+/* sim_event.c */
+void sim_event_stamp_locked(sim_event_t *ev, unsigned long long gen); /* under sim_stream_mu */
+
+/* sim_copy.c, sim_memory.c: what a worker runs */
+CUresult sim_work_run(const sim_work_t *w);
+CUresult sim_free_queued(CUdeviceptr p);
 
 /* sim_account.c: device bytes; every kind of device memory is charged here (under sim_lock) */
 unsigned long long sim_dev_in_use_locked(int dev);  /* this process's bytes on dev */

@@ -5,6 +5,13 @@
  * allocations sit in an array sorted by address: exact lookups (free) and interior lookups
  * (cuMemGetAddressRange, copy bounds) are both a binary search. Addresses the program mapped itself
  * with the VMM calls are sim_vmm.c's; the queries here ask it about any address not found here.
+ *
+ * Freeing follows the driver's stream semantics (sim_stream.c). cuMemFree_v2 first waits for the
+ * work queued on every stream of the device, which is what the real driver's "this API may perform
+ * implicit synchronization" (cuMemFree's documentation) amounts to for memory queued work may still
+ * use: a program that launches, frees and reallocates is safe on the driver itself. cuMemFreeAsync
+ * is stream-ordered: the allocation is marked (a second free of it is refused) and goes when the
+ * stream reaches the free, bytes and all.
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
@@ -24,6 +31,7 @@ typedef struct sim_alloc {
     const sim_ctx_t *ctx;
     sim_kind_t kind;
     unsigned long long id;
+    int free_queued;  /* cuMemFreeAsync called: goes when its stream gets there */
 } sim_alloc_t;
 
 static sim_alloc_t *tab;            /* sorted by base, under sim_lock */
@@ -96,7 +104,7 @@ static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kin
         return CUDA_ERROR_OUT_OF_MEMORY;
     void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
-    sim_alloc_t a = {(CUdeviceptr)(uintptr_t)p, size, mapped, c->dev, c, kind, sim_next_id_locked()};
+    sim_alloc_t a = {(CUdeviceptr)(uintptr_t)p, size, mapped, c->dev, c, kind, sim_next_id_locked(), 0};
     if (p == MAP_FAILED || sim_insert_locked(&a) != 0) {
         if (p != MAP_FAILED)
             munmap(p, mapped);
@@ -125,7 +133,15 @@ static CUresult sim_alloc(CUdeviceptr *dptr, size_t size, sim_kind_t kind)
     return r;
 }
 
-/* The common free path: only the exact base of a live allocation is accepted. */
+/* The allocation at exactly dptr, not already queued to be freed (under sim_lock). */
+static sim_alloc_t *sim_freeable_locked(CUdeviceptr dptr)
+{
+    sim_alloc_t *a = sim_find_locked(dptr);
+    return a && a->base == dptr && !a->free_queued ? a : NULL;
+}
+
+/* The common free path: only the exact base of a live allocation is accepted. The device's queued
+ * work runs first (see the file comment), so nothing queued can write the bytes after they go. */
 static CUresult sim_free(CUdeviceptr dptr)
 {
     sim_ctx_t *c;
@@ -134,13 +150,31 @@ static CUresult sim_free(CUdeviceptr dptr)
         return r;
     sim_latency();
     pthread_mutex_lock(&sim_lock);
-    sim_alloc_t *a = sim_find_locked(dptr);
-    if (a && a->base == dptr)
+    sim_alloc_t *a = sim_freeable_locked(dptr);
+    int dev = a ? a->dev : -1;
+    pthread_mutex_unlock(&sim_lock);
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_streams_drain_dev(dev))
+        SIM_COUNT(implicit_syncs);
+    pthread_mutex_lock(&sim_lock);
+    if ((a = sim_freeable_locked(dptr)))
         sim_remove_locked((size_t)(a - tab));
     else
-        r = CUDA_ERROR_INVALID_VALUE;
+        r = CUDA_ERROR_INVALID_VALUE; /* another thread freed it meanwhile */
     pthread_mutex_unlock(&sim_lock);
     return r;
+}
+
+CUresult sim_free_queued(CUdeviceptr p)
+{
+    pthread_mutex_lock(&sim_lock);
+    sim_alloc_t *a = sim_find_locked(p);
+    int ok = a && a->base == p && a->free_queued;
+    if (ok)
+        sim_remove_locked((size_t)(a - tab));
+    pthread_mutex_unlock(&sim_lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -181,7 +215,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     return sim_alloc(dptr, bytesize, SIM_MANAGED);
 }
 
-/* ---- stream-ordered allocation: streams complete at once, so this is allocation plus a check ---- */
+/* ---- stream-ordered allocation: memory is taken at the call (earlier than the stream needs it,
+ * which is always safe) and given back when the stream reaches the free ---- */
 
 static CUresult sim_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s)
 {
@@ -192,11 +227,34 @@ static CUresult sim_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s)
     return sim_alloc(dptr, size, SIM_ASYNC);
 }
 
-static CUresult sim_free_async(CUdeviceptr dptr, CUstream s)
+static CUresult sim_free_async(CUdeviceptr dptr, CUstream h, int per_thread)
 {
-    if (sim_check_init() == CUDA_SUCCESS && !sim_stream_ok(s))
-        return CUDA_ERROR_INVALID_HANDLE;
-    return sim_free(dptr);
+    if (sim_check_init() == CUDA_SUCCESS && !sim_stream_ok(h))
+        return CUDA_ERROR_INVALID_HANDLE; /* the stream is checked first, as before streams ran */
+    sim_ctx_t *c;
+    sim_stream_t *s;
+    CUresult r = sim_current(&c);
+    if (r == CUDA_SUCCESS)
+        r = sim_stream_resolve(h, per_thread, c, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_latency();
+    pthread_mutex_lock(&sim_lock);
+    sim_alloc_t *a = sim_freeable_locked(dptr);
+    if (a)
+        a->free_queued = 1;
+    pthread_mutex_unlock(&sim_lock);
+    if (!a)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_work_t w = {.kind = SIM_WORK_FREE, .ptr = dptr};
+    r = sim_stream_submit(s, &w, NULL, 0, NULL);
+    if (r != CUDA_SUCCESS) { /* not queued: the allocation stays */
+        pthread_mutex_lock(&sim_lock);
+        if ((a = sim_find_locked(dptr)) && a->base == dptr)
+            a->free_queued = 0;
+        pthread_mutex_unlock(&sim_lock);
+    }
+    return r;
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -234,14 +292,14 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     SIM_COUNT(async_free_calls);
     SIM_ENTER(cuMemFreeAsync);
-    return sim_free_async(dptr, hStream);
+    return sim_free_async(dptr, hStream, 0);
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     SIM_COUNT(async_free_calls);
     SIM_ENTER(cuMemFreeAsync_ptsz);
-    return sim_free_async(dptr, hStream);
+    return sim_free_async(dptr, hStream, 1);
 }
 
 /* ---- information ---- */

@@ -80,6 +80,18 @@
     X(cuMemsetD8, 7000, 1, cuMemsetD8_v2_ptds)                                        \
     X(cuMemsetD32, 3020, 0, cuMemsetD32_v2)                                           \
     X(cuMemsetD32, 7000, 1, cuMemsetD32_v2_ptds)                                      \
+    X(cuMemcpyHtoDAsync, 3020, 0, cuMemcpyHtoDAsync_v2)                               \
+    X(cuMemcpyHtoDAsync, 7000, 1, cuMemcpyHtoDAsync_v2_ptsz)                          \
+    X(cuMemcpyDtoHAsync, 3020, 0, cuMemcpyDtoHAsync_v2)                               \
+    X(cuMemcpyDtoHAsync, 7000, 1, cuMemcpyDtoHAsync_v2_ptsz)                          \
+    X(cuMemcpyDtoDAsync, 3020, 0, cuMemcpyDtoDAsync_v2)                               \
+    X(cuMemcpyDtoDAsync, 7000, 1, cuMemcpyDtoDAsync_v2_ptsz)                          \
+    X(cuMemcpyAsync, 4000, 0, cuMemcpyAsync)                                          \
+    X(cuMemcpyAsync, 7000, 1, cuMemcpyAsync_ptsz)                                     \
+    X(cuMemsetD8Async, 3020, 0, cuMemsetD8Async)                                      \
+    X(cuMemsetD8Async, 7000, 1, cuMemsetD8Async_ptsz)                                 \
+    X(cuMemsetD32Async, 3020, 0, cuMemsetD32Async)                                    \
+    X(cuMemsetD32Async, 7000, 1, cuMemsetD32Async_ptsz)                               \
     X(cuPointerGetAttribute, 4000, 0, cuPointerGetAttribute)                          \
     X(cuPointerGetAttributes, 7000, 0, cuPointerGetAttributes)                        \
     X(cuIpcGetMemHandle, 4010, 0, cuIpcGetMemHandle)                                  \
@@ -88,6 +100,20 @@
     X(cuStreamDestroy, 4000, 0, cuStreamDestroy_v2)                                   \
     X(cuStreamSynchronize, 2000, 0, cuStreamSynchronize)                              \
     X(cuStreamSynchronize, 7000, 1, cuStreamSynchronize_ptsz)                         \
+    X(cuStreamCreateWithPriority, 5050, 0, cuStreamCreateWithPriority)                \
+    X(cuStreamQuery, 2000, 0, cuStreamQuery)                                          \
+    X(cuStreamQuery, 7000, 1, cuStreamQuery_ptsz)                                     \
+    X(cuStreamWaitEvent, 3020, 0, cuStreamWaitEvent)                                  \
+    X(cuStreamWaitEvent, 7000, 1, cuStreamWaitEvent_ptsz)                             \
+    X(cuEventCreate, 2000, 0, cuEventCreate)                                          \
+    X(cuEventDestroy, 2000, 0, cuEventDestroy)                                        \
+    X(cuEventDestroy, 4000, 0, cuEventDestroy_v2)                                     \
+    X(cuEventRecord, 2000, 0, cuEventRecord)                                          \
+    X(cuEventRecord, 7000, 1, cuEventRecord_ptsz)                                     \
+    X(cuEventQuery, 2000, 0, cuEventQuery)                                            \
+    X(cuEventSynchronize, 2000, 0, cuEventSynchronize)                                \
+    X(cuEventElapsedTime, 2000, 0, cuEventElapsedTime)                                \
+    X(cuEventElapsedTime, 12080, 0, cuEventElapsedTime_v2)                            \
     X(cuGetErrorString, 6000, 0, cuGetErrorString)                                    \
     X(cuGetErrorName, 6000, 0, cuGetErrorName)                                        \
     X(cuGetProcAddress, 11030, 0, cuGetProcAddress)                                   \

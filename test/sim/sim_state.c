@@ -9,6 +9,7 @@
 #include "sim_internal.h"
 #include "../../allocator/ga_size.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +25,24 @@ static pthread_once_t sim_once = PTHREAD_ONCE_INIT;
 
 /* fork() while another thread holds sim_lock would leave the child's copy locked forever (the
  * stress tier forks during allocations): hold it across fork so both sides get it unlocked. */
-static void sim_fork_prepare(void) { pthread_mutex_lock(&sim_lock); }
-static void sim_fork_done(void) { pthread_mutex_unlock(&sim_lock); }
+static void sim_fork_prepare(void)
+{
+    pthread_mutex_lock(&sim_lock);
+    sim_stream_fork_prepare(); /* the lock order: sim_lock, then the streams' */
+}
+static void sim_fork_parent(void)
+{
+    sim_stream_fork_parent();
+    pthread_mutex_unlock(&sim_lock);
+}
+static void sim_fork_child(void)
+{
+    sim_stream_fork_child();
+    pthread_mutex_unlock(&sim_lock);
+}
 __attribute__((constructor)) static void sim_fork_register(void)
 {
-    pthread_atfork(sim_fork_prepare, sim_fork_done, sim_fork_done);
+    pthread_atfork(sim_fork_prepare, sim_fork_parent, sim_fork_child);
 }
 
 /* The one size grammar (allocator/ga_size.h), plus a plain 0, which the counts and latencies read
@@ -54,6 +68,26 @@ static void sim_read_size(const char *name, unsigned long long *dst, const char 
                 name, v, hint);
         sim_cfg.bad = 1;
     }
+}
+
+/* SIMCUDA_STREAM_DELAY_US: microseconds, a plain whole number (a duration, not a size, so the size
+ * grammar's units do not apply), at most 10 s so that a typo cannot hang a test run. */
+#define SIM_MAX_STREAM_DELAY_US 10000000ULL
+static void sim_read_stream_delay(void)
+{
+    const char *v = getenv("SIMCUDA_STREAM_DELAY_US");
+    if (!v || !*v)
+        return;
+    char *end;
+    errno = 0;
+    unsigned long long us = strtoull(v, &end, 10);
+    if (!isdigit((unsigned char)v[0]) || *end || errno || us > SIM_MAX_STREAM_DELAY_US) {
+        fprintf(stderr, "gpuarena: simcuda: SIMCUDA_STREAM_DELAY_US='%s' is not a whole number of microseconds "
+                "from 0 to %llu (try 1000); cuInit will fail until it is fixed\n", v, SIM_MAX_STREAM_DELAY_US);
+        sim_cfg.bad = 1;
+        return;
+    }
+    sim_cfg.stream_delay_us = us;
 }
 
 /* FNV-1a of a setting (NULL or empty: the fixed default), so any text can seed the UUIDs. */
@@ -99,6 +133,7 @@ static void sim_read_env(void)
     sim_read_size("SIMCUDA_LATENCY_NS", &sim_cfg.latency_ns, "number of nanoseconds (try 20000)");
     sim_read_size("SIMCUDA_CONTEXT_OVERHEAD", &sim_cfg.ctx_overhead, "size (try 300MiB)");
     sim_read_granularity();
+    sim_read_stream_delay();
     sim_cfg.uuid_seed = sim_hash(getenv("SIMCUDA_UUID_SEED"));
     const char *shared = getenv("SIMCUDA_SHARED");
     if (shared && *shared && !sim_cfg.bad && sim_shared_open(shared) != 0)

@@ -23,6 +23,11 @@
  *                             ordinal and this seed, the same in every process (default: fixed)
  *   SIMCUDA_VMM_GRANULARITY   cuMemGetAllocationGranularity's answer, minimum and recommended alike:
  *                             a power of two of at least a host page (default 2MiB, as on GPUs)
+ *   SIMCUDA_STREAM_DELAY_US   microseconds, a whole number 0..10000000 (default 0): how long every
+ *                             copy, set, stand-in kernel and cuMemFreeAsync waits on its stream's
+ *                             worker before it acts (see Streams below). 0: such work runs at once
+ *                             in the calling thread whenever its stream and the streams it must
+ *                             wait for are idle, as before streams were real.
  *   SIMCUDA_REPORT            path: counters written as JSON at exit (tmp file + rename)
  *   SIMCUDA_FAIL              entry:n[+][:code],...  the n-th call (1-based, counted per exported
  *                             entry point since start or simcuda_reset_counters) of that entry point
@@ -61,6 +66,23 @@
  *    an unknown pointer.
  *  - simcuda_reset_counters keeps what is live (bytes_in_use, live_allocations, vmm_bytes_in_use,
  *    vmm_mapped_bytes, vmm_mappings, vmm_reserved_bytes) and restarts each peak from it.
+ *
+ * Streams (sim_stream.c, sim_event.c): every stream runs its operations in order on a worker thread
+ * of its own, later than they were queued: the async copies and sets, simcuda_launch(_copy),
+ * cuMemFreeAsync, event records and cuStreamWaitEvent. The synchronous copies and sets are queued on
+ * the legacy default stream (the _ptds forms on the per-thread stream) and return once they ran.
+ * As on NVIDIA's driver ("Stream synchronization behavior"), the legacy default stream (handle
+ * NULL or CU_STREAM_LEGACY) waits for all earlier work of the context's blocking streams, and they
+ * for its earlier work; CU_STREAM_NON_BLOCKING streams do neither; a per-thread default stream
+ * (CU_STREAM_PER_THREAD, or NULL through a _ptsz/_ptds entry point) is a blocking stream of its own
+ * per thread and context. cuStreamSynchronize waits for the stream, cuCtxSynchronize(_v2) for every
+ * stream of the context, cuMemFree_v2 for every stream of the allocation's device before it frees
+ * (the real driver's "may perform implicit synchronization"), so free-then-reuse is safe on this
+ * driver; cuMemFreeAsync frees when its stream reaches it. Destroying or resetting a context waits
+ * for its streams' work. A queued copy or set whose memory was freed before it ran is skipped
+ * (stream_faults) instead of touching unmapped or reused host memory. Events: cuEventQuery is
+ * CUDA_ERROR_NOT_READY until the stream passes the record; cuEventElapsedTime(_v2) measures host
+ * time between the two records' completion.
  *
  * The simulated NVML, $(BUILD)/sim/libnvidia-ml.so.1 (test/sim/nvml_sim.c, ABI from
  * shim/ga_nvml.h), answers from the same state: devices, totals and UUIDs as the driver has them,
@@ -114,6 +136,7 @@
 #ifndef SIMCUDA_LIST_ONLY
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define SIMCUDA_MAX_DEVICES 16 /* the most SIMCUDA_DEVICES may ask for */
 
@@ -161,7 +184,13 @@ extern "C" {
     X(peak_vmm_mapped_bytes, "highest vmm_mapped_bytes since start or reset")               \
     X(vmm_mappings, "cuMemMap mappings live now")                                            \
     X(vmm_reserved_bytes, "address space reserved by cuMemAddressReserve now")              \
-    X(injected_failures, "calls failed on purpose by SIMCUDA_FAIL or simcuda_fail_add")
+    X(injected_failures, "calls failed on purpose by SIMCUDA_FAIL or simcuda_fail_add")      \
+    X(stream_ops, "operations queued on streams (copies, sets, launches, async frees, event records, waits)") \
+    X(stream_ops_done, "of those, operations that have run")                                \
+    X(stream_ops_deferred, "operations that did not run at once in the calling thread")     \
+    X(stream_faults, "queued operations that found their memory gone when they ran (skipped)") \
+    X(implicit_syncs, "cuMemFree_v2 calls that waited for queued work before freeing")      \
+    X(launch_calls, "simcuda_launch + simcuda_launch_copy calls")
 
 typedef struct simcuda_counters {
 #define SIMCUDA_COUNTER_FIELD(name, desc) unsigned long long name;
@@ -227,6 +256,24 @@ int simcuda_fail_add(const char *spec);
 
 /* Removes every rule (the call counts stay). */
 void simcuda_fail_clear(void);
+
+/* Stand-in kernels. The stream handle and pointer are cuda.h's CUstream and CUdeviceptr (the same
+ * types, spelled without cuda.h); the result is a CUresult. Queued on stream (NULL: the legacy
+ * default stream; CU_STREAM_PER_THREAD) of the current context like a kernel launch: when the stream
+ * gets to it, it waits delay_us (plus SIMCUDA_STREAM_DELAY_US) and then sets bytes bytes at dst to
+ * value (simcuda_launch) or copies bytes bytes from src to dst (simcuda_launch_copy, both device
+ * memory). Arguments are checked at the call as a copy's are (INVALID_VALUE outside one allocation);
+ * memory freed before the kernel ran is not touched (stream_faults counts it). */
+struct CUstream_st; /* cuda.h's CUstream points at one */
+int simcuda_launch(struct CUstream_st *stream, unsigned long long dst, uint8_t value, size_t bytes,
+                   unsigned delay_us);
+int simcuda_launch_copy(struct CUstream_st *stream, unsigned long long dst, unsigned long long src,
+                        size_t bytes, unsigned delay_us);
+
+/* For tests that must order work without timing: queues a gate on stream that holds it (and all
+ * that waits for it) until simcuda_gate_open(*gate). Returns a CUresult. */
+int simcuda_gate(struct CUstream_st *stream, unsigned *gate);
+void simcuda_gate_open(unsigned gate);
 
 /* Calls of one exported entry point ("cuMemAlloc_v2") since start or reset; 0 for a name this
  * driver does not export. */

@@ -90,6 +90,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_files());
     suite_add_tcase(s, pt_tcase_vmm());
     suite_add_tcase(s, pt_tcase_hardening());
+    suite_add_tcase(s, pt_tcase_group());
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);

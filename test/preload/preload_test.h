@@ -42,5 +42,6 @@ TCase *pt_tcase_oom(void);
 TCase *pt_tcase_files(void);
 TCase *pt_tcase_vmm(void);
 TCase *pt_tcase_hardening(void);
+TCase *pt_tcase_group(void);
 
 #endif

@@ -1,0 +1,244 @@
+/* Preload tests: groups of processes under one cap (GPUARENA_GROUP, issue 11), through the shim.
+ * The simulated driver counts device memory across the processes of one SIMCUDA_SHARED name, so
+ * "the group never held more than its cap" is the driver's own exact peak, not the shim's word.
+ * The ledger on its own (SIGKILL at every point, pid reuse, pid namespaces) is test/group.
+ */
+#include "preload_test.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char g_dir[64], g_shared[64], g_group[64], g_gdir[96];
+
+/* A fresh group, ledger folder and shared driver counter for this test. */
+static void group_env(const char *limit)
+{
+    static char lim[64];
+    snprintf(g_dir, sizeof g_dir, "/tmp/gpuarena-grp-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    snprintf(g_shared, sizeof g_shared, "SIMCUDA_SHARED=grp%d", (int)getpid());
+    snprintf(g_group, sizeof g_group, "GPUARENA_GROUP=g%d", (int)getpid());
+    snprintf(g_gdir, sizeof g_gdir, "GPUARENA_GROUP_DIR=%s", g_dir);
+    snprintf(lim, sizeof lim, "GPUARENA_LIMIT=%s", limit);
+    pt_env(g_shared, g_group, g_gdir, lim, "SIMCUDA_TOTAL_MEM=4GiB", NULL);
+}
+
+static void group_cleanup(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s; rm -f /dev/shm/simcuda-grp%d", g_dir, (int)getpid());
+    if (system(cmd) != 0)
+        return;
+}
+
+static void member_start(const char *mode)
+{
+    if (mode)
+        putenv((char *)mode);
+    CUdevice dev;
+    CUcontext ctx;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx))
+        _exit(90);
+}
+
+/* ---- 4 processes x 4 threads, arena/grow/vmm/platform members, one 1 GiB cap ---- */
+static CUcontext g_ctx;
+
+static void *member_thread(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    cuCtxSetCurrent(g_ctx);
+    CUdeviceptr live[6] = {0};
+    for (int i = 0; i < 200; i++) {
+        unsigned k = (unsigned)rand_r(&seed) % 6;
+        if (live[k] && cuMemFree(live[k]) != CUDA_SUCCESS)
+            return (void *)1;
+        live[k] = 0;
+        CUresult r = cuMemAlloc(&live[k], ((size_t)rand_r(&seed) % 64 + 1) * MiB);
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY)
+            return (void *)2;
+        if (r != CUDA_SUCCESS)
+            live[k] = 0;
+    }
+    for (int k = 0; k < 6; k++)
+        if (live[k])
+            cuMemFree(live[k]);
+    return NULL;
+}
+
+START_TEST(group_four_by_four_under_cap)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=grow", "GPUARENA_MODE=vmm",
+                                        "GPUARENA_MODE=platform", "GPUARENA_MODE=arena"};
+    group_env("1GiB");
+    pid_t pid[4];
+    for (int p = 0; p < 4; p++) {
+        if ((pid[p] = fork()) == 0) {
+            member_start(modes[p]);
+            cuCtxGetCurrent(&g_ctx);
+            pthread_t t[4];
+            for (int i = 0; i < 4; i++)
+                pthread_create(&t[i], NULL, member_thread, (void *)(uintptr_t)(p * 4 + i + 1));
+            int bad = 0;
+            for (int i = 0; i < 4; i++) {
+                void *r;
+                pthread_join(t[i], &r);
+                bad |= r != NULL;
+            }
+            _exit(bad);
+        }
+    }
+    for (int p = 0; p < 4; p++) {
+        int status = 0;
+        waitpid(pid[p], &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s member: status %d",
+                      modes[p], status);
+    }
+    /* The driver's exact peak over every process of the group (context overheads aside). */
+    unsigned long long peak = simcuda_device_peak_all(0);
+    ck_assert_msg(peak > 512 * MiB && peak <= 1 * GiB, "device-wide peak %llu within the group's "
+                  "1 GiB cap (and the cap was reached for)", peak);
+    group_cleanup();
+}
+END_TEST
+
+/* ---- a member killed with SIGKILL gives its share back ---- */
+START_TEST(group_killed_member_share_returns)
+{
+    group_env("1GiB");
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t hog = fork();
+    if (hog == 0) {
+        member_start("GPUARENA_MODE=grow");
+        CUdeviceptr p;
+        char ok = cuMemAlloc(&p, 700 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_int_eq(ok, 'y');
+    /* While it lives, the group has 324 MiB left. */
+    pid_t other = fork();
+    if (other == 0) {
+        member_start("GPUARENA_MODE=platform");
+        CUdeviceptr p;
+        size_t fr, total;
+        int good = cuMemGetInfo(&fr, &total) == CUDA_SUCCESS && total == 1 * GiB &&
+                   fr == 324 * MiB && cuMemAlloc(&p, 400 * MiB) == CUDA_ERROR_OUT_OF_MEMORY;
+        _exit(good ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(other, &status, 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the live member's share counts");
+    kill(hog, SIGKILL);
+    waitpid(hog, &status, 0);
+    other = fork();
+    if (other == 0) {
+        member_start("GPUARENA_MODE=vmm");
+        CUdeviceptr p;
+        _exit(cuMemAlloc(&p, 1000 * MiB) == CUDA_SUCCESS ? 0 : 1); /* nearly the whole cap */
+    }
+    waitpid(other, &status, 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "after the SIGKILL the others reach the whole cap");
+    group_cleanup();
+}
+END_TEST
+
+/* ---- two groups on one device are independent ---- */
+START_TEST(group_two_groups_independent)
+{
+    group_env("1GiB");
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t a = fork();
+    if (a == 0) {
+        member_start("GPUARENA_MODE=grow");
+        CUdeviceptr p;
+        char ok = cuMemAlloc(&p, 900 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_int_eq(ok, 'y');
+    pid_t b = fork();
+    if (b == 0) {
+        char other[64];
+        snprintf(other, sizeof other, "GPUARENA_GROUP=other%d", (int)getppid());
+        putenv(other);
+        member_start("GPUARENA_MODE=grow");
+        CUdeviceptr p;
+        _exit(cuMemAlloc(&p, 900 * MiB) == CUDA_SUCCESS ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(b, &status, 0);
+    kill(a, SIGKILL);
+    waitpid(a, NULL, 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "another group has its own cap");
+    group_cleanup();
+}
+END_TEST
+
+/* ---- a bad group name is a bad setting ---- */
+static void bad_group_child(void *arg)
+{
+    (void)arg;
+    putenv("GPUARENA_GROUP=no/slash");
+    exit(cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+}
+
+START_TEST(group_bad_name_refused)
+{
+    char err[4096];
+    ck_assert_msg(pt_run_child(bad_group_child, NULL, err, sizeof err) == 0, "refused: %s", err);
+    ck_assert_msg(strstr(err, "GPUARENA_GROUP"), "the message names the setting: %s", err);
+}
+END_TEST
+
+/* ---- HAMi / KAI: CUDA_DEVICE_MEMORY_LIMIT when GPUARENA_LIMIT is unset ---- */
+static void hami_child(void *arg)
+{
+    putenv((char *)arg);
+    putenv("SIMCUDA_TOTAL_MEM=4GiB");
+    member_start(NULL);
+    size_t fr, total;
+    CUdeviceptr p;
+    int good = cuMemGetInfo(&fr, &total) == CUDA_SUCCESS && total == 512 * MiB &&
+               cuMemAlloc(&p, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY;
+    exit(good ? 0 : 1);
+}
+
+START_TEST(hami_limit_is_the_cap)
+{
+    char err[4096];
+    ck_assert_msg(pt_run_child(hami_child, "CUDA_DEVICE_MEMORY_LIMIT=512m", err, sizeof err) == 0,
+                  "CUDA_DEVICE_MEMORY_LIMIT=512m caps at 512 MiB: %s", err);
+    ck_assert_msg(pt_run_child(hami_child, "CUDA_DEVICE_MEMORY_LIMIT_0=512m", err, sizeof err) == 0,
+                  "CUDA_DEVICE_MEMORY_LIMIT_0=512m caps device 0: %s", err);
+}
+END_TEST
+
+TCase *pt_tcase_group(void)
+{
+    TCase *tc = tcase_create("group");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, group_four_by_four_under_cap);
+    tcase_add_test(tc, group_killed_member_share_returns);
+    tcase_add_test(tc, group_two_groups_independent);
+    tcase_add_test(tc, group_bad_name_refused);
+    tcase_add_test(tc, hami_limit_is_the_cap);
+    return tc;
+}

@@ -43,5 +43,6 @@ TCase *pt_tcase_files(void);
 TCase *pt_tcase_vmm(void);
 TCase *pt_tcase_hardening(void);
 TCase *pt_tcase_group(void);
+TCase *pt_tcase_stream(void);
 
 #endif

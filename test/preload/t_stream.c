@@ -1,0 +1,204 @@
+/* Preload tests: stream-ordered safety (issue 13) on the simulated driver's real streams. A stand-in
+ * kernel (simcuda_launch) writes 0xAA into buffer A on stream S; A is freed; B is allocated and the
+ * program writes 0x55 into it through another, non-blocking stream W. If B received A's bytes
+ * while the kernel was still queued, B reads back 0xAA: the hazard.
+ *  - GPUARENA_FREE_SYNC=none must show the hazard (a gate holds S, so it is deterministic): the test
+ *    can fail, and does when the fence is off.
+ *  - deferred (the default) and device must never show it, on blocking, non-blocking and
+ *    per-thread default streams, in arena, grow and vmm modes, with threads.
+ *  - cuMemFreeAsync + cuMemAllocAsync: another stream never gets the chunk before the event on S
+ *    has passed; the same stream gets it back at once, with no synchronisation.
+ */
+#include "preload_test.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N (1u << 20)
+
+static int all_bytes(CUdeviceptr p, unsigned char want)
+{
+    static __thread unsigned char buf[N];
+    if (cuMemcpyDtoH(buf, p, N) != CUDA_SUCCESS)
+        return 0;
+    for (size_t i = 0; i < N; i++)
+        if (buf[i] != want)
+            return 0;
+    return 1;
+}
+
+/* kind: 0 blocking, 1 non-blocking, 2 the per-thread default stream. Returns 1 when B is intact. */
+static int one_round(int kind, unsigned delay_us, unsigned *gate)
+{
+    CUstream s = CU_STREAM_PER_THREAD, w;
+    if (kind != 2 && cuStreamCreate(&s, kind == 1 ? CU_STREAM_NON_BLOCKING : 0) != CUDA_SUCCESS)
+        return -1;
+    if (cuStreamCreate(&w, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        return -1;
+    CUdeviceptr a, b;
+    if (cuMemAlloc(&a, N) != CUDA_SUCCESS)
+        return -1;
+    if (gate && simcuda_gate(s, gate) != CUDA_SUCCESS)
+        return -1;
+    if (simcuda_launch(s, a, 0xAA, N, delay_us) != CUDA_SUCCESS || cuMemFree(a) != CUDA_SUCCESS ||
+        cuMemAlloc(&b, N) != CUDA_SUCCESS || cuMemsetD8Async(b, 0x55, N, w) != CUDA_SUCCESS ||
+        cuStreamSynchronize(w) != CUDA_SUCCESS)
+        return -1;
+    if (gate)
+        simcuda_gate_open(*gate);
+    if (cuCtxSynchronize() != CUDA_SUCCESS)
+        return -1;
+    int ok = all_bytes(b, 0x55);
+    cuMemFree(b);
+    cuStreamDestroy(w);
+    if (kind != 2)
+        cuStreamDestroy(s);
+    return ok;
+}
+
+static void none_child(void *arg)
+{
+    putenv((char *)arg);
+    putenv("GPUARENA_FREE_SYNC=none");
+    pt_start();
+    unsigned gate;
+    exit(one_round(1, 0, &gate) == 0 ? 0 : 1); /* 0: the hazard was seen, as it must be */
+}
+
+START_TEST(free_sync_none_shows_the_hazard)
+{
+    static char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        ck_assert_msg(pt_run_child(none_child, modes[m], err, sizeof err) == 0,
+                      "%s, GPUARENA_FREE_SYNC=none: B should have read the kernel's bytes (the "
+                      "test can see the hazard): %s", modes[m], err);
+    }
+}
+END_TEST
+
+typedef struct safe_job {
+    CUcontext ctx;
+    int kind, bad;
+} safe_job_t;
+
+static void *safe_thread(void *arg)
+{
+    safe_job_t *j = arg;
+    cuCtxSetCurrent(j->ctx);
+    for (int r = 0; r < 3; r++)
+        if (one_round(j->kind, 20000, NULL) != 1)
+            j->bad++;
+    return NULL;
+}
+
+static const char *g_sync;
+
+static void safe_child(void *arg)
+{
+    putenv((char *)arg);
+    putenv((char *)g_sync);
+    CUcontext ctx = pt_start();
+    for (int kind = 0; kind < 3; kind++) {
+        safe_job_t j[3] = {{ctx, kind, 0}, {ctx, kind, 0}, {ctx, kind, 0}};
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++)
+            pthread_create(&t[i], NULL, safe_thread, &j[i]);
+        for (int i = 0; i < 3; i++) {
+            pthread_join(t[i], NULL);
+            if (j[i].bad)
+                exit(10 + kind);
+        }
+    }
+    exit(0);
+}
+
+static void safe_every_mode(const char *sync)
+{
+    static char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=vmm",
+                                  "GPUARENA_MODE=platform"};
+    g_sync = sync;
+    for (int m = 0; m < 4; m++) {
+        char err[4096];
+        int rc = pt_run_child(safe_child, modes[m], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s %s: exit %d (10 blocking, 11 non-blocking, 12 per-thread stream: "
+                      "B read the kernel's bytes); %s", modes[m], sync, rc, err);
+    }
+}
+
+START_TEST(free_sync_deferred_is_safe)
+{
+    safe_every_mode("GPUARENA_FREE_SYNC=deferred");
+}
+END_TEST
+
+START_TEST(free_sync_device_is_safe)
+{
+    safe_every_mode("GPUARENA_FREE_SYNC=device");
+}
+END_TEST
+
+/* ---- the stream-ordered pool ---- */
+START_TEST(async_pool_stream_ordered)
+{
+    pt_env("GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUstream s, w;
+    ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ck_assert_int_eq(cuStreamCreate(&w, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CUdeviceptr a, b, c;
+    ck_assert_int_eq(cuMemAllocAsync(&a, N, s), CUDA_SUCCESS);
+    simcuda_counters_t k = pt_counters();
+    ck_assert_uint_eq(k.async_alloc_calls, 0); /* served by the pool, not the driver */
+    unsigned gate;
+    ck_assert_int_eq(simcuda_gate(s, &gate), CUDA_SUCCESS);
+    ck_assert_int_eq(simcuda_launch(s, a, 0xAA, N, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFreeAsync(a, s), CUDA_SUCCESS); /* returns at once: the gate holds s */
+    /* Another stream: not a's bytes while s has not passed the free. */
+    ck_assert_int_eq(cuMemAllocAsync(&b, N, w), CUDA_SUCCESS);
+    ck_assert_msg(b + N <= a || a + N <= b, "another stream got the chunk before s passed its free");
+    ck_assert_int_eq(cuMemsetD8Async(b, 0x55, N, w), CUDA_SUCCESS);
+    ck_assert_int_eq(cuStreamSynchronize(w), CUDA_SUCCESS);
+    /* The same stream: a's chunk back at once, its work ordered after the kernel. */
+    ck_assert_int_eq(cuMemAllocAsync(&c, N, s), CUDA_SUCCESS);
+    ck_assert_uint_eq(c, a);
+    ck_assert_int_eq(cuMemsetD8Async(c, 0x33, N, s), CUDA_SUCCESS);
+    simcuda_gate_open(gate);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    ck_assert(all_bytes(b, 0x55));
+    ck_assert(all_bytes(c, 0x33));
+    ck_assert_int_eq(cuMemFreeAsync(b, w), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFreeAsync(c, s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    /* Once s has passed, anyone may have it. */
+    CUdeviceptr d;
+    ck_assert_int_eq(cuMemAllocAsync(&d, N, w), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().async_free_calls, 0);
+}
+END_TEST
+
+START_TEST(async_platform_passes_through)
+{
+    pt_env("GPUARENA_MODE=platform", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr a;
+    ck_assert_int_eq(cuMemAllocAsync(&a, N, NULL), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().async_alloc_calls, 1);
+    ck_assert_int_eq(cuMemFreeAsync(a, NULL), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().async_free_calls, 1);
+}
+END_TEST
+
+TCase *pt_tcase_stream(void)
+{
+    TCase *tc = tcase_create("stream");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, free_sync_none_shows_the_hazard);
+    tcase_add_test(tc, free_sync_deferred_is_safe);
+    tcase_add_test(tc, free_sync_device_is_safe);
+    tcase_add_test(tc, async_pool_stream_ordered);
+    tcase_add_test(tc, async_platform_passes_through);
+    return tc;
+}

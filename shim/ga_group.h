@@ -74,6 +74,16 @@ void ga_group_close(ga_group_t *g);
 /* The ledger's path for these keys (for messages and tests); 0, or -1 when it does not fit. */
 int ga_group_path(const char *dir, const char *name, const uint8_t uuid[16], char *out, size_t n);
 
+/* The live members of a group's ledger on one device, read without joining (NVML's process list,
+ * tools). Fills at most max entries; returns how many members live (may exceed max), or -1 when
+ * there is no readable ledger of this format. */
+typedef struct ga_group_member {
+    uint32_t pid;
+    uint64_t committed;
+} ga_group_member_t;
+int ga_group_list(const char *dir, const char *name, const uint8_t uuid[16], ga_group_member_t *out,
+                  int max);
+
 /* HAMi and KAI device plugins' limits: CUDA_DEVICE_MEMORY_LIMIT_<dev> if set and not empty, else
  * CUDA_DEVICE_MEMORY_LIMIT, looked up in envp (an environ-style array: pure, no getenv). dev is
  * the CUDA ordinal the process sees. Returns 1 with *bytes set, 0 when neither is set, -1 with a
@@ -86,6 +96,12 @@ int ga_hami_limit(char *const *envp, int dev, uint64_t *bytes, char *err, size_t
  * without a group, this process) holds against it, *used <= *total; 0 to pass the real answer
  * through (no cap on that device, or the shim is not initialised). Never calls NVML. */
 int ga_mem_view(const uint8_t uuid[16], uint64_t *total, uint64_t *used);
+
+/* shim/nvml.c's entry points for the interposition code: the hook for an NVML name, given what the
+ * real dlsym found (returned unchanged for names nvml.c does not hook, or when found is NULL); and
+ * the real NVML function of that name (not the hook), or NULL. */
+void *ga_nvml_hook_for(const char *symbol, void *found);
+void *ga_nvml_real(const char *symbol);
 
 #ifdef __cplusplus
 }

@@ -449,6 +449,42 @@ void ga_group_close(ga_group_t *g)
     free(g);
 }
 
+/* ---- reading without joining ---- */
+
+int ga_group_list(const char *dir, const char *name, const uint8_t uuid[16], ga_group_member_t *out,
+                  int max)
+{
+    char path[512];
+    if (!ga_group_name_ok(name, NULL, 0) || ga_group_path(dir, name, uuid, path, sizeof path) != 0)
+        return -1;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != getuid() || st.st_size != GA_LEDGER_SIZE) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    const ga_ledger_t *l = mmap(NULL, GA_LEDGER_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (l == MAP_FAILED)
+        return -1;
+    int n = -1;
+    if (!memcmp(l->magic, GA_LEDGER_MAGIC, sizeof GA_LEDGER_MAGIC) && l->version == GA_GROUP_VERSION) {
+        ga_group_t me = {.pidns = ga_pidns("/proc/self/ns/pid")};
+        n = 0;
+        for (uint32_t i = 0; i < LD(&l->hwm) && i < GA_GROUP_SLOTS; i++) {
+            const ga_ledger_slot_t *s = &l->slots[i];
+            if (LD(&s->state) != GA_SLOT_LIVE || !ga_slot_alive(&me, s))
+                continue;
+            if (n < max)
+                out[n] = (ga_group_member_t){s->pid, LD(&s->committed)};
+            n++;
+        }
+    }
+    munmap((void *)l, GA_LEDGER_SIZE);
+    return n;
+}
+
 /* ---- HAMi / KAI limits ---- */
 
 static const char *ga_env_lookup(char *const *envp, const char *name)

@@ -34,3 +34,18 @@ bench-alloc: $(BENCH_ALLOC)
 bench-scale: $(BENCH_SCALE)
 	@mkdir -p $(BUILD)/bench
 	@./$(BENCH_SCALE) $(BUILD)/bench/scale.json $(BENCH_SCALE_ARGS)
+
+# bench-free: the cost of safe reuse per GPUARENA_FREE_SYNC choice, and gpuarena's stream-ordered
+# pool against the driver's own, under the shim on the simulated driver (markdown table).
+BENCH_FREE := $(BUILD)/bin/bench-free
+ALL += $(BENCH_FREE)
+BENCHES += bench-free
+
+$(BENCH_FREE): test/bench/bench_free.c $(BUILD)/sim/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -O2 -I$(CUDA)/include -o $@ test/bench/bench_free.c \
+		-L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON)
+
+.PHONY: bench-free
+bench-free: $(BENCH_FREE) $(SHIM_LIB)
+	@LD_LIBRARY_PATH=$(BUILD)/sim ./$(BENCH_FREE) $(abspath $(SHIM_LIB)) $(abspath $(BUILD)/sim) $(BENCH_FREE_PAIRS)

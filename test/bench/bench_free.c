@@ -1,0 +1,103 @@
+/* bench-free: what making freed memory safe costs (issue "Stream-ordered safety").
+ *
+ * The program re-runs itself under LD_PRELOAD of the shim on the simulated driver, once per
+ * configuration, and prints a markdown table of ns per operation (thread CPU time, best of 3):
+ *  - cuMemFree+cuMemAlloc pairs (1 MiB, 16 live) in arena mode with GPUARENA_FREE_SYNC=none,
+ *    deferred and device, with the device idle (the synchronisation finds nothing queued, so this
+ *    is the bookkeeping's cost: on a GPU a synchronisation also waits for queued work, which the
+ *    driver's own cuMemFree waits for too), and the same driver without the shim;
+ *  - cuMemAllocAsync+cuMemFreeAsync pairs on one stream: gpuarena's stream-ordered pool (arena)
+ *    against the driver's own (platform mode passes them through; the simulated driver's pool is a
+ *    host allocation per call).
+ * Usage: bench-free SHIM SIMDIR [PAIRS]. Nothing is asserted: timings are reported, never tested.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LIVE 16
+#define SIZE (1u << 20)
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Child: ns per pair, best of 3. */
+static int measure(long n, int async)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream s;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING))
+        return 1;
+    CUdeviceptr live[LIVE];
+    for (int i = 0; i < LIVE; i++)
+        if ((async ? cuMemAllocAsync(&live[i], SIZE, s) : cuMemAlloc(&live[i], SIZE)) != CUDA_SUCCESS)
+            return 1;
+    double best = 1e30;
+    for (int run = 0; run < 3; run++) {
+        double t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            int k = (int)(i % LIVE);
+            CUresult r = async ? cuMemFreeAsync(live[k], s) : cuMemFree(live[k]);
+            if (r == CUDA_SUCCESS)
+                r = async ? cuMemAllocAsync(&live[k], SIZE, s) : cuMemAlloc(&live[k], SIZE);
+            if (r != CUDA_SUCCESS) {
+                fprintf(stderr, "bench-free: call failed with %d\n", (int)r);
+                return 1;
+            }
+        }
+        double per = (now_ns() - t0) / (double)n;
+        best = per < best ? per : best;
+    }
+    printf("%.0f\n", best);
+    return 0;
+}
+
+static const struct cfg {
+    const char *label, *env;
+    int shim, async;
+} cfgs[] = {
+    {"cuMemFree+cuMemAlloc, driver alone", "", 0, 0},
+    {"cuMemFree+cuMemAlloc, arena, FREE_SYNC=none (unsafe)", "GPUARENA_FREE_SYNC=none", 1, 0},
+    {"cuMemFree+cuMemAlloc, arena, FREE_SYNC=deferred (default)", "GPUARENA_FREE_SYNC=deferred", 1, 0},
+    {"cuMemFree+cuMemAlloc, arena, FREE_SYNC=device", "GPUARENA_FREE_SYNC=device", 1, 0},
+    {"cuMemFreeAsync+cuMemAllocAsync, the driver's pool (platform)", "GPUARENA_MODE=platform", 1, 1},
+    {"cuMemFreeAsync+cuMemAllocAsync, gpuarena's pool (arena)", "GPUARENA_MODE=arena", 1, 1},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "--child"))
+        return measure(atol(argv[2]), atoi(argv[3]));
+    if (argc < 3) {
+        fprintf(stderr, "usage: bench-free SHIM SIMDIR [PAIRS]\n");
+        return 2;
+    }
+    long n = argc > 3 ? atol(argv[3]) : 20000;
+    printf("| operation pair (1 MiB, 16 live, idle device) | ns per pair |\n|---|---|\n");
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        char cmd[2048], out[64] = "";
+        snprintf(cmd, sizeof cmd, "env LD_LIBRARY_PATH=%s %s%s GPUARENA_LIMIT=1GiB "
+                 "SIMCUDA_TOTAL_MEM=2GiB %s /proc/%d/exe --child %ld %d", argv[2],
+                 cfgs[i].shim ? "LD_PRELOAD=" : "", cfgs[i].shim ? argv[1] : "", cfgs[i].env,
+                 (int)getpid(), n, cfgs[i].async);
+        FILE *p = popen(cmd, "r");
+        if (!p || !fgets(out, sizeof out, p))
+            snprintf(out, sizeof out, "failed\n");
+        if (p)
+            pclose(p);
+        out[strcspn(out, "\n")] = '\0';
+        printf("| %s | %s |\n", cfgs[i].label, out);
+    }
+    return 0;
+}

@@ -1,0 +1,111 @@
+"""examples/kubernetes: the manifests are well-formed and set what they should, and the environment
+the Pod spec gives each container works on the simulated driver.
+
+No cluster exists here and the standard library has no YAML parser, so the manifests are written
+as JSON, which is valid YAML (YAML 1.2 is a superset of JSON; kubectl and the API server read both)
+and is parsed here strictly with json. The checks follow the Kubernetes API reference for the
+fields used: a DaemonSet's selector must match its template's labels, every volumeMount must name
+a volume of the pod, env entries are {name, value} with unique names.
+"""
+
+import json
+import os
+import re
+import subprocess
+import unittest
+
+import gatest
+from gpuarena_cli.fmt import parse_size
+
+K8S = os.path.join(gatest.REPO, "examples", "kubernetes")
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # shim/group.c's rule for GPUARENA_GROUP
+PROBE = os.path.join(gatest.BUILD, "test", "sizeprobe")
+SIM_DIR = os.path.join(gatest.BUILD, "sim")
+SHIM = os.path.join(gatest.BUILD, "lib", "libgpuarena.so")
+
+
+def load(name):
+    with open(os.path.join(K8S, name)) as f:
+        return json.load(f)
+
+
+def env_of(container):
+    names = [e["name"] for e in container.get("env", [])]
+    assert len(names) == len(set(names)), f"{container['name']}: an env name twice"
+    return {e["name"]: e["value"] for e in container.get("env", [])}
+
+
+def check_pod_spec(test, spec):
+    """Every mount names a volume; returns {volume name: volume}."""
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        test.assertTrue(c.get("image"), f"{c['name']}: no image")
+        for m in c.get("volumeMounts", []):
+            test.assertIn(m["name"], volumes, f"{c['name']} mounts an unknown volume")
+    return volumes
+
+
+class Manifests(unittest.TestCase):
+    def test_daemonset_installs_the_library_on_gpu_nodes(self):
+        ds = load("daemonset.yaml")
+        self.assertEqual((ds["apiVersion"], ds["kind"]), ("apps/v1", "DaemonSet"))
+        spec = ds["spec"]
+        labels = spec["template"]["metadata"]["labels"]
+        for k, v in spec["selector"]["matchLabels"].items():
+            self.assertEqual(labels.get(k), v, "selector must match the template's labels")
+        pod = spec["template"]["spec"]
+        volumes = check_pod_spec(self, pod)
+        self.assertIn("nvidia.com/gpu.present", pod["nodeSelector"])
+        init = pod["initContainers"][0]
+        mount = init["volumeMounts"][0]
+        host = volumes[mount["name"]]["hostPath"]["path"]
+        self.assertEqual(host, "/opt/gpuarena")
+        script = " ".join(init["command"])
+        self.assertIn(f"{mount['mountPath']}/libgpuarena.so", script)
+        self.assertIn("mv -f", script, "the library replaces the old one atomically (rename)")
+
+    def test_pod_preloads_with_a_group_and_cap_per_container(self):
+        pod = load("pod.yaml")
+        self.assertEqual((pod["apiVersion"], pod["kind"]), ("v1", "Pod"))
+        volumes = check_pod_spec(self, pod["spec"])
+        groups = []
+        for c in pod["spec"]["containers"]:
+            env = env_of(c)
+            for k in ("LD_PRELOAD", "GPUARENA_GROUP", "GPUARENA_LIMIT"):
+                self.assertIn(k, env, f"{c['name']} lacks {k}")
+            self.assertRegex(env["GPUARENA_GROUP"], NAME_RE)
+            groups.append(env["GPUARENA_GROUP"])
+            self.assertGreater(parse_size(env["GPUARENA_LIMIT"]), 0)
+            # The preloaded path lies in a mount of the hostPath the DaemonSet fills.
+            lib = env["LD_PRELOAD"]
+            self.assertTrue(os.path.isabs(lib))
+            mounts = [m for m in c["volumeMounts"] if lib.startswith(m["mountPath"] + "/")]
+            self.assertEqual(len(mounts), 1, f"{c['name']}: {lib} is in no mount")
+            self.assertEqual(volumes[mounts[0]["name"]]["hostPath"]["path"],
+                             os.path.dirname(lib.replace(mounts[0]["mountPath"], "/opt/gpuarena")))
+        self.assertEqual(len(groups), len(set(groups)), "one group per container")
+
+    def test_the_pod_environment_on_the_simulated_driver(self):
+        """Each container's settings, with this build's shim in place of the node's copy: the
+        program sees its cap as the device total."""
+        for c in load("pod.yaml")["spec"]["containers"]:
+            env = {k: v for k, v in env_of(c).items() if k != "LD_PRELOAD"}
+            full = {k: v for k, v in os.environ.items() if not k.startswith("GPUARENA_")}
+            full.update(env, LD_LIBRARY_PATH=SIM_DIR, SIMCUDA_TOTAL_MEM="80GiB",
+                        LD_PRELOAD=" ".join(x for x in (gatest.SAN_RUNTIME, SHIM) if x))
+            p = subprocess.run([PROBE, "shim"], env=full, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(int(p.stdout.split()[-1]), parse_size(env["GPUARENA_LIMIT"]),
+                             f"{c['name']}: {p.stdout} {p.stderr}")
+
+    def test_readme_names_the_files_and_variables(self):
+        with open(os.path.join(K8S, "README.md")) as f:
+            text = f.read()
+        for word in ("daemonset.yaml", "pod.yaml", "CUDA_DEVICE_MEMORY_LIMIT",
+                     "/etc/ld.so.preload", "GPUARENA_GROUP"):
+            self.assertIn(word, text)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -84,6 +84,7 @@ static void ga_resolve_driver(void)
 #define GA_HOOK(lib, name, ret, params, args) GA_RESOLVE_##lib(name);
 #define GA_RESOLVE_CUDART(name) (void)0 /* late: ga_resolve_cudart */
 #define GA_RESOLVE_LIBDL(name) (ga_real.name = ga_dlsym_fn)
+#define GA_RESOLVE_NVML(name) (void)0 /* nvml.c finds its own */
 #include "hooks.def"
 #undef GA_HOOK
 #define GA_RESOLVE_UNHOOKED(name, params) GA_RESOLVE_CUDA(name);

@@ -86,6 +86,8 @@ GA_NO_SANITIZE static void *ga_dlsym_lookup(void *handle, const char *symbol)
     void *found = ga_real_dlsym(handle, symbol);
     if (found && ga_is_dlsym_name(symbol))
         return (void *)dlsym; /* a caller fetching dlsym itself keeps going through us */
+    if (symbol[0] == 'n' && symbol[1] == 'v' && symbol[2] == 'm' && symbol[3] == 'l' && !ga_tl_busy)
+        return ga_nvml_hook_for(symbol, found); /* NVML's memory queries (nvml.c) */
     /* Only CUDA names concern us; anything else (and the loader's own early calls) is untouched. */
     if (symbol[0] != 'c' || symbol[1] != 'u' || ga_tl_busy)
         return found;

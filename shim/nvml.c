@@ -187,13 +187,14 @@ typedef struct ga_proc {
 
 /* GPUARENA_GROUP, as the shim's options table knows it (shim/options.c), read once here too: the
  * process list needs only the name, and this file stays free of the shim's state. */
-static const char *ga_nvml_group_name;
+static const char *ga_nvml_group_name, *ga_nvml_group_dir;
 static pthread_once_t ga_nvml_group_once = PTHREAD_ONCE_INIT;
 
 static void ga_nvml_read_group(void)
 {
-    const char *g = getenv("GPUARENA_GROUP");
+    const char *g = getenv("GPUARENA_GROUP"), *d = getenv("GPUARENA_GROUP_DIR");
     ga_nvml_group_name = g && *g ? g : NULL;
+    ga_nvml_group_dir = d && *d ? d : NULL; /* NULL: /dev/shm */
 }
 
 static const char *ga_nvml_group(void)
@@ -234,7 +235,7 @@ static int ga_nvml_merged(nvmlDevice_t dev, int version, ga_proc_t *out, nvmlRet
     uint8_t uuid[16];
     ga_group_member_t m[GA_NVML_MAX];
     const char *group = ga_nvml_group();
-    int k = group && ga_nvml_uuid(dev, uuid) ? ga_group_list(NULL, group, uuid, m, GA_NVML_MAX) : -1;
+    int k = group && ga_nvml_uuid(dev, uuid) ? ga_group_list(ga_nvml_group_dir, group, uuid, m, GA_NVML_MAX) : -1;
     for (int j = 0; j < k && j < GA_NVML_MAX && n < GA_NVML_MAX; j++) {
         unsigned i = 0;
         while (i < n && out[i].pid != m[j].pid)

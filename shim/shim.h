@@ -34,6 +34,7 @@
 #include "../allocator/ga_ptrmap.h"
 #include "../allocator/ga_trace.h"
 #include "ga_group.h"
+#include "ga_nvml.h"
 
 #define GA_EXPORT __attribute__((visibility("default")))
 /* For code that runs inside a sanitizer runtime's own start-up (it calls dlsym before its shadow
@@ -111,6 +112,8 @@ GA_NO_SANITIZE void *ga_real_dlsym(void *handle, const char *name);
 typedef void *(*ga_dlsym_fn_t)(void *, const char *);
 GA_NO_SANITIZE ga_dlsym_fn_t ga_real_dlsym_fn(void); /* never NULL */
 void *ga_libcuda_handle(void);
+/* nvml.c: the hook for an NVML name found through dlsym (remembering found as the real one). */
+void *ga_nvml_hook_for(const char *symbol, void *found);
 /* Resolves a runtime (libcudart) function late: the runtime may be loaded after the shim. */
 void *ga_resolve_cudart(const char *name, void *hook);
 

@@ -44,5 +44,6 @@ TCase *pt_tcase_vmm(void);
 TCase *pt_tcase_hardening(void);
 TCase *pt_tcase_group(void);
 TCase *pt_tcase_stream(void);
+TCase *pt_tcase_nvml(void);
 
 #endif

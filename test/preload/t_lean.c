@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "simcuda.h"
+#include "../../shim/ga_nvml.h"
 
 typedef int (*lean_call_t)(void *hook); /* calls the hook; returns its CUresult (or cudaError) */
 
@@ -162,6 +163,27 @@ static int r_dlsym(void *f)
     return d(RTLD_DEFAULT, "cuMemAlloc_v2") && d(RTLD_DEFAULT, "cuInit") ? 0 : -1;
 }
 
+/* NVML on a machine whose NVML the shim cannot find (the lean tier loads none): any NVML answer,
+ * never a crash. */
+static int r_nvml_mem(void *f)
+{
+    nvmlMemory_t m;
+    unsigned r = (unsigned)((nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t *))f)(NULL, &m);
+    return r < 1000 ? 0 : (int)r;
+}
+static int r_nvml_mem2(void *f)
+{
+    nvmlMemory_v2_t m = {.version = nvmlMemory_v2};
+    unsigned r = (unsigned)((nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t *))f)(NULL, &m);
+    return r < 1000 ? 0 : (int)r;
+}
+static int r_nvml_procs(void *f)
+{
+    unsigned n = 0;
+    unsigned r = (unsigned)((nvmlReturn_t (*)(nvmlDevice_t, unsigned *, void *))f)(NULL, &n, NULL);
+    return r < 1000 ? 0 : (int)r;
+}
+
 static const struct lean_recipe {
     const char *name;
     lean_call_t call;
@@ -195,6 +217,11 @@ static const struct lean_recipe {
     {"cudaFree", r_cuda_free},
     {"cudaMemGetInfo", r_cuda_info},
     {"dlsym", r_dlsym},
+    {"nvmlDeviceGetMemoryInfo", r_nvml_mem},
+    {"nvmlDeviceGetMemoryInfo_v2", r_nvml_mem2},
+    {"nvmlDeviceGetComputeRunningProcesses", r_nvml_procs},
+    {"nvmlDeviceGetComputeRunningProcesses_v2", r_nvml_procs},
+    {"nvmlDeviceGetComputeRunningProcesses_v3", r_nvml_procs},
 };
 
 static const char *const lean_missing[] = {

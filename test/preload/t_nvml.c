@@ -1,0 +1,91 @@
+/* Preload tests: NVML's memory queries under the cap (issue 11 item 2), on the simulated NVML
+ * ($(BUILD)/sim/libnvidia-ml.so.1). The program reaches NVML by direct binding (the shim's
+ * exported symbol, as a program linked with -lnvidia-ml would) and by dlopen+dlsym (as vLLM's
+ * pynvml does); both must agree with cuMemGetInfo at every sample. The ledger-level process list
+ * is test/group (nvml_test).
+ */
+#include "preload_test.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+#include "../../shim/ga_nvml.h"
+
+typedef nvmlReturn_t (*init_fn)(void);
+typedef nvmlReturn_t (*handle_fn)(unsigned int, nvmlDevice_t *);
+typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_t *);
+typedef nvmlReturn_t (*mem2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
+
+static void *g_nvml;
+static nvmlDevice_t g_dev;
+
+static void nvml_open(void)
+{
+    g_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(g_nvml != NULL, "the simulated NVML loads: %s", dlerror());
+    init_fn init = (init_fn)dlsym(g_nvml, "nvmlInit_v2");
+    handle_fn handle = (handle_fn)dlsym(g_nvml, "nvmlDeviceGetHandleByIndex_v2");
+    ck_assert(init && handle);
+    ck_assert_int_eq(init(), NVML_SUCCESS);
+    ck_assert_int_eq(handle(0, &g_dev), NVML_SUCCESS);
+}
+
+/* Every path's answer equals cuMemGetInfo's. */
+static void nvml_agrees(const char *when)
+{
+    mem_fn direct = (mem_fn)dlsym(RTLD_DEFAULT, "nvmlDeviceGetMemoryInfo");
+    mem_fn viadl = (mem_fn)dlsym(g_nvml, "nvmlDeviceGetMemoryInfo");
+    mem2_fn v2 = (mem2_fn)dlsym(g_nvml, "nvmlDeviceGetMemoryInfo_v2");
+    ck_assert_msg(pt_in_shim((void *)direct, NULL) && pt_in_shim((void *)viadl, NULL) &&
+                  pt_in_shim((void *)v2, NULL), "%s: the shim's hooks on both paths", when);
+    size_t fr, total;
+    ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    nvmlMemory_t a, b;
+    nvmlMemory_v2_t c = {.version = nvmlMemory_v2};
+    ck_assert_int_eq(direct(g_dev, &a), NVML_SUCCESS);
+    ck_assert_int_eq(viadl(g_dev, &b), NVML_SUCCESS);
+    ck_assert_int_eq(v2(g_dev, &c), NVML_SUCCESS);
+    ck_assert_msg(a.total == total && a.free == fr && a.used == total - fr, "%s: NVML v1 %llu/%llu/%llu, "
+                  "cuMemGetInfo total %zu free %zu", when, a.total, a.free, a.used, total, fr);
+    ck_assert(memcmp(&a, &b, sizeof a) == 0);
+    ck_assert_msg(c.total == total && c.free == fr && c.used + c.reserved == total - fr,
+                  "%s: NVML v2 agrees", when);
+}
+
+START_TEST(nvml_capped_view_agrees_with_meminfo)
+{
+    pt_env("GPUARENA_LIMIT=256MiB", "GPUARENA_MODE=grow", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    nvml_open();
+    nvml_agrees("before any allocation");
+    CUdeviceptr p, q;
+    ck_assert_int_eq(cuMemAlloc(&p, 64 * MiB), CUDA_SUCCESS);
+    nvml_agrees("64 MiB live");
+    ck_assert_int_eq(cuMemAlloc(&q, 100 * MiB), CUDA_SUCCESS);
+    nvml_agrees("164 MiB live");
+    nvmlMemory_t m;
+    ck_assert_int_eq(((mem_fn)dlsym(g_nvml, "nvmlDeviceGetMemoryInfo"))(g_dev, &m), NVML_SUCCESS);
+    ck_assert_uint_eq(m.total, 256 * MiB); /* the cap, not the device's 1 GiB */
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+    nvml_agrees("after a free");
+}
+END_TEST
+
+START_TEST(nvml_uncapped_passes_through)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    nvml_open();
+    nvmlMemory_t m;
+    ck_assert_int_eq(((mem_fn)dlsym(g_nvml, "nvmlDeviceGetMemoryInfo"))(g_dev, &m), NVML_SUCCESS);
+    ck_assert_uint_eq(m.total, 1 * GiB);
+}
+END_TEST
+
+TCase *pt_tcase_nvml(void)
+{
+    TCase *tc = tcase_create("nvml");
+    tcase_add_test(tc, nvml_capped_view_agrees_with_meminfo);
+    tcase_add_test(tc, nvml_uncapped_passes_through);
+    return tc;
+}

@@ -69,11 +69,19 @@ $(SIM_TEST): $(SIM_TEST_SRC) test/sim/test_sim.h test/sim/simcuda.h shim/ga_nvml
 	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -Ishim -o $@ $(SIM_TEST_SRC) \
 	  -L$(BUILD)/sim -lcuda -lnvidia-ml $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl
 
+# The reuse-hazard program (test/sim/hazard.c): runs on the simulated driver alone or under the shim.
+SIM_HAZARD := $(BUILD)/sim/hazard
+ALL += $(SIM_HAZARD)
+
+$(SIM_HAZARD): test/sim/hazard.c test/sim/simcuda.h $(BUILD)/sim/libcuda.so
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ $< -L$(BUILD)/sim -lcuda -lpthread $(LDFLAGS_COMMON)
+
 .PHONY: test-sim
-test-sim: $(SIM_TEST) $(SIM_LEAN_LIB)
+test-sim: $(SIM_TEST) $(SIM_LEAN_LIB) $(SIM_HAZARD)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/sim.tap CK_FORK=yes LD_LIBRARY_PATH=$(BUILD)/sim \
 	  SIMCUDA_TEST_CUDART=$(CUDA)/lib64/libcudart.so.13 SIMCUDA_TEST_LEAN=$(abspath $(SIM_LEAN_LIB)) \
+	  SIMCUDA_TEST_HAZARD=$(abspath $(SIM_HAZARD)) \
 	  $(SIM_TEST) \
 	  >$(RESULTS)/sim.log 2>&1 || true; \
 	  grep -E '^[0-9]+%: Checks' $(RESULTS)/sim.log | sed 's/^/sim: /' || true

@@ -704,6 +704,7 @@ static Suite *sim_suite(void)
     suite_add_tcase(s, ts_tcase_vmm());
     suite_add_tcase(s, ts_tcase_shared());
     suite_add_tcase(s, ts_tcase_nvml());
+    suite_add_tcase(s, ts_tcase_stream());
     return s;
 }
 

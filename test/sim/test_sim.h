@@ -28,5 +28,6 @@ TCase *ts_tcase_lean(void);
 TCase *ts_tcase_vmm(void);
 TCase *ts_tcase_shared(void);
 TCase *ts_tcase_nvml(void);
+TCase *ts_tcase_stream(void);
 
 #endif

@@ -1,0 +1,602 @@
+/* test-sim, streams: work queued on a stream runs later, in order, on the driver's own thread; events;
+ * the legacy default stream's implicit synchronisation with blocking streams (not non-blocking ones);
+ * per-thread default streams; frees that wait for queued work, and a reuse hazard the driver makes
+ * visible. Ordering is forced with gates (simcuda_gate holds a stream until the test opens it), never
+ * with sleeps: a delay only ever makes a kernel slower, and a test only relies on lower bounds.
+ */
+#include "test_sim.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define N 4096
+
+/* The _ptsz forms, which cuda.h declares only to per-thread compilation units. */
+typedef CUresult (*stream_fn)(CUstream);
+#define PTSZ(name, type) ((type)ts_sym(#name))
+#define QUERY_PTSZ(s) PTSZ(cuStreamQuery_ptsz, stream_fn)(s)
+#define SYNC_PTSZ(s) PTSZ(cuStreamSynchronize_ptsz, stream_fn)(s)
+
+/* Every byte of device range p is v. */
+static void expect_bytes(CUdeviceptr p, unsigned char v)
+{
+    static unsigned char h[N];
+    CK(cuMemcpyDtoH(h, p, N));
+    for (size_t i = 0; i < N; i++)
+        ck_assert_msg(h[i] == v, "byte %zu reads 0x%02x, expected 0x%02x", i, h[i], v);
+}
+
+static CUdeviceptr alloc_n(void)
+{
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, N));
+    return p;
+}
+
+START_TEST(stream_idle_runs_at_once)
+{
+    ts_start();
+    CUstream s;
+    CUdeviceptr a = alloc_n();
+    CK(cuStreamCreate(&s, 0));
+    CK(cuMemsetD8Async(a, 7, N, s));
+    ck_assert_int_eq(cuStreamQuery(s), CUDA_SUCCESS); /* no delay asked for: done before it returns */
+    simcuda_counters_t c = ts_counters();
+    ck_assert_uint_eq(c.stream_ops_deferred, 0);
+    ck_assert_uint_eq(c.stream_ops, c.stream_ops_done);
+    expect_bytes(a, 7);
+    CK(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, -1));
+    ck_assert_int_eq(cuStreamCreate(&s, 4), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemsetD8Async(a + N - 8, 1, 16, s), CUDA_ERROR_INVALID_VALUE); /* checked at the call */
+    ck_assert_int_eq(cuMemcpyHtoDAsync(a, NULL, 16, s), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamDestroy(s));
+    ck_assert_int_eq(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuMemsetD8Async(a, 1, 16, s), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuStreamDestroy(CU_STREAM_LEGACY), CUDA_ERROR_INVALID_HANDLE);
+}
+END_TEST
+
+START_TEST(stream_delay_setting)
+{
+    setenv("SIMCUDA_STREAM_DELAY_US", "2000", 1);
+    ts_start();
+    CUstream s;
+    CUdeviceptr a = alloc_n();
+    CK(cuStreamCreate(&s, 0));
+    CK(cuMemsetD8Async(a, 7, N, s));
+    ck_assert_uint_eq(ts_counters().stream_ops_deferred, 1); /* left to the stream's worker */
+    CK(cuStreamSynchronize(s));
+    ck_assert_int_eq(cuStreamQuery(s), CUDA_SUCCESS);
+    expect_bytes(a, 7);
+    simcuda_counters_t c = ts_counters();
+    ck_assert_uint_eq(c.stream_ops, c.stream_ops_done);
+}
+END_TEST
+
+START_TEST(stream_delay_bad)
+{
+    static const char *const bad[] = {"abc", "-1", "1.5", "10ms", " 5", "20000000", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("SIMCUDA_STREAM_DELAY_US", bad[i], 1);
+            _exit(cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+        }
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "SIMCUDA_STREAM_DELAY_US='%s' should fail cuInit",
+                      bad[i]);
+    }
+}
+END_TEST
+
+START_TEST(stream_in_order)
+{
+    ts_start();
+    CUstream s;
+    unsigned g;
+    CUdeviceptr a = alloc_n(), b = alloc_n();
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(simcuda_gate(s, &g));
+    CK(simcuda_launch(s, a, 0xAA, N, 1000));
+    CK(cuMemsetD8Async(a, 0x11, N, s));
+    CK(simcuda_launch_copy(s, b, a, N, 0));
+    ck_assert_int_eq(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    ck_assert_uint_eq(ts_counters().stream_ops_done, 0);
+    simcuda_gate_open(g);
+    CK(cuStreamSynchronize(s));
+    expect_bytes(a, 0x11); /* the set ran after the slow kernel, the copy after both */
+    expect_bytes(b, 0x11);
+    simcuda_counters_t c = ts_counters();
+    ck_assert_uint_eq(c.stream_ops, c.stream_ops_done);
+    ck_assert_uint_eq(c.launch_calls, 2);
+    ck_assert_int_eq(simcuda_launch(s, a + N - 1, 1, 2, 0), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+START_TEST(events)
+{
+    ts_start();
+    CUstream s;
+    CUevent e1, e2, nt;
+    unsigned g;
+    float ms;
+    CUdeviceptr a = alloc_n();
+    CK(cuStreamCreate(&s, 0));
+    CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&e2, CU_EVENT_BLOCKING_SYNC));
+    CK(cuEventCreate(&nt, CU_EVENT_DISABLE_TIMING));
+    ck_assert_int_eq(cuEventQuery(e1), CUDA_SUCCESS); /* never recorded */
+    CK(cuEventSynchronize(e1));
+    ck_assert_int_eq(cuEventElapsedTime(&ms, e1, e2), CUDA_ERROR_INVALID_HANDLE);
+    CK(simcuda_gate(s, &g));
+    CK(cuEventRecord(e1, s));
+    CK(simcuda_launch(s, a, 1, N, 20000));
+    CK(cuEventRecord(e2, s));
+    CK(cuEventRecord(nt, s));
+    ck_assert_int_eq(cuEventQuery(e1), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(cuEventQuery(e2), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(cuEventElapsedTime(&ms, e1, e2), CUDA_ERROR_NOT_READY);
+    simcuda_gate_open(g);
+    CK(cuEventSynchronize(e2));
+    ck_assert_int_eq(cuEventQuery(e1), CUDA_SUCCESS);
+    CK(cuEventElapsedTime(&ms, e1, e2));
+    ck_assert_msg(ms >= 19.9f, "the 20 ms kernel lies between the events: %f ms", (double)ms);
+    CK(cuEventSynchronize(nt));
+    ck_assert_int_eq(cuEventElapsedTime(&ms, e1, nt), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventElapsedTime(NULL, e1, e2), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuEventCreate(&e1, 8), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuEventCreate(&e1, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuEventCreate(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(cuEventDestroy(e2));
+    ck_assert_int_eq(cuEventDestroy(e2), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventQuery(e2), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventRecord(e2, s), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventQuery((CUevent)&ms), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventQuery(NULL), CUDA_ERROR_INVALID_HANDLE);
+    /* a recorded event destroyed before it completes: its record is reused at once, safely */
+    CK(simcuda_gate(s, &g));
+    CK(cuEventRecord(e1, s));
+    CK(cuEventDestroy(e1));
+    CK(cuEventCreate(&e2, 0));
+    ck_assert_int_eq(cuEventQuery(e2), CUDA_SUCCESS);
+    simcuda_gate_open(g);
+    CK(cuCtxSynchronize());
+}
+END_TEST
+
+START_TEST(stream_wait_event)
+{
+    ts_start();
+    CUstream s1, s2;
+    CUevent e;
+    unsigned g;
+    CUdeviceptr a = alloc_n(), b = alloc_n();
+    CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    CK(cuStreamWaitEvent(s2, e, 0)); /* never recorded: nothing to wait for */
+    CK(simcuda_gate(s1, &g));
+    CK(simcuda_launch(s1, a, 0xAA, N, 0));
+    CK(cuEventRecord(e, s1));
+    CK(cuStreamWaitEvent(s2, e, 0));
+    CK(cuMemcpyDtoDAsync(b, a, N, s2));
+    ck_assert_int_eq(cuStreamQuery(s2), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(cuStreamWaitEvent(s2, e, 2), CUDA_ERROR_INVALID_VALUE);
+    simcuda_gate_open(g);
+    CK(cuStreamSynchronize(s2));
+    expect_bytes(b, 0xAA); /* the copy waited for s1's kernel */
+}
+END_TEST
+
+/* NVIDIA, "Stream synchronization behavior": the legacy stream waits for the blocking streams'
+ * earlier work, and they wait for its earlier work. */
+START_TEST(legacy_and_blocking)
+{
+    ts_start();
+    CUstream s;
+    unsigned g;
+    CUdeviceptr a = alloc_n();
+    CK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+    CK(simcuda_gate(s, &g));
+    CK(simcuda_launch(s, a, 0xAA, N, 0));
+    CK(cuMemsetD8Async(a, 0x55, N, NULL));
+    ck_assert_int_eq(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(cuStreamQuery(CU_STREAM_LEGACY), CUDA_ERROR_NOT_READY);
+    simcuda_gate_open(g);
+    CK(cuCtxSynchronize());
+    expect_bytes(a, 0x55); /* the legacy set came after the blocking stream's kernel */
+    CK(simcuda_gate(CU_STREAM_LEGACY, &g));
+    CK(cuMemsetD8Async(a, 1, N, s));
+    ck_assert_int_eq(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    simcuda_gate_open(g);
+    CK(cuStreamSynchronize(s));
+    expect_bytes(a, 1);
+    /* the synchronous calls are legacy-stream work: a set waits for the blocking stream's slow
+     * kernel (were it not to, the kernel would land 20 ms later and the bytes read 0xAA) */
+    CK(simcuda_launch(s, a, 0xAA, N, 20000));
+    CK(cuMemsetD8(a, 0x55, N));
+    ck_assert_int_eq(cuStreamQuery(s), CUDA_SUCCESS);
+    expect_bytes(a, 0x55);
+}
+END_TEST
+
+START_TEST(nonblocking_independent)
+{
+    ts_start();
+    CUstream nb;
+    unsigned g;
+    CUdeviceptr a = alloc_n(), b = alloc_n();
+    CK(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
+    CK(simcuda_gate(nb, &g));
+    CK(simcuda_launch(nb, a, 0xAA, N, 0));
+    CK(cuMemsetD8(b, 0x55, N));               /* legacy work does not wait for nb (or it would hang) */
+    CK(cuMemsetD8Async(a, 0x55, N, NULL));
+    CK(cuStreamSynchronize(NULL));
+    ck_assert_int_eq(cuStreamQuery(nb), CUDA_ERROR_NOT_READY);
+    expect_bytes(b, 0x55);
+    simcuda_gate_open(g);
+    CK(cuStreamSynchronize(nb));
+    expect_bytes(a, 0xAA); /* nb's kernel ran last */
+    CK(simcuda_gate(NULL, &g));
+    CK(cuMemsetD8Async(b, 3, N, nb));
+    CK(cuStreamSynchronize(nb));              /* nor does nb wait for the legacy stream */
+    simcuda_gate_open(g);                     /* (reading b back is legacy work: after the gate) */
+    expect_bytes(b, 3);
+}
+END_TEST
+
+typedef struct pt_arg {
+    CUcontext ctx;
+    CUdeviceptr b;
+    CUresult query_after, query_ptsz, sync;
+} pt_arg_t;
+
+static void *other_thread(void *p)
+{
+    pt_arg_t *t = p;
+    cuCtxSetCurrent(t->ctx);
+    t->query_ptsz = QUERY_PTSZ(NULL);
+    cuMemsetD8Async(t->b, 3, N, CU_STREAM_PER_THREAD);
+    t->sync = cuStreamSynchronize(CU_STREAM_PER_THREAD);
+    t->query_after = cuStreamQuery(CU_STREAM_PER_THREAD);
+    return NULL;
+}
+
+/* The per-thread default stream "is not a non-blocking stream and will synchronize with the legacy
+ * default stream if both are used in a program"; it does not synchronise with other streams. */
+START_TEST(per_thread_streams)
+{
+    CUcontext ctx = ts_start();
+    unsigned g;
+    CUdeviceptr a = alloc_n(), b = alloc_n();
+    CK(simcuda_gate(CU_STREAM_PER_THREAD, &g));
+    CK(simcuda_launch(CU_STREAM_PER_THREAD, a, 0xAA, N, 0));
+    ck_assert_int_eq(QUERY_PTSZ(NULL), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
+    pt_arg_t t = {.ctx = ctx, .b = b, .query_after = -1, .query_ptsz = -1, .sync = -1};
+    pthread_t tid;
+    ck_assert_int_eq(pthread_create(&tid, NULL, other_thread, &t), 0);
+    ck_assert_int_eq(pthread_join(tid, NULL), 0);
+    ck_assert_int_eq(t.query_ptsz, CUDA_SUCCESS); /* another thread's stream: its own */
+    ck_assert_int_eq(t.sync, CUDA_SUCCESS);
+    ck_assert_int_eq(t.query_after, CUDA_SUCCESS);
+    CK(cuMemsetD8Async(a, 0x55, N, NULL)); /* legacy: waits for the per-thread stream */
+    ck_assert_int_eq(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+    simcuda_gate_open(g);
+    CK(cuCtxSynchronize());
+    expect_bytes(a, 0x55);
+    expect_bytes(b, 3);
+    CK(simcuda_gate(CU_STREAM_PER_THREAD, &g));
+    CK(PTSZ(cuMemsetD8Async_ptsz, CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream))(a, 9, N, NULL)); /* NULL through _ptsz: the per-thread stream */
+    CK(PTSZ(cuMemcpyHtoDAsync_v2_ptsz, CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))(b, "x", 1, NULL));
+    ck_assert_int_eq(QUERY_PTSZ(NULL), CUDA_ERROR_NOT_READY);
+    simcuda_gate_open(g);
+    CK(SYNC_PTSZ(NULL));
+    expect_bytes(a, 9);
+}
+END_TEST
+
+/* cuMemFree_v2 waits for the device's queued work, so launch-free-reuse is safe on the driver. */
+START_TEST(free_waits_for_queued_work)
+{
+    ts_start();
+    CUstream s, w;
+    CUdeviceptr a = alloc_n(), b;
+    static unsigned char h[N];
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&w, CU_STREAM_NON_BLOCKING));
+    CK(simcuda_launch(s, a, 0xAA, N, 20000));
+    CK(cuMemFree(a));
+    simcuda_counters_t c = ts_counters();
+    ck_assert_uint_eq(c.implicit_syncs, 1);
+    ck_assert_uint_eq(c.stream_ops, c.stream_ops_done);
+    CK(cuMemAlloc(&b, N));
+    memset(h, 0x55, N);
+    CK(cuMemcpyHtoDAsync(b, h, N, w));
+    CK(cuStreamSynchronize(w));
+    CK(cuCtxSynchronize());
+    expect_bytes(b, 0x55);
+    CK(cuMemFree(b));
+    ck_assert_uint_eq(ts_counters().implicit_syncs, 1); /* nothing queued: no wait */
+    ck_assert_uint_eq(ts_counters().stream_faults, 0);
+}
+END_TEST
+
+START_TEST(free_async_is_stream_ordered)
+{
+    ts_start();
+    CUstream s;
+    unsigned g;
+    CUdeviceptr a = alloc_n(), b;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    unsigned long long before = ts_counters().bytes_in_use;
+    CK(simcuda_gate(s, &g));
+    CK(simcuda_launch(s, a, 0xAA, N, 0));
+    CK(cuMemFreeAsync(a, s));
+    ck_assert_int_eq(cuMemFreeAsync(a, s), CUDA_ERROR_INVALID_VALUE); /* already queued */
+    ck_assert_int_eq(cuMemFree(a), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_uint_eq(ts_counters().bytes_in_use, before); /* still there until s gets to the free */
+    CK(cuMemAlloc(&b, N));
+    ck_assert_uint_ne(b, a);
+    CK(cuMemsetD8(b, 0x55, N)); /* legacy: does not wait for a non-blocking stream */
+    simcuda_gate_open(g);
+    CK(cuStreamSynchronize(s));
+    ck_assert_uint_eq(ts_counters().bytes_in_use, before); /* a went, b came */
+    expect_bytes(b, 0x55);
+    ck_assert_uint_eq(ts_counters().stream_faults, 0);
+    ck_assert_int_eq(cuMemFreeAsync(b, (CUstream)&g), CUDA_ERROR_INVALID_HANDLE);
+    CK(PTSZ(cuMemFreeAsync_ptsz, CUresult(*)(CUdeviceptr, CUstream))(b, NULL));
+    CK(SYNC_PTSZ(NULL));
+}
+END_TEST
+
+/* What an allocator that reuses memory too early does, played here by hand: the same bytes are
+ * handed out again while a kernel still writes them. The driver must make that visible. */
+START_TEST(reuse_hazard_visible)
+{
+    ts_start();
+    CUstream s, w;
+    unsigned g;
+    static unsigned char h[N];
+    CUdeviceptr block = alloc_n();
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&w, CU_STREAM_NON_BLOCKING));
+    CK(simcuda_gate(s, &g));
+    CK(simcuda_launch(s, block, 0xAA, N, 0)); /* buffer A = block */
+    /* "free" A without waiting, "allocate" B = block, write B through another stream */
+    memset(h, 0x55, N);
+    CK(cuMemcpyHtoDAsync(block, h, N, w));
+    CK(cuStreamSynchronize(w));
+    simcuda_gate_open(g);
+    CK(cuCtxSynchronize());
+    expect_bytes(block, 0xAA); /* B was overwritten by A's kernel: the hazard, seen */
+}
+END_TEST
+
+/* A kernel whose memory is unmapped before it runs (VMM: nothing waits) is skipped, not a crash. */
+START_TEST(queued_work_on_gone_memory)
+{
+    ts_start();
+    CUstream s;
+    unsigned g;
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle hd;
+    size_t gran = 2 * MiB;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CK(cuMemAddressReserve(&va, gran, 0, 0, 0));
+    CK(cuMemCreate(&hd, gran, &prop, 0));
+    CK(cuMemMap(va, gran, 0, hd, 0));
+    CK(cuMemSetAccess(va, gran, &acc, 1));
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(simcuda_gate(s, &g));
+    CK(simcuda_launch(s, va, 0xAA, gran, 0));
+    CK(cuMemUnmap(va, gran));
+    simcuda_gate_open(g);
+    CK(cuStreamSynchronize(s));
+    ck_assert_uint_eq(ts_counters().stream_faults, 1);
+    CK(cuMemRelease(hd));
+    CK(cuMemAddressFree(va, gran));
+}
+END_TEST
+
+START_TEST(context_teardown_waits)
+{
+    CUcontext c;
+    CUstream s;
+    CUdeviceptr a;
+    CK(cuInit(0));
+    CK(cuCtxCreate(&c, NULL, 0, 0));
+    CK(cuStreamCreate(&s, 0));
+    CK(cuMemAlloc(&a, N));
+    CK(simcuda_launch(s, a, 1, N, 20000));
+    CK(simcuda_launch(NULL, a, 2, N, 20000));
+    CK(cuCtxDestroy(c)); /* drains, never discards */
+    simcuda_counters_t k = ts_counters();
+    ck_assert_uint_eq(k.stream_ops, k.stream_ops_done);
+    ck_assert_uint_eq(k.stream_faults, 0);
+    ts_start();
+    ck_assert_int_eq(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+    CK(cuStreamCreate(&s, 0));
+    CK(cuMemAlloc(&a, N));
+    CK(simcuda_launch(s, a, 1, N, 20000));
+    ck_assert_int_eq(cuEventRecord(NULL, s), CUDA_ERROR_INVALID_HANDLE);
+    CK(cuDevicePrimaryCtxReset(0));
+    k = ts_counters();
+    ck_assert_uint_eq(k.stream_ops, k.stream_ops_done);
+    ck_assert_uint_eq(k.stream_faults, 0);
+    ck_assert_int_eq(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+}
+END_TEST
+
+/* Pending work belongs to the parent: a forked child starts with idle streams. */
+START_TEST(fork_with_pending_work)
+{
+    ts_start();
+    CUstream s;
+    unsigned g;
+    CUdeviceptr a = alloc_n();
+    CK(cuStreamCreate(&s, 0));
+    CK(simcuda_gate(s, &g));
+    CK(simcuda_launch(s, a, 1, N, 0));
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(cuStreamQuery(s) == CUDA_SUCCESS && cuCtxSynchronize() == CUDA_SUCCESS ? 0 : 1);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    simcuda_gate_open(g);
+    CK(cuStreamSynchronize(s));
+    expect_bytes(a, 1);
+}
+END_TEST
+
+typedef struct churn_arg {
+    CUcontext ctx;
+    int id, bad;
+} churn_arg_t;
+
+/* Streams of every kind, events between them, copies and sets, all through workers. */
+static void *stream_churn(void *p)
+{
+    churn_arg_t *t = p;
+    unsigned char h[256];
+    CUstream s, w;
+    CUevent e;
+    CUdeviceptr a, b;
+    cuCtxSetCurrent(t->ctx);
+    int bad = cuStreamCreate(&s, t->id % 2 ? CU_STREAM_NON_BLOCKING : 0) != CUDA_SUCCESS;
+    bad |= cuStreamCreate(&w, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS;
+    bad |= cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS;
+    bad |= cuMemAlloc(&a, 256) != CUDA_SUCCESS || cuMemAlloc(&b, 256) != CUDA_SUCCESS;
+    CUstream first = t->id % 3 == 2 ? CU_STREAM_PER_THREAD : s;
+    for (int i = 0; i < 40 && !bad; i++) {
+        unsigned char v = (unsigned char)(t->id * 40 + i);
+        bad |= simcuda_launch(first, a, v, 256, (unsigned)(i % 3) * 50) != CUDA_SUCCESS;
+        bad |= cuEventRecord(e, first) != CUDA_SUCCESS;
+        bad |= cuStreamWaitEvent(w, e, 0) != CUDA_SUCCESS;
+        bad |= cuMemcpyDtoDAsync(b, a, 256, w) != CUDA_SUCCESS;
+        bad |= cuMemcpyDtoHAsync(h, b, 256, w) != CUDA_SUCCESS;
+        bad |= cuStreamSynchronize(w) != CUDA_SUCCESS;
+        for (int k = 0; k < 256 && !bad; k++)
+            bad |= h[k] != v;
+        if (i % 10 == 9)
+            bad |= cuMemFree(a) != CUDA_SUCCESS || cuMemAlloc(&a, 256) != CUDA_SUCCESS;
+    }
+    cuEventDestroy(e);
+    cuStreamDestroy(s);
+    cuStreamDestroy(w);
+    cuMemFree(a);
+    cuMemFree(b);
+    t->bad = bad;
+    return NULL;
+}
+
+START_TEST(stream_threads)
+{
+    setenv("SIMCUDA_STREAM_DELAY_US", "20", 1);
+    CUcontext ctx = ts_start();
+    enum { T = 8 };
+    pthread_t tid[T];
+    churn_arg_t args[T];
+    for (int i = 0; i < T; i++) {
+        args[i] = (churn_arg_t){.ctx = ctx, .id = i};
+        ck_assert_int_eq(pthread_create(&tid[i], NULL, stream_churn, &args[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        ck_assert_int_eq(pthread_join(tid[i], NULL), 0);
+        ck_assert_msg(!args[i].bad, "thread %d saw a failed call or a wrong byte", i);
+    }
+    CK(cuCtxSynchronize());
+    simcuda_counters_t c = ts_counters();
+    ck_assert_uint_eq(c.stream_ops, c.stream_ops_done);
+    ck_assert_uint_eq(c.stream_faults, 0);
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+}
+END_TEST
+
+START_TEST(stream_getproc)
+{
+    ts_start();
+    void *fn;
+    CK(cuGetProcAddress_v2("cuEventRecord", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL));
+    ck_assert_ptr_eq(fn, ts_sym("cuEventRecord_ptsz"));
+    CK(cuGetProcAddress_v2("cuEventRecord", &fn, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, NULL));
+    ck_assert_ptr_eq(fn, ts_sym("cuEventRecord"));
+    CK(cuGetProcAddress_v2("cuMemcpyHtoDAsync", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL));
+    ck_assert_ptr_eq(fn, ts_sym("cuMemcpyHtoDAsync_v2_ptsz"));
+    CK(cuGetProcAddress_v2("cuEventDestroy", &fn, 13000, 0, NULL));
+    ck_assert_ptr_eq(fn, ts_sym("cuEventDestroy_v2"));
+    CK(cuGetProcAddress_v2("cuEventElapsedTime", &fn, 12000, 0, NULL));
+    ck_assert_ptr_eq(fn, ts_sym("cuEventElapsedTime"));
+    CK(cuGetProcAddress_v2("cuStreamQuery", &fn, 13000, 0, NULL));
+    ck_assert_ptr_eq(fn, ts_sym("cuStreamQuery"));
+}
+END_TEST
+
+/* The hazard program on the driver alone: every stream kind and free kind keeps data intact; its
+ * own naive allocator is caught (exit 1); bad arguments exit 2. */
+static int run_hazard(const char *kind, const char *free_kind, const char *threads, const char *naive)
+{
+    const char *path = getenv("SIMCUDA_TEST_HAZARD");
+    ck_assert_msg(path != NULL, "SIMCUDA_TEST_HAZARD should name build/sim/hazard");
+    pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        freopen("/dev/null", "w", stderr);
+        execl(path, path, kind, free_kind, threads, naive, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+START_TEST(hazard_program)
+{
+    static const char *const kinds[] = {"blocking", "nonblocking", "perthread"};
+    static const char *const frees[] = {"sync", "async"};
+    for (int k = 0; k < 3; k++)
+        for (int f = 0; f < 2; f++) {
+            ck_assert_msg(run_hazard(kinds[k], frees[f], "3", NULL) == 0, "hazard %s %s 3 should pass", kinds[k],
+                          frees[f]);
+            ck_assert_msg(run_hazard(kinds[k], frees[f], "1", "naive") == 1, "hazard %s %s 1 naive should fail",
+                          kinds[k], frees[f]);
+        }
+    ck_assert_int_eq(run_hazard("sideways", "sync", "1", NULL), 2);
+    ck_assert_int_eq(run_hazard("blocking", "later", "1", NULL), 2);
+    ck_assert_int_eq(run_hazard("blocking", "sync", "0", NULL), 2);
+    ck_assert_int_eq(run_hazard("blocking", "sync", "1", "clever"), 2);
+}
+END_TEST
+
+TCase *ts_tcase_stream(void)
+{
+    TCase *tc = tcase_create("stream");
+    tcase_set_timeout(tc, 60); /* a wrong implicit wait shows as a hang: the timeout fails the test */
+    tcase_add_test(tc, stream_idle_runs_at_once);
+    tcase_add_test(tc, stream_delay_setting);
+    tcase_add_test(tc, stream_delay_bad);
+    tcase_add_test(tc, stream_in_order);
+    tcase_add_test(tc, events);
+    tcase_add_test(tc, stream_wait_event);
+    tcase_add_test(tc, legacy_and_blocking);
+    tcase_add_test(tc, nonblocking_independent);
+    tcase_add_test(tc, per_thread_streams);
+    tcase_add_test(tc, free_waits_for_queued_work);
+    tcase_add_test(tc, free_async_is_stream_ordered);
+    tcase_add_test(tc, reuse_hazard_visible);
+    tcase_add_test(tc, queued_work_on_gone_memory);
+    tcase_add_test(tc, context_teardown_waits);
+    tcase_add_test(tc, fork_with_pending_work);
+    tcase_add_test(tc, stream_threads);
+    tcase_add_test(tc, stream_getproc);
+    tcase_add_test(tc, hazard_program);
+    return tc;
+}

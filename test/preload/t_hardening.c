@@ -262,6 +262,25 @@ START_TEST(fork_child_statistics)
 }
 END_TEST
 
+/* Loaded for every process (/etc/ld.so.preload, issue 11 item 4): one that never touches CUDA pays
+ * nothing and prints nothing, even with settings that would be refused at its first CUDA call. */
+static void no_cuda_child(void *arg)
+{
+    (void)arg;
+    putenv("GPUARENA_MODE=fast");
+    putenv("GPUARENA_LIMT=1");
+    void *h = dlsym(RTLD_DEFAULT, "malloc"); /* the loader, but no CUDA name */
+    exit(h ? 0 : 1);
+}
+
+START_TEST(no_cuda_prints_nothing)
+{
+    char err[4096];
+    ck_assert_int_eq(pt_run_child(no_cuda_child, NULL, err, sizeof err), 0);
+    ck_assert_msg(err[0] == '\0', "nothing on stderr: '%s'", err);
+}
+END_TEST
+
 TCase *pt_tcase_hardening(void)
 {
     TCase *tc = tcase_create("hardening");
@@ -273,5 +292,6 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, freed_pool_pointer_attributes);
     tcase_add_test(tc, free_async_bad_stream_keeps_allocation);
     tcase_add_test(tc, fork_child_statistics);
+    tcase_add_test(tc, no_cuda_prints_nothing);
     return tc;
 }

@@ -108,17 +108,16 @@ START_TEST(group_four_by_four_under_cap)
 }
 END_TEST
 
-/* ---- a member killed with SIGKILL gives its share back ---- */
-START_TEST(group_killed_member_share_returns)
+/* A member (grow mode) that holds `bytes` until it is killed; returns once it holds them. */
+static pid_t group_holder(size_t bytes)
 {
-    group_env("1GiB");
     int up[2];
     ck_assert_int_eq(pipe(up), 0);
-    pid_t hog = fork();
-    if (hog == 0) {
+    pid_t pid = fork();
+    if (pid == 0) {
         member_start("GPUARENA_MODE=grow");
         CUdeviceptr p;
-        char ok = cuMemAlloc(&p, 700 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        char ok = cuMemAlloc(&p, bytes) == CUDA_SUCCESS ? 'y' : 'n';
         if (write(up[1], &ok, 1) != 1)
             _exit(2);
         pause();
@@ -126,7 +125,17 @@ START_TEST(group_killed_member_share_returns)
     }
     char ok = 0;
     ck_assert_int_eq(read(up[0], &ok, 1), 1);
-    ck_assert_int_eq(ok, 'y');
+    ck_assert_msg(ok == 'y', "the holder got its %zu bytes", bytes);
+    close(up[0]);
+    close(up[1]);
+    return pid;
+}
+
+/* ---- a member killed with SIGKILL gives its share back ---- */
+START_TEST(group_killed_member_share_returns)
+{
+    group_env("1GiB");
+    pid_t hog = group_holder(700 * MiB);
     /* While it lives, the group has 324 MiB left. */
     pid_t other = fork();
     if (other == 0) {
@@ -159,21 +168,7 @@ END_TEST
 START_TEST(group_two_groups_independent)
 {
     group_env("1GiB");
-    int up[2];
-    ck_assert_int_eq(pipe(up), 0);
-    pid_t a = fork();
-    if (a == 0) {
-        member_start("GPUARENA_MODE=grow");
-        CUdeviceptr p;
-        char ok = cuMemAlloc(&p, 900 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
-    }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
-    ck_assert_int_eq(ok, 'y');
+    pid_t a = group_holder(900 * MiB);
     pid_t b = fork();
     if (b == 0) {
         char other[64];

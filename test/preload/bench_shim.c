@@ -10,6 +10,9 @@
  * recording (GPUARENA_TRACE to a file in /tmp) is the traced run minus an untraced run of the same
  * length, per event, on the null driver (issue 4 target: under 100 ns per event); a run tracing to
  * /dev/null separates recording itself from the file system's share.
+ * Two reference rows say what the shim adds to the allocator: the arena pool alone (ga_pool_alloc
+ * and ga_pool_free in this process on a host backend, the same loop: the allocator's own cost), and
+ * the arena under GPUARENA_FREE_SYNC=none (no fence: the hook without stream-ordered safety).
  * Times are thread CPU time. Nothing is asserted: timings are reported, never tested.
  */
 #define _GNU_SOURCE
@@ -22,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ga_pool.h"
+
 #define LIVE 16
 
 /* CPU time of the thread, not wall time: on a shared machine, time the benchmark spends preempted
@@ -31,6 +36,65 @@ static double now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* The benchmark's sequence: which of the LIVE slots to free next, and the size (512 B .. 1 MiB) to
+ * allocate in its place. */
+static size_t next_pair(unsigned *x, int *slot)
+{
+    *x = *x * 1103515245u + 12345u;
+    *slot = (int)(*x >> 28) % LIVE;
+    return (size_t)512u << ((*x >> 16) % 12);
+}
+
+/* A host backend that hands out address space only (nothing is ever touched). */
+static uintptr_t fake_next = (uintptr_t)1 << 40;
+static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
+{
+    (void)ctx;
+    *base = fake_next;
+    fake_next += size;
+    return 0;
+}
+static void fake_release(void *ctx, uintptr_t base, size_t size)
+{
+    (void)ctx, (void)base, (void)size;
+}
+
+/* Child: the allocator alone, the arena pool as the shim makes it on the null driver (a region of
+ * 0.75 of 1 TiB), the same loop without CUDA; ns per pair, best of 3. */
+static int measure_pool(long n)
+{
+    ga_pool_backend_t be = {.reserve = fake_reserve, .release = fake_release};
+    ga_pool_config_t cfg = {.mode = GA_MODE_ARENA, .initial = (size_t)3 << 38, .grow = 1};
+    ga_status_t st = GA_OK;
+    ga_pool_t *pool = ga_pool_create(&be, &cfg, &st);
+    if (!pool) {
+        fprintf(stderr, "gpuarena: bench: no pool (%d)\n", (int)st);
+        return 1;
+    }
+    uintptr_t live[LIVE];
+    for (int i = 0; i < LIVE; i++)
+        ga_pool_alloc(pool, 4096, &live[i]);
+    unsigned x = 12345;
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            int slot;
+            size_t size = next_pair(&x, &slot);
+            ga_pool_free(pool, live[slot], NULL);
+            if (ga_pool_alloc(pool, size, &live[slot]) != GA_OK) {
+                fprintf(stderr, "gpuarena: bench: allocation failed\n");
+                return 1;
+            }
+        }
+        double per = (now_ns() - t0) / (double)n;
+        best = per < best ? per : best;
+    }
+    ga_pool_destroy(pool);
+    printf("%.1f\n", best);
+    return 0;
 }
 
 /* Child: ns per alloc+free pair, best of 3 runs of n pairs. */
@@ -51,9 +115,8 @@ static int measure(long n)
     for (int rep = 0; rep < 3; rep++) {
         double t0 = now_ns();
         for (long i = 0; i < n; i++) {
-            x = x * 1103515245u + 12345u;
-            int slot = (int)(x >> 28) % LIVE;
-            size_t size = 512u << ((x >> 16) % 12); /* 512 B .. 1 MiB */
+            int slot;
+            size_t size = next_pair(&x, &slot);
             cuMemFree(live[slot]);
             if (cuMemAlloc(&live[slot], size) != CUDA_SUCCESS) {
                 fprintf(stderr, "gpuarena: bench: allocation failed\n");
@@ -74,6 +137,8 @@ typedef struct config {
     const char *mode, *latency;
     long n;
     const char *stats, *trace; /* GPUARENA_STATS, GPUARENA_TRACE; NULL = unset */
+    const char *free_sync;     /* GPUARENA_FREE_SYNC; NULL = unset (the default, deferred) */
+    const char *what;          /* "measure", or "pool": the allocator alone (no CUDA) */
 } config_t;
 
 static void child_env(const config_t *c)
@@ -90,6 +155,8 @@ static void child_env(const config_t *c)
         setenv("GPUARENA_STATS", c->stats, 1);
     if (c->trace)
         setenv("GPUARENA_TRACE", c->trace, 1);
+    if (c->free_sync)
+        setenv("GPUARENA_FREE_SYNC", c->free_sync, 1);
 }
 
 /* Runs this program in measure mode with the given configuration; returns ns per pair. */
@@ -104,7 +171,7 @@ static double run(const char *self, const config_t *c)
         child_env(c);
         char count[32];
         snprintf(count, sizeof count, "%ld", c->n);
-        execl(self, self, "measure", count, (char *)NULL);
+        execl(self, self, c->what ? c->what : "measure", count, (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -155,6 +222,8 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "measure"))
         return measure(atol(argv[2]));
+    if (argc == 3 && !strcmp(argv[1], "pool"))
+        return measure_pool(atol(argv[2]));
     if (!getenv("BENCH_SHIM") || !getenv("BENCH_SIM") || !getenv("BENCH_NULLDRV")) {
         fprintf(stderr, "gpuarena: bench: BENCH_SHIM, BENCH_SIM and BENCH_NULLDRV must be set; "
                 "run it with make bench-shim\n");
@@ -164,23 +233,26 @@ int main(int argc, char **argv)
      * their untraced reference runs use the same count. */
     const long fast = 2000000, traced = 500000, mid = 100000, slow = 10000;
     const char *N = "BENCH_NULLDRV", *S = "BENCH_SIM", *me = argv[0];
-    double nd = run(me, &(config_t){N, 0, "platform", "0", fast, NULL, NULL});
-    double np = run(me, &(config_t){N, 1, "platform", "0", fast, NULL, NULL});
-    double nps = run(me, &(config_t){N, 1, "platform", "0", fast, "/dev/null", NULL});
-    double na = run(me, &(config_t){N, 1, "arena", "0", fast, NULL, NULL});
-    double nas = run(me, &(config_t){N, 1, "arena", "0", fast, "/dev/null", NULL});
-    double np0 = run(me, &(config_t){N, 1, "platform", "0", traced, NULL, NULL});
-    double npt = run_traced(me, (config_t){N, 1, "platform", "0", traced, NULL, NULL});
-    double npn = run(me, &(config_t){N, 1, "platform", "0", traced, NULL, "/dev/null"});
-    double na0 = run(me, &(config_t){N, 1, "arena", "0", traced, NULL, NULL});
-    double nan_ = run(me, &(config_t){N, 1, "arena", "0", traced, NULL, "/dev/null"});
-    double nat = run_traced(me, (config_t){N, 1, "arena", "0", traced, NULL, NULL});
-    double sd = run(me, &(config_t){S, 0, "platform", "0", mid, NULL, NULL});
-    double sp = run(me, &(config_t){S, 1, "platform", "0", mid, NULL, NULL});
-    double sa = run(me, &(config_t){S, 1, "arena", "0", mid, NULL, NULL});
-    double ld = run(me, &(config_t){S, 0, "platform", "10000", slow, NULL, NULL});
-    double lp = run(me, &(config_t){S, 1, "platform", "10000", slow, NULL, NULL});
-    double la = run(me, &(config_t){S, 1, "arena", "10000", slow, NULL, NULL});
+    double nd = run(me, &(config_t){N, 0, "platform", "0", fast, NULL, NULL, NULL, NULL});
+    double np = run(me, &(config_t){N, 1, "platform", "0", fast, NULL, NULL, NULL, NULL});
+    double nps = run(me, &(config_t){N, 1, "platform", "0", fast, "/dev/null", NULL, NULL, NULL});
+    double na = run(me, &(config_t){N, 1, "arena", "0", fast, NULL, NULL, NULL, NULL});
+    double nas = run(me, &(config_t){N, 1, "arena", "0", fast, "/dev/null", NULL, NULL, NULL});
+    double nan0 = run(me, &(config_t){N, 1, "arena", "0", fast, NULL, NULL, "none", NULL});
+    double npool = run(me, &(config_t){N, 0, "arena", "0", fast, NULL, NULL, NULL, "pool"});
+    double nv = run(me, &(config_t){N, 1, "vmm", "0", fast, NULL, NULL, NULL, NULL});
+    double np0 = run(me, &(config_t){N, 1, "platform", "0", traced, NULL, NULL, NULL, NULL});
+    double npt = run_traced(me, (config_t){N, 1, "platform", "0", traced, NULL, NULL, NULL, NULL});
+    double npn = run(me, &(config_t){N, 1, "platform", "0", traced, NULL, "/dev/null", NULL, NULL});
+    double na0 = run(me, &(config_t){N, 1, "arena", "0", traced, NULL, NULL, NULL, NULL});
+    double nan_ = run(me, &(config_t){N, 1, "arena", "0", traced, NULL, "/dev/null", NULL, NULL});
+    double nat = run_traced(me, (config_t){N, 1, "arena", "0", traced, NULL, NULL, NULL, NULL});
+    double sd = run(me, &(config_t){S, 0, "platform", "0", mid, NULL, NULL, NULL, NULL});
+    double sp = run(me, &(config_t){S, 1, "platform", "0", mid, NULL, NULL, NULL, NULL});
+    double sa = run(me, &(config_t){S, 1, "arena", "0", mid, NULL, NULL, NULL, NULL});
+    double ld = run(me, &(config_t){S, 0, "platform", "10000", slow, NULL, NULL, NULL, NULL});
+    double lp = run(me, &(config_t){S, 1, "platform", "10000", slow, NULL, NULL, NULL, NULL});
+    double la = run(me, &(config_t){S, 1, "arena", "10000", slow, NULL, NULL, NULL, NULL});
     printf("| driver | configuration | ns per alloc+free pair | vs direct, per call |\n");
     printf("|---|---|---|---|\n");
     row("null", "direct", nd, -1, 0);
@@ -188,6 +260,9 @@ int main(int argc, char **argv)
     row("null", "shim, platform, GPUARENA_STATS on", nps, nd, 0);
     row("null", "shim, arena", na, nd, 0);
     row("null", "shim, arena, GPUARENA_STATS on", nas, nd, 0);
+    row("null", "shim, arena, GPUARENA_FREE_SYNC=none (no fence)", nan0, nd, 0);
+    row("none", "arena pool alone (the allocator's own cost; vs direct)", npool, nd, 0);
+    row("null", "shim, vmm", nv, nd, 0);
     /* Recording cost per event: a pair is two events, so half the traced-minus-untraced time. */
     row("null", "shim, platform (500k pairs, reference)", np0, nd, 0);
     row("null", "shim, platform, GPUARENA_TRACE on (vs reference: recording per event)", npt,
@@ -203,6 +278,9 @@ int main(int argc, char **argv)
     row("simulated, 10 us", "direct", ld, -1, 0);
     row("simulated, 10 us", "shim, platform", lp, ld, 0);
     row("simulated, 10 us", "shim, arena", la, ld, 1);
+    printf("\nShim over the allocator alone, per call: arena %+.1f ns (%+.1f ns without the fence, "
+           "GPUARENA_FREE_SYNC=none); allocator alone %.1f ns per call.\n", (na - npool) / 2,
+           (nan0 - npool) / 2, npool / 2);
     printf("\nRecording cost per event, GPUARENA_TRACE on vs off (issue 4 target: under 100 ns): "
            "platform %+.1f ns, arena %+.1f ns.\n", (npt - np0) / 2, (nat - na0) / 2);
     return 0;

@@ -1,6 +1,6 @@
 # test/preload/: integration tests of the preload shim on the simulated driver (tier test-preload),
-# and the shim's benchmark (bench-shim). The test binary links the simulated driver (direct binding)
-# and a stand-in runtime, and runs under LD_PRELOAD=libgpuarena.so in Check's fork mode; it writes
+# and the shim's benchmarks (bench-shim, bench-threads). The test binary links the simulated driver
+# (direct binding) and a stand-in runtime, and runs under LD_PRELOAD=libgpuarena.so in Check's fork mode; it writes
 # $(RESULTS)/preload.tap.
 PRELOAD_DIR     := $(BUILD)/preload
 PRELOAD_SRC     := $(filter-out test/preload/fake_cudart.c test/preload/ctor_lib.c test/preload/bench_%.c \
@@ -9,6 +9,7 @@ PRELOAD_TEST    := $(PRELOAD_DIR)/test_preload
 PRELOAD_FAKE    := $(PRELOAD_DIR)/libcudart.so
 PRELOAD_CTOR    := $(PRELOAD_DIR)/libgactor.so
 PRELOAD_BENCH   := $(PRELOAD_DIR)/bench_shim
+PRELOAD_THREADS := $(PRELOAD_DIR)/bench_threads
 PRELOAD_NULLDRV := $(PRELOAD_DIR)/nulldrv/libcuda.so.1
 # A sanitizer runtime must come first in the initial library list, before the preloaded shim.
 PRELOAD_SANLIB   = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so)) \
@@ -16,9 +17,9 @@ PRELOAD_SANLIB   = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-n
 PRELOAD_ENV      = LD_LIBRARY_PATH=$(BUILD)/sim:$(PRELOAD_DIR) \
                    LD_PRELOAD="$(strip $(PRELOAD_SANLIB) $(abspath $(SHIM_LIB)))"
 
-ALL += $(PRELOAD_TEST) $(PRELOAD_BENCH) $(PRELOAD_NULLDRV)
+ALL += $(PRELOAD_TEST) $(PRELOAD_BENCH) $(PRELOAD_THREADS) $(PRELOAD_NULLDRV)
 TEST_TIERS += test-preload
-BENCHES += bench-shim
+BENCHES += bench-shim bench-threads
 
 $(PRELOAD_FAKE): test/preload/fake_cudart.c $(BUILD)/sim/libcuda.so
 	@mkdir -p $(@D)
@@ -40,12 +41,18 @@ $(PRELOAD_NULLDRV): test/preload/bench_nulldrv.c
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic \
 	  -o $@ $< $(LDFLAGS_COMMON)
 
-$(PRELOAD_BENCH): test/preload/bench_shim.c $(BUILD)/sim/libcuda.so
+$(PRELOAD_BENCH): test/preload/bench_shim.c $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ $< -L$(BUILD)/sim -lcuda -ldl \
-	  $(LDFLAGS_COMMON)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -Iallocator -o $@ $< -L$(BUILD)/sim -lcuda \
+	  $(BUILD)/lib/libgaalloc.a -ldl $(LDFLAGS_COMMON)
 
-.PHONY: test-preload bench-shim
+# Linked against the null driver: it needs cuCtxCreate_v2, which only the null driver provides here.
+$(PRELOAD_THREADS): test/preload/bench_threads.c $(PRELOAD_NULLDRV)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -o $@ $< -L$(PRELOAD_DIR)/nulldrv -l:libcuda.so.1 \
+	  -lpthread $(LDFLAGS_COMMON)
+
+.PHONY: test-preload bench-shim bench-threads
 test-preload: $(PRELOAD_TEST) $(SHIM_LIB) $(SHIM_HOOK_NAMES)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/preload.tap CK_FORK=yes CK_DEFAULT_TIMEOUT=20 \
@@ -57,6 +64,11 @@ test-preload: $(PRELOAD_TEST) $(SHIM_LIB) $(SHIM_HOOK_NAMES)
 bench-shim: $(PRELOAD_BENCH) $(SHIM_LIB) $(PRELOAD_NULLDRV)
 	@BENCH_SHIM=$(abspath $(SHIM_LIB)) BENCH_SIM=$(abspath $(BUILD)/sim) \
 	  BENCH_NULLDRV=$(abspath $(PRELOAD_DIR)/nulldrv) LD_LIBRARY_PATH=$(BUILD)/sim $(PRELOAD_BENCH)
+
+# Throughput with 1-8 threads on one and two contexts, arena mode, null driver (bench_threads.c).
+bench-threads: $(PRELOAD_THREADS) $(SHIM_LIB) $(PRELOAD_NULLDRV)
+	@BENCH_SHIM=$(abspath $(SHIM_LIB)) BENCH_NULLDRV=$(abspath $(PRELOAD_DIR)/nulldrv) \
+	  LD_LIBRARY_PATH=$(PRELOAD_DIR)/nulldrv $(PRELOAD_THREADS)
 
 # Tier test-lean: every hook against the lean simulated driver (test/sim/build.mk, SIM_LEAN_LIB),
 # which lacks the optional entry points; its own binary, linked against the lean driver.

@@ -358,24 +358,38 @@ static void ga_ctx_drop_all(CUcontext ctx, int driver_gone)
         ga_ctx_drop(c, driver_gone);
 }
 
+/* 1 with c->lock held if c (live) holds ptr in its pool or among its pass-through pointers. */
+static int ga_ctx_holds(ga_ctx_t *c, uintptr_t ptr, int *in_pass)
+{
+    if (atomic_load_explicit(&c->dead, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    if (!atomic_load(&c->dead)) {
+        if (c->pool && ga_pool_owns(c->pool, ptr)) {
+            *in_pass = 0;
+            return 1;
+        }
+        if (c->pass.count && ga_ptrmap_get(&c->pass, ptr)) {
+            *in_pass = 1;
+            return 1;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+/* The context this thread last allocated in is asked first: memory is mostly freed where it was
+ * allocated, and threads on different contexts then never take each other's locks. Any order
+ * finds the same owner (live contexts hold disjoint memory); states are never freed, so the
+ * cached one is safe to look at even if stale. */
 ga_ctx_t *ga_find_owner(uintptr_t ptr, int *in_pass)
 {
-    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
-        if (atomic_load_explicit(&c->dead, memory_order_acquire))
-            continue;
-        pthread_mutex_lock(&c->lock);
-        if (!atomic_load(&c->dead)) {
-            if (c->pool && ga_pool_owns(c->pool, ptr)) {
-                *in_pass = 0;
-                return c;
-            }
-            if (c->pass.count && ga_ptrmap_get(&c->pass, ptr)) {
-                *in_pass = 1;
-                return c;
-            }
-        }
-        pthread_mutex_unlock(&c->lock);
-    }
+    ga_ctx_t *first = ga_tl_cache.st;
+    if (first && ga_ctx_holds(first, ptr, in_pass))
+        return first;
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
+        if (c != first && ga_ctx_holds(c, ptr, in_pass))
+            return c;
     return NULL;
 }
 

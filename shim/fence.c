@@ -80,7 +80,7 @@ static void ga_pend_release(ga_ctx_t *c, size_t i)
     c->pend[i] = c->pend[--c->npend];
     ga_ptrmap_take(&c->pend_set, e.ptr, NULL);
     c->pend_bytes -= e.size;
-    ga_level_add(GA_LEVEL_PENDING, -(int64_t)e.size);
+    c->counts.pending_bytes = c->pend_bytes;
     ga_event_put(c, e.ev);
     if (c->pool)
         ga_pool_free(c->pool, e.ptr, NULL);
@@ -129,7 +129,9 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
     }
     c->pend[c->npend++] = (ga_pending_t){.ptr = ptr, .size = size, .stream = s, .ev = ev};
     c->pend_bytes += size;
-    ga_level_add(GA_LEVEL_PENDING, (int64_t)size);
+    c->counts.pending_bytes = c->pend_bytes;
+    if (c->pend_bytes > c->counts.peak_pending_bytes)
+        c->counts.peak_pending_bytes = c->pend_bytes;
     return CUDA_SUCCESS;
 }
 
@@ -177,7 +179,7 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
     c->pend[best] = c->pend[--c->npend];
     ga_ptrmap_take(&c->pend_set, e.ptr, NULL);
     c->pend_bytes -= e.size;
-    ga_level_add(GA_LEVEL_PENDING, -(int64_t)e.size);
+    c->counts.pending_bytes = c->pend_bytes;
     ga_event_put(c, e.ev);
     *out = e.ptr;
     return 1;
@@ -187,7 +189,6 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
 void ga_fence_drop(ga_ctx_t *c)
 {
     for (size_t i = 0; i < c->npend; i++) {
-        ga_level_add(GA_LEVEL_PENDING, -(int64_t)c->pend[i].size);
         if (c->pend[i].ev && !c->driver_gone && ga_real.cuEventDestroy_v2)
             ga_real.cuEventDestroy_v2(c->pend[i].ev);
     }
@@ -199,5 +200,6 @@ void ga_fence_drop(ga_ctx_t *c)
     c->pend = NULL;
     c->npend = c->cap_pend = c->nevents = 0;
     c->pend_bytes = 0;
+    c->counts.pending_bytes = 0;
     memset(&c->pend_set, 0, sizeof c->pend_set);
 }

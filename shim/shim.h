@@ -175,7 +175,9 @@ void ga_log(ga_log_level_t level, const char *fmt, ...) __attribute__((format(pr
     X(free_syncs, count, "context synchronisations before freed memory was reused (GPUARENA_FREE_SYNC)") \
     X(free_events, count, "events recorded at stream-ordered frees (cuMemFreeAsync)")            \
     X(async_served, count, "cuMemAllocAsync calls served from the pool")                        \
-    X(async_same_stream, count, "of those, given a chunk freed on the same stream still pending")
+    X(async_same_stream, count, "of those, given a chunk freed on the same stream still pending") \
+    X(pending_bytes, bytes, "freed bytes waiting for the device to pass the free (in reserved)") \
+    X(peak_pending_bytes, bytes, "highest pending_bytes of each context, summed over contexts")
 typedef struct ga_api_count {
     uint64_t calls, failed, bytes;
 } ga_api_count_t;
@@ -190,8 +192,7 @@ typedef struct ga_counts {
 #define GA_LEVEL_LIST(X)                                                                       \
     X(IN_USE, in_use, "bytes in live allocations, every context and pass-through")             \
     X(RESERVED, reserved, "bytes held from the driver (vmm: mapped), pass-through included")   \
-    X(PASSTHROUGH, passthrough_bytes, "bytes of allocations passed through to the driver")     \
-    X(PENDING, pending_bytes, "freed bytes waiting for the device to pass the free (counted in reserved)")
+    X(PASSTHROUGH, passthrough_bytes, "bytes of allocations passed through to the driver")
 typedef enum {
 #define GA_LEVEL_ENUM(sym, name, desc) GA_LEVEL_##sym,
     GA_LEVEL_LIST(GA_LEVEL_ENUM)

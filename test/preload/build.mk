@@ -53,7 +53,7 @@ $(PRELOAD_THREADS): test/preload/bench_threads.c $(PRELOAD_NULLDRV)
 	  -lpthread $(LDFLAGS_COMMON)
 
 .PHONY: test-preload bench-shim bench-threads
-test-preload: $(PRELOAD_TEST) $(SHIM_LIB) $(SHIM_HOOK_NAMES)
+test-preload: $(PRELOAD_TEST) $(SHIM_LIB) $(SHIM_HOOK_NAMES) $(SIM_NVML)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/preload.tap CK_FORK=yes CK_DEFAULT_TIMEOUT=20 \
 	  PT_SHIM=$(SHIM_LIB) PT_HOOKS=$(SHIM_HOOK_NAMES) $(PRELOAD_ENV) $(PRELOAD_TEST) \

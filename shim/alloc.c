@@ -38,7 +38,7 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p, int
     if (!pool)
         return r;
     if (GA_UNLIKELY(c->npend))
-        ga_fence_reclaim(c, wait);
+        ga_fence_reclaim(c, wait, 1); /* the allocating thread's own context */
     ga_status_t st = ga_pool_alloc(pool, size, p);
     /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
     return st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);

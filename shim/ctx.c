@@ -403,7 +403,7 @@ size_t ga_dev_trim(int dev, ga_ctx_t *locked)
             pthread_mutex_lock(&c->lock);
         if (c->pool && !atomic_load(&c->dead)) {
             size_t pending = c->pend_bytes;
-            ga_fence_reclaim(c, 1); /* freed chunks waiting for the device are free memory too */
+            ga_fence_reclaim(c, 1, 0); /* freed chunks waiting for the device are free memory too */
             freed += ga_pool_trim(c->pool) + (pending - c->pend_bytes);
         }
         if (c != locked)

@@ -135,7 +135,7 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
     return CUDA_SUCCESS;
 }
 
-void ga_fence_reclaim(ga_ctx_t *c, int wait)
+void ga_fence_reclaim(ga_ctx_t *c, int wait, int current)
 {
     if (!c->npend || !c->pool)
         return;
@@ -145,7 +145,7 @@ void ga_fence_reclaim(ga_ctx_t *c, int wait)
         int passed;
         if (!e->ev) { /* cuMemFree under GPUARENA_FREE_SYNC=device: one context synchronisation */
             if (!synced) {
-                int pushed = ga_ctx_enter(c->ctx);
+                int pushed = current ? 0 : ga_ctx_enter(c->ctx);
                 if (ga_real.cuCtxSynchronize)
                     ga_real.cuCtxSynchronize();
                 ga_ctx_leave(pushed);

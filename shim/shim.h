@@ -312,7 +312,7 @@ int ga_backend_for(ga_ctx_t *c, ga_pool_backend_t *be, CUresult *err);
  * the next allocation's synchronisation. An error (a stream the driver refuses) frees nothing. */
 CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered);
 /* Returns to the pool every pending chunk the device has passed; wait: wait for all of them. */
-void ga_fence_reclaim(ga_ctx_t *c, int wait);
+void ga_fence_reclaim(ga_ctx_t *c, int wait, int current); /* current: c is the thread's context */
 int ga_fence_is_pending(const ga_ctx_t *c, uintptr_t ptr);
 /* A pending chunk freed on stream s, of at least size bytes (and at most twice), taken whole. */
 int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out);

@@ -439,9 +439,11 @@ void ga_ctx_atfork_parent(void)
  * are its own); every device starts from nothing committed. */
 void ga_ctx_fork_child(void)
 {
+    /* The forking thread holds every lock (ga_ctx_atfork_prepare) and is the child's only thread:
+     * it lets them go before anything is freed (never destroy or re-initialise a held mutex). */
+    ga_ctx_atfork_parent();
     ga_ctx_t *c = atomic_load(&ga_ctx_list);
     atomic_store(&ga_ctx_list, NULL);
-    pthread_mutex_init(&ga_ctx_list_lock, NULL);
     while (c) {
         ga_ctx_t *next = atomic_load(&c->next);
         c->driver_gone = 2; /* the parent's: no driver call may touch it */
@@ -457,7 +459,6 @@ void ga_ctx_fork_child(void)
         ga_dev_t *dv = &ga_devs[d];
         atomic_store(&dv->committed, 0);
         if (atomic_load(&dv->known)) {
-            pthread_mutex_init(&dv->lock, NULL);
             ga_ptrmap_fini(&dv->handles);
             memset(&dv->handles, 0, sizeof dv->handles);
             memset(&dv->counts, 0, sizeof dv->counts);

@@ -63,14 +63,14 @@ bench: deps
 	@$(MAKE) --no-print-directory $(BENCHES)
 
 # Sanitizer builds go to their own build folder, so they never mix with the normal one. They run
-# the C tiers (SAN_TIERS, test/stress/build.mk), tsan only the stress tier; valgrind the unit tests.
+# the C tiers (SAN_TIERS, test/stress/build.mk), tsan the stress and preload tiers; valgrind the unit tests.
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 asan: deps
 	@$(MAKE) --no-print-directory san-tiers BUILD=build-asan OPT=-O1 SAN="$(ASAN_FLAGS)"
 ubsan: deps
 	@$(MAKE) --no-print-directory san-tiers BUILD=build-ubsan OPT=-O1 SAN="-fsanitize=undefined -fno-sanitize-recover=all"
 tsan: deps
-	@$(MAKE) --no-print-directory san-tiers BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread" SAN_TIERS=test-stress
+	@$(MAKE) --no-print-directory san-tiers BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread" SAN_TIERS="test-stress test-preload"
 valgrind: deps
 	@$(MAKE) --no-print-directory valgrind-unit BUILD=build-valgrind OPT=-O1
 
@@ -91,7 +91,7 @@ help:
 	@for b in $(BENCHES); do printf '  %-17s one benchmark\n' $$b; done
 	@echo "  fuzz-long         each fuzz target for FUZZ_LONG_TIME seconds, keeping its corpus"
 	@echo "  asan, ubsan       the C tiers under AddressSanitizer+UBSan / UBSan (folder build-asan...)"
-	@echo "  tsan              the stress tier under ThreadSanitizer (build-tsan)"
+	@echo "  tsan              the stress and preload tiers under ThreadSanitizer (build-tsan)"
 	@echo "  valgrind          the unit tests under valgrind (build-valgrind)"
 	@echo "  install           install under PREFIX (default /usr/local; DESTDIR stages a package)"
 	@echo "  uninstall         remove exactly what install put under PREFIX"

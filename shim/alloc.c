@@ -2,8 +2,8 @@
  * cuMemAllocAsync when a pool serves it.
  *
  * Every mode is the same path: the current context's pool (ctx.c) under the context's lock, one
- * lock per call and no process-wide lock (the counters are the context's, the process peaks are
- * atomics). The clock is read only when statistics or a trace were asked for.
+ * lock per call and no process-wide lock (the counters are the context's; the in-use level is the
+ * context's too while it is the only one, see ga_ctx_level_add). The clock is read only when statistics or a trace were asked for.
  * Before an out-of-memory is reported, idle memory of every pool on the device is given back
  * (empty regions, kept vmm granules, an unused preallocated region) and the allocation retried
  * once: memory one context no longer uses serves another.
@@ -79,11 +79,11 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         c->counts.true_oom_failures += oom.frag == 0;
     }
     ga_count_alloc(&c->counts, api, size, r == CUDA_SUCCESS, t0);
+    if (r == CUDA_SUCCESS)
+        ga_ctx_level_add(c, (int64_t)ga_round(size));
     pthread_mutex_unlock(&c->lock);
-    if (r == CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)p;
-        ga_level_add(GA_LEVEL_IN_USE, (int64_t)ga_round(size));
-    }
     ga_oom_report(&oom);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
@@ -128,34 +128,34 @@ int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, C
     return 1;
 }
 
-/* Frees a pool pointer; c->lock is held on entry (ga_find_owner) and released here. A freed chunk
- * goes back to the pool only once the device has passed the free (fence.c), except in platform
- * mode (the driver's own free) and under GPUARENA_FREE_SYNC=none for cuMemFree. */
+/* Frees a pool pointer; c->lock is held on entry (ga_find_owner) and released here; live_size:
+ * the size of the live allocation at p that ga_find_owner found (0: p starts none, the pool says
+ * why). A freed chunk goes back to the pool only once the device has passed the free (fence.c),
+ * except in platform mode (the driver's own free) and under GPUARENA_FREE_SYNC=none for cuMemFree. */
 static CUresult ga_pool_free_locked(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0,
-                                    CUstream s, int stream_ordered)
+                                    CUstream s, int stream_ordered, size_t live_size)
 {
-    size_t size = 0;
-    ga_status_t st;
-    CUresult fr = CUDA_SUCCESS;
+    size_t size = live_size;
+    ga_status_t st = GA_OK;
     int fence = ga_pool_mode(c->pool) != GA_MODE_PLATFORM &&
                 (stream_ordered || ga_opt.free_sync != GA_FREE_SYNC_NONE);
-    if (GA_UNLIKELY(ga_fence_is_pending(c, (uintptr_t)p))) {
+    if (GA_UNLIKELY(c->npend) && ga_fence_is_pending(c, (uintptr_t)p)) {
         st = GA_EDOUBLE; /* freed already, waiting for the device */
+    } else if (GA_UNLIKELY(!live_size)) {
+        st = ga_pool_free(c->pool, (uintptr_t)p, NULL); /* says why, changes nothing */
+        if (st == GA_OK)
+            st = GA_EINVAL; /* not reached: the pool had no live allocation at p */
     } else if (fence) {
-        uintptr_t base = 0;
-        st = ga_pool_lookup(c->pool, (uintptr_t)p, &base, &size);
-        if (st == GA_OK && base != (uintptr_t)p)
-            st = GA_EINTERIOR;
-        else if (st != GA_OK)
-            st = ga_pool_free(c->pool, (uintptr_t)p, NULL); /* says why, changes nothing */
-        if (st == GA_OK && (fr = ga_fence_free(c, (uintptr_t)p, size, s, stream_ordered)) != CUDA_SUCCESS) {
+        CUresult fr = ga_fence_free(c, (uintptr_t)p, size, s, stream_ordered);
+        if (fr != CUDA_SUCCESS) {
             pthread_mutex_unlock(&c->lock);
             return fr;
         }
     } else {
-        st = ga_pool_free(c->pool, (uintptr_t)p, &size);
+        st = ga_pool_free(c->pool, (uintptr_t)p, NULL);
     }
     if (st == GA_OK) {
+        ga_ctx_level_add(c, -(int64_t)size);
         ga_count_free(&c->counts, api, t0);
         if (ga_timing && ga_pool_mode(c->pool) != GA_MODE_PLATFORM) {
             /* The worst fragmentation seen, sampled where fragmentation is made. */
@@ -172,7 +172,6 @@ static CUresult ga_pool_free_locked(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uin
                (unsigned long long)p, ga_status_str(st));
         return CUDA_ERROR_INVALID_VALUE;
     }
-    ga_level_add(GA_LEVEL_IN_USE, -(int64_t)size);
     return CUDA_SUCCESS;
 }
 
@@ -204,7 +203,8 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     uint64_t t0 = ga_timing ? ga_now() : 0;
     CUresult r;
     int in_pass = 0;
-    ga_ctx_t *c = p ? ga_find_owner((uintptr_t)p, &in_pass) : NULL;
+    size_t live = 0;
+    ga_ctx_t *c = p ? ga_find_owner((uintptr_t)p, &in_pass, &live) : NULL;
     int dev = c ? c->dev : -1;
     if (c && in_pass) {
         r = ga_pass_free_locked(c, p, api, t0, real_free, s);
@@ -214,14 +214,14 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
         pthread_mutex_unlock(&c->lock);
         r = ga_real.cuStreamSynchronize ? ga_real.cuStreamSynchronize(s) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS) {
-            c = ga_find_owner((uintptr_t)p, &in_pass);
+            c = ga_find_owner((uintptr_t)p, &in_pass, &live);
             r = !c ? CUDA_ERROR_INVALID_VALUE
                 : in_pass ? ga_pass_free_locked(c, p, api, t0, real_free, s)
-                          : ga_pool_free_locked(c, p, api, t0, s, 0);
+                          : ga_pool_free_locked(c, p, api, t0, s, 0, live);
         }
     } else if (c) {
         /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation). */
-        r = ga_pool_free_locked(c, p, api, t0, s, real_free != NULL);
+        r = ga_pool_free_locked(c, p, api, t0, s, real_free != NULL, live);
     } else {
         r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
     }

@@ -22,6 +22,9 @@ extern char **environ;
 static ga_dev_t ga_devs[GA_MAX_DEVICES];
 static ga_ctx_t *_Atomic ga_ctx_list;
 static pthread_mutex_t ga_ctx_list_lock = PTHREAD_MUTEX_INITIALIZER; /* adding to the list, caps */
+/* The context keeping the IN_USE level itself (shim.h, ga_ctx_level_add), set and cleared under
+ * the list lock and the context's own. */
+static ga_ctx_t *_Atomic ga_lvl_owner;
 
 static __thread struct {
     CUcontext ctx;
@@ -221,6 +224,32 @@ static ga_ctx_t *ga_ctx_find(CUcontext ctx)
     return NULL;
 }
 
+ga_ctx_t *ga_ctx_level_owner(void)
+{
+    return atomic_load_explicit(&ga_lvl_owner, memory_order_acquire);
+}
+
+/* The list lock held: the owner's figures go into the atomics, under its lock so that no
+ * allocation of it is half counted. */
+static void ga_ctx_level_share_locked(void)
+{
+    ga_ctx_t *o = atomic_load(&ga_lvl_owner);
+    if (!o)
+        return;
+    pthread_mutex_lock(&o->lock);
+    ga_level_fold(GA_LEVEL_IN_USE, atomic_load(&o->lvl_in_use), atomic_load(&o->lvl_peak));
+    o->lvl_own = 0;
+    atomic_store(&ga_lvl_owner, NULL);
+    pthread_mutex_unlock(&o->lock);
+}
+
+void ga_ctx_level_share(void)
+{
+    pthread_mutex_lock(&ga_ctx_list_lock);
+    ga_ctx_level_share_locked();
+    pthread_mutex_unlock(&ga_ctx_list_lock);
+}
+
 static ga_ctx_t *ga_ctx_create(CUcontext ctx)
 {
     CUdevice dev = 0;
@@ -233,6 +262,12 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
         c->ctx = ctx;
         c->dev = dev;
         pthread_mutex_init(&c->lock, NULL);
+        if (!atomic_load(&ga_ctx_list)) { /* the process's first context keeps the level */
+            c->lvl_own = 1;
+            atomic_store(&ga_lvl_owner, c);
+        } else {
+            ga_ctx_level_share_locked();
+        }
         atomic_store(&c->next, atomic_load(&ga_ctx_list));
         atomic_store(&ga_ctx_list, c);
     }
@@ -340,7 +375,7 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
         ga_dev_uncommit(c->dev, e->size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e->size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e->size);
-        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)e->size);
+        ga_ctx_level_add(c, -(int64_t)e->size);
     }
     ga_ptrmap_fini(&c->pass);
     memset(&c->pass, 0, sizeof c->pass);
@@ -358,15 +393,21 @@ static void ga_ctx_drop_all(CUcontext ctx, int driver_gone)
         ga_ctx_drop(c, driver_gone);
 }
 
-/* 1 with c->lock held if c (live) holds ptr in its pool or among its pass-through pointers. */
-static int ga_ctx_holds(ga_ctx_t *c, uintptr_t ptr, int *in_pass)
+/* 1 with c->lock held if c (live) holds ptr in its pool or among its pass-through pointers. The
+ * pool is asked for the live allocation at ptr first (one probe of its live table, the answer
+ * for every good free), and only when there is none whether ptr lies in its memory at all. */
+static int ga_ctx_holds(ga_ctx_t *c, uintptr_t ptr, int *in_pass, size_t *live_size)
 {
     if (atomic_load_explicit(&c->dead, memory_order_acquire))
         return 0;
     pthread_mutex_lock(&c->lock);
     if (!atomic_load(&c->dead)) {
-        if (c->pool && ga_pool_owns(c->pool, ptr)) {
+        uintptr_t base = 0;
+        size_t size = 0;
+        if (c->pool && (ga_pool_lookup(c->pool, ptr, &base, &size) == GA_OK ||
+                        ga_pool_owns(c->pool, ptr))) {
             *in_pass = 0;
+            *live_size = base == ptr ? size : 0;
             return 1;
         }
         if (c->pass.count && ga_ptrmap_get(&c->pass, ptr)) {
@@ -382,13 +423,17 @@ static int ga_ctx_holds(ga_ctx_t *c, uintptr_t ptr, int *in_pass)
  * allocated, and threads on different contexts then never take each other's locks. Any order
  * finds the same owner (live contexts hold disjoint memory); states are never freed, so the
  * cached one is safe to look at even if stale. */
-ga_ctx_t *ga_find_owner(uintptr_t ptr, int *in_pass)
+ga_ctx_t *ga_find_owner(uintptr_t ptr, int *in_pass, size_t *live_size)
 {
+    size_t ignored;
+    if (!live_size)
+        live_size = &ignored;
+    *live_size = 0;
     ga_ctx_t *first = ga_tl_cache.st;
-    if (first && ga_ctx_holds(first, ptr, in_pass))
+    if (first && ga_ctx_holds(first, ptr, in_pass, live_size))
         return first;
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
-        if (c != first && ga_ctx_holds(c, ptr, in_pass))
+        if (c != first && ga_ctx_holds(c, ptr, in_pass, live_size))
             return c;
     return NULL;
 }
@@ -444,6 +489,7 @@ void ga_ctx_fork_child(void)
     ga_ctx_atfork_parent();
     ga_ctx_t *c = atomic_load(&ga_ctx_list);
     atomic_store(&ga_ctx_list, NULL);
+    atomic_store(&ga_lvl_owner, NULL); /* the child's first context keeps its level */
     while (c) {
         ga_ctx_t *next = atomic_load(&c->next);
         c->driver_gone = 2; /* the parent's: no driver call may touch it */

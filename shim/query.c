@@ -48,7 +48,7 @@ GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 static int ga_pool_range(CUdeviceptr p, uintptr_t *base, size_t *size)
 {
     int in_pass = 0;
-    ga_ctx_t *c = ga_find_owner((uintptr_t)p, &in_pass);
+    ga_ctx_t *c = ga_find_owner((uintptr_t)p, &in_pass, NULL);
     if (!c)
         return 0;
     int platform = in_pass || ga_pool_mode(c->pool) == GA_MODE_PLATFORM;
@@ -136,7 +136,7 @@ GA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     if (!pHandle)
         return CUDA_ERROR_INVALID_VALUE;
     int in_pass = 0;
-    ga_ctx_t *c = ga_find_owner((uintptr_t)dptr, &in_pass);
+    ga_ctx_t *c = ga_find_owner((uintptr_t)dptr, &in_pass, NULL);
     int whole = c && (in_pass || ga_pool_mode(c->pool) == GA_MODE_PLATFORM);
     if (c)
         pthread_mutex_unlock(&c->lock);

@@ -201,6 +201,8 @@ typedef enum {
 } ga_level_t;
 void ga_level_add(ga_level_t level, int64_t delta);
 uint64_t ga_level_value(ga_level_t level, int peak);
+/* Adds a context's cur and peak of a level it kept itself into the process-wide atomics. */
+void ga_level_fold(ga_level_t level, int64_t cur, uint64_t peak);
 extern int ga_timing; /* time the hooks: stats or trace asked for; set once at start */
 uint64_t ga_now(void);
 void ga_stats_start(void);
@@ -257,6 +259,9 @@ typedef struct ga_ctx {
     ga_ptrmap_t pend_set;    /* the pending pointers, for double-free checks */
     CUevent events[32];      /* a free list of events */
     size_t nevents;
+    int lvl_own;             /* 1: this context keeps the IN_USE level itself (ctx.c) */
+    _Atomic int64_t lvl_in_use;  /* while lvl_own: the process's in_use and its peak, written */
+    _Atomic uint64_t lvl_peak;   /* under the lock, read by the statistics without it */
     struct ga_ctx *_Atomic next;
 } ga_ctx_t;
 
@@ -283,6 +288,17 @@ static inline ga_ctx_t *ga_ctx_next(ga_ctx_t *c)
 {
     return atomic_load(&c->next);
 }
+/* The IN_USE level, the one level every allocation and free changes. A process-wide atomic per
+ * call kept two contexts from scaling and cost two atomic operations per free+alloc pair, so
+ * while the process has had one context only, that context keeps the level (and its peak) under
+ * its own lock; when a second context appears, or memory outside any pool is counted, the figures
+ * are folded into the atomics once and every context uses them from then on. The peak of the sum
+ * stays exact: the atomics and a private context never both hold part of the level.
+ * ga_ctx_level_add: c->lock held. ga_ctx_level_owner: the context keeping it, or NULL.
+ * ga_ctx_level_share: folds the private figures (no context lock may be held). */
+void ga_ctx_level_add(ga_ctx_t *c, int64_t delta);
+ga_ctx_t *ga_ctx_level_owner(void);
+void ga_ctx_level_share(void);
 /* Makes ctx current for a driver call from a thread where it may not be. */
 int ga_ctx_enter(CUcontext ctx);
 void ga_ctx_leave(int pushed);
@@ -293,8 +309,9 @@ static inline ga_pool_t *ga_ctx_peek(ga_ctx_t *c)
     return __atomic_load_n(&c->pool, __ATOMIC_ACQUIRE);
 }
 /* The live context whose pool (*in_pass 0) or pass-through table (*in_pass 1) holds ptr,
- * returned with its lock held; NULL when no context has it. */
-ga_ctx_t *ga_find_owner(uintptr_t ptr, int *in_pass);
+ * returned with its lock held; NULL when no context has it. *live_size (optional): the rounded
+ * size of the pool's live allocation starting at ptr, 0 when ptr starts none. */
+ga_ctx_t *ga_find_owner(uintptr_t ptr, int *in_pass, size_t *live_size);
 /* Gives back idle memory of every pool on dev (before an out-of-memory is reported); `locked` is
  * a context whose lock the caller holds (or NULL). Returns the bytes given back. */
 size_t ga_dev_trim(int dev, ga_ctx_t *locked);

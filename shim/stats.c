@@ -78,8 +78,27 @@ uint64_t ga_ticks_to_ns(uint64_t ticks)
 }
 
 static uint64_t ga_level_get(ga_level_t level, int peak);
+static void ga_level_raise(ga_level_t level, int64_t delta);
 
 void ga_level_add(ga_level_t level, int64_t delta)
+{
+    if (level == GA_LEVEL_IN_USE && GA_UNLIKELY(ga_ctx_level_owner() != NULL))
+        ga_ctx_level_share(); /* memory outside the pools: the level becomes process-wide */
+    ga_level_raise(level, delta);
+}
+
+void ga_level_fold(ga_level_t level, int64_t cur, uint64_t peak)
+{
+    atomic_fetch_add_explicit(&ga_levels[level].cur, cur, memory_order_relaxed);
+    uint64_t p = atomic_load_explicit(&ga_levels[level].peak, memory_order_relaxed);
+    while (peak > p && !atomic_compare_exchange_weak_explicit(&ga_levels[level].peak, &p, peak,
+                                                               memory_order_relaxed,
+                                                               memory_order_relaxed))
+        ;
+}
+
+/* The atomics themselves: the current value and, when it rose, its peak. */
+static void ga_level_raise(ga_level_t level, int64_t delta)
 {
     int64_t now = atomic_fetch_add_explicit(&ga_levels[level].cur, delta, memory_order_relaxed) + delta;
     if (delta <= 0 || now <= 0)
@@ -96,12 +115,33 @@ uint64_t ga_level_value(ga_level_t level, int peak)
     return ga_level_get(level, peak);
 }
 
+/* A context's private IN_USE figures count too (read without its lock: a figure read while the
+ * context folds them may count them twice or not at all, once). */
 static uint64_t ga_level_get(ga_level_t level, int peak)
 {
-    if (peak)
-        return atomic_load(&ga_levels[level].peak);
+    ga_ctx_t *own = level == GA_LEVEL_IN_USE ? ga_ctx_level_owner() : NULL;
+    if (peak) {
+        uint64_t p = atomic_load(&ga_levels[level].peak);
+        uint64_t q = own ? atomic_load_explicit(&own->lvl_peak, memory_order_relaxed) : 0;
+        return p > q ? p : q;
+    }
     int64_t n = atomic_load(&ga_levels[level].cur);
+    if (own)
+        n += atomic_load_explicit(&own->lvl_in_use, memory_order_relaxed);
     return n > 0 ? (uint64_t)n : 0;
+}
+
+void ga_ctx_level_add(ga_ctx_t *c, int64_t delta)
+{
+    if (!c->lvl_own) {
+        ga_level_raise(GA_LEVEL_IN_USE, delta);
+        return;
+    }
+    /* Plain loads and stores: only this context's lock holder writes them. */
+    int64_t now = atomic_load_explicit(&c->lvl_in_use, memory_order_relaxed) + delta;
+    atomic_store_explicit(&c->lvl_in_use, now, memory_order_relaxed);
+    if (now > 0 && (uint64_t)now > atomic_load_explicit(&c->lvl_peak, memory_order_relaxed))
+        atomic_store_explicit(&c->lvl_peak, (uint64_t)now, memory_order_relaxed);
 }
 
 /* A forked child counts from nothing: the parent's memory is not its own. */

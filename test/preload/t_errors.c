@@ -73,6 +73,34 @@ START_TEST(bad_frees_arena)
 }
 END_TEST
 
+/* Double frees while the freed chunks wait for the device (GPUARENA_FREE_SYNC=deferred): the
+ * pending list is scanned while short and indexed once longer (fence.c), so both are exercised:
+ * 40 frees without an allocation between, each freed pointer freed again at every length, then
+ * one allocation returns them all and a further free is still a double free (the pool's answer). */
+START_TEST(double_frees_while_pending)
+{
+    pt_env("GPUARENA_MODE=arena", NULL);
+    pt_start();
+    enum { N = 40 };
+    CUdeviceptr p[N], q;
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(cuMemAlloc(&p[i], 4096 * (size_t)(i + 1)), CUDA_SUCCESS);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(cuMemFree(p[i]), CUDA_SUCCESS);
+        for (int j = 0; j <= i; j += 7)
+            ck_assert_msg(cuMemFree(p[j]) == CUDA_ERROR_INVALID_VALUE, "double free of %d of %d", j, i + 1);
+        if (i + 1 < N)
+            ck_assert_int_eq(cuMemFree(p[i + 1] + 512), CUDA_ERROR_INVALID_VALUE); /* interior */
+    }
+    ck_assert_int_eq(cuMemAlloc(&q, 4096), CUDA_SUCCESS); /* returns every pending chunk */
+    for (int i = 0; i < N; i++)
+        if (p[i] != q)
+            ck_assert_int_eq(cuMemFree(p[i]), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemFree(q), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(q), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
 START_TEST(bad_frees_platform)
 {
     pt_env("GPUARENA_MODE=platform", NULL);
@@ -213,6 +241,7 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, null_out_params);
     tcase_add_test(tc, size_zero);
     tcase_add_test(tc, bad_frees_arena);
+    tcase_add_test(tc, double_frees_while_pending);
     tcase_add_test(tc, bad_frees_platform);
     tcase_add_test(tc, foreign_pointer_freed_by_driver);
     tcase_add_test(tc, ipc_refused_for_arena);

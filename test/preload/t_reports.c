@@ -82,6 +82,54 @@ START_TEST(stats_json_platform)
 }
 END_TEST
 
+/* The in-use level is kept by the first context alone until a second context or memory outside
+ * the pools appears, then folded into process-wide counters (shim.h, ga_ctx_level_add): the
+ * process's in_use and its peak stay exact across the switch. Context A peaks at 4 MiB and drops
+ * to 1 MiB; then either context B allocates 1 MiB (arg 0) or A takes 1 MiB of managed memory (a
+ * pass-through, arg 1): in_use 2 MiB, peak 4 MiB, taken before the switch. */
+static void level_switch_child(void *arg)
+{
+    pt_start();
+    CUdevice dev;
+    CUcontext b;
+    CUdeviceptr p[4], q;
+    for (int i = 0; i < 4; i++)
+        if (cuMemAlloc(&p[i], MiB) != CUDA_SUCCESS)
+            exit(2);
+    for (int i = 1; i < 4; i++)
+        if (cuMemFree(p[i]) != CUDA_SUCCESS)
+            exit(3);
+    if (arg == NULL) {
+        if (cuDeviceGet(&dev, 0) || cuCtxCreate(&b, NULL, 0, dev) || cuMemAlloc(&q, MiB))
+            exit(4);
+    } else if (cuMemAllocManaged(&q, MiB, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS) {
+        exit(5);
+    }
+    exit(0);
+}
+
+START_TEST(stats_in_use_exact_across_contexts)
+{
+    static const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=vmm",
+                                  "GPUARENA_MODE=platform"};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        for (int managed = 0; managed < 2; managed++) {
+            char stats[] = "/tmp/gpuarena-stats-XXXXXX", env[128], err[8192];
+            close(mkstemp(stats));
+            snprintf(env, sizeof env, "GPUARENA_STATS=%s", stats);
+            pt_env(env, modes[m], "GPUARENA_LIMIT=64MiB", NULL);
+            int rc = pt_run_child(level_switch_child, managed ? (void *)1 : NULL, err, sizeof err);
+            ck_assert_msg(rc == 0, "%s: exit %d: %s", modes[m], rc, err);
+            ck_assert_msg(pt_json_check(stats, "d['totals']['in_use'] == 2*1024*1024 and "
+                                               "d['totals']['peak_in_use'] == 4*1024*1024") == 0,
+                          "%s, %s: in_use 2 MiB and peak 4 MiB", modes[m],
+                          managed ? "managed memory" : "a second context");
+            unlink(stats);
+        }
+    }
+}
+END_TEST
+
 START_TEST(stats_to_stderr)
 {
     char err[8192];
@@ -194,6 +242,7 @@ TCase *pt_tcase_reports(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, stats_json_arena);
     tcase_add_test(tc, stats_json_platform);
+    tcase_add_test(tc, stats_in_use_exact_across_contexts);
     tcase_add_test(tc, stats_to_stderr);
     tcase_add_test(tc, stats_path_pid);
     tcase_add_test(tc, trace_file_records);

@@ -17,6 +17,11 @@ WARN     := -Wall -Wextra -Werror
 EXTRA_CFLAGS ?=
 CFLAGS_COMMON := -std=gnu11 $(OPT) -g -fPIC -fvisibility=hidden $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS_COMMON := $(SAN)
+# Link-time optimisation for the preload library: its hooks, contexts and pools are small
+# functions in separate files on every allocation's path, and inlining them across files took about
+# 100 instructions off each free+alloc pair (`make bench-shim`). The allocator's objects stay
+# usable without it (fat objects) for the tools and tests; sanitizer builds go without.
+GA_LTO   := $(if $(SAN),,-flto=auto -ffat-lto-objects)
 # The version: one line in VERSION, compiled into every C build (the shim's statistics, the tools).
 VERSION  := $(shell cat VERSION 2>/dev/null || echo unknown)
 CFLAGS_COMMON += -DGA_VERSION='"$(VERSION)"'

@@ -8,7 +8,7 @@ ALL += $(ALLOC_LIB)
 
 $(BUILD)/obj/allocator/%.o: allocator/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -Iallocator -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_COMMON) $(GA_LTO) -Iallocator -MMD -MP -c $< -o $@
 
 $(ALLOC_LIB): $(ALLOC_OBJ)
 	@mkdir -p $(@D)

@@ -14,7 +14,7 @@ ALL += $(SHIM_LIB) $(SHIM_HOOK_NAMES)
 # bench-shim); glibc's surplus static TLS still covers a late dlopen of the shim.
 $(BUILD)/obj/shim/%.o: shim/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -ftls-model=initial-exec -I$(CUDA)/include -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_COMMON) $(GA_LTO) -ftls-model=initial-exec -I$(CUDA)/include -MMD -MP -c $< -o $@
 
 $(SHIM_MAP): shim/exports.map.in shim/hooks.def
 	@mkdir -p $(@D)
@@ -29,6 +29,7 @@ $(SHIM_HOOK_NAMES): shim/hooks.def
 $(SHIM_LIB): $(SHIM_OBJ) $(SHIM_MAP) $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libgpuarena.so -Wl,--version-script=$(SHIM_MAP) -Wl,-z,defs \
-	  $(LDFLAGS_COMMON) -o $@ $(SHIM_OBJ) $(BUILD)/lib/libgaalloc.a -ldl -lpthread -lm
+	  $(LDFLAGS_COMMON) $(if $(GA_LTO),-flto=auto $(OPT)) -o $@ $(SHIM_OBJ) $(BUILD)/lib/libgaalloc.a \
+	  -ldl -lpthread -lm
 
 -include $(SHIM_OBJ:.o=.d)

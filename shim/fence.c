@@ -134,6 +134,7 @@ static void ga_pend_release(ga_ctx_t *c, size_t i)
     ga_pend_forget(c, e.ptr);
     c->pend_bytes -= e.size;
     c->counts.pending_bytes = c->pend_bytes;
+    c->npend_ev -= e.ev != NULL;
     ga_event_put(c, e.ev);
     if (c->pool)
         ga_pool_free(c->pool, e.ptr, NULL);
@@ -180,6 +181,7 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
         return CUDA_SUCCESS;
     }
     c->pend[c->npend++] = (ga_pending_t){.ptr = ptr, .size = size, .stream = s, .ev = ev};
+    c->npend_ev += ev != NULL;
     c->pend_bytes += size;
     c->counts.pending_bytes = c->pend_bytes;
     if (c->pend_bytes > c->counts.peak_pending_bytes)
@@ -187,21 +189,39 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
     return CUDA_SUCCESS;
 }
 
+/* The synchronisation that passes every cuMemFree of the context. */
+static void ga_fence_sync(ga_ctx_t *c, int current)
+{
+    int pushed = current ? 0 : ga_ctx_enter(c->ctx);
+    if (ga_real.cuCtxSynchronize)
+        ga_real.cuCtxSynchronize();
+    ga_ctx_leave(pushed);
+    c->counts.free_syncs++;
+}
+
 void ga_fence_reclaim(ga_ctx_t *c, int wait, int current)
 {
     if (!c->npend || !c->pool)
         return;
+    if (!c->npend_ev) {
+        /* Only cuMemFree entries (the common case): one synchronisation returns them all. */
+        ga_fence_sync(c, current);
+        for (size_t i = 0; i < c->npend; i++)
+            ga_pool_free(c->pool, c->pend[i].ptr, NULL);
+        c->npend = 0;
+        c->pend_bytes = 0;
+        c->counts.pending_bytes = 0;
+        if (c->pend_set.count)
+            ga_pend_unindex(c);
+        return;
+    }
     int synced = 0;
     for (size_t i = 0; i < c->npend;) {
         ga_pending_t *e = &c->pend[i];
         int passed;
         if (!e->ev) { /* cuMemFree under GPUARENA_FREE_SYNC=device: one context synchronisation */
             if (!synced) {
-                int pushed = current ? 0 : ga_ctx_enter(c->ctx);
-                if (ga_real.cuCtxSynchronize)
-                    ga_real.cuCtxSynchronize();
-                ga_ctx_leave(pushed);
-                c->counts.free_syncs++;
+                ga_fence_sync(c, current);
                 synced = 1;
             }
             passed = 1;
@@ -229,6 +249,7 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
         return 0;
     ga_pending_t e = c->pend[best];
     c->pend[best] = c->pend[--c->npend];
+    c->npend_ev--; /* only stream-ordered entries are taken */
     ga_pend_forget(c, e.ptr);
     c->pend_bytes -= e.size;
     c->counts.pending_bytes = c->pend_bytes;
@@ -250,7 +271,7 @@ void ga_fence_drop(ga_ctx_t *c)
     free(c->pend);
     ga_ptrmap_fini(&c->pend_set);
     c->pend = NULL;
-    c->npend = c->cap_pend = c->nevents = 0;
+    c->npend = c->cap_pend = c->nevents = c->npend_ev = 0;
     c->pend_bytes = 0;
     c->counts.pending_bytes = 0;
     memset(&c->pend_set, 0, sizeof c->pend_set);

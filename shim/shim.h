@@ -255,6 +255,7 @@ typedef struct ga_ctx {
     size_t granularity;      /* vmm: the driver's recommended granularity */
     ga_pending_t *pend;      /* freed chunks not yet returned to the pool (fence.c) */
     size_t npend, cap_pend;
+    size_t npend_ev;         /* of them, stream-ordered (with an event) */
     uint64_t pend_bytes;
     ga_ptrmap_t pend_set;    /* the pending pointers, for double-free checks */
     CUevent events[32];      /* a free list of events */

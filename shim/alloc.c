@@ -44,15 +44,20 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p, int
     return st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);
 }
 
-/* The allocation path of every mode; s and async: a cuMemAllocAsync on stream s. */
+/* The allocation path of every mode; s and async: a cuMemAllocAsync on stream s. tried: the
+ * caller's first attempt (ga_alloc_plain) found no room, so go straight to what comes before an
+ * out-of-memory; t0: the caller's clock reading. */
 static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint8_t api,
-                                CUstream s, int async)
+                                CUstream s, int async, int tried, uint64_t t0)
 {
-    uint64_t t0 = ga_timing ? ga_now() : 0;
     uintptr_t p = 0;
     pthread_mutex_lock(&c->lock);
-    CUresult r;
-    if (async && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (tried) {
+        /* out-of-memory, unless the context went while the lock was let go: the retries below */
+        if (atomic_load_explicit(&c->dead, memory_order_relaxed))
+            r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    } else if (async && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
         ga_fence_take_same_stream(c, s, size, &p)) {
         r = CUDA_SUCCESS; /* freed on s, not yet passed: later work on s comes after the free */
         c->counts.async_same_stream++;
@@ -91,6 +96,35 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
     return r;
 }
 
+/* cuMemAlloc in a live context whose pool exists and has room: the whole call under one lock with
+ * nothing else to decide (every allocation of a running program but its first and its failures).
+ * Anything else, a failed attempt included (which changed nothing), goes on in ga_alloc_common. */
+static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint8_t api)
+{
+    uint64_t t0 = ga_timing ? ga_now() : 0;
+    uintptr_t p = 0;
+    int tried = 0;
+    pthread_mutex_lock(&c->lock);
+    ga_pool_t *pool = c->pool;
+    if (GA_LIKELY(pool && !atomic_load_explicit(&c->dead, memory_order_relaxed))) {
+        if (GA_UNLIKELY(c->npend))
+            ga_fence_reclaim(c, 0, 1);
+        ga_status_t st = ga_pool_alloc(pool, size, &p);
+        if (GA_LIKELY(st == GA_OK)) {
+            ga_count_alloc(&c->counts, api, size, 1, t0);
+            ga_ctx_level_add(c, (int64_t)ga_round(size));
+            pthread_mutex_unlock(&c->lock);
+            *dptr = (CUdeviceptr)p;
+            if (GA_UNLIKELY(ga_tracing))
+                ga_trace_event(GA_EV_ALLOC, api, *dptr, size, 0, c->dev, t0, CUDA_SUCCESS);
+            return CUDA_SUCCESS;
+        }
+        tried = 1;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return ga_alloc_common(c, dptr, size, api, NULL, 0, tried, t0);
+}
+
 CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
 {
     if (!dptr || !size)
@@ -100,7 +134,7 @@ CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
         return ga_real.cuMemAlloc_v2(dptr, size); /* no context: the driver's own error */
     if (ga_tl_api)
         api = ga_tl_api;
-    return ga_alloc_common(c, dptr, size, api, NULL, 0);
+    return ga_alloc_plain(c, dptr, size, api);
 }
 
 int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, CUresult *r)
@@ -124,7 +158,7 @@ int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, C
     }
     if (ga_tl_api)
         api = ga_tl_api;
-    *r = ga_alloc_common(c, dptr, size, api, s, 1);
+    *r = ga_alloc_common(c, dptr, size, api, s, 1, 0, ga_timing ? ga_now() : 0);
     return 1;
 }
 

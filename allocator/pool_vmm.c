@@ -367,7 +367,7 @@ static ga_varea_t *area_for(ga_pool_t *p, size_t rounded)
     uint16_t id = AREA_GENERAL;
     if (rounded % v->gran == 0)
         id = AREA_ALIGNED;
-    else if (rounded >= v->gran / 2 && rounded / 4 < v->gran)
+    else if (rounded >= v->gran / 2 && rounded / 3 < v->gran)
         id = class_of(v, rounded);
     ga_varea_t *ar = &v->area[id];
     if (!ar->arena) {

@@ -11,7 +11,7 @@ typedef struct ga_vmm ga_vmm_t;
 
 /* vmm: exact-size placement classes at most (pool_vmm.c); sizes seen after these go to the
  * general area. */
-#define GA_VMM_CLASSES 510
+#define GA_VMM_CLASSES 16
 
 struct ga_pool {
     ga_mode_t mode;

@@ -12,17 +12,20 @@
  * fit inside (VA only, so an area's idle regions cost nothing physical):
  *   aligned  sizes that are a multiple of the granule: they start and end on granule boundaries,
  *            so they never leave a granule partly used;
- *   class    one area per exact size from half a granule up to 4 granules (GA_VMM_CLASSES at
- *            most): equal blocks side by side tile granules (four 4.5 MiB blocks fill nine
- *            2 MiB granules), and a hole one of them leaves is refilled by the same size;
- *   general  everything else: small allocations, which fill the partly used granules among
+ *   class    one area per exact size from half a granule up to 3 granules, for the first
+ *            GA_VMM_CLASSES such sizes: equal blocks side by side tile granules (four 4.5 MiB
+ *            blocks fill nine 2 MiB granules), and a hole one leaves is refilled by the same size;
+ *   general  everything else: small allocations, which fill partly used granules among
  *            themselves, and large odd sizes, whose tail granule they can share.
- * A single best-fit arena mixes sizes, so holes left by one size are cut up by others at
- * arbitrary offsets and granules stay mapped for a few bytes each: on the cs336 bf16 forward pass
- * (244 MiB live) that mapped 1.106x the live peak, the classes bring it to 1.016x. The bounds
- * were measured on the shared traces (README, "vmm's mapped memory"): classes below half a granule
- * or from 4 granules up, or one area for all odd sizes, all did worse on some trace. An owner byte
- * pair per granule says which area lent it, so a free or a lookup finds its area in O(1).
+ * Why: one best-fit arena mixes sizes, so the hole one size leaves is cut up by others at
+ * arbitrary offsets, and granules stay mapped for a few bytes each. On the cs336 bf16 forward
+ * pass (244 MiB live) that mapped 1.106x the live peak; the areas map 1.016x. The bounds were
+ * measured on the shared traces (README, "vmm's mapped memory on the traces"): classes up to 4
+ * granules, or for every size (hta has dozens of sizes with a lone block just over a granule,
+ * each wasting most of a granule alone), did worse there. The price is remapping: a granule
+ * freed in one area is not reused by another, so more granules are mapped over a run. An owner
+ * entry per granule says which area lent it, so a free or a lookup finds its area in O(1), and
+ * an allocation costs one class lookup (a small hash) more than before, no scan.
  *
  * Remapping churn (a training step that frees and reallocates the same buffers) is absorbed by a
  * cache: a granule whose count returns to 0 stays mapped ("kept") while the kept bytes stay within
@@ -603,10 +606,29 @@ size_t ga_vmm_occupancy_map(const ga_pool_t *p, char *buf, size_t len, unsigned 
 int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
 {
     int bad = ga_check(p->arena, report, len);
-    const ga_vmm_t *v = p->vmm;
-    for (size_t i = 0; i < v->nareas; i++)
-        if (v->area[i].arena)
-            bad += ga_check(v->area[i].arena, bad ? NULL : report, bad ? 0 : len);
+    ga_vmm_t *v = p->vmm; /* refreshes the cached figures, as ga_vmm_stats does */
+    refresh_seen(v);
+    uint64_t requested = 0, live = 0, total_free = 0, largest = 0;
+    for (size_t i = 0; i < v->nareas; i++) {
+        if (!v->area[i].arena)
+            continue;
+        bad += ga_check(v->area[i].arena, bad ? NULL : report, bad ? 0 : len);
+        ga_stats_t a;
+        ga_get_stats(v->area[i].arena, &a);
+        requested += a.in_use_requested, live += a.live, total_free += a.total_free;
+        largest = a.largest_free > largest ? a.largest_free : largest;
+    }
+    if (!bad && (requested != v->requested || live != v->live || total_free != v->total_free ||
+                 largest != v->largest_free)) {
+        bad++;
+        if (report && len)
+            snprintf(report, len, "vmm pool: area figures kept %llu requested, %llu live, %llu "
+                     "free, %llu largest; the areas say %llu, %llu, %llu, %llu",
+                     (unsigned long long)v->requested, (unsigned long long)v->live,
+                     (unsigned long long)v->total_free, (unsigned long long)v->largest_free,
+                     (unsigned long long)requested, (unsigned long long)live,
+                     (unsigned long long)total_free, (unsigned long long)largest);
+    }
     uint64_t mapped = 0, kept = 0, orphan = 0, unstacked = 0, unlent = 0;
     for (size_t i = 0; i < v->nranges; i++) {
         const ga_vrange_t *r = &v->ranges[i];

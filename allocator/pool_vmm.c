@@ -12,20 +12,26 @@
  * fit inside (VA only, so an area's idle regions cost nothing physical):
  *   aligned  sizes that are a multiple of the granule: they start and end on granule boundaries,
  *            so they never leave a granule partly used;
- *   class    one area per exact size from half a granule up to 3 granules, for the first
- *            GA_VMM_CLASSES such sizes: equal blocks side by side tile granules (four 4.5 MiB
- *            blocks fill nine 2 MiB granules), and a hole one leaves is refilled by the same size;
+ *   class    one area per exact size from half a granule up to 3 granules, made when a second
+ *            block of the size is asked for while one is live (GA_VMM_CLASSES at most): equal
+ *            blocks side by side tile granules (four 4.5 MiB blocks fill nine 2 MiB granules),
+ *            and a hole one leaves is refilled by the same size;
  *   general  everything else: small allocations, which fill partly used granules among
- *            themselves, and large odd sizes, whose tail granule they can share.
+ *            themselves, sizes seen alone, and large odd sizes, whose tail granule others share.
+ * A block for the aligned area or a class that would map new granules there is also tried in the
+ * general area and goes where fewer granules are new (its own area on a tie): when one size
+ * replaces another within a step (gradients allocated as activations are freed), the general
+ * area reuses the granules just freed and still mapped, where a separate area would map its own
+ * and give the freed ones back, every step.
  * Why: one best-fit arena mixes sizes, so the hole one size leaves is cut up by others at
  * arbitrary offsets, and granules stay mapped for a few bytes each. On the cs336 bf16 forward
- * pass (244 MiB live) that mapped 1.106x the live peak; the areas map 1.016x. The bounds were
- * measured on the shared traces (README, "vmm's mapped memory on the traces"): classes up to 4
- * granules, or for every size (hta has dozens of sizes with a lone block just over a granule,
- * each wasting most of a granule alone), did worse there. The price is remapping: a granule
- * freed in one area is not reused by another, so more granules are mapped over a run. An owner
- * entry per granule says which area lent it, so a free or a lookup finds its area in O(1), and
- * an allocation costs one class lookup (a small hash) more than before, no scan.
+ * pass (244 MiB live) that mapped 1.106x the live peak; the areas map 1.032x. Each rule was
+ * measured on the shared traces and examples/ex_train (README, "vmm's mapped memory on the
+ * traces"): classes for every size seen (single blocks of distinct sizes each leave most of a
+ * granule unused: ex_train 1.26x) or without the general-area try (ex_train at widths where its
+ * gradients get a class remaps 20x more: 887 maps instead of 44) did worse. An owner entry per
+ * granule says which area lent it, so a free or a lookup finds its area in O(1); an allocation
+ * costs a size lookup (a small hash) and, when it maps something, a second best fit, no scan.
  *
  * Remapping churn (a training step that frees and reallocates the same buffers) is absorbed by a
  * cache: a granule whose count returns to 0 stays mapped ("kept") while the kept bytes stay within
@@ -59,7 +65,8 @@ typedef struct ga_kslot {
 /* Placement areas: the general one, the granule-multiple one, then the exact-size classes. */
 enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
 #define AREAS_MAX (AREA_FIRST_CLASS + GA_VMM_CLASSES)
-#define CLASS_SLOTS 1024 /* open addressing, at most half full */
+#define TRACK_SLOTS 256 /* sizes tracked for promotion, open addressing */
+#define TRACK_MAX 192   /* at most 3/4 full; sizes beyond stay in the general area */
 
 typedef struct ga_varea {
     ga_pool_t *pool;
@@ -82,7 +89,12 @@ struct ga_vmm {
     size_t region;     /* an area's first region at most: the first range */
     ga_varea_t area[AREAS_MAX];
     size_t nareas;
-    uint16_t class_slot[CLASS_SLOTS]; /* size -> area id; 0 = empty (no class has id 0) */
+    struct {
+        size_t size;   /* 0 = empty slot */
+        size_t nlive;  /* live blocks of this size, whatever area */
+        uint16_t area; /* its class once promoted; 0 before */
+    } track[TRACK_SLOTS];
+    size_t ntrack;
     /* Statistics over the areas, kept up to date by rereading only the areas changed since the
      * last call: the replay and the shim ask after every free, and a hundred classes each
      * asked for their largest free chunk cost the replay 3-7x its speed. */
@@ -377,37 +389,14 @@ static void area_release(void *ctx, uintptr_t base, size_t size)
     p->vmm->parent_dirty = 1;
 }
 
-/* The class area of an exact size, registered at first sight; the general area once
- * GA_VMM_CLASSES sizes have classes. */
-static uint16_t class_of(ga_vmm_t *v, size_t size)
+/* Area `id`, its arena made at first use; NULL when host memory ran out. */
+static ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
 {
-    size_t h = (size_t)(((uint64_t)(size / GA_ALIGN) * 0x9E3779B97F4A7C15ull) >> 54);
-    for (; v->class_slot[h]; h = (h + 1) & (CLASS_SLOTS - 1))
-        if (v->area[v->class_slot[h]].size == size)
-            return v->class_slot[h];
-    if (v->nareas == AREAS_MAX)
-        return AREA_GENERAL;
-    uint16_t id = (uint16_t)v->nareas++;
-    v->area[id] = (ga_varea_t){.pool = v->pool, .size = size, .id = id};
-    v->class_slot[h] = id;
-    return id;
-}
-
-/* The area an allocation of `rounded` bytes goes to, its arena made if need be; NULL when host
- * memory ran out. */
-static ga_varea_t *area_for(ga_pool_t *p, size_t rounded)
-{
-    ga_vmm_t *v = p->vmm;
-    uint16_t id = AREA_GENERAL;
-    if (rounded % v->gran == 0)
-        id = AREA_ALIGNED;
-    else if (rounded >= v->gran / 2 && rounded / 3 < v->gran)
-        id = class_of(v, rounded);
     ga_varea_t *ar = &v->area[id];
     if (!ar->arena) {
         /* First regions of 32 granules (a class: 16 blocks), doubling as the area grows. A class
-         * region much smaller than that cuts its tiling short: with regions capped at 1/16 of a
-         * range twice the live peak, the bf16 forward pass mapped 1.032x instead of 1.016x. */
+         * region much smaller than that cuts its tiling short (capped at 1/16 of a range twice
+         * the live peak, the bf16 forward pass mapped 2% more). */
         size_t min = ar->size ? gran_up(v, 16 * ar->size) : 32 * v->gran;
         if (min > v->region)
             min = v->region;
@@ -416,6 +405,50 @@ static ga_varea_t *area_for(ga_pool_t *p, size_t rounded)
         ar->arena = ga_arena_create(&be, &ac, NULL);
     }
     return ar->arena ? ar : NULL;
+}
+
+static int class_size(const ga_vmm_t *v, size_t rounded)
+{
+    return rounded % v->gran && rounded >= v->gran / 2 && rounded / 3 < v->gran;
+}
+
+/* The tracking entry of a size that may get a class; with `add`, made at first sight while
+ * fewer than TRACK_MAX are tracked; -1 when there is none. */
+static int track_find(ga_vmm_t *v, size_t size, int add)
+{
+    size_t h = (size_t)(((uint64_t)(size / GA_ALIGN) * 0x9E3779B97F4A7C15ull) >> 56);
+    for (; v->track[h].size; h = (h + 1) & (TRACK_SLOTS - 1))
+        if (v->track[h].size == size)
+            return (int)h;
+    if (!add || v->ntrack == TRACK_MAX)
+        return -1;
+    v->track[h].size = size;
+    v->ntrack++;
+    return (int)h;
+}
+
+/* The area an allocation of `rounded` bytes goes to, its arena made if need be; NULL when host
+ * memory ran out. *slot: the size's tracking entry (-1: none), whose live count the caller keeps.
+ * A size gets a class when a second block of it is asked for while one is live (while fewer than
+ * GA_VMM_CLASSES have one): sizes that never coexist, such as a layer's activations in a
+ * training step, stay in the general area, where their freed granules serve other sizes. */
+static ga_varea_t *area_for(ga_pool_t *p, size_t rounded, int *slot)
+{
+    ga_vmm_t *v = p->vmm;
+    uint16_t id = AREA_GENERAL;
+    *slot = -1;
+    if (rounded % v->gran == 0) {
+        id = AREA_ALIGNED;
+    } else if (class_size(v, rounded) && (*slot = track_find(v, rounded, 1)) >= 0) {
+        if (!v->track[*slot].area && v->track[*slot].nlive && v->nareas < AREAS_MAX) {
+            uint16_t c = (uint16_t)v->nareas++;
+            v->area[c] = (ga_varea_t){.pool = v->pool, .size = rounded, .id = c};
+            v->track[*slot].area = c;
+        }
+        if (v->track[*slot].area)
+            id = v->track[*slot].area;
+    }
+    return area_ready(v, id);
 }
 
 /* The area whose region holds ptr, and the range; NULL area when ptr is in none. */
@@ -472,16 +505,49 @@ void ga_vmm_destroy(ga_pool_t *p)
     free(v);
 }
 
+/* Granules of [a, a + len) with nothing mapped: what a block placed there would map. */
+static size_t unmapped_in(const ga_vmm_t *v, uintptr_t a, size_t len)
+{
+    const ga_vrange_t *r = range_of(v, a);
+    size_t n = 0;
+    for (size_t g = (a - r->base) / v->gran; g <= (a + len - 1 - r->base) / v->gran; g++)
+        n += !r->handle[g];
+    return n;
+}
+
+/* Places a block in area *ar. A block of the aligned area or a class that would map new granules
+ * there is also tried in the general area, and goes where fewer granules are new (its own area on
+ * a tie; the trial is freed, which leaves the general area's free space as it was). */
+static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t rounded,
+                         uintptr_t *a)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_status_t st = ga_alloc((*ar)->arena, size, a);
+    mark_dirty(v, *ar);
+    size_t fresh = st == GA_OK && (*ar)->id != AREA_GENERAL ? unmapped_in(v, *a, rounded) : 0;
+    ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
+    uintptr_t b = 0;
+    if (!gen || ga_alloc(gen->arena, size, &b) != GA_OK)
+        return st;
+    mark_dirty(v, gen);
+    if (unmapped_in(v, b, rounded) < fresh) {
+        ga_free((*ar)->arena, *a);
+        *ar = gen, *a = b;
+    } else {
+        ga_free(gen->arena, b);
+    }
+    return GA_OK;
+}
+
 ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
 {
     size_t rounded = ga_pool_round(size);
     if (!rounded)
         return GA_EINVAL;
-    ga_varea_t *ar = area_for(p, rounded);
+    int slot = -1;
+    ga_varea_t *ar = area_for(p, rounded, &slot);
     uintptr_t a = 0;
-    ga_status_t st = ar ? ga_alloc(ar->arena, size, &a) : GA_ENOMEM;
-    if (ar)
-        mark_dirty(p->vmm, ar);
+    ga_status_t st = ar ? place(p, &ar, size, rounded, &a) : GA_ENOMEM;
     if (st == GA_EINVAL)
         return st;
     if (st != GA_OK || cover(p, a, rounded) != 0) {
@@ -490,6 +556,8 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
         p->own.failed_allocs++;
         return GA_ENOMEM;
     }
+    if (slot >= 0)
+        p->vmm->track[slot].nlive++;
     ga_stats_t *s = &p->own;
     s->allocs++;
     s->in_use += rounded;
@@ -517,6 +585,9 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
     mark_dirty(p->vmm, ar);
     size_t gran = p->vmm->gran;
     uncover(p, r, (ptr - r->base) / gran, (ptr + len - 1 - r->base) / gran, 1);
+    int slot = class_size(p->vmm, len) ? track_find(p->vmm, len, 0) : -1;
+    if (slot >= 0)
+        p->vmm->track[slot].nlive--;
     p->own.frees++;
     p->own.in_use -= len;
     if (size)

@@ -1,7 +1,8 @@
 /* The vmm pool's placement (pool_vmm.c) on a fake virtual-memory backend: address ranges from a
  * bump pointer, map and unmap only counted, a map that can be told to fail. What is asserted is
  * physical memory, counted in granules: small allocations share granules, equal sizes tile them,
- * granule multiples never leave one partly used; and everything else a pool promises still holds
+ * granule multiples never leave one partly used, a size gets a class only once two of its blocks
+ * are live, and a block goes where it maps fewer new granules; and everything a pool promises holds
  * with the placement areas in between (interior lookup, bad frees, the cap, refusal midway, trim,
  * destroy, ga_pool_check after every step of a seeded random workload).
  */
@@ -149,19 +150,22 @@ START_TEST(vmm_equal_sizes_tile_granules)
 END_TEST
 
 /* A freed block of a class is refilled by the same size, so a free-and-reallocate cycle (a
- * training step) maps nothing new and keeps the packing. */
+ * training step) maps nothing new and keeps the packing. The first block of a size goes to the
+ * general area: the class is made when a second one is asked for while it is live. */
 START_TEST(vmm_class_hole_refilled)
 {
     vfake_t f;
     ga_pool_t *p = vmm_pool(&f, 0, 0);
+    uintptr_t first = pool_alloc(p, 3 * MIB / 2); /* general: one granule, 0.5 MiB left */
     uintptr_t a[8];
     for (int i = 0; i < 8; i++)
         a[i] = pool_alloc(p, 3 * MIB / 2);
-    ck_assert_uint_eq(mapped_granules(p), 6); /* 12 MiB */
+    ck_assert_uint_eq(a[0] / GRAN == first / GRAN, 0); /* another area */
+    ck_assert_uint_eq(mapped_granules(p), 1 + 6);      /* 8 x 1.5 MiB = 12 MiB */
     for (int step = 0; step < 10; step++) {
         int i = (step * 3) % 8;
         ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
-        pool_alloc(p, 100 * KIB); /* elsewhere: the general area */
+        pool_alloc(p, 40 * KIB); /* the general area, beside `first` */
         uintptr_t again = pool_alloc(p, 3 * MIB / 2);
         ck_assert_uint_eq(again, a[i]);
     }
@@ -178,16 +182,50 @@ START_TEST(vmm_sizes_do_not_cut_each_others_holes)
 {
     vfake_t f;
     ga_pool_t *p = vmm_pool(&f, 0, 0);
+    uintptr_t seed_a = pool_alloc(p, 3 * MIB / 2), seed_b = pool_alloc(p, MIB);
+    ck_assert_uint_eq(mapped_granules(p), 2); /* both in the general area, [0, 2.5 MiB) */
     uintptr_t a[8];
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 8; i++) /* a class: 12 MiB, 6 granules */
         a[i] = pool_alloc(p, 3 * MIB / 2);
     for (int i = 1; i < 8; i += 2)
         ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 8; i++) /* a class: 8 MiB, 4 granules */
         pool_alloc(p, MIB);
     for (int i = 1; i < 8; i += 2)
         ck_assert_uint_eq(pool_alloc(p, 3 * MIB / 2), a[i]);
-    ck_assert_uint_eq(mapped_granules(p), 6 + 4);
+    /* the first 1 MiB one went to the general area's second granule, beside seed_b: no new one */
+    ck_assert_uint_eq(mapped_granules(p), 2 + 6 + 4);
+    ck_assert_int_eq(ga_pool_free(p, seed_a, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, seed_b, NULL), GA_OK);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* A block of a class size that would map new granules in its class goes to the general area when
+ * that maps fewer: gradients allocated as activations are freed reuse the activations' granules,
+ * kept mapped, where the class would map its own and unmap the kept ones at every step. */
+START_TEST(vmm_replacement_reuses_freed_granules)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 32 * GRAN);
+    uintptr_t act[8], grad[8];
+    for (int i = 0; i < 8; i++) /* distinct sizes, each alone: the general area */
+        act[i] = pool_alloc(p, 2 * MIB + MIB / 4 + (size_t)i * GA_ALIGN);
+    size_t before = mapped_granules(p);
+    unsigned maps = f.maps;
+    uintptr_t keep_live = pool_alloc(p, MIB + MIB / 8); /* makes 1.125 MiB a class at the next */
+    for (int i = 7; i >= 0; i--) {
+        ck_assert_int_eq(ga_pool_free(p, act[i], NULL), GA_OK);
+        grad[i] = pool_alloc(p, MIB + MIB / 8);
+    }
+    ck_assert_uint_le(mapped_granules(p), before);
+    ck_assert_uint_le(f.maps, maps + 1); /* keep_live's granule at most */
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(ga_pool_free(p, grad[i], NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, keep_live, NULL), GA_OK);
+    ga_pool_trim(p);
+    ck_assert_uint_eq(mapped_granules(p), 0);
     POOL_HEALTHY(p);
     destroy_clean(p, &f);
 }
@@ -244,47 +282,49 @@ START_TEST(vmm_cap_and_refusal_midway)
 {
     vfake_t f;
     ga_pool_t *p = vmm_pool(&f, 8 * GRAN, 0);
-    pool_alloc(p, 4 * MIB + 512 * KIB); /* granules 0-2 of its class */
-    pool_alloc(p, 10 * KIB);           /* one of the general area */
-    pool_alloc(p, 2 * GRAN);           /* two aligned */
-    ck_assert_uint_eq(mapped_granules(p), 6);
+    pool_alloc(p, 3 * GRAN); /* aligned: three granules */
+    pool_alloc(p, 10 * KIB); /* general: one */
+    ck_assert_uint_eq(mapped_granules(p), 4);
     uintptr_t x = 0;
-    ck_assert_int_eq(ga_pool_alloc(p, 3 * GRAN, &x), GA_ENOMEM);
-    ck_assert_uint_eq(mapped_granules(p), 6);
+    ck_assert_int_eq(ga_pool_alloc(p, 5 * GRAN, &x), GA_ENOMEM);
+    ck_assert_uint_eq(mapped_granules(p), 4);
     f.fail_map_in = 2; /* the second granule of the next one fails */
     ck_assert_int_eq(ga_pool_alloc(p, 2 * GRAN, &x), GA_ENOMEM);
-    ck_assert_uint_eq(mapped_granules(p), 6);
-    ck_assert_uint_eq(f.mapped, 6 * GRAN);
+    ck_assert_uint_eq(mapped_granules(p), 4);
+    ck_assert_uint_eq(f.mapped, 4 * GRAN);
     POOL_HEALTHY(p);
-    /* the next 4.5 MiB block shares the class's third granule: two new ones fit the cap */
-    pool_alloc(p, 4 * MIB + 512 * KIB);
+    pool_alloc(p, 4 * GRAN); /* exactly up to the cap */
+    ck_assert_uint_eq(mapped_granules(p), 8);
+    pool_alloc(p, 512); /* in the general granule's free part: nothing new */
+    ck_assert_int_eq(ga_pool_alloc(p, GRAN + 512, &x), GA_ENOMEM);
     ck_assert_uint_eq(mapped_granules(p), 8);
     ga_stats_t s;
     ga_pool_stats(p, &s);
-    ck_assert_uint_eq(s.failed_allocs, 2);
-    ck_assert_uint_le(s.peak_reserved, 8 * GRAN);
+    ck_assert_uint_eq(s.failed_allocs, 3);
+    ck_assert_uint_eq(s.peak_reserved, 8 * GRAN);
     POOL_HEALTHY(p);
     destroy_clean(p, &f);
 }
 END_TEST
 
-/* Sizes past the last class go to the general area and everything still checks out. */
+/* Sizes past the last class (GA_VMM_CLASSES), and past the sizes tracked for one, go to the
+ * general area, and everything still checks out. */
 START_TEST(vmm_more_sizes_than_classes)
 {
     vfake_t f;
     ga_pool_t *p = vmm_pool(&f, 0, 0);
-    size_t n = GA_VMM_CLASSES + 40;
-    uintptr_t *a = calloc(n, sizeof *a);
+    size_t n = 250; /* two blocks of each size, so that each would get a class */
+    uintptr_t *a = calloc(2 * n, sizeof *a);
     ck_assert_ptr_nonnull(a);
-    for (size_t i = 0; i < n; i++)
-        a[i] = pool_alloc(p, MIB + (i + 1) * GA_ALIGN);
+    for (size_t i = 0; i < 2 * n; i++)
+        a[i] = pool_alloc(p, MIB + (i / 2 + 1) * GA_ALIGN);
     POOL_HEALTHY(p);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < 2 * n; i++) {
         uintptr_t base = 0;
         ck_assert_int_eq(ga_pool_lookup(p, a[i] + MIB, &base, NULL), GA_OK);
         ck_assert_uint_eq(base, a[i]);
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < 2 * n; i++)
         ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
     ck_assert_uint_eq(mapped_granules(p), 0);
     POOL_HEALTHY(p);
@@ -306,8 +346,8 @@ START_TEST(vmm_keep_and_trim)
         ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
     ga_stats_t s;
     ga_pool_stats(p, &s);
-    ck_assert_uint_eq(s.kept, 3 * GRAN);
-    for (int i = 0; i < 4; i++)
+    ck_assert_uint_eq(s.kept, 4 * GRAN); /* the first in the general area, 3 in the class */
+    for (int i = 0; i < 4; i++) /* all four in the class now, on its kept granules */
         pool_alloc(p, MIB + 512 * KIB);
     ck_assert_uint_eq(f.maps, maps);
     ga_pool_trim(p);
@@ -372,6 +412,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_equal_sizes_tile_granules);
     tcase_add_test(tc, vmm_class_hole_refilled);
     tcase_add_test(tc, vmm_sizes_do_not_cut_each_others_holes);
+    tcase_add_test(tc, vmm_replacement_reuses_freed_granules);
     tcase_add_test(tc, vmm_lookup_and_bad_frees);
     tcase_add_test(tc, vmm_cap_and_refusal_midway);
     tcase_add_test(tc, vmm_more_sizes_than_classes);

@@ -86,10 +86,6 @@ static void check_one_file(const char *path)
         ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .check = t.count > 5000 ? 32 : 1};
         if (m == GA_REPLAY_ARENA || m == GA_REPLAY_VMM) /* vmm: the virtual range */
             o.arena_size = (size_t)peak * 4;
-        /* vmm's placement areas take address space in whole granules: a range of two granules
-         * (4 x a 1 MiB peak) cannot hold the general area's growth and a second area at once. */
-        if (m == GA_REPLAY_VMM && o.arena_size < ((size_t)64 << 20))
-            o.arena_size = (size_t)64 << 20;
         ga_replay_result_t r;
         replay_ok(&t, &o, &r);
         const char *mn = ga_replay_mode_name(o.mode);

@@ -8,7 +8,8 @@
  *   arena     an arena (ga_arena.h) with its first region preallocated; may grow past it
  *   grow      the same arena without preallocation: regions on demand, empty ones given back
  *   vmm       one large virtual range (grown by more ranges only if it ever fills), placement by
- *             the arena's best fit inside it, physical memory mapped in granules only where live
+ *             best fit in areas that keep granules full (granule multiples, one area per
+ *             frequent odd size, the rest), physical memory mapped in granules only where live
  *             allocations lie; a granule that becomes wholly free is unmapped and released, or
  *             kept mapped (a cache of at most `keep` bytes) to avoid remapping churn. Kept
  *             granules are given back first whenever new physical memory is needed, so the cache

@@ -118,6 +118,8 @@ ga_status_t ga_pool_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, s
 {
     if (!p)
         return GA_EINVAL;
+    if (p->mode == GA_MODE_VMM)
+        return ga_vmm_lookup(p, ptr, base, size);
     if (p->mode != GA_MODE_PLATFORM)
         return ga_lookup(p->arena, ptr, base, size);
     const ga_pentry_t *e = ga_ptrmap_get(&p->table, ptr);
@@ -189,5 +191,7 @@ size_t ga_pool_occupancy_map(const ga_pool_t *p, char *buf, size_t len, unsigned
             buf[0] = '\0';
         return 0;
     }
+    if (p->mode == GA_MODE_VMM)
+        return ga_vmm_occupancy_map(p, buf, len, width);
     return ga_occupancy_map(p->arena, buf, len, width);
 }

@@ -9,11 +9,15 @@
 
 typedef struct ga_vmm ga_vmm_t;
 
+/* vmm: exact-size placement classes at most (pool_vmm.c); sizes seen after these go to the
+ * general area. */
+#define GA_VMM_CLASSES 16
+
 struct ga_pool {
     ga_mode_t mode;
     ga_pool_config_t cfg;
     ga_pool_backend_t be;
-    ga_arena_t *arena;   /* arena, grow; vmm: placement over the virtual ranges */
+    ga_arena_t *arena;   /* arena, grow; vmm: the virtual ranges, lent to placement areas */
     ga_ptrmap_t table;   /* platform: ptr -> rounded size, aux = bytes requested */
     ga_stats_t own;      /* platform: every figure; vmm: the ones the arena cannot know */
     ga_vmm_t *vmm;       /* vmm: ranges and granules */
@@ -34,8 +38,10 @@ ga_status_t ga_vmm_create(ga_pool_t *p);
 void ga_vmm_destroy(ga_pool_t *p);
 ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out);
 ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size);
+ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, size_t *size);
 size_t ga_vmm_trim(ga_pool_t *p);
 void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out);
 int ga_vmm_check(const ga_pool_t *p, char *report, size_t len);
+size_t ga_vmm_occupancy_map(const ga_pool_t *p, char *buf, size_t len, unsigned width);
 
 #endif

@@ -1,12 +1,37 @@
-/* gpuarena vmm pool: best fit over a reserved virtual range, physical memory only where live
- * allocations lie.
+/* gpuarena vmm pool: granule-aware placement over a reserved virtual range, physical memory only
+ * where live allocations lie.
  *
- * Placement is the arena's (ga_arena.h) over virtual ranges: the arena is given a backend whose
- * "regions" are address space from va_reserve, so it never holds physical memory and never runs
- * out while a range can be had. Physical memory is mapped per granule: refs[g] counts the live
- * allocations touching granule g, and the granule is mapped (backend map) when that count leaves
- * 0 and unmapped when it returns there. Addresses never move, and nothing fragments across
- * regions: freed memory goes back to the device granule by granule.
+ * Physical memory is mapped per granule: refs[g] counts the live allocations touching granule g,
+ * and the granule is mapped (backend map) when that count leaves 0 and unmapped when it returns
+ * there. Addresses never move, and nothing fragments across regions: freed memory goes back to
+ * the device granule by granule. What a vmm pool costs beyond the live bytes is therefore only the
+ * unused part of partly used granules, and placement is chosen to keep those few.
+ *
+ * Placement: the virtual range is a parent arena (ga_arena.h) that holds address space only, and
+ * it lends granule-aligned regions to placement areas, each an arena of its own with exact best
+ * fit inside (VA only, so an area's idle regions cost nothing physical):
+ *   aligned  sizes that are a multiple of the granule: they start and end on granule boundaries,
+ *            so they never leave a granule partly used;
+ *   class    one area per exact size from half a granule up to 3 granules, made when a second
+ *            block of the size is asked for while one is live (GA_VMM_CLASSES at most): equal
+ *            blocks side by side tile granules (four 4.5 MiB blocks fill nine 2 MiB granules),
+ *            and a hole one leaves is refilled by the same size;
+ *   general  everything else: small allocations, which fill partly used granules among
+ *            themselves, sizes seen alone, and large odd sizes, whose tail granule others share.
+ * A block for the aligned area or a class that would map new granules there is also tried in the
+ * general area and goes where fewer granules are new (its own area on a tie): when one size
+ * replaces another within a step (gradients allocated as activations are freed), the general
+ * area reuses the granules just freed and still mapped, where a separate area would map its own
+ * and give the freed ones back, every step.
+ * Why: one best-fit arena mixes sizes, so the hole one size leaves is cut up by others at
+ * arbitrary offsets, and granules stay mapped for a few bytes each. On the cs336 bf16 forward
+ * pass (244 MiB live) that mapped 1.106x the live peak; the areas map 1.032x. Each rule was
+ * measured on the shared traces and examples/ex_train (README, "vmm's mapped memory on the
+ * traces"): classes for every size seen (single blocks of distinct sizes each leave most of a
+ * granule unused: ex_train 1.26x) or without the general-area try (ex_train at widths where its
+ * gradients get a class remaps 20x more: 887 maps instead of 44) did worse. An owner entry per
+ * granule says which area lent it, so a free or a lookup finds its area in O(1); an allocation
+ * costs a size lookup (a small hash) and, when it maps something, a second best fit, no scan.
  *
  * Remapping churn (a training step that frees and reallocates the same buffers) is absorbed by a
  * cache: a granule whose count returns to 0 stays mapped ("kept") while the kept bytes stay within
@@ -29,12 +54,30 @@ typedef struct ga_vrange {
     uint32_t *refs;    /* live allocations touching each granule */
     uint64_t *handle;  /* the backend's handle of a mapped granule; 0 = unmapped */
     uint8_t *stacked;  /* on the kept stack (maybe stale) */
+    uint16_t *owner;   /* 1 + the area the granule is lent to; 0 = not lent */
 } ga_vrange_t;
 
 typedef struct ga_kslot {
     uintptr_t base; /* the range's base: a range released since makes the entry stale */
     size_t g;
 } ga_kslot_t;
+
+/* Placement areas: the general one, the granule-multiple one, then the exact-size classes. */
+enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
+#define AREAS_MAX (AREA_FIRST_CLASS + GA_VMM_CLASSES)
+#define TRACK_SLOTS 256 /* sizes tracked for promotion, open addressing */
+#define TRACK_MAX 192   /* at most 3/4 full; sizes beyond stay in the general area */
+
+typedef struct ga_varea {
+    ga_pool_t *pool;
+    ga_arena_t *arena; /* made at the area's first allocation */
+    size_t size;       /* a class: its size; 0 otherwise */
+    uint16_t id;
+    uint8_t dirty;     /* changed since `seen` was read */
+    struct {
+        uint64_t requested, live, total_free, largest_free;
+    } seen;            /* the arena's figures when last read (ga_vmm_stats) */
+} ga_varea_t;
 
 struct ga_vmm {
     ga_pool_t *pool;
@@ -43,6 +86,23 @@ struct ga_vmm {
     size_t gran;
     ga_kslot_t *stack;
     size_t nstack, capstack;
+    size_t region;     /* an area's first region at most: the first range */
+    ga_varea_t area[AREAS_MAX];
+    size_t nareas;
+    struct {
+        size_t size;   /* 0 = empty slot */
+        size_t nlive;  /* live blocks of this size, whatever area */
+        uint16_t area; /* its class once promoted; 0 before */
+    } track[TRACK_SLOTS];
+    size_t ntrack;
+    /* Statistics over the areas, kept up to date by rereading only the areas changed since the
+     * last call: the replay and the shim ask after every free, and a hundred classes each
+     * asked for their largest free chunk cost the replay 3-7x its speed. */
+    uint16_t dirty[AREAS_MAX];
+    size_t ndirty;
+    uint64_t requested, live, total_free, largest_free;
+    int parent_dirty;  /* the parent lent or took back a region since `parent` was read */
+    ga_stats_t parent;
 };
 
 /* Address space (the arena's backend) -------------------------------------------------------- */
@@ -60,6 +120,7 @@ static void range_free_host(ga_vrange_t *r)
     free(r->refs);
     free(r->handle);
     free(r->stacked);
+    free(r->owner);
 }
 
 static int va_adapt_reserve(void *ctx, size_t size, uintptr_t *base)
@@ -80,7 +141,8 @@ static int va_adapt_reserve(void *ctx, size_t size, uintptr_t *base)
     r.refs = calloc(r.ngran, sizeof *r.refs);
     r.handle = calloc(r.ngran, sizeof *r.handle);
     r.stacked = calloc(r.ngran, 1);
-    if (!r.refs || !r.handle || !r.stacked ||
+    r.owner = calloc(r.ngran, sizeof *r.owner);
+    if (!r.refs || !r.handle || !r.stacked || !r.owner ||
         p->be.va_reserve(p->be.ctx, vsize, &r.base) != 0) {
         range_free_host(&r);
         return -1;
@@ -256,6 +318,149 @@ static int cover(ga_pool_t *p, uintptr_t a, size_t len)
     return 0;
 }
 
+/* Placement areas ----------------------------------------------------------------------------- */
+
+static size_t gran_up(const ga_vmm_t *v, size_t size)
+{
+    size_t up = (size + v->gran - 1) & ~(v->gran - 1);
+    return up < size ? 0 : up;
+}
+
+static void set_owner(ga_vmm_t *v, uintptr_t base, size_t size, uint16_t owner)
+{
+    ga_vrange_t *r = range_of(v, base);
+    for (size_t g = (base - r->base) / v->gran, n = size / v->gran; n--; g++)
+        r->owner[g] = owner;
+}
+
+static void mark_dirty(ga_vmm_t *v, ga_varea_t *ar)
+{
+    if (!ar->dirty) {
+        ar->dirty = 1;
+        v->dirty[v->ndirty++] = ar->id;
+    }
+}
+
+/* Gives the empty regions of every area but `except` back to the parent. */
+static void trim_areas(ga_vmm_t *v, size_t except)
+{
+    for (size_t i = 0; i < v->nareas; i++) {
+        if (v->area[i].arena && i != except) {
+            ga_trim(v->area[i].arena);
+            mark_dirty(v, &v->area[i]);
+        }
+    }
+}
+
+/* An area's backend: its regions are granule-aligned blocks of the parent arena's address space,
+ * rounded up to whole granules so that no two areas ever share one. */
+static int area_reserve(void *ctx, size_t size, uintptr_t *base)
+{
+    ga_varea_t *ar = ctx;
+    ga_pool_t *p = ar->pool;
+    ga_vmm_t *v = p->vmm;
+    size_t whole = gran_up(v, size);
+    uintptr_t b = 0;
+    if (!whole)
+        return -1;
+    ga_stats_t ps;
+    ga_get_stats(p->arena, &ps);
+    if (ps.largest_free < whole) /* empty regions of the other areas first, then a new range */
+        trim_areas(v, ar->id);
+    if (ga_alloc(p->arena, whole, &b) != GA_OK)
+        return -1;
+    ga_vrange_t *r = range_of(v, b);
+    if (!r || (b - r->base) % v->gran || whole > r->size - (b - r->base)) {
+        ga_free(p->arena, b); /* the parent broke granule alignment: refuse rather than share */
+        return -1;
+    }
+    set_owner(v, b, whole, (uint16_t)(ar->id + 1));
+    v->parent_dirty = 1;
+    *base = b;
+    return 0;
+}
+
+static void area_release(void *ctx, uintptr_t base, size_t size)
+{
+    ga_varea_t *ar = ctx;
+    ga_pool_t *p = ar->pool;
+    set_owner(p->vmm, base, gran_up(p->vmm, size), 0);
+    ga_free(p->arena, base);
+    p->vmm->parent_dirty = 1;
+}
+
+/* Area `id`, its arena made at first use; NULL when host memory ran out. */
+static ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
+{
+    ga_varea_t *ar = &v->area[id];
+    if (!ar->arena) {
+        /* First regions of 32 granules (a class: 16 blocks), doubling as the area grows. A class
+         * region much smaller than that cuts its tiling short (capped at 1/16 of a range twice
+         * the live peak, the bf16 forward pass mapped 2% more). */
+        size_t min = ar->size ? gran_up(v, 16 * ar->size) : 32 * v->gran;
+        if (min > v->region)
+            min = v->region;
+        ga_backend_t be = {area_reserve, area_release, ar};
+        ga_config_t ac = {.initial = 0, .grow = 1, .limit = 0, .min_region = min};
+        ar->arena = ga_arena_create(&be, &ac, NULL);
+    }
+    return ar->arena ? ar : NULL;
+}
+
+static int class_size(const ga_vmm_t *v, size_t rounded)
+{
+    return rounded % v->gran && rounded >= v->gran / 2 && rounded / 3 < v->gran;
+}
+
+/* The tracking entry of a size that may get a class; with `add`, made at first sight while
+ * fewer than TRACK_MAX are tracked; -1 when there is none. */
+static int track_find(ga_vmm_t *v, size_t size, int add)
+{
+    size_t h = (size_t)(((uint64_t)(size / GA_ALIGN) * 0x9E3779B97F4A7C15ull) >> 56);
+    for (; v->track[h].size; h = (h + 1) & (TRACK_SLOTS - 1))
+        if (v->track[h].size == size)
+            return (int)h;
+    if (!add || v->ntrack == TRACK_MAX)
+        return -1;
+    v->track[h].size = size;
+    v->ntrack++;
+    return (int)h;
+}
+
+/* The area an allocation of `rounded` bytes goes to, its arena made if need be; NULL when host
+ * memory ran out. *slot: the size's tracking entry (-1: none), whose live count the caller keeps.
+ * A size gets a class when a second block of it is asked for while one is live (while fewer than
+ * GA_VMM_CLASSES have one): sizes that never coexist, such as a layer's activations in a
+ * training step, stay in the general area, where their freed granules serve other sizes. */
+static ga_varea_t *area_for(ga_pool_t *p, size_t rounded, int *slot)
+{
+    ga_vmm_t *v = p->vmm;
+    uint16_t id = AREA_GENERAL;
+    *slot = -1;
+    if (rounded % v->gran == 0) {
+        id = AREA_ALIGNED;
+    } else if (class_size(v, rounded) && (*slot = track_find(v, rounded, 1)) >= 0) {
+        if (!v->track[*slot].area && v->track[*slot].nlive && v->nareas < AREAS_MAX) {
+            uint16_t c = (uint16_t)v->nareas++;
+            v->area[c] = (ga_varea_t){.pool = v->pool, .size = rounded, .id = c};
+            v->track[*slot].area = c;
+        }
+        if (v->track[*slot].area)
+            id = v->track[*slot].area;
+    }
+    return area_ready(v, id);
+}
+
+/* The area whose region holds ptr, and the range; NULL area when ptr is in none. */
+static ga_varea_t *area_of(const ga_vmm_t *v, uintptr_t ptr, ga_vrange_t **range)
+{
+    ga_vrange_t *r = range_of(v, ptr);
+    if (range)
+        *range = r;
+    uint16_t o = r ? r->owner[(ptr - r->base) / v->gran] : 0;
+    return o ? (ga_varea_t *)&v->area[o - 1] : NULL;
+}
+
 /* The pool ------------------------------------------------------------------------------------ */
 
 ga_status_t ga_vmm_create(ga_pool_t *p)
@@ -265,12 +470,17 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
         return GA_ENOMEM;
     v->pool = p;
     v->gran = p->be.granularity;
+    v->nareas = AREA_FIRST_CLASS;
+    for (uint16_t i = 0; i < AREA_FIRST_CLASS; i++)
+        v->area[i] = (ga_varea_t){.pool = p, .id = i};
+    v->parent_dirty = 1;
     p->vmm = v;
-    size_t va = (p->cfg.va_size + v->gran - 1) & ~(v->gran - 1);
-    if (va < p->cfg.va_size) {
+    size_t va = gran_up(v, p->cfg.va_size);
+    if (!va) {
         free(v);
         return GA_EINVAL;
     }
+    v->region = va;
     ga_backend_t be = {va_adapt_reserve, va_adapt_release, p};
     ga_config_t ac = {.initial = va, .grow = 1, .limit = 0, .min_region = va};
     ga_status_t st = GA_OK;
@@ -286,10 +496,47 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
 
 void ga_vmm_destroy(ga_pool_t *p)
 {
+    ga_vmm_t *v = p->vmm;
+    for (size_t i = 0; i < v->nareas; i++)
+        ga_arena_destroy(v->area[i].arena); /* their regions go back to the parent */
     ga_arena_destroy(p->arena); /* releases every range, unmapping what is mapped there */
-    free(p->vmm->ranges);
-    free(p->vmm->stack);
-    free(p->vmm);
+    free(v->ranges);
+    free(v->stack);
+    free(v);
+}
+
+/* Granules of [a, a + len) with nothing mapped: what a block placed there would map. */
+static size_t unmapped_in(const ga_vmm_t *v, uintptr_t a, size_t len)
+{
+    const ga_vrange_t *r = range_of(v, a);
+    size_t n = 0;
+    for (size_t g = (a - r->base) / v->gran; g <= (a + len - 1 - r->base) / v->gran; g++)
+        n += !r->handle[g];
+    return n;
+}
+
+/* Places a block in area *ar. A block of the aligned area or a class that would map new granules
+ * there is also tried in the general area, and goes where fewer granules are new (its own area on
+ * a tie; the trial is freed, which leaves the general area's free space as it was). */
+static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t rounded,
+                         uintptr_t *a)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_status_t st = ga_alloc((*ar)->arena, size, a);
+    mark_dirty(v, *ar);
+    size_t fresh = st == GA_OK && (*ar)->id != AREA_GENERAL ? unmapped_in(v, *a, rounded) : 0;
+    ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
+    uintptr_t b = 0;
+    if (!gen || ga_alloc(gen->arena, size, &b) != GA_OK)
+        return st;
+    mark_dirty(v, gen);
+    if (unmapped_in(v, b, rounded) < fresh) {
+        ga_free((*ar)->arena, *a);
+        *ar = gen, *a = b;
+    } else {
+        ga_free(gen->arena, b);
+    }
+    return GA_OK;
 }
 
 ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
@@ -297,16 +544,20 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     size_t rounded = ga_pool_round(size);
     if (!rounded)
         return GA_EINVAL;
+    int slot = -1;
+    ga_varea_t *ar = area_for(p, rounded, &slot);
     uintptr_t a = 0;
-    ga_status_t st = ga_alloc(p->arena, size, &a);
+    ga_status_t st = ar ? place(p, &ar, size, rounded, &a) : GA_ENOMEM;
     if (st == GA_EINVAL)
         return st;
     if (st != GA_OK || cover(p, a, rounded) != 0) {
         if (st == GA_OK)
-            ga_free(p->arena, a);
+            ga_free(ar->arena, a);
         p->own.failed_allocs++;
         return GA_ENOMEM;
     }
+    if (slot >= 0)
+        p->vmm->track[slot].nlive++;
     ga_stats_t *s = &p->own;
     s->allocs++;
     s->in_use += rounded;
@@ -316,18 +567,27 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     return GA_OK;
 }
 
+/* As a single arena would answer: an address in the range but in no live allocation is a double
+ * free, one outside every range is not ours. */
 ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
+    ga_vrange_t *r = NULL;
+    ga_varea_t *ar = area_of(p->vmm, ptr, &r);
+    if (!ar)
+        return r ? GA_EDOUBLE : GA_ENOTOWNED;
     uintptr_t base = 0;
     size_t len = 0;
-    ga_status_t st = ga_lookup(p->arena, ptr, &base, &len);
+    ga_status_t st = ga_lookup(ar->arena, ptr, &base, &len);
     if (st == GA_OK && base != ptr)
         return GA_EINTERIOR;
-    if ((st = ga_free(p->arena, ptr)) != GA_OK)
-        return st;
-    ga_vrange_t *r = range_of(p->vmm, ptr);
+    if ((st = ga_free(ar->arena, ptr)) != GA_OK)
+        return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
+    mark_dirty(p->vmm, ar);
     size_t gran = p->vmm->gran;
     uncover(p, r, (ptr - r->base) / gran, (ptr + len - 1 - r->base) / gran, 1);
+    int slot = class_size(p->vmm, len) ? track_find(p->vmm, len, 0) : -1;
+    if (slot >= 0)
+        p->vmm->track[slot].nlive--;
     p->own.frees++;
     p->own.in_use -= len;
     if (size)
@@ -335,35 +595,118 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
     return GA_OK;
 }
 
+ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, size_t *size)
+{
+    ga_varea_t *ar = area_of(p->vmm, ptr, NULL);
+    return ar ? ga_lookup(ar->arena, ptr, base, size) : GA_ENOTOWNED;
+}
+
+/* Kept granules back to the device, then the areas' empty regions back to the parent (address
+ * space only, not counted). */
 size_t ga_vmm_trim(ga_pool_t *p)
 {
-    return release_all_kept(p);
+    size_t bytes = release_all_kept(p);
+    trim_areas(p->vmm, AREAS_MAX);
+    return bytes;
 }
 
+/* Rereads the areas changed since the last call into the running sums; the largest free chunk
+ * over all areas is recomputed only when the area that held it shrank. */
+static void refresh_seen(ga_vmm_t *v)
+{
+    int rescan = 0;
+    for (size_t i = 0; i < v->ndirty; i++) {
+        ga_varea_t *ar = &v->area[v->dirty[i]];
+        ga_stats_t a;
+        ga_get_stats(ar->arena, &a);
+        v->requested += a.in_use_requested - ar->seen.requested;
+        v->live += a.live - ar->seen.live;
+        v->total_free += a.total_free - ar->seen.total_free;
+        rescan |= a.largest_free < ar->seen.largest_free &&
+                  ar->seen.largest_free == v->largest_free;
+        if (a.largest_free > v->largest_free)
+            v->largest_free = a.largest_free;
+        ar->seen.requested = a.in_use_requested;
+        ar->seen.live = a.live;
+        ar->seen.total_free = a.total_free;
+        ar->seen.largest_free = a.largest_free;
+        ar->dirty = 0;
+    }
+    v->ndirty = 0;
+    for (size_t i = 0; rescan && i < v->nareas; i++)
+        if (i == 0 || v->area[i].seen.largest_free > v->largest_free)
+            v->largest_free = v->area[i].seen.largest_free;
+    if (v->parent_dirty) {
+        ga_get_stats(v->pool->arena, &v->parent);
+        v->parent_dirty = 0;
+    }
+}
+
+/* The pool's own figures; live and requested bytes from the areas; free address space is the
+ * parent's not lent plus what is free inside the areas' regions. */
 void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
 {
-    ga_stats_t a;
-    ga_get_stats(p->arena, &a);
+    ga_vmm_t *v = p->vmm; /* the cached figures change; the pool does not */
+    refresh_seen(v);
     *out = p->own;
-    out->in_use_requested = a.in_use_requested;
-    out->live = a.live;
-    out->largest_free = a.largest_free;
-    out->total_free = a.total_free;
-    out->regions = a.regions;
+    out->in_use_requested = v->requested;
+    out->live = v->live;
+    out->total_free = v->parent.total_free + v->total_free;
+    out->largest_free = v->parent.largest_free > v->largest_free ? v->parent.largest_free
+                                                                 : v->largest_free;
+    out->regions = v->parent.regions;
 }
 
-/* The granule state agrees with the figures: a granule in use is mapped, kept = mapped with no
- * user, every kept granule is findable on the stack, mapped bytes = reserved. */
+/* One line per region of each area in use, general first. */
+size_t ga_vmm_occupancy_map(const ga_pool_t *p, char *buf, size_t len, unsigned width)
+{
+    size_t n = 0;
+    if (buf && len)
+        buf[0] = '\0';
+    for (size_t i = 0; i < p->vmm->nareas; i++) {
+        size_t room = buf && n < len ? len - n : 0;
+        if (p->vmm->area[i].arena)
+            n += ga_occupancy_map(p->vmm->area[i].arena, room ? buf + n : NULL, room, width);
+    }
+    return n;
+}
+
+/* The areas and the granule state agree with the figures: a granule in use is mapped and lent
+ * to an area, kept = mapped with no user, every kept granule is findable on the stack, mapped
+ * bytes = reserved. */
 int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
 {
     int bad = ga_check(p->arena, report, len);
-    const ga_vmm_t *v = p->vmm;
-    uint64_t mapped = 0, kept = 0, orphan = 0, unstacked = 0;
+    ga_vmm_t *v = p->vmm; /* refreshes the cached figures, as ga_vmm_stats does */
+    refresh_seen(v);
+    uint64_t requested = 0, live = 0, total_free = 0, largest = 0;
+    for (size_t i = 0; i < v->nareas; i++) {
+        if (!v->area[i].arena)
+            continue;
+        bad += ga_check(v->area[i].arena, bad ? NULL : report, bad ? 0 : len);
+        ga_stats_t a;
+        ga_get_stats(v->area[i].arena, &a);
+        requested += a.in_use_requested, live += a.live, total_free += a.total_free;
+        largest = a.largest_free > largest ? a.largest_free : largest;
+    }
+    if (!bad && (requested != v->requested || live != v->live || total_free != v->total_free ||
+                 largest != v->largest_free)) {
+        bad++;
+        if (report && len)
+            snprintf(report, len, "vmm pool: area figures kept %llu requested, %llu live, %llu "
+                     "free, %llu largest; the areas say %llu, %llu, %llu, %llu",
+                     (unsigned long long)v->requested, (unsigned long long)v->live,
+                     (unsigned long long)v->total_free, (unsigned long long)v->largest_free,
+                     (unsigned long long)requested, (unsigned long long)live,
+                     (unsigned long long)total_free, (unsigned long long)largest);
+    }
+    uint64_t mapped = 0, kept = 0, orphan = 0, unstacked = 0, unlent = 0;
     for (size_t i = 0; i < v->nranges; i++) {
         const ga_vrange_t *r = &v->ranges[i];
         for (size_t g = 0; g < r->ngran; g++) {
             mapped += r->handle[g] ? v->gran : 0;
             orphan += r->refs[g] && !r->handle[g];
+            unlent += r->refs[g] && (!r->owner[g] || r->owner[g] > v->nareas);
             if (!r->refs[g] && r->handle[g]) {
                 kept += v->gran;
                 unstacked += !r->stacked[g];
@@ -371,12 +714,14 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
         }
     }
     int mine = (mapped != p->own.reserved) + (kept != p->own.kept) + (orphan != 0) +
-               (unstacked != 0) + (p->own.kept > p->cfg.keep);
+               (unstacked != 0) + (unlent != 0) + (p->own.kept > p->cfg.keep);
     if (mine && !bad && report && len)
         snprintf(report, len, "vmm pool: mapped %llu vs reserved %llu, kept %llu vs %llu, %llu "
-                 "granules in use but unmapped, %llu kept but not stacked, keep %zu",
+                 "granules in use but unmapped, %llu in use but lent to no area, %llu kept but "
+                 "not stacked, keep %zu",
                  (unsigned long long)mapped, (unsigned long long)p->own.reserved,
                  (unsigned long long)kept, (unsigned long long)p->own.kept,
-                 (unsigned long long)orphan, (unsigned long long)unstacked, p->cfg.keep);
+                 (unsigned long long)orphan, (unsigned long long)unlent,
+                 (unsigned long long)unstacked, p->cfg.keep);
     return bad + mine;
 }

@@ -1,0 +1,423 @@
+/* The vmm pool's placement (pool_vmm.c) on a fake virtual-memory backend: address ranges from a
+ * bump pointer, map and unmap only counted, a map that can be told to fail. What is asserted is
+ * physical memory, counted in granules: small allocations share granules, equal sizes tile them,
+ * granule multiples never leave one partly used, a size gets a class only once two of its blocks
+ * are live, and a block goes where it maps fewer new granules; and everything a pool promises holds
+ * with the placement areas in between (interior lookup, bad frees, the cap, refusal midway, trim,
+ * destroy, ga_pool_check after every step of a seeded random workload).
+ */
+#include <stdlib.h>
+
+#include "ga_pool.h"
+#include "pool_internal.h"
+#include "testutil.h"
+
+#define GRAN (2 * MIB)
+
+typedef struct vfake {
+    uint64_t next;
+    unsigned va_reserves, va_releases, maps, unmaps;
+    size_t mapped, peak_mapped;
+    int fail_map_in; /* > 0: the map call that many calls from now fails */
+} vfake_t;
+
+static int vf_va_reserve(void *ctx, size_t size, uintptr_t *base)
+{
+    vfake_t *f = ctx;
+    *base = (uintptr_t)f->next;
+    f->next += (size + GRAN - 1) / GRAN * GRAN + GRAN; /* a gap: ranges never touch */
+    f->va_reserves++;
+    return 0;
+}
+
+static void vf_va_release(void *ctx, uintptr_t base, size_t size)
+{
+    (void)base, (void)size;
+    ((vfake_t *)ctx)->va_releases++;
+}
+
+static int vf_map(void *ctx, uintptr_t addr, size_t size, uint64_t *handle)
+{
+    vfake_t *f = ctx;
+    if (f->fail_map_in > 0 && --f->fail_map_in == 0)
+        return -1;
+    REQUIRE(addr % GRAN == 0 && size == GRAN, "map of %#lx, %zu bytes", (unsigned long)addr, size);
+    *handle = (uint64_t)addr | 1;
+    f->maps++;
+    f->mapped += size;
+    if (f->mapped > f->peak_mapped)
+        f->peak_mapped = f->mapped;
+    return 0;
+}
+
+static void vf_unmap(void *ctx, uintptr_t addr, size_t size, uint64_t handle)
+{
+    vfake_t *f = ctx;
+    REQUIRE(handle == ((uint64_t)addr | 1), "unmap with a handle not from map");
+    f->unmaps++;
+    f->mapped -= size;
+}
+
+static ga_pool_t *vmm_pool(vfake_t *f, size_t limit, size_t keep)
+{
+    memset(f, 0, sizeof *f);
+    f->next = (uint64_t)1 << 40;
+    ga_pool_backend_t be = {.va_reserve = vf_va_reserve, .va_release = vf_va_release,
+                            .map = vf_map, .unmap = vf_unmap, .granularity = GRAN, .ctx = f};
+    ga_pool_config_t cfg = {.mode = GA_MODE_VMM, .limit = limit, .va_size = 1024 * MIB,
+                            .keep = keep};
+    ga_status_t st = GA_EINVAL;
+    ga_pool_t *p = ga_pool_create(&be, &cfg, &st);
+    ck_assert_msg(p && st == GA_OK, "vmm pool: %s", ga_status_str(st));
+    return p;
+}
+
+#define POOL_HEALTHY(p)                                                        \
+    do {                                                                       \
+        char rep_[1024];                                                       \
+        int n_ = ga_pool_check((p), rep_, sizeof rep_);                        \
+        REQUIRE(n_ == 0, "ga_pool_check found %d failures:\n%s", n_, rep_);    \
+    } while (0)
+
+static uintptr_t pool_alloc(ga_pool_t *p, size_t size)
+{
+    uintptr_t a = 0;
+    ga_status_t st = ga_pool_alloc(p, size, &a);
+    REQUIRE(st == GA_OK, "ga_pool_alloc(%zu): %s", size, ga_status_str(st));
+    return a;
+}
+
+static size_t mapped_granules(const ga_pool_t *p)
+{
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    return (size_t)(s.reserved / GRAN);
+}
+
+/* Destroy gives back every granule and every range. */
+static void destroy_clean(ga_pool_t *p, vfake_t *f)
+{
+    ga_pool_destroy(p);
+    ck_assert_uint_eq(f->mapped, 0);
+    ck_assert_uint_eq(f->maps, f->unmaps);
+    ck_assert_uint_eq(f->va_reserves, f->va_releases);
+}
+
+START_TEST(vmm_small_allocations_share_a_granule)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 0);
+    uintptr_t a[64];
+    for (int i = 0; i < 64; i++) /* 64 x 32 KiB = exactly one granule */
+        a[i] = pool_alloc(p, 32 * KIB);
+    ck_assert_uint_eq(mapped_granules(p), 1);
+    for (int i = 0; i < 64; i++)
+        ck_assert_uint_eq(a[i] / GRAN, a[0] / GRAN);
+    uintptr_t big = pool_alloc(p, 6 * MIB); /* a granule multiple: three fresh granules */
+    ck_assert_uint_eq(big % GRAN, 0);
+    ck_assert_uint_eq(mapped_granules(p), 4);
+    POOL_HEALTHY(p);
+    for (int i = 0; i < 64; i += 2)
+        ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
+    ck_assert_uint_eq(mapped_granules(p), 4); /* half the small ones still there */
+    for (int i = 1; i < 64; i += 2)
+        ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
+    ck_assert_uint_eq(mapped_granules(p), 3);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* Equal odd sizes side by side: 4 x 4.5 MiB fill 9 granules and 16 x 1.125 MiB another 9, even
+ * with small allocations and granule multiples interleaved in time. */
+START_TEST(vmm_equal_sizes_tile_granules)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 0);
+    for (int i = 0; i < 16; i++) {
+        if (i < 4)
+            pool_alloc(p, 4 * MIB + 512 * KIB);
+        pool_alloc(p, MIB + 128 * KIB);
+        pool_alloc(p, 3 * KIB + 100);
+        if (i % 4 == 0)
+            pool_alloc(p, 4 * MIB);
+    }
+    /* 9 + 9 + 8 (four 4 MiB) + 1 (16 x 3.5 KiB) */
+    ck_assert_uint_eq(mapped_granules(p), 27);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* A freed block of a class is refilled by the same size, so a free-and-reallocate cycle (a
+ * training step) maps nothing new and keeps the packing. The first block of a size goes to the
+ * general area: the class is made when a second one is asked for while it is live. */
+START_TEST(vmm_class_hole_refilled)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 0);
+    uintptr_t first = pool_alloc(p, 3 * MIB / 2); /* general: one granule, 0.5 MiB left */
+    uintptr_t a[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = pool_alloc(p, 3 * MIB / 2);
+    ck_assert_uint_eq(a[0] / GRAN == first / GRAN, 0); /* another area */
+    ck_assert_uint_eq(mapped_granules(p), 1 + 6);      /* 8 x 1.5 MiB = 12 MiB */
+    for (int step = 0; step < 10; step++) {
+        int i = (step * 3) % 8;
+        ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
+        pool_alloc(p, 40 * KIB); /* the general area, beside `first` */
+        uintptr_t again = pool_alloc(p, 3 * MIB / 2);
+        ck_assert_uint_eq(again, a[i]);
+    }
+    ck_assert_uint_eq(mapped_granules(p), 7);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* Holes one size leaves are not cut up by another: 1 MiB blocks allocated into the holes of freed
+ * 1.5 MiB ones would leave 0.5 MiB slivers and push the 1.5 MiB blocks that come back onto new
+ * granules (a single best-fit arena maps 11 granules here). */
+START_TEST(vmm_sizes_do_not_cut_each_others_holes)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 0);
+    uintptr_t seed_a = pool_alloc(p, 3 * MIB / 2), seed_b = pool_alloc(p, MIB);
+    ck_assert_uint_eq(mapped_granules(p), 2); /* both in the general area, [0, 2.5 MiB) */
+    uintptr_t a[8];
+    for (int i = 0; i < 8; i++) /* a class: 12 MiB, 6 granules */
+        a[i] = pool_alloc(p, 3 * MIB / 2);
+    for (int i = 1; i < 8; i += 2)
+        ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
+    for (int i = 0; i < 8; i++) /* a class: 8 MiB, 4 granules */
+        pool_alloc(p, MIB);
+    for (int i = 1; i < 8; i += 2)
+        ck_assert_uint_eq(pool_alloc(p, 3 * MIB / 2), a[i]);
+    /* the first 1 MiB one went to the general area's second granule, beside seed_b: no new one */
+    ck_assert_uint_eq(mapped_granules(p), 2 + 6 + 4);
+    ck_assert_int_eq(ga_pool_free(p, seed_a, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, seed_b, NULL), GA_OK);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* A block of a class size that would map new granules in its class goes to the general area when
+ * that maps fewer: gradients allocated as activations are freed reuse the activations' granules,
+ * kept mapped, where the class would map its own and unmap the kept ones at every step. */
+START_TEST(vmm_replacement_reuses_freed_granules)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 32 * GRAN);
+    uintptr_t act[8], grad[8];
+    for (int i = 0; i < 8; i++) /* distinct sizes, each alone: the general area */
+        act[i] = pool_alloc(p, 2 * MIB + MIB / 4 + (size_t)i * GA_ALIGN);
+    size_t before = mapped_granules(p);
+    unsigned maps = f.maps;
+    uintptr_t keep_live = pool_alloc(p, MIB + MIB / 8); /* makes 1.125 MiB a class at the next */
+    for (int i = 7; i >= 0; i--) {
+        ck_assert_int_eq(ga_pool_free(p, act[i], NULL), GA_OK);
+        grad[i] = pool_alloc(p, MIB + MIB / 8);
+    }
+    ck_assert_uint_le(mapped_granules(p), before);
+    ck_assert_uint_le(f.maps, maps + 1); /* keep_live's granule at most */
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(ga_pool_free(p, grad[i], NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, keep_live, NULL), GA_OK);
+    ga_pool_trim(p);
+    ck_assert_uint_eq(mapped_granules(p), 0);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+START_TEST(vmm_lookup_and_bad_frees)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 0);
+    size_t sizes[] = {3000, 700 * KIB, MIB + 512, 2 * GRAN, 7 * MIB + 512, 64 * KIB};
+    uintptr_t a[6];
+    for (int i = 0; i < 6; i++)
+        a[i] = pool_alloc(p, sizes[i]);
+    for (int i = 0; i < 6; i++) {
+        size_t rounded = (sizes[i] + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN;
+        uintptr_t base = 0;
+        size_t size = 0;
+        uintptr_t probe[] = {a[i], a[i] + 1, a[i] + rounded / 2, a[i] + rounded - 1};
+        for (int k = 0; k < 4; k++) {
+            ck_assert_int_eq(ga_pool_lookup(p, probe[k], &base, &size), GA_OK);
+            ck_assert_uint_eq(base, a[i]);
+            ck_assert_uint_eq(size, rounded);
+            ck_assert(ga_pool_owns(p, probe[k]));
+        }
+        ck_assert_int_eq(ga_pool_free(p, a[i] + 512, NULL), GA_EINTERIOR);
+    }
+    ck_assert_int_eq(ga_pool_lookup(p, 42, NULL, NULL), GA_ENOTOWNED);
+    ck_assert(!ga_pool_owns(p, 42));
+    ck_assert_int_eq(ga_pool_free(p, 42, NULL), GA_ENOTOWNED);
+    size_t got = 0;
+    ck_assert_int_eq(ga_pool_free(p, a[1], &got), GA_OK);
+    ck_assert_uint_eq(got, 700 * KIB);
+    ck_assert_int_eq(ga_pool_free(p, a[1], NULL), GA_EDOUBLE);
+    ck_assert_int_eq(ga_pool_lookup(p, a[1], NULL, NULL), GA_ENOTOWNED);
+    ck_assert(ga_pool_owns(p, a[1])); /* still address space the pool holds */
+    ck_assert_int_eq(ga_pool_free(p, a[3], NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, a[3], NULL), GA_EDOUBLE);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.live, 4);
+    ck_assert_uint_eq(s.allocs, 6);
+    ck_assert_uint_eq(s.frees, 2);
+    char map[4096];
+    ck_assert_uint_gt(ga_pool_occupancy_map(p, map, sizeof map, 16), 0);
+    ck_assert_uint_gt(strlen(map), 0);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* The cap counts mapped bytes; a refusal, by the cap or by the backend midway through an
+ * allocation's granules, leaves nothing mapped for it. */
+START_TEST(vmm_cap_and_refusal_midway)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 8 * GRAN, 0);
+    pool_alloc(p, 3 * GRAN); /* aligned: three granules */
+    pool_alloc(p, 10 * KIB); /* general: one */
+    ck_assert_uint_eq(mapped_granules(p), 4);
+    uintptr_t x = 0;
+    ck_assert_int_eq(ga_pool_alloc(p, 5 * GRAN, &x), GA_ENOMEM);
+    ck_assert_uint_eq(mapped_granules(p), 4);
+    f.fail_map_in = 2; /* the second granule of the next one fails */
+    ck_assert_int_eq(ga_pool_alloc(p, 2 * GRAN, &x), GA_ENOMEM);
+    ck_assert_uint_eq(mapped_granules(p), 4);
+    ck_assert_uint_eq(f.mapped, 4 * GRAN);
+    POOL_HEALTHY(p);
+    pool_alloc(p, 4 * GRAN); /* exactly up to the cap */
+    ck_assert_uint_eq(mapped_granules(p), 8);
+    pool_alloc(p, 512); /* in the general granule's free part: nothing new */
+    ck_assert_int_eq(ga_pool_alloc(p, GRAN + 512, &x), GA_ENOMEM);
+    ck_assert_uint_eq(mapped_granules(p), 8);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.failed_allocs, 3);
+    ck_assert_uint_eq(s.peak_reserved, 8 * GRAN);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* Sizes past the last class (GA_VMM_CLASSES), and past the sizes tracked for one, go to the
+ * general area, and everything still checks out. */
+START_TEST(vmm_more_sizes_than_classes)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 0);
+    size_t n = 250; /* two blocks of each size, so that each would get a class */
+    uintptr_t *a = calloc(2 * n, sizeof *a);
+    ck_assert_ptr_nonnull(a);
+    for (size_t i = 0; i < 2 * n; i++)
+        a[i] = pool_alloc(p, MIB + (i / 2 + 1) * GA_ALIGN);
+    POOL_HEALTHY(p);
+    for (size_t i = 0; i < 2 * n; i++) {
+        uintptr_t base = 0;
+        ck_assert_int_eq(ga_pool_lookup(p, a[i] + MIB, &base, NULL), GA_OK);
+        ck_assert_uint_eq(base, a[i]);
+    }
+    for (size_t i = 0; i < 2 * n; i++)
+        ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
+    ck_assert_uint_eq(mapped_granules(p), 0);
+    POOL_HEALTHY(p);
+    free(a);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* Kept granules are reused at no backend cost and given back by trim. */
+START_TEST(vmm_keep_and_trim)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 8 * GRAN);
+    uintptr_t a[4];
+    for (int i = 0; i < 4; i++)
+        a[i] = pool_alloc(p, MIB + 512 * KIB);
+    unsigned maps = f.maps;
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 4 * GRAN); /* the first in the general area, 3 in the class */
+    for (int i = 0; i < 4; i++) /* all four in the class now, on its kept granules */
+        pool_alloc(p, MIB + 512 * KIB);
+    ck_assert_uint_eq(f.maps, maps);
+    ga_pool_trim(p);
+    POOL_HEALTHY(p);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 0);
+    ck_assert_uint_eq(s.reserved, 3 * GRAN);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* A seeded mix of every kind of size, frees in random order, the pool checked after each step;
+ * and physical memory never above what each area's live bytes need plus a granule per area
+ * boundary it touches: here a loose global bound, 1.5 x the live bytes plus 16 granules. */
+START_TEST(vmm_random_workload_checked)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 4 * GRAN);
+    enum { N = 3000, SLOTS = 96 };
+    uintptr_t live[SLOTS] = {0};
+    size_t live_bytes = 0, sz[SLOTS] = {0};
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int step = 0; step < N; step++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int i = (int)(x % SLOTS);
+        if (live[i]) {
+            size_t got = 0;
+            REQUIRE(ga_pool_free(p, live[i], &got) == GA_OK, "free at step %d", step);
+            REQUIRE_EQ(got, sz[i]);
+            live_bytes -= got, live[i] = 0;
+        } else {
+            static const size_t kinds[] = {700, 40 * KIB, MIB + 512, 3 * MIB / 2, 4 * MIB,
+                                           4 * MIB + 512 * KIB, 9 * MIB + 1000, 300 * KIB};
+            size_t s = kinds[(x >> 20) % 8] + ((x >> 40) % 3) * GA_ALIGN;
+            live[i] = pool_alloc(p, s);
+            sz[i] = (s + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN;
+            live_bytes += sz[i];
+        }
+        POOL_HEALTHY(p);
+        REQUIRE(mapped_granules(p) * GRAN <= live_bytes + live_bytes / 2 + 16 * GRAN,
+                "step %d: %zu granules mapped for %zu live bytes", step, mapped_granules(p),
+                live_bytes);
+    }
+    for (int i = 0; i < SLOTS; i++)
+        if (live[i])
+            ck_assert_int_eq(ga_pool_free(p, live[i], NULL), GA_OK);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.in_use, 0);
+    ck_assert_uint_eq(s.live, 0);
+    ck_assert_uint_eq(s.reserved, s.kept);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+Suite *vmm_suite(void)
+{
+    Suite *s = suite_create("vmm");
+    TCase *tc = tcase_create("placement");
+    tcase_add_test(tc, vmm_small_allocations_share_a_granule);
+    tcase_add_test(tc, vmm_equal_sizes_tile_granules);
+    tcase_add_test(tc, vmm_class_hole_refilled);
+    tcase_add_test(tc, vmm_sizes_do_not_cut_each_others_holes);
+    tcase_add_test(tc, vmm_replacement_reuses_freed_granules);
+    tcase_add_test(tc, vmm_lookup_and_bad_frees);
+    tcase_add_test(tc, vmm_cap_and_refusal_midway);
+    tcase_add_test(tc, vmm_more_sizes_than_classes);
+    tcase_add_test(tc, vmm_keep_and_trim);
+    tcase_add_test(tc, vmm_random_workload_checked);
+    suite_add_tcase(s, tc);
+    return s;
+}

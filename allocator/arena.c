@@ -408,11 +408,18 @@ static ga_status_t classify_bad_free(const ga_arena_t *a, uintptr_t ptr)
 
 ga_status_t ga_free(ga_arena_t *a, uintptr_t ptr)
 {
+    return ga_free_sized(a, ptr, NULL);
+}
+
+ga_status_t ga_free_sized(ga_arena_t *a, uintptr_t ptr, size_t *size)
+{
     if (!a)
         return GA_EINVAL;
     ga_chunk_t *c = ga_live_take(&a->live, ptr);
     if (!c)
         return classify_bad_free(a, ptr);
+    if (size)
+        *size = c->size;
     ga_stats_t *s = &a->stats;
     s->in_use -= c->size;
     s->in_use_requested -= c->u.requested;

@@ -102,6 +102,9 @@ void ga_arena_destroy(ga_arena_t *arena);
 ga_status_t ga_alloc(ga_arena_t *arena, size_t size, uintptr_t *out);
 /* Frees an address ga_alloc returned. On any error the arena is unchanged. */
 ga_status_t ga_free(ga_arena_t *arena, uintptr_t ptr);
+/* ga_free, and *size (when non-NULL) gets the freed block's rounded size: one search for callers
+ * that account the bytes (the pools), where a lookup before the free cost a second one. */
+ga_status_t ga_free_sized(ga_arena_t *arena, uintptr_t ptr, size_t *size);
 /* Finds the live allocation containing ptr (which may be interior): its base and rounded size.
  * Either out-parameter may be NULL. GA_ENOTOWNED if ptr is in no live allocation. */
 ga_status_t ga_lookup(ga_arena_t *arena, uintptr_t ptr, uintptr_t *base, size_t *size);

@@ -90,17 +90,11 @@ ga_status_t ga_pool_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     }
 }
 
-/* The arena modes: the size first (for the caller's accounting), and an interior pointer refused
- * before ga_free sees it so the arena is never changed by a bad free. */
+/* The arena modes: ga_free refuses an interior pointer (or a free one) without changing the arena,
+ * and says the freed size for the caller's accounting. */
 static ga_status_t arena_free(ga_arena_t *a, uintptr_t ptr, size_t *size)
 {
-    if (size) {
-        uintptr_t base = 0;
-        ga_status_t st = ga_lookup(a, ptr, &base, size);
-        if (st == GA_OK && base != ptr)
-            return GA_EINTERIOR;
-    }
-    return ga_free(a, ptr);
+    return ga_free_sized(a, ptr, size);
 }
 
 ga_status_t ga_pool_free(ga_pool_t *p, uintptr_t ptr, size_t *size)

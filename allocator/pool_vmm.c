@@ -575,12 +575,9 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
     ga_varea_t *ar = area_of(p->vmm, ptr, &r);
     if (!ar)
         return r ? GA_EDOUBLE : GA_ENOTOWNED;
-    uintptr_t base = 0;
     size_t len = 0;
-    ga_status_t st = ga_lookup(ar->arena, ptr, &base, &len);
-    if (st == GA_OK && base != ptr)
-        return GA_EINTERIOR;
-    if ((st = ga_free(ar->arena, ptr)) != GA_OK)
+    ga_status_t st = ga_free_sized(ar->arena, ptr, &len); /* interior: refused, nothing changed */
+    if (st != GA_OK)
         return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
     mark_dirty(p->vmm, ar);
     size_t gran = p->vmm->gran;

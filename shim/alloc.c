@@ -264,8 +264,28 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     return r;
 }
 
+/* cuMemFree of a live allocation in the pool of the context this thread last allocated in (the
+ * common free: memory is mostly freed where it was allocated): the owner is known without the
+ * search over contexts. Anything else goes through ga_free_any, which finds the same owner. */
 CUresult ga_do_free(CUdeviceptr p, uint8_t api)
 {
+    ga_ctx_t *c = ga_ctx_last();
+    if (GA_LIKELY(c && p && !atomic_load_explicit(&c->dead, memory_order_acquire))) {
+        if (ga_tl_api)
+            api = ga_tl_api;
+        uint64_t t0 = ga_timing ? ga_now() : 0;
+        uintptr_t base = 0;
+        size_t size = 0;
+        pthread_mutex_lock(&c->lock);
+        if (c->pool && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
+            ga_pool_lookup(c->pool, (uintptr_t)p, &base, &size) == GA_OK && base == (uintptr_t)p) {
+            CUresult r = ga_pool_free_locked(c, p, api, t0, NULL, 0, size); /* unlocks */
+            if (GA_UNLIKELY(ga_tracing))
+                ga_trace_event(GA_EV_FREE, api, p, 0, 0, c->dev, t0, r);
+            return r;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
     return ga_free_any(p, api, NULL, NULL);
 }
 

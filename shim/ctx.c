@@ -224,6 +224,11 @@ static ga_ctx_t *ga_ctx_find(CUcontext ctx)
     return NULL;
 }
 
+ga_ctx_t *ga_ctx_last(void)
+{
+    return ga_tl_cache.st;
+}
+
 ga_ctx_t *ga_ctx_level_owner(void)
 {
     return atomic_load_explicit(&ga_lvl_owner, memory_order_acquire);
@@ -514,6 +519,7 @@ void ga_ctx_fork_child(void)
         }
     }
     ga_tl_cache.ctx = NULL;
+    ga_tl_cache.st = NULL; /* freed above: the child's only thread must not look at it again */
     atomic_fetch_add(&ga_generation, 1);
 }
 

@@ -283,6 +283,8 @@ void ga_dev_close_groups(void);
 uint64_t ga_share_of(uint64_t cap);
 /* The calling thread's current context state, NULL without a current context. */
 ga_ctx_t *ga_current(void);
+/* The context state this thread last found current (maybe dead since, never freed), or NULL. */
+ga_ctx_t *ga_ctx_last(void);
 /* The context list, newest first (never freed: stale handles never match, dead ones are marked). */
 ga_ctx_t *ga_ctx_first(void);
 static inline ga_ctx_t *ga_ctx_next(ga_ctx_t *c)

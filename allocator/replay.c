@@ -99,12 +99,13 @@ typedef struct run {
     uint64_t requested;  /* for peak_requested */
 } run_t;
 
-/* CPU time of the replaying thread: the replay is single-threaded, and time spent preempted by
- * other processes on a shared machine is not the allocator's (bench-alloc reads this figure). */
+/* Wall time (vDSO, about 25 ns a read here). The thread's CPU time would leave out preemption on
+ * a shared machine, but reading it is a system call of about 280 ns in this VM, which on the
+ * shortest traces (300 events, a few microseconds) would add 1-2 ns to every event. */
 static uint64_t now_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 

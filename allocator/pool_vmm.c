@@ -83,7 +83,9 @@ struct ga_vmm {
     ga_pool_t *pool;
     ga_vrange_t *ranges;
     size_t nranges, cap;
-    size_t gran;
+    size_t gran;       /* a power of two (checked at create) */
+    unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
+                        * 64-bit division on every allocation and free cost more than the rest) */
     ga_kslot_t *stack;
     size_t nstack, capstack;
     size_t region;     /* an area's first region at most: the first range */
@@ -285,7 +287,7 @@ static int over_limit(const ga_pool_t *p, const ga_vrange_t *r, size_t g0, size_
         need += !r->refs[g] && !r->handle[g];
         reuse += !r->refs[g] && r->handle[g];
     }
-    uint64_t other_kept = p->own.kept / gran - reuse;
+    uint64_t other_kept = (p->own.kept >> p->vmm->gshift) - reuse;
     uint64_t grows = need > other_kept ? need - other_kept : 0;
     return p->own.reserved + grows * gran > p->cfg.limit;
 }
@@ -298,7 +300,7 @@ static int cover(ga_pool_t *p, uintptr_t a, size_t len)
     ga_vrange_t *r = range_of(v, a);
     if (!r)
         return -1;
-    size_t g0 = (a - r->base) / v->gran, g1 = (a + len - 1 - r->base) / v->gran;
+    size_t g0 = (a - r->base) >> v->gshift, g1 = (a + len - 1 - r->base) >> v->gshift;
     if (p->cfg.limit && over_limit(p, r, g0, g1))
         return -1;
     for (size_t g = g0; g <= g1; g++) {
@@ -329,7 +331,7 @@ static size_t gran_up(const ga_vmm_t *v, size_t size)
 static void set_owner(ga_vmm_t *v, uintptr_t base, size_t size, uint16_t owner)
 {
     ga_vrange_t *r = range_of(v, base);
-    for (size_t g = (base - r->base) / v->gran, n = size / v->gran; n--; g++)
+    for (size_t g = (base - r->base) >> v->gshift, n = size >> v->gshift; n--; g++)
         r->owner[g] = owner;
 }
 
@@ -409,7 +411,7 @@ static ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
 
 static int class_size(const ga_vmm_t *v, size_t rounded)
 {
-    return rounded % v->gran && rounded >= v->gran / 2 && rounded / 3 < v->gran;
+    return (rounded & (v->gran - 1)) && rounded >= v->gran / 2 && rounded / 3 < v->gran;
 }
 
 /* The tracking entry of a size that may get a class; with `add`, made at first sight while
@@ -437,7 +439,7 @@ static ga_varea_t *area_for(ga_pool_t *p, size_t rounded, int *slot)
     ga_vmm_t *v = p->vmm;
     uint16_t id = AREA_GENERAL;
     *slot = -1;
-    if (rounded % v->gran == 0) {
+    if ((rounded & (v->gran - 1)) == 0) {
         id = AREA_ALIGNED;
     } else if (class_size(v, rounded) && (*slot = track_find(v, rounded, 1)) >= 0) {
         if (!v->track[*slot].area && v->track[*slot].nlive && v->nareas < AREAS_MAX) {
@@ -457,7 +459,7 @@ static ga_varea_t *area_of(const ga_vmm_t *v, uintptr_t ptr, ga_vrange_t **range
     ga_vrange_t *r = range_of(v, ptr);
     if (range)
         *range = r;
-    uint16_t o = r ? r->owner[(ptr - r->base) / v->gran] : 0;
+    uint16_t o = r ? r->owner[(ptr - r->base) >> v->gshift] : 0;
     return o ? (ga_varea_t *)&v->area[o - 1] : NULL;
 }
 
@@ -470,6 +472,11 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
         return GA_ENOMEM;
     v->pool = p;
     v->gran = p->be.granularity;
+    if (v->gran < GA_ALIGN || (v->gran & (v->gran - 1))) {
+        free(v);
+        return GA_EINVAL; /* drivers give powers of two; the shim and the replay check too */
+    }
+    v->gshift = (unsigned)__builtin_ctzll((unsigned long long)v->gran);
     v->nareas = AREA_FIRST_CLASS;
     for (uint16_t i = 0; i < AREA_FIRST_CLASS; i++)
         v->area[i] = (ga_varea_t){.pool = p, .id = i};
@@ -510,7 +517,7 @@ static size_t unmapped_in(const ga_vmm_t *v, uintptr_t a, size_t len)
 {
     const ga_vrange_t *r = range_of(v, a);
     size_t n = 0;
-    for (size_t g = (a - r->base) / v->gran; g <= (a + len - 1 - r->base) / v->gran; g++)
+    for (size_t g = (a - r->base) >> v->gshift; g <= (a + len - 1 - r->base) >> v->gshift; g++)
         n += !r->handle[g];
     return n;
 }
@@ -580,8 +587,8 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
     if (st != GA_OK)
         return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
     mark_dirty(p->vmm, ar);
-    size_t gran = p->vmm->gran;
-    uncover(p, r, (ptr - r->base) / gran, (ptr + len - 1 - r->base) / gran, 1);
+    unsigned sh = p->vmm->gshift;
+    uncover(p, r, (ptr - r->base) >> sh, (ptr + len - 1 - r->base) >> sh, 1);
     int slot = class_size(p->vmm, len) ? track_find(p->vmm, len, 0) : -1;
     if (slot >= 0)
         p->vmm->track[slot].nlive--;

@@ -404,10 +404,33 @@ START_TEST(vmm_random_workload_checked)
 }
 END_TEST
 
+
+/* The granularity must be a power of two of at least 512 bytes (granule arithmetic is by shift):
+ * anything else is refused at create, with nothing reserved. */
+START_TEST(vmm_granularity_must_be_power_of_two)
+{
+    static const size_t bad[] = {3 * MIB, 1000, 256, 0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        vfake_t f;
+        memset(&f, 0, sizeof f);
+        f.next = (uint64_t)1 << 40;
+        ga_pool_backend_t be = {.va_reserve = vf_va_reserve, .va_release = vf_va_release,
+                                .map = vf_map, .unmap = vf_unmap, .granularity = bad[i], .ctx = &f};
+        ga_pool_config_t cfg = {.mode = GA_MODE_VMM, .va_size = 1024 * MIB};
+        ga_status_t st = GA_OK;
+        ga_pool_t *p = ga_pool_create(&be, &cfg, &st);
+        ck_assert_msg(!p && st == GA_EINVAL, "granularity %zu: refused with EINVAL", bad[i]);
+        ck_assert_uint_eq(f.mapped, 0);
+        ck_assert_uint_eq(f.va_reserves, f.va_releases);
+    }
+}
+END_TEST
+
 Suite *vmm_suite(void)
 {
     Suite *s = suite_create("vmm");
     TCase *tc = tcase_create("placement");
+    tcase_add_test(tc, vmm_granularity_must_be_power_of_two);
     tcase_add_test(tc, vmm_small_allocations_share_a_granule);
     tcase_add_test(tc, vmm_equal_sizes_tile_granules);
     tcase_add_test(tc, vmm_class_hole_refilled);

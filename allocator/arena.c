@@ -205,10 +205,11 @@ static int next_bin(const ga_arena_t *a, unsigned bin)
 
 /* The bin's leftmost chunk is its smallest: when it fits (always, in an exact-size bin) it is the
  * answer; otherwise one descent finds the smallest that does. */
-static ga_chunk_t *find_fit(const ga_arena_t *a, size_t rounded)
+static ga_chunk_t *find_fit(const ga_arena_t *a, size_t rounded, unsigned *at)
 {
     unsigned bin = ga_bin_of(rounded);
     const ga_bin_t *b = &a->bins[bin];
+    *at = bin;
     if (b->root) {
         if (b->min->size >= rounded)
             return b->min;
@@ -217,6 +218,7 @@ static ga_chunk_t *find_fit(const ga_arena_t *a, size_t rounded)
             return c;
     }
     int nb = next_bin(a, bin);
+    *at = (unsigned)nb;
     return nb < 0 ? NULL : a->bins[nb].min;
 }
 
@@ -349,7 +351,7 @@ static ga_status_t fail_nomem(ga_arena_t *a, size_t rounded)
 /* Turns free chunk c into a live allocation of `rounded` bytes (size asked: `size`). The two
  * things that can fail (room in the live table, a struct for the remainder) are secured first,
  * so a failure leaves the arena exactly as it was. */
-static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, size_t rounded, size_t size)
+static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, unsigned bin, size_t rounded, size_t size)
 {
     ga_item_t *rest = NULL, *fresh = NULL;
     if (ga_live_reserve(&a->live) != 0)
@@ -362,7 +364,7 @@ static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, size_t rounded, size_t siz
             return GA_ENOMEM;
         }
     }
-    ga_bin_remove(a, c);
+    ga_bin_remove_at(a, c, bin);
     if (rest)
         split(a, c, rounded, &rest->chunk, fresh ? &fresh->run : NULL);
     ga_live_insert(&a->live, c);
@@ -385,12 +387,13 @@ ga_status_t ga_alloc(ga_arena_t *a, size_t size, uintptr_t *out)
     size_t rounded = ga_round_size(size);
     if (!rounded)
         return GA_EINVAL;
-    ga_chunk_t *c = find_fit(a, rounded);
+    unsigned bin;
+    ga_chunk_t *c = find_fit(a, rounded, &bin);
     if (!c) {
-        if (ga_grow(a, rounded) != GA_OK || !(c = find_fit(a, rounded)))
+        if (ga_grow(a, rounded) != GA_OK || !(c = find_fit(a, rounded, &bin)))
             return fail_nomem(a, rounded);
     }
-    if (take(a, c, rounded, size) != GA_OK)
+    if (take(a, c, bin, rounded, size) != GA_OK)
         return fail_nomem(a, rounded);
     *out = c->base;
     return GA_OK;

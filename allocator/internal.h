@@ -230,9 +230,9 @@ static inline void ga_bin_insert(ga_arena_t *a, ga_chunk_t *c)
     a->fl_bitmap |= 1ull << (bin / GA_SL_COUNT);
 }
 
-static inline void ga_bin_remove(ga_arena_t *a, ga_chunk_t *c)
+/* Takes free chunk c out of its bin, whose index the caller may already know. */
+static inline void ga_bin_remove_at(ga_arena_t *a, ga_chunk_t *c, unsigned bin)
 {
-    unsigned bin = ga_bin_of(c->size);
     ga_bin_t *b = &a->bins[bin];
     ga_rbnode_t *n = &c->u.bin_node;
     c->run_free &= ~(uintptr_t)1;
@@ -248,6 +248,11 @@ static inline void ga_bin_remove(ga_arena_t *a, ga_chunk_t *c)
     a->sl_bitmap[fl] &= ~(1ull << (bin % GA_SL_COUNT));
     if (!a->sl_bitmap[fl])
         a->fl_bitmap &= ~(1ull << fl);
+}
+
+static inline void ga_bin_remove(ga_arena_t *a, ga_chunk_t *c)
+{
+    ga_bin_remove_at(a, c, ga_bin_of(c->size));
 }
 
 /* region.c */

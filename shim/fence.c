@@ -195,7 +195,8 @@ static void ga_fence_sync(ga_ctx_t *c, int current)
     int pushed = current ? 0 : ga_ctx_enter(c->ctx);
     if (ga_real.cuCtxSynchronize)
         ga_real.cuCtxSynchronize();
-    ga_ctx_leave(pushed);
+    if (pushed)
+        ga_ctx_leave(pushed);
     c->counts.free_syncs++;
 }
 

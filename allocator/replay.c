@@ -1,16 +1,20 @@
 /* Trace replay: drives a pool (ga_pool.h) from a ga_trace_t, see ga_replay.h.
  *
  * Replay must be cheap enough to run dozens of times per trace (the smallest-arena bisection) and
- * honest enough to benchmark the allocator, so the per-event path is: one hash lookup of the trace
- * address, one ga_pool_alloc or ga_pool_free, no host allocation (map entries come from a block
- * sized to the trace up front). The backend is a bump allocator of fake addresses: regions are never touched,
- * so the peak of the trace does not need to exist as host memory. An open-addressing table maps
- * trace addresses to entries (linear probing in one flat array sized with the entry block, so at
- * most half full and never grown, Fibonacci hashing, backward-shift deletion): the lookup sits on
- * the path being timed, and the chained uthash it replaces cost 27 ns per event on
- * somas_bert_base, half of the figure bench-alloc reported for the allocator. Per-event work (fragmentation tracking,
- * invariant checks, the timeline hook) sits behind one flag decided before the loop, so a replay
- * that asks for none of it (the benchmarks) pays one predictable branch per event.
+ * honest enough to benchmark the allocator, so the timed loop does one ga_pool_alloc or
+ * ga_pool_free per event and little else. Before it starts, the trace's addresses are resolved
+ * once (untimed) into operations: each allocation gets an entry number, each free the number of
+ * the allocation it frees, and an allocation at an address still live the number of the one it
+ * replaces; the loop then indexes a flat array of entries and hashes nothing. Matching trace
+ * addresses is the harness's work, not the allocator's: done in the loop, even an open-addressing
+ * table (the chained uthash before it cost 27 ns per event on somas_bert_base) was about a third
+ * of the instructions per event and most of the loop's cache misses. Whether an allocation leaves
+ * an entry at all is only known from the pool (an invalid size does not), so an entry records its
+ * outcome and a free or replacement of an entry that never existed is counted as before. The
+ * backend is a bump allocator of fake addresses: regions are never touched, so the peak of the
+ * trace does not need to exist as host memory. Per-event work (fragmentation tracking, invariant
+ * checks, the timeline hook) sits behind one flag decided before the loop, so a replay that asks
+ * for none of it (the benchmarks) pays one predictable branch per event.
  */
 #include "errmsg.h"
 #include "ga_replay.h"
@@ -70,20 +74,29 @@ static void fake_unmap(void *ctx, uintptr_t addr, size_t size, uint64_t handle)
     fb->unmaps++;
 }
 
-/* One live trace address. failed: its alloc ran out of memory in replay, so its free is expected
- * and consumed silently rather than counted as unmatched. */
+/* What one trace allocation became. ENTRY_NONE: not yet replayed, or released; ENTRY_INVALID: the
+ * pool refused its size, so it left no entry (its free is unmatched, as if it never happened);
+ * ENTRY_FAILED: it ran out of memory in replay, so its free is expected and consumed silently rather
+ * than counted as unmatched. */
+enum { ENTRY_NONE, ENTRY_LIVE, ENTRY_FAILED, ENTRY_INVALID };
+
+#define NO_ID UINT32_MAX
+
 typedef struct entry {
-    uint64_t key;
     uintptr_t ptr;
     uint64_t requested;
-    int failed;
-    struct entry *next_spare;
+    uint32_t prev;  /* the entry this allocation's address still held (NO_ID: none) */
+    uint8_t state;
 } entry_t;
 
-typedef struct slot {
-    uint64_t key;
-    entry_t *e; /* NULL: empty */
-} slot_t;
+/* One trace event, resolved: kind, size for an allocation, and the entry it makes or frees. */
+enum { OP_SKIP, OP_ALLOC, OP_FREE };
+
+typedef struct op {
+    uint64_t size;
+    uint32_t id;    /* OP_ALLOC: its new entry; OP_FREE: the entry freed (NO_ID: unmatched) */
+    uint8_t kind;
+} op_t;
 
 /* Everything one replay run holds. */
 typedef struct run {
@@ -91,11 +104,8 @@ typedef struct run {
     ga_replay_result_t *res;
     fake_backend_t fb;
     ga_pool_t *pool;
-    slot_t *slots;       /* trace address -> entry */
-    size_t mask;         /* slots - 1 */
-    unsigned shift;      /* 64 - log2(slots) */
-    entry_t *block;      /* one block of entries */
-    entry_t *spare;      /* free list through next_spare */
+    op_t *ops;           /* one per trace event */
+    entry_t *entries;    /* one per trace allocation */
     uint64_t requested;  /* for peak_requested */
 } run_t;
 
@@ -119,112 +129,59 @@ int ga_replay_mode_parse(const char *name, ga_replay_mode_t *mode)
     return ga_mode_parse(name, mode);
 }
 
-static size_t map_home(const run_t *r, uint64_t key)
-{
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> r->shift);
-}
-
-static entry_t *map_find(const run_t *r, uint64_t key)
-{
-    size_t i = map_home(r, key);
-    while (r->slots[i].e && r->slots[i].key != key)
-        i = (i + 1) & r->mask;
-    return r->slots[i].e;
-}
-
-/* The table has twice as many slots as the block has entries: never full. */
-static void map_add(run_t *r, entry_t *e)
-{
-    size_t i = map_home(r, e->key);
-    while (r->slots[i].e)
-        i = (i + 1) & r->mask;
-    r->slots[i] = (slot_t){e->key, e};
-}
-
-/* Removes e and pulls later entries of its probe run back unless their home lies cyclically in
- * (hole, j], so lookups never meet a gap before their key. */
-static void map_del(run_t *r, const entry_t *e)
-{
-    size_t hole = map_home(r, e->key);
-    while (r->slots[hole].e != e)
-        hole = (hole + 1) & r->mask;
-    for (size_t j = (hole + 1) & r->mask; r->slots[j].e; j = (j + 1) & r->mask) {
-        if (((j - map_home(r, r->slots[j].key)) & r->mask) < ((j - hole) & r->mask))
-            continue;
-        r->slots[hole] = r->slots[j];
-        hole = j;
-    }
-    r->slots[hole].e = NULL;
-}
-
-static entry_t *entry_get(run_t *r)
-{
-    entry_t *e = r->spare;
-    if (e)
-        r->spare = e->next_spare;
-    return e;
-}
-
-static void entry_put(run_t *r, entry_t *e)
-{
-    map_del(r, e);
-    e->next_spare = r->spare;
-    r->spare = e;
-}
-
 static void release_entry(run_t *r, entry_t *e)
 {
-    if (!e->failed) {
+    if (e->state == ENTRY_LIVE) {
         if (ga_pool_free(r->pool, e->ptr, NULL) != GA_OK)
             r->res->check_failures++; /* the pool refused its own pointer: a bug */
         r->requested -= e->requested;
     }
-    entry_put(r, e);
+    e->state = ENTRY_NONE;
 }
 
 /* Returns 1 when the replay should stop (OOM with stop_at_oom). */
-static int do_alloc(run_t *r, const ga_event_t *ev, size_t idx)
+static int do_alloc(run_t *r, const op_t *op, size_t idx)
 {
-    entry_t *e;
-    e = map_find(r, ev->addr);
-    if (e) {
-        r->res->reused_addrs++;
-        release_entry(r, e);
+    entry_t *e = &r->entries[op->id];
+    if (e->prev != NO_ID) {
+        entry_t *old = &r->entries[e->prev];
+        if (old->state == ENTRY_LIVE || old->state == ENTRY_FAILED) {
+            r->res->reused_addrs++;
+            release_entry(r, old);
+        }
     }
     uintptr_t ptr = 0;
-    ga_status_t st = ga_pool_alloc(r->pool, ev->size, &ptr);
+    ga_status_t st = ga_pool_alloc(r->pool, op->size, &ptr);
     if (st == GA_EINVAL) {
+        e->state = ENTRY_INVALID;
         r->res->invalid_allocs++;
         return 0;
     }
-    e = entry_get(r);
-    e->key = ev->addr;
     e->ptr = ptr;
-    e->requested = ev->size;
-    e->failed = st != GA_OK;
-    map_add(r, e);
+    e->requested = op->size;
     if (st != GA_OK) {
+        e->state = ENTRY_FAILED;
         r->res->failed_allocs++;
         if (r->res->first_oom == SIZE_MAX)
             r->res->first_oom = idx;
         return r->opts->stop_at_oom;
     }
+    e->state = ENTRY_LIVE;
     r->res->allocs++;
-    r->requested += ev->size;
+    r->requested += op->size;
     if (r->requested > r->res->peak_requested)
         r->res->peak_requested = r->requested;
     return 0;
 }
 
-static void do_free(run_t *r, const ga_event_t *ev)
+static void do_free(run_t *r, const op_t *op)
 {
-    entry_t *e;
-    e = map_find(r, ev->addr);
-    if (!e) {
+    entry_t *e = op->id == NO_ID ? NULL : &r->entries[op->id];
+    if (!e || (e->state != ENTRY_LIVE && e->state != ENTRY_FAILED)) {
         r->res->unmatched_frees++;
         return;
     }
-    if (!e->failed)
+    if (e->state == ENTRY_LIVE)
         r->res->frees++;
     release_entry(r, e);
 }
@@ -280,19 +237,19 @@ static void replay_loop(run_t *r, const ga_trace_t *t)
     uint64_t t0 = now_ns();
     size_t i;
     for (i = 0; i < t->count; i++) {
-        const ga_event_t *ev = &t->events[i];
-        if (ev->result != 0 || (ev->kind != GA_EV_ALLOC && ev->kind != GA_EV_FREE)) {
+        const op_t *op = &r->ops[i];
+        if (op->kind == OP_SKIP) {
             r->res->skipped++;
             continue;
         }
-        if (ev->kind == GA_EV_FREE)
-            do_free(r, ev);
-        else if (do_alloc(r, ev, i)) {
+        if (op->kind == OP_FREE)
+            do_free(r, op);
+        else if (do_alloc(r, op, i)) {
             i++;
             break;
         }
         if (per_event)
-            after_event(r, ev, i);
+            after_event(r, &t->events[i], i);
     }
     r->res->ns_total = now_ns() - t0;
     r->res->events = i;
@@ -300,12 +257,92 @@ static void replay_loop(run_t *r, const ga_trace_t *t)
         run_check(r, i - 1);
 }
 
-static size_t count_allocs(const ga_trace_t *t)
+/* The address table of resolve(): trace address -> entry number, open addressing with linear
+ * probing in twice as many slots as there are allocations (never full, never grown), Fibonacci
+ * hashing, backward-shift deletion. */
+typedef struct addrmap {
+    uint64_t *keys;
+    uint32_t *ids;  /* NO_ID: empty */
+    size_t mask;
+    unsigned shift; /* 64 - log2(slots) */
+} addrmap_t;
+
+static size_t map_home(const addrmap_t *m, uint64_t key)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> m->shift);
+}
+
+/* The slot of key, or the empty slot where it would go. */
+static size_t map_slot(const addrmap_t *m, uint64_t key)
+{
+    size_t i = map_home(m, key);
+    while (m->ids[i] != NO_ID && m->keys[i] != key)
+        i = (i + 1) & m->mask;
+    return i;
+}
+
+/* Empties slot `hole` and pulls later slots of its probe run back unless their home lies
+ * cyclically in (hole, j], so lookups never meet a gap before their key. */
+static void map_del(addrmap_t *m, size_t hole)
+{
+    for (size_t j = (hole + 1) & m->mask; m->ids[j] != NO_ID; j = (j + 1) & m->mask) {
+        if (((j - map_home(m, m->keys[j])) & m->mask) < ((j - hole) & m->mask))
+            continue;
+        m->keys[hole] = m->keys[j];
+        m->ids[hole] = m->ids[j];
+        hole = j;
+    }
+    m->ids[hole] = NO_ID;
+}
+
+/* Builds r->ops and r->entries from the trace (see the top of the file); -1 with err set if host
+ * memory ran out or the trace has more allocations than entry numbers. */
+static int resolve(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
 {
     size_t n = 0;
     for (size_t i = 0; i < t->count; i++)
-        n += t->events[i].kind == GA_EV_ALLOC;
-    return n;
+        n += t->events[i].kind == GA_EV_ALLOC && t->events[i].result == 0;
+    if (n >= NO_ID)
+        return ga_errorf(err, errlen, "the trace has %zu allocations; replay takes at most %u",
+                         n, NO_ID - 1);
+    addrmap_t m = {.shift = 58};
+    size_t cap = 64;
+    for (; cap < 2 * n; cap *= 2)
+        m.shift--;
+    m.mask = cap - 1;
+    m.keys = malloc(cap * sizeof *m.keys);
+    m.ids = malloc(cap * sizeof *m.ids);
+    r->ops = malloc((t->count ? t->count : 1) * sizeof *r->ops);
+    r->entries = calloc(n ? n : 1, sizeof *r->entries);
+    if (!m.keys || !m.ids || !r->ops || !r->entries) {
+        free(m.keys);
+        free(m.ids);
+        return ga_errorf(err, errlen, "out of host memory for the replay of %zu events",
+                         t->count);
+    }
+    memset(m.ids, 0xff, cap * sizeof *m.ids);
+    uint32_t next = 0;
+    for (size_t i = 0; i < t->count; i++) {
+        const ga_event_t *ev = &t->events[i];
+        op_t *op = &r->ops[i];
+        *op = (op_t){.kind = OP_SKIP, .id = NO_ID};
+        if (ev->result != 0 || (ev->kind != GA_EV_ALLOC && ev->kind != GA_EV_FREE))
+            continue;
+        size_t s = map_slot(&m, ev->addr);
+        if (ev->kind == GA_EV_FREE) {
+            *op = (op_t){.kind = OP_FREE, .id = m.ids[s]};
+            if (m.ids[s] != NO_ID)
+                map_del(&m, s);
+            continue;
+        }
+        *op = (op_t){.kind = OP_ALLOC, .size = ev->size, .id = next};
+        r->entries[next].prev = m.ids[s];
+        m.keys[s] = ev->addr;
+        m.ids[s] = next++;
+    }
+    free(m.keys);
+    free(m.ids);
+    return 0;
 }
 
 /* The pool the mode asks for, over the fake backend. */
@@ -326,20 +363,8 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
     size_t gran = o->granularity ? o->granularity : GA_REPLAY_GRANULARITY;
     r->fb = (fake_backend_t){.next = FAKE_BASE, .end = FAKE_END,
                              .align = o->mode == GA_MODE_VMM ? gran : GA_ALIGN};
-    size_t n = count_allocs(t) + 1;
-    r->block = calloc(n, sizeof *r->block);
-    if (!r->block)
-        return ga_errorf(err, errlen, "out of host memory for %zu map entries", n);
-    for (size_t i = 0; i < n; i++)
-        r->block[i].next_spare = i + 1 < n ? &r->block[i + 1] : NULL;
-    r->spare = r->block;
-    size_t cap = 64;
-    for (r->shift = 58; cap < 2 * n; cap *= 2)
-        r->shift--;
-    r->slots = calloc(cap, sizeof *r->slots);
-    r->mask = cap - 1;
-    if (!r->slots)
-        return ga_errorf(err, errlen, "out of host memory for %zu map slots", cap);
+    if (resolve(r, t, err, errlen) != 0)
+        return -1;
     ga_pool_backend_t be = {fake_reserve, fake_release, fake_reserve, fake_release, fake_map,
                             fake_unmap, gran, &r->fb};
     ga_pool_config_t cfg = pool_config(o);
@@ -366,8 +391,8 @@ static void run_finish(run_t *r)
     res->backend_releases = r->fb.releases;
     res->backend_maps = r->fb.maps;
     res->backend_unmaps = r->fb.unmaps;
-    free(r->slots);
-    free(r->block);
+    free(r->ops);
+    free(r->entries);
 }
 
 static int check_opts(const ga_replay_opts_t *o, char *err, size_t errlen)
@@ -396,8 +421,8 @@ int ga_replay(const ga_trace_t *trace, const ga_replay_opts_t *opts, ga_replay_r
     res->first_oom = res->first_check_fail = SIZE_MAX;
     run_t r = {.opts = opts, .res = res};
     if (run_setup(&r, trace, err, errlen) != 0) {
-        free(r.slots);
-        free(r.block);
+        free(r.ops);
+        free(r.entries);
         return -1;
     }
     replay_loop(&r, trace);

@@ -217,6 +217,46 @@ START_TEST(unmatched_reused_and_skipped)
 }
 END_TEST
 
+/* One address through an allocation the pool refuses (size 0), one that runs out of memory, and
+ * the frees and replacements of each: entry numbers resolved before the loop must count exactly
+ * what the address lookup during the loop counted. */
+START_TEST(invalid_and_failed_entries_at_one_address)
+{
+    ga_trace_t t;
+    ga_trace_init(&t);
+    push(&t, GA_EV_ALLOC, 0x7000, 1024, 0);
+    push(&t, GA_EV_ALLOC, 0x7000, 0, 0);        /* replaces the live one, then is refused */
+    push(&t, GA_EV_FREE, 0x7000, 0, 0);         /* nothing live there: unmatched */
+    push(&t, GA_EV_ALLOC, 0x8000, 0, 0);        /* refused */
+    push(&t, GA_EV_ALLOC, 0x8000, 512, 0);      /* replaces nothing */
+    push(&t, GA_EV_FREE, 0x8000, 0, 0);
+    push(&t, GA_EV_ALLOC, 0x9000, 1 << 20, 0);  /* out of memory */
+    push(&t, GA_EV_ALLOC, 0x9000, 512, 0);      /* replaces the failed one */
+    push(&t, GA_EV_FREE, 0x9000, 0, 0);
+    push(&t, GA_EV_FREE, 0x9000, 0, 0);         /* double free */
+    for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_PLATFORM; m++) {
+        ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .arena_size = 4096, .limit = 4096,
+                              .granularity = 512, .check = 1};
+        ga_replay_result_t r;
+        replay_ok(&t, &o, &r);
+        ck_assert_msg(r.allocs == 3 && r.frees == 2, "%s: %llu allocs, %llu frees",
+                      ga_replay_mode_name(o.mode), (unsigned long long)r.allocs,
+                      (unsigned long long)r.frees);
+        ck_assert_uint_eq(r.invalid_allocs, 2);
+        ck_assert_uint_eq(r.failed_allocs, 1);
+        ck_assert_uint_eq(r.first_oom, 6);
+        ck_assert_uint_eq(r.reused_addrs, 2);
+        ck_assert_uint_eq(r.unmatched_frees, 2);
+        ck_assert_uint_eq(r.skipped, 0);
+        ck_assert_uint_eq(r.events, t.count);
+        ck_assert_uint_eq(r.peak_requested, 1024);
+        ck_assert_uint_eq(r.final_in_use, 0);
+        ck_assert_uint_eq(r.check_failures, 0);
+    }
+    ga_trace_free(&t);
+}
+END_TEST
+
 START_TEST(oom_counted_and_stop_at_first)
 {
     ga_trace_t t;
@@ -486,6 +526,7 @@ Suite *replay_suite(void)
     tcase_add_test(tc, replay_every_lifetimes_trace_checked);
     tcase_add_test(tc, min_size_bisection);
     tcase_add_test(tc, unmatched_reused_and_skipped);
+    tcase_add_test(tc, invalid_and_failed_entries_at_one_address);
     tcase_add_test(tc, oom_counted_and_stop_at_first);
     tcase_add_test(tc, bad_options);
     tcase_add_test(tc, empty_trace);

@@ -2,8 +2,9 @@
  * table and written as JSON (`make bench`).
  *
  * For every lifetime CSV in $GA_TRACES_DIR/lifetimes (and any gpuarena trace given on the command
- * line) it reports: ns per alloc-or-free (median of RUNS replays, the whole replay loop including
- * the trace-address hash lookup), the peak of live bytes (512-rounded, the floor for any
+ * line) it reports: ns per alloc-or-free (median of RUNS replays, the whole timed replay loop: the
+ * trace's addresses are matched to entries before it, see allocator/replay.c), the peak of live
+ * bytes (512-rounded, the floor for any
  * allocator), and the smallest region that runs the trace without OOM, found by bisection, over
  * that peak. The same ratio is computed for two textbook baselines simulated here on a sorted
  * free list, exact best fit and first fit (lowest address), so the arena's good-fit

@@ -47,6 +47,10 @@
 
 #include "pool_internal.h"
 
+/* Slow paths (mapping, area choice, size tracking) are kept out of line: inlined, they made every
+ * allocation and free save and restore six registers and a large frame for work it rarely does. */
+#define OUT_OF_LINE __attribute__((noinline))
+
 typedef struct ga_vrange {
     uintptr_t base;
     size_t size;       /* bytes of address space, a multiple of the granularity */
@@ -260,7 +264,8 @@ static int map_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
 }
 
 /* One live allocation fewer on granules g0..g1; a granule left with none is kept or unmapped. */
-static void uncover(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1, int allow_keep)
+static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1,
+                                         int allow_keep)
 {
     ga_vmm_t *v = p->vmm;
     ga_stats_t *s = &p->own;
@@ -292,15 +297,11 @@ static int over_limit(const ga_pool_t *p, const ga_vrange_t *r, size_t g0, size_
     return p->own.reserved + grows * gran > p->cfg.limit;
 }
 
-/* One live allocation more on the granules of [a, a + len); maps what is not mapped. On failure
- * nothing is left mapped or counted for it. */
-static int cover(ga_pool_t *p, uintptr_t a, size_t len)
+/* One live allocation more on granules g0..g1 of r; maps what is not mapped. On failure nothing
+ * is left mapped or counted for it. */
+static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
 {
     ga_vmm_t *v = p->vmm;
-    ga_vrange_t *r = range_of(v, a);
-    if (!r)
-        return -1;
-    size_t g0 = (a - r->base) >> v->gshift, g1 = (a + len - 1 - r->base) >> v->gshift;
     if (p->cfg.limit && over_limit(p, r, g0, g1))
         return -1;
     for (size_t g = g0; g <= g1; g++) {
@@ -313,11 +314,39 @@ static int cover(ga_pool_t *p, uintptr_t a, size_t len)
         if (map_granule(p, r, g) != 0) {
             r->refs[g]--;
             if (g > g0)
-                uncover(p, r, g0, g - 1, 0);
+                uncover_granules(p, r, g0, g - 1, 0);
             return -1;
         }
     }
     return 0;
+}
+
+/* One live allocation more on the granules of [a, a + len). Most blocks lie inside one granule
+ * that a live block already uses: one count more, nothing to map, the limit not concerned. */
+static int cover(ga_pool_t *p, uintptr_t a, size_t len)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_vrange_t *r = range_of(v, a);
+    if (!r)
+        return -1;
+    size_t off = a - r->base, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
+    if (g0 == g1 && r->refs[g0]) {
+        r->refs[g0]++;
+        return 0;
+    }
+    return cover_granules(p, r, g0, g1);
+}
+
+/* One live allocation fewer on the granules of the block of len bytes at offset off in r. In the
+ * common case, inside one granule that another block still uses, there is nothing to give back. */
+static void uncover(ga_pool_t *p, ga_vrange_t *r, size_t off, size_t len)
+{
+    unsigned sh = p->vmm->gshift;
+    size_t g0 = off >> sh, g1 = (off + len - 1) >> sh;
+    if (g0 == g1 && r->refs[g0] > 1)
+        r->refs[g0]--;
+    else
+        uncover_granules(p, r, g0, g1, 1);
 }
 
 /* Placement areas ----------------------------------------------------------------------------- */
@@ -411,7 +440,7 @@ static ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
 
 static int class_size(const ga_vmm_t *v, size_t rounded)
 {
-    return (rounded & (v->gran - 1)) && rounded >= v->gran / 2 && rounded / 3 < v->gran;
+    return rounded >= v->gran / 2 && (rounded & (v->gran - 1)) && rounded / 3 < v->gran;
 }
 
 /* The tracking entry of a size that may get a class; with `add`, made at first sight while
@@ -427,6 +456,14 @@ static int track_find(ga_vmm_t *v, size_t size, int add)
     v->track[h].size = size;
     v->ntrack++;
     return (int)h;
+}
+
+/* A block of a size that may be tracked (class_size) is freed. */
+static OUT_OF_LINE void untrack(ga_vmm_t *v, size_t size)
+{
+    int slot = track_find(v, size, 0);
+    if (slot >= 0)
+        v->track[slot].nlive--;
 }
 
 /* The area an allocation of `rounded` bytes goes to, its arena made if need be; NULL when host
@@ -531,7 +568,9 @@ static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t roun
     ga_vmm_t *v = p->vmm;
     ga_status_t st = ga_alloc((*ar)->arena, size, a);
     mark_dirty(v, *ar);
-    size_t fresh = st == GA_OK && (*ar)->id != AREA_GENERAL ? unmapped_in(v, *a, rounded) : 0;
+    if ((*ar)->id == AREA_GENERAL)
+        return st;
+    size_t fresh = st == GA_OK ? unmapped_in(v, *a, rounded) : 0;
     ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
     uintptr_t b = 0;
     if (!gen || ga_alloc(gen->arena, size, &b) != GA_OK)
@@ -546,15 +585,33 @@ static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t roun
     return GA_OK;
 }
 
-ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
+/* An allocation that may not go straight to the general area (see ga_vmm_alloc): its area
+ * chosen, then placed there. */
+static OUT_OF_LINE ga_status_t alloc_placed(ga_pool_t *p, size_t size, size_t rounded,
+                                            ga_varea_t **ar, int *slot, uintptr_t *a)
 {
-    size_t rounded = ga_pool_round(size);
     if (!rounded)
         return GA_EINVAL;
+    *ar = area_for(p, rounded, slot);
+    return *ar ? place(p, ar, size, rounded, a) : GA_ENOMEM;
+}
+
+ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t rounded = ga_pool_round(size);
+    ga_varea_t *ar = &v->area[AREA_GENERAL];
     int slot = -1;
-    ga_varea_t *ar = area_for(p, rounded, &slot);
     uintptr_t a = 0;
-    ga_status_t st = ar ? place(p, &ar, size, rounded, &a) : GA_ENOMEM;
+    ga_status_t st;
+    /* Under half a granule a size is neither a multiple nor a class: the general area, with no
+     * size looked up (area_for would answer the same). */
+    if (rounded && rounded < v->gran / 2 && ar->arena) {
+        st = ga_alloc(ar->arena, size, &a);
+        mark_dirty(v, ar);
+    } else {
+        st = alloc_placed(p, size, rounded, &ar, &slot, &a);
+    }
     if (st == GA_EINVAL)
         return st;
     if (st != GA_OK || cover(p, a, rounded) != 0) {
@@ -564,7 +621,7 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
         return GA_ENOMEM;
     }
     if (slot >= 0)
-        p->vmm->track[slot].nlive++;
+        v->track[slot].nlive++;
     ga_stats_t *s = &p->own;
     s->allocs++;
     s->in_use += rounded;
@@ -578,20 +635,19 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
  * free, one outside every range is not ours. */
 ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
+    ga_vmm_t *v = p->vmm;
     ga_vrange_t *r = NULL;
-    ga_varea_t *ar = area_of(p->vmm, ptr, &r);
+    ga_varea_t *ar = area_of(v, ptr, &r);
     if (!ar)
         return r ? GA_EDOUBLE : GA_ENOTOWNED;
     size_t len = 0;
     ga_status_t st = ga_free_sized(ar->arena, ptr, &len); /* interior: refused, nothing changed */
     if (st != GA_OK)
         return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
-    mark_dirty(p->vmm, ar);
-    unsigned sh = p->vmm->gshift;
-    uncover(p, r, (ptr - r->base) >> sh, (ptr + len - 1 - r->base) >> sh, 1);
-    int slot = class_size(p->vmm, len) ? track_find(p->vmm, len, 0) : -1;
-    if (slot >= 0)
-        p->vmm->track[slot].nlive--;
+    mark_dirty(v, ar);
+    uncover(p, r, ptr - r->base, len);
+    if (class_size(v, len))
+        untrack(v, len);
     p->own.frees++;
     p->own.in_use -= len;
     if (size)

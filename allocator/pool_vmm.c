@@ -87,6 +87,8 @@ struct ga_vmm {
     ga_pool_t *pool;
     ga_vrange_t *ranges;
     size_t nranges, cap;
+    uintptr_t base0;   /* ranges[0]'s base and size (0: none), copied here: nearly every pointer */
+    size_t size0;      /* lies in the first range, found then in two loads and a compare */
     size_t gran;       /* a power of two (checked at create) */
     unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
                         * 64-bit division on every allocation and free cost more than the rest) */
@@ -115,10 +117,18 @@ struct ga_vmm {
 
 static ga_vrange_t *range_of(const ga_vmm_t *v, uintptr_t addr)
 {
-    for (size_t i = 0; i < v->nranges; i++)
+    if (addr - v->base0 < v->size0)
+        return v->ranges;
+    for (size_t i = 1; i < v->nranges; i++)
         if (addr - v->ranges[i].base < v->ranges[i].size)
             return &v->ranges[i];
     return NULL;
+}
+
+static void first_range_changed(ga_vmm_t *v)
+{
+    v->base0 = v->nranges ? v->ranges[0].base : 0;
+    v->size0 = v->nranges ? v->ranges[0].size : 0;
 }
 
 static void range_free_host(ga_vrange_t *r)
@@ -154,6 +164,7 @@ static int va_adapt_reserve(void *ctx, size_t size, uintptr_t *base)
         return -1;
     }
     v->ranges[v->nranges++] = r;
+    first_range_changed(v);
     p->own.backend_reserves++;
     p->own.va_reserved += vsize;
     *base = r.base;
@@ -193,6 +204,7 @@ static void va_adapt_release(void *ctx, uintptr_t base, size_t size)
     size_t i = (size_t)(r - v->ranges);
     memmove(r, r + 1, (v->nranges - i - 1) * sizeof *r);
     v->nranges--;
+    first_range_changed(v);
 }
 
 /* The kept cache ------------------------------------------------------------------------------- */
@@ -497,7 +509,7 @@ static ga_varea_t *area_of(const ga_vmm_t *v, uintptr_t ptr, ga_vrange_t **range
     if (range)
         *range = r;
     uint16_t o = r ? r->owner[(ptr - r->base) >> v->gshift] : 0;
-    return o ? (ga_varea_t *)&v->area[o - 1] : NULL;
+    return o ? (ga_varea_t *)&v->area[(size_t)o - 1] : NULL;
 }
 
 /* The pool ------------------------------------------------------------------------------------ */

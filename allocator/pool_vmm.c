@@ -92,6 +92,7 @@ struct ga_vmm {
     size_t gran;       /* a power of two (checked at create) */
     unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
                         * 64-bit division on every allocation and free cost more than the rest) */
+    size_t half;       /* gran / 2: below it a size is neither a multiple nor a class */
     ga_kslot_t *stack;
     size_t nstack, capstack;
     size_t region;     /* an area's first region at most: the first range */
@@ -452,7 +453,7 @@ static ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
 
 static int class_size(const ga_vmm_t *v, size_t rounded)
 {
-    return rounded >= v->gran / 2 && (rounded & (v->gran - 1)) && rounded / 3 < v->gran;
+    return rounded >= v->half && (rounded & (v->gran - 1)) && rounded / 3 < v->gran;
 }
 
 /* The tracking entry of a size that may get a class; with `add`, made at first sight while
@@ -526,6 +527,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
         return GA_EINVAL; /* drivers give powers of two; the shim and the replay check too */
     }
     v->gshift = (unsigned)__builtin_ctzll((unsigned long long)v->gran);
+    v->half = v->gran / 2;
     v->nareas = AREA_FIRST_CLASS;
     for (uint16_t i = 0; i < AREA_FIRST_CLASS; i++)
         v->area[i] = (ga_varea_t){.pool = p, .id = i};
@@ -618,7 +620,7 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     ga_status_t st;
     /* Under half a granule a size is neither a multiple nor a class: the general area, with no
      * size looked up (area_for would answer the same). */
-    if (rounded && rounded < v->gran / 2 && ar->arena) {
+    if (rounded && rounded < v->half && ar->arena) {
         st = ga_alloc(ar->arena, size, &a);
         mark_dirty(v, ar);
     } else {

@@ -31,7 +31,11 @@
  * granule unused: ex_train 1.26x) or without the general-area try (ex_train at widths where its
  * gradients get a class remaps 20x more: 887 maps instead of 44) did worse. An owner entry per
  * granule says which area lent it, so a free or a lookup finds its area in O(1); an allocation
- * costs a size lookup (a small hash) and, when it maps something, a second best fit, no scan.
+ * from half a granule up costs a size lookup (a small hash) and, when it maps something, a second
+ * best fit, no scan. The common case is kept to what arena mode does plus a few counts: a size
+ * under half a granule goes to the general area with nothing looked up, and a block inside one
+ * granule that another live block uses only moves that granule's count (the per-granule loops,
+ * the limit check and the kept cache are for blocks that map or unmap something).
  *
  * Remapping churn (a training step that frees and reallocates the same buffers) is absorbed by a
  * cache: a granule whose count returns to 0 stays mapped ("kept") while the kept bytes stay within

@@ -31,7 +31,11 @@
  * granule unused: ex_train 1.26x) or without the general-area try (ex_train at widths where its
  * gradients get a class remaps 20x more: 887 maps instead of 44) did worse. An owner entry per
  * granule says which area lent it, so a free or a lookup finds its area in O(1); an allocation
- * costs a size lookup (a small hash) and, when it maps something, a second best fit, no scan.
+ * from half a granule up costs a size lookup (a small hash) and, when it maps something, a second
+ * best fit, no scan. The common case is kept to what arena mode does plus a few counts: a size
+ * under half a granule goes to the general area with nothing looked up, and a block inside one
+ * granule that another live block uses only moves that granule's count (the per-granule loops,
+ * the limit check and the kept cache are for blocks that map or unmap something).
  *
  * Remapping churn (a training step that frees and reallocates the same buffers) is absorbed by a
  * cache: a granule whose count returns to 0 stays mapped ("kept") while the kept bytes stay within
@@ -46,6 +50,10 @@
 #include <string.h>
 
 #include "pool_internal.h"
+
+/* Slow paths (mapping, area choice, size tracking) are kept out of line: inlined, they made every
+ * allocation and free save and restore six registers and a large frame for work it rarely does. */
+#define OUT_OF_LINE __attribute__((noinline))
 
 typedef struct ga_vrange {
     uintptr_t base;
@@ -83,9 +91,12 @@ struct ga_vmm {
     ga_pool_t *pool;
     ga_vrange_t *ranges;
     size_t nranges, cap;
+    uintptr_t base0;   /* ranges[0]'s base and size (0: none), copied here: nearly every pointer */
+    size_t size0;      /* lies in the first range, found then in two loads and a compare */
     size_t gran;       /* a power of two (checked at create) */
     unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
                         * 64-bit division on every allocation and free cost more than the rest) */
+    size_t half;       /* gran / 2: below it a size is neither a multiple nor a class */
     ga_kslot_t *stack;
     size_t nstack, capstack;
     size_t region;     /* an area's first region at most: the first range */
@@ -111,10 +122,18 @@ struct ga_vmm {
 
 static ga_vrange_t *range_of(const ga_vmm_t *v, uintptr_t addr)
 {
-    for (size_t i = 0; i < v->nranges; i++)
+    if (addr - v->base0 < v->size0)
+        return v->ranges;
+    for (size_t i = 1; i < v->nranges; i++)
         if (addr - v->ranges[i].base < v->ranges[i].size)
             return &v->ranges[i];
     return NULL;
+}
+
+static void first_range_changed(ga_vmm_t *v)
+{
+    v->base0 = v->nranges ? v->ranges[0].base : 0;
+    v->size0 = v->nranges ? v->ranges[0].size : 0;
 }
 
 static void range_free_host(ga_vrange_t *r)
@@ -150,6 +169,7 @@ static int va_adapt_reserve(void *ctx, size_t size, uintptr_t *base)
         return -1;
     }
     v->ranges[v->nranges++] = r;
+    first_range_changed(v);
     p->own.backend_reserves++;
     p->own.va_reserved += vsize;
     *base = r.base;
@@ -189,6 +209,7 @@ static void va_adapt_release(void *ctx, uintptr_t base, size_t size)
     size_t i = (size_t)(r - v->ranges);
     memmove(r, r + 1, (v->nranges - i - 1) * sizeof *r);
     v->nranges--;
+    first_range_changed(v);
 }
 
 /* The kept cache ------------------------------------------------------------------------------- */
@@ -260,7 +281,8 @@ static int map_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
 }
 
 /* One live allocation fewer on granules g0..g1; a granule left with none is kept or unmapped. */
-static void uncover(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1, int allow_keep)
+static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1,
+                                         int allow_keep)
 {
     ga_vmm_t *v = p->vmm;
     ga_stats_t *s = &p->own;
@@ -292,15 +314,11 @@ static int over_limit(const ga_pool_t *p, const ga_vrange_t *r, size_t g0, size_
     return p->own.reserved + grows * gran > p->cfg.limit;
 }
 
-/* One live allocation more on the granules of [a, a + len); maps what is not mapped. On failure
- * nothing is left mapped or counted for it. */
-static int cover(ga_pool_t *p, uintptr_t a, size_t len)
+/* One live allocation more on granules g0..g1 of r; maps what is not mapped. On failure nothing
+ * is left mapped or counted for it. */
+static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
 {
     ga_vmm_t *v = p->vmm;
-    ga_vrange_t *r = range_of(v, a);
-    if (!r)
-        return -1;
-    size_t g0 = (a - r->base) >> v->gshift, g1 = (a + len - 1 - r->base) >> v->gshift;
     if (p->cfg.limit && over_limit(p, r, g0, g1))
         return -1;
     for (size_t g = g0; g <= g1; g++) {
@@ -313,11 +331,39 @@ static int cover(ga_pool_t *p, uintptr_t a, size_t len)
         if (map_granule(p, r, g) != 0) {
             r->refs[g]--;
             if (g > g0)
-                uncover(p, r, g0, g - 1, 0);
+                uncover_granules(p, r, g0, g - 1, 0);
             return -1;
         }
     }
     return 0;
+}
+
+/* One live allocation more on the granules of [a, a + len). Most blocks lie inside one granule
+ * that a live block already uses: one count more, nothing to map, the limit not concerned. */
+static int cover(ga_pool_t *p, uintptr_t a, size_t len)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_vrange_t *r = range_of(v, a);
+    if (!r)
+        return -1;
+    size_t off = a - r->base, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
+    if (g0 == g1 && r->refs[g0]) {
+        r->refs[g0]++;
+        return 0;
+    }
+    return cover_granules(p, r, g0, g1);
+}
+
+/* One live allocation fewer on the granules of the block of len bytes at offset off in r. In the
+ * common case, inside one granule that another block still uses, there is nothing to give back. */
+static void uncover(ga_pool_t *p, ga_vrange_t *r, size_t off, size_t len)
+{
+    unsigned sh = p->vmm->gshift;
+    size_t g0 = off >> sh, g1 = (off + len - 1) >> sh;
+    if (g0 == g1 && r->refs[g0] > 1)
+        r->refs[g0]--;
+    else
+        uncover_granules(p, r, g0, g1, 1);
 }
 
 /* Placement areas ----------------------------------------------------------------------------- */
@@ -411,7 +457,7 @@ static ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
 
 static int class_size(const ga_vmm_t *v, size_t rounded)
 {
-    return (rounded & (v->gran - 1)) && rounded >= v->gran / 2 && rounded / 3 < v->gran;
+    return rounded >= v->half && (rounded & (v->gran - 1)) && rounded / 3 < v->gran;
 }
 
 /* The tracking entry of a size that may get a class; with `add`, made at first sight while
@@ -427,6 +473,14 @@ static int track_find(ga_vmm_t *v, size_t size, int add)
     v->track[h].size = size;
     v->ntrack++;
     return (int)h;
+}
+
+/* A block of a size that may be tracked (class_size) is freed. */
+static OUT_OF_LINE void untrack(ga_vmm_t *v, size_t size)
+{
+    int slot = track_find(v, size, 0);
+    if (slot >= 0)
+        v->track[slot].nlive--;
 }
 
 /* The area an allocation of `rounded` bytes goes to, its arena made if need be; NULL when host
@@ -460,7 +514,7 @@ static ga_varea_t *area_of(const ga_vmm_t *v, uintptr_t ptr, ga_vrange_t **range
     if (range)
         *range = r;
     uint16_t o = r ? r->owner[(ptr - r->base) >> v->gshift] : 0;
-    return o ? (ga_varea_t *)&v->area[o - 1] : NULL;
+    return o ? (ga_varea_t *)&v->area[(size_t)o - 1] : NULL;
 }
 
 /* The pool ------------------------------------------------------------------------------------ */
@@ -477,6 +531,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
         return GA_EINVAL; /* drivers give powers of two; the shim and the replay check too */
     }
     v->gshift = (unsigned)__builtin_ctzll((unsigned long long)v->gran);
+    v->half = v->gran / 2;
     v->nareas = AREA_FIRST_CLASS;
     for (uint16_t i = 0; i < AREA_FIRST_CLASS; i++)
         v->area[i] = (ga_varea_t){.pool = p, .id = i};
@@ -531,7 +586,9 @@ static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t roun
     ga_vmm_t *v = p->vmm;
     ga_status_t st = ga_alloc((*ar)->arena, size, a);
     mark_dirty(v, *ar);
-    size_t fresh = st == GA_OK && (*ar)->id != AREA_GENERAL ? unmapped_in(v, *a, rounded) : 0;
+    if ((*ar)->id == AREA_GENERAL)
+        return st;
+    size_t fresh = st == GA_OK ? unmapped_in(v, *a, rounded) : 0;
     ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
     uintptr_t b = 0;
     if (!gen || ga_alloc(gen->arena, size, &b) != GA_OK)
@@ -546,15 +603,33 @@ static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t roun
     return GA_OK;
 }
 
-ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
+/* An allocation that may not go straight to the general area (see ga_vmm_alloc): its area
+ * chosen, then placed there. */
+static OUT_OF_LINE ga_status_t alloc_placed(ga_pool_t *p, size_t size, size_t rounded,
+                                            ga_varea_t **ar, int *slot, uintptr_t *a)
 {
-    size_t rounded = ga_pool_round(size);
     if (!rounded)
         return GA_EINVAL;
+    *ar = area_for(p, rounded, slot);
+    return *ar ? place(p, ar, size, rounded, a) : GA_ENOMEM;
+}
+
+ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t rounded = ga_pool_round(size);
+    ga_varea_t *ar = &v->area[AREA_GENERAL];
     int slot = -1;
-    ga_varea_t *ar = area_for(p, rounded, &slot);
     uintptr_t a = 0;
-    ga_status_t st = ar ? place(p, &ar, size, rounded, &a) : GA_ENOMEM;
+    ga_status_t st;
+    /* Under half a granule a size is neither a multiple nor a class: the general area, with no
+     * size looked up (area_for would answer the same). */
+    if (rounded && rounded < v->half && ar->arena) {
+        st = ga_alloc(ar->arena, size, &a);
+        mark_dirty(v, ar);
+    } else {
+        st = alloc_placed(p, size, rounded, &ar, &slot, &a);
+    }
     if (st == GA_EINVAL)
         return st;
     if (st != GA_OK || cover(p, a, rounded) != 0) {
@@ -564,7 +639,7 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
         return GA_ENOMEM;
     }
     if (slot >= 0)
-        p->vmm->track[slot].nlive++;
+        v->track[slot].nlive++;
     ga_stats_t *s = &p->own;
     s->allocs++;
     s->in_use += rounded;
@@ -578,20 +653,19 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
  * free, one outside every range is not ours. */
 ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
+    ga_vmm_t *v = p->vmm;
     ga_vrange_t *r = NULL;
-    ga_varea_t *ar = area_of(p->vmm, ptr, &r);
+    ga_varea_t *ar = area_of(v, ptr, &r);
     if (!ar)
         return r ? GA_EDOUBLE : GA_ENOTOWNED;
     size_t len = 0;
     ga_status_t st = ga_free_sized(ar->arena, ptr, &len); /* interior: refused, nothing changed */
     if (st != GA_OK)
         return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
-    mark_dirty(p->vmm, ar);
-    unsigned sh = p->vmm->gshift;
-    uncover(p, r, (ptr - r->base) >> sh, (ptr + len - 1 - r->base) >> sh, 1);
-    int slot = class_size(p->vmm, len) ? track_find(p->vmm, len, 0) : -1;
-    if (slot >= 0)
-        p->vmm->track[slot].nlive--;
+    mark_dirty(v, ar);
+    uncover(p, r, ptr - r->base, len);
+    if (class_size(v, len))
+        untrack(v, len);
     p->own.frees++;
     p->own.in_use -= len;
     if (size)

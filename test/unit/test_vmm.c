@@ -426,6 +426,74 @@ START_TEST(vmm_granularity_must_be_power_of_two)
 }
 END_TEST
 
+/* The one-granule fast paths (pool_vmm.c, cover and uncover): a granule is mapped when its first
+ * block comes and given back exactly when its last one goes, also for a block across a granule
+ * boundary, whose two granules are counted apart; a kept granule is reused without a map. */
+START_TEST(vmm_granule_counts_exact)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 0);
+    enum { N = 64 };
+    const size_t sz = 96 * KIB; /* not a divisor of the granule: some block straddles */
+    uintptr_t a[N];
+    int n = 0, cross = -1;
+    while (cross < 0 && n < N) {
+        a[n] = pool_alloc(p, sz);
+        if (a[n] / GRAN != (a[n] + sz - 1) / GRAN)
+            cross = n;
+        n++;
+    }
+    REQUIRE(cross > 0, "no block across a granule boundary in %d allocations", n);
+    uintptr_t lo = a[cross] / GRAN, hi = lo + 1;
+    for (int i = 0; i < cross; i++)
+        REQUIRE(a[i] / GRAN == lo, "block %d not in the first granule", i);
+    ck_assert_uint_eq(f.maps, 2);
+    uintptr_t y = pool_alloc(p, sz); /* in the upper granule, which the straddler maps already */
+    REQUIRE(y / GRAN == hi && (y + sz - 1) / GRAN == hi, "next block not in the upper granule");
+    ck_assert_uint_eq(f.maps, 2);
+    POOL_HEALTHY(p);
+    for (int i = 0; i < cross; i++) /* the straddler still holds the lower granule */
+        ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
+    ck_assert_uint_eq(f.unmaps, 0);
+    ck_assert_uint_eq(f.mapped, 2 * GRAN);
+    POOL_HEALTHY(p);
+    ck_assert_int_eq(ga_pool_free(p, a[cross], NULL), GA_OK); /* lower goes, upper has y */
+    ck_assert_uint_eq(f.unmaps, 1);
+    ck_assert_uint_eq(f.mapped, GRAN);
+    POOL_HEALTHY(p);
+    ck_assert_int_eq(ga_pool_free(p, y, NULL), GA_OK);
+    ck_assert_uint_eq(f.unmaps, 2);
+    ck_assert_uint_eq(f.mapped, 0);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+
+    p = vmm_pool(&f, 0, 2 * GRAN); /* with a cache: the last block out leaves its granule kept */
+    uintptr_t b = pool_alloc(p, 4 * KIB), c = pool_alloc(p, 4 * KIB);
+    REQUIRE(b / GRAN == c / GRAN, "two small blocks in different granules");
+    ck_assert_int_eq(ga_pool_free(p, b, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, c, NULL), GA_OK);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, GRAN);
+    ck_assert_uint_eq(f.maps, 1);
+    ck_assert_uint_eq(f.unmaps, 0);
+    uintptr_t d = pool_alloc(p, 4 * KIB), e = pool_alloc(p, 4 * KIB);
+    REQUIRE(d / GRAN == b / GRAN && e / GRAN == b / GRAN, "not placed on the kept granule");
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 0); /* reused, no map */
+    ck_assert_uint_eq(f.maps, 1);
+    ck_assert_int_eq(ga_pool_free(p, d, NULL), GA_OK);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 0); /* e still there */
+    ck_assert_int_eq(ga_pool_free(p, e, NULL), GA_OK);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, GRAN);
+    ck_assert_uint_eq(f.unmaps, 0);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 Suite *vmm_suite(void)
 {
     Suite *s = suite_create("vmm");
@@ -440,6 +508,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_cap_and_refusal_midway);
     tcase_add_test(tc, vmm_more_sizes_than_classes);
     tcase_add_test(tc, vmm_keep_and_trim);
+    tcase_add_test(tc, vmm_granule_counts_exact);
     tcase_add_test(tc, vmm_random_workload_checked);
     suite_add_tcase(s, tc);
     return s;

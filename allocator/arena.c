@@ -12,6 +12,7 @@
  * tree itself in rbtree.c; statistics and the invariant walker in check.c.
  */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -44,21 +45,46 @@ void *ga_host_aligned_alloc(size_t align, size_t size)
 
 /* Chunk and run struct pool ------------------------------------------------------------------- */
 
+/* Hints that [p, p + bytes) be backed by huge pages; where the kernel has them off, or this is
+ * not Linux, nothing happens and the pool works the same. */
+static void hint_huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+/* A new block, its items (all but the header) pushed so that they are handed out in address
+ * order: structs made one after another (a split's remainders) then share cache lines and pages.
+ * -1 if host memory ran out. */
+static int add_block(ga_arena_t *a)
+{
+    size_t bytes = a->next_block_bytes ? a->next_block_bytes : GA_SLAB_FIRST;
+    int huge = bytes >= GA_SLAB_BYTES;
+    ga_item_t *blk = ga_host_aligned_alloc(huge ? GA_SLAB_BYTES : GA_CACHE_LINE, bytes);
+    if (!blk)
+        return -1;
+    if (huge)
+        hint_huge_pages(blk, bytes);
+    blk->block.next = a->blocks;
+    blk->block.bytes = bytes;
+    a->blocks = blk;
+    for (size_t i = bytes / sizeof *blk; i-- > 1;) {
+        blk[i].next_spare = a->spare;
+        a->spare = &blk[i];
+    }
+    a->next_block_bytes = huge ? bytes : bytes * 2;
+    return 0;
+}
+
 /* Takes an item from the pool, carving a new block when empty; NULL if host memory is exhausted.
  * The caller sets every field it uses (an item from the free list holds stale ones). */
 ga_item_t *ga_item_new(ga_arena_t *a)
 {
-    if (!a->spare) {
-        ga_chunk_block_t *blk = ga_host_aligned_alloc(GA_CACHE_LINE, sizeof *blk);
-        if (!blk)
-            return NULL;
-        blk->next = a->blocks;
-        a->blocks = blk;
-        for (unsigned i = GA_CHUNK_BLOCK; i-- > 0;) {
-            blk->items[i].next_spare = a->spare;
-            a->spare = &blk->items[i];
-        }
-    }
+    if (!a->spare && add_block(a) != 0)
+        return NULL;
     ga_item_t *it = a->spare;
     a->spare = it->next_spare;
     a->items_used++;
@@ -331,7 +357,7 @@ void ga_arena_destroy(ga_arena_t *a)
     free(a->regions);
     ga_live_fini(&a->live);
     while (a->blocks) {
-        ga_chunk_block_t *next = a->blocks->next;
+        ga_item_t *next = a->blocks->block.next;
         free(a->blocks);
         a->blocks = next;
     }

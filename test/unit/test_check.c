@@ -108,7 +108,7 @@ START_TEST(test_check_sees_bin_tree_damage)
     uintptr_t hole0;
     ga_arena_t *a = holey_arena(&f, &hole0);
     ga_bin_t *bin = &a->bins[ga_bin_of(4 * KIB)];
-    ga_rbnode_t **root = &bin->root;
+    ga_rbnode_t **root = &bin->t.root;
     ga_rbnode_t *r = *root, *l = r->left, *rt = r->right;
     ck_assert(l && rt);
     r->left = rt, r->right = l;
@@ -125,10 +125,10 @@ START_TEST(test_check_sees_bin_tree_damage)
     leaf->right = r;
     expect_failure(a, "bin tree cycle");
     leaf->right = NULL;
-    ga_chunk_t *min = bin->min;
-    bin->min = ga_bin_chunk(rt);
+    ga_chunk_t *min = bin->t.min;
+    bin->t.min = ga_bin_chunk(rt);
     expect_failure(a, "a bin's lowest chunk is not its leftmost");
-    bin->min = min;
+    bin->t.min = min;
     ga_chunk_t *c = ga_bin_chunk(rt);
     ga_rb_erase(root, rt);
     expect_failure(a, "free chunk missing from its bin tree");

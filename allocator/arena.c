@@ -269,6 +269,7 @@ __attribute__((noinline, cold)) void ga_bin_subdivide(ga_arena_t *a, unsigned bi
         n = next;
     }
     b->sub = sub;
+    a->sliced++;
     b->t.root = NULL; /* b->t.min, the bin's lowest chunk, is unchanged */
 }
 
@@ -465,7 +466,7 @@ void ga_arena_destroy(ga_arena_t *a)
         free(r);
     }
     free(a->regions);
-    for (unsigned i = 0; i < GA_FL_COUNT * GA_SL_COUNT; i++)
+    for (unsigned i = 0; a->sliced && i < GA_FL_COUNT * GA_SL_COUNT; i++)
         free(a->bins[i].sub);
     ga_live_fini(&a->live);
     while (a->blocks) {

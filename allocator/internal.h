@@ -211,6 +211,7 @@ struct ga_arena {
     ga_item_t *blocks;       /* block headers, newest first */
     size_t next_block_bytes;
     size_t items_used;       /* chunk and run structs handed out: bounds ga_check's walks */
+    size_t sliced;           /* bins with slices: destroy scans the bins only if any */
 };
 
 /* Size <-> bin mapping (sizes in bytes, multiples of GA_ALIGN). */

@@ -12,6 +12,7 @@
  * tree itself in rbtree.c; statistics and the invariant walker in check.c.
  */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -44,21 +45,46 @@ void *ga_host_aligned_alloc(size_t align, size_t size)
 
 /* Chunk and run struct pool ------------------------------------------------------------------- */
 
+/* Hints that [p, p + bytes) be backed by huge pages; where the kernel has them off, or this is
+ * not Linux, nothing happens and the pool works the same. */
+static void hint_huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+/* A new block, its items (all but the header) pushed so that they are handed out in address
+ * order: structs made one after another (a split's remainders) then share cache lines and pages.
+ * -1 if host memory ran out. */
+static int add_block(ga_arena_t *a)
+{
+    size_t bytes = a->next_block_bytes ? a->next_block_bytes : GA_SLAB_FIRST;
+    int huge = bytes >= GA_SLAB_BYTES;
+    ga_item_t *blk = ga_host_aligned_alloc(huge ? GA_SLAB_BYTES : GA_CACHE_LINE, bytes);
+    if (!blk)
+        return -1;
+    if (huge)
+        hint_huge_pages(blk, bytes);
+    blk->block.next = a->blocks;
+    blk->block.bytes = bytes;
+    a->blocks = blk;
+    for (size_t i = bytes / sizeof *blk; i-- > 1;) {
+        blk[i].next_spare = a->spare;
+        a->spare = &blk[i];
+    }
+    a->next_block_bytes = huge ? bytes : bytes * 2;
+    return 0;
+}
+
 /* Takes an item from the pool, carving a new block when empty; NULL if host memory is exhausted.
  * The caller sets every field it uses (an item from the free list holds stale ones). */
 ga_item_t *ga_item_new(ga_arena_t *a)
 {
-    if (!a->spare) {
-        ga_chunk_block_t *blk = ga_host_aligned_alloc(GA_CACHE_LINE, sizeof *blk);
-        if (!blk)
-            return NULL;
-        blk->next = a->blocks;
-        a->blocks = blk;
-        for (unsigned i = GA_CHUNK_BLOCK; i-- > 0;) {
-            blk->items[i].next_spare = a->spare;
-            a->spare = &blk->items[i];
-        }
-    }
+    if (!a->spare && add_block(a) != 0)
+        return NULL;
     ga_item_t *it = a->spare;
     a->spare = it->next_spare;
     a->items_used++;
@@ -150,33 +176,110 @@ void ga_live_fini(ga_livetab_t *t)
 
 /* Bins ---------------------------------------------------------------------------------------- */
 
-/* A bin that already holds chunks: a new lowest chunk hangs left of the old one (which has no
+/* A tree that already holds chunks: a new lowest chunk hangs left of the old one (which has no
  * left child), anything else descends by (size, base); then the tree rebalances. */
-void ga_bin_insert_slow(ga_bin_t *b, ga_chunk_t *c)
+int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c)
 {
     ga_rbnode_t **link, *parent;
-    if (ga_bin_less(c, b->min)) {
-        parent = &b->min->u.bin_node;
+    int depth = 0;
+    if (ga_bin_less(c, t->min)) {
+        parent = &t->min->u.bin_node;
         link = &parent->left;
-        b->min = c;
+        t->min = c;
     } else {
-        link = &b->root;
+        link = &t->root;
         parent = NULL;
-        while (*link) {
+        for (; *link; depth++) {
             parent = *link;
             link = ga_bin_less(c, ga_bin_chunk(parent)) ? &parent->left : &parent->right;
         }
     }
     ga_rb_link(&c->u.bin_node, parent, link);
-    ga_rb_insert_fixup(&b->root, &c->u.bin_node);
+    ga_rb_insert_fixup(&t->root, &c->u.bin_node);
+    return depth;
 }
 
-/* The smallest chunk of at least `need` bytes in one bin tree (lowest address among equal
- * sizes): the leftmost node not below (need, 0). */
-static ga_chunk_t *bin_fit(const ga_rbnode_t *n, size_t need)
+/* A subdivided bin: the chunk goes to its slice, and the bin's lowest chunk is the lowest
+ * non-empty slice's. */
+void ga_sub_insert(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
+{
+    ga_subbins_t *sub = b->sub;
+    unsigned s = ga_sub_of(c->size);
+    if (ga_tree_insert(&sub->t[s], c)) {
+        if (!sub->map)
+            ga_bin_mark(a, bin);
+        sub->map |= 1ull << s;
+    }
+    b->t.min = sub->t[__builtin_ctzll(sub->map)].min;
+}
+
+void ga_sub_remove(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
+{
+    ga_subbins_t *sub = b->sub;
+    unsigned s = ga_sub_of(c->size);
+    if (ga_tree_remove(&sub->t[s], c)) {
+        sub->map &= ~(1ull << s);
+        if (!sub->map) {
+            b->t.min = NULL;
+            ga_bin_unmark(a, bin);
+            return;
+        }
+    }
+    b->t.min = sub->t[__builtin_ctzll(sub->map)].min;
+}
+
+/* Flattens a tree into a list in order, linked by ->right, with right rotations (the first
+ * phase of Day-Stout-Warren): O(n), no memory. */
+static ga_rbnode_t *tree_to_list(ga_rbnode_t *root)
+{
+    ga_rbnode_t head = {.right = root}, *tail = &head, *rest = root;
+    while (rest) {
+        if (!rest->left) {
+            tail = rest;
+            rest = rest->right;
+        } else {
+            ga_rbnode_t *l = rest->left;
+            rest->left = l->right;
+            l->right = rest;
+            rest = l;
+            tail->right = l;
+        }
+    }
+    return head.right;
+}
+
+/* Cuts an undivided bin into slices. A bin of one size (the first 2 * GA_SL_COUNT bins) is left
+ * whole: its lowest chunk always fits. On host memory exhaustion the bin stays one tree, which is
+ * as correct, only slower. O(n log n) in the bin's chunks, once per bin. */
+__attribute__((noinline, cold)) void ga_bin_subdivide(ga_arena_t *a, unsigned bin)
+{
+    ga_bin_t *b = &a->bins[bin];
+    if (bin < 2 * GA_SL_COUNT || b->sub)
+        return;
+    ga_subbins_t *sub = ga_host_calloc(1, sizeof *sub);
+    if (!sub)
+        return;
+    ga_rbnode_t *n = tree_to_list(b->t.root);
+    while (n) {
+        ga_rbnode_t *next = n->right;
+        ga_chunk_t *c = ga_bin_chunk(n);
+        unsigned s = ga_sub_of(c->size);
+        ga_tree_insert(&sub->t[s], c);
+        sub->map |= 1ull << s;
+        n = next;
+    }
+    b->sub = sub;
+    a->sliced++;
+    b->t.root = NULL; /* b->t.min, the bin's lowest chunk, is unchanged */
+}
+
+/* The smallest chunk of at least `need` bytes in one tree (lowest address among equal sizes):
+ * the leftmost node not below (need, 0). *depth gets the number of levels descended. */
+static ga_chunk_t *tree_fit(const ga_rbnode_t *n, size_t need, int *depth)
 {
     ga_chunk_t *best = NULL;
-    while (n) {
+    int d = 0;
+    for (; n; d++) {
         ga_chunk_t *c = ga_bin_chunk(n);
         if (c->size >= need) {
             best = c;
@@ -185,7 +288,19 @@ static ga_chunk_t *bin_fit(const ga_rbnode_t *n, size_t need)
             n = n->right;
         }
     }
+    *depth = d;
     return best;
+}
+
+/* The descent of an undivided bin whose lowest chunk is too small; a deep one subdivides the bin
+ * (the chunk found stays the best fit wherever it moves). */
+__attribute__((noinline)) static ga_chunk_t *bin_fit(ga_arena_t *a, unsigned bin, size_t need)
+{
+    int depth;
+    ga_chunk_t *c = tree_fit(a->bins[bin].t.root, need, &depth);
+    if (depth >= GA_SUB_DEPTH)
+        ga_bin_subdivide(a, bin);
+    return c;
 }
 
 /* The first non-empty bin strictly above `bin`, or -1. */
@@ -203,23 +318,45 @@ static int next_bin(const ga_arena_t *a, unsigned bin)
     return (int)(fl * GA_SL_COUNT + (unsigned)__builtin_ctzll(slmap));
 }
 
-/* The bin's leftmost chunk is its smallest: when it fits (always, in an exact-size bin) it is the
- * answer; otherwise one descent finds the smallest that does. */
-static ga_chunk_t *find_fit(const ga_arena_t *a, size_t rounded, unsigned *at)
+/* Best fit inside a subdivided bin: the request's slice (its lowest chunk, or one descent of a
+ * small tree), else the lowest chunk of the next non-empty slice; NULL if nothing fits. */
+__attribute__((noinline)) static ga_chunk_t *sub_fit(const ga_subbins_t *sub, size_t rounded)
 {
-    unsigned bin = ga_bin_of(rounded);
-    const ga_bin_t *b = &a->bins[bin];
-    *at = bin;
-    if (b->root) {
-        if (b->min->size >= rounded)
-            return b->min;
-        ga_chunk_t *c = bin_fit(b->root, rounded);
+    unsigned s = ga_sub_of(rounded);
+    const ga_tree_t *t = &sub->t[s];
+    if (t->min) {
+        if (t->min->size >= rounded)
+            return t->min;
+        int depth;
+        ga_chunk_t *c = tree_fit(t->root, rounded, &depth);
         if (c)
             return c;
     }
+    uint64_t above = s + 1 < GA_SUB_COUNT ? sub->map & (~0ull << (s + 1)) : 0;
+    return above ? sub->t[__builtin_ctzll(above)].min : NULL;
+}
+
+/* The bin's lowest chunk is its smallest: when it fits (always, in an exact-size bin) it is the
+ * answer; otherwise one descent (or a subdivided bin's slices) finds the smallest that does. */
+static inline ga_chunk_t *find_fit(ga_arena_t *a, size_t rounded, unsigned *at)
+{
+    unsigned bin = ga_bin_of(rounded);
+    const ga_bin_t *b = &a->bins[bin];
+    ga_chunk_t *c;
+    *at = bin;
+    if (!b->sub) {
+        if ((c = b->t.min)) {
+            if (c->size >= rounded)
+                return c;
+            if ((c = bin_fit(a, bin, rounded)))
+                return c;
+        }
+    } else if ((c = sub_fit(b->sub, rounded))) {
+        return c;
+    }
     int nb = next_bin(a, bin);
     *at = (unsigned)nb;
-    return nb < 0 ? NULL : a->bins[nb].min;
+    return nb < 0 ? NULL : a->bins[nb].t.min;
 }
 
 /* Absorbs `right` (free, out of its bin, the address neighbour after `left`) into `left`. */
@@ -329,9 +466,11 @@ void ga_arena_destroy(ga_arena_t *a)
         free(r);
     }
     free(a->regions);
+    for (unsigned i = 0; a->sliced && i < GA_FL_COUNT * GA_SL_COUNT; i++)
+        free(a->bins[i].sub);
     ga_live_fini(&a->live);
     while (a->blocks) {
-        ga_chunk_block_t *next = a->blocks->next;
+        ga_item_t *next = a->blocks->block.next;
         free(a->blocks);
         a->blocks = next;
     }

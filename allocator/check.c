@@ -24,8 +24,11 @@ static uint64_t largest_free(const ga_arena_t *a)
     unsigned fl = ga_msb64(a->fl_bitmap);
     if (!a->sl_bitmap[fl]) /* inconsistent bitmaps: ga_check reports them, stay defined here */
         return 0;
-    unsigned bin = fl * GA_SL_COUNT + ga_msb64(a->sl_bitmap[fl]);
-    const ga_rbnode_t *n = ga_rb_last(a->bins[bin].root);
+    const ga_bin_t *b = &a->bins[fl * GA_SL_COUNT + ga_msb64(a->sl_bitmap[fl])];
+    ga_rbnode_t *root = b->t.root;
+    if (b->sub && b->sub->map)
+        root = b->sub->t[ga_msb64(b->sub->map)].root;
+    const ga_rbnode_t *n = ga_rb_last(root);
     return n ? ga_bin_chunk(n)->size : 0;
 }
 
@@ -163,7 +166,8 @@ static int run_less(const ga_rbnode_t *x, const ga_rbnode_t *y)
 /* Whether c is reachable in its bin's tree by the descent an allocation would make. */
 static int in_bin_tree(const ga_arena_t *a, const ga_chunk_t *c)
 {
-    const ga_rbnode_t *n = a->bins[ga_bin_of(c->size)].root;
+    const ga_bin_t *b = &a->bins[ga_bin_of(c->size)];
+    const ga_rbnode_t *n = b->sub ? b->sub->t[ga_sub_of(c->size)].root : b->t.root;
     for (int depth = 0; n && depth <= RB_MAX_DEPTH; depth++) {
         const ga_chunk_t *x = ga_bin_chunk(n);
         if (x == c)
@@ -297,14 +301,60 @@ static void check_regions(checker_t *k)
 
 /* Bins ---------------------------------------------------------------------------------------- */
 
+/* The bin (and slice, for a subdivided bin) being walked, for visit_bin. */
+typedef struct bin_at {
+    unsigned bin;
+    int slice; /* -1: the bin is one tree */
+} bin_at_t;
+
 static void visit_bin(tree_walk_t *w, const ga_rbnode_t *n)
 {
     const ga_chunk_t *c = ga_bin_chunk(n);
-    unsigned b = (unsigned)(uintptr_t)w->ctx;
-    CHECK(w->k, ga_is_free(c) && ga_bin_of(c->size) == b, "bin %u: chunk %#lx not free or misfiled",
-          b, (unsigned long)c->base);
+    const bin_at_t *at = w->ctx;
+    CHECK(w->k, ga_is_free(c) && ga_bin_of(c->size) == at->bin &&
+                    (at->slice < 0 || ga_sub_of(c->size) == (unsigned)at->slice),
+          "%s: chunk %#lx not free or misfiled", w->what, (unsigned long)c->base);
     CHECK(w->k, ga_chunk_run(c) && ga_region_find(w->k->a, c->base) == ga_chunk_run(c)->region,
-          "bin %u: chunk %#lx in no region", b, (unsigned long)c->base);
+          "%s: chunk %#lx in no region", w->what, (unsigned long)c->base);
+}
+
+/* One tree of a bin: well formed, only chunks of its bin and slice, min its leftmost; returns
+ * the number of chunks. */
+static uint64_t check_bin_tree(checker_t *k, const ga_tree_t *t, unsigned b, int slice)
+{
+    if (!t->root) {
+        CHECK(k, t->min == NULL, "bin %u slice %d: empty, with a lowest chunk", b, slice);
+        return 0;
+    }
+    char what[40];
+    snprintf(what, sizeof what, slice < 0 ? "bin %u" : "bin %u slice %d", b, slice);
+    bin_at_t at = {b, slice};
+    tree_walk_t w = {.k = k, .what = what, .less = bin_less, .budget = k->a->items_used,
+                     .visit = visit_bin, .ctx = &at};
+    check_tree(&w, t->root);
+    CHECK(k, w.first && t->min == ga_bin_chunk(w.first),
+          "%s: the lowest chunk is not the tree's leftmost", what);
+    return w.nodes;
+}
+
+/* A subdivided bin: each slice's tree, the slice map, and the bin's lowest chunk (that of its
+ * lowest non-empty slice); returns the number of chunks. */
+static uint64_t check_slices(checker_t *k, const ga_bin_t *bin, unsigned b)
+{
+    const ga_subbins_t *sub = bin->sub;
+    uint64_t n = 0;
+    const ga_chunk_t *lowest = NULL;
+    CHECK(k, bin->t.root == NULL, "bin %u: subdivided, yet holds a tree", b);
+    for (unsigned s = 0; s < GA_SUB_COUNT; s++) {
+        const ga_tree_t *t = &sub->t[s];
+        CHECK(k, (int)((sub->map >> s) & 1) == (t->root != NULL),
+              "bin %u: slice map bit %u disagrees with its tree", b, s);
+        n += check_bin_tree(k, t, b, (int)s);
+        if (!lowest)
+            lowest = t->min;
+    }
+    CHECK(k, bin->t.min == lowest, "bin %u: the lowest chunk is not its lowest slice's", b);
+    return n;
 }
 
 /* Every tree is well formed and holds only free chunks of its size class; bitmaps match. */
@@ -316,20 +366,9 @@ static void check_bins(checker_t *k)
         unsigned fl = b / GA_SL_COUNT, sl = b % GA_SL_COUNT;
         int bit = (int)((a->sl_bitmap[fl] >> sl) & 1);
         const ga_bin_t *bin = &a->bins[b];
-        CHECK(k, bit == (bin->root != NULL), "bin %u: bitmap bit %d disagrees with its tree", b,
-              bit);
-        if (!bin->root) {
-            CHECK(k, bin->min == NULL, "bin %u: empty, with a lowest chunk", b);
-            continue;
-        }
-        char what[24];
-        snprintf(what, sizeof what, "bin %u", b);
-        tree_walk_t w = {.k = k, .what = what, .less = bin_less, .budget = a->items_used,
-                         .visit = visit_bin, .ctx = (void *)(uintptr_t)b};
-        check_tree(&w, bin->root);
-        listed += w.nodes;
-        CHECK(k, w.first && bin->min == ga_bin_chunk(w.first),
-              "bin %u: the lowest chunk is not the tree's leftmost", b);
+        CHECK(k, bit == (bin->t.min != NULL), "bin %u: bitmap bit %d disagrees with its chunks",
+              b, bit);
+        listed += bin->sub ? check_slices(k, bin, b) : check_bin_tree(k, &bin->t, b, -1);
     }
     for (unsigned fl = 0; fl < GA_FL_COUNT; fl++)
         CHECK(k, (int)((a->fl_bitmap >> fl) & 1) == (a->sl_bitmap[fl] != 0),

@@ -131,11 +131,34 @@ typedef struct ga_region {
     ga_rbnode_t *runs;       /* root of the run tree */
 } ga_region_t;
 
-/* A bin: the tree of its free chunks and its leftmost (smallest, lowest) chunk, kept so that an
- * exact-size bin, the next non-empty bin and a chunk that becomes the new lowest cost no descent. */
-typedef struct ga_bin {
+/* A tree of free chunks ordered by (size, base) and its leftmost (smallest, lowest) chunk, kept so
+ * that an exact-size bin, the next non-empty bin and a chunk that becomes the new lowest cost no
+ * descent. */
+typedef struct ga_tree {
     ga_rbnode_t *root;
     ga_chunk_t *min;
+} ga_tree_t;
+
+/* A bin's third level: GA_SUB_COUNT trees over equal slices of the bin's sizes (one size each
+ * when the bin holds at most GA_SUB_COUNT sizes), and which of them are non-empty. A bin whose
+ * tree gets deep is cut into these by the insertion or search that found it deep (see
+ * ga_bin_subdivide): at 100,000 free holes of mixed sizes a bin held about 110 chunks of as many
+ * sizes, each descent level was another chunk struct's cache line (and page), and a pair cost 4
+ * times the 100-hole one; after the cut a fit is usually a slice's lowest chunk. The slices'
+ * 1 KiB is asked for opportunistically: without it the bin stays whole, only slower, so neither a
+ * free nor an allocation ever fails for it. */
+#define GA_SUB_LOG2 6u
+#define GA_SUB_COUNT (1u << GA_SUB_LOG2)
+typedef struct ga_subbins {
+    uint64_t map;
+    ga_tree_t t[GA_SUB_COUNT];
+} ga_subbins_t;
+
+/* A bin: either one tree (sub NULL) or subdivided (t.root NULL, the chunks in sub's trees). In
+ * both, t.min is the bin's lowest chunk, NULL iff the bin is empty. */
+typedef struct ga_bin {
+    ga_tree_t t;
+    ga_subbins_t *sub;
 } ga_bin_t;
 
 /* The live table: open addressing, linear probing, at most a quarter full (half full was measured:
@@ -154,20 +177,24 @@ typedef struct ga_livetab {
     unsigned shift;          /* 64 - log2(capacity), for Fibonacci hashing */
 } ga_livetab_t;
 
-/* Chunk and run structs are carved from blocks of this many items, kept on one free list; an
- * item is one cache line and blocks are aligned to it, so a chunk never straddles two lines. */
-#define GA_CHUNK_BLOCK 255u
+/* Chunk and run structs are carved from blocks, kept on one free list; an item is one cache line
+ * and blocks are aligned to it, so a chunk never straddles two lines. Blocks double from 16 KiB to
+ * GA_SLAB_BYTES, and those of that size are aligned to it and offered to the kernel for huge
+ * pages: at 100,000 free chunks the structs span 12 MB, and a descent through 4 KiB pages took a
+ * TLB miss on most levels. The first item of a block is its header. */
 #define GA_CACHE_LINE 64u
+#define GA_SLAB_FIRST ((size_t)16 << 10)
+#define GA_SLAB_BYTES ((size_t)2 << 20)
 typedef union ga_item {
     ga_chunk_t chunk;
     ga_run_t run;
     union ga_item *next_spare;
+    struct {
+        union ga_item *next; /* the next block */
+        size_t bytes;        /* this block's size */
+    } block;
 } __attribute__((aligned(GA_CACHE_LINE))) ga_item_t;
 _Static_assert(sizeof(ga_item_t) == GA_CACHE_LINE, "a chunk or run struct fills one cache line");
-typedef struct ga_chunk_block {
-    struct ga_chunk_block *next;
-    ga_item_t items[GA_CHUNK_BLOCK];
-} ga_chunk_block_t;
 
 struct ga_arena {
     ga_backend_t backend;
@@ -181,8 +208,10 @@ struct ga_arena {
     size_t nregions, cap_regions;
     size_t last_region_size; /* growth doubles from this */
     ga_item_t *spare;        /* free list of chunk and run structs */
-    ga_chunk_block_t *blocks;
+    ga_item_t *blocks;       /* block headers, newest first */
+    size_t next_block_bytes;
     size_t items_used;       /* chunk and run structs handed out: bounds ga_check's walks */
+    size_t sliced;           /* bins with slices: destroy scans the bins only if any */
 };
 
 /* Size <-> bin mapping (sizes in bytes, multiples of GA_ALIGN). */
@@ -204,50 +233,97 @@ static inline int ga_bin_less(const ga_chunk_t *x, const ga_chunk_t *y)
     return x->size < y->size || (x->size == y->size && x->base < y->base);
 }
 
+/* The slice of its bin that a size falls in: the size's offset in the bin, scaled down to
+ * GA_SUB_COUNT slices when the bin spans more sizes than that. Monotonic in the size. */
+static inline unsigned ga_sub_of(size_t size)
+{
+    uint64_t g = size / GA_ALIGN;
+    unsigned shift = ga_msb64(g | GA_SL_COUNT) - GA_SL_LOG2; /* the bin spans 2^shift sizes */
+    uint64_t offset = g & ((1ull << shift) - 1);
+    return (unsigned)(shift > GA_SUB_LOG2 ? offset >> (shift - GA_SUB_LOG2) : offset);
+}
+
 /* arena.c */
 ga_item_t *ga_item_new(ga_arena_t *a); /* NULL if host memory ran out; fields are stale */
 void ga_item_put(ga_arena_t *a, ga_item_t *it);
 size_t ga_round_size(size_t size); /* 0 when size is 0 or rounding would overflow */
-void ga_bin_insert_slow(ga_bin_t *b, ga_chunk_t *c);
+int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c); /* returns the levels descended */
+void ga_bin_subdivide(ga_arena_t *a, unsigned bin);
 
-/* Bins: the common cases (an empty bin, the last chunk of a bin) are a store; the rest goes
- * through the tree. The two bitmap levels follow bin emptiness. */
+/* A descent this deep (a tree of some 10 to 30 chunks), by an insertion or a search, cuts the
+ * bin into slices. 5 rather than 6: at 10,000 mixed holes (about 11 chunks a bin, whole at 6)
+ * the pair took about 45 ns against 50 to 59; the real traces still slice no bin. */
+#define GA_SUB_DEPTH 5
+void ga_sub_insert(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c);
+void ga_sub_remove(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c);
+
+/* Tree insert and remove: the common cases (an empty tree, the last chunk of a tree) are a store;
+ * the rest goes through the red-black tree. Each returns whether the tree was, or became, empty. */
+static inline int ga_tree_insert(ga_tree_t *t, ga_chunk_t *c)
+{
+    if (t->root) {
+        (void)ga_tree_insert_slow(t, c);
+        return 0;
+    }
+    ga_rbnode_t *n = &c->u.bin_node;
+    n->left = n->right = NULL;
+    n->parent_color = 1; /* a black root */
+    t->root = n;
+    t->min = c;
+    return 1;
+}
+
+static inline int ga_tree_remove(ga_tree_t *t, ga_chunk_t *c)
+{
+    ga_rbnode_t *n = &c->u.bin_node;
+    if (t->root != n || n->left || n->right) { /* the tree keeps at least one chunk */
+        if (t->min == c)
+            t->min = ga_bin_chunk(ga_rb_next(n));
+        ga_rb_erase(&t->root, n);
+        return 0;
+    }
+    t->root = NULL;
+    t->min = NULL;
+    return 1;
+}
+
+/* The two bitmap levels follow bin emptiness. */
+static inline void ga_bin_mark(ga_arena_t *a, unsigned bin)
+{
+    a->sl_bitmap[bin / GA_SL_COUNT] |= 1ull << (bin % GA_SL_COUNT);
+    a->fl_bitmap |= 1ull << (bin / GA_SL_COUNT);
+}
+
+static inline void ga_bin_unmark(ga_arena_t *a, unsigned bin)
+{
+    unsigned fl = bin / GA_SL_COUNT;
+    a->sl_bitmap[fl] &= ~(1ull << (bin % GA_SL_COUNT));
+    if (!a->sl_bitmap[fl])
+        a->fl_bitmap &= ~(1ull << fl);
+}
+
 static inline void ga_bin_insert(ga_arena_t *a, ga_chunk_t *c)
 {
     unsigned bin = ga_bin_of(c->size);
     ga_bin_t *b = &a->bins[bin];
     c->run_free |= 1;
-    if (b->root) {
-        ga_bin_insert_slow(b, c);
-        return;
-    }
-    ga_rbnode_t *n = &c->u.bin_node;
-    n->left = n->right = NULL;
-    n->parent_color = 1; /* a black root */
-    b->root = n;
-    b->min = c;
-    a->sl_bitmap[bin / GA_SL_COUNT] |= 1ull << (bin % GA_SL_COUNT);
-    a->fl_bitmap |= 1ull << (bin / GA_SL_COUNT);
+    if (b->sub)
+        ga_sub_insert(a, b, bin, c);
+    else if (!b->t.root && ga_tree_insert(&b->t, c)) /* always true: an empty bin */
+        ga_bin_mark(a, bin);
+    else if (ga_tree_insert_slow(&b->t, c) >= GA_SUB_DEPTH)
+        ga_bin_subdivide(a, bin);
 }
 
 /* Takes free chunk c out of its bin, whose index the caller may already know. */
 static inline void ga_bin_remove_at(ga_arena_t *a, ga_chunk_t *c, unsigned bin)
 {
     ga_bin_t *b = &a->bins[bin];
-    ga_rbnode_t *n = &c->u.bin_node;
     c->run_free &= ~(uintptr_t)1;
-    if (b->root != n || n->left || n->right) { /* the bin keeps at least one chunk */
-        if (b->min == c)
-            b->min = ga_bin_chunk(ga_rb_next(n));
-        ga_rb_erase(&b->root, n);
-        return;
-    }
-    b->root = NULL;
-    b->min = NULL;
-    unsigned fl = bin / GA_SL_COUNT;
-    a->sl_bitmap[fl] &= ~(1ull << (bin % GA_SL_COUNT));
-    if (!a->sl_bitmap[fl])
-        a->fl_bitmap &= ~(1ull << fl);
+    if (b->sub)
+        ga_sub_remove(a, b, bin, c);
+    else if (ga_tree_remove(&b->t, c))
+        ga_bin_unmark(a, bin);
 }
 
 static inline void ga_bin_remove(ga_arena_t *a, ga_chunk_t *c)

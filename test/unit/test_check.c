@@ -102,13 +102,56 @@ static ga_arena_t *holey_arena(fake_backend_t *f, uintptr_t *hole0)
     return a;
 }
 
+/* A bin cut into slices: its slice map, a slice's lowest chunk, the bin's lowest chunk and a
+ * chunk filed in the wrong slice are all checked. 200 holes of distinct sizes in one ranged bin
+ * (4 MiB to 4 MiB + 128 granules), freed in address order so each insertion descends. */
+START_TEST(test_check_sees_slice_damage)
+{
+    enum { N = 200 };
+    uintptr_t sep[N], hole[N];
+    fake_backend_t f;
+    ga_arena_t *a = fake_arena(&f, N * (4 * MIB + 128 * GA_ALIGN) + 1 * MIB, 0, 0, 0);
+    for (int i = 0; i < N; i++) {
+        sep[i] = must_alloc(a, GA_ALIGN);
+        hole[i] = must_alloc(a, 4 * MIB + (size_t)((i * 37) % 128) * GA_ALIGN);
+    }
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(ga_free(a, hole[i]), GA_OK);
+    ga_bin_t *bin = &a->bins[ga_bin_of(4 * MIB)];
+    ck_assert_ptr_nonnull(bin->sub);
+    ASSERT_HEALTHY(a);
+    ga_subbins_t *sub = bin->sub;
+    unsigned s = (unsigned)__builtin_ctzll(sub->map);
+    sub->map ^= 1ull << s;
+    expect_failure(a, "slice map bit cleared");
+    sub->map ^= 1ull << s;
+    ga_chunk_t *min = bin->t.min;
+    bin->t.min = sub->t[ga_msb64(sub->map)].min;
+    expect_failure(a, "the bin's lowest chunk is not its lowest slice's");
+    bin->t.min = min;
+    ga_tree_t *t = &sub->t[s], *u = &sub->t[ga_msb64(sub->map)];
+    ga_chunk_t *c = t->min;
+    ga_tree_remove(t, c);
+    ga_tree_insert(u, c);
+    expect_failure(a, "a chunk filed in the wrong slice");
+    ga_tree_remove(u, c);
+    ga_tree_insert(t, c);
+    bin->t.min = sub->t[__builtin_ctzll(sub->map)].min;
+    ASSERT_HEALTHY(a);
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(ga_free(a, sep[i]), GA_OK);
+    ASSERT_HEALTHY(a);
+    ga_arena_destroy(a);
+}
+END_TEST
+
 START_TEST(test_check_sees_bin_tree_damage)
 {
     fake_backend_t f;
     uintptr_t hole0;
     ga_arena_t *a = holey_arena(&f, &hole0);
     ga_bin_t *bin = &a->bins[ga_bin_of(4 * KIB)];
-    ga_rbnode_t **root = &bin->root;
+    ga_rbnode_t **root = &bin->t.root;
     ga_rbnode_t *r = *root, *l = r->left, *rt = r->right;
     ck_assert(l && rt);
     r->left = rt, r->right = l;
@@ -125,10 +168,10 @@ START_TEST(test_check_sees_bin_tree_damage)
     leaf->right = r;
     expect_failure(a, "bin tree cycle");
     leaf->right = NULL;
-    ga_chunk_t *min = bin->min;
-    bin->min = ga_bin_chunk(rt);
+    ga_chunk_t *min = bin->t.min;
+    bin->t.min = ga_bin_chunk(rt);
     expect_failure(a, "a bin's lowest chunk is not its leftmost");
-    bin->min = min;
+    bin->t.min = min;
     ga_chunk_t *c = ga_bin_chunk(rt);
     ga_rb_erase(root, rt);
     expect_failure(a, "free chunk missing from its bin tree");
@@ -291,6 +334,7 @@ Suite *check_suite(void)
     TCase *tc = tcase_create("walker");
     tcase_add_test(tc, test_check_sees_stats_drift);
     tcase_add_test(tc, test_check_sees_structure_damage);
+    tcase_add_test(tc, test_check_sees_slice_damage);
     tcase_add_test(tc, test_check_report_is_bounded);
     tcase_add_test(tc, test_check_sees_bin_tree_damage);
     tcase_add_test(tc, test_check_sees_run_and_table_damage);

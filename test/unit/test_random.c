@@ -9,6 +9,7 @@
  */
 #include <stdlib.h>
 
+#include "internal.h" /* the sliced-bins test counts subdivided bins */
 #include "testutil.h"
 
 typedef struct live {
@@ -428,6 +429,105 @@ START_TEST(test_placement_is_exact_best_fit)
 }
 END_TEST
 
+/* Thousands of holes of distinct sizes in three ranged bins (128 sizes each): trees deep enough
+ * that the arena cuts them into slices. First with host memory failing, so they stay whole (and
+ * frees still succeed), then with it back; separators are freed too, so holes merge and leave
+ * their slices. Every allocation must land where the model says. */
+static unsigned sliced_bins(const ga_arena_t *a)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < GA_FL_COUNT * GA_SL_COUNT; i++)
+        n += a->bins[i].sub != NULL;
+    return n;
+}
+
+static void sliced_alloc(ga_arena_t *a, fit_model_t *m, size_t size, uintptr_t *live,
+                         size_t *live_size, size_t *n)
+{
+    long want = model_fit(m, size);
+    uintptr_t p = 0;
+    ga_status_t st = ga_alloc(a, size, &p);
+    if (want < 0) {
+        REQUIRE(st == GA_ENOMEM, "%zu bytes fit nowhere, ga_alloc said %s", size,
+                ga_status_str(st));
+        return;
+    }
+    REQUIRE(st == GA_OK && p == m->free[want].base, "%zu bytes placed at %#lx, best fit is %#lx",
+            size, (unsigned long)p, (unsigned long)m->free[want].base);
+    model_take(m, want, size);
+    live[*n] = p;
+    live_size[(*n)++] = size;
+}
+
+START_TEST(test_best_fit_sliced_bins)
+{
+    enum { N = 2000, CAP = 3 * N };
+    static fit_model_t m;
+    static uintptr_t live[CAP];
+    static size_t live_size[CAP], hole_size[N];
+    memset(&m, 0, sizeof m);
+    m.next_base = (uintptr_t)1 << 40;
+    uint64_t rng = 0x511CEDull;
+    size_t total = MIB, n = 0;
+    for (int i = 0; i < N; i++) {
+        hole_size[i] = (8192 + (size_t)(next_rand(&rng) % 384)) * GA_ALIGN;
+        total += hole_size[i] + GA_ALIGN;
+    }
+    ga_backend_t b = {model_reserve, model_release, &m};
+    ga_config_t cfg = {.initial = total};
+    ga_arena_t *a = ga_arena_create(&b, &cfg, NULL);
+    ck_assert_ptr_nonnull(a);
+    for (int i = 0; i < N; i++) {
+        sliced_alloc(a, &m, GA_ALIGN, live, live_size, &n); /* a separator at 2i */
+        sliced_alloc(a, &m, hole_size[i], live, live_size, &n);
+    }
+    REQUIRE_EQ(n, 2 * N);
+    ga_host_fail_after = 0; /* no slices can be made: the bins stay whole trees */
+    for (size_t i = 1; i < 2 * N; i += 2) {
+        ASSERT_STATUS(ga_free(a, live[i]), GA_OK);
+        model_insert(&m, live[i], live_size[i]);
+    }
+    for (size_t i = 0; i < N; i++) { /* the separators stay live, in the first N entries */
+        live[i] = live[2 * i];
+        live_size[i] = live_size[2 * i];
+    }
+    n = N;
+    ASSERT_HEALTHY(a);
+    REQUIRE_EQ(sliced_bins(a), 0);
+    for (int step = 0; step < 20000; step++) {
+        if (step == 2000)
+            ga_host_fail_after = -1; /* host memory is back: the deep bins get sliced */
+        uint64_t r = next_rand(&rng);
+        if (n && (r % 100 < 45 || n == CAP)) {
+            size_t i = (size_t)(r >> 8) % n;
+            ASSERT_STATUS(ga_free(a, live[i]), GA_OK);
+            model_insert(&m, live[i], live_size[i]);
+            live[i] = live[--n];
+            live_size[i] = live_size[n];
+        } else {
+            size_t size = (8192 - 64 + (size_t)((r >> 8) % 512)) * GA_ALIGN;
+            sliced_alloc(a, &m, r % 7 ? size : GA_ALIGN * (1 + (r >> 40) % 300), live,
+                         live_size, &n);
+        }
+        if (step % 500 == 0)
+            ASSERT_HEALTHY(a);
+        if (step == 1999)
+            REQUIRE_EQ(sliced_bins(a), 0);
+    }
+    ga_host_fail_after = -1;
+    ASSERT_HEALTHY(a);
+    REQUIRE(sliced_bins(a) >= 3, "only %u bins were sliced", sliced_bins(a));
+    while (n) {
+        n--;
+        ASSERT_STATUS(ga_free(a, live[n]), GA_OK);
+        model_insert(&m, live[n], live_size[n]);
+    }
+    ASSERT_HEALTHY(a);
+    REQUIRE_EQ(m.n, 1);
+    ga_arena_destroy(a);
+}
+END_TEST
+
 /* Thousands of equal holes in one bin (once a list scan per allocation): each allocation takes
  * the lowest free hole, and a hole freed anywhere is the next one taken if it is now the lowest. */
 START_TEST(test_best_fit_many_equal_holes)
@@ -480,6 +580,7 @@ Suite *random_suite(void)
     tcase_add_loop_test(fit, test_placement_is_exact_best_fit, 0,
                         (int)(NPLACEMENT * PLACEMENT_SEEDS));
     tcase_add_test(fit, test_best_fit_many_equal_holes);
+    tcase_add_test(fit, test_best_fit_sliced_bins);
     suite_add_tcase(s, fit);
     return s;
 }

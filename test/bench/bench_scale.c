@@ -12,9 +12,9 @@
  * large N. Two shapes: every hole of one size (one bin holds all N), and mixed sizes
  * (log-uniform, 512 B to 8 MiB, over hundreds of bins, many equal). Also timed: ga_lookup of an
  * interior address of a random allocated hole, the path of cuMemGetAddressRange and of bad-free
- * classification. Reported: ns per pair and per lookup (median of REPEATS), and the ratio to 100
- * holes. The arena works over a fake backend (address ranges only), so 1M holes of up to 8 MiB
- * need no device memory.
+ * classification. Reported: ns per pair and per lookup (the best of REPEATS runs, interleaved
+ * across cells; the median in the JSON too), and the ratio to 100 holes. The arena works over a
+ * fake backend (address ranges only), so 1M holes of up to 8 MiB need no device memory.
  * Only the public API is used, so the same file measures an older allocator library too.
  */
 #include <stdio.h>

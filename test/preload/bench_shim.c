@@ -13,6 +13,8 @@
  * Two reference rows say what the shim adds to the allocator: the arena pool alone (ga_pool_alloc
  * and ga_pool_free in this process on a host backend, the same loop: the allocator's own cost), and
  * the arena under GPUARENA_FREE_SYNC=none (no fence: the hook without stream-ordered safety).
+ * The rows those differences come from (direct, platform, arena with and without the fence, the
+ * allocator alone, vmm) are timed in ROUNDS interleaved rounds, each row's best kept.
  * Times are thread CPU time. Nothing is asserted: timings are reported, never tested.
  */
 #define _GNU_SOURCE
@@ -28,6 +30,7 @@
 #include "ga_pool.h"
 
 #define LIVE 16
+#define ROUNDS 5 /* interleaved rounds of the rows that give the shim's cost per call */
 
 /* CPU time of the thread, not wall time: on a shared machine, time the benchmark spends preempted
  * by other processes must not count (the driver latency is a busy-wait, so it still does). */
@@ -231,16 +234,34 @@ int main(int argc, char **argv)
     }
     /* Traced runs write 48 bytes per event, so they use fewer pairs (about 140 MB of trace);
      * their untraced reference runs use the same count. */
-    const long fast = 2000000, traced = 500000, mid = 100000, slow = 10000;
+    const long fast = 1000000, traced = 500000, mid = 100000, slow = 10000;
     const char *N = "BENCH_NULLDRV", *S = "BENCH_SIM", *me = argv[0];
-    double nd = run(me, &(config_t){N, 0, "platform", "0", fast, NULL, NULL, NULL, NULL});
-    double np = run(me, &(config_t){N, 1, "platform", "0", fast, NULL, NULL, NULL, NULL});
+    /* The null-driver rows whose differences are the shim's cost per call run in ROUNDS rounds,
+     * each round every configuration once, and each keeps its best: this VM's speed moves by up to
+     * 1.8x over seconds, and two rows timed a few seconds apart (the arena and the allocator
+     * alone, whose difference is the hook's cost) could otherwise land in different spells. */
+    config_t key[] = {
+        {N, 0, "platform", "0", fast, NULL, NULL, NULL, NULL}, /* direct */
+        {N, 1, "platform", "0", fast, NULL, NULL, NULL, NULL},
+        {N, 1, "arena", "0", fast, NULL, NULL, NULL, NULL},
+        {N, 1, "arena", "0", fast, NULL, NULL, "none", NULL},
+        {N, 0, "arena", "0", fast, NULL, NULL, NULL, "pool"}, /* the allocator alone */
+        {N, 1, "vmm", "0", fast, NULL, NULL, NULL, NULL},
+    };
+    enum { K = sizeof key / sizeof key[0] };
+    double best[K];
+    for (int i = 0; i < K; i++)
+        best[i] = -1;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < K; i++) {
+            double v = run(me, &key[i]);
+            if (v > 0 && (best[i] < 0 || v < best[i]))
+                best[i] = v;
+        }
+    }
+    double nd = best[0], np = best[1], na = best[2], nan0 = best[3], npool = best[4], nv = best[5];
     double nps = run(me, &(config_t){N, 1, "platform", "0", fast, "/dev/null", NULL, NULL, NULL});
-    double na = run(me, &(config_t){N, 1, "arena", "0", fast, NULL, NULL, NULL, NULL});
     double nas = run(me, &(config_t){N, 1, "arena", "0", fast, "/dev/null", NULL, NULL, NULL});
-    double nan0 = run(me, &(config_t){N, 1, "arena", "0", fast, NULL, NULL, "none", NULL});
-    double npool = run(me, &(config_t){N, 0, "arena", "0", fast, NULL, NULL, NULL, "pool"});
-    double nv = run(me, &(config_t){N, 1, "vmm", "0", fast, NULL, NULL, NULL, NULL});
     double np0 = run(me, &(config_t){N, 1, "platform", "0", traced, NULL, NULL, NULL, NULL});
     double npt = run_traced(me, (config_t){N, 1, "platform", "0", traced, NULL, NULL, NULL, NULL});
     double npn = run(me, &(config_t){N, 1, "platform", "0", traced, NULL, "/dev/null", NULL, NULL});
@@ -279,8 +300,9 @@ int main(int argc, char **argv)
     row("simulated, 10 us", "shim, platform", lp, ld, 0);
     row("simulated, 10 us", "shim, arena", la, ld, 1);
     printf("\nShim over the allocator alone, per call: arena %+.1f ns (%+.1f ns without the fence, "
-           "GPUARENA_FREE_SYNC=none); allocator alone %.1f ns per call.\n", (na - npool) / 2,
-           (nan0 - npool) / 2, npool / 2);
+           "GPUARENA_FREE_SYNC=none), vmm %+.1f ns; allocator alone %.1f ns per call (best of %d "
+           "interleaved rounds).\n", (na - npool) / 2, (nan0 - npool) / 2, (nv - npool) / 2,
+           npool / 2, ROUNDS);
     printf("\nRecording cost per event, GPUARENA_TRACE on vs off (issue 4 target: under 100 ns): "
            "platform %+.1f ns, arena %+.1f ns.\n", (npt - np0) / 2, (nat - na0) / 2);
     return 0;

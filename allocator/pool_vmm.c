@@ -93,6 +93,8 @@ struct ga_vmm {
     size_t nranges, cap;
     uintptr_t base0;   /* ranges[0]'s base and size (0: none), copied here: nearly every pointer */
     size_t size0;      /* lies in the first range, found then in two loads and a compare */
+    uint32_t *refs0;   /* ranges[0]'s granule counts and owners, copied for the fast paths */
+    uint16_t *owner0;
     size_t gran;       /* a power of two (checked at create) */
     unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
                         * 64-bit division on every allocation and free cost more than the rest) */
@@ -134,6 +136,8 @@ static void first_range_changed(ga_vmm_t *v)
 {
     v->base0 = v->nranges ? v->ranges[0].base : 0;
     v->size0 = v->nranges ? v->ranges[0].size : 0;
+    v->refs0 = v->nranges ? v->ranges[0].refs : NULL;
+    v->owner0 = v->nranges ? v->ranges[0].owner : NULL;
 }
 
 static void range_free_host(ga_vrange_t *r)
@@ -389,6 +393,14 @@ static void mark_dirty(ga_vmm_t *v, ga_varea_t *ar)
     }
 }
 
+/* The general area changes with nearly every allocation and free: it stays on the dirty list, so
+ * that the fast paths mark nothing. */
+static void always_dirty(ga_vmm_t *v)
+{
+    v->area[AREA_GENERAL].dirty = 0;
+    mark_dirty(v, &v->area[AREA_GENERAL]);
+}
+
 /* Gives the empty regions of every area but `except` back to the parent. */
 static void trim_areas(ga_vmm_t *v, size_t except)
 {
@@ -535,6 +547,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->nareas = AREA_FIRST_CLASS;
     for (uint16_t i = 0; i < AREA_FIRST_CLASS; i++)
         v->area[i] = (ga_varea_t){.pool = p, .id = i};
+    always_dirty(v);
     v->parent_dirty = 1;
     p->vmm = v;
     size_t va = gran_up(v, p->cfg.va_size);
@@ -614,22 +627,28 @@ static OUT_OF_LINE ga_status_t alloc_placed(ga_pool_t *p, size_t size, size_t ro
     return *ar ? place(p, ar, size, rounded, a) : GA_ENOMEM;
 }
 
-ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
+/* The allocation's figures, once it is placed and covered. */
+static inline void count_alloc(ga_pool_t *p, size_t rounded)
+{
+    ga_stats_t *s = &p->own;
+    s->allocs++;
+    s->in_use += rounded;
+    if (s->in_use > s->peak_in_use)
+        s->peak_in_use = s->in_use;
+}
+
+/* Everything but the common case of ga_vmm_alloc: sizes from half a granule up (an area to
+ * choose), the general area's first use, and blocks that map or reuse a granule. `a` non-zero: a
+ * block the fast path placed in the general area, still to be covered. */
+static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t rounded, uintptr_t a,
+                                          uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    size_t rounded = ga_pool_round(size);
     ga_varea_t *ar = &v->area[AREA_GENERAL];
     int slot = -1;
-    uintptr_t a = 0;
-    ga_status_t st;
-    /* Under half a granule a size is neither a multiple nor a class: the general area, with no
-     * size looked up (area_for would answer the same). */
-    if (rounded && rounded < v->half && ar->arena) {
-        st = ga_alloc(ar->arena, size, &a);
-        mark_dirty(v, ar);
-    } else {
+    ga_status_t st = GA_OK;
+    if (!a)
         st = alloc_placed(p, size, rounded, &ar, &slot, &a);
-    }
     if (st == GA_EINVAL)
         return st;
     if (st != GA_OK || cover(p, a, rounded) != 0) {
@@ -640,18 +659,54 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     }
     if (slot >= 0)
         v->track[slot].nlive++;
-    ga_stats_t *s = &p->own;
-    s->allocs++;
-    s->in_use += rounded;
-    if (s->in_use > s->peak_in_use)
-        s->peak_in_use = s->in_use;
+    count_alloc(p, rounded);
     *out = a;
     return GA_OK;
 }
 
+/* The common case is kept to what arena mode does plus one granule count: a size under half a
+ * granule (neither a multiple nor a class) goes to the general area with nothing looked up, and
+ * when it lands in the first range inside one granule another live block uses, nothing is
+ * mapped. The general area is always reread for statistics (refresh_seen), so nothing is marked
+ * here either. Anything else takes alloc_slow. */
+ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t rounded = ga_pool_round(size);
+    ga_arena_t *gen = v->area[AREA_GENERAL].arena;
+    if (rounded - 1 < v->half - 1 && gen) {
+        uintptr_t a = 0;
+        if (ga_alloc(gen, size, &a) != GA_OK) {
+            p->own.failed_allocs++;
+            return GA_ENOMEM;
+        }
+        size_t off = a - v->base0, g0 = off >> v->gshift;
+        if (off < v->size0 && g0 == (off + rounded - 1) >> v->gshift && v->refs0[g0]) {
+            v->refs0[g0]++;
+            count_alloc(p, rounded);
+            *out = a;
+            return GA_OK;
+        }
+        return alloc_slow(p, size, rounded, a, out);
+    }
+    return alloc_slow(p, size, rounded, 0, out);
+}
+
 /* As a single arena would answer: an address in the range but in no live allocation is a double
  * free, one outside every range is not ours. */
-ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
+/* The figures of a freed block of len bytes, and its size's tracking. */
+static inline void count_free(ga_pool_t *p, size_t len, size_t *size)
+{
+    if (len >= p->vmm->half && class_size(p->vmm, len))
+        untrack(p->vmm, len);
+    p->own.frees++;
+    p->own.in_use -= len;
+    if (size)
+        *size = len;
+}
+
+/* ga_vmm_free but for a block of the general area in the first range (the fast path's). */
+static OUT_OF_LINE ga_status_t free_slow(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
     ga_vmm_t *v = p->vmm;
     ga_vrange_t *r = NULL;
@@ -664,13 +719,29 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
         return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
     mark_dirty(v, ar);
     uncover(p, r, ptr - r->base, len);
-    if (class_size(v, len))
-        untrack(v, len);
-    p->own.frees++;
-    p->own.in_use -= len;
-    if (size)
-        *size = len;
+    count_free(p, len, size);
     return GA_OK;
+}
+
+/* As a single arena would answer: an address in the range but in no live allocation is a double
+ * free, one outside every range is not ours. The common case (a block of the general area in the
+ * first range, whose granule another live block still uses) costs an owner load and a count
+ * beyond the arena's own free. */
+ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t off = ptr - v->base0, g0 = off >> v->gshift, len = 0;
+    if (off < v->size0 && v->owner0[g0] == 1 + AREA_GENERAL &&
+        ga_free_sized(v->area[AREA_GENERAL].arena, ptr, &len) == GA_OK) {
+        size_t g1 = (off + len - 1) >> v->gshift;
+        if (g0 == g1 && v->refs0[g0] > 1)
+            v->refs0[g0]--;
+        else
+            uncover_granules(p, v->ranges, g0, g1, 1);
+        count_free(p, len, size);
+        return GA_OK;
+    }
+    return free_slow(p, ptr, size); /* also says why a refused free was refused */
 }
 
 ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, size_t *size)
@@ -696,6 +767,8 @@ static void refresh_seen(ga_vmm_t *v)
     for (size_t i = 0; i < v->ndirty; i++) {
         ga_varea_t *ar = &v->area[v->dirty[i]];
         ga_stats_t a;
+        if (!ar->arena)
+            continue; /* the general area before its first use */
         ga_get_stats(ar->arena, &a);
         v->requested += a.in_use_requested - ar->seen.requested;
         v->live += a.live - ar->seen.live;
@@ -711,6 +784,7 @@ static void refresh_seen(ga_vmm_t *v)
         ar->dirty = 0;
     }
     v->ndirty = 0;
+    always_dirty(v);
     for (size_t i = 0; rescan && i < v->nareas; i++)
         if (i == 0 || v->area[i].seen.largest_free > v->largest_free)
             v->largest_free = v->area[i].seen.largest_free;

@@ -17,6 +17,8 @@ command -v clang >/dev/null 2>&1 || need="$need clang"
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
     need="$need libclang-rt-dev"
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
+# scripts/side-by-side.sh (issue 9's yardstick, OffsetAllocator, is C++) and its test.
+command -v g++ >/dev/null 2>&1 || need="$need g++"
 [ -n "$need" ] || exit 0
 if [ "$(id -u)" != 0 ]; then
     echo "gpuarena: missing packages:$need; install them with: sudo apt-get install$need" >&2

@@ -111,7 +111,7 @@ static int live_resize(ga_livetab_t *t, size_t cap)
     for (size_t i = 0; t->slots && i <= t->mask; i++) {
         if (!t->slots[i].chunk)
             continue;
-        size_t j = ga_live_home(&n, t->slots[i].key);
+        size_t j = ga_live_home(&n, t->slots[i].chunk->base);
         while (slots[j].chunk)
             j = (j + 1) & n.mask;
         slots[j] = t->slots[i];
@@ -133,7 +133,6 @@ void ga_live_insert(ga_livetab_t *t, ga_chunk_t *c)
     size_t i = ga_live_home(t, c->base);
     while (t->slots[i].chunk)
         i = (i + 1) & t->mask;
-    t->slots[i].key = c->base;
     t->slots[i].chunk = c;
     t->count++;
 }
@@ -143,7 +142,7 @@ void ga_live_insert(ga_livetab_t *t, ga_chunk_t *c)
 static void live_close_hole(ga_livetab_t *t, size_t hole)
 {
     for (size_t j = (hole + 1) & t->mask; t->slots[j].chunk; j = (j + 1) & t->mask) {
-        size_t home = ga_live_home(t, t->slots[j].key);
+        size_t home = ga_live_home(t, t->slots[j].chunk->base);
         if (((j - home) & t->mask) < ((j - hole) & t->mask))
             continue;
         t->slots[hole] = t->slots[j];
@@ -160,7 +159,7 @@ ga_chunk_t *ga_live_take(ga_livetab_t *t, uintptr_t key)
         ga_chunk_t *c = t->slots[i].chunk;
         if (!c)
             return NULL;
-        if (t->slots[i].key == key) {
+        if (c->base == key) {
             live_close_hole(t, i);
             t->count--;
             return c;
@@ -191,7 +190,10 @@ int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c)
         parent = NULL;
         for (; *link; depth++) {
             parent = *link;
-            link = ga_bin_less(c, ga_bin_chunk(parent)) ? &parent->left : &parent->right;
+            /* left or right by arithmetic: written as a conditional, gcc made it a branch */
+            size_t step = offsetof(ga_rbnode_t, right) - offsetof(ga_rbnode_t, left);
+            size_t off = offsetof(ga_rbnode_t, right) - (size_t)ga_bin_less(c, ga_bin_chunk(parent)) * step;
+            link = (ga_rbnode_t **)(void *)((char *)parent + off);
         }
     }
     ga_rb_link(&c->u.bin_node, parent, link);
@@ -279,14 +281,11 @@ static ga_chunk_t *tree_fit(const ga_rbnode_t *n, size_t need, int *depth)
 {
     ga_chunk_t *best = NULL;
     int d = 0;
-    for (; n; d++) {
+    for (; n; d++) { /* selects, not branches: the direction is data, not a pattern */
         ga_chunk_t *c = ga_bin_chunk(n);
-        if (c->size >= need) {
-            best = c;
-            n = n->left;
-        } else {
-            n = n->right;
-        }
+        int fits = c->size >= need;
+        best = fits ? c : best;
+        n = fits ? n->left : n->right;
     }
     *depth = d;
     return best;
@@ -511,8 +510,7 @@ static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, unsigned bin, size_t round
     ga_stats_t *s = &a->stats;
     s->in_use += rounded;
     s->in_use_requested += size;
-    if (s->in_use > s->peak_in_use)
-        s->peak_in_use = s->in_use;
+    s->peak_in_use = s->in_use > s->peak_in_use ? s->in_use : s->peak_in_use; /* no branch */
     s->total_free -= rounded;
     s->allocs++;
     s->live++;

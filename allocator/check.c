@@ -184,7 +184,7 @@ static const ga_chunk_t *live_probe(const ga_livetab_t *t, uintptr_t key)
         return NULL;
     size_t i = ga_live_home(t, key);
     for (size_t step = 0; step <= t->mask; step++, i = (i + 1) & t->mask)
-        if (!t->slots[i].chunk || t->slots[i].key == key)
+        if (!t->slots[i].chunk || t->slots[i].chunk->base == key)
             return t->slots[i].chunk;
     return NULL;
 }
@@ -393,11 +393,11 @@ static void check_table(checker_t *k)
             continue;
         n++;
         const ga_chunk_t *c = s->chunk;
-        CHECK(k, s->key == c->base && !ga_is_free(c) && ga_chunk_run(c) &&
+        CHECK(k, !ga_is_free(c) && ga_chunk_run(c) &&
                      ga_region_find(k->a, c->base) == ga_chunk_run(c)->region,
-              "live table entry %#lx is stale, free or outside its region", (unsigned long)s->key);
-        CHECK(k, live_probe(t, s->key) == c, "live table entry %#lx: not reachable by a probe",
-              (unsigned long)s->key);
+              "live table entry %#lx is stale, free or outside its region", (unsigned long)c->base);
+        CHECK(k, live_probe(t, c->base) == c, "live table entry %#lx: not reachable by a probe",
+              (unsigned long)c->base);
     }
     CHECK(k, n == t->count && n == k->live, "%lu table entries, count %zu, %lu live chunks",
           (unsigned long)n, t->count, (unsigned long)k->live);

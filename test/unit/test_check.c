@@ -201,14 +201,24 @@ START_TEST(test_check_sees_run_and_table_damage)
     root->left = root->right, root->right = l;
     expect_failure(a, "run tree children swapped");
     root->right = root->left, root->left = l;
-    /* the live table: a slot whose key no longer matches its chunk, then a wrong count */
+    /* the live table: an entry moved where no probe from its home reaches it, a slot naming a
+     * free chunk, then a wrong count */
     ga_livetab_t *t = &a->live;
     size_t i = 0;
     while (!t->slots[i].chunk)
         i++;
-    t->slots[i].key += GA_ALIGN;
-    expect_failure(a, "live table slot with a stale key");
-    t->slots[i].key -= GA_ALIGN;
+    size_t far = (i + (t->mask + 1) / 2) & t->mask;
+    while (t->slots[far].chunk || t->slots[(far - 1) & t->mask].chunk)
+        far = (far + 1) & t->mask; /* an empty slot after an empty one: outside every probe run */
+    t->slots[far] = t->slots[i];
+    t->slots[i].chunk = NULL;
+    expect_failure(a, "live table entry out of its probe run");
+    t->slots[i] = t->slots[far];
+    t->slots[far].chunk = NULL;
+    ga_chunk_t *live = t->slots[i].chunk;
+    live->run_free |= 1;
+    expect_failure(a, "live table entry naming a free chunk");
+    live->run_free &= ~(uintptr_t)1;
     t->count++;
     expect_failure(a, "live table count off by one");
     t->count--;

@@ -121,7 +121,7 @@ static int live_resize(ga_livetab_t *t, size_t cap)
     return 0;
 }
 
-/* 2048 slots (32 KiB) to start: a fresh arena then serves 512 live allocations before its first
+/* 2048 slots (16 KiB) to start: a fresh arena then serves 512 live allocations before its first
  * rehash (somas_bert_base peaks near 750; each replay of it paid four rehashes from 256). */
 int ga_live_grow(ga_livetab_t *t)
 {

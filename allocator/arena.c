@@ -56,12 +56,9 @@ static void hint_huge_pages(void *p, size_t bytes)
 #endif
 }
 
-/* A new block: its items (all but the header) are handed out from its start by a bump pointer, in
- * address order, so that structs made one after another (a split's remainders) share cache lines
- * and pages, and an item is first written when it is first used. (Threading every item of a new
- * block onto the free list at once wrote the whole block: a fresh arena's first 16 KiB block was
- * about 255 L1 write misses before its first chunk, most of the misses of a short trace.) -1 if
- * host memory ran out. */
+/* A new block, its items (all but the header) pushed so that they are handed out in address
+ * order: structs made one after another (a split's remainders) then share cache lines and pages.
+ * -1 if host memory ran out. */
 static int add_block(ga_arena_t *a)
 {
     size_t bytes = a->next_block_bytes ? a->next_block_bytes : GA_SLAB_FIRST;
@@ -74,25 +71,22 @@ static int add_block(ga_arena_t *a)
     blk->block.next = a->blocks;
     blk->block.bytes = bytes;
     a->blocks = blk;
-    a->bump = blk + 1;
-    a->bump_end = blk + bytes / sizeof *blk;
+    for (size_t i = bytes / sizeof *blk; i-- > 1;) {
+        blk[i].next_spare = a->spare;
+        a->spare = &blk[i];
+    }
     a->next_block_bytes = huge ? bytes : bytes * 2;
     return 0;
 }
 
-/* Takes an item: the most recently returned one, else the next one of the newest block, carving a
- * new block when that is used up; NULL if host memory is exhausted. The caller sets every field
- * it uses (an item from the free list holds stale ones). */
+/* Takes an item from the pool, carving a new block when empty; NULL if host memory is exhausted.
+ * The caller sets every field it uses (an item from the free list holds stale ones). */
 ga_item_t *ga_item_new(ga_arena_t *a)
 {
+    if (!a->spare && add_block(a) != 0)
+        return NULL;
     ga_item_t *it = a->spare;
-    if (it) {
-        a->spare = it->next_spare;
-    } else {
-        if (a->bump == a->bump_end && add_block(a) != 0)
-            return NULL;
-        it = a->bump++;
-    }
+    a->spare = it->next_spare;
     a->items_used++;
     return it;
 }

@@ -181,9 +181,8 @@ typedef struct ga_livetab {
     unsigned shift;          /* 64 - log2(capacity), for Fibonacci hashing */
 } ga_livetab_t;
 
-/* Chunk and run structs are carved from blocks (a bump pointer through the newest, then a free list
- * of the ones given back); an item is one cache line and blocks are aligned to it, so a chunk never
- * straddles two lines. Blocks double from 16 KiB to
+/* Chunk and run structs are carved from blocks, kept on one free list; an item is one cache line
+ * and blocks are aligned to it, so a chunk never straddles two lines. Blocks double from 16 KiB to
  * GA_SLAB_BYTES, and those of that size are aligned to it and offered to the kernel for huge
  * pages: at 100,000 free chunks the structs span 12 MB, and a descent through 4 KiB pages took a
  * TLB miss on most levels. The first item of a block is its header. */
@@ -212,8 +211,7 @@ struct ga_arena {
     ga_region_t **regions;   /* sorted by base */
     size_t nregions, cap_regions;
     size_t last_region_size; /* growth doubles from this */
-    ga_item_t *spare;        /* free list of chunk and run structs given back */
-    ga_item_t *bump, *bump_end; /* the newest block's items never handed out yet */
+    ga_item_t *spare;        /* free list of chunk and run structs */
     ga_item_t *blocks;       /* block headers, newest first */
     size_t next_block_bytes;
     size_t items_used;       /* chunk and run structs handed out: bounds ga_check's walks */

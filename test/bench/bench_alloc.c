@@ -310,9 +310,15 @@ static size_t list_inputs(const char *dir, char **extra, int nextra, char ***out
 int main(int argc, char **argv)
 {
     const char *dir = getenv("GA_TRACES_DIR");
-    if (argc < 2 || !dir) {
-        fprintf(stderr, "usage: GA_TRACES_DIR=shared/traces bench-alloc OUT.json [TRACE...]\n"
-                        "gpuarena: needs GA_TRACES_DIR and an output path\n");
+    static const char usage[] = "usage: GA_TRACES_DIR=shared/traces bench-alloc OUT.json [TRACE...]\n"
+                                "(make bench-alloc runs it)\n";
+    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (argc < 2 || !dir || argv[1][0] == '-') {
+        fprintf(stderr, "%sgpuarena: bench-alloc needs GA_TRACES_DIR and an output path%s\n", usage,
+                argc >= 2 && argv[1][0] == '-' ? " (not an option)" : "");
         return 2;
     }
     char **paths;

@@ -279,13 +279,28 @@ static int write_json(const char *path, const shape_run_t *one, const shape_run_
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 4) {
-        fprintf(stderr, "usage: bench-scale OUT.json [MAX_HOLES [PAIRS]]\n"
-                        "gpuarena: needs an output path (defaults: 1000000 holes, 200000 pairs)\n");
+    static const char usage[] = "usage: bench-scale OUT.json [MAX_HOLES [PAIRS]]\n"
+                                "(defaults: 1000000 holes, 200000 pairs; make bench-scale runs it)\n";
+    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (argc < 2 || argc > 4 || argv[1][0] == '-') {
+        fprintf(stderr, "%sgpuarena: bench-scale needs an output path%s\n", usage,
+                argc >= 2 && argv[1][0] == '-' ? " (not an option)" : "");
         return 2;
     }
-    size_t max_holes = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
-    size_t pairs = argc > 3 ? strtoull(argv[3], NULL, 10) : 200000;
+    size_t max_holes = 1000000, pairs = 200000;
+    for (int i = 2; i < argc; i++) {
+        char *end;
+        unsigned long long v = strtoull(argv[i], &end, 10);
+        if (end == argv[i] || *end || argv[i][0] == '-' || v < (i == 2 ? 100 : 1)) {
+            fprintf(stderr, "%sgpuarena: bench-scale: %s is not a %s\n", usage, argv[i],
+                    i == 2 ? "number of holes of at least 100" : "positive number of pairs");
+            return 2;
+        }
+        *(i == 2 ? &max_holes : &pairs) = (size_t)v;
+    }
     shape_run_t one[8], mix[8];
     size_t rows = 0;
     unsigned failures = 0;

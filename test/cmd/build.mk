@@ -4,7 +4,7 @@
 # (test/stress/build.mk) is the ASan runtime in an ASan build, preloaded ahead of the shim.
 CMD_TEST_DEPS := $(BUILD)/bin/gpuarena-replay $(BUILD)/lib/libgpuarena.so \
 	$(BUILD)/sim/libcuda.so.1 $(BUILD)/examples/ex_direct $(BUILD)/examples/ex_dlsym \
-	$(BUILD)/examples/ex_getproc $(BUILD)/test/sizeprobe
+	$(BUILD)/examples/ex_getproc $(BUILD)/test/sizeprobe $(BUILD)/bin/bench-scale $(BUILD)/bin/bench-alloc
 
 # What a program sees of device memory, for the size-grammar table (test_sizes.py).
 $(BUILD)/test/sizeprobe: test/cmd/sizeprobe.c

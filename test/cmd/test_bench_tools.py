@@ -1,0 +1,73 @@
+"""The benchmark programs run by `make bench` (bench-scale, bench-alloc), driven as a user would.
+
+Checked from outside: `-h` prints the usage and exits 0 without writing anything; an option
+where the output path goes, a bad number and a missing argument are refused with exit status 2,
+a `gpuarena:` message and no file left behind (an earlier bench-scale took `-h` for its output
+path and wrote a file of that name); a short bench-scale run writes its JSON with a row per hole
+count and the same rows in its table."""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import gatest
+
+SCALE = os.path.join(gatest.BUILD, "bin", "bench-scale")
+ALLOC = os.path.join(gatest.BUILD, "bin", "bench-alloc")
+
+
+def run(prog, *args, env=None, cwd=None):
+    full = dict(os.environ)
+    full.update(env or {})
+    return subprocess.run([prog] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=full, cwd=cwd, check=False, timeout=120)
+
+
+class BenchToolsTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def left_behind(self):
+        return sorted(os.listdir(self.tmp.name))
+
+    def test_help_prints_usage_and_writes_nothing(self):
+        for prog in (SCALE, ALLOC):
+            for flag in ("-h", "--help"):
+                r = run(prog, flag, cwd=self.tmp.name, env={"GA_TRACES_DIR": gatest.TRACES})
+                self.assertEqual(r.returncode, 0, (prog, flag, r.stderr))
+                self.assertIn("usage:", r.stdout)
+        self.assertEqual(self.left_behind(), [])
+
+    def test_refusals(self):
+        env = {"GA_TRACES_DIR": gatest.TRACES}
+        cases = [(SCALE, []), (SCALE, ["--bogus"]), (SCALE, ["out.json", "abc"]),
+                 (SCALE, ["out.json", "50"]), (SCALE, ["out.json", "1000", "0"]),
+                 (SCALE, ["out.json", "1000", "-5"]), (ALLOC, []), (ALLOC, ["-x"])]
+        for prog, args in cases:
+            r = run(prog, *args, cwd=self.tmp.name, env=env)
+            self.assertEqual(r.returncode, 2, (prog, args, r.stderr))
+            self.assertIn("gpuarena:", r.stderr, (prog, args))
+            self.assertIn("usage:", r.stderr, (prog, args))
+        self.assertEqual(self.left_behind(), [])
+
+    def test_short_scale_run(self):
+        out = os.path.join(self.tmp.name, "scale.json")
+        r = run(SCALE, out, "1000", "2000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [line for line in r.stdout.splitlines() if line.startswith("| 1")]
+        self.assertEqual([line.split("|")[1].strip() for line in rows], ["100", "1000"])
+        with open(out) as f:
+            data = json.load(f)
+        self.assertEqual(data["pairs"], 2000)
+        for shape in ("one_size", "mixed_sizes"):
+            self.assertEqual([row["holes"] for row in data[shape]], [100, 1000])
+            for row in data[shape]:
+                self.assertGreater(row["ns_per_pair"], 0)
+                self.assertEqual(row["check_failures"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -71,7 +71,7 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         /* Idle memory of every pool on the device first; one context lock at a time (two
          * threads trimming from two contexts must not wait on each other's lock). */
         pthread_mutex_unlock(&c->lock);
-        size_t freed = ga_dev_trim(c->dev, NULL);
+        size_t freed = ga_dev_trim(c->dev);
         pthread_mutex_lock(&c->lock);
         if (freed)
             r = ga_pool_alloc_locked(c, size, &p, 1);
@@ -162,12 +162,19 @@ int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, C
     return 1;
 }
 
-/* Frees a pool pointer; c->lock is held on entry (ga_find_owner) and released here; live_size:
- * the size of the live allocation at p that ga_find_owner found (0: p starts none, the pool says
- * why). A freed chunk goes back to the pool only once the device has passed the free (fence.c),
- * except in platform mode (the driver's own free) and under GPUARENA_FREE_SYNC=none for cuMemFree. */
-static CUresult ga_pool_free_locked(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0,
-                                    CUstream s, int stream_ordered, size_t live_size)
+/* A pool free's answer, and why the pool refused it (GA_OK if it did not): the warning is
+ * written once the lock is let go (ga_free_refused). Eight bytes, returned in one register. */
+typedef struct ga_freed {
+    CUresult r;
+    ga_status_t refused;
+} ga_freed_t;
+
+/* Frees a pool pointer of c, whose lock the caller holds; live_size: the size of the live
+ * allocation at p (0: p starts none, the pool says why). A freed chunk goes back to the pool only
+ * once the device has passed the free (fence.c), except in platform mode (the driver's own free)
+ * and under GPUARENA_FREE_SYNC=none for cuMemFree. A free the pool refuses leaves it unchanged. */
+static inline __attribute__((always_inline)) ga_freed_t ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0,
+                                                                      CUstream s, int stream_ordered, size_t live_size)
 {
     size_t size = live_size;
     ga_status_t st = GA_OK;
@@ -181,52 +188,72 @@ static CUresult ga_pool_free_locked(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uin
             st = GA_EINVAL; /* not reached: the pool had no live allocation at p */
     } else if (fence) {
         CUresult fr = ga_fence_free(c, (uintptr_t)p, size, s, stream_ordered);
-        if (fr != CUDA_SUCCESS) {
-            pthread_mutex_unlock(&c->lock);
-            return fr;
-        }
+        if (fr != CUDA_SUCCESS)
+            return (ga_freed_t){fr, GA_OK}; /* a stream the driver refuses: nothing freed */
     } else {
         st = ga_pool_free(c->pool, (uintptr_t)p, NULL);
     }
-    if (st == GA_OK) {
-        ga_ctx_level_add(c, -(int64_t)size);
-        ga_count_free(&c->counts, api, t0);
-        if (ga_timing && ga_pool_mode(c->pool) != GA_MODE_PLATFORM) {
-            /* The worst fragmentation seen, sampled where fragmentation is made. */
-            ga_stats_t s;
-            ga_pool_stats(c->pool, &s);
-            double f = ga_fragmentation(&s);
-            if (f > c->counts.max_fragmentation)
-                c->counts.max_fragmentation = f;
-        }
+    if (st != GA_OK)
+        return (ga_freed_t){CUDA_ERROR_INVALID_VALUE, st};
+    ga_ctx_level_add(c, -(int64_t)size);
+    ga_count_free(&c->counts, api, t0);
+    if (ga_timing && ga_pool_mode(c->pool) != GA_MODE_PLATFORM) {
+        /* The worst fragmentation seen, sampled where fragmentation is made. */
+        ga_stats_t fs;
+        ga_pool_stats(c->pool, &fs);
+        double f = ga_fragmentation(&fs);
+        if (f > c->counts.max_fragmentation)
+            c->counts.max_fragmentation = f;
     }
-    pthread_mutex_unlock(&c->lock);
-    if (st != GA_OK) {
-        ga_log(GA_LOG_WARN, "free of %#llx refused: %s (the pool is unchanged)",
-               (unsigned long long)p, ga_status_str(st));
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    return CUDA_SUCCESS;
+    return (ga_freed_t){CUDA_SUCCESS, GA_OK};
 }
 
-/* Frees a pass-through pointer of c (c->lock held on entry, released here): the driver first,
- * and the record dropped only when the driver let it go. */
-static CUresult ga_pass_free_locked(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0,
-                                    CUresult (*real_free)(CUdeviceptr, CUstream), CUstream s)
+/* A free's answer once the lock is let go: the warning if the pool refused it. */
+static CUresult ga_free_refused(CUdeviceptr p, ga_freed_t f)
 {
-    CUresult r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
-    ga_pentry_t e = {0};
-    if (r == CUDA_SUCCESS && ga_ptrmap_take(&c->pass, p, &e))
-        ga_count_free(&c->counts, api, t0);
-    pthread_mutex_unlock(&c->lock);
-    if (e.key) {
-        ga_dev_uncommit(c->dev, e.size);
-        ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
-        ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
-        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)e.size);
-    }
-    return r;
+    if (GA_UNLIKELY(f.refused != GA_OK))
+        ga_log(GA_LOG_WARN, "free of %#llx refused: %s (the pool is unchanged)",
+               (unsigned long long)p, ga_status_str(f.refused));
+    return f.r;
 }
+
+/* One free of a pointer some context holds, for ga_with_owner (the owner's lock held). */
+typedef struct ga_free_job {
+    CUdeviceptr p;
+    uint8_t api;
+    uint64_t t0;
+    CUresult (*real_free)(CUdeviceptr, CUstream); /* non-NULL: the stream-ordered call */
+    CUstream s;
+    int synced;               /* the stream was synchronised (platform memory, async free) */
+    int platform_async;       /* out: platform memory freed async: synchronise the stream first */
+    ga_ctx_t *owner;          /* out */
+    ga_pentry_t gone;         /* out: the pass-through record the driver let go */
+    ga_status_t refused;      /* out: why the pool refused the free (GA_OK if it did not) */
+} ga_free_job_t;
+
+static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
+{
+    ga_free_job_t *j = arg;
+    j->owner = c;
+    if (o->in_pass) {
+        /* The driver first, and the record dropped only when the driver let it go. */
+        CUresult r = j->real_free ? j->real_free(j->p, j->s) : ga_real.cuMemFree_v2(j->p);
+        if (r == CUDA_SUCCESS && ga_ptrmap_take(&c->pass, j->p, &j->gone))
+            ga_count_free(&c->counts, j->api, j->t0);
+        return r;
+    }
+    if (j->real_free && !j->synced && ga_pool_mode(c->pool) == GA_MODE_PLATFORM) {
+        j->platform_async = 1; /* the stream is synchronised without the lock, then again */
+        return CUDA_SUCCESS;
+    }
+    /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation). */
+    ga_freed_t f = ga_pool_free_held(c, j->p, j->api, j->t0, j->s, j->real_free && !j->synced,
+                                     o->live_size);
+    j->refused = f.refused;
+    return f.r;
+}
+
+#define GA_NO_OWNER (-1) /* no CUresult is negative */
 
 /* Shared by cuMemFree_v2 and the async frees (real_free non-NULL: the stream-ordered call). */
 static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CUdeviceptr, CUstream),
@@ -234,34 +261,30 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
 {
     if (ga_tl_api)
         api = ga_tl_api;
-    uint64_t t0 = ga_timing ? ga_now() : 0;
-    CUresult r;
-    int in_pass = 0;
-    size_t live = 0;
-    ga_ctx_t *c = p ? ga_find_owner((uintptr_t)p, &in_pass, &live) : NULL;
-    int dev = c ? c->dev : -1;
-    if (c && in_pass) {
-        r = ga_pass_free_locked(c, p, api, t0, real_free, s);
-    } else if (c && real_free && ga_pool_mode(c->pool) == GA_MODE_PLATFORM) {
+    ga_free_job_t j = {.p = p, .api = api, .t0 = ga_timing ? ga_now() : 0, .real_free = real_free,
+                       .s = s, .refused = GA_OK};
+    int r = p ? ga_with_owner((uintptr_t)p, ga_free_owned, &j, GA_NO_OWNER) : GA_NO_OWNER;
+    if (r == CUDA_SUCCESS && j.platform_async) {
         /* Platform memory is the driver's: synchronise the stream (refused as the driver refuses
          * an unknown stream, the allocation kept), then the driver's own free. */
-        pthread_mutex_unlock(&c->lock);
         r = ga_real.cuStreamSynchronize ? ga_real.cuStreamSynchronize(s) : CUDA_SUCCESS;
-        if (r == CUDA_SUCCESS) {
-            c = ga_find_owner((uintptr_t)p, &in_pass, &live);
-            r = !c ? CUDA_ERROR_INVALID_VALUE
-                : in_pass ? ga_pass_free_locked(c, p, api, t0, real_free, s)
-                          : ga_pool_free_locked(c, p, api, t0, s, 0, live);
-        }
-    } else if (c) {
-        /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation). */
-        r = ga_pool_free_locked(c, p, api, t0, s, real_free != NULL, live);
-    } else {
+        j.synced = 1;
+        if (r == CUDA_SUCCESS)
+            r = ga_with_owner((uintptr_t)p, ga_free_owned, &j, CUDA_ERROR_INVALID_VALUE);
+    } else if (r == GA_NO_OWNER) {
         r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
     }
+    if (j.gone.key) {
+        ga_dev_uncommit(j.owner->dev, j.gone.size);
+        ga_level_add(GA_LEVEL_RESERVED, -(int64_t)j.gone.size);
+        ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)j.gone.size);
+        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)j.gone.size);
+    }
+    ga_free_refused(p, (ga_freed_t){(CUresult)r, j.refused});
     if (GA_UNLIKELY(ga_tracing) && p)
-        ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s, dev, t0, r);
-    return r;
+        ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s, j.owner ? j.owner->dev : -1,
+                       j.t0, (CUresult)r);
+    return (CUresult)r;
 }
 
 /* cuMemFree of a live allocation in the pool of the context this thread last allocated in (the
@@ -279,7 +302,9 @@ CUresult ga_do_free(CUdeviceptr p, uint8_t api)
         pthread_mutex_lock(&c->lock);
         if (c->pool && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
             ga_pool_lookup(c->pool, (uintptr_t)p, &base, &size) == GA_OK && base == (uintptr_t)p) {
-            CUresult r = ga_pool_free_locked(c, p, api, t0, NULL, 0, size); /* unlocks */
+            ga_freed_t f = ga_pool_free_held(c, p, api, t0, NULL, 0, size);
+            pthread_mutex_unlock(&c->lock);
+            CUresult r = ga_free_refused(p, f);
             if (GA_UNLIKELY(ga_tracing))
                 ga_trace_event(GA_EV_FREE, api, p, 0, 0, c->dev, t0, r);
             return r;

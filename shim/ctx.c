@@ -398,66 +398,64 @@ static void ga_ctx_drop_all(CUcontext ctx, int driver_gone)
         ga_ctx_drop(c, driver_gone);
 }
 
-/* 1 with c->lock held if c (live) holds ptr in its pool or among its pass-through pointers. The
- * pool is asked for the live allocation at ptr first (one probe of its live table, the answer
- * for every good free), and only when there is none whether ptr lies in its memory at all. */
-static int ga_ctx_holds(ga_ctx_t *c, uintptr_t ptr, int *in_pass, size_t *live_size)
+/* Whether live context c holds ptr in its pool or among its pass-through pointers, and if so fn's
+ * answer for it in *answer, fn run under c's lock (taken and released here). The pool is asked for
+ * the live allocation at ptr first (one probe of its live table, the answer for every good free),
+ * and only when there is none whether ptr lies in its memory at all. */
+static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int *answer)
 {
     if (atomic_load_explicit(&c->dead, memory_order_acquire))
         return 0;
+    int held = 0;
     pthread_mutex_lock(&c->lock);
     if (!atomic_load(&c->dead)) {
         uintptr_t base = 0;
         size_t size = 0;
+        ga_owner_t o = {0, 0};
         if (c->pool && (ga_pool_lookup(c->pool, ptr, &base, &size) == GA_OK ||
                         ga_pool_owns(c->pool, ptr))) {
-            *in_pass = 0;
-            *live_size = base == ptr ? size : 0;
-            return 1;
+            o.live_size = base == ptr ? size : 0;
+            held = 1;
+        } else if (c->pass.count && ga_ptrmap_get(&c->pass, ptr)) {
+            o.in_pass = 1;
+            held = 1;
         }
-        if (c->pass.count && ga_ptrmap_get(&c->pass, ptr)) {
-            *in_pass = 1;
-            return 1;
-        }
+        if (held)
+            *answer = fn(c, &o, arg);
     }
     pthread_mutex_unlock(&c->lock);
-    return 0;
+    return held;
 }
 
 /* The context this thread last allocated in is asked first: memory is mostly freed where it was
  * allocated, and threads on different contexts then never take each other's locks. Any order
  * finds the same owner (live contexts hold disjoint memory); states are never freed, so the
  * cached one is safe to look at even if stale. */
-ga_ctx_t *ga_find_owner(uintptr_t ptr, int *in_pass, size_t *live_size)
+int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none)
 {
-    size_t ignored;
-    if (!live_size)
-        live_size = &ignored;
-    *live_size = 0;
+    int answer = none;
     ga_ctx_t *first = ga_tl_cache.st;
-    if (first && ga_ctx_holds(first, ptr, in_pass, live_size))
-        return first;
+    if (first && ga_ctx_try(first, ptr, fn, arg, &answer))
+        return answer;
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
-        if (c != first && ga_ctx_holds(c, ptr, in_pass, live_size))
-            return c;
-    return NULL;
+        if (c != first && ga_ctx_try(c, ptr, fn, arg, &answer))
+            return answer;
+    return none;
 }
 
-size_t ga_dev_trim(int dev, ga_ctx_t *locked)
+size_t ga_dev_trim(int dev)
 {
     size_t freed = 0;
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
         if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
-        if (c != locked)
-            pthread_mutex_lock(&c->lock);
+        pthread_mutex_lock(&c->lock);
         if (c->pool && !atomic_load(&c->dead)) {
             size_t pending = c->pend_bytes;
             ga_fence_reclaim(c, 1, 0); /* freed chunks waiting for the device are free memory too */
             freed += ga_pool_trim(c->pool) + (pending - c->pend_bytes);
         }
-        if (c != locked)
-            pthread_mutex_unlock(&c->lock);
+        pthread_mutex_unlock(&c->lock);
     }
     return freed;
 }

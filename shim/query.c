@@ -42,25 +42,31 @@ GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     return CUDA_SUCCESS;
 }
 
+typedef struct ga_range_job {
+    uintptr_t p, *base;
+    size_t *size;
+} ga_range_job_t;
+
+static int ga_range_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
+{
+    ga_range_job_t *j = arg;
+    if (o->in_pass || ga_pool_mode(c->pool) == GA_MODE_PLATFORM)
+        return 0; /* the driver's own allocation */
+    ga_status_t st = ga_pool_lookup(c->pool, j->p, j->base, j->size);
+    if (st == GA_OK && ga_fence_is_pending(c, *j->base))
+        st = GA_ENOTOWNED; /* freed by the program, waiting for the device */
+    if (st != GA_OK)
+        *j->base = 0, *j->size = 0;
+    return st == GA_OK ? 1 : -1;
+}
+
 /* Base and size of the live pool allocation containing p: 1 found, 0 not a pool pointer,
  * -1 inside a pool's memory but in no live allocation. Platform pointers are the driver's own
  * allocations, which the driver describes exactly: they are left to it (0). */
 static int ga_pool_range(CUdeviceptr p, uintptr_t *base, size_t *size)
 {
-    int in_pass = 0;
-    ga_ctx_t *c = ga_find_owner((uintptr_t)p, &in_pass, NULL);
-    if (!c)
-        return 0;
-    int platform = in_pass || ga_pool_mode(c->pool) == GA_MODE_PLATFORM;
-    ga_status_t st = platform ? GA_OK : ga_pool_lookup(c->pool, (uintptr_t)p, base, size);
-    if (st == GA_OK && !platform && ga_fence_is_pending(c, *base))
-        st = GA_ENOTOWNED; /* freed by the program, waiting for the device */
-    pthread_mutex_unlock(&c->lock);
-    if (platform)
-        return 0;
-    if (st != GA_OK)
-        *base = 0, *size = 0;
-    return st == GA_OK ? 1 : -1;
+    ga_range_job_t j = {(uintptr_t)p, base, size};
+    return ga_with_owner((uintptr_t)p, ga_range_owned, &j, 0);
 }
 
 GA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
@@ -130,17 +136,19 @@ GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_
     return r;
 }
 
+/* 1: a pointer of the driver's own allocation (pass-through or platform), whose handle is exact. */
+static int ga_whole_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
+{
+    (void)arg;
+    return o->in_pass || ga_pool_mode(c->pool) == GA_MODE_PLATFORM;
+}
+
 GA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     GA_HOOK_ENTER(cuIpcGetMemHandle, (pHandle, dptr));
     if (!pHandle)
         return CUDA_ERROR_INVALID_VALUE;
-    int in_pass = 0;
-    ga_ctx_t *c = ga_find_owner((uintptr_t)dptr, &in_pass, NULL);
-    int whole = c && (in_pass || ga_pool_mode(c->pool) == GA_MODE_PLATFORM);
-    if (c)
-        pthread_mutex_unlock(&c->lock);
-    if (!c || whole) /* the driver's own allocation: its handle is exact */
+    if (ga_with_owner((uintptr_t)dptr, ga_whole_owned, NULL, 1)) /* the driver's own allocation */
         return ga_real.cuIpcGetMemHandle(pHandle, dptr);
     static _Atomic int said;
     if (!atomic_exchange(&said, 1))

@@ -311,13 +311,21 @@ static inline ga_pool_t *ga_ctx_peek(ga_ctx_t *c)
 {
     return __atomic_load_n(&c->pool, __ATOMIC_ACQUIRE);
 }
-/* The live context whose pool (*in_pass 0) or pass-through table (*in_pass 1) holds ptr,
- * returned with its lock held; NULL when no context has it. *live_size (optional): the rounded
- * size of the pool's live allocation starting at ptr, 0 when ptr starts none. */
-ga_ctx_t *ga_find_owner(uintptr_t ptr, int *in_pass, size_t *live_size);
-/* Gives back idle memory of every pool on dev (before an out-of-memory is reported); `locked` is
- * a context whose lock the caller holds (or NULL). Returns the bytes given back. */
-size_t ga_dev_trim(int dev, ga_ctx_t *locked);
+/* What ga_with_owner found about a pointer: in_pass 1 when it is one of the context's pass-through
+ * pointers; live_size the rounded size of the pool's live allocation starting at it (0 when it
+ * starts none: an interior or freed address, which the pool explains). */
+typedef struct ga_owner {
+    int in_pass;
+    size_t live_size;
+} ga_owner_t;
+typedef int (*ga_owner_fn)(ga_ctx_t *c, const ga_owner_t *o, void *arg);
+/* Runs fn(c, owner, arg) under c's lock (taken and released inside) for the live context c whose
+ * pool or pass-through table holds ptr, and returns fn's answer; `none` when no context holds it.
+ * fn must not take another context's lock. */
+int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none);
+/* Gives back idle memory of every pool on dev (before an out-of-memory is reported), one context
+ * lock at a time: the caller holds none. Returns the bytes given back. */
+size_t ga_dev_trim(int dev);
 void ga_ctx_fork_child(void);
 void ga_ctx_atfork_prepare(void);
 void ga_ctx_atfork_parent(void);

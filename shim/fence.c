@@ -140,7 +140,9 @@ static void ga_pend_release(ga_ctx_t *c, size_t i)
         ga_pool_free(c->pool, e.ptr, NULL);
 }
 
-CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered)
+/* ga_fence_free for everything but the common case below. */
+static __attribute__((noinline)) CUresult ga_fence_free_slow(ga_ctx_t *c, uintptr_t ptr, size_t size,
+                                                             CUstream s, int stream_ordered)
 {
     CUevent ev = NULL;
     if (!stream_ordered && ga_opt.free_sync == GA_FREE_SYNC_DEVICE) {
@@ -189,6 +191,26 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
     return CUDA_SUCCESS;
 }
 
+/* The common case is a cuMemFree under GPUARENA_FREE_SYNC=deferred while the list is short and
+ * has room: one entry appended, in a function small enough that it saves no registers for the
+ * events, the index and the synchronisations of the rare cases. */
+CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered)
+{
+    size_t n = c->npend;
+    if (GA_LIKELY(!stream_ordered && ga_opt.free_sync == GA_FREE_SYNC_DEFERRED &&
+                  n < c->cap_pend && n < GA_PEND_SCAN && !c->pend_set.count)) {
+        c->pend[n] = (ga_pending_t){.ptr = ptr, .size = size, .stream = s, .ev = NULL};
+        c->npend = n + 1;
+        uint64_t bytes = c->pend_bytes + size;
+        c->pend_bytes = bytes;
+        c->counts.pending_bytes = bytes;
+        c->counts.peak_pending_bytes = bytes > c->counts.peak_pending_bytes
+                                           ? bytes : c->counts.peak_pending_bytes;
+        return CUDA_SUCCESS;
+    }
+    return ga_fence_free_slow(c, ptr, size, s, stream_ordered);
+}
+
 /* The synchronisation that passes every cuMemFree of the context. */
 static void ga_fence_sync(ga_ctx_t *c, int current)
 {
@@ -200,22 +222,10 @@ static void ga_fence_sync(ga_ctx_t *c, int current)
     c->counts.free_syncs++;
 }
 
-void ga_fence_reclaim(ga_ctx_t *c, int wait, int current)
+/* Pending entries with events among them: each returned once its event (or, for a cuMemFree
+ * under GPUARENA_FREE_SYNC=device, one context synchronisation) shows the device passed it. */
+static __attribute__((noinline)) void ga_fence_reclaim_events(ga_ctx_t *c, int wait, int current)
 {
-    if (!c->npend || !c->pool)
-        return;
-    if (!c->npend_ev) {
-        /* Only cuMemFree entries (the common case): one synchronisation returns them all. */
-        ga_fence_sync(c, current);
-        for (size_t i = 0; i < c->npend; i++)
-            ga_pool_free(c->pool, c->pend[i].ptr, NULL);
-        c->npend = 0;
-        c->pend_bytes = 0;
-        c->counts.pending_bytes = 0;
-        if (c->pend_set.count)
-            ga_pend_unindex(c);
-        return;
-    }
     int synced = 0;
     for (size_t i = 0; i < c->npend;) {
         ga_pending_t *e = &c->pend[i];
@@ -235,6 +245,27 @@ void ga_fence_reclaim(ga_ctx_t *c, int wait, int current)
         else
             i++;
     }
+}
+
+void ga_fence_reclaim(ga_ctx_t *c, int wait, int current)
+{
+    if (!c->npend || !c->pool)
+        return;
+    if (c->npend_ev) {
+        ga_fence_reclaim_events(c, wait, current);
+        return;
+    }
+    /* Only cuMemFree entries (the common case): one synchronisation returns them all. */
+    ga_fence_sync(c, current);
+    ga_pool_t *pool = c->pool;
+    const ga_pending_t *e = c->pend, *end = e + c->npend;
+    for (; e < end; e++)
+        ga_pool_free(pool, e->ptr, NULL);
+    c->npend = 0;
+    c->pend_bytes = 0;
+    c->counts.pending_bytes = 0;
+    if (GA_UNLIKELY(c->pend_set.count))
+        ga_pend_unindex(c);
 }
 
 int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out)

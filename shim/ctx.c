@@ -25,6 +25,8 @@ static pthread_mutex_t ga_ctx_list_lock = PTHREAD_MUTEX_INITIALIZER; /* adding t
 /* The context keeping the IN_USE level itself (shim.h, ga_ctx_level_add), set and cleared under
  * the list lock and the context's own. */
 static ga_ctx_t *_Atomic ga_lvl_owner;
+/* Bumped when contexts die: each thread's cached context below is revalidated against it. */
+static _Atomic unsigned ga_generation = 1;
 
 static __thread struct {
     CUcontext ctx;

@@ -22,7 +22,6 @@ _Atomic int ga_init_done;
 CUresult ga_init_error;
 __thread int ga_tl_busy;
 __thread uint8_t ga_tl_api;
-_Atomic unsigned ga_generation = 1;
 
 static pthread_once_t ga_once = PTHREAD_ONCE_INIT;
 static void *(*ga_dlsym_fn)(void *, const char *);

@@ -9,10 +9,14 @@
  * each under the device cap), alloc.c (the allocation hooks), query.c (cuInit, cuMemGetInfo,
  * pointer queries, IPC), passthrough.c (managed/async/pool/VMM calls of the program and the
  * runtime hooks), oom.c (the out-of-memory explainer), stats.c (counters and the JSON report),
- * tracer.c (GPUARENA_TRACE) and outfile.c (writing both files safely).
- * Shared state and its owner: ga_real and the start flags (init.c, written once before any hook
- * proceeds), ga_opt (options.c, written once at start), devices and contexts (ctx.c, reached
- * through functions). Nothing else is shared across files.
+ * tracer.c (GPUARENA_TRACE), outfile.c (writing both files safely), fence.c (freed memory kept
+ * from reuse until the device has passed the free), group.c (GPUARENA_GROUP's shared ledger) and
+ * nvml.c (NVML's memory queries under the cap).
+ * Shared state and its owner, each declared below with why: ga_real and the start flags (init.c,
+ * written once before any hook proceeds), the thread flags ga_tl_busy and ga_tl_api (init.c), ga_opt (options.c, written once at start), ga_timing and
+ * ga_tracing (stats.c, tracer.c: set once at start, read by every hook to skip the clock and the
+ * trace), devices and contexts (ctx.c, reached through functions). Nothing else is shared across
+ * files.
  *
  * __CUDA_API_VERSION_INTERNAL makes cuda.h declare every versioned entry point under its exported
  * name (cuMemAlloc_v2, cuMemAllocAsync_ptsz, the 4-argument cuGetProcAddress), which is exactly
@@ -90,14 +94,13 @@ typedef struct ga_real {
 #include "hooks.def"
 #undef GA_HOOK
 
-extern ga_real_t ga_real;
+extern ga_real_t ga_real; /* every file calls the driver through it; filled once by init.c */
 
 /* ---- init.c ---- */
-extern _Atomic int ga_init_done;
+extern _Atomic int ga_init_done;     /* the inline ga_ensure_init of every hook reads it */
 extern CUresult ga_init_error;        /* non-zero: options were bad or the driver is missing */
 extern __thread int ga_tl_busy;       /* inside the shim's own calls into the driver or loader */
 extern __thread uint8_t ga_tl_api;    /* set by the runtime hooks: the call came via cudaMalloc */
-extern _Atomic unsigned ga_generation; /* bumped when contexts die: thread caches revalidate */
 CUresult ga_init_slow(void);
 /* A bad setting found after start (a cap that rounds to nothing): every hook refuses from now. */
 void ga_init_fail(CUresult error);
@@ -150,7 +153,7 @@ typedef struct ga_options {
     const char *group;       /* GPUARENA_GROUP: NULL, or a valid group name */
     const char *group_dir;   /* GPUARENA_GROUP_DIR: where ledgers live (NULL: /dev/shm) */
 } ga_options_t;
-extern ga_options_t ga_opt;
+extern ga_options_t ga_opt; /* read by every file, written once at start (options.c) */
 /* Parses every option once; returns the number of bad values (each already reported). */
 int ga_options_load(void);
 void ga_options_print_help(void);
@@ -218,7 +221,7 @@ void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uin
                     int dev, uint64_t t0, CUresult result);
 void ga_trace_flush_all(void);
 void ga_trace_fork_child(void);
-extern int ga_tracing;
+extern int ga_tracing; /* record events: every hook tests it before calling ga_trace_event */
 
 /* ---- ctx.c: devices (caps) and contexts (pools) ---- */
 typedef struct ga_dev {

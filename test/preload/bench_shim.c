@@ -9,7 +9,8 @@
  * no latency and with a realistic 10 us per call, where the arena's benefit shows. The cost of
  * recording (GPUARENA_TRACE to a file in /tmp) is the traced run minus an untraced run of the same
  * length, per event, on the null driver (issue 4 target: under 100 ns per event); a run tracing to
- * /dev/null separates recording itself from the file system's share.
+ * /dev/null separates recording itself from the file system's share; these rows are timed in
+ * TRACE_ROUNDS interleaved rounds, each row's best kept.
  * Two reference rows say what the shim adds to the allocator: the arena pool alone (ga_pool_alloc
  * and ga_pool_free in this process on a host backend, the same loop: the allocator's own cost), and
  * the arena under GPUARENA_FREE_SYNC=none (no fence: the hook without stream-ordered safety).
@@ -31,6 +32,7 @@
 
 #define LIVE 16
 #define ROUNDS 5 /* interleaved rounds of the rows that give the shim's cost per call */
+#define TRACE_ROUNDS 3 /* and of the rows that give the cost of recording a trace */
 
 /* CPU time of the thread, not wall time: on a shared machine, time the benchmark spends preempted
  * by other processes must not count (the driver latency is a busy-wait, so it still does). */
@@ -262,12 +264,29 @@ int main(int argc, char **argv)
     double nd = best[0], np = best[1], na = best[2], nan0 = best[3], npool = best[4], nv = best[5];
     double nps = run(me, &(config_t){N, 1, "platform", "0", fast, "/dev/null", NULL, NULL, NULL});
     double nas = run(me, &(config_t){N, 1, "arena", "0", fast, "/dev/null", NULL, NULL, NULL});
-    double np0 = run(me, &(config_t){N, 1, "platform", "0", traced, NULL, NULL, NULL, NULL});
-    double npt = run_traced(me, (config_t){N, 1, "platform", "0", traced, NULL, NULL, NULL, NULL});
-    double npn = run(me, &(config_t){N, 1, "platform", "0", traced, NULL, "/dev/null", NULL, NULL});
-    double na0 = run(me, &(config_t){N, 1, "arena", "0", traced, NULL, NULL, NULL, NULL});
-    double nan_ = run(me, &(config_t){N, 1, "arena", "0", traced, NULL, "/dev/null", NULL, NULL});
-    double nat = run_traced(me, (config_t){N, 1, "arena", "0", traced, NULL, NULL, NULL, NULL});
+    /* The recording rows likewise, each traced run in the same round as its reference: a trace
+     * is written to a file, whose cost moves with the machine's I/O as well. */
+    config_t tkey[] = {
+        {N, 1, "platform", "0", traced, NULL, NULL, NULL, NULL}, /* reference */
+        {N, 1, "platform", "0", traced, NULL, NULL, NULL, NULL}, /* traced to a file */
+        {N, 1, "platform", "0", traced, NULL, "/dev/null", NULL, NULL},
+        {N, 1, "arena", "0", traced, NULL, NULL, NULL, NULL},
+        {N, 1, "arena", "0", traced, NULL, "/dev/null", NULL, NULL},
+        {N, 1, "arena", "0", traced, NULL, NULL, NULL, NULL},
+    };
+    enum { T = sizeof tkey / sizeof tkey[0] };
+    double tbest[T];
+    for (int i = 0; i < T; i++)
+        tbest[i] = -1;
+    for (int r = 0; r < TRACE_ROUNDS; r++) {
+        for (int i = 0; i < T; i++) {
+            double v = i == 1 || i == 5 ? run_traced(me, tkey[i]) : run(me, &tkey[i]);
+            if (v > 0 && (tbest[i] < 0 || v < tbest[i]))
+                tbest[i] = v;
+        }
+    }
+    double np0 = tbest[0], npt = tbest[1], npn = tbest[2], na0 = tbest[3], nan_ = tbest[4];
+    double nat = tbest[5];
     double sd = run(me, &(config_t){S, 0, "platform", "0", mid, NULL, NULL, NULL, NULL});
     double sp = run(me, &(config_t){S, 1, "platform", "0", mid, NULL, NULL, NULL, NULL});
     double sa = run(me, &(config_t){S, 1, "arena", "0", mid, NULL, NULL, NULL, NULL});

@@ -173,8 +173,9 @@ typedef struct ga_freed {
  * allocation at p (0: p starts none, the pool says why). A freed chunk goes back to the pool only
  * once the device has passed the free (fence.c), except in platform mode (the driver's own free)
  * and under GPUARENA_FREE_SYNC=none for cuMemFree. A free the pool refuses leaves it unchanged. */
-static inline __attribute__((always_inline)) ga_freed_t ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0,
-                                                                      CUstream s, int stream_ordered, size_t live_size)
+__attribute__((always_inline)) static inline ga_freed_t
+ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream s,
+                  int stream_ordered, size_t live_size)
 {
     size_t size = live_size;
     ga_status_t st = GA_OK;

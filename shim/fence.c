@@ -141,8 +141,9 @@ static void ga_pend_release(ga_ctx_t *c, size_t i)
 }
 
 /* ga_fence_free for everything but the common case below. */
-static __attribute__((noinline)) CUresult ga_fence_free_slow(ga_ctx_t *c, uintptr_t ptr, size_t size,
-                                                             CUstream s, int stream_ordered)
+__attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintptr_t ptr,
+                                                             size_t size, CUstream s,
+                                                             int stream_ordered)
 {
     CUevent ev = NULL;
     if (!stream_ordered && ga_opt.free_sync == GA_FREE_SYNC_DEVICE) {
@@ -224,7 +225,7 @@ static void ga_fence_sync(ga_ctx_t *c, int current)
 
 /* Pending entries with events among them: each returned once its event (or, for a cuMemFree
  * under GPUARENA_FREE_SYNC=device, one context synchronisation) shows the device passed it. */
-static __attribute__((noinline)) void ga_fence_reclaim_events(ga_ctx_t *c, int wait, int current)
+__attribute__((noinline)) static void ga_fence_reclaim_events(ga_ctx_t *c, int wait, int current)
 {
     int synced = 0;
     for (size_t i = 0; i < c->npend;) {

@@ -198,8 +198,15 @@ ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream
         return (ga_freed_t){CUDA_ERROR_INVALID_VALUE, st};
     ga_ctx_level_add(c, -(int64_t)size);
     ga_count_free(&c->counts, api, t0);
-    if (GA_UNLIKELY(ga_timing))
-        ga_count_fragmentation(&c->counts, c->pool); /* sampled where fragmentation is made */
+    if (ga_timing && ga_opt.stats && ga_pool_mode(c->pool) != GA_MODE_PLATFORM) {
+        /* The worst fragmentation seen, sampled where fragmentation is made (a figure of the
+         * statistics report only: a trace alone does not need it). */
+        ga_stats_t fs;
+        ga_pool_stats(c->pool, &fs);
+        double f = ga_fragmentation(&fs);
+        if (f > c->counts.max_fragmentation)
+            c->counts.max_fragmentation = f;
+    }
     return (ga_freed_t){CUDA_SUCCESS, GA_OK};
 }
 

@@ -173,8 +173,8 @@ void ga_log(ga_log_level_t level, const char *fmt, ...) __attribute__((format(pr
     X(true_oom_failures, count, "out-of-memory failures with too few bytes free in total")     \
     X(driver_alloc_calls, count, "driver calls the pools made to take memory (vmm: cuMemCreate)") \
     X(driver_free_calls, count, "driver calls the pools made to give it back (vmm: cuMemRelease)") \
-    X(alloc_time_ns, ns, "time inside allocation hooks (timed when statistics are on)") \
-    X(free_time_ns, ns, "time inside free hooks (timed when statistics are on)")    \
+    X(alloc_time_ns, ns, "time inside allocation hooks (timed when statistics or a trace are on)") \
+    X(free_time_ns, ns, "time inside free hooks (timed when statistics or a trace are on)")    \
     X(free_syncs, count, "context synchronisations before freed memory was reused (GPUARENA_FREE_SYNC)") \
     X(free_events, count, "events recorded at stream-ordered frees (cuMemFreeAsync)")            \
     X(async_served, count, "cuMemAllocAsync calls served from the pool")                        \
@@ -213,8 +213,6 @@ void ga_stats_fork_child(void);
 /* Counting, with the lock that guards cn held; t0 from ga_now() when ga_timing. */
 void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64_t t0);
 void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0);
-/* The worst fragmentation seen (statistics on), sampled after a pool free. */
-void ga_count_fragmentation(ga_counts_t *cn, const ga_pool_t *pool);
 void ga_stats_write(void);
 
 /* ---- tracer.c ---- */

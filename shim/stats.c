@@ -29,9 +29,6 @@
 #endif
 
 int ga_timing; /* set once at start, read by the hooks */
-/* Time spent in the hooks and the worst fragmentation are figures of the statistics report only:
- * a trace without GPUARENA_STATS records its own durations and needs neither. */
-static int ga_stats_timed;
 
 /* The process-wide levels: this file's own, changed through ga_level_add. */
 static struct {
@@ -62,7 +59,6 @@ void ga_stats_start(void)
     ga_start_ticks = ga_now();
     ga_start_ns = ga_mono_ns();
     ga_timing = ga_opt.stats != NULL || ga_opt.trace != NULL;
-    ga_stats_timed = ga_opt.stats != NULL;
 }
 
 /* Ticks to ns: the ratio measured over the whole run (1 where ticks are ns already). */
@@ -162,7 +158,7 @@ void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64
     cn->alloc_calls++;
     ga_api_count_t *a = &cn->by_api[api < GA_API_COUNT ? api : 0];
     a->calls++;
-    if (ga_stats_timed)
+    if (ga_timing)
         cn->alloc_time_ns += ga_now() - t0; /* in ticks until the report converts them */
     if (!ok) {
         cn->failed_allocs++;
@@ -176,19 +172,8 @@ void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0)
 {
     cn->free_calls++;
     cn->by_api[api < GA_API_COUNT ? api : 0].calls++;
-    if (ga_stats_timed)
+    if (ga_timing)
         cn->free_time_ns += ga_now() - t0;
-}
-
-void ga_count_fragmentation(ga_counts_t *cn, const ga_pool_t *pool)
-{
-    if (!ga_stats_timed || ga_pool_mode(pool) == GA_MODE_PLATFORM)
-        return;
-    ga_stats_t s;
-    ga_pool_stats(pool, &s);
-    double f = ga_fragmentation(&s);
-    if (f > cn->max_fragmentation)
-        cn->max_fragmentation = f;
 }
 
 static void ga_counts_add(ga_counts_t *sum, const ga_counts_t *c)

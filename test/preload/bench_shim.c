@@ -213,6 +213,22 @@ static double run_traced(const char *self, config_t c)
     return ns;
 }
 
+/* Every configuration once per round, `rounds` rounds, each keeping its best (-1 when no run gave a
+ * figure); traced[i] (traced may be NULL): configuration i records a trace to a file. */
+static void best_of_rounds(const char *self, config_t *cfg, const int *traced, int n, int rounds,
+                           double *best)
+{
+    for (int i = 0; i < n; i++)
+        best[i] = -1;
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < n; i++) {
+            double v = traced && traced[i] ? run_traced(self, cfg[i]) : run(self, &cfg[i]);
+            if (v > 0 && (best[i] < 0 || v < best[i]))
+                best[i] = v;
+        }
+    }
+}
+
 static void row(const char *drv, const char *what, double ns, double base, int speedup)
 {
     if (base < 0)
@@ -252,15 +268,7 @@ int main(int argc, char **argv)
     };
     enum { K = sizeof key / sizeof key[0] };
     double best[K];
-    for (int i = 0; i < K; i++)
-        best[i] = -1;
-    for (int r = 0; r < ROUNDS; r++) {
-        for (int i = 0; i < K; i++) {
-            double v = run(me, &key[i]);
-            if (v > 0 && (best[i] < 0 || v < best[i]))
-                best[i] = v;
-        }
-    }
+    best_of_rounds(me, key, NULL, K, ROUNDS, best);
     double nd = best[0], np = best[1], na = best[2], nan0 = best[3], npool = best[4], nv = best[5];
     double nps = run(me, &(config_t){N, 1, "platform", "0", fast, "/dev/null", NULL, NULL, NULL});
     double nas = run(me, &(config_t){N, 1, "arena", "0", fast, "/dev/null", NULL, NULL, NULL});
@@ -275,16 +283,9 @@ int main(int argc, char **argv)
         {N, 1, "arena", "0", traced, NULL, NULL, NULL, NULL},
     };
     enum { T = sizeof tkey / sizeof tkey[0] };
+    static const int to_file[T] = {0, 1, 0, 0, 0, 1};
     double tbest[T];
-    for (int i = 0; i < T; i++)
-        tbest[i] = -1;
-    for (int r = 0; r < TRACE_ROUNDS; r++) {
-        for (int i = 0; i < T; i++) {
-            double v = i == 1 || i == 5 ? run_traced(me, tkey[i]) : run(me, &tkey[i]);
-            if (v > 0 && (tbest[i] < 0 || v < tbest[i]))
-                tbest[i] = v;
-        }
-    }
+    best_of_rounds(me, tkey, to_file, T, TRACE_ROUNDS, tbest);
     double np0 = tbest[0], npt = tbest[1], npn = tbest[2], na0 = tbest[3], nan_ = tbest[4];
     double nat = tbest[5];
     double sd = run(me, &(config_t){S, 0, "platform", "0", mid, NULL, NULL, NULL, NULL});

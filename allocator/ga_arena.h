@@ -108,6 +108,10 @@ ga_status_t ga_free_sized(ga_arena_t *arena, uintptr_t ptr, size_t *size);
 /* Finds the live allocation containing ptr (which may be interior): its base and rounded size.
  * Either out-parameter may be NULL. GA_ENOTOWNED if ptr is in no live allocation. */
 ga_status_t ga_lookup(ga_arena_t *arena, uintptr_t ptr, uintptr_t *base, size_t *size);
+/* The rounded size of the live allocation whose base is exactly ptr; 0 for any other address
+ * (interior, free, not this arena's) or a NULL arena. One probe of the live table: a free that
+ * must know the size before it frees (the shim's, which queues it) asks this, not ga_lookup. */
+size_t ga_live_size(const ga_arena_t *arena, uintptr_t ptr);
 /* Non-zero if ptr lies inside any region of this arena (live, free or interior). */
 int ga_owns(const ga_arena_t *arena, uintptr_t ptr);
 /* Releases every completely free region; returns the bytes released. */

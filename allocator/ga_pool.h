@@ -114,6 +114,9 @@ ga_status_t ga_pool_alloc(ga_pool_t *pool, size_t size, uintptr_t *out);
 ga_status_t ga_pool_free(ga_pool_t *pool, uintptr_t ptr, size_t *size);
 /* The live allocation containing ptr (interior allowed): base and rounded size; GA_ENOTOWNED. */
 ga_status_t ga_pool_lookup(const ga_pool_t *pool, uintptr_t ptr, uintptr_t *base, size_t *size);
+/* The rounded size of the live allocation whose base is exactly ptr, 0 for any other address
+ * (ga_pool_lookup answers those): the hot path of a free that queues it before freeing. */
+size_t ga_pool_live_size(const ga_pool_t *pool, uintptr_t ptr);
 /* Non-zero if ptr lies in memory this pool holds (live, free or interior; platform: live only). */
 int ga_pool_owns(const ga_pool_t *pool, uintptr_t ptr);
 /* Gives back what is held and idle: empty regions (arena, grow; a preallocated region with

@@ -126,6 +126,18 @@ ga_status_t ga_pool_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, s
     return GA_OK;
 }
 
+size_t ga_pool_live_size(const ga_pool_t *p, uintptr_t ptr)
+{
+    if (!p)
+        return 0;
+    if (p->mode == GA_MODE_VMM)
+        return ga_vmm_live_size(p, ptr);
+    if (p->mode != GA_MODE_PLATFORM)
+        return ga_live_size(p->arena, ptr);
+    const ga_pentry_t *e = ga_ptrmap_get(&p->table, ptr);
+    return e ? (size_t)e->size : 0;
+}
+
 int ga_pool_owns(const ga_pool_t *p, uintptr_t ptr)
 {
     if (!p)

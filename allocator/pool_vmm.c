@@ -750,6 +750,19 @@ ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, si
     return ar ? ga_lookup(ar->arena, ptr, base, size) : GA_ENOTOWNED;
 }
 
+/* The first range's owner table answers for nearly every pointer: no search over ranges. */
+size_t ga_vmm_live_size(const ga_pool_t *p, uintptr_t ptr)
+{
+    const ga_vmm_t *v = p->vmm;
+    size_t off = ptr - v->base0;
+    if (off < v->size0) {
+        uint16_t o = v->owner0[off >> v->gshift];
+        return o ? ga_live_size(v->area[o - 1].arena, ptr) : 0;
+    }
+    ga_varea_t *ar = area_of(v, ptr, NULL);
+    return ar ? ga_live_size(ar->arena, ptr) : 0;
+}
+
 /* Kept granules back to the device, then the areas' empty regions back to the parent (address
  * space only, not counted). */
 size_t ga_vmm_trim(ga_pool_t *p)

@@ -308,6 +308,12 @@ ga_status_t ga_lookup(ga_arena_t *a, uintptr_t p, uintptr_t *base, size_t *size)
     return GA_OK;
 }
 
+size_t ga_live_size(const ga_arena_t *a, uintptr_t p)
+{
+    const ga_chunk_t *c = a ? ga_live_find(&a->live, p) : NULL;
+    return c ? c->size : 0;
+}
+
 size_t ga_trim(ga_arena_t *a)
 {
     return a ? ga_release_empty(a) : 0;

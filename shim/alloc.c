@@ -299,11 +299,10 @@ CUresult ga_do_free(CUdeviceptr p, uint8_t api)
         if (ga_tl_api)
             api = ga_tl_api;
         uint64_t t0 = ga_timing ? ga_now() : 0;
-        uintptr_t base = 0;
-        size_t size = 0;
+        size_t size;
         pthread_mutex_lock(&c->lock);
         if (c->pool && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
-            ga_pool_lookup(c->pool, (uintptr_t)p, &base, &size) == GA_OK && base == (uintptr_t)p) {
+            (size = ga_pool_live_size(c->pool, (uintptr_t)p)) != 0) {
             ga_freed_t f = ga_pool_free_held(c, p, api, t0, NULL, 0, size);
             pthread_mutex_unlock(&c->lock);
             CUresult r = ga_free_refused(p, f);

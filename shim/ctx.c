@@ -411,12 +411,9 @@ static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int
     int held = 0;
     pthread_mutex_lock(&c->lock);
     if (!atomic_load(&c->dead)) {
-        uintptr_t base = 0;
-        size_t size = 0;
         ga_owner_t o = {0, 0};
-        if (c->pool && (ga_pool_lookup(c->pool, ptr, &base, &size) == GA_OK ||
+        if (c->pool && ((o.live_size = ga_pool_live_size(c->pool, ptr)) != 0 ||
                         ga_pool_owns(c->pool, ptr))) {
-            o.live_size = base == ptr ? size : 0;
             held = 1;
         } else if (c->pass.count && ga_ptrmap_get(&c->pass, ptr)) {
             o.in_pass = 1;

@@ -249,10 +249,13 @@ START_TEST(vmm_lookup_and_bad_frees)
             ck_assert_uint_eq(base, a[i]);
             ck_assert_uint_eq(size, rounded);
             ck_assert(ga_pool_owns(p, probe[k]));
+            /* the free path's exact probe: the base only */
+            ck_assert_uint_eq(ga_pool_live_size(p, probe[k]), k == 0 ? rounded : 0);
         }
         ck_assert_int_eq(ga_pool_free(p, a[i] + 512, NULL), GA_EINTERIOR);
     }
     ck_assert_int_eq(ga_pool_lookup(p, 42, NULL, NULL), GA_ENOTOWNED);
+    ck_assert_uint_eq(ga_pool_live_size(p, 42), 0);
     ck_assert(!ga_pool_owns(p, 42));
     ck_assert_int_eq(ga_pool_free(p, 42, NULL), GA_ENOTOWNED);
     size_t got = 0;
@@ -260,6 +263,7 @@ START_TEST(vmm_lookup_and_bad_frees)
     ck_assert_uint_eq(got, 700 * KIB);
     ck_assert_int_eq(ga_pool_free(p, a[1], NULL), GA_EDOUBLE);
     ck_assert_int_eq(ga_pool_lookup(p, a[1], NULL, NULL), GA_ENOTOWNED);
+    ck_assert_uint_eq(ga_pool_live_size(p, a[1]), 0);
     ck_assert(ga_pool_owns(p, a[1])); /* still address space the pool holds */
     ck_assert_int_eq(ga_pool_free(p, a[3], NULL), GA_OK);
     ck_assert_int_eq(ga_pool_free(p, a[3], NULL), GA_EDOUBLE);
@@ -278,6 +282,56 @@ END_TEST
 
 /* The cap counts mapped bytes; a refusal, by the cap or by the backend midway through an
  * allocation's granules, leaves nothing mapped for it. */
+/* ga_pool_live_size in the other modes, on host memory: the rounded size at a live base, 0 at an
+ * interior, freed or foreign address and for no pool, and the same answer ga_pool_lookup gives. */
+static int hm_reserve(void *ctx, size_t size, uintptr_t *base)
+{
+    (void)ctx;
+    void *m = aligned_alloc(GA_ALIGN, (size + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN);
+    *base = (uintptr_t)m;
+    return m ? 0 : -1;
+}
+
+static void hm_release(void *ctx, uintptr_t base, size_t size)
+{
+    (void)ctx, (void)size;
+    free((void *)base);
+}
+
+START_TEST(pool_live_size_every_mode)
+{
+    ga_mode_t modes[] = {GA_MODE_ARENA, GA_MODE_GROW, GA_MODE_PLATFORM};
+    ga_pool_backend_t be = {.reserve = hm_reserve, .release = hm_release};
+    ck_assert_uint_eq(ga_pool_live_size(NULL, 4096), 0);
+    for (int m = 0; m < 3; m++) {
+        ga_pool_config_t cfg = {.mode = modes[m], .initial = modes[m] == GA_MODE_ARENA ? 8 * MIB : 0};
+        ga_status_t st = GA_EINVAL;
+        ga_pool_t *p = ga_pool_create(&be, &cfg, &st);
+        ck_assert_msg(p && st == GA_OK, "mode %d: %s", m, ga_status_str(st));
+        size_t sizes[] = {1, 512, 513, 70000, 3 * MIB + 1};
+        uintptr_t a[5];
+        for (int i = 0; i < 5; i++) {
+            a[i] = pool_alloc(p, sizes[i]);
+            size_t rounded = (sizes[i] + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN, size = 0;
+            ck_assert_uint_eq(ga_pool_live_size(p, a[i]), rounded);
+            ck_assert_int_eq(ga_pool_lookup(p, a[i], NULL, &size), GA_OK);
+            ck_assert_uint_eq(size, rounded);
+            if (rounded > GA_ALIGN)
+                ck_assert_uint_eq(ga_pool_live_size(p, a[i] + GA_ALIGN), 0);
+        }
+        ck_assert_uint_eq(ga_pool_live_size(p, 0), 0);
+        ck_assert_uint_eq(ga_pool_live_size(p, 42), 0);
+        for (int i = 0; i < 5; i += 2) {
+            ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_OK);
+            ck_assert_uint_eq(ga_pool_live_size(p, a[i]), 0);
+        }
+        ck_assert_uint_eq(ga_pool_live_size(p, a[3]), 70144);
+        POOL_HEALTHY(p);
+        ga_pool_destroy(p);
+    }
+}
+END_TEST
+
 START_TEST(vmm_cap_and_refusal_midway)
 {
     vfake_t f;
@@ -505,6 +559,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_sizes_do_not_cut_each_others_holes);
     tcase_add_test(tc, vmm_replacement_reuses_freed_granules);
     tcase_add_test(tc, vmm_lookup_and_bad_frees);
+    tcase_add_test(tc, pool_live_size_every_mode);
     tcase_add_test(tc, vmm_cap_and_refusal_midway);
     tcase_add_test(tc, vmm_more_sizes_than_classes);
     tcase_add_test(tc, vmm_keep_and_trim);

@@ -51,7 +51,7 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
                                 CUstream s, int async, int tried, uint64_t t0)
 {
     uintptr_t p = 0;
-    pthread_mutex_lock(&c->lock);
+    ga_mutex_lock(&c->lock);
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     if (tried) {
         /* out-of-memory, unless the context went while the lock was let go: the retries below */
@@ -70,9 +70,9 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
     if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->pool) {
         /* Idle memory of every pool on the device first; one context lock at a time (two
          * threads trimming from two contexts must not wait on each other's lock). */
-        pthread_mutex_unlock(&c->lock);
+        ga_mutex_unlock(&c->lock);
         size_t freed = ga_dev_trim(c->dev);
-        pthread_mutex_lock(&c->lock);
+        ga_mutex_lock(&c->lock);
         if (freed)
             r = ga_pool_alloc_locked(c, size, &p, 1);
     }
@@ -86,7 +86,7 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
     ga_count_alloc(&c->counts, api, size, r == CUDA_SUCCESS, t0);
     if (r == CUDA_SUCCESS)
         ga_ctx_level_add(c, (int64_t)ga_round(size));
-    pthread_mutex_unlock(&c->lock);
+    ga_mutex_unlock(&c->lock);
     if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)p;
     ga_oom_report(&oom);
@@ -104,7 +104,7 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
     uint64_t t0 = ga_timing ? ga_now() : 0;
     uintptr_t p = 0;
     int tried = 0;
-    pthread_mutex_lock(&c->lock);
+    ga_mutex_lock(&c->lock);
     ga_pool_t *pool = c->pool;
     if (GA_LIKELY(pool && !atomic_load_explicit(&c->dead, memory_order_relaxed))) {
         if (GA_UNLIKELY(c->npend))
@@ -113,7 +113,7 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
         if (GA_LIKELY(st == GA_OK)) {
             ga_count_alloc(&c->counts, api, size, 1, t0);
             ga_ctx_level_add(c, (int64_t)ga_round(size));
-            pthread_mutex_unlock(&c->lock);
+            ga_mutex_unlock(&c->lock);
             *dptr = (CUdeviceptr)p;
             if (GA_UNLIKELY(ga_tracing))
                 ga_trace_event(GA_EV_ALLOC, api, *dptr, size, 0, c->dev, t0, CUDA_SUCCESS);
@@ -121,7 +121,7 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
         }
         tried = 1;
     }
-    pthread_mutex_unlock(&c->lock);
+    ga_mutex_unlock(&c->lock);
     return ga_alloc_common(c, dptr, size, api, NULL, 0, tried, t0);
 }
 
@@ -300,17 +300,17 @@ CUresult ga_do_free(CUdeviceptr p, uint8_t api)
             api = ga_tl_api;
         uint64_t t0 = ga_timing ? ga_now() : 0;
         size_t size;
-        pthread_mutex_lock(&c->lock);
+        ga_mutex_lock(&c->lock);
         if (c->pool && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
             (size = ga_pool_live_size(c->pool, (uintptr_t)p)) != 0) {
             ga_freed_t f = ga_pool_free_held(c, p, api, t0, NULL, 0, size);
-            pthread_mutex_unlock(&c->lock);
+            ga_mutex_unlock(&c->lock);
             CUresult r = ga_free_refused(p, f);
             if (GA_UNLIKELY(ga_tracing))
                 ga_trace_event(GA_EV_FREE, api, p, 0, 0, c->dev, t0, r);
             return r;
         }
-        pthread_mutex_unlock(&c->lock);
+        ga_mutex_unlock(&c->lock);
     }
     return ga_free_any(p, api, NULL, NULL);
 }

@@ -84,7 +84,7 @@ int ga_dev_setup(int dev)
         else if (from_hami > 0 && hami < cap)
             cap = hami;
         d->cap = cap;
-        pthread_mutex_init(&d->lock, NULL);
+        ga_mutex_init(&d->lock);
         if (ga_opt.group && cap) {
             d->group = ga_group_open(ga_opt.group_dir, ga_opt.group, d->uuid, cap, err, sizeof err);
             if (!d->group) {
@@ -148,14 +148,14 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
         if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
-        pthread_mutex_lock(&c->lock);
+        ga_mutex_lock(&c->lock);
         if (c->pool && !atomic_load(&c->dead)) {
             ga_stats_t s;
             ga_pool_stats(c->pool, &s);
             inside += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
             inside += c->pend_bytes; /* freed by the program, waiting for the device (fence.c) */
         }
-        pthread_mutex_unlock(&c->lock);
+        ga_mutex_unlock(&c->lock);
     }
     uint64_t f = (cap > held ? cap - held : 0) + inside;
     if (f > phys_free + inside)
@@ -243,11 +243,11 @@ static void ga_ctx_level_share_locked(void)
     ga_ctx_t *o = atomic_load(&ga_lvl_owner);
     if (!o)
         return;
-    pthread_mutex_lock(&o->lock);
+    ga_mutex_lock(&o->lock);
     ga_level_fold(GA_LEVEL_IN_USE, atomic_load(&o->lvl_in_use), atomic_load(&o->lvl_peak));
     o->lvl_own = 0;
     atomic_store(&ga_lvl_owner, NULL);
-    pthread_mutex_unlock(&o->lock);
+    ga_mutex_unlock(&o->lock);
 }
 
 void ga_ctx_level_share(void)
@@ -268,7 +268,7 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
     if (!c && (c = calloc(1, sizeof *c))) {
         c->ctx = ctx;
         c->dev = dev;
-        pthread_mutex_init(&c->lock, NULL);
+        ga_mutex_init(&c->lock);
         if (!atomic_load(&ga_ctx_list)) { /* the process's first context keeps the level */
             c->lvl_own = 1;
             atomic_store(&ga_lvl_owner, c);
@@ -361,9 +361,9 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
  * slip in between: a thread that held c before sees `dead` once it gets the lock. */
 static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
 {
-    pthread_mutex_lock(&c->lock);
+    ga_mutex_lock(&c->lock);
     if (atomic_load(&c->dead)) {
-        pthread_mutex_unlock(&c->lock);
+        ga_mutex_unlock(&c->lock);
         return;
     }
     c->driver_gone = driver_gone;
@@ -387,7 +387,7 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
     ga_ptrmap_fini(&c->pass);
     memset(&c->pass, 0, sizeof c->pass);
     atomic_store(&c->dead, 1);
-    pthread_mutex_unlock(&c->lock);
+    ga_mutex_unlock(&c->lock);
     atomic_fetch_add(&ga_generation, 1);
 }
 
@@ -409,7 +409,7 @@ static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int
     if (atomic_load_explicit(&c->dead, memory_order_acquire))
         return 0;
     int held = 0;
-    pthread_mutex_lock(&c->lock);
+    ga_mutex_lock(&c->lock);
     if (!atomic_load(&c->dead)) {
         ga_owner_t o = {0, 0};
         if (c->pool && ((o.live_size = ga_pool_live_size(c->pool, ptr)) != 0 ||
@@ -422,7 +422,7 @@ static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int
         if (held)
             *answer = fn(c, &o, arg);
     }
-    pthread_mutex_unlock(&c->lock);
+    ga_mutex_unlock(&c->lock);
     return held;
 }
 
@@ -448,13 +448,13 @@ size_t ga_dev_trim(int dev)
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
         if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
-        pthread_mutex_lock(&c->lock);
+        ga_mutex_lock(&c->lock);
         if (c->pool && !atomic_load(&c->dead)) {
             size_t pending = c->pend_bytes;
             ga_fence_reclaim(c, 1, 0); /* freed chunks waiting for the device are free memory too */
             freed += ga_pool_trim(c->pool) + (pending - c->pend_bytes);
         }
-        pthread_mutex_unlock(&c->lock);
+        ga_mutex_unlock(&c->lock);
     }
     return freed;
 }
@@ -465,19 +465,19 @@ void ga_ctx_atfork_prepare(void)
 {
     pthread_mutex_lock(&ga_ctx_list_lock);
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
-        pthread_mutex_lock(&c->lock);
+        ga_mutex_lock(&c->lock);
     for (int d = 0; d < GA_MAX_DEVICES; d++)
         if (atomic_load(&ga_devs[d].known))
-            pthread_mutex_lock(&ga_devs[d].lock);
+            ga_mutex_lock(&ga_devs[d].lock);
 }
 
 void ga_ctx_atfork_parent(void)
 {
     for (int d = 0; d < GA_MAX_DEVICES; d++)
         if (atomic_load(&ga_devs[d].known))
-            pthread_mutex_unlock(&ga_devs[d].lock);
+            ga_mutex_unlock(&ga_devs[d].lock);
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
-        pthread_mutex_unlock(&c->lock);
+        ga_mutex_unlock(&c->lock);
     pthread_mutex_unlock(&ga_ctx_list_lock);
 }
 
@@ -499,7 +499,6 @@ void ga_ctx_fork_child(void)
         if (c->pool)
             ga_pool_destroy(c->pool);
         ga_ptrmap_fini(&c->pass);
-        pthread_mutex_destroy(&c->lock);
         free(c);
         c = next;
     }
@@ -507,6 +506,7 @@ void ga_ctx_fork_child(void)
         ga_dev_t *dv = &ga_devs[d];
         atomic_store(&dv->committed, 0);
         if (atomic_load(&dv->known)) {
+            ga_mutex_init(&dv->lock); /* a parent thread's sleep on it is not the child's */
             ga_ptrmap_fini(&dv->handles);
             memset(&dv->handles, 0, sizeof dv->handles);
             memset(&dv->counts, 0, sizeof dv->counts);

@@ -34,18 +34,18 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
         return;
     if (ga_tl_api)
         api = ga_tl_api;
-    pthread_mutex_t *lock = handle ? &ga_dev(dev)->lock : &c->lock;
+    ga_mutex_t *lock = handle ? &ga_dev(dev)->lock : &c->lock;
     ga_ptrmap_t *table = handle ? &ga_dev(dev)->handles : &c->pass;
     ga_counts_t *counts = handle ? &ga_dev(dev)->counts : &c->counts;
     int recorded = 0;
-    pthread_mutex_lock(lock);
+    ga_mutex_lock(lock);
     if (r == CUDA_SUCCESS) {
         ga_pentry_t e = {.key = key, .size = size, .aux = api};
         /* A dead context's memory went with it; no record can outlive it. */
         recorded = (handle || !atomic_load(&c->dead)) && ga_ptrmap_put(table, &e) == 0;
     }
     ga_count_alloc(counts, api, size, r == CUDA_SUCCESS, t0);
-    pthread_mutex_unlock(lock);
+    ga_mutex_unlock(lock);
     if (recorded) {
         ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, (int64_t)size);
@@ -158,12 +158,12 @@ GA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         if (!atomic_load_explicit(&dv->known, memory_order_acquire))
             continue;
         ga_pentry_t e = {0};
-        pthread_mutex_lock(&dv->lock);
+        ga_mutex_lock(&dv->lock);
         int found = ga_ptrmap_take(&dv->handles, (uint64_t)handle, &e);
         if (found) {
             ga_count_free(&dv->counts, GA_API_CUMEMRELEASE, t0);
         }
-        pthread_mutex_unlock(&dv->lock);
+        ga_mutex_unlock(&dv->lock);
         if (found) {
             ga_dev_uncommit(d, e.size);
             ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);

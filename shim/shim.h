@@ -39,6 +39,7 @@
 #include "../allocator/ga_trace.h"
 #include "ga_group.h"
 #include "ga_nvml.h"
+#include "mutex.h"
 
 #define GA_EXPORT __attribute__((visibility("default")))
 /* For code that runs inside a sanitizer runtime's own start-up (it calls dlsym before its shadow
@@ -229,7 +230,7 @@ typedef struct ga_dev {
     uint64_t cap;              /* valid once known */
     uint64_t physical_total;
     _Atomic int known;
-    pthread_mutex_t lock;      /* guards handles and counts */
+    ga_mutex_t lock;           /* guards handles and counts */
     ga_ptrmap_t handles;       /* the program's cuMemCreate handles: key handle, size, aux api */
     ga_counts_t counts;        /* the program's cuMemCreate/cuMemRelease */
     uint8_t uuid[16];          /* cuDeviceGetUuid(_v2); zero when the driver has neither */
@@ -249,7 +250,7 @@ typedef struct ga_ctx {
     int dev;
     _Atomic int dead;        /* destroyed: never matched again, its memory gone with it */
     int driver_gone;         /* 1: the driver freed its memory (VMM objects excepted); 2: fork */
-    pthread_mutex_t lock;    /* guards everything below */
+    ga_mutex_t lock;         /* guards everything below (mutex.h) */
     ga_pool_t *pool;         /* made at the first allocation; read unlocked only by ga_ctx_peek */
     ga_ptrmap_t pass;        /* pass-through allocations: key pointer, size, aux api */
     ga_counts_t counts;

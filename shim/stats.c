@@ -194,7 +194,7 @@ static void ga_counts_add(ga_counts_t *sum, const ga_counts_t *c)
 /* A context's figures: its pool's (live, or as they were when the context died) and its counts. */
 static void ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_counts_t *cn, int *alive)
 {
-    pthread_mutex_lock(&c->lock);
+    ga_mutex_lock(&c->lock);
     if (c->pool)
         ga_pool_stats(c->pool, s);
     else if (c->has_final)
@@ -203,7 +203,7 @@ static void ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_counts_t *cn, int *al
         memset(s, 0, sizeof *s);
     *cn = c->counts;
     *alive = !atomic_load(&c->dead);
-    pthread_mutex_unlock(&c->lock);
+    ga_mutex_unlock(&c->lock);
 }
 
 /* "devices": one record per context (device, context, cap, mode, its pool's figures); the counts
@@ -240,9 +240,9 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
         ga_dev_t *dv = ga_dev(d);
         if (!atomic_load(&dv->known))
             continue;
-        pthread_mutex_lock(&dv->lock);
+        ga_mutex_lock(&dv->lock);
         ga_counts_t dc = dv->counts;
-        pthread_mutex_unlock(&dv->lock);
+        ga_mutex_unlock(&dv->lock);
         ga_counts_add(counts, &dc);
     }
 }

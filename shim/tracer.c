@@ -33,7 +33,7 @@
 /* Two halves per thread: the owner fills one while it writes the other out, so its lock (shared
  * only with the exit flush) is never held across the write(2) of a full half. */
 typedef struct ga_tbuf {
-    pthread_mutex_t lock; /* guards cur and n: the owner and the exit flush; uncontended */
+    ga_mutex_t lock; /* guards cur and n: the owner and the exit flush; uncontended */
     size_t n;
     unsigned cur;
     uint32_t tid;
@@ -91,9 +91,9 @@ static void ga_tbuf_thread_exit(void *p)
     ga_tl_tbuf_gone = 1;
     if (!ga_tracing)
         return;
-    pthread_mutex_lock(&b->lock);
+    ga_mutex_lock(&b->lock);
     ga_tbuf_flush_locked(b);
-    pthread_mutex_unlock(&b->lock);
+    ga_mutex_unlock(&b->lock);
     pthread_mutex_lock(&ga_tbufs_lock);
     if (b->prev)
         b->prev->next = b->next;
@@ -102,7 +102,6 @@ static void ga_tbuf_thread_exit(void *p)
     if (b->next)
         b->next->prev = b->prev;
     pthread_mutex_unlock(&ga_tbufs_lock);
-    pthread_mutex_destroy(&b->lock);
     free(b);
 }
 
@@ -167,7 +166,7 @@ static ga_tbuf_t *ga_tbuf_get(void)
         return b;
     if (ga_tl_tbuf_gone || !ga_trace_opened() || !(b = calloc(1, sizeof *b)))
         return NULL;
-    pthread_mutex_init(&b->lock, NULL);
+    ga_mutex_init(&b->lock);
     b->tid = (uint32_t)syscall(SYS_gettid);
     pthread_mutex_lock(&ga_tbufs_lock);
     b->next = ga_tbufs;
@@ -215,11 +214,11 @@ void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uin
         return;
     }
     const void *full = NULL;
-    pthread_mutex_lock(&b->lock);
+    ga_mutex_lock(&b->lock);
     /* Checked under the buffer's lock, which the exit flush takes after setting it: a record is
      * either in the buffer before the flush writes it, or written here. */
     if (atomic_load_explicit(&ga_trace_unbuffered, memory_order_relaxed)) {
-        pthread_mutex_unlock(&b->lock);
+        ga_mutex_unlock(&b->lock);
         ga_trace_write_one(&ev);
         return;
     }
@@ -229,7 +228,7 @@ void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uin
         b->cur ^= 1;
         b->n = 0;
     }
-    pthread_mutex_unlock(&b->lock);
+    ga_mutex_unlock(&b->lock);
     if (full)
         ga_trace_write_records(full, GA_TRACE_BUF_RECORDS);
 }
@@ -243,9 +242,9 @@ void ga_trace_flush_all(void)
     atomic_store(&ga_trace_unbuffered, 1);
     pthread_mutex_lock(&ga_tbufs_lock);
     for (ga_tbuf_t *b = ga_tbufs; b; b = b->next) {
-        pthread_mutex_lock(&b->lock);
+        ga_mutex_lock(&b->lock);
         ga_tbuf_flush_locked(b);
-        pthread_mutex_unlock(&b->lock);
+        ga_mutex_unlock(&b->lock);
     }
     pthread_mutex_unlock(&ga_tbufs_lock);
 }

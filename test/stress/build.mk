@@ -5,7 +5,7 @@
 #                  their TAP lines folded into $(RESULTS)/asan.tap
 #   san-tiers      (internal) runs SAN_TIERS in the current BUILD and prints the summary
 #   valgrind-unit  the unit tests under valgrind --error-exitcode=1
-STRESS_PROGS := threads fork teardown badargs next tracemem
+STRESS_PROGS := threads fork teardown badargs next tracemem mutex
 STRESS_BINS  := $(STRESS_PROGS:%=$(BUILD)/stress/stress_%)
 STRESS_DEPS  := test/stress/stress_util.h test/sim/simcuda.h
 
@@ -24,6 +24,11 @@ $(BUILD)/stress/stress_%: test/stress/stress_%.c $(STRESS_DEPS) $(BUILD)/sim/lib
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ $< -L$(BUILD)/sim -lcuda \
 	  $(LDFLAGS_COMMON) -lpthread -ldl
+
+# The shim's lock on its own, built from its source (no CUDA).
+$(BUILD)/stress/stress_mutex: test/stress/stress_mutex.c shim/mutex.c shim/mutex.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -o $@ test/stress/stress_mutex.c shim/mutex.c $(LDFLAGS_COMMON) -lpthread
 
 $(STRESS_NEXTLIB): test/stress/nextlib.c
 	@mkdir -p $(@D)

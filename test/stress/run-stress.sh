@@ -133,6 +133,7 @@ shim=$shim_saved
 shim_saved=$shim
 shim="$shim $(cd "$dir" && pwd)/libganext.so"
 run "rtld-next" next
+run "mutex" mutex STRESS_ITERS=$((200000 / scale))
 shim=$shim_saved
 
 # Bad arguments: the driver's own answers first (no shim), then the shim's in both modes.

@@ -1,0 +1,53 @@
+/* gpuarena's lock for the state every hooked allocation and free touches: a context's pool and
+ * counters, a device's handle table, a thread's trace buffer (mutex.c: the contended path, and
+ * why this is not a pthread mutex).
+ *
+ * Taking it is one compare-and-swap; dropping it is a plain release store and a load of the
+ * sleeper count, with no atomic read-modify-write, so an allocation or a free through the shim
+ * pays two locked instructions instead of four. A thread that finds it held spins a little, then
+ * sleeps on the lock word with a short timeout: a release that races with a thread going to
+ * sleep may miss it (the sleeper count is read without a fence), and the timeout bounds that
+ * thread's wait instead. Only threads of this process share these locks (private futexes); in a
+ * forked child every one is released and reset (ctx.c's fork handlers). TSan follows the lock
+ * through the atomics: acquire when taken, release when dropped.
+ */
+#ifndef GA_MUTEX_H
+#define GA_MUTEX_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef struct ga_mutex {
+    _Atomic uint32_t word;     /* 0 free, 1 held */
+    _Atomic uint32_t sleepers; /* threads that may be asleep on word */
+    _Atomic uint32_t waking;   /* a wake was sent that no sleeper has seen yet */
+} ga_mutex_t;
+
+/* Also resets a lock that some thread of a forked parent held or slept on. */
+static inline void ga_mutex_init(ga_mutex_t *m)
+{
+    atomic_store_explicit(&m->word, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->sleepers, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->waking, 0, memory_order_relaxed);
+}
+
+void ga_mutex_wait(ga_mutex_t *m); /* mutex.c: returns with the lock taken */
+void ga_mutex_wake(ga_mutex_t *m);
+
+static inline void ga_mutex_lock(ga_mutex_t *m)
+{
+    uint32_t free_ = 0;
+    if (__builtin_expect(!atomic_compare_exchange_strong_explicit(
+                             &m->word, &free_, 1, memory_order_acquire, memory_order_relaxed),
+                         0))
+        ga_mutex_wait(m);
+}
+
+static inline void ga_mutex_unlock(ga_mutex_t *m)
+{
+    atomic_store_explicit(&m->word, 0, memory_order_release);
+    if (__builtin_expect(atomic_load_explicit(&m->sleepers, memory_order_relaxed) != 0, 0))
+        ga_mutex_wake(m);
+}
+
+#endif

@@ -15,7 +15,10 @@
  * and ga_pool_free in this process on a host backend, the same loop: the allocator's own cost), and
  * the arena under GPUARENA_FREE_SYNC=none (no fence: the hook without stream-ordered safety).
  * The rows those differences come from (direct, platform, arena with and without the fence, the
- * allocator alone, vmm) are timed in ROUNDS interleaved rounds, each row's best kept.
+ * allocator alone, vmm) are timed in ROUNDS interleaved rounds, each row's best kept, and so are
+ * two rows of large blocks (1 to 64 MiB, each freed and allocated again at its size, as a training
+ * step does) in arena and vmm mode: what vmm costs per call when it maps nothing but its blocks
+ * span many granules.
  * Times are thread CPU time. Nothing is asserted: timings are reported, never tested.
  */
 #define _GNU_SOURCE
@@ -50,6 +53,17 @@ static size_t next_pair(unsigned *x, int *slot)
     *x = *x * 1103515245u + 12345u;
     *slot = (int)(*x >> 28) % LIVE;
     return (size_t)512u << ((*x >> 16) % 12);
+}
+
+/* The large-block sequence ("measure-large"): slot i always holds a block of 1 MiB << (i % 7),
+ * 1 to 64 MiB, freed and allocated again at its size, as a training step's buffers are; once each
+ * size has been seen, vmm mode maps nothing (its freed granules are kept and taken again). */
+static size_t large_size(int slot) { return (size_t)1 << (20 + slot % 7); }
+static size_t next_large(unsigned *x, int *slot)
+{
+    *x = *x * 1103515245u + 12345u;
+    *slot = (int)(*x >> 28) % LIVE;
+    return large_size(*slot);
 }
 
 /* A host backend that hands out address space only (nothing is ever touched). */
@@ -102,8 +116,8 @@ static int measure_pool(long n)
     return 0;
 }
 
-/* Child: ns per alloc+free pair, best of 3 runs of n pairs. */
-static int measure(long n)
+/* Child: ns per alloc+free pair, best of 3 runs of n pairs; large: the large-block sequence. */
+static int measure(long n, int large)
 {
     CUdevice dev;
     CUcontext ctx;
@@ -114,14 +128,14 @@ static int measure(long n)
     }
     CUdeviceptr live[LIVE];
     for (int i = 0; i < LIVE; i++)
-        cuMemAlloc(&live[i], 4096);
+        cuMemAlloc(&live[i], large ? large_size(i) : 4096);
     unsigned x = 12345;
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
         double t0 = now_ns();
         for (long i = 0; i < n; i++) {
             int slot;
-            size_t size = next_pair(&x, &slot);
+            size_t size = large ? next_large(&x, &slot) : next_pair(&x, &slot);
             cuMemFree(live[slot]);
             if (cuMemAlloc(&live[slot], size) != CUDA_SUCCESS) {
                 fprintf(stderr, "gpuarena: bench: allocation failed\n");
@@ -143,7 +157,7 @@ typedef struct config {
     long n;
     const char *stats, *trace; /* GPUARENA_STATS, GPUARENA_TRACE; NULL = unset */
     const char *free_sync;     /* GPUARENA_FREE_SYNC; NULL = unset (the default, deferred) */
-    const char *what;          /* "measure", or "pool": the allocator alone (no CUDA) */
+    const char *what;          /* "measure", "measure-large", or "pool": the allocator alone */
 } config_t;
 
 static void child_env(const config_t *c)
@@ -242,7 +256,9 @@ static void row(const char *drv, const char *what, double ns, double base, int s
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "measure"))
-        return measure(atol(argv[2]));
+        return measure(atol(argv[2]), 0);
+    if (argc == 3 && !strcmp(argv[1], "measure-large"))
+        return measure(atol(argv[2]), 1);
     if (argc == 3 && !strcmp(argv[1], "pool"))
         return measure_pool(atol(argv[2]));
     if (!getenv("BENCH_SHIM") || !getenv("BENCH_SIM") || !getenv("BENCH_NULLDRV")) {
@@ -265,11 +281,14 @@ int main(int argc, char **argv)
         {N, 1, "arena", "0", fast, NULL, NULL, "none", NULL},
         {N, 0, "arena", "0", fast, NULL, NULL, NULL, "pool"}, /* the allocator alone */
         {N, 1, "vmm", "0", fast, NULL, NULL, NULL, NULL},
+        {N, 1, "arena", "0", mid, NULL, NULL, NULL, "measure-large"},
+        {N, 1, "vmm", "0", mid, NULL, NULL, NULL, "measure-large"},
     };
     enum { K = sizeof key / sizeof key[0] };
     double best[K];
     best_of_rounds(me, key, NULL, K, ROUNDS, best);
     double nd = best[0], np = best[1], na = best[2], nan0 = best[3], npool = best[4], nv = best[5];
+    double nal = best[6], nvl = best[7];
     double nps = run(me, &(config_t){N, 1, "platform", "0", fast, "/dev/null", NULL, NULL, NULL});
     double nas = run(me, &(config_t){N, 1, "arena", "0", fast, "/dev/null", NULL, NULL, NULL});
     /* The recording rows likewise, each traced run in the same round as its reference: a trace
@@ -304,6 +323,8 @@ int main(int argc, char **argv)
     row("null", "shim, arena, GPUARENA_FREE_SYNC=none (no fence)", nan0, nd, 0);
     row("none", "arena pool alone (the allocator's own cost; vs direct)", npool, nd, 0);
     row("null", "shim, vmm", nv, nd, 0);
+    row("null", "shim, arena, 1-64 MiB blocks reallocated at their size", nal, nd, 0);
+    row("null", "shim, vmm, 1-64 MiB blocks reallocated at their size (nothing mapped)", nvl, nd, 0);
     /* Recording cost per event: a pair is two events, so half the traced-minus-untraced time. */
     row("null", "shim, platform (500k pairs, reference)", np0, nd, 0);
     row("null", "shim, platform, GPUARENA_TRACE on (vs reference: recording per event)", npt,
@@ -323,6 +344,8 @@ int main(int argc, char **argv)
            "GPUARENA_FREE_SYNC=none), vmm %+.1f ns; allocator alone %.1f ns per call (best of %d "
            "interleaved rounds).\n", (na - npool) / 2, (nan0 - npool) / 2, (nv - npool) / 2,
            npool / 2, ROUNDS);
+    printf("\nvmm over arena with blocks of 1 to 64 MiB freed and allocated again at their size "
+           "(vmm maps nothing after the first pairs): %+.1f ns per call.\n", (nvl - nal) / 2);
     printf("\nRecording cost per event, GPUARENA_TRACE on vs off (issue 4 target: under 100 ns): "
            "platform %+.1f ns, arena %+.1f ns.\n", (npt - np0) / 2, (nat - na0) / 2);
     return 0;

@@ -290,16 +290,23 @@ static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0
 {
     ga_vmm_t *v = p->vmm;
     ga_stats_t *s = &p->own;
-    for (size_t g = g0; g <= g1 && g0 <= g1; g++) {
+    if (g1 < g0)
+        return;
+    /* Granules the cache may still take, counted once: a large block spans dozens. */
+    size_t room = allow_keep && p->cfg.keep > s->kept ? (size_t)((p->cfg.keep - s->kept) >> v->gshift) : 0;
+    size_t kept = 0;
+    for (size_t g = g0; g <= g1; g++) {
         if (--r->refs[g])
             continue;
-        if (allow_keep && s->kept + v->gran <= p->cfg.keep && push_kept(v, r, g) == 0) {
-            s->kept += v->gran;
-            if (s->kept > s->peak_kept)
-                s->peak_kept = s->kept;
-        } else {
+        if (kept < room && push_kept(v, r, g) == 0)
+            kept++;
+        else
             unmap_granule(p, r, g);
-        }
+    }
+    if (kept) {
+        s->kept += (uint64_t)kept << v->gshift;
+        if (s->kept > s->peak_kept)
+            s->peak_kept = s->kept;
     }
 }
 
@@ -325,13 +332,16 @@ static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, s
     ga_vmm_t *v = p->vmm;
     if (p->cfg.limit && over_limit(p, r, g0, g1))
         return -1;
+    size_t reused = 0; /* kept granules taken back, settled before a map reads the kept bytes */
     for (size_t g = g0; g <= g1; g++) {
         if (r->refs[g]++)
             continue;
         if (r->handle[g]) { /* a kept granule: reused at no cost */
-            p->own.kept -= v->gran;
+            reused++;
             continue;
         }
+        p->own.kept -= (uint64_t)reused << v->gshift;
+        reused = 0;
         if (map_granule(p, r, g) != 0) {
             r->refs[g]--;
             if (g > g0)
@@ -339,6 +349,7 @@ static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, s
             return -1;
         }
     }
+    p->own.kept -= (uint64_t)reused << v->gshift;
     return 0;
 }
 

@@ -26,9 +26,10 @@ $(BUILD)/stress/stress_%: test/stress/stress_%.c $(STRESS_DEPS) $(BUILD)/sim/lib
 	  $(LDFLAGS_COMMON) -lpthread -ldl
 
 # The shim's lock on its own, built from its source (no CUDA).
-$(BUILD)/stress/stress_mutex: test/stress/stress_mutex.c shim/mutex.c shim/mutex.h
+$(BUILD)/stress/stress_mutex: test/stress/stress_mutex.c shim/mutex.c shim/mutex.h $(STRESS_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -o $@ test/stress/stress_mutex.c shim/mutex.c $(LDFLAGS_COMMON) -lpthread
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ test/stress/stress_mutex.c shim/mutex.c \
+	  $(LDFLAGS_COMMON) -lpthread
 
 $(STRESS_NEXTLIB): test/stress/nextlib.c
 	@mkdir -p $(@D)

@@ -5,26 +5,12 @@
  * Nothing is timed: a test that hangs is a "not ok" from the tier's timeout. Under TSan this is
  * also a check that taking and dropping the lock orders the counter's plain accesses.
  */
-#define _GNU_SOURCE
+#include "stress_util.h"
+
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #include "../../shim/mutex.h"
-
-static int tap(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s - ", ok ? "ok" : "not ok");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-    return ok;
-}
 
 static ga_mutex_t lock;
 static long counter;             /* plain: only ever touched under the lock */
@@ -82,8 +68,7 @@ static int sleeper_gets_it(int lose_the_wake)
 
 int main(void)
 {
-    const char *e = getenv("STRESS_ITERS");
-    iters = e ? atol(e) : 200000;
+    iters = env_long("STRESS_ITERS", 200000);
     enum { THREADS = 4 };
     ga_mutex_init(&lock);
     pthread_t t[THREADS];
@@ -95,11 +80,11 @@ int main(void)
         pthread_join(t[i], NULL);
     tap(made == THREADS && counter == THREADS * iters && atomic_load(&most_inside) == 1 &&
             atomic_load(&lock.sleepers) == 0,
-        "mutex: %d threads x %ld increments under the lock: counter %ld (want %ld), at most %d "
+        "%d threads x %ld increments under the lock: counter %ld (want %ld), at most %d "
         "inside at once, %u sleepers left",
         made, iters, counter, THREADS * iters, atomic_load(&most_inside),
         atomic_load(&lock.sleepers));
-    tap(sleeper_gets_it(0), "mutex: a sleeping waiter is woken by the release and takes the lock");
-    tap(sleeper_gets_it(1), "mutex: a waiter whose wake is lost takes the lock after a nap");
+    tap(sleeper_gets_it(0), "a sleeping waiter is woken by the release and takes the lock");
+    tap(sleeper_gets_it(1), "a waiter whose wake is lost takes the lock after a nap");
     return 0;
 }

@@ -13,9 +13,14 @@
  *
  * The price of the plain store: a thread going to sleep can miss the wake of a release that read
  * the sleeper count just before the sleeper raised it. Sleeps are therefore short (GA_MUTEX_NAP_NS,
- * then the lock is tried again), so a missed wake costs one nap, never a hang. The shim holds these
- * locks for one pool operation, well under a microsecond, so a waiter first spins: it rarely
- * sleeps at all.
+ * then the lock is tried again), so a missed wake costs one nap, never a hang.
+ *
+ * Contention (`make bench-threads`, 2 cores, threads allocating on one context): the shim holds
+ * these locks for one pool operation, well under a microsecond, so a waiter first spins; 16 tries
+ * did best of 0, 4, 16, 32 and 128 (128 gave four and eight threads half the throughput: spinners
+ * took the core the holder needed). Only one wake is in flight at a time: with every release
+ * waking while a sleeper was still getting up, two threads ran at half glibc's throughput; with
+ * one, 16-20 million operations per second against glibc's 10-11.
  */
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -4,11 +4,11 @@
  *
  * Taking it is one compare-and-swap; dropping it is a plain release store and a load of the
  * sleeper count, with no atomic read-modify-write, so an allocation or a free through the shim
- * pays two locked instructions instead of four. A thread that finds it held spins a little, then
+ * pays one locked instruction instead of two. A thread that finds it held spins a little, then
  * sleeps on the lock word with a short timeout: a release that races with a thread going to
  * sleep may miss it (the sleeper count is read without a fence), and the timeout bounds that
- * thread's wait instead. Only threads of this process share these locks (private futexes); in a
- * forked child every one is released and reset (ctx.c's fork handlers). TSan follows the lock
+ * thread's wait instead. Only threads of this process share these locks (private futexes); a
+ * forked child releases the ones the fork handlers took and resets the devices' (ctx.c). TSan follows the lock
  * through the atomics: acquire when taken, release when dropped.
  */
 #ifndef GA_MUTEX_H

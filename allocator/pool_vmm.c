@@ -1,9 +1,9 @@
 /* gpuarena vmm pool: granule-aware placement over a reserved virtual range, physical memory only
  * where live allocations lie.
  *
- * Physical memory is mapped per granule: refs[g] counts the live allocations touching granule g,
- * and the granule is mapped (backend map) when that count leaves 0 and unmapped when it returns
- * there. Addresses never move, and nothing fragments across regions: freed memory goes back to
+ * Physical memory is mapped per granule: a granule is mapped (backend map) when a first live
+ * allocation touches it and unmapped when the last one goes (ga_vrange_t says how that is kept
+ * at a cost independent of a block's size). Addresses never move, and nothing fragments across regions: freed memory goes back to
  * the device granule by granule. What a vmm pool costs beyond the live bytes is therefore only the
  * unused part of partly used granules, and placement is chosen to keep those few.
  *
@@ -34,16 +34,18 @@
  * from half a granule up costs a size lookup (a small hash) and, when it maps something, a second
  * best fit, no scan. The common case is kept to what arena mode does plus a few counts: a size
  * under half a granule goes to the general area with nothing looked up, and a block inside one
- * granule that another live block uses only moves that granule's count (the per-granule loops,
- * the limit check and the kept cache are for blocks that map or unmap something).
+ * granule that another live block uses only moves that granule's count (the bitmap words, the
+ * limit check and the kept cache are for blocks that take or leave a granule; a granule-by-granule
+ * loop only for blocks that map something).
  *
  * Remapping churn (a training step that frees and reallocates the same buffers) is absorbed by a
- * cache: a granule whose count returns to 0 stays mapped ("kept") while the kept bytes stay within
+ * cache: a granule whose last user goes stays mapped ("kept") while the kept bytes stay within
  * cfg.keep, and is reused by the next allocation that touches it at no backend cost. Whenever a
  * new granule must be mapped, a kept one is given back first, so mapped memory only grows when no
  * kept granule is left: the peak of mapped memory is the same as with no cache at all. Kept
- * granules sit on a stack that is cleaned lazily (an entry whose granule was reused since is
- * skipped when popped), which keeps reuse O(1) and needs no list surgery.
+ * granules sit on a stack of runs (a freed block's granules are one run) that is cleaned lazily
+ * (a granule reused since is skipped when popped), which keeps reuse O(1) and needs no list
+ * surgery; a block freed again whose granules are on the stack already pushes nothing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,19 +57,28 @@
  * allocation and free save and restore six registers and a large frame for work it rarely does. */
 #define OUT_OF_LINE __attribute__((noinline))
 
+/* A granule is in use while a live block touches it. A block spanning granules g0..g1 counts
+ * itself in refs[g0] and refs[g1] (once when g0 == g1), the only granules it can share with
+ * other blocks; the granules strictly between are its alone and carry a bit in `inner`. So a
+ * block's bookkeeping is two counts and a few bitmap words whatever its size, and "is anything
+ * here unmapped" is a popcount over `mapped`, not a walk over the granules. */
 typedef struct ga_vrange {
     uintptr_t base;
     size_t size;       /* bytes of address space, a multiple of the granularity */
     size_t ngran;
-    uint32_t *refs;    /* live allocations touching each granule */
+    uint32_t *refs;    /* live blocks that start or end in each granule */
+    uint64_t *inner;   /* bit: inside one live block, neither its first nor its last granule */
+    uint64_t *mapped;  /* bit: physical memory is mapped there (handle non-zero) */
+    uint64_t *stacked; /* bit: on the kept stack (maybe stale) */
     uint64_t *handle;  /* the backend's handle of a mapped granule; 0 = unmapped */
-    uint8_t *stacked;  /* on the kept stack (maybe stale) */
     uint16_t *owner;   /* 1 + the area the granule is lent to; 0 = not lent */
 } ga_vrange_t;
 
+/* A run of kept granules g .. g + n - 1, pushed in that order: the stack of runs, read from its
+ * top down, is the stack of single granules it stands for. */
 typedef struct ga_kslot {
     uintptr_t base; /* the range's base: a range released since makes the entry stale */
-    size_t g;
+    size_t g, n;
 } ga_kslot_t;
 
 /* Placement areas: the general one, the granule-multiple one, then the exact-size classes. */
@@ -120,6 +131,87 @@ struct ga_vmm {
     ga_stats_t parent;
 };
 
+/* Granule bitmaps ------------------------------------------------------------------------------ */
+
+/* The bits of word w that lie in granules lo..hi. */
+static inline uint64_t word_mask(size_t w, size_t lo, size_t hi)
+{
+    uint64_t m = ~0ull;
+    if (w == lo >> 6)
+        m &= ~0ull << (lo & 63);
+    if (w == hi >> 6)
+        m &= ~0ull >> (63 - (hi & 63));
+    return m;
+}
+
+/* Granules lo..hi when they lie in one word (a block of up to 64 granules, usually): its mask. */
+static inline int one_word(size_t lo, size_t hi) { return lo >> 6 == hi >> 6; }
+static inline uint64_t span_mask(size_t lo, size_t hi)
+{
+    return (~0ull << (lo & 63)) & (~0ull >> (63 - (hi & 63)));
+}
+
+static inline int bit_get(const uint64_t *b, size_t g) { return (int)(b[g >> 6] >> (g & 63)) & 1; }
+
+/* Bit counts without a library call (x86-64's baseline has no popcnt instruction). */
+static inline size_t popcount64(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (size_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* Whether every bit of granules lo..hi is set (lo <= hi). */
+static inline int bits_all(const uint64_t *b, size_t lo, size_t hi)
+{
+    if (one_word(lo, hi))
+        return (b[lo >> 6] | ~span_mask(lo, hi)) == ~0ull;
+    for (size_t w = lo >> 6; w <= hi >> 6; w++) {
+        uint64_t m = word_mask(w, lo, hi);
+        if ((b[w] & m) != m)
+            return 0;
+    }
+    return 1;
+}
+
+/* Set bits among granules lo..hi (lo <= hi). */
+static size_t bits_count(const uint64_t *b, size_t lo, size_t hi)
+{
+    size_t n = 0;
+    for (size_t w = lo >> 6; w <= hi >> 6; w++)
+        n += popcount64(b[w] & word_mask(w, lo, hi));
+    return n;
+}
+
+/* Sets (on) or clears the bits of granules lo..hi (lo <= hi). */
+static inline void bits_put(uint64_t *b, size_t lo, size_t hi, int on)
+{
+    if (one_word(lo, hi)) {
+        uint64_t m = span_mask(lo, hi);
+        b[lo >> 6] = on ? b[lo >> 6] | m : b[lo >> 6] & ~m;
+        return;
+    }
+    for (size_t w = lo >> 6; w <= hi >> 6; w++)
+        b[w] = on ? b[w] | word_mask(w, lo, hi) : b[w] & ~word_mask(w, lo, hi);
+}
+
+/* The first granule of lo..hi whose bit is `on`, or hi + 1 (lo <= hi). */
+static size_t bits_next(const uint64_t *b, size_t lo, size_t hi, int on)
+{
+    for (size_t w = lo >> 6; w <= hi >> 6; w++) {
+        uint64_t x = (on ? b[w] : ~b[w]) & word_mask(w, lo, hi);
+        if (x)
+            return (w << 6) + (size_t)__builtin_ctzll(x);
+    }
+    return hi + 1;
+}
+
+static inline int in_use(const ga_vrange_t *r, size_t g)
+{
+    return r->refs[g] || bit_get(r->inner, g);
+}
+
 /* Address space (the arena's backend) -------------------------------------------------------- */
 
 static ga_vrange_t *range_of(const ga_vmm_t *v, uintptr_t addr)
@@ -143,8 +235,10 @@ static void first_range_changed(ga_vmm_t *v)
 static void range_free_host(ga_vrange_t *r)
 {
     free(r->refs);
-    free(r->handle);
+    free(r->inner);
+    free(r->mapped);
     free(r->stacked);
+    free(r->handle);
     free(r->owner);
 }
 
@@ -163,11 +257,14 @@ static int va_adapt_reserve(void *ctx, size_t size, uintptr_t *base)
         v->ranges = grown, v->cap = cap;
     }
     ga_vrange_t r = {.size = vsize, .ngran = vsize / v->gran};
+    size_t words = (r.ngran + 63) / 64;
     r.refs = calloc(r.ngran, sizeof *r.refs);
+    r.inner = calloc(words, sizeof *r.inner);
+    r.mapped = calloc(words, sizeof *r.mapped);
+    r.stacked = calloc(words, sizeof *r.stacked);
     r.handle = calloc(r.ngran, sizeof *r.handle);
-    r.stacked = calloc(r.ngran, 1);
     r.owner = calloc(r.ngran, sizeof *r.owner);
-    if (!r.refs || !r.handle || !r.stacked || !r.owner ||
+    if (!r.refs || !r.inner || !r.mapped || !r.stacked || !r.handle || !r.owner ||
         p->be.va_reserve(p->be.ctx, vsize, &r.base) != 0) {
         range_free_host(&r);
         return -1;
@@ -185,6 +282,7 @@ static void unmap_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
     ga_vmm_t *v = p->vmm;
     p->be.unmap(p->be.ctx, r->base + g * v->gran, v->gran, r->handle[g]);
     r->handle[g] = 0;
+    r->mapped[g >> 6] &= ~(1ull << (g & 63));
     p->own.reserved -= v->gran;
     p->own.backend_unmaps++;
 }
@@ -202,7 +300,7 @@ static void va_adapt_release(void *ctx, uintptr_t base, size_t size)
     for (size_t g = 0; g < r->ngran; g++) {
         if (!r->handle[g])
             continue;
-        if (!r->refs[g])
+        if (!in_use(r, g))
             p->own.kept -= v->gran;
         unmap_granule(p, r, g);
     }
@@ -218,20 +316,34 @@ static void va_adapt_release(void *ctx, uintptr_t base, size_t size)
 
 /* The kept cache ------------------------------------------------------------------------------- */
 
-static int push_kept(ga_vmm_t *v, ga_vrange_t *r, size_t g)
+/* Room on the stack for n more runs: 0, or -1 out of host memory. */
+static int stack_reserve(ga_vmm_t *v, size_t n)
 {
-    if (r->stacked[g])
+    if (v->nstack + n <= v->capstack)
         return 0;
-    if (v->nstack == v->capstack) {
-        size_t cap = v->capstack ? v->capstack * 2 : 64;
-        ga_kslot_t *grown = realloc(v->stack, cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        v->stack = grown, v->capstack = cap;
-    }
-    v->stack[v->nstack++] = (ga_kslot_t){r->base, g};
-    r->stacked[g] = 1;
+    size_t cap = v->capstack ? v->capstack : 64;
+    while (cap < v->nstack + n)
+        cap *= 2;
+    ga_kslot_t *grown = realloc(v->stack, cap * sizeof *grown);
+    if (!grown)
+        return -1;
+    v->stack = grown, v->capstack = cap;
     return 0;
+}
+
+/* Granules lo..hi of r become kept: those not on the stack yet go on it, as runs, in ascending
+ * order (the caller reserved (hi - lo) / 2 + 1 runs: at most that many runs of unstacked
+ * granules alternate with stacked ones). */
+static void push_kept(ga_vmm_t *v, ga_vrange_t *r, size_t lo, size_t hi)
+{
+    if (bits_all(r->stacked, lo, hi))
+        return; /* a block freed again whose granules were kept before: nothing to push */
+    for (size_t g = bits_next(r->stacked, lo, hi, 0); g <= hi;) {
+        size_t end = g < hi ? bits_next(r->stacked, g + 1, hi, 1) : hi + 1;
+        v->stack[v->nstack++] = (ga_kslot_t){r->base, g, end - g};
+        bits_put(r->stacked, g, end - 1, 1);
+        g = end < hi ? bits_next(r->stacked, end + 1, hi, 0) : hi + 1;
+    }
 }
 
 /* Gives back the most recently kept granule still kept; 0 when none was. */
@@ -239,15 +351,18 @@ static int release_one_kept(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
     while (p->own.kept && v->nstack) {
-        ga_kslot_t k = v->stack[--v->nstack];
-        ga_vrange_t *r = range_of(v, k.base);
-        if (!r || r->base != k.base)
-            continue;
-        r->stacked[k.g] = 0;
-        if (r->refs[k.g] || !r->handle[k.g])
+        ga_kslot_t *k = &v->stack[v->nstack - 1];
+        ga_vrange_t *r = range_of(v, k->base);
+        size_t g = k->g + --k->n;
+        if (!k->n)
+            v->nstack--;
+        if (!r || r->base != k->base || g >= r->ngran)
+            continue; /* its range was released since */
+        r->stacked[g >> 6] &= ~(1ull << (g & 63));
+        if (in_use(r, g) || !r->handle[g])
             continue; /* reused since it was kept */
         p->own.kept -= v->gran;
-        unmap_granule(p, r, k.g);
+        unmap_granule(p, r, g);
         return 1;
     }
     return 0;
@@ -277,6 +392,7 @@ static int map_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
     if (rc != 0 || !h)
         return -1;
     r->handle[g] = h;
+    r->mapped[g >> 6] |= 1ull << (g & 63);
     s->reserved += v->gran;
     s->backend_maps++;
     if (s->reserved > s->peak_reserved)
@@ -284,57 +400,91 @@ static int map_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
     return 0;
 }
 
-/* One live allocation fewer on granules g0..g1; a granule left with none is kept or unmapped. */
-static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1,
-                                         int allow_keep)
+/* Granule g of a block spanning g0..g1 gets the block as a user: 1 if it had one already. */
+static int use_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1)
+{
+    if (g == g0 || g == g1)
+        return r->refs[g]++ != 0;
+    r->inner[g >> 6] |= 1ull << (g & 63); /* an inner granule: the block's alone */
+    return 0;
+}
+
+/* The reverse: 1 if granule g has no user left. */
+static int unuse_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1)
+{
+    if (g == g0 || g == g1)
+        return --r->refs[g] == 0;
+    r->inner[g >> 6] &= ~(1ull << (g & 63));
+    return 1;
+}
+
+/* One live block fewer on granules g0..g1 (its first and last); the granules left with no user
+ * (always one run) are kept while the cache has room, the rest unmapped. */
+static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
 {
     ga_vmm_t *v = p->vmm;
     ga_stats_t *s = &p->own;
-    if (g1 < g0)
-        return;
-    /* Granules the cache may still take, counted once: a large block spans dozens. */
-    size_t room = allow_keep && p->cfg.keep > s->kept ? (size_t)((p->cfg.keep - s->kept) >> v->gshift) : 0;
-    size_t kept = 0;
-    for (size_t g = g0; g <= g1; g++) {
-        if (--r->refs[g])
-            continue;
-        if (kept < room && push_kept(v, r, g) == 0)
-            kept++;
-        else
-            unmap_granule(p, r, g);
+    size_t f0 = g0, f1 = g1; /* the granules freed */
+    if (g0 == g1) {
+        if (--r->refs[g0])
+            return;
+    } else {
+        f0 += --r->refs[g0] != 0;
+        f1 -= --r->refs[g1] != 0;
+        if (g1 > g0 + 1)
+            bits_put(r->inner, g0 + 1, g1 - 1, 0);
+        if (f0 > f1)
+            return;
     }
+    size_t n = f1 - f0 + 1;
+    size_t room = p->cfg.keep > s->kept ? (size_t)((p->cfg.keep - s->kept) >> v->gshift) : 0;
+    size_t kept = n < room ? n : room;
+    if (kept && stack_reserve(v, (kept - 1) / 2 + 1) != 0)
+        kept = 0; /* out of host memory: given back instead */
     if (kept) {
+        push_kept(v, r, f0, f0 + kept - 1);
         s->kept += (uint64_t)kept << v->gshift;
         if (s->kept > s->peak_kept)
             s->peak_kept = s->kept;
     }
+    for (size_t g = f0 + kept; g <= f1; g++)
+        unmap_granule(p, r, g);
 }
 
-/* Whether covering g0..g1 would take mapped bytes past the limit: new granules are mapped after
- * giving back as many kept granules (other than the ones reused here) as there are. Checked first
- * so that a refusal maps nothing at all. */
-static int over_limit(const ga_pool_t *p, const ga_vrange_t *r, size_t g0, size_t g1)
+/* Whether mapping `need` new granules while reusing `reuse` kept ones takes mapped bytes past
+ * the limit: new granules are mapped after giving back as many kept granules (other than the
+ * ones reused here) as there are. Checked first so that a refusal maps nothing at all. */
+static int over_limit(const ga_pool_t *p, uint64_t need, uint64_t reuse)
 {
-    uint64_t gran = p->vmm->gran, need = 0, reuse = 0;
-    for (size_t g = g0; g <= g1; g++) {
-        need += !r->refs[g] && !r->handle[g];
-        reuse += !r->refs[g] && r->handle[g];
-    }
     uint64_t other_kept = (p->own.kept >> p->vmm->gshift) - reuse;
     uint64_t grows = need > other_kept ? need - other_kept : 0;
-    return p->own.reserved + grows * gran > p->cfg.limit;
+    return p->own.reserved + grows * p->vmm->gran > p->cfg.limit;
 }
 
-/* One live allocation more on granules g0..g1 of r; maps what is not mapped. On failure nothing
- * is left mapped or counted for it. */
+/* One live block more on granules g0..g1 of r (its first and last). The granules it is the first
+ * user of are one run, u0..u1; when all of them are mapped (free, kept ones) the block takes them
+ * in a few word operations. Otherwise granule by granule, mapping what is not mapped; on failure
+ * nothing is left mapped or counted for it. */
 static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
 {
     ga_vmm_t *v = p->vmm;
-    if (p->cfg.limit && over_limit(p, r, g0, g1))
+    size_t u0 = g0 + (r->refs[g0] != 0), u1 = g1 - (g1 != g0 && r->refs[g1] != 0);
+    size_t fresh = u0 <= u1 ? u1 - u0 + 1 : 0;
+    size_t need = !fresh || bits_all(r->mapped, u0, u1) ? 0 : fresh - bits_count(r->mapped, u0, u1);
+    if (!need) {
+        r->refs[g0]++;
+        if (g1 != g0)
+            r->refs[g1]++;
+        if (g1 > g0 + 1)
+            bits_put(r->inner, g0 + 1, g1 - 1, 1);
+        p->own.kept -= (uint64_t)fresh << v->gshift;
+        return 0;
+    }
+    if (p->cfg.limit && over_limit(p, need, fresh - need))
         return -1;
     size_t reused = 0; /* kept granules taken back, settled before a map reads the kept bytes */
     for (size_t g = g0; g <= g1; g++) {
-        if (r->refs[g]++)
+        if (use_one(r, g, g0, g1))
             continue;
         if (r->handle[g]) { /* a kept granule: reused at no cost */
             reused++;
@@ -343,9 +493,10 @@ static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, s
         p->own.kept -= (uint64_t)reused << v->gshift;
         reused = 0;
         if (map_granule(p, r, g) != 0) {
-            r->refs[g]--;
-            if (g > g0)
-                uncover_granules(p, r, g0, g - 1, 0);
+            unuse_one(r, g, g0, g1);
+            for (size_t h = g0; h < g; h++)
+                if (unuse_one(r, h, g0, g1))
+                    unmap_granule(p, r, h);
             return -1;
         }
     }
@@ -353,8 +504,8 @@ static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, s
     return 0;
 }
 
-/* One live allocation more on the granules of [a, a + len). Most blocks lie inside one granule
- * that a live block already uses: one count more, nothing to map, the limit not concerned. */
+/* One live block more on the granules of [a, a + len). Most blocks lie inside one granule that
+ * a live block already uses: one count more, nothing to map, the limit not concerned. */
 static int cover(ga_pool_t *p, uintptr_t a, size_t len)
 {
     ga_vmm_t *v = p->vmm;
@@ -369,7 +520,7 @@ static int cover(ga_pool_t *p, uintptr_t a, size_t len)
     return cover_granules(p, r, g0, g1);
 }
 
-/* One live allocation fewer on the granules of the block of len bytes at offset off in r. In the
+/* One live block fewer on the granules of the block of len bytes at offset off in r. In the
  * common case, inside one granule that another block still uses, there is nothing to give back. */
 static void uncover(ga_pool_t *p, ga_vrange_t *r, size_t off, size_t len)
 {
@@ -378,7 +529,7 @@ static void uncover(ga_pool_t *p, ga_vrange_t *r, size_t off, size_t len)
     if (g0 == g1 && r->refs[g0] > 1)
         r->refs[g0]--;
     else
-        uncover_granules(p, r, g0, g1, 1);
+        uncover_granules(p, r, g0, g1);
 }
 
 /* Placement areas ----------------------------------------------------------------------------- */
@@ -595,10 +746,8 @@ void ga_vmm_destroy(ga_pool_t *p)
 static size_t unmapped_in(const ga_vmm_t *v, uintptr_t a, size_t len)
 {
     const ga_vrange_t *r = range_of(v, a);
-    size_t n = 0;
-    for (size_t g = (a - r->base) >> v->gshift; g <= (a + len - 1 - r->base) >> v->gshift; g++)
-        n += !r->handle[g];
-    return n;
+    size_t g0 = (a - r->base) >> v->gshift, g1 = (a + len - 1 - r->base) >> v->gshift;
+    return bits_all(r->mapped, g0, g1) ? 0 : g1 - g0 + 1 - bits_count(r->mapped, g0, g1);
 }
 
 /* Places a block in area *ar. A block of the aligned area or a class that would map new granules
@@ -748,7 +897,7 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
         if (g0 == g1 && v->refs0[g0] > 1)
             v->refs0[g0]--;
         else
-            uncover_granules(p, v->ranges, g0, g1, 1);
+            uncover_granules(p, v->ranges, g0, g1);
         count_free(p, len, size);
         return GA_OK;
     }
@@ -876,28 +1025,32 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
                      (unsigned long long)requested, (unsigned long long)live,
                      (unsigned long long)total_free, (unsigned long long)largest);
     }
-    uint64_t mapped = 0, kept = 0, orphan = 0, unstacked = 0, unlent = 0;
+    uint64_t mapped = 0, kept = 0, orphan = 0, unstacked = 0, unlent = 0, bits = 0;
     for (size_t i = 0; i < v->nranges; i++) {
         const ga_vrange_t *r = &v->ranges[i];
         for (size_t g = 0; g < r->ngran; g++) {
+            int used = in_use(r, g);
             mapped += r->handle[g] ? v->gran : 0;
-            orphan += r->refs[g] && !r->handle[g];
-            unlent += r->refs[g] && (!r->owner[g] || r->owner[g] > v->nareas);
-            if (!r->refs[g] && r->handle[g]) {
+            orphan += used && !r->handle[g];
+            unlent += used && (!r->owner[g] || r->owner[g] > v->nareas);
+            /* the mapped bit is the handle; an inner granule is no block's end */
+            bits += bit_get(r->mapped, g) != (r->handle[g] != 0) ||
+                    (bit_get(r->inner, g) && r->refs[g]);
+            if (!used && r->handle[g]) {
                 kept += v->gran;
-                unstacked += !r->stacked[g];
+                unstacked += !bit_get(r->stacked, g);
             }
         }
     }
     int mine = (mapped != p->own.reserved) + (kept != p->own.kept) + (orphan != 0) +
-               (unstacked != 0) + (unlent != 0) + (p->own.kept > p->cfg.keep);
+               (unstacked != 0) + (unlent != 0) + (bits != 0) + (p->own.kept > p->cfg.keep);
     if (mine && !bad && report && len)
         snprintf(report, len, "vmm pool: mapped %llu vs reserved %llu, kept %llu vs %llu, %llu "
                  "granules in use but unmapped, %llu in use but lent to no area, %llu kept but "
-                 "not stacked, keep %zu",
+                 "not stacked, %llu with bitmaps that disagree, keep %zu",
                  (unsigned long long)mapped, (unsigned long long)p->own.reserved,
                  (unsigned long long)kept, (unsigned long long)p->own.kept,
                  (unsigned long long)orphan, (unsigned long long)unlent,
-                 (unsigned long long)unstacked, p->cfg.keep);
+                 (unsigned long long)unstacked, (unsigned long long)bits, p->cfg.keep);
     return bad + mine;
 }

@@ -548,6 +548,120 @@ START_TEST(vmm_granule_counts_exact)
 }
 END_TEST
 
+/* Blocks of many granules, across the 64-granule words of the pool's granule bitmaps: freeing one
+ * keeps its lowest granules while the cache has room and gives back the rest, and allocating it
+ * again takes the kept ones back without a map, maps only what was given back, and maps nothing
+ * more; a map refused in the middle of a long block leaves nothing mapped for it. */
+START_TEST(vmm_long_blocks_keep_and_refuse)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 40 * GRAN);
+    uintptr_t x = pool_alloc(p, 100 * GRAN);
+    ck_assert_uint_eq(f.maps, 100);
+    ck_assert_int_eq(ga_pool_free(p, x, NULL), GA_OK);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 40 * GRAN);
+    ck_assert_uint_eq(f.unmaps, 60);
+    POOL_HEALTHY(p);
+    uintptr_t y = pool_alloc(p, 100 * GRAN);
+    ck_assert_uint_eq(y, x);
+    ck_assert_uint_eq(f.maps, 160); /* the 60 given back, not the 40 kept */
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 0);
+    POOL_HEALTHY(p);
+    for (int i = 0; i < 3; i++) { /* freed and allocated again: the same 60 go and come back */
+        ck_assert_int_eq(ga_pool_free(p, y, NULL), GA_OK);
+        y = pool_alloc(p, 100 * GRAN);
+    }
+    ck_assert_uint_eq(f.maps, 160 + 3 * 60);
+    ck_assert_uint_eq(f.unmaps, 60 + 3 * 60);
+    ck_assert_int_eq(ga_pool_free(p, y, NULL), GA_OK);
+    ga_pool_trim(p);
+    ck_assert_uint_eq(f.mapped, 0);
+    unsigned maps = f.maps, unmaps = f.unmaps;
+    f.fail_map_in = 70; /* the 70th granule of a 130-granule block cannot be mapped */
+    uintptr_t z = 0;
+    ck_assert_int_eq(ga_pool_alloc(p, 130 * GRAN, &z), GA_ENOMEM);
+    ck_assert_uint_eq(f.mapped, 0);
+    ck_assert_uint_eq(f.maps - maps, f.unmaps - unmaps);
+    POOL_HEALTHY(p);
+    z = pool_alloc(p, 130 * GRAN);
+    ck_assert_uint_eq(f.mapped, 130 * GRAN);
+    ck_assert_int_eq(ga_pool_free(p, z, NULL), GA_OK);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* Granules touched by the live blocks, counted from their addresses: the union of the blocks'
+ * granule spans (sorted, merged). */
+static size_t live_granules(const uintptr_t *addr, const size_t *size, int n)
+{
+    uintptr_t lo[64], hi[64];
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!addr[i])
+            continue;
+        uintptr_t l = addr[i] / GRAN, h = (addr[i] + size[i] - 1) / GRAN;
+        int j = k++;
+        for (; j > 0 && lo[j - 1] > l; j--)
+            lo[j] = lo[j - 1], hi[j] = hi[j - 1];
+        lo[j] = l, hi[j] = h;
+    }
+    size_t total = 0;
+    for (int i = 0; i < k;) {
+        uintptr_t l = lo[i], h = hi[i];
+        for (i++; i < k && lo[i] <= h; i++)
+            h = hi[i] > h ? hi[i] : h;
+        total += (size_t)(h - l + 1);
+    }
+    return total;
+}
+
+/* Physical memory from the outside: with no cache, exactly the granules the live blocks touch
+ * are mapped after every step; with one, those plus the kept bytes, which stay within the keep.
+ * Sizes from 512 bytes to 150 granules in a seeded mix, so blocks share end granules and span
+ * bitmap words. */
+START_TEST(vmm_mapped_is_what_live_blocks_touch)
+{
+    static const size_t keeps[] = {0, 7 * GRAN};
+    for (int k = 0; k < 2; k++) {
+        vfake_t f;
+        ga_pool_t *p = vmm_pool(&f, 0, keeps[k]);
+        enum { N = 2000, SLOTS = 24 };
+        uintptr_t live[SLOTS] = {0};
+        size_t sz[SLOTS] = {0};
+        uint64_t x = 0x2545F4914F6CDD1Dull + (uint64_t)k;
+        for (int step = 0; step < N; step++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            int i = (int)(x % SLOTS);
+            if (live[i]) {
+                ck_assert_int_eq(ga_pool_free(p, live[i], NULL), GA_OK);
+                live[i] = 0;
+            } else {
+                static const size_t kinds[] = {512, 100 * KIB, MIB + 512, 3 * GRAN, 5 * GRAN + MIB,
+                                               70 * GRAN, 70 * GRAN + 3 * MIB / 2, 150 * GRAN};
+                sz[i] = kinds[(x >> 20) % 8] + ((x >> 40) % 2) * GA_ALIGN;
+                live[i] = pool_alloc(p, sz[i]);
+            }
+            ga_stats_t s;
+            ga_pool_stats(p, &s);
+            size_t want = live_granules(live, sz, SLOTS) * GRAN;
+            REQUIRE(f.mapped == want + s.kept && s.kept <= keeps[k],
+                    "keep %zu, step %d: %zu bytes mapped, the live blocks touch %zu, %llu kept",
+                    keeps[k], step, f.mapped, want, (unsigned long long)s.kept);
+            if (step % 50 == 0)
+                POOL_HEALTHY(p);
+        }
+        for (int i = 0; i < SLOTS; i++)
+            if (live[i])
+                ck_assert_int_eq(ga_pool_free(p, live[i], NULL), GA_OK);
+        POOL_HEALTHY(p);
+        destroy_clean(p, &f);
+    }
+}
+END_TEST
+
 Suite *vmm_suite(void)
 {
     Suite *s = suite_create("vmm");
@@ -565,6 +679,8 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_keep_and_trim);
     tcase_add_test(tc, vmm_granule_counts_exact);
     tcase_add_test(tc, vmm_random_workload_checked);
+    tcase_add_test(tc, vmm_long_blocks_keep_and_refuse);
+    tcase_add_test(tc, vmm_mapped_is_what_live_blocks_touch);
     suite_add_tcase(s, tc);
     return s;
 }

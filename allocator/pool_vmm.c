@@ -418,11 +418,26 @@ static int unuse_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1)
     return 1;
 }
 
+/* Freed granules f0..f1 of which the first `kept` stay kept: those not on the stack yet are pushed
+ * (if host memory allows; else they are given back too), the rest unmapped. Out of line: a block
+ * freed again whose granules are still kept and stacked, the common case, needs none of it. */
+static OUT_OF_LINE size_t keep_or_unmap(ga_pool_t *p, ga_vrange_t *r, size_t f0, size_t f1,
+                                        size_t kept)
+{
+    ga_vmm_t *v = p->vmm;
+    if (kept && stack_reserve(v, (kept - 1) / 2 + 1) != 0)
+        kept = 0; /* out of host memory: given back instead */
+    if (kept)
+        push_kept(v, r, f0, f0 + kept - 1);
+    for (size_t g = f0 + kept; g <= f1; g++)
+        unmap_granule(p, r, g);
+    return kept;
+}
+
 /* One live block fewer on granules g0..g1 (its first and last); the granules left with no user
  * (always one run) are kept while the cache has room, the rest unmapped. */
 static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
 {
-    ga_vmm_t *v = p->vmm;
     ga_stats_t *s = &p->own;
     size_t f0 = g0, f1 = g1; /* the granules freed */
     if (g0 == g1) {
@@ -436,19 +451,17 @@ static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0
         if (f0 > f1)
             return;
     }
+    unsigned sh = p->vmm->gshift;
     size_t n = f1 - f0 + 1;
-    size_t room = p->cfg.keep > s->kept ? (size_t)((p->cfg.keep - s->kept) >> v->gshift) : 0;
+    size_t room = p->cfg.keep > s->kept ? (size_t)((p->cfg.keep - s->kept) >> sh) : 0;
     size_t kept = n < room ? n : room;
-    if (kept && stack_reserve(v, (kept - 1) / 2 + 1) != 0)
-        kept = 0; /* out of host memory: given back instead */
+    if (kept < n || !bits_all(r->stacked, f0, f1))
+        kept = keep_or_unmap(p, r, f0, f1, kept);
     if (kept) {
-        push_kept(v, r, f0, f0 + kept - 1);
-        s->kept += (uint64_t)kept << v->gshift;
+        s->kept += (uint64_t)kept << sh;
         if (s->kept > s->peak_kept)
             s->peak_kept = s->kept;
     }
-    for (size_t g = f0 + kept; g <= f1; g++)
-        unmap_granule(p, r, g);
 }
 
 /* Whether mapping `need` new granules while reusing `reuse` kept ones takes mapped bytes past
@@ -461,25 +474,14 @@ static int over_limit(const ga_pool_t *p, uint64_t need, uint64_t reuse)
     return p->own.reserved + grows * p->vmm->gran > p->cfg.limit;
 }
 
-/* One live block more on granules g0..g1 of r (its first and last). The granules it is the first
- * user of are one run, u0..u1; when all of them are mapped (free, kept ones) the block takes them
- * in a few word operations. Otherwise granule by granule, mapping what is not mapped; on failure
- * nothing is left mapped or counted for it. */
-static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
+/* cover_granules when some of the `fresh` granules u0..u1 the block is the first user of are not
+ * mapped: granule by granule, mapping what is not; on failure nothing is left mapped or counted
+ * for the block. */
+static OUT_OF_LINE int cover_mapping(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1,
+                                     size_t u0, size_t u1, size_t fresh)
 {
     ga_vmm_t *v = p->vmm;
-    size_t u0 = g0 + (r->refs[g0] != 0), u1 = g1 - (g1 != g0 && r->refs[g1] != 0);
-    size_t fresh = u0 <= u1 ? u1 - u0 + 1 : 0;
-    size_t need = !fresh || bits_all(r->mapped, u0, u1) ? 0 : fresh - bits_count(r->mapped, u0, u1);
-    if (!need) {
-        r->refs[g0]++;
-        if (g1 != g0)
-            r->refs[g1]++;
-        if (g1 > g0 + 1)
-            bits_put(r->inner, g0 + 1, g1 - 1, 1);
-        p->own.kept -= (uint64_t)fresh << v->gshift;
-        return 0;
-    }
+    size_t need = fresh - bits_count(r->mapped, u0, u1);
     if (p->cfg.limit && over_limit(p, need, fresh - need))
         return -1;
     size_t reused = 0; /* kept granules taken back, settled before a map reads the kept bytes */
@@ -504,9 +506,27 @@ static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, s
     return 0;
 }
 
+/* One live block more on granules g0..g1 of r (its first and last). The granules it is the first
+ * user of are one run, u0..u1; when all of them are mapped (free, kept ones) the block takes them
+ * in a few word operations, nothing to map and the limit not concerned. */
+static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
+{
+    size_t u0 = g0 + (r->refs[g0] != 0), u1 = g1 - (g1 != g0 && r->refs[g1] != 0);
+    size_t fresh = u0 <= u1 ? u1 - u0 + 1 : 0;
+    if (fresh && !bits_all(r->mapped, u0, u1))
+        return cover_mapping(p, r, g0, g1, u0, u1, fresh);
+    r->refs[g0]++;
+    if (g1 != g0)
+        r->refs[g1]++;
+    if (g1 > g0 + 1)
+        bits_put(r->inner, g0 + 1, g1 - 1, 1);
+    p->own.kept -= (uint64_t)fresh << p->vmm->gshift;
+    return 0;
+}
+
 /* One live block more on the granules of [a, a + len). Most blocks lie inside one granule that
  * a live block already uses: one count more, nothing to map, the limit not concerned. */
-static int cover(ga_pool_t *p, uintptr_t a, size_t len)
+static inline __attribute__((always_inline)) int cover(ga_pool_t *p, uintptr_t a, size_t len)
 {
     ga_vmm_t *v = p->vmm;
     ga_vrange_t *r = range_of(v, a);
@@ -611,21 +631,26 @@ static void area_release(void *ctx, uintptr_t base, size_t size)
     p->vmm->parent_dirty = 1;
 }
 
+/* Makes area ar's arena, at its first use. */
+static OUT_OF_LINE void area_make(ga_vmm_t *v, ga_varea_t *ar)
+{
+    /* First regions of 32 granules (a class: 16 blocks), doubling as the area grows. A class
+     * region much smaller than that cuts its tiling short (capped at 1/16 of a range twice the
+     * live peak, the bf16 forward pass mapped 2% more). */
+    size_t min = ar->size ? gran_up(v, 16 * ar->size) : 32 * v->gran;
+    if (min > v->region)
+        min = v->region;
+    ga_backend_t be = {area_reserve, area_release, ar};
+    ga_config_t ac = {.initial = 0, .grow = 1, .limit = 0, .min_region = min};
+    ar->arena = ga_arena_create(&be, &ac, NULL);
+}
+
 /* Area `id`, its arena made at first use; NULL when host memory ran out. */
-static ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
+static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
 {
     ga_varea_t *ar = &v->area[id];
-    if (!ar->arena) {
-        /* First regions of 32 granules (a class: 16 blocks), doubling as the area grows. A class
-         * region much smaller than that cuts its tiling short (capped at 1/16 of a range twice
-         * the live peak, the bf16 forward pass mapped 2% more). */
-        size_t min = ar->size ? gran_up(v, 16 * ar->size) : 32 * v->gran;
-        if (min > v->region)
-            min = v->region;
-        ga_backend_t be = {area_reserve, area_release, ar};
-        ga_config_t ac = {.initial = 0, .grow = 1, .limit = 0, .min_region = min};
-        ar->arena = ga_arena_create(&be, &ac, NULL);
-    }
+    if (!ar->arena)
+        area_make(v, ar);
     return ar->arena ? ar : NULL;
 }
 
@@ -743,7 +768,7 @@ void ga_vmm_destroy(ga_pool_t *p)
 }
 
 /* Granules of [a, a + len) with nothing mapped: what a block placed there would map. */
-static size_t unmapped_in(const ga_vmm_t *v, uintptr_t a, size_t len)
+static inline size_t unmapped_in(const ga_vmm_t *v, uintptr_t a, size_t len)
 {
     const ga_vrange_t *r = range_of(v, a);
     size_t g0 = (a - r->base) >> v->gshift, g1 = (a + len - 1 - r->base) >> v->gshift;
@@ -776,17 +801,6 @@ static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t roun
     return GA_OK;
 }
 
-/* An allocation that may not go straight to the general area (see ga_vmm_alloc): its area
- * chosen, then placed there. */
-static OUT_OF_LINE ga_status_t alloc_placed(ga_pool_t *p, size_t size, size_t rounded,
-                                            ga_varea_t **ar, int *slot, uintptr_t *a)
-{
-    if (!rounded)
-        return GA_EINVAL;
-    *ar = area_for(p, rounded, slot);
-    return *ar ? place(p, ar, size, rounded, a) : GA_ENOMEM;
-}
-
 /* The allocation's figures, once it is placed and covered. */
 static inline void count_alloc(ga_pool_t *p, size_t rounded)
 {
@@ -797,38 +811,53 @@ static inline void count_alloc(ga_pool_t *p, size_t rounded)
         s->peak_in_use = s->in_use;
 }
 
-/* Everything but the common case of ga_vmm_alloc: sizes from half a granule up (an area to
- * choose), the general area's first use, and blocks that map or reuse a granule. `a` non-zero: a
- * block the fast path placed in the general area, still to be covered. */
-static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t rounded, uintptr_t a,
-                                          uintptr_t *out)
+/* A block placed at `a` in area ar: its granules taken (a refusal gives the block back to the
+ * area and is an out-of-memory), its size's live count and the figures kept. */
+static inline ga_status_t cover_placed(ga_pool_t *p, ga_varea_t *ar, int slot, uintptr_t a,
+                                       size_t rounded, uintptr_t *out)
 {
-    ga_vmm_t *v = p->vmm;
-    ga_varea_t *ar = &v->area[AREA_GENERAL];
-    int slot = -1;
-    ga_status_t st = GA_OK;
-    if (!a)
-        st = alloc_placed(p, size, rounded, &ar, &slot, &a);
-    if (st == GA_EINVAL)
-        return st;
-    if (st != GA_OK || cover(p, a, rounded) != 0) {
-        if (st == GA_OK)
-            ga_free(ar->arena, a);
+    if (cover(p, a, rounded) != 0) {
+        ga_free(ar->arena, a);
         p->own.failed_allocs++;
         return GA_ENOMEM;
     }
     if (slot >= 0)
-        v->track[slot].nlive++;
+        p->vmm->track[slot].nlive++;
     count_alloc(p, rounded);
     *out = a;
     return GA_OK;
+}
+
+/* A block the fast path of ga_vmm_alloc placed in the general area that maps or reuses a
+ * granule, or lies outside the first range. */
+static OUT_OF_LINE ga_status_t alloc_cover(ga_pool_t *p, size_t rounded, uintptr_t a,
+                                           uintptr_t *out)
+{
+    return cover_placed(p, &p->vmm->area[AREA_GENERAL], -1, a, rounded, out);
+}
+
+/* Everything else ga_vmm_alloc does not do itself: sizes from half a granule up (an area to
+ * choose), and any size before the general area's first use. */
+static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t rounded,
+                                          uintptr_t *out)
+{
+    if (!rounded)
+        return GA_EINVAL;
+    int slot = -1;
+    uintptr_t a = 0;
+    ga_varea_t *ar = area_for(p, rounded, &slot);
+    if (!ar || place(p, &ar, size, rounded, &a) != GA_OK) {
+        p->own.failed_allocs++;
+        return GA_ENOMEM;
+    }
+    return cover_placed(p, ar, slot, a, rounded, out);
 }
 
 /* The common case is kept to what arena mode does plus one granule count: a size under half a
  * granule (neither a multiple nor a class) goes to the general area with nothing looked up, and
  * when it lands in the first range inside one granule another live block uses, nothing is
  * mapped. The general area is always reread for statistics (refresh_seen), so nothing is marked
- * here either. Anything else takes alloc_slow. */
+ * here either. Anything else takes alloc_cover or alloc_slow. */
 ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
@@ -847,9 +876,9 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
             *out = a;
             return GA_OK;
         }
-        return alloc_slow(p, size, rounded, a, out);
+        return alloc_cover(p, rounded, a, out);
     }
-    return alloc_slow(p, size, rounded, 0, out);
+    return alloc_slow(p, size, rounded, out);
 }
 
 /* As a single arena would answer: an address in the range but in no live allocation is a double

@@ -3,8 +3,8 @@
  *
  * Physical memory is mapped per granule: a granule is mapped (backend map) when a first live
  * allocation touches it and unmapped when the last one goes (ga_vrange_t says how that is kept
- * at a cost independent of a block's size). Addresses never move, and nothing fragments across regions: freed memory goes back to
- * the device granule by granule. What a vmm pool costs beyond the live bytes is therefore only the
+ * at a cost independent of a block's size). Addresses never move, and nothing fragments across
+ * regions: freed memory goes back to the device granule by granule. What a vmm pool costs beyond the live bytes is therefore only the
  * unused part of partly used granules, and placement is chosen to keep those few.
  *
  * Placement: the virtual range is a parent arena (ga_arena.h) that holds address space only, and
@@ -61,7 +61,7 @@
  * itself in refs[g0] and refs[g1] (once when g0 == g1), the only granules it can share with
  * other blocks; the granules strictly between are its alone and carry a bit in `inner`. So a
  * block's bookkeeping is two counts and a few bitmap words whatever its size, and "is anything
- * here unmapped" is a popcount over `mapped`, not a walk over the granules. */
+ * here unmapped" is a mask test on `mapped`, not a walk over the granules. */
 typedef struct ga_vrange {
     uintptr_t base;
     size_t size;       /* bytes of address space, a multiple of the granularity */

@@ -179,8 +179,16 @@ void ga_live_fini(ga_livetab_t *t)
  * left child), anything else descends by (size, base); then the tree rebalances. */
 int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c)
 {
-    ga_rbnode_t **link, *parent;
+    ga_rbnode_t **link, *parent = t->root;
     int depth = 0;
+    if (!parent->left && !parent->right) {
+        /* A lone (black) root: the new chunk hangs red on either side, nothing to rebalance. Bins
+         * of one or two chunks are most of the non-empty ones on the somas traces. */
+        int less = ga_bin_less(c, ga_bin_chunk(parent));
+        ga_rb_link(&c->u.bin_node, parent, less ? &parent->left : &parent->right);
+        t->min = less ? c : t->min;
+        return 1;
+    }
     if (ga_bin_less(c, t->min)) {
         parent = &t->min->u.bin_node;
         link = &parent->left;
@@ -199,6 +207,36 @@ int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c)
     ga_rb_link(&c->u.bin_node, parent, link);
     ga_rb_insert_fixup(&t->root, &c->u.bin_node);
     return depth;
+}
+
+/* Removal from a tree that keeps at least one chunk. Two cases need no rebalancing and are most
+ * removals from small bins: a red leaf goes (a red node never changes a black height), and a root
+ * with one child (which then is a red leaf) is replaced by that child, made black. The successor
+ * that becomes the new lowest chunk is then the leaf's parent or the root's right child. */
+void ga_tree_remove_slow(ga_tree_t *t, ga_chunk_t *c)
+{
+    ga_rbnode_t *n = &c->u.bin_node, *p = ga_rb_parent(n);
+    if (!n->left && !n->right && !(n->parent_color & 1)) { /* a red leaf: it has a parent */
+        if (p->left == n) {
+            p->left = NULL;
+            if (t->min == c)
+                t->min = ga_bin_chunk(p);
+        } else {
+            p->right = NULL;
+        }
+        return;
+    }
+    if (!p && (!n->left != !n->right)) {
+        ga_rbnode_t *child = n->left ? n->left : n->right;
+        child->parent_color = 1; /* a black root */
+        t->root = child;
+        if (t->min == c)
+            t->min = ga_bin_chunk(child);
+        return;
+    }
+    if (t->min == c)
+        t->min = ga_bin_chunk(ga_rb_next(n));
+    ga_rb_erase(&t->root, n);
 }
 
 /* A subdivided bin: the chunk goes to its slice, and the bin's lowest chunk is the lowest

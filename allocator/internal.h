@@ -279,13 +279,13 @@ static inline int ga_tree_insert(ga_tree_t *t, ga_chunk_t *c)
     return 1;
 }
 
+void ga_tree_remove_slow(ga_tree_t *t, ga_chunk_t *c); /* the tree keeps at least one chunk */
+
 static inline int ga_tree_remove(ga_tree_t *t, ga_chunk_t *c)
 {
     ga_rbnode_t *n = &c->u.bin_node;
-    if (t->root != n || n->left || n->right) { /* the tree keeps at least one chunk */
-        if (t->min == c)
-            t->min = ga_bin_chunk(ga_rb_next(n));
-        ga_rb_erase(&t->root, n);
+    if (t->root != n || n->left || n->right) {
+        ga_tree_remove_slow(t, c);
         return 0;
     }
     t->root = NULL;

@@ -79,16 +79,11 @@ static int add_block(ga_arena_t *a)
     return 0;
 }
 
-/* Takes an item from the pool, carving a new block when empty; NULL if host memory is exhausted.
- * The caller sets every field it uses (an item from the free list holds stale ones). */
-ga_item_t *ga_item_new(ga_arena_t *a)
+__attribute__((noinline, cold)) ga_item_t *ga_item_new_block(ga_arena_t *a)
 {
-    if (!a->spare && add_block(a) != 0)
+    if (add_block(a) != 0)
         return NULL;
-    ga_item_t *it = a->spare;
-    a->spare = it->next_spare;
-    a->items_used++;
-    return it;
+    return ga_item_new(a);
 }
 
 void ga_item_put(ga_arena_t *a, ga_item_t *it)
@@ -107,6 +102,7 @@ static int live_resize(ga_livetab_t *t, size_t cap)
     if (!slots)
         return -1;
     ga_livetab_t n = {.slots = slots, .mask = cap - 1, .count = t->count,
+                      .limit = cap / GA_LIVE_SPREAD,
                       .shift = 64u - (unsigned)__builtin_ctzll((uint64_t)cap)};
     for (size_t i = 0; t->slots && i <= t->mask; i++) {
         if (!t->slots[i].chunk)
@@ -397,7 +393,8 @@ static inline ga_chunk_t *find_fit(ga_arena_t *a, size_t rounded, unsigned *at)
 }
 
 /* Absorbs `right` (free, out of its bin, the address neighbour after `left`) into `left`. */
-static void absorb(ga_arena_t *a, ga_chunk_t *left, ga_chunk_t *right)
+static inline __attribute__((always_inline)) void absorb(ga_arena_t *a, ga_chunk_t *left,
+                                                          ga_chunk_t *right)
 {
     left->size += right->size;
     left->next_phys = right->next_phys;
@@ -435,7 +432,7 @@ static void split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *rest
 
 size_t ga_round_size(size_t size)
 {
-    if (size == 0 || size > SIZE_MAX - (GA_ALIGN - 1))
+    if (size - 1 > SIZE_MAX - GA_ALIGN) /* 0 (wraps round) or too large to round up */
         return 0;
     return (size + GA_ALIGN - 1) & ~(GA_ALIGN - 1);
 }

@@ -387,6 +387,8 @@ static void check_table(checker_t *k)
     CHECK(k, !t->slots || t->count * GA_LIVE_SPREAD <= t->mask + 1,
           "live table: %zu entries in %zu slots",
           t->count, t->mask + 1);
+    CHECK(k, t->limit == (t->slots ? (t->mask + 1) / GA_LIVE_SPREAD : 0),
+          "live table: limit %zu for %zu slots", t->limit, t->slots ? t->mask + 1 : 0);
     for (size_t i = 0; t->slots && i <= t->mask; i++) {
         const ga_live_slot_t *s = &t->slots[i];
         if (!s->chunk)

@@ -178,6 +178,7 @@ typedef struct ga_livetab {
     ga_live_slot_t *slots;
     size_t mask;             /* capacity - 1; capacity is a power of two */
     size_t count;
+    size_t limit;            /* entries allowed before the table doubles: capacity / SPREAD */
     unsigned shift;          /* 64 - log2(capacity), for Fibonacci hashing */
 } ga_livetab_t;
 
@@ -250,7 +251,7 @@ static inline unsigned ga_sub_of(size_t size)
 }
 
 /* arena.c */
-ga_item_t *ga_item_new(ga_arena_t *a); /* NULL if host memory ran out; fields are stale */
+ga_item_t *ga_item_new_block(ga_arena_t *a); /* ga_item_new when the free list is empty */
 void ga_item_put(ga_arena_t *a, ga_item_t *it);
 size_t ga_round_size(size_t size); /* 0 when size is 0 or rounding would overflow */
 int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c); /* returns the levels descended */
@@ -336,6 +337,19 @@ static inline void ga_bin_remove(ga_arena_t *a, ga_chunk_t *c)
     ga_bin_remove_at(a, c, ga_bin_of(c->size));
 }
 
+/* Takes an item from the pool, carving a new block when empty; NULL if host memory is exhausted.
+ * The caller sets every field it uses (an item from the free list holds stale ones). Inline: a
+ * split takes one on most allocations, and the call cost more than the two loads it does. */
+static inline ga_item_t *ga_item_new(ga_arena_t *a)
+{
+    ga_item_t *it = a->spare;
+    if (__builtin_expect(!it, 0))
+        return ga_item_new_block(a);
+    a->spare = it->next_spare;
+    a->items_used++;
+    return it;
+}
+
 /* region.c */
 ga_status_t ga_grow(ga_arena_t *a, size_t rounded);
 ga_status_t ga_region_add(ga_arena_t *a, size_t size);
@@ -368,7 +382,7 @@ static inline size_t ga_live_home(const ga_livetab_t *t, uintptr_t key)
 /* Room for one more entry: 0, or -1 out of host memory (the table is then unchanged). */
 static inline int ga_live_reserve(ga_livetab_t *t)
 {
-    if (t->slots && (t->count + 1) * GA_LIVE_SPREAD <= t->mask + 1)
+    if (t->count < t->limit) /* 0 while there are no slots */
         return 0;
     return ga_live_grow(t);
 }

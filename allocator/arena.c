@@ -172,19 +172,14 @@ void ga_live_fini(ga_livetab_t *t)
 /* Bins ---------------------------------------------------------------------------------------- */
 
 /* A tree that already holds chunks: a new lowest chunk hangs left of the old one (which has no
- * left child), anything else descends by (size, base); then the tree rebalances. */
+ * left child; the root is then not even read, which matters when the tree is large and cold),
+ * anything else descends by (size, base). A red leaf under a black parent breaks no rule, so the
+ * rebalancing is called only under a red one: a tree of one or two chunks, most of the non-empty
+ * bins on the somas traces, never needs it. */
 int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c)
 {
-    ga_rbnode_t **link, *parent = t->root;
+    ga_rbnode_t **link, *parent;
     int depth = 0;
-    if (!parent->left && !parent->right) {
-        /* A lone (black) root: the new chunk hangs red on either side, nothing to rebalance. Bins
-         * of one or two chunks are most of the non-empty ones on the somas traces. */
-        int less = ga_bin_less(c, ga_bin_chunk(parent));
-        ga_rb_link(&c->u.bin_node, parent, less ? &parent->left : &parent->right);
-        t->min = less ? c : t->min;
-        return 1;
-    }
     if (ga_bin_less(c, t->min)) {
         parent = &t->min->u.bin_node;
         link = &parent->left;
@@ -201,7 +196,8 @@ int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c)
         }
     }
     ga_rb_link(&c->u.bin_node, parent, link);
-    ga_rb_insert_fixup(&t->root, &c->u.bin_node);
+    if (!(parent->parent_color & 1))
+        ga_rb_insert_fixup(&t->root, &c->u.bin_node);
     return depth;
 }
 

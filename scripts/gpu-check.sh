@@ -2,13 +2,17 @@
 # gpu-check.sh: the checks that need a real GPU, in one short run (a few minutes on one GPU).
 #
 # Builds the shim, the examples and the replay tool (no test packages needed), then on the real
-# driver: every example under each mode, ex_alloctime (cuMemAlloc+cuMemFree through the driver
-# against the arena), small PyTorch and JAX jobs under the shim in each mode, and the cap (an
-# allocation past it fails with out-of-memory, cuMemGetInfo reports the cap, and nvidia-smi never
-# shows the process above the cap plus context overhead). Prints a markdown table of results and
-# writes it, with every log, to $OUT (the device tool's folder) or build/gpu-check/.
+# driver: every example under each mode; ex_alloctime (cuMemAlloc+cuMemFree through the driver
+# against each mode, small and large blocks, vmm with and without kept granules); small PyTorch,
+# JAX and CuPy jobs in each mode with the framework's own pool and without it (each checked to have
+# gone through gpuarena by its statistics); the cap (an allocation past it fails with out-of-memory,
+# cuMemGetInfo reports the cap, and nvidia-smi never shows the process above the cap plus context
+# overhead); a freed buffer still written by a stream, per GPUARENA_FREE_SYNC; the frameworks' async
+# allocators. Prints a markdown table of results and writes it, with every log and statistics file,
+# to $OUT (the device tool's folder) or build/gpu-check/.
 #
-# usage: scripts/gpu-check.sh [--quick]       exit 0 when every check passed
+# usage: scripts/gpu-check.sh          exit 0 when every check passed
+#   GPU_CHECK_TIMEOUT=SECONDS bounds each program run (default 90).
 # uthash.h: if /usr/include/uthash.h is missing (no network to apt-get it), put a copy in
 # .carry/uthash.h; the build then adds -I.carry.
 set -u
@@ -19,6 +23,7 @@ report=$out/gpu-check.md
 shim=$PWD/build/lib/libgpuarena.so
 ex=$PWD/build/examples
 pass=0 fail=0
+limit=${GPU_CHECK_TIMEOUT:-90}  # seconds for each program run
 : >"$report"
 
 say() { echo "$*" | tee -a "$report"; }
@@ -32,16 +37,25 @@ extra=""
 [ -f /usr/include/uthash.h ] || extra="-I$PWD/.carry"
 say "# gpu-check $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$report"
+for m in torch jax cupy; do
+    python3 -c "import $m; print('$m', $m.__version__)" 2>&1 | tail -1 | sed 's/^/python: /' | tee -a "$report"
+done
 make -j"$(nproc)" EXTRA_CFLAGS="$extra" build/lib/libgpuarena.so build/bin/gpuarena-replay \
     build/examples/ex_direct build/examples/ex_dlsym build/examples/ex_getproc \
     build/examples/ex_train build/examples/ex_fragment build/examples/ex_alloctime \
-    >"$out/build.log" 2>&1 || { say "build failed: see build.log"; tail -20 "$out/build.log"; exit 1; }
+    >"$out/build.log" 2>&1 || {
+    tail -20 "$out/build.log"
+    # a build carried from another machine (the device tool's carry) still runs
+    [ -x "$shim" ] && [ -x "$ex/ex_alloctime" ] || { say "build failed: see build.log"; exit 1; }
+    say "build failed here (see build.log): running the build that came with the tree"
+}
 
 # mode_env MODE: the environment for one gpuarena mode ("none" = no shim)
 mode_env() {
     case $1 in
         none) echo "" ;;
         arena|grow|vmm|platform) echo "LD_PRELOAD=$shim GPUARENA_MODE=$1" ;;
+        vmm-keep0) echo "LD_PRELOAD=$shim GPUARENA_MODE=vmm GPUARENA_VMM_KEEP=0" ;;
     esac
 }
 # run NAME MODE [VAR=VALUE...] -- CMD...: runs one command with a 120 s bound, log in $out
@@ -52,10 +66,34 @@ run() {
     log=$out/$name-$mode.log
     # shellcheck disable=SC2046
     env $(mode_env "$mode") GPUARENA_STATS="$out/$name-$mode.stats.json" "${vars[@]}" \
-        timeout 120 "$@" >"$log" 2>&1
+        timeout "$limit" "$@" >"$log" 2>&1
 }
+# served NAME MODE: what gpuarena's statistics say it served in that run ("" without the shim);
+# returns 1 when a shim mode served no allocation (the program's memory did not go through gpuarena)
+served() {
+    [ "$2" = none ] && return 0
+    python3 - "$out/$1-$2.stats.json" <<'PY'
+import json, sys
+try:
+    t = json.load(open(sys.argv[1]))["totals"]
+except Exception as e:
+    print(f"no statistics ({type(e).__name__})"); sys.exit(1)
+print(f"gpuarena: {t['alloc_calls']} allocs, {t['driver_alloc_calls']} driver allocs, "
+      f"peak {t['peak_in_use'] >> 20} MiB in use, {t['peak_reserved'] >> 20} MiB reserved;")
+sys.exit(0 if t["alloc_calls"] > 0 else 1)
+PY
+}
+# fwcheck LABEL NAME MODE [VAR=VALUE...] -- CMD...: a framework run; ok when it exits 0 and, under
+# the shim, gpuarena served its allocations
+fwcheck() {
+    label=$1 name=$2 mode=$3; shift 3
+    if run "$name" "$mode" "$@"; then r=ok; else r=FAIL; fi
+    s=$(served "$name" "$mode") || r=FAIL
+    check "$label" $r "$s $(tail -1 "$out/$name-$mode.log" | cut -c1-110)"
+}
+section() { say ""; say "## $1 ($(date -u +%T))"; }
 
-say ""; say "## Examples on the real driver"; say "| check | result | detail |"; say "|---|---|---|"
+section "Examples on the real driver"; say "| check | result | detail |"; say "|---|---|---|"
 for mode in none arena grow vmm platform; do
     for prog in "ex_direct 200 1024 3" "ex_dlsym 64 256" "ex_getproc 32 64" "ex_train 50 16 1024"; do
         set -- $prog
@@ -67,33 +105,40 @@ for mode in none arena grow vmm platform; do
     done
 done
 
-say ""; say "## cuMemAlloc+cuMemFree: driver against the arena"; say "| mode | ns per pair | first pair |"; say "|---|---|---|"
-for mode in none platform arena vmm; do
-    run alloctime "$mode" -- "$ex/ex_alloctime" 20000 4096
-    line=$(grep 'ns per' "$out/alloctime-$mode.log")
+section "cuMemAlloc+cuMemFree: driver against the arena"
+say "| mode | sizes | ns per pair | first pair |"; say "|---|---|---|---|"
+# small blocks (up to 4 MiB) and large ones (up to 64 MiB; in vmm mode with the default keep and
+# with GPUARENA_VMM_KEEP=0, where every free unmaps and every allocation maps: the remapping cost)
+for cfg in "none 20000 4096" "platform 20000 4096" "arena 20000 4096" "vmm 20000 4096" \
+           "none 2000 65536" "arena 2000 65536" "vmm 2000 65536" "vmm-keep0 500 65536"; do
+    set -- $cfg
+    run "alloctime$3" "$1" -- "$ex/ex_alloctime" "$2" "$3"
+    line=$(grep 'ns per' "$out/alloctime$3-$1.log")
     ns=$(echo "$line" | sed -n 's/.*: \([0-9]*\) ns per.*/\1/p')
     first=$(echo "$line" | sed -n 's/.*first pair \([0-9.]* ms\).*/\1/p')
-    say "| $mode | ${ns:-failed} | ${first:-} |"
+    say "| $1 | up to $(($3 / 1024)) MiB | ${ns:-failed} | ${first:-} |"
 done
 
-say ""; say "## Frameworks under each mode"; say "| check | result | detail |"; say "|---|---|---|"
-for fw in torch jax; do
-    if [ "$fw" = torch ]; then fair="PYTORCH_NO_CUDA_MEMORY_CACHING=1"; else fair="XLA_PYTHON_CLIENT_ALLOCATOR=platform"; fi
+section "Frameworks under each mode"; say "| check | result | detail |"; say "|---|---|---|"
+for fw in torch jax cupy; do
     for mode in none arena grow vmm platform; do
         for pool in framework fair; do
-            v="GPUARENA_LOG=warn"; [ $pool = fair ] && v=$fair
-            if run "${fw}_$pool" "$mode" "$v" -- python3 "examples/${fw}_small.py"; then
-                check "$fw ($pool pool, $mode)" ok "$(tail -1 "$out/${fw}_$pool-$mode.log" | cut -c1-110)"
-            else
-                check "$fw ($pool pool, $mode)" FAIL "$(tail -1 "$out/${fw}_$pool-$mode.log" | cut -c1-110)"
+            v=(GPUARENA_LOG=warn) arg=()
+            if [ $pool = fair ]; then
+                case $fw in
+                    torch) v=(PYTORCH_NO_CUDA_MEMORY_CACHING=1) ;;
+                    jax) v=(XLA_PYTHON_CLIENT_ALLOCATOR=platform) ;;
+                    cupy) arg=(--no-pool) ;;
+                esac
             fi
+            fwcheck "$fw ($pool pool, $mode)" "${fw}_$pool" "$mode" "${v[@]}" -- python3 "examples/${fw}_small.py" "${arg[@]}"
         done
     done
 done
 
 # The cap: 4 GiB. PyTorch without its cache allocates 512 MiB blocks until it fails; nvidia-smi
 # samples the process's memory meanwhile. Context overhead on a recent GPU is ~0.5 GiB.
-say ""; say "## The cap (GPUARENA_LIMIT=4GiB)"; say "| check | result | detail |"; say "|---|---|---|"
+section "The cap (GPUARENA_LIMIT=4GiB)"; say "| check | result | detail |"; say "|---|---|---|"
 cat >"$out/cap.py" <<'PY'
 import sys, time, torch
 free, total = torch.cuda.mem_get_info()
@@ -107,25 +152,36 @@ except torch.cuda.OutOfMemoryError as e:
 time.sleep(1.5)
 print(f"held {len(held) * 512} MiB")
 PY
+base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
 for mode in arena platform; do
-    (while sleep 0.1; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; done) >"$out/smi-$mode.csv" 2>/dev/null &
+    # the process's own figure where nvidia-smi lists processes (not in every container); the
+    # GPU's used memory above what it was before otherwise
+    (while sleep 0.1; do
+        nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits
+        nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sed 's/^/gpu, /'
+    done) >"$out/smi-$mode.csv" 2>/dev/null &
     mon=$!
     run cap "$mode" PYTORCH_NO_CUDA_MEMORY_CACHING=1 GPUARENA_LIMIT=4GiB -- python3 "$out/cap.py"
     kill $mon 2>/dev/null; wait $mon 2>/dev/null
     log=$out/cap-$mode.log
-    peak=$(awk -F', ' '{ if ($2 > m) m = $2 } END { print m + 0 }' "$out/smi-$mode.csv")
+    peak=$(awk -F', ' '$1 != "gpu" { if ($2 > m) m = $2 } END { print m + 0 }' "$out/smi-$mode.csv")
+    how="process"
+    if [ "$peak" = 0 ]; then
+        peak=$(awk -F', ' -v b="${base:-0}" '$1 == "gpu" { if ($2 - b > m) m = $2 - b } END { print m + 0 }' "$out/smi-$mode.csv")
+        how="GPU memory.used above the ${base:-0} MiB before"
+    fi
     grep -q "total 4096 MiB" "$log" && r=ok || r=FAIL
     check "cuMemGetInfo total = cap ($mode)" $r "$(head -1 "$log")"
     held=$(sed -n 's/^held \([0-9]*\) MiB/\1/p' "$log")
     grep -q "^OOM after" "$log" && [ "${held:-99999}" -le 4096 ] && r=ok || r=FAIL
     check "allocation past the cap fails ($mode)" $r "$(grep -m1 '^OOM' "$log")"
     [ "$peak" -gt 0 ] && [ "$peak" -le $((4096 + 768)) ] && r=ok || r=FAIL
-    check "nvidia-smi peak <= cap + 768 MiB context ($mode)" $r "peak ${peak} MiB"
+    check "nvidia-smi peak <= cap + 768 MiB context ($mode)" $r "peak ${peak} MiB ($how)"
 done
 
 # Stream-ordered safety (issue 13): a cudaFree while a side stream still writes the buffer, then a
 # new allocation of the same size. Safe settings must keep the data; none may lose it (reported).
-say ""; say "## Freed memory and streams"; say "| check | result | detail |"; say "|---|---|---|"
+section "Freed memory and streams"; say "| check | result | detail |"; say "|---|---|---|"
 for sync in deferred device none; do
     for mode in arena vmm; do
         run "hazard_$sync" "$mode" PYTORCH_NO_CUDA_MEMORY_CACHING=1 GPUARENA_FREE_SYNC=$sync -- \
@@ -137,16 +193,8 @@ for sync in deferred device none; do
 done
 # The stream-ordered pool: the frameworks' async allocators reach cuMemAllocAsync/cuMemFreeAsync.
 for mode in arena vmm platform; do
-    if run torch_async "$mode" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- python3 examples/torch_small.py; then
-        check "torch cudaMallocAsync backend ($mode)" ok "$(tail -1 "$out/torch_async-$mode.log" | cut -c1-100)"
-    else
-        check "torch cudaMallocAsync backend ($mode)" FAIL "$(tail -1 "$out/torch_async-$mode.log" | cut -c1-100)"
-    fi
-    if run jax_async "$mode" XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async -- python3 examples/jax_small.py; then
-        check "jax cuda_async allocator ($mode)" ok "$(tail -1 "$out/jax_async-$mode.log" | cut -c1-100)"
-    else
-        check "jax cuda_async allocator ($mode)" FAIL "$(tail -1 "$out/jax_async-$mode.log" | cut -c1-100)"
-    fi
+    fwcheck "torch cudaMallocAsync backend ($mode)" torch_async "$mode" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- python3 examples/torch_small.py
+    fwcheck "jax cuda_async allocator ($mode)" jax_async "$mode" XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async -- python3 examples/jax_small.py
 done
 
 say ""; say "$pass passed, $fail failed"

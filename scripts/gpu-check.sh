@@ -147,8 +147,9 @@ held = []
 try:
     while True:
         held.append(torch.empty(512 << 20, dtype=torch.uint8, device="cuda"))
-except torch.cuda.OutOfMemoryError as e:
-    print(f"OOM after {len(held) * 512} MiB: {str(e).splitlines()[0][:80]}", flush=True)
+except Exception as e:  # OutOfMemoryError; without the cache PyTorch 2.11 raises AcceleratorError
+    what = "OOM" if "out of memory" in str(e) else f"{type(e).__name__}"
+    print(f"{what} after {len(held) * 512} MiB: {str(e).splitlines()[0][:80]}", flush=True)
 time.sleep(1.5)
 print(f"held {len(held) * 512} MiB")
 PY

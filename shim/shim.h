@@ -176,7 +176,7 @@ void ga_log(ga_log_level_t level, const char *fmt, ...) __attribute__((format(pr
     X(driver_free_calls, count, "driver calls the pools made to give it back (vmm: cuMemRelease)") \
     X(alloc_time_ns, ns, "time inside allocation hooks (timed when statistics or a trace are on)") \
     X(free_time_ns, ns, "time inside free hooks (timed when statistics or a trace are on)")    \
-    X(free_syncs, count, "context synchronisations before freed memory was reused (GPUARENA_FREE_SYNC)") \
+    X(free_syncs, count, "context synchronisations before freed memory was reused (GPUARENA_FREE_SYNC) or, under none, unmapped") \
     X(free_events, count, "events recorded at stream-ordered frees (cuMemFreeAsync)")            \
     X(async_served, count, "cuMemAllocAsync calls served from the pool")                        \
     X(async_same_stream, count, "of those, given a chunk freed on the same stream still pending") \

@@ -79,6 +79,42 @@ START_TEST(free_sync_none_shows_the_hazard)
 }
 END_TEST
 
+/* vmm mode under GPUARENA_FREE_SYNC=none: a free whose granules go back at once (GPUARENA_VMM_KEEP=0)
+ * while a kernel queued earlier still writes them. On a GPU an unmap under queued work is an illegal
+ * address that ends the context, so the granules must go only after the work: the simulated driver
+ * counts a write that found its memory unmapped as a stream fault. The kernel is held back 20 ms;
+ * with the synchronisation in place the outcome does not depend on that delay. */
+static void none_unmap_child(void *arg)
+{
+    (void)arg;
+    putenv("GPUARENA_MODE=vmm");
+    putenv("GPUARENA_FREE_SYNC=none");
+    putenv("GPUARENA_VMM_KEEP=0");
+    pt_start();
+    CUstream s;
+    CUdeviceptr a;
+    size_t n = 8u << 20; /* four granules */
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS || cuMemAlloc(&a, n) != CUDA_SUCCESS)
+        exit(2);
+    unsigned long long live = pt_counters().vmm_bytes_in_use;
+    if (simcuda_launch(s, a, 0xAA, n, 20000) != CUDA_SUCCESS || cuMemFree(a) != CUDA_SUCCESS)
+        exit(3);
+    if (pt_counters().vmm_bytes_in_use + n > live)
+        exit(4); /* the granules went back at the free */
+    if (cuCtxSynchronize() != CUDA_SUCCESS)
+        exit(5);
+    exit(pt_counters().stream_faults == 0 ? 0 : 6);
+}
+
+START_TEST(free_sync_none_vmm_never_unmaps_under_work)
+{
+    char err[4096];
+    int rc = pt_run_child(none_unmap_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d (4: the granules stayed mapped, 6: the kernel found its memory "
+                  "unmapped); %s", rc, err);
+}
+END_TEST
+
 typedef struct safe_job {
     CUcontext ctx;
     int kind, bad;
@@ -196,6 +232,7 @@ TCase *pt_tcase_stream(void)
     TCase *tc = tcase_create("stream");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, free_sync_none_shows_the_hazard);
+    tcase_add_test(tc, free_sync_none_vmm_never_unmaps_under_work);
     tcase_add_test(tc, free_sync_deferred_is_safe);
     tcase_add_test(tc, free_sync_device_is_safe);
     tcase_add_test(tc, async_pool_stream_ordered);

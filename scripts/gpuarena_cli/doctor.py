@@ -185,12 +185,15 @@ def framework_env(env):
         jax = ("JAX allocates every buffer from the driver and frees it at once: each one reaches "
                "gpuarena (the fair comparison of modes)")
     elif alloc == "cuda_async":
-        jax = ("JAX uses the stream-ordered allocator (cuMemAllocAsync): gpuarena counts it "
-               "toward the cap but passes it through")
+        jax = ("JAX uses the stream-ordered allocator (cuMemAllocAsync): gpuarena's pool serves "
+               "it, stream-ordered, in the arena, grow and vmm modes (platform mode passes it "
+               "through, counted toward the cap)")
     else:
         jax = ("JAX keeps its own pool, sized from what cuMemGetInfo reports (gpuarena's cap); "
-               "gpuarena sees the pool's blocks, not each buffer. "
-               "XLA_PYTHON_CLIENT_ALLOCATOR=platform sends every buffer to gpuarena")
+               "gpuarena sees the pool's blocks, not each buffer (JAX 0.11 takes its pool with "
+               "cuMemCreate, which gpuarena counts toward the cap but passes through, so in arena "
+               "mode both preallocate). XLA_PYTHON_CLIENT_ALLOCATOR=platform sends every buffer "
+               "to gpuarena")
     pre = (get("XLA_PYTHON_CLIENT_PREALLOCATE") or "").strip().lower()
     prealloc = ("JAX grows its pool on demand: gpuarena sees each growth step"
                 if pre in ("false", "0") else
@@ -207,8 +210,9 @@ def framework_env(env):
     conf = (get("PYTORCH_CUDA_ALLOC_CONF") or "").replace(" ", "").lower()
     notes = []
     if "backend:cudamallocasync" in conf:
-        notes.append("backend:cudaMallocAsync uses cuMemAllocAsync, which gpuarena counts toward "
-                     "the cap but passes through")
+        notes.append("backend:cudaMallocAsync uses cuMemAllocAsync, which gpuarena's pool serves, "
+                     "stream-ordered, in the arena, grow and vmm modes (platform mode passes it "
+                     "through, counted toward the cap)")
     if "expandable_segments:true" in conf:
         notes.append("expandable_segments maps memory with cuMemCreate/cuMemMap, which gpuarena "
                      "counts toward the cap but passes through")

@@ -192,6 +192,7 @@ ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream
         if (fr != CUDA_SUCCESS)
             return (ga_freed_t){fr, GA_OK}; /* a stream the driver refuses: nothing freed */
     } else {
+        c->unfenced = 1; /* before the free: it may unmap granules (backend.c) */
         st = ga_pool_free(c->pool, (uintptr_t)p, NULL);
     }
     if (st != GA_OK)

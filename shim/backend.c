@@ -131,13 +131,14 @@ static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
     ga_ctx_t *c = p;
     if (c->driver_gone < 2) {
         int pushed = c->driver_gone ? 0 : ga_ctx_enter(c->ctx);
-        if (ga_opt.free_sync == GA_FREE_SYNC_NONE && !c->driver_gone && ga_real.cuCtxSynchronize) {
+        if (c->unfenced && !c->driver_gone && ga_real.cuCtxSynchronize) {
             /* Under GPUARENA_FREE_SYNC=none a chunk comes back while queued work may still use it,
              * and work on an unmapped address is not a stale read but an illegal address that
              * ends the context (seen on an H200: scripts/gpu-check.sh, torch_hazard.py). So the
-             * context is synchronised before its granules go. The other settings free only memory
-             * the device has passed. */
+             * context is synchronised before its granules go, once for every granule freed until
+             * the next unfenced free. The other settings free only memory the device has passed. */
             ga_real.cuCtxSynchronize();
+            c->unfenced = 0;
             c->counts.free_syncs++;
         }
         CUresult r = ga_real.cuMemUnmap((CUdeviceptr)addr, size);

@@ -253,6 +253,8 @@ typedef struct ga_ctx {
     ga_mutex_t lock;         /* guards everything below (mutex.h) */
     ga_pool_t *pool;         /* made at the first allocation; read unlocked only by ga_ctx_peek */
     ga_ptrmap_t pass;        /* pass-through allocations: key pointer, size, aux api */
+    int unfenced;            /* a chunk came back unfenced (GPUARENA_FREE_SYNC=none) since the
+                                context was last synchronised: vmm must sync before it unmaps */
     ga_counts_t counts;
     ga_stats_t final;        /* the pool's statistics when it was dropped */
     int has_final;

@@ -184,6 +184,36 @@ void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size)
         ga_oom_explain_true(o, c, api, size, &s);
 }
 
+/* A pass-through allocation refused for want of memory while this context's arena holds at least
+ * half as much free: no error code can say that the memory is there but in the arena, so it is
+ * said once. The case that showed it: JAX 0.11 takes its own pool (75% of the device) with
+ * cuMemCreate, and in arena mode gpuarena's preallocation holds that memory already; JAX retried
+ * smaller sizes down to what was left (scripts/gpu-check.sh on an H200, README "On a real GPU"). */
+void ga_oom_explain_pass(ga_ctx_t *c, uint8_t api, size_t size)
+{
+    static _Atomic int said;
+    if (atomic_load_explicit(&said, memory_order_relaxed))
+        return;
+    ga_stats_t s = {0};
+    int arena = 0;
+    ga_mutex_lock(&c->lock);
+    if (c->pool && (ga_pool_mode(c->pool) == GA_MODE_ARENA || ga_pool_mode(c->pool) == GA_MODE_GROW)) {
+        arena = 1;
+        ga_pool_stats(c->pool, &s);
+    }
+    ga_mutex_unlock(&c->lock);
+    if (!arena || s.total_free < size / 2 || atomic_exchange(&said, 1))
+        return;
+    char b[3][32];
+    ga_log(GA_LOG_WARN, "%s of %s failed on device %d: that memory is held by gpuarena's arena "
+           "(%s reserved, %s of it free), and memory the program allocates past the arena (%s) "
+           "cannot come from it. A framework that pools with cuMemCreate (JAX 0.11 by default) "
+           "wants GPUARENA_MODE=vmm or grow, or XLA_PYTHON_CLIENT_ALLOCATOR=platform (every buffer "
+           "through gpuarena), or a smaller GPUARENA_MEM_FRACTION", ga_api_name(api),
+           ga_fmt_bytes(size, b[0], 32), c->dev, ga_fmt_bytes(s.reserved, b[1], 32),
+           ga_fmt_bytes(s.total_free, b[2], 32), ga_api_name(api));
+}
+
 void ga_oom_report(const ga_oom_t *o)
 {
     if (!o->len)

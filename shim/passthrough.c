@@ -53,6 +53,8 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
     } else if (committed) {
         ga_dev_uncommit(dev, size); /* failed, or cannot be tracked: not counted rather than leaked */
     }
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        ga_oom_explain_pass(c, api, size);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
                        r == CUDA_SUCCESS ? key : 0, size, 0, dev, t0, r);

@@ -362,6 +362,9 @@ typedef struct ga_oom {
  * the process, builds its explanation. */
 void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size);
 void ga_oom_report(const ga_oom_t *o); /* prints the explanation, if any; no lock held */
+/* A pass-through allocation (cuMemCreate, managed, pool) refused for want of memory that c's arena
+ * holds free: says so once (oom.c). */
+void ga_oom_explain_pass(ga_ctx_t *c, uint8_t api, size_t size);
 void ga_oom_fork_child(void);            /* the child explains its own first failures */
 
 /* ---- alloc.c ---- */

@@ -196,6 +196,53 @@ START_TEST(platform_never_fragmentation)
 }
 END_TEST
 
+/* A cuMemCreate (JAX 0.11 takes its pool this way) refused while the arena holds the memory: the
+ * warning says where the memory is and what to do, once; twice refused, one message. */
+#define PASS_MSG "that memory is held by gpuarena's arena"
+static void pt_pass_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, MiB) != CUDA_SUCCESS)
+        exit(2);
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    if (cuMemCreate(&h, 32 * MiB, &prop, 0) != CUDA_ERROR_OUT_OF_MEMORY ||
+        cuMemCreate(&h, 24 * MiB, &prop, 0) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(3);
+    if (cuMemCreate(&h, 8 * MiB, &prop, 0) != CUDA_SUCCESS) /* what the arena left */
+        exit(4);
+    exit(0);
+}
+
+START_TEST(passthrough_refused_for_the_arena)
+{
+    static const char *env[] = {"GPUARENA_MEM_FRACTION=0.75", "SIMCUDA_TOTAL_MEM=64MiB", NULL};
+    char err[16384];
+    pt_oom_run(pt_pass_child, env, err, sizeof err,
+               "d['by_api']['cuMemCreate']['failed'] == 2 and d['by_api']['cuMemCreate']['calls'] == 3");
+    ck_assert_msg(pt_count(err, PASS_MSG) == 1, "said once: %s", err);
+    ck_assert_msg(strstr(err, "gpuarena: cuMemCreate of 32.0 MiB failed on device 0: " PASS_MSG
+                              " (48.0 MiB reserved, 47.0 MiB of it free)"), "figures: %s", err);
+    ck_assert_msg(strstr(err, "GPUARENA_MODE=vmm or grow") &&
+                  strstr(err, "XLA_PYTHON_CLIENT_ALLOCATOR=platform"), "what to do: %s", err);
+}
+END_TEST
+
+START_TEST(passthrough_refused_platform_silent)
+{
+    static const char *env[] = {"GPUARENA_MODE=platform", "GPUARENA_LIMIT=16MiB",
+                                "SIMCUDA_TOTAL_MEM=64MiB", NULL};
+    char err[16384];
+    pt_oom_run(pt_pass_child, env, err, sizeof err, "d['by_api']['cuMemCreate']['failed'] == 2");
+    ck_assert_msg(!strstr(err, PASS_MSG), "no arena, nothing held in it: %s", err);
+}
+END_TEST
+
 START_TEST(silent_at_log_error)
 {
     static const char *env[] = {"GPUARENA_MEM_FRACTION=0.5", "SIMCUDA_TOTAL_MEM=64MiB",
@@ -214,5 +261,7 @@ TCase *pt_tcase_oom(void)
     tcase_add_test(tc, true_oom_one_line);
     tcase_add_test(tc, platform_never_fragmentation);
     tcase_add_test(tc, silent_at_log_error);
+    tcase_add_test(tc, passthrough_refused_for_the_arena);
+    tcase_add_test(tc, passthrough_refused_platform_silent);
     return tc;
 }

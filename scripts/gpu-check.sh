@@ -56,6 +56,7 @@ mode_env() {
         none) echo "" ;;
         arena|grow|vmm|platform) echo "LD_PRELOAD=$shim GPUARENA_MODE=$1" ;;
         vmm-keep0) echo "LD_PRELOAD=$shim GPUARENA_MODE=vmm GPUARENA_VMM_KEEP=0" ;;
+        arena-nosync|vmm-nosync) echo "LD_PRELOAD=$shim GPUARENA_MODE=${1%-nosync} GPUARENA_FREE_SYNC=none" ;;
     esac
 }
 # run NAME MODE [VAR=VALUE...] -- CMD...: runs one command with a 120 s bound, log in $out
@@ -108,9 +109,13 @@ done
 section "cuMemAlloc+cuMemFree: driver against the arena"
 say "| mode | sizes | ns per pair | first pair |"; say "|---|---|---|---|"
 # small blocks (up to 4 MiB) and large ones (up to 64 MiB; in vmm mode with the default keep and
-# with GPUARENA_VMM_KEEP=0, where every free unmaps and every allocation maps: the remapping cost)
+# with GPUARENA_VMM_KEEP=0, where every free unmaps and every allocation maps: the remapping cost);
+# the -nosync rows without the free's fence (GPUARENA_FREE_SYNC=none: nothing runs on the GPU
+# here, so nothing is at risk), which separates the fence's cuCtxSynchronize from the rest
 for cfg in "none 20000 4096" "platform 20000 4096" "arena 20000 4096" "vmm 20000 4096" \
-           "none 2000 65536" "arena 2000 65536" "vmm 2000 65536" "vmm-keep0 500 65536"; do
+           "arena-nosync 20000 4096" "vmm-nosync 20000 4096" \
+           "none 2000 65536" "arena 2000 65536" "vmm 2000 65536" "vmm-keep0 500 65536" \
+           "arena-nosync 2000 65536" "vmm-nosync 2000 65536"; do
     set -- $cfg
     run "alloctime$3" "$1" -- "$ex/ex_alloctime" "$2" "$3"
     line=$(grep 'ns per' "$out/alloctime$3-$1.log")

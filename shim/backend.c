@@ -135,8 +135,9 @@ static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
             /* Under GPUARENA_FREE_SYNC=none a chunk comes back while queued work may still use it,
              * and work on an unmapped address is not a stale read but an illegal address that
              * ends the context (seen on an H200: scripts/gpu-check.sh, torch_hazard.py). So the
-             * context is synchronised before its granules go, once for every granule freed until
-             * the next unfenced free. The other settings free only memory the device has passed. */
+             * context is synchronised before its granules go: once, not per granule, until the
+             * next chunk comes back unfenced. The other settings free only memory the device has
+             * passed. */
             ga_real.cuCtxSynchronize();
             c->unfenced = 0;
             c->counts.free_syncs++;

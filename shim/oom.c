@@ -24,7 +24,7 @@
 #define GA_OOM_MAP_WIDTH 64u  /* characters per region in the occupancy map */
 #define GA_OOM_MAP_REGIONS 8u /* regions shown; the rest are counted */
 
-static _Atomic int ga_oom_told_frag, ga_oom_told_true;
+static _Atomic int ga_oom_told_frag, ga_oom_told_true, ga_oom_told_pass;
 
 /* Human sizes with three significant digits: "24.0 MiB", "3.91 GiB", "512 B". */
 static const char *ga_fmt_bytes(uint64_t n, char *buf, size_t len)
@@ -152,6 +152,7 @@ void ga_oom_fork_child(void)
 {
     atomic_store(&ga_oom_told_frag, 0);
     atomic_store(&ga_oom_told_true, 0);
+    atomic_store(&ga_oom_told_pass, 0);
 }
 
 static int ga_oom_first(_Atomic int *told)
@@ -191,8 +192,7 @@ void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size)
  * smaller sizes down to what was left (scripts/gpu-check.sh on an H200, README "On a real GPU"). */
 void ga_oom_explain_pass(ga_ctx_t *c, uint8_t api, size_t size)
 {
-    static _Atomic int said;
-    if (atomic_load_explicit(&said, memory_order_relaxed))
+    if (ga_opt.log < GA_LOG_WARN || atomic_load_explicit(&ga_oom_told_pass, memory_order_relaxed))
         return;
     ga_stats_t s = {0};
     int arena = 0;
@@ -202,7 +202,7 @@ void ga_oom_explain_pass(ga_ctx_t *c, uint8_t api, size_t size)
         ga_pool_stats(c->pool, &s);
     }
     ga_mutex_unlock(&c->lock);
-    if (!arena || s.total_free < size / 2 || atomic_exchange(&said, 1))
+    if (!arena || s.total_free < size / 2 || !ga_oom_first(&ga_oom_told_pass))
         return;
     char b[3][32];
     ga_log(GA_LOG_WARN, "%s of %s failed on device %d: that memory is held by gpuarena's arena "

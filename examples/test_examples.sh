@@ -45,6 +45,8 @@ MEM=1GiB run ex_fragment 0 16 0.9 4
 grep_out "block: succeeded"; expect failed_allocs 0
 run ex_alloctime 0 100 64
 expect alloc_calls 101; expect free_calls 101; expect bytes_in_use 0; grep_out "ns per alloc+free"
+run ex_alloctime 0 100 64 8
+expect alloc_calls 102; expect free_calls 102; expect bytes_in_use 0; grep_out "8 MiB held"
 # bad input: junk arguments are refused with exit 2
 run ex_train 2 ten
 run ex_direct 2 -5

@@ -567,6 +567,13 @@ ga_status_t ga_alloc(ga_arena_t *a, size_t size, uintptr_t *out)
     return GA_OK;
 }
 
+int ga_arena_fits(ga_arena_t *a, size_t size)
+{
+    size_t rounded = ga_round_size(size);
+    unsigned bin;
+    return a && rounded && find_fit(a, rounded, &bin) != NULL;
+}
+
 /* Why a free of an address that is not a live base fails; nothing is changed. */
 static ga_status_t classify_bad_free(const ga_arena_t *a, uintptr_t ptr)
 {

@@ -90,6 +90,13 @@ ga_status_t ga_pool_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     }
 }
 
+int ga_pool_fits(ga_pool_t *p, size_t size)
+{
+    if (p && (p->mode == GA_MODE_ARENA || p->mode == GA_MODE_GROW))
+        return ga_arena_fits(p->arena, size);
+    return 0; /* platform and vmm: an allocation may call the backend */
+}
+
 /* The arena modes: ga_free refuses an interior pointer (or a free one) without changing the arena,
  * and says the freed size for the caller's accounting. */
 static ga_status_t arena_free(ga_arena_t *a, uintptr_t ptr, size_t *size)

@@ -57,6 +57,7 @@ mode_env() {
         arena|grow|vmm|platform) echo "LD_PRELOAD=$shim GPUARENA_MODE=$1" ;;
         vmm-keep0) echo "LD_PRELOAD=$shim GPUARENA_MODE=vmm GPUARENA_VMM_KEEP=0" ;;
         arena-nosync|vmm-nosync) echo "LD_PRELOAD=$shim GPUARENA_MODE=${1%-nosync} GPUARENA_FREE_SYNC=none" ;;
+        arena-lazy) echo "LD_PRELOAD=$shim GPUARENA_MODE=arena GPUARENA_FREE_SYNC=lazy" ;;
     esac
 }
 # run NAME MODE [VAR=VALUE...] -- CMD...: runs one command with a 120 s bound, log in $out
@@ -116,7 +117,7 @@ say "| mode | sizes | ns per pair | first pair |"; say "|---|---|---|---|"
 # way cost more with more mappings (vmm's gap to arena on an H200 grew from 0.11 to 0.6 us a pair
 # from 3 to 32 granules mapped)
 for cfg in "none 20000 4096" "platform 20000 4096" "arena 20000 4096" "vmm 20000 4096" \
-           "arena-nosync 20000 4096" "vmm-nosync 20000 4096" \
+           "arena-nosync 20000 4096" "vmm-nosync 20000 4096" "arena-lazy 20000 4096" \
            "arena 20000 4096 8192" "vmm 20000 4096 8192" "vmm-nosync 20000 4096 8192" \
            "none 2000 65536" "arena 2000 65536" "vmm 2000 65536" "vmm-keep0 500 65536" \
            "arena-nosync 2000 65536" "vmm-nosync 2000 65536"; do
@@ -193,7 +194,7 @@ done
 # Stream-ordered safety (issue 13): a cudaFree while a side stream still writes the buffer, then a
 # new allocation of the same size. Safe settings must keep the data; none may lose it (reported).
 section "Freed memory and streams"; say "| check | result | detail |"; say "|---|---|---|"
-for sync in deferred device none; do
+for sync in deferred lazy device none; do
     for mode in arena vmm; do
         run "hazard_$sync" "$mode" PYTORCH_NO_CUDA_MEMORY_CACHING=1 GPUARENA_FREE_SYNC=$sync -- \
             python3 examples/torch_hazard.py
@@ -202,6 +203,9 @@ for sync in deferred device none; do
         check "torch hazard ($mode, FREE_SYNC=$sync)" $r "$(tail -1 "$out/hazard_$sync-$mode.log" | cut -c1-100)"
     done
 done
+# PyTorch without its cache under the lazy fence (a training loop's frees with the GPU busy).
+fwcheck "torch (fair pool, arena, FREE_SYNC=lazy)" torch_lazy arena PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+    GPUARENA_FREE_SYNC=lazy -- python3 examples/torch_small.py
 # The stream-ordered pool: the frameworks' async allocators reach cuMemAllocAsync/cuMemFreeAsync.
 for mode in arena vmm platform; do
     fwcheck "torch cudaMallocAsync backend ($mode)" torch_async "$mode" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- python3 examples/torch_small.py

@@ -38,7 +38,7 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p, int
     if (!pool)
         return r;
     if (GA_UNLIKELY(c->npend))
-        ga_fence_reclaim(c, wait, 1); /* the allocating thread's own context */
+        ga_fence_before_alloc(c, size, wait);
     ga_status_t st = ga_pool_alloc(pool, size, p);
     /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
     return st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);
@@ -108,7 +108,7 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
     ga_pool_t *pool = c->pool;
     if (GA_LIKELY(pool && !atomic_load_explicit(&c->dead, memory_order_relaxed))) {
         if (GA_UNLIKELY(c->npend))
-            ga_fence_reclaim(c, 0, 1);
+            ga_fence_before_alloc(c, size, 0);
         ga_status_t st = ga_pool_alloc(pool, size, &p);
         if (GA_LIKELY(st == GA_OK)) {
             ga_count_alloc(&c->counts, api, size, 1, t0);

@@ -64,6 +64,8 @@ static int parse_free_sync(const char *v)
         ga_opt.free_sync = GA_FREE_SYNC_DEVICE;
     else if (!strcasecmp(v, "none"))
         ga_opt.free_sync = GA_FREE_SYNC_NONE;
+    else if (!strcasecmp(v, "lazy"))
+        ga_opt.free_sync = GA_FREE_SYNC_LAZY;
     else
         return -1;
     return 0;
@@ -160,7 +162,7 @@ static const ga_option_def_t ga_options[] = {
      "arena size as a fraction of the cap; '+' lets it grow past that up to the cap"},
     {"GPUARENA_LIMIT", "device total", parse_limit, "try 8GiB, 512MiB or 50%",
      "hard cap on device memory per device, every mode"},
-    {"GPUARENA_FREE_SYNC", "deferred", parse_free_sync, "deferred, device or none",
+    {"GPUARENA_FREE_SYNC", "deferred", parse_free_sync, "deferred, lazy, device or none",
      "cuMemFree of pool memory: deferred = reused once the next allocation has synchronised the "
      "context (safe, one synchronisation per burst of frees); device = each free synchronises "
      "the context (safe, as the driver's cuMemFree); none = reused at once (unsafe unless the "
@@ -258,6 +260,7 @@ void ga_options_json(FILE *f, uint64_t percent_cap)
     fprintf(f, ", \"vmm_keep\": %llu, \"free_sync\": \"%s\"}", (unsigned long long)ga_opt.vmm_keep,
             ga_opt.free_sync == GA_FREE_SYNC_NONE     ? "none"
             : ga_opt.free_sync == GA_FREE_SYNC_DEVICE ? "device"
+            : ga_opt.free_sync == GA_FREE_SYNC_LAZY   ? "lazy"
                                                       : "deferred");
 }
 

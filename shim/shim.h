@@ -137,7 +137,8 @@ void *ga_resolve_cudart(const char *name, void *hook);
 
 /* ---- options.c ---- */
 typedef enum { GA_LOG_ERROR = 0, GA_LOG_WARN, GA_LOG_INFO, GA_LOG_DEBUG } ga_log_level_t;
-enum { GA_FREE_SYNC_DEFERRED = 0, GA_FREE_SYNC_DEVICE = 1, GA_FREE_SYNC_NONE = 2 };
+/* In this order: deferred and lazy (<= GA_FREE_SYNC_LAZY) both keep freed chunks pending. */
+enum { GA_FREE_SYNC_DEFERRED = 0, GA_FREE_SYNC_LAZY = 1, GA_FREE_SYNC_DEVICE = 2, GA_FREE_SYNC_NONE = 3 };
 typedef struct ga_options {
     ga_mode_t mode;          /* after loading, arena without preallocation is GA_MODE_GROW */
     int preallocate;
@@ -180,6 +181,7 @@ void ga_log(ga_log_level_t level, const char *fmt, ...) __attribute__((format(pr
     X(free_events, count, "events recorded at stream-ordered frees (cuMemFreeAsync)")            \
     X(async_served, count, "cuMemAllocAsync calls served from the pool")                        \
     X(async_same_stream, count, "of those, given a chunk freed on the same stream still pending") \
+    X(lazy_allocs, count, "allocations served while freed chunks were pending, with no synchronisation (GPUARENA_FREE_SYNC=lazy)") \
     X(pending_bytes, bytes, "freed bytes waiting for the device to pass the free (in reserved)") \
     X(peak_pending_bytes, bytes, "highest pending_bytes of each context, summed over contexts")
 typedef struct ga_api_count {
@@ -350,6 +352,17 @@ void ga_fence_reclaim(ga_ctx_t *c, int wait, int current); /* current: c is the 
 int ga_fence_is_pending(const ga_ctx_t *c, uintptr_t ptr);
 /* A pending chunk freed on stream s, of at least size bytes (and at most twice), taken whole. */
 int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out);
+/* GPUARENA_FREE_SYNC=lazy: 1 when an allocation of size may go ahead with chunks still pending
+ * (the pool serves it without them, and they are within bounds); counted. */
+int ga_fence_lazy_ok(ga_ctx_t *c, size_t size);
+/* Before an allocation of size while chunks are pending: returns them to the pool (under lazy
+ * only when ga_fence_lazy_ok says no); wait: wait for every one (before an out-of-memory). */
+static inline void ga_fence_before_alloc(ga_ctx_t *c, size_t size, int wait)
+{
+    if (GA_UNLIKELY(ga_opt.free_sync == GA_FREE_SYNC_LAZY) && !wait && ga_fence_lazy_ok(c, size))
+        return;
+    ga_fence_reclaim(c, wait, 1); /* the allocating thread's own context */
+}
 void ga_fence_drop(ga_ctx_t *c);
 
 /* ---- oom.c: why an allocation failed (CUDA_ERROR_OUT_OF_MEMORY) ---- */

@@ -43,7 +43,7 @@ BENCHES += bench-free
 
 $(BENCH_FREE): test/bench/bench_free.c $(BUILD)/sim/libcuda.so
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -O2 -I$(CUDA)/include -o $@ test/bench/bench_free.c \
+	$(CC) $(CFLAGS_COMMON) -O2 -I$(CUDA)/include -Itest/sim -o $@ test/bench/bench_free.c \
 		-L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON)
 
 .PHONY: bench-free

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define N (1u << 20)
 
@@ -215,6 +216,55 @@ START_TEST(async_pool_stream_ordered)
 }
 END_TEST
 
+START_TEST(free_sync_lazy_is_safe)
+{
+    safe_every_mode("GPUARENA_FREE_SYNC=lazy");
+}
+END_TEST
+
+/* GPUARENA_FREE_SYNC=lazy synchronises only when the pool could not serve an allocation without
+ * the pending chunks or they grew past their bounds (256 MiB): 1,000 pairs of 1 MiB in a 6 GiB
+ * arena synchronise about every 256 pairs, where deferred synchronises at every allocation but
+ * the first; grow mode, whose regions hold little spare memory, in between (every other pair
+ * here); in vmm mode lazy is deferred. Counted from the statistics file. */
+static void lazy_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    for (int i = 0; i < 1000; i++) {
+        CUdeviceptr p;
+        if (cuMemAlloc(&p, 1u << 20) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
+            exit(2);
+    }
+    exit(0);
+}
+
+static void lazy_run(const char *mode, const char *sync, const char *expr)
+{
+    char stats[] = "/tmp/gpuarena-lazy-XXXXXX", senv[128], err[4096];
+    close(mkstemp(stats));
+    snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+    pt_env(senv, mode, sync, "SIMCUDA_TOTAL_MEM=8GiB", NULL);
+    int rc = pt_run_child(lazy_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s %s: exit %d; %s", mode, sync, rc, err);
+    ck_assert_msg(pt_json_check(stats, expr) == 0, "%s %s: %s", mode, sync, expr);
+    unlink(stats);
+}
+
+START_TEST(free_sync_lazy_synchronises_less)
+{
+    lazy_run("GPUARENA_MODE=arena", "GPUARENA_FREE_SYNC=lazy",
+             "(t := d['totals']) and 2 <= t['free_syncs'] <= 5 and "
+             "t['lazy_allocs'] + t['free_syncs'] == 999 and d['options']['free_sync'] == 'lazy'");
+    lazy_run("GPUARENA_MODE=grow", "GPUARENA_FREE_SYNC=lazy",
+             "(t := d['totals']) and t['lazy_allocs'] > 0 and t['lazy_allocs'] + t['free_syncs'] == 999");
+    lazy_run("GPUARENA_MODE=arena", "GPUARENA_FREE_SYNC=deferred",
+             "(t := d['totals']) and t['free_syncs'] == 999 and t['lazy_allocs'] == 0");
+    lazy_run("GPUARENA_MODE=vmm", "GPUARENA_FREE_SYNC=lazy",
+             "(t := d['totals']) and t['free_syncs'] == 999 and t['lazy_allocs'] == 0");
+}
+END_TEST
+
 START_TEST(async_platform_passes_through)
 {
     pt_env("GPUARENA_MODE=platform", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -235,6 +285,8 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, free_sync_none_vmm_never_unmaps_under_work);
     tcase_add_test(tc, free_sync_deferred_is_safe);
     tcase_add_test(tc, free_sync_device_is_safe);
+    tcase_add_test(tc, free_sync_lazy_is_safe);
+    tcase_add_test(tc, free_sync_lazy_synchronises_less);
     tcase_add_test(tc, async_pool_stream_ordered);
     tcase_add_test(tc, async_platform_passes_through);
     return tc;

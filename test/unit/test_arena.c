@@ -715,6 +715,39 @@ START_TEST(test_occupancy_map)
 }
 END_TEST
 
+/* ga_arena_fits says whether ga_alloc would be served from the regions held now, and changes
+ * nothing: the lazy free fence (shim/fence.c) decides by it whether to synchronise. */
+START_TEST(test_fits_held_memory_only)
+{
+    fake_backend_t f;
+    fake_init(&f);
+    ga_backend_t b = fake_backend(&f);
+    ga_config_t cfg = {.initial = 4 * MIB, .grow = 1};
+    ga_arena_t *a = ga_arena_create(&b, &cfg, NULL);
+    ck_assert_ptr_nonnull(a);
+    uintptr_t p, q;
+    ck_assert_int_eq(ga_alloc(a, 3 * MIB, &p), GA_OK);
+    ga_stats_t before = stats_of(a);
+    unsigned reserves = f.reserves;
+    ck_assert_int_eq(ga_arena_fits(a, MIB), 1);       /* the free 1 MiB at the end */
+    ck_assert_int_eq(ga_arena_fits(a, MIB + 1), 0);   /* would need a new region */
+    ck_assert_int_eq(ga_arena_fits(a, 0), 0);
+    ck_assert_int_eq(ga_arena_fits(a, SIZE_MAX), 0);
+    ck_assert_int_eq(ga_arena_fits(NULL, MIB), 0);
+    ga_stats_t after = stats_of(a);
+    ck_assert_uint_eq(f.reserves, reserves);          /* nothing reserved, nothing changed */
+    ck_assert_uint_eq(after.live, before.live);
+    ck_assert_uint_eq(after.total_free, before.total_free);
+    ck_assert_uint_eq(after.failed_allocs, before.failed_allocs);
+    ck_assert_int_eq(ga_free(a, p), GA_OK);
+    ck_assert_int_eq(ga_arena_fits(a, 4 * MIB), 1);   /* coalesced whole again */
+    ck_assert_int_eq(ga_alloc(a, 4 * MIB, &q), GA_OK);
+    ck_assert_uint_eq(q, p);
+    ga_arena_destroy(a);
+    ck_assert_uint_eq(f.outstanding, 0);
+}
+END_TEST
+
 Suite *arena_suite(void)
 {
     Suite *s = suite_create("arena");
@@ -737,6 +770,7 @@ Suite *arena_suite(void)
     tcase_add_test(place, test_coalesce_right);
     tcase_add_test(place, test_coalesce_both);
     tcase_add_test(place, test_coalesce_whole_region);
+    tcase_add_test(place, test_fits_held_memory_only);
     suite_add_tcase(s, place);
     TCase *reg = tcase_create("regions");
     tcase_add_test(reg, test_growth_geometric);

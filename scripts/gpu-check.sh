@@ -9,7 +9,7 @@
 # cuMemGetInfo reports the cap, and nvidia-smi never shows the process above the cap plus context
 # overhead); a freed buffer still written by a stream, per GPUARENA_FREE_SYNC; the frameworks' async
 # allocators. Prints a markdown table of results and writes it, with every log and statistics file,
-# to $OUT (the device tool's folder) or build/gpu-check/.
+# to build/gpu-check/, or under the device tool to $OUT as gpu-check.md and gpu-check-logs.tgz.
 #
 # usage: scripts/gpu-check.sh          exit 0 when every check passed
 #   GPU_CHECK_TIMEOUT=SECONDS bounds each program run (default 90).
@@ -17,9 +17,22 @@
 # .carry/uthash.h; the build then adds -I.carry.
 set -u
 cd "$(dirname "$0")/.."
-out=${OUT:-build/gpu-check}
+# Under the device tool ($OUT set), whose answer carries only a few files back: the logs go to a
+# folder of their own, and $OUT gets the report and one archive of everything, refreshed after
+# every section (so a run cut short still brings back what it did).
+dest=${OUT:-}
+if [ -n "$dest" ]; then
+    out=$(mktemp -d) || exit 1
+    trap 'rm -rf "$out"' EXIT
+else
+    out=build/gpu-check
+fi
 mkdir -p "$out"
 report=$out/gpu-check.md
+save() {
+    [ -n "$dest" ] || return 0
+    cp "$report" "$dest/gpu-check.md" && tar czf "$dest/gpu-check-logs.tgz" -C "$out" . 2>/dev/null
+}
 shim=$PWD/build/lib/libgpuarena.so
 ex=$PWD/build/examples
 pass=0 fail=0
@@ -93,7 +106,7 @@ fwcheck() {
     s=$(served "$name" "$mode") || r=FAIL
     check "$label" $r "$s $(tail -1 "$out/$name-$mode.log" | cut -c1-110)"
 }
-section() { say ""; say "## $1 ($(date -u +%T))"; }
+section() { save; say ""; say "## $1 ($(date -u +%T))"; }
 
 section "Examples on the real driver"; say "| check | result | detail |"; say "|---|---|---|"
 for mode in none arena grow vmm platform; do
@@ -213,4 +226,5 @@ for mode in arena vmm platform; do
 done
 
 say ""; say "$pass passed, $fail failed"
+save
 [ "$fail" = 0 ]

@@ -567,11 +567,14 @@ ga_status_t ga_alloc(ga_arena_t *a, size_t size, uintptr_t *out)
     return GA_OK;
 }
 
-int ga_arena_fits(ga_arena_t *a, size_t size)
+int ga_arena_fits(ga_arena_t *a, size_t size, uintptr_t *at)
 {
     size_t rounded = ga_round_size(size);
     unsigned bin;
-    return a && rounded && find_fit(a, rounded, &bin) != NULL;
+    ga_chunk_t *c = a && rounded ? find_fit(a, rounded, &bin) : NULL;
+    if (c && at)
+        *at = c->base; /* ga_alloc places at the start of the chunk it finds */
+    return c != NULL;
 }
 
 /* Why a free of an address that is not a live base fails; nothing is changed. */

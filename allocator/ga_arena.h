@@ -100,9 +100,9 @@ void ga_arena_destroy(ga_arena_t *arena);
 
 /* Allocates size bytes (rounded up to GA_ALIGN); *out is GA_ALIGN-aligned. */
 ga_status_t ga_alloc(ga_arena_t *arena, size_t size, uintptr_t *out);
-/* 1 when ga_alloc of size would be served from the regions held now (no region added); changes
- * nothing. */
-int ga_arena_fits(ga_arena_t *arena, size_t size);
+/* 1 when ga_alloc of size would be served from the regions held now (no region added), and then
+ * *at (optional) is where it would place it; changes nothing. */
+int ga_arena_fits(ga_arena_t *arena, size_t size, uintptr_t *at);
 /* Frees an address ga_alloc returned. On any error the arena is unchanged. */
 ga_status_t ga_free(ga_arena_t *arena, uintptr_t ptr);
 /* ga_free, and *size (when non-NULL) gets the freed block's rounded size: one search for callers

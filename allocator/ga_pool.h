@@ -110,7 +110,8 @@ ga_mode_t ga_pool_mode(const ga_pool_t *pool);
 /* size bytes, rounded up to GA_ALIGN; *out is GA_ALIGN-aligned. */
 ga_status_t ga_pool_alloc(ga_pool_t *pool, size_t size, uintptr_t *out);
 /* 1 when ga_pool_alloc of size would be served from memory the pool holds now, with no backend
- * call: the arena modes only (0 for platform and vmm); changes nothing. */
+ * call (vmm: a size under half a granule landing in mapped granules; platform: never); changes
+ * nothing. */
 int ga_pool_fits(ga_pool_t *pool, size_t size);
 /* Frees an address ga_pool_alloc returned; *size (optional) gets its rounded size. On any error
  * the pool is unchanged: GA_ENOTOWNED (not this pool's), GA_EDOUBLE, GA_EINTERIOR. */

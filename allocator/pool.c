@@ -93,8 +93,10 @@ ga_status_t ga_pool_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
 int ga_pool_fits(ga_pool_t *p, size_t size)
 {
     if (p && (p->mode == GA_MODE_ARENA || p->mode == GA_MODE_GROW))
-        return ga_arena_fits(p->arena, size);
-    return 0; /* platform and vmm: an allocation may call the backend */
+        return ga_arena_fits(p->arena, size, NULL);
+    if (p && p->mode == GA_MODE_VMM)
+        return ga_vmm_fits(p, size);
+    return 0; /* platform: every allocation calls the backend */
 }
 
 /* The arena modes: ga_free refuses an interior pointer (or a free one) without changing the arena,

@@ -887,6 +887,21 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     return alloc_slow(p, size, rounded, out);
 }
 
+/* Whether ga_vmm_alloc would serve size with no backend call: said for the fast path's sizes only
+ * (under half a granule, the general area), when the general area's best fit lies in the first
+ * range on granules all mapped; 0 otherwise (the caller then takes the safe way). */
+int ga_vmm_fits(ga_pool_t *p, size_t size)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t rounded = ga_pool_round(size);
+    ga_arena_t *gen = v->area[AREA_GENERAL].arena;
+    uintptr_t a = 0;
+    if (rounded - 1 >= v->half - 1 || !gen || !ga_arena_fits(gen, size, &a) ||
+        a - v->base0 >= v->size0 || v->size0 - (a - v->base0) < rounded)
+        return 0;
+    return unmapped_in(v, a, rounded) == 0;
+}
+
 /* As a single arena would answer: an address in the range but in no live allocation is a double
  * free, one outside every range is not ours. */
 /* The figures of a freed block of len bytes, and its size's tracking. */

@@ -729,18 +729,20 @@ START_TEST(test_fits_held_memory_only)
     ck_assert_int_eq(ga_alloc(a, 3 * MIB, &p), GA_OK);
     ga_stats_t before = stats_of(a);
     unsigned reserves = f.reserves;
-    ck_assert_int_eq(ga_arena_fits(a, MIB), 1);       /* the free 1 MiB at the end */
-    ck_assert_int_eq(ga_arena_fits(a, MIB + 1), 0);   /* would need a new region */
-    ck_assert_int_eq(ga_arena_fits(a, 0), 0);
-    ck_assert_int_eq(ga_arena_fits(a, SIZE_MAX), 0);
-    ck_assert_int_eq(ga_arena_fits(NULL, MIB), 0);
+    uintptr_t at = 0;
+    ck_assert_int_eq(ga_arena_fits(a, MIB, &at), 1);  /* the free 1 MiB at the end */
+    ck_assert_uint_eq(at, p + 3 * MIB);
+    ck_assert_int_eq(ga_arena_fits(a, MIB + 1, NULL), 0); /* would need a new region */
+    ck_assert_int_eq(ga_arena_fits(a, 0, NULL), 0);
+    ck_assert_int_eq(ga_arena_fits(a, SIZE_MAX, NULL), 0);
+    ck_assert_int_eq(ga_arena_fits(NULL, MIB, NULL), 0);
     ga_stats_t after = stats_of(a);
     ck_assert_uint_eq(f.reserves, reserves);          /* nothing reserved, nothing changed */
     ck_assert_uint_eq(after.live, before.live);
     ck_assert_uint_eq(after.total_free, before.total_free);
     ck_assert_uint_eq(after.failed_allocs, before.failed_allocs);
     ck_assert_int_eq(ga_free(a, p), GA_OK);
-    ck_assert_int_eq(ga_arena_fits(a, 4 * MIB), 1);   /* coalesced whole again */
+    ck_assert_int_eq(ga_arena_fits(a, 4 * MIB, NULL), 1); /* coalesced whole again */
     ck_assert_int_eq(ga_alloc(a, 4 * MIB, &q), GA_OK);
     ck_assert_uint_eq(q, p);
     ga_arena_destroy(a);

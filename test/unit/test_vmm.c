@@ -128,6 +128,30 @@ START_TEST(vmm_small_allocations_share_a_granule)
 }
 END_TEST
 
+/* ga_pool_fits in vmm mode (the lazy free fence asks it): yes for a small size whose place is on
+ * mapped granules, no when it would map one, no for sizes from half a granule up; nothing changes. */
+START_TEST(vmm_fits_only_on_mapped_granules)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 0);
+    ck_assert_int_eq(ga_pool_fits(p, 4 * KIB), 0); /* nothing mapped yet */
+    uintptr_t a = pool_alloc(p, 32 * KIB);
+    unsigned maps = f.maps;
+    ck_assert_int_eq(ga_pool_fits(p, 32 * KIB), 1); /* next to a, in its granule */
+    ck_assert_int_eq(ga_pool_fits(p, GRAN - 64 * KIB), 0); /* would reach the next granule */
+    ck_assert_int_eq(ga_pool_fits(p, GRAN / 2), 0); /* not a fast-path size */
+    ck_assert_int_eq(ga_pool_fits(p, 0), 0);
+    ck_assert_uint_eq(f.maps, maps);
+    uintptr_t b = pool_alloc(p, 32 * KIB); /* where fits said: no map */
+    ck_assert_uint_eq(f.maps, maps);
+    ck_assert_uint_eq(b / GRAN, a / GRAN);
+    POOL_HEALTHY(p);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, b, NULL), GA_OK);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 /* Equal odd sizes side by side: 4 x 4.5 MiB fill 9 granules and 16 x 1.125 MiB another 9, even
  * with small allocations and granule multiples interleaved in time. */
 START_TEST(vmm_equal_sizes_tile_granules)
@@ -671,6 +695,7 @@ Suite *vmm_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, vmm_granularity_must_be_power_of_two);
     tcase_add_test(tc, vmm_small_allocations_share_a_granule);
+    tcase_add_test(tc, vmm_fits_only_on_mapped_granules);
     tcase_add_test(tc, vmm_equal_sizes_tile_granules);
     tcase_add_test(tc, vmm_class_hole_refilled);
     tcase_add_test(tc, vmm_sizes_do_not_cut_each_others_holes);

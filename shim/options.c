@@ -164,7 +164,9 @@ static const ga_option_def_t ga_options[] = {
      "hard cap on device memory per device, every mode"},
     {"GPUARENA_FREE_SYNC", "deferred", parse_free_sync, "deferred, lazy, device or none",
      "cuMemFree of pool memory: deferred = reused once the next allocation has synchronised the "
-     "context (safe, one synchronisation per burst of frees); device = each free synchronises "
+     "context (safe, one synchronisation per burst of frees); lazy = the same, but an allocation "
+     "the pool serves without the freed memory does not synchronise (safe, the CPU runs ahead); "
+     "device = each free synchronises "
      "the context (safe, as the driver's cuMemFree); none = reused at once (unsafe unless the "
      "program synchronises before freeing)"},
     {"GPUARENA_VMM_KEEP", "64MiB", parse_keep, "a size such as 64MiB, or 0",

@@ -265,6 +265,13 @@ def _p_path(name, allow_dash=True):
     return parse
 
 
+def _p_free_sync(v):
+    t = v.strip().lower()
+    if t not in ("deferred", "lazy", "device", "none"):
+        raise GaError(f"GPUARENA_FREE_SYNC='{v}' is not valid (deferred, lazy, device or none)")
+    return t
+
+
 def _p_name(v):
     if not v.strip():
         raise GaError(f"GPUARENA_GROUP='{v}' is not valid (a name)")
@@ -286,14 +293,17 @@ OPTIONS = (
     ("GPUARENA_PREALLOCATE", _p_bool, "true"),
     ("GPUARENA_MEM_FRACTION", _p_fraction, "0.75+"),
     ("GPUARENA_LIMIT", _sized("GPUARENA_LIMIT", True), None),
+    ("GPUARENA_FREE_SYNC", _p_free_sync, "deferred"),
     ("GPUARENA_STATS", _p_path("GPUARENA_STATS"), None),
     ("GPUARENA_TRACE", _p_path("GPUARENA_TRACE", False), None),
     ("GPUARENA_LOG", _p_log, "warn"),
     ("GPUARENA_LIBCUDA", _p_path("GPUARENA_LIBCUDA", False), None),
     ("GPUARENA_VMM_KEEP", _sized("GPUARENA_VMM_KEEP", False), None),
     ("GPUARENA_GROUP", _p_name, None),
+    ("GPUARENA_GROUP_DIR", _p_path("GPUARENA_GROUP_DIR", False), None),
 )
-COMMAND_VARS = ("GPUARENA_BUILD", "GPUARENA_NO_MATPLOTLIB")
+# Read by other gpuarena parts, so not unknown (the shim's own list of these: shim/options.c).
+COMMAND_VARS = ("GPUARENA_BUILD", "GPUARENA_NO_MATPLOTLIB", "GPUARENA_SIM")
 
 
 def settings(env):

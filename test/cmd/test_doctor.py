@@ -6,6 +6,7 @@ into the command), and what the frameworks' own memory settings mean for gpuaren
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -16,9 +17,20 @@ from gpuarena_cli import GaError
 from gpuarena_cli.fmt import parse_size
 
 GIB = 1 << 30
-SETTINGS = ("GPUARENA_MODE", "GPUARENA_PREALLOCATE", "GPUARENA_MEM_FRACTION", "GPUARENA_LIMIT",
-            "GPUARENA_LOG", "GPUARENA_STATS", "GPUARENA_TRACE", "GPUARENA_LIBCUDA",
-            "GPUARENA_VMM_KEEP", "GPUARENA_GROUP")
+
+
+def shim_settings():
+    """The names in the shim's options table (shim/options.c, ga_options[]): THE list, which the
+    doctor must read in full (it had missed GPUARENA_FREE_SYNC and GPUARENA_GROUP_DIR and called
+    them unknown)."""
+    with open(os.path.join(gatest.REPO, "shim", "options.c"), encoding="utf-8") as f:
+        src = f.read()
+    table = src[src.index("ga_options[] = {"):]
+    table = table[:table.index("\n};")]
+    return tuple(re.findall(r'^    \{"(GPUARENA_[A-Z_]+)"', table, re.M))
+
+
+SETTINGS = shim_settings()
 
 
 def doctor(*args, env=None, timeout=120):
@@ -73,6 +85,17 @@ class Doctor(unittest.TestCase):
         # A limit above the device is the device.
         _, doc = doctor("--sim", env={"GPUARENA_LIMIT": "1TB", "SIMCUDA_TOTAL_MEM": "8GiB"})
         self.assertEqual(doc["plan"][0]["cap"], 8 * GIB)
+
+    def test_every_shim_setting_known(self):
+        self.assertIn("GPUARENA_FREE_SYNC", SETTINGS)
+        self.assertIn("GPUARENA_GROUP_DIR", SETTINGS)
+        env = {"GPUARENA_FREE_SYNC": "Lazy", "GPUARENA_GROUP_DIR": "/tmp", "GPUARENA_SIM": "1"}
+        p, doc = doctor("--sim", env=env)
+        self.assertEqual(doc["warnings"], [], p.stderr)
+        self.assertEqual(doc["problems"], [], p.stderr)
+        _, doc = doctor("--sim", env={"GPUARENA_FREE_SYNC": "sometimes"})
+        self.assertIn("GPUARENA_FREE_SYNC='sometimes' is not valid (deferred, lazy, device or none)",
+                      "\n".join(doc["problems"]))
 
     def test_bad_and_unknown_settings(self):
         env = {"GPUARENA_LIMIT": "12XB", "GPUARENA_PREALLOCATE": "maybe", "GPUARENA_LIMT": "1",

@@ -119,6 +119,12 @@ run "threads arena one-device" threads GPUARENA_LIMIT=48MiB STRESS_DEVICES=1 \
 run "threads vmm one-device" threads GPUARENA_MODE=vmm GPUARENA_LIMIT=48MiB STRESS_DEVICES=1 \
     STRESS_ITERS=$((2000 / scale))
 
+# The lazy fence: allocations go ahead with frees pending; the cap and the data hold as before.
+run "threads arena lazy one-device" threads GPUARENA_FREE_SYNC=lazy GPUARENA_LIMIT=48MiB \
+    STRESS_DEVICES=1 STRESS_ITERS=$((2000 / scale))
+run "threads vmm lazy one-device" threads GPUARENA_MODE=vmm GPUARENA_FREE_SYNC=lazy \
+    GPUARENA_LIMIT=48MiB STRESS_DEVICES=1 STRESS_ITERS=$((2000 / scale))
+
 for mode in arena vmm platform; do
     run "teardown $mode" teardown GPUARENA_MODE=$mode STRESS_ITERS=$((600 / scale))
     run "fork $mode" fork GPUARENA_MODE=$mode STRESS_FORKS=$((48 / scale))

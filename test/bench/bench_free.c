@@ -124,6 +124,24 @@ static const struct cfg {
     {"cuMemFreeAsync+cuMemAllocAsync, gpuarena's pool (arena)", "GPUARENA_MODE=arena", 1, 1},
 };
 
+/* Runs this program again as a child of one configuration (args: its mode and arguments) and
+ * puts the first line it prints, or "failed", in out. */
+static void run_child(const char *shim, const char *simdir, const struct cfg *c, const char *args,
+                      char *out, size_t len)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "env LD_LIBRARY_PATH=%s %s%s GPUARENA_LIMIT=1GiB "
+             "SIMCUDA_TOTAL_MEM=2GiB %s /proc/%d/exe %s", simdir, c->shim ? "LD_PRELOAD=" : "",
+             c->shim ? shim : "", c->env, (int)getpid(), args);
+    out[0] = '\0';
+    FILE *p = popen(cmd, "r");
+    if (!p || !fgets(out, (int)len, p))
+        snprintf(out, len, "failed\n");
+    if (p)
+        pclose(p);
+    out[strcspn(out, "\n")] = '\0';
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "--child"))
@@ -137,17 +155,9 @@ int main(int argc, char **argv)
     long n = argc > 3 ? atol(argv[3]) : 20000;
     printf("| operation pair (1 MiB, 16 live, idle device) | ns per pair |\n|---|---|\n");
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
-        char cmd[2048], out[64] = "";
-        snprintf(cmd, sizeof cmd, "env LD_LIBRARY_PATH=%s %s%s GPUARENA_LIMIT=1GiB "
-                 "SIMCUDA_TOTAL_MEM=2GiB %s /proc/%d/exe --child %ld %d", argv[2],
-                 cfgs[i].shim ? "LD_PRELOAD=" : "", cfgs[i].shim ? argv[1] : "", cfgs[i].env,
-                 (int)getpid(), n, cfgs[i].async);
-        FILE *p = popen(cmd, "r");
-        if (!p || !fgets(out, sizeof out, p))
-            snprintf(out, sizeof out, "failed\n");
-        if (p)
-            pclose(p);
-        out[strcspn(out, "\n")] = '\0';
+        char args[64], out[64];
+        snprintf(args, sizeof args, "--child %ld %d", n, cfgs[i].async);
+        run_child(argv[1], argv[2], &cfgs[i], args, out, sizeof out);
         printf("| %s | %s |\n", cfgs[i].label, out);
     }
     printf("\n| a step: %d us of CPU work, a %d us kernel, cuMemFree+cuMemAlloc | us per step |\n"
@@ -155,17 +165,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         if (cfgs[i].async)
             continue;
-        char cmd[2048], out[64] = "";
-        snprintf(cmd, sizeof cmd, "env LD_LIBRARY_PATH=%s %s%s GPUARENA_LIMIT=1GiB "
-                 "SIMCUDA_TOTAL_MEM=2GiB %s /proc/%d/exe --busy-child", argv[2],
-                 cfgs[i].shim ? "LD_PRELOAD=" : "", cfgs[i].shim ? argv[1] : "", cfgs[i].env,
-                 (int)getpid());
-        FILE *p = popen(cmd, "r");
-        if (!p || !fgets(out, sizeof out, p))
-            snprintf(out, sizeof out, "failed\n");
-        if (p)
-            pclose(p);
-        out[strcspn(out, "\n")] = '\0';
+        char out[64];
+        run_child(argv[1], argv[2], &cfgs[i], "--busy-child", out, sizeof out);
         printf("| %s | %s |\n", cfgs[i].label + strlen("cuMemFree+cuMemAlloc, "), out);
     }
     return 0;

@@ -1,7 +1,9 @@
 """torch_small: a small real-GPU PyTorch job for scripts/gpu-check.sh.
 
 A tiny MLP trained for a few steps on random data (seeded), then a few large matmuls; prints the
-peak memory as PyTorch sees it and the final loss. Run it plain, and under gpuarena:
+peak memory as PyTorch sees it, the final loss and the time a training step took (with the cache
+off every step's tensors go through gpuarena, so its fence shows there). Run it plain, and under
+gpuarena:
     LD_PRELOAD=build/lib/libgpuarena.so PYTORCH_NO_CUDA_MEMORY_CACHING=1 python3 examples/torch_small.py
 PYTORCH_NO_CUDA_MEMORY_CACHING=1 sends every tensor to cudaMalloc, so gpuarena sees each one (the
 fair comparison); without it gpuarena sees PyTorch's own segments. Exits 0 on success, 1 on error.

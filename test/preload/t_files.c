@@ -140,13 +140,28 @@ static void tf_workload(void *arg)
     }
     if (w && w->fork_holder) { /* the child waits until the test closes its end of the pipe */
         close(w->go_write);
+        int ready[2];
+        if (pipe(ready) != 0)
+            exit(6);
         pid_t pid = fork();
         if (pid == 0) {
-            char c;
+            /* Past fork(), so the shim's fork handler has dropped this child's copy of the trace
+             * descriptor: say so, then wait. Without the handshake the parent could exit, and the
+             * test's next process try the path, before the child had run at all (seen under load). */
+            char c = 'r';
+            close(ready[0]);
+            if (write(ready[1], &c, 1) != 1)
+                _exit(1);
+            close(ready[1]);
             while (read(w->go_fd, &c, 1) > 0)
                 ;
             _exit(0);
         }
+        char c;
+        close(ready[1]);
+        if (pid < 0 || read(ready[0], &c, 1) != 1)
+            exit(7);
+        close(ready[0]);
     }
     for (int i = 0; i < 6; i += 2)
         cuMemFree(p[i]);

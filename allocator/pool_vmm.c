@@ -548,7 +548,8 @@ static inline __attribute__((always_inline)) int cover(ga_pool_t *p, uintptr_t a
 
 /* One live block fewer on the granules of the block of len bytes at offset off in r. In the
  * common case, inside one granule that another block still uses, there is nothing to give back. */
-static void uncover(ga_pool_t *p, ga_vrange_t *r, size_t off, size_t len)
+static inline __attribute__((always_inline)) void uncover(ga_pool_t *p, ga_vrange_t *r, size_t off,
+                                                          size_t len)
 {
     unsigned sh = p->vmm->gshift;
     size_t g0 = off >> sh, g1 = (off + len - 1) >> sh;
@@ -781,14 +782,14 @@ static inline size_t unmapped_in(const ga_vmm_t *v, uintptr_t a, size_t len)
     return bits_all(r->mapped, g0, g1) ? 0 : g1 - g0 + 1 - bits_count(r->mapped, g0, g1);
 }
 
-/* Places a block in area *ar. A block of the aligned area or a class that would map new granules
- * there is also tried in the general area, and goes where fewer granules are new (its own area on
- * a tie; the trial is freed, which leaves the general area's free space as it was). */
-static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t rounded,
-                         uintptr_t *a)
+/* The rest of placing a block in area *ar once its own arena answered (st, *a). A block of the
+ * aligned area or a class that would map new granules there is also tried in the general area,
+ * and goes where fewer granules are new (its own area on a tie; the trial is freed, which leaves
+ * the general area's free space as it was). */
+static inline __attribute__((always_inline)) ga_status_t
+place_tried(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t rounded, uintptr_t *a, ga_status_t st)
 {
     ga_vmm_t *v = p->vmm;
-    ga_status_t st = ga_alloc((*ar)->arena, size, a);
     mark_dirty(v, *ar);
     if ((*ar)->id == AREA_GENERAL)
         return st;
@@ -805,6 +806,13 @@ static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t roun
         ga_free(gen->arena, b);
     }
     return GA_OK;
+}
+
+/* Places a block in area *ar (see place_tried). */
+static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t rounded,
+                         uintptr_t *a)
+{
+    return place_tried(p, ar, size, rounded, a, ga_alloc((*ar)->arena, size, a));
 }
 
 /* The allocation's figures, once it is placed and covered. */
@@ -859,6 +867,46 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
     return cover_placed(p, ar, slot, a, rounded, out);
 }
 
+/* A granule multiple (the aligned area). Its blocks start and end on granule boundaries and
+ * share no granule, so when the one its area's best fit gives lies in the first range on granules
+ * all still mapped (kept since a block there was freed: a training step's large buffers), the
+ * block takes them in a few word operations: no area choice, no second best fit, nothing mapped.
+ * Otherwise the placement goes on as alloc_slow's would from the same first answer. */
+static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t rounded,
+                                             uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_varea_t *ar = area_ready(v, AREA_ALIGNED);
+    uintptr_t a = 0;
+    if (!ar) {
+        p->own.failed_allocs++;
+        return GA_ENOMEM;
+    }
+    ga_status_t st = ga_alloc(ar->arena, size, &a);
+    size_t off = a - v->base0;
+    if (st == GA_OK && off < v->size0) {
+        ga_vrange_t *r = v->ranges;
+        size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
+        if (!r->refs[g0] && !r->refs[g1] && bits_all(r->mapped, g0, g1)) {
+            mark_dirty(v, ar);
+            r->refs[g0]++;
+            if (g1 != g0)
+                r->refs[g1]++;
+            if (g1 > g0 + 1)
+                bits_put(r->inner, g0 + 1, g1 - 1, 1);
+            p->own.kept -= (uint64_t)rounded; /* every granule was a kept one */
+            count_alloc(p, rounded);
+            *out = a;
+            return GA_OK;
+        }
+    }
+    if (place_tried(p, &ar, size, rounded, &a, st) != GA_OK) {
+        p->own.failed_allocs++;
+        return GA_ENOMEM;
+    }
+    return cover_placed(p, ar, -1, a, rounded, out);
+}
+
 /* The common case is kept to what arena mode does plus one granule count: a size under half a
  * granule (neither a multiple nor a class) goes to the general area with nothing looked up, and
  * when it lands in the first range inside one granule another live block uses, nothing is
@@ -884,6 +932,8 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
         }
         return alloc_cover(p, rounded, a, out);
     }
+    if (rounded && !(rounded & (v->gran - 1)))
+        return alloc_aligned(p, size, rounded, out);
     return alloc_slow(p, size, rounded, out);
 }
 
@@ -933,6 +983,22 @@ static OUT_OF_LINE ga_status_t free_slow(ga_pool_t *p, uintptr_t ptr, size_t *si
     return GA_OK;
 }
 
+/* ga_vmm_free of a pointer in the first range on a granule the aligned area holds: free_slow less
+ * the search for the area and the range. */
+static OUT_OF_LINE ga_status_t free_aligned(ga_pool_t *p, uintptr_t ptr, size_t *size)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_varea_t *ar = &v->area[AREA_ALIGNED];
+    size_t len = 0;
+    ga_status_t st = ga_free_sized(ar->arena, ptr, &len); /* interior: refused, nothing changed */
+    if (st != GA_OK)
+        return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
+    mark_dirty(v, ar);
+    uncover(p, v->ranges, ptr - v->base0, len);
+    count_free(p, len, size);
+    return GA_OK;
+}
+
 /* As a single arena would answer: an address in the range but in no live allocation is a double
  * free, one outside every range is not ours. The common case (a block of the general area in the
  * first range, whose granule another live block still uses) costs an owner load and a count
@@ -951,6 +1017,8 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
         count_free(p, len, size);
         return GA_OK;
     }
+    if (off < v->size0 && v->owner0[g0] == 1 + AREA_ALIGNED)
+        return free_aligned(p, ptr, size);
     return free_slow(p, ptr, size); /* also says why a refused free was refused */
 }
 

@@ -437,6 +437,62 @@ START_TEST(vmm_keep_and_trim)
 }
 END_TEST
 
+/* Granule multiples take the granules a freed one left kept with nothing mapped (the aligned
+ * area's quick path), take what is kept and map the rest when a block needs more than is kept,
+ * and map everything anew when nothing is kept; every figure agrees with the backend's. */
+START_TEST(vmm_aligned_blocks_reuse_kept_granules)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 8 * GRAN);
+    uintptr_t a = pool_alloc(p, 4 * GRAN), b = pool_alloc(p, GRAN);
+    ck_assert_uint_eq(f.maps, 5);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 4 * GRAN);
+    ck_assert_uint_eq(pool_alloc(p, 4 * GRAN), a); /* the same place, on its kept granules */
+    ck_assert_uint_eq(f.maps, 5);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 0);
+    ck_assert_uint_eq(s.reserved, 5 * GRAN);
+    ck_assert_uint_eq(s.in_use, 5 * GRAN);
+    POOL_HEALTHY(p);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    ck_assert_uint_eq(pool_alloc(p, 2 * GRAN), a); /* half of the hole: two kept granules */
+    ck_assert_uint_eq(f.maps, 5);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 2 * GRAN);
+    POOL_HEALTHY(p);
+    ck_assert_int_eq(ga_pool_free(p, b, NULL), GA_OK); /* 3 kept granules after a's two */
+    uintptr_t c = pool_alloc(p, 4 * GRAN);             /* those 3, and one mapped */
+    ck_assert_uint_eq(c, a + 2 * GRAN);
+    ck_assert_uint_eq(f.maps, 6);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 0);
+    ck_assert_uint_eq(s.reserved, 6 * GRAN);
+    POOL_HEALTHY(p);
+    ck_assert_int_eq(ga_pool_free(p, c + GRAN, NULL), GA_EINTERIOR);
+    ck_assert_int_eq(ga_pool_free(p, c, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, c, NULL), GA_EDOUBLE);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 6 * GRAN);
+    ck_assert_uint_eq(s.in_use, 0);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+
+    p = vmm_pool(&f, 0, 0); /* nothing kept: every reuse maps again */
+    a = pool_alloc(p, 3 * GRAN);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    ck_assert_uint_eq(f.mapped, 0);
+    ck_assert_uint_eq(pool_alloc(p, 3 * GRAN), a);
+    ck_assert_uint_eq(f.maps, 6);
+    ck_assert_uint_eq(f.mapped, 3 * GRAN);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 /* A seeded mix of every kind of size, frees in random order, the pool checked after each step;
  * and physical memory never above what each area's live bytes need plus a granule per area
  * boundary it touches: here a loose global bound, 1.5 x the live bytes plus 16 granules. */
@@ -705,6 +761,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_cap_and_refusal_midway);
     tcase_add_test(tc, vmm_more_sizes_than_classes);
     tcase_add_test(tc, vmm_keep_and_trim);
+    tcase_add_test(tc, vmm_aligned_blocks_reuse_kept_granules);
     tcase_add_test(tc, vmm_granule_counts_exact);
     tcase_add_test(tc, vmm_random_workload_checked);
     tcase_add_test(tc, vmm_long_blocks_keep_and_refuse);

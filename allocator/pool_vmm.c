@@ -512,6 +512,19 @@ static OUT_OF_LINE int cover_mapping(ga_pool_t *p, ga_vrange_t *r, size_t g0, si
     return 0;
 }
 
+/* A block on granules g0..g1 of r, all mapped, `kept` bytes of them (kept granules) without a
+ * user before: its counts, its inner granules' bits, the kept bytes it takes. */
+static inline __attribute__((always_inline)) void take_mapped(ga_pool_t *p, ga_vrange_t *r,
+                                                              size_t g0, size_t g1, uint64_t kept)
+{
+    r->refs[g0]++;
+    if (g1 != g0)
+        r->refs[g1]++;
+    if (g1 > g0 + 1)
+        bits_put(r->inner, g0 + 1, g1 - 1, 1);
+    p->own.kept -= kept;
+}
+
 /* One live block more on granules g0..g1 of r (its first and last). The granules it is the first
  * user of are one run, u0..u1; when all of them are mapped (free, kept ones) the block takes them
  * in a few word operations, nothing to map and the limit not concerned. */
@@ -521,12 +534,7 @@ static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, s
     size_t fresh = u0 <= u1 ? u1 - u0 + 1 : 0;
     if (fresh && !bits_all(r->mapped, u0, u1))
         return cover_mapping(p, r, g0, g1, u0, u1, fresh);
-    r->refs[g0]++;
-    if (g1 != g0)
-        r->refs[g1]++;
-    if (g1 > g0 + 1)
-        bits_put(r->inner, g0 + 1, g1 - 1, 1);
-    p->own.kept -= (uint64_t)fresh << p->vmm->gshift;
+    take_mapped(p, r, g0, g1, (uint64_t)fresh << p->vmm->gshift);
     return 0;
 }
 
@@ -889,12 +897,7 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
         size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
         if (!r->refs[g0] && !r->refs[g1] && bits_all(r->mapped, g0, g1)) {
             mark_dirty(v, ar);
-            r->refs[g0]++;
-            if (g1 != g0)
-                r->refs[g1]++;
-            if (g1 > g0 + 1)
-                bits_put(r->inner, g0 + 1, g1 - 1, 1);
-            p->own.kept -= (uint64_t)rounded; /* every granule was a kept one */
+            take_mapped(p, r, g0, g1, rounded); /* every granule was a kept one */
             count_alloc(p, rounded);
             *out = a;
             return GA_OK;

@@ -968,38 +968,37 @@ static inline void count_free(ga_pool_t *p, size_t len, size_t *size)
         *size = len;
 }
 
-/* ga_vmm_free but for a block of the general area in the first range (the fast path's). */
-static OUT_OF_LINE ga_status_t free_slow(ga_pool_t *p, uintptr_t ptr, size_t *size)
+/* Frees ptr in area ar of range r: an interior pointer or one not live there is refused with
+ * nothing changed (a free one is a double free); else its granules and figures follow. */
+static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, ga_varea_t *ar,
+                                                                ga_vrange_t *r, uintptr_t ptr,
+                                                                size_t *size)
 {
-    ga_vmm_t *v = p->vmm;
-    ga_vrange_t *r = NULL;
-    ga_varea_t *ar = area_of(v, ptr, &r);
-    if (!ar)
-        return r ? GA_EDOUBLE : GA_ENOTOWNED;
     size_t len = 0;
-    ga_status_t st = ga_free_sized(ar->arena, ptr, &len); /* interior: refused, nothing changed */
+    ga_status_t st = ga_free_sized(ar->arena, ptr, &len);
     if (st != GA_OK)
         return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
-    mark_dirty(v, ar);
+    mark_dirty(p->vmm, ar);
     uncover(p, r, ptr - r->base, len);
     count_free(p, len, size);
     return GA_OK;
 }
 
-/* ga_vmm_free of a pointer in the first range on a granule the aligned area holds: free_slow less
- * the search for the area and the range. */
+/* ga_vmm_free but for a block of the general or the aligned area in the first range. */
+static OUT_OF_LINE ga_status_t free_slow(ga_pool_t *p, uintptr_t ptr, size_t *size)
+{
+    ga_vrange_t *r = NULL;
+    ga_varea_t *ar = area_of(p->vmm, ptr, &r);
+    if (!ar)
+        return r ? GA_EDOUBLE : GA_ENOTOWNED;
+    return free_in(p, ar, r, ptr, size);
+}
+
+/* ga_vmm_free of a pointer in the first range on a granule the aligned area holds: no search for
+ * the area and the range. */
 static OUT_OF_LINE ga_status_t free_aligned(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
-    ga_vmm_t *v = p->vmm;
-    ga_varea_t *ar = &v->area[AREA_ALIGNED];
-    size_t len = 0;
-    ga_status_t st = ga_free_sized(ar->arena, ptr, &len); /* interior: refused, nothing changed */
-    if (st != GA_OK)
-        return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
-    mark_dirty(v, ar);
-    uncover(p, v->ranges, ptr - v->base0, len);
-    count_free(p, len, size);
-    return GA_OK;
+    return free_in(p, &p->vmm->area[AREA_ALIGNED], p->vmm->ranges, ptr, size);
 }
 
 /* As a single arena would answer: an address in the range but in no live allocation is a double

@@ -182,8 +182,8 @@ typedef struct ga_livetab {
     unsigned shift;          /* 64 - log2(capacity), for Fibonacci hashing */
 } ga_livetab_t;
 
-/* Chunk and run structs are carved from blocks, kept on one free list; an item is one cache line
- * and blocks are aligned to it, so a chunk never straddles two lines. Blocks double from 16 KiB to
+/* Chunk and run structs are carved from blocks in address order as they are first needed, and kept
+ * on one free list once given back; an item is one cache line and blocks are aligned to it, so a chunk never straddles two lines. Blocks double from 16 KiB to
  * GA_SLAB_BYTES, and those of that size are aligned to it and offered to the kernel for huge
  * pages: at 100,000 free chunks the structs span 12 MB, and a descent through 4 KiB pages took a
  * TLB miss on most levels. The first item of a block is its header. */
@@ -212,7 +212,8 @@ struct ga_arena {
     ga_region_t **regions;   /* sorted by base */
     size_t nregions, cap_regions;
     size_t last_region_size; /* growth doubles from this */
-    ga_item_t *spare;        /* free list of chunk and run structs */
+    ga_item_t *spare;        /* free list of chunk and run structs given back */
+    ga_item_t *carve, *carve_end; /* the newest block's items never handed out yet */
     ga_item_t *blocks;       /* block headers, newest first */
     size_t next_block_bytes;
     size_t items_used;       /* chunk and run structs handed out: bounds ga_check's walks */
@@ -251,7 +252,7 @@ static inline unsigned ga_sub_of(size_t size)
 }
 
 /* arena.c */
-ga_item_t *ga_item_new_block(ga_arena_t *a); /* ga_item_new when the free list is empty */
+ga_item_t *ga_item_new_block(ga_arena_t *a); /* ga_item_new when the free list and the newest block are used up */
 void ga_item_put(ga_arena_t *a, ga_item_t *it);
 size_t ga_round_size(size_t size); /* 0 when size is 0 or rounding would overflow */
 int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c); /* returns the levels descended */
@@ -337,15 +338,19 @@ static inline void ga_bin_remove(ga_arena_t *a, ga_chunk_t *c)
     ga_bin_remove_at(a, c, ga_bin_of(c->size));
 }
 
-/* Takes an item from the pool, carving a new block when empty; NULL if host memory is exhausted.
- * The caller sets every field it uses (an item from the free list holds stale ones). Inline: a
- * split takes one on most allocations, and the call cost more than the two loads it does. */
+/* Takes an item from the pool: one given back if any, else the newest block's next item, else
+ * the first item of a new block; NULL if host memory is exhausted. The caller sets every field it
+ * uses (an item from the free list holds stale ones). Inline: a split takes one on most
+ * allocations, and the call cost more than the two loads it does. */
 static inline ga_item_t *ga_item_new(ga_arena_t *a)
 {
     ga_item_t *it = a->spare;
-    if (__builtin_expect(!it, 0))
+    if (__builtin_expect(it != NULL, 1))
+        a->spare = it->next_spare;
+    else if (a->carve != a->carve_end)
+        it = a->carve++;
+    else
         return ga_item_new_block(a);
-    a->spare = it->next_spare;
     a->items_used++;
     return it;
 }

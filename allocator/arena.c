@@ -332,17 +332,23 @@ __attribute__((noinline)) static ga_chunk_t *bin_fit(ga_arena_t *a, unsigned bin
     return c;
 }
 
-/* The first non-empty bin strictly above `bin`, or -1. */
-static int next_bin(const ga_arena_t *a, unsigned bin)
+/* The first non-empty bin strictly above `bin`, or -1. A first-level bit whose word has emptied
+ * since (ga_bin_unmark leaves it) is cleared on the way. */
+static int next_bin(ga_arena_t *a, unsigned bin)
 {
     unsigned fl = bin / GA_SL_COUNT, sl = bin % GA_SL_COUNT;
     uint64_t slmap = sl + 1 < GA_SL_COUNT ? a->sl_bitmap[fl] & (~0ull << (sl + 1)) : 0;
     if (!slmap) {
         uint64_t flmap = fl + 1 < GA_FL_COUNT ? a->fl_bitmap & (~0ull << (fl + 1)) : 0;
-        if (!flmap)
-            return -1;
-        fl = (unsigned)__builtin_ctzll(flmap);
-        slmap = a->sl_bitmap[fl];
+        for (;;) {
+            if (!flmap)
+                return -1;
+            fl = (unsigned)__builtin_ctzll(flmap);
+            if ((slmap = a->sl_bitmap[fl]))
+                break;
+            a->fl_bitmap &= ~(1ull << fl);
+            flmap &= flmap - 1;
+        }
     }
     return (int)(fl * GA_SL_COUNT + (unsigned)__builtin_ctzll(slmap));
 }
@@ -512,7 +518,7 @@ void ga_arena_destroy(ga_arena_t *a)
 static ga_status_t fail_nomem(ga_arena_t *a, size_t rounded)
 {
     a->stats.failed_allocs++;
-    if (a->stats.total_free >= rounded)
+    if (a->stats.reserved - a->stats.in_use >= rounded) /* bytes free in total */
         a->stats.frag_failures++;
     return GA_ENOMEM;
 }
@@ -542,9 +548,7 @@ static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, unsigned bin, size_t round
     s->in_use += rounded;
     s->in_use_requested += size;
     s->peak_in_use = s->in_use > s->peak_in_use ? s->in_use : s->peak_in_use; /* no branch */
-    s->total_free -= rounded;
     s->allocs++;
-    s->live++;
     return GA_OK;
 }
 
@@ -604,9 +608,7 @@ ga_status_t ga_free_sized(ga_arena_t *a, uintptr_t ptr, size_t *size)
     ga_stats_t *s = &a->stats;
     s->in_use -= c->size;
     s->in_use_requested -= c->u.requested;
-    s->total_free += c->size;
     s->frees++;
-    s->live--;
     ga_chunk_t *prev = c->prev_phys, *next = c->next_phys;
     if (next && ga_is_free(next)) {
         ga_bin_remove(a, next);

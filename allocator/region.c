@@ -130,7 +130,6 @@ ga_status_t ga_region_add(ga_arena_t *a, size_t size)
     s->reserved += size;
     if (s->reserved > s->peak_reserved)
         s->peak_reserved = s->reserved;
-    s->total_free += size;
     a->last_region_size = size;
     return GA_OK;
 }
@@ -149,7 +148,6 @@ void ga_region_release(ga_arena_t *a, size_t i)
     s->backend_releases++;
     s->regions--;
     s->reserved -= size;
-    s->total_free -= size;
 }
 
 size_t ga_release_empty(ga_arena_t *a)

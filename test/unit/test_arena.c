@@ -226,6 +226,27 @@ START_TEST(test_best_fit_large_bins)
 }
 END_TEST
 
+/* The first bitmap level is cleared lazily: a bin that empties leaves its first-level bit set,
+ * and the next search that meets the bit over an empty word clears it and looks further up. */
+START_TEST(test_best_fit_skips_emptied_levels)
+{
+    fake_backend_t f;
+    ga_arena_t *a = fake_arena(&f, 16 * MIB, 0, 0, 0);
+    const size_t holes[] = {100 * 512, 1000 * 512, 3000 * 512}; /* first levels 1, 4 and 6 */
+    uintptr_t h[3];
+    make_holes(a, holes, 3, h);
+    ck_assert_uint_eq(must_alloc(a, 100 * 512), h[0]); /* level 1 empties, its bit stays */
+    ck_assert_uint_eq(must_alloc(a, 40 * 512), h[1]); /* level 0 has nothing: past level 1 to 4 */
+    ASSERT_HEALTHY(a);
+    ck_assert_uint_eq(must_alloc(a, 960 * 512), h[1] + 40 * 512); /* the rest of the 1000 */
+    ck_assert_uint_eq(must_alloc(a, 1500 * 512), h[2]); /* level 5 has nothing; 4 emptied too */
+    ck_assert_int_eq(ga_free(a, h[0]), GA_OK);          /* level 1 filled again */
+    ck_assert_uint_eq(must_alloc(a, 60 * 512), h[0]);
+    ASSERT_HEALTHY(a);
+    ga_arena_destroy(a);
+}
+END_TEST
+
 START_TEST(test_best_fit_ties_lowest_address)
 {
     fake_backend_t f;
@@ -766,6 +787,7 @@ Suite *arena_suite(void)
     tcase_add_test(place, test_best_fit_small);
     tcase_add_test(place, test_best_fit_large_bins);
     tcase_add_test(place, test_best_fit_ties_lowest_address);
+    tcase_add_test(place, test_best_fit_skips_emptied_levels);
     tcase_add_test(place, test_split);
     tcase_add_test(place, test_coalesce_none);
     tcase_add_test(place, test_coalesce_left);

@@ -101,7 +101,8 @@ void ga_arena_destroy(ga_arena_t *arena);
 /* Allocates size bytes (rounded up to GA_ALIGN); *out is GA_ALIGN-aligned. */
 ga_status_t ga_alloc(ga_arena_t *arena, size_t size, uintptr_t *out);
 /* 1 when ga_alloc of size would be served from the regions held now (no region added), and then
- * *at (optional) is where it would place it; changes nothing. */
+ * *at (optional) is where it would place it. Changes nothing a caller can see (placement,
+ * statistics); like ga_alloc it may tidy the bins' index, so it needs the same exclusion. */
 int ga_arena_fits(ga_arena_t *arena, size_t size, uintptr_t *at);
 /* Frees an address ga_alloc returned. On any error the arena is unchanged. */
 ga_status_t ga_free(ga_arena_t *arena, uintptr_t ptr);

@@ -57,10 +57,11 @@ static void hint_huge_pages(void *p, size_t bytes)
 }
 
 /* A new block, its items (all but the header) handed out in address order as they are needed, so
- * structs made one after another (a split's remainders) share cache lines and pages. Carving on
- * demand rather than pushing every item on the free list at once: a replay of a small trace
- * (minimalloc_A, 308 events) used about a fifth of its first block's 255 items, and the push loop
- * cost 8 instructions per event (callgrind). -1 if host memory ran out. */
+ * structs made one after another (a split's remainders) share cache lines and pages. Carved on
+ * demand rather than all pushed on the free list at once: a small arena (a short trace's replay,
+ * each of vmm's areas) uses a fraction of its first block's 255 items, and the push wrote them all
+ * (8 instructions per event of a minimalloc replay; taking items one by one costs about as much,
+ * so the gain is the 16 KiB not written). -1 if host memory ran out. */
 static int add_block(ga_arena_t *a)
 {
     size_t bytes = a->next_block_bytes ? a->next_block_bytes : GA_SLAB_FIRST;

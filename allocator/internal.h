@@ -182,11 +182,12 @@ typedef struct ga_livetab {
     unsigned shift;          /* 64 - log2(capacity), for Fibonacci hashing */
 } ga_livetab_t;
 
-/* Chunk and run structs are carved from blocks in address order as they are first needed, and kept
- * on one free list once given back; an item is one cache line and blocks are aligned to it, so a chunk never straddles two lines. Blocks double from 16 KiB to
- * GA_SLAB_BYTES, and those of that size are aligned to it and offered to the kernel for huge
- * pages: at 100,000 free chunks the structs span 12 MB, and a descent through 4 KiB pages took a
- * TLB miss on most levels. The first item of a block is its header. */
+/* Chunk and run structs are carved from blocks in address order as they are first needed, and
+ * kept on one free list once given back; an item is one cache line and blocks are aligned to it,
+ * so a chunk never straddles two lines. Blocks double from 16 KiB to GA_SLAB_BYTES, and those of
+ * that size are aligned to it and offered to the kernel for huge pages: at 100,000 free chunks
+ * the structs span 12 MB, and a descent through 4 KiB pages took a TLB miss on most levels. The
+ * first item of a block is its header. */
 #define GA_CACHE_LINE 64u
 #define GA_SLAB_FIRST ((size_t)16 << 10)
 #define GA_SLAB_BYTES ((size_t)2 << 20)
@@ -252,7 +253,8 @@ static inline unsigned ga_sub_of(size_t size)
 }
 
 /* arena.c */
-ga_item_t *ga_item_new_block(ga_arena_t *a); /* ga_item_new when the free list and the newest block are used up */
+/* ga_item_new when the free list and the newest block are used up */
+ga_item_t *ga_item_new_block(ga_arena_t *a);
 void ga_item_put(ga_arena_t *a, ga_item_t *it);
 size_t ga_round_size(size_t size); /* 0 when size is 0 or rounding would overflow */
 int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c); /* returns the levels descended */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "arena_hot.h"
 
 /* Host memory --------------------------------------------------------------------------------- */
 
@@ -123,45 +123,6 @@ static int live_resize(ga_livetab_t *t, size_t cap)
 int ga_live_grow(ga_livetab_t *t)
 {
     return live_resize(t, t->slots ? (t->mask + 1) * 2 : 2048);
-}
-
-void ga_live_insert(ga_livetab_t *t, ga_chunk_t *c)
-{
-    size_t i = ga_live_home(t, c->base);
-    while (t->slots[i].chunk)
-        i = (i + 1) & t->mask;
-    t->slots[i].chunk = c;
-    t->count++;
-}
-
-/* Backward shift: each later entry of the probe run moves into the hole unless its home lies
- * cyclically in (hole, j], so every run stays contiguous and lookups never need tombstones. */
-static void live_close_hole(ga_livetab_t *t, size_t hole)
-{
-    for (size_t j = (hole + 1) & t->mask; t->slots[j].chunk; j = (j + 1) & t->mask) {
-        size_t home = ga_live_home(t, t->slots[j].chunk->base);
-        if (((j - home) & t->mask) < ((j - hole) & t->mask))
-            continue;
-        t->slots[hole] = t->slots[j];
-        hole = j;
-    }
-    t->slots[hole].chunk = NULL;
-}
-
-ga_chunk_t *ga_live_take(ga_livetab_t *t, uintptr_t key)
-{
-    if (!t->count)
-        return NULL;
-    for (size_t i = ga_live_home(t, key);; i = (i + 1) & t->mask) {
-        ga_chunk_t *c = t->slots[i].chunk;
-        if (!c)
-            return NULL;
-        if (c->base == key) {
-            live_close_hole(t, i);
-            t->count--;
-            return c;
-        }
-    }
 }
 
 void ga_live_fini(ga_livetab_t *t)
@@ -324,7 +285,7 @@ static ga_chunk_t *tree_fit(const ga_rbnode_t *n, size_t need, int *depth)
 
 /* The descent of an undivided bin whose lowest chunk is too small; a deep one subdivides the bin
  * (the chunk found stays the best fit wherever it moves). */
-__attribute__((noinline)) static ga_chunk_t *bin_fit(ga_arena_t *a, unsigned bin, size_t need)
+__attribute__((noinline)) ga_chunk_t *ga_bin_fit(ga_arena_t *a, unsigned bin, size_t need)
 {
     int depth;
     ga_chunk_t *c = tree_fit(a->bins[bin].t.root, need, &depth);
@@ -335,7 +296,7 @@ __attribute__((noinline)) static ga_chunk_t *bin_fit(ga_arena_t *a, unsigned bin
 
 /* The first non-empty bin strictly above `bin`, or -1. A first-level bit whose word has emptied
  * since (ga_bin_unmark leaves it) is cleared on the way. */
-static int next_bin(ga_arena_t *a, unsigned bin)
+__attribute__((noinline)) int ga_next_bin(ga_arena_t *a, unsigned bin)
 {
     unsigned fl = bin / GA_SL_COUNT, sl = bin % GA_SL_COUNT;
     uint64_t slmap = sl + 1 < GA_SL_COUNT ? a->sl_bitmap[fl] & (~0ull << (sl + 1)) : 0;
@@ -356,7 +317,7 @@ static int next_bin(ga_arena_t *a, unsigned bin)
 
 /* Best fit inside a subdivided bin: the request's slice (its lowest chunk, or one descent of a
  * small tree), else the lowest chunk of the next non-empty slice; NULL if nothing fits. */
-__attribute__((noinline)) static ga_chunk_t *sub_fit(const ga_subbins_t *sub, size_t rounded)
+__attribute__((noinline)) ga_chunk_t *ga_sub_fit(const ga_subbins_t *sub, size_t rounded)
 {
     unsigned s = ga_sub_of(rounded);
     const ga_tree_t *t = &sub->t[s];
@@ -372,72 +333,11 @@ __attribute__((noinline)) static ga_chunk_t *sub_fit(const ga_subbins_t *sub, si
     return above ? sub->t[__builtin_ctzll(above)].min : NULL;
 }
 
-/* The bin's lowest chunk is its smallest: when it fits (always, in an exact-size bin) it is the
- * answer; otherwise one descent (or a subdivided bin's slices) finds the smallest that does. */
-static inline ga_chunk_t *find_fit(ga_arena_t *a, size_t rounded, unsigned *at)
-{
-    unsigned bin = ga_bin_of(rounded);
-    const ga_bin_t *b = &a->bins[bin];
-    ga_chunk_t *c;
-    *at = bin;
-    if (!b->sub) {
-        if ((c = b->t.min)) {
-            if (c->size >= rounded)
-                return c;
-            if ((c = bin_fit(a, bin, rounded)))
-                return c;
-        }
-    } else if ((c = sub_fit(b->sub, rounded))) {
-        return c;
-    }
-    int nb = next_bin(a, bin);
-    *at = (unsigned)nb;
-    return nb < 0 ? NULL : a->bins[nb].t.min;
-}
-
-/* Absorbs `right` (free, out of its bin, the address neighbour after `left`) into `left`. */
-static inline __attribute__((always_inline)) void absorb(ga_arena_t *a, ga_chunk_t *left,
-                                                          ga_chunk_t *right)
-{
-    left->size += right->size;
-    left->next_phys = right->next_phys;
-    if (left->next_phys)
-        left->next_phys->prev_phys = left;
-    ga_run_leave(a, right);
-    ga_item_put(a, (ga_item_t *)right);
-}
-
-/* Splits chunk c (out of its bin) into an allocation of `rounded` bytes at its low end and a
- * free remainder `rest` that joins c's run and goes back to a bin; `fresh` is a spare run struct
- * when c's run is full (taken beforehand, so nothing here can fail). (Taking the high end
- * instead, for all or only small requests, was measured on the somas traces: no better,
- * sometimes worse.) */
-static void split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *rest,
-                  ga_run_t *fresh)
-{
-    ga_chunk_t *next = c->next_phys;
-    ga_run_t *run = ga_chunk_run(c);
-    rest->base = c->base + rounded;
-    rest->size = c->size - rounded;
-    rest->run_free = (uintptr_t)run;
-    rest->prev_phys = c;
-    rest->next_phys = next;
-    if (next)
-        next->prev_phys = rest;
-    c->next_phys = rest;
-    c->size = rounded;
-    if (++run->count > GA_RUN_MAX)
-        ga_run_split(run, fresh);
-    ga_bin_insert(a, rest);
-}
-
 /* Rounding ------------------------------------------------------------------------------------ */
 
 size_t ga_round_size(size_t size)
 {
-    if (size - 1 > SIZE_MAX - GA_ALIGN) /* 0 (wraps round) or too large to round up */
-        return 0;
-    return (size + GA_ALIGN - 1) & ~(GA_ALIGN - 1);
+    return ga_round_up(size);
 }
 
 /* Life cycle ---------------------------------------------------------------------------------- */
@@ -516,7 +416,7 @@ void ga_arena_destroy(ga_arena_t *a)
 
 /* Hot paths ----------------------------------------------------------------------------------- */
 
-static ga_status_t fail_nomem(ga_arena_t *a, size_t rounded)
+__attribute__((noinline, cold)) ga_status_t ga_fail_nomem(ga_arena_t *a, size_t rounded)
 {
     a->stats.failed_allocs++;
     if (a->stats.reserved - a->stats.in_use >= rounded) /* bytes free in total */
@@ -524,66 +424,26 @@ static ga_status_t fail_nomem(ga_arena_t *a, size_t rounded)
     return GA_ENOMEM;
 }
 
-/* Turns free chunk c into a live allocation of `rounded` bytes (size asked: `size`). The two
- * things that can fail (room in the live table, a struct for the remainder) are secured first,
- * so a failure leaves the arena exactly as it was. */
-static ga_status_t take(ga_arena_t *a, ga_chunk_t *c, unsigned bin, size_t rounded, size_t size)
-{
-    ga_item_t *rest = NULL, *fresh = NULL;
-    if (ga_live_reserve(&a->live) != 0)
-        return GA_ENOMEM;
-    if (c->size > rounded) {
-        if (!(rest = ga_item_new(a)))
-            return GA_ENOMEM;
-        if (ga_chunk_run(c)->count == GA_RUN_MAX && !(fresh = ga_item_new(a))) {
-            ga_item_put(a, rest);
-            return GA_ENOMEM;
-        }
-    }
-    ga_bin_remove_at(a, c, bin);
-    if (rest)
-        split(a, c, rounded, &rest->chunk, fresh ? &fresh->run : NULL);
-    ga_live_insert(&a->live, c);
-    c->u.requested = size;
-    ga_stats_t *s = &a->stats;
-    s->in_use += rounded;
-    s->in_use_requested += size;
-    s->peak_in_use = s->in_use > s->peak_in_use ? s->in_use : s->peak_in_use; /* no branch */
-    s->allocs++;
-    return GA_OK;
-}
-
+/* The bodies are in arena_hot.h, shared with the vmm pool's common case. */
 ga_status_t ga_alloc(ga_arena_t *a, size_t size, uintptr_t *out)
 {
     if (!a || !out)
         return GA_EINVAL;
-    size_t rounded = ga_round_size(size);
-    if (!rounded)
-        return GA_EINVAL;
-    unsigned bin;
-    ga_chunk_t *c = find_fit(a, rounded, &bin);
-    if (!c) {
-        if (ga_grow(a, rounded) != GA_OK || !(c = find_fit(a, rounded, &bin)))
-            return fail_nomem(a, rounded);
-    }
-    if (take(a, c, bin, rounded, size) != GA_OK)
-        return fail_nomem(a, rounded);
-    *out = c->base;
-    return GA_OK;
+    return ga_alloc_body(a, size, out);
 }
 
 int ga_arena_fits(ga_arena_t *a, size_t size, uintptr_t *at)
 {
     size_t rounded = ga_round_size(size);
     unsigned bin;
-    ga_chunk_t *c = a && rounded ? find_fit(a, rounded, &bin) : NULL;
+    ga_chunk_t *c = a && rounded ? ga_find_fit(a, rounded, &bin) : NULL;
     if (c && at)
         *at = c->base; /* ga_alloc places at the start of the chunk it finds */
     return c != NULL;
 }
 
 /* Why a free of an address that is not a live base fails; nothing is changed. */
-static ga_status_t classify_bad_free(const ga_arena_t *a, uintptr_t ptr)
+__attribute__((noinline, cold)) ga_status_t ga_classify_bad_free(const ga_arena_t *a, uintptr_t ptr)
 {
     int in_region = 0;
     ga_chunk_t *c = ga_live_at(a, ptr, &in_region);
@@ -599,27 +459,5 @@ ga_status_t ga_free(ga_arena_t *a, uintptr_t ptr)
 
 ga_status_t ga_free_sized(ga_arena_t *a, uintptr_t ptr, size_t *size)
 {
-    if (!a)
-        return GA_EINVAL;
-    ga_chunk_t *c = ga_live_take(&a->live, ptr);
-    if (!c)
-        return classify_bad_free(a, ptr);
-    if (size)
-        *size = c->size;
-    ga_stats_t *s = &a->stats;
-    s->in_use -= c->size;
-    s->in_use_requested -= c->u.requested;
-    s->frees++;
-    ga_chunk_t *prev = c->prev_phys, *next = c->next_phys;
-    if (next && ga_is_free(next)) {
-        ga_bin_remove(a, next);
-        absorb(a, c, next);
-    }
-    if (prev && ga_is_free(prev)) {
-        ga_bin_remove(a, prev);
-        absorb(a, prev, c);
-        c = prev;
-    }
-    ga_bin_insert(a, c);
-    return GA_OK;
+    return a ? ga_free_body(a, ptr, size) : GA_EINVAL;
 }

@@ -375,10 +375,9 @@ void ga_run_leave(ga_arena_t *a, ga_chunk_t *c);
  * any region. */
 ga_chunk_t *ga_live_at(const ga_arena_t *a, uintptr_t p, int *in_region);
 
-/* Live table (arena.c), the probe inline because every free and exact lookup starts with it. */
+/* Live table: growth in arena.c; the probe, insertion and removal inline, because every
+ * allocation and free uses one of them (arena.c and the vmm pool, see arena_hot.h). */
 int ga_live_grow(ga_livetab_t *t); /* doubles the table: 0, or -1 out of host memory */
-void ga_live_insert(ga_livetab_t *t, ga_chunk_t *c); /* after ga_live_reserve */
-ga_chunk_t *ga_live_take(ga_livetab_t *t, uintptr_t key); /* removes and returns, or NULL */
 void ga_live_fini(ga_livetab_t *t);
 
 static inline size_t ga_live_home(const ga_livetab_t *t, uintptr_t key)
@@ -403,6 +402,47 @@ static inline ga_chunk_t *ga_live_find(const ga_livetab_t *t, uintptr_t key)
         ga_chunk_t *c = t->slots[i].chunk;
         if (!c || c->base == key)
             return c;
+    }
+}
+
+/* After ga_live_reserve. */
+static inline void ga_live_insert(ga_livetab_t *t, ga_chunk_t *c)
+{
+    size_t i = ga_live_home(t, c->base);
+    while (t->slots[i].chunk)
+        i = (i + 1) & t->mask;
+    t->slots[i].chunk = c;
+    t->count++;
+}
+
+/* Backward shift: each later entry of the probe run moves into the hole unless its home lies
+ * cyclically in (hole, j], so every run stays contiguous and lookups never need tombstones. */
+static inline void ga_live_close_hole(ga_livetab_t *t, size_t hole)
+{
+    for (size_t j = (hole + 1) & t->mask; t->slots[j].chunk; j = (j + 1) & t->mask) {
+        size_t home = ga_live_home(t, t->slots[j].chunk->base);
+        if (((j - home) & t->mask) < ((j - hole) & t->mask))
+            continue;
+        t->slots[hole] = t->slots[j];
+        hole = j;
+    }
+    t->slots[hole].chunk = NULL;
+}
+
+/* Removes key's entry and returns its chunk, or NULL when key is not a live base. */
+static inline ga_chunk_t *ga_live_take(ga_livetab_t *t, uintptr_t key)
+{
+    if (!t->count)
+        return NULL;
+    for (size_t i = ga_live_home(t, key);; i = (i + 1) & t->mask) {
+        ga_chunk_t *c = t->slots[i].chunk;
+        if (!c)
+            return NULL;
+        if (c->base == key) {
+            ga_live_close_hole(t, i);
+            t->count--;
+            return c;
+        }
     }
 }
 

@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena_hot.h"
 #include "pool_internal.h"
 
 /* Slow paths (mapping, area choice, size tracking) are kept out of line: inlined, they made every
@@ -820,7 +821,7 @@ place_tried(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t rounded, uintptr_
 static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t rounded,
                          uintptr_t *a)
 {
-    return place_tried(p, ar, size, rounded, a, ga_alloc((*ar)->arena, size, a));
+    return place_tried(p, ar, size, rounded, a, ga_alloc_body((*ar)->arena, size, a));
 }
 
 /* The allocation's figures, once it is placed and covered. */
@@ -890,7 +891,7 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
         p->own.failed_allocs++;
         return GA_ENOMEM;
     }
-    ga_status_t st = ga_alloc(ar->arena, size, &a);
+    ga_status_t st = ga_alloc_body(ar->arena, size, &a);
     size_t off = a - v->base0;
     if (st == GA_OK && off < v->size0) {
         ga_vrange_t *r = v->ranges;
@@ -922,7 +923,7 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     ga_arena_t *gen = v->area[AREA_GENERAL].arena;
     if (rounded - 1 < v->half - 1 && gen) {
         uintptr_t a = 0;
-        if (ga_alloc(gen, size, &a) != GA_OK) {
+        if (ga_alloc_body(gen, size, &a) != GA_OK) { /* arena.c's ga_alloc, inlined */
             p->own.failed_allocs++;
             return GA_ENOMEM;
         }
@@ -975,7 +976,7 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
                                                                 size_t *size)
 {
     size_t len = 0;
-    ga_status_t st = ga_free_sized(ar->arena, ptr, &len);
+    ga_status_t st = ga_free_body(ar->arena, ptr, &len);
     if (st != GA_OK)
         return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
     mark_dirty(p->vmm, ar);
@@ -1009,8 +1010,8 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
     ga_vmm_t *v = p->vmm;
     size_t off = ptr - v->base0, g0 = off >> v->gshift, len = 0;
-    if (off < v->size0 && v->owner0[g0] == 1 + AREA_GENERAL &&
-        ga_free_sized(v->area[AREA_GENERAL].arena, ptr, &len) == GA_OK) {
+    if (off < v->size0 && v->owner0[g0] == 1 + AREA_GENERAL && /* the area lent it: it exists */
+        ga_free_body(v->area[AREA_GENERAL].arena, ptr, &len) == GA_OK) {
         size_t g1 = (off + len - 1) >> v->gshift;
         if (g0 == g1 && v->refs0[g0] > 1)
             v->refs0[g0]--;

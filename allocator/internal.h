@@ -299,7 +299,7 @@ static inline int ga_tree_remove(ga_tree_t *t, ga_chunk_t *c)
 
 /* The second level follows bin emptiness exactly. The first level is set with it but cleared
  * lazily: a clear bit says its second-level word is zero, a set one only that it may not be, and
- * next_bin clears a stale bit when it meets one. A bin empties on most allocations of the real
+ * ga_next_bin clears a stale bit when it meets one. A bin empties on most allocations of the real
  * traces, and testing its word for zero there cost 7 of the 13 instructions of taking the bit. */
 static inline void ga_bin_mark(ga_arena_t *a, unsigned bin)
 {

@@ -1,5 +1,5 @@
 /* gpuarena allocator core: arena life cycle, the size-ordered bins, the live table, and the hot
- * paths ga_alloc and ga_free.
+ * paths ga_alloc and ga_free (their bodies in arena_hot.h, which the vmm pool inlines too).
  *
  * Placement is exact best fit: the bin of the request holds a tree ordered by (size, base), and one
  * descent finds the smallest chunk there that fits, lowest address among equal sizes; if none

@@ -1,7 +1,8 @@
 /* gpuarena allocator internals: the structures shared by arena.c (the alloc/free hot path and the
- * size-ordered bins), region.c (regions, growth, trim, address lookup), rbtree.c (the balanced
- * tree both orders use) and check.c (statistics, invariant walker, occupancy map). Nothing outside
- * allocator/ includes this header.
+ * size-ordered bins; the path's bodies in arena_hot.h, also inlined by pool_vmm.c), region.c
+ * (regions, growth, trim, address lookup), rbtree.c (the balanced tree both orders use) and
+ * check.c (statistics, invariant walker, occupancy map). Nothing outside allocator/ includes this
+ * header.
  *
  * Layout in one paragraph: an arena holds regions (address ranges from the backend) in an array
  * sorted by base. Each region is tiled exactly by chunks, linked in address order so a free merges

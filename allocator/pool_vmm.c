@@ -99,6 +99,7 @@ typedef struct ga_varea {
     ga_arena_t *arena; /* made at the area's first allocation */
     size_t size;       /* a class: its size; 0 otherwise */
     uint16_t id;
+    uint16_t slot;     /* a class: its size's tracking entry (entries are never removed) */
     uint8_t dirty;     /* changed since `seen` was read */
     struct {
         uint64_t requested, live, total_free, largest_free;
@@ -117,6 +118,7 @@ struct ga_vmm {
     unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
                         * 64-bit division on every allocation and free cost more than the rest) */
     size_t half;       /* gran / 2: below it a size is neither a multiple nor a class */
+    size_t small_lim;  /* sizes 1 .. small_lim round up to under half: half - GA_ALIGN, or 0 */
     ga_kslot_t *stack;
     size_t nstack, capstack;
     size_t region;     /* an area's first region at most: the first range */
@@ -443,7 +445,8 @@ static OUT_OF_LINE size_t keep_or_unmap(ga_pool_t *p, ga_vrange_t *r, size_t f0,
 
 /* One live block fewer on granules g0..g1 (its first and last); the granules left with no user
  * (always one run) are kept while the cache has room, the rest unmapped. */
-static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
+static inline __attribute__((always_inline)) void uncover_body(ga_pool_t *p, ga_vrange_t *r,
+                                                               size_t g0, size_t g1)
 {
     ga_stats_t *s = &p->own;
     size_t f0 = g0, f1 = g1; /* the granules freed */
@@ -469,6 +472,13 @@ static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0
         if (s->kept > s->peak_kept)
             s->peak_kept = s->kept;
     }
+}
+
+/* uncover_body for the paths that do not inline it (the general area's frees of blocks whose
+ * granule is left with no user, and the rarer frees). */
+static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
+{
+    uncover_body(p, r, g0, g1);
 }
 
 /* Whether mapping `need` new granules while reusing `reuse` kept ones takes mapped bytes past
@@ -713,7 +723,8 @@ static ga_varea_t *area_for(ga_pool_t *p, size_t rounded, int *slot)
     } else if (class_size(v, rounded) && (*slot = track_find(v, rounded, 1)) >= 0) {
         if (!v->track[*slot].area && v->track[*slot].nlive && v->nareas < AREAS_MAX) {
             uint16_t c = (uint16_t)v->nareas++;
-            v->area[c] = (ga_varea_t){.pool = v->pool, .size = rounded, .id = c};
+            v->area[c] = (ga_varea_t){.pool = v->pool, .size = rounded, .id = c,
+                                      .slot = (uint16_t)*slot};
             v->track[*slot].area = c;
         }
         if (v->track[*slot].area)
@@ -747,6 +758,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     }
     v->gshift = (unsigned)__builtin_ctzll((unsigned long long)v->gran);
     v->half = v->gran / 2;
+    v->small_lim = v->half > GA_ALIGN ? v->half - GA_ALIGN : 0; /* half: a multiple of GA_ALIGN */
     v->nareas = AREA_FIRST_CLASS;
     for (uint16_t i = 0; i < AREA_FIRST_CLASS; i++)
         v->area[i] = (ga_varea_t){.pool = p, .id = i};
@@ -817,13 +829,6 @@ place_tried(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t rounded, uintptr_
     return GA_OK;
 }
 
-/* Places a block in area *ar (see place_tried). */
-static ga_status_t place(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t rounded,
-                         uintptr_t *a)
-{
-    return place_tried(p, ar, size, rounded, a, ga_alloc_body((*ar)->arena, size, a));
-}
-
 /* The allocation's figures, once it is placed and covered. */
 static inline void count_alloc(ga_pool_t *p, size_t rounded)
 {
@@ -866,10 +871,32 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
 {
     if (!rounded)
         return GA_EINVAL;
+    ga_vmm_t *v = p->vmm;
     int slot = -1;
     uintptr_t a = 0;
     ga_varea_t *ar = area_for(p, rounded, &slot);
-    if (!ar || place(p, &ar, size, rounded, &a) != GA_OK) {
+    if (!ar) {
+        p->own.failed_allocs++;
+        return GA_ENOMEM;
+    }
+    ga_status_t st = ga_alloc_body(ar->arena, size, &a);
+    size_t off = a - v->base0;
+    if (st == GA_OK && ar->size && off < v->size0) {
+        /* A class's block in the first range on granules all mapped: nothing new to map, so no
+         * trial in the general area (place_tried would make none) and nothing the limit sees. */
+        ga_vrange_t *r = v->ranges;
+        size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
+        if (bits_all(r->mapped, g0, g1)) {
+            mark_dirty(v, ar);
+            size_t u0 = g0 + (r->refs[g0] != 0), u1 = g1 - (g1 != g0 && r->refs[g1] != 0);
+            take_mapped(p, r, g0, g1, u0 <= u1 ? (uint64_t)(u1 - u0 + 1) << v->gshift : 0);
+            v->track[slot].nlive++;
+            count_alloc(p, rounded);
+            *out = a;
+            return GA_OK;
+        }
+    }
+    if (place_tried(p, &ar, size, rounded, &a, st) != GA_OK) {
         p->own.failed_allocs++;
         return GA_ENOMEM;
     }
@@ -916,26 +943,31 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
  * when it lands in the first range inside one granule another live block uses, nothing is
  * mapped. The general area is always reread for statistics (refresh_seen), so nothing is marked
  * here either. Anything else takes alloc_cover or alloc_slow. */
-ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
+static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
     size_t rounded = ga_pool_round(size);
-    ga_arena_t *gen = v->area[AREA_GENERAL].arena;
-    if (rounded - 1 < v->half - 1 && gen) {
-        uintptr_t a = 0;
-        if (ga_alloc_body(gen, size, &a) != GA_OK) { /* arena.c's ga_alloc, inlined */
-            p->own.failed_allocs++;
-            return GA_ENOMEM;
-        }
-        size_t off = a - v->base0, g0 = off >> v->gshift;
-        if (off < v->size0 && g0 == (off + rounded - 1) >> v->gshift && v->refs0[g0]) {
-            v->refs0[g0]++;
-            count_alloc(p, rounded);
-            *out = a;
-            return GA_OK;
-        }
-        return alloc_cover(p, rounded, a, out);
+    uintptr_t a = 0;
+    if (ga_alloc_body(v->area[AREA_GENERAL].arena, size, &a) != GA_OK) { /* ga_alloc, inlined */
+        p->own.failed_allocs++;
+        return GA_ENOMEM;
     }
+    size_t off = a - v->base0, g0 = off >> v->gshift;
+    if (off < v->size0 && g0 == (off + rounded - 1) >> v->gshift && v->refs0[g0]) {
+        v->refs0[g0]++;
+        count_alloc(p, rounded);
+        *out = a;
+        return GA_OK;
+    }
+    return alloc_cover(p, rounded, a, out);
+}
+
+ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    if (size - 1 < v->small_lim && v->area[AREA_GENERAL].arena)
+        return alloc_small(p, size, out);
+    size_t rounded = ga_pool_round(size);
     if (rounded && !(rounded & (v->gran - 1)))
         return alloc_aligned(p, size, rounded, out);
     return alloc_slow(p, size, rounded, out);
@@ -956,12 +988,16 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
     return unmapped_in(v, a, rounded) == 0;
 }
 
-/* As a single arena would answer: an address in the range but in no live allocation is a double
- * free, one outside every range is not ours. */
-/* The figures of a freed block of len bytes, and its size's tracking. */
-static inline void count_free(ga_pool_t *p, size_t len, size_t *size)
+/* The figures of a freed block of len bytes, and its size's tracking; `ar`: its area when known
+ * (NULL for the general area's fast path), a class's block counted through the class's own entry
+ * (a class holds only blocks of its size), any other block of a size that may be tracked looked
+ * up (blocks of a class size placed in the general area, before or after the class was made). */
+static inline __attribute__((always_inline)) void count_free(ga_pool_t *p, const ga_varea_t *ar,
+                                                             size_t len, size_t *size)
 {
-    if (len >= p->vmm->half && class_size(p->vmm, len))
+    if (ar && ar->size)
+        p->vmm->track[ar->slot].nlive--;
+    else if (len >= p->vmm->half && class_size(p->vmm, len))
         untrack(p->vmm, len);
     p->own.frees++;
     p->own.in_use -= len;
@@ -970,18 +1006,26 @@ static inline void count_free(ga_pool_t *p, size_t len, size_t *size)
 }
 
 /* Frees ptr in area ar of range r: an interior pointer or one not live there is refused with
- * nothing changed (a free one is a double free); else its granules and figures follow. */
+ * nothing changed (a free one is a double free); else its granules and figures follow. With
+ * `aligned` (a constant: the aligned area, whose blocks share no granule, so every granule of the
+ * block is left with no user) the granules are given back inline, with no test and no call. */
 static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, ga_varea_t *ar,
                                                                 ga_vrange_t *r, uintptr_t ptr,
-                                                                size_t *size)
+                                                                size_t *size, int aligned)
 {
     size_t len = 0;
     ga_status_t st = ga_free_body(ar->arena, ptr, &len);
     if (st != GA_OK)
         return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
     mark_dirty(p->vmm, ar);
-    uncover(p, r, ptr - r->base, len);
-    count_free(p, len, size);
+    if (aligned) {
+        unsigned sh = p->vmm->gshift;
+        size_t off = ptr - r->base;
+        uncover_body(p, r, off >> sh, (off + len - 1) >> sh);
+    } else {
+        uncover(p, r, ptr - r->base, len);
+    }
+    count_free(p, ar, len, size);
     return GA_OK;
 }
 
@@ -992,36 +1036,59 @@ static OUT_OF_LINE ga_status_t free_slow(ga_pool_t *p, uintptr_t ptr, size_t *si
     ga_varea_t *ar = area_of(p->vmm, ptr, &r);
     if (!ar)
         return r ? GA_EDOUBLE : GA_ENOTOWNED;
-    return free_in(p, ar, r, ptr, size);
+    return free_in(p, ar, r, ptr, size, 0);
 }
 
 /* ga_vmm_free of a pointer in the first range on a granule the aligned area holds: no search for
- * the area and the range. */
+ * the area and the range, and its granules given back inline. */
 static OUT_OF_LINE ga_status_t free_aligned(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
-    return free_in(p, &p->vmm->area[AREA_ALIGNED], p->vmm->ranges, ptr, size);
+    return free_in(p, &p->vmm->area[AREA_ALIGNED], p->vmm->ranges, ptr, size, 1);
 }
 
-/* As a single arena would answer: an address in the range but in no live allocation is a double
- * free, one outside every range is not ours. The common case (a block of the general area in the
- * first range, whose granule another live block still uses) costs an owner load and a count
+/* ga_vmm_free of a pointer in the first range on a granule a class holds: no search for the
+ * range, and the size's live count found through the class. */
+static OUT_OF_LINE ga_status_t free_class(ga_pool_t *p, ga_varea_t *ar, uintptr_t ptr,
+                                          size_t *size)
+{
+    return free_in(p, ar, p->vmm->ranges, ptr, size, 0);
+}
+
+/* ga_vmm_free of a pointer in the first range on a granule the general area holds. The common
+ * case (a block whose granule another live block still uses) costs an owner load and a count
  * beyond the arena's own free. */
-ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
+static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
     ga_vmm_t *v = p->vmm;
     size_t off = ptr - v->base0, g0 = off >> v->gshift, len = 0;
-    if (off < v->size0 && v->owner0[g0] == 1 + AREA_GENERAL && /* the area lent it: it exists */
-        ga_free_body(v->area[AREA_GENERAL].arena, ptr, &len) == GA_OK) {
-        size_t g1 = (off + len - 1) >> v->gshift;
-        if (g0 == g1 && v->refs0[g0] > 1)
-            v->refs0[g0]--;
-        else
-            uncover_granules(p, v->ranges, g0, g1);
-        count_free(p, len, size);
-        return GA_OK;
+    if (ga_free_body(v->area[AREA_GENERAL].arena, ptr, &len) != GA_OK)
+        return free_slow(p, ptr, size); /* says why */
+    size_t g1 = (off + len - 1) >> v->gshift;
+    if (g0 == g1 && v->refs0[g0] > 1)
+        v->refs0[g0]--;
+    else
+        uncover_granules(p, v->ranges, g0, g1);
+    count_free(p, NULL, len, size);
+    return GA_OK;
+}
+
+/* As a single arena would answer: an address in the range but in no live allocation is a double
+ * free, one outside every range is not ours. The owner of the pointer's granule in the first
+ * range (nearly every pointer) picks the path before any frame is set up: each path is a
+ * function of its own, entered by a jump. */
+ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t off = ptr - v->base0;
+    if (off < v->size0) {
+        uint16_t o = v->owner0[off >> v->gshift];
+        if (o == 1 + AREA_GENERAL) /* the area lent it: it exists */
+            return free_general(p, ptr, size);
+        if (o == 1 + AREA_ALIGNED)
+            return free_aligned(p, ptr, size);
+        if (o > 1 + AREA_ALIGNED) /* a class's granule: the class exists */
+            return free_class(p, &v->area[o - 1], ptr, size);
     }
-    if (off < v->size0 && v->owner0[g0] == 1 + AREA_ALIGNED)
-        return free_aligned(p, ptr, size);
     return free_slow(p, ptr, size); /* also says why a refused free was refused */
 }
 

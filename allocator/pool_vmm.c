@@ -67,8 +67,10 @@ typedef struct ga_vrange {
     uintptr_t base;
     size_t size;       /* bytes of address space, a multiple of the granularity */
     size_t ngran;
-    uint32_t *refs;    /* live blocks that start or end in each granule */
-    uint64_t *inner;   /* bit: inside one live block, neither its first nor its last granule */
+    uint32_t *refs;    /* live blocks that start or end in each granule (the aligned area: 0) */
+    uint64_t *inner;   /* bit: inside one live block, neither its first nor its last granule; in
+                        * the aligned area, whose blocks share no granule, every granule of a live
+                        * block (so a block there is one bit run, set and cleared, and no count) */
     uint64_t *mapped;  /* bit: physical memory is mapped there (handle non-zero) */
     uint64_t *stacked; /* bit: on the kept stack (maybe stale) */
     uint64_t *handle;  /* the backend's handle of a mapped granule; 0 = unmapped */
@@ -409,19 +411,20 @@ static int map_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
     return 0;
 }
 
-/* Granule g of a block spanning g0..g1 gets the block as a user: 1 if it had one already. */
-static int use_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1)
+/* Granule g of a block spanning g0..g1 gets the block as a user: 1 if it had one already.
+ * `whole`: a block of the aligned area, the only user of each of its granules. */
+static int use_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1, int whole)
 {
-    if (g == g0 || g == g1)
+    if (!whole && (g == g0 || g == g1))
         return r->refs[g]++ != 0;
     r->inner[g >> 6] |= 1ull << (g & 63); /* an inner granule: the block's alone */
     return 0;
 }
 
 /* The reverse: 1 if granule g has no user left. */
-static int unuse_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1)
+static int unuse_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1, int whole)
 {
-    if (g == g0 || g == g1)
+    if (!whole && (g == g0 || g == g1))
         return --r->refs[g] == 0;
     r->inner[g >> 6] &= ~(1ull << (g & 63));
     return 1;
@@ -446,11 +449,13 @@ static OUT_OF_LINE size_t keep_or_unmap(ga_pool_t *p, ga_vrange_t *r, size_t f0,
 /* One live block fewer on granules g0..g1 (its first and last); the granules left with no user
  * (always one run) are kept while the cache has room, the rest unmapped. */
 static inline __attribute__((always_inline)) void uncover_body(ga_pool_t *p, ga_vrange_t *r,
-                                                               size_t g0, size_t g1)
+                                                               size_t g0, size_t g1, int whole)
 {
     ga_stats_t *s = &p->own;
     size_t f0 = g0, f1 = g1; /* the granules freed */
-    if (g0 == g1) {
+    if (whole) {
+        bits_put(r->inner, g0, g1, 0); /* the aligned area's block: all its granules are free */
+    } else if (g0 == g1) {
         if (--r->refs[g0])
             return;
     } else {
@@ -478,7 +483,7 @@ static inline __attribute__((always_inline)) void uncover_body(ga_pool_t *p, ga_
  * granule is left with no user, and the rarer frees). */
 static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
 {
-    uncover_body(p, r, g0, g1);
+    uncover_body(p, r, g0, g1, 0);
 }
 
 /* Whether mapping `need` new granules while reusing `reuse` kept ones takes mapped bytes past
@@ -495,7 +500,7 @@ static int over_limit(const ga_pool_t *p, uint64_t need, uint64_t reuse)
  * mapped: granule by granule, mapping what is not; on failure nothing is left mapped or counted
  * for the block. */
 static OUT_OF_LINE int cover_mapping(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1,
-                                     size_t u0, size_t u1, size_t fresh)
+                                     size_t u0, size_t u1, size_t fresh, int whole)
 {
     ga_vmm_t *v = p->vmm;
     size_t need = fresh - bits_count(r->mapped, u0, u1);
@@ -503,7 +508,7 @@ static OUT_OF_LINE int cover_mapping(ga_pool_t *p, ga_vrange_t *r, size_t g0, si
         return -1;
     size_t reused = 0; /* kept granules taken back, settled before a map reads the kept bytes */
     for (size_t g = g0; g <= g1; g++) {
-        if (use_one(r, g, g0, g1))
+        if (use_one(r, g, g0, g1, whole))
             continue;
         if (r->handle[g]) { /* a kept granule: reused at no cost */
             reused++;
@@ -512,9 +517,9 @@ static OUT_OF_LINE int cover_mapping(ga_pool_t *p, ga_vrange_t *r, size_t g0, si
         p->own.kept -= (uint64_t)reused << v->gshift;
         reused = 0;
         if (map_granule(p, r, g) != 0) {
-            unuse_one(r, g, g0, g1);
+            unuse_one(r, g, g0, g1, whole);
             for (size_t h = g0; h < g; h++)
-                if (unuse_one(r, h, g0, g1))
+                if (unuse_one(r, h, g0, g1, whole))
                     unmap_granule(p, r, h);
             return -1;
         }
@@ -544,8 +549,25 @@ static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, s
     size_t u0 = g0 + (r->refs[g0] != 0), u1 = g1 - (g1 != g0 && r->refs[g1] != 0);
     size_t fresh = u0 <= u1 ? u1 - u0 + 1 : 0;
     if (fresh && !bits_all(r->mapped, u0, u1))
-        return cover_mapping(p, r, g0, g1, u0, u1, fresh);
+        return cover_mapping(p, r, g0, g1, u0, u1, fresh, 0);
     take_mapped(p, r, g0, g1, (uint64_t)fresh << p->vmm->gshift);
+    return 0;
+}
+
+/* One block of the aligned area more on the granules of [a, a + len) (granule boundaries), of
+ * which it is the only user: taken at once when all are mapped (kept), else mapped granule by
+ * granule. */
+static OUT_OF_LINE int cover_whole(ga_pool_t *p, uintptr_t a, size_t len)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_vrange_t *r = range_of(v, a);
+    if (!r)
+        return -1;
+    size_t off = a - r->base, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
+    if (!bits_all(r->mapped, g0, g1))
+        return cover_mapping(p, r, g0, g1, g0, g1, g1 - g0 + 1, 1);
+    bits_put(r->inner, g0, g1, 1);
+    p->own.kept -= (uint64_t)(g1 - g0 + 1) << v->gshift;
     return 0;
 }
 
@@ -844,7 +866,7 @@ static inline void count_alloc(ga_pool_t *p, size_t rounded)
 static inline ga_status_t cover_placed(ga_pool_t *p, ga_varea_t *ar, int slot, uintptr_t a,
                                        size_t rounded, uintptr_t *out)
 {
-    if (cover(p, a, rounded) != 0) {
+    if ((ar->id == AREA_ALIGNED ? cover_whole(p, a, rounded) : cover(p, a, rounded)) != 0) {
         ga_free(ar->arena, a);
         p->own.failed_allocs++;
         return GA_ENOMEM;
@@ -923,9 +945,10 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
     if (st == GA_OK && off < v->size0) {
         ga_vrange_t *r = v->ranges;
         size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
-        if (!r->refs[g0] && !r->refs[g1] && bits_all(r->mapped, g0, g1)) {
+        if (bits_all(r->mapped, g0, g1)) { /* no other user there: every granule a kept one */
             mark_dirty(v, ar);
-            take_mapped(p, r, g0, g1, rounded); /* every granule was a kept one */
+            bits_put(r->inner, g0, g1, 1);
+            p->own.kept -= rounded;
             count_alloc(p, rounded);
             *out = a;
             return GA_OK;
@@ -1021,7 +1044,7 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
     if (aligned) {
         unsigned sh = p->vmm->gshift;
         size_t off = ptr - r->base;
-        uncover_body(p, r, off >> sh, (off + len - 1) >> sh);
+        uncover_body(p, r, off >> sh, (off + len - 1) >> sh, 1);
     } else {
         uncover(p, r, ptr - r->base, len);
     }
@@ -1036,6 +1059,8 @@ static OUT_OF_LINE ga_status_t free_slow(ga_pool_t *p, uintptr_t ptr, size_t *si
     ga_varea_t *ar = area_of(p->vmm, ptr, &r);
     if (!ar)
         return r ? GA_EDOUBLE : GA_ENOTOWNED;
+    if (ar->id == AREA_ALIGNED) /* outside the first range */
+        return free_in(p, ar, r, ptr, size, 1);
     return free_in(p, ar, r, ptr, size, 0);
 }
 
@@ -1221,9 +1246,11 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
             mapped += r->handle[g] ? v->gran : 0;
             orphan += used && !r->handle[g];
             unlent += used && (!r->owner[g] || r->owner[g] > v->nareas);
-            /* the mapped bit is the handle; an inner granule is no block's end */
+            /* the mapped bit is the handle; an inner granule is no block's end; the aligned
+             * area keeps no counts */
             bits += bit_get(r->mapped, g) != (r->handle[g] != 0) ||
-                    (bit_get(r->inner, g) && r->refs[g]);
+                    (bit_get(r->inner, g) && r->refs[g]) ||
+                    (r->owner[g] == 1 + AREA_ALIGNED && r->refs[g]);
             if (!used && r->handle[g]) {
                 kept += v->gran;
                 unstacked += !bit_get(r->stacked, g);

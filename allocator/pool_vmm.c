@@ -132,6 +132,11 @@ struct ga_vmm {
         uint16_t area; /* its class once promoted; 0 before */
     } track[TRACK_SLOTS];
     size_t ntrack;
+    /* The class last allocated in: its size (0: none yet), area and tracking entry. A size keeps
+     * its class once it has one, so a repeat of the size skips the lookup (area_for). */
+    size_t hot_size;
+    uint16_t hot_area;
+    int hot_slot;
     /* Statistics over the areas, kept up to date by rereading only the areas changed since the
      * last call: the replay and the shim ask after every free, and a hundred classes each
      * asked for their largest free chunk cost the replay 3-7x its speed. */
@@ -896,7 +901,13 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
     ga_vmm_t *v = p->vmm;
     int slot = -1;
     uintptr_t a = 0;
-    ga_varea_t *ar = area_for(p, rounded, &slot);
+    ga_varea_t *ar;
+    if (rounded == v->hot_size) {
+        ar = &v->area[v->hot_area];
+        slot = v->hot_slot;
+    } else if ((ar = area_for(p, rounded, &slot)) && ar->size) {
+        v->hot_size = rounded, v->hot_area = ar->id, v->hot_slot = slot;
+    }
     if (!ar) {
         p->own.failed_allocs++;
         return GA_ENOMEM;
@@ -908,10 +919,15 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
          * trial in the general area (place_tried would make none) and nothing the limit sees. */
         ga_vrange_t *r = v->ranges;
         size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
-        if (bits_all(r->mapped, g0, g1)) {
+        int shared = g0 == g1 && r->refs[g0]; /* inside a granule a live block uses: mapped */
+        if (shared || bits_all(r->mapped, g0, g1)) {
             mark_dirty(v, ar);
-            size_t u0 = g0 + (r->refs[g0] != 0), u1 = g1 - (g1 != g0 && r->refs[g1] != 0);
-            take_mapped(p, r, g0, g1, u0 <= u1 ? (uint64_t)(u1 - u0 + 1) << v->gshift : 0);
+            if (shared) {
+                r->refs[g0]++;
+            } else {
+                size_t u0 = g0 + (r->refs[g0] != 0), u1 = g1 - (g1 != g0 && r->refs[g1] != 0);
+                take_mapped(p, r, g0, g1, u0 <= u1 ? (uint64_t)(u1 - u0 + 1) << v->gshift : 0);
+            }
             v->track[slot].nlive++;
             count_alloc(p, rounded);
             *out = a;

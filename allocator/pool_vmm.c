@@ -451,12 +451,34 @@ static OUT_OF_LINE size_t keep_or_unmap(ga_pool_t *p, ga_vrange_t *r, size_t f0,
     return kept;
 }
 
+/* Granules f0..f1 are left with no user: kept while the cache has room, the rest unmapped. */
+static inline __attribute__((always_inline)) void keep_freed(ga_pool_t *p, ga_vrange_t *r,
+                                                             size_t f0, size_t f1)
+{
+    ga_stats_t *s = &p->own;
+    unsigned sh = p->vmm->gshift;
+    size_t n = f1 - f0 + 1;
+    size_t room = p->cfg.keep > s->kept ? (size_t)((p->cfg.keep - s->kept) >> sh) : 0;
+    size_t kept = n < room ? n : room;
+    if (kept < n || !bits_all(r->stacked, f0, f1))
+        kept = keep_or_unmap(p, r, f0, f1, kept);
+    if (kept) {
+        s->kept += (uint64_t)kept << sh;
+        if (s->kept > s->peak_kept)
+            s->peak_kept = s->kept;
+    }
+}
+
+static OUT_OF_LINE void keep_freed_slow(ga_pool_t *p, ga_vrange_t *r, size_t f0, size_t f1)
+{
+    keep_freed(p, r, f0, f1);
+}
+
 /* One live block fewer on granules g0..g1 (its first and last); the granules left with no user
  * (always one run) are kept while the cache has room, the rest unmapped. */
 static inline __attribute__((always_inline)) void uncover_body(ga_pool_t *p, ga_vrange_t *r,
                                                                size_t g0, size_t g1, int whole)
 {
-    ga_stats_t *s = &p->own;
     size_t f0 = g0, f1 = g1; /* the granules freed */
     if (whole) {
         bits_put(r->inner, g0, g1, 0); /* the aligned area's block: all its granules are free */
@@ -471,17 +493,7 @@ static inline __attribute__((always_inline)) void uncover_body(ga_pool_t *p, ga_
         if (f0 > f1)
             return;
     }
-    unsigned sh = p->vmm->gshift;
-    size_t n = f1 - f0 + 1;
-    size_t room = p->cfg.keep > s->kept ? (size_t)((p->cfg.keep - s->kept) >> sh) : 0;
-    size_t kept = n < room ? n : room;
-    if (kept < n || !bits_all(r->stacked, f0, f1))
-        kept = keep_or_unmap(p, r, f0, f1, kept);
-    if (kept) {
-        s->kept += (uint64_t)kept << sh;
-        if (s->kept > s->peak_kept)
-            s->peak_kept = s->kept;
-    }
+    keep_freed(p, r, f0, f1);
 }
 
 /* uncover_body for the paths that do not inline it (the general area's frees of blocks whose
@@ -489,6 +501,34 @@ static inline __attribute__((always_inline)) void uncover_body(ga_pool_t *p, ga_
 static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
 {
     uncover_body(p, r, g0, g1, 0);
+}
+
+static OUT_OF_LINE void uncover_whole_slow(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
+{
+    uncover_body(p, r, g0, g1, 1);
+}
+
+/* A block of the aligned area leaves granules g0..g1 (len bytes): in the common case (one bitmap
+ * word, room in the cache, the granules still on the kept stack from an earlier free) three word
+ * operations and the kept bytes; else as uncover_body. */
+static inline __attribute__((always_inline)) void uncover_whole(ga_pool_t *p, ga_vrange_t *r,
+                                                                size_t g0, size_t g1, size_t len)
+{
+    ga_stats_t *s = &p->own;
+    if (one_word(g0, g1)) {
+        uint64_t m = span_mask(g0, g1);
+        size_t w = g0 >> 6;
+        r->inner[w] &= ~m;
+        if (s->kept + len <= p->cfg.keep && (r->stacked[w] & m) == m) {
+            s->kept += len;
+            if (s->kept > s->peak_kept)
+                s->peak_kept = s->kept;
+        } else {
+            keep_freed_slow(p, r, g0, g1);
+        }
+        return;
+    }
+    uncover_whole_slow(p, r, g0, g1);
 }
 
 /* Whether mapping `need` new granules while reusing `reuse` kept ones takes mapped bytes past
@@ -1057,14 +1097,18 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
     if (st != GA_OK)
         return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
     mark_dirty(p->vmm, ar);
-    if (aligned) {
+    if (aligned) { /* a granule multiple: never a class size, nothing to untrack */
         unsigned sh = p->vmm->gshift;
         size_t off = ptr - r->base;
-        uncover_body(p, r, off >> sh, (off + len - 1) >> sh, 1);
+        uncover_whole(p, r, off >> sh, (off + len - 1) >> sh, len);
+        p->own.frees++;
+        p->own.in_use -= len;
+        if (size)
+            *size = len;
     } else {
         uncover(p, r, ptr - r->base, len);
+        count_free(p, ar, len, size);
     }
-    count_free(p, ar, len, size);
     return GA_OK;
 }
 

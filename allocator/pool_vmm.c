@@ -1001,9 +1001,14 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
     if (st == GA_OK && off < v->size0) {
         ga_vrange_t *r = v->ranges;
         size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
-        if (bits_all(r->mapped, g0, g1)) { /* no other user there: every granule a kept one */
+        /* no other user there: every granule a kept one; one word's mask computed once */
+        uint64_t m = one_word(g0, g1) ? span_mask(g0, g1) : 0;
+        if (m ? (r->mapped[g0 >> 6] & m) == m : bits_all(r->mapped, g0, g1)) {
             mark_dirty(v, ar);
-            bits_put(r->inner, g0, g1, 1);
+            if (m)
+                r->inner[g0 >> 6] |= m;
+            else
+                bits_put(r->inner, g0, g1, 1);
             p->own.kept -= rounded;
             count_alloc(p, rounded);
             *out = a;
@@ -1145,10 +1150,10 @@ static OUT_OF_LINE ga_status_t free_class(ga_pool_t *p, ga_varea_t *ar, uintptr_
 static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
     ga_vmm_t *v = p->vmm;
-    size_t off = ptr - v->base0, g0 = off >> v->gshift, len = 0;
+    size_t len = 0;
     if (ga_free_body(v->area[AREA_GENERAL].arena, ptr, &len) != GA_OK)
         return free_slow(p, ptr, size); /* says why */
-    size_t g1 = (off + len - 1) >> v->gshift;
+    size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
     if (g0 == g1 && v->refs0[g0] > 1)
         v->refs0[g0]--;
     else

@@ -673,6 +673,73 @@ START_TEST(vmm_long_blocks_keep_and_refuse)
 }
 END_TEST
 
+/* A granule-multiple block freed with the cache nearly full, inside one 64-granule bitmap word
+ * and across two: as many of its granules kept as the cache has room for, the rest given back, and
+ * taking the block again maps only those given back; counted at the backend. */
+START_TEST(vmm_aligned_free_keeps_what_fits)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 8 * GRAN);
+    ga_stats_t s;
+    uintptr_t a = pool_alloc(p, 10 * GRAN); /* one word: the range starts on a 64-granule line */
+    size_t g = (size_t)((a - ((uintptr_t)1 << 40)) / GRAN);
+    REQUIRE(g / 64 == (g + 9) / 64, "granules %zu..%zu are meant to lie in one word", g, g + 9);
+    ck_assert_uint_eq(f.maps, 10);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    ck_assert_uint_eq(f.unmaps, 2);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 8 * GRAN);
+    POOL_HEALTHY(p);
+    ck_assert_uint_eq(pool_alloc(p, 10 * GRAN), a);
+    ck_assert_uint_eq(f.maps, 12);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 0);
+    POOL_HEALTHY(p);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK); /* the same again, 8 stale on the stack */
+    ck_assert_uint_eq(f.unmaps, 4);
+    ck_assert_uint_eq(f.mapped, 8 * GRAN);
+    POOL_HEALTHY(p);
+    ck_assert_uint_eq(pool_alloc(p, 10 * GRAN), a);
+    ck_assert_uint_eq(f.mapped, 10 * GRAN);
+    uintptr_t blk[16];
+    int n = 0, cross = -1;
+    while (n < 16 && cross < 0) { /* blocks of 10 granules until one crosses a word line */
+        blk[n] = pool_alloc(p, 10 * GRAN);
+        g = (size_t)((blk[n] - ((uintptr_t)1 << 40)) / GRAN);
+        cross = g / 64 != (g + 9) / 64 ? n : -1;
+        n++;
+    }
+    REQUIRE(cross >= 0, "none of %d blocks of 10 granules crosses a word line", n);
+    ck_assert_uint_eq(f.mapped, (10 + 10 * (size_t)n) * GRAN);
+    unsigned unmaps = f.unmaps;
+    ck_assert_int_eq(ga_pool_free(p, blk[cross], NULL), GA_OK); /* 8 of 10 kept */
+    ck_assert_uint_eq(f.unmaps - unmaps, 2);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 8 * GRAN);
+    POOL_HEALTHY(p);
+    if (n > 1) {
+        ck_assert_int_eq(ga_pool_free(p, blk[0], NULL), GA_OK); /* no room: all 10 given back */
+        ck_assert_uint_eq(f.unmaps - unmaps, 12);
+        POOL_HEALTHY(p);
+        blk[0] = pool_alloc(p, 10 * GRAN);
+    }
+    blk[cross] = pool_alloc(p, 10 * GRAN);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.reserved, f.mapped);
+    ck_assert_uint_eq(s.in_use, (10 + 10 * (size_t)n) * GRAN);
+    ck_assert_uint_eq(f.mapped, s.in_use + s.kept);
+    POOL_HEALTHY(p);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(ga_pool_free(p, blk[i], NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 8 * GRAN);
+    ck_assert_uint_eq(f.mapped, 8 * GRAN);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 /* Granules touched by the live blocks, counted from their addresses: the union of the blocks'
  * granule spans (sorted, merged). */
 static size_t live_granules(const uintptr_t *addr, const size_t *size, int n)
@@ -765,6 +832,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_granule_counts_exact);
     tcase_add_test(tc, vmm_random_workload_checked);
     tcase_add_test(tc, vmm_long_blocks_keep_and_refuse);
+    tcase_add_test(tc, vmm_aligned_free_keeps_what_fits);
     tcase_add_test(tc, vmm_mapped_is_what_live_blocks_touch);
     suite_add_tcase(s, tc);
     return s;

@@ -1,9 +1,12 @@
 /* libFuzzer target for the allocator itself, through ga_replay (allocator/replay.c).
  *
  * Each 4 input bytes become one event: an alloc or free of one of 64 buffer keys, with a size
- * spread from 1 byte to 32 MiB. The sequence is replayed in all three modes (preallocated arena,
- * grow with a limit, platform) with ga_check after every event, so any sequence of allocations
- * and frees that breaks an invariant (overlap, uncoalesced neighbours, statistics drift, a live
+ * spread from 1 byte to 32 MiB. The sequence is replayed in every mode (preallocated arena, grow
+ * with a limit, platform, and vmm twice: 2 MiB granules with the default keep and a limit, and
+ * 64 KiB granules with nothing kept in ranges of 128 MiB, so that blocks span many granules and
+ * bitmap words and the pool adds ranges as it fills) with ga_check after every event, so any
+ * sequence of allocations and frees that breaks an invariant (overlap, uncoalesced neighbours,
+ * statistics drift, a granule mapped with no user beyond the keep, a live
  * pointer missing from the table) is a crash with the input saved. Also checked: the limits hold
  * (nothing reserved past the arena size or the limit) and in-use never exceeds reserved.
  */
@@ -35,13 +38,16 @@ static void build_trace(const uint8_t *data, size_t size, ga_trace_t *t)
     }
 }
 
-static void replay_one(const ga_trace_t *t, ga_replay_mode_t mode, size_t arena, size_t limit)
+static void replay_one(const ga_trace_t *t, ga_replay_mode_t mode, size_t arena, size_t limit,
+                       size_t keep, size_t granularity)
 {
     ga_replay_opts_t o;
     memset(&o, 0, sizeof o);
     o.mode = mode;
     o.arena_size = arena;
     o.limit = limit;
+    o.keep = keep;
+    o.granularity = granularity;
     o.check = 1;
     ga_replay_result_t r;
     char err[256];
@@ -53,7 +59,7 @@ static void replay_one(const ga_trace_t *t, ga_replay_mode_t mode, size_t arena,
     }
     FUZZ_CHECK(r.peak_in_use <= r.peak_reserved, "in use never above reserved");
     FUZZ_CHECK(mode != GA_REPLAY_ARENA || r.peak_reserved <= arena, "arena mode stays in its region");
-    FUZZ_CHECK(!limit || r.peak_reserved <= limit, "grow/platform stay under the limit");
+    FUZZ_CHECK(!limit || r.peak_reserved <= limit, "grow, platform and vmm stay under the limit");
     FUZZ_CHECK(r.allocs + r.failed_allocs + r.invalid_allocs + r.frees + r.unmatched_frees +
                        r.skipped <= r.events,
                "every event counted at most once");
@@ -63,9 +69,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     ga_trace_t t;
     build_trace(data, size, &t);
-    replay_one(&t, GA_REPLAY_ARENA, 64u << 20, 0);
-    replay_one(&t, GA_REPLAY_GROW, 0, 96u << 20);
-    replay_one(&t, GA_REPLAY_PLATFORM, 0, 96u << 20);
+    replay_one(&t, GA_REPLAY_ARENA, 64u << 20, 0, 0, 0);
+    replay_one(&t, GA_REPLAY_GROW, 0, 96u << 20, 0, 0);
+    replay_one(&t, GA_REPLAY_PLATFORM, 0, 96u << 20, 0, 0);
+    replay_one(&t, GA_REPLAY_VMM, 0, 96u << 20, 64u << 20, 0);
+    replay_one(&t, GA_REPLAY_VMM, 128u << 20, 0, 0, 64u << 10); /* more ranges as it fills */
     ga_trace_free(&t);
     return 0;
 }

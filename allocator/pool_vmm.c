@@ -1026,7 +1026,7 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
  * granule (neither a multiple nor a class) goes to the general area with nothing looked up, and
  * when it lands in the first range inside one granule another live block uses, nothing is
  * mapped. The general area is always reread for statistics (refresh_seen), so nothing is marked
- * here either. Anything else takes alloc_cover or alloc_slow. */
+ * here either. A block that maps or reuses a granule takes alloc_cover. */
 static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
@@ -1046,6 +1046,10 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
     return alloc_cover(p, rounded, a, out);
 }
 
+/* Only chooses the path and jumps to it, before any frame is set up: a granule-multiple or class
+ * block does not pay for the registers the general fast path saves (6dc5a94: vmm-large 1,037 ->
+ * 971 instructions a pair with the aligned free inline). The size test on the unrounded size is
+ * one compare: 1 <= size <= small_lim is exactly a rounded size under half a granule. */
 ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;

@@ -1047,9 +1047,9 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
 }
 
 /* Only chooses the path and jumps to it, before any frame is set up: a granule-multiple or class
- * block does not pay for the registers the general fast path saves (6dc5a94: vmm-large 1,037 ->
- * 971 instructions a pair with the aligned free inline). The size test on the unrounded size is
- * one compare: 1 <= size <= small_lim is exactly a rounded size under half a granule. */
+ * block does not pay for the registers the general fast path saves (measured alone: vmm-large
+ * -22 instructions a pair, small blocks -2 with the one-compare size test). The size test is on
+ * the unrounded size: 1 <= size <= small_lim is exactly a rounded size under half a granule. */
 ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;

@@ -1096,7 +1096,7 @@ static inline __attribute__((always_inline)) void count_free(ga_pool_t *p, const
 /* Frees ptr in area ar of range r: an interior pointer or one not live there is refused with
  * nothing changed (a free one is a double free); else its granules and figures follow. With
  * `aligned` (a constant: the aligned area, whose blocks share no granule, so every granule of the
- * block is left with no user) the granules are given back inline, with no test and no call. */
+ * block is left with no user) they are given back by uncover_whole, inline in the common case. */
 static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, ga_varea_t *ar,
                                                                 ga_vrange_t *r, uintptr_t ptr,
                                                                 size_t *size, int aligned)

@@ -5,11 +5,13 @@
 # only a side-by-side run compares. Nothing of OffsetAllocator is in this repository: give the
 # folder of a checkout (offsetAllocator.hpp and offsetAllocator.cpp).
 #   scripts/side-by-side.sh OFFSETALLOCATOR_DIR [TRACE...]
+#   scripts/side-by-side.sh OFFSETALLOCATOR_DIR --scale [MAX_HOLES [PAIRS]]
 # TRACE: lifetime CSVs or gpuarena traces (default: every CSV in ../shared/traces/lifetimes).
+# --scale: bench-scale's pair measure for both (100 .. MAX_HOLES free holes, default 100000).
 # Needs g++ (apt-get install g++) and builds into $BUILD (default build).
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
     [ $# -ge 1 ] && exit 0 || exit 2
 fi
 OA=$1

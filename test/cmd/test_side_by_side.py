@@ -5,7 +5,8 @@ the same interface, written here (a bump allocator that never reuses: it must ne
 memory on these traces). What is checked from outside: the usage text and its exit status, the
 refusal of a folder without the two files (nothing built), and a full run on two shared
 lifetime CSVs: the harness is compiled and run, a table row per trace with both timings and their
-ratio, and the median line, and no out-of-memory note."""
+ratio, and the median line, and no out-of-memory note; the scaling measure (--scale): a row per
+number of holes with both allocators' figures and ratios, and its bad arguments refused."""
 
 import os
 import re
@@ -78,15 +79,44 @@ class SideBySide(unittest.TestCase):
         self.assertIn("offsetAllocator.hpp not found", r.stderr)
         self.assertEqual(r.stdout, "")
 
+    def stand_in(self, d):
+        with open(os.path.join(d, "offsetAllocator.hpp"), "w") as f:
+            f.write(STAND_IN_HPP)
+        with open(os.path.join(d, "offsetAllocator.cpp"), "w") as f:
+            f.write(STAND_IN_CPP)
+
+    def test_scale(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.stand_in(d)
+            r = run(d, "--scale", "1000", "2000")
+            bad = [run(d, "--scale", x) for x in ("99", "2000000", "10k")]
+            no_pairs = run(d, "--scale", "1000", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        num = r"([\d.]+)"
+        rows = re.findall(r"^\| (\d+)" + r" \| ".join([""] + [num] * 8) + r" \|$", r.stdout,
+                          re.M)
+        self.assertEqual([x[0] for x in rows], ["100", "1000"])
+        for row in rows:
+            figures = [float(x) for x in row[1:]]
+            for k in range(0, 8, 2):
+                self.assertGreater(figures[k], 0)
+            # the ratio column is each allocator's figure over its own 100-hole figure
+            base = [float(x) for x in rows[0][1:]]
+            for k in range(0, 8, 2):
+                self.assertAlmostEqual(figures[k + 1], figures[k] / base[k],
+                                       delta=0.05 * figures[k + 1] + 0.01)
+        self.assertIn("best of 7 runs of 2000 pairs", r.stdout)
+        for b in bad + [no_pairs]:
+            self.assertEqual(b.returncode, 2)
+            self.assertIn("gpuarena: side-by-side --scale:", b.stderr)
+            self.assertEqual(b.stdout, "")
+
     def test_runs_both_on_the_same_traces(self):
         csvs = [f for f in gatest.traces("lifetimes")
                 if os.path.basename(f) in ("minimalloc_A.csv", "somas_resnet50.csv")]
         self.assertEqual(len(csvs), 2)
         with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "offsetAllocator.hpp"), "w") as f:
-                f.write(STAND_IN_HPP)
-            with open(os.path.join(d, "offsetAllocator.cpp"), "w") as f:
-                f.write(STAND_IN_CPP)
+            self.stand_in(d)
             r = run(d, *csvs)
         self.assertEqual(r.returncode, 0, r.stderr)
         rows = re.findall(r"^\| (\S+\.csv) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$",

@@ -357,6 +357,9 @@ static ga_status_t normalise(ga_config_t *cfg)
     cfg->min_region = ga_round_size(cfg->min_region);
     if (!cfg->min_region)
         return GA_EINVAL;
+    cfg->max_region = ga_round_size(cfg->max_region); /* 0 stays 0; too large to round: none */
+    if (cfg->max_region && cfg->max_region < cfg->min_region)
+        return GA_EINVAL;
     if (cfg->limit && cfg->initial > cfg->limit)
         return GA_ENOMEM;
     return GA_OK;

@@ -50,12 +50,16 @@ typedef struct ga_backend {
  *              retrying smaller down to the request on a failed reserve); 0: only the initial region
  *              (with initial 0 there is none, so regions always come on demand).
  *  limit:      hard cap on bytes reserved from the backend; 0 = no cap.
- *  min_region: smallest growth region (default 2 MiB when 0). */
+ *  min_region: smallest growth region (default 2 MiB when 0).
+ *  max_region: largest growth region, 0 = none: growth doubles up to it and no further (a larger
+ *              request gets a region of its own size). Without a limit, an arena that gives its
+ *              regions back (trim) and grows again doubles each time; this bounds it. */
 typedef struct ga_config {
     size_t initial;
     int grow;
     size_t limit;
     size_t min_region;
+    size_t max_region;
 } ga_config_t;
 
 /* Statistics of an arena and of every pool (ga_pool.h): one list, X(name, unit, description),

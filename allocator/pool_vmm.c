@@ -727,14 +727,18 @@ static void area_release(void *ctx, uintptr_t base, size_t size)
 /* Makes area ar's arena, at its first use. */
 static OUT_OF_LINE void area_make(ga_vmm_t *v, ga_varea_t *ar)
 {
-    /* First regions of 32 granules (a class: 16 blocks), doubling as the area grows. A class
-     * region much smaller than that cuts its tiling short (capped at 1/16 of a range twice the
-     * live peak, the bf16 forward pass mapped 2% more). */
+    /* First regions of 32 granules (a class: 16 blocks), doubling as the area grows, up to a
+     * range's size: the shim trims on every out-of-memory, and an area that gave its regions back
+     * and grew again, doubling each time, asked for ever larger address space (under an 8 MiB
+     * cap, 64 TiB after 800 allocations). A class region much smaller than that cuts its tiling
+     * short (capped at 1/16 of a range twice the live peak, the bf16 forward pass mapped 2%
+     * more). */
     size_t min = ar->size ? gran_up(v, 16 * ar->size) : 32 * v->gran;
     if (min > v->region)
         min = v->region;
     ga_backend_t be = {area_reserve, area_release, ar};
-    ga_config_t ac = {.initial = 0, .grow = 1, .limit = 0, .min_region = min};
+    ga_config_t ac = {.initial = 0, .grow = 1, .limit = 0, .min_region = min,
+                      .max_region = v->region};
     ar->arena = ga_arena_create(&be, &ac, NULL);
 }
 
@@ -839,7 +843,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     }
     v->region = va;
     ga_backend_t be = {va_adapt_reserve, va_adapt_release, p};
-    ga_config_t ac = {.initial = va, .grow = 1, .limit = 0, .min_region = va};
+    ga_config_t ac = {.initial = va, .grow = 1, .limit = 0, .min_region = va, .max_region = va};
     ga_status_t st = GA_OK;
     p->arena = ga_arena_create(&be, &ac, &st);
     if (!p->arena) {

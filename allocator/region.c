@@ -165,8 +165,8 @@ size_t ga_release_empty(ga_arena_t *a)
 
 /* Growth -------------------------------------------------------------------------------------- */
 
-/* One growth attempt: the geometric size clipped to the limit, halving on backend refusal down
- * to the request itself. */
+/* One growth attempt: the geometric size (at most max_region) clipped to the limit, halving on
+ * backend refusal down to the request itself. */
 static ga_status_t try_grow(ga_arena_t *a, size_t rounded)
 {
     const ga_config_t *cfg = &a->config;
@@ -178,6 +178,8 @@ static ga_status_t try_grow(ga_arena_t *a, size_t rounded)
     size_t want = a->last_region_size > top / 2 ? top : a->last_region_size * 2;
     if (want < cfg->min_region)
         want = cfg->min_region;
+    if (cfg->max_region && want > cfg->max_region)
+        want = cfg->max_region;
     if (want < rounded)
         want = rounded;
     if (want > room)

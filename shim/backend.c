@@ -71,8 +71,13 @@ static int be_va_reserve(void *p, size_t size, uintptr_t *base)
     CUresult r = ga_real.cuMemAddressReserve(&d, size, c->granularity, 0, 0);
     ga_ctx_leave(pushed);
     if (r != CUDA_SUCCESS) {
-        ga_log(GA_LOG_WARN, "vmm: reserving %zu bytes of address space failed (CUresult %d)", size,
-               (int)r);
+        /* Said once per context: the pool then asks for less, down to the allocation itself,
+         * and each refusal would repeat it. */
+        ga_log(c->va_warned ? GA_LOG_DEBUG : GA_LOG_WARN,
+               "vmm: reserving %zu bytes of address space failed (CUresult %d); smaller ranges are "
+               "tried, and an allocation that finds none fails as out of memory (vmm reserves "
+               "twice the cap: lower GPUARENA_LIMIT, or use GPUARENA_MODE=grow)", size, (int)r);
+        c->va_warned = 1;
         return 1;
     }
     *base = (uintptr_t)d;

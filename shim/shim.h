@@ -261,6 +261,7 @@ typedef struct ga_ctx {
     ga_stats_t final;        /* the pool's statistics when it was dropped */
     int has_final;
     size_t granularity;      /* vmm: the driver's recommended granularity */
+    int va_warned;           /* vmm: a refused address reservation was reported (backend.c) */
     ga_pending_t *pend;      /* freed chunks not yet returned to the pool (fence.c) */
     size_t npend, cap_pend;
     size_t npend_ev;         /* of them, stream-ordered (with an event) */

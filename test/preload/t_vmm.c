@@ -175,6 +175,78 @@ START_TEST(vmm_cap)
 }
 END_TEST
 
+
+/* Churn under a small cap: every out-of-memory makes the shim trim the pool and try again, and
+ * address space stays bounded through thousands of those (it grew geometrically: 64 TiB of
+ * reservations after 800 allocations under an 8 MiB cap, then minutes of refused reservations). */
+START_TEST(vmm_churn_under_small_cap)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=8MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr big, live[64] = {0};
+    ck_assert_int_eq(cuMemAlloc(&big, 3 * MiB), CUDA_SUCCESS);
+    unsigned x = 1, ooms = 0;
+    for (int i = 0; i < 20000; i++) {
+        x = x * 1103515245u + 12345u;
+        int slot = (int)((x >> 20) % 64);
+        if (live[slot]) {
+            ck_assert_int_eq(cuMemFree(live[slot]), CUDA_SUCCESS);
+            live[slot] = 0;
+        } else {
+            CUresult r = cuMemAlloc(&live[slot], (size_t)512 << ((x >> 8) % 14));
+            ck_assert(r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY);
+            if (r != CUDA_SUCCESS) {
+                live[slot] = 0;
+                ooms++;
+            }
+        }
+    }
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_gt(ooms, 1000);
+    ck_assert_uint_le(c.peak_vmm_bytes_in_use, 8 * MiB);
+    ck_assert_uint_eq(c.injected_failures, 0);
+    ck_assert_uint_le(c.reserve_calls, 16);           /* ranges of 16 MiB, twice the cap */
+    ck_assert_uint_le(c.vmm_reserved_bytes, 256 * MiB); /* 4 of them here */
+    for (int s = 0; s < 64; s++)
+        if (live[s])
+            ck_assert_int_eq(cuMemFree(live[s]), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(big), CUDA_SUCCESS);
+}
+END_TEST
+
+
+/* The driver refuses address space once the pool has its first range: allocations that need more
+ * fail as out of memory, and the refusal is reported once, with what to change, not once per try. */
+static void va_refused_child(void *arg)
+{
+    (void)arg;
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=8MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr small, p;
+    if (cuMemAlloc(&small, 4096) != CUDA_SUCCESS || pt_counters().reserve_calls != 1)
+        exit(3);
+    if (simcuda_fail_add("cuMemAddressReserve:2+") != 0)
+        exit(4);
+    for (int i = 0; i < 5; i++) /* a granule multiple: a second area, which needs a range */
+        if (cuMemAlloc(&p, 2 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+            exit(5);
+    if (pt_counters().injected_failures < 5)
+        exit(6);
+    if (cuMemFree(small) != CUDA_SUCCESS)
+        exit(7);
+}
+
+START_TEST(vmm_address_space_refused)
+{
+    char err[8192];
+    ck_assert_int_eq(pt_run_child(va_refused_child, NULL, err, sizeof err), 0);
+    const char *first = strstr(err, "address space failed");
+    ck_assert_msg(first, "no report of the refusal in:\n%s", err);
+    ck_assert_msg(!strstr(first + 1, "address space failed"), "reported more than once:\n%s", err);
+    ck_assert_msg(strstr(err, "GPUARENA_LIMIT") && strstr(err, "gpuarena: "), "%s", err);
+}
+END_TEST
+
 /* cuMemCreate (or cuMemMap) refused by the driver midway through an allocation that needs several
  * granules: an out-of-memory, and nothing leaked or half-mapped; the next allocation works. */
 static void vmm_refused_midway(const char *rule)
@@ -363,5 +435,7 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_primary_reset_takes_range);
     tcase_add_test(tc, vmm_threads);
     tcase_add_test(tc, vmm_fork);
+    tcase_add_test(tc, vmm_churn_under_small_cap);
+    tcase_add_test(tc, vmm_address_space_refused);
     return tc;
 }

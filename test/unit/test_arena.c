@@ -379,6 +379,49 @@ START_TEST(test_growth_min_region)
 }
 END_TEST
 
+START_TEST(test_growth_max_region)
+{
+    fake_backend_t f;
+    fake_init(&f);
+    ga_backend_t b = fake_backend(&f);
+    ga_config_t cfg = {.grow = 1, .min_region = 2 * MIB, .max_region = 4 * MIB + 1};
+    ga_status_t st = GA_EINVAL;
+    ga_arena_t *a = ga_arena_create(&b, &cfg, &st);
+    ck_assert_msg(a && st == GA_OK, "arena creation failed: %s", ga_status_str(st));
+    uintptr_t p[4];
+    p[0] = must_alloc(a, 2 * MIB);  /* 2 MiB */
+    p[1] = must_alloc(a, 2 * MIB);  /* doubling: 4 MiB */
+    p[2] = must_alloc(a, 3 * MIB);  /* 8 MiB would be next: max_region, rounded up to 512 */
+    p[3] = must_alloc(a, 10 * MIB); /* larger than max_region: a region of its own size */
+    const size_t want[] = {2 * MIB, 4 * MIB, 4 * MIB + 512, 10 * MIB};
+    ck_assert_uint_eq(f.nasked, 4);
+    for (unsigned i = 0; i < 4; i++)
+        ck_assert_uint_eq(f.asked[i], want[i]);
+    /* Regions given back and taken again grow no further than max_region. */
+    for (int round = 0; round < 8; round++) {
+        for (int i = 0; i < 4; i++)
+            ck_assert_int_eq(ga_free(a, p[i]), GA_OK);
+        ga_trim(a);
+        ck_assert_uint_eq(stats_of(a).reserved, 0);
+        p[0] = must_alloc(a, 3 * MIB);
+        p[1] = must_alloc(a, 3 * MIB);
+        p[2] = must_alloc(a, 3 * MIB);
+        p[3] = must_alloc(a, 512);
+    }
+    for (unsigned i = 0; i < f.nasked; i++)
+        ck_assert_uint_le(f.asked[i], 10 * MIB);
+    for (unsigned i = 4; i < f.nasked; i++)
+        ck_assert_uint_le(f.asked[i], 4 * MIB + 512);
+    ASSERT_HEALTHY(a);
+    ga_arena_destroy(a);
+    ck_assert_uint_eq(f.outstanding, 0);
+    /* A largest region below the smallest is refused. */
+    cfg = (ga_config_t){.grow = 1, .min_region = 4 * MIB, .max_region = 2 * MIB};
+    ck_assert_ptr_null(ga_arena_create(&b, &cfg, &st));
+    ck_assert_int_eq(st, GA_EINVAL);
+}
+END_TEST
+
 START_TEST(test_growth_after_prealloc)
 {
     fake_backend_t f;
@@ -799,6 +842,7 @@ Suite *arena_suite(void)
     TCase *reg = tcase_create("regions");
     tcase_add_test(reg, test_growth_geometric);
     tcase_add_test(reg, test_growth_min_region);
+    tcase_add_test(reg, test_growth_max_region);
     tcase_add_test(reg, test_growth_after_prealloc);
     tcase_add_test(reg, test_no_growth);
     tcase_add_test(reg, test_retry_smaller);

@@ -18,6 +18,7 @@ typedef struct vfake {
     uint64_t next;
     unsigned va_reserves, va_releases, maps, unmaps;
     size_t mapped, peak_mapped;
+    size_t va_held, va_peak, va_largest; /* address space reserved now, at most, in one range */
     int fail_map_in; /* > 0: the map call that many calls from now fails */
 } vfake_t;
 
@@ -27,13 +28,18 @@ static int vf_va_reserve(void *ctx, size_t size, uintptr_t *base)
     *base = (uintptr_t)f->next;
     f->next += (size + GRAN - 1) / GRAN * GRAN + GRAN; /* a gap: ranges never touch */
     f->va_reserves++;
+    f->va_held += size;
+    f->va_peak = f->va_held > f->va_peak ? f->va_held : f->va_peak;
+    f->va_largest = size > f->va_largest ? size : f->va_largest;
     return 0;
 }
 
 static void vf_va_release(void *ctx, uintptr_t base, size_t size)
 {
-    (void)base, (void)size;
-    ((vfake_t *)ctx)->va_releases++;
+    vfake_t *f = ctx;
+    (void)base;
+    f->va_releases++;
+    f->va_held -= size;
 }
 
 static int vf_map(void *ctx, uintptr_t addr, size_t size, uint64_t *handle)
@@ -58,18 +64,23 @@ static void vf_unmap(void *ctx, uintptr_t addr, size_t size, uint64_t handle)
     f->mapped -= size;
 }
 
-static ga_pool_t *vmm_pool(vfake_t *f, size_t limit, size_t keep)
+static ga_pool_t *vmm_pool_va(vfake_t *f, size_t limit, size_t keep, size_t va_size)
 {
     memset(f, 0, sizeof *f);
     f->next = (uint64_t)1 << 40;
     ga_pool_backend_t be = {.va_reserve = vf_va_reserve, .va_release = vf_va_release,
                             .map = vf_map, .unmap = vf_unmap, .granularity = GRAN, .ctx = f};
-    ga_pool_config_t cfg = {.mode = GA_MODE_VMM, .limit = limit, .va_size = 1024 * MIB,
+    ga_pool_config_t cfg = {.mode = GA_MODE_VMM, .limit = limit, .va_size = va_size,
                             .keep = keep};
     ga_status_t st = GA_EINVAL;
     ga_pool_t *p = ga_pool_create(&be, &cfg, &st);
     ck_assert_msg(p && st == GA_OK, "vmm pool: %s", ga_status_str(st));
     return p;
+}
+
+static ga_pool_t *vmm_pool(vfake_t *f, size_t limit, size_t keep)
+{
+    return vmm_pool_va(f, limit, keep, 1024 * MIB);
 }
 
 #define POOL_HEALTHY(p)                                                        \
@@ -765,6 +776,54 @@ static size_t live_granules(const uintptr_t *addr, const size_t *size, int n)
     return total;
 }
 
+
+/* The shim answers an out-of-memory by trimming the pool and trying again (ga_dev_trim): the
+ * areas give their empty regions back to the range, and the next allocations take regions anew.
+ * Under a small cap that happens over and over; address space must stay bounded through it. (It
+ * did not: the areas and the range grew geometrically from their last region after every trim,
+ * so a program under an 8 MiB cap had reserved 64 TiB after 800 allocations and then spent
+ * minutes in refused reservations.) Seeded sizes from 512 B to 4 MiB, 64 slots, one live 3 MiB
+ * block throughout, 20,000 steps. */
+START_TEST(vmm_address_space_bounded_under_trim)
+{
+    vfake_t f;
+    const size_t cap = 8 * MIB, va = 2 * cap;
+    ga_pool_t *p = vmm_pool_va(&f, cap, 0, va);
+    uintptr_t big = pool_alloc(p, 3 * MIB), live[64] = {0};
+    unsigned x = 1, ooms = 0;
+    for (int i = 0; i < 20000; i++) {
+        x = x * 1103515245u + 12345u;
+        int slot = (int)((x >> 20) % 64);
+        if (live[slot]) {
+            ck_assert_int_eq(ga_pool_free(p, live[slot], NULL), GA_OK);
+            live[slot] = 0;
+            continue;
+        }
+        size_t size = (size_t)512 << ((x >> 8) % 14);
+        if (ga_pool_alloc(p, size, &live[slot]) != GA_OK) {
+            ooms++;
+            ga_pool_trim(p); /* as the shim does before its one retry */
+            if (ga_pool_alloc(p, size, &live[slot]) != GA_OK)
+                live[slot] = 0;
+        }
+        if (i % 1000 == 0)
+            POOL_HEALTHY(p);
+    }
+    ck_assert_uint_gt(ooms, 100); /* the cap was hit, and trimmed after, many times */
+    REQUIRE(f.va_largest <= va, "a range of %zu bytes reserved (at most %zu wanted)", f.va_largest,
+            va);
+    REQUIRE(f.va_peak <= 16 * va, "%zu bytes of address space held at once under a %zu-byte cap",
+            f.va_peak, cap);
+    for (int s = 0; s < 64; s++)
+        if (live[s])
+            ck_assert_int_eq(ga_pool_free(p, live[s], NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, big, NULL), GA_OK);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+    ck_assert_uint_eq(f.va_held, 0);
+}
+END_TEST
+
 /* Physical memory from the outside: with no cache, exactly the granules the live blocks touch
  * are mapped after every step; with one, those plus the kept bytes, which stay within the keep.
  * Sizes from 512 bytes to 150 granules in a seeded mix, so blocks share end granules and span
@@ -834,6 +893,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_long_blocks_keep_and_refuse);
     tcase_add_test(tc, vmm_aligned_free_keeps_what_fits);
     tcase_add_test(tc, vmm_mapped_is_what_live_blocks_touch);
+    tcase_add_test(tc, vmm_address_space_bounded_under_trim);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -265,6 +265,12 @@ static int va_adapt_reserve(void *ctx, size_t size, uintptr_t *base)
     size_t vsize = (size + v->gran - 1) & ~(v->gran - 1);
     if (vsize < size || (v->nranges == v->cap && v->cap > SIZE_MAX / 2 / sizeof *v->ranges))
         return -1;
+    /* A range larger than the usual is asked for one block (areas grow no further than a range,
+     * max_region): when its granules alone pass the limit it could never be mapped, so no
+     * address space and no bookkeeping for it (a request for terabytes under a cap of megabytes
+     * reserved them, and the bitmaps' host memory with them, before failing). */
+    if (vsize > v->region && p->cfg.limit && vsize > p->cfg.limit)
+        return -1;
     if (v->nranges == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 4;
         ga_vrange_t *grown = realloc(v->ranges, cap * sizeof *grown);

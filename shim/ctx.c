@@ -330,6 +330,10 @@ static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t i
         size_t g = be->granularity;
         uint64_t va = cap > (UINT64_MAX >> 2) ? (UINT64_MAX >> 2) : 2 * cap;
         cfg.va_size = (size_t)((va + g - 1) & ~(uint64_t)(g - 1));
+        /* A growing fraction ("0.75+") may map up to the cap itself: the pool is told so, so that
+         * it refuses a block it could never map before taking address space for it. */
+        if (!cfg.limit)
+            cfg.limit = (size_t)cap;
     }
     ga_status_t st = GA_OK;
     return ga_pool_create(be, &cfg, &st);

@@ -178,7 +178,8 @@ END_TEST
 
 /* Churn under a small cap: every out-of-memory makes the shim trim the pool and try again, and
  * address space stays bounded through thousands of those (it grew geometrically: 64 TiB of
- * reservations after 800 allocations under an 8 MiB cap, then minutes of refused reservations). */
+ * reservations after 800 allocations under an 8 MiB cap, then minutes of refused reservations);
+ * then blocks larger than the cap, refused without a reservation. */
 START_TEST(vmm_churn_under_small_cap)
 {
     pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=8MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -207,6 +208,14 @@ START_TEST(vmm_churn_under_small_cap)
     ck_assert_uint_eq(c.injected_failures, 0);
     ck_assert_uint_le(c.reserve_calls, 16);           /* ranges of 16 MiB, twice the cap */
     ck_assert_uint_le(c.vmm_reserved_bytes, 256 * MiB); /* 4 of them here */
+    /* Blocks beyond the cap can never be mapped: refused before any address space is taken
+     * (they reserved their size, terabytes, with host bitmaps to match). */
+    unsigned long long reserves = c.reserve_calls;
+    CUdeviceptr huge;
+    ck_assert_int_eq(cuMemAlloc(&huge, 64 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(cuMemAlloc(&huge, (size_t)1 << 46), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(pt_counters().reserve_calls, reserves);
+    ck_assert_uint_le(pt_counters().vmm_reserved_bytes, 256 * MiB);
     for (int s = 0; s < 64; s++)
         if (live[s])
             ck_assert_int_eq(cuMemFree(live[s]), CUDA_SUCCESS);

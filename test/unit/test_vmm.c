@@ -783,7 +783,7 @@ static size_t live_granules(const uintptr_t *addr, const size_t *size, int n)
  * did not: the areas and the range grew geometrically from their last region after every trim,
  * so a program under an 8 MiB cap had reserved 64 TiB after 800 allocations and then spent
  * minutes in refused reservations.) Seeded sizes from 512 B to 4 MiB, 64 slots, one live 3 MiB
- * block throughout, 20,000 steps. */
+ * block throughout, 20,000 steps; then blocks larger than the cap, refused without a range. */
 START_TEST(vmm_address_space_bounded_under_trim)
 {
     vfake_t f;
@@ -810,6 +810,12 @@ START_TEST(vmm_address_space_bounded_under_trim)
             POOL_HEALTHY(p);
     }
     ck_assert_uint_gt(ooms, 100); /* the cap was hit, and trimmed after, many times */
+    /* Blocks larger than the cap can never be mapped: refused with no address space taken. */
+    unsigned reserves = f.va_reserves;
+    uintptr_t huge;
+    ck_assert_int_eq(ga_pool_alloc(p, 64 * MIB, &huge), GA_ENOMEM);
+    ck_assert_int_eq(ga_pool_alloc(p, (size_t)1 << 46, &huge), GA_ENOMEM);
+    ck_assert_uint_eq(f.va_reserves, reserves);
     REQUIRE(f.va_largest <= va, "a range of %zu bytes reserved (at most %zu wanted)", f.va_largest,
             va);
     REQUIRE(f.va_peak <= 16 * va, "%zu bytes of address space held at once under a %zu-byte cap",

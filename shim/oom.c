@@ -135,15 +135,29 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     if (ga_opt.mode == GA_MODE_VMM)
         ga_oom_put(o, " (of which kept mapped while free: %s, GPUARENA_VMM_KEEP; address space %s)",
                    ga_fmt_bytes(s->kept, b[5], 32), ga_fmt_bytes(s->va_reserved, b[6], 32));
+    uint64_t used = d->group ? ga_group_used(d->group) : held;
+    uint64_t left = used < d->cap ? d->cap - used : 0;
+    /* vmm maps whole granules: an allocation can fail with more bytes left under the cap than it
+     * asks for, when the granules it needs are more than that (or the cap is under one). */
+    const char *why = ga_opt.mode == GA_MODE_VMM && left >= size && c->granularity
+                          ? "vmm maps whole granules"
+                          : "not enough free bytes in total";
     if (d->group)
         ga_oom_put(o, ", the process holds %s and its group '%s' %s of the group's cap %s on the "
-                   "device (not enough free bytes in total: raise GPUARENA_LIMIT for every member, "
-                   "or use less)\n", ga_fmt_bytes(held, b[3], 32), ga_opt.group,
-                   ga_fmt_bytes(ga_group_used(d->group), b[7], 32), ga_fmt_bytes(d->cap, b[4], 32));
+                   "device (%s: raise GPUARENA_LIMIT for every member, or use less)",
+                   ga_fmt_bytes(held, b[3], 32), ga_opt.group, ga_fmt_bytes(used, b[7], 32),
+                   ga_fmt_bytes(d->cap, b[4], 32), why);
     else
-        ga_oom_put(o, ", the process holds %s of cap %s on the device (not enough free bytes in "
-                   "total: raise GPUARENA_LIMIT or use less)\n", ga_fmt_bytes(held, b[3], 32),
-                   ga_fmt_bytes(d->cap, b[4], 32));
+        ga_oom_put(o, ", the process holds %s of cap %s on the device (%s: raise GPUARENA_LIMIT or "
+                   "use less)", ga_fmt_bytes(held, b[3], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
+    if (ga_opt.mode == GA_MODE_VMM && left >= size && c->granularity)
+        ga_oom_put(o, ";\ngpuarena: %s are left under the cap, but vmm mode maps physical memory in "
+                   "granules of %s, and this allocation needed more of them than that holds%s; "
+                   "GPUARENA_MODE=grow places allocations by the byte",
+                   ga_fmt_bytes(left, b[5], 32), ga_fmt_bytes(c->granularity, b[6], 32),
+                   d->cap < c->granularity ? " (the cap is below one granule: nothing can be "
+                                              "mapped under it)" : "");
+    ga_oom_put(o, "\n");
 }
 
 /* Claims the one message of a kind; 0 if it was already printed or warnings are off. */

@@ -196,6 +196,46 @@ START_TEST(platform_never_fragmentation)
 }
 END_TEST
 
+/* vmm maps whole granules: under a 5 MiB cap a 4.5 MiB block needs three 2 MiB granules, so it
+ * fails with more bytes left under the cap than it asks for, and the explanation says so (not
+ * "not enough free bytes in total"); a 6 MiB block there is a plain out-of-memory; under a 1 MiB
+ * cap nothing can be mapped at all. */
+static void pt_vmm_granule_child(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    pt_start();
+    CUdeviceptr q;
+    exit(cuMemAlloc(&q, size) == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 2);
+}
+
+START_TEST(vmm_granules_explained)
+{
+    static const struct {
+        const char *limit;
+        size_t size;
+        const char *says, *not_says;
+    } cases[] = {
+        {"GPUARENA_LIMIT=5MiB", 9 * MiB / 2, "granules of 2.00 MiB, and this allocation needed "
+                                             "more of them", "not enough free bytes"},
+        {"GPUARENA_LIMIT=5MiB", 6 * MiB, "not enough free bytes in total", "granules of"},
+        {"GPUARENA_LIMIT=1MiB", 256 * 1024, "the cap is below one granule", "not enough free"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[16384];
+        pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", cases[i].limit, NULL);
+        int status = pt_run_child(pt_vmm_granule_child, (void *)(uintptr_t)cases[i].size, err,
+                                  sizeof err);
+        ck_assert_msg(status == 0, "case %zu: exit %d: %s", i, status, err);
+        ck_assert_msg(pt_count(err, TRUE_MSG) == 1, "case %zu: %s", i, err);
+        ck_assert_msg(strstr(err, cases[i].says), "case %zu: no '%s' in: %s", i, cases[i].says, err);
+        ck_assert_msg(!strstr(err, cases[i].not_says), "case %zu: '%s' in: %s", i,
+                      cases[i].not_says, err);
+        if (strstr(cases[i].says, "granule"))
+            ck_assert_msg(strstr(err, "GPUARENA_MODE=grow"), "case %zu: %s", i, err);
+    }
+}
+END_TEST
+
 /* A cuMemCreate (JAX 0.11 takes its pool this way) refused while the arena holds the memory: the
  * warning says where the memory is and what to do, once; twice refused, one message. */
 #define PASS_MSG "that memory is held by gpuarena's arena"
@@ -260,6 +300,7 @@ TCase *pt_tcase_oom(void)
     tcase_add_test(tc, frag_counts_growth_room);
     tcase_add_test(tc, true_oom_one_line);
     tcase_add_test(tc, platform_never_fragmentation);
+    tcase_add_test(tc, vmm_granules_explained);
     tcase_add_test(tc, silent_at_log_error);
     tcase_add_test(tc, passthrough_refused_for_the_arena);
     tcase_add_test(tc, passthrough_refused_platform_silent);

@@ -22,6 +22,7 @@ pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
 simcuda_counters_t sim_counters;
 
 static pthread_once_t sim_once = PTHREAD_ONCE_INIT;
+static int sim_ready; /* sim_read_env has run (read at exit without the once) */
 
 /* fork() while another thread holds sim_lock would leave the child's copy locked forever (the
  * stress tier forks during allocations): hold it across fork so both sides get it unlocked. */
@@ -143,6 +144,7 @@ static void sim_read_env(void)
     const char *fail = getenv("SIMCUDA_FAIL");
     if (fail && *fail && sim_fault_parse(fail, "SIMCUDA_FAIL") != 0)
         sim_cfg.bad = 1;
+    __atomic_store_n(&sim_ready, 1, __ATOMIC_RELEASE);
 }
 
 void sim_setup(void)
@@ -255,6 +257,11 @@ static void sim_write_json(FILE *f, const simcuda_counters_t *c)
 /* Written at exit into a temporary file then renamed, so a reader never sees half a report. */
 __attribute__((destructor)) static void sim_report(void)
 {
+    /* A process that never used the driver and wants no report does not set it up now: setting
+     * up opens (and creates) a SIMCUDA_SHARED segment, which a test had just removed. */
+    const char *want = getenv("SIMCUDA_REPORT");
+    if (!__atomic_load_n(&sim_ready, __ATOMIC_ACQUIRE) && (!want || !*want))
+        return;
     sim_setup();
     if (!sim_cfg.report)
         return;

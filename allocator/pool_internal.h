@@ -13,6 +13,13 @@ typedef struct ga_vmm ga_vmm_t;
  * general area. */
 #define GA_VMM_CLASSES 16
 
+/* vmm: granules in one virtual range at most. A range keeps about 14.5 bytes of host memory per
+ * granule (counts, handle, owner, three bits), so this bounds one at about 1 GiB: 128 TiB of
+ * address space with 2 MiB granules (a GPU's range is twice its memory), 32 GiB with 512-byte
+ * ones. A replay of a trace that peaks at a petabyte asked for 2^30 granules: a minute and 10 GB
+ * of host memory before this bound; its blocks past the bound are now out-of-memory at once. */
+#define GA_VMM_MAX_GRANULES ((size_t)1 << 26)
+
 struct ga_pool {
     ga_mode_t mode;
     ga_pool_config_t cfg;

@@ -271,6 +271,8 @@ static int va_adapt_reserve(void *ctx, size_t size, uintptr_t *base)
      * reserved them, and the bitmaps' host memory with them, before failing). */
     if (vsize > v->region && p->cfg.limit && vsize > p->cfg.limit)
         return -1;
+    if (vsize >> v->gshift > GA_VMM_MAX_GRANULES) /* its bookkeeping alone would pass 1 GiB */
+        return -1;
     if (v->nranges == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 4;
         ga_vrange_t *grown = realloc(v->ranges, cap * sizeof *grown);
@@ -319,12 +321,13 @@ static void va_adapt_release(void *ctx, uintptr_t base, size_t size)
     ga_vrange_t *r = range_of(v, base);
     if (!r)
         return;
-    for (size_t g = 0; g < r->ngran; g++) {
-        if (!r->handle[g])
-            continue;
-        if (!in_use(r, g))
-            p->own.kept -= v->gran;
-        unmap_granule(p, r, g);
+    for (size_t w = 0; w < (r->ngran + 63) / 64; w++) { /* the mapped ones only: a word a step */
+        for (uint64_t m = r->mapped[w]; m; m &= m - 1) {
+            size_t g = w * 64 + (size_t)__builtin_ctzll(m);
+            if (!in_use(r, g))
+                p->own.kept -= v->gran;
+            unmap_granule(p, r, g);
+        }
     }
     p->be.va_release(p->be.ctx, r->base, r->size);
     p->own.backend_releases++;
@@ -847,6 +850,8 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
         free(v);
         return GA_EINVAL;
     }
+    if (va >> v->gshift > GA_VMM_MAX_GRANULES) /* the host memory of one range, bounded */
+        va = GA_VMM_MAX_GRANULES << v->gshift;
     v->region = va;
     ga_backend_t be = {va_adapt_reserve, va_adapt_release, p};
     ga_config_t ac = {.initial = va, .grow = 1, .limit = 0, .min_region = va, .max_region = va};

@@ -469,9 +469,12 @@ static int bisect(const ga_trace_t *t, const ga_replay_opts_t *o, size_t lo, siz
     }
     size_t hi = lo;
     do {
-        if (hi > ((size_t)1 << 60))
-            return ga_errorf(err, errlen, "no %s size up to 2^60 bytes runs this trace",
-                        ga_replay_mode_name(o->mode));
+        if (hi > ((size_t)1 << 60)) {
+            ga_errorf(err, errlen, "no %s size up to 2^60 bytes runs this trace",
+                      ga_replay_mode_name(o->mode));
+            *size = 0;
+            return 1;
+        }
         lo = hi;
         hi *= 2;
         if (fits(t, o, hi, &ok, err, errlen) != 0)

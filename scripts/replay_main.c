@@ -67,7 +67,8 @@ static const char usage_tail[] =
     "\"peak_live\" (peak of 512-rounded live bytes), \"units\": {field: bytes|count|ns|ratio|\n"
     "index|rate}, \"modes\": {MODE: {size_limit (null: none), the replay figures\n"
     "(GA_REPLAY_RESULT_LIST in ga_replay.h), final_frag, max_frag, first_oom (event index or\n"
-    "null), min_size (null without --min), events_per_s}}}. Byte figures are integers.\n"
+    "null), min_size (null without --min, or when no size up to 2^60 runs the trace),\n"
+    "events_per_s}}}. Byte figures are integers.\n"
     "\n"
     "Exit status: 0 ok, 1 unreadable or malformed FILE or unwritable timeline, 2 usage error.\n";
 
@@ -299,6 +300,7 @@ static int timeline_close(const char *path, timeline_t *tl)
 typedef struct mode_run {
     ga_replay_result_t res;
     size_t size, min_size;
+    int min_none; /* --min found no size that runs the trace: min_size null, the rest reported */
 } mode_run_t;
 
 static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m, size_t peak,
@@ -330,10 +332,16 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
     if (o->timeline && timeline_close(o->timeline, &tl) != 0)
         return -1;
     ro.on_event = NULL;
-    if (rc != 0 ||
-        (o->want_min && ga_replay_min_size(t, &ro, 0, &mr->min_size, err, sizeof err) != 0)) {
+    int mrc = rc == 0 && o->want_min ? ga_replay_min_size(t, &ro, 0, &mr->min_size, err, sizeof err)
+                                     : 0;
+    if (rc != 0 || mrc < 0) {
         fprintf(stderr, "gpuarena: %s mode: %s\n", ga_replay_mode_name(m), err);
         return -1;
+    }
+    if (mrc == 1) { /* a result, not an error: the other figures stand */
+        mr->min_none = 1;
+        fprintf(stderr, "gpuarena: %s mode: %s (its smallest size is reported as none)\n",
+                ga_replay_mode_name(m), err);
     }
     return 0;
 }
@@ -385,7 +393,7 @@ static void print_json_mode(const options_t *o, const mode_run_t *run)
 #undef GA_JSON_FIELD
     printf(", \"final_frag\": %.6f, \"max_frag\": %.6f", r->final_frag, r->max_frag);
     json_u64_or_null("first_oom", r->first_oom != SIZE_MAX, r->first_oom);
-    json_u64_or_null("min_size", o->want_min, run->min_size);
+    json_u64_or_null("min_size", o->want_min && !run->min_none, run->min_size);
     printf(", \"events_per_s\": %.0f}",
            r->ns_total ? (double)r->events * 1e9 / (double)r->ns_total : 0.0);
 }
@@ -449,9 +457,12 @@ static void print_table(const options_t *o, const ga_trace_t *t, const mode_run_
     if (!o->want_min)
         return;
     printf("%-20s", "min_size");
-    for (int m = 0; m < GA_MODE_COUNT; m++)
-        if (o->modes[m])
+    for (int m = 0; m < GA_MODE_COUNT; m++) {
+        if (o->modes[m] && runs[m].min_none)
+            printf(" %16s", "none");
+        else if (o->modes[m])
             printf(" %16zu", runs[m].min_size);
+    }
     putchar('\n');
 }
 

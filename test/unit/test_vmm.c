@@ -830,6 +830,28 @@ START_TEST(vmm_address_space_bounded_under_trim)
 }
 END_TEST
 
+
+/* A range's host memory is bounded (GA_VMM_MAX_GRANULES): a pool asked for a petabyte of address
+ * space starts with the bound's range, a block past it is refused at once with no range reserved,
+ * and smaller blocks are served as usual. */
+START_TEST(vmm_range_host_memory_bounded)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool_va(&f, 0, 0, (size_t)1 << 50);
+    ck_assert_uint_eq(f.va_reserves, 1);
+    ck_assert_uint_le(f.va_largest, GA_VMM_MAX_GRANULES * GRAN);
+    uintptr_t a = pool_alloc(p, 4096), huge;
+    ck_assert_int_eq(ga_pool_alloc(p, (size_t)1 << 49, &huge), GA_ENOMEM);
+    ck_assert_uint_le(f.va_largest, GA_VMM_MAX_GRANULES * GRAN);
+    uintptr_t b = pool_alloc(p, (size_t)1 << 30); /* served as usual (no ga_pool_check here: it
+                                                    * walks every granule of the range) */
+    ck_assert_uint_eq(mapped_granules(p), 1 + ((size_t)1 << 30) / GRAN);
+    ck_assert_int_eq(ga_pool_free(p, b, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 /* Physical memory from the outside: with no cache, exactly the granules the live blocks touch
  * are mapped after every step; with one, those plus the kept bytes, which stay within the keep.
  * Sizes from 512 bytes to 150 granules in a seeded mix, so blocks share end granules and span
@@ -900,6 +922,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_aligned_free_keeps_what_fits);
     tcase_add_test(tc, vmm_mapped_is_what_live_blocks_touch);
     tcase_add_test(tc, vmm_address_space_bounded_under_trim);
+    tcase_add_test(tc, vmm_range_host_memory_bounded);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -848,15 +848,24 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     size_t va = gran_up(v, p->cfg.va_size);
     if (!va) {
         free(v);
+        p->vmm = NULL;
         return GA_EINVAL;
     }
     if (va >> v->gshift > GA_VMM_MAX_GRANULES) /* the host memory of one range, bounded */
         va = GA_VMM_MAX_GRANULES << v->gshift;
-    v->region = va;
     ga_backend_t be = {va_adapt_reserve, va_adapt_release, p};
-    ga_config_t ac = {.initial = va, .grow = 1, .limit = 0, .min_region = va, .max_region = va};
     ga_status_t st = GA_OK;
-    p->arena = ga_arena_create(&be, &ac, &st);
+    for (;;) {
+        v->region = va;
+        ga_config_t ac = {.initial = va, .grow = 1, .limit = 0, .min_region = va, .max_region = va};
+        p->arena = ga_arena_create(&be, &ac, &st);
+        /* Address space refused (a driver with less of it than twice the cap: the simulated
+         * one with 64 TiB of memory): a smaller first range, down to 64 granules; the pool adds
+         * ranges as it fills. */
+        if (p->arena || st != GA_ENOMEM || va <= ((size_t)64 << v->gshift))
+            break;
+        va = gran_up(v, va / 2);
+    }
     if (!p->arena) {
         free(v->ranges);
         free(v);

@@ -138,19 +138,25 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     uint64_t used = d->group ? ga_group_used(d->group) : held;
     uint64_t left = used < d->cap ? d->cap - used : 0;
     /* vmm maps whole granules: an allocation can fail with more bytes left under the cap than it
-     * asks for, when the granules it needs are more than that (or the cap is under one). */
-    const char *why = ga_opt.mode == GA_MODE_VMM && left >= size && c->granularity
-                          ? "vmm maps whole granules"
-                          : "not enough free bytes in total";
+     * asks for, when the granules it needs are more than that (or the cap is under one). Unless
+     * the pool has no address space at all: the driver refused it (warned about before). */
+    int vmm_left = ga_opt.mode == GA_MODE_VMM && left >= size;
+    int no_va = vmm_left && (!c->pool || !s->va_reserved);
+    int granules = vmm_left && !no_va && c->granularity;
+    const char *why = no_va ? "vmm has no address space, the driver refused to reserve it: lower "
+                              "GPUARENA_LIMIT (vmm reserves twice the cap) or use GPUARENA_MODE=grow"
+                      : granules ? "vmm maps whole granules: raise GPUARENA_LIMIT or use less"
+                      : d->group ? "not enough free bytes in total: raise GPUARENA_LIMIT for every "
+                                   "member, or use less"
+                                 : "not enough free bytes in total: raise GPUARENA_LIMIT or use less";
     if (d->group)
         ga_oom_put(o, ", the process holds %s and its group '%s' %s of the group's cap %s on the "
-                   "device (%s: raise GPUARENA_LIMIT for every member, or use less)",
-                   ga_fmt_bytes(held, b[3], 32), ga_opt.group, ga_fmt_bytes(used, b[7], 32),
-                   ga_fmt_bytes(d->cap, b[4], 32), why);
+                   "device (%s)", ga_fmt_bytes(held, b[3], 32), ga_opt.group,
+                   ga_fmt_bytes(used, b[7], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
     else
-        ga_oom_put(o, ", the process holds %s of cap %s on the device (%s: raise GPUARENA_LIMIT or "
-                   "use less)", ga_fmt_bytes(held, b[3], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
-    if (ga_opt.mode == GA_MODE_VMM && left >= size && c->granularity)
+        ga_oom_put(o, ", the process holds %s of cap %s on the device (%s)",
+                   ga_fmt_bytes(held, b[3], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
+    if (granules)
         ga_oom_put(o, ";\ngpuarena: %s are left under the cap, but vmm mode maps physical memory in "
                    "granules of %s, and this allocation needed more of them than that holds%s; "
                    "GPUARENA_MODE=grow places allocations by the byte",

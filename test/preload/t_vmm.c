@@ -256,6 +256,25 @@ START_TEST(vmm_address_space_refused)
 }
 END_TEST
 
+
+/* The driver refuses the first range's size (twice the cap: the simulated driver with 64 TiB of
+ * memory cannot reserve 128 TiB): a smaller first range is taken and the program runs. */
+START_TEST(vmm_first_range_smaller_when_refused)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_FAIL=cuMemAddressReserve:1", "SIMCUDA_TOTAL_MEM=1GiB",
+           NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 3 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(p, 7, 3 * MiB), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.injected_failures, 1);
+    ck_assert_uint_eq(c.reserve_calls, 2);
+    ck_assert_uint_eq(c.vmm_reserved_bytes, 1 * GiB); /* half of twice the cap */
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+}
+END_TEST
+
 /* cuMemCreate (or cuMemMap) refused by the driver midway through an allocation that needs several
  * granules: an out-of-memory, and nothing leaked or half-mapped; the next allocation works. */
 static void vmm_refused_midway(const char *rule)
@@ -446,5 +465,6 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_fork);
     tcase_add_test(tc, vmm_churn_under_small_cap);
     tcase_add_test(tc, vmm_address_space_refused);
+    tcase_add_test(tc, vmm_first_range_smaller_when_refused);
     return tc;
 }

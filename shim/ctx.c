@@ -226,6 +226,11 @@ static ga_ctx_t *ga_ctx_find(CUcontext ctx)
     return NULL;
 }
 
+ga_ctx_t *ga_ctx_of(CUcontext ctx)
+{
+    return ctx ? ga_ctx_find(ctx) : NULL;
+}
+
 ga_ctx_t *ga_ctx_last(void)
 {
     return ga_tl_cache.st;

@@ -133,6 +133,7 @@ static void ga_pend_release(ga_ctx_t *c, size_t i)
 {
     ga_pending_t e = c->pend[i];
     c->pend[i] = c->pend[--c->npend];
+    c->pend_gen++;
     ga_pend_forget(c, e.ptr);
     c->pend_bytes -= e.size;
     c->counts.pending_bytes = c->pend_bytes;
@@ -265,6 +266,7 @@ void ga_fence_reclaim(ga_ctx_t *c, int wait, int current)
     for (; e < end; e++)
         ga_pool_free(pool, e->ptr, NULL);
     c->npend = 0;
+    c->pend_gen++;
     c->pend_bytes = 0;
     c->counts.pending_bytes = 0;
     if (GA_UNLIKELY(c->pend_set.count))
@@ -284,6 +286,7 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
         return 0;
     ga_pending_t e = c->pend[best];
     c->pend[best] = c->pend[--c->npend];
+    c->pend_gen++;
     c->npend_ev--; /* only stream-ordered entries are taken */
     ga_pend_forget(c, e.ptr);
     c->pend_bytes -= e.size;
@@ -328,7 +331,77 @@ void ga_fence_drop(ga_ctx_t *c)
     ga_ptrmap_fini(&c->pend_set);
     c->pend = NULL;
     c->npend = c->cap_pend = c->nevents = c->npend_ev = 0;
+    c->pend_gen++;
     c->pend_bytes = 0;
     c->counts.pending_bytes = 0;
     memset(&c->pend_set, 0, sizeof c->pend_set);
+}
+
+/* The program's own synchronisation. cuCtxSynchronize (the runtime's cudaDeviceSynchronize calls
+ * it, or the _v2 that names a context) returns once the device has finished all the context's
+ * work queued before the call, on every stream, so each chunk pending when it began has been
+ * passed: they go back to the pool as it returns. The next allocation then has nothing to
+ * synchronise, and memory the frees gave back (granules under GPUARENA_VMM_KEEP=0, chunks that
+ * empty a grow-mode region used again) is the pool's or the device's again without waiting for
+ * this process's next allocation, which a group's other members may be waiting for.
+ * Only the entries pending when the call began are returned: frees only append to the list, so
+ * while no entry has left it meanwhile (pend_gen unchanged) they are its first n entries. If one
+ * has left (an allocation in another thread reclaimed them), nothing is done: the list is then
+ * being looked after anyway. */
+ga_fence_mark_t ga_fence_mark(ga_ctx_t *c)
+{
+    ga_fence_mark_t m = {0, 0};
+    if (!c)
+        return m;
+    ga_mutex_lock(&c->lock);
+    m.n = c->npend;
+    m.gen = c->pend_gen;
+    ga_mutex_unlock(&c->lock);
+    return m;
+}
+
+void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m)
+{
+    if (!c || !m.n)
+        return;
+    ga_mutex_lock(&c->lock);
+    if (c->pend_gen == m.gen && m.n <= c->npend && c->pool && !atomic_load(&c->dead)) {
+        for (size_t i = 0; i < m.n; i++) {
+            const ga_pending_t *e = &c->pend[i];
+            c->pend_bytes -= e->size;
+            c->npend_ev -= e->ev != NULL;
+            ga_event_put(c, e->ev);
+            ga_pool_free(c->pool, e->ptr, NULL);
+        }
+        c->npend -= m.n;
+        memmove(c->pend, c->pend + m.n, c->npend * sizeof *c->pend);
+        c->pend_gen++;
+        c->counts.pending_bytes = c->pend_bytes;
+        c->counts.program_syncs++;
+        if (c->pend_set.count) /* rebuilt by the next free that needs it (ga_pend_index) */
+            ga_pend_unindex(c);
+    }
+    ga_mutex_unlock(&c->lock);
+}
+
+GA_EXPORT CUresult cuCtxSynchronize(void)
+{
+    GA_HOOK_ENTER(cuCtxSynchronize, ());
+    ga_ctx_t *c = ga_current();
+    ga_fence_mark_t m = ga_fence_mark(c);
+    CUresult r = ga_real.cuCtxSynchronize();
+    if (r == CUDA_SUCCESS)
+        ga_fence_synced(c, m);
+    return r;
+}
+
+GA_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    GA_HOOK_ENTER(cuCtxSynchronize_v2, (ctx));
+    ga_ctx_t *c = ctx ? ga_ctx_of(ctx) : ga_current();
+    ga_fence_mark_t m = ga_fence_mark(c);
+    CUresult r = ga_real.cuCtxSynchronize_v2(ctx);
+    if (r == CUDA_SUCCESS)
+        ga_fence_synced(c, m);
+    return r;
 }

@@ -9,7 +9,8 @@
  * true_oom_failures in the context's counters, for the statistics JSON.
  *
  * "What it may still reserve" is the smallest of: the arena's own limit (hard GPUARENA_MEM_FRACTION),
- * the device cap less what the process holds there, and what the driver says is free. That makes
+ * the device cap less what the process (in a group: the group) holds there, and what the driver
+ * says is free. In a group, a true out-of-memory also says what the other members hold. That makes
  * the shim's frag_failures a superset of the allocator's (which looks inside held regions only).
  * In vmm mode the explanation says what the pool holds: mapped, live and kept granules.
  * The message is built while the context lock is held (the map reads the arena) and written after.
@@ -55,8 +56,9 @@ static uint64_t ga_oom_growth_room(const ga_ctx_t *c, const ga_stats_t *s)
         uint64_t share = ga_share_of(d->cap);
         room = share > s->reserved ? share - s->reserved : 0;
     }
-    uint64_t held = ga_dev_held(c->dev);
-    uint64_t cap_room = held < d->cap ? d->cap - held : 0;
+    /* In a group the cap is the group's: what the other members hold is not room either. */
+    uint64_t used = d->group ? ga_group_used(d->group) : ga_dev_held(c->dev);
+    uint64_t cap_room = used < d->cap ? d->cap - used : 0;
     room = ga_min_u64(room, cap_room);
     size_t free = 0, total = 0;
     if (ga_real.cuMemGetInfo_v2 && ga_real.cuMemGetInfo_v2(&free, &total) == CUDA_SUCCESS)
@@ -146,8 +148,8 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     const char *why = no_va ? "vmm has no address space, the driver refused to reserve it: lower "
                               "GPUARENA_LIMIT (vmm reserves twice the cap) or use GPUARENA_MODE=grow"
                       : granules ? "vmm maps whole granules: raise GPUARENA_LIMIT or use less"
-                      : d->group ? "not enough free bytes in total: raise GPUARENA_LIMIT for every "
-                                   "member, or use less"
+                      : d->group ? "not enough free bytes in the group: raise GPUARENA_LIMIT for "
+                                   "every member, or use less"
                                  : "not enough free bytes in total: raise GPUARENA_LIMIT or use less";
     if (d->group)
         ga_oom_put(o, ", the process holds %s and its group '%s' %s of the group's cap %s on the "
@@ -156,6 +158,15 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     else
         ga_oom_put(o, ", the process holds %s of cap %s on the device (%s)",
                    ga_fmt_bytes(held, b[3], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
+    /* Other members' idle memory (held, not used) is theirs to give back: say so, and how. */
+    if (d->group && !granules && !no_va && used > held)
+        ga_oom_put(o, ";\ngpuarena: the group's other members hold %s; memory a member holds "
+                   "but no longer uses (a preallocated arena, grow mode's empty regions, vmm "
+                   "granules kept under GPUARENA_VMM_KEEP) goes back only when that member trims "
+                   "it (at its own out-of-memory or exit). Members that share a cap give freed "
+                   "memory back as soon as the device has passed the free (their next allocation "
+                   "or cuCtxSynchronize) with GPUARENA_MODE=vmm GPUARENA_VMM_KEEP=0",
+                   ga_fmt_bytes(used - held, b[5], 32));
     if (granules)
         ga_oom_put(o, ";\ngpuarena: %s are left under the cap, but vmm mode maps physical memory in "
                    "granules of %s, and this allocation needed more of them than that holds%s; "

@@ -71,7 +71,6 @@ typedef struct ga_real {
     X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                      \
     X(cuStreamSynchronize, (CUstream))                                                        \
     X(cuStreamQuery, (CUstream))                                                              \
-    X(cuCtxSynchronize, (void))                                                               \
     X(cuEventCreate, (CUevent *, unsigned int))                                               \
     X(cuEventRecord, (CUevent, CUstream))                                                     \
     X(cuEventQuery, (CUevent))                                                                \
@@ -181,6 +180,7 @@ void ga_log(ga_log_level_t level, const char *fmt, ...) __attribute__((format(pr
     X(free_events, count, "events recorded at stream-ordered frees (cuMemFreeAsync)")            \
     X(async_served, count, "cuMemAllocAsync calls served from the pool")                        \
     X(async_same_stream, count, "of those, given a chunk freed on the same stream still pending") \
+    X(program_syncs, count, "the program's own cuCtxSynchronize calls that returned pending chunks to the pool") \
     X(lazy_allocs, count, "allocations served while freed chunks were pending, with no synchronisation (GPUARENA_FREE_SYNC=lazy)") \
     X(pending_bytes, bytes, "freed bytes waiting for the device to pass the free (in reserved)") \
     X(peak_pending_bytes, bytes, "highest pending_bytes of each context, summed over contexts")
@@ -265,6 +265,7 @@ typedef struct ga_ctx {
     ga_pending_t *pend;      /* freed chunks not yet returned to the pool (fence.c) */
     size_t npend, cap_pend;
     size_t npend_ev;         /* of them, stream-ordered (with an event) */
+    uint64_t pend_gen;       /* changes whenever an entry leaves the list (frees only append) */
     uint64_t pend_bytes;
     ga_ptrmap_t pend_set;    /* the pending pointers, for double-free checks */
     CUevent events[32];      /* a free list of events */
@@ -296,6 +297,8 @@ ga_ctx_t *ga_current(void);
 ga_ctx_t *ga_ctx_last(void);
 /* The context list, newest first (never freed: stale handles never match, dead ones are marked). */
 ga_ctx_t *ga_ctx_first(void);
+/* The live context state of ctx, or NULL when gpuarena has none for it. */
+ga_ctx_t *ga_ctx_of(CUcontext ctx);
 static inline ga_ctx_t *ga_ctx_next(ga_ctx_t *c)
 {
     return atomic_load(&c->next);
@@ -365,6 +368,14 @@ static inline void ga_fence_before_alloc(ga_ctx_t *c, size_t size, int wait)
     ga_fence_reclaim(c, wait, 1); /* the allocating thread's own context */
 }
 void ga_fence_drop(ga_ctx_t *c);
+/* The program's own cuCtxSynchronize (fence.c): ga_fence_mark before the real call (no lock held)
+ * notes which entries are pending; ga_fence_synced after it succeeded returns those to the pool. */
+typedef struct ga_fence_mark {
+    size_t n;
+    uint64_t gen;
+} ga_fence_mark_t;
+ga_fence_mark_t ga_fence_mark(ga_ctx_t *c);
+void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m);
 
 /* ---- oom.c: why an allocation failed (CUDA_ERROR_OUT_OF_MEMORY) ---- */
 typedef struct ga_oom {

@@ -164,6 +164,73 @@ START_TEST(group_killed_member_share_returns)
 }
 END_TEST
 
+/* ---- idle memory of a member: said in the others' out-of-memory line, and given back by a vmm
+ * member with GPUARENA_VMM_KEEP=0 at its own cuCtxSynchronize ---- */
+
+/* A vmm member, nothing kept, that allocates and frees `bytes` (then synchronises if `sync`) and
+ * stays until it is killed; returns once it has freed them. Under GPUARENA_FREE_SYNC=deferred the
+ * freed block is pending until the device has passed the free: without an allocation or a
+ * synchronisation after it, it stays committed to the group. */
+static pid_t group_idler(size_t bytes, int sync)
+{
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        putenv((char *)"GPUARENA_VMM_KEEP=0");
+        member_start("GPUARENA_MODE=vmm");
+        CUdeviceptr p;
+        char ok = cuMemAlloc(&p, bytes) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS &&
+                          (!sync || cuCtxSynchronize() == CUDA_SUCCESS) ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_msg(ok == 'y', "the idler allocated and freed its %zu bytes", bytes);
+    close(up[0]);
+    close(up[1]);
+    return pid;
+}
+
+static void take_600(void *arg)
+{
+    (void)arg;
+    member_start("GPUARENA_MODE=grow");
+    CUdeviceptr p;
+    CUresult r = cuMemAlloc(&p, 600 * MiB);
+    _exit(r == CUDA_SUCCESS ? 0 : r == CUDA_ERROR_OUT_OF_MEMORY ? 3 : 4);
+}
+
+START_TEST(group_idle_memory_of_members)
+{
+    group_env("1GiB");
+    char err[4096];
+    /* Freed but not yet passed by the device (no allocation or synchronisation since): the other
+     * member is refused, and told who holds the memory and what gives it back. */
+    pid_t idler = group_idler(600 * MiB, 0);
+    int rc = pt_run_child(take_600, NULL, err, sizeof err);
+    ck_assert_msg(rc == 3, "refused while the idler holds its pending 600 MiB (exit %d): %s", rc, err);
+    ck_assert_msg(strstr(err, "not enough free bytes in the group") &&
+                      strstr(err, "other members hold 600 MiB") &&
+                      strstr(err, "GPUARENA_VMM_KEEP=0") && !strstr(err, "fragmentation"),
+                  "the out-of-memory line names the other members' 600 MiB: %s", err);
+    int status = 0;
+    kill(idler, SIGKILL);
+    waitpid(idler, &status, 0);
+    /* The same member synchronising after its free: its granules went back to the device. */
+    idler = group_idler(600 * MiB, 1);
+    rc = pt_run_child(take_600, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "the idler's synchronisation gave its 600 MiB back (exit %d): %s", rc,
+                  err);
+    kill(idler, SIGKILL);
+    waitpid(idler, &status, 0);
+    group_cleanup();
+}
+END_TEST
+
 /* ---- two groups on one device are independent ---- */
 START_TEST(group_two_groups_independent)
 {
@@ -232,6 +299,7 @@ TCase *pt_tcase_group(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, group_four_by_four_under_cap);
     tcase_add_test(tc, group_killed_member_share_returns);
+    tcase_add_test(tc, group_idle_memory_of_members);
     tcase_add_test(tc, group_two_groups_independent);
     tcase_add_test(tc, group_bad_name_refused);
     tcase_add_test(tc, hami_limit_is_the_cap);

@@ -271,6 +271,100 @@ START_TEST(free_sync_lazy_synchronises_less)
 }
 END_TEST
 
+/* ---- the program's own cuCtxSynchronize returns the chunks pending when it began ----
+ * Each round frees eight 1 MiB blocks and synchronises; the next round's allocations then find
+ * nothing pending (no synchronisation of the shim's own), and in vmm mode with nothing kept the
+ * driver's mapped bytes fall to zero at the synchronisation, not at the next allocation.
+ * how: 0 cuCtxSynchronize, 1 cuCtxSynchronize_v2 naming the context, 2 cuCtxSynchronize_v2(NULL),
+ * 3 what cuGetProcAddress_v2 gives for "cuCtxSynchronize" at 13000 (what the runtime calls). */
+static void program_sync_child(void *arg)
+{
+    int how = (int)(intptr_t)arg;
+    CUcontext ctx = pt_start();
+    CUresult (*v2)(CUcontext) = NULL;
+    if (how == 3) {
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult q;
+        if (cuGetProcAddress_v2("cuCtxSynchronize", &fn, 13000, 0, &q) != CUDA_SUCCESS ||
+            !pt_in_shim(fn, NULL))
+            exit(2);
+        v2 = (CUresult(*)(CUcontext))fn;
+    }
+    const char *mode = getenv("GPUARENA_MODE");
+    int vmm = mode && !strcmp(mode, "vmm");
+    for (int round = 0; round < 100; round++) {
+        CUdeviceptr p[8];
+        for (int i = 0; i < 8; i++)
+            if (cuMemAlloc(&p[i], N) != CUDA_SUCCESS)
+                exit(3);
+        for (int i = 0; i < 8; i++)
+            if (cuMemFree(p[i]) != CUDA_SUCCESS)
+                exit(4);
+        if (vmm && pt_counters().vmm_bytes_in_use < 8 * N)
+            exit(5); /* pending: still mapped until the device has passed the frees */
+        CUresult r = how == 0 ? cuCtxSynchronize() : how == 1 ? cuCtxSynchronize_v2(ctx)
+                   : how == 2 ? cuCtxSynchronize_v2(NULL) : v2(NULL);
+        if (r != CUDA_SUCCESS)
+            exit(6);
+        if (vmm && pt_counters().vmm_bytes_in_use != 0)
+            exit(7); /* GPUARENA_VMM_KEEP=0: every granule went back at the synchronisation */
+    }
+    exit(0);
+}
+
+START_TEST(program_sync_returns_pending)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++)
+        for (int how = 0; how < 4; how++) {
+            char stats[] = "/tmp/gpuarena-psync-XXXXXX", senv[128], err[4096];
+            close(mkstemp(stats));
+            snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+            pt_env(senv, modes[m], "GPUARENA_VMM_KEEP=0", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            int rc = pt_run_child(program_sync_child, (void *)(intptr_t)how, err, sizeof err);
+            ck_assert_msg(rc == 0, "%s, way %d: exit %d; %s", modes[m], how, rc, err);
+            ck_assert_msg(pt_json_check(stats, "(t := d['totals']) and t['program_syncs'] == 100 "
+                                               "and t['free_syncs'] == 0 and "
+                                               "t['pending_bytes'] == 0") == 0,
+                          "%s, way %d: 100 synchronisations returned the chunks, the shim made "
+                          "none of its own", modes[m], how);
+            unlink(stats);
+        }
+}
+END_TEST
+
+/* Synchronising another context passes nothing of this one: a chunk freed here under a kernel
+ * still queued stays pending, and B never receives it while the kernel may write (deferred). */
+static void other_ctx_child(void *arg)
+{
+    putenv((char *)arg);
+    CUcontext mine = pt_start(), other;
+    CUdevice dev;
+    CUstream s, w;
+    CUdeviceptr a, b;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&other, NULL, 0, dev) || cuCtxSetCurrent(mine) ||
+        cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&w, CU_STREAM_NON_BLOCKING) ||
+        cuMemAlloc(&a, N))
+        exit(2);
+    if (simcuda_launch(s, a, 0xAA, N, 20000) != CUDA_SUCCESS || cuMemFree(a) != CUDA_SUCCESS ||
+        cuCtxSynchronize_v2(other) != CUDA_SUCCESS || cuMemAlloc(&b, N) != CUDA_SUCCESS ||
+        cuMemsetD8Async(b, 0x55, N, w) != CUDA_SUCCESS || cuCtxSynchronize() != CUDA_SUCCESS)
+        exit(3);
+    exit(all_bytes(b, 0x55) ? 0 : 10);
+}
+
+START_TEST(program_sync_of_another_context_passes_nothing)
+{
+    static char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        int rc = pt_run_child(other_ctx_child, modes[m], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (10: B read the kernel's bytes); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
 START_TEST(async_platform_passes_through)
 {
     pt_env("GPUARENA_MODE=platform", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -295,5 +389,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, free_sync_lazy_synchronises_less);
     tcase_add_test(tc, async_pool_stream_ordered);
     tcase_add_test(tc, async_platform_passes_through);
+    tcase_add_test(tc, program_sync_returns_pending);
+    tcase_add_test(tc, program_sync_of_another_context_passes_nothing);
     return tc;
 }

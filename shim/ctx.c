@@ -118,6 +118,11 @@ int ga_dev_commit(int dev, uint64_t bytes)
     if (GA_UNLIKELY((uint64_t)after > d->cap || bytes > d->cap ||
                     (d->group && !ga_group_commit(d->group, bytes)))) {
         atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
+        static _Atomic int told_full;
+        if (d->group && !ga_group_member(d->group) && !atomic_exchange(&told_full, 1))
+            ga_log(GA_LOG_WARN, "device %d: group %s is full (%d processes); this forked child "
+                   "cannot allocate on that device (use another GPUARENA_GROUP for more processes)",
+                   dev, ga_opt.group, GA_GROUP_SLOTS);
         return 0;
     }
     if (d->group)
@@ -498,6 +503,11 @@ void ga_ctx_fork_child(void)
     /* The forking thread holds every lock (ga_ctx_atfork_prepare) and is the child's only thread:
      * it lets them go before anything is freed (never destroy or re-initialise a held mutex). */
     ga_ctx_atfork_parent();
+    /* First off the parent's group slots: giving up the copies of its pools below uncommits
+     * their bytes, which must not come off the parent's share in the ledger. */
+    for (int d = 0; d < GA_MAX_DEVICES; d++)
+        if (atomic_load(&ga_devs[d].known) && ga_devs[d].group)
+            ga_group_fork_child(ga_devs[d].group);
     ga_ctx_t *c = atomic_load(&ga_ctx_list);
     atomic_store(&ga_ctx_list, NULL);
     atomic_store(&ga_lvl_owner, NULL); /* the child's first context keeps its level */
@@ -519,9 +529,6 @@ void ga_ctx_fork_child(void)
             ga_ptrmap_fini(&dv->handles);
             memset(&dv->handles, 0, sizeof dv->handles);
             memset(&dv->counts, 0, sizeof dv->counts);
-            if (dv->group && !ga_group_fork_child(dv->group))
-                ga_log(GA_LOG_WARN, "device %d: group %s is full; this forked child cannot "
-                       "allocate on that device", d, ga_opt.group);
         }
     }
     ga_tl_cache.ctx = NULL;

@@ -62,10 +62,15 @@ uint64_t ga_group_mine(const ga_group_t *g);
 void ga_group_set_figures(ga_group_t *g, uint64_t in_use, uint64_t reserved, uint64_t peak,
                           const char *mode);
 
-/* In a forked child (call it from the atfork child handler, before any other ga_group_ call):
- * the child takes a slot of its own starting at zero; the parent's slot and share stay the
- * parent's. 1 on success, 0 when the group is full (the child then has no share: commits fail). */
+/* In a forked child (call it from the atfork child handler, before any other ga_group_ call, and
+ * before the child gives up its copy of the parent's memory): the parent's slot and share stay the
+ * parent's; the child takes a slot of its own, at zero, at its first commit (a child that never
+ * allocates takes none). Returns 1. */
 int ga_group_fork_child(ga_group_t *g);
+
+/* 1 when this process holds a slot (a forked child: once a commit took one). A commit refused
+ * while this says 0 was refused because the group is full, not for want of bytes. */
+int ga_group_member(const ga_group_t *g);
 
 /* Leaves the group: the slot and its share are given back; the last member out removes the
  * ledger. NULL is accepted. */

@@ -37,8 +37,10 @@
 
 struct ga_group {
     ga_ledger_t *l;
-    ga_ledger_slot_t *slot; /* ours; NULL when a forked child found the group full */
+    ga_ledger_slot_t *slot; /* ours; NULL in a forked child until its first commit takes one */
     uint64_t pidns;         /* our pid namespace, to know whose liveness we can judge */
+    dev_t dev;              /* the mapped file's identity, to know it is still the one at path */
+    ino_t ino;
     char path[512];
 };
 
@@ -242,7 +244,7 @@ static int ga_create(const char *dir, const char *path, const char *name, const 
 /* Maps an existing ledger after checking that it is ours and of this format. NULL: *gone set when
  * it vanished (try again), else a message. */
 static ga_ledger_t *ga_map(const char *path, const char *name, const uint8_t uuid[16], int *gone,
-                           char *err, size_t errlen)
+                           dev_t *dev, ino_t *ino, char *err, size_t errlen)
 {
     *gone = 0;
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -265,6 +267,8 @@ static ga_ledger_t *ga_map(const char *path, const char *name, const uint8_t uui
         snprintf(err, errlen, "gpuarena: cannot map %s (%s)", path, strerror(errno));
         return NULL;
     }
+    *dev = st.st_dev;
+    *ino = st.st_ino;
     if (memcmp(l->magic, GA_LEDGER_MAGIC, sizeof GA_LEDGER_MAGIC) || l->version != GA_GROUP_VERSION ||
         l->header_size != GA_LEDGER_HEADER || l->slot_size != GA_LEDGER_SLOT ||
         l->nslots != GA_GROUP_SLOTS || memcmp(l->uuid, uuid, 16) || strcmp(l->name, name)) {
@@ -283,8 +287,10 @@ static int ga_join(ga_group_t *g, uint64_t cap, char *err, size_t errlen)
 {
     ga_ledger_t *l = g->l;
     struct stat st;
-    if (stat(g->path, &st) != 0 || st.st_nlink == 0)
-        return 0; /* its last member removed it: a fresh one must be made */
+    /* Its last member may have removed it while we waited for the mutex, and a newcomer made a
+     * fresh one at the same path: only the file the path names now is the group's. */
+    if (stat(g->path, &st) != 0 || st.st_nlink == 0 || st.st_dev != g->dev || st.st_ino != g->ino)
+        return 0; /* a fresh one must be made, or the new one joined */
     unsigned live = ga_reclaim(g);
     if (l->cap != cap && live > 0) {
         snprintf(err, errlen, "gpuarena: group '%s' already runs with a cap of %" PRIu64 " bytes "
@@ -326,7 +332,7 @@ ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[
     g->pidns = ga_pidns("/proc/self/ns/pid");
     for (int attempt = 0; attempt < 100; attempt++) {
         int gone;
-        g->l = ga_map(g->path, name, uuid, &gone, err, errlen);
+        g->l = ga_map(g->path, name, uuid, &gone, &g->dev, &g->ino, err, errlen);
         if (!g->l && gone) {
             if (ga_create(dir ? dir : GA_GROUP_DIR_DEFAULT, g->path, name, uuid, cap, err, errlen) != 0)
                 break;
@@ -352,12 +358,19 @@ ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[
 
 int ga_group_commit(ga_group_t *g, uint64_t bytes)
 {
-    if (!g->slot)
-        return 0;
     if (bytes == 0)
         return 1;
     ga_ledger_t *l = g->l;
     ga_lock(l);
+    if (!g->slot) { /* a forked child's first commit: a slot of its own (dead members' freed) */
+        ga_reclaim(g);
+        ga_ledger_slot_t *mine = ga_claim(g);
+        if (!mine) {
+            ga_unlock(l);
+            return 0; /* the group is full: ga_group_member says so */
+        }
+        ST(&g->slot, mine);
+    }
     uint64_t sum = ga_sum(l), cap = l->cap;
     if (bytes > cap || sum > cap - bytes) {
         ga_reclaim(g); /* the latest moment: before saying no */
@@ -375,12 +388,13 @@ int ga_group_commit(ga_group_t *g, uint64_t bytes)
 
 void ga_group_uncommit(ga_group_t *g, uint64_t bytes)
 {
-    if (!g->slot)
+    ga_ledger_slot_t *s = LD(&g->slot);
+    if (!s)
         return;
-    uint64_t cur = LD(&g->slot->committed), next;
+    uint64_t cur = LD(&s->committed), next;
     do {
         next = cur >= bytes ? cur - bytes : 0;
-    } while (!__atomic_compare_exchange_n(&g->slot->committed, &cur, next, 0, __ATOMIC_ACQ_REL,
+    } while (!__atomic_compare_exchange_n(&s->committed, &cur, next, 0, __ATOMIC_ACQ_REL,
                                           __ATOMIC_ACQUIRE));
 }
 
@@ -400,13 +414,14 @@ uint64_t ga_group_cap(const ga_group_t *g)
 
 uint64_t ga_group_mine(const ga_group_t *g)
 {
-    return g->slot ? LD(&g->slot->committed) : 0;
+    ga_ledger_slot_t *s = LD(&g->slot);
+    return s ? LD(&s->committed) : 0;
 }
 
 void ga_group_set_figures(ga_group_t *g, uint64_t in_use, uint64_t reserved, uint64_t peak,
                           const char *mode)
 {
-    ga_ledger_slot_t *s = g->slot;
+    ga_ledger_slot_t *s = LD(&g->slot);
     if (!s)
         return;
     ST(&s->in_use, in_use);
@@ -424,11 +439,17 @@ void ga_group_set_figures(ga_group_t *g, uint64_t in_use, uint64_t reserved, uin
 
 int ga_group_fork_child(ga_group_t *g)
 {
+    /* The parent's slot stays the parent's: nothing the child does from here (its copy of the
+     * parent's pools given up, its own allocations) may touch it. A slot of its own is taken at
+     * its first commit, so children that never allocate (data-loader workers) take none. */
+    g->slot = NULL;
     g->pidns = ga_pidns("/proc/self/ns/pid");
-    ga_lock(g->l);
-    g->slot = ga_claim(g);
-    ga_unlock(g->l);
-    return g->slot != NULL;
+    return 1;
+}
+
+int ga_group_member(const ga_group_t *g)
+{
+    return LD(&g->slot) != NULL;
 }
 
 void ga_group_close(ga_group_t *g)

@@ -195,6 +195,8 @@ static void ga_nvml_read_group(void)
     const char *g = getenv("GPUARENA_GROUP"), *d = getenv("GPUARENA_GROUP_DIR");
     ga_nvml_group_name = g && *g ? g : NULL;
     ga_nvml_group_dir = d && *d ? d : NULL; /* NULL: /dev/shm */
+    if (d && *d && *d != '/')
+        ga_nvml_group_name = NULL; /* refused by the shim (an absolute path only): no group */
 }
 
 static const char *ga_nvml_group(void)

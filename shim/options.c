@@ -128,7 +128,11 @@ static int parse_stats(const char *v) { return parse_path(v, &ga_opt.stats); }
 static int parse_trace(const char *v) { return !strcmp(v, "-") ? -1 : parse_path(v, &ga_opt.trace); }
 static int parse_libcuda(const char *v) { return parse_path(v, &ga_opt.libcuda); }
 
-static int parse_group_dir(const char *v) { return parse_path(v, &ga_opt.group_dir); }
+/* Absolute only: members started in different directories must find the same ledgers. */
+static int parse_group_dir(const char *v)
+{
+    return v[0] == '/' ? parse_path(v, &ga_opt.group_dir) : -1;
+}
 
 static int parse_group(const char *v)
 {
@@ -178,7 +182,7 @@ static const ga_option_def_t ga_options[] = {
     {"GPUARENA_GROUP", "unset", parse_group,
      "a name of letters, digits, '-', '_' and '.', at most 64 characters",
      "processes of one user naming the same group share GPUARENA_LIMIT on each device"},
-    {"GPUARENA_GROUP_DIR", "/dev/shm", parse_group_dir, "a directory",
+    {"GPUARENA_GROUP_DIR", "/dev/shm", parse_group_dir, "an absolute path to a directory",
      "where group ledgers live (every member must name the same one; `gpuarena top --dir`)"},
     {"GPUARENA_LIBCUDA", "libcuda.so.1", parse_libcuda, "a path to the real libcuda.so.1",
      "where the real driver is, for unusual installs"},

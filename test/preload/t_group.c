@@ -231,6 +231,44 @@ START_TEST(group_idle_memory_of_members)
 }
 END_TEST
 
+/* ---- a member that forks keeps its share: the child's copy of the parent's pools is given up
+ * in the child without touching the parent's slot ---- */
+START_TEST(group_fork_keeps_parent_share)
+{
+    group_env("1GiB");
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t parent = fork();
+    if (parent == 0) {
+        member_start("GPUARENA_MODE=arena"); /* its first allocation commits 768 MiB */
+        CUdeviceptr p;
+        char ok = cuMemAlloc(&p, MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        pid_t child = fork();
+        if (child == 0)
+            exit(0); /* a worker that never uses CUDA, exit handlers and all */
+        int st = 0;
+        waitpid(child, &st, 0);
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_msg(ok == 'y', "the parent allocated");
+    char err[4096];
+    int rc = pt_run_child(take_600, NULL, err, sizeof err);
+    ck_assert_msg(rc == 3, "600 MiB refused while the parent holds its 768 MiB arena (exit %d): %s",
+                  rc, err);
+    ck_assert_msg(simcuda_device_peak_all(0) <= 1 * GiB, "the group never held more than its cap "
+                  "(the driver's peak across processes: %llu)", simcuda_device_peak_all(0));
+    int status = 0;
+    kill(parent, SIGKILL);
+    waitpid(parent, &status, 0);
+    group_cleanup();
+}
+END_TEST
+
 /* ---- two groups on one device are independent ---- */
 START_TEST(group_two_groups_independent)
 {
@@ -262,11 +300,24 @@ static void bad_group_child(void *arg)
     exit(cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
 }
 
+/* A relative ledger folder would give members started in different directories different
+ * ledgers, each its own cap: refused. */
+static void relative_dir_child(void *arg)
+{
+    (void)arg;
+    putenv("GPUARENA_GROUP=ok");
+    putenv("GPUARENA_GROUP_DIR=ledgers");
+    exit(cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+}
+
 START_TEST(group_bad_name_refused)
 {
     char err[4096];
     ck_assert_msg(pt_run_child(bad_group_child, NULL, err, sizeof err) == 0, "refused: %s", err);
     ck_assert_msg(strstr(err, "GPUARENA_GROUP"), "the message names the setting: %s", err);
+    ck_assert_msg(pt_run_child(relative_dir_child, NULL, err, sizeof err) == 0, "refused: %s", err);
+    ck_assert_msg(strstr(err, "GPUARENA_GROUP_DIR='ledgers'") && strstr(err, "absolute"),
+                  "the message names the setting and says why: %s", err);
 }
 END_TEST
 
@@ -300,6 +351,7 @@ TCase *pt_tcase_group(void)
     tcase_add_test(tc, group_four_by_four_under_cap);
     tcase_add_test(tc, group_killed_member_share_returns);
     tcase_add_test(tc, group_idle_memory_of_members);
+    tcase_add_test(tc, group_fork_keeps_parent_share);
     tcase_add_test(tc, group_two_groups_independent);
     tcase_add_test(tc, group_bad_name_refused);
     tcase_add_test(tc, hami_limit_is_the_cap);

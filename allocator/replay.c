@@ -507,6 +507,11 @@ int ga_replay_min_size(const ga_trace_t *trace, const ga_replay_opts_t *opts, si
         return -1;
     size_t lo = round_up(res.peak_in_use ? res.peak_in_use : g, g);
     if (opts->mode == GA_REPLAY_PLATFORM) {
+        if (res.failed_allocs) { /* a block no backend serves (past 2^60): no cap runs it */
+            ga_errorf(err, errlen, "no platform size up to 2^60 bytes runs this trace");
+            *size = 0;
+            return 1;
+        }
         *size = lo;
         return 0;
     }

@@ -309,15 +309,18 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
     char err[512];
     ga_replay_opts_t ro = {.mode = m, .check = o->check};
     if (m == GA_REPLAY_ARENA) {
-        size_t s = o->arena_size ? o->arena_size : (peak ? 2 * peak : GA_ALIGN);
-        ro.arena_size = (s + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN;
+        /* Twice the peak, and the rounding up, saturate rather than wrap (a 2^63-byte block). */
+        size_t top = SIZE_MAX / GA_ALIGN * GA_ALIGN;
+        size_t s = o->arena_size ? o->arena_size : !peak ? GA_ALIGN : peak > top / 2 ? top : 2 * peak;
+        ro.arena_size = s > top ? top : (s + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN;
         mr->size = ro.arena_size;
     } else {
         ro.limit = o->limit;
         mr->size = o->limit;
     }
     if (m == GA_REPLAY_VMM) {
-        ro.arena_size = peak ? 2 * peak : GA_ALIGN; /* the virtual range */
+        ro.arena_size = !peak ? GA_ALIGN : peak > SIZE_MAX / 4 ? SIZE_MAX / 4 * 2 / GA_ALIGN * GA_ALIGN
+                                                           : 2 * peak; /* the virtual range */
         ro.keep = o->keep_set ? o->keep : GA_VMM_KEEP_DEFAULT;
         ro.granularity = o->granularity; /* 0: GA_REPLAY_GRANULARITY */
     }
@@ -481,10 +484,10 @@ int main(int argc, char **argv)
     size_t peak = 0;
     char err[512];
     ga_replay_opts_t po = {.mode = GA_REPLAY_PLATFORM};
-    if (ga_replay_min_size(&t, &po, 0, &peak, err, sizeof err) != 0) {
+    if (ga_replay_min_size(&t, &po, 0, &peak, err, sizeof err) < 0) {
         fprintf(stderr, "gpuarena: %s\n", err);
         rc = 1;
-    }
+    } /* 1: a block no size serves; peak stays 0, every mode then reports its failed allocation */
     for (int m = 0; m < GA_MODE_COUNT && rc < 0; m++)
         if (o.modes[m] && run_mode(&t, &o, (ga_replay_mode_t)m, peak, &runs[m]) != 0)
             rc = 1;

@@ -286,6 +286,25 @@ START_TEST(oom_counted_and_stop_at_first)
 }
 END_TEST
 
+/* A block no backend serves (2^63 bytes, past the 2^60 every mode's replay backend allows): no
+ * platform size runs the trace either, said as 1 (a result, like the other modes'), not as the
+ * peak of what was placed. */
+START_TEST(min_size_platform_unservable)
+{
+    ga_trace_t t;
+    ga_trace_init(&t);
+    push(&t, GA_EV_ALLOC, 1, (uint64_t)1 << 63, 0);
+    push(&t, GA_EV_FREE, 1, 0, 0);
+    char err[256] = "";
+    size_t s = 7;
+    ga_replay_opts_t o = {.mode = GA_REPLAY_PLATFORM};
+    ck_assert_int_eq(ga_replay_min_size(&t, &o, 0, &s, err, sizeof err), 1);
+    ck_assert_uint_eq(s, 0);
+    ck_assert_msg(strstr(err, "no platform size") != NULL, "%s", err);
+    ga_trace_free(&t);
+}
+END_TEST
+
 START_TEST(bad_options)
 {
     ga_trace_t t;
@@ -529,6 +548,7 @@ Suite *replay_suite(void)
     tcase_add_test(tc, invalid_and_failed_entries_at_one_address);
     tcase_add_test(tc, oom_counted_and_stop_at_first);
     tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, min_size_platform_unservable);
     tcase_add_test(tc, empty_trace);
     tcase_add_test(tc, random_traces_checked);
     tcase_add_test(tc, timeline_matches_results);

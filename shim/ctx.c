@@ -178,11 +178,46 @@ void ga_dev_close_groups(void)
         }
 }
 
-/* NVML's hooks (nvml.c) answer with the same view as cuMemGetInfo. */
-int ga_mem_view(const uint8_t uuid[16], uint64_t *total, uint64_t *used)
+/* ga_mem_view for a device the shim has not set up: the process has made no CUDA call yet (a tool
+ * that reads NVML and never uses CUDA, a framework that asks NVML first), so there is no context
+ * and no driver figure to use. The cap comes from the options alone: GPUARENA_LIMIT, or HAMi's
+ * CUDA_DEVICE_MEMORY_LIMIT without a device suffix (a suffixed one names a CUDA ordinal, which only
+ * the driver can map to this UUID); used is what the group's members hold, read from its ledger
+ * without joining, or nothing (this process holds nothing yet). */
+static int ga_mem_view_early(const uint8_t uuid[16], uint64_t real_total, uint64_t *total,
+                             uint64_t *used)
 {
-    if (!atomic_load_explicit(&ga_init_done, memory_order_acquire) || ga_init_error)
-        return 0;
+    if (ga_ensure_init() == CUDA_ERROR_INVALID_VALUE)
+        return 0; /* a bad setting: said at init; the hooks refuse, NVML passes through */
+    uint64_t cap = UINT64_MAX, hami = 0;
+    if (ga_opt.limit_bytes)
+        cap = ga_opt.limit_bytes;
+    else if (ga_opt.limit_percent > 0)
+        cap = (uint64_t)((double)real_total * ga_opt.limit_percent / 100.0);
+    else if (ga_hami_limit(environ, -1, &hami, NULL, 0) > 0)
+        cap = hami;
+    if (cap >= real_total && !ga_opt.group)
+        return 0; /* not capped: the real answer */
+    uint64_t sum = 0;
+    if (ga_opt.group) {
+        ga_group_member_t m[GA_GROUP_SLOTS];
+        int n = ga_group_list(ga_opt.group_dir, ga_opt.group, uuid, m, GA_GROUP_SLOTS);
+        for (int i = 0; i < n && i < GA_GROUP_SLOTS; i++)
+            sum += m[i].committed;
+    }
+    *total = cap < real_total ? cap : real_total;
+    *used = sum < *total ? sum : *total;
+    return 1;
+}
+
+/* NVML's hooks (nvml.c) answer with the same view as cuMemGetInfo. */
+int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, uint64_t *used)
+{
+    if (!atomic_load_explicit(&ga_init_done, memory_order_acquire))
+        return ga_mem_view_early(uuid, real_total, total, used);
+    if (ga_init_error)
+        return ga_init_error == CUDA_ERROR_INVALID_VALUE ? 0
+                                                         : ga_mem_view_early(uuid, real_total, total, used);
     for (int dev = 0; dev < GA_MAX_DEVICES; dev++) {
         ga_dev_t *d = &ga_devs[dev];
         if (!atomic_load_explicit(&d->known, memory_order_acquire) || memcmp(d->uuid, uuid, 16))
@@ -209,7 +244,7 @@ int ga_mem_view(const uint8_t uuid[16], uint64_t *total, uint64_t *used)
         *used = t - f;
         return 1;
     }
-    return 0;
+    return ga_mem_view_early(uuid, real_total, total, used); /* a device CUDA has not set up */
 }
 
 uint64_t ga_dev_held(int dev)

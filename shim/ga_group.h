@@ -96,11 +96,12 @@ int ga_group_list(const char *dir, const char *name, const uint8_t uuid[16], ga_
 int ga_hami_limit(char *const *envp, int dev, uint64_t *bytes, char *err, size_t errlen);
 
 /* The capped memory view of one device, for cuMemGetInfo and NVML's memory queries. Provided by
- * the shim (not by group.c). uuid: the device's 16 bytes. Returns 1 when gpuarena caps that device,
- * with *total = the cap (never above the device's real total) and *used = what the group (or,
- * without a group, this process) holds against it, *used <= *total; 0 to pass the real answer
- * through (no cap on that device, or the shim is not initialised). Never calls NVML. */
-int ga_mem_view(const uint8_t uuid[16], uint64_t *total, uint64_t *used);
+ * the shim (not by group.c). uuid: the device's 16 bytes; real_total: its total as NVML says.
+ * Returns 1 when gpuarena caps that device, with *total = the cap (never above the device's real
+ * total) and *used = what the group (or, without a group, this process) holds against it,
+ * *used <= *total; 0 to pass the real answer through (no cap, or a bad setting). Before the
+ * process's first CUDA call the cap comes from the options alone (shim/ctx.c). Never calls NVML. */
+int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, uint64_t *used);
 
 /* shim/nvml.c's entry points for the interposition code: the hook for an NVML name, given what the
  * real dlsym found (returned unchanged for names nvml.c does not hook, or when found is NULL); and

@@ -133,7 +133,7 @@ static int ga_nvml_view(nvmlDevice_t dev, unsigned long long real_total, unsigne
 {
     uint8_t uuid[16];
     uint64_t cap, held;
-    if (!ga_mem_view || !ga_nvml_uuid(dev, uuid) || !ga_mem_view(uuid, &cap, &held))
+    if (!ga_mem_view || !ga_nvml_uuid(dev, uuid) || !ga_mem_view(uuid, real_total, &cap, &held))
         return 0;
     unsigned long long t = cap < real_total ? cap : real_total;
     unsigned long long u = held < t ? held : t;

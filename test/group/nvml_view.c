@@ -6,9 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-__attribute__((visibility("default"))) int ga_mem_view(const uint8_t uuid[16], uint64_t *total, uint64_t *used)
+__attribute__((visibility("default"))) int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total,
+                                                           uint64_t *used)
 {
-    (void)uuid;
+    (void)uuid, (void)real_total;
     const char *v = getenv("GA_TEST_VIEW");
     unsigned long long t, u;
     if (!v || sscanf(v, "%llu %llu", &t, &u) != 2)

@@ -7,7 +7,12 @@
 #include "preload_test.h"
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../../shim/ga_nvml.h"
 
@@ -82,9 +87,64 @@ START_TEST(nvml_uncapped_passes_through)
 }
 END_TEST
 
+/* NVML read before the process's first CUDA call (nvidia-smi under /etc/ld.so.preload, a framework
+ * that asks NVML first): the cap comes from the options alone, and it is the same view as after. */
+START_TEST(nvml_capped_before_cuinit)
+{
+    pt_env("GPUARENA_LIMIT=256MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    nvml_open(); /* no CUDA call yet in this process */
+    nvmlMemory_t m;
+    ck_assert_int_eq(((mem_fn)dlsym(RTLD_DEFAULT, "nvmlDeviceGetMemoryInfo"))(g_dev, &m), NVML_SUCCESS);
+    ck_assert_msg(m.total == 256 * MiB && m.used == 0 && m.free == 256 * MiB,
+                  "before cuInit: total %llu used %llu free %llu", m.total, m.used, m.free);
+    pt_start();
+    nvml_agrees("after cuInit");
+}
+END_TEST
+
+/* The same in a group: a process that never used CUDA sees what the group's members hold. */
+START_TEST(nvml_group_before_cuinit)
+{
+    char dir[] = "/tmp/gpuarena-nvg-XXXXXX", shared[64], group[64], gdir[96];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(shared, sizeof shared, "SIMCUDA_SHARED=nvg%d", (int)getpid());
+    snprintf(group, sizeof group, "GPUARENA_GROUP=nvg%d", (int)getpid());
+    snprintf(gdir, sizeof gdir, "GPUARENA_GROUP_DIR=%s", dir);
+    pt_env(shared, group, gdir, "GPUARENA_LIMIT=1GiB", "GPUARENA_MODE=platform",
+           "SIMCUDA_TOTAL_MEM=4GiB", NULL);
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t holder = fork();
+    if (holder == 0) {
+        CUdeviceptr p;
+        pt_start();
+        char ok = cuMemAlloc(&p, 300 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_int_eq(ok, 'y');
+    nvml_open();
+    nvmlMemory_t m;
+    ck_assert_int_eq(((mem_fn)dlsym(RTLD_DEFAULT, "nvmlDeviceGetMemoryInfo"))(g_dev, &m), NVML_SUCCESS);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s; rm -f /dev/shm/simcuda-nvg%d", dir, (int)getpid());
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_msg(m.total == 1 * GiB && m.used == 300 * MiB && m.free == 724 * MiB,
+                  "before cuInit, in a group: total %llu used %llu free %llu", m.total, m.used, m.free);
+}
+END_TEST
+
 TCase *pt_tcase_nvml(void)
 {
     TCase *tc = tcase_create("nvml");
+    tcase_add_test(tc, nvml_capped_before_cuinit);
+    tcase_add_test(tc, nvml_group_before_cuinit);
     tcase_add_test(tc, nvml_capped_view_agrees_with_meminfo);
     tcase_add_test(tc, nvml_uncapped_passes_through);
     return tc;

@@ -131,6 +131,23 @@ int ga_dev_commit(int dev, uint64_t bytes)
     return 1;
 }
 
+/* The ledger gets a member's figures when it reserves or releases memory (ga_dev_commit), which an
+ * arena member does once: `gpuarena top` would show it with nothing in use. So the figures are
+ * also shown as allocations come and go, once 1/256 of the cap has moved since the last time or
+ * after 64 changes: a large allocation shows at once, and churn costs a few stores per 64 calls.
+ * c->lock held (the counts are the context's). */
+void ga_ctx_publish(ga_ctx_t *c, int64_t delta)
+{
+    ga_dev_t *d = &ga_devs[c->dev];
+    c->pub_moved += (uint64_t)(delta < 0 ? -delta : delta);
+    if (c->pub_moved < d->cap / 256 && ++c->pub_calls < 64)
+        return;
+    c->pub_moved = 0;
+    c->pub_calls = 0;
+    ga_group_set_figures(d->group, ga_level_value(GA_LEVEL_IN_USE, 0), ga_dev_held(c->dev),
+                         ga_level_value(GA_LEVEL_RESERVED, 1), ga_mode_name(ga_opt.mode));
+}
+
 void ga_dev_uncommit(int dev, uint64_t bytes)
 {
     ga_dev_t *d = &ga_devs[dev];
@@ -313,6 +330,7 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
     if (!c && (c = calloc(1, sizeof *c))) {
         c->ctx = ctx;
         c->dev = dev;
+        c->grp = ga_devs[dev].group != NULL;
         ga_mutex_init(&c->lock);
         if (!atomic_load(&ga_ctx_list)) { /* the process's first context keeps the level */
             c->lvl_own = 1;

@@ -271,6 +271,9 @@ typedef struct ga_ctx {
     CUevent events[32];      /* a free list of events */
     size_t nevents;
     int lvl_own;             /* 1: this context keeps the IN_USE level itself (ctx.c) */
+    int grp;                 /* 1: its device has a group, whose ledger shows our figures */
+    uint32_t pub_calls;      /* level changes, and bytes moved, since they were last shown */
+    uint64_t pub_moved;
     _Atomic int64_t lvl_in_use;  /* while lvl_own: the process's in_use and its peak, written */
     _Atomic uint64_t lvl_peak;   /* under the lock, read by the statistics without it */
     struct ga_ctx *_Atomic next;
@@ -312,6 +315,8 @@ static inline ga_ctx_t *ga_ctx_next(ga_ctx_t *c)
  * ga_ctx_level_add: c->lock held. ga_ctx_level_owner: the context keeping it, or NULL.
  * ga_ctx_level_share: folds the private figures (no context lock may be held). */
 void ga_ctx_level_add(ga_ctx_t *c, int64_t delta);
+/* A group member's figures for `gpuarena top`, shown in the ledger now and then (ctx.c). */
+void ga_ctx_publish(ga_ctx_t *c, int64_t delta);
 ga_ctx_t *ga_ctx_level_owner(void);
 void ga_ctx_level_share(void);
 /* Makes ctx current for a driver call from a thread where it may not be. */

@@ -135,13 +135,15 @@ void ga_ctx_level_add(ga_ctx_t *c, int64_t delta)
 {
     if (!c->lvl_own) {
         ga_level_raise(GA_LEVEL_IN_USE, delta);
-        return;
+    } else {
+        /* Plain loads and stores: only this context's lock holder writes them. */
+        int64_t now = atomic_load_explicit(&c->lvl_in_use, memory_order_relaxed) + delta;
+        atomic_store_explicit(&c->lvl_in_use, now, memory_order_relaxed);
+        if (now > 0 && (uint64_t)now > atomic_load_explicit(&c->lvl_peak, memory_order_relaxed))
+            atomic_store_explicit(&c->lvl_peak, (uint64_t)now, memory_order_relaxed);
     }
-    /* Plain loads and stores: only this context's lock holder writes them. */
-    int64_t now = atomic_load_explicit(&c->lvl_in_use, memory_order_relaxed) + delta;
-    atomic_store_explicit(&c->lvl_in_use, now, memory_order_relaxed);
-    if (now > 0 && (uint64_t)now > atomic_load_explicit(&c->lvl_peak, memory_order_relaxed))
-        atomic_store_explicit(&c->lvl_peak, (uint64_t)now, memory_order_relaxed);
+    if (GA_UNLIKELY(c->grp))
+        ga_ctx_publish(c, delta);
 }
 
 /* A forked child counts from nothing: the parent's memory is not its own. */

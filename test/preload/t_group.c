@@ -4,6 +4,10 @@
  * The ledger on its own (SIGKILL at every point, pid reuse, pid namespaces) is test/group.
  */
 #include "preload_test.h"
+#include "../../shim/group_layout.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -269,6 +273,63 @@ START_TEST(group_fork_keeps_parent_share)
 }
 END_TEST
 
+/* ---- `gpuarena top`'s figures: what a member has in use shows in the ledger as allocations come
+ * and go, not only when it reserves from the driver (an arena member reserves once, before its
+ * first allocation, and showed nothing in use) ---- */
+static uint64_t ledger_in_use(pid_t pid)
+{
+    unsigned char u[16];
+    char path[512], hex[33];
+    ck_assert_int_eq(simcuda_device_uuid(0, u), 0);
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", u[i]);
+    snprintf(path, sizeof path, "%s/gpuarena-%u-%s-%s", g_dir, (unsigned)getuid(),
+             g_group + strlen("GPUARENA_GROUP="), hex);
+    int fd = open(path, O_RDONLY);
+    ck_assert_msg(fd >= 0, "the ledger %s", path);
+    const ga_ledger_t *l = mmap(NULL, GA_LEDGER_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    ck_assert(l != MAP_FAILED);
+    uint64_t v = UINT64_MAX;
+    for (unsigned i = 0; i < l->hwm; i++)
+        if (__atomic_load_n(&l->slots[i].state, __ATOMIC_ACQUIRE) == GA_SLOT_LIVE &&
+            l->slots[i].pid == (uint32_t)pid)
+            v = __atomic_load_n(&l->slots[i].in_use, __ATOMIC_ACQUIRE);
+    munmap((void *)l, GA_LEDGER_SIZE);
+    return v;
+}
+
+START_TEST(group_top_figures_follow_allocations)
+{
+    group_env("1GiB");
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t member = fork();
+    if (member == 0) {
+        member_start("GPUARENA_MODE=arena");
+        CUdeviceptr p[150];
+        char ok = 'y';
+        for (int i = 0; i < 150; i++) /* 300 MiB in 2 MiB blocks, inside the 768 MiB arena */
+            ok = cuMemAlloc(&p[i], 2 * MiB) == CUDA_SUCCESS ? ok : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_int_eq(ok, 'y');
+    uint64_t in_use = ledger_in_use(member);
+    int status = 0;
+    kill(member, SIGKILL);
+    waitpid(member, &status, 0);
+    group_cleanup();
+    /* Shown once 1/256 of the cap has moved since the last time: within 4 MiB of the truth. */
+    ck_assert_msg(in_use <= 300 * MiB && in_use + 4 * MiB >= 300 * MiB,
+                  "the ledger shows %llu bytes in use for 300 MiB", (unsigned long long)in_use);
+}
+END_TEST
+
 /* ---- two groups on one device are independent ---- */
 START_TEST(group_two_groups_independent)
 {
@@ -352,6 +413,7 @@ TCase *pt_tcase_group(void)
     tcase_add_test(tc, group_killed_member_share_returns);
     tcase_add_test(tc, group_idle_memory_of_members);
     tcase_add_test(tc, group_fork_keeps_parent_share);
+    tcase_add_test(tc, group_top_figures_follow_allocations);
     tcase_add_test(tc, group_two_groups_independent);
     tcase_add_test(tc, group_bad_name_refused);
     tcase_add_test(tc, hami_limit_is_the_cap);

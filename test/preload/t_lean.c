@@ -184,6 +184,18 @@ static int r_nvml_procs(void *f)
     return r < 1000 ? 0 : (int)r;
 }
 
+/* A chunk freed first, so that the synchronisation has a pending free to return. */
+static int r_sync(void *f)
+{
+    cuMemFree_v2(lean_alloc());
+    return ((CUresult (*)(void))f)();
+}
+static int r_sync_v2(void *f)
+{
+    cuMemFree_v2(lean_alloc());
+    return ((CUresult (*)(CUcontext))f)(NULL);
+}
+
 static const struct lean_recipe {
     const char *name;
     lean_call_t call;
@@ -196,6 +208,8 @@ static const struct lean_recipe {
     {"cuMemGetAddressRange_v2", r_range},
     {"cuPointerGetAttribute", r_attr},
     {"cuPointerGetAttributes", r_attrs},
+    {"cuCtxSynchronize", r_sync},
+    {"cuCtxSynchronize_v2", r_sync_v2},
     {"cuCtxDestroy_v2", r_ctx_destroy},
     {"cuDevicePrimaryCtxReset_v2", r_primary},
     {"cuDevicePrimaryCtxRelease_v2", r_primary},

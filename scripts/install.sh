@@ -20,21 +20,37 @@ case $prefix in
     *) echo "gpuarena: PREFIX must be an absolute path, not '$prefix' (try PREFIX=\$HOME/.local)" >&2
        exit 2 ;;
 esac
+# ld.so splits LD_PRELOAD at white space and colons: the shim there could not be preloaded.
+case $prefix in
+    *[[:space:]:]*)
+       echo "gpuarena: PREFIX '$prefix' contains white space or a colon, where the loader splits" \
+            "LD_PRELOAD, so the shim installed there could never be preloaded; choose a path" \
+            "without them (try PREFIX=\$HOME/.local)" >&2
+       exit 2 ;;
+esac
 root="$destdir$prefix"
 share="$root/lib/gpuarena"
 manifest="$share/MANIFEST"
 
-# put MODE SOURCE DEST-RELATIVE-TO-ROOT
+# put MODE SOURCE DEST-RELATIVE-TO-ROOT: through a fresh temporary beside the destination (mktemp:
+# a new name, created exclusively, so a file or link already there is never written through), then
+# a rename, so a file in use is replaced, never rewritten in place.
 put() {
     [ -f "$2" ] || { echo "gpuarena: $2 is not built; run make BUILD=$build first" >&2; exit 1; }
     mkdir -p "$(dirname "$root/$3")"
-    cp "$2" "$root/$3.tmp" && chmod "$1" "$root/$3.tmp" && mv -f "$root/$3.tmp" "$root/$3"
-    echo "$3" >>"$manifest.tmp"
+    tmp=$(mktemp "$root/$3.XXXXXX")
+    cp "$2" "$tmp" && chmod "$1" "$tmp" && mv -f "$tmp" "$root/$3" || {
+        rm -f "$tmp"
+        echo "gpuarena: cannot install $root/$3 (is $root writable?)" >&2
+        exit 1
+    }
+    echo "$3" >>"$newlist"
 }
 
 install_all() {
     mkdir -p "$share"
-    : >"$manifest.tmp"
+    newlist=$(mktemp "$manifest.XXXXXX")
+    trap 'rm -f "$newlist"' EXIT
     put 755 scripts/gpuarena bin/gpuarena
     put 755 "$build/bin/gpuarena-replay" bin/gpuarena-replay
     put 755 "$build/lib/libgpuarena.so" lib/libgpuarena.so
@@ -45,11 +61,12 @@ install_all() {
     put 755 "$build/sim/libcuda.so.1" lib/gpuarena/sim/libcuda.so.1
     # An older install may have had files this one has not: take those out.
     if [ -f "$manifest" ]; then
-        grep -Fxv -f "$manifest.tmp" "$manifest" | while IFS= read -r rel; do
+        grep -Fxv -f "$newlist" "$manifest" | while IFS= read -r rel; do
             case $rel in ""|/*|*..*) ;; *) rm -f "$root/$rel" ;; esac
         done
     fi
-    mv -f "$manifest.tmp" "$manifest"
+    chmod 644 "$newlist" && mv -f "$newlist" "$manifest"
+    trap - EXIT
     echo "gpuarena: installed $(cat VERSION) in $root: run $prefix/bin/gpuarena --help;" \
         "preload $prefix/lib/libgpuarena.so"
 }

@@ -2,17 +2,19 @@
 
 Every subcommand's work lives in its own module; this file turns arguments into calls, a GaError
 into "gpuarena: message" with exit code 1, a UsageError and argparse's usage errors into exit code
-2, and an input too large for memory (MemoryError) into a message with exit code 1, so no user
-ever sees a traceback for bad input.
+2, a SIGTERM or SIGHUP that run/compare passed on to the program into 128+N, and an input too large
+for memory (MemoryError) into a message with exit code 1, so no user ever sees a traceback for bad
+input.
 """
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
 
-from . import GaError
+from . import GaError, UsageError
 from . import doctor as doctor_mod
 from . import importers
 from . import modes as modes_mod
@@ -25,9 +27,6 @@ from . import top as top_mod
 from . import tracefile as tf
 from .fmt import parse_size
 
-
-class UsageError(GaError):
-    """Options that cannot go together: exit code 2, like argparse's own usage errors."""
 
 EPILOG = """exit codes: 0 success; 1 bad input or setup (the message says how to fix it);
 2 usage error; `run` exits with the program's own code (128+N if killed by signal N).
@@ -66,6 +65,34 @@ _mode = _argtype(modes_mod.parse)
 _mode_list = _argtype(modes_mod.parse_list)
 
 
+MAX_SECONDS = 86400  # a day: longer is a typo, and time.sleep/timeouts overflow far past it
+
+
+def _seconds(convert, examples):
+    """An argparse type for a time in seconds: finite, above 0, at most MAX_SECONDS."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except (ValueError, OverflowError):
+            value = None
+        if value is None or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 and "
+                                             f"at most {MAX_SECONDS} (a day); try {examples}")
+        return value
+    return parse
+
+
+def _repeat(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of runs, at least 1 "
+                                         "(try --repeat 5)")
+    return n
+
+
 def _fraction(text):
     m = re.fullmatch(r"(\d*\.?\d+)(\+?)", text.strip())
     if not m or not 0 < float(m.group(1)) <= 1:
@@ -88,6 +115,7 @@ def _add_shim_opts(p):
     p.add_argument("--sim", action="store_true",
                    help="use the simulated driver (<build>/sim on LD_LIBRARY_PATH), for demos")
     p.add_argument("--env", action="append", metavar="K=V", default=[],
+                   type=_argtype(runner.env_pair),
                    help="extra environment variable for the program (repeatable)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
                    help="the program to run and its arguments, after --")
@@ -120,7 +148,7 @@ def build_parser():
     p.set_defaults(subparser=p)
     p.add_argument("--modes", type=_mode_list, default=list(modes_mod.MODES),
                    help=f"comma-separated, from {', '.join(modes_mod.MODES)}, or all (default)")
-    p.add_argument("--repeat", type=int, default=1, help="runs per mode (median wall time)")
+    p.add_argument("--repeat", type=_repeat, default=1, help="runs per mode (median wall time)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--plot", metavar="PREFIX", help="also draw PREFIX.png: bars of wall time, "
                    "peak reserved and driver calls per mode (needs matplotlib)")
@@ -132,7 +160,7 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.add_argument("--python", metavar="PY", help="interpreter whose frameworks to check "
                    "(default: the one running gpuarena)")
-    p.add_argument("--timeout", type=int, default=120, metavar="S",
+    p.add_argument("--timeout", type=_seconds(int, "30 or 300"), default=120, metavar="S",
                    help="seconds allowed for each check in a child process (default 120)")
 
     p = sub.add_parser("import", help="convert a foreign allocation record to a gpuarena trace",
@@ -180,7 +208,7 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print the groups as JSON and exit")
     p.add_argument("--prometheus", action="store_true", help="print Prometheus text exposition "
                    "(gauges per group, process and device) and exit")
-    p.add_argument("--interval", type=float, default=2.0, metavar="S",
+    p.add_argument("--interval", type=_seconds(float, "2 or 0.5"), default=2.0, metavar="S",
                    help="seconds between refreshes (default 2)")
     p.add_argument("--dir", default="/dev/shm", help="where the ledgers are (default /dev/shm)")
     return top
@@ -300,8 +328,6 @@ def do_compare(a):
 
 
 def do_doctor(a):
-    if a.timeout < 1:
-        raise UsageError(f"--timeout {a.timeout}: must be at least 1 second")
     doc = doctor_mod.diagnose(a.sim, a.python, a.timeout)
     print(json.dumps(doc, indent=2) if a.json else doctor_mod.render(doc))
     return 0 if doc["ok"] else 1
@@ -325,6 +351,9 @@ def main(argv=None):
     except UsageError as e:
         print(f"gpuarena: {e}", file=sys.stderr)
         return 2
+    except runner.Stopped as e:
+        print(f"gpuarena: {e}", file=sys.stderr)
+        return e.code
     except GaError as e:
         print(f"gpuarena: {e}", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ from fractions import Fraction
 from . import GaError
 from . import modes as modes_mod
 from . import paths
+from . import runner
 from .fmt import human_bytes, parse_size, percent_of
 
 FRAMEWORKS = ("torch", "jax", "cupy", "tensorflow")
@@ -113,8 +114,10 @@ def probe_main(lib, what):
     else:
         out["driver_path"] = _mapped("libcuda") or lib
         _probe_driver(cu, out)
-        if what == "shim" and out.get("cuInit") == 0:
-            _probe_shim_view(cu, out)
+        if what == "shim":
+            out["shim_loaded"] = _mapped("libgpuarena") is not None
+            if out.get("cuInit") == 0:
+                _probe_shim_view(cu, out)
     if what == "machine":
         _probe_cudart(out)
     json.dump(out, sys.stdout)
@@ -146,9 +149,30 @@ _IMPORT = ("import importlib.util, sys\n"
            "m = __import__(sys.argv[1])\nprint(getattr(m, '__version__', 'unknown'))\n")
 
 
+def check_python(python, timeout):
+    """GaError unless `python` runs as a Python interpreter (a program that runs but is not one,
+    /bin/false say, would otherwise read as every framework failing to import)."""
+    probe = "import sys; print('gpuarena-python', sys.version_info[0])"
+    try:
+        p = subprocess.run([python, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+    except OSError as e:
+        raise GaError(f"cannot run {python}: {e.strerror} (give --python a Python "
+                      "interpreter)") from None
+    except subprocess.TimeoutExpired:
+        raise GaError(f"{python} did not run `python -c` within {timeout} s; give --python a "
+                      "Python interpreter") from None
+    if p.returncode != 0 or not p.stdout.startswith(b"gpuarena-python 3"):
+        said = p.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GaError(f"{python} did not run as a Python 3 interpreter (exit status "
+                      f"{p.returncode}{', ' + said[-1][:200] if said else ', no message'}); give "
+                      "--python a Python 3 interpreter, e.g. --python /usr/bin/python3")
+
+
 def frameworks(python, timeout):
     """{name: {"status": "imports"|"absent"|"fails"|"timeout", "detail": text}}, checked in one
     child per framework, all at once, each killed after timeout seconds."""
+    check_python(python, timeout)
     procs = {}
     for name in FRAMEWORKS:
         try:
@@ -265,6 +289,15 @@ def _p_path(name, allow_dash=True):
     return parse
 
 
+def _p_group_dir(v):
+    # The shim takes an absolute path only (shim/options.c): members started from different
+    # working directories would otherwise find different ledgers.
+    if not v.startswith("/"):
+        raise GaError(f"GPUARENA_GROUP_DIR='{v}' is not valid (an absolute path to a directory, "
+                      "e.g. /dev/shm)")
+    return v
+
+
 def _p_free_sync(v):
     t = v.strip().lower()
     if t not in ("deferred", "lazy", "device", "none"):
@@ -300,7 +333,7 @@ OPTIONS = (
     ("GPUARENA_LIBCUDA", _p_path("GPUARENA_LIBCUDA", False), None),
     ("GPUARENA_VMM_KEEP", _sized("GPUARENA_VMM_KEEP", False), None),
     ("GPUARENA_GROUP", _p_name, None),
-    ("GPUARENA_GROUP_DIR", _p_path("GPUARENA_GROUP_DIR", False), None),
+    ("GPUARENA_GROUP_DIR", _p_group_dir, None),
 )
 # Read by other gpuarena parts, so not unknown (the shim's own list of these: shim/options.c).
 COMMAND_VARS = ("GPUARENA_BUILD", "GPUARENA_NO_MATPLOTLIB", "GPUARENA_SIM")
@@ -399,12 +432,29 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
     doc["shim"] = paths.shim(required=False)
     if not doc["shim"]:
         doc["problems"].append("the shim libgpuarena.so is not built; run make")
+    elif runner.preload_problem(doc["shim"]):
+        doc["problems"].append(runner.preload_problem(doc["shim"]))
     elif "driver_error" not in machine:
         doc["shim_check"] = shim_check(doc["shim"], lib, env, timeout)
-        if doc["shim_check"].get("refused"):
-            doc["problems"].append("under the shim, cuInit failed: " + doc["shim_check"]["refused"])
+        doc["problems"] += shim_check_problems(doc["shim_check"], doc["plan"], doc["shim"])
     doc["ok"] = not doc["problems"]
     return doc
+
+
+def shim_check_problems(chk, plan_, shim):
+    """What the check under the shim shows to be wrong: cuInit refused, the shim not loaded, or
+    a total from cuMemGetInfo that is not the cap planned for device 0."""
+    if chk.get("refused"):
+        return ["under the shim, cuInit failed: " + chk["refused"]]
+    if chk.get("shim_loaded") is False:
+        return [f"the shim {shim} was not loaded into the check under LD_PRELOAD (the loader "
+                "dropped it); programs would run without the cap"]
+    view, want = chk.get("view"), plan_[0]["cap"] if plan_ else None
+    if view and want and view["total"] != want:
+        return [f"under the shim, cuMemGetInfo says total {human_bytes(view['total'])} "
+                f"({view['total']} bytes) on device 0, not the cap of {human_bytes(want)} "
+                f"({want} bytes) these settings give; the shim is not capping as set up"]
+    return []
 
 
 def shim_check(shim, lib, env, timeout):
@@ -418,7 +468,7 @@ def shim_check(shim, lib, env, timeout):
         return {"refused": f"the check under the shim {why}: {' '.join(msgs) or err[-300:]}"}
     if got.get("cuInit", 0) != 0:
         return {"refused": " ".join(msgs) or f"error {got['cuInit']}"}
-    return {"view": got.get("view"), "messages": msgs}
+    return {"view": got.get("view"), "messages": msgs, "shim_loaded": got.get("shim_loaded")}
 
 
 def _line(label, text):

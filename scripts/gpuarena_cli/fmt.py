@@ -135,8 +135,8 @@ def human_bytes(n):
     if n is None:
         return "-"
     n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if abs(n) < 1024 or unit == "EiB":
             return f"{int(n)} B" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1024
     return str(n)

@@ -79,17 +79,25 @@ def _read_bytes(path):
         raise GaError(f"cannot read {path}: {e.strerror}") from None
 
 
+def _too_large(n, path, where, what):
+    """n, or the replay tool's refusal when it does not fit a trace field (64 bits): clamping
+    it would change the figures without a word."""
+    if abs(n) > tf.U64:
+        raise GaError(f"{path}: {where}: {what} {n} is too large (over 2^64-1); fix or remove "
+                      "that entry")
+    return n
+
+
 def _int(value, path, where, what):
     """An integer field, or a GaError that says where the bad value is."""
     if isinstance(value, bool):
         value = None
     try:
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        return int(value)
+        n = int(value)
     except (TypeError, ValueError, OverflowError):
         raise GaError(f"{path}: {where}: {what} {value!r} is not an integer; fix or remove that "
                       "entry") from None
+    return _too_large(n, path, where, what)
 
 
 # ---------------------------------------------------------------- PyTorch memory snapshots
@@ -221,12 +229,19 @@ def _load_json(path, data):
 
 
 def _kineto_rows(path, doc):
+    """Kineto writes {"traceEvents": [event objects]}; Chrome's JSON Array Format, a bare list of
+    event objects, is read too. Anything else in place of an event means it is not a trace."""
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         raise GaError(f"{path}: no 'traceEvents' list; not a Chrome/Kineto trace")
     rows, other_devices = [], 0
     for i, e in enumerate(events):
-        if not isinstance(e, dict) or e.get("name") != "[memory]":
+        if not isinstance(e, dict):
+            where = f"traceEvents[{i}]" if isinstance(doc, dict) else f"item {i} of the list"
+            raise GaError(f"{path}: {where} is {json.dumps(e)[:40]}, not an event "
+                          "object; not a Kineto trace (torch.profiler writes {\"traceEvents\": "
+                          "[{...}, ...]} with profile_memory=True)")
+        if e.get("name") != "[memory]":
             continue
         args = e.get("args")
         where = f"traceEvents[{i}]"
@@ -378,13 +393,14 @@ def _rmm_time(text, unit, path, where):
 
 def _hex_or_int(text, path, where, what):
     try:
-        return int(text, 16) if text.lower().startswith("0x") else int(text or "0", 0)
+        n = int(text, 16) if text.lower().startswith("0x") else int(text or "0", 0)
     except ValueError:
         try:
-            return int(text, 16)
+            n = int(text, 16)
         except ValueError:
             raise GaError(f"{path}: {where}: {what} {text!r} is not a number (hex 0x... or "
                           "decimal)") from None
+    return _too_large(n, path, where, what)
 
 
 def import_rmm(path, close=False, time_unit="s"):

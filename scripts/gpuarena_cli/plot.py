@@ -40,11 +40,14 @@ def _disabled():
 
 
 def save(plt, fig, path):
-    """Writes the figure atomically (tmp + rename), so a PNG that exists is complete."""
+    """Writes the figure atomically (a fresh temporary beside it, then a rename), so a PNG that
+    exists is complete and nothing already at a temporary name is written through."""
+    from . import tracefile
     fig.tight_layout()
-    fig.savefig(f"{path}.tmp", format="png")
-    plt.close(fig)
-    os.replace(f"{path}.tmp", path)
+    try:
+        tracefile.replace_from_temp(path, lambda f: fig.savefig(f, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def _draw_compare(plt, path, data):

@@ -4,33 +4,45 @@ The shim is configured only through the environment (it reads GPUARENA_* once, a
 so running is: prepend libgpuarena.so to LD_PRELOAD (keeping what the user preloads), set the
 variables, exec the program, read the statistics JSON the shim writes at exit. Compare repeats that
 per mode and prints the median-wall-time run of each mode side by side. The shim writes the stats
-file atomically (tmp + rename), so a file that exists is complete.
+file atomically (tmp + rename), so a file that exists is complete. While a program runs, SIGTERM
+and SIGHUP (a container stopped, a service restarted, a closed terminal) are passed on to it rather
+than killing this command alone, which would leave the program running unwatched and the temporary
+folders behind: the command waits for the program, cleans up, and exits with the program's status
+(compare stops there, with 128+N). ld.so splits LD_PRELOAD at spaces and colons, so a shim whose
+path holds one is refused rather than silently not loaded.
 """
 
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from . import GaError
+from . import GaError, UsageError
 from . import modes as modes_mod
 from . import paths
 from .fmt import human_bytes, human_count, human_frac, human_ns, table
 
 STATS_FORMATS = (1, 2)  # "gpuarena_stats" values this command reads
 
+def env_pair(text):
+    """'K=V' unchanged; UsageError for an entry without '=' or without a name."""
+    key, sep, _value = text.partition("=")
+    if not sep or not key:
+        raise UsageError(f"{text!r} is not KEY=VALUE (for example --env "
+                         "XLA_PYTHON_CLIENT_ALLOCATOR=platform)")
+    return text
+
+
 def parse_env_pairs(pairs):
-    """['K=V', ...] -> dict; GaError for an entry without '='."""
+    """['K=V', ...] -> dict; UsageError for an entry without '='."""
     out = {}
     for p in pairs or []:
-        key, sep, value = p.partition("=")
-        if not sep or not key:
-            raise GaError(f"--env {p!r} is not KEY=VALUE (for example --env "
-                          "XLA_PYTHON_CLIENT_ALLOCATOR=platform)")
+        key, _sep, value = env_pair(p).partition("=")
         out[key] = value
     return out
 
@@ -43,10 +55,32 @@ def preload_list(shim, old):
     return ":".join(san + [shim] + [e for e in entries if e not in san])
 
 
+def preload_problem(shim):
+    """Why ld.so would not load the shim from this path (it splits LD_PRELOAD at white space and
+    colons, and then ignores the pieces without a word), or None."""
+    bad = re.search(r"[\s:]", shim)
+    if not bad:
+        return None
+    return (f"the shim's path {shim} contains {'a colon' if bad.group() == ':' else 'white space'}"
+            ", where the loader splits LD_PRELOAD, so the shim would not be loaded and the "
+            "program would run without the cap; install gpuarena under a path without spaces or "
+            "colons (make install PREFIX=...), or point GPUARENA_BUILD at a symlink to the build "
+            "folder whose path has none")
+
+
+def preloadable_shim():
+    """The shim's path, checked for LD_PRELOAD (GaError when the loader would drop it)."""
+    shim = paths.shim()
+    why = preload_problem(shim)
+    if why:
+        raise GaError(why)
+    return shim
+
+
 def child_env(settings, sim=False, extra=None):
     """The child's environment: ours plus the preload, the GPUARENA_* settings and extras."""
     env = dict(os.environ)
-    env["LD_PRELOAD"] = preload_list(paths.shim(), env.get("LD_PRELOAD"))
+    env["LD_PRELOAD"] = preload_list(preloadable_shim(), env.get("LD_PRELOAD"))
     if sim:
         d = paths.sim_dir()
         old = env.get("LD_LIBRARY_PATH", "")
@@ -107,15 +141,66 @@ def exit_code(returncode):
     return 128 - returncode if returncode < 0 else returncode
 
 
-def spawn(cmd, env, **kw):
-    if not cmd:
-        raise GaError("no command to run; put it after --, e.g. gpuarena run -- python3 train.py")
-    try:
-        return subprocess.run(cmd, env=env, check=False, **kw)
-    except FileNotFoundError:
-        raise GaError(f"command not found: {cmd[0]} (check the name and PATH)") from None
-    except PermissionError:
-        raise GaError(f"cannot execute {cmd[0]}: permission denied (chmod +x?)") from None
+FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(Exception):
+    """A forwarded signal ended the work early; `code` is the status to exit with."""
+
+    def __init__(self, signum):
+        super().__init__(f"stopped by {signal.Signals(signum).name}, passed on to the program")
+        self.code = 128 + signum
+
+
+class Forwarding:
+    """While in effect, SIGTERM and SIGHUP go to the program being run (spawn) instead of
+    killing this command; `got` is the last one received. Handlers are in place before the
+    program starts, so a signal that arrives while it is being started is passed on at once."""
+
+    def __init__(self):
+        self.proc, self.got, self.old = None, None, {}
+
+    def __enter__(self):
+        for s in FORWARDED:
+            self.old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for s, h in self.old.items():
+            signal.signal(s, h)
+
+    def _handle(self, signum, _frame):
+        self.got = signum
+        if self.proc is not None:
+            self.proc.send_signal(signum)  # a no-op once the program is reaped
+
+    def spawn(self, cmd, env, **kw):
+        """Runs cmd to its end; a CompletedProcess-like object with returncode."""
+        if not cmd:
+            raise GaError("no command to run; put it after --, e.g. gpuarena run -- python3 "
+                          "train.py")
+        try:
+            self.proc = subprocess.Popen(cmd, env=env, **kw)
+        except FileNotFoundError:
+            raise GaError(f"command not found: {cmd[0]} (check the name and PATH)") from None
+        except PermissionError:
+            raise GaError(f"cannot execute {cmd[0]}: permission denied (chmod +x?)") from None
+        try:
+            if self.got is not None:
+                self.proc.send_signal(self.got)
+            self.proc.wait()
+        except BaseException:
+            # Ctrl-C: the terminal sent SIGINT to the program too. Give it a moment to exit on
+            # its own, as subprocess.run does, then make sure it is gone.
+            try:
+                self.proc.wait(timeout=0.25)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            raise
+        finally:
+            proc, self.proc = self.proc, None
+        return proc
 
 
 def read_stats(path):
@@ -192,10 +277,10 @@ def summary(stats):
 def run(cmd, settings, stats_path=None, sim=False, extra=None):
     """Runs cmd under the shim; prints a summary when no stats path was given. Returns the
     exit code to exit with."""
-    with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
+    with Forwarding() as fwd, tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
         path = stats_path or os.path.join(tmp, "stats.json")
         env = child_env(dict(settings, GPUARENA_STATS=path), sim, extra)
-        code = exit_code(spawn(cmd, env).returncode)
+        code = exit_code(fwd.spawn(cmd, env).returncode)
         if stats_path is None:
             stats = read_stats(path)
             if stats is None:
@@ -206,14 +291,18 @@ def run(cmd, settings, stats_path=None, sim=False, extra=None):
     return code
 
 
-def _one_run(cmd, env, tmp, tag):
-    """(wall_ns, exit code, stats or None, output tail) of one run of cmd."""
+def _one_run(fwd, cmd, env, tmp, tag):
+    """(wall_ns, exit code, stats or None, output tail) of one run of cmd; Stopped when a
+    forwarded signal arrived (the runs left are not started)."""
     stats_path = os.path.join(tmp, f"{tag}.json")
     env = dict(env, GPUARENA_STATS=stats_path)
     with open(os.path.join(tmp, f"{tag}.out"), "w+b") as out:
         t0 = time.perf_counter_ns()
-        proc = spawn(cmd, env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = fwd.spawn(cmd, env, stdout=out, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL)
         wall = time.perf_counter_ns() - t0
+        if fwd.got is not None:
+            raise Stopped(fwd.got)
         out.seek(max(0, out.seek(0, 2) - 2000))
         tail = out.read().decode("utf-8", "replace")
     return wall, exit_code(proc.returncode), read_stats(stats_path), tail
@@ -223,12 +312,12 @@ def compare(cmd, modes, repeat=1, settings=None, sim=False, extra=None):
     """{mode: {"wall_ns", "walls_ns", "exit", "stats"}} with the median run of each mode."""
     modes = [modes_mod.parse(m) for m in modes]
     if repeat < 1:
-        raise GaError(f"--repeat {repeat}: must be at least 1")
+        raise UsageError(f"--repeat {repeat}: must be at least 1")
     results = {}
-    with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
+    with Forwarding() as fwd, tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
         for m in modes:
             env = child_env(dict(settings or {}, **modes_mod.ENV[m]), sim, extra)
-            runs = [_one_run(cmd, env, tmp, f"{m}-{i}") for i in range(repeat)]
+            runs = [_one_run(fwd, cmd, env, tmp, f"{m}-{i}") for i in range(repeat)]
             med = statistics.median_low([r[0] for r in runs])
             wall, code, stats, tail = next(r for r in runs if r[0] == med)
             results[m] = {"wall_ns": wall, "walls_ns": [r[0] for r in runs], "exit": code,

@@ -3,12 +3,15 @@
 A trace is a 32-byte header (magic "GATRACE\\0", u32 version 1, u32 record size 48, u64 start wall
 clock in ns, u64 flags) then 48-byte little-endian records '<QQQQIIhBBI'. A process killed mid-write
 leaves a partial last record, so reading keeps every complete record and reports the leftover bytes
-instead of failing. Writing goes to OUT.tmp and is renamed into place, so a failure never leaves a
-half-written trace under the requested name.
+instead of failing. Writing goes to a fresh temporary beside OUT (a new name, created exclusively,
+so a file or link already there is never written through or deleted) and is renamed into place, so
+a failure never leaves a half-written trace under the requested name; an OUT that is a symbolic
+link is replaced by the file, as the shim's own writer does, never written through.
 """
 
 import os
 import struct
+import tempfile
 
 from . import GaError
 
@@ -105,18 +108,47 @@ def encode(trace):
     return b"".join(parts)
 
 
-def write_atomic(path, data):
-    """Writes bytes to path.tmp, then renames: readers never see a partial file."""
-    tmp = f"{path}.tmp"
+def _umask():
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def temp_beside(path):
+    """(fd, name) of a new file in path's folder, named path's name + '.XXXXXXXX.tmp', created
+    exclusively (O_EXCL) with the mode a plain open() would give (0666 less the umask)."""
+    folder, base = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=base + ".", suffix=".tmp")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
+        os.fchmod(fd, 0o666 & ~_umask())
+    except OSError:
+        pass
+    return fd, tmp
+
+
+def replace_from_temp(path, fill):
+    """Creates a temporary beside path (temp_beside), lets fill(file object) write it, renames it
+    onto path; on any failure the temporary is removed and the exception goes on. A symbolic link
+    at path is replaced itself, never written through."""
+    fd, tmp = temp_beside(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fill(f)
         os.replace(tmp, path)
-    except OSError as e:
+    except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        raise
+
+
+def write_atomic(path, data):
+    """Writes bytes to a fresh temporary beside path, then renames: readers never see a partial
+    file."""
+    try:
+        replace_from_temp(path, lambda f: f.write(data))
+    except OSError as e:
         raise GaError(f"cannot write {path}: {e.strerror} (check the folder exists and is "
                       "writable)") from None
 

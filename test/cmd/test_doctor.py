@@ -14,6 +14,7 @@ import unittest
 
 import gatest
 from gpuarena_cli import GaError
+from gpuarena_cli import doctor as doctor_mod
 from gpuarena_cli.fmt import parse_size
 
 GIB = 1 << 30
@@ -96,6 +97,10 @@ class Doctor(unittest.TestCase):
         _, doc = doctor("--sim", env={"GPUARENA_FREE_SYNC": "sometimes"})
         self.assertIn("GPUARENA_FREE_SYNC='sometimes' is not valid (deferred, lazy, device or none)",
                       "\n".join(doc["problems"]))
+        # The shim takes an absolute group folder only; doctor says so, as the shim would.
+        _, doc = doctor("--sim", env={"GPUARENA_GROUP_DIR": "ledgers"})
+        self.assertIn("GPUARENA_GROUP_DIR='ledgers' is not valid (an absolute path",
+                      "\n".join(doc["problems"]))
 
     def test_bad_and_unknown_settings(self):
         env = {"GPUARENA_LIMIT": "12XB", "GPUARENA_PREALLOCATE": "maybe", "GPUARENA_LIMT": "1",
@@ -117,6 +122,45 @@ class Doctor(unittest.TestCase):
         chk = doc["shim_check"]
         said = chk.get("refused", "") + " ".join(chk.get("messages") or [])
         self.assertIn("GPUARENA_LIMIT='12XB'", said)
+
+    def test_bad_timeout_and_python(self):
+        for bad in ("99999999999999", "0", "-5", "nan", "1.5"):
+            p, _ = doctor("--sim", "--timeout", bad)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(f"argument --timeout: '{bad}' is not a number of seconds", p.stderr)
+            self.assertNotIn("Traceback", p.stderr)
+        for py in ("/bin/false", "/bin/true"):
+            p, _ = doctor("--sim", "--python", py)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"gpuarena: {py} did not run as a Python 3 interpreter (exit status "
+                          f"{1 if py == '/bin/false' else 0}", p.stderr)
+
+    def test_shim_path_the_loader_would_split(self):
+        with tempfile.TemporaryDirectory() as d:
+            spaced = os.path.join(d, "with space")
+            os.symlink(gatest.BUILD, spaced)
+            p, doc = doctor("--sim", env={"GPUARENA_BUILD": spaced, "GPUARENA_LIMIT": "1GiB"})
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertFalse(doc["ok"])
+        self.assertIn(f"the shim's path {spaced}/lib/libgpuarena.so contains white space",
+                      "\n".join(doc["problems"]))
+
+    def test_check_under_the_shim_judged(self):
+        plan = [{"device": 0, "cap": GIB}]
+        ok = {"view": {"total": GIB, "free": GIB}, "messages": [], "shim_loaded": True}
+        self.assertEqual(doctor_mod.shim_check_problems(ok, plan, "/s.so"), [])
+        wrong = dict(ok, view={"total": 8 * GIB, "free": 8 * GIB})
+        self.assertIn("cuMemGetInfo says total 8.00 GiB (8589934592 bytes) on device 0, not the "
+                      "cap of 1.00 GiB", doctor_mod.shim_check_problems(wrong, plan, "/s.so")[0])
+        unloaded = dict(ok, shim_loaded=False)
+        self.assertIn("/s.so was not loaded", doctor_mod.shim_check_problems(unloaded, plan,
+                                                                              "/s.so")[0])
+        self.assertIn("cuInit failed: no", doctor_mod.shim_check_problems({"refused": "no"},
+                                                                          plan, "/s.so")[0])
+        p, doc = doctor("--sim", env={"GPUARENA_LIMIT": "1GiB"})  # the real check: loaded
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(doc["shim_check"]["shim_loaded"])
+        self.assertEqual(doc["shim_check"]["view"]["total"], GIB)
 
     def test_no_driver(self):
         p, doc = doctor(env={"GPUARENA_LIBCUDA": "/nonexistent/libcuda.so.1"})

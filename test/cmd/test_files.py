@@ -64,6 +64,78 @@ class Files(unittest.TestCase, gatest.CliAsserts):
         p = gatest.cli("import", "auto", sym, "-o", os.path.join(self.dir, "ok.gatrace"))
         self.assertEqual(p.returncode, 0, p.stderr)
 
+    def test_output_written_through_a_fresh_temporary(self):
+        # The output once went through a fixed OUT.tmp: a link planted there was written
+        # through, and an input named OUT.tmp was deleted. Now the temporary is a new name.
+        precious = os.path.join(self.dir, "precious.txt")
+        with open(precious, "w") as f:
+            f.write("precious data")
+        out = os.path.join(self.dir, "out.gatrace")
+        os.symlink(precious, out + ".tmp")
+        src = gatest.traces("lifetimes")[0]
+        p = gatest.cli("import", "lifetimes", src, "-o", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(precious) as f:
+            self.assertEqual(f.read(), "precious data")
+        self.assertEqual(tf.read(out).events[0][tf.T_KIND], tf.ALLOC)
+        self.assertEqual(oct(os.stat(out).st_mode & 0o777), oct(0o666 & ~self.umask()))
+        inp = os.path.join(self.dir, "run1.gatrace.tmp")  # an input named OUT.tmp survives
+        shutil.copy(src, inp)
+        p = gatest.cli("import", "lifetimes", inp, "-o", os.path.join(self.dir, "run1.gatrace"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(os.path.isfile(inp))
+        # An OUT that is a link is replaced by the file, as the shim's writer does; its target
+        # is left alone.
+        link = os.path.join(self.dir, "link.gatrace")
+        os.symlink(precious, link)
+        p = gatest.cli("import", "lifetimes", src, "-o", link)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertFalse(os.path.islink(link))
+        with open(precious) as f:
+            self.assertEqual(f.read(), "precious data")
+        # report writes PREFIX.json the same way.
+        os.symlink(precious, os.path.join(self.dir, "rep.json.tmp"))
+        p = gatest.cli("report", out, "-o", os.path.join(self.dir, "rep"),
+                       env={"GPUARENA_NO_MATPLOTLIB": "1"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(precious) as f:
+            self.assertEqual(f.read(), "precious data")
+        left = [n for n in os.listdir(self.dir) if n.endswith(".tmp")]
+        self.assertEqual(sorted(left), ["out.gatrace.tmp", "rep.json.tmp", "run1.gatrace.tmp"])
+
+    def test_png_written_through_a_fresh_temporary(self):
+        if gatest.MPL_PYTHON is None:
+            self.skipTest("no python3 with matplotlib on this machine")
+        precious = os.path.join(self.dir, "precious.txt")
+        with open(precious, "w") as f:
+            f.write("precious data")
+        os.symlink(precious, os.path.join(self.dir, "rep.png.tmp"))
+        trace = os.path.join(self.dir, "t.gatrace")
+        tf.write(trace, tf.Trace([tf.event(0, 1, 512, tf.ALLOC), tf.event(5, 1, 512, tf.FREE)]))
+        p = subprocess.run([gatest.MPL_PYTHON, gatest.SCRIPT, "report", trace, "-o",
+                            os.path.join(self.dir, "rep")], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=300, check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(self.dir, "rep.png"), "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        with open(precious) as f:
+            self.assertEqual(f.read(), "precious data")
+
+    def test_failed_write_leaves_no_temporary(self):
+        sub = os.path.join(self.dir, "ro")
+        os.mkdir(sub)
+        out = os.path.join(sub, "out.gatrace")
+        os.mkdir(out)  # the rename onto a folder fails after the temporary is written
+        p = gatest.cli("import", "lifetimes", gatest.traces("lifetimes")[0], "-o", out)
+        self.assertCleanError(p, "cannot write", out)
+        self.assertEqual(os.listdir(sub), ["out.gatrace"])
+
+    @staticmethod
+    def umask():
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
     def test_report_refuses_to_overwrite_its_input(self):
         trace = os.path.join(self.dir, "t.json")
         tf.write(trace, tf.Trace([tf.event(0, 1, 512, tf.ALLOC), tf.event(5, 1, 512, tf.FREE)]))

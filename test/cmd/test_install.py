@@ -113,6 +113,36 @@ class Install(unittest.TestCase):
         self.assertIn("PREFIX must be an absolute path", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(gatest.REPO, "relative")))
 
+    def test_prefix_the_loader_would_split_and_planted_links(self):
+        for name in ("with space", "co:lon"):
+            prefix = os.path.join(self.dir, name)
+            p = make(f"PREFIX={prefix}", "install")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("contains white space or a colon, where the loader splits LD_PRELOAD",
+                          p.stderr)
+            self.assertFalse(os.path.exists(prefix))
+        # Files once went through fixed NAME.tmp paths: links planted there were written through.
+        prefix = os.path.join(self.dir, "prefix")
+        precious = os.path.join(self.dir, "precious")
+        with open(precious, "w") as f:
+            f.write("precious data")
+        for rel in ("bin/gpuarena.tmp", "lib/libgpuarena.so.tmp", "lib/gpuarena/MANIFEST.tmp"):
+            os.makedirs(os.path.dirname(os.path.join(prefix, rel)), exist_ok=True)
+            os.symlink(precious, os.path.join(prefix, rel))
+        p = make(f"PREFIX={prefix}", "install")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(precious) as f:
+            self.assertEqual(f.read(), "precious data")
+        self.assertEqual(oct(os.stat(os.path.join(prefix, "bin", "gpuarena")).st_mode & 0o777),
+                         oct(0o755))
+        self.assertEqual(oct(os.stat(os.path.join(prefix, "lib", "gpuarena", "MANIFEST")).st_mode
+                             & 0o777), oct(0o644))
+        p = make(f"PREFIX={prefix}", "uninstall")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        left = files_under(prefix)  # only the planted links: nothing of install's own
+        self.assertEqual(left, ["bin/gpuarena.tmp", "lib/gpuarena/MANIFEST.tmp",
+                                "lib/libgpuarena.so.tmp"])
+
     def test_make_help_and_version(self):
         p = make("help")
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -4,6 +4,7 @@ it: exit code 1, one `gpuarena:` message naming the file, no traceback, no outpu
 import gzip
 import os
 import pickle
+import subprocess
 import tempfile
 import unittest
 
@@ -52,6 +53,15 @@ CASES = [
     ("lifetimes", (LT_HEAD + "0,1,2\n").encode(), "3 fields"),
     ("lifetimes", (LT_HEAD + "0,1,2,0\n").encode(), "size > 0"),
     ("lifetimes", b"\xff\xfe\x00bad", "UTF-8"),
+    ("lifetimes", (LT_HEAD + "0,0,2,18446744073709551616\n").encode(),
+     "line 2: size 18446744073709551616 is too large (over 2^64-1)"),
+    ("lifetimes", (LT_HEAD + "0,0,99999999999999999999999,5\n").encode(), "upper 9999"),
+    ("kineto", b"[1, 2, 3]", "item 0 of the list is 1, not an event object"),
+    ("kineto", b'{"traceEvents": [{"name": "x"}, "s"]}', "traceEvents[1] is \"s\""),
+    ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": 1, "args": {"Device Type": 1,'
+               b' "Bytes": -18446744073709551616}}]}', "Bytes -18446744073709551616 is too large"),
+    ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,0x10000000000000000,5,0\n").encode(),
+     "Pointer 18446744073709551616 is too large"),
     ("rmm", b"Thread,When,Action\n", "Thread,Time,Action,Pointer,Size,Stream"),
     ("rmm", (RMM_HEAD + "1,00:00:01:000000,grab,0x10,5,0\n").encode(), "Action 'grab'"),
     ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,0xZZ,5,0\n").encode(), "Pointer"),
@@ -90,6 +100,24 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
                 self.assertCleanError(p, needle, src)
                 self.assertFalse(os.path.exists(out))
                 self.assertFalse(os.path.exists(out + ".tmp"))
+
+    def test_numbers_past_64_bits_refused_like_the_replay_tool(self):
+        # They were clamped to 2^64-1 without a word; gpuarena-replay refuses them (exit 1).
+        src = os.path.join(self.dir, "huge.csv")
+        with open(src, "w") as f:
+            f.write(LT_HEAD + "0,0,2,18446744073709551616\n")
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        if os.path.exists(tool):
+            c = subprocess.run([tool, src], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, check=False)
+            self.assertEqual(c.returncode, 1, c.stderr)
+            self.assertIn(f"{src}:2: number too large (over 2^64-1)", c.stderr)
+        for args in (["replay", src], ["import", "auto", src, "-o", src + ".gatrace"]):
+            with self.subTest(cmd=args[0]):
+                p = gatest.cli(*args)
+                self.assertCleanError(p, f"{src}: line 2: size 18446744073709551616 is too "
+                                      "large (over 2^64-1)")
+        self.assertFalse(os.path.exists(src + ".gatrace"))
 
     def test_pickle_cannot_run_code(self):
         marker = os.path.join(self.dir, "ran")

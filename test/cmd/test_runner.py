@@ -7,9 +7,11 @@ runs use --sim (its sim/ folder) unless a test is about the driver check itself.
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import gatest
@@ -104,11 +106,110 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                          "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
         self.assertEqual(p.returncode, 128 + 15)
 
+    def signalled(self, sig, sub, handler_exit, *opts):
+        """Starts `gpuarena SUB --sim OPTS -- <a program that waits for a signal>`, sends `sig`
+        to the command alone once the program is ready, and returns (command's process, stderr,
+        program's pids, signals the program got, what is left in the command's TMPDIR)."""
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        tmpdir, marker = os.path.join(d, "tmp"), os.path.join(d, "got")
+        os.mkdir(tmpdir)
+        prog = ("import os, signal, sys\n"
+                "marker, code = sys.argv[1], sys.argv[2]\n"
+                "def on(sig, _):\n"
+                "    open(marker, 'a').write(signal.Signals(sig).name + '\\n')\n"
+                "    sys.exit(int(code))\n"
+                "if code != 'default':\n"
+                "    signal.signal(signal.SIGTERM, on)\n"
+                "    signal.signal(signal.SIGHUP, on)\n"
+                "open(marker + '.ready', 'a').write(f'{os.getpid()}\\n')\n"
+                "while True:\n    signal.pause()\n")
+        full = dict(os.environ, **self.env, TMPDIR=tmpdir)
+        proc = subprocess.Popen([sys.executable, gatest.SCRIPT, sub, "--sim", *opts, "--",
+                                 sys.executable, "-c", prog, marker, handler_exit], env=full,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(1200):  # until the program has its handlers in place (at most a minute)
+            if os.path.exists(marker + ".ready") or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        try:
+            self.assertIsNone(proc.poll(), "the command ended before its program was ready")
+            proc.send_signal(sig)
+            proc.wait(timeout=120)
+        finally:
+            with open(marker + ".ready") as f:
+                pids = [int(x) for x in f.read().split()]
+            survivors = [pid for pid in pids if self.running(pid)]
+            for pid in survivors:  # a program left behind by the command: the bug itself
+                os.kill(pid, signal.SIGKILL)
+            _, err = proc.communicate(timeout=120)
+        got = []
+        if os.path.exists(marker):
+            with open(marker) as f:
+                got = f.read().split()
+        self.assertEqual(survivors, [], "the program was left running")
+        return proc, err, pids, got, os.listdir(tmpdir)
+
+    @staticmethod
+    def running(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:  # reaped by the command before it exited
+            return False
+        return True
+
+    def test_run_passes_sigterm_and_sighup_on(self):
+        for sig, code, want_rc in ((signal.SIGTERM, "7", 7), (signal.SIGHUP, "0", 0),
+                                   (signal.SIGTERM, "default", 128 + signal.SIGTERM),
+                                   (signal.SIGHUP, "default", 128 + signal.SIGHUP)):
+            with self.subTest(sig=sig.name, program_exit=code):
+                proc, err, pids, got, left = self.signalled(sig, "run", code)
+                self.assertEqual(proc.returncode, want_rc, err)
+                self.assertEqual(got, [] if code == "default" else [sig.name])
+                self.assertEqual(len(pids), 1)
+                self.assertEqual(left, [], "temporary folders left behind")
+                self.assertNotIn("Traceback", err)
+
+    def test_compare_stops_on_sigterm(self):
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with self.subTest(sig=sig.name):
+                proc, err, pids, got, left = self.signalled(sig, "compare", "0", "--modes",
+                                                            "arena,platform", "--repeat", "2")
+                self.assertEqual(proc.returncode, 128 + sig, err)
+                self.assertIn(f"gpuarena: stopped by {sig.name}, passed on to the program", err)
+                self.assertEqual((len(pids), got), (1, [sig.name]))  # no run started after it
+                self.assertEqual(left, [])
+
+    def test_shim_path_the_loader_would_split(self):
+        # ld.so splits LD_PRELOAD at spaces and colons and drops the pieces without a word: the
+        # program would run uncapped, so the command refuses, and a link without them works.
+        for name in ("with space", "co:lon"):
+            with self.subTest(name=name):
+                build = os.path.join(self.tmp.name, name)
+                if not os.path.exists(build):
+                    fake_build(build)
+                for sub in ("run", "compare"):
+                    p = gatest.cli(sub, "--sim", "--", sys.executable, FAKE, "0",
+                                   env=dict(self.env, GPUARENA_BUILD=build))
+                    self.assertCleanError(p, f"the shim's path {build}/lib/libgpuarena.so",
+                                          "where the loader splits LD_PRELOAD",
+                                          "GPUARENA_BUILD at a symlink")
+                    self.assertNotIn("fakeprog", p.stdout)
+        link = os.path.join(self.tmp.name, "nospace")
+        os.symlink(os.path.join(self.tmp.name, "with space"), link)
+        path = os.path.join(self.tmp.name, "s.json")
+        p = gatest.cli("run", "--sim", "--stats", path, "--", sys.executable, FAKE, "0",
+                       env=dict(self.env, GPUARENA_BUILD=link))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(path) as f:
+            self.assertEqual(json.load(f)["seen_env"]["LD_PRELOAD"],
+                             os.path.join(link, "lib", "libgpuarena.so"))
+
     def test_run_errors(self):
         self.assertCleanError(self.run_cli("run", "--sim", "--", "/no/such/program"),
                               "not found")
-        self.assertCleanError(self.run_cli("run", "--env", "NOEQUALS", "--", "true"),
-                              "KEY=VALUE")
+        for bad in ("NOEQUALS", "=x"):  # usage errors (exit 2), as the README says
+            self.assertCleanError(self.run_cli("run", "--env", bad, "--", "true"),
+                                  f"'{bad}' is not KEY=VALUE", code=2)
         p = gatest.cli("run", "--sim", "--", "true", env={"GPUARENA_BUILD": "/no/build"})
         # The checkout's own build may exist; only when it does not must the error show.
         if p.returncode:
@@ -214,8 +315,9 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertCleanError(p, "unknown mode 'turbo'", code=2)
         p = self.run_cli("compare", "--modes", "arena-nopre", "--", "true")
         self.assertCleanError(p, "(use arena, grow, vmm, platform or all)", code=2)
-        p = self.run_cli("compare", "--sim", "--repeat", "0", "--", "true")
-        self.assertCleanError(p, "--repeat 0")
+        for n in ("0", "-3", "x"):
+            p = self.run_cli("compare", "--sim", "--repeat", n, "--", "true")
+            self.assertCleanError(p, f"argument --repeat: '{n}' is not a whole number", code=2)
         p = self.run_cli("compare", "--sim", "--modes", "platform", "--", sys.executable, FAKE,
                          "3", "--no-stats")
         self.assertCleanError(p, "no statistics written (exit 3)", "fakeprog: mode platform")

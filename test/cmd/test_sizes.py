@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import gatest
 from gpuarena_cli import GaError
-from gpuarena_cli.fmt import parse_size, percent_of
+from gpuarena_cli.fmt import human_bytes, parse_size, percent_of
 
 TABLE = os.path.join(gatest.REPO, "test", "sizes.tsv")
 TOOL = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
@@ -172,6 +172,16 @@ class SizeTable(unittest.TestCase):
             if ok or "is not a size" not in err:
                 misses.append(f"{text!r}: cuInit {'succeeded' if ok else 'failed'}, {err!r}")
         self.assertNoMisses(misses)
+
+
+class HumanBytes(unittest.TestCase):
+    def test_units_up_to_eib(self):
+        # It stopped at TiB: 2^64-1 printed as 16777216.00 TiB.
+        for n, text in ((None, "-"), (0, "0 B"), (1023, "1023 B"), (1 << 10, "1.00 KiB"),
+                        (1536 << 20, "1.50 GiB"), (1023 << 40, "1023.00 TiB"),
+                        (1 << 50, "1.00 PiB"), (3 << 60, "3.00 EiB"),
+                        ((1 << 64) - 1, "16.00 EiB")):
+            self.assertEqual(human_bytes(n), text)
 
 
 if __name__ == "__main__":

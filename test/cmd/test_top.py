@@ -141,9 +141,11 @@ class Ledgers(unittest.TestCase):
         p = gatest.cli("top", "--once", "--dir", os.path.join(self.dir, "missing"))
         self.assertEqual(p.returncode, 1)
         self.assertRegex(p.stderr, r"^gpuarena: cannot read .*--dir")
-        p = self.top("--interval", "0")
-        self.assertEqual(p.returncode, 1)
-        self.assertIn("--interval 0", p.stderr)
+        for bad in ("0", "-1", "nan", "inf", "1e300", "86401", "soon"):
+            p = self.top("--once", "--interval", bad)  # a usage error, never a traceback
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(f"argument --interval: '{bad}' is not a number of seconds", p.stderr)
+            self.assertNotIn("Traceback", p.stderr)
         self.member("live", DEV_A, MIB)
         import contextlib
         import io

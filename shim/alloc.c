@@ -51,6 +51,7 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
                                 CUstream s, int async, int tried, uint64_t t0)
 {
     uintptr_t p = 0;
+    size_t got = 0; /* a pending chunk taken whole: its size, not size rounded */
     ga_mutex_lock(&c->lock);
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     if (tried) {
@@ -58,7 +59,7 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         if (atomic_load_explicit(&c->dead, memory_order_relaxed))
             r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
     } else if (async && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
-        ga_fence_take_same_stream(c, s, size, &p)) {
+        ga_fence_take_same_stream(c, s, size, &p, &got)) {
         r = CUDA_SUCCESS; /* freed on s, not yet passed: later work on s comes after the free */
         c->counts.async_same_stream++;
     } else {
@@ -85,7 +86,7 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
     }
     ga_count_alloc(&c->counts, api, size, r == CUDA_SUCCESS, t0);
     if (r == CUDA_SUCCESS)
-        ga_ctx_level_add(c, (int64_t)ga_round(size));
+        ga_ctx_level_add(c, (int64_t)(got ? got : ga_round(size)));
     ga_mutex_unlock(&c->lock);
     if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)p;
@@ -231,6 +232,7 @@ typedef struct ga_free_job {
     int platform_async;       /* out: platform memory freed async: synchronise the stream first */
     ga_ctx_t *owner;          /* out */
     ga_pentry_t gone;         /* out: the pass-through record the driver let go */
+    int gone_later;           /* out: freed async, its bytes held until the stream passes it */
     ga_status_t refused;      /* out: why the pool refused the free (GA_OK if it did not) */
 } ga_free_job_t;
 
@@ -241,8 +243,11 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
     if (o->in_pass) {
         /* The driver first, and the record dropped only when the driver let it go. */
         CUresult r = j->real_free ? j->real_free(j->p, j->s) : ga_real.cuMemFree_v2(j->p);
-        if (r == CUDA_SUCCESS && ga_ptrmap_take(&c->pass, j->p, &j->gone))
+        if (r == CUDA_SUCCESS && ga_ptrmap_take(&c->pass, j->p, &j->gone)) {
             ga_count_free(&c->counts, j->api, j->t0);
+            if (j->real_free)
+                j->gone_later = ga_fence_pass_free(c, j->gone.size, j->s);
+        }
         return r;
     }
     if (j->real_free && !j->synced && ga_pool_mode(c->pool) == GA_MODE_PLATFORM) {
@@ -277,7 +282,9 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     } else if (r == GA_NO_OWNER) {
         r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
     }
-    if (j.gone.key) {
+    if (j.gone.key && j.gone_later) {
+        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)j.gone.size); /* the rest once the stream passed */
+    } else if (j.gone.key) {
         ga_dev_uncommit(j.owner->dev, j.gone.size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)j.gone.size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)j.gone.size);

@@ -509,6 +509,23 @@ int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none)
     return none;
 }
 
+/* A pass-through allocation's bytes against dev's cap, for context c (NULL: none current):
+ * async frees of c's own pass-through memory the device has passed go back first, and a refusal
+ * is final only once the device's idle memory has been trimmed (ga_dev_trim) and it still does not
+ * fit. No lock held by the caller. */
+int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes)
+{
+    if (c) {
+        ga_mutex_lock(&c->lock);
+        if (c->npfree && !atomic_load(&c->dead))
+            ga_fence_pass_reclaim(c, 0);
+        ga_mutex_unlock(&c->lock);
+    }
+    if (ga_dev_commit(dev, bytes))
+        return 1;
+    return ga_dev_trim(dev) && ga_dev_commit(dev, bytes);
+}
+
 size_t ga_dev_trim(int dev)
 {
     size_t freed = 0;
@@ -521,6 +538,8 @@ size_t ga_dev_trim(int dev)
             ga_fence_reclaim(c, 1, 0); /* freed chunks waiting for the device are free memory too */
             freed += ga_pool_trim(c->pool) + (pending - c->pend_bytes);
         }
+        if (c->npfree && !atomic_load(&c->dead))
+            freed += ga_fence_pass_reclaim(c, 1); /* pass-through memory freed async, passed */
         ga_mutex_unlock(&c->lock);
     }
     return freed;
@@ -590,10 +609,20 @@ void ga_ctx_fork_child(void)
 }
 
 /* ---- teardown hooks ---- */
+static CUcontext ga_primary_of(CUdevice dev);
+
+/* The pool goes before the driver's call, while its memory can still be given back through the
+ * driver, and after it for a state another thread made in between. But the driver refuses to
+ * destroy a primary context (those go through cuDevicePrimaryCtxRelease/Reset) and keeps it and
+ * its memory: dropping that pool first would leave the program's live allocations in memory the
+ * shim had freed and would hand out again. So a primary context is left to the driver's answer. */
 GA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     GA_HOOK_ENTER(cuCtxDestroy_v2, (ctx));
-    ga_ctx_drop_all(ctx, 0);
+    ga_ctx_t *c = ctx ? ga_ctx_find(ctx) : NULL;
+    int primary = c && ga_primary_of(c->dev) == ctx;
+    if (!primary)
+        ga_ctx_drop_all(ctx, 0);
     CUresult r = ga_real.cuCtxDestroy_v2(ctx);
     if (r == CUDA_SUCCESS)
         ga_ctx_drop_all(ctx, 1);

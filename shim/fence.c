@@ -128,6 +128,22 @@ static void ga_pend_forget(ga_ctx_t *c, uintptr_t ptr)
         ga_ptrmap_take(&c->pend_set, ptr, NULL);
 }
 
+/* Which stream s is, for handing a chunk freed on it to a later allocation on it. A handle is not
+ * an identity: CU_STREAM_PER_THREAD (and NULL through the _ptsz entry points, which the hooks turn
+ * into it) names a different stream in each thread, and a destroyed stream's handle may come back
+ * for a new one while the old one's work is still queued. cuStreamGetId (CUDA 12.0) gives an ID
+ * unique to the stream in the process. Without it, the handle of a created or legacy stream, and
+ * nothing (0: never handed over) for the per-thread stream. */
+static uint64_t ga_fence_stream_id(CUstream s)
+{
+    unsigned long long id = 0;
+    if (ga_real.cuStreamGetId)
+        return ga_real.cuStreamGetId(s, &id) == CUDA_SUCCESS ? (uint64_t)id : 0;
+    if (s == CU_STREAM_PER_THREAD)
+        return 0;
+    return s ? (uint64_t)(uintptr_t)s : (uint64_t)(uintptr_t)CU_STREAM_LEGACY;
+}
+
 /* Returns pending entry i to the pool (swap-remove). */
 static void ga_pend_release(ga_ctx_t *c, size_t i)
 {
@@ -149,6 +165,7 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
                                                              int stream_ordered)
 {
     CUevent ev = NULL;
+    uint64_t sid = 0;
     if (!stream_ordered && ga_opt.free_sync == GA_FREE_SYNC_DEVICE) {
         /* As the driver's own cuMemFree: the context synchronised, the chunk back at once. */
         int pushed = ga_ctx_enter(c->ctx);
@@ -175,6 +192,7 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
             return r; /* a stream the driver refuses: nothing freed, as the driver answers */
         }
         c->counts.free_events++;
+        sid = ga_fence_stream_id(s);
     }
     if (ga_pend_grow(c) != 0 || ga_pend_index(c, ptr, size) != 0) {
         /* No host memory to remember it: wait for the device here and free at once. */
@@ -186,7 +204,7 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
         ga_pool_free(c->pool, ptr, NULL);
         return CUDA_SUCCESS;
     }
-    c->pend[c->npend++] = (ga_pending_t){.ptr = ptr, .size = size, .stream = s, .ev = ev};
+    c->pend[c->npend++] = (ga_pending_t){.ptr = ptr, .size = size, .sid = sid, .ev = ev};
     c->npend_ev += ev != NULL;
     c->pend_bytes += size;
     c->counts.pending_bytes = c->pend_bytes;
@@ -203,7 +221,7 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
     size_t n = c->npend;
     if (GA_LIKELY(!stream_ordered && ga_opt.free_sync <= GA_FREE_SYNC_LAZY &&
                   n < c->cap_pend && n < GA_PEND_SCAN && !c->pend_set.count)) {
-        c->pend[n] = (ga_pending_t){.ptr = ptr, .size = size, .stream = s, .ev = NULL};
+        c->pend[n] = (ga_pending_t){.ptr = ptr, .size = size, .sid = 0, .ev = NULL};
         c->npend = n + 1;
         uint64_t bytes = c->pend_bytes + size;
         c->pend_bytes = bytes;
@@ -273,12 +291,16 @@ void ga_fence_reclaim(ga_ctx_t *c, int wait, int current)
         ga_pend_unindex(c);
 }
 
-int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out)
+int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out,
+                              size_t *got)
 {
+    if (!c->npend_ev)
+        return 0;
+    uint64_t sid = ga_fence_stream_id(s);
     size_t best = (size_t)-1, want = (size + GA_ALIGN - 1) & ~(GA_ALIGN - 1);
-    for (size_t i = 0; i < c->npend; i++) {
+    for (size_t i = 0; sid && i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];
-        if (e->ev && e->stream == s && e->size >= want && e->size / 2 <= want &&
+        if (e->ev && e->sid == sid && e->size >= want && e->size / 2 <= want &&
             (best == (size_t)-1 || e->size < c->pend[best].size))
             best = i;
     }
@@ -293,7 +315,68 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
     c->counts.pending_bytes = c->pend_bytes;
     ga_event_put(c, e.ev);
     *out = e.ptr;
+    *got = e.size;
     return 1;
+}
+
+/* ---- pass-through memory freed with cuMemFreeAsync ----
+ * cuMemAllocFromPoolAsync (any mode) and cuMemAllocAsync in platform mode are the driver's: the
+ * driver's cuMemFreeAsync puts the memory back in its pool in stream order, and until the stream
+ * passes the free the device may still be using it, so the process still holds it. Giving its bytes
+ * back to the cap at the call would let the next allocation, from this process or a group member,
+ * take memory the device has not released yet. So the bytes stay committed (and counted in
+ * reserved and passthrough, no longer in use) until an event recorded after the free shows the
+ * stream passed it. They come back when a pass-through allocation of the context finds them passed,
+ * after the program's own cuCtxSynchronize, and, waited for, before any allocation on the device is
+ * refused for the cap (ga_dev_trim). */
+static void ga_pfree_release(ga_ctx_t *c, size_t i)
+{
+    ga_passfree_t e = c->pfree[i];
+    c->pfree[i] = c->pfree[--c->npfree];
+    ga_event_put(c, e.ev);
+    ga_dev_uncommit(c->dev, e.size);
+    ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
+    ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
+}
+
+int ga_fence_pass_free(ga_ctx_t *c, size_t size, CUstream s)
+{
+    if (c->npfree == c->cap_pfree) {
+        size_t cap = c->cap_pfree ? 2 * c->cap_pfree : 16;
+        ga_passfree_t *p = realloc(c->pfree, cap * sizeof *p);
+        if (p) {
+            c->pfree = p;
+            c->cap_pfree = cap;
+        }
+    }
+    CUevent ev = c->npfree < c->cap_pfree ? ga_event_get(c) : NULL;
+    if (ev && ga_real.cuEventRecord(ev, s) == CUDA_SUCCESS) {
+        c->pfree[c->npfree++] = (ga_passfree_t){.size = size, .ev = ev};
+        c->counts.free_events++;
+        return 1;
+    }
+    /* No event (or no host memory to remember it): the stream passes the free before the bytes go
+     * back. The driver took the free, so the stream is one it knows. */
+    ga_event_put(c, ev);
+    if (ga_real.cuStreamSynchronize)
+        ga_real.cuStreamSynchronize(s);
+    return 0;
+}
+
+uint64_t ga_fence_pass_reclaim(ga_ctx_t *c, int wait)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < c->npfree;) {
+        CUevent ev = c->pfree[i].ev;
+        CUresult r = wait ? ga_real.cuEventSynchronize(ev) : ga_real.cuEventQuery(ev);
+        if (r == CUDA_ERROR_NOT_READY) {
+            i++;
+            continue;
+        }
+        bytes += c->pfree[i].size; /* passed, or an error: the stream is gone, so is its work */
+        ga_pfree_release(c, i);    /* entry i now holds another one: look at i again */
+    }
+    return bytes;
 }
 
 /* GPUARENA_FREE_SYNC=lazy. Under deferred, the first allocation after frees synchronises the
@@ -324,6 +407,18 @@ void ga_fence_drop(ga_ctx_t *c)
         if (c->pend[i].ev && !c->driver_gone && ga_real.cuEventDestroy_v2)
             ga_real.cuEventDestroy_v2(c->pend[i].ev);
     }
+    /* The context's async-freed pass-through memory goes with it, as its live records do. */
+    while (c->npfree) {
+        ga_passfree_t e = c->pfree[--c->npfree];
+        if (!c->driver_gone && ga_real.cuEventDestroy_v2)
+            ga_real.cuEventDestroy_v2(e.ev);
+        ga_dev_uncommit(c->dev, e.size);
+        ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
+        ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
+    }
+    free(c->pfree);
+    c->pfree = NULL;
+    c->cap_pfree = 0;
     for (size_t i = 0; i < c->nevents; i++)
         if (!c->driver_gone && ga_real.cuEventDestroy_v2)
             ga_real.cuEventDestroy_v2(c->events[i]);
@@ -350,22 +445,23 @@ void ga_fence_drop(ga_ctx_t *c)
  * being looked after anyway. */
 ga_fence_mark_t ga_fence_mark(ga_ctx_t *c)
 {
-    ga_fence_mark_t m = {0, 0};
+    ga_fence_mark_t m = {0};
     if (!c)
         return m;
     ga_mutex_lock(&c->lock);
     m.n = c->npend;
     m.gen = c->pend_gen;
+    m.npfree = c->npfree;
     ga_mutex_unlock(&c->lock);
     return m;
 }
 
 void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m)
 {
-    if (!c || !m.n)
+    if (!c || (!m.n && !m.npfree))
         return;
     ga_mutex_lock(&c->lock);
-    if (c->pend_gen == m.gen && m.n <= c->npend && c->pool && !atomic_load(&c->dead)) {
+    if (m.n && c->pend_gen == m.gen && m.n <= c->npend && c->pool && !atomic_load(&c->dead)) {
         for (size_t i = 0; i < m.n; i++) {
             const ga_pending_t *e = &c->pend[i];
             c->pend_bytes -= e->size;
@@ -381,6 +477,8 @@ void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m)
         if (c->pend_set.count) /* rebuilt by the next free that needs it (ga_pend_index) */
             ga_pend_unindex(c);
     }
+    if (c->npfree && !atomic_load(&c->dead))
+        ga_fence_pass_reclaim(c, 0); /* passed by the synchronisation: no wait */
     ga_mutex_unlock(&c->lock);
 }
 

@@ -22,7 +22,7 @@ static CUresult ga_pass_begin(size_t size, int dev, ga_ctx_t **cp, int *devp)
         return CUDA_SUCCESS; /* no context: let the driver answer */
     *devp = dev >= 0 && dev < GA_MAX_DEVICES ? dev : c->dev;
     ga_dev_setup(*devp);
-    return ga_dev_commit(*devp, size) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return ga_dev_commit_pass(c, *devp, size) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* After the driver call: record it where its free will find it (the context's table, or the
@@ -94,6 +94,7 @@ GA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
 GA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     GA_HOOK_ENTER(cuMemAllocAsync_ptsz, (dptr, bytesize, hStream));
+    hStream = GA_PTSZ_STREAM(hStream);
     CUresult served;
     if (ga_do_alloc_async(dptr, bytesize, hStream, GA_API_CUMEMALLOCASYNC, &served))
         return served;
@@ -124,6 +125,7 @@ GA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 GA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     GA_HOOK_ENTER(cuMemFreeAsync_ptsz, (dptr, hStream));
+    hStream = GA_PTSZ_STREAM(hStream);
     return ga_do_free_async(dptr, hStream, GA_API_CUMEMFREEASYNC, ga_real.cuMemFreeAsync_ptsz);
 }
 

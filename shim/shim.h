@@ -42,6 +42,10 @@
 #include "mutex.h"
 
 #define GA_EXPORT __attribute__((visibility("default")))
+/* The stream a _ptsz entry point's hStream names: NULL there is the calling thread's per-thread
+ * default stream, which every other call (an event record, a synchronisation) names
+ * CU_STREAM_PER_THREAD; the legacy stream must then be named CU_STREAM_LEGACY, as it is. */
+#define GA_PTSZ_STREAM(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
 /* For code that runs inside a sanitizer runtime's own start-up (it calls dlsym before its shadow
  * memory exists): no instrumentation there, in sanitizer builds. */
 #define GA_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
@@ -76,6 +80,7 @@ typedef struct ga_real {
     X(cuEventQuery, (CUevent))                                                                \
     X(cuEventSynchronize, (CUevent))                                                          \
     X(cuEventDestroy_v2, (CUevent))                                                           \
+    X(cuStreamGetId, (CUstream, unsigned long long *))                                        \
     X(cuDeviceGetUuid_v2, (CUuuid *, CUdevice))                                               \
     X(cuDeviceGetUuid, (CUuuid *, CUdevice))                                                  \
     X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))  \
@@ -243,9 +248,17 @@ typedef struct ga_dev {
 typedef struct ga_pending {
     uintptr_t ptr;
     size_t size;      /* rounded */
-    CUstream stream;  /* the stream-ordered free's stream */
+    uint64_t sid;     /* the stream-ordered free's stream (ga_fence_stream_id; 0: none) */
     CUevent ev;       /* recorded on stream at the free; NULL: the next allocation synchronises */
 } ga_pending_t;
+
+/* A pass-through allocation freed with cuMemFreeAsync: the driver has it back, but the device
+ * may still be using it until ev shows the stream passed the free, so its bytes stay committed
+ * against the cap until then (fence.c). */
+typedef struct ga_passfree {
+    size_t size;
+    CUevent ev;
+} ga_passfree_t;
 
 typedef struct ga_ctx {
     CUcontext ctx;
@@ -268,6 +281,8 @@ typedef struct ga_ctx {
     uint64_t pend_gen;       /* changes whenever an entry leaves the list (frees only append) */
     uint64_t pend_bytes;
     ga_ptrmap_t pend_set;    /* the pending pointers, for double-free checks */
+    ga_passfree_t *pfree;    /* pass-through memory freed async, still committed (fence.c) */
+    size_t npfree, cap_pfree;
     CUevent events[32];      /* a free list of events */
     size_t nevents;
     int lvl_own;             /* 1: this context keeps the IN_USE level itself (ctx.c) */
@@ -343,6 +358,9 @@ int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none);
 /* Gives back idle memory of every pool on dev (before an out-of-memory is reported), one context
  * lock at a time: the caller holds none. Returns the bytes given back. */
 size_t ga_dev_trim(int dev);
+/* ga_dev_commit for a pass-through allocation of context c (may be NULL): what the device has
+ * passed, then the device's idle memory, before a refusal (ctx.c). */
+int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes);
 void ga_ctx_fork_child(void);
 void ga_ctx_atfork_prepare(void);
 void ga_ctx_atfork_parent(void);
@@ -359,8 +377,17 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
 /* Returns to the pool every pending chunk the device has passed; wait: wait for all of them. */
 void ga_fence_reclaim(ga_ctx_t *c, int wait, int current); /* current: c is the thread's context */
 int ga_fence_is_pending(const ga_ctx_t *c, uintptr_t ptr);
-/* A pending chunk freed on stream s, of at least size bytes (and at most twice), taken whole. */
-int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out);
+/* A pending chunk freed on stream s, of at least size bytes (and at most twice), taken whole;
+ * *got: its size (the live allocation it becomes). */
+int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out,
+                              size_t *got);
+/* A pass-through allocation of size bytes that cuMemFreeAsync gave back to the driver on s: 1 when
+ * it is kept committed until the device passes the free (an event), 0 when the caller gives its
+ * bytes back now (the stream was synchronised instead). */
+int ga_fence_pass_free(ga_ctx_t *c, size_t size, CUstream s);
+/* Gives back the bytes of every async-freed pass-through allocation the device has passed (wait:
+ * waits for all of them); returns how many. */
+uint64_t ga_fence_pass_reclaim(ga_ctx_t *c, int wait);
 /* GPUARENA_FREE_SYNC=lazy: 1 when an allocation of size may go ahead with chunks still pending
  * (the pool serves it without them, and they are within bounds); counted. */
 int ga_fence_lazy_ok(ga_ctx_t *c, size_t size);
@@ -378,6 +405,7 @@ void ga_fence_drop(ga_ctx_t *c);
 typedef struct ga_fence_mark {
     size_t n;
     uint64_t gen;
+    size_t npfree; /* async-freed pass-through allocations waiting then (ga_fence_pass_free) */
 } ga_fence_mark_t;
 ga_fence_mark_t ga_fence_mark(ga_ctx_t *c);
 void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m);

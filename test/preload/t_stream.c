@@ -377,6 +377,179 @@ START_TEST(async_platform_passes_through)
 }
 END_TEST
 
+/* The per-thread default stream is one handle (CU_STREAM_PER_THREAD, or NULL through the _ptsz
+ * entry points) for a different stream in each thread. A chunk freed async on thread 1's stream,
+ * under a kernel still queued there, must not go to thread 2's allocation on "the same" handle
+ * (B must not be A, and must read back what thread 2 wrote once the kernel has run); thread 1's own
+ * next allocation on its stream gets it back at once. Through _ptsz, the free's event goes on
+ * thread 1's per-thread stream, not the legacy stream (which thread 2's blocking stream would then
+ * wait behind, the gate never opened: a stall). */
+/* cuda.h declares the _ptsz names only for per-thread-stream builds; the driver exports them. */
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+
+static CUcontext g_pt_ctx;
+static int g_pt_ptsz;
+static unsigned g_pt_gate;
+static CUdeviceptr g_pt_a;
+
+static CUresult pt_async_alloc(CUdeviceptr *p, size_t n)
+{
+    return g_pt_ptsz ? cuMemAllocAsync_ptsz(p, n, NULL) : cuMemAllocAsync(p, n, CU_STREAM_PER_THREAD);
+}
+
+static CUresult pt_async_free(CUdeviceptr p)
+{
+    return g_pt_ptsz ? cuMemFreeAsync_ptsz(p, NULL) : cuMemFreeAsync(p, CU_STREAM_PER_THREAD);
+}
+
+static void *per_thread_first(void *arg)
+{
+    (void)arg;
+    CUdeviceptr again;
+    if (cuCtxSetCurrent(g_pt_ctx) || pt_async_alloc(&g_pt_a, N) ||
+        simcuda_gate(CU_STREAM_PER_THREAD, &g_pt_gate) ||
+        simcuda_launch(CU_STREAM_PER_THREAD, g_pt_a, 0xAA, N, 0) || pt_async_free(g_pt_a))
+        return (void *)1;
+    /* The same thread's stream: the chunk back at once, ordered after the kernel. */
+    if (pt_async_alloc(&again, N) || again != g_pt_a || pt_async_free(again))
+        return (void *)2;
+    return NULL;
+}
+
+static void *per_thread_second(void *arg)
+{
+    (void)arg;
+    static unsigned char h[N];
+    CUdeviceptr b;
+    memset(h, 0x55, N);
+    if (cuCtxSetCurrent(g_pt_ctx) || pt_async_alloc(&b, N))
+        return (void *)3;
+    if (b < g_pt_a + N && g_pt_a < b + N)
+        return (void *)4; /* another thread's stream got the chunk before the free passed */
+    if (cuMemcpyHtoDAsync(b, h, N, CU_STREAM_PER_THREAD) || cuStreamSynchronize(CU_STREAM_PER_THREAD))
+        return (void *)5;
+    simcuda_gate_open(g_pt_gate);
+    if (cuCtxSynchronize() || !all_bytes(b, 0x55))
+        return (void *)6;
+    return NULL;
+}
+
+static void per_thread_child(void *arg)
+{
+    g_pt_ptsz = (int)(intptr_t)arg;
+    g_pt_ctx = pt_start();
+    pthread_t t;
+    void *r1 = NULL, *r2 = NULL;
+    if (pthread_create(&t, NULL, per_thread_first, NULL) || pthread_join(t, &r1) || r1)
+        exit(10 + (int)(intptr_t)r1);
+    if (pthread_create(&t, NULL, per_thread_second, NULL) || pthread_join(t, &r2) || r2)
+        exit(10 + (int)(intptr_t)r2);
+    exit(0);
+}
+
+START_TEST(async_per_thread_streams_not_shared)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++)
+        for (int ptsz = 0; ptsz < 2; ptsz++) {
+            char err[4096];
+            pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            int rc = pt_run_child(per_thread_child, (void *)(intptr_t)ptsz, err, sizeof err);
+            ck_assert_msg(rc == 0, "%s, %s: exit %d (12: no same-stream handover in the thread, "
+                          "14: another thread's per-thread stream got the chunk, 16: its bytes "
+                          "were overwritten by the kernel); %s", modes[m],
+                          ptsz ? "_ptsz with NULL" : "CU_STREAM_PER_THREAD", rc, err);
+        }
+}
+END_TEST
+
+/* cuMemFreeAsync of memory the driver's own pools serve (cuMemAllocFromPoolAsync in any mode,
+ * cuMemAllocAsync in platform mode): the driver holds it until the stream passes the free, so its
+ * bytes stay under the cap until then. 48 MiB under a 64 MiB cap, freed behind a 50 ms kernel,
+ * then 48 MiB more: the allocation waits for the stream rather than take memory the driver still
+ * holds, so the driver never holds more than the cap. The statistics show it returned in full. */
+static void pass_free_child(void *arg)
+{
+    int from_pool = (int)(intptr_t)arg;
+    pt_start();
+    CUstream s;
+    CUdeviceptr p, q;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING))
+        exit(2);
+    CUresult r = from_pool ? cuMemAllocFromPoolAsync(&p, 48 * MiB, NULL, s)
+                           : cuMemAllocAsync(&p, 48 * MiB, s);
+    if (r != CUDA_SUCCESS || simcuda_launch(s, p, 0xAA, N, 50000) || cuMemFreeAsync(p, s))
+        exit(3);
+    if (cuMemAlloc(&q, 48 * MiB) != CUDA_SUCCESS)
+        exit(4);
+    if (pt_counters().peak_bytes_in_use > 64 * MiB)
+        exit(5); /* the driver held both: the cap was escaped */
+    if (cuMemFree(q) || cuCtxSynchronize())
+        exit(6);
+    exit(0);
+}
+
+START_TEST(async_free_pass_through_held_until_passed)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=platform", "GPUARENA_MODE=grow"};
+    for (int m = 0; m < 2; m++)
+        for (int from_pool = 0; from_pool < 2; from_pool++) {
+            if (m == 1 && !from_pool)
+                continue; /* grow mode serves cuMemAllocAsync from its own pool */
+            char stats[] = "/tmp/gpuarena-pfree-XXXXXX", senv[128], err[4096];
+            close(mkstemp(stats));
+            snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+            pt_env(senv, modes[m], "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            int rc = pt_run_child(pass_free_child, (void *)(intptr_t)from_pool, err, sizeof err);
+            ck_assert_msg(rc == 0, "%s, %s: exit %d (4: refused, 5: the driver held 96 MiB "
+                          "under a 64 MiB cap); %s", modes[m],
+                          from_pool ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync", rc, err);
+            ck_assert_msg(pt_json_check(stats, "(t := d['totals']) and t['in_use'] == 0 and "
+                                               "t['passthrough_bytes'] == 0 and "
+                                               "t['peak_in_use'] == 48 * 2**20") == 0,
+                          "%s: every byte back, and never both held", modes[m]);
+            unlink(stats);
+        }
+}
+END_TEST
+
+/* A pending chunk handed to a smaller cuMemAllocAsync on its own stream is taken whole: in use
+ * counts its size, as the free of it gives back its size, so in use does not drift: ten handovers,
+ * then 8 MiB held at exit, and in use says 8 MiB. */
+static void same_stream_size_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s;
+    CUdeviceptr p;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAllocAsync(&p, 2 * MiB, s))
+        exit(2);
+    for (int i = 0; i < 10; i++)
+        if (cuMemFreeAsync(p, s) || cuMemAllocAsync(&p, MiB + 4096, s))
+            exit(3);
+    CUdeviceptr held;
+    if (cuMemFreeAsync(p, s) || cuCtxSynchronize() || cuMemAlloc(&held, 8 * MiB))
+        exit(4);
+    exit(0);
+}
+
+START_TEST(async_same_stream_handover_counts_its_size)
+{
+    char stats[] = "/tmp/gpuarena-sss-XXXXXX", senv[128], err[4096];
+    close(mkstemp(stats));
+    snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+    pt_env(senv, "GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    int rc = pt_run_child(same_stream_size_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d; %s", rc, err);
+    ck_assert_msg(pt_json_check(stats, "(t := d['totals']) and t['async_same_stream'] == 10 and "
+                                       "t['in_use'] == 8 * 2**20") == 0,
+                  "ten handovers of the 2 MiB chunk, then 8 MiB held: in use is 8 MiB");
+    unlink(stats);
+}
+END_TEST
+
 TCase *pt_tcase_stream(void)
 {
     TCase *tc = tcase_create("stream");
@@ -391,5 +564,8 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, async_platform_passes_through);
     tcase_add_test(tc, program_sync_returns_pending);
     tcase_add_test(tc, program_sync_of_another_context_passes_nothing);
+    tcase_add_test(tc, async_per_thread_streams_not_shared);
+    tcase_add_test(tc, async_free_pass_through_held_until_passed);
+    tcase_add_test(tc, async_same_stream_handover_counts_its_size);
     return tc;
 }

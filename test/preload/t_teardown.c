@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,6 +153,46 @@ START_TEST(first_call_from_constructor)
 }
 END_TEST
 
+/* cuCtxDestroy of a primary context: the driver refuses (primary contexts go through
+ * cuDevicePrimaryCtxRelease/Reset) and keeps the context and its memory, so the shim keeps its pool:
+ * the live allocation still reads back, a new one does not land on it, its free succeeds, and no
+ * driver memory was given back. In every mode. */
+START_TEST(ctx_destroy_refused_keeps_pool)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    for (int m = 0; m < 4; m++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            CUcontext ctx = pt_start();
+            CUdeviceptr p, q;
+            unsigned char h[64];
+            memset(h, 0x5a, sizeof h);
+            if (cuMemAlloc(&p, MiB) || cuMemcpyHtoD(p, h, sizeof h))
+                _exit(2);
+            simcuda_counters_t before = pt_counters();
+            if (cuCtxDestroy(ctx) != CUDA_ERROR_INVALID_CONTEXT)
+                _exit(3);
+            if (pt_counters().bytes_in_use != before.bytes_in_use)
+                _exit(4); /* the shim gave back memory the context still has */
+            memset(h, 0, sizeof h);
+            if (cuMemcpyDtoH(h, p, sizeof h) || h[0] != 0x5a || h[63] != 0x5a)
+                _exit(5);
+            if (cuMemAlloc(&q, MiB) || (q < p + MiB && p < q + MiB))
+                _exit(6); /* a new allocation on the live one */
+            if (cuMemFree(p) || cuMemFree(q))
+                _exit(7);
+            _exit(0);
+        }
+        int st = 0;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child status %#x", modes[m], st);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_teardown(void)
 {
     TCase *tc = tcase_create("teardown");
@@ -162,5 +203,6 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, two_contexts_two_arenas);
     tcase_add_test(tc, fork_child_allocates);
     tcase_add_test(tc, first_call_from_constructor);
+    tcase_add_test(tc, ctx_destroy_refused_keeps_pool);
     return tc;
 }

@@ -103,6 +103,8 @@
     X(cuStreamCreateWithPriority, 5050, 0, cuStreamCreateWithPriority)                \
     X(cuStreamQuery, 2000, 0, cuStreamQuery)                                          \
     X(cuStreamQuery, 7000, 1, cuStreamQuery_ptsz)                                     \
+    X(cuStreamGetId, 12000, 0, cuStreamGetId)                                         \
+    X(cuStreamGetId, 12000, 1, cuStreamGetId_ptsz)                                    \
     X(cuStreamWaitEvent, 3020, 0, cuStreamWaitEvent)                                  \
     X(cuStreamWaitEvent, 7000, 1, cuStreamWaitEvent_ptsz)                             \
     X(cuEventCreate, 2000, 0, cuEventCreate)                                          \

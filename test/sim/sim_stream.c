@@ -51,6 +51,7 @@ struct sim_stream {
     int listed;               /* on ctx->streams */
     int runner;               /* a worker (or an inline caller) is running the queue's head */
     unsigned long long enq, done;
+    unsigned long long id;    /* cuStreamGetId: unique in the process, never reused */
     sim_op_t *head, *tail;
     struct sim_stream *all_next;  /* every stream ever made */
     struct sim_stream *ctx_next;  /* ctx->streams */
@@ -101,7 +102,9 @@ static sim_stream_t *sim_stream_new_locked(sim_ctx_t *c, int kind, unsigned flag
     sim_stream_t *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    *s = (sim_stream_t){.ctx = c, .kind = kind, .flags = flags, .alive = 1, .all_next = sim_all};
+    static unsigned long long ids;
+    *s = (sim_stream_t){.ctx = c, .kind = kind, .flags = flags, .alive = 1, .all_next = sim_all,
+                        .id = ++ids};
     sim_all = s;
     if (kind != SIM_LEGACY) {
         s->listed = 1;
@@ -538,6 +541,28 @@ static CUresult sim_stream_query(CUstream h, int per_thread)
     return idle ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+/* The stream's ID, as the real driver's: a per-thread stream's is its own in each thread. */
+static CUresult sim_stream_get_id(CUstream h, unsigned long long *id, int per_thread)
+{
+    sim_ctx_t *c;
+    sim_stream_t *s;
+    CUresult r = sim_current(&c);
+    if (r == CUDA_SUCCESS)
+        r = sim_stream_resolve(h, per_thread, c, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_stream_mu);
+    *id = s->id;
+    pthread_mutex_unlock(&sim_stream_mu);
+    return CUDA_SUCCESS;
+}
+
+SIM_WRAP(cuStreamGetId, sim_stream_get_id, (CUstream hStream, unsigned long long *streamId),
+         (hStream, streamId, 0))
+SIM_WRAP(cuStreamGetId_ptsz, sim_stream_get_id, (CUstream hStream, unsigned long long *streamId),
+         (hStream, streamId, 1))
 SIM_WRAP(cuStreamDestroy, sim_stream_destroy, (CUstream hStream), (hStream))
 SIM_WRAP(cuStreamDestroy_v2, sim_stream_destroy, (CUstream hStream), (hStream))
 SIM_WRAP(cuStreamSynchronize, sim_stream_sync, (CUstream hStream), (hStream, 0))

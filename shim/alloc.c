@@ -128,11 +128,11 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
 
 CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
 {
-    if (!dptr || !size)
-        return CUDA_ERROR_INVALID_VALUE;
     ga_ctx_t *c = ga_current();
     if (GA_UNLIKELY(!c))
         return ga_real.cuMemAlloc_v2(dptr, size); /* no context: the driver's own error */
+    if (!dptr || !size)
+        return CUDA_ERROR_INVALID_VALUE;
     if (ga_tl_api)
         api = ga_tl_api;
     return ga_alloc_plain(c, dptr, size, api);
@@ -346,6 +346,8 @@ GA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
                                       size_t Height, unsigned int ElementSizeBytes)
 {
     GA_HOOK_ENTER(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    if (!ga_current()) /* no context: the driver's own error, whatever the arguments */
+        return ga_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (!dptr || !pPitch || !WidthInBytes || !Height ||
         (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
         return CUDA_ERROR_INVALID_VALUE;

@@ -28,8 +28,13 @@ GA_EXPORT CUresult cuInit(unsigned int Flags)
 GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     GA_HOOK_ENTER(cuMemGetInfo_v2, (free, total));
-    if (!free || !total)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!free || !total) {
+        /* The driver's error first (no context, not initialised), as it would answer; the
+         * shim's own places for what it writes, so a NULL is never passed on. */
+        size_t f, t;
+        CUresult r = ga_real.cuMemGetInfo_v2(&f, &t);
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+    }
     size_t pfree = 0, ptotal = 0;
     CUresult r = ga_real.cuMemGetInfo_v2(&pfree, &ptotal);
     ga_ctx_t *c = r == CUDA_SUCCESS ? ga_current() : NULL;

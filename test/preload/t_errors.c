@@ -235,10 +235,28 @@ START_TEST(missing_driver_is_explained)
 }
 END_TEST
 
+/* Without a current context the driver's own error comes first, whatever else is wrong with the
+ * arguments: the shim answers as the driver does (the simulated driver, like the real one, says
+ * CUDA_ERROR_INVALID_CONTEXT), never with an error of its own. */
+START_TEST(no_context_errors_are_the_drivers)
+{
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    CUdeviceptr p;
+    size_t s;
+    ck_assert_int_eq(cuMemAlloc(NULL, 100), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_int_eq(cuMemAlloc(&p, 0), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_int_eq(cuMemAllocPitch(NULL, &s, 100, 1, 4), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_int_eq(cuMemAllocPitch(&p, &s, 100, 1, 3), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_int_eq(cuMemGetInfo(NULL, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_uint_eq(pt_counters().bytes_in_use, 0);
+}
+END_TEST
+
 TCase *pt_tcase_errors(void)
 {
     TCase *tc = tcase_create("errors");
     tcase_add_test(tc, null_out_params);
+    tcase_add_test(tc, no_context_errors_are_the_drivers);
     tcase_add_test(tc, size_zero);
     tcase_add_test(tc, bad_frees_arena);
     tcase_add_test(tc, double_frees_while_pending);

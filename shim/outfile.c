@@ -7,6 +7,13 @@
  * can reach: whatever it leads to is written through, opened for appending, because replacing or
  * truncating it would destroy what the program itself wrote there. Devices and FIFOs are opened
  * without blocking, so a FIFO nobody reads is a message rather than a process that never exits.
+ * A /proc fd link of this process itself (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N)
+ * is not opened anew at all: a new open file description has an offset of its own, so the
+ * program's output, which exit() flushes from its stdio buffers after the shim's destructor has
+ * run, would land on top of the report. It is written through a dup of the descriptor (one offset
+ * for both), after fflush(NULL), so the program's buffered output comes first, whole and once.
+ * Such a descriptor is watched from start: if by exit it was closed, or its number reused for
+ * another file, nothing is written to it (that file is not the output that was named).
  * Everything here runs at start or at exit, never on the allocation path.
  */
 #define _GNU_SOURCE
@@ -14,8 +21,10 @@
 
 #include "shim.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +37,7 @@ typedef enum {
     GA_OUT_NEW,     /* nothing there yet: created atomically */
     GA_OUT_REGULAR, /* a regular file: replaced atomically */
     GA_OUT_THROUGH, /* a character device, a FIFO, or what a /proc fd link leads to: appended to */
+    GA_OUT_OWN,     /* one of this process's own descriptors: written through a dup of it */
     GA_OUT_DIR,     /* refused */
     GA_OUT_OTHER,   /* a block device or a socket: refused */
 } ga_out_kind_t;
@@ -35,33 +45,53 @@ typedef enum {
 typedef struct ga_out {
     ga_out_kind_t kind;
     char target[GA_OUTFILE_PATH_MAX]; /* what to open, or to rename onto */
-    struct stat st;                   /* of target, when it exists */
+    struct stat st;                   /* of target when it exists; GA_OUT_OWN: of own_fd if open */
+    int own_fd;                       /* GA_OUT_OWN: the descriptor's number; -1 otherwise */
+    int own_err;                      /* GA_OUT_OWN: why fstat of it failed (EBADF: closed), or 0 */
 } ga_out_t;
+
+/* What a descriptor named at start (GPUARENA_STATS=/dev/stdout) referred to then: at exit it must
+ * still be that file, or the number was reused and the output would go somewhere never named. */
+typedef struct ga_out_watch {
+    const char *var; /* NULL: slot unused */
+    int fd, was_open;
+    dev_t dev;
+    ino_t ino;
+} ga_out_watch_t;
 
 /* Set at start (before any hook runs), read at exit: the trace's path and whether a report that
  * clashed with it was already reported. */
 static char ga_protected[GA_OUTFILE_PATH_MAX];
 static const char *ga_protected_var = "GPUARENA_TRACE";
 static int ga_clash_said;
+/* Set at start (ga_outfile_watch, under the shim's init once), read at exit: one per variable. */
+static ga_out_watch_t ga_watched[2]; /* GPUARENA_STATS, GPUARENA_TRACE */
 
-int ga_outfile_expand(const char *var, const char *tmpl, char *out, size_t len)
+/* ga_outfile_expand without a message: -1 when too long. */
+static int ga_out_expand(const char *tmpl, char *out, size_t len)
 {
     char pid[24];
     size_t pl = (size_t)snprintf(pid, sizeof pid, "%d", (int)getpid()), o = 0;
     for (const char *s = tmpl; *s;) {
         int is_pid = s[0] == '%' && s[1] == 'p';
         size_t n = is_pid ? pl : 1;
-        if (o + n >= len) {
-            ga_log(GA_LOG_ERROR, "%s is longer than %zu bytes once %%p is expanded; use a shorter "
-                   "path", var, len - 1);
+        if (o + n >= len)
             return -1;
-        }
         memcpy(out + o, is_pid ? pid : s, n);
         o += n;
         s += is_pid ? 2 : 1;
     }
     out[o] = '\0';
     return 0;
+}
+
+int ga_outfile_expand(const char *var, const char *tmpl, char *out, size_t len)
+{
+    if (ga_out_expand(tmpl, out, len) == 0)
+        return 0;
+    ga_log(GA_LOG_ERROR, "%s is longer than %zu bytes once %%p is expanded; use a shorter path",
+           var, len - 1);
+    return -1;
 }
 
 /* p with its directory made canonical (realpath), its last component kept as it is, so that a
@@ -110,12 +140,62 @@ static int ga_out_follow(const char *path, char *out, size_t len, int *fdlink)
     return -1;
 }
 
+/* Digits only (strtoul would take a sign or spaces) into *v; the first byte after them. */
+static const char *ga_out_number(const char *s, unsigned long *v)
+{
+    if (!isdigit((unsigned char)*s))
+        return NULL;
+    char *end;
+    errno = 0;
+    *v = strtoul(s, &end, 10);
+    return errno ? NULL : end;
+}
+
+/* N when target (as ga_out_follow leaves it) is this process's own descriptor N as /proc shows
+ * it, "/proc/PID/fd/N" or "/proc/PID/task/TID/fd/N" with PID ours: what /dev/stdout, /dev/stderr,
+ * /dev/fd/N, /proc/self/fd/N and /proc/thread-self/fd/N come to. -1 for anything else (another
+ * process's descriptor is opened anew, as any fd link is). */
+static int ga_out_own_fd(const char *target)
+{
+    unsigned long pid, tid, fd;
+    const char *s = strncmp(target, "/proc/", 6) ? NULL : ga_out_number(target + 6, &pid);
+    if (!s || pid != (unsigned long)getpid())
+        return -1;
+    if (!strncmp(s, "/task/", 6) && !(s = ga_out_number(s + 6, &tid)))
+        return -1;
+    if (strncmp(s, "/fd/", 4) || !(s = ga_out_number(s + 4, &fd)) || *s || fd > INT_MAX)
+        return -1;
+    return (int)fd;
+}
+
+/* The kind of what descriptor fd refers to: only the descriptor itself is looked at, so a pipe, a
+ * deleted file or a terminal is seen as it is, and a closed descriptor is said at write time. */
+static int ga_out_classify_own(int fd, ga_out_t *o)
+{
+    o->own_fd = fd;
+    o->kind = GA_OUT_OWN;
+    if (fstat(fd, &o->st) != 0) {
+        o->own_err = errno;
+        return 0;
+    }
+    if (S_ISDIR(o->st.st_mode))
+        o->kind = GA_OUT_DIR;
+    else if (!S_ISREG(o->st.st_mode) && !S_ISCHR(o->st.st_mode) && !S_ISFIFO(o->st.st_mode))
+        o->kind = GA_OUT_OTHER;
+    return 0;
+}
+
 static int ga_out_classify(const char *path, ga_out_t *o)
 {
     int fdlink;
     memset(o, 0, sizeof *o);
+    o->own_fd = -1;
     if (ga_out_follow(path, o->target, sizeof o->target, &fdlink) != 0)
         return -1;
+    /* Before stat: a closed descriptor's /proc link does not exist, and is no new file either. */
+    int own = ga_out_own_fd(o->target);
+    if (own >= 0)
+        return ga_out_classify_own(own, o);
     if (stat(o->target, &o->st) != 0) {
         if (errno != ENOENT || fdlink)
             return -1;
@@ -196,6 +276,70 @@ static void ga_out_open_failed(const char *var, const char *path, const ga_out_t
                "in a writable directory", var, path, strerror(err), consequence);
 }
 
+void ga_outfile_watch(const char *var, const char *tmpl)
+{
+    char path[GA_OUTFILE_PATH_MAX];
+    ga_out_t o;
+    if (!tmpl || !strcmp(tmpl, "-") || ga_out_expand(tmpl, path, sizeof path) != 0 ||
+        ga_out_classify(path, &o) != 0 || o.own_fd < 0)
+        return;
+    for (size_t i = 0; i < sizeof ga_watched / sizeof *ga_watched; i++)
+        if (!ga_watched[i].var || !strcmp(ga_watched[i].var, var)) {
+            ga_watched[i] = (ga_out_watch_t){.var = var, .fd = o.own_fd, .was_open = !o.own_err,
+                                             .dev = o.st.st_dev, .ino = o.st.st_ino};
+            return;
+        }
+}
+
+static const ga_out_watch_t *ga_out_watch_of(const char *var, int fd)
+{
+    for (size_t i = 0; i < sizeof ga_watched / sizeof *ga_watched; i++)
+        if (ga_watched[i].var && !strcmp(ga_watched[i].var, var) && ga_watched[i].fd == fd)
+            return &ga_watched[i];
+    return NULL;
+}
+
+/* Why descriptor o->own_fd must not take var's output, or NULL: closed, reused for another file
+ * since start (writing there would put the report into a file nobody named), or read-only. */
+static const char *ga_out_own_refusal(const char *var, const ga_out_t *o)
+{
+    const ga_out_watch_t *w = ga_out_watch_of(var, o->own_fd);
+    if (o->own_err == EBADF)
+        return "which is closed (the program closed it, or it was never open)";
+    if (w && !w->was_open)
+        return "which was closed when gpuarena started and now refers to a file the program "
+               "opened since";
+    if (w && (w->dev != o->st.st_dev || w->ino != o->st.st_ino))
+        return "which now refers to another file than at start (the program closed or redirected "
+               "it)";
+    if ((fcntl(o->own_fd, F_GETFL) & O_ACCMODE) == O_RDONLY)
+        return "which is open for reading only";
+    return NULL;
+}
+
+/* A dup of o->own_fd, sharing its offset, for var's output; -1 with a message (consequence, and
+ * a file path to use instead, e.g. example) when it cannot take it. Above 2, so that the trace's
+ * copy never takes a standard number the program closed and means to reopen. The descriptor's
+ * flags are the program's (its O_NONBLOCK too): they are shared, so never changed here. */
+static int ga_out_dup_own(const char *var, const char *path, const ga_out_t *o,
+                          const char *consequence, const char *example)
+{
+    if (o->own_err && o->own_err != EBADF) { /* not closed, yet fstat failed: say why */
+        ga_out_open_failed(var, path, o, o->own_err, consequence);
+        return -1;
+    }
+    const char *why = ga_out_own_refusal(var, o);
+    if (why) {
+        ga_log(GA_LOG_ERROR, "%s='%s' names descriptor %d, %s: %s; give %s a file path instead, "
+               "e.g. '%s'", var, path, o->own_fd, why, consequence, var, example);
+        return -1;
+    }
+    int fd = fcntl(o->own_fd, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0)
+        ga_out_open_failed(var, path, o, errno, consequence);
+    return fd;
+}
+
 int ga_outfile_open_log(const char *var, const char *path)
 {
     static const char *untraced = "this process runs untraced";
@@ -210,6 +354,8 @@ int ga_outfile_open_log(const char *var, const char *path)
                why, untraced, o.kind == GA_OUT_DIR ? path : "/tmp");
         return -1;
     }
+    if (o.kind == GA_OUT_OWN) /* written through, never locked nor truncated */
+        return ga_out_dup_own(var, path, &o, untraced, "/tmp/trace-%p.gatrace");
     int fd = o.kind == GA_OUT_THROUGH
                  ? ga_out_open_through(&o)
                  : open(o.target, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -301,12 +447,50 @@ static int ga_out_write_atomic(const char *var, const char *path, const ga_out_t
     return -1;
 }
 
+/* The program's buffered output, flushed now: exit() would flush it only after this destructor,
+ * after the report (or, through an offset of its own, over it). SIGPIPE is held back meanwhile,
+ * not swallowed: a reader of the program's output that went away still ends the program, as
+ * exit()'s own flush would have, but only once the report is out (ga_out_flushed unblocks it). */
+static void ga_out_flush_program(sigset_t *old)
+{
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, old);
+    fflush(NULL);
+}
+
+static int ga_out_flushed(const sigset_t *old, int r)
+{
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+    return r;
+}
+
+/* A report through the program's own descriptor, after the program's own buffered output. */
+static int ga_out_write_own(const char *var, const char *path, const ga_out_t *o,
+                            void (*writer)(FILE *f))
+{
+    static const char *nothing = "nothing was written";
+    int fd = ga_out_dup_own(var, path, o, nothing, "/tmp/stats-%p.json");
+    if (fd < 0)
+        return -1;
+    sigset_t old;
+    ga_out_flush_program(&old);
+    if (ga_out_fill_guarded(fd, writer) != 0) {
+        ga_out_open_failed(var, path, o, errno, nothing);
+        return ga_out_flushed(&old, -1);
+    }
+    return ga_out_flushed(&old, 0);
+}
+
 int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
 {
-    if (!strcmp(tmpl, "-")) {
+    if (!strcmp(tmpl, "-")) { /* after the program's buffered output, as for /dev/stderr */
+        sigset_t old;
+        ga_out_flush_program(&old);
         writer(stderr);
         fflush(stderr);
-        return 0;
+        return ga_out_flushed(&old, 0);
     }
     char path[GA_OUTFILE_PATH_MAX];
     if (ga_outfile_expand(var, tmpl, path, sizeof path) != 0 || ga_outfile_clash(var, tmpl))
@@ -322,6 +506,8 @@ int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
                "'%s/stats-%%p.json'", var, path, why, o.kind == GA_OUT_DIR ? path : "/tmp");
         return -1;
     }
+    if (o.kind == GA_OUT_OWN)
+        return ga_out_write_own(var, path, &o, writer);
     if (o.kind != GA_OUT_THROUGH)
         return ga_out_write_atomic(var, path, &o, writer);
     int fd = ga_out_open_through(&o);

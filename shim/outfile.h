@@ -5,9 +5,14 @@
  * - "%p" in a template becomes the pid (GPUARENA_STATS and GPUARENA_TRACE alike).
  * - A report goes to a regular file (or a new one) atomically: a temporary file beside the target,
  *   then rename onto it. A symlink is followed and its target replaced, never the link itself.
- * - A character device, a FIFO, or a file reached through a /proc fd link (/dev/stdout,
- *   /dev/null, /proc/self/fd/1) is written through: opened for appending, never replaced nor
- *   truncated. A directory, a block device or a socket is refused with a message.
+ * - A character device, a FIFO, or a file reached through a /proc fd link (/dev/null,
+ *   /proc/PID/fd/1 of another process) is written through: opened for appending, never replaced
+ *   nor truncated. A directory, a block device or a socket is refused with a message.
+ * - The process's own descriptor (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N) is
+ *   written through a dup of it, sharing the program's offset, after fflush(NULL) for a report, so
+ *   the program's buffered output comes first and nothing overwrites anything. A descriptor
+ *   closed by then, or whose number now names another file than at start, is a message and no
+ *   write (the report would land in a file nobody named).
  * - The trace path is protected: a report that names the same file (same path after %p, or a
  *   symlink or hard link to it) is not written; the trace wins.
  * - A trace that is a regular file is truncated only under an exclusive flock held for the life of
@@ -34,9 +39,15 @@ void ga_outfile_protect(const char *var, const char *path);
  * it says so (the trace is kept, the report is not written), later calls are quiet. */
 int ga_outfile_clash(const char *var, const char *tmpl);
 
+/* Notes, at start, which file the descriptor that tmpl (for variable var) names refers to, when
+ * tmpl names one of the process's own (/dev/stdout...): at exit it is written only if it still
+ * refers to that file. Quiet; call once per variable, before any output is opened. */
+void ga_outfile_watch(const char *var, const char *tmpl);
+
 /* Opens path (expanded) to append a trace, by the rules above: a regular or new file is locked and
- * truncated, a device or FIFO written through. The descriptor (O_APPEND, close-on-exec), or -1
- * with a message saying why and that the process runs on without it. */
+ * truncated, a device or FIFO written through, the process's own descriptor duplicated. The
+ * descriptor (close-on-exec; O_APPEND unless it is a dup, which shares the program's offset), or
+ * -1 with a message saying why and that the process runs on without it. */
 int ga_outfile_open_log(const char *var, const char *path);
 
 /* Writes a report: writer(f) fills f, and the result lands at the file tmpl names ("-": stderr)

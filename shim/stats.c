@@ -59,6 +59,7 @@ void ga_stats_start(void)
     ga_start_ticks = ga_now();
     ga_start_ns = ga_mono_ns();
     ga_timing = ga_opt.stats != NULL || ga_opt.trace != NULL;
+    ga_outfile_watch("GPUARENA_STATS", ga_opt.stats); /* /dev/stdout must still be it at exit */
 }
 
 /* Ticks to ns: the ratio measured over the whole run (1 where ticks are ns already). */

@@ -122,6 +122,7 @@ void ga_trace_start(void)
     if (ga_outfile_expand("GPUARENA_TRACE", ga_opt.trace, ga_trace_path, sizeof ga_trace_path))
         return;
     ga_outfile_protect("GPUARENA_TRACE", ga_trace_path);
+    ga_outfile_watch("GPUARENA_TRACE", ga_opt.trace);
     if (ga_opt.stats)
         ga_outfile_clash("GPUARENA_STATS", ga_opt.stats);
     ga_trace_calibrate();

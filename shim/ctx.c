@@ -600,6 +600,8 @@ void ga_ctx_fork_child(void)
             ga_mutex_init(&dv->lock); /* a parent thread's sleep on it is not the child's */
             ga_ptrmap_fini(&dv->handles);
             memset(&dv->handles, 0, sizeof dv->handles);
+            ga_ptrmap_fini(&dv->maps);
+            memset(&dv->maps, 0, sizeof dv->maps);
             memset(&dv->counts, 0, sizeof dv->counts);
         }
     }

@@ -7,22 +7,54 @@
  * cuMemAllocAsync would cap nothing. Each is checked against the cap before the driver call and
  * recorded in its context's pass-through table (cuMemCreate handles, which belong to a device and
  * outlive contexts, in the device's), so its free gives the bytes back.
+ * A cuMemCreate handle's memory lives until the handle has been released as often as it was
+ * created and retained (cuMemRetainAllocationHandle) and every mapping of it is unmapped (the
+ * driver frees it only then), so its bytes stay under the cap until both have happened: the
+ * device's table counts each handle's references and mappings, and a second table keeps each
+ * mapping's address, size and handle for cuMemUnmap. A handle needs no context: one made
+ * from a thread with none current is counted against the device it names.
  * The runtime hooks (cudaMalloc, cudaFree, cudaMemGetInfo) only tag the thread with the entry
  * point and call the real runtime, which reaches the driver hooks underneath: the driver-level
  * hook then counts the call once, under the runtime's name.
  */
 #include "shim.h"
 
-/* Before the driver call: the context, and the bytes committed against its device's cap. */
-static CUresult ga_pass_begin(size_t size, int dev, ga_ctx_t **cp, int *devp)
+/* A handle's aux in the device's table: the entry point, its references (cuMemCreate and each
+ * cuMemRetainAllocationHandle, less each cuMemRelease) and its live mappings. */
+#define GA_HANDLE_AUX(api, refs, maps) \
+    ((uint64_t)(api) | (uint64_t)(refs) << 8 | (uint64_t)(maps) << 32)
+#define GA_HANDLE_API(aux) ((uint8_t)((aux) & 0xff))
+#define GA_HANDLE_REFS(aux) (((aux) >> 8) & 0xffffff)
+#define GA_HANDLE_MAPS(aux) ((aux) >> 32)
+
+/* Whether dev is a device the driver has: a handle made with no context current names one. */
+static int ga_dev_exists(int dev)
+{
+    int n = 0;
+    return dev >= 0 && dev < GA_MAX_DEVICES && ga_real.cuDeviceGetCount &&
+           ga_real.cuDeviceGetCount(&n) == CUDA_SUCCESS && dev < n;
+}
+
+/* Before the driver call: the context, and the bytes committed against its device's cap (*cp
+ * NULL: nothing committed). dev: the device a cuMemCreate names (-1: the context's); handle: a
+ * cuMemCreate, which needs no context when it names a device the driver has. */
+static CUresult ga_pass_begin(size_t size, int dev, int handle, ga_ctx_t **cp, int *devp,
+                              int *committed)
 {
     ga_ctx_t *c = ga_current();
     *cp = c;
-    if (!c)
+    *committed = 0;
+    if (c)
+        *devp = dev >= 0 && dev < GA_MAX_DEVICES ? dev : c->dev;
+    else if (handle && ga_dev_exists(dev))
+        *devp = dev;
+    else
         return CUDA_SUCCESS; /* no context: let the driver answer */
-    *devp = dev >= 0 && dev < GA_MAX_DEVICES ? dev : c->dev;
     ga_dev_setup(*devp);
-    return ga_dev_commit_pass(c, *devp, size) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!ga_dev_commit_pass(c, *devp, size))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *committed = 1;
+    return CUDA_SUCCESS;
 }
 
 /* After the driver call: record it where its free will find it (the context's table, or the
@@ -30,7 +62,9 @@ static CUresult ga_pass_begin(size_t size, int dev, ga_ctx_t **cp, int *devp)
 static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_t key, size_t size,
                         uint8_t api, uint64_t t0, int handle)
 {
-    if (!c)
+    if (!committed && r != CUDA_ERROR_OUT_OF_MEMORY)
+        return; /* nothing counted: no context, or a device the driver does not have */
+    if (!c && !handle)
         return;
     if (ga_tl_api)
         api = ga_tl_api;
@@ -40,7 +74,8 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
     int recorded = 0;
     ga_mutex_lock(lock);
     if (r == CUDA_SUCCESS) {
-        ga_pentry_t e = {.key = key, .size = size, .aux = api};
+        ga_pentry_t e = {.key = key, .size = size,
+                         .aux = handle ? GA_HANDLE_AUX(api, 1, 0) : api};
         /* A dead context's memory went with it; no record can outlive it. */
         recorded = (handle || !atomic_load(&c->dead)) && ga_ptrmap_put(table, &e) == 0;
     }
@@ -53,7 +88,7 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
     } else if (committed) {
         ga_dev_uncommit(dev, size); /* failed, or cannot be tracked: not counted rather than leaked */
     }
-    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && c)
         ga_oom_explain_pass(c, api, size);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
@@ -67,9 +102,8 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
             return CUDA_ERROR_INVALID_VALUE;                                               \
         uint64_t t0 = ga_timing ? ga_now() : 0;                                            \
         ga_ctx_t *c = NULL;                                                                \
-        int dev = 0;                                                                       \
-        CUresult r = ga_pass_begin(bytesize, -1, &c, &dev);                                \
-        int committed = c && r == CUDA_SUCCESS;                                            \
+        int dev = 0, committed;                                                            \
+        CUresult r = ga_pass_begin(bytesize, -1, 0, &c, &dev, &committed);                 \
         if (r == CUDA_SUCCESS)                                                             \
             r = ga_real.name call;                                                         \
         ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize, api, t0, 0); \
@@ -138,9 +172,8 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     uint64_t t0 = ga_timing ? ga_now() : 0;
     int want = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
     ga_ctx_t *c = NULL;
-    int dev = 0;
-    CUresult r = ga_pass_begin(size, want, &c, &dev);
-    int committed = c && r == CUDA_SUCCESS;
+    int dev = 0, committed;
+    CUresult r = ga_pass_begin(size, want, 1, &c, &dev, &committed);
     if (r == CUDA_SUCCESS)
         r = ga_real.cuMemCreate(handle, size, prop, flags);
     ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size,
@@ -148,33 +181,176 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     return r;
 }
 
-/* The program's handles live in their device's table; the driver decides first, and the record
- * goes only when the driver released the handle. */
+/* Gives back a handle's bytes (dv->lock not held): released and unmapped, its memory is gone. */
+static void ga_handle_gone(int dev, uint64_t size)
+{
+    ga_dev_uncommit(dev, size);
+    ga_level_add(GA_LEVEL_RESERVED, -(int64_t)size);
+    ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)size);
+    ga_level_add(GA_LEVEL_IN_USE, -(int64_t)size);
+}
+
+/* Adds d_refs references and d_maps mappings to handle h of device d (dv->lock held); 1 and the
+ * handle's size in *gone when that left it with neither, so its record went. 0: not the
+ * program's handle on d, or still alive. */
+static int ga_handle_adjust(ga_dev_t *dv, uint64_t h, int d_refs, int d_maps, uint64_t *gone)
+{
+    ga_pentry_t *e = h ? ga_ptrmap_get(&dv->handles, h) : NULL;
+    if (!e)
+        return 0;
+    uint64_t refs = GA_HANDLE_REFS(e->aux), maps = GA_HANDLE_MAPS(e->aux);
+    refs = d_refs < 0 && refs < (uint64_t)-d_refs ? 0 : refs + (uint64_t)(int64_t)d_refs;
+    maps = d_maps < 0 && maps < (uint64_t)-d_maps ? 0 : maps + (uint64_t)(int64_t)d_maps;
+    e->aux = GA_HANDLE_AUX(GA_HANDLE_API(e->aux), refs & 0xffffff, maps);
+    if (refs || maps)
+        return 0;
+    *gone = e->size;
+    ga_ptrmap_take(&dv->handles, h, NULL);
+    return 1;
+}
+
+/* The device whose table holds handle h, or -1 (not one of the program's cuMemCreate handles). */
+static int ga_handle_dev(uint64_t h)
+{
+    for (int d = 0; h && d < GA_MAX_DEVICES; d++) {
+        ga_dev_t *dv = ga_dev(d);
+        if (!atomic_load_explicit(&dv->known, memory_order_acquire))
+            continue;
+        ga_mutex_lock(&dv->lock);
+        int found = ga_ptrmap_get(&dv->handles, h) != NULL;
+        ga_mutex_unlock(&dv->lock);
+        if (found)
+            return d;
+    }
+    return -1;
+}
+
+/* The driver decides first, and the records change only when it did what was asked. The last
+ * release of a handle still mapped leaves its bytes counted: the driver keeps the memory until
+ * the last cuMemUnmap of it. */
 GA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     GA_HOOK_ENTER(cuMemRelease, (handle));
     uint64_t t0 = ga_timing ? ga_now() : 0;
     CUresult r = ga_real.cuMemRelease(handle);
-    if (r != CUDA_SUCCESS || !handle)
+    int d = r == CUDA_SUCCESS ? ga_handle_dev((uint64_t)handle) : -1;
+    if (d < 0)
         return r;
+    ga_dev_t *dv = ga_dev(d);
+    uint64_t size = 0;
+    ga_mutex_lock(&dv->lock);
+    int gone = ga_handle_adjust(dv, (uint64_t)handle, -1, 0, &size);
+    ga_count_free(&dv->counts, GA_API_CUMEMRELEASE, t0);
+    ga_mutex_unlock(&dv->lock);
+    if (gone)
+        ga_handle_gone(d, size);
+    return r;
+}
+
+/* Another reference to the handle mapped at addr: one more cuMemRelease before it goes. */
+GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    GA_HOOK_ENTER(cuMemRetainAllocationHandle, (handle, addr));
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ga_real.cuMemRetainAllocationHandle(handle, addr);
+    int d = r == CUDA_SUCCESS ? ga_handle_dev((uint64_t)*handle) : -1;
+    if (d >= 0) {
+        ga_dev_t *dv = ga_dev(d);
+        uint64_t size = 0;
+        ga_mutex_lock(&dv->lock);
+        ga_handle_adjust(dv, (uint64_t)*handle, 1, 0, &size);
+        ga_mutex_unlock(&dv->lock);
+    }
+    return r;
+}
+
+/* A mapping of one of the program's handles: counted on the handle, and kept by address for the
+ * cuMemUnmap that ends it. Without host memory to keep it, the handle is left uncounted for this
+ * mapping (its bytes may then come back at its release while still mapped) and it is said once. */
+GA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                            CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    GA_HOOK_ENTER(cuMemMap, (ptr, size, offset, handle, flags));
+    CUresult r = ga_real.cuMemMap(ptr, size, offset, handle, flags);
+    int d = r == CUDA_SUCCESS ? ga_handle_dev((uint64_t)handle) : -1;
+    if (d < 0)
+        return r;
+    ga_dev_t *dv = ga_dev(d);
+    uint64_t unused = 0;
+    ga_mutex_lock(&dv->lock);
+    ga_pentry_t m = {.key = (uint64_t)ptr, .size = size, .aux = (uint64_t)handle};
+    int kept = ptr && ga_ptrmap_put(&dv->maps, &m) == 0;
+    if (kept)
+        ga_handle_adjust(dv, (uint64_t)handle, 0, 1, &unused);
+    ga_mutex_unlock(&dv->lock);
+    static _Atomic int told;
+    if (!kept && !atomic_exchange(&told, 1))
+        ga_log(GA_LOG_WARN, "out of host memory to record a mapping of a cuMemCreate handle: its "
+               "bytes may leave the cap at its cuMemRelease while still mapped");
+    return r;
+}
+
+/* Ends the recorded mapping at address a on some device (its handle's mapping count, and the
+ * handle's bytes if that was its last mapping after its last release); its size in *size, or 0
+ * when no mapping of the program's handles starts at a. */
+static void ga_unmap_one(uint64_t a, uint64_t *size)
+{
+    *size = 0;
     for (int d = 0; d < GA_MAX_DEVICES; d++) {
         ga_dev_t *dv = ga_dev(d);
         if (!atomic_load_explicit(&dv->known, memory_order_acquire))
             continue;
-        ga_pentry_t e = {0};
+        ga_pentry_t m;
+        uint64_t bytes = 0;
+        int gone = 0;
         ga_mutex_lock(&dv->lock);
-        int found = ga_ptrmap_take(&dv->handles, (uint64_t)handle, &e);
-        if (found) {
-            ga_count_free(&dv->counts, GA_API_CUMEMRELEASE, t0);
-        }
+        int found = dv->maps.count && ga_ptrmap_take(&dv->maps, a, &m);
+        if (found)
+            gone = ga_handle_adjust(dv, m.aux, 0, -1, &bytes);
         ga_mutex_unlock(&dv->lock);
         if (found) {
-            ga_dev_uncommit(d, e.size);
-            ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
-            ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
-            ga_level_add(GA_LEVEL_IN_USE, -(int64_t)e.size);
-            break;
+            if (gone)
+                ga_handle_gone(d, bytes);
+            *size = m.size;
+            return;
         }
+    }
+}
+
+/* The lowest recorded mapping address in [from, to), or 0: for a range that also holds mappings
+ * the shim does not keep (another process's handle, a mapping it had no memory to record). */
+static uint64_t ga_next_mapping(uint64_t from, uint64_t to)
+{
+    uint64_t best = 0;
+    for (int d = 0; d < GA_MAX_DEVICES; d++) {
+        ga_dev_t *dv = ga_dev(d);
+        if (!atomic_load_explicit(&dv->known, memory_order_acquire))
+            continue;
+        ga_mutex_lock(&dv->lock);
+        for (size_t i = 0; dv->maps.slots && i <= dv->maps.mask; i++) {
+            uint64_t k = dv->maps.slots[i].key;
+            if (k && k >= from && k < to && (!best || k < best))
+                best = k;
+        }
+        ga_mutex_unlock(&dv->lock);
+    }
+    return best;
+}
+
+/* The driver unmaps a whole mapped range, which may hold several mappings side by side: each one
+ * recorded in it ends, in address order. */
+GA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    GA_HOOK_ENTER(cuMemUnmap, (ptr, size));
+    CUresult r = ga_real.cuMemUnmap(ptr, size);
+    if (r != CUDA_SUCCESS || !ptr)
+        return r;
+    uint64_t a = (uint64_t)ptr, end = a + size < a ? UINT64_MAX : a + size;
+    while (a && a < end) {
+        uint64_t n;
+        ga_unmap_one(a, &n);
+        a = n ? a + n : ga_next_mapping(a + 1, end);
     }
     return r;
 }

@@ -85,8 +85,6 @@ typedef struct ga_real {
     X(cuDeviceGetUuid, (CUuuid *, CUdevice))                                                  \
     X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))  \
     X(cuMemAddressFree, (CUdeviceptr, size_t))                                                \
-    X(cuMemMap, (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)) \
-    X(cuMemUnmap, (CUdeviceptr, size_t))                                                      \
     X(cuMemSetAccess, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))                 \
     X(cuMemGetAllocationGranularity,                                                          \
       (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))
@@ -238,7 +236,9 @@ typedef struct ga_dev {
     uint64_t physical_total;
     _Atomic int known;
     ga_mutex_t lock;           /* guards handles and counts */
-    ga_ptrmap_t handles;       /* the program's cuMemCreate handles: key handle, size, aux api */
+    ga_ptrmap_t handles;       /* the program's cuMemCreate handles: key handle, size, aux
+                                  GA_HANDLE_AUX(api, references, mappings) (passthrough.c) */
+    ga_ptrmap_t maps;          /* their mappings (cuMemMap): key address, size, aux handle */
     ga_counts_t counts;        /* the program's cuMemCreate/cuMemRelease */
     uint8_t uuid[16];          /* cuDeviceGetUuid(_v2); zero when the driver has neither */
     ga_group_t *group;         /* GPUARENA_GROUP's ledger for this device, or NULL */

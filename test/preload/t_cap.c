@@ -3,6 +3,8 @@
  */
 #include "preload_test.h"
 
+#include <pthread.h>
+
 static void pt_cap_holds(const char *mode)
 {
     pt_env(mode, "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -109,6 +111,117 @@ START_TEST(passthrough_counts_toward_cap)
 }
 END_TEST
 
+/* A cuMemCreate handle's memory lives until it is released and unmapped (the driver's rule), so
+ * its bytes stay under the cap until both have happened: released while mapped (the documented
+ * idiom: create, map, release at once), retained and released again, two mappings ended by one
+ * cuMemUnmap of the range holding both. Under a 64 MiB cap, platform mode; the simulated driver's
+ * own count of handle memory (vmm_bytes_in_use) is the witness. */
+static CUmemAllocationProp cap_prop(void)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    return prop;
+}
+
+static void cap_map(CUdeviceptr va, size_t n, CUmemGenericAllocationHandle h)
+{
+    CUmemAccessDesc a = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    ck_assert_int_eq(cuMemMap(va, n, 0, h, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemSetAccess(va, n, &a, 1), CUDA_SUCCESS);
+}
+
+START_TEST(handle_counted_until_released_and_unmapped)
+{
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUmemAllocationProp prop = cap_prop();
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h1, h2, h3, again, x;
+    ck_assert_int_eq(cuMemAddressReserve(&va, 128 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    /* Released at once while mapped: still the driver's memory, still under the cap. */
+    ck_assert_int_eq(cuMemCreate(&h1, 48 * MiB, &prop, 0), CUDA_SUCCESS);
+    cap_map(va, 48 * MiB, h1);
+    ck_assert_int_eq(cuMemRelease(h1), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 48 * MiB);
+    ck_assert_int_eq(cuMemsetD8(va, 0x11, 48 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemCreate(&x, 32 * MiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    /* Retained and released again: still mapped, still counted. */
+    ck_assert_int_eq(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va), CUDA_SUCCESS);
+    ck_assert_uint_eq(again, h1);
+    ck_assert_int_eq(cuMemRelease(again), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemCreate(&x, 32 * MiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    /* A second mapping beside it; one cuMemUnmap of the range holding both ends both. */
+    ck_assert_int_eq(cuMemCreate(&h2, 8 * MiB, &prop, 0), CUDA_SUCCESS);
+    cap_map(va + 48 * MiB, 8 * MiB, h2);
+    ck_assert_int_eq(cuMemRelease(h2), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemCreate(&x, 16 * MiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(cuMemUnmap(va, 56 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 0);
+    /* Unmapped, retained: the last release, not the unmap, gives the bytes back. */
+    ck_assert_int_eq(cuMemCreate(&h3, 60 * MiB, &prop, 0), CUDA_SUCCESS);
+    cap_map(va, 60 * MiB, h3);
+    ck_assert_int_eq(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemUnmap(va, 60 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemRelease(h3), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemCreate(&x, 8 * MiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(cuMemRelease(again), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemCreate(&x, 64 * MiB, &prop, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemRelease(x), CUDA_SUCCESS);
+    ck_assert_uint_le(pt_counters().peak_bytes_in_use, 64 * MiB);
+    size_t fr, tot;
+    ck_assert_int_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    ck_assert_uint_eq(fr, 64 * MiB);
+    /* Bad input: the driver's own answers, nothing counted. */
+    ck_assert_int_eq(cuMemRetainAllocationHandle(NULL, (void *)(uintptr_t)va), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_ne(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va), CUDA_SUCCESS);
+    ck_assert_int_ne(cuMemMap(va, 2 * MiB, 0, (CUmemGenericAllocationHandle)12345, 0), CUDA_SUCCESS);
+    ck_assert_int_ne(cuMemUnmap(va, 2 * MiB), CUDA_SUCCESS);
+    ck_assert_int_ne(cuMemRelease((CUmemGenericAllocationHandle)12345), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    ck_assert_uint_eq(fr, 64 * MiB);
+    ck_assert_int_eq(cuMemAddressFree(va, 128 * MiB), CUDA_SUCCESS);
+}
+END_TEST
+
+/* A handle made from a thread with no context current is counted against the device it names:
+ * 48 MiB fits under 64 MiB, 32 MiB more does not, and once the first is released it does. */
+static void *create_no_context(void *arg)
+{
+    (void)arg;
+    CUcontext none = NULL;
+    CUmemAllocationProp prop = cap_prop();
+    CUmemGenericAllocationHandle a, b;
+    if (cuCtxGetCurrent(&none) != CUDA_SUCCESS || none)
+        return (void *)1;
+    if (cuMemCreate(&a, 48 * MiB, &prop, 0) != CUDA_SUCCESS)
+        return (void *)2;
+    if (cuMemCreate(&b, 32 * MiB, &prop, 0) != CUDA_ERROR_OUT_OF_MEMORY)
+        return (void *)3;
+    if (cuMemRelease(a) != CUDA_SUCCESS || cuMemCreate(&b, 32 * MiB, &prop, 0) != CUDA_SUCCESS ||
+        cuMemRelease(b) != CUDA_SUCCESS)
+        return (void *)4;
+    prop.location.id = 7; /* no such device: the driver's answer, nothing counted */
+    if (cuMemCreate(&b, MiB, &prop, 0) == CUDA_SUCCESS)
+        return (void *)5;
+    return NULL;
+}
+
+START_TEST(handle_without_context_counted)
+{
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    pthread_t t;
+    void *r = (void *)-1;
+    ck_assert_int_eq(pthread_create(&t, NULL, create_no_context, NULL), 0);
+    ck_assert_int_eq(pthread_join(t, &r), 0);
+    ck_assert_msg(r == NULL, "step %d (3: a second handle escaped the cap)", (int)(intptr_t)r);
+    ck_assert_uint_le(pt_counters().peak_vmm_bytes_in_use, 64 * MiB);
+}
+END_TEST
+
 TCase *pt_tcase_cap(void)
 {
     TCase *tc = tcase_create("cap");
@@ -118,5 +231,7 @@ TCase *pt_tcase_cap(void)
     tcase_add_test(tc, cap_percent);
     tcase_add_test(tc, meminfo_free_tracks_use);
     tcase_add_test(tc, passthrough_counts_toward_cap);
+    tcase_add_test(tc, handle_counted_until_released_and_unmapped);
+    tcase_add_test(tc, handle_without_context_counted);
     return tc;
 }

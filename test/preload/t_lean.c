@@ -140,6 +140,17 @@ static int r_create(void *f)
                           unsigned long long))f)(&h, 2u << 20, &lean_prop, 0);
 }
 static int r_release(void *f) { return ((CUresult (*)(CUmemGenericAllocationHandle))f)(1); }
+static int r_retain(void *f)
+{
+    CUmemGenericAllocationHandle h;
+    return ((CUresult (*)(CUmemGenericAllocationHandle *, void *))f)(&h, (void *)(uintptr_t)lean_alloc());
+}
+static int r_map(void *f)
+{
+    return ((CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                          unsigned long long))f)(lean_alloc(), 2u << 20, 0, 1, 0);
+}
+static int r_unmap(void *f) { return ((CUresult (*)(CUdeviceptr, size_t))f)(lean_alloc(), 2u << 20); }
 static int r_cuda_malloc(void *f)
 {
     void *p = NULL;
@@ -227,6 +238,9 @@ static const struct lean_recipe {
     {"cuMemFreeAsync_ptsz", r_free_async},
     {"cuMemCreate", r_create},
     {"cuMemRelease", r_release},
+    {"cuMemRetainAllocationHandle", r_retain},
+    {"cuMemMap", r_map},
+    {"cuMemUnmap", r_unmap},
     {"cudaMalloc", r_cuda_malloc},
     {"cudaFree", r_cuda_free},
     {"cudaMemGetInfo", r_cuda_info},

@@ -95,6 +95,15 @@ static void tf_setenv(const char *name, const char *value)
     ck_assert_int_eq(setenv(name, value, 1), 0);
 }
 
+/* A fresh folder d holding a link `name` to `to` (/dev/stdout, /dev/stderr, ...), named by var. */
+static void tf_own_link(tf_dir_t *d, const char *var, const char *to, const char *name,
+                        char *link_path, size_t len)
+{
+    tf_mkdir(d);
+    ck_assert_int_eq(symlink(to, tf_at(d, name, link_path, len)), 0);
+    tf_setenv(var, link_path);
+}
+
 static mode_t tf_lkind(const char *path)
 {
     struct stat st;
@@ -384,9 +393,7 @@ START_TEST(stats_symlink_to_dev_null)
 {
     tf_dir_t d;
     char link_path[128], err[8192];
-    tf_mkdir(&d);
-    ck_assert_int_eq(symlink("/dev/null", tf_at(&d, "null", link_path, sizeof link_path)), 0);
-    tf_setenv("GPUARENA_STATS", link_path);
+    tf_own_link(&d, "GPUARENA_STATS", "/dev/null", "null", link_path, sizeof link_path);
     ck_assert_int_eq(tf_run(NULL, err, sizeof err, NULL), 0);
     ck_assert_msg(!strstr(err, "gpuarena:"), "no message: %s", err);
     ck_assert_int_eq(tf_lkind(link_path), S_IFLNK);
@@ -642,9 +649,7 @@ static void tf_own_stats(int to_pipe, const char *link_to, int err_to_out)
 {
     tf_dir_t d;
     char link_path[128], err[8192], sum[1024];
-    tf_mkdir(&d);
-    ck_assert_int_eq(symlink(link_to, tf_at(&d, "out-link", link_path, sizeof link_path)), 0);
-    tf_setenv("GPUARENA_STATS", link_path);
+    tf_own_link(&d, "GPUARENA_STATS", link_to, "out-link", link_path, sizeof link_path);
     tf_own_t w = TF_OWN_INIT;
     w.err_to_out = err_to_out;
     int rc = to_pipe ? tf_own_to_pipe(&w, &d, "stdout.txt", err, sizeof err)
@@ -715,9 +720,7 @@ START_TEST(stats_own_stdout_forked_child)
 {
     tf_dir_t d;
     char link_path[128], err[8192], sum[1024];
-    tf_mkdir(&d);
-    ck_assert_int_eq(symlink("/dev/stdout", tf_at(&d, "out-link", link_path, sizeof link_path)), 0);
-    tf_setenv("GPUARENA_STATS", link_path);
+    tf_own_link(&d, "GPUARENA_STATS", "/dev/stdout", "out-link", link_path, sizeof link_path);
     tf_own_t w = TF_OWN_INIT;
     w.fork_child = 1;
     ck_assert_int_eq(tf_own_to_file(&w, &d, "stdout.txt", err, sizeof err), 0);
@@ -733,9 +736,7 @@ START_TEST(stats_own_stdout_closed)
 {
     tf_dir_t d;
     char link_path[128], err[8192], sum[1024];
-    tf_mkdir(&d);
-    ck_assert_int_eq(symlink("/dev/stdout", tf_at(&d, "out-link", link_path, sizeof link_path)), 0);
-    tf_setenv("GPUARENA_STATS", link_path);
+    tf_own_link(&d, "GPUARENA_STATS", "/dev/stdout", "out-link", link_path, sizeof link_path);
     tf_own_t w = TF_OWN_INIT;
     w.close_at_end = 1;
     ck_assert_int_eq(tf_own_to_file(&w, &d, "stdout.txt", err, sizeof err), 0);
@@ -753,9 +754,7 @@ START_TEST(stats_own_stdout_number_reused)
 {
     tf_dir_t d;
     char link_path[128], data[128], err[8192], buf[64];
-    tf_mkdir(&d);
-    ck_assert_int_eq(symlink("/dev/stdout", tf_at(&d, "out-link", link_path, sizeof link_path)), 0);
-    tf_setenv("GPUARENA_STATS", link_path);
+    tf_own_link(&d, "GPUARENA_STATS", "/dev/stdout", "out-link", link_path, sizeof link_path);
     tf_own_t w = TF_OWN_INIT;
     w.close_at_end = 1;
     w.reuse_path = tf_at(&d, "data.bin", data, sizeof data);
@@ -795,9 +794,7 @@ START_TEST(stats_own_stderr_stdout_reader_gone)
 {
     tf_dir_t d;
     char link_path[128], err[8192];
-    tf_mkdir(&d);
-    ck_assert_int_eq(symlink("/dev/stderr", tf_at(&d, "err-link", link_path, sizeof link_path)), 0);
-    tf_setenv("GPUARENA_STATS", link_path);
+    tf_own_link(&d, "GPUARENA_STATS", "/dev/stderr", "err-link", link_path, sizeof link_path);
     int pfd[2];
     ck_assert_int_eq(pipe(pfd), 0);
     close(pfd[0]);
@@ -820,9 +817,7 @@ START_TEST(trace_own_stdout_file_and_pipe)
 {
     tf_dir_t d;
     char link_path[128], path[128], err[8192];
-    tf_mkdir(&d);
-    ck_assert_int_eq(symlink("/dev/stdout", tf_at(&d, "out-link", link_path, sizeof link_path)), 0);
-    tf_setenv("GPUARENA_TRACE", link_path);
+    tf_own_link(&d, "GPUARENA_TRACE", "/dev/stdout", "out-link", link_path, sizeof link_path);
     tf_own_t w = TF_OWN_INIT;
     w.quiet = 1;
     ck_assert_int_eq(tf_own_to_file(&w, &d, "file.gatrace", err, sizeof err), 0);
@@ -840,9 +835,7 @@ START_TEST(trace_own_stdout_with_program_output)
 {
     tf_dir_t d;
     char link_path[128], path[128], err[8192], buf[4096];
-    tf_mkdir(&d);
-    ck_assert_int_eq(symlink("/dev/stdout", tf_at(&d, "out-link", link_path, sizeof link_path)), 0);
-    tf_setenv("GPUARENA_TRACE", link_path);
+    tf_own_link(&d, "GPUARENA_TRACE", "/dev/stdout", "out-link", link_path, sizeof link_path);
     tf_own_t w = TF_OWN_INIT;
     ck_assert_int_eq(tf_own_to_file(&w, &d, "out", err, sizeof err), 0);
     FILE *f = fopen(tf_at(&d, "out", path, sizeof path), "r");
@@ -862,9 +855,7 @@ START_TEST(trace_own_stdout_closed)
 {
     tf_dir_t d;
     char link_path[128], err[8192];
-    tf_mkdir(&d);
-    ck_assert_int_eq(symlink("/dev/stdout", tf_at(&d, "out-link", link_path, sizeof link_path)), 0);
-    tf_setenv("GPUARENA_TRACE", link_path);
+    tf_own_link(&d, "GPUARENA_TRACE", "/dev/stdout", "out-link", link_path, sizeof link_path);
     tf_own_t w = TF_OWN_INIT;
     w.close_at_start = 1;
     ck_assert_int_eq(tf_own_to_file(&w, &d, "stdout.txt", err, sizeof err), 0);

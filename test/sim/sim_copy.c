@@ -50,9 +50,7 @@ static CUresult sim_submit(sim_work_t *w, CUstream h, int per_thread, int sync)
 {
     sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = sim_current(&c);
-    if (r == CUDA_SUCCESS)
-        r = sim_stream_resolve(h, per_thread, c, &s);
+    CUresult r = sim_stream_here(h, per_thread, &c, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (w->n == 0)

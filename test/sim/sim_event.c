@@ -138,11 +138,8 @@ static CUresult sim_event_destroy(CUevent h)
 
 static CUresult sim_event_record(CUevent h, CUstream hs, int per_thread)
 {
-    sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = sim_current(&c);
-    if (r == CUDA_SUCCESS)
-        r = sim_stream_resolve(hs, per_thread, c, &s);
+    CUresult r = sim_stream_here(hs, per_thread, NULL, &s);
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&sim_stream_mu);

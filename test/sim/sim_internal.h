@@ -149,6 +149,9 @@ int sim_stream_ok(CUstream s);                   /* NULL, legacy, per-thread or 
 /* The stream a handle names for context c: NULL is the legacy stream, or the calling thread's
  * per-thread stream when per_thread (a _ptsz/_ptds entry point); INVALID_HANDLE for a bad one. */
 CUresult sim_stream_resolve(CUstream h, int per_thread, sim_ctx_t *c, sim_stream_t **out);
+/* sim_stream_resolve in the calling thread's current context (*cp, when cp is not NULL), or the
+ * driver's error without one. */
+CUresult sim_stream_here(CUstream h, int per_thread, sim_ctx_t **cp, sim_stream_t **out);
 /* Queues w on s behind the stream's earlier work, the implicit waits of the legacy stream, and
  * *wait when given. sync: returns once it ran, with its result. *seq (optional): its number on s. */
 CUresult sim_stream_submit(sim_stream_t *s, const sim_work_t *w, const sim_dep_t *wait, int sync,

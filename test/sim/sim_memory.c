@@ -231,11 +231,8 @@ static CUresult sim_free_async(CUdeviceptr dptr, CUstream h, int per_thread)
 {
     if (sim_check_init() == CUDA_SUCCESS && !sim_stream_ok(h))
         return CUDA_ERROR_INVALID_HANDLE; /* the stream is checked first, as before streams ran */
-    sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = sim_current(&c);
-    if (r == CUDA_SUCCESS)
-        r = sim_stream_resolve(h, per_thread, c, &s);
+    CUresult r = sim_stream_here(h, per_thread, NULL, &s);
     if (r != CUDA_SUCCESS)
         return r;
     sim_latency();

@@ -198,6 +198,15 @@ CUresult sim_stream_resolve(CUstream h, int per_thread, sim_ctx_t *c, sim_stream
     return r;
 }
 
+CUresult sim_stream_here(CUstream h, int per_thread, sim_ctx_t **cp, sim_stream_t **out)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_current(&c);
+    if (cp)
+        *cp = c;
+    return r == CUDA_SUCCESS ? sim_stream_resolve(h, per_thread, c, out) : r;
+}
+
 /* ---- running the queues ---- */
 
 /* Microseconds an operation takes before it acts: only work that touches memory is delayed. */
@@ -507,11 +516,8 @@ static CUresult sim_stream_destroy(CUstream h)
  * blocking streams' earlier work, as anything queued there does. Other streams: their own work. */
 static CUresult sim_stream_sync(CUstream h, int per_thread)
 {
-    sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = sim_current(&c);
-    if (r == CUDA_SUCCESS)
-        r = sim_stream_resolve(h, per_thread, c, &s);
+    CUresult r = sim_stream_here(h, per_thread, NULL, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (s->kind == SIM_LEGACY) {
@@ -528,9 +534,7 @@ static CUresult sim_stream_query(CUstream h, int per_thread)
 {
     sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = sim_current(&c);
-    if (r == CUDA_SUCCESS)
-        r = sim_stream_resolve(h, per_thread, c, &s);
+    CUresult r = sim_stream_here(h, per_thread, &c, &s);
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&sim_stream_mu);
@@ -544,11 +548,8 @@ static CUresult sim_stream_query(CUstream h, int per_thread)
 /* The stream's ID, as the real driver's: a per-thread stream's is its own in each thread. */
 static CUresult sim_stream_get_id(CUstream h, unsigned long long *id, int per_thread)
 {
-    sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = sim_current(&c);
-    if (r == CUDA_SUCCESS)
-        r = sim_stream_resolve(h, per_thread, c, &s);
+    CUresult r = sim_stream_here(h, per_thread, NULL, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (!id)

@@ -280,7 +280,11 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
         if (r == CUDA_SUCCESS)
             r = ga_with_owner((uintptr_t)p, ga_free_owned, &j, CUDA_ERROR_INVALID_VALUE);
     } else if (r == GA_NO_OWNER) {
-        r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
+        CUresult lr;
+        if (ga_dev_free_loose((uint64_t)p, api, j.t0, real_free, s, &lr))
+            r = lr; /* a stream-ordered allocation whose context is gone */
+        else
+            r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
     }
     if (j.gone.key && j.gone_later) {
         ga_level_add(GA_LEVEL_IN_USE, -(int64_t)j.gone.size); /* the rest once the stream passed */

@@ -423,6 +423,64 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
     return p;
 }
 
+/* cuMemAllocAsync and cuMemAllocFromPoolAsync memory the driver served outlives the context:
+ * "cuCtxDestroy() will not destroy memory allocations by cuMemCreate(), cuMemAllocAsync() and
+ * cuMemAllocFromPoolAsync()" (CUDA Driver API, cuCtxDestroy); so its record moves to the device's
+ * table, still counted, where its free finds it (ga_dev_free_loose). 1 when e moved. c->lock held;
+ * the device lock is taken inside it (never the other way round). */
+static int ga_pass_outlives(ga_ctx_t *c, const ga_pentry_t *e)
+{
+    if (c->driver_gone == 2 || (e->aux != GA_API_CUMEMALLOCASYNC && e->aux != GA_API_CUMEMALLOCFROMPOOL))
+        return 0;
+    ga_dev_t *d = &ga_devs[c->dev];
+    ga_mutex_lock(&d->lock);
+    int kept = ga_ptrmap_put(&d->loose, e) == 0;
+    ga_mutex_unlock(&d->lock);
+    return kept;
+}
+
+int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free)(CUdeviceptr, CUstream),
+                      CUstream s, CUresult *r)
+{
+    for (int dev = 0; p && dev < GA_MAX_DEVICES; dev++) {
+        ga_dev_t *d = &ga_devs[dev];
+        if (!atomic_load_explicit(&d->known, memory_order_acquire))
+            continue;
+        ga_mutex_lock(&d->lock);
+        int found = d->loose.count && ga_ptrmap_get(&d->loose, p) != NULL;
+        ga_mutex_unlock(&d->lock);
+        if (!found)
+            continue;
+        /* The driver first; the record goes only if it let the memory go (once, if two race). */
+        *r = real_free ? real_free((CUdeviceptr)p, s) : ga_real.cuMemFree_v2((CUdeviceptr)p);
+        ga_pentry_t e = {0};
+        ga_mutex_lock(&d->lock);
+        int gone = *r == CUDA_SUCCESS && ga_ptrmap_take(&d->loose, p, &e);
+        if (gone)
+            ga_count_free(&d->counts, api, t0);
+        ga_mutex_unlock(&d->lock);
+        if (!gone)
+            return 1;
+        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)e.size);
+        /* Stream-ordered: held until the stream passes the free, on the current context's list. */
+        ga_ctx_t *c = real_free ? ga_current() : NULL;
+        int later = 0;
+        if (c) {
+            ga_mutex_lock(&c->lock);
+            if (!atomic_load(&c->dead) && c->dev == dev)
+                later = ga_fence_pass_free(c, e.size, s);
+            ga_mutex_unlock(&c->lock);
+        }
+        if (!later) {
+            ga_dev_uncommit(dev, e.size);
+            ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
+            ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
+        }
+        return 1;
+    }
+    return 0;
+}
+
 /* A context is going away: give back its pool (to the driver unless the driver already freed it)
  * and its pass-through memory, and never match it again. All under its lock, so no allocation can
  * slip in between: a thread that held c before sees `dead` once it gets the lock. */
@@ -444,7 +502,7 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
     }
     for (size_t i = 0; c->pass.slots && i <= c->pass.mask; i++) {
         const ga_pentry_t *e = &c->pass.slots[i];
-        if (!e->key)
+        if (!e->key || ga_pass_outlives(c, e))
             continue;
         ga_dev_uncommit(c->dev, e->size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e->size);
@@ -602,6 +660,8 @@ void ga_ctx_fork_child(void)
             memset(&dv->handles, 0, sizeof dv->handles);
             ga_ptrmap_fini(&dv->maps);
             memset(&dv->maps, 0, sizeof dv->maps);
+            ga_ptrmap_fini(&dv->loose);
+            memset(&dv->loose, 0, sizeof dv->loose);
             memset(&dv->counts, 0, sizeof dv->counts);
         }
     }

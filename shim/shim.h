@@ -239,6 +239,8 @@ typedef struct ga_dev {
     ga_ptrmap_t handles;       /* the program's cuMemCreate handles: key handle, size, aux
                                   GA_HANDLE_AUX(api, references, mappings) (passthrough.c) */
     ga_ptrmap_t maps;          /* their mappings (cuMemMap): key address, size, aux handle */
+    ga_ptrmap_t loose;         /* stream-ordered pass-through allocations whose context is gone
+                                  (they outlive it, ga_ctx_drop): key pointer, size, aux api */
     ga_counts_t counts;        /* the program's cuMemCreate/cuMemRelease */
     uint8_t uuid[16];          /* cuDeviceGetUuid(_v2); zero when the driver has neither */
     ga_group_t *group;         /* GPUARENA_GROUP's ledger for this device, or NULL */
@@ -358,6 +360,12 @@ int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none);
 /* Gives back idle memory of every pool on dev (before an out-of-memory is reported), one context
  * lock at a time: the caller holds none. Returns the bytes given back. */
 size_t ga_dev_trim(int dev);
+/* A free of p, which no live context holds, when it is a stream-ordered pass-through allocation
+ * that outlived its context: the driver's free (real_free on s, or cuMemFree_v2), then its bytes
+ * leave the cap (once s passes the free, when a context is current). 1 and the driver's answer in
+ * *r when p was one; 0 otherwise (ctx.c). */
+int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free)(CUdeviceptr, CUstream),
+                      CUstream s, CUresult *r);
 /* ga_dev_commit for a pass-through allocation of context c (may be NULL): what the device has
  * passed, then the device's idle memory, before a refusal (ctx.c). */
 int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes);
@@ -421,7 +429,7 @@ typedef struct ga_oom {
 void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size);
 void ga_oom_report(const ga_oom_t *o); /* prints the explanation, if any; no lock held */
 /* A pass-through allocation (cuMemCreate, managed, pool) refused for want of memory that c's arena
- * holds free: says so once (oom.c). */
+ * holds free: says so once (oom.c). c NULL: no context on the device, nothing said. */
 void ga_oom_explain_pass(ga_ctx_t *c, uint8_t api, size_t size);
 void ga_oom_fork_child(void);            /* the child explains its own first failures */
 

@@ -193,6 +193,51 @@ START_TEST(ctx_destroy_refused_keeps_pool)
 }
 END_TEST
 
+/* Stream-ordered memory the driver serves (cuMemAllocAsync in platform mode, cuMemAllocFromPoolAsync
+ * in every mode) outlives the context it was allocated in (the driver frees it only when freed):
+ * after cuCtxDestroy it still counts under the cap, and its free from another context gives the
+ * bytes back. 48 + 8 MiB under a 64 MiB cap: 16 MiB more is refused until they are freed. */
+static void destroy_async_child(void *arg)
+{
+    putenv((char *)arg);
+    CUcontext prim = pt_start(), other;
+    CUdevice dev;
+    CUdeviceptr a, b, q;
+    size_t fr, tot;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&other, NULL, 0, dev) ||
+        cuMemAllocFromPoolAsync(&a, 48 * MiB, NULL, NULL) || cuMemAllocFromPoolAsync(&b, 8 * MiB, NULL, NULL) ||
+        cuCtxSynchronize() || cuCtxDestroy(other) || cuCtxSetCurrent(prim))
+        exit(2);
+    if (pt_counters().bytes_in_use < 56 * MiB)
+        exit(3); /* the driver dropped them: the simulated driver is not the real one's model */
+    if (cuMemAlloc(&q, 16 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(4); /* counted no more: the cap escaped */
+    if (cuMemGetInfo(&fr, &tot) || fr > 8 * MiB)
+        exit(5);
+    if (cuMemFreeAsync(a, NULL) || cuMemFree(b) || cuCtxSynchronize())
+        exit(6);
+    if (cuMemAlloc(&q, 16 * MiB) || cuMemFree(q))
+        exit(7);
+    if (pt_counters().peak_bytes_in_use > 64 * MiB)
+        exit(8);
+    if (cuMemFreeAsync(a, NULL) == CUDA_SUCCESS)
+        exit(9); /* freed twice */
+    exit(0);
+}
+
+START_TEST(ctx_destroy_keeps_async_memory_counted)
+{
+    static char *const modes[] = {"GPUARENA_MODE=platform", "GPUARENA_MODE=grow"};
+    for (int m = 0; m < 2; m++) {
+        char err[4096];
+        pt_env("GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(destroy_async_child, modes[m], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (4: the memory left the cap with its context); %s",
+                      modes[m], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_teardown(void)
 {
     TCase *tc = tcase_create("teardown");
@@ -204,5 +249,6 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, fork_child_allocates);
     tcase_add_test(tc, first_call_from_constructor);
     tcase_add_test(tc, ctx_destroy_refused_keeps_pool);
+    tcase_add_test(tc, ctx_destroy_keeps_async_memory_counted);
     return tc;
 }

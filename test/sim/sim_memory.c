@@ -87,11 +87,20 @@ static void sim_remove_locked(size_t i)
     tab_len--;
 }
 
+/* A context's teardown frees its memory, but not stream-ordered allocations: "cuCtxDestroy() will
+ * not destroy memory allocations by cuMemCreate(), cuMemAllocAsync() and cuMemAllocFromPoolAsync().
+ * These memory allocations are not associated with any CUDA context and need to be destroyed
+ * explicitly" (CUDA Driver API, cuCtxDestroy). Those outlive it, belonging to no context. */
 void sim_free_ctx_memory_locked(const sim_ctx_t *c)
 {
-    for (size_t i = tab_len; i-- > 0;)
-        if (tab[i].ctx == c)
+    for (size_t i = tab_len; i-- > 0;) {
+        if (tab[i].ctx != c)
+            continue;
+        if (tab[i].kind == SIM_ASYNC)
+            tab[i].ctx = NULL;
+        else
             sim_remove_locked(i);
+    }
 }
 
 static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kind, CUdeviceptr *out)

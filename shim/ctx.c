@@ -472,6 +472,9 @@ int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free
             ga_mutex_unlock(&c->lock);
         }
         if (!later) {
+            /* No context of that device current to wait on: the stream passes the free first. */
+            if (real_free && ga_real.cuStreamSynchronize)
+                ga_real.cuStreamSynchronize(s);
             ga_dev_uncommit(dev, e.size);
             ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
             ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
@@ -492,6 +495,15 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
         return;
     }
     c->driver_gone = driver_gone;
+    if (!driver_gone) {
+        /* The driver's teardown waits for the context's queued work before it frees the memory
+         * that work uses; the bytes given back below must not come back to the cap before that,
+         * or another context could be granted memory the device still holds. */
+        int pushed = ga_ctx_enter(c->ctx);
+        if (ga_real.cuCtxSynchronize)
+            ga_real.cuCtxSynchronize();
+        ga_ctx_leave(pushed);
+    }
     ga_fence_drop(c); /* pending chunks go with the pool */
     if (c->pool) {
         ga_pool_stats(c->pool, &c->final);
@@ -582,6 +594,18 @@ int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes)
     if (ga_dev_commit(dev, bytes))
         return 1;
     return ga_dev_trim(dev) && ga_dev_commit(dev, bytes);
+}
+
+void ga_dev_pass_passed(int dev)
+{
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
+            continue;
+        ga_mutex_lock(&c->lock);
+        if (c->npfree && !atomic_load(&c->dead))
+            ga_fence_pass_reclaim(c, 0);
+        ga_mutex_unlock(&c->lock);
+    }
 }
 
 size_t ga_dev_trim(int dev)

@@ -223,7 +223,8 @@ void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size)
  * smaller sizes down to what was left (scripts/gpu-check.sh on an H200, README "On a real GPU"). */
 void ga_oom_explain_pass(ga_ctx_t *c, uint8_t api, size_t size)
 {
-    if (ga_opt.log < GA_LOG_WARN || atomic_load_explicit(&ga_oom_told_pass, memory_order_relaxed))
+    if (!c || ga_opt.log < GA_LOG_WARN || /* no context on the device: no arena to hold it */
+        atomic_load_explicit(&ga_oom_told_pass, memory_order_relaxed))
         return;
     ga_stats_t s = {0};
     int arena = 0;

@@ -11,7 +11,8 @@
  * is not opened anew at all: a new open file description has an offset of its own, so the
  * program's output, which exit() flushes from its stdio buffers after the shim's destructor has
  * run, would land on top of the report. It is written through a dup of the descriptor (one offset
- * for both), after fflush(NULL), so the program's buffered output comes first, whole and once.
+ * for both), after stdout and stderr are flushed, so the program's buffered output comes first,
+ * whole and once.
  * Such a descriptor is watched from start: if by exit it was closed, or its number reused for
  * another file, nothing is written to it (that file is not the output that was named).
  * Everything here runs at start or at exit, never on the allocation path.
@@ -457,7 +458,15 @@ static void ga_out_flush_program(sigset_t *old)
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_set, old);
-    fflush(NULL);
+    /* stdout and stderr only, and only when no thread holds them: fflush(NULL) locks every stream,
+     * and a thread still blocked reading stdin (it holds stdin's lock for good) would hang the exit
+     * (exit()'s own flush takes no locks). A stream busy in another thread is left to exit(). */
+    FILE *streams[2] = {stdout, stderr};
+    for (int i = 0; i < 2; i++)
+        if (ftrylockfile(streams[i]) == 0) {
+            fflush_unlocked(streams[i]);
+            funlockfile(streams[i]);
+        }
 }
 
 static int ga_out_flushed(const sigset_t *old, int r)

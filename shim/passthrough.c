@@ -12,7 +12,8 @@
  * driver frees it only then), so its bytes stay under the cap until both have happened: the
  * device's table counts each handle's references and mappings, and a second table keeps each
  * mapping's address, size and handle for cuMemUnmap. A handle needs no context: one made
- * from a thread with none current is counted against the device it names.
+ * from a thread with none current is counted against the device it names, whatever context is
+ * current; one whose location is not a device the driver has is the driver's to refuse, uncounted.
  * The runtime hooks (cudaMalloc, cudaFree, cudaMemGetInfo) only tag the thread with the entry
  * point and call the real runtime, which reaches the driver hooks underneath: the driver-level
  * hook then counts the call once, under the runtime's name.
@@ -24,32 +25,36 @@
 #define GA_HANDLE_AUX(api, refs, maps) \
     ((uint64_t)(api) | (uint64_t)(refs) << 8 | (uint64_t)(maps) << 32)
 #define GA_HANDLE_API(aux) ((uint8_t)((aux) & 0xff))
-#define GA_HANDLE_REFS(aux) (((aux) >> 8) & 0xffffff)
+#define GA_HANDLE_REFS_MAX 0xffffffull
+#define GA_HANDLE_REFS(aux) (((aux) >> 8) & GA_HANDLE_REFS_MAX)
 #define GA_HANDLE_MAPS(aux) ((aux) >> 32)
 
-/* Whether dev is a device the driver has: a handle made with no context current names one. */
+/* Whether dev is a device the driver has, which a cuMemCreate names: set up already (only real
+ * devices are), or within the driver's count. An ordinal past it is the driver's to refuse, and
+ * setting it up would give a device that is not there a cap (and, in a group, a ledger). */
 static int ga_dev_exists(int dev)
 {
+    if (dev < 0 || dev >= GA_MAX_DEVICES)
+        return 0;
+    if (atomic_load_explicit(&ga_dev(dev)->known, memory_order_acquire))
+        return 1;
     int n = 0;
-    return dev >= 0 && dev < GA_MAX_DEVICES && ga_real.cuDeviceGetCount &&
-           ga_real.cuDeviceGetCount(&n) == CUDA_SUCCESS && dev < n;
+    return ga_real.cuDeviceGetCount && ga_real.cuDeviceGetCount(&n) == CUDA_SUCCESS && dev < n;
 }
 
-/* Before the driver call: the context, and the bytes committed against its device's cap (*cp
- * NULL: nothing committed). dev: the device a cuMemCreate names (-1: the context's); handle: a
- * cuMemCreate, which needs no context when it names a device the driver has. */
+/* Before the driver call: the context, the device whose cap the bytes go against, and whether
+ * they were committed. handle: a cuMemCreate, whose device is dev (-1: a location that is not a
+ * device) whatever context is current, none included. *devp -1: nothing to count (no context, or
+ * not a device the driver has), the driver answers alone. */
 static CUresult ga_pass_begin(size_t size, int dev, int handle, ga_ctx_t **cp, int *devp,
                               int *committed)
 {
     ga_ctx_t *c = ga_current();
     *cp = c;
     *committed = 0;
-    if (c)
-        *devp = dev >= 0 && dev < GA_MAX_DEVICES ? dev : c->dev;
-    else if (handle && ga_dev_exists(dev))
-        *devp = dev;
-    else
-        return CUDA_SUCCESS; /* no context: let the driver answer */
+    *devp = handle ? (ga_dev_exists(dev) ? dev : -1) : (c ? c->dev : -1);
+    if (*devp < 0)
+        return CUDA_SUCCESS;
     ga_dev_setup(*devp);
     if (!ga_dev_commit_pass(c, *devp, size))
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -57,15 +62,23 @@ static CUresult ga_pass_begin(size_t size, int dev, int handle, ga_ctx_t **cp, i
     return CUDA_SUCCESS;
 }
 
+/* For the OOM explainer when no context is current: a live context on dev, whose arena may be
+ * what holds the memory (a framework's allocator thread often has no context), or NULL. */
+static ga_ctx_t *ga_pass_ctx_on(int dev)
+{
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c))
+        if (c->dev == dev && !atomic_load(&c->dead))
+            return c;
+    return NULL;
+}
+
 /* After the driver call: record it where its free will find it (the context's table, or the
  * device's for a cuMemCreate handle, which outlives contexts), or give the commitment back. */
 static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_t key, size_t size,
                         uint8_t api, uint64_t t0, int handle)
 {
-    if (!committed && r != CUDA_ERROR_OUT_OF_MEMORY)
+    if (dev < 0 || (!committed && r != CUDA_ERROR_OUT_OF_MEMORY))
         return; /* nothing counted: no context, or a device the driver does not have */
-    if (!c && !handle)
-        return;
     if (ga_tl_api)
         api = ga_tl_api;
     ga_mutex_t *lock = handle ? &ga_dev(dev)->lock : &c->lock;
@@ -88,8 +101,8 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
     } else if (committed) {
         ga_dev_uncommit(dev, size); /* failed, or cannot be tracked: not counted rather than leaked */
     }
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && c)
-        ga_oom_explain_pass(c, api, size);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        ga_oom_explain_pass(c ? c : ga_pass_ctx_on(dev), api, size);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
                        r == CUDA_SUCCESS ? key : 0, size, 0, dev, t0, r);
@@ -102,7 +115,7 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
             return CUDA_ERROR_INVALID_VALUE;                                               \
         uint64_t t0 = ga_timing ? ga_now() : 0;                                            \
         ga_ctx_t *c = NULL;                                                                \
-        int dev = 0, committed;                                                            \
+        int dev = -1, committed;                                                           \
         CUresult r = ga_pass_begin(bytesize, -1, 0, &c, &dev, &committed);                 \
         if (r == CUDA_SUCCESS)                                                             \
             r = ga_real.name call;                                                         \
@@ -172,7 +185,7 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     uint64_t t0 = ga_timing ? ga_now() : 0;
     int want = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
     ga_ctx_t *c = NULL;
-    int dev = 0, committed;
+    int dev = -1, committed;
     CUresult r = ga_pass_begin(size, want, 1, &c, &dev, &committed);
     if (r == CUDA_SUCCESS)
         r = ga_real.cuMemCreate(handle, size, prop, flags);
@@ -181,13 +194,17 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     return r;
 }
 
-/* Gives back a handle's bytes (dv->lock not held): released and unmapped, its memory is gone. */
-static void ga_handle_gone(int dev, uint64_t size)
+/* Gives back handle h's bytes (dv->lock not held): released and unmapped, its memory is gone; a
+ * trace records the end of its life here, where the driver freed it. */
+static void ga_handle_gone(int dev, uint64_t h, uint64_t size)
 {
     ga_dev_uncommit(dev, size);
     ga_level_add(GA_LEVEL_RESERVED, -(int64_t)size);
     ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)size);
     ga_level_add(GA_LEVEL_IN_USE, -(int64_t)size);
+    if (GA_UNLIKELY(ga_tracing))
+        ga_trace_event(GA_EV_FREE, GA_API_CUMEMRELEASE, h, 0, 0, dev, ga_timing ? ga_now() : 0,
+                       CUDA_SUCCESS);
 }
 
 /* Adds d_refs references and d_maps mappings to handle h of device d (dv->lock held); 1 and the
@@ -199,9 +216,13 @@ static int ga_handle_adjust(ga_dev_t *dv, uint64_t h, int d_refs, int d_maps, ui
     if (!e)
         return 0;
     uint64_t refs = GA_HANDLE_REFS(e->aux), maps = GA_HANDLE_MAPS(e->aux);
-    refs = d_refs < 0 && refs < (uint64_t)-d_refs ? 0 : refs + (uint64_t)(int64_t)d_refs;
+    /* A count at its ceiling stays there: the handle stays counted rather than go early. */
+    if (refs != GA_HANDLE_REFS_MAX)
+        refs = d_refs < 0 && refs < (uint64_t)-d_refs ? 0
+               : refs + (uint64_t)(int64_t)d_refs > GA_HANDLE_REFS_MAX ? GA_HANDLE_REFS_MAX
+               : refs + (uint64_t)(int64_t)d_refs;
     maps = d_maps < 0 && maps < (uint64_t)-d_maps ? 0 : maps + (uint64_t)(int64_t)d_maps;
-    e->aux = GA_HANDLE_AUX(GA_HANDLE_API(e->aux), refs & 0xffffff, maps);
+    e->aux = GA_HANDLE_AUX(GA_HANDLE_API(e->aux), refs, maps);
     if (refs || maps)
         return 0;
     *gone = e->size;
@@ -227,23 +248,29 @@ static int ga_handle_dev(uint64_t h)
 
 /* The driver decides first, and the records change only when it did what was asked. The last
  * release of a handle still mapped leaves its bytes counted: the driver keeps the memory until
- * the last cuMemUnmap of it. */
+ * the last cuMemUnmap of it. The device's lock is held across the driver call: once the driver
+ * has freed a handle it may hand the same value to another thread's cuMemCreate, whose record
+ * must not be taken for this one's (that would leave this handle's bytes counted for ever and
+ * the new one's uncounted). */
 GA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     GA_HOOK_ENTER(cuMemRelease, (handle));
     uint64_t t0 = ga_timing ? ga_now() : 0;
-    CUresult r = ga_real.cuMemRelease(handle);
-    int d = r == CUDA_SUCCESS ? ga_handle_dev((uint64_t)handle) : -1;
+    int d = ga_handle_dev((uint64_t)handle);
     if (d < 0)
-        return r;
+        return ga_real.cuMemRelease(handle); /* not one of the program's handles: untouched */
     ga_dev_t *dv = ga_dev(d);
     uint64_t size = 0;
+    int gone = 0;
     ga_mutex_lock(&dv->lock);
-    int gone = ga_handle_adjust(dv, (uint64_t)handle, -1, 0, &size);
-    ga_count_free(&dv->counts, GA_API_CUMEMRELEASE, t0);
+    CUresult r = ga_real.cuMemRelease(handle);
+    if (r == CUDA_SUCCESS) {
+        gone = ga_handle_adjust(dv, (uint64_t)handle, -1, 0, &size);
+        ga_count_free(&dv->counts, GA_API_CUMEMRELEASE, t0);
+    }
     ga_mutex_unlock(&dv->lock);
     if (gone)
-        ga_handle_gone(d, size);
+        ga_handle_gone(d, (uint64_t)handle, size);
     return r;
 }
 
@@ -311,7 +338,7 @@ static void ga_unmap_one(uint64_t a, uint64_t *size)
         ga_mutex_unlock(&dv->lock);
         if (found) {
             if (gone)
-                ga_handle_gone(d, bytes);
+                ga_handle_gone(d, m.aux, bytes);
             *size = m.size;
             return;
         }
@@ -328,7 +355,7 @@ static uint64_t ga_next_mapping(uint64_t from, uint64_t to)
         if (!atomic_load_explicit(&dv->known, memory_order_acquire))
             continue;
         ga_mutex_lock(&dv->lock);
-        for (size_t i = 0; dv->maps.slots && i <= dv->maps.mask; i++) {
+        for (size_t i = 0; dv->maps.count && i <= dv->maps.mask; i++) {
             uint64_t k = dv->maps.slots[i].key;
             if (k && k >= from && k < to && (!best || k < best))
                 best = k;

@@ -41,6 +41,7 @@ GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     if (!c)
         return r == CUDA_SUCCESS ? (*free = pfree, *total = ptotal, r) : r;
     uint64_t f, t;
+    ga_dev_pass_passed(c->dev);
     ga_dev_view(c->dev, pfree, ptotal, &f, &t);
     *free = (size_t)f;
     *total = (size_t)t;

@@ -360,6 +360,9 @@ int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none);
 /* Gives back idle memory of every pool on dev (before an out-of-memory is reported), one context
  * lock at a time: the caller holds none. Returns the bytes given back. */
 size_t ga_dev_trim(int dev);
+/* Gives back, without waiting, the async-freed pass-through memory of dev's contexts whose streams
+ * have passed the free, so that a view of the device (cuMemGetInfo) does not count it (ctx.c). */
+void ga_dev_pass_passed(int dev);
 /* A free of p, which no live context holds, when it is a stream-ordered pass-through allocation
  * that outlived its context: the driver's free (real_free on s, or cuMemFree_v2), then its bytes
  * leave the cap (once s passes the free, when a context is current). 1 and the driver's answer in

@@ -4,6 +4,10 @@
 #include "preload_test.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static void pt_cap_holds(const char *mode)
 {
@@ -174,12 +178,19 @@ START_TEST(handle_counted_until_released_and_unmapped)
     size_t fr, tot;
     ck_assert_int_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
     ck_assert_uint_eq(fr, 64 * MiB);
-    /* Bad input: the driver's own answers, nothing counted. */
+    /* Bad input: a NULL out-parameter refused, what the shim does not know passed to the driver
+     * (its counters show each call reached it) with the driver's own answer, nothing counted. */
+    simcuda_counters_t before = pt_counters();
     ck_assert_int_eq(cuMemRetainAllocationHandle(NULL, (void *)(uintptr_t)va), CUDA_ERROR_INVALID_VALUE);
-    ck_assert_int_ne(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va), CUDA_SUCCESS);
-    ck_assert_int_ne(cuMemMap(va, 2 * MiB, 0, (CUmemGenericAllocationHandle)12345, 0), CUDA_SUCCESS);
-    ck_assert_int_ne(cuMemUnmap(va, 2 * MiB), CUDA_SUCCESS);
-    ck_assert_int_ne(cuMemRelease((CUmemGenericAllocationHandle)12345), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemMap(va, 2 * MiB, 0, (CUmemGenericAllocationHandle)12345, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemUnmap(va, 2 * MiB), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemRelease((CUmemGenericAllocationHandle)12345), CUDA_ERROR_INVALID_VALUE);
+    simcuda_counters_t after = pt_counters();
+    ck_assert_uint_eq(after.retain_handle_calls, before.retain_handle_calls + 1);
+    ck_assert_uint_eq(after.map_calls, before.map_calls + 1);
+    ck_assert_uint_eq(after.unmap_calls, before.unmap_calls + 1);
+    ck_assert_uint_eq(after.release_calls, before.release_calls + 1);
     ck_assert_int_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
     ck_assert_uint_eq(fr, 64 * MiB);
     ck_assert_int_eq(cuMemAddressFree(va, 128 * MiB), CUDA_SUCCESS);
@@ -222,6 +233,132 @@ START_TEST(handle_without_context_counted)
 }
 END_TEST
 
+/* A cuMemCreate whose location is not a device the driver has gets the driver's answer and is not
+ * counted, with a context current too: no cap, no statistics, no set-up of a device that is not
+ * there (which the info log would show as "device 3:"). */
+static void handle_missing_device_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUmemAllocationProp prop = cap_prop();
+    CUmemGenericAllocationHandle h;
+    prop.location.id = 3;
+    if (cuMemCreate(&h, 2 * MiB, &prop, 0) != CUDA_ERROR_INVALID_DEVICE)
+        exit(2);
+    prop.location.id = 0;
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST; /* this driver has no host location */
+    if (cuMemCreate(&h, 2 * MiB, &prop, 0) != CUDA_ERROR_INVALID_VALUE)
+        exit(3);
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    if (cuMemCreate(&h, 48 * MiB, &prop, 0) != CUDA_SUCCESS || cuMemRelease(h) != CUDA_SUCCESS)
+        exit(4);
+    exit(0);
+}
+
+START_TEST(handle_on_missing_device_not_counted)
+{
+    char stats[] = "/tmp/gpuarena-cap-XXXXXX", senv[128], err[16384];
+    close(mkstemp(stats));
+    snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB",
+           "GPUARENA_LOG=info", senv, NULL);
+    int status = pt_run_child(handle_missing_device_child, NULL, err, sizeof err);
+    ck_assert_msg(status == 0, "step %d; stderr: %s", status, err);
+    ck_assert_msg(strstr(err, "device 0:") && !strstr(err, "device 3:"), "set up: %s", err);
+    ck_assert_int_eq(pt_json_check(stats, "d['by_api']['cuMemCreate'] == "
+                                          "{'calls': 1, 'failed': 0, 'bytes': 48*1024*1024}"), 0);
+    unlink(stats);
+}
+END_TEST
+
+/* A handle refused with no context current while the arena on its device holds the memory: the
+ * warning names the device and says where the memory is, as it does with a context current. */
+static void *create_refused_no_context(void *arg)
+{
+    CUmemAllocationProp prop = cap_prop();
+    CUmemGenericAllocationHandle h;
+    *(CUresult *)arg = cuMemCreate(&h, 32 * MiB, &prop, 0);
+    return NULL;
+}
+
+static void handle_refused_no_context_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, MiB) != CUDA_SUCCESS) /* the arena takes 48 of 64 MiB */
+        exit(2);
+    pthread_t t;
+    CUresult r = CUDA_SUCCESS;
+    if (pthread_create(&t, NULL, create_refused_no_context, &r) || pthread_join(t, NULL))
+        exit(3);
+    exit(r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 4);
+}
+
+START_TEST(handle_without_context_explained)
+{
+    char err[16384];
+    pt_env("GPUARENA_MEM_FRACTION=0.75", "SIMCUDA_TOTAL_MEM=64MiB", NULL);
+    int status = pt_run_child(handle_refused_no_context_child, NULL, err, sizeof err);
+    ck_assert_msg(status == 0, "step %d; stderr: %s", status, err);
+    ck_assert_msg(strstr(err, "gpuarena: cuMemCreate of 32.0 MiB failed on device 0: that memory "
+                              "is held by gpuarena's arena"), "explained: %s", err);
+}
+END_TEST
+
+/* Threads creating, mapping, releasing (some retaining too) and unmapping handles at once, with
+ * no context current on half of them, under a cap too small for all: the driver never holds more
+ * handle memory than the cap, and every byte comes back. */
+#define CAP_THREADS 4
+static void *handle_churn(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    CUmemAllocationProp prop = cap_prop();
+    CUmemAccessDesc a = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUdeviceptr va;
+    if (id % 2 && cuCtxSetCurrent(NULL) != CUDA_SUCCESS)
+        return (void *)1;
+    if (cuMemAddressReserve(&va, 12 * MiB, 0, 0, 0) != CUDA_SUCCESS)
+        return (void *)2;
+    for (int i = 0; i < 200; i++) {
+        CUmemGenericAllocationHandle h, again;
+        CUresult r = cuMemCreate(&h, 6 * MiB, &prop, 0);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY)
+            continue; /* the others hold the cap: refused, as it should be */
+        if (r != CUDA_SUCCESS || cuMemMap(va, 6 * MiB, 0, h, 0) != CUDA_SUCCESS ||
+            cuMemSetAccess(va, 6 * MiB, &a, 1) != CUDA_SUCCESS || cuMemRelease(h) != CUDA_SUCCESS)
+            return (void *)3;
+        if (i % 3 == 0 && (cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va) != CUDA_SUCCESS ||
+                           cuMemRelease(again) != CUDA_SUCCESS))
+            return (void *)4;
+        if (cuMemUnmap(va, 6 * MiB) != CUDA_SUCCESS)
+            return (void *)5;
+    }
+    return cuMemAddressFree(va, 12 * MiB) == CUDA_SUCCESS ? NULL : (void *)6;
+}
+
+START_TEST(handles_from_threads_come_back)
+{
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=16MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUcontext ctx = pt_start();
+    pthread_t t[CAP_THREADS];
+    for (int i = 0; i < CAP_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, handle_churn, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < CAP_THREADS; i++) {
+        void *r = (void *)-1;
+        ck_assert_int_eq(pthread_join(t[i], &r), 0);
+        ck_assert_msg(r == NULL, "thread %d: step %d", i, (int)(intptr_t)r);
+    }
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_le(c.peak_vmm_bytes_in_use, 16 * MiB);
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_int_eq(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    size_t fr, tot;
+    ck_assert_int_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    ck_assert_uint_eq(fr, 16 * MiB);
+}
+END_TEST
+
 TCase *pt_tcase_cap(void)
 {
     TCase *tc = tcase_create("cap");
@@ -233,5 +370,8 @@ TCase *pt_tcase_cap(void)
     tcase_add_test(tc, passthrough_counts_toward_cap);
     tcase_add_test(tc, handle_counted_until_released_and_unmapped);
     tcase_add_test(tc, handle_without_context_counted);
+    tcase_add_test(tc, handle_on_missing_device_not_counted);
+    tcase_add_test(tc, handle_without_context_explained);
+    tcase_add_test(tc, handles_from_threads_come_back);
     return tc;
 }

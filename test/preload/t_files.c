@@ -18,6 +18,7 @@
 #include "preload_test.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -967,11 +968,57 @@ START_TEST(trace_directory_refused)
 }
 END_TEST
 
+/* A thread still blocked reading stdin when main returns holds stdin's lock for good: the report
+ * to the program's own stderr or stdout must not wait for it (flushing every stream would), and
+ * the process exits with its status. A hang fails the test at the case's timeout. */
+static int tf_reading[2]; /* the reader says it holds stdin's lock */
+
+static void *tf_read_stdin(void *arg)
+{
+    char line[64];
+    (void)arg;
+    flockfile(stdin); /* as fgets does, held until a line comes: never */
+    if (write(tf_reading[1], "r", 1) != 1)
+        return NULL;
+    return fgets_unlocked(line, sizeof line, stdin);
+}
+
+static void tf_stdin_reader_child(void *arg)
+{
+    int in[2];
+    pthread_t t;
+    CUdeviceptr p;
+    setenv("GPUARENA_STATS", (const char *)arg, 1);
+    if (pipe(in) || dup2(in[0], 0) < 0 || !freopen("/dev/null", "w", stdout))
+        exit(2); /* in[1] stays open: the reader never gets a line */
+    pt_start();
+    char c;
+    if (pipe(tf_reading) || cuMemAlloc(&p, 4096) ||
+        pthread_create(&t, NULL, tf_read_stdin, NULL) || read(tf_reading[0], &c, 1) != 1)
+        exit(3);
+    printf("buffered\n");
+    exit(0);
+}
+
+START_TEST(stats_own_exit_with_stdin_reader)
+{
+    static const char *const paths[] = {"-", "/dev/stdout", "/dev/stderr"};
+    for (int i = 0; i < 3; i++) {
+        char err[8192];
+        int rc = pt_run_child(tf_stdin_reader_child, (void *)paths[i], err, sizeof err);
+        ck_assert_msg(rc == 0, "GPUARENA_STATS=%s: exit %d; %s", paths[i], rc, err);
+        if (i != 1)
+            ck_assert_msg(strstr(err, "\"totals\""), "GPUARENA_STATS=%s: the report: %s", paths[i], err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_files(void)
 {
     TCase *tc = tcase_create("files");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, stats_same_path_as_trace);
+    tcase_add_test(tc, stats_own_exit_with_stdin_reader);
     tcase_add_test(tc, stats_same_path_after_pid);
     tcase_add_test(tc, stats_symlink_to_trace);
     tcase_add_test(tc, stats_hard_link_to_trace);

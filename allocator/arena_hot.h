@@ -20,7 +20,6 @@
 /* arena.c: the out-of-line steps of the search, and the cold ends of the two paths. */
 ga_chunk_t *ga_bin_fit(ga_arena_t *a, unsigned bin, size_t need); /* descent of a whole bin */
 ga_chunk_t *ga_sub_fit(const ga_subbins_t *sub, size_t rounded);  /* a subdivided bin */
-int ga_next_bin(ga_arena_t *a, unsigned bin); /* first non-empty bin above, or -1 */
 ga_status_t ga_fail_nomem(ga_arena_t *a, size_t rounded);
 ga_status_t ga_classify_bad_free(const ga_arena_t *a, uintptr_t ptr);
 
@@ -30,6 +29,28 @@ static inline size_t ga_round_up(size_t size)
     if (size - 1 > SIZE_MAX - GA_ALIGN) /* 0 (wraps round) or too large to round up */
         return 0;
     return (size + GA_ALIGN - 1) & ~(GA_ALIGN - 1);
+}
+
+/* The first non-empty bin strictly above `bin`, or -1. A first-level bit whose word has emptied
+ * since (ga_bin_unmark leaves it) is cleared on the way. Inline: it runs on most allocations of
+ * the real traces, whose request's own bin is usually empty. */
+GA_HOT int ga_next_bin(ga_arena_t *a, unsigned bin)
+{
+    unsigned fl = bin / GA_SL_COUNT, sl = bin % GA_SL_COUNT;
+    uint64_t slmap = sl + 1 < GA_SL_COUNT ? a->sl_bitmap[fl] & (~0ull << (sl + 1)) : 0;
+    if (!slmap) {
+        uint64_t flmap = fl + 1 < GA_FL_COUNT ? a->fl_bitmap & (~0ull << (fl + 1)) : 0;
+        for (;;) {
+            if (!flmap)
+                return -1;
+            fl = (unsigned)__builtin_ctzll(flmap);
+            if ((slmap = a->sl_bitmap[fl]))
+                break;
+            a->fl_bitmap &= ~(1ull << fl);
+            flmap &= flmap - 1;
+        }
+    }
+    return (int)(fl * GA_SL_COUNT + (unsigned)__builtin_ctzll(slmap));
 }
 
 /* The bin's lowest chunk is its smallest: when it fits (always, in an exact-size bin) it is the
@@ -62,7 +83,14 @@ GA_HOT void ga_absorb(ga_arena_t *a, ga_chunk_t *left, ga_chunk_t *right)
     left->next_phys = right->next_phys;
     if (left->next_phys)
         left->next_phys->prev_phys = left;
-    ga_run_leave(a, right);
+    ga_run_t *run = ga_chunk_run(right);
+    if (run->count > 1) { /* ga_run_leave's common case, inlined */
+        run->count--;
+        if (run->first == right)
+            run->first = right->next_phys;
+    } else {
+        ga_run_leave(a, right);
+    }
     ga_item_put(a, (ga_item_t *)right);
 }
 

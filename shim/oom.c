@@ -144,10 +144,19 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
      * the pool has no address space at all: the driver refused it (warned about before). */
     int vmm_left = ga_opt.mode == GA_MODE_VMM && left >= size;
     int no_va = vmm_left && (!c->pool || !s->va_reserved);
-    int granules = vmm_left && !no_va && c->granularity;
+    /* Granules explain it only if the most it could map (its granules, one more where it straddles
+     * a boundary) is more than is left; past that the cap had room and the device refused. */
+    uint64_t gran = c->granularity, worst = UINT64_MAX;
+    if (gran && size <= UINT64_MAX - 2 * gran)
+        worst = ((size + gran - 1) / gran + 1) * gran;
+    int granules = vmm_left && !no_va && gran && worst > left;
+    int device = vmm_left && !no_va && gran && !granules;
     const char *why = no_va ? "vmm has no address space, the driver refused to reserve it: lower "
                               "GPUARENA_LIMIT (vmm reserves twice the cap) or use GPUARENA_MODE=grow"
                       : granules ? "vmm maps whole granules: raise GPUARENA_LIMIT or use less"
+                      : device ? "the cap has room, but the driver refused the memory: the device "
+                                 "itself is full (other processes or contexts use it); free memory "
+                                 "there or set GPUARENA_LIMIT to what the device can give"
                       : d->group ? "not enough free bytes in the group: raise GPUARENA_LIMIT for "
                                    "every member, or use less"
                                  : "not enough free bytes in total: raise GPUARENA_LIMIT or use less";

@@ -274,11 +274,24 @@ GA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     return r;
 }
 
+/* 1: an address in a vmm pool's range (live, interior or freed), not a pass-through pointer. */
+static int ga_vmm_pool_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
+{
+    (void)arg;
+    return !o->in_pass && c->pool && ga_pool_mode(c->pool) == GA_MODE_VMM;
+}
+
 /* Another reference to the handle mapped at addr: one more cuMemRelease before it goes. */
+
 GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
     GA_HOOK_ENTER(cuMemRetainAllocationHandle, (handle, addr));
     if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* A vmm pool's memory is the program's cuMemAlloc memory, for which the driver has no handle
+     * to give: the granule's handle would outlive the pool's release of it (bytes off the cap)
+     * and spans other allocations. The driver's answer for cuMemAlloc memory, then. */
+    if (ga_opt.mode == GA_MODE_VMM && ga_with_owner((uintptr_t)addr, ga_vmm_pool_owned, NULL, 0))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ga_real.cuMemRetainAllocationHandle(handle, addr);
     int d = r == CUDA_SUCCESS ? ga_handle_dev((uint64_t)*handle) : -1;
@@ -370,6 +383,10 @@ static uint64_t ga_next_mapping(uint64_t from, uint64_t to)
 GA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     GA_HOOK_ENTER(cuMemUnmap, (ptr, size));
+    /* The pool's granules are the program's cuMemAlloc memory, which the driver does not unmap:
+     * passed on, this would take live allocations' memory from under them. */
+    if (ga_opt.mode == GA_MODE_VMM && ga_with_owner((uintptr_t)ptr, ga_vmm_pool_owned, NULL, 0))
+        return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ga_real.cuMemUnmap(ptr, size);
     if (r != CUDA_SUCCESS || !ptr)
         return r;

@@ -41,6 +41,7 @@ TCase *pt_tcase_reports(void);
 TCase *pt_tcase_oom(void);
 TCase *pt_tcase_files(void);
 TCase *pt_tcase_vmm(void);
+TCase *pt_tcase_vmm_hostile(void);
 TCase *pt_tcase_hardening(void);
 TCase *pt_tcase_group(void);
 TCase *pt_tcase_stream(void);

@@ -123,11 +123,24 @@ static int read_rows(FILE *f, const char *path, row_t **rows, size_t *n, char *e
     char buf[512];
     size_t cap = 0, lineno = 0;
     int header = 0;
-    while (fgets(buf, sizeof buf, f)) {
+    for (;;) {
+        /* Filled with newlines first, so the last NUL is the one fgets ended the line with: one
+         * before it was in the file, and would cut the line (a size "1\0002" read as 1) or pass
+         * for "line too long". */
+        memset(buf, '\n', sizeof buf);
+        if (!fgets(buf, sizeof buf, f))
+            break;
         lineno++;
+        size_t end = sizeof buf - 1;
+        while (buf[end] != '\0')
+            end--;
+        if (strlen(buf) < end)
+            return ga_errorf(err, errlen, "%s:%zu: a NUL byte; not a text CSV", path, lineno);
         if (!strchr(buf, '\n') && !feof(f))
             return ga_errorf(err, errlen, "%s:%zu: line too long", path, lineno);
         char *s = trim(buf);
+        if (lineno == 1 && strncmp(s, "\xef\xbb\xbf", 3) == 0) /* a UTF-8 byte order mark */
+            s = trim(s + 3);
         if (*s == '\0')
             continue;
         if (!header) {

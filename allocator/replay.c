@@ -107,6 +107,8 @@ typedef struct run {
     op_t *ops;           /* one per trace event */
     entry_t *entries;    /* one per trace allocation */
     uint64_t requested;  /* for peak_requested */
+    int no_room;         /* a grow limit under GA_ALIGN: no region fits, every allocation fails
+                          * (the arena rounds such a limit down to 0, which means none) */
 } run_t;
 
 /* Wall time (vDSO, about 25 ns a read here). The thread's CPU time would leave out preemption on
@@ -151,7 +153,9 @@ static int do_alloc(run_t *r, const op_t *op, size_t idx)
         }
     }
     uintptr_t ptr = 0;
-    ga_status_t st = ga_pool_alloc(r->pool, op->size, &ptr);
+    ga_status_t st = r->no_room ? GA_ENOMEM : ga_pool_alloc(r->pool, op->size, &ptr);
+    if (r->no_room && (op->size == 0 || op->size > SIZE_MAX - (GA_ALIGN - 1)))
+        st = GA_EINVAL; /* what the pool says of these sizes, room or not */
     if (st == GA_EINVAL) {
         e->state = ENTRY_INVALID;
         r->res->invalid_allocs++;
@@ -368,8 +372,13 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
     ga_pool_backend_t be = {fake_reserve, fake_release, fake_reserve, fake_release, fake_map,
                             fake_unmap, gran, &r->fb};
     ga_pool_config_t cfg = pool_config(o);
+    r->no_room = o->mode == GA_MODE_GROW && o->limit && o->limit < GA_ALIGN;
     ga_status_t st = GA_OK;
     r->pool = ga_pool_create(&be, &cfg, &st);
+    if (!r->pool && o->mode == GA_MODE_ARENA && o->arena_size > FAKE_END - FAKE_BASE)
+        return ga_errorf(err, errlen, "an arena of %zu bytes is more than replay's address space "
+                         "(%llu bytes); give a smaller arena size", o->arena_size,
+                         (unsigned long long)(FAKE_END - FAKE_BASE));
     if (!r->pool)
         return ga_errorf(err, errlen, "cannot create the %s pool: %s", ga_mode_name(o->mode),
                          ga_status_str(st));
@@ -395,6 +404,10 @@ static void run_finish(run_t *r)
     free(r->entries);
 }
 
+/* vmm granules past 2^57 overflow the pool's smallest first range (64 granules) and creating it
+ * never ended; no GPU comes near 1 TiB. gpuarena-replay refuses the same bound. */
+#define REPLAY_MAX_GRANULARITY ((size_t)1 << 40)
+
 static int check_opts(const ga_replay_opts_t *o, char *err, size_t errlen)
 {
     if ((unsigned)o->mode >= GA_MODE_COUNT)
@@ -404,9 +417,9 @@ static int check_opts(const ga_replay_opts_t *o, char *err, size_t errlen)
         return ga_errorf(err, errlen, "arena size %zu must be a non-zero multiple of %zu bytes",
                          o->arena_size, GA_ALIGN);
     size_t g = o->granularity;
-    if (g && (g < GA_ALIGN || (g & (g - 1))))
-        return ga_errorf(err, errlen, "granularity %zu must be a power of two of at least %zu "
-                         "bytes", g, GA_ALIGN);
+    if (g && (g < GA_ALIGN || g > REPLAY_MAX_GRANULARITY || (g & (g - 1))))
+        return ga_errorf(err, errlen, "granularity %zu must be a power of two from %zu bytes to "
+                         "1 TiB", g, GA_ALIGN);
     return 0;
 }
 

@@ -15,9 +15,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "ga_replay.h"
 #include "ga_size.h"
+
+/* The largest --granularity: 1 TiB, far above any GPU's (2 MiB). Past 2^57 vmm's smallest first
+ * range (64 granules) no longer fits 64 bits and creating the pool never ended; replay.c refuses
+ * the same bound. */
+#define MAX_GRANULARITY ((size_t)1 << 40)
+
+/* The largest default arena: 2^61 bytes, under the 2^62 - 2^40 of address space replay's backend
+ * hands out (allocator/replay.c). */
+#define DEFAULT_ARENA_MAX ((size_t)1 << 61)
 
 #ifndef GA_VERSION
 #define GA_VERSION "unknown"
@@ -37,7 +47,7 @@ typedef struct options {
 static const char usage_head[] =
     "usage: gpuarena-replay [--mode MODE]... [--arena-size SIZE] [--limit SIZE] [--vmm-keep SIZE]\n"
     "                       [--granularity SIZE] [--min] [--check]\n"
-    "                       [--json] [--format trace|lifetimes] [--timeline CSV] FILE\n"
+    "                       [--json] [--format trace|lifetimes] [--timeline CSV] [--] FILE\n"
     "       gpuarena-replay --list-modes | --version | --help\n"
     "\n"
     "Replays an allocation trace through the gpuarena allocator on the CPU (no GPU needed).\n"
@@ -51,7 +61,7 @@ static const char usage_tail[] =
     "                  bytes); rounded up to 512 bytes\n"
     "  --limit N       grow, vmm, platform: cap on bytes held (vmm: mapped); default none\n"
     "  --vmm-keep N    vmm: wholly free granules kept mapped (GPUARENA_VMM_KEEP; default 64MiB)\n"
-    "  --granularity N vmm: the granule, a power of two >= 512 (default 2MiB, current GPUs)\n"
+    "  --granularity N vmm: the granule, a power of two, 512 to 1TiB (default 2MiB, current GPUs)\n"
     "  --min           also find, by bisection, the smallest size that runs the trace without\n"
     "                  OOM (arena: region size, grow and vmm: limit, platform: peak of rounded\n"
     "                  sizes)\n"
@@ -102,6 +112,34 @@ static int parse_size_opt(const char *opt, const char *v, size_t *out)
         return -1;
     }
     *out = (size_t)sz.bytes;
+    return 0;
+}
+
+/* --vmm-keep 0 is a value (keep nothing), which the size grammar refuses as a size: any
+ * spelling of zero bytes (0, 00, 0.0, 0B, 0MiB), white space around ignored. */
+static int is_zero(const char *v)
+{
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (*v != '0')
+        return 0;
+    while (*v == '0')
+        v++;
+    if (*v == '.' && v[1] == '0') /* 0.0, 0.000: a digit after the point, as the grammar asks */
+        for (v++; *v == '0'; v++)
+            ;
+    if (*v >= '1' && *v <= '9')
+        return 0;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    static const char *const units[] = {"", "b", "k", "kib", "kb", "m", "mib", "mb", "g", "gib",
+                                        "gb", "t", "tib", "tb"};
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (strlen(units[i]) == n && strncasecmp(v, units[i], n) == 0)
+            return 1;
     return 0;
 }
 
@@ -172,14 +210,17 @@ static int parse_opt(options_t *o, const char *a, const char *v)
         if (parse_size_opt(a, v, &o->limit) != 0)
             return 2;
     } else if (!strcmp(a, "--vmm-keep")) {
-        if (strcmp(v, "0") != 0 && parse_size_opt(a, v, &o->keep) != 0)
+        if (!is_zero(v) && parse_size_opt(a, v, &o->keep) != 0)
             return 2;
+        if (is_zero(v))
+            o->keep = 0;
         o->keep_set = 1;
     } else if (!strcmp(a, "--granularity")) {
         if (parse_size_opt(a, v, &o->granularity) != 0)
             return 2;
-        if (o->granularity < GA_ALIGN || (o->granularity & (o->granularity - 1)))
-            return usage_error("--granularity takes a power of two of at least 512 bytes, not", v);
+        if (o->granularity < GA_ALIGN || o->granularity > MAX_GRANULARITY ||
+            (o->granularity & (o->granularity - 1)))
+            return usage_error("--granularity takes a power of two from 512 bytes to 1TiB, not", v);
     } else if (!strcmp(a, "--format")) {
         if (strcmp(v, "trace") && strcmp(v, "lifetimes"))
             return usage_error("--format takes trace or lifetimes, not", v);
@@ -193,9 +234,20 @@ static int parse_opt(options_t *o, const char *a, const char *v)
 /* Returns -1 to continue, or an exit status (0 after --help, --version, --list-modes). */
 static int parse_args(int argc, char **argv, options_t *o)
 {
+    int files_only = 0; /* after "--": a FILE whose name starts with '-' */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!files_only && !strcmp(a, "--")) {
+            files_only = 1;
+            continue;
+        }
+        if (files_only) {
+            if (o->path)
+                return usage_error("more than one FILE given", a);
+            o->path = a;
+            continue;
+        }
         int takes = !strcmp(a, "--mode") || !strcmp(a, "--arena-size") || !strcmp(a, "--limit") ||
                     !strcmp(a, "--format") || !strcmp(a, "--timeline") ||
                     !strcmp(a, "--vmm-keep") || !strcmp(a, "--granularity");
@@ -250,9 +302,28 @@ static const char *detect_format(const char *path)
     return "trace"; /* the trace reader then explains what is wrong with the file */
 }
 
+/* A FILE must be a regular file: a FIFO or a device is read twice here (the format is told from
+ * its first bytes, then it is read whole), blocks with no writer, and /dev/zero never ends, so
+ * it grew host memory until malloc failed. Refused with what to do instead. */
+static int check_regular(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return 0; /* the reader says why it cannot open it */
+    if (S_ISREG(st.st_mode))
+        return 0;
+    fprintf(stderr, "gpuarena: %s: %s, not a regular file; give a trace or CSV file (save a "
+            "stream to a file first, e.g. cat ... > trace.gatrace)\n", path,
+            S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+            : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+    return -1;
+}
+
 static int load(options_t *o, ga_trace_t *t)
 {
     char err[512];
+    if (check_regular(o->path) != 0)
+        return -1;
     if (!o->format)
         o->format = detect_format(o->path);
     int rc = strcmp(o->format, "lifetimes") == 0 ? ga_lifetimes_read(o->path, t, err, sizeof err)
@@ -309,9 +380,12 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
     char err[512];
     ga_replay_opts_t ro = {.mode = m, .check = o->check};
     if (m == GA_REPLAY_ARENA) {
-        /* Twice the peak, and the rounding up, saturate rather than wrap (a 2^63-byte block). */
+        /* Twice the peak, and the rounding up, saturate rather than wrap (a 2^63-byte block).
+         * The default stays within replay's address space (2^62 - 2^40 bytes): twice a 2^61-byte
+         * peak was a region no backend call could give, and the whole replay failed with it. */
         size_t top = SIZE_MAX / GA_ALIGN * GA_ALIGN;
-        size_t s = o->arena_size ? o->arena_size : !peak ? GA_ALIGN : peak > top / 2 ? top : 2 * peak;
+        size_t s = o->arena_size ? o->arena_size : !peak ? GA_ALIGN
+                   : peak > DEFAULT_ARENA_MAX / 2 ? DEFAULT_ARENA_MAX : 2 * peak;
         ro.arena_size = s > top ? top : (s + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN;
         mr->size = ro.arena_size;
     } else {
@@ -480,14 +554,19 @@ int main(int argc, char **argv)
         return 1;
     mode_run_t runs[GA_MODE_COUNT];
     memset(runs, 0, sizeof runs);
-    /* The peak of live bytes (platform model, no limit) sets the default arena size. */
+    /* The peak of live bytes (platform model, no limit) sets the default arena size. It is 0
+     * when nothing is ever live (ga_replay_min_size would say one GA_ALIGN, the smallest cap). */
     size_t peak = 0;
     char err[512];
-    ga_replay_opts_t po = {.mode = GA_REPLAY_PLATFORM};
-    if (ga_replay_min_size(&t, &po, 0, &peak, err, sizeof err) < 0) {
+    ga_replay_opts_t po = {.mode = GA_REPLAY_PLATFORM, .no_frag_track = 1};
+    ga_replay_result_t pr;
+    if (ga_replay(&t, &po, &pr, err, sizeof err) != 0) {
         fprintf(stderr, "gpuarena: %s\n", err);
         rc = 1;
-    } /* 1: a block no size serves; peak stays 0, every mode then reports its failed allocation */
+    } else if (!pr.failed_allocs) { /* else a block no size serves: peak stays 0, and every
+                                       mode reports its failed allocation */
+        peak = (size_t)pr.peak_in_use;
+    }
     for (int m = 0; m < GA_MODE_COUNT && rc < 0; m++)
         if (o.modes[m] && run_mode(&t, &o, (ga_replay_mode_t)m, peak, &runs[m]) != 0)
             rc = 1;

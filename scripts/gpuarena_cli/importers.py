@@ -15,7 +15,9 @@ import io
 import json
 import pickle
 import math
+import os
 import re
+import stat
 import zlib
 
 from . import GaError
@@ -360,10 +362,12 @@ def import_lifetimes(path, close=False):
             raise GaError(f"{path}: {where}: buffer id {bid} appears twice; ids must be unique")
         ids.add(bid)
         bufs.append((bid, lo, up, size))
-    evs = [(lo, 1, bid, size) for bid, lo, _up, size in bufs]
-    evs += [(up, 0, bid, size) for bid, _lo, up, size in bufs]
+    # Ties keep file order, as gpuarena-replay's own reader (allocator/lifetimes.c) does: sorted
+    # by id instead, the same CSV replayed with other figures through `gpuarena replay`.
+    evs = [(lo, 1, row, bid, size) for row, (bid, lo, _up, size) in enumerate(bufs)]
+    evs += [(up, 0, row, bid, size) for row, (bid, _lo, up, size) in enumerate(bufs)]
     evs.sort()
-    events = [tf.event(t, bid, size, tf.ALLOC if k else tf.FREE) for t, k, bid, size in evs]
+    events = [tf.event(t, bid, size, tf.ALLOC if k else tf.FREE) for t, k, _, bid, size in evs]
     counts = {"buffers": len(bufs), "allocs": len(bufs), "frees": len(bufs),
               "events": len(events)}
     return tf.Trace(events), counts
@@ -440,6 +444,23 @@ def import_rmm(path, close=False, time_unit="s"):
 
 # ---------------------------------------------------------------- detection and dispatch
 
+def check_regular(path):
+    """GaError unless path is a regular file (or missing: the reader says so). An input is read
+    more than once (its first bytes tell the format, then it is read whole, here or by the
+    replay tool), so a FIFO lost its first bytes or blocked for ever with no writer, and a
+    device such as /dev/zero was read without end."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        return
+    what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+            else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+    raise GaError(f"{path}: {what}, not a regular file; give a trace or record file (save a "
+                  "stream to a file first, e.g. cat ... > trace.gatrace)")
+
+
 def _read_head(path, n=4096):
     """The first n bytes of a file: detection never reads more, whatever the file's size."""
     try:
@@ -451,6 +472,7 @@ def _read_head(path, n=4096):
 
 def detect(path):
     """Guesses the format of a file from its first 4 KiB; raises GaError when nothing fits."""
+    check_regular(path)
     head = _read_head(path)
     if tf.is_trace_header(head):
         return "trace"
@@ -483,6 +505,7 @@ def _memory_kind(path, fmt):
 def load_any(path, fmt="auto", level="tensor", close=False, time_unit="s"):
     """Any supported input -> (Trace, counts, format actually used). A file too large for the
     memory this process may use is refused before it is read."""
+    check_regular(path)
     if fmt == "auto":
         fmt = detect(path)
     if fmt in memory.FACTORS:

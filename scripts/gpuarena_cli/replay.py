@@ -38,6 +38,7 @@ def mode_results(doc):
 def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
     """(path of a gpuarena trace for `path`, import counts or None); imports to tmpdir when
     the input is another format."""
+    importers.check_regular(path)
     kind = importers.detect(path) if fmt == "auto" else fmt
     if kind == "trace":
         memory.check_fits(path, "replay-tool", child=True)
@@ -53,7 +54,10 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
     """Runs gpuarena-replay --json and returns its parsed JSON document. mode: a name or a
     comma-separated list; timeline: a path where the tool writes its per-event CSV
     time_ns,in_use,reserved (one mode only)."""
-    cmd = [paths.replay_tool(), "--json"]
+    # Every input reaches the tool as a gpuarena trace (imported first when it is not one), so
+    # the tool is told so: left to guess, it read a file named .csv as a lifetimes CSV although
+    # the user had said --format trace.
+    cmd = [paths.replay_tool(), "--json", "--format", "trace"]
     for m in str(mode).split(","):
         cmd += ["--mode", m]
     if timeline:
@@ -66,7 +70,7 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
         cmd.append("--min")
     if check:
         cmd.append("--check")
-    cmd.append(trace_path)
+    cmd += ["--", trace_path]  # a name starting with '-' is a file, not an option
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
     except OSError as e:

@@ -30,8 +30,10 @@ def in_use_series(trace):
         kind, dev = ev[tf.T_KIND], ev[tf.T_DEVICE]
         key = (dev, ev[tf.T_ADDR])
         if kind == tf.ALLOC:
+            # An address allocated again while live: its earlier block is gone, as the replay
+            # counts it (reused_addrs), not live for ever.
+            level[dev] = level.get(dev, 0) - live.get(key, 0) + ev[tf.T_SIZE]
             live[key] = ev[tf.T_SIZE]
-            level[dev] = level.get(dev, 0) + ev[tf.T_SIZE]
         elif kind == tf.FREE and key in live:
             level[dev] -= live.pop(key)
         else:
@@ -50,6 +52,8 @@ def allocation_slices(trace):
     for ev in trace.events:
         key = (ev[tf.T_DEVICE], ev[tf.T_ADDR])
         if ev[tf.T_KIND] == tf.ALLOC:
+            if key in open_:  # reused while live: the earlier block ends here
+                out[open_[key]][2] = ev[tf.T_TIME]
             open_[key] = len(out)
             out.append([ev[tf.T_DEVICE], ev[tf.T_TIME], None, ev[tf.T_ADDR], ev[tf.T_SIZE]])
         elif ev[tf.T_KIND] == tf.FREE and key in open_:

@@ -9,8 +9,11 @@ a failure never leaves a half-written trace under the requested name; an OUT tha
 link is replaced by the file, as the shim's own writer does, never written through.
 """
 
+import errno
 import os
+import stat
 import struct
+import sys
 import tempfile
 
 from . import GaError
@@ -126,10 +129,70 @@ def temp_beside(path):
     return fd, tmp
 
 
+def _via_proc(path):
+    """The /proc path a link leads through (/dev/stdout -> /proc/self/fd/1: a descriptor,
+    whatever file it is, never a link to replace), or None."""
+    for _ in range(40):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return None
+        path = os.path.join(os.path.dirname(path), target)
+        if path.startswith("/proc/"):
+            return path
+    return None
+
+
+def _own_fd(proc_path):
+    """A copy of this process's descriptor N for /proc/self/fd/N (or None): written through it,
+    the trace shares the descriptor's offset with what this process prints there after it,
+    instead of being overwritten by it (`-o /dev/stdout > file`)."""
+    head, _, num = proc_path.rpartition("/")
+    if head not in ("/proc/self/fd", f"/proc/{os.getpid()}/fd") or not num.isdigit():
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    try:
+        return os.dup(int(num))
+    except OSError:
+        return None
+
+
+def _write_through(path, fill):
+    """True when path is a character device or a FIFO, a link to one, or a link through /proc
+    (/dev/stdout), written through here by fill; False for anything else (a new or regular
+    file, a link to one, a directory: the caller's rename handles or refuses it). A FIFO nobody
+    reads is an error, not a hang."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    proc = _via_proc(path)
+    if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or proc):
+        return False
+    fd = _own_fd(proc) if proc else None
+    try:
+        if fd is None:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise GaError(f"{path} is a FIFO that nobody is reading; start its reader first, "
+                          "or give a file path") from None
+        raise
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "wb") as f:
+        fill(f)
+    return True
+
+
 def replace_from_temp(path, fill):
     """Creates a temporary beside path (temp_beside), lets fill(file object) write it, renames it
     onto path; on any failure the temporary is removed and the exception goes on. A symbolic link
-    at path is replaced itself, never written through."""
+    at path is replaced itself, never written through. A character device or a FIFO at path
+    (`-o /dev/null`), or a link to one (`-o /dev/stdout`), is written through, never replaced:
+    renamed over, /dev/null became a regular file for the whole machine."""
+    if _write_through(path, fill):
+        return
     fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -537,6 +537,36 @@ START_TEST(timeline_not_from_min_size)
 }
 END_TEST
 
+/* A limit under GA_ALIGN holds no block in any mode: the arena rounded it to 0, and grow mode
+ * then ran with no limit at all. A granule past 1 TiB is refused: creating the vmm pool with
+ * one never returned. */
+START_TEST(limit_and_granule_out_of_range)
+{
+    ga_trace_t t;
+    ga_trace_init(&t);
+    push(&t, GA_EV_ALLOC, 1, 4096, 0);
+    ga_replay_result_t r;
+    char err[256] = "";
+    for (int m = GA_REPLAY_GROW; m <= GA_REPLAY_PLATFORM; m++) {
+        for (size_t limit = 1; limit <= 8192; limit *= 2) {
+            ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m, .limit = limit};
+            replay_ok(&t, &o, &r);
+            int fits = limit >= 4096 && m != GA_REPLAY_VMM; /* vmm: a 2 MiB granule */
+            ck_assert_msg(r.failed_allocs == !fits, "mode %d limit %zu: %llu failed", m, limit,
+                          (unsigned long long)r.failed_allocs);
+            ck_assert_uint_le(r.peak_reserved, limit);
+        }
+    }
+    ga_replay_opts_t o = {.mode = GA_REPLAY_VMM, .granularity = (size_t)1 << 62};
+    ck_assert_int_eq(ga_replay(&t, &o, &r, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "granularity") != NULL, "%s", err);
+    o.granularity = (size_t)1 << 40;
+    replay_ok(&t, &o, &r);
+    ck_assert_uint_eq(r.peak_reserved, (size_t)1 << 40);
+    ga_trace_free(&t);
+}
+END_TEST
+
 Suite *replay_suite(void)
 {
     Suite *s = suite_create("replay");
@@ -555,5 +585,9 @@ Suite *replay_suite(void)
     tcase_add_test(tc, timeline_hand_built);
     tcase_add_test(tc, timeline_not_from_min_size);
     suite_add_tcase(s, tc);
+    TCase *quick = tcase_create("replay_options"); /* a hang is the fault: fail it fast */
+    tcase_set_timeout(quick, 20);
+    tcase_add_test(quick, limit_and_granule_out_of_range);
+    suite_add_tcase(s, quick);
     return s;
 }

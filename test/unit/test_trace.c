@@ -479,6 +479,33 @@ START_TEST(lifetimes_order_at_equal_times)
 }
 END_TEST
 
+/* A NUL byte is refused wherever it is (it cut "1\0002" to a size of 1 on the last line, and
+ * passed for "line too long" elsewhere), and a UTF-8 byte order mark before the header, as
+ * spreadsheets write it, is read past. */
+START_TEST(lifetimes_nul_and_bom)
+{
+    char path[300], err[256];
+    snprintf(path, sizeof path, "%s/nul.csv", tmpdir);
+    static const char at_end[] = "id,lower,upper,size\n0,0,5,1\0002";
+    static const char mid[] = "id,lower,upper,size\n0,0,5,1\0002\n1,0,5,7\n";
+    const struct { const char *b; size_t n; } bad[] = {{at_end, sizeof at_end - 1},
+                                                       {mid, sizeof mid - 1}};
+    for (size_t i = 0; i < 2; i++) {
+        write_bytes(path, bad[i].b, bad[i].n);
+        ga_trace_t t;
+        ck_assert_int_eq(ga_lifetimes_read(path, &t, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, "nul.csv:2: a NUL byte") != NULL, "%s", err);
+    }
+    static const char bom[] = "\xef\xbb\xbfid,lower,upper,size\r\n0,0,5,100\r\n";
+    write_bytes(path, bom, sizeof bom - 1);
+    ga_trace_t t;
+    ck_assert_msg(ga_lifetimes_read(path, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(t.count, 2);
+    ck_assert_uint_eq(t.events[0].size, 100);
+    ga_trace_free(&t);
+}
+END_TEST
+
 /* Seeded random CSV bodies from a small alphabet: the reader returns 0 or -1, never crashes, and a
  * success always pairs every alloc with a free. */
 START_TEST(lifetimes_random_garbage)
@@ -529,6 +556,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, lifetimes_malformed);
     tcase_add_test(tc, lifetimes_order_at_equal_times);
     tcase_add_test(tc, lifetimes_random_garbage);
+    tcase_add_test(tc, lifetimes_nul_and_bom);
     suite_add_tcase(s, tc);
     return s;
 }

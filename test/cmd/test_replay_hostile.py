@@ -1,0 +1,350 @@
+"""Hostile inputs to the replay path: `gpuarena replay`, `import` and `report`, and the C tool
+gpuarena-replay under them. Each case is an input or option that once hung, read without end,
+ran with a wrong meaning, or gave figures that differ between the two ways of replaying one file;
+and a tiny trace whose every figure is computed here by hand, in every mode."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import gatest
+from gpuarena_cli import tracefile as tf
+
+G = 2 << 20  # vmm's default granule
+
+
+def tool(*args, timeout=20):
+    """Runs gpuarena-replay; a hang fails the test (TimeoutExpired) instead of the tier."""
+    return subprocess.run([os.path.join(gatest.BUILD, "bin", "gpuarena-replay")]
+                          + [str(a) for a in args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
+
+
+def write_trace(path, events):
+    tf.write(path, tf.Trace(events))
+    return path
+
+
+# Sizes at every edge of the 512-byte unit and the 2 MiB granule; all allocated, then all freed.
+EDGE_SIZES = [1, 511, 512, 513, G // 2 - 1, G // 2, G - 1, G, G + 1, 3 * G, 3 * G + 1]
+
+
+def edge_events():
+    evs = [tf.event(i, 0x1000 + i, s, tf.ALLOC) for i, s in enumerate(EDGE_SIZES)]
+    n = len(evs)
+    return evs + [tf.event(n + i, 0x1000 + i, 0, tf.FREE) for i in range(n)]
+
+
+class Hostile(unittest.TestCase, gatest.CliAsserts):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="h20-")
+        self.d = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.d, name)
+
+    def test_streams_and_devices_refused(self):
+        """A FIFO blocked the tool and the command for ever (no writer; with one, the format
+        check ate its first bytes and the real read blocked), and /dev/zero was read until host
+        memory ran out: now one `gpuarena:` line each, exit 1."""
+        fifo = self.path("t.gatrace")
+        os.mkfifo(fifo)
+        for src, what in ((fifo, "a FIFO"), ("/dev/zero", "a device"), (self.d, "a directory")):
+            p = tool("--mode", "platform", src)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertTrue(p.stderr.startswith(f"gpuarena: {src}: {what}, not a regular file"),
+                            p.stderr)
+            for args in (("replay", src), ("replay", src, "--format", "trace"),
+                         ("import", "auto", src, "-o", self.path("o.gatrace")),
+                         ("import", "lifetimes", src, "-o", self.path("o.gatrace")),
+                         ("report", src, "-o", self.path("r"))):
+                self.assertCleanError(gatest.cli(*args, timeout=30), what, "not a regular file")
+            self.assertFalse(os.path.exists(self.path("o.gatrace")))
+
+    def test_limit_below_the_unit(self):
+        """grow mode rounded a --limit under 512 bytes down to 0, that is no limit: `--limit 1`
+        ran the trace as if unlimited while vmm and platform failed every allocation. Now no
+        region fits under it in grow mode either."""
+        src = write_trace(self.path("e.gatrace"), edge_events())
+        n = len(EDGE_SIZES)
+        for limit in ("1", "511B", "0.4KiB"):
+            p = gatest.cli("replay", src, "--json", "--limit", limit)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            for m, r in json.loads(p.stdout)["modes"].items():
+                if m == "arena":
+                    continue  # --limit is not the arena's size
+                self.assertEqual((r["allocs"], r["failed_allocs"], r["first_oom"],
+                                  r["peak_reserved"]), (0, n, 0, 0), (limit, m))
+        doc = json.loads(tool("--json", "--mode", "grow", "--mode", "vmm", "--mode", "platform",
+                              "--limit", "512", src).stdout)
+        for m, r in doc["modes"].items():  # only the 1-byte block fits under 512 bytes
+            self.assertEqual(r["allocs"], 1 if m != "vmm" else 0, m)
+            self.assertLessEqual(r["peak_reserved"], 512, m)
+
+    def test_granularity_past_1tib_refused(self):
+        """--granularity 4194304TiB (2^62) made creating the vmm pool loop for ever."""
+        src = write_trace(self.path("e.gatrace"), edge_events())
+        for g in ("4194304TiB", "8388608TiB", "2TiB"):
+            p = tool("--mode", "vmm", "--json", "--granularity", g, src)
+            self.assertEqual(p.returncode, 2, p.stdout)
+            self.assertIn("from 512 bytes to 1TiB", p.stderr)
+        p = tool("--mode", "vmm", "--json", "--granularity", "1TiB", src)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["modes"]["vmm"]["peak_reserved"], 1 << 40)
+
+    def test_vmm_keep_zero_any_spelling(self):
+        """`--vmm-keep 0` keeps nothing; 00, 0B and 0MiB, the same value, were usage errors."""
+        src = write_trace(self.path("e.gatrace"), edge_events())
+        for keep in ("0", "00", "0B", " 0MiB ", "0.0"):
+            p = tool("--mode", "vmm", "--json", "--vmm-keep", keep, src)
+            self.assertEqual(p.returncode, 0, f"{keep!r}: {p.stderr}")
+            r = json.loads(p.stdout)["modes"]["vmm"]
+            self.assertEqual(r["final_reserved"], 0, keep)
+            self.assertEqual(r["backend_maps"], r["backend_unmaps"], keep)
+        for keep in ("-1", "0x0", "zero", ""):
+            self.assertEqual(tool("--mode", "vmm", "--vmm-keep", keep, src).returncode, 2, keep)
+
+    def test_peak_live_zero_when_nothing_lives(self):
+        """An empty trace, or one whose only allocations are of 0 bytes or 2^64-1 bytes (refused
+        as invalid), has no live bytes: peak_live said 512."""
+        cases = {"empty": [], "zero": [tf.event(0, 1, 0, tf.ALLOC), tf.event(1, 1, 0, tf.FREE)],
+                 "max": [tf.event(0, 1, tf.U64, tf.ALLOC), tf.event(1, 1, 0, tf.FREE)]}
+        for name, evs in cases.items():
+            src = write_trace(self.path(name + ".gatrace"), evs)
+            p = tool("--json", src)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            doc = json.loads(p.stdout)
+            self.assertEqual(doc["peak_live"], 0, name)
+            for m, r in doc["modes"].items():
+                self.assertEqual((r["peak_in_use"], r["allocs"]), (0, 0), (name, m))
+
+    def test_lifetimes_nul_byte_and_bom(self):
+        """A NUL byte in the last line of a CSV cut the size "1\\0002" to 1 without a word; a byte
+        order mark before the header (as spreadsheets save) was refused by the tool although
+        `gpuarena replay` read it."""
+        nul = self.path("nul.csv")
+        with open(nul, "wb") as f:
+            f.write(b"id,lower,upper,size\n0,0,5,1\x002")
+        p = tool("--json", nul)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("nul.csv:2: a NUL byte", p.stderr)
+        bom = self.path("bom.csv")
+        with open(bom, "wb") as f:
+            f.write(b"\xef\xbb\xbfid,lower,upper,size\r\n0,0,5,100\r\n1,2,3,4096\r\n")
+        p = tool("--json", "--mode", "platform", bom)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["peak_live"], 512 + 4096)
+
+    def test_csv_same_figures_either_way(self):
+        """`gpuarena replay x.csv` (imported in Python) and `gpuarena-replay x.csv` (read in C)
+        replay one event order: buffers starting together in file order. The importer sorted
+        them by id, and a CSV whose ids run backwards gave other peaks (grow 93 vs 126 MiB)."""
+        src = self.path("rev.csv")
+        seed, rows = 1, []
+        for i in range(300):
+            seed = (seed * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+            lo, span, pick = seed >> 59, (seed >> 50) % 9 + 1, (seed >> 40) % 5
+            rows.append((1000 - i, lo, lo + span, [512, 4096, 1 << 20, 3 << 20, 700000][pick]))
+        with open(src, "w") as f:
+            f.write("id,lower,upper,size\n")
+            f.writelines(f"{i},{lo},{up},{s}\n" for i, lo, up, s in rows)
+        fields = ("peak_in_use", "peak_reserved", "max_frag", "backend_reserves", "backend_maps",
+                  "min_size")
+        c = json.loads(tool("--json", "--min", src, timeout=60).stdout)["modes"]
+        p = gatest.cli("replay", src, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        py = json.loads(p.stdout)["modes"]
+        for m in c:
+            self.assertEqual({k: c[m][k] for k in fields}, {k: py[m][k] for k in fields}, m)
+
+    def test_edges_by_hand_every_mode(self):
+        """Every size edge of the unit and the granule, checked against figures computed here,
+        with the invariant checker after every event."""
+        src = write_trace(self.path("e.gatrace"), edge_events())
+        rounded = [-(-s // 512) * 512 for s in EDGE_SIZES]
+        live = sum(rounded)
+        p = gatest.cli("replay", src, "--json", "--check")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["peak_live"], live)
+        n = len(EDGE_SIZES)
+        for m, r in doc["modes"].items():
+            self.assertEqual((r["events"], r["allocs"], r["frees"], r["failed_allocs"],
+                              r["check_failures"], r["final_in_use"]), (2 * n, n, n, 0, 0, 0), m)
+            self.assertEqual(r["peak_in_use"], live, m)
+            self.assertEqual(r["peak_requested"], sum(EDGE_SIZES), m)
+            self.assertGreaterEqual(r["peak_reserved"], live, m)
+            self.assertEqual(r["backend_releases"], r["backend_reserves"], m)
+            self.assertEqual(r["backend_maps"], r["backend_unmaps"], m)
+        self.assertEqual(doc["modes"]["arena"]["peak_reserved"], 2 * live)
+        self.assertEqual(doc["modes"]["arena"]["min_size"], live)
+        plat = doc["modes"]["platform"]
+        self.assertEqual((plat["peak_reserved"], plat["backend_reserves"], plat["final_reserved"],
+                          plat["min_size"]), (live, n, 0, live))
+        vmm = doc["modes"]["vmm"]
+        bound = math.ceil(live / G) * G  # no placement maps fewer granules
+        self.assertEqual(vmm["peak_reserved"], bound)
+        self.assertEqual(vmm["min_size"], bound)
+        # 512-byte granules map exactly the live bytes, one map per granule.
+        r = json.loads(tool("--json", "--mode", "vmm", "--granularity", "512", "--vmm-keep", "0",
+                            "--check", src).stdout)["modes"]["vmm"]
+        self.assertEqual((r["peak_reserved"], r["backend_maps"], r["final_reserved"],
+                          r["check_failures"]), (live, live // 512, 0, 0))
+
+    def test_live_peak_over_limit_in_vmm(self):
+        """A limit one granule under the live peak: vmm fails at the allocation that passes it,
+        maps no more than the limit, and --min answers the granule bound."""
+        src = write_trace(self.path("e.gatrace"), edge_events())
+        live = sum(-(-s // 512) * 512 for s in EDGE_SIZES)
+        bound = math.ceil(live / G) * G
+        p = gatest.cli("replay", src, "--json", "--mode", "vmm", "--limit", bound - G)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = json.loads(p.stdout)["modes"]["vmm"]
+        self.assertGreater(r["failed_allocs"], 0)
+        self.assertIsNotNone(r["first_oom"])
+        self.assertLessEqual(r["peak_reserved"], bound - G)
+        self.assertEqual(r["min_size"], bound)
+
+    def test_report_address_reused_while_live(self):
+        """`gpuarena report` drew an address allocated again while live as two live blocks, so
+        its in_use curve peaked above the replay's and ended above 0 with nothing live; now it
+        follows the replay (the earlier block ends there) and its slices end where they did."""
+        src = write_trace(self.path("w.gatrace"), [
+            tf.event(0, 0x10, 0, tf.FREE), tf.event(1, 0x20, 1000, tf.ALLOC),
+            tf.event(2, 0x20, 0, tf.FREE), tf.event(3, 0x20, 0, tf.FREE),
+            tf.event(4, 0x30, 4096, tf.ALLOC), tf.event(5, 0x30, 8192, tf.ALLOC),
+            tf.event(6, 0x31, 0, tf.FREE), tf.event(7, 0x30, 0, tf.FREE)])
+        p = gatest.cli("report", src, "-o", self.path("r"), "--mode", "platform")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.path("r.json")) as f:
+            doc = json.load(f)
+        in_use = [(e["ts"] * 1000, e["args"]["in_use"]) for e in doc["traceEvents"]
+                  if e.get("name") == "in_use"]
+        self.assertEqual(in_use, [(1, 1000), (2, 0), (4, 4096), (5, 8192), (7, 0)])
+        ends = sorted(e["ts"] * 1000 for e in doc["traceEvents"] if e.get("ph") == "e")
+        self.assertEqual(ends, [2, 5, 7])
+        r = json.loads(tool("--json", "--mode", "platform", src).stdout)["modes"]["platform"]
+        self.assertEqual((r["peak_in_use"], r["reused_addrs"], r["unmatched_frees"]), (8192, 1, 3))
+
+    def test_file_named_like_an_option(self):
+        """`gpuarena replay -- -t.gatrace` handed the name to gpuarena-replay, which took it for
+        an unknown option (exit 1, "gpuarena-replay failed"); the tool now takes `--` too."""
+        write_trace(self.path("-t.gatrace"), edge_events())
+        p = gatest.cli("replay", "--json", "--no-min", "--mode", "platform", "--", "-t.gatrace",
+                       cwd=self.d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["modes"]["platform"]["allocs"], len(EDGE_SIZES))
+        p = subprocess.run([os.path.join(gatest.BUILD, "bin", "gpuarena-replay"), "--json", "--",
+                            "-t.gatrace"], cwd=self.d, stdout=subprocess.PIPE, text=True,
+                           timeout=20, check=False)
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(tool("--", "a", "b").returncode, 2)
+
+    def test_arena_past_replay_address_space(self):
+        """A 2^61-byte block made the default arena (twice the peak) larger than replay's
+        address space, and the whole replay, every mode, failed with "cannot create the arena
+        pool"; the default now stops inside it, and an --arena-size past it says what to do."""
+        src = self.path("e61.csv")
+        with open(src, "w") as f:
+            f.write(f"id,lower,upper,size\n0,0,5,4096\n1,1,2,{1 << 61}\n")
+        p = tool("--json", src, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        modes = json.loads(p.stdout)["modes"]
+        self.assertEqual(list(modes), ["arena", "grow", "vmm", "platform"])
+        self.assertEqual(modes["platform"]["failed_allocs"], 0)
+        self.assertEqual(modes["arena"]["size_limit"], 1 << 61)
+        self.assertEqual(modes["arena"]["failed_allocs"], 1)
+        edges = write_trace(self.path("e.gatrace"), edge_events())
+        p = tool("--mode", "arena", "--arena-size", "16777215TiB", edges)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("more than replay's address space", p.stderr)
+        self.assertIn("give a smaller arena size", p.stderr)
+
+    def test_import_out_fifo_written_through(self):
+        """`import -o FIFO` renamed a regular file over the FIFO (and `-o /dev/null`, run as
+        root, over /dev/null, for the whole machine; not tried here). Now a FIFO with a reader
+        gets the trace, and one with none is a message, not a hang; it stays a FIFO."""
+        import stat
+        import threading
+        src = self.path("in.csv")
+        with open(src, "w") as f:
+            f.write("id,lower,upper,size\n0,0,5,100\n1,2,3,4096\n")
+        out = self.path("out.fifo")
+        os.mkfifo(out)
+        p = gatest.cli("import", "lifetimes", src, "-o", out, timeout=30)
+        self.assertCleanError(p, "nobody is reading")
+        got = []
+        reader = threading.Thread(target=lambda: got.append(open(out, "rb").read()))
+        reader.start()
+        p = gatest.cli("import", "lifetimes", src, "-o", out, timeout=30)
+        if reader.is_alive():  # the old code never opened the FIFO: release the reader
+            with open(out, "wb"):
+                pass
+        reader.join(10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(out).st_mode), "the FIFO was replaced")
+        trace = tf.parse(got[0])
+        self.assertEqual([e[tf.T_SIZE] for e in trace.events], [100, 4096, 4096, 100])
+        # Through a link to it, as /dev/stdout is: the link and the FIFO both stay.
+        link = self.path("link")
+        os.symlink(out, link)
+        p = gatest.cli("import", "lifetimes", src, "-o", link, timeout=30)
+        self.assertCleanError(p, "nobody is reading")
+        self.assertTrue(os.path.islink(link), "the link was replaced")
+        p = subprocess.run([sys.executable, gatest.SCRIPT, "import", "lifetimes", src, "-o",
+                            "/dev/stdout"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=30, check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.startswith(tf.MAGIC), p.stdout[:40])
+        with open(self.path("stdout.gatrace"), "wb") as f:  # stdout a regular file
+            p = subprocess.run([sys.executable, gatest.SCRIPT, "import", "lifetimes", src, "-o",
+                                "/dev/stdout"], stdout=f, stderr=subprocess.PIPE, timeout=30,
+                               check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(os.path.islink("/dev/stdout"))
+        with open(self.path("stdout.gatrace"), "rb") as f:
+            self.assertTrue(f.read().startswith(tf.MAGIC))
+
+    def test_format_trace_is_obeyed(self):
+        """`gpuarena replay x.csv --format trace` replayed the CSV as buffer lifetimes (the tool
+        went by the .csv name); the user said trace, and it is not one. A real trace named .csv
+        replays as a trace either way."""
+        src = self.path("x.csv")
+        with open(src, "w") as f:
+            f.write("id,lower,upper,size\n0,0,5,100\n")
+        self.assertCleanError(gatest.cli("replay", src, "--format", "trace"), "not a gpuarena")
+        self.assertEqual(gatest.cli("replay", src, "--no-min").returncode, 0)
+        named = write_trace(self.path("t.csv"), edge_events())
+        for args in ((), ("--format", "trace")):
+            p = gatest.cli("replay", named, "--json", "--no-min", "--mode", "platform", *args)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(json.loads(p.stdout)["modes"]["platform"]["allocs"], len(EDGE_SIZES))
+
+    def test_malformed_inputs_clean_errors(self):
+        """Truncated, duplicated, negative and huge fields: one `gpuarena:` line, exit 1, from
+        the tool and from the command."""
+        cases = {"trunc.csv": b"id,lower,upper,size\n0,0,5,100\n1,2",
+                 "duphdr.csv": b"id,lower,upper,size\nid,lower,upper,size\n0,0,5,100\n",
+                 "neg.csv": b"id,lower,upper,size\n0,0,5,-100\n",
+                 "big.csv": b"id,lower,upper,size\n0,0,5,99999999999999999999999\n",
+                 "short.gatrace": b"GATRACE\0\1\0\0\0",
+                 "empty.csv": b""}
+        for name, data in cases.items():
+            src = self.path(name)
+            with open(src, "wb") as f:
+                f.write(data)
+            p = tool(src)
+            self.assertEqual(p.returncode, 1, name)
+            self.assertTrue(p.stderr.startswith("gpuarena: "), (name, p.stderr))
+            self.assertCleanError(gatest.cli("replay", src), name)
+
+
+if __name__ == "__main__":
+    unittest.main()

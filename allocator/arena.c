@@ -330,7 +330,10 @@ static ga_status_t normalise(ga_config_t *cfg)
     }
     if (!cfg->initial) /* no initial region to stay within: regions can only come on demand */
         cfg->grow = 1;
-    cfg->limit &= ~(GA_ALIGN - 1); /* reserve sizes are multiples of GA_ALIGN anyway */
+    /* Reserve sizes are multiples of GA_ALIGN, so the limit is rounded down to one; a limit under
+     * GA_ALIGN stays as it is (no region fits under it) rather than becoming 0, which means none. */
+    if (cfg->limit >= GA_ALIGN)
+        cfg->limit &= ~(GA_ALIGN - 1);
     if (!cfg->min_region)
         cfg->min_region = (size_t)2 << 20;
     cfg->min_region = ga_round_size(cfg->min_region);

@@ -486,6 +486,30 @@ START_TEST(test_retry_smaller)
 }
 END_TEST
 
+/* A limit under the 512-byte alignment is a limit no region fits under, not "no limit" (rounding
+ * it down to 0 once let a grow arena take what it liked). */
+START_TEST(test_limit_under_alignment)
+{
+    for (size_t limit = 1; limit < 512; limit += 73) {
+        fake_backend_t f;
+        ga_arena_t *a = fake_arena(&f, 0, 1, limit, 0);
+        uintptr_t p;
+        ASSERT_STATUS(ga_alloc(a, 1, &p), GA_ENOMEM);
+        ASSERT_STATUS(ga_alloc(a, 512, &p), GA_ENOMEM);
+        ck_assert_uint_eq(f.nasked, 0); /* the backend is never asked */
+        ck_assert_uint_eq(stats_of(a).reserved, 0);
+        ga_arena_destroy(a);
+    }
+    fake_backend_t f;
+    fake_init(&f);
+    ga_backend_t b = fake_backend(&f);
+    ga_status_t st = GA_OK;
+    ga_config_t fixed = {.initial = 512, .limit = 100};
+    ck_assert_ptr_null(ga_arena_create(&b, &fixed, &st)); /* the region is over the limit */
+    ASSERT_STATUS(st, GA_ENOMEM);
+}
+END_TEST
+
 START_TEST(test_limit)
 {
     fake_backend_t f;
@@ -847,6 +871,7 @@ Suite *arena_suite(void)
     tcase_add_test(reg, test_no_growth);
     tcase_add_test(reg, test_retry_smaller);
     tcase_add_test(reg, test_limit);
+    tcase_add_test(reg, test_limit_under_alignment);
     tcase_add_test(reg, test_release_before_oom);
     tcase_add_test(reg, test_release_before_oom_then_fail);
     tcase_add_test(reg, test_trim);

@@ -265,10 +265,11 @@ def do_report(a):
     reserved, why = report_mod.reserved_series(trace, a.mode)
     if reserved is None:
         print(f"gpuarena: drawing bytes in use only, not reserved: {why}", file=sys.stderr)
-    report_mod.write_json(f"{prefix}.json", report_mod.chrome_trace(trace, reserved))
+    series = report_mod.in_use_series(trace)
+    report_mod.write_chrome_trace(f"{prefix}.json", trace, reserved, series=series)
     print(f"gpuarena: wrote {prefix}.json ({len(trace.events):,} events; open it in "
           "https://ui.perfetto.dev or chrome://tracing)")
-    if report_mod.write_png(f"{prefix}.png", trace, reserved):
+    if report_mod.write_png(f"{prefix}.png", trace, reserved, series=series):
         print(f"gpuarena: wrote {prefix}.png")
     else:
         print(f"gpuarena: {plot.MISSING}", file=sys.stderr)

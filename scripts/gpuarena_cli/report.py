@@ -62,42 +62,103 @@ def allocation_slices(trace):
 
 
 def _counter(name, dev, t_ns, value):
-    return {"name": name, "ph": "C", "ts": t_ns / 1000.0, "pid": dev, "tid": 0,
-            "args": {name: value}}
+    # Formatted as json.dumps(..., separators=(",", ":")) would write the same dict, without
+    # building one: a long trace has millions of points, and the dicts alone took gigabytes.
+    return (f'{{"name":"{name}","ph":"C","ts":{t_ns / 1000.0!r},"pid":{dev},"tid":0,'
+            f'"args":{{"{name}":{value}}}}}')
+
+
+def _event_strings(trace, reserved, title, series):
+    """Every trace event of the document as its compact JSON text, in document order; then,
+    as the last item, the otherData dict."""
+    devices = sorted(set(series) | set(reserved or {}))
+    for dev in devices:
+        yield json.dumps({"name": "process_name", "ph": "M", "pid": dev,
+                          "args": {"name": f"{title} device {dev}"}}, separators=(",", ":"))
+        for t, v in series.get(dev, []):
+            yield _counter("in_use", dev, t, v)
+        for t, v in (reserved or {}).get(dev, []):
+            yield _counter("reserved", dev, t, v)
+    allocs = sum(1 for ev in trace.events if ev[tf.T_KIND] == tf.ALLOC)  # one slice each
+    end = trace.events[-1][tf.T_TIME] if trace.events else 0
+    if allocs <= MAX_SLICES:
+        for i, (dev, start, stop, addr, size) in enumerate(allocation_slices(trace)):
+            common = {"name": f"{size} B", "cat": "allocation", "id": i, "pid": dev, "tid": 1}
+            yield json.dumps(dict(common, ph="b", ts=start / 1000.0,
+                                  args={"addr": hex(addr), "size": size}), separators=(",", ":"))
+            yield json.dumps(dict(common, ph="e", ts=(end if stop is None else stop) / 1000.0),
+                             separators=(",", ":"))
+    yield {"generator": "gpuarena report", "allocations": allocs,
+           "slices_included": allocs <= MAX_SLICES, "reserved_included": reserved is not None}
+
+
+def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None):
+    """Writes the Chrome trace-event document (reserved: {device: [(time_ns, bytes)]} or None;
+    series: in_use_series(trace) if already computed) to path, streamed in pieces and renamed
+    into place as write_json does: a million events take seconds and no more memory than the
+    trace itself."""
+    series = in_use_series(trace) if series is None else series
+
+    def fill(f):
+        f.write(b'{"traceEvents":[')
+        batch, sep = [], ""
+        for item in _event_strings(trace, reserved, title, series):
+            if isinstance(item, dict):
+                other = item
+                break
+            batch.append(sep + item)
+            sep = ","
+            if len(batch) >= 65536:
+                f.write("".join(batch).encode())
+                batch = []
+        f.write("".join(batch).encode())
+        f.write(('],"displayTimeUnit":"ns","otherData":'
+                 + json.dumps(other, separators=(",", ":")) + "}").encode())
+    tf.write_filled(path, fill)
 
 
 def chrome_trace(trace, reserved=None, title="gpuarena"):
-    """The Chrome trace-event document. reserved: {device: [(time_ns, bytes)]} or None."""
-    events = []
-    series = in_use_series(trace)
-    devices = sorted(set(series) | set(reserved or {}))
-    for dev in devices:
-        events.append({"name": "process_name", "ph": "M", "pid": dev,
-                       "args": {"name": f"{title} device {dev}"}})
-        events += [_counter("in_use", dev, t, v) for t, v in series.get(dev, [])]
-        events += [_counter("reserved", dev, t, v) for t, v in (reserved or {}).get(dev, [])]
-    slices = allocation_slices(trace)
-    end = trace.events[-1][tf.T_TIME] if trace.events else 0
-    if len(slices) <= MAX_SLICES:
-        for i, (dev, start, stop, addr, size) in enumerate(slices):
-            common = {"name": f"{size} B", "cat": "allocation", "id": i, "pid": dev, "tid": 1}
-            events.append(dict(common, ph="b", ts=start / 1000.0,
-                               args={"addr": hex(addr), "size": size}))
-            events.append(dict(common, ph="e", ts=(end if stop is None else stop) / 1000.0))
-    return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {"generator": "gpuarena report", "allocations": len(slices),
-                          "slices_included": len(slices) <= MAX_SLICES,
-                          "reserved_included": reserved is not None}}
+    """The Chrome trace-event document as a dict (what write_chrome_trace writes)."""
+    items = list(_event_strings(trace, reserved, title, in_use_series(trace)))
+    return {"traceEvents": [json.loads(x) for x in items[:-1]], "displayTimeUnit": "ns",
+            "otherData": items[-1]}
 
 
-def write_json(path, doc):
-    tf.write_atomic(path, json.dumps(doc, separators=(",", ":")).encode())
+PNG_BUCKETS = 4000  # a 10-inch figure is about 1,000-1,500 pixels wide
 
 
-def write_png(path, trace, reserved=None):
-    """Draws the timeline (plot.py); returns False (nothing written) without matplotlib."""
-    lines = [[f"in use, device {dev}", pts] for dev, pts in sorted(in_use_series(trace).items())]
-    lines += [[f"reserved, device {dev}", pts] for dev, pts in sorted((reserved or {}).items())]
+def downsample_steps(pts, buckets=PNG_BUCKETS):
+    """At most 4 points per time bucket of a step series: each bucket's first, lowest, highest
+    and last, in time order, so the drawn envelope (every peak and trough) is the full series'
+    at any width the figure has. Short series are returned as they are."""
+    if len(pts) <= 4 * buckets:
+        return pts
+    t0, span = pts[0][0], pts[-1][0] - pts[0][0] + 1
+    out, cur, group = [], None, []
+
+    def flush():
+        if group:
+            lo = min(range(len(group)), key=lambda k: group[k][1])
+            hi = max(range(len(group)), key=lambda k: group[k][1])
+            for k in sorted({0, lo, hi, len(group) - 1}):
+                out.append(group[k])
+    for p in pts:
+        b = (p[0] - t0) * buckets // span
+        if b != cur:
+            flush()
+            cur, group = b, []
+        group.append(p)
+    flush()
+    return out
+
+
+def write_png(path, trace, reserved=None, series=None):
+    """Draws the timeline (plot.py), each series downsampled to its envelope; returns False
+    (nothing written) without matplotlib."""
+    series = in_use_series(trace) if series is None else series
+    lines = [[f"in use, device {dev}", downsample_steps(pts)] for dev, pts in sorted(series.items())]
+    lines += [[f"reserved, device {dev}", downsample_steps(pts)]
+              for dev, pts in sorted((reserved or {}).items())]
     return plot.draw("timeline", path, {"lines": lines})
 
 

@@ -209,8 +209,13 @@ def replace_from_temp(path, fill):
 def write_atomic(path, data):
     """Writes bytes to a fresh temporary beside path, then renames: readers never see a partial
     file."""
+    write_filled(path, lambda f: f.write(data))
+
+
+def write_filled(path, fill):
+    """write_atomic for a file that fill(file object) writes in pieces."""
     try:
-        replace_from_temp(path, lambda f: f.write(data))
+        replace_from_temp(path, fill)
     except OSError as e:
         raise GaError(f"cannot write {path}: {e.strerror} (check the folder exists and is "
                       "writable)") from None

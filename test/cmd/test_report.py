@@ -9,6 +9,7 @@ import unittest
 
 import gatest
 from gpuarena_cli import importers
+from gpuarena_cli import report as report_mod
 from gpuarena_cli import tracefile as tf
 
 HAVE_MPL = gatest.MPL_PYTHON is not None
@@ -127,6 +128,88 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         with open(os.path.join(self.dir, "mine.json")) as f:
             # metadata, 2 in_use and 2 reserved counter samples, one begin/end slice pair
             self.assertEqual(len(json.load(f)["traceEvents"]), 1 + 2 + 2 + 2)
+
+
+class ReportLarge(unittest.TestCase):
+    """A long trace: the document streamed in pieces equals the one built whole (json.dumps of
+    the dict), a trace past MAX_SLICES still counts its allocations, and the PNG's series keep
+    their envelope in a bounded number of points."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    @staticmethod
+    def churn(n, seed=7):
+        import random
+        rng, live, evs, t = random.Random(seed), [], [], 0
+        for i in range(n):
+            t += 1000 + rng.randrange(3)  # ts with a fraction, as real traces have
+            if live and rng.random() < 0.5:
+                a, size = live.pop(rng.randrange(len(live)))
+                evs.append(tf.event(t, a, size, tf.FREE, device=a % 2))
+            else:
+                size = rng.choice([512, 4096, 1 << 20, 7777])
+                live.append((i + 1, size))
+                evs.append(tf.event(t, i + 1, size, tf.ALLOC, device=(i + 1) % 2))
+        return tf.Trace(evs)
+
+    def test_streamed_document_equals_whole(self):
+        trace = self.churn(3000)
+        reserved = {0: [(0, 0), (5000, 1 << 21), (9000.5, 1 << 22)], 1: [(7, 512)]}
+        path = os.path.join(self.dir, "doc.json")
+        report_mod.write_chrome_trace(path, trace, reserved, title="t")
+        with open(path, "rb") as f:
+            got = f.read()
+        want = json.dumps(report_mod.chrome_trace(trace, reserved, title="t"),
+                          separators=(",", ":")).encode()
+        self.assertEqual(got, want)
+        doc = json.loads(got)
+        allocs = sum(1 for ev in trace.events if ev[tf.T_KIND] == tf.ALLOC)
+        self.assertEqual(doc["otherData"]["allocations"], allocs)
+        self.assertEqual(sum(1 for e in doc["traceEvents"] if e["ph"] == "b"), allocs)
+
+    def test_past_max_slices_counts_allocations(self):
+        trace = self.churn(3000)
+        allocs = sum(1 for ev in trace.events if ev[tf.T_KIND] == tf.ALLOC)
+        saved, report_mod.MAX_SLICES = report_mod.MAX_SLICES, allocs - 1
+        try:
+            path = os.path.join(self.dir, "doc.json")
+            report_mod.write_chrome_trace(path, trace)
+            with open(path) as f:
+                doc = json.load(f)
+        finally:
+            report_mod.MAX_SLICES = saved
+        self.assertEqual(doc["otherData"]["allocations"], allocs)
+        self.assertFalse(doc["otherData"]["slices_included"])
+        self.assertFalse([e for e in doc["traceEvents"] if e["ph"] in "be"])
+
+    def test_downsample_keeps_envelope(self):
+        import random
+        rng = random.Random(3)
+        pts, level = [], 0
+        for i in range(100000):
+            level = max(0, level + rng.randrange(-5, 6))
+            pts.append((i * 10, level))
+        pts[54321] = (pts[54321][0], 10 ** 9)  # one spike a pixel could hide
+        small = report_mod.downsample_steps(pts, buckets=500)
+        self.assertLessEqual(len(small), 4 * 500)
+        self.assertEqual(small[0], pts[0])
+        self.assertEqual(small[-1], pts[-1])
+        self.assertEqual(max(v for _, v in small), 10 ** 9)
+        self.assertEqual(min(v for _, v in small), min(v for _, v in pts))
+        self.assertEqual(small, sorted(small))  # in time order, every point one of the series'
+        self.assertTrue(set(small) <= set(pts))
+        span = pts[-1][0] - pts[0][0] + 1
+        for b in range(500):  # each bucket's highest and lowest are kept
+            whole = [v for t, v in pts if t * 500 // span == b]
+            kept = [v for t, v in small if t * 500 // span == b]
+            if whole:
+                self.assertEqual((min(kept), max(kept)), (min(whole), max(whole)))
+        self.assertEqual(report_mod.downsample_steps(pts[:2000], buckets=500), pts[:2000])
 
 
 if __name__ == "__main__":

@@ -862,7 +862,8 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
         /* Address space refused (a driver with less of it than twice the cap: the simulated
          * one with 64 TiB of memory): a smaller first range, down to 64 granules; the pool adds
          * ranges as it fills. */
-        if (p->arena || st != GA_ENOMEM || va <= ((size_t)64 << v->gshift))
+        if (p->arena || st != GA_ENOMEM || va >> v->gshift <= 64) /* no shift of 64 by gshift:
+                                                                   * it wraps for granules of 2^58 */
             break;
         va = gran_up(v, va / 2);
     }

@@ -571,6 +571,81 @@ START_TEST(vmm_granularity_must_be_power_of_two)
 }
 END_TEST
 
+/* Huge granules (2^40 to 2^63 bytes; no driver has them, the pool's API takes them): create
+ * ends, whether the backend refuses every range (the pool halves its first range down to a floor
+ * of 64 granules, computed without a shift that wraps: granules from 2^58 looped for ever) or
+ * gives one; an allocation either fits or is an out-of-memory, and nothing is left held. */
+static int huge_refuse(void *ctx, size_t size, uintptr_t *base)
+{
+    (void)size;
+    (void)base;
+    ++*(unsigned *)ctx;
+    return -1;
+}
+static int huge_give(void *ctx, size_t size, uintptr_t *base)
+{
+    (void)size;
+    ++*(unsigned *)ctx;
+    *base = (uintptr_t)1 << 62; /* aligned to granules up to 2^62; with 2^63 the range wraps */
+    return 0;
+}
+static void huge_release(void *ctx, uintptr_t base, size_t size)
+{
+    (void)base;
+    (void)size;
+    --*(unsigned *)ctx;
+}
+static int huge_map(void *ctx, uintptr_t addr, size_t size, uint64_t *handle)
+{
+    (void)ctx;
+    (void)addr;
+    (void)size;
+    (void)handle;
+    return -1; /* nothing that large can be had */
+}
+static void huge_unmap(void *ctx, uintptr_t addr, size_t size, uint64_t handle)
+{
+    (void)ctx;
+    (void)addr;
+    (void)size;
+    (void)handle;
+}
+
+START_TEST(vmm_huge_granules_end)
+{
+    static const unsigned shifts[] = {40, 57, 58, 60, 62, 63};
+    for (size_t i = 0; i < sizeof shifts / sizeof shifts[0]; i++) {
+        for (int give = 0; give < 2; give++) {
+            unsigned calls = 0;
+            ga_pool_backend_t be = {.va_reserve = give ? huge_give : huge_refuse,
+                                    .va_release = huge_release, .map = huge_map,
+                                    .unmap = huge_unmap, .granularity = (size_t)1 << shifts[i],
+                                    .ctx = &calls};
+            ga_pool_config_t cfg = {.mode = GA_MODE_VMM, .va_size = (size_t)1 << 62};
+            ga_status_t st = GA_OK;
+            ga_pool_t *p = ga_pool_create(&be, &cfg, &st);
+            if (!give) {
+                ck_assert_msg(!p && st == GA_ENOMEM, "2^%u refused: %s", shifts[i],
+                              ga_status_str(st));
+                ck_assert_uint_le(calls, 64); /* halvings, not a loop */
+                continue;
+            }
+            if (!p) { /* only a 2^63 granule, whose one range cannot fit below 2^64 */
+                ck_assert_uint_eq(shifts[i], 63);
+                ck_assert_uint_eq(calls, 0);
+                continue;
+            }
+            ck_assert_msg(st == GA_OK, "2^%u given: %s", shifts[i], ga_status_str(st));
+            uintptr_t a = 0;
+            ck_assert_int_eq(ga_pool_alloc(p, 4096, &a), GA_ENOMEM); /* the map fails */
+            POOL_HEALTHY(p);
+            ga_pool_destroy(p);
+            ck_assert_uint_eq(calls, 0); /* every range given back */
+        }
+    }
+}
+END_TEST
+
 /* The one-granule fast paths (pool_vmm.c, cover and uncover): a granule is mapped when its first
  * block comes and given back exactly when its last one goes, also for a block across a granule
  * boundary, whose two granules are counted apart; a kept granule is reused without a map. */
@@ -904,6 +979,7 @@ Suite *vmm_suite(void)
      * -O1, which overran Check's default 4 s once when the machine was loaded by other work. */
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, vmm_granularity_must_be_power_of_two);
+    tcase_add_test(tc, vmm_huge_granules_end);
     tcase_add_test(tc, vmm_small_allocations_share_a_granule);
     tcase_add_test(tc, vmm_fits_only_on_mapped_granules);
     tcase_add_test(tc, vmm_equal_sizes_tile_granules);

@@ -26,6 +26,9 @@ extern "C" {
 
 /* ga_size_parse flags */
 #define GA_SIZE_PERCENT 1u /* accept "50%" (a share of a device's memory) */
+#define GA_SIZE_ZERO 2u    /* accept exactly 0 bytes ("0", "0B", "0.0GiB"): for counts of bytes
+                           * where none is a value (GPUARENA_VMM_KEEP); "0.5" still rounds to
+                           * nothing and is refused */
 
 /* Digits after the point kept for a percentage (further ones are dropped): 1e-17 % of 16 EiB
  * is under one byte, and the exact fraction then fits 64 bits. */
@@ -33,7 +36,7 @@ extern "C" {
 
 typedef struct ga_size {
     int is_percent;
-    uint64_t bytes;    /* !is_percent: the size, 1 .. 2^64 - 1 */
+    uint64_t bytes;    /* !is_percent: the size, 1 .. 2^64 - 1 (0 only under GA_SIZE_ZERO) */
     double percent;    /* is_percent: (0, 100], for messages */
     uint64_t pct_num;  /* is_percent: the percentage exactly, pct_num / pct_den, */
     uint64_t pct_den;  /*   pct_den a power of ten */

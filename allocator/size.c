@@ -156,17 +156,17 @@ static int all_zero(const char *digits, size_t n)
     return 1;
 }
 
-static int to_bytes(const scan_t *s, uint64_t mult, ga_size_t *out, char *why, size_t len)
+static int to_bytes(const scan_t *s, uint64_t mult, unsigned flags, ga_size_t *out, char *why,
+                    size_t len)
 {
     uint64_t whole = 0;
     int big = whole_value(s, &whole) != 0;
     ga_u128 b = big ? 0 : (ga_u128)whole * mult + frac_times(s->frac, s->nfrac, mult);
     if (big || b > UINT64_MAX)
         return why_f(why, len, "it is more than 2^64 - 1 bytes");
-    if (b == 0)
-        return why_f(why, len, whole == 0 && all_zero(s->frac, s->nfrac)
-                                   ? "it is 0 bytes"
-                                   : "it rounds down to 0 bytes");
+    int exact_zero = b == 0 && whole == 0 && all_zero(s->frac, s->nfrac);
+    if (b == 0 && !(exact_zero && (flags & GA_SIZE_ZERO)))
+        return why_f(why, len, exact_zero ? "it is 0 bytes" : "it rounds down to 0 bytes");
     memset(out, 0, sizeof *out);
     out->bytes = (uint64_t)b;
     return 0;
@@ -208,7 +208,7 @@ int ga_size_parse(const char *text, unsigned flags, ga_size_t *out, char *err, s
     else if ((mult = unit_mult(&s)) == 0)
         why_f(why, sizeof why, "unknown unit '%.*s'", (int)s.nunit, s.unit);
     else
-        rc = to_bytes(&s, mult, out, why, sizeof why);
+        rc = to_bytes(&s, mult, flags, out, why, sizeof why);
     if (rc != 0 && err && errlen)
         snprintf(err, errlen,
                  "'%s' is not a size: %s (try 8GiB, 512MiB, 1.5G, 4096%s; units B, K/KiB, M/MiB, "

@@ -98,12 +98,13 @@ static int usage_error(const char *msg, const char *arg)
     return 2;
 }
 
-/* A size option with the one grammar; prints the parser's message (usage error) when refused. */
-static int parse_size_opt(const char *opt, const char *v, size_t *out)
+/* A size option with the one grammar (flags: GA_SIZE_ZERO where 0 bytes is a value); prints the
+ * parser's message (usage error) when refused. */
+static int parse_size_opt(const char *opt, const char *v, unsigned flags, size_t *out)
 {
     ga_size_t sz;
     char err[512];
-    if (ga_size_parse(v, 0, &sz, err, sizeof err) != 0) {
+    if (ga_size_parse(v, flags, &sz, err, sizeof err) != 0) {
         fprintf(stderr, "gpuarena: %s: %s\n", opt, err);
         return -1;
     }
@@ -112,34 +113,6 @@ static int parse_size_opt(const char *opt, const char *v, size_t *out)
         return -1;
     }
     *out = (size_t)sz.bytes;
-    return 0;
-}
-
-/* --vmm-keep 0 is a value (keep nothing), which the size grammar refuses as a size: any
- * spelling of zero bytes (0, 00, 0.0, 0B, 0MiB), white space around ignored. */
-static int is_zero(const char *v)
-{
-    while (*v == ' ' || *v == '\t')
-        v++;
-    if (*v != '0')
-        return 0;
-    while (*v == '0')
-        v++;
-    if (*v == '.' && v[1] == '0') /* 0.0, 0.000: a digit after the point, as the grammar asks */
-        for (v++; *v == '0'; v++)
-            ;
-    if (*v >= '1' && *v <= '9')
-        return 0;
-    while (*v == ' ' || *v == '\t')
-        v++;
-    static const char *const units[] = {"", "b", "k", "kib", "kb", "m", "mib", "mb", "g", "gib",
-                                        "gb", "t", "tib", "tb"};
-    size_t n = strlen(v);
-    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-        n--;
-    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
-        if (strlen(units[i]) == n && strncasecmp(v, units[i], n) == 0)
-            return 1;
     return 0;
 }
 
@@ -204,19 +177,17 @@ static int parse_opt(options_t *o, const char *a, const char *v)
         if (set_mode(o, v) != 0)
             return usage_error(what, v);
     } else if (!strcmp(a, "--arena-size")) {
-        if (parse_size_opt(a, v, &o->arena_size) != 0)
+        if (parse_size_opt(a, v, 0, &o->arena_size) != 0)
             return 2;
     } else if (!strcmp(a, "--limit")) {
-        if (parse_size_opt(a, v, &o->limit) != 0)
+        if (parse_size_opt(a, v, 0, &o->limit) != 0)
             return 2;
     } else if (!strcmp(a, "--vmm-keep")) {
-        if (!is_zero(v) && parse_size_opt(a, v, &o->keep) != 0)
+        if (parse_size_opt(a, v, GA_SIZE_ZERO, &o->keep) != 0) /* 0: keep nothing */
             return 2;
-        if (is_zero(v))
-            o->keep = 0;
         o->keep_set = 1;
     } else if (!strcmp(a, "--granularity")) {
-        if (parse_size_opt(a, v, &o->granularity) != 0)
+        if (parse_size_opt(a, v, 0, &o->granularity) != 0)
             return 2;
         if (o->granularity < GA_ALIGN || o->granularity > MAX_GRANULARITY ||
             (o->granularity & (o->granularity - 1)))

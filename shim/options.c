@@ -74,9 +74,9 @@ static int parse_free_sync(const char *v)
 static int parse_keep(const char *v)
 {
     ga_size_t sz;
-    if (ga_size_parse(v, 0, &sz, NULL, 0) != 0 && strcmp(v, "0") != 0)
+    if (ga_size_parse(v, GA_SIZE_ZERO, &sz, NULL, 0) != 0)
         return -1;
-    ga_opt.vmm_keep = strcmp(v, "0") == 0 ? 0 : sz.bytes;
+    ga_opt.vmm_keep = sz.bytes;
     return 0;
 }
 
@@ -173,7 +173,7 @@ static const ga_option_def_t ga_options[] = {
      "device = each free synchronises "
      "the context (safe, as the driver's cuMemFree); none = reused at once (unsafe unless the "
      "program synchronises before freeing)"},
-    {"GPUARENA_VMM_KEEP", "64MiB", parse_keep, "a size such as 64MiB, or 0",
+    {"GPUARENA_VMM_KEEP", "64MiB", parse_keep, "try 64MiB, 512MiB or 0",
      "vmm: bytes of wholly free granules kept mapped to avoid remapping (0: give each back at once)"},
     {"GPUARENA_STATS", "unset", parse_stats, "a file path, or - for stderr",
      "write statistics as JSON at exit; %p in the path becomes the process id"},
@@ -283,7 +283,8 @@ int ga_options_load(void)
             continue;
         }
         bad++;
-        const char *what = o->parse == parse_limit ? "is not a size" : "is not valid";
+        const char *what =
+            o->parse == parse_limit || o->parse == parse_keep ? "is not a size" : "is not valid";
         ga_log(GA_LOG_ERROR, "%s='%s' %s (%s); CUDA will not be initialised", o->env, v, what,
                o->accepted);
     }

@@ -82,7 +82,7 @@ def _scan(text):
     return whole, frac, unit
 
 
-def _value(whole, frac, unit, allow_percent):
+def _value(whole, frac, unit, allow_percent, allow_zero=False):
     """int bytes or Fraction percent, or a reason string."""
     if unit == "%":
         if not allow_percent:
@@ -100,6 +100,8 @@ def _value(whole, frac, unit, allow_percent):
         return "it is more than 2^64 - 1 bytes"
     if n == 0:
         exact_zero = int(whole) == 0 and not frac.strip("0")
+        if exact_zero and allow_zero:
+            return 0
         return "it is 0 bytes" if exact_zero else "it rounds down to 0 bytes"
     return n
 
@@ -111,12 +113,13 @@ def size_error(text, why, allow_percent=False):
             "kB, MB, GB, TB = x1000, in any case)")
 
 
-def parse_size(text, allow_percent=False):
+def parse_size(text, allow_percent=False, allow_zero=False):
     """Bytes (int) from '8GiB', '512 MiB', '1.5G', '4096'; with allow_percent, '50%' gives the
-    percentage as a Fraction. GaError with the C parser's message otherwise."""
+    percentage as a Fraction; with allow_zero, exactly 0 bytes ('0', '0B') is 0 (GA_SIZE_ZERO).
+    GaError with the C parser's message otherwise."""
     got = _scan(str(text))
     if not isinstance(got, str):
-        got = _value(*got, allow_percent)
+        got = _value(*got, allow_percent, allow_zero)
     if isinstance(got, str):
         raise GaError(size_error(text, got, allow_percent))
     return got

@@ -39,7 +39,7 @@ def unescape(s):
 
 
 def rows():
-    """[(line number, input, kind, value)]: kind bytes (int), percent (Fraction) or error."""
+    """[(line number, input, kind, value)]: kind bytes (int), percent (Fraction), zero or error."""
     out = []
     with open(TABLE, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -86,16 +86,80 @@ class SizeTable(unittest.TestCase):
     def test_python(self):
         misses = []
         for n, text, kind, value in ROWS:
-            for allow in (True, False):
-                want_error = kind == "error" or (kind == "percent" and not allow)
+            for allow, zero in ((True, False), (False, False), (False, True), (True, True)):
+                want_error = (kind == "error" or (kind == "percent" and not allow) or
+                              (kind == "zero" and not zero))
+                want = 0 if kind == "zero" else value
+                how = f"(percent allowed: {allow}, zero allowed: {zero})"
                 try:
-                    got = parse_size(text, allow)
+                    got = parse_size(text, allow, zero)
                 except GaError as e:
                     if not want_error or "is not a size: " not in str(e):
-                        misses.append(f"line {n} {text!r} (percent allowed: {allow}): {e}")
+                        misses.append(f"line {n} {text!r} {how}: {e}")
                     continue
-                if want_error or got != value or isinstance(got, Fraction) != (kind == "percent"):
-                    misses.append(f"line {n} {text!r} (percent allowed: {allow}): {got!r}")
+                if want_error or got != want or isinstance(got, Fraction) != (kind == "percent"):
+                    misses.append(f"line {n} {text!r} {how}: {got!r}")
+        self.assertNoMisses(misses)
+
+    def test_replay_tool_vmm_keep(self):
+        """--vmm-keep takes the grammar with zero allowed: a zero row keeps nothing (a freed
+        4 MiB block leaves no granule mapped), a byte row is read, percentages and errors are
+        usage errors with the parser's message."""
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "one.csv")
+            with open(src, "w") as f:
+                f.write("id,lower,upper,size\n1,0,1,4194304\n")
+
+            def run(row):
+                p = subprocess.run([TOOL, "--mode", "vmm", "--json", "--vmm-keep", row[1], src],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   check=False)
+                return row, p
+            misses = []
+            for (n, text, kind, value), p in each_row(run) + [((0, "64MiB", "keep", None),
+                                                               run((0, "64MiB"))[1])]:
+                if kind in ("bytes", "zero", "keep"):
+                    try:
+                        got = json.loads(p.stdout)["modes"]["vmm"]["final_reserved"]
+                    except (ValueError, KeyError, TypeError):
+                        misses.append(f"line {n} {text!r}: exit {p.returncode}, {p.stderr!r}")
+                        continue
+                    if (kind == "zero" and got != 0) or (kind == "keep" and got != 4 << 20):
+                        misses.append(f"line {n} {text!r}: {got} bytes kept mapped")
+                    continue
+                if p.returncode != 2 or "--vmm-keep: " not in p.stderr or \
+                        "is not a size" not in p.stderr:
+                    misses.append(f"line {n} {text!r}: exit {p.returncode}, {p.stderr!r}")
+            self.assertNoMisses(misses)
+
+    def test_shim_vmm_keep(self):
+        """GPUARENA_VMM_KEEP through the shim: every zero row is 0 in the statistics' options,
+        as are a few byte rows; percentages and errors stop CUDA with the message."""
+        picks = [r for r in ROWS if r[2] == "zero"] + \
+            [r for r in ROWS if r[2] == "bytes"][:4] + \
+            [r for r in ROWS if r[2] in ("error", "percent")][:6]
+        misses = []
+        with tempfile.TemporaryDirectory() as d:
+            def run(row):
+                stats = os.path.join(d, f"s{row[0]}.json")
+                ok, _, err = probe("shim", {"GPUARENA_MODE": "vmm", "GPUARENA_VMM_KEEP": row[1],
+                                            "GPUARENA_STATS": stats})
+                doc = None
+                if os.path.exists(stats):
+                    with open(stats) as f:
+                        doc = json.load(f)
+                return row, ok, err, doc
+            with ThreadPoolExecutor(4) as pool:
+                results = list(pool.map(run, picks))
+        for (n, text, kind, value), ok, err, doc in results:
+            if kind in ("bytes", "zero"):
+                got = (doc or {}).get("options", {}).get("vmm_keep")
+                want = 0 if kind == "zero" else value
+                if not ok or got != want:
+                    misses.append(f"line {n} {text!r}: ok {ok}, vmm_keep {got} (want {want}), "
+                                  f"{err.strip()}")
+            elif ok or "GPUARENA_VMM_KEEP" not in err or "is not a size" not in err:
+                misses.append(f"line {n} {text!r}: accepted, {err.strip()}")
         self.assertNoMisses(misses)
 
     def test_replay_tool(self):
@@ -147,7 +211,7 @@ class SizeTable(unittest.TestCase):
             return row, probe("shim", {"SIMCUDA_TOTAL_MEM": str(total), "GPUARENA_LIMIT": row[1]})
         misses = []
         for (n, text, kind, value), (ok, total, err) in each_row(run):
-            if kind == "error":
+            if kind in ("error", "zero"):
                 if "GPUARENA_LIMIT=" not in err or "is not a size" not in err:
                     misses.append(f"line {n} {text!r}: no message, total {total}")
                 continue

@@ -2,8 +2,9 @@
  *
  * The cases are the shared table test/sizes.tsv, which the command tier also runs through the
  * replay tool, the simulated driver, the shim and the Python parser, so the five cannot drift
- * apart. Each row is parsed twice: with percentages allowed (what GPUARENA_LIMIT reads) and without
- * (every other size), where a percentage row must be refused. The exact percentage arithmetic and
+ * apart. Each row is parsed four times: with percentages allowed (what GPUARENA_LIMIT reads) and
+ * without (every other size), where a percentage row must be refused, each with and without
+ * GA_SIZE_ZERO (GPUARENA_VMM_KEEP), where a "zero" row is 0 bytes or must be refused. The exact percentage arithmetic and
  * the message are checked here on their own. The table is found at $GA_SIZES_TSV or, as make runs
  * the tests from the repository root, test/sizes.tsv.
  */
@@ -41,6 +42,10 @@ static void check_row(int line, const char *input, const char *expected, unsigne
         ck_assert_msg(rc == 0 && !sz.is_percent && sz.bytes == want,
                       "line %d '%s': expected %llu bytes, got rc %d bytes %llu (%s)", line, input,
                       want, rc, (unsigned long long)sz.bytes, err);
+    } else if (!strcmp(expected, "zero") && (flags & GA_SIZE_ZERO)) {
+        ck_assert_msg(rc == 0 && !sz.is_percent && sz.bytes == 0,
+                      "line %d '%s': expected 0 bytes under GA_SIZE_ZERO, got rc %d (%s)", line,
+                      input, rc, err);
     } else if (!strncmp(expected, "percent ", 8) && pct_ok) {
         double want = strtod(expected + 8, NULL);
         ck_assert_msg(rc == 0 && sz.is_percent, "line %d '%s': expected %s, got rc %d (%s)", line,
@@ -48,7 +53,8 @@ static void check_row(int line, const char *input, const char *expected, unsigne
         ck_assert_msg(sz.percent > want * (1 - 1e-12) && sz.percent < want * (1 + 1e-12),
                       "line %d '%s': percent %g, expected %g", line, input, sz.percent, want);
     } else {
-        ck_assert_msg(!strcmp(expected, "error") || !strncmp(expected, "percent ", 8),
+        ck_assert_msg(!strcmp(expected, "error") || !strcmp(expected, "zero") ||
+                          !strncmp(expected, "percent ", 8),
                       "line %d: bad expectation '%s'", line, expected);
         ck_assert_msg(rc == -1, "line %d '%s': expected an error, parsed it (%llu bytes)", line,
                       input, (unsigned long long)sz.bytes);
@@ -76,6 +82,8 @@ START_TEST(size_table)
         unescape(buf);
         check_row(line, buf, tab + 1, GA_SIZE_PERCENT);
         check_row(line, buf, tab + 1, 0);
+        check_row(line, buf, tab + 1, GA_SIZE_ZERO);
+        check_row(line, buf, tab + 1, GA_SIZE_ZERO | GA_SIZE_PERCENT);
         rows++;
     }
     fclose(f);

@@ -399,6 +399,20 @@ GA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
+/* A program can free only an address range it reserved (the driver refuses any other base or
+ * size). A vmm pool's range it did not reserve, but it can learn an address in it, and freed it
+ * would take the pool's address space, mappings and all, from under live allocations: refused with
+ * the driver's answer for a range it does not know. The pool's own frees call the driver directly
+ * (backend.c). */
+GA_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    GA_HOOK_ENTER(cuMemAddressFree, (ptr, size));
+    if (ga_opt.mode == GA_MODE_VMM && ptr &&
+        ga_with_owner((uintptr_t)ptr, ga_vmm_pool_owned, NULL, 0))
+        return CUDA_ERROR_INVALID_VALUE;
+    return ga_real.cuMemAddressFree(ptr, size);
+}
+
 /* ---- the runtime: tag the thread, call the real function ---- */
 #define GA_CUDART_CALL(name, api, args)                                                     \
     do {                                                                                   \

@@ -84,7 +84,6 @@ typedef struct ga_real {
     X(cuDeviceGetUuid_v2, (CUuuid *, CUdevice))                                               \
     X(cuDeviceGetUuid, (CUuuid *, CUdevice))                                                  \
     X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))  \
-    X(cuMemAddressFree, (CUdeviceptr, size_t))                                                \
     X(cuMemSetAccess, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))                 \
     X(cuMemGetAllocationGranularity,                                                          \
       (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))

@@ -151,6 +151,10 @@ static int r_map(void *f)
                           unsigned long long))f)(lean_alloc(), 2u << 20, 0, 1, 0);
 }
 static int r_unmap(void *f) { return ((CUresult (*)(CUdeviceptr, size_t))f)(lean_alloc(), 2u << 20); }
+static int r_addr_free(void *f)
+{
+    return ((CUresult (*)(CUdeviceptr, size_t))f)(lean_alloc(), 2u << 20);
+}
 static int r_cuda_malloc(void *f)
 {
     void *p = NULL;
@@ -241,6 +245,7 @@ static const struct lean_recipe {
     {"cuMemRetainAllocationHandle", r_retain},
     {"cuMemMap", r_map},
     {"cuMemUnmap", r_unmap},
+    {"cuMemAddressFree", r_addr_free},
     {"cudaMalloc", r_cuda_malloc},
     {"cudaFree", r_cuda_free},
     {"cudaMemGetInfo", r_cuda_info},

@@ -364,6 +364,73 @@ START_TEST(vmmh_unmap_pool_refused)
 }
 END_TEST
 
+/* cuMemAddressFree of the vmm pool's own range (a program can find an address in it: its first
+ * allocation starts there): refused, nothing reaches the driver, and the pool's allocations keep
+ * their memory and data. Before it was hooked, the driver freed the pool's address space, mapped
+ * granules and all, and the program's next use of the memory faulted. A range the program reserved
+ * itself is still freed by the driver, and bad arguments get the driver's own answer. */
+START_TEST(vmmh_address_free_pool_refused)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
+           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr a, b;
+    ck_assert_int_eq(cuMemAlloc(&a, 4 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, 1000), CUDA_SUCCESS);
+    unsigned char in[4096], out[4096];
+    for (size_t i = 0; i < sizeof in; i++)
+        in[i] = (unsigned char)(i * 7 + 1);
+    ck_assert_int_eq(cuMemcpyHtoD(a + 3 * MiB, in, sizeof in), CUDA_SUCCESS);
+    simcuda_counters_t c0 = pt_counters();
+    ck_assert_int_eq(cuMemAddressFree(a, 2048 * MiB), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAddressFree(a, 4 * MiB), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAddressFree(a + MiB, 2 * MiB), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAddressFree(b, 2 * MiB), CUDA_ERROR_INVALID_VALUE);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.address_free_calls, c0.address_free_calls); /* the driver never asked */
+    ck_assert_uint_eq(c.vmm_reserved_bytes, c0.vmm_reserved_bytes);
+    ck_assert_uint_eq(c.vmm_mappings, c0.vmm_mappings);
+    ck_assert_int_eq(cuMemcpyDtoH(out, a + 3 * MiB, sizeof out), CUDA_SUCCESS);
+    ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+    /* Freed pool addresses are still the pool's range. */
+    ck_assert_int_eq(cuMemAddressFree(a, 2048 * MiB), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr d;
+    ck_assert_int_eq(cuMemAlloc(&d, 6 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(d, 3, 6 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(d), CUDA_SUCCESS);
+    /* The program's own reservation: the driver frees it. */
+    CUdeviceptr va = 0;
+    c0 = pt_counters();
+    ck_assert_int_eq(cuMemAddressReserve(&va, 8 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAddressFree(va, 8 * MiB), CUDA_SUCCESS);
+    c = pt_counters();
+    ck_assert_uint_eq(c.address_free_calls, c0.address_free_calls + 1);
+    ck_assert_uint_eq(c.vmm_reserved_bytes, c0.vmm_reserved_bytes);
+    /* Nothing the shim knows: the driver's own answer (and it was asked). */
+    ck_assert_int_eq(cuMemAddressFree(0, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAddressFree(va, 8 * MiB), CUDA_ERROR_INVALID_VALUE); /* freed already */
+    ck_assert_uint_eq(pt_counters().address_free_calls, c0.address_free_calls + 3);
+}
+END_TEST
+
+/* In arena mode the arena is cuMemAlloc memory, which the driver itself refuses to free as an
+ * address range: passed on, refused by the driver, the allocation intact. */
+START_TEST(vmmh_address_free_arena_passed)
+{
+    pt_env("GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr a;
+    ck_assert_int_eq(cuMemAlloc(&a, 4 * MiB), CUDA_SUCCESS);
+    simcuda_counters_t c0 = pt_counters();
+    ck_assert_int_eq(cuMemAddressFree(a, 4 * MiB), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_uint_eq(pt_counters().address_free_calls, c0.address_free_calls + 1);
+    ck_assert_int_eq(cuMemsetD8(a, 1, 4 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+}
+END_TEST
+
 TCase *pt_tcase_vmm_hostile(void)
 {
     TCase *tc = tcase_create("vmm_hostile");
@@ -380,5 +447,7 @@ TCase *pt_tcase_vmm_hostile(void)
     tcase_add_test(tc, vmmh_device_refusal_explained);
     tcase_add_test(tc, vmmh_retain_pool_refused);
     tcase_add_test(tc, vmmh_unmap_pool_refused);
+    tcase_add_test(tc, vmmh_address_free_pool_refused);
+    tcase_add_test(tc, vmmh_address_free_arena_passed);
     return tc;
 }

@@ -346,7 +346,9 @@ def _csv_rows(path, expected):
 
 def import_lifetimes(path, close=False):
     """Buffer lifetimes (id,lower,upper,size) -> trace: alloc at lower, free at upper, frees before
-    allocs at equal times; addr = id, time_ns = the logical time."""
+    allocs at equal times; addr = id, time_ns = the logical time. A row with lower == upper lives
+    for no time: its free comes right after the allocs of that instant, as gpuarena-replay's own
+    reader (allocator/lifetimes.c) orders it."""
     del close  # every buffer has its free already
     bufs, ids = [], set()
     for n, (bid, lo, up, size) in _csv_rows(path, ("id", "lower", "upper", "size")):
@@ -355,9 +357,9 @@ def import_lifetimes(path, close=False):
                              ((bid, "id"), (lo, "lower"), (up, "upper"), (size, "size")))
         if bid < 0 or lo < 0 or size <= 0:
             raise GaError(f"{path}: {where}: id, lower must be >= 0 and size > 0")
-        if up <= lo:
-            raise GaError(f"{path}: {where}: upper {up} <= lower {lo}; a buffer lives over "
-                          "[lower, upper), so upper must be greater")
+        if up < lo:
+            raise GaError(f"{path}: {where}: upper {up} < lower {lo}; a buffer lives over "
+                          "[lower, upper), so upper must not be less")
         if bid in ids:
             raise GaError(f"{path}: {where}: buffer id {bid} appears twice; ids must be unique")
         ids.add(bid)
@@ -365,9 +367,11 @@ def import_lifetimes(path, close=False):
     # Ties keep file order, as gpuarena-replay's own reader (allocator/lifetimes.c) does: sorted
     # by id instead, the same CSV replayed with other figures through `gpuarena replay`.
     evs = [(lo, 1, row, bid, size) for row, (bid, lo, _up, size) in enumerate(bufs)]
-    evs += [(up, 0, row, bid, size) for row, (bid, _lo, up, size) in enumerate(bufs)]
+    evs += [(up, 2 if up == lo else 0, row, bid, size)
+            for row, (bid, lo, up, size) in enumerate(bufs)]
     evs.sort()
-    events = [tf.event(t, bid, size, tf.ALLOC if k else tf.FREE) for t, k, _, bid, size in evs]
+    events = [tf.event(t, bid, size, tf.ALLOC if k == 1 else tf.FREE)
+              for t, k, _, bid, size in evs]
     counts = {"buffers": len(bufs), "allocs": len(bufs), "frees": len(bufs),
               "events": len(events)}
     return tf.Trace(events), counts

@@ -48,7 +48,7 @@ CASES = [
     ("lifetimes", b"a,b,c,d\n1,2,3,4\n", "header id,lower,upper,size"),
     ("lifetimes", b"", "header"),
     ("lifetimes", (LT_HEAD + "0,1,2,x\n").encode(), "line 2"),
-    ("lifetimes", (LT_HEAD + "0,5,5,10\n").encode(), "upper 5 <= lower 5"),
+    ("lifetimes", (LT_HEAD + "0,5,4,10\n").encode(), "upper 4 < lower 5"),
     ("lifetimes", (LT_HEAD + "0,1,2,10\n0,3,4,10\n").encode(), "appears twice"),
     ("lifetimes", (LT_HEAD + "0,1,2\n").encode(), "3 fields"),
     ("lifetimes", (LT_HEAD + "0,1,2,0\n").encode(), "size > 0"),

@@ -164,6 +164,37 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
         for m in c:
             self.assertEqual({k: c[m][k] for k in fields}, {k: py[m][k] for k in fields}, m)
 
+    def test_csv_zero_lifetime_rows_either_way(self):
+        """A row with lower == upper (live over the empty [t, t)): gpuarena-replay's reader takes
+        it, its free right after the allocs of that instant; the Python importer refused the
+        file. Both now read it, in one order: the same figures either way, and the imported
+        trace has the free after the allocs at that time."""
+        src = self.path("zero.csv")
+        with open(src, "w") as f:
+            f.write("id,lower,upper,size\n0,0,5,1048576\n1,5,5,4194304\n2,5,9,2097152\n"
+                    "3,3,3,512\n4,0,3,8192\n")
+        fields = ("peak_in_use", "peak_reserved", "max_frag", "backend_reserves", "backend_maps",
+                  "min_size", "allocs", "frees")
+        c = tool("--json", "--min", src, timeout=60)
+        self.assertEqual(c.returncode, 0, c.stderr)
+        c = json.loads(c.stdout)["modes"]
+        p = gatest.cli("replay", src, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        py = json.loads(p.stdout)["modes"]
+        for m in c:
+            self.assertEqual({k: c[m][k] for k in fields}, {k: py[m][k] for k in fields}, m)
+        # at t=5: 0 ends, then 1 and 2 start (6 MiB live), then 1 ends; the zero-lifetime
+        # buffer 1 is counted at its instant
+        self.assertEqual(c["platform"]["peak_in_use"], 4194304 + 2097152)
+        out = self.path("zero.gatrace")
+        p = gatest.cli("import", "lifetimes", src, "-o", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        order = [(ev[tf.T_TIME], ev[tf.T_KIND], ev[tf.T_ADDR]) for ev in tf.read(out).events]
+        self.assertEqual(order, [(0, tf.ALLOC, 0), (0, tf.ALLOC, 4), (3, tf.FREE, 4),
+                                 (3, tf.ALLOC, 3), (3, tf.FREE, 3), (5, tf.FREE, 0),
+                                 (5, tf.ALLOC, 1), (5, tf.ALLOC, 2), (5, tf.FREE, 1),
+                                 (9, tf.FREE, 2)])
+
     def test_edges_by_hand_every_mode(self):
         """Every size edge of the unit and the granule, checked against figures computed here,
         with the invariant checker after every event."""

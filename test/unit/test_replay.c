@@ -174,6 +174,32 @@ START_TEST(min_size_bisection)
 }
 END_TEST
 
+/* Success is not monotone in the region size: on minimalloc_K the arena's bisection stopped at
+ * 2,242,560 bytes, and 1,911,808 runs the trace. The answer is now the smallest: every size from
+ * the live peak up to it fails (checked here one by one), and it runs. */
+START_TEST(min_size_is_the_smallest)
+{
+    const char *dir = getenv("GA_TRACES_DIR");
+    ck_assert_msg(dir && *dir, "GA_TRACES_DIR is not set: point it at shared/traces");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/lifetimes/minimalloc_K.csv", dir);
+    ga_trace_t t;
+    load(path, &t);
+    char err[256];
+    for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_GROW; m++) {
+        ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m};
+        size_t s = 0;
+        ck_assert_msg(ga_replay_min_size(&t, &o, 0, &s, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(!fails_at(&t, o, s), "%s: min %zu fails", ga_replay_mode_name(o.mode), s);
+        ck_assert_uint_lt(s, 2242560);
+        for (size_t x = 1048576; x < s; x += 512)
+            ck_assert_msg(fails_at(&t, o, x), "%s: %zu runs the trace, below the min %zu",
+                          ga_replay_mode_name(o.mode), x, s);
+    }
+    ga_trace_free(&t);
+}
+END_TEST
+
 static void push(ga_trace_t *t, uint8_t kind, uint64_t addr, uint64_t size, uint32_t result)
 {
     ga_event_t e = {.time_ns = t->count, .addr = addr, .size = size, .kind = kind,
@@ -574,6 +600,7 @@ Suite *replay_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, replay_every_lifetimes_trace_checked);
     tcase_add_test(tc, min_size_bisection);
+    tcase_add_test(tc, min_size_is_the_smallest);
     tcase_add_test(tc, unmatched_reused_and_skipped);
     tcase_add_test(tc, invalid_and_failed_entries_at_one_address);
     tcase_add_test(tc, oom_counted_and_stop_at_first);

@@ -6,8 +6,8 @@
  * rounds over all traces; each the whole timed replay loop: the
  * trace's addresses are matched to entries before it, see allocator/replay.c), the peak of live
  * bytes (512-rounded, the floor for any
- * allocator), and the smallest region that runs the trace without OOM, found by bisection, over
- * that peak. The same ratio is computed for two textbook baselines simulated here on a sorted
+ * allocator), and the smallest region that runs the trace without OOM, found by bisection and
+ * then a scan from the peak up (ga_replay_min_size), over that peak. The same ratio is computed for two textbook baselines simulated here on a sorted
  * free list, exact best fit and first fit (lowest address), so the arena's good-fit
  * approximation (segregated size classes) can be judged against both. minimalloc's own figure for
  * these sets is the optimum, 1.0 of the 1 MiB capacity.
@@ -125,7 +125,9 @@ static int sim_fits(const ga_trace_t *t, uint64_t cap, int best)
     return ok;
 }
 
-/* Smallest multiple of GA_ALIGN, from the live peak up, that the baseline runs (lo fails, hi runs). */
+/* Smallest multiple of GA_ALIGN, from the live peak up, that the baseline runs: bisection (lo
+ * fails, hi runs), then, as ga_replay_min_size does for the arena (success is not monotone in the
+ * size), every size from the peak up in order within the same budget of 2^22 replayed events. */
 static uint64_t sim_min(const ga_trace_t *t, uint64_t peak, int best)
 {
     uint64_t lo = peak, hi = peak;
@@ -142,6 +144,10 @@ static uint64_t sim_min(const ga_trace_t *t, uint64_t peak, int best)
         else
             lo = mid;
     }
+    size_t trials = ((size_t)1 << 22) / (t->count ? t->count : 1);
+    for (uint64_t s = peak + GA_ALIGN; s < hi && trials--; s += GA_ALIGN)
+        if (sim_fits(t, s, best))
+            return s;
     return hi;
 }
 

@@ -38,6 +38,7 @@ typedef struct options {
     size_t arena_size, limit;
     size_t keep, granularity; /* vmm; keep_set: --vmm-keep given (0 is a value) */
     int keep_set;
+    int device; /* --device N: only that device's events; -1: not given */
     int want_min, check, json;
     const char *format; /* NULL = auto */
     const char *path;
@@ -62,9 +63,12 @@ static const char usage_tail[] =
     "  --limit N       grow, vmm, platform: cap on bytes held (vmm: mapped); default none\n"
     "  --vmm-keep N    vmm: wholly free granules kept mapped (GPUARENA_VMM_KEEP; default 64MiB)\n"
     "  --granularity N vmm: the granule, a power of two, 512 to 1TiB (default 2MiB, current GPUs)\n"
-    "  --min           also find, by bisection, the smallest size that runs the trace without\n"
-    "                  OOM (arena: region size, grow and vmm: limit, platform: peak of rounded\n"
-    "                  sizes)\n"
+    "  --device N      replay the events of device N only; a trace with events on several\n"
+    "                  devices needs it (the shim keeps one pool per device's context)\n"
+    "  --min           also find the smallest size that runs the trace without OOM (arena:\n"
+    "                  region size, grow and vmm: limit, platform: peak of rounded sizes): a\n"
+    "                  bisection, then every size from the live peak up while 2^22 replayed\n"
+    "                  events allow (the smallest then; else the bisection's answer)\n"
     "  --check         run the allocator's invariant checker after every event (slow)\n"
     "  --json          print one JSON document instead of the table\n"
     "  --timeline CSV  with one --mode: write CSV time_ns,in_use,reserved after every replayed\n"
@@ -73,14 +77,16 @@ static const char usage_tail[] =
     "Sizes: a number and an optional unit, any case: B; K/KiB, M/MiB, G/GiB, T/TiB (x1024);\n"
     "kB, MB, GB, TB (x1000); e.g. 8GiB, 512MiB, 1.5G, 4096.\n"
     "\n"
-    "JSON: {\"trace\", \"format\", \"version\", \"events\" (in the file), \"truncated_bytes\",\n"
+    "JSON: {\"trace\", \"format\", \"version\", \"events\" (in the file; with --device, that\n"
+    "device's), \"truncated_bytes\", \"device\" (with --device only),\n"
     "\"peak_live\" (peak of 512-rounded live bytes), \"units\": {field: bytes|count|ns|ratio|\n"
     "index|rate}, \"modes\": {MODE: {size_limit (null: none), the replay figures\n"
     "(GA_REPLAY_RESULT_LIST in ga_replay.h), final_frag, max_frag, first_oom (event index or\n"
     "null), min_size (null without --min, or when no size up to 2^60 runs the trace),\n"
     "events_per_s}}}. Byte figures are integers.\n"
     "\n"
-    "Exit status: 0 ok, 1 unreadable or malformed FILE or unwritable timeline, 2 usage error.\n";
+    "Exit status: 0 ok, 1 unreadable or malformed FILE, events on several devices without\n"
+    "--device (or none on the one given), or an unwritable timeline; 2 usage error.\n";
 
 static void usage(void)
 {
@@ -198,6 +204,13 @@ static int parse_opt(options_t *o, const char *a, const char *v)
         o->format = v;
     } else if (!strcmp(a, "--timeline")) {
         o->timeline = v;
+    } else if (!strcmp(a, "--device")) {
+        char *end;
+        errno = 0;
+        long d = strtol(v, &end, 10);
+        if (!*v || *end || errno || d < 0 || d > 32767 || (v[0] < '0' || v[0] > '9'))
+            return usage_error("--device takes a device number from 0 to 32767, not", v);
+        o->device = (int)d;
     }
     return 0;
 }
@@ -221,7 +234,8 @@ static int parse_args(int argc, char **argv, options_t *o)
         }
         int takes = !strcmp(a, "--mode") || !strcmp(a, "--arena-size") || !strcmp(a, "--limit") ||
                     !strcmp(a, "--format") || !strcmp(a, "--timeline") ||
-                    !strcmp(a, "--vmm-keep") || !strcmp(a, "--granularity");
+                    !strcmp(a, "--vmm-keep") || !strcmp(a, "--granularity") ||
+                    !strcmp(a, "--device");
         if (takes && !v)
             return usage_error("missing value after", a);
         if (answer_at_once(a) == 0)
@@ -290,6 +304,55 @@ static int check_regular(const char *path)
     return -1;
 }
 
+/* The devices the events name, in order, listed into buf ("0, 1"); their number. */
+static int list_devices(const ga_trace_t *t, char *buf, size_t len)
+{
+    static unsigned char seen[32768];
+    memset(seen, 0, sizeof seen);
+    for (size_t i = 0; i < t->count; i++)
+        if (t->events[i].device >= 0)
+            seen[t->events[i].device] = 1;
+    int n = 0;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < 32768; d++) {
+        if (!seen[d])
+            continue;
+        if (n++ < 8 && used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s%d", n > 1 ? ", " : "", d);
+    }
+    if (n > 8 && used < len)
+        snprintf(buf + used, len - used, " and %d more", n - 8);
+    return n;
+}
+
+/* One pool per device, as the shim keeps per context: a trace over several devices replayed
+ * through one pool mixed their peaks. With --device N only N's events are kept; without it such
+ * a trace is refused with the devices it names. */
+static int pick_device(const options_t *o, ga_trace_t *t)
+{
+    char devs[256];
+    int n = list_devices(t, devs, sizeof devs);
+    if (o->device < 0) {
+        if (n <= 1)
+            return 0;
+        fprintf(stderr, "gpuarena: %s has events on %d devices (%s); gpuarena keeps one pool per "
+                "device, so replay one at a time: --device N\n", o->path, n, devs);
+        return -1;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < t->count; i++)
+        if (t->events[i].device == o->device)
+            t->events[kept++] = t->events[i];
+    if (!kept && t->count) {
+        fprintf(stderr, "gpuarena: %s has no events on device %d (its devices: %s)\n", o->path,
+                o->device, devs);
+        return -1;
+    }
+    t->count = kept;
+    return 0;
+}
+
 static int load(options_t *o, ga_trace_t *t)
 {
     char err[512];
@@ -299,9 +362,15 @@ static int load(options_t *o, ga_trace_t *t)
         o->format = detect_format(o->path);
     int rc = strcmp(o->format, "lifetimes") == 0 ? ga_lifetimes_read(o->path, t, err, sizeof err)
                                                  : ga_trace_read(o->path, t, err, sizeof err);
-    if (rc != 0)
+    if (rc != 0) {
         fprintf(stderr, "gpuarena: %s\n", err);
-    return rc;
+        return rc;
+    }
+    if (pick_device(o, t) != 0) {
+        ga_trace_free(t);
+        return -1;
+    }
+    return 0;
 }
 
 /* The timeline CSV: one line per replayed event, written through stdio's buffer. */
@@ -454,6 +523,8 @@ static void print_json(const options_t *o, const ga_trace_t *t, const mode_run_t
     printf(", \"format\": \"%s\", \"version\": \"%s\", \"events\": %zu, \"truncated_bytes\": %zu, "
            "\"peak_live\": %zu",
            o->format, GA_VERSION, t->count, t->truncated_bytes, peak);
+    if (o->device >= 0)
+        printf(", \"device\": %d", o->device);
     print_json_units();
     printf(", \"modes\": {");
     for (int m = 0, first = 1; m < GA_MODE_COUNT; m++) {
@@ -516,7 +587,7 @@ static void print_table(const options_t *o, const ga_trace_t *t, const mode_run_
 
 int main(int argc, char **argv)
 {
-    options_t o = {0};
+    options_t o = {.device = -1};
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;

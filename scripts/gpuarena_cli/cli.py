@@ -55,6 +55,13 @@ def _argtype(parse):
 _size = _argtype(parse_size)
 
 
+def _device(text):
+    """A device number, 0 to 32767 (a trace records it in 16 bits), as gpuarena-replay takes."""
+    if not text.isdigit() or int(text) > 32767:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a device number (0 to 32767)")
+    return int(text)
+
+
 def _limit(text):
     """GPUARENA_LIMIT syntax: a size or a percentage of the device; passed on as written."""
     _argtype(lambda t: parse_size(t, allow_percent=True))(text)
@@ -189,6 +196,8 @@ def build_parser():
     p.add_argument("--no-min", action="store_true",
                    help="skip the search for the smallest arena that runs without OOM")
     p.add_argument("--check", action="store_true", help="check allocator invariants each step")
+    p.add_argument("--device", type=_device, help="replay device N's events only (a trace with "
+                   "events on several devices needs it: one pool per device, as the shim keeps)")
     p.add_argument("--json", action="store_true", help="print the replay tool's JSON")
     _add_input_opts(p)
 
@@ -246,7 +255,7 @@ def do_import(a):
 def do_replay(a):
     mode = "all" if tuple(a.mode) == modes_mod.MODES else ",".join(a.mode)
     doc, counts = replay_mod.replay(a.trace, a.format, a.level, mode, a.arena_size,
-                                    a.limit, not a.no_min, a.check)
+                                    a.limit, not a.no_min, a.check, a.device)
     if a.json:
         print(json.dumps(doc, indent=2))
         return 0

@@ -50,10 +50,11 @@ def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
 
 
 def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True, check=False,
-             timeline=None):
+             timeline=None, device=None, name=None):
     """Runs gpuarena-replay --json and returns its parsed JSON document. mode: a name or a
     comma-separated list; timeline: a path where the tool writes its per-event CSV
-    time_ns,in_use,reserved (one mode only)."""
+    time_ns,in_use,reserved (one mode only); device: replay that device's events only; name:
+    the user's file, named in the tool's messages instead of an imported temporary."""
     # Every input reaches the tool as a gpuarena trace (imported first when it is not one), so
     # the tool is told so: left to guess, it read a file named .csv as a lifetimes CSV although
     # the user had said --format trace.
@@ -70,12 +71,16 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
         cmd.append("--min")
     if check:
         cmd.append("--check")
+    if device is not None:
+        cmd += ["--device", str(device)]
     cmd += ["--", trace_path]  # a name starting with '-' is a file, not an option
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
     except OSError as e:
         raise GaError(f"cannot run {cmd[0]}: {e.strerror}; rebuild it with `make`") from None
     err = proc.stderr.decode("utf-8", "replace").strip()
+    if name:
+        err = err.replace(trace_path, name)
     if proc.returncode != 0 and not proc.stdout.strip():
         raise GaError(f"gpuarena-replay failed (exit {proc.returncode}): "
                       f"{err.removeprefix('gpuarena: ') or 'no message'}")
@@ -108,8 +113,9 @@ def render(doc):
 
 
 def replay(path, fmt="auto", level="tensor", mode="all", arena_size=None, limit=None,
-           find_min=True, check=False):
+           find_min=True, check=False, device=None):
     """(tool JSON document, import counts or None) for any input file."""
     with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
         trace_path, counts = as_trace_file(path, fmt, level, tmpdir=tmp)
-        return run_tool(trace_path, mode, arena_size, limit, find_min, check), counts
+        return (run_tool(trace_path, mode, arena_size, limit, find_min, check, device=device,
+                         name=path), counts)

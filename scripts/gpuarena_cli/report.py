@@ -188,26 +188,32 @@ def reserved_series(trace, mode):
 
     The replay tool replays the trace in `mode` (arena: one region of its default size, twice the
     peak in use; grow: regions on demand; vmm: granules mapped where allocations lie; platform: one
-    reservation per allocation) and writes
-    reserved bytes after every event; its maximum is checked against the tool's peak_reserved
-    before it is drawn."""
+    reservation per allocation), one device at a time as the shim keeps one pool per device, and
+    writes reserved bytes after every event; its maximum is checked against the tool's
+    peak_reserved before it is drawn."""
     from . import replay
     if not trace.events:
         return None, "the trace is empty"
-    if len({ev[tf.T_DEVICE] for ev in trace.events}) > 1:
-        return None, "the replay tool models one device and this trace has several"
     if paths.replay_tool(required=False) is None:
         return None, "the replay tool gpuarena-replay is not built (run `make`)"
+    devices = sorted({ev[tf.T_DEVICE] for ev in trace.events})
+    out = {}
     with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
         path = os.path.join(tmp, "t.gatrace")
         tf.write(path, trace)
-        csv = os.path.join(tmp, "timeline.csv")
-        doc = replay.run_tool(path, mode, find_min=False, timeline=csv)
-        pts, peak = read_timeline(csv)
-    if not pts:
+        for dev in devices:
+            csv = os.path.join(tmp, f"timeline{dev}.csv")
+            doc = replay.run_tool(path, mode, find_min=False, timeline=csv,
+                                  device=dev if len(devices) > 1 else None)
+            pts, peak = read_timeline(csv)
+            if not pts:
+                continue
+            tool_peak = dict(replay.mode_results(doc)).get(mode, {}).get("peak_reserved")
+            if peak != tool_peak:
+                return None, (f"the {mode} timeline of device {dev} peaks at {peak} reserved "
+                              f"bytes but the replay tool says {tool_peak}; not drawing a wrong "
+                              "curve")
+            out[dev] = pts
+    if not out:
         return None, "no allocation or free in the trace was replayed"
-    tool_peak = dict(replay.mode_results(doc)).get(mode, {}).get("peak_reserved")
-    if peak != tool_peak:
-        return None, (f"the {mode} timeline peaks at {peak} reserved bytes but the replay "
-                      f"tool says {tool_peak}; not drawing a wrong curve")
-    return {trace.events[0][tf.T_DEVICE]: pts}, None
+    return out, None

@@ -195,6 +195,70 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
                                  (5, tf.ALLOC, 1), (5, tf.ALLOC, 2), (5, tf.FREE, 1),
                                  (9, tf.FREE, 2)])
 
+    def test_devices_one_pool_each(self):
+        """A trace over two devices was replayed through one pool, mixing their peaks (here
+        5 MiB live, while no device ever holds more than 4). Now the tool refuses it naming the
+        devices, `--device N` replays N's events alone (the same figures as a trace of those
+        events only), and `report` draws reserved bytes per device."""
+        evs, solo = [], {0: [], 1: []}
+        seed = 7
+        for i in range(400):
+            seed = (seed * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+            dev, size = (seed >> 60) & 1, [512, 4096, 1 << 20, 3 << 20][(seed >> 50) % 4]
+            evs.append(tf.event(2 * i, 0x1000 + i, size, tf.ALLOC, device=dev))
+            solo[dev].append(evs[-1])
+            if i >= 3:
+                gone = evs[-4] if evs[-4][tf.T_KIND] == tf.ALLOC else None
+                if gone:
+                    evs.append(tf.event(2 * i + 1, gone[tf.T_ADDR], 0, tf.FREE,
+                                        device=gone[tf.T_DEVICE]))
+                    solo[gone[tf.T_DEVICE]].append(evs[-1])
+        src = write_trace(self.path("two.gatrace"), evs)
+        p = tool("--json", src)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("has events on 2 devices (0, 1)", p.stderr)
+        self.assertIn("--device N", p.stderr)
+        self.assertEqual(p.stdout, "")
+        for dev in (0, 1):
+            one = write_trace(self.path(f"solo{dev}.gatrace"), solo[dev])
+            got = tool("--json", "--min", "--device", dev, src, timeout=60)
+            want = tool("--json", "--min", one, timeout=60)
+            self.assertEqual(got.returncode, 0, got.stderr)
+            g, w = json.loads(got.stdout), json.loads(want.stdout)
+            self.assertEqual(g["device"], dev)
+            self.assertEqual(g["events"], len(solo[dev]))
+            for m in w["modes"]:
+                for k in ("peak_in_use", "peak_reserved", "min_size", "backend_maps",
+                          "failed_allocs"):
+                    self.assertEqual(g["modes"][m][k], w["modes"][m][k], (dev, m, k))
+            py = gatest.cli("replay", src, "--json", "--no-min", "--device", str(dev))
+            self.assertEqual(py.returncode, 0, py.stderr)
+            self.assertEqual(json.loads(py.stdout)["modes"]["platform"]["peak_in_use"],
+                             w["modes"]["platform"]["peak_in_use"])
+        p = tool("--device", "2", src)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("no events on device 2 (its devices: 0, 1)", p.stderr)
+        for bad in ("-1", "x", "32768", "1.0", ""):
+            p = tool("--device", bad, src)
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn("--device takes a device number", p.stderr)
+        # the command names the user's file, not the temporary it imported into
+        csv = self.path("one.csv")
+        with open(csv, "w") as f:
+            f.write("id,lower,upper,size\n1,0,1,512\n")
+        p = gatest.cli("replay", csv, "--device", "3")
+        self.assertCleanError(p, "one.csv has no events on device 3")
+        prefix = self.path("rep")
+        p = gatest.cli("report", src, "-o", prefix, "--mode", "grow")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(prefix + ".json") as f:
+            doc = json.load(f)
+        for dev in (0, 1):
+            res = [e["args"]["reserved"] for e in doc["traceEvents"]
+                   if e["ph"] == "C" and e["name"] == "reserved" and e["pid"] == dev]
+            want = json.loads(tool("--json", "--mode", "grow", "--device", dev, src).stdout)
+            self.assertEqual(max(res), want["modes"]["grow"]["peak_reserved"], dev)
+
     def test_edges_by_hand_every_mode(self):
         """Every size edge of the unit and the granule, checked against figures computed here,
         with the invariant checker after every event."""

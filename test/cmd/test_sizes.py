@@ -69,10 +69,25 @@ def probe(what, env):
     return word == "ok", int(num or 0), p.stderr
 
 
-def each_row(fn):
+def each_row(fn, rows=ROWS):
     """fn(row) for every row, four at a time (each is its own process)."""
     with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(fn, ROWS))
+        return list(pool.map(fn, rows))
+
+
+def tool_rows(size, *args, extra=()):
+    """[(row, process)]: gpuarena-replay --json ARGS ROW-INPUT on a CSV of one block of `size`
+    bytes, for every row of the table and the `extra` rows."""
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "one.csv")
+        with open(src, "w") as f:
+            f.write(f"id,lower,upper,size\n1,0,1,{size}\n")
+
+        def run(row):
+            return row, subprocess.run([TOOL, "--json", *args, row[1], src],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       check=False)
+        return each_row(run, ROWS + list(extra))
 
 
 class SizeTable(unittest.TestCase):
@@ -105,32 +120,23 @@ class SizeTable(unittest.TestCase):
         """--vmm-keep takes the grammar with zero allowed: a zero row keeps nothing (a freed
         4 MiB block leaves no granule mapped), a byte row is read, percentages and errors are
         usage errors with the parser's message."""
-        with tempfile.TemporaryDirectory() as d:
-            src = os.path.join(d, "one.csv")
-            with open(src, "w") as f:
-                f.write("id,lower,upper,size\n1,0,1,4194304\n")
-
-            def run(row):
-                p = subprocess.run([TOOL, "--mode", "vmm", "--json", "--vmm-keep", row[1], src],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   check=False)
-                return row, p
-            misses = []
-            for (n, text, kind, value), p in each_row(run) + [((0, "64MiB", "keep", None),
-                                                               run((0, "64MiB"))[1])]:
-                if kind in ("bytes", "zero", "keep"):
-                    try:
-                        got = json.loads(p.stdout)["modes"]["vmm"]["final_reserved"]
-                    except (ValueError, KeyError, TypeError):
-                        misses.append(f"line {n} {text!r}: exit {p.returncode}, {p.stderr!r}")
-                        continue
-                    if (kind == "zero" and got != 0) or (kind == "keep" and got != 4 << 20):
-                        misses.append(f"line {n} {text!r}: {got} bytes kept mapped")
-                    continue
-                if p.returncode != 2 or "--vmm-keep: " not in p.stderr or \
-                        "is not a size" not in p.stderr:
+        results = tool_rows(4194304, "--mode", "vmm", "--vmm-keep",
+                            extra=[(0, "64MiB", "keep", None)])
+        misses = []
+        for (n, text, kind, value), p in results:
+            if kind in ("bytes", "zero", "keep"):
+                try:
+                    got = json.loads(p.stdout)["modes"]["vmm"]["final_reserved"]
+                except (ValueError, KeyError, TypeError):
                     misses.append(f"line {n} {text!r}: exit {p.returncode}, {p.stderr!r}")
-            self.assertNoMisses(misses)
+                    continue
+                if (kind == "zero" and got != 0) or (kind == "keep" and got != 4 << 20):
+                    misses.append(f"line {n} {text!r}: {got} bytes kept mapped")
+                continue
+            if p.returncode != 2 or "--vmm-keep: " not in p.stderr or \
+                    "is not a size" not in p.stderr:
+                misses.append(f"line {n} {text!r}: exit {p.returncode}, {p.stderr!r}")
+        self.assertNoMisses(misses)
 
     def test_shim_vmm_keep(self):
         """GPUARENA_VMM_KEEP through the shim: every zero row is 0 in the statistics' options,
@@ -149,8 +155,7 @@ class SizeTable(unittest.TestCase):
                     with open(stats) as f:
                         doc = json.load(f)
                 return row, ok, err, doc
-            with ThreadPoolExecutor(4) as pool:
-                results = list(pool.map(run, picks))
+            results = each_row(run, picks)
         for (n, text, kind, value), ok, err, doc in results:
             if kind in ("bytes", "zero"):
                 got = (doc or {}).get("options", {}).get("vmm_keep")
@@ -163,34 +168,24 @@ class SizeTable(unittest.TestCase):
         self.assertNoMisses(misses)
 
     def test_replay_tool(self):
-        with tempfile.TemporaryDirectory() as d:
-            src = os.path.join(d, "one.csv")
-            with open(src, "w") as f:
-                f.write("id,lower,upper,size\n1,0,1,512\n")
-
-            def run(row):
-                p = subprocess.run([TOOL, "--mode", "grow", "--json", "--limit", row[1], src],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   check=False)
-                return row, p
-            misses = []
-            for (n, text, kind, value), p in each_row(run):
-                if kind == "bytes":
-                    try:
-                        got = json.loads(p.stdout)["modes"]["grow"]["size_limit"]
-                    except (ValueError, KeyError, TypeError):
-                        got = f"exit {p.returncode}: {p.stderr.strip()}"
-                    if got != value:
-                        misses.append(f"line {n} {text!r}: {got}")
-                    continue
+        misses = []
+        for (n, text, kind, value), p in tool_rows(512, "--mode", "grow", "--limit"):
+            if kind == "bytes":
                 try:
-                    parse_size(text)
-                    want = None
-                except GaError as e:
-                    want = f"gpuarena: --limit: {e}\n"
-                if p.returncode != 2 or p.stderr != want:
-                    misses.append(f"line {n} {text!r}: exit {p.returncode}, {p.stderr!r}")
-            self.assertNoMisses(misses)
+                    got = json.loads(p.stdout)["modes"]["grow"]["size_limit"]
+                except (ValueError, KeyError, TypeError):
+                    got = f"exit {p.returncode}: {p.stderr.strip()}"
+                if got != value:
+                    misses.append(f"line {n} {text!r}: {got}")
+                continue
+            try:
+                parse_size(text)
+                want = None
+            except GaError as e:
+                want = f"gpuarena: --limit: {e}\n"
+            if p.returncode != 2 or p.stderr != want:
+                misses.append(f"line {n} {text!r}: exit {p.returncode}, {p.stderr!r}")
+        self.assertNoMisses(misses)
 
     def test_simulated_driver(self):
         def run(row):

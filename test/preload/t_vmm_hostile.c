@@ -3,6 +3,7 @@
  * would answer. */
 #include "preload_test.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,17 +339,23 @@ START_TEST(vmmh_retain_pool_refused)
 }
 END_TEST
 
+/* vmm mode, nothing kept, each free synchronised; a 4 MiB block across granules and a small one. */
+static void two_pool_blocks(CUdeviceptr *a, CUdeviceptr *b)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
+           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    ck_assert_int_eq(cuMemAlloc(a, 4 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(b, 1000), CUDA_SUCCESS);
+}
+
 /* cuMemUnmap of vmm pool memory: refused as the driver refuses it for cuMemAlloc memory. Passed
  * on, it unmapped a live allocation's granule (its memset then failed, and the pool's own unmap
  * at the free). */
 START_TEST(vmmh_unmap_pool_refused)
 {
-    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
-           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
-    pt_start();
     CUdeviceptr a, b;
-    ck_assert_int_eq(cuMemAlloc(&a, 4 * MiB), CUDA_SUCCESS);
-    ck_assert_int_eq(cuMemAlloc(&b, 1000), CUDA_SUCCESS);
+    two_pool_blocks(&a, &b);
     simcuda_counters_t c0 = pt_counters();
     ck_assert_int_eq(cuMemUnmap(a, 2 * MiB), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuMemUnmap(b, 2 * MiB), CUDA_ERROR_INVALID_VALUE);
@@ -371,12 +378,8 @@ END_TEST
  * itself is still freed by the driver, and bad arguments get the driver's own answer. */
 START_TEST(vmmh_address_free_pool_refused)
 {
-    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
-           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
-    pt_start();
     CUdeviceptr a, b;
-    ck_assert_int_eq(cuMemAlloc(&a, 4 * MiB), CUDA_SUCCESS);
-    ck_assert_int_eq(cuMemAlloc(&b, 1000), CUDA_SUCCESS);
+    two_pool_blocks(&a, &b);
     unsigned char in[4096], out[4096];
     for (size_t i = 0; i < sizeof in; i++)
         in[i] = (unsigned char)(i * 7 + 1);
@@ -431,6 +434,75 @@ START_TEST(vmmh_address_free_arena_passed)
 }
 END_TEST
 
+/* The refusal holds on every path to cuMemAddressFree (direct, dlopen + dlsym, cuGetProcAddress)
+ * and for any context's pool, not only the current one's: with c2 current, c1's range (an address
+ * its allocation never reached included) is refused, and the driver never asked. The pools' own
+ * frees of their ranges at teardown still reach the driver (backend.c calls it directly): nothing
+ * is left reserved. */
+START_TEST(vmmh_address_free_every_path)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=8MiB", "GPUARENA_VMM_KEEP=0",
+           "GPUARENA_FREE_SYNC=device", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUdevice dev;
+    CUcontext c1, c2;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&c1, NULL, 0, dev), CUDA_SUCCESS);
+    CUdeviceptr a, b;
+    ck_assert_int_eq(cuMemAlloc(&a, 2 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(a, 0x5a, 2 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&c2, NULL, 0, dev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, 2 * MiB), CUDA_SUCCESS);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(h);
+    typedef CUresult (*free_fn)(CUdeviceptr, size_t);
+    const char *name = NULL;
+    free_fn by_dlsym = (free_fn)dlsym(h, "cuMemAddressFree");
+    ck_assert_msg(pt_in_shim((void *)by_dlsym, &name), "dlsym(libcuda, cuMemAddressFree)");
+    ck_assert_str_eq(name, "cuMemAddressFree");
+    CUresult (*gp)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+        (CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
+            dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+    ck_assert_ptr_nonnull(gp);
+    void *f = NULL;
+    CUdriverProcAddressQueryResult q = -1;
+    ck_assert_int_eq(gp("cuMemAddressFree", &f, 12000, 0, &q), CUDA_SUCCESS);
+    ck_assert_msg(pt_in_shim(f, &name), "cuGetProcAddress_v2(cuMemAddressFree)");
+    ck_assert_str_eq(name, "cuMemAddressFree");
+    free_fn by_proc = (free_fn)f;
+    simcuda_counters_t c0 = pt_counters();
+    ck_assert_int_eq(cuMemAddressFree(a, 16 * MiB), CUDA_ERROR_INVALID_VALUE); /* c1's, from c2 */
+    ck_assert_int_eq(cuMemAddressFree(a + 6 * MiB, GRAN), CUDA_ERROR_INVALID_VALUE); /* untouched */
+    ck_assert_int_eq(by_dlsym(a, 16 * MiB), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(by_dlsym(b, 2 * MiB), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(by_proc(a, 16 * MiB), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(by_proc(b, 2 * MiB), CUDA_ERROR_INVALID_VALUE);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.address_free_calls, c0.address_free_calls);
+    ck_assert_uint_eq(c.vmm_reserved_bytes, c0.vmm_reserved_bytes);
+    ck_assert_uint_eq(c.vmm_mappings, c0.vmm_mappings);
+    unsigned char out[4096];
+    ck_assert_int_eq(cuMemcpyDtoH(out, a + MiB, sizeof out), CUDA_SUCCESS);
+    for (size_t i = 0; i < sizeof out; i++)
+        ck_assert_uint_eq(out[i], 0x5a);
+    /* The program's own range through the hooks reached by dlsym and cuGetProcAddress. */
+    CUdeviceptr va = 0;
+    ck_assert_int_eq(cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(by_dlsym(va, 4 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(by_proc(va, 4 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().address_free_calls, c0.address_free_calls + 2);
+    dlclose(h);
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(c2), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(c1), CUDA_SUCCESS);
+    c = pt_counters();
+    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
+    ck_assert_uint_eq(c.vmm_mappings, 0);
+}
+END_TEST
+
 TCase *pt_tcase_vmm_hostile(void)
 {
     TCase *tc = tcase_create("vmm_hostile");
@@ -449,5 +521,6 @@ TCase *pt_tcase_vmm_hostile(void)
     tcase_add_test(tc, vmmh_unmap_pool_refused);
     tcase_add_test(tc, vmmh_address_free_pool_refused);
     tcase_add_test(tc, vmmh_address_free_arena_passed);
+    tcase_add_test(tc, vmmh_address_free_every_path);
     return tc;
 }

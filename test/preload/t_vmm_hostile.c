@@ -167,16 +167,23 @@ START_TEST(vmmh_async_bad_stream)
 }
 END_TEST
 
-/* Two contexts on one device: one cap, each pointer freed under the other context. */
-START_TEST(vmmh_two_contexts)
+/* vmm mode under an 8 MiB cap, nothing kept, each free synchronised: the device and a first
+ * created context, current (the tests create the second one). */
+static void first_of_two_contexts(CUdevice *dev, CUcontext *c1)
 {
     pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=8MiB", "GPUARENA_VMM_KEEP=0",
            "GPUARENA_FREE_SYNC=device", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(c1, NULL, 0, *dev), CUDA_SUCCESS);
+}
+
+/* Two contexts on one device: one cap, each pointer freed under the other context. */
+START_TEST(vmmh_two_contexts)
+{
     CUdevice dev;
     CUcontext c1, c2;
-    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
-    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
-    ck_assert_int_eq(cuCtxCreate(&c1, NULL, 0, dev), CUDA_SUCCESS);
+    first_of_two_contexts(&dev, &c1);
     CUdeviceptr a, b, x;
     ck_assert_int_eq(cuMemAlloc(&a, 4 * MiB), CUDA_SUCCESS);
     ck_assert_int_eq(cuCtxCreate(&c2, NULL, 0, dev), CUDA_SUCCESS);
@@ -441,13 +448,9 @@ END_TEST
  * is left reserved. */
 START_TEST(vmmh_address_free_every_path)
 {
-    pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=8MiB", "GPUARENA_VMM_KEEP=0",
-           "GPUARENA_FREE_SYNC=device", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
     CUdevice dev;
     CUcontext c1, c2;
-    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
-    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
-    ck_assert_int_eq(cuCtxCreate(&c1, NULL, 0, dev), CUDA_SUCCESS);
+    first_of_two_contexts(&dev, &c1);
     CUdeviceptr a, b;
     ck_assert_int_eq(cuMemAlloc(&a, 2 * MiB), CUDA_SUCCESS);
     ck_assert_int_eq(cuMemsetD8(a, 0x5a, 2 * MiB), CUDA_SUCCESS);

@@ -116,6 +116,23 @@ static int parse_limit(const char *v)
     return ga_parse_size(v, &ga_opt.limit_bytes, &ga_opt.limit_percent);
 }
 
+/* Why the size grammar refuses v ("unknown unit 'XB'", "it is 0 bytes"), cut from its message
+ * "'v' is not a size: WHY (try ...)" into buf; "" when it has none to give. */
+static const char *size_reason(const char *v, unsigned flags, char *buf, size_t len)
+{
+    ga_size_t sz;
+    char err[512];
+    buf[0] = '\0';
+    if (ga_size_parse(v, flags, &sz, err, sizeof err) == 0)
+        return buf;
+    const char *why = strstr(err, "is not a size: "), *end;
+    if (why && (end = strstr(why, " (try ")) != NULL) {
+        why += strlen("is not a size: ");
+        snprintf(buf, len, ": %.*s", (int)(end - why), why);
+    }
+    return buf;
+}
+
 static int parse_path(const char *v, const char **out)
 {
     if (!*v)
@@ -283,10 +300,15 @@ int ga_options_load(void)
             continue;
         }
         bad++;
-        const char *what =
-            o->parse == parse_limit || o->parse == parse_keep ? "is not a size" : "is not valid";
-        ga_log(GA_LOG_ERROR, "%s='%s' %s (%s); CUDA will not be initialised", o->env, v, what,
-               o->accepted);
+        char why[200] = "";
+        const char *what = "is not valid";
+        if (o->parse == parse_limit || o->parse == parse_keep) {
+            what = "is not a size";
+            size_reason(v, o->parse == parse_limit ? GA_SIZE_PERCENT : GA_SIZE_ZERO, why,
+                        sizeof why);
+        }
+        ga_log(GA_LOG_ERROR, "%s='%s' %s%s (%s); CUDA will not be initialised", o->env, v, what,
+               why, o->accepted);
     }
     /* One name per mode: the arena without preallocation is grow, and grow never preallocates. */
     if (ga_opt.mode == GA_MODE_ARENA && !ga_opt.preallocate)

@@ -311,10 +311,10 @@ def _p_name(v):
     return v.strip()
 
 
-def _sized(name, allow_percent):
+def _sized(name, allow_percent, allow_zero=False):
     def parse(v):
         try:
-            return parse_size(v, allow_percent)
+            return parse_size(v, allow_percent, allow_zero)
         except GaError as e:
             raise GaError(f"{name}={e}") from None
     return parse
@@ -331,7 +331,7 @@ OPTIONS = (
     ("GPUARENA_TRACE", _p_path("GPUARENA_TRACE", False), None),
     ("GPUARENA_LOG", _p_log, "warn"),
     ("GPUARENA_LIBCUDA", _p_path("GPUARENA_LIBCUDA", False), None),
-    ("GPUARENA_VMM_KEEP", _sized("GPUARENA_VMM_KEEP", False), None),
+    ("GPUARENA_VMM_KEEP", _sized("GPUARENA_VMM_KEEP", False, True), None),
     ("GPUARENA_GROUP", _p_name, None),
     ("GPUARENA_GROUP_DIR", _p_group_dir, None),
 )

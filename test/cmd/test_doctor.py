@@ -86,6 +86,14 @@ class Doctor(unittest.TestCase):
         # A limit above the device is the device.
         _, doc = doctor("--sim", env={"GPUARENA_LIMIT": "1TB", "SIMCUDA_TOTAL_MEM": "8GiB"})
         self.assertEqual(doc["plan"][0]["cap"], 8 * GIB)
+        # GPUARENA_VMM_KEEP takes zero in any spelling, as the shim does (doctor called "0",
+        # which the shim takes, refused, and said the shim would not initialise CUDA).
+        for keep in ("0", "0B", "0.0 MiB"):
+            p, doc = doctor("--sim", env={"GPUARENA_VMM_KEEP": keep, "GPUARENA_MODE": "vmm"})
+            self.assertEqual(doc["problems"], [], (keep, p.stderr))
+        _, doc = doctor("--sim", env={"GPUARENA_VMM_KEEP": "0.5"})
+        self.assertIn("GPUARENA_VMM_KEEP='0.5' is not a size: it rounds down to 0 bytes",
+                      "\n".join(doc["problems"]))
 
     def test_every_shim_setting_known(self):
         self.assertIn("GPUARENA_FREE_SYNC", SETTINGS)

@@ -192,7 +192,13 @@ START_TEST(bad_option_values)
     }
     char err[4096];
     pt_run_child(pt_bad_option_child, "GPUARENA_LIMIT=12XB", err, sizeof err);
-    ck_assert_msg(strstr(err, "is not a size (try 8GiB, 512MiB or 50%)"), "accepted forms: %s", err);
+    ck_assert_msg(strstr(err, "is not a size: unknown unit 'XB' (try 8GiB, 512MiB or 50%)"),
+                  "the grammar's reason and the accepted forms: %s", err);
+    pt_run_child(pt_bad_option_child, "GPUARENA_LIMIT=0", err, sizeof err);
+    ck_assert_msg(strstr(err, "GPUARENA_LIMIT='0' is not a size: it is 0 bytes (try"), "%s", err);
+    pt_run_child(pt_bad_option_child, "GPUARENA_VMM_KEEP=0.5", err, sizeof err);
+    ck_assert_msg(strstr(err, "'0.5' is not a size: it rounds down to 0 bytes (try 64MiB"), "%s",
+                  err);
 }
 END_TEST
 

@@ -22,6 +22,17 @@ extern char **environ;
 static ga_dev_t ga_devs[GA_MAX_DEVICES];
 static ga_ctx_t *_Atomic ga_ctx_list;
 static pthread_mutex_t ga_ctx_list_lock = PTHREAD_MUTEX_INITIALIZER; /* adding to the list, caps */
+
+/* Serialises the teardown hooks' look at a primary context (ga_primary_of retains and releases it
+ * to learn its handle) with a primary release and its look at the state after. Unserialised, a
+ * cuCtxDestroy of another context could probe between the last release and that look: its retain
+ * brought the primary context back (active again, so the releasing thread kept the pool), its
+ * release took it down, and nobody dropped the pool (a stress run with threads on created and
+ * primary contexts of one device found vmm's 44 MiB still held after every context was gone).
+ * Taken only by those hooks (below), with no other lock of the shim held; it guards driver
+ * calls, not data. */
+static ga_mutex_t ga_primary_lock;
+
 /* The context keeping the IN_USE level itself (shim.h, ga_ctx_level_add), set and cleared under
  * the list lock and the context's own. */
 static ga_ctx_t *_Atomic ga_lvl_owner;
@@ -657,6 +668,9 @@ void ga_ctx_fork_child(void)
     /* The forking thread holds every lock (ga_ctx_atfork_prepare) and is the child's only thread:
      * it lets them go before anything is freed (never destroy or re-initialise a held mutex). */
     ga_ctx_atfork_parent();
+    /* Not taken by the prepare handler: a parent thread inside a teardown hook may hold it, and
+     * no thread of the child does (fork is never called from those hooks). */
+    ga_mutex_init(&ga_primary_lock);
     /* First off the parent's group slots: giving up the copies of its pools below uncommits
      * their bytes, which must not come off the parent's share in the ledger. */
     for (int d = 0; d < GA_MAX_DEVICES; d++)
@@ -697,6 +711,7 @@ void ga_ctx_fork_child(void)
 /* ---- teardown hooks ---- */
 static CUcontext ga_primary_of(CUdevice dev);
 
+
 /* The pool goes before the driver's call, while its memory can still be given back through the
  * driver, and after it for a state another thread made in between. But the driver refuses to
  * destroy a primary context (those go through cuDevicePrimaryCtxRelease/Reset) and keeps it and
@@ -706,7 +721,9 @@ GA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     GA_HOOK_ENTER(cuCtxDestroy_v2, (ctx));
     ga_ctx_t *c = ctx ? ga_ctx_find(ctx) : NULL;
+    ga_mutex_lock(&ga_primary_lock);
     int primary = c && ga_primary_of(c->dev) == ctx;
+    ga_mutex_unlock(&ga_primary_lock);
     if (!primary)
         ga_ctx_drop_all(ctx, 0);
     CUresult r = ga_real.cuCtxDestroy_v2(ctx);
@@ -731,7 +748,9 @@ static CUcontext ga_primary_of(CUdevice dev)
 
 static CUresult ga_primary_reset(CUdevice dev, CUresult (*real_reset)(CUdevice))
 {
+    ga_mutex_lock(&ga_primary_lock);
     CUcontext p = ga_primary_of(dev);
+    ga_mutex_unlock(&ga_primary_lock);
     ga_ctx_drop_all(p, 0);
     CUresult r = real_reset(dev);
     if (r == CUDA_SUCCESS)
@@ -743,12 +762,15 @@ static CUresult ga_primary_reset(CUdevice dev, CUresult (*real_reset)(CUdevice))
  * after the call, and if it went inactive forget the pool (the driver has freed its memory). */
 static CUresult ga_primary_release(CUdevice dev, CUresult (*real_release)(CUdevice))
 {
+    ga_mutex_lock(&ga_primary_lock);
     CUcontext p = ga_primary_of(dev);
     CUresult r = real_release(dev);
     unsigned flags = 0;
     int active = 1;
-    if (r == CUDA_SUCCESS && p &&
-        ga_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+    int gone = r == CUDA_SUCCESS && p &&
+               ga_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active;
+    ga_mutex_unlock(&ga_primary_lock);
+    if (gone)
         ga_ctx_drop_all(p, 1);
     return r;
 }

@@ -53,6 +53,9 @@ def _argtype(parse):
 
 
 _size = _argtype(parse_size)
+_keep = _argtype(lambda t: parse_size(t, allow_zero=True))  # GPUARENA_VMM_KEEP: 0 is a value
+KEEP_HELP = ("vmm: wholly free granules kept mapped, as GPUARENA_VMM_KEEP (e.g. 0, 256MiB; "
+             "default 64MiB)")
 
 
 def _device(text):
@@ -193,6 +196,7 @@ def build_parser():
                    "2GiB; default twice the peak in use)")
     p.add_argument("--limit", type=_size, help="grow, vmm, platform: cap on bytes held (e.g. "
                    "8GiB)")
+    p.add_argument("--vmm-keep", type=_keep, metavar="SIZE", help=KEEP_HELP)
     p.add_argument("--no-min", action="store_true",
                    help="skip the search for the smallest arena that runs without OOM")
     p.add_argument("--check", action="store_true", help="check allocator invariants each step")
@@ -209,6 +213,7 @@ def build_parser():
     p.add_argument("--mode", type=_mode, default="arena",
                    help=f"mode whose reserved bytes are drawn, from a replay of the trace: "
                    f"{', '.join(modes_mod.MODES)} (default arena)")
+    p.add_argument("--vmm-keep", type=_keep, metavar="SIZE", help=KEEP_HELP)
     _add_input_opts(p)
 
     p = sub.add_parser("top", help="groups (GPUARENA_GROUP) and their processes, live",
@@ -252,10 +257,16 @@ def do_import(a):
     return 0
 
 
+def _keep_needs_vmm(a, modes):
+    if a.vmm_keep is not None and "vmm" not in modes:
+        raise UsageError("--vmm-keep applies to vmm mode only: add --mode vmm")
+
+
 def do_replay(a):
+    _keep_needs_vmm(a, a.mode)
     mode = "all" if tuple(a.mode) == modes_mod.MODES else ",".join(a.mode)
     doc, counts = replay_mod.replay(a.trace, a.format, a.level, mode, a.arena_size,
-                                    a.limit, not a.no_min, a.check, a.device)
+                                    a.limit, not a.no_min, a.check, a.device, a.vmm_keep)
     if a.json:
         print(json.dumps(doc, indent=2))
         return 0
@@ -267,11 +278,12 @@ def do_replay(a):
 
 
 def do_report(a):
+    _keep_needs_vmm(a, (a.mode,))
     prefix = a.output or os.path.splitext(os.path.basename(a.trace))[0]
     for ext in (".json", ".png"):
         _not_over_input(a.trace, prefix + ext, "report file")
     trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
-    reserved, why = report_mod.reserved_series(trace, a.mode)
+    reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep)
     if reserved is None:
         print(f"gpuarena: drawing bytes in use only, not reserved: {why}", file=sys.stderr)
     series = report_mod.in_use_series(trace)

@@ -50,11 +50,12 @@ def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
 
 
 def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True, check=False,
-             timeline=None, device=None, name=None):
+             timeline=None, device=None, name=None, vmm_keep=None):
     """Runs gpuarena-replay --json and returns its parsed JSON document. mode: a name or a
     comma-separated list; timeline: a path where the tool writes its per-event CSV
     time_ns,in_use,reserved (one mode only); device: replay that device's events only; name:
-    the user's file, named in the tool's messages instead of an imported temporary."""
+    the user's file, named in the tool's messages instead of an imported temporary; vmm_keep:
+    bytes of wholly free granules vmm keeps mapped (None: the tool's default, 0 a value)."""
     # Every input reaches the tool as a gpuarena trace (imported first when it is not one), so
     # the tool is told so: left to guess, it read a file named .csv as a lifetimes CSV although
     # the user had said --format trace.
@@ -67,6 +68,8 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
         cmd += ["--arena-size", str(arena_size)]
     if limit:
         cmd += ["--limit", str(limit)]
+    if vmm_keep is not None:
+        cmd += ["--vmm-keep", str(vmm_keep)]
     if find_min:
         cmd.append("--min")
     if check:
@@ -113,9 +116,9 @@ def render(doc):
 
 
 def replay(path, fmt="auto", level="tensor", mode="all", arena_size=None, limit=None,
-           find_min=True, check=False, device=None):
+           find_min=True, check=False, device=None, vmm_keep=None):
     """(tool JSON document, import counts or None) for any input file."""
     with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
         trace_path, counts = as_trace_file(path, fmt, level, tmpdir=tmp)
         return (run_tool(trace_path, mode, arena_size, limit, find_min, check, device=device,
-                         name=path), counts)
+                         name=path, vmm_keep=vmm_keep), counts)

@@ -183,12 +183,13 @@ def read_timeline(path):
     return pts, peak
 
 
-def reserved_series(trace, mode):
+def reserved_series(trace, mode, vmm_keep=None):
     """({device: [(time_ns, reserved bytes)]}, None), or (None, why not).
 
     The replay tool replays the trace in `mode` (arena: one region of its default size, twice the
     peak in use; grow: regions on demand; vmm: granules mapped where allocations lie; platform: one
-    reservation per allocation), one device at a time as the shim keeps one pool per device, and
+    reservation per allocation; vmm_keep: its GPUARENA_VMM_KEEP in bytes, None for the default),
+    one device at a time as the shim keeps one pool per device, and
     writes reserved bytes after every event; its maximum is checked against the tool's
     peak_reserved before it is drawn."""
     from . import replay
@@ -204,7 +205,7 @@ def reserved_series(trace, mode):
         for dev in devices:
             csv = os.path.join(tmp, f"timeline{dev}.csv")
             doc = replay.run_tool(path, mode, find_min=False, timeline=csv,
-                                  device=dev if len(devices) > 1 else None)
+                                  device=dev if len(devices) > 1 else None, vmm_keep=vmm_keep)
             pts, peak = read_timeline(csv)
             if not pts:
                 continue

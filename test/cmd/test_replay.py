@@ -173,6 +173,43 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
         with open(os.path.join(gatest.REPO, "VERSION")) as f:
             self.assertEqual(p.stdout, f"gpuarena-replay {f.read().strip()}\n")
 
+    def test_vmm_keep(self):
+        """--vmm-keep is GPUARENA_VMM_KEEP for the replay: the figures of gpuarena-replay's own
+        --vmm-keep at the same bytes (any spelling of zero), the tool's default without it, and
+        fewer maps the more is kept; refused outside vmm mode and when not a size."""
+        src = os.path.join(gatest.TRACES, "lifetimes", "somas_resnet50.csv")
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+
+        def figures(doc):
+            r = doc["modes"]["vmm"]
+            return {k: v for k, v in r.items() if doc["units"].get(k) not in ("ns", "rate")}
+
+        maps = []
+        for keep, spelled in ((None, None), ("0", "0B"), ("0", "0MiB"), ("67108864", "64MiB"),
+                              ("1073741824", "1GiB")):
+            extra = ("--vmm-keep", spelled) if spelled else ()
+            p = gatest.cli("replay", src, "--json", "--no-min", "--mode", "vmm", *extra)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            direct = subprocess.run([tool, "--json", "--mode", "vmm", src]
+                                    + (["--vmm-keep", keep] if keep else []),
+                                    stdout=subprocess.PIPE, check=True)
+            self.assertEqual(figures(json.loads(p.stdout)), figures(json.loads(direct.stdout)),
+                             spelled)
+            maps.append(figures(json.loads(p.stdout))["backend_maps"])
+        self.assertEqual(maps[0], maps[3])  # the default is 64 MiB
+        self.assertEqual(maps[1], maps[2])
+        self.assertGreater(maps[1], maps[3])
+        self.assertGreater(maps[3], maps[4])
+        p = gatest.cli("replay", src, "--mode", "arena,grow", "--vmm-keep", "0")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--vmm-keep applies to vmm mode only: add --mode vmm", p.stderr)
+        for bad, why in (("lots", "'lots' is not a size"), ("-1", "signs are not accepted"),
+                         ("0.5", "rounds down to 0 bytes")):
+            p = gatest.cli("replay", src, "--mode", "vmm", "--vmm-keep", bad)
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn(why, p.stderr)
+            self.assertNotIn("Traceback", p.stderr)
+
     def test_errors(self):
         with tempfile.TemporaryDirectory() as d:
             bad = os.path.join(d, "bad.gatrace")

@@ -101,6 +101,25 @@ class Report(unittest.TestCase, gatest.CliAsserts):
                 self.assertGreaterEqual(max(res), max(use))
                 self.assertTrue(doc["otherData"]["reserved_included"])
 
+    def test_vmm_keep(self):
+        """report --mode vmm --vmm-keep draws the replay's vmm curve at that keep: its peak is
+        the tool's peak_reserved for the same keep (which differs between 0 and the default)."""
+        src = os.path.join(gatest.TRACES, "lifetimes", "somas_resnet50.csv")
+        peaks = []
+        for keep in ("0", "64MiB"):
+            tool = json.loads(gatest.cli("replay", src, "--json", "--no-min", "--mode", "vmm",
+                                         "--vmm-keep", keep).stdout)
+            doc, p = self.report(src, "--mode", "vmm", "--vmm-keep", keep)
+            res = [e["args"]["reserved"] for e in doc["traceEvents"]
+                   if e["ph"] == "C" and e["name"] == "reserved"]
+            self.assertEqual(max(res), tool["modes"]["vmm"]["peak_reserved"], keep)
+            peaks.append(max(res))
+        self.assertNotEqual(peaks[0], peaks[1])
+        p = gatest.cli("report", src, "-o", os.path.join(self.dir, "no"), "--vmm-keep", "0")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--vmm-keep applies to vmm mode only", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "no.json")))
+
     def test_snapshot_timeline_ring_buffer(self):
         src = os.path.join(gatest.TRACES, "pytorch-snapshot", "cs336_transformer_step.pickle")
         doc, _ = self.report(src)

@@ -122,6 +122,7 @@ def _add_shim_opts(p):
     p.add_argument("--limit", type=_limit, help="cap per device: 8GiB, 512MiB, 8G or 50%%")
     p.add_argument("--fraction", type=_fraction, help="arena size as a fraction of the cap "
                    "(0.75 hard, 0.75+ may grow; default 0.75+)")
+    p.add_argument("--vmm-keep", type=_keep, metavar="SIZE", help=KEEP_HELP)
     p.add_argument("--sim", action="store_true",
                    help="use the simulated driver (<build>/sim on LD_LIBRARY_PATH), for demos")
     p.add_argument("--env", action="append", metavar="K=V", default=[],
@@ -257,9 +258,9 @@ def do_import(a):
     return 0
 
 
-def _keep_needs_vmm(a, modes):
+def _keep_needs_vmm(a, modes, option="--mode"):
     if a.vmm_keep is not None and "vmm" not in modes:
-        raise UsageError("--vmm-keep applies to vmm mode only: add --mode vmm")
+        raise UsageError(f"--vmm-keep applies to vmm mode only: add vmm to {option}")
 
 
 def do_replay(a):
@@ -298,7 +299,8 @@ def do_report(a):
 
 
 def _settings(a):
-    return {"GPUARENA_LIMIT": a.limit, "GPUARENA_MEM_FRACTION": a.fraction}
+    return {"GPUARENA_LIMIT": a.limit, "GPUARENA_MEM_FRACTION": a.fraction,
+            "GPUARENA_VMM_KEEP": a.vmm_keep}
 
 
 def _run_mode(a):
@@ -314,6 +316,7 @@ def _run_mode(a):
 def do_run(a):
     cmd = _command(a)
     mode = _run_mode(a)
+    _keep_needs_vmm(a, (mode,))
     if a.stats and a.trace and a.stats != "-" and runner.same_file(a.stats, a.trace):
         raise UsageError(f"--stats {a.stats} and --trace {a.trace} are the same file: the "
                          "statistics would replace the trace; give them different paths")
@@ -328,6 +331,7 @@ def do_run(a):
 
 def do_compare(a):
     cmd = _command(a)
+    _keep_needs_vmm(a, a.modes, "--modes")
     extra = runner.parse_env_pairs(a.env)
     paths.shim()
     if not a.sim:

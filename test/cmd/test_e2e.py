@@ -83,6 +83,27 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(option(s, "preallocate"), False)
         self.assertIn("CUDA_ERROR_OUT_OF_MEMORY", p.stderr)
 
+    def test_vmm_keep_reaches_the_shim(self):
+        """run --vmm-keep is the shim's GPUARENA_VMM_KEEP (its statistics say what it took; with
+        0 the driver sees every freed granule unmapped by the end); a usage error outside vmm."""
+        for keep, want in (("0B", 0), ("1GiB", 1 << 30), (None, 64 << 20)):
+            with self.subTest(keep=keep):
+                extra = ("--vmm-keep", keep) if keep else ()
+                p, s, sim = self.run_observed("--mode", "vmm", *extra)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(option(s, "vmm_keep"), want)
+                self.assertEqual(s["totals"]["alloc_calls"], 80)
+        for args in (("run", "--mode", "arena"), ("compare", "--modes", "arena,grow")):
+            p = cli(*args, "--sim", "--vmm-keep", "0", "--", *DIRECT)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertIn(f"--vmm-keep applies to vmm mode only: add vmm to {args[1]}", p.stderr)
+        p = cli("run", "--sim", "--mode", "vmm", "--vmm-keep", "0.5", "--", *DIRECT)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("'0.5' is not a size: it rounds down to 0 bytes", p.stderr)
+        p = cli("compare", "--sim", "--modes", "arena,vmm", "--vmm-keep", "0", "--json", "--",
+                *DIRECT)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_every_interposition_path_under_run(self):
         for name in ("ex_dlsym", "ex_getproc"):
             with self.subTest(example=name):

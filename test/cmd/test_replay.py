@@ -202,7 +202,7 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
         self.assertGreater(maps[3], maps[4])
         p = gatest.cli("replay", src, "--mode", "arena,grow", "--vmm-keep", "0")
         self.assertEqual(p.returncode, 2)
-        self.assertIn("--vmm-keep applies to vmm mode only: add --mode vmm", p.stderr)
+        self.assertIn("--vmm-keep applies to vmm mode only: add vmm to --mode", p.stderr)
         for bad, why in (("lots", "'lots' is not a size"), ("-1", "signs are not accepted"),
                          ("0.5", "rounds down to 0 bytes")):
             p = gatest.cli("replay", src, "--mode", "vmm", "--vmm-keep", bad)

@@ -103,7 +103,12 @@ int ga_dev_setup(int dev)
                 ga_init_fail(CUDA_ERROR_INVALID_VALUE);
             }
         }
-        if (cap == 0 || ga_share_of(cap) == 0) {
+        /* The share bounds an arena (its first region) and, with a fixed fraction, a grow or
+         * vmm pool; platform mode and a growing fraction ("0.75+") outside arena mode answer to
+         * the cap alone, so a cap of one block is a cap there, not a setting that leaves nothing. */
+        int share_bounds = ga_opt.mode == GA_MODE_ARENA ||
+                           (!ga_opt.fraction_grow && ga_opt.mode != GA_MODE_PLATFORM);
+        if (cap == 0 || (share_bounds && ga_share_of(cap) == 0)) {
             ga_log(GA_LOG_ERROR, "device %d: %s gives a cap of %llu bytes and an arena share of "
                    "%llu bytes; nothing could ever be allocated (raise GPUARENA_LIMIT or "
                    "GPUARENA_MEM_FRACTION); CUDA will not be used", dev,

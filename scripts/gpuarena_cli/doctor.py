@@ -385,10 +385,12 @@ def plan(values, devices):
                     + (", may grow up to the cap" if grow else ", never more"))
             if share == 0:
                 note = "GPUARENA_MEM_FRACTION of this cap rounds to 0 bytes: refused"
-        elif mode == "grow":
-            arena, note = 0, "regions taken on demand (from 2 MiB, doubling), empty ones given back"
-        elif mode == "vmm":
-            arena, note = 0, "one virtual range; physical memory mapped only where allocations lie"
+        elif mode in ("grow", "vmm"):
+            arena, note = 0, ("regions taken on demand (from 2 MiB, doubling), empty ones given back"
+                              if mode == "grow" else "one virtual range; physical memory mapped "
+                              "only where allocations lie")
+            if share == 0 and not grow:  # a fixed fraction bounds the pool: nothing fits
+                note = "GPUARENA_MEM_FRACTION of this cap rounds to 0 bytes: refused"
         else:
             arena, note = 0, "one driver allocation per allocation, freed at once"
         if cap == 0:

@@ -174,6 +174,44 @@ START_TEST(zero_share_or_cap_refused)
 }
 END_TEST
 
+/* A cap of one 512-byte block: with the default growing fraction the share (384 bytes) rounds to
+ * nothing, which leaves an arena nothing but bounds no platform or vmm pool. Platform serves the
+ * block; vmm starts and refuses it as an out-of-memory (a granule is 2 MiB); arena and a fixed
+ * fraction in vmm mode refuse the setting at cuInit. */
+static void one_block_cap_child(void *arg)
+{
+    const char *const *c = arg; /* mode, fraction */
+    pt_env(c[0], c[1], "GPUARENA_LIMIT=512", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUdevice dev;
+    CUcontext ctx;
+    CUresult init = cuInit(0);
+    if (strstr(c[0], "arena") || !strstr(c[1], "+"))
+        exit(init == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+    if (init != CUDA_SUCCESS || cuDeviceGet(&dev, 0) || cuCtxCreate(&ctx, NULL, 0, dev))
+        exit(2);
+    CUdeviceptr p = 0;
+    CUresult r = cuMemAlloc(&p, 512);
+    if (strstr(c[0], "platform"))
+        exit(r == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS ? 0 : 3);
+    exit(r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 4);
+}
+
+START_TEST(one_block_cap_by_mode)
+{
+    static const char *const cases[][2] = {
+        {"GPUARENA_MODE=platform", "GPUARENA_MEM_FRACTION=0.75+"},
+        {"GPUARENA_MODE=vmm", "GPUARENA_MEM_FRACTION=0.75+"},
+        {"GPUARENA_MODE=arena", "GPUARENA_MEM_FRACTION=0.75+"},
+        {"GPUARENA_MODE=vmm", "GPUARENA_MEM_FRACTION=0.5"}, /* a fixed fraction bounds vmm */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[4096];
+        int rc = pt_run_child(one_block_cap_child, (void *)cases[i], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s %s: exit %d; %s", cases[i][0], cases[i][1], rc, err);
+    }
+}
+END_TEST
+
 /* ---- item 6: driver parity ---- */
 START_TEST(freed_pool_pointer_attributes)
 {
@@ -302,6 +340,7 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, reset_race_no_phantom);
     tcase_add_test(tc, idle_memory_serves_other_context);
     tcase_add_test(tc, zero_share_or_cap_refused);
+    tcase_add_test(tc, one_block_cap_by_mode);
     tcase_add_test(tc, freed_pool_pointer_attributes);
     tcase_add_test(tc, free_async_bad_stream_keeps_allocation);
     tcase_add_test(tc, fork_child_statistics);

@@ -332,6 +332,9 @@ def do_run(a):
 def do_compare(a):
     cmd = _command(a)
     _keep_needs_vmm(a, a.modes, "--modes")
+    if a.plot and not os.path.isdir(os.path.dirname(a.plot) or "."):
+        raise GaError(f"--plot {a.plot}: the folder {os.path.dirname(a.plot)} does not exist; "
+                      "create it or give another PREFIX (checked before any mode runs)")
     extra = runner.parse_env_pairs(a.env)
     paths.shim()
     if not a.sim:

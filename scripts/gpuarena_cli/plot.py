@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import sys
 
+from . import GaError
+
 MISSING = ("matplotlib is not installed, skipped the PNG (apt-get install python3-matplotlib for "
            "/usr/bin/python3)")
 
@@ -97,12 +99,18 @@ def _other_pythons():
 
 def draw(kind, path, data):
     """Draws chart `kind` to path; True when the PNG was written, False when no interpreter on
-    this machine can import matplotlib (nothing written)."""
+    this machine can import matplotlib (nothing written). GaError when one can but the drawing
+    fails (the path's folder missing, the path a directory, no permission): its reason, not a
+    missing matplotlib."""
     if _disabled():
         return False
     plt = pyplot()
     if plt is not None:
-        _DRAWERS[kind](plt, path, data)
+        try:
+            _DRAWERS[kind](plt, path, data)
+        except OSError as e:
+            raise GaError(f"cannot write {path}: {e.strerror or e}; give a PNG path in a folder "
+                          "that exists and is writable") from None
         return True
     job = json.dumps({"kind": kind, "path": os.path.abspath(path), "data": data})
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
@@ -112,10 +120,17 @@ def draw(kind, path, data):
             p = subprocess.run([py, "-c", code, _SCRIPTS_DIR], input=job.encode(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False,
                                timeout=300)
-        except (OSError, subprocess.TimeoutExpired):
+        except OSError:
             continue
+        except subprocess.TimeoutExpired:
+            raise GaError(f"drawing {path} with {py} took over 300 s; nothing drawn") from None
         if p.returncode == 0 and os.path.exists(path):
             return True
+        if p.returncode != 3:  # this interpreter has matplotlib: the drawing itself failed
+            lines = p.stderr.decode("utf-8", "replace").strip().splitlines()
+            why = lines[-1] if lines else f"exit {p.returncode}"
+            raise GaError(f"cannot write {path} (drawn with {py}): {why}; give a PNG path in a "
+                          "folder that exists and is writable")
     return False
 
 

@@ -101,6 +101,33 @@ class Report(unittest.TestCase, gatest.CliAsserts):
                 self.assertGreaterEqual(max(res), max(use))
                 self.assertTrue(doc["otherData"]["reserved_included"])
 
+    def test_png_not_writable_says_why(self):
+        """A PNG path that is a directory: with matplotlib on the machine, exit 1 and the drawing's
+        own reason, never "matplotlib is not installed" (which it printed, with exit 0, when the
+        drawing ran in Debian's interpreter and failed there)."""
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        prefix = os.path.join(self.dir, "d")
+        os.mkdir(prefix + ".png")
+        p = gatest.cli("report", src, "-o", prefix)
+        self.assertNotIn("Traceback", p.stderr)
+        if HAVE_MPL:
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"gpuarena: cannot write {prefix}.png", p.stderr)
+            self.assertIn("Is a directory", p.stderr)
+            self.assertNotIn("not installed", p.stderr)
+        else:
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("matplotlib is not installed", p.stderr)
+
+    def test_compare_plot_folder_checked_first(self):
+        """compare --plot into a folder that does not exist: exit 1 before any mode runs."""
+        prog = os.path.join(gatest.BUILD, "examples", "ex_direct")
+        p = gatest.cli("compare", "--sim", "--plot", os.path.join(self.dir, "none", "p"), "--",
+                       prog, "4", "4", "1")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("does not exist; create it", p.stderr)
+        self.assertEqual(p.stdout, "")
+
     def test_vmm_keep(self):
         """report --mode vmm --vmm-keep draws the replay's vmm curve at that keep: its peak is
         the tool's peak_reserved for the same keep (which differs between 0 and the default)."""

@@ -166,7 +166,9 @@ static int to_bytes(const scan_t *s, uint64_t mult, unsigned flags, ga_size_t *o
         return why_f(why, len, "it is more than 2^64 - 1 bytes");
     int exact_zero = b == 0 && whole == 0 && all_zero(s->frac, s->nfrac);
     if (b == 0 && !(exact_zero && (flags & GA_SIZE_ZERO)))
-        return why_f(why, len, exact_zero ? "it is 0 bytes" : "it rounds down to 0 bytes");
+        return why_f(why, len, exact_zero ? "it is 0 bytes"
+                               : (flags & GA_SIZE_ZERO) ? "it rounds down to 0 bytes; write 0 for none"
+                                                        : "it rounds down to 0 bytes");
     memset(out, 0, sizeof *out);
     out->bytes = (uint64_t)b;
     return 0;

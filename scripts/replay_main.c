@@ -215,6 +215,23 @@ static int parse_opt(options_t *o, const char *a, const char *v)
     return 0;
 }
 
+/* An option whose mode is not among those replayed would be ignored, and the user would read
+ * figures of what they did not ask for: a usage error naming the mode to add. Returns -1 to
+ * continue, or 2. */
+static int check_modes_used(const options_t *o)
+{
+    if (o->arena_size && !o->modes[GA_MODE_ARENA])
+        return usage_error("--arena-size applies to arena mode only: add --mode arena", NULL);
+    if (o->limit && !o->modes[GA_MODE_GROW] && !o->modes[GA_MODE_VMM] &&
+        !o->modes[GA_MODE_PLATFORM])
+        return usage_error("--limit applies to grow, vmm and platform (an arena is bounded by "
+                           "--arena-size): add one of them to --mode", NULL);
+    if ((o->keep_set || o->granularity) && !o->modes[GA_MODE_VMM])
+        return usage_error(o->keep_set ? "--vmm-keep applies to vmm mode only: add --mode vmm"
+                           : "--granularity applies to vmm mode only: add --mode vmm", NULL);
+    return -1;
+}
+
 /* Returns -1 to continue, or an exit status (0 after --help, --version, --list-modes). */
 static int parse_args(int argc, char **argv, options_t *o)
 {
@@ -268,7 +285,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         return usage_error("--timeline needs exactly one --mode", NULL);
     if (!nmodes)
         set_mode(o, "all");
-    return -1;
+    return check_modes_used(o);
 }
 
 static const char *detect_format(const char *path)

@@ -265,6 +265,12 @@ def _keep_needs_vmm(a, modes, option="--mode"):
 
 def do_replay(a):
     _keep_needs_vmm(a, a.mode)
+    # As --vmm-keep: an option of a mode not replayed would be ignored without a word.
+    if a.arena_size and "arena" not in a.mode:
+        raise UsageError("--arena-size applies to arena mode only: add arena to --mode")
+    if a.limit and not {"grow", "vmm", "platform"} & set(a.mode):
+        raise UsageError("--limit applies to grow, vmm and platform (an arena is bounded by "
+                         "--arena-size): add one of them to --mode")
     mode = "all" if tuple(a.mode) == modes_mod.MODES else ",".join(a.mode)
     doc, counts = replay_mod.replay(a.trace, a.format, a.level, mode, a.arena_size,
                                     a.limit, not a.no_min, a.check, a.device, a.vmm_keep)
@@ -278,8 +284,22 @@ def do_replay(a):
     return 0
 
 
+def _check_prefix(option, prefix):
+    """UsageError for a PREFIX that names no file: empty, or a folder (DIR/ wrote DIR/.json, a
+    hidden file)."""
+    if prefix is None:
+        return
+    if not prefix.strip():
+        raise UsageError(f"{option} is empty: give a PREFIX such as out/run1 (writes out/run1.json "
+                         "and .png)")
+    if prefix.endswith(("/", os.sep)) or os.path.isdir(prefix):
+        raise UsageError(f"{option} {prefix} is a folder, and a PREFIX names files: give one "
+                         f"inside it, e.g. {os.path.join(prefix, 'run1')}")
+
+
 def do_report(a):
     _keep_needs_vmm(a, (a.mode,))
+    _check_prefix("-o", a.output)
     prefix = a.output or os.path.splitext(os.path.basename(a.trace))[0]
     for ext in (".json", ".png"):
         _not_over_input(a.trace, prefix + ext, "report file")
@@ -332,6 +352,7 @@ def do_run(a):
 def do_compare(a):
     cmd = _command(a)
     _keep_needs_vmm(a, a.modes, "--modes")
+    _check_prefix("--plot", a.plot)
     if a.plot and not os.path.isdir(os.path.dirname(a.plot) or "."):
         raise GaError(f"--plot {a.plot}: the folder {os.path.dirname(a.plot)} does not exist; "
                       "create it or give another PREFIX (checked before any mode runs)")
@@ -351,8 +372,7 @@ def do_compare(a):
             print(f"gpuarena: {plot.MISSING}", file=sys.stderr)
     failed = [m for m, r in results.items() if r["stats"] is None]
     for m in failed:
-        print(f"gpuarena: mode {m}: no statistics written (exit {results[m]['exit']}); the "
-              f"program's last output:\n{results[m]['output_tail']}", file=sys.stderr)
+        print(f"gpuarena: {runner.no_stats_message(m, results[m])}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -102,7 +102,9 @@ def _value(whole, frac, unit, allow_percent, allow_zero=False):
         exact_zero = int(whole) == 0 and not frac.strip("0")
         if exact_zero and allow_zero:
             return 0
-        return "it is 0 bytes" if exact_zero else "it rounds down to 0 bytes"
+        if exact_zero:
+            return "it is 0 bytes"
+        return "it rounds down to 0 bytes" + ("; write 0 for none" if allow_zero else "")
     return n
 
 

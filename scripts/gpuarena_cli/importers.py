@@ -20,7 +20,7 @@ import re
 import stat
 import zlib
 
-from . import GaError
+from . import GaError, UsageError
 from . import memory
 from . import tracefile as tf
 
@@ -506,12 +506,25 @@ def _memory_kind(path, fmt):
     return fmt
 
 
+def check_applies(path, fmt, level="tensor", time_unit="s"):
+    """UsageError when --level or --time-unit asks for something the input's format does not have:
+    the option would be ignored and the user would read figures of what they did not ask for. The
+    default values (tensor, s) mean the same for every format, so they pass."""
+    if level != "tensor" and fmt != "pytorch-snapshot":
+        raise UsageError(f"--level {level} applies to PyTorch snapshots only, and {path} is a "
+                         f"{fmt} file: drop --level (or give a snapshot)")
+    if time_unit != "s" and fmt != "rmm":
+        raise UsageError(f"--time-unit {time_unit} applies to RMM logs only, and {path} is a "
+                         f"{fmt} file: drop --time-unit (or give an RMM log)")
+
+
 def load_any(path, fmt="auto", level="tensor", close=False, time_unit="s"):
     """Any supported input -> (Trace, counts, format actually used). A file too large for the
     memory this process may use is refused before it is read."""
     check_regular(path)
     if fmt == "auto":
         fmt = detect(path)
+    check_applies(path, fmt, level, time_unit)
     if fmt in memory.FACTORS:
         memory.check_fits(path, _memory_kind(path, fmt))
     try:

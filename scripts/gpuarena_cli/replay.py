@@ -40,6 +40,7 @@ def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
     the input is another format."""
     importers.check_regular(path)
     kind = importers.detect(path) if fmt == "auto" else fmt
+    importers.check_applies(path, kind, level)
     if kind == "trace":
         memory.check_fits(path, "replay-tool", child=True)
         return path, None

@@ -184,6 +184,9 @@ class Forwarding:
         except FileNotFoundError:
             raise GaError(f"command not found: {cmd[0]} (check the name and PATH)") from None
         except PermissionError:
+            if os.path.isdir(cmd[0]):
+                raise GaError(f"cannot execute {cmd[0]}: it is a folder, not a program; give "
+                              "the program inside it") from None
             raise GaError(f"cannot execute {cmd[0]}: permission denied (chmod +x?)") from None
         try:
             if self.got is not None:
@@ -284,8 +287,8 @@ def run(cmd, settings, stats_path=None, sim=False, extra=None):
         if stats_path is None:
             stats = read_stats(path)
             if stats is None:
-                print("gpuarena: the program wrote no statistics (it made no CUDA call, or "
-                      "exited through a crash before the shim's exit handler)", file=sys.stderr)
+                print(f"gpuarena: the program wrote no statistics ({NO_STATS_WHY})",
+                      file=sys.stderr)
             else:
                 print(summary(stats), file=sys.stderr)
     return code
@@ -306,6 +309,18 @@ def _one_run(fwd, cmd, env, tmp, tag):
         out.seek(max(0, out.seek(0, 2) - 2000))
         tail = out.read().decode("utf-8", "replace")
     return wall, exit_code(proc.returncode), read_stats(stats_path), tail
+
+
+# Why a run can end without the statistics file: `run` and `compare` say the same.
+NO_STATS_WHY = ("it made no CUDA call, or exited through a crash or _exit before the shim's "
+                "exit handler")
+
+
+def no_stats_message(mode, result):
+    """compare's line for a mode whose run wrote no statistics, with the program's last output."""
+    tail = result["output_tail"].rstrip("\n")
+    return (f"mode {mode}: no statistics written (exit {result['exit']}; {NO_STATS_WHY}); "
+            + (f"the program's last output:\n{tail}" if tail else "the program printed nothing"))
 
 
 def compare(cmd, modes, repeat=1, settings=None, sim=False, extra=None):

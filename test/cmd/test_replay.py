@@ -204,11 +204,69 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 2)
         self.assertIn("--vmm-keep applies to vmm mode only: add vmm to --mode", p.stderr)
         for bad, why in (("lots", "'lots' is not a size"), ("-1", "signs are not accepted"),
-                         ("0.5", "rounds down to 0 bytes")):
+                         ("0.5", "rounds down to 0 bytes; write 0 for none")):
             p = gatest.cli("replay", src, "--mode", "vmm", "--vmm-keep", bad)
             self.assertEqual(p.returncode, 2, bad)
             self.assertIn(why, p.stderr)
             self.assertNotIn("Traceback", p.stderr)
+
+    def test_options_of_modes_not_replayed(self):
+        """An option of a mode not among those replayed is a usage error, in the command and in
+        the tool, not ignored: --arena-size without arena, --limit with arena only, --vmm-keep
+        and --granularity without vmm. With their mode among others they are taken."""
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        for opts, modes, why in (
+                (("--arena-size", "1GiB"), ("grow", "vmm", "platform"),
+                 "--arena-size applies to arena mode only"),
+                (("--limit", "1GiB"), ("arena",), "--limit applies to grow, vmm and platform"),
+                (("--vmm-keep", "0"), ("arena", "grow", "platform"),
+                 "--vmm-keep applies to vmm mode only"),
+                (("--granularity", "4MiB"), ("arena", "platform"),
+                 "--granularity applies to vmm mode only")):
+            argv = [tool, "--json", *opts, src]
+            for m in modes:
+                argv[1:1] = ["--mode", m]
+            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.assertEqual(p.returncode, 2, (opts, p.stderr))
+            self.assertIn(why, p.stderr)
+            self.assertEqual(p.stdout, "")
+            if opts[0] != "--granularity":  # the command has no --granularity
+                p = gatest.cli("replay", src, "--no-min", "--mode", ",".join(modes), *opts)
+                self.assertEqual(p.returncode, 2, (opts, p.stderr))
+                self.assertIn(why, p.stderr)
+        # Among other modes the option is taken, and changes that mode's figures only.
+        p = gatest.cli("replay", src, "--json", "--no-min", "--mode", "arena,grow",
+                       "--limit", "1MiB")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run([tool, "--json", "--mode", "arena", "--mode", "vmm", "--granularity",
+                            "4MiB", src], stdout=subprocess.PIPE, text=True, check=True)
+        self.assertEqual(list(json.loads(p.stdout)["modes"]), ["arena", "vmm"])
+
+    def test_level_and_time_unit_need_their_format(self):
+        """--level segment reads a PyTorch snapshot's segments and --time-unit an RMM log's
+        times; given for another format they would be ignored, so they are usage errors. The
+        defaults (tensor, s) pass for any format."""
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "a.gatrace")
+            p = gatest.cli("import", "lifetimes", src, "-o", trace)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            for args in (("replay", src, "--level", "segment"),
+                         ("replay", trace, "--level", "segment"),
+                         ("report", src, "--level", "segment", "-o", os.path.join(d, "r")),
+                         ("import", "lifetimes", src, "-o", os.path.join(d, "b"), "--level",
+                          "segment")):
+                p = gatest.cli(*args)
+                self.assertEqual(p.returncode, 2, (args, p.stderr))
+                self.assertIn("--level segment applies to PyTorch snapshots only", p.stderr)
+            p = gatest.cli("import", "lifetimes", src, "-o", os.path.join(d, "c"),
+                           "--time-unit", "ms")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--time-unit ms applies to RMM logs only", p.stderr)
+            self.assertEqual(sorted(os.listdir(d)), ["a.gatrace"])  # nothing written
+            p = gatest.cli("replay", src, "--no-min", "--level", "tensor", "--mode", "arena")
+            self.assertEqual(p.returncode, 0, p.stderr)
 
     def test_errors(self):
         with tempfile.TemporaryDirectory() as d:

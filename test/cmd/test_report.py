@@ -128,6 +128,26 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         self.assertIn("does not exist; create it", p.stderr)
         self.assertEqual(p.stdout, "")
 
+    def test_prefix_names_files(self):
+        """-o and --plot take a PREFIX of files: a folder (DIR/ wrote DIR/.json, a hidden file)
+        or an empty one (it fell back to the default name) is a usage error, and nothing is
+        written or run."""
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        prog = os.path.join(gatest.BUILD, "examples", "ex_direct")
+        for prefix, why in ((self.dir + "/", "is a folder"), (self.dir, "is a folder"),
+                            ("", "-o is empty")):
+            p = gatest.cli("report", src, "-o", prefix)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(why, p.stderr)
+            p = gatest.cli("compare", "--sim", "--plot", prefix, "--", prog, "4", "4", "1")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(why.replace("-o", "--plot"), p.stderr)
+            self.assertEqual(p.stdout, "")
+        self.assertEqual(os.listdir(self.dir), [])
+        p = gatest.cli("report", src, "-o", os.path.join(self.dir, "r"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("r.json", os.listdir(self.dir))
+
     def test_vmm_keep(self):
         """report --mode vmm --vmm-keep draws the replay's vmm curve at that keep: its peak is
         the tool's peak_reserved for the same keep (which differs between 0 and the default)."""

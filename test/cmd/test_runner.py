@@ -320,8 +320,20 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
             self.assertCleanError(p, f"argument --repeat: '{n}' is not a whole number", code=2)
         p = self.run_cli("compare", "--sim", "--modes", "platform", "--", sys.executable, FAKE,
                          "3", "--no-stats")
-        self.assertCleanError(p, "no statistics written (exit 3)", "fakeprog: mode platform")
+        self.assertCleanError(p, "no statistics written (exit 3; it made no CUDA call",
+                              "the program's last output:\nfakeprog: mode platform")
         self.assertEqual(self.run_cli("compare").returncode, 2)
+        # A program that printed nothing: said so, not an empty "last output".
+        p = self.run_cli("compare", "--sim", "--modes", "arena", "--", "true")
+        self.assertCleanError(p, "mode arena: no statistics written (exit 0; it made no CUDA "
+                              "call", "the program printed nothing")
+        self.assertNotIn("last output", p.stderr)
+        # A folder given as the program: said so, not "permission denied (chmod +x?)".
+        for sub in ("compare", "run"):
+            p = self.run_cli(sub, "--sim", "--", self.tmp.name)
+            self.assertCleanError(p, f"cannot execute {self.tmp.name}: it is a folder, not a "
+                                  "program")
+            self.assertNotIn("chmod", p.stderr)
 
 
     def test_no_driver_suggests_sim(self):

@@ -197,7 +197,7 @@ START_TEST(bad_option_values)
     pt_run_child(pt_bad_option_child, "GPUARENA_LIMIT=0", err, sizeof err);
     ck_assert_msg(strstr(err, "GPUARENA_LIMIT='0' is not a size: it is 0 bytes (try"), "%s", err);
     pt_run_child(pt_bad_option_child, "GPUARENA_VMM_KEEP=0.5", err, sizeof err);
-    ck_assert_msg(strstr(err, "'0.5' is not a size: it rounds down to 0 bytes (try 64MiB"), "%s",
+    ck_assert_msg(strstr(err, "'0.5' is not a size: it rounds down to 0 bytes; write 0 for none (try 64MiB"), "%s",
                   err);
 }
 END_TEST

@@ -186,8 +186,12 @@ static int check_header(const char *path, const unsigned char *b, size_t len, ch
     uint32_t version = (uint32_t)get_le(b + 8, 4);
     uint32_t rsize = (uint32_t)get_le(b + 12, 4);
     if (version != GA_TRACE_VERSION)
-        return ga_errorf(err, errlen, "%s: trace format version %u, this build reads version %u",
-                    path, version, GA_TRACE_VERSION);
+        return ga_errorf(err, errlen, "%s: trace format version %u, this build reads version %u: "
+                         "%s", path, version, GA_TRACE_VERSION,
+                         version > GA_TRACE_VERSION
+                             ? "replay it with the newer gpuarena that wrote it, or re-record it "
+                               "with this one"
+                             : "re-record it with this gpuarena (or import its source again)");
     if (rsize != GA_TRACE_RECORD_SIZE)
         return ga_errorf(err, errlen, "%s: record size %u in header, version %u uses %u", path, rsize,
                     GA_TRACE_VERSION, GA_TRACE_RECORD_SIZE);

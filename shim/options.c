@@ -40,6 +40,7 @@ static int parse_mode(const char *v)
 
 static int parse_bool(const char *v, int *out)
 {
+    /* The words GPUARENA_PREALLOCATE's hint in ga_options lists: keep the two together. */
     static const char *yes[] = {"true", "1", "yes", "on"}, *no[] = {"false", "0", "no", "off"};
     for (size_t i = 0; i < 4; i++) {
         if (!strcasecmp(v, yes[i]))
@@ -177,7 +178,7 @@ static const ga_option_def_t ga_options[] = {
      "arena: a preallocated arena, best fit; grow: the arena without preallocation; vmm: one "
      "virtual range, physical memory mapped in granules only where allocations lie; platform: one "
      "driver call per allocation"},
-    {"GPUARENA_PREALLOCATE", "true", parse_preallocate, "true/false, 1/0, yes/no",
+    {"GPUARENA_PREALLOCATE", "true", parse_preallocate, "true/false, 1/0, yes/no, on/off",
      "arena: take the arena at the first allocation of a context"},
     {"GPUARENA_MEM_FRACTION", "0.75+", parse_fraction, "a fraction in (0,1], e.g. 0.75 or 0.75+",
      "arena size as a fraction of the cap; '+' lets it grow past that up to the cap"},

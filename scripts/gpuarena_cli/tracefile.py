@@ -73,8 +73,11 @@ def parse(data, name="trace"):
         raise GaError(f"{name}: bad magic {magic!r}, not a gpuarena trace (for other formats use "
                       "`gpuarena import auto FILE -o OUT`)")
     if version != VERSION:
-        raise GaError(f"{name}: trace version {version} is not supported (this gpuarena reads "
-                      f"version {VERSION}); re-record it with a matching gpuarena")
+        fix = ("replay it with the newer gpuarena that wrote it, or re-record it with this one"
+               if version > VERSION else
+               "re-record it with this gpuarena (or import its source again)")
+        raise GaError(f"{name}: trace format version {version}, this gpuarena reads version "
+                      f"{VERSION}: {fix}")
     if rsize != RECORD.size:
         raise GaError(f"{name}: record size {rsize} in the header, expected {RECORD.size}; "
                       "the file is damaged or from another tool")

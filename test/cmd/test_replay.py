@@ -273,7 +273,18 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
             bad = os.path.join(d, "bad.gatrace")
             with open(bad, "wb") as f:
                 f.write(b"GATRACE\0\x07\0\0\0" + bytes(20))
-            self.assertCleanError(gatest.cli("replay", bad), "bad.gatrace", "version 7")
+            self.assertCleanError(gatest.cli("replay", bad), "bad.gatrace", "version 7",
+                                  "replay it with the newer gpuarena that wrote it")
+            for sub in ("report", "import"):  # the Python reader says the same
+                args = (sub, bad) if sub == "report" else (sub, "auto", bad, "-o",
+                                                           os.path.join(d, "o"))
+                self.assertCleanError(gatest.cli(*args), "trace format version 7, this gpuarena "
+                                      "reads version 1: replay it with the newer gpuarena")
+            with open(bad, "r+b") as f:
+                f.seek(8)
+                f.write(b"\0")
+            self.assertCleanError(gatest.cli("replay", bad), "version 0",
+                                  "re-record it with this gpuarena")
             self.assertCleanError(gatest.cli("replay", os.path.join(d, "none")), "none")
             p = gatest.cli("replay", bad, "--arena-size", "lots")
             self.assertEqual(p.returncode, 2)

@@ -196,6 +196,10 @@ START_TEST(bad_option_values)
                   "the grammar's reason and the accepted forms: %s", err);
     pt_run_child(pt_bad_option_child, "GPUARENA_LIMIT=0", err, sizeof err);
     ck_assert_msg(strstr(err, "GPUARENA_LIMIT='0' is not a size: it is 0 bytes (try"), "%s", err);
+    pt_run_child(pt_bad_option_child, "GPUARENA_PREALLOCATE=maybe", err, sizeof err);
+    ck_assert_msg(strstr(err, "GPUARENA_PREALLOCATE='maybe'") &&
+                  strstr(err, "true/false, 1/0, yes/no, on/off"),
+                  "every word the shim takes is named: %s", err);
     pt_run_child(pt_bad_option_child, "GPUARENA_VMM_KEEP=0.5", err, sizeof err);
     ck_assert_msg(strstr(err, "'0.5' is not a size: it rounds down to 0 bytes; write 0 for none (try 64MiB"), "%s",
                   err);

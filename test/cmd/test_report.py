@@ -128,6 +128,30 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         self.assertIn("does not exist; create it", p.stderr)
         self.assertEqual(p.stdout, "")
 
+    def test_unknown_device_events(self):
+        """The shim records the free of a pointer it does not own on device -1 (unknown): the
+        report of such a trace draws reserved bytes for the real device, as the replay reads
+        it, instead of failing on a replay of 'device -1'."""
+        evs = [tf.event(0, 0x1000, 4096, tf.ALLOC), tf.event(10, 0x2000, 8192, tf.ALLOC),
+               tf.event(20, 0x1000, 0, tf.FREE), tf.event(30, 0x9000, 0, tf.FREE, device=-1),
+               tf.event(40, 0x2000, 0, tf.FREE)]
+        src = os.path.join(self.dir, "foreign.gatrace")
+        tf.write(src, tf.Trace(evs))
+        prefix = os.path.join(self.dir, "foreign")
+        p = gatest.cli("report", src, "-o", prefix, "--mode", "platform")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("drawing bytes in use only", p.stderr)
+        with open(prefix + ".json") as f:
+            doc = json.load(f)
+        self.assertTrue(doc["otherData"]["reserved_included"])
+        reserved = [e["args"]["reserved"] for e in doc["traceEvents"] if e["name"] == "reserved"]
+        self.assertEqual(max(reserved), 12288)
+        self.assertEqual({e["pid"] for e in doc["traceEvents"] if e["ph"] == "C"}, {0})
+        p = gatest.cli("replay", src, "--json", "--no-min", "--mode", "platform")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = json.loads(p.stdout)["modes"]["platform"]
+        self.assertEqual((r["peak_reserved"], r["unmatched_frees"]), (12288, 1))
+
     def test_prefix_names_files(self):
         """-o and --plot take a PREFIX of files: a folder (DIR/ wrote DIR/.json, a hidden file)
         or an empty one (it fell back to the default name) is a usage error, and nothing is

@@ -520,6 +520,11 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
             ga_real.cuCtxSynchronize();
         ga_ctx_leave(pushed);
     }
+    /* The device has passed every pending free (the synchronisation above, or the driver freed
+     * the context's memory): they go back to the pool before its final statistics are taken, so
+     * the context's entry counts the program's frees instead of every such block still live. */
+    for (size_t i = 0; c->pool && i < c->npend; i++)
+        ga_pool_free(c->pool, c->pend[i].ptr, NULL);
     ga_fence_drop(c); /* pending chunks go with the pool */
     if (c->pool) {
         ga_pool_stats(c->pool, &c->final);

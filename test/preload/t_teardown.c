@@ -5,6 +5,7 @@
 #include "preload_test.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -238,6 +239,48 @@ START_TEST(ctx_destroy_keeps_async_memory_counted)
 }
 END_TEST
 
+/* Four blocks allocated, two freed (pending until the next allocation synchronises, under the
+ * default GPUARENA_FREE_SYNC=deferred), then the context destroyed with the other two live. */
+static void destroy_pending_child(void *arg)
+{
+    (void)arg;
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr p[4];
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&ctx, NULL, 0, dev))
+        exit(2);
+    for (int i = 0; i < 4; i++)
+        if (cuMemAlloc(&p[i], (size_t)(i + 1) * MiB))
+            exit(3);
+    if (cuMemFree(p[0]) || cuMemFree(p[2]) || cuCtxDestroy(ctx))
+        exit(4);
+    exit(0);
+}
+
+START_TEST(ctx_destroy_counts_pending_frees)
+{
+    static const char *const modes[] = {"arena", "grow", "vmm", "platform"};
+    for (int m = 0; m < 4; m++) {
+        char stats[] = "/tmp/gpuarena-teardown-XXXXXX", senv[128], menv[64], err[4096];
+        close(mkstemp(stats));
+        snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+        snprintf(menv, sizeof menv, "GPUARENA_MODE=%s", modes[m]);
+        pt_env("SIMCUDA_TOTAL_MEM=1GiB", senv, menv, NULL);
+        int rc = pt_run_child(destroy_pending_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: step %d; %s", modes[m], rc, err);
+        /* The dead context's entry: the two frees counted, two blocks (2 and 4 MiB) live. Before,
+         * the pending frees were forgotten with the pool: frees 0, live 4, in_use 10 MiB. */
+        ck_assert_msg(pt_json_check(stats, "[(e['alive'], e['allocs'], e['frees'], e['live'], "
+                                           "e['in_use']) for e in d['devices']] == "
+                                           "[(False, 4, 2, 2, 6*1024*1024)]") == 0,
+                      "%s: the destroyed context's statistics", modes[m]);
+        ck_assert_msg(pt_json_check(stats, "d['totals']['free_calls'] == 2 and "
+                                           "d['totals']['pending_bytes'] == 0") == 0, "%s", modes[m]);
+        unlink(stats);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_teardown(void)
 {
     TCase *tc = tcase_create("teardown");
@@ -250,5 +293,6 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, first_call_from_constructor);
     tcase_add_test(tc, ctx_destroy_refused_keeps_pool);
     tcase_add_test(tc, ctx_destroy_keeps_async_memory_counted);
+    tcase_add_test(tc, ctx_destroy_counts_pending_frees);
     return tc;
 }

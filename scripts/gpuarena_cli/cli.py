@@ -258,9 +258,63 @@ def do_import(a):
     return 0
 
 
+def _fix_modes(users, option):
+    """How to bring a mode of `users` in: run's --mode takes one mode, the others a list."""
+    if option == "--mode one":
+        return f"use --mode {sorted(users)[0] if len(users) == 1 else ' or '.join(sorted(users))}"
+    return f"add {' or '.join(sorted(users))} to {option}"
+
+
 def _keep_needs_vmm(a, modes, option="--mode"):
     if a.vmm_keep is not None and "vmm" not in modes:
-        raise UsageError(f"--vmm-keep applies to vmm mode only: add vmm to {option}")
+        raise UsageError("--vmm-keep applies to vmm mode only: " + _fix_modes({"vmm"}, option))
+
+
+def _fraction_needs_pool(a, modes, option):
+    """--fraction bounds a pool's share of the cap: a fixed one in arena, grow and vmm mode, one
+    with '+' (grow past it up to the cap) only arena's preallocation. Given where no run uses it,
+    it would change nothing: a usage error, as --vmm-keep outside vmm."""
+    if a.fraction is None:
+        return
+    if a.fraction.endswith("+"):
+        if "arena" not in modes:
+            raise UsageError(f"--fraction {a.fraction} changes arena mode only (its preallocated "
+                             "share; grow and vmm grow up to the cap as without it, platform "
+                             "takes no share): " + _fix_modes({"arena"}, option) +
+                             f", or give a fixed fraction such as {a.fraction[:-1]}")
+    elif not {"arena", "grow", "vmm"} & set(modes):
+        raise UsageError("--fraction applies to arena, grow and vmm (platform takes no share): "
+                         + _fix_modes({"arena", "grow", "vmm"}, option))
+
+
+# Variables run and compare set themselves from their options: an --env of one overrode the
+# option (every column of compare ran the --env's mode under its own name) or hid the file the
+# command reads its figures from. Refused, naming the option to use. GPUARENA_TRACE is the
+# user's own in compare (no --trace there; a %p in its path gives each run its own file).
+_OWNED = {"run": {"GPUARENA_MODE": "--mode", "GPUARENA_PREALLOCATE": "--mode grow",
+                  "GPUARENA_STATS": "--stats", "GPUARENA_TRACE": "--trace"},
+          "compare": {"GPUARENA_MODE": "--modes", "GPUARENA_PREALLOCATE": "--modes",
+                      "GPUARENA_STATS": None}}
+
+
+def _check_env(sub, extra):
+    for key, opt in _OWNED[sub].items():
+        if key in extra:
+            how = (f"use {opt} instead" if opt else
+                   "compare reads each mode's statistics itself (gpuarena run --stats F writes "
+                   "one run's)")
+            raise UsageError(f"--env {key}={extra[key]}: gpuarena {sub} sets {key} itself; {how}")
+
+
+def _check_out_path(option, path, dash_ok):
+    if path is None:
+        return
+    if not path.strip():
+        raise UsageError(f"{option} is empty: give a file path" + (", or - for stderr"
+                                                                    if dash_ok else ""))
+    if path == "-" and not dash_ok:
+        raise UsageError(f"{option} -: a trace is binary, not for a terminal; give a file path, "
+                         "e.g. run.gatrace")
 
 
 def do_replay(a):
@@ -336,11 +390,15 @@ def _run_mode(a):
 def do_run(a):
     cmd = _command(a)
     mode = _run_mode(a)
-    _keep_needs_vmm(a, (mode,))
+    _keep_needs_vmm(a, (mode,), "--mode one")
+    _fraction_needs_pool(a, (mode,), "--mode one")
+    _check_out_path("--stats", a.stats, dash_ok=True)
+    _check_out_path("--trace", a.trace, dash_ok=False)
     if a.stats and a.trace and a.stats != "-" and runner.same_file(a.stats, a.trace):
         raise UsageError(f"--stats {a.stats} and --trace {a.trace} are the same file: the "
                          "statistics would replace the trace; give them different paths")
     extra = runner.parse_env_pairs(a.env)
+    _check_env("run", extra)
     paths.shim()  # our own setup first: its message says how to build it
     if not a.sim:
         runner.require_driver("run", extra)
@@ -352,11 +410,13 @@ def do_run(a):
 def do_compare(a):
     cmd = _command(a)
     _keep_needs_vmm(a, a.modes, "--modes")
+    _fraction_needs_pool(a, a.modes, "--modes")
     _check_prefix("--plot", a.plot)
     if a.plot and not os.path.isdir(os.path.dirname(a.plot) or "."):
         raise GaError(f"--plot {a.plot}: the folder {os.path.dirname(a.plot)} does not exist; "
                       "create it or give another PREFIX (checked before any mode runs)")
     extra = runner.parse_env_pairs(a.env)
+    _check_env("compare", extra)
     paths.shim()
     if not a.sim:
         runner.require_driver("compare", extra)

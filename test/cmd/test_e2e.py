@@ -93,10 +93,11 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
                 self.assertEqual(p.returncode, 0, p.stderr)
                 self.assertEqual(option(s, "vmm_keep"), want)
                 self.assertEqual(s["totals"]["alloc_calls"], 80)
-        for args in (("run", "--mode", "arena"), ("compare", "--modes", "arena,grow")):
+        for args, fix in ((("run", "--mode", "arena"), "use --mode vmm"),
+                          (("compare", "--modes", "arena,grow"), "add vmm to --modes")):
             p = cli(*args, "--sim", "--vmm-keep", "0", "--", *DIRECT)
             self.assertEqual(p.returncode, 2, args)
-            self.assertIn(f"--vmm-keep applies to vmm mode only: add vmm to {args[1]}", p.stderr)
+            self.assertIn(f"--vmm-keep applies to vmm mode only: {fix}", p.stderr)
         p = cli("run", "--sim", "--mode", "vmm", "--vmm-keep", "0.5", "--", *DIRECT)
         self.assertEqual(p.returncode, 2)
         self.assertIn("'0.5' is not a size: it rounds down to 0 bytes", p.stderr)

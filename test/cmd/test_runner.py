@@ -61,15 +61,16 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
             return json.load(f)["seen_env"]
 
     def test_run_sets_environment(self):
-        seen = self.stats_of("--mode", "platform", "--limit", "8GiB", "--fraction", "0.5+",
+        seen = self.stats_of("--mode", "platform", "--limit", "8GiB",
                              "--env", "FAKE_EXTRA=yes", "--trace", "/tmp/t.gatrace")
         self.assertEqual(seen["LD_PRELOAD"], self.shim)
         self.assertEqual(seen["GPUARENA_MODE"], "platform")
         self.assertEqual(seen["GPUARENA_LIMIT"], "8GiB")
-        self.assertEqual(seen["GPUARENA_MEM_FRACTION"], "0.5+")
         self.assertEqual(seen["GPUARENA_TRACE"], "/tmp/t.gatrace")
         self.assertEqual(seen["FAKE_EXTRA"], "yes")
         self.assertEqual(seen["GPUARENA_PREALLOCATE"], "false")
+        seen = self.stats_of("--mode", "arena", "--fraction", "0.5+")
+        self.assertEqual(seen["GPUARENA_MEM_FRACTION"], "0.5+")
         seen = self.stats_of("--mode", " Arena ")
         self.assertEqual((seen["GPUARENA_MODE"], seen["GPUARENA_PREALLOCATE"]), ("arena", "true"))
         seen = self.stats_of("--mode", "GROW")
@@ -309,6 +310,44 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(png, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_options_the_runs_would_ignore(self):
+        """Options that change nothing for the modes run, and --env of a variable the command
+        sets from an option, are usage errors (exit 2) before anything runs; each message names
+        the option to use instead."""
+        prog = ["--", sys.executable, FAKE, "0"]
+        for args, why in (
+                (("run", "--mode", "platform", "--fraction", "0.5"),
+                 "--fraction applies to arena, grow and vmm (platform takes no share): use "
+                 "--mode arena or grow or vmm"),
+                (("run", "--mode", "grow", "--fraction", "0.5+"),
+                 "--fraction 0.5+ changes arena mode only"),
+                (("compare", "--modes", "grow,vmm", "--fraction", "0.5+"),
+                 "add arena to --modes, or give a fixed fraction such as 0.5"),
+                (("compare", "--modes", "platform", "--fraction", "0.5"),
+                 "add arena or grow or vmm to --modes"),
+                (("run", "--env", "GPUARENA_MODE=vmm"),
+                 "--env GPUARENA_MODE=vmm: gpuarena run sets GPUARENA_MODE itself; use --mode"),
+                (("run", "--env", "GPUARENA_STATS=/tmp/x.json"), "use --stats instead"),
+                (("run", "--env", "GPUARENA_TRACE=/tmp/x.gatrace"), "use --trace instead"),
+                (("run", "--env", "GPUARENA_PREALLOCATE=false"), "use --mode grow instead"),
+                (("compare", "--env", "GPUARENA_MODE=platform"),
+                 "gpuarena compare sets GPUARENA_MODE itself; use --modes instead"),
+                (("compare", "--env", "GPUARENA_PREALLOCATE=false"), "use --modes instead"),
+                (("compare", "--env", "GPUARENA_STATS=/tmp/x.json"),
+                 "compare reads each mode's statistics itself"),
+                (("run", "--stats", ""), "--stats is empty: give a file path, or - for stderr"),
+                (("run", "--trace", ""), "--trace is empty: give a file path"),
+                (("run", "--trace", "-"), "--trace -: a trace is binary")):
+            p = self.run_cli(args[0], "--sim", *args[1:], *prog)
+            self.assertCleanError(p, why, code=2)
+            self.assertEqual(p.stdout, "")
+        # Where a mode run uses it, each is taken.
+        self.assertEqual(self.stats_of("--mode", "vmm", "--fraction", "0.5")
+                         ["GPUARENA_MEM_FRACTION"], "0.5")
+        p = self.run_cli("compare", "--sim", "--modes", "arena,platform", "--fraction", "0.5+",
+                         "--json", *prog)
+        self.assertEqual(p.returncode, 0, p.stderr)
 
     def test_compare_errors(self):
         p = self.run_cli("compare", "--modes", "arena,turbo", "--", "true")

@@ -88,12 +88,14 @@ int ga_dev_setup(int dev)
                 ga_init_fail(CUDA_ERROR_INVALID_VALUE);
             }
         }
+        const char *cap_from = "the device's total memory";
         if (ga_opt.limit_bytes && ga_opt.limit_bytes < cap)
-            cap = ga_opt.limit_bytes;
+            cap = ga_opt.limit_bytes, cap_from = "GPUARENA_LIMIT";
         else if (ga_opt.limit_percent > 0 && total)
-            cap = (uint64_t)((double)total * ga_opt.limit_percent / 100.0);
+            cap = (uint64_t)((double)total * ga_opt.limit_percent / 100.0),
+            cap_from = "GPUARENA_LIMIT (a percentage of the device)";
         else if (from_hami > 0 && hami < cap)
-            cap = hami;
+            cap = hami, cap_from = "CUDA_DEVICE_MEMORY_LIMIT (HAMi)";
         d->cap = cap;
         ga_mutex_init(&d->lock);
         if (ga_opt.group && cap) {
@@ -108,12 +110,23 @@ int ga_dev_setup(int dev)
          * the cap alone, so a cap of one block is a cap there, not a setting that leaves nothing. */
         int share_bounds = ga_opt.mode == GA_MODE_ARENA ||
                            (!ga_opt.fraction_grow && ga_opt.mode != GA_MODE_PLATFORM);
-        if (cap == 0 || (share_bounds && ga_share_of(cap) == 0)) {
-            ga_log(GA_LOG_ERROR, "device %d: %s gives a cap of %llu bytes and an arena share of "
-                   "%llu bytes; nothing could ever be allocated (raise GPUARENA_LIMIT or "
-                   "GPUARENA_MEM_FRACTION); CUDA will not be used", dev,
-                   cap == 0 ? "GPUARENA_LIMIT" : "GPUARENA_MEM_FRACTION",
-                   (unsigned long long)cap, (unsigned long long)ga_share_of(cap));
+        if (cap < GA_ALIGN) { /* no mode can serve a block: every allocation is 512 at least */
+            ga_log(GA_LOG_ERROR, "device %d: %s gives a cap of %llu byte%s, less than one %zu-byte "
+                   "block; nothing could ever be allocated (raise GPUARENA_LIMIT to 512 bytes or "
+                   "more); CUDA will not be used", dev, cap_from, (unsigned long long)cap,
+                   cap == 1 ? "" : "s", (size_t)GA_ALIGN);
+            ga_init_fail(CUDA_ERROR_INVALID_VALUE);
+        } else if (share_bounds && ga_share_of(cap) == 0) {
+            uint64_t need = (uint64_t)((double)GA_ALIGN / ga_opt.fraction);
+            while (ga_share_of(need) == 0)
+                need++;
+            ga_log(GA_LOG_ERROR, "device %d: %s gives a cap of %llu bytes, and GPUARENA_MEM_FRACTION "
+                   "(%g%s) a share of it that rounds to 0 bytes, which bounds the %s pool; nothing "
+                   "could ever be allocated (raise GPUARENA_LIMIT to at least %llu bytes or "
+                   "GPUARENA_MEM_FRACTION, or use GPUARENA_MODE=platform); CUDA will not be used",
+                   dev, cap_from, (unsigned long long)cap, ga_opt.fraction,
+                   ga_opt.fraction_grow ? "+" : "", ga_mode_name(ga_opt.mode),
+                   (unsigned long long)need);
             ga_init_fail(CUDA_ERROR_INVALID_VALUE);
         }
         atomic_store_explicit(&d->known, 1, memory_order_release);

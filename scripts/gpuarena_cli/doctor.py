@@ -393,8 +393,8 @@ def plan(values, devices):
                 note = "GPUARENA_MEM_FRACTION of this cap rounds to 0 bytes: refused"
         else:
             arena, note = 0, "one driver allocation per allocation, freed at once"
-        if cap == 0:
-            note = "the cap rounds to 0 bytes: refused"
+        if cap < GA_ALIGN:
+            note = f"the cap is under one {GA_ALIGN}-byte block: refused"
         out.append({"device": d["index"], "total": total, "cap": cap, "cap_from": cap_from,
                     "arena": arena, "note": note})
     return out

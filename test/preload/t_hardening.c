@@ -212,6 +212,40 @@ START_TEST(one_block_cap_by_mode)
 }
 END_TEST
 
+/* A cap under one block leaves every mode nothing (no allocation is under 512 bytes): refused at
+ * cuInit in platform, grow and vmm mode too, naming GPUARENA_LIMIT (the message named
+ * GPUARENA_MEM_FRACTION, and platform mode started and failed each allocation). A share that
+ * rounds to nothing names both settings and the smallest cap that serves a block. */
+static void refused_child(void *arg)
+{
+    const char *const *c = arg; /* mode, limit */
+    pt_env(c[0], c[1], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    exit(cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+}
+
+START_TEST(sub_block_cap_refused)
+{
+    static const char *const cases[][3] = {
+        {"GPUARENA_MODE=platform", "GPUARENA_LIMIT=1", "GPUARENA_LIMIT gives a cap of 1 byte, "
+                                                       "less than one 512-byte block"},
+        {"GPUARENA_MODE=vmm", "GPUARENA_LIMIT=511", "GPUARENA_LIMIT gives a cap of 511 bytes, "
+                                                    "less than one 512-byte block"},
+        {"GPUARENA_MODE=grow", "GPUARENA_LIMIT=0.00001%",
+         "GPUARENA_LIMIT (a percentage of the device) gives a cap of 107 bytes"},
+        {"GPUARENA_MODE=arena", "GPUARENA_LIMIT=512",
+         "GPUARENA_LIMIT gives a cap of 512 bytes, and GPUARENA_MEM_FRACTION (0.75+) a share of "
+         "it that rounds to 0 bytes, which bounds the arena pool; nothing could ever be allocated "
+         "(raise GPUARENA_LIMIT to at least 683 bytes"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[4096];
+        int rc = pt_run_child(refused_child, (void *)cases[i], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s %s: not refused; %s", cases[i][0], cases[i][1], err);
+        ck_assert_msg(strstr(err, cases[i][2]), "%s %s: %s", cases[i][0], cases[i][1], err);
+    }
+}
+END_TEST
+
 /* ---- item 6: driver parity ---- */
 START_TEST(freed_pool_pointer_attributes)
 {
@@ -341,6 +375,7 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, idle_memory_serves_other_context);
     tcase_add_test(tc, zero_share_or_cap_refused);
     tcase_add_test(tc, one_block_cap_by_mode);
+    tcase_add_test(tc, sub_block_cap_refused);
     tcase_add_test(tc, freed_pool_pointer_attributes);
     tcase_add_test(tc, free_async_bad_stream_keeps_allocation);
     tcase_add_test(tc, fork_child_statistics);

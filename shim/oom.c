@@ -149,10 +149,23 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     uint64_t gran = c->granularity, worst = UINT64_MAX;
     if (gran && size <= UINT64_MAX - 2 * gran)
         worst = ((size + gran - 1) / gran + 1) * gran;
-    int granules = vmm_left && !no_va && gran && worst > left;
-    int device = vmm_left && !no_va && gran && !granules;
+    /* A fixed GPUARENA_MEM_FRACTION bounds the pool at its share of the cap (arena, grow, vmm):
+     * with the cap's room left, that share is what ran out, and a larger GPUARENA_LIMIT would not
+     * help as much as the fraction. vmm may need one granule more than its size. */
+    uint64_t share = ga_share_of(d->cap);
+    uint64_t needs = ga_opt.mode == GA_MODE_VMM && worst != UINT64_MAX ? worst : size;
+    int share_full = !ga_opt.fraction_grow && ga_opt.mode != GA_MODE_PLATFORM && left >= size &&
+                     !no_va && (s->reserved > share || needs > share - s->reserved);
+    char share_why[320];
+    snprintf(share_why, sizeof share_why, "the pool is bounded by its share of the cap, %s "
+             "(GPUARENA_MEM_FRACTION=%g, a fixed fraction), not by the cap: raise the fraction, or "
+             "use GPUARENA_MEM_FRACTION=%g+ to let the pool grow up to the cap",
+             ga_fmt_bytes(share, b[7], 32), ga_opt.fraction, ga_opt.fraction);
+    int granules = vmm_left && !no_va && !share_full && gran && worst > left;
+    int device = vmm_left && !no_va && !share_full && gran && !granules;
     const char *why = no_va ? "vmm has no address space, the driver refused to reserve it: lower "
                               "GPUARENA_LIMIT (vmm reserves twice the cap) or use GPUARENA_MODE=grow"
+                      : share_full ? share_why
                       : granules ? "vmm maps whole granules: raise GPUARENA_LIMIT or use less"
                       : device ? "the cap has room, but the driver refused the memory: the device "
                                  "itself is full (other processes or contexts use it); free memory "

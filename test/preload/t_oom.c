@@ -238,6 +238,39 @@ START_TEST(vmm_granules_explained)
 }
 END_TEST
 
+/* A fixed GPUARENA_MEM_FRACTION bounds the pool at its share of the cap: an allocation past the
+ * share fails with the cap's room left, and the explanation names the share and the fraction
+ * (it said "not enough free bytes in total: raise GPUARENA_LIMIT", or in vmm mode that the
+ * device was full). With a growing fraction the same allocation succeeds. */
+START_TEST(hard_share_explained)
+{
+    static const struct {
+        const char *mode, *fraction;
+        size_t size;
+        const char *says;
+    } cases[] = {
+        {"GPUARENA_MODE=arena", "GPUARENA_MEM_FRACTION=0.5", 600 * MiB,
+         "bounded by its share of the cap, 512 MiB (GPUARENA_MEM_FRACTION=0.5, a fixed fraction)"},
+        {"GPUARENA_MODE=grow", "GPUARENA_MEM_FRACTION=0.01", 20 * MiB,
+         "bounded by its share of the cap, 10.2 MiB (GPUARENA_MEM_FRACTION=0.01"},
+        {"GPUARENA_MODE=vmm", "GPUARENA_MEM_FRACTION=0.000001", MiB,
+         "bounded by its share of the cap, 1.00 KiB (GPUARENA_MEM_FRACTION=1e-06"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[16384];
+        pt_env("SIMCUDA_TOTAL_MEM=1GiB", cases[i].mode, cases[i].fraction, NULL);
+        int status = pt_run_child(pt_vmm_granule_child, (void *)(uintptr_t)cases[i].size, err,
+                                  sizeof err);
+        ck_assert_msg(status == 0, "case %zu: exit %d: %s", i, status, err);
+        ck_assert_msg(strstr(err, cases[i].says), "case %zu: no '%s' in: %s", i, cases[i].says,
+                      err);
+        ck_assert_msg(strstr(err, "GPUARENA_MEM_FRACTION="), "case %zu: %s", i, err);
+        ck_assert_msg(!strstr(err, "not enough free bytes") && !strstr(err, "device itself is full"),
+                      "case %zu: %s", i, err);
+    }
+}
+END_TEST
+
 /* A cuMemCreate (JAX 0.11 takes its pool this way) refused while the arena holds the memory: the
  * warning says where the memory is and what to do, once; twice refused, one message. */
 #define PASS_MSG "that memory is held by gpuarena's arena"
@@ -303,6 +336,7 @@ TCase *pt_tcase_oom(void)
     tcase_add_test(tc, true_oom_one_line);
     tcase_add_test(tc, platform_never_fragmentation);
     tcase_add_test(tc, vmm_granules_explained);
+    tcase_add_test(tc, hard_share_explained);
     tcase_add_test(tc, silent_at_log_error);
     tcase_add_test(tc, passthrough_refused_for_the_arena);
     tcase_add_test(tc, passthrough_refused_platform_silent);

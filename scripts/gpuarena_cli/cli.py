@@ -86,8 +86,10 @@ def _seconds(convert, examples):
         except (ValueError, OverflowError):
             value = None
         if value is None or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 and "
-                                             f"at most {MAX_SECONDS} (a day); try {examples}")
+            what = ("a whole number of seconds from 1 to" if convert is int
+                    else "a number of seconds above 0 and at most")
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} {MAX_SECONDS} (a day); "
+                                             f"try {examples}")
         return value
     return parse
 
@@ -223,9 +225,10 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print the groups as JSON and exit")
     p.add_argument("--prometheus", action="store_true", help="print Prometheus text exposition "
                    "(gauges per group, process and device) and exit")
-    p.add_argument("--interval", type=_seconds(float, "2 or 0.5"), default=2.0, metavar="S",
-                   help="seconds between refreshes (default 2)")
-    p.add_argument("--dir", default="/dev/shm", help="where the ledgers are (default /dev/shm)")
+    p.add_argument("--interval", type=_seconds(float, "2 or 0.5"), metavar="S",
+                   help="seconds between refreshes of the live view (default 2)")
+    p.add_argument("--dir", help="where the ledgers are (default: $GPUARENA_GROUP_DIR, as the "
+                   "members were told, else /dev/shm)")
     return top
 
 
@@ -445,7 +448,16 @@ def do_doctor(a):
 def do_top(a):
     if a.json and a.prometheus:
         raise UsageError("--json and --prometheus: choose one output format")
-    return top_mod.run(a.dir, a.once, a.json, a.prometheus, a.interval)
+    one_shot = "--once" if a.once else "--json" if a.json else "--prometheus" if a.prometheus else ""
+    if a.interval is not None and one_shot:
+        raise UsageError(f"--interval applies to the live view only, and {one_shot} prints once: "
+                         f"drop one of them")
+    directory = a.dir if a.dir is not None else os.environ.get("GPUARENA_GROUP_DIR") or "/dev/shm"
+    if not directory.strip():
+        raise UsageError("--dir is empty: give the folder of the ledgers (the members' "
+                         "GPUARENA_GROUP_DIR; default /dev/shm)")
+    return top_mod.run(directory, a.once, a.json, a.prometheus,
+                       2.0 if a.interval is None else a.interval)
 
 
 COMMANDS = {"import": do_import, "replay": do_replay, "report": do_report, "run": do_run,

@@ -130,7 +130,8 @@ def _alive_text(a):
 def render(groups, directory):
     if not groups:
         return (f"no gpuarena groups in {directory} (a process started with GPUARENA_GROUP=NAME "
-                "and GPUARENA_LIMIT makes one)")
+                "and GPUARENA_LIMIT makes one; members given GPUARENA_GROUP_DIR keep their ledgers "
+                "there: --dir DIR)")
     out = []
     for g in groups:
         pct = 100.0 * g["committed"] / g["cap"] if g["cap"] else 0.0
@@ -144,8 +145,8 @@ def render(groups, directory):
                  human_bytes(m["committed"]), human_bytes(m["in_use"]),
                  human_bytes(m["reserved"]), human_bytes(m["peak"])] for m in g["members"]]
         if rows:
-            out.append(table(["PID", "ALIVE", "MODE", "COMMITTED", "IN USE", "RESERVED", "PEAK"],
-                             rows))
+            out.append(table(["PID", "ALIVE", "MODE", "COMMITTED", "IN USE", "RESERVED",
+                              "PEAK RESERVED"], rows))
         out.append("")
     return "\n".join(out).rstrip()
 
@@ -173,7 +174,8 @@ METRICS = (
     ("gpuarena_process_in_use_bytes", "Bytes the process's allocations use.", "process", "in_use"),
     ("gpuarena_process_reserved_bytes", "Bytes the process has reserved from the driver.",
      "process", "reserved"),
-    ("gpuarena_process_peak_bytes", "Peak bytes in use of the process.", "process", "peak"),
+    ("gpuarena_process_peak_bytes", "Peak bytes the process has reserved from the driver "
+     "(the peak of reserved_bytes, not of in_use_bytes).", "process", "peak"),
     ("gpuarena_process_alive", "1 if the member process runs, 0 if it died (-1: another pid "
      "namespace, unknown).", "process", "alive"),
     ("gpuarena_device_cap_bytes", "Sum of the caps of the groups on the device, bytes.",

@@ -135,7 +135,7 @@ class Doctor(unittest.TestCase):
         for bad in ("99999999999999", "0", "-5", "nan", "1.5"):
             p, _ = doctor("--sim", "--timeout", bad)
             self.assertEqual(p.returncode, 2, p.stderr)
-            self.assertIn(f"argument --timeout: '{bad}' is not a number of seconds", p.stderr)
+            self.assertIn(f"argument --timeout: '{bad}' is not a whole number of seconds", p.stderr)
             self.assertNotIn("Traceback", p.stderr)
         for py in ("/bin/false", "/bin/true"):
             p, _ = doctor("--sim", "--python", py)

@@ -114,6 +114,10 @@ class Ledgers(unittest.TestCase):
                                  'mode="platform"}'], 0)
         self.assertEqual(samples[f'gpuarena_process_reserved_bytes{{group="team-a",{la},'
                                  f'pid="{a1}",mode="arena"}}'], 256 * MIB)
+        self.assertEqual(samples[f'gpuarena_process_peak_bytes{{group="team-a",{la},'
+                                 f'pid="{a1}",mode="arena"}}'], 200 * MIB)
+        self.assertIn("# HELP gpuarena_process_peak_bytes Peak bytes the process has reserved "
+                      "from the driver", p.stdout)
         self.assertEqual(samples[f"gpuarena_device_committed_bytes{{{la}}}"], 1300 * MIB)
         self.assertEqual(samples[f"gpuarena_device_cap_bytes{{{la}}}"], 3 * GIB)
         self.assertEqual(samples[f"gpuarena_device_groups{{{la}}}"], 2)
@@ -146,7 +150,25 @@ class Ledgers(unittest.TestCase):
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertIn(f"argument --interval: '{bad}' is not a number of seconds", p.stderr)
             self.assertNotIn("Traceback", p.stderr)
+        for args, why in ((("--once", "--interval", "5"), "--interval applies to the live view "
+                           "only, and --once prints once"),
+                          (("--json", "--interval", "5"), "and --json prints once"),
+                          (("--prometheus", "--interval", "1"), "and --prometheus prints once")):
+            p = self.top(*args)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(why, p.stderr)
+        p = gatest.cli("top", "--once", "--dir", "")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--dir is empty", p.stderr)
+        p = gatest.cli("doctor", "--sim", "--timeout", "0.5")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("'0.5' is not a whole number of seconds from 1 to 86400", p.stderr)
         self.member("live", DEV_A, MIB)
+        # Without --dir, top reads where the members were told to keep their ledgers.
+        p = gatest.cli("top", "--once", env={"GPUARENA_GROUP_DIR": self.dir})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("group live", p.stdout)
+        self.assertIn("PEAK RESERVED", p.stdout)
         import contextlib
         import io
         out = io.StringIO()

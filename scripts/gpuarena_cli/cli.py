@@ -13,6 +13,7 @@ import math
 import os
 import re
 import sys
+import tempfile
 
 from . import GaError, UsageError
 from . import doctor as doctor_mod
@@ -347,8 +348,8 @@ def _check_prefix(option, prefix):
     if prefix is None:
         return
     if not prefix.strip():
-        raise UsageError(f"{option} is empty: give a PREFIX such as out/run1 (writes out/run1.json "
-                         "and .png)")
+        writes = "out/run1.json and .png" if option == "-o" else "out/run1.png"
+        raise UsageError(f"{option} is empty: give a PREFIX such as out/run1 (writes {writes})")
     if prefix.endswith(("/", os.sep)) or os.path.isdir(prefix):
         raise UsageError(f"{option} {prefix} is a folder, and a PREFIX names files: give one "
                          f"inside it, e.g. {os.path.join(prefix, 'run1')}")
@@ -415,9 +416,18 @@ def do_compare(a):
     _keep_needs_vmm(a, a.modes, "--modes")
     _fraction_needs_pool(a, a.modes, "--modes")
     _check_prefix("--plot", a.plot)
-    if a.plot and not os.path.isdir(os.path.dirname(a.plot) or "."):
-        raise GaError(f"--plot {a.plot}: the folder {os.path.dirname(a.plot)} does not exist; "
+    folder = os.path.dirname(a.plot or "") or "."
+    if a.plot and not os.path.isdir(folder):
+        raise GaError(f"--plot {a.plot}: the folder {folder} does not exist; "
                       "create it or give another PREFIX (checked before any mode runs)")
+    if a.plot:
+        try:  # a real file, not os.access: root passes that check where sysfs still refuses
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuarena-plot-"):
+                pass
+        except OSError as e:
+            raise GaError(f"--plot {a.plot}: cannot write in the folder {folder} ({e.strerror}); "
+                          "give a PREFIX in a folder you can write (checked before any mode "
+                          "runs)") from None
     extra = runner.parse_env_pairs(a.env)
     _check_env("compare", extra)
     paths.shim()

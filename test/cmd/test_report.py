@@ -127,6 +127,14 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("does not exist; create it", p.stderr)
         self.assertEqual(p.stdout, "")
+        # A folder where no file can be made (sysfs refuses root too): found before any run.
+        p = gatest.cli("compare", "--sim", "--plot", "/sys/gpuarena-p", "--", prog, "4", "4", "1")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("--plot /sys/gpuarena-p: cannot write in the folder /sys", p.stderr)
+        self.assertEqual(p.stdout, "")
+        p = gatest.cli("compare", "--sim", "--plot", "", "--", prog, "4", "4", "1")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("(writes out/run1.png)", p.stderr)
 
     def test_unknown_device_events(self):
         """The shim records the free of a pointer it does not own on device -1 (unknown): the

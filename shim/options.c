@@ -6,6 +6,8 @@
  * run the program with a setting nobody asked for. Sizes are parsed with overflow checks.
  */
 #include "shim.h"
+
+#include <ctype.h>
 #include "../allocator/ga_size.h"
 
 #include <errno.h>
@@ -234,8 +236,7 @@ static size_t ga_edit_distance(const char *a, const char *b)
  * and the names other gpuarena parts read (the command, the groups). */
 static void ga_warn_unknown(void)
 {
-    static const char *const others[] = {"GPUARENA_SIM", "GPUARENA_BUILD",
-                                         "GPUARENA_NO_MATPLOTLIB"};
+    static const char *const others[] = {"GPUARENA_BUILD", "GPUARENA_NO_MATPLOTLIB"};
     extern char **environ;
     for (char **e = environ; e && *e; e++) {
         if (strncmp(*e, "GPUARENA_", 9) != 0)
@@ -246,6 +247,9 @@ static void ga_warn_unknown(void)
             continue;
         memcpy(name, *e, n);
         name[n] = '\0';
+        char upper[64]; /* names are compared in capitals: GPUARENA_mode means GPUARENA_MODE */
+        for (size_t i = 0; i <= n; i++)
+            upper[i] = (char)toupper((unsigned char)name[i]);
         const char *best = NULL;
         size_t best_d = (size_t)-1;
         int known = 0;
@@ -253,8 +257,8 @@ static void ga_warn_unknown(void)
             const char *k = i < sizeof ga_options / sizeof ga_options[0]
                                 ? ga_options[i].env
                                 : others[i - sizeof ga_options / sizeof ga_options[0]];
-            size_t d = ga_edit_distance(name, k);
-            known = d == 0;
+            known = strcmp(name, k) == 0;
+            size_t d = ga_edit_distance(upper, k);
             if (d < best_d)
                 best_d = d, best = k;
         }
@@ -263,8 +267,8 @@ static void ga_warn_unknown(void)
         if (best && best_d <= 3)
             ga_log(GA_LOG_WARN, "unknown setting %s (did you mean %s?); it is ignored", name, best);
         else
-            ga_log(GA_LOG_WARN, "unknown setting %s; it is ignored (gpuarena --help lists the "
-                   "settings)", name);
+            ga_log(GA_LOG_WARN, "unknown setting %s; it is ignored (the README's Options table "
+                   "lists the settings; gpuarena doctor checks them)", name);
     }
 }
 

@@ -336,7 +336,7 @@ OPTIONS = (
     ("GPUARENA_GROUP_DIR", _p_group_dir, None),
 )
 # Read by other gpuarena parts, so not unknown (the shim's own list of these: shim/options.c).
-COMMAND_VARS = ("GPUARENA_BUILD", "GPUARENA_NO_MATPLOTLIB", "GPUARENA_SIM")
+COMMAND_VARS = ("GPUARENA_BUILD", "GPUARENA_NO_MATPLOTLIB")
 
 
 def settings(env):
@@ -358,8 +358,10 @@ def settings(env):
             shown.append((name, raw, f"{raw} (refused)"))
     known = [n for n, _, _ in OPTIONS] + list(COMMAND_VARS)
     for name in sorted(k for k in env if k.startswith("GPUARENA_") and k not in known):
-        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        hint = f" (did you mean {near[0]}?)" if near else ""
+        # In capitals, as the shim compares: GPUARENA_mode means GPUARENA_MODE.
+        near = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.6)
+        hint = (f" (did you mean {near[0]}?)" if near else
+                " (the README's Options table lists the settings)")
         warnings.append(f"{name} is not a gpuarena setting{hint}; the shim ignores it")
     if values["GPUARENA_MODE"] == "arena" and values["GPUARENA_PREALLOCATE"] is False:
         values["GPUARENA_MODE"] = "grow"  # the same pool, by its name

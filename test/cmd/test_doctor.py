@@ -98,7 +98,8 @@ class Doctor(unittest.TestCase):
     def test_every_shim_setting_known(self):
         self.assertIn("GPUARENA_FREE_SYNC", SETTINGS)
         self.assertIn("GPUARENA_GROUP_DIR", SETTINGS)
-        env = {"GPUARENA_FREE_SYNC": "Lazy", "GPUARENA_GROUP_DIR": "/tmp", "GPUARENA_SIM": "1"}
+        env = {"GPUARENA_FREE_SYNC": "Lazy", "GPUARENA_GROUP_DIR": "/tmp",
+               "GPUARENA_NO_MATPLOTLIB": "1"}
         p, doc = doctor("--sim", env=env)
         self.assertEqual(doc["warnings"], [], p.stderr)
         self.assertEqual(doc["problems"], [], p.stderr)
@@ -126,6 +127,19 @@ class Doctor(unittest.TestCase):
         self.assertIn("a percentage is not accepted here", problems)
         self.assertEqual(doc["warnings"], ["GPUARENA_LIMT is not a gpuarena setting (did you mean "
                                            "GPUARENA_LIMIT?); the shim ignores it"])
+        # A name in the wrong case is matched in capitals, as the shim matches it; GPUARENA_SIM,
+        # which nothing reads, is not a setting either.
+        _, doc2 = doctor("--sim", env={"GPUARENA_mode": "vmm", "GPUARENA_SIM": "1",
+                                       "GPUARENA_ZZZZZZZZZZZZZZZZ": "1"})
+        self.assertEqual(doc2["warnings"], [
+            "GPUARENA_SIM is not a gpuarena setting (did you mean GPUARENA_LIMIT?); the shim "
+            "ignores it",
+            "GPUARENA_ZZZZZZZZZZZZZZZZ is not a gpuarena setting (the README's Options table lists "
+            "the settings); the shim ignores it",
+            "GPUARENA_mode is not a gpuarena setting (did you mean GPUARENA_MODE?); the shim "
+            "ignores it"])
+        said2 = " ".join(doc2["shim_check"].get("messages") or [])
+        self.assertIn("unknown setting GPUARENA_mode (did you mean GPUARENA_MODE?)", said2)
         # The shim's own verdict on the same settings is in the report too.
         chk = doc["shim_check"]
         said = chk.get("refused", "") + " ".join(chk.get("messages") or [])

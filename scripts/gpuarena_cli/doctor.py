@@ -13,6 +13,7 @@ verdict, not this module's opinion; a setting the shim refuses shows up there wi
 import difflib
 import json
 import os
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -305,10 +306,15 @@ def _p_free_sync(v):
     return t
 
 
+GROUP_NAME_MAX = 64  # shim/ga_group.h GA_GROUP_NAME_MAX
+
+
 def _p_name(v):
-    if not v.strip():
-        raise GaError(f"GPUARENA_GROUP='{v}' is not valid (a name)")
-    return v.strip()
+    # The shim's rule (shim/group.c ga_group_name_ok): the name is part of the ledger's file name.
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,%d}" % GROUP_NAME_MAX, v) or v in (".", ".."):
+        raise GaError(f"GPUARENA_GROUP='{v}' is not a group name: use 1 to {GROUP_NAME_MAX} "
+                      "letters, digits, '-', '_' or '.' (e.g. GPUARENA_GROUP=team-a)")
+    return v
 
 
 def _sized(name, allow_percent, allow_zero=False):
@@ -365,7 +371,26 @@ def settings(env):
         warnings.append(f"{name} is not a gpuarena setting{hint}; the shim ignores it")
     if values["GPUARENA_MODE"] == "arena" and values["GPUARENA_PREALLOCATE"] is False:
         values["GPUARENA_MODE"] = "grow"  # the same pool, by its name
+    if "GPUARENA_MODE" in env and any(n == "GPUARENA_MODE" and s.endswith("(refused)")
+                                      for n, _, s in shown):
+        values["GPUARENA_MODE"] = None  # no mode runs: the shim refuses CUDA
+    warnings += _output_warnings(values)
     return values, shown, problems, warnings
+
+
+def _output_warnings(values):
+    """What the shim will say at exit about GPUARENA_STATS and GPUARENA_TRACE, said now: a folder
+    gets nothing written, and one file named by both keeps the trace only."""
+    out = []
+    stats, trace = values.get("GPUARENA_STATS"), values.get("GPUARENA_TRACE")
+    for name, path in (("GPUARENA_STATS", stats), ("GPUARENA_TRACE", trace)):
+        if path and path != "-" and os.path.isdir(path):
+            out.append(f"{name}={path} is a folder: the shim will write nothing there; name a "
+                       "file in it")
+    if stats and trace and stats != "-" and not out and runner.same_file(stats, trace):
+        out.append(f"GPUARENA_STATS and GPUARENA_TRACE name the same file {stats}: the shim keeps "
+                   "the trace and writes no statistics; give them different paths")
+    return out
 
 
 def plan(values, devices):
@@ -381,7 +406,9 @@ def plan(values, devices):
             if isinstance(limit, Fraction) or want < total:
                 cap, cap_from = want, "GPUARENA_LIMIT"
         share = int(cap * frac) & ~(GA_ALIGN - 1)
-        if mode == "arena":
+        if mode is None:
+            arena, note = 0, "no pool: GPUARENA_MODE is refused"
+        elif mode == "arena":
             arena = share
             note = (f"arena of {human_bytes(share)} taken at the first allocation"
                     + (", may grow up to the cap" if grow else ", never more"))
@@ -514,7 +541,11 @@ def render(doc):
     lines.append(_line("shim", doc["shim"] or "not built (run make)"))
     for s in doc["settings"]:
         lines.append(_line(s["name"], s["shown"]))
-    lines.append(_line("mode", f"{doc['mode']}: {modes_mod.DESCRIPTIONS.get(doc['mode'], '')}"))
+    if doc["mode"] is None:
+        lines.append(_line("mode", "none: GPUARENA_MODE is refused (see the problems)"))
+    else:
+        lines.append(_line("mode", f"{doc['mode']}: "
+                           f"{modes_mod.DESCRIPTIONS.get(doc['mode'], '')}"))
     for p in doc["plan"]:
         lines.append(_line(f"device {p['device']}", f"cap {human_bytes(p['cap'])} "
                            f"({p['cap_from']}) of {human_bytes(p['total'])}; {p['note']}"))

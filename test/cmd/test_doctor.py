@@ -145,6 +145,35 @@ class Doctor(unittest.TestCase):
         said = chk.get("refused", "") + " ".join(chk.get("messages") or [])
         self.assertIn("GPUARENA_LIMIT='12XB'", said)
 
+    def test_outputs_group_and_mode_checked(self):
+        """What the shim would refuse or write nowhere is said before the program runs: a
+        GPUARENA_STATS or GPUARENA_TRACE that is a folder, both naming one file (warnings: the
+        program still runs), a group name the shim refuses, and no mode line for a refused
+        GPUARENA_MODE."""
+        with tempfile.TemporaryDirectory() as d:
+            p, doc = doctor("--sim", env={"GPUARENA_STATS": d, "GPUARENA_TRACE": d})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(doc["warnings"], [
+                f"GPUARENA_{n}={d} is a folder: the shim will write nothing there; name a file "
+                "in it" for n in ("STATS", "TRACE")])
+            same = os.path.join(d, "x")
+            _, doc = doctor("--sim", env={"GPUARENA_STATS": same, "GPUARENA_TRACE": same})
+            self.assertIn(f"GPUARENA_STATS and GPUARENA_TRACE name the same file {same}: the shim "
+                          "keeps the trace and writes no statistics", " ".join(doc["warnings"]))
+        for bad in ("a/b", "..", "x" * 65, " team"):
+            p, doc = doctor("--sim", env={"GPUARENA_GROUP": bad, "GPUARENA_LIMIT": "1GiB"})
+            self.assertEqual(p.returncode, 1, bad)
+            self.assertIn(f"GPUARENA_GROUP='{bad}' is not a group name", "\n".join(doc["problems"]))
+            self.assertIn({"name": "GPUARENA_GROUP", "value": bad, "shown": f"{bad} (refused)"},
+                          doc["settings"])
+        p, doc = doctor("--sim", env={"GPUARENA_MODE": "bogus"})
+        self.assertEqual(p.returncode, 1)
+        self.assertIsNone(doc["mode"])
+        self.assertIn("no pool: GPUARENA_MODE is refused", doc["plan"][0]["note"])
+        p = gatest.cli("doctor", "--sim", env={"GPUARENA_MODE": "bogus"})
+        self.assertIn("none: GPUARENA_MODE is refused", p.stdout)
+        self.assertNotIn("preallocated", p.stdout)
+
     def test_bad_timeout_and_python(self):
         for bad in ("99999999999999", "0", "-5", "nan", "1.5"):
             p, _ = doctor("--sim", "--timeout", bad)

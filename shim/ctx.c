@@ -97,6 +97,9 @@ int ga_dev_setup(int dev)
         else if (from_hami > 0 && hami < cap)
             cap = hami, cap_from = "CUDA_DEVICE_MEMORY_LIMIT (HAMi)";
         d->cap = cap;
+        d->cap_var = !strcmp(cap_from, "the device's total memory") ? NULL
+                     : !strncmp(cap_from, "CUDA_", 5)                ? "CUDA_DEVICE_MEMORY_LIMIT"
+                                                                     : "GPUARENA_LIMIT";
         ga_mutex_init(&d->lock);
         if (ga_opt.group && cap) {
             d->group = ga_group_open(ga_opt.group_dir, ga_opt.group, d->uuid, cap, err, sizeof err);

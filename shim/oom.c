@@ -172,7 +172,11 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                                  "there or set GPUARENA_LIMIT to what the device can give"
                       : d->group ? "not enough free bytes in the group: raise GPUARENA_LIMIT for "
                                    "every member, or use less"
-                                 : "not enough free bytes in total: raise GPUARENA_LIMIT or use less";
+                      : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
+                          ? "not enough free bytes in total: the cap is CUDA_DEVICE_MEMORY_LIMIT's "
+                            "(a device plugin such as HAMi sets it): ask it for more, set "
+                            "GPUARENA_LIMIT, or use less"
+                          : "not enough free bytes in total: raise GPUARENA_LIMIT or use less";
     if (d->group)
         ga_oom_put(o, ", the process holds %s and its group '%s' %s of the group's cap %s on the "
                    "device (%s)", ga_fmt_bytes(held, b[3], 32), ga_opt.group,

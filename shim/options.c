@@ -277,12 +277,23 @@ void ga_options_json(FILE *f, uint64_t percent_cap)
     fprintf(f, "{\"preallocate\": %s, \"fraction\": %g, \"fraction_grow\": %s, \"limit\": ",
             ga_opt.mode == GA_MODE_ARENA ? "true" : "false", ga_opt.fraction,
             ga_opt.fraction_grow ? "true" : "false");
+    /* The cap in force and the variable that set it: without GPUARENA_LIMIT, a device plugin's
+     * CUDA_DEVICE_MEMORY_LIMIT (per-device forms show in each device entry's cap). */
+    extern char **environ;
+    uint64_t hami = 0;
+    const char *from = "GPUARENA_LIMIT";
     if (ga_opt.limit_bytes)
         fprintf(f, "%llu", (unsigned long long)ga_opt.limit_bytes);
     else if (ga_opt.limit_percent > 0 && percent_cap)
         fprintf(f, "%llu", (unsigned long long)percent_cap);
+    else if (!(ga_opt.limit_percent > 0) && ga_hami_limit(environ, -1, &hami, NULL, 0) > 0)
+        fprintf(f, "%llu", (unsigned long long)hami), from = "CUDA_DEVICE_MEMORY_LIMIT";
     else
-        fprintf(f, "null");
+        fprintf(f, "null"), from = NULL;
+    if (from)
+        fprintf(f, ", \"limit_from\": \"%s\"", from);
+    else
+        fprintf(f, ", \"limit_from\": null");
     if (ga_opt.limit_percent > 0)
         fprintf(f, ", \"limit_percent\": %g", ga_opt.limit_percent);
     fprintf(f, ", \"vmm_keep\": %llu, \"free_sync\": \"%s\"}", (unsigned long long)ga_opt.vmm_keep,

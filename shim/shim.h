@@ -232,6 +232,7 @@ extern int ga_tracing; /* record events: every hook tests it before calling ga_t
 typedef struct ga_dev {
     _Atomic int64_t committed; /* bytes held from the driver: pools + pass-through */
     uint64_t cap;              /* valid once known */
+    const char *cap_var;       /* the variable that set the cap (a literal), NULL: the device's total */
     uint64_t physical_total;
     _Atomic int known;
     ga_mutex_t lock;           /* guards handles and counts */

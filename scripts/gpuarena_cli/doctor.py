@@ -393,7 +393,23 @@ def _output_warnings(values):
     return out
 
 
-def plan(values, devices):
+def hami_limit(env, dev):
+    """(bytes, variable) of a device plugin's cap for CUDA device dev, as the shim reads it when
+    GPUARENA_LIMIT is unset (shim/group.c ga_hami_limit): CUDA_DEVICE_MEMORY_LIMIT_<dev>, else
+    CUDA_DEVICE_MEMORY_LIMIT, in the size grammar (HAMi's 8192m, 8g, bytes); (None, None) when
+    neither is set. GaError for a value the shim refuses."""
+    for name in (f"CUDA_DEVICE_MEMORY_LIMIT_{dev}", "CUDA_DEVICE_MEMORY_LIMIT"):
+        v = env.get(name)
+        if v:
+            try:
+                return parse_size(v), name
+            except GaError as e:
+                raise GaError(f"{name}={e}; HAMi's forms are 8192m, 8g, 1048576k or bytes (the "
+                              "device plugin, or the pod spec, sets it)") from None
+    return None, None
+
+
+def plan(values, devices, env=None):
     """[{device, total, cap, cap_from, arena, note}] per device: what the shim would hold."""
     mode, limit = values["GPUARENA_MODE"], values["GPUARENA_LIMIT"]
     frac, grow = values["GPUARENA_MEM_FRACTION"]
@@ -405,6 +421,13 @@ def plan(values, devices):
             want = percent_of(limit, total)
             if isinstance(limit, Fraction) or want < total:
                 cap, cap_from = want, "GPUARENA_LIMIT"
+        else:
+            try:
+                hami, name = hami_limit(env or {}, d["index"])
+            except GaError:
+                hami = None  # settings() reported it as a problem
+            if hami is not None and hami < total:
+                cap, cap_from = hami, name
         share = int(cap * frac) & ~(GA_ALIGN - 1)
         if mode is None:
             arena, note = 0, "no pool: GPUARENA_MODE is refused"
@@ -459,7 +482,13 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
     doc["warnings"] += warnings
     doc["settings"] = [{"name": n, "value": raw, "shown": s} for n, raw, s in shown]
     doc["mode"] = values["GPUARENA_MODE"]
-    doc["plan"] = plan(values, machine.get("devices") or [])
+    if values["GPUARENA_LIMIT"] is None:  # the shim reads a device plugin's cap then
+        for d in machine.get("devices") or []:
+            try:
+                hami_limit(env, d["index"])
+            except GaError as e:
+                doc["problems"].append(f"{e}; the shim will not initialise CUDA")
+    doc["plan"] = plan(values, machine.get("devices") or [], env)
     doc["shim"] = paths.shim(required=False)
     if not doc["shim"]:
         doc["problems"].append("the shim libgpuarena.so is not built; run make")

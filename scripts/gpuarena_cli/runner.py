@@ -264,8 +264,10 @@ def summary(stats):
     mode = stats.get("mode", "?")
     if mode == "arena" and _option(stats, "preallocate", True) is False:
         mode = "grow"  # a format 1 file says arena with preallocate false
-    limit = _option(stats, "limit")
+    limit, limit_from = _option(stats, "limit"), _option(stats, "limit_from")
     limit = human_bytes(limit) if limit else "none"
+    if limit_from and limit_from != "GPUARENA_LIMIT":
+        limit += f" ({limit_from})"  # a device plugin's cap (HAMi, KAI)
     lines = [f"gpuarena: mode {mode}, limit {limit}",
              f"gpuarena: {human_count(t.get('alloc_calls'))} allocs, "
              f"{human_count(t.get('failed_allocs'))} failed; peak in use "

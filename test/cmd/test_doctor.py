@@ -145,6 +145,32 @@ class Doctor(unittest.TestCase):
         said = chk.get("refused", "") + " ".join(chk.get("messages") or [])
         self.assertIn("GPUARENA_LIMIT='12XB'", said)
 
+    def test_device_plugin_cap(self):
+        """Without GPUARENA_LIMIT, HAMi's and KAI's CUDA_DEVICE_MEMORY_LIMIT[_i] is the cap the
+        shim keeps: doctor plans it (it planned the device's total, then called the shim's
+        correct 1 GiB a failure, exit 1), a value the shim refuses is a problem, and `run`'s
+        summary names the cap and its variable (it said "limit none")."""
+        for env, cap in (({"CUDA_DEVICE_MEMORY_LIMIT": "1024m"}, 1 << 30),
+                         ({"CUDA_DEVICE_MEMORY_LIMIT_0": "2g", "CUDA_DEVICE_MEMORY_LIMIT": "1g"},
+                          2 << 30)):
+            p, doc = doctor("--sim", env=dict(env, SIMCUDA_TOTAL_MEM="8GiB"))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertTrue(doc["ok"], doc["problems"])
+            self.assertEqual((doc["plan"][0]["cap"], doc["plan"][0]["cap_from"]),
+                             (cap, max(env)), env)  # the per-device one where set
+        p, doc = doctor("--sim", env={"CUDA_DEVICE_MEMORY_LIMIT": "lots"})
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("CUDA_DEVICE_MEMORY_LIMIT='lots' is not a size", doc["problems"][0])
+        p, doc = doctor("--sim", env={"CUDA_DEVICE_MEMORY_LIMIT": "1g", "GPUARENA_LIMIT": "3GiB",
+                                      "SIMCUDA_TOTAL_MEM": "8GiB"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["plan"][0]["cap"], 3 << 30)  # GPUARENA_LIMIT wins, as in the shim
+        prog = os.path.join(gatest.BUILD, "examples", "ex_direct")
+        p = gatest.cli("run", "--sim", "--env", "CUDA_DEVICE_MEMORY_LIMIT=1024m", "--", prog,
+                       "4", "4", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("gpuarena: mode arena, limit 1.00 GiB (CUDA_DEVICE_MEMORY_LIMIT)", p.stderr)
+
     def test_outputs_group_and_mode_checked(self):
         """What the shim would refuse or write nowhere is said before the program runs: a
         GPUARENA_STATS or GPUARENA_TRACE that is a folder, both naming one file (warnings: the

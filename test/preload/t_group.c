@@ -397,11 +397,25 @@ static void hami_child(void *arg)
 
 START_TEST(hami_limit_is_the_cap)
 {
-    char err[4096];
+    char err[4096], stats[] = "/tmp/gpuarena-hami-XXXXXX", senv[128];
+    close(mkstemp(stats));
+    snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+    pt_env(senv, NULL);
     ck_assert_msg(pt_run_child(hami_child, "CUDA_DEVICE_MEMORY_LIMIT=512m", err, sizeof err) == 0,
                   "CUDA_DEVICE_MEMORY_LIMIT=512m caps at 512 MiB: %s", err);
+    /* The statistics say which cap held and where it came from (limit was null), and the
+     * out-of-memory line names the plugin's variable, not GPUARENA_LIMIT, which is unset. */
+    ck_assert_int_eq(pt_json_check(stats, "d['options']['limit'] == 512 * 2**20 and "
+                                          "d['options']['limit_from'] == "
+                                          "'CUDA_DEVICE_MEMORY_LIMIT' and "
+                                          "d['devices'][0]['cap'] == 512 * 2**20"), 0);
+    ck_assert_msg(strstr(err, "the cap is CUDA_DEVICE_MEMORY_LIMIT's") &&
+                  !strstr(err, "raise GPUARENA_LIMIT"), "%s", err);
     ck_assert_msg(pt_run_child(hami_child, "CUDA_DEVICE_MEMORY_LIMIT_0=512m", err, sizeof err) == 0,
                   "CUDA_DEVICE_MEMORY_LIMIT_0=512m caps device 0: %s", err);
+    ck_assert_int_eq(pt_json_check(stats, "d['options']['limit'] is None and "
+                                          "d['devices'][0]['cap'] == 512 * 2**20"), 0);
+    unlink(stats);
 }
 END_TEST
 

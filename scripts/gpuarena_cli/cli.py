@@ -33,7 +33,8 @@ EPILOG = """exit codes: 0 success; 1 bad input or setup (the message says how to
 2 usage error; `run` exits with the program's own code (128+N if killed by signal N).
 Sizes: a number and an optional unit, any case: B; K/KiB, M/MiB, G/GiB, T/TiB (x1024);
 kB, MB, GB, TB (x1000); e.g. 8GiB, 512MiB, 1.5G, 4096; --limit of run/compare also takes 50%.
-Environment: GPUARENA_BUILD=DIR uses DIR/lib/libgpuarena.so and DIR/bin/gpuarena-replay."""
+Environment: GPUARENA_BUILD=DIR uses DIR/lib/libgpuarena.so and DIR/bin/gpuarena-replay (and
+nothing else: a piece missing there is an error)."""
 
 IMPORT_HELP = """formats:
   pytorch-snapshot  torch.cuda.memory._dump_snapshot pickle (loaded without running any code)

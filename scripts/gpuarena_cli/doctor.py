@@ -490,7 +490,13 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
                 doc["problems"].append(f"{e}; the shim will not initialise CUDA")
     doc["plan"] = plan(values, machine.get("devices") or [], env)
     doc["shim"] = paths.shim(required=False)
-    if not doc["shim"]:
+    build = os.environ.get("GPUARENA_BUILD")
+    if not doc["shim"] and build:  # paths.find looks there only
+        doc["problems"].append(f"the shim libgpuarena.so is not in GPUARENA_BUILD={build} ("
+                               + ("no such folder; point it at a build folder or unset it"
+                                  if not os.path.isdir(build) else
+                                  f"build it there: make BUILD={build}") + ")")
+    elif not doc["shim"]:
         doc["problems"].append("the shim libgpuarena.so is not built; run make")
     elif runner.preload_problem(doc["shim"]):
         doc["problems"].append(runner.preload_problem(doc["shim"]))

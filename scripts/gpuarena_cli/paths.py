@@ -65,7 +65,23 @@ def _how_to_get():
 
 
 def find(rel, required=True, what=None):
-    """Path of a built file such as 'lib/libgpuarena.so', or None / GaError when missing."""
+    """Path of a built file such as 'lib/libgpuarena.so', or None / GaError when missing. With
+    GPUARENA_BUILD set, from that folder only: a typo in it, or a folder missing one piece, fell
+    back to the checkout's build (or any gpuarena-replay on PATH), so another build was measured
+    without a sign."""
+    env = os.environ.get("GPUARENA_BUILD")
+    if env:
+        path = os.path.join(os.path.abspath(env), rel)
+        if os.path.isfile(path):
+            return path
+        if not required:
+            return None
+        if not os.path.isdir(env):
+            raise GaError(f"GPUARENA_BUILD={env}: no such folder; point it at a build folder "
+                          "(make BUILD=DIR builds one there) or unset it")
+        raise GaError(f"{what or os.path.basename(rel)} not found in GPUARENA_BUILD={env} "
+                      f"(looked for {path}); build it there (make BUILD={env}) or unset "
+                      "GPUARENA_BUILD")
     for path in candidates(rel):
         if os.path.isfile(path):
             return path

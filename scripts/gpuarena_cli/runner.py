@@ -80,13 +80,15 @@ def preloadable_shim():
 def child_env(settings, sim=False, extra=None):
     """The child's environment: ours plus the preload, the GPUARENA_* settings and extras."""
     env = dict(os.environ)
+    env.update({k: str(v) for k, v in settings.items() if v is not None})
+    # An --env LD_PRELOAD or LD_LIBRARY_PATH is merged as the inherited ones are, never in place
+    # of the shim or the simulated driver: replaced, the program ran uncapped with exit 0.
+    env.update(extra or {})
     env["LD_PRELOAD"] = preload_list(preloadable_shim(), env.get("LD_PRELOAD"))
     if sim:
         d = paths.sim_dir()
         old = env.get("LD_LIBRARY_PATH", "")
         env["LD_LIBRARY_PATH"] = f"{d}:{old}" if old else d
-    env.update({k: str(v) for k, v in settings.items() if v is not None})
-    env.update(extra or {})
     return env
 
 

@@ -171,6 +171,19 @@ class Doctor(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("gpuarena: mode arena, limit 1.00 GiB (CUDA_DEVICE_MEMORY_LIMIT)", p.stderr)
 
+    def test_build_folder_missing(self):
+        p, _ = doctor("--sim", env={"GPUARENA_BUILD": "/no/build"})
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("GPUARENA_BUILD=/no/build: no such folder", p.stderr)
+        with tempfile.TemporaryDirectory() as d:  # a folder without the shim: a problem
+            os.makedirs(os.path.join(d, "sim"))
+            os.symlink(os.path.join(gatest.BUILD, "sim", "libcuda.so.1"),
+                       os.path.join(d, "sim", "libcuda.so.1"))
+            p, doc = doctor("--sim", env={"GPUARENA_BUILD": d})
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"the shim libgpuarena.so is not in GPUARENA_BUILD={d} (build it "
+                          f"there: make BUILD={d})", doc["problems"])
+
     def test_outputs_group_and_mode_checked(self):
         """What the shim would refuse or write nowhere is said before the program runs: a
         GPUARENA_STATS or GPUARENA_TRACE that is a folder, both naming one file (warnings: the

@@ -211,10 +211,14 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         for bad in ("NOEQUALS", "=x"):  # usage errors (exit 2), as the README says
             self.assertCleanError(self.run_cli("run", "--env", bad, "--", "true"),
                                   f"'{bad}' is not KEY=VALUE", code=2)
+        # GPUARENA_BUILD names the build to use: a folder that is not there, or lacks a piece,
+        # is an error, never a silent fall back to the checkout's build or to PATH.
         p = gatest.cli("run", "--sim", "--", "true", env={"GPUARENA_BUILD": "/no/build"})
-        # The checkout's own build may exist; only when it does not must the error show.
-        if p.returncode:
-            self.assertCleanError(p, "libgpuarena.so not found", "GPUARENA_BUILD")
+        self.assertCleanError(p, "GPUARENA_BUILD=/no/build: no such folder")
+        p = gatest.cli("replay", os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv"),
+                       env={"GPUARENA_BUILD": self.build})  # has lib/ and sim/, no bin/
+        self.assertCleanError(p, "the replay tool gpuarena-replay not found in GPUARENA_BUILD=",
+                              "build it there")
 
     def test_compare_table(self):
         p = self.run_cli("compare", "--sim", "--repeat", "3", "--", sys.executable, FAKE, "0")
@@ -310,6 +314,18 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(png, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_env_library_paths_merged(self):
+        """--env LD_PRELOAD and LD_LIBRARY_PATH are merged like inherited ones: the shim stays
+        first in the preload and the simulated driver's folder first on the library path (they
+        replaced them: the program ran without the cap, exit 0)."""
+        seen = self.stats_of("--env", "LD_PRELOAD=/lib/extra.so", "--env",
+                             "LD_LIBRARY_PATH=/opt/lib")
+        self.assertEqual(seen["LD_PRELOAD"], f"{self.shim}:/lib/extra.so")
+        first, second = seen["LD_LIBRARY_PATH"].split(":")[:2]
+        self.assertTrue(first.endswith("/sim") and os.path.exists(
+            os.path.join(first, "libcuda.so.1")), seen["LD_LIBRARY_PATH"])
+        self.assertEqual(second, "/opt/lib")
 
     def test_options_the_runs_would_ignore(self):
         """Options that change nothing for the modes run, and --env of a variable the command

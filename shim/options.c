@@ -35,15 +35,35 @@ typedef struct ga_option_def {
     const char *help;
 } ga_option_def_t;
 
+/* v without the blanks around it, copied into buf; NULL when it does not fit. Words and numbers
+ * are read this way ("spaces around ignored", as sizes and mode names are); paths are not. */
+static const char *ga_opt_trim(const char *v, char *buf, size_t len)
+{
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (n >= len)
+        return NULL;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return buf;
+}
+
 static int parse_mode(const char *v)
 {
     return ga_mode_parse(v, &ga_opt.mode);
 }
 
-static int parse_bool(const char *v, int *out)
+static int parse_bool(const char *raw, int *out)
 {
     /* The words GPUARENA_PREALLOCATE's hint in ga_options lists: keep the two together. */
     static const char *yes[] = {"true", "1", "yes", "on"}, *no[] = {"false", "0", "no", "off"};
+    char buf[16];
+    const char *v = ga_opt_trim(raw, buf, sizeof buf);
+    if (!v)
+        return -1;
     for (size_t i = 0; i < 4; i++) {
         if (!strcasecmp(v, yes[i]))
             return *out = 1, 0;
@@ -59,8 +79,12 @@ static int parse_preallocate(const char *v)
     return parse_bool(v, &ga_opt.preallocate);
 }
 
-static int parse_free_sync(const char *v)
+static int parse_free_sync(const char *raw)
 {
+    char buf[16];
+    const char *v = ga_opt_trim(raw, buf, sizeof buf);
+    if (!v)
+        return -1;
     if (!strcasecmp(v, "deferred"))
         ga_opt.free_sync = GA_FREE_SYNC_DEFERRED;
     else if (!strcasecmp(v, "device"))
@@ -83,18 +107,26 @@ static int parse_keep(const char *v)
     return 0;
 }
 
-/* "0.75" (hard) or "0.75+" (may grow past it up to the cap); 0 < f <= 1. */
-static int parse_fraction(const char *v)
+/* "0.75" (hard) or "0.75+" (may grow past it up to the cap); 0 < f <= 1. Plain decimals only
+ * (DIGITS, DIGITS.DIGITS or .DIGITS), blanks around ignored: the grammar of the command's
+ * --fraction and of gpuarena doctor. strtod took hex floats and exponents the other two refuse,
+ * and would read "0.75" by the program's LC_NUMERIC. */
+static int parse_fraction(const char *raw)
 {
-    char *end;
-    errno = 0;
-    double f = strtod(v, &end);
-    if (end == v || errno || !(f > 0.0 && f <= 1.0))
+    char buf[64];
+    const char *v = ga_opt_trim(raw, buf, sizeof buf);
+    if (!v)
         return -1;
-    int grow = 0;
-    if (*end == '+')
-        grow = 1, end++;
-    if (*end)
+    size_t n = strlen(v), i = 0, before = 0, after = 0;
+    int grow = n && v[n - 1] == '+';
+    n -= (size_t)grow;
+    double f = 0.0, scale = 1.0;
+    for (; i < n && isdigit((unsigned char)v[i]); i++, before++)
+        f = f * 10.0 + (v[i] - '0');
+    if (i < n && v[i] == '.')
+        for (i++; i < n && isdigit((unsigned char)v[i]); i++, after++)
+            f += (v[i] - '0') * (scale /= 10.0);
+    if (i != n || (!before && !after) || (i && v[i - 1] == '.') || !(f > 0.0 && f <= 1.0))
         return -1;
     ga_opt.fraction = f;
     ga_opt.fraction_grow = grow;
@@ -163,8 +195,12 @@ static int parse_group(const char *v)
     return 0;
 }
 
-static int parse_log(const char *v)
+static int parse_log(const char *raw)
 {
+    char buf[16];
+    const char *v = ga_opt_trim(raw, buf, sizeof buf);
+    if (!v)
+        return -1;
     static const char *names[] = {"error", "warn", "info", "debug"};
     for (int i = 0; i < 4; i++)
         if (!strcasecmp(v, names[i]))

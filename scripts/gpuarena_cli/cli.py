@@ -108,7 +108,7 @@ def _repeat(text):
 
 
 def _fraction(text):
-    m = re.fullmatch(r"(\d*\.?\d+)(\+?)", text.strip())
+    m = doctor_mod.FRACTION.fullmatch(text.strip())  # one grammar with the shim's
     if not m or not 0 < float(m.group(1)) <= 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1] (try 0.75, or "
                                          "0.75+ to let the arena grow past it up to the limit)")

@@ -261,17 +261,15 @@ def _p_bool(v):
     raise GaError(f"GPUARENA_PREALLOCATE='{v}' is not valid (true/false, 1/0, yes/no, on/off)")
 
 
+FRACTION = re.compile(r"(\d*\.?\d+)(\+?)")  # the shim's (parse_fraction) and --fraction's
+
+
 def _p_fraction(v):
-    t = v.strip()
-    grow = t.endswith("+")
-    try:
-        f = Fraction(t[:-1] if grow else t)
-    except (ValueError, ZeroDivisionError):
-        f = None
-    if f is None or "/" in t or not 0 < f <= 1:
+    m = FRACTION.fullmatch(v.strip())
+    if not m or not 0 < Fraction(m.group(1)) <= 1:
         raise GaError(f"GPUARENA_MEM_FRACTION='{v}' is not valid (a fraction in (0,1], e.g. 0.75 "
                       "or 0.75+)")
-    return (f, grow)
+    return (Fraction(m.group(1)), m.group(2) == "+")
 
 
 def _p_log(v):

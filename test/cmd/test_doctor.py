@@ -171,6 +171,34 @@ class Doctor(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("gpuarena: mode arena, limit 1.00 GiB (CUDA_DEVICE_MEMORY_LIMIT)", p.stderr)
 
+    def test_one_grammar_for_words_and_fractions(self):
+        """GPUARENA_MEM_FRACTION has one grammar in the shim, doctor and --fraction (plain
+        decimals in (0, 1], '+' after, blanks around ignored), and the shim's words take blanks
+        around as its sizes and mode names do. The shim took 0x0.8 and 5e-1 (strtod), which
+        doctor and --fraction refused, and refused ' no ', ' info ' and ' lazy '."""
+        from gpuarena_cli import cli as cli_mod
+        cases = (("0.5", True), (" 0.5+ ", True), ("1", True), (".5", True), ("1.0+", True),
+                 ("0x0.8", False), ("5e-1", False), ("1.", False), ("0", False), ("1.5", False),
+                 ("1/2", False), ("0.5 +", False), ("+", False), ("-0.5", False), ("", False))
+        for text, ok in cases:
+            with self.subTest(fraction=text):
+                p, doc = doctor("--sim", env={"GPUARENA_MEM_FRACTION": text})
+                chk = doc["shim_check"]
+                self.assertEqual(doc["ok"], ok, doc["problems"])
+                self.assertEqual("refused" not in chk, ok, chk)  # the shim's own verdict
+                try:
+                    cli_mod._fraction(text)
+                    took = True
+                except Exception:
+                    took = False
+                self.assertEqual(took, ok)
+        for name, word in (("GPUARENA_PREALLOCATE", " no "), ("GPUARENA_LOG", " info "),
+                           ("GPUARENA_FREE_SYNC", "\tlazy "), ("GPUARENA_MODE", " vmm ")):
+            with self.subTest(name=name):
+                p, doc = doctor("--sim", env={name: word})
+                self.assertTrue(doc["ok"], doc["problems"])
+                self.assertNotIn("refused", doc["shim_check"])
+
     def test_build_folder_missing(self):
         p, _ = doctor("--sim", env={"GPUARENA_BUILD": "/no/build"})
         self.assertEqual(p.returncode, 1)

@@ -408,8 +408,11 @@ def do_run(a):
     if not a.sim:
         runner.require_driver("run", extra)
     s = dict(_settings(a), **modes_mod.ENV[mode])
-    s["GPUARENA_TRACE"] = a.trace
-    return runner.run(cmd, s, a.stats, a.sim, extra)
+    # Absolute: the shim opens them where the program is at the time, and a program that
+    # changes folder first (a launcher, a script's cd) left them somewhere else without a word.
+    s["GPUARENA_TRACE"] = os.path.abspath(a.trace) if a.trace else None
+    stats = os.path.abspath(a.stats) if a.stats and a.stats != "-" else a.stats
+    return runner.run(cmd, s, stats, a.sim, extra)
 
 
 def do_compare(a):

@@ -12,6 +12,7 @@ folders behind: the command waits for the program, cleans up, and exits with the
 path holds one is refused rather than silently not loaded.
 """
 
+import errno
 import json
 import os
 import re
@@ -184,12 +185,20 @@ class Forwarding:
         try:
             self.proc = subprocess.Popen(cmd, env=env, **kw)
         except FileNotFoundError:
+            if os.sep in cmd[0] and os.path.isfile(cmd[0]):  # the file is there: its #! is not
+                raise GaError(f"cannot execute {cmd[0]}: the interpreter its #! line names was "
+                              "not found") from None
             raise GaError(f"command not found: {cmd[0]} (check the name and PATH)") from None
         except PermissionError:
             if os.path.isdir(cmd[0]):
                 raise GaError(f"cannot execute {cmd[0]}: it is a folder, not a program; give "
                               "the program inside it") from None
             raise GaError(f"cannot execute {cmd[0]}: permission denied (chmod +x?)") from None
+        except OSError as e:  # ENOEXEC above all: a script without a #! line
+            hint = ("a script needs a #! line, e.g. #!/bin/sh, or run it through its "
+                    f"interpreter: -- sh {cmd[0]}" if e.errno == errno.ENOEXEC else
+                    "check the program")
+            raise GaError(f"cannot execute {cmd[0]}: {e.strerror} ({hint})") from None
         try:
             if self.got is not None:
                 self.proc.send_signal(self.got)
@@ -266,10 +275,16 @@ def summary(stats):
     mode = stats.get("mode", "?")
     if mode == "arena" and _option(stats, "preallocate", True) is False:
         mode = "grow"  # a format 1 file says arena with preallocate false
-    limit, limit_from = _option(stats, "limit"), _option(stats, "limit_from")
-    limit = human_bytes(limit) if limit else "none"
+    limit_bytes, limit_from = _option(stats, "limit"), _option(stats, "limit_from")
+    limit = human_bytes(limit_bytes) if limit_bytes else "none"
     if limit_from and limit_from != "GPUARENA_LIMIT":
         limit += f" ({limit_from})"  # a device plugin's cap (HAMi, KAI)
+    # The cap in force is the limit or the device, whichever is smaller: say so when it is the
+    # device (a limit of 976 PiB read as if it held).
+    caps = sorted({e["cap"] for e in stats.get("devices") or []
+                   if isinstance(e, dict) and isinstance(e.get("cap"), int)})
+    if limit_bytes and caps and caps[-1] < limit_bytes:
+        limit += (f" (above the device: cap {', '.join(human_bytes(c) for c in caps)})")
     lines = [f"gpuarena: mode {mode}, limit {limit}",
              f"gpuarena: {human_count(t.get('alloc_calls'))} allocs, "
              f"{human_count(t.get('failed_allocs'))} failed; peak in use "

@@ -98,6 +98,11 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                              env={"FAKE_STATS_FORMAT": fmt})
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn("gpuarena: mode grow, limit none", p.stderr)
+        p = gatest.cli("run", "--sim", "--limit", "1000000TiB", "--",
+                       os.path.join(gatest.BUILD, "examples", "ex_direct"), "4", "4", "1",
+                       env={"SIMCUDA_TOTAL_MEM": "8GiB"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("limit 976.56 PiB (above the device: cap 8.00 GiB)", p.stderr)
         p = self.run_cli("run", "--sim", "--", sys.executable, FAKE, "0", "--no-stats")
         self.assertEqual(p.returncode, 0)
         self.assertIn("wrote no statistics", p.stderr)
@@ -314,6 +319,34 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(png, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_programs_that_cannot_run_and_relative_outputs(self):
+        """A script without #! (exec format error) and one whose interpreter is missing are
+        named, never a traceback; --stats and --trace given relative are written where the
+        command was run, also when the program changes folder first."""
+        d = self.tmp.name
+        for name, body, why in (("nosheb.sh", "echo hi\n", "Exec format error (a script needs "
+                                 "a #! line"),
+                                ("badsheb", "#!/nonexistent/interp\n", "the interpreter its #! "
+                                 "line names was not found")):
+            path = os.path.join(d, name)
+            with open(path, "w") as f:
+                f.write(body)
+            os.chmod(path, 0o755)
+            for sub in ("run", "compare"):
+                p = self.run_cli(sub, "--sim", "--", path)
+                self.assertCleanError(p, f"cannot execute {path}: ", why)
+        work, elsewhere = os.path.join(d, "work"), os.path.join(d, "elsewhere")
+        os.makedirs(work)
+        os.makedirs(elsewhere)
+        p = gatest.cli("run", "--sim", "--stats", "s.json", "--trace", "t.gatrace", "--", "sh",
+                       "-c", f'cd {elsewhere} && exec "$0" "$@"', sys.executable, FAKE, "0",
+                       env=self.env, cwd=work)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(work, "s.json")) as f:
+            seen = json.load(f)["seen_env"]
+        self.assertEqual(seen["GPUARENA_TRACE"], os.path.join(work, "t.gatrace"))
+        self.assertEqual(os.listdir(elsewhere), [])
 
     def test_env_library_paths_merged(self):
         """--env LD_PRELOAD and LD_LIBRARY_PATH are merged like inherited ones: the shim stays

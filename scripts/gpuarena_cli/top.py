@@ -20,6 +20,7 @@ it from a *.prom file (write it to a temporary name and rename it into place).
 import json
 import os
 import re
+import stat
 import struct
 import sys
 import time
@@ -76,15 +77,31 @@ def alive(pid, start, pidns, own_ns):
 def read_ledger(path, own_ns=None):
     """One ledger as a dict (group, device, cap, members...), or None if the file is not one."""
     own_ns = _own_pidns() if own_ns is None else own_ns
+    # The shim's own test of a ledger (shim/group.c): a regular file of this user, mode 0600, of
+    # the size its header gives. /dev/shm is anyone's to write: a FIFO there blocked the open
+    # for ever, and a file another user made was believed (opened without following links and
+    # without blocking, then checked on the descriptor).
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
             data = f.read(1 << 20)
     except OSError:
         return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(data) < HEADER.size:
         return None
     magic, version, hsize, ssize, nslots, hwm, uid, cap, uuid, name = HEADER.unpack_from(data)
-    if magic != MAGIC or version != VERSION or ssize < SLOT.size or len(data) < hsize + nslots * ssize:
+    if (magic != MAGIC or version != VERSION or ssize < SLOT.size or len(data) < hsize + nslots * ssize
+            or st.st_size != hsize + nslots * ssize):
         return None
     members = []
     for i in range(min(hwm, nslots)):

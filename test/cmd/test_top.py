@@ -138,6 +138,33 @@ class Ledgers(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("no gpuarena groups in", p.stdout)  # the last member removed its ledger
 
+    def test_only_this_users_ledgers_believed(self):
+        """top reads a ledger as the shim does: a regular file of this user, mode 0600, of the
+        header's size. A FIFO with a ledger's name (anyone may make one in /dev/shm) blocked
+        top for ever; a copy another user could plant (mode 0644) or a link was believed."""
+        self.member("real", DEV_A, MIB)
+        uid = os.getuid()
+        real = [n for n in os.listdir(self.dir) if "-real-" in n][0]
+        with open(os.path.join(self.dir, real), "rb") as f:
+            data = f.read()
+        os.mkfifo(os.path.join(self.dir, f"gpuarena-{uid}-fifo-{DEV_A}"))
+        planted = os.path.join(self.dir, f"gpuarena-{uid}-planted-{DEV_A}")
+        with open(planted, "wb") as f:
+            f.write(data)
+        os.chmod(planted, 0o644)
+        os.symlink(os.path.join(self.dir, real), os.path.join(self.dir, f"gpuarena-{uid}-link-{DEV_A}"))
+        cut = os.path.join(self.dir, f"gpuarena-{uid}-cut-{DEV_A}")
+        with open(cut, "wb") as f:
+            f.write(data + b"\0")  # not the header's size
+        os.chmod(cut, 0o600)
+        for args in (("--once",), ("--json",), ("--prometheus",)):
+            p = gatest.cli("top", "--dir", self.dir, *args, timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            for bad in ("fifo", "planted", "link", "cut"):
+                self.assertNotIn(f'"{bad}"', p.stdout)
+                self.assertNotIn(f"group {bad} ", p.stdout)
+            self.assertIn("real", p.stdout)
+
     def test_errors_and_live_mode(self):
         p = self.top("--json", "--prometheus")
         self.assertEqual(p.returncode, 2)

@@ -203,6 +203,10 @@ static int parse_opt(options_t *o, const char *a, const char *v)
             return usage_error("--format takes trace or lifetimes, not", v);
         o->format = v;
     } else if (!strcmp(a, "--timeline")) {
+        /* '-' made a file named '-' in the current folder (the JSON owns stdout) */
+        if (!v[0] || !strcmp(v, "-"))
+            return usage_error("--timeline takes a file path (stdout carries the table or JSON), "
+                               "not", v[0] ? v : "''");
         o->timeline = v;
     } else if (!strcmp(a, "--device")) {
         char *end;

@@ -214,7 +214,8 @@ def build_parser():
                        epilog=EPILOG, formatter_class=fmt)
     p.add_argument("trace", metavar="TRACE", help="gpuarena trace or any importable file")
     p.add_argument("-o", "--output", metavar="PREFIX",
-                   help="writes PREFIX.json and PREFIX.png (default: the input's name)")
+                   help="writes PREFIX.json and PREFIX.png (default: the input's base name, "
+                   "in the current folder; a PREFIX ending in .json or .png is taken without it)")
     p.add_argument("--mode", type=_mode, default="arena",
                    help=f"mode whose reserved bytes are drawn, from a replay of the trace: "
                    f"{', '.join(modes_mod.MODES)} (default arena)")
@@ -255,6 +256,7 @@ def _not_over_input(src, out, what):
 
 
 def do_import(a):
+    _check_out_path("-o", a.output, dash_ok=False)
     _not_over_input(a.file, a.output, "output")
     trace, counts, used = importers.load_any(a.file, a.format, a.level, a.close, a.time_unit)
     tf.write(a.output, trace)
@@ -312,6 +314,8 @@ def _check_env(sub, extra):
 
 
 def _check_out_path(option, path, dash_ok):
+    """UsageError for an output path that names no file: empty, '-' where it is not stderr
+    (import wrote a file named '-'), or a folder."""
     if path is None:
         return
     if not path.strip():
@@ -320,6 +324,9 @@ def _check_out_path(option, path, dash_ok):
     if path == "-" and not dash_ok:
         raise UsageError(f"{option} -: a trace is binary, not for a terminal; give a file path, "
                          "e.g. run.gatrace")
+    if path != "-" and (path.endswith(("/", os.sep)) or os.path.isdir(path)):
+        raise UsageError(f"{option} {path} is a folder: name a file in it, e.g. "
+                         f"{os.path.join(path, 'run.gatrace' if 'trace' in option or option == '-o' else 'stats.json')}")
 
 
 def do_replay(a):
@@ -354,12 +361,23 @@ def _check_prefix(option, prefix):
     if prefix.endswith(("/", os.sep)) or os.path.isdir(prefix):
         raise UsageError(f"{option} {prefix} is a folder, and a PREFIX names files: give one "
                          f"inside it, e.g. {os.path.join(prefix, 'run1')}")
+    for ext in (".json", ".png") if option == "-o" else (".png",):
+        if os.path.isdir(_strip_ext(prefix) + ext):
+            raise UsageError(f"{option} {prefix}: {_strip_ext(prefix) + ext} is a folder; "
+                             "remove it or give another PREFIX (nothing was written)")
+
+
+def _strip_ext(prefix):
+    """A PREFIX given with the extension of a file it names (out.json, run.png) is taken without
+    it: report -o out.json wrote out.json.json."""
+    return prefix[:-len(prefix.rsplit(".", 1)[-1]) - 1] if prefix.endswith((".json", ".png")) \
+        else prefix
 
 
 def do_report(a):
     _keep_needs_vmm(a, (a.mode,))
     _check_prefix("-o", a.output)
-    prefix = a.output or os.path.splitext(os.path.basename(a.trace))[0]
+    prefix = _strip_ext(a.output) if a.output else os.path.splitext(os.path.basename(a.trace))[0]
     for ext in (".json", ".png"):
         _not_over_input(a.trace, prefix + ext, "report file")
     trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
@@ -420,6 +438,7 @@ def do_compare(a):
     _keep_needs_vmm(a, a.modes, "--modes")
     _fraction_needs_pool(a, a.modes, "--modes")
     _check_prefix("--plot", a.plot)
+    a.plot = _strip_ext(a.plot) if a.plot else a.plot
     folder = os.path.dirname(a.plot or "") or "."
     if a.plot and not os.path.isdir(folder):
         raise GaError(f"--plot {a.plot}: the folder {folder} does not exist; "

@@ -36,18 +36,18 @@ def mode_results(doc):
 
 
 def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
-    """(path of a gpuarena trace for `path`, import counts or None); imports to tmpdir when
-    the input is another format."""
+    """(path of a gpuarena trace for `path`, import counts or None, the input's format); imports
+    to tmpdir when the input is another format."""
     importers.check_regular(path)
     kind = importers.detect(path) if fmt == "auto" else fmt
     importers.check_applies(path, kind, level)
     if kind == "trace":
         memory.check_fits(path, "replay-tool", child=True)
-        return path, None
+        return path, None, kind
     trace, counts, _ = importers.load_any(path, kind, level, close)
     out = os.path.join(tmpdir, "imported.gatrace")
     tf.write(out, trace)
-    return out, counts
+    return out, counts, kind
 
 
 def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True, check=False,
@@ -89,9 +89,12 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
         raise GaError(f"gpuarena-replay failed (exit {proc.returncode}): "
                       f"{err.removeprefix('gpuarena: ') or 'no message'}")
     try:
-        doc = json.loads(proc.stdout)
+        # A file name that is not UTF-8 comes back as its raw bytes: kept as they are
+        # (surrogateescape, as Python holds such a name), not a reason to fail.
+        doc = json.loads(proc.stdout.decode("utf-8", "surrogateescape"))
     except ValueError:
-        raise GaError(f"gpuarena-replay printed no JSON (exit {proc.returncode}); its stderr: "
+        what = "printed no JSON" if not proc.stdout.strip() else "printed output that is not JSON"
+        raise GaError(f"gpuarena-replay {what} (exit {proc.returncode}); its stderr: "
                       f"{err or 'empty'}; check that {cmd[0]} is up to date (`make`)") from None
     mode_results(doc)  # checks its shape (and brings an older tool's JSON to the nested form)
     return doc
@@ -120,6 +123,10 @@ def replay(path, fmt="auto", level="tensor", mode="all", arena_size=None, limit=
            find_min=True, check=False, device=None, vmm_keep=None):
     """(tool JSON document, import counts or None) for any input file."""
     with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
-        trace_path, counts = as_trace_file(path, fmt, level, tmpdir=tmp)
-        return (run_tool(trace_path, mode, arena_size, limit, find_min, check, device=device,
-                         name=path, vmm_keep=vmm_keep), counts)
+        trace_path, counts, kind = as_trace_file(path, fmt, level, tmpdir=tmp)
+        doc = run_tool(trace_path, mode, arena_size, limit, find_min, check, device=device,
+                       name=path, vmm_keep=vmm_keep)
+    # The user's file and its format, not the imported temporary (deleted by now) and "trace".
+    if isinstance(doc, dict) and "trace" in doc:
+        doc["trace"], doc["format"] = path, kind
+    return doc, counts

@@ -268,6 +268,29 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
             p = gatest.cli("replay", src, "--no-min", "--level", "tensor", "--mode", "arena")
             self.assertEqual(p.returncode, 0, p.stderr)
 
+    def test_outputs_and_names(self):
+        """import -o names a file ('-' made a file named '-', a folder gave a wrong reason, ''
+        exit 1): usage errors; the tool's --timeline the same; replay --json names the user's
+        file and its format, not the deleted imported temporary."""
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        with tempfile.TemporaryDirectory() as d:
+            for out, why in (("-", "-o -: a trace is binary"), (d + "/", "is a folder: name a "
+                             "file in it"), (d, "is a folder"), ("", "-o is empty")):
+                p = gatest.cli("import", "lifetimes", src, "-o", out, cwd=d)
+                self.assertEqual(p.returncode, 2, (out, p.stderr))
+                self.assertIn(why, p.stderr)
+            for bad in ("-", ""):
+                p = subprocess.run([tool, "--mode", "arena", "--timeline", bad, src], cwd=d,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn("--timeline takes a file path", p.stderr)
+            self.assertEqual(os.listdir(d), [])
+        p = gatest.cli("replay", src, "--json", "--no-min", "--mode", "arena")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        self.assertEqual((doc["trace"], doc["format"]), (src, "lifetimes"))
+
     def test_errors(self):
         with tempfile.TemporaryDirectory() as d:
             bad = os.path.join(d, "bad.gatrace")

@@ -102,18 +102,20 @@ class Report(unittest.TestCase, gatest.CliAsserts):
                 self.assertTrue(doc["otherData"]["reserved_included"])
 
     def test_png_not_writable_says_why(self):
-        """A PNG path that is a directory: with matplotlib on the machine, exit 1 and the drawing's
-        own reason, never "matplotlib is not installed" (which it printed, with exit 0, when the
-        drawing ran in Debian's interpreter and failed there)."""
+        """A PNG that cannot be written (a link to /dev/full, written through as devices are:
+        every write fails, for root too): with matplotlib on the machine, exit 1 and the
+        drawing's own reason, never "matplotlib is not installed" (which it printed, with exit 0,
+        when the drawing ran in Debian's interpreter and failed there). (A PNG path that is a
+        folder is refused before anything is drawn: test_prefix_names_files.)"""
         src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
         prefix = os.path.join(self.dir, "d")
-        os.mkdir(prefix + ".png")
+        os.symlink("/dev/full", prefix + ".png")
         p = gatest.cli("report", src, "-o", prefix)
         self.assertNotIn("Traceback", p.stderr)
         if HAVE_MPL:
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertIn(f"gpuarena: cannot write {prefix}.png", p.stderr)
-            self.assertIn("Is a directory", p.stderr)
+            self.assertIn("No space left on device", p.stderr)
             self.assertNotIn("not installed", p.stderr)
         else:
             self.assertEqual(p.returncode, 0, p.stderr)
@@ -179,6 +181,18 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         p = gatest.cli("report", src, "-o", os.path.join(self.dir, "r"))
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("r.json", os.listdir(self.dir))
+        # A PREFIX with its file's extension is taken without it (out.json wrote out.json.json).
+        p = gatest.cli("report", src, "-o", os.path.join(self.dir, "out.json"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("out.json", os.listdir(self.dir))
+        self.assertNotIn("out.json.json", os.listdir(self.dir))
+        # PREFIX.png already a folder: refused before anything is written (it wrote the JSON,
+        # then failed on the PNG).
+        os.mkdir(os.path.join(self.dir, "dd.png"))
+        p = gatest.cli("report", src, "-o", os.path.join(self.dir, "dd"))
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("dd.png is a folder; remove it or give another PREFIX", p.stderr)
+        self.assertNotIn("dd.json", os.listdir(self.dir))
 
     def test_vmm_keep(self):
         """report --mode vmm --vmm-keep draws the replay's vmm curve at that keep: its peak is

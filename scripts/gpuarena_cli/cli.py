@@ -453,6 +453,12 @@ def do_compare(a):
                           "runs)") from None
     extra = runner.parse_env_pairs(a.env)
     _check_env("compare", extra)
+    trace = extra.get("GPUARENA_TRACE", os.environ.get("GPUARENA_TRACE"))
+    if trace and "%p" not in trace:
+        raise UsageError(f"GPUARENA_TRACE={trace}: compare runs the program once per mode (and "
+                         "--repeat), and each run would replace the last one's trace; put %p in "
+                         "the path (it becomes the pid: one trace per run), or record one mode "
+                         "with gpuarena run --trace")
     paths.shim()
     if not a.sim:
         runner.require_driver("compare", extra)

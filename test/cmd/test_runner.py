@@ -385,6 +385,8 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                 (("compare", "--env", "GPUARENA_PREALLOCATE=false"), "use --modes instead"),
                 (("compare", "--env", "GPUARENA_STATS=/tmp/x.json"),
                  "compare reads each mode's statistics itself"),
+                (("compare", "--env", "GPUARENA_TRACE=/tmp/t.gatrace"),
+                 "each run would replace the last one's trace; put %p in the path"),
                 (("run", "--stats", ""), "--stats is empty: give a file path, or - for stderr"),
                 (("run", "--trace", ""), "--trace is empty: give a file path"),
                 (("run", "--trace", "-"), "--trace -: a trace is binary")):
@@ -396,6 +398,13 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                          ["GPUARENA_MEM_FRACTION"], "0.5")
         p = self.run_cli("compare", "--sim", "--modes", "arena,platform", "--fraction", "0.5+",
                          "--json", *prog)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # An inherited GPUARENA_TRACE is the same question; with %p each run has its own file.
+        p = self.run_cli("compare", "--sim", "--modes", "arena", *prog,
+                         env={"GPUARENA_TRACE": "/tmp/t.gatrace"})
+        self.assertCleanError(p, "put %p in the path", code=2)
+        p = self.run_cli("compare", "--sim", "--modes", "arena", "--json", *prog,
+                         env={"GPUARENA_TRACE": os.path.join(self.tmp.name, "t-%p.gatrace")})
         self.assertEqual(p.returncode, 0, p.stderr)
 
     def test_compare_errors(self):

@@ -14,6 +14,7 @@ import difflib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from fractions import Fraction
@@ -125,14 +126,35 @@ def probe_main(lib, what):
     return 0
 
 
+def _kill_group(p):
+    """Kills a child started with start_new_session and every process it started (a framework
+    import's workers, a wrapper script's interpreter): killing the child alone left them running,
+    perhaps holding GPU memory."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        p.kill()
+    p.communicate()
+
+
+def _run(argv, timeout, **kw):
+    """subprocess.run(argv, timeout=...) whose timeout kills the child's whole process group."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True, **kw)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(p)
+        raise
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
 def _child(args, env, timeout):
     """(parsed JSON or None, stderr text, problem or None) of a probe child."""
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from gpuarena_cli import doctor; "
             "sys.exit(doctor.probe_main(sys.argv[2], sys.argv[3]))")
     try:
-        p = subprocess.run([sys.executable, "-c", code, paths.SCRIPTS_DIR] + args, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                           check=False)
+        p = _run([sys.executable, "-c", code, paths.SCRIPTS_DIR] + args, timeout, env=env)
     except subprocess.TimeoutExpired:
         return None, "", f"did not answer within {timeout} s"
     err = p.stderr.decode("utf-8", "replace").strip()
@@ -155,8 +177,7 @@ def check_python(python, timeout):
     /bin/false say, would otherwise read as every framework failing to import)."""
     probe = "import sys; print('gpuarena-python', sys.version_info[0])"
     try:
-        p = subprocess.run([python, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+        p = _run([python, "-c", probe], timeout, stdin=subprocess.DEVNULL)
     except OSError as e:
         raise GaError(f"cannot run {python}: {e.strerror} (give --python a Python "
                       "interpreter)") from None
@@ -178,7 +199,8 @@ def frameworks(python, timeout):
     for name in FRAMEWORKS:
         try:
             procs[name] = subprocess.Popen([python, "-c", _IMPORT, name], stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                           start_new_session=True)
         except OSError as e:
             raise GaError(f"cannot run {python}: {e.strerror} (give --python a Python "
                           "interpreter)") from None
@@ -187,8 +209,7 @@ def frameworks(python, timeout):
         try:
             so, se = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            p.kill()
-            p.communicate()
+            _kill_group(p)
             out[name] = {"status": "timeout", "detail": f"import did not finish in {timeout} s"}
             continue
         last = (se.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]

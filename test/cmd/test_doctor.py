@@ -253,6 +253,31 @@ class Doctor(unittest.TestCase):
             self.assertIn(f"gpuarena: {py} did not run as a Python 3 interpreter (exit status "
                           f"{1 if py == '/bin/false' else 0}", p.stderr)
 
+    def test_timeout_kills_the_whole_check(self):
+        """A check past --timeout is killed with every process it started: a wrapper whose own
+        child hangs (a conda shim, a framework import's workers) left that child running."""
+        marker = f"61.{os.getpid()}"
+        with tempfile.TemporaryDirectory() as d:
+            slow = os.path.join(d, "slowpy")
+            with open(slow, "w") as f:
+                f.write(f"#!/bin/sh\nsleep {marker} &\nwait\n")
+            os.chmod(slow, 0o755)
+            p, _ = doctor("--sim", "--python", slow, "--timeout", "1")
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("did not run `python -c` within 1 s", p.stderr)
+
+        def left():
+            found = []
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if marker.encode() in f.read():
+                            found.append(pid)
+                except OSError:
+                    pass
+            return found
+        self.assertEqual(left(), [])
+
     def test_shim_path_the_loader_would_split(self):
         with tempfile.TemporaryDirectory() as d:
             spaced = os.path.join(d, "with space")

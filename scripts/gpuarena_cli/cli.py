@@ -136,8 +136,19 @@ def _add_shim_opts(p):
                    help="the program to run and its arguments, after --")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's usage errors in the house form: the first line `gpuarena: ...` as every other
+    message of the command (argparse put `usage: ...` first and `gpuarena run: error: ...` last),
+    then the usage; exit 2. Subcommands' parsers are of this class too."""
+
+    def error(self, message):
+        sys.stderr.write(f"gpuarena: {message} (see {self.prog} --help)\n")
+        self.print_usage(sys.stderr)
+        sys.exit(2)
+
+
 def build_parser():
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="gpuarena", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run programs under the gpuarena GPU memory shim, compare allocation modes, "
                     "check what this machine has, and import, replay and plot allocation traces.")

@@ -76,6 +76,6 @@ class CliAsserts:
     def assertCleanError(self, proc, *needles, code=1):
         self.assertEqual(proc.returncode, code, proc.stderr)
         self.assertNotIn("Traceback", proc.stderr)
-        self.assertTrue(proc.stderr.startswith("gpuarena:") or code == 2, proc.stderr)
+        self.assertTrue(proc.stderr.startswith("gpuarena:"), proc.stderr)  # usage errors too
         for n in needles:
             self.assertIn(n, proc.stderr)

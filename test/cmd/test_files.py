@@ -125,10 +125,17 @@ class Files(unittest.TestCase, gatest.CliAsserts):
         sub = os.path.join(self.dir, "ro")
         os.mkdir(sub)
         out = os.path.join(sub, "out.gatrace")
-        os.mkdir(out)  # the rename onto a folder fails after the temporary is written
+        os.mkdir(out)
+        # The command refuses a folder as -o before writing anything (a usage error)...
         p = gatest.cli("import", "lifetimes", gatest.traces("lifetimes")[0], "-o", out)
-        self.assertCleanError(p, "cannot write", out)
+        self.assertCleanError(p, f"-o {out} is a folder", code=2)
         self.assertEqual(os.listdir(sub), ["out.gatrace"])
+        # ...and the writer itself, whose rename onto the folder fails after the temporary is
+        # written, removes the temporary.
+        with self.assertRaises(Exception):
+            tf.write(out, tf.Trace([tf.event(0, 1, 512, tf.ALLOC)]))
+        self.assertEqual(os.listdir(sub), ["out.gatrace"])
+        self.assertEqual(os.listdir(out), [])
 
     @staticmethod
     def umask():

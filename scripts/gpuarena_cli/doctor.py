@@ -412,6 +412,9 @@ def _output_warnings(values):
     return out
 
 
+VMM_GRANULE = 2 << 20  # the recommended granularity of current GPUs (the shim asks the driver)
+
+
 def hami_limit(env, dev):
     """(bytes, variable) of a device plugin's cap for CUDA device dev, as the shim reads it when
     GPUARENA_LIMIT is unset (shim/group.c ga_hami_limit): CUDA_DEVICE_MEMORY_LIMIT_<dev>, else
@@ -508,6 +511,17 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
             except GaError as e:
                 doc["problems"].append(f"{e}; the shim will not initialise CUDA")
     doc["plan"] = plan(values, machine.get("devices") or [], env)
+    for p in doc["plan"]:  # the shim starts, but every allocation would fail
+        if values["GPUARENA_MODE"] == "vmm" and p["cap"] < VMM_GRANULE:
+            doc["warnings"].append(
+                f"device {p['device']}: vmm maps physical memory in granules of "
+                f"{human_bytes(VMM_GRANULE)} (current GPUs), and a cap of {human_bytes(p['cap'])} "
+                "holds none: every allocation would fail; raise GPUARENA_LIMIT to at least "
+                f"{human_bytes(VMM_GRANULE)}, or use GPUARENA_MODE=grow or platform")
+    if values["GPUARENA_MODE"] in ("vmm", "platform"):  # preallocation is arena mode's alone
+        doc["settings"] = [dict(e, shown=e["shown"] + f" (not used in {values['GPUARENA_MODE']} "
+                                "mode)") if e["name"] == "GPUARENA_PREALLOCATE" else e
+                           for e in doc["settings"]]
     doc["shim"] = paths.shim(required=False)
     build = os.environ.get("GPUARENA_BUILD")
     if not doc["shim"] and build:  # paths.find looks there only

@@ -199,6 +199,16 @@ class Doctor(unittest.TestCase):
                 self.assertTrue(doc["ok"], doc["problems"])
                 self.assertNotIn("refused", doc["shim_check"])
 
+    def test_vmm_cap_below_a_granule(self):
+        p, doc = doctor("--sim", env={"GPUARENA_MODE": "vmm", "GPUARENA_LIMIT": "1MiB"})
+        self.assertEqual(p.returncode, 0, p.stderr)  # it starts; each allocation fails
+        self.assertIn("device 0: vmm maps physical memory in granules of 2.00 MiB (current "
+                      "GPUs), and a cap of 1.00 MiB holds none", "\n".join(doc["warnings"]))
+        self.assertIn({"name": "GPUARENA_PREALLOCATE", "value": None,
+                       "shown": "true (default) (not used in vmm mode)"}, doc["settings"])
+        _, doc = doctor("--sim", env={"GPUARENA_MODE": "vmm", "GPUARENA_LIMIT": "2MiB"})
+        self.assertEqual(doc["warnings"], [])
+
     def test_build_folder_missing(self):
         p, _ = doctor("--sim", env={"GPUARENA_BUILD": "/no/build"})
         self.assertEqual(p.returncode, 1)

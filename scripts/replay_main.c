@@ -629,6 +629,11 @@ int main(int argc, char **argv)
     } else if (!pr.failed_allocs) { /* else a block no size serves: peak stays 0, and every
                                        mode reports its failed allocation */
         peak = (size_t)pr.peak_in_use;
+    } else if (pr.first_oom < t.count) { /* said, so the failures are not read as a real OOM */
+        fprintf(stderr, "gpuarena: %s: the block of %" PRIu64 " bytes at event %zu is more than "
+                "the replay's address space can place; every mode counts it as a failed "
+                "allocation, and peak_live is 0\n", o.path, (uint64_t)t.events[pr.first_oom].size,
+                pr.first_oom);
     }
     for (int m = 0; m < GA_MODE_COUNT && rc < 0; m++)
         if (o.modes[m] && run_mode(&t, &o, (ga_replay_mode_t)m, peak, &runs[m]) != 0)

@@ -11,6 +11,7 @@ side adds shows up here without a change.
 import json
 import os
 import subprocess
+import sys
 import tempfile
 
 from . import GaError
@@ -97,6 +98,8 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
         raise GaError(f"gpuarena-replay {what} (exit {proc.returncode}); its stderr: "
                       f"{err or 'empty'}; check that {cmd[0]} is up to date (`make`)") from None
     mode_results(doc)  # checks its shape (and brings an older tool's JSON to the nested form)
+    if err:  # the tool's notes on a replay that ran (a block no mode can place)
+        print(err, file=sys.stderr)
     return doc
 
 

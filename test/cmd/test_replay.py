@@ -112,6 +112,15 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(table.returncode, 0, table.stderr)
             row = [ln for ln in table.stdout.splitlines() if ln.startswith("min size")]
             self.assertEqual(row and row[0].split()[-1], "-", table.stdout)
+            # A block past the replay's address space (2^62): said, not a silent peak_live of 0
+            # and failures that read as a real out-of-memory.
+            with open(src, "w") as f:
+                f.write(f"id,lower,upper,size\n0,0,2,{1 << 62}\n")
+            p = gatest.cli("replay", src, "--json", "--no-min")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(f"the block of {1 << 62} bytes at event 0 is more than the replay's "
+                          "address space can place", p.stderr)
+            self.assertEqual(json.loads(p.stdout)["peak_live"], 0)
 
     def test_tool_timeline(self):
         """gpuarena-replay --timeline: one CSV line per event, in use from the sizes alone, and

@@ -248,6 +248,12 @@ def framework_env(env):
     fraction = (f"JAX's pool is {frac} of the total cuMemGetInfo reports, that is of gpuarena's "
                 "cap" if frac else "JAX's pool is 75% of the total cuMemGetInfo reports, that is "
                 "of gpuarena's cap")
+    if frac and _jax_fraction(frac) is None:
+        fraction = (f"{frac!r} is not a fraction in (0, 1]: JAX will not start with it "
+                    "(e.g. 0.5)")
+    if alloc and alloc not in JAX_ALLOCATORS:
+        jax = (f"{get('XLA_PYTHON_CLIENT_ALLOCATOR')!r} is not an allocator JAX knows "
+               f"({', '.join(JAX_ALLOCATORS)}): JAX will not start with it")
     nocache = (get("PYTORCH_NO_CUDA_MEMORY_CACHING") or "").strip()
     torch = ("PyTorch's caching allocator is off: every tensor is a cudaMalloc/cudaFree that "
              "gpuarena serves" if nocache not in ("", "0") else
@@ -265,6 +271,32 @@ def framework_env(env):
     torch_conf = "; ".join(notes) or "nothing in it changes what reaches gpuarena"
     meanings = [jax, prealloc, fraction, torch, torch_conf]
     return [(k, get(k), m) for k, m in zip(FRAMEWORK_ENV, meanings)]
+
+
+JAX_ALLOCATORS = ("default", "platform", "bfc", "cuda_async")  # XLA_PYTHON_CLIENT_ALLOCATOR
+
+
+def _jax_fraction(text):
+    try:
+        f = float(text)
+    except ValueError:
+        return None
+    return f if 0 < f <= 1 else None
+
+
+def framework_warnings(env):
+    """A framework variable whose value the framework refuses: said as a warning (gpuarena runs,
+    the framework does not), not explained as if it held."""
+    out = []
+    frac = env.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+    if frac and _jax_fraction(frac) is None:
+        out.append(f"XLA_PYTHON_CLIENT_MEM_FRACTION={frac} is not a fraction in (0, 1]: JAX will "
+                   "not start with it")
+    alloc = (env.get("XLA_PYTHON_CLIENT_ALLOCATOR") or "").strip().lower()
+    if alloc and alloc not in JAX_ALLOCATORS:
+        out.append(f"XLA_PYTHON_CLIENT_ALLOCATOR={env['XLA_PYTHON_CLIENT_ALLOCATOR']} is not an "
+                   f"allocator JAX knows ({', '.join(JAX_ALLOCATORS)}): JAX will not start with it")
+    return out
 
 
 # ------------------------------------------------------------------ the shim's settings
@@ -499,6 +531,7 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
     doc["python"] = python or sys.executable
     doc["framework_env"] = [{"name": n, "value": v, "meaning": m}
                             for n, v, m in framework_env(env)]
+    doc["warnings"] += framework_warnings(env)
     values, shown, problems, warnings = settings(env)
     doc["problems"] += problems
     doc["warnings"] += warnings

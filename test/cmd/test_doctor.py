@@ -209,6 +209,22 @@ class Doctor(unittest.TestCase):
         _, doc = doctor("--sim", env={"GPUARENA_MODE": "vmm", "GPUARENA_LIMIT": "2MiB"})
         self.assertEqual(doc["warnings"], [])
 
+    def test_framework_values_jax_refuses(self):
+        p, doc = doctor("--sim", env={"XLA_PYTHON_CLIENT_MEM_FRACTION": "abc",
+                                      "XLA_PYTHON_CLIENT_ALLOCATOR": "bogus"})
+        self.assertEqual(p.returncode, 0, p.stderr)  # gpuarena runs; JAX would not
+        self.assertEqual(doc["warnings"], [
+            "XLA_PYTHON_CLIENT_MEM_FRACTION=abc is not a fraction in (0, 1]: JAX will not start "
+            "with it",
+            "XLA_PYTHON_CLIENT_ALLOCATOR=bogus is not an allocator JAX knows (default, platform, "
+            "bfc, cuda_async): JAX will not start with it"])
+        said = {e["name"]: e["meaning"] for e in doc["framework_env"]}
+        self.assertIn("JAX will not start", said["XLA_PYTHON_CLIENT_MEM_FRACTION"])
+        self.assertIn("JAX will not start", said["XLA_PYTHON_CLIENT_ALLOCATOR"])
+        _, doc = doctor("--sim", env={"XLA_PYTHON_CLIENT_MEM_FRACTION": ".5",
+                                      "XLA_PYTHON_CLIENT_ALLOCATOR": "Platform"})
+        self.assertEqual(doc["warnings"], [])
+
     def test_build_folder_missing(self):
         p, _ = doctor("--sim", env={"GPUARENA_BUILD": "/no/build"})
         self.assertEqual(p.returncode, 1)

@@ -419,9 +419,11 @@ def import_rmm(path, close=False, time_unit="s"):
     t0 = prev = None
     day = 86400 * 10**9
     wrap = 0
+    numeric = 0  # rows whose Time is a number: the only ones --time-unit reads
     for n, (thread, tm, action, ptr, size, stream) in _csv_rows(path, RMM_HEADER):
         where = f"line {n}"
         t = _rmm_time(tm, time_unit, path, where)
+        numeric += not _HMS.match(tm)
         if prev is not None and _HMS.match(tm) and t + wrap < prev - day // 2:
             wrap += day  # an HH:MM:SS clock went past midnight
         t += wrap
@@ -443,6 +445,9 @@ def import_rmm(path, close=False, time_unit="s"):
         else:
             raise GaError(f"{path}: {where}: Action {action!r} is not allocate, free or "
                           "allocate failure")
+    if time_unit != "s" and t0 is not None and not numeric:
+        raise UsageError(f"--time-unit {time_unit}: {path} gives its times as clock times "
+                         "(HH:MM:SS.ffffff), which need no unit; drop --time-unit")
     return p.finish(close, tns if t0 is not None else 0)
 
 

@@ -10,6 +10,7 @@ import tempfile
 import unittest
 
 import gatest
+from gpuarena_cli import GaError
 from gpuarena_cli import importers
 from gpuarena_cli import tracefile as tf
 
@@ -224,6 +225,14 @@ class Rmm(unittest.TestCase):
         self.assertEqual([ev[tf.T_TIME] for ev in trace.events], [0, 500000000])
         trace, _ = self.load(text, time_unit="us")
         self.assertEqual([ev[tf.T_TIME] for ev in trace.events], [0, 500])
+        # Clock times need no unit: --time-unit there would change nothing, so it is refused.
+        clock = ("Thread,Time,Action,Pointer,Size,Stream\n1,00:00:01:000000,allocate,0x1000,512,0"
+                 "\n1,00:00:02:000000,free,0x1000,512,0\n")
+        with self.assertRaises(GaError) as e:
+            self.load(clock, time_unit="ms")
+        self.assertIn("--time-unit ms: ", str(e.exception))
+        self.assertIn("clock times (HH:MM:SS.ffffff), which need no unit", str(e.exception))
+        self.assertEqual(len(self.load(clock)[0].events), 2)
 
     def test_auto_detects_every_format(self):
         with tempfile.TemporaryDirectory() as d:

@@ -120,14 +120,27 @@ static int parse_fraction(const char *raw)
     size_t n = strlen(v), i = 0, before = 0, after = 0;
     int grow = n && v[n - 1] == '+';
     n -= (size_t)grow;
-    double f = 0.0, scale = 1.0;
+    uint64_t whole = 0, mant = 0, pow10 = 1;
+    int tail = 0; /* a non-zero digit past the 15 kept */
     for (; i < n && isdigit((unsigned char)v[i]); i++, before++)
-        f = f * 10.0 + (v[i] - '0');
-    if (i < n && v[i] == '.')
-        for (i++; i < n && isdigit((unsigned char)v[i]); i++, after++)
-            f += (v[i] - '0') * (scale /= 10.0);
-    if (i != n || (!before && !after) || (i && v[i - 1] == '.') || !(f > 0.0 && f <= 1.0))
+        whole = whole > 1 ? whole : whole * 10 + (uint64_t)(v[i] - '0'); /* past 1: too large */
+    if (i < n && v[i] == '.') {
+        for (i++; i < n && isdigit((unsigned char)v[i]); i++, after++) {
+            if (after < 15) { /* 15 digits: the integer and 10^15 are exact in a double */
+                mant = mant * 10 + (uint64_t)(v[i] - '0');
+                pow10 *= 10;
+            } else {
+                tail |= v[i] != '0';
+            }
+        }
+    }
+    if (i != n || (!before && !after) || v[i - 1] == '.')
         return -1;
+    if (whole > 1 || (whole == 1 && (mant || tail)) || (!whole && !mant && !tail))
+        return -1; /* outside (0, 1], exactly as the command's Fraction reads it */
+    /* One division of exact doubles rounds as strtod would: 0.75 is 0.75, not 0.7 + 0.05. A value
+     * below 10^-15 stays above 0 (its share of any cap rounds to nothing, refused as such). */
+    double f = whole ? 1.0 : mant ? (double)mant / (double)pow10 : 1e-300;
     ga_opt.fraction = f;
     ga_opt.fraction_grow = grow;
     return 0;

@@ -108,8 +108,9 @@ def _repeat(text):
 
 
 def _fraction(text):
-    m = doctor_mod.FRACTION.fullmatch(text.strip())  # one grammar with the shim's
-    if not m or not 0 < float(m.group(1)) <= 1:
+    try:
+        doctor_mod._p_fraction(text)  # one grammar with the shim's and doctor's
+    except GaError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1] (try 0.75, or "
                                          "0.75+ to let the arena grow past it up to the limit)")
     return text.strip()

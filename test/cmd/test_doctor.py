@@ -179,7 +179,9 @@ class Doctor(unittest.TestCase):
         from gpuarena_cli import cli as cli_mod
         cases = (("0.5", True), (" 0.5+ ", True), ("1", True), (".5", True), ("1.0+", True),
                  ("0x0.8", False), ("5e-1", False), ("1.", False), ("0", False), ("1.5", False),
-                 ("1/2", False), ("0.5 +", False), ("+", False), ("-0.5", False), ("", False))
+                 ("1/2", False), ("0.5 +", False), ("+", False), ("-0.5", False), ("", False),
+                 ("00.75", True), ("01", True), ("1.0000000000000001", False), ("2", False),
+                 ("0.123456789012345678", True))
         for text, ok in cases:
             with self.subTest(fraction=text):
                 p, doc = doctor("--sim", env={"GPUARENA_MEM_FRACTION": text})

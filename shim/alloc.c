@@ -131,10 +131,10 @@ CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
     ga_ctx_t *c = ga_current();
     if (GA_UNLIKELY(!c))
         return ga_real.cuMemAlloc_v2(dptr, size); /* no context: the driver's own error */
-    if (!dptr || !size)
-        return CUDA_ERROR_INVALID_VALUE;
     if (ga_tl_api)
         api = ga_tl_api;
+    if (GA_UNLIKELY(!dptr || !size))
+        return ga_count_refused(api, 1), CUDA_ERROR_INVALID_VALUE;
     return ga_alloc_plain(c, dptr, size, api);
 }
 
@@ -146,6 +146,7 @@ int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, C
     if (!c)
         return 0; /* no context: the driver's own answer */
     if (!dptr || !size) {
+        ga_count_refused(ga_tl_api ? ga_tl_api : api, 1);
         *r = CUDA_ERROR_INVALID_VALUE;
         return 1;
     }
@@ -295,6 +296,8 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
         ga_level_add(GA_LEVEL_IN_USE, -(int64_t)j.gone.size);
     }
     ga_free_refused(p, (ga_freed_t){(CUresult)r, j.refused});
+    if (GA_UNLIKELY(r != CUDA_SUCCESS))
+        ga_count_refused(api, 0);
     if (GA_UNLIKELY(ga_tracing) && p)
         ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s, j.owner ? j.owner->dev : -1,
                        j.t0, (CUresult)r);
@@ -318,6 +321,8 @@ CUresult ga_do_free(CUdeviceptr p, uint8_t api)
             ga_freed_t f = ga_pool_free_held(c, p, api, t0, NULL, 0, size);
             ga_mutex_unlock(&c->lock);
             CUresult r = ga_free_refused(p, f);
+            if (GA_UNLIKELY(r != CUDA_SUCCESS))
+                ga_count_refused(api, 0);
             if (GA_UNLIKELY(ga_tracing))
                 ga_trace_event(GA_EV_FREE, api, p, 0, 0, c->dev, t0, r);
             return r;
@@ -352,13 +357,15 @@ GA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     GA_HOOK_ENTER(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
     if (!ga_current()) /* no context: the driver's own error, whatever the arguments */
         return ga_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    if (!dptr || !pPitch || !WidthInBytes || !Height ||
-        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
-        return CUDA_ERROR_INVALID_VALUE;
     size_t pitch = (size_t)ga_round(WidthInBytes);
     size_t bytes;
-    if (pitch < WidthInBytes || __builtin_mul_overflow(pitch, Height, &bytes))
-        return CUDA_ERROR_INVALID_VALUE; /* as the driver answers an overflowing pitch * height */
+    if (!dptr || !pPitch || !WidthInBytes || !Height ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
+        pitch < WidthInBytes || __builtin_mul_overflow(pitch, Height, &bytes)) {
+        /* as the driver answers, an overflowing pitch * height included */
+        ga_count_refused(GA_API_CUMEMALLOCPITCH, 1);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     CUresult r = ga_do_alloc(dptr, bytes, GA_API_CUMEMALLOCPITCH);
     if (r == CUDA_SUCCESS)
         *pPitch = pitch;

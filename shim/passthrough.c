@@ -112,7 +112,7 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
 #define GA_PASS_ALLOC(name, api, call)                                                      \
     do {                                                                                   \
         if (!dptr || !bytesize)                                                            \
-            return CUDA_ERROR_INVALID_VALUE;                                               \
+            return ga_count_refused(api, 1), CUDA_ERROR_INVALID_VALUE;                     \
         uint64_t t0 = ga_timing ? ga_now() : 0;                                            \
         ga_ctx_t *c = NULL;                                                                \
         int dev = -1, committed;                                                           \
@@ -181,7 +181,7 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
 {
     GA_HOOK_ENTER(cuMemCreate, (handle, size, prop, flags));
     if (!handle || !prop || !size)
-        return CUDA_ERROR_INVALID_VALUE;
+        return ga_count_refused(GA_API_CUMEMCREATE, 1), CUDA_ERROR_INVALID_VALUE;
     uint64_t t0 = ga_timing ? ga_now() : 0;
     int want = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
     ga_ctx_t *c = NULL;

@@ -218,6 +218,7 @@ void ga_stats_fork_child(void);
 /* Counting, with the lock that guards cn held; t0 from ga_now() when ga_timing. */
 void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64_t t0);
 void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0);
+void ga_count_refused(uint8_t api, int is_alloc); /* a call refused for its arguments (stats.c) */
 void ga_stats_write(void);
 
 /* ---- tracer.c ---- */

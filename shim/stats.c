@@ -147,6 +147,12 @@ void ga_ctx_level_add(ga_ctx_t *c, int64_t delta)
         ga_ctx_publish(c, delta);
 }
 
+/* Calls refused for their arguments before a pool saw them (a NULL out-parameter, a size of 0,
+ * a free the pool or the driver refused): counted process-wide with atomics (no context need
+ * exist, any thread may call), so the statistics hold every failed call the program made and
+ * agree with the shim's own warnings. Summed into the totals when the report is written. */
+static ga_counts_t ga_refused;
+
 /* A forked child counts from nothing: the parent's memory is not its own. */
 void ga_stats_fork_child(void)
 {
@@ -154,6 +160,7 @@ void ga_stats_fork_child(void)
         atomic_store(&ga_levels[i].cur, 0);
         atomic_store(&ga_levels[i].peak, 0);
     }
+    memset(&ga_refused, 0, sizeof ga_refused); /* only this thread runs in the child yet */
 }
 
 void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64_t t0)
@@ -169,6 +176,27 @@ void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64
         return;
     }
     a->bytes += bytes;
+}
+
+void ga_count_refused(uint8_t api, int is_alloc)
+{
+    ga_api_count_t *a = &ga_refused.by_api[api < GA_API_COUNT ? api : 0];
+    if (is_alloc) {
+        __atomic_fetch_add(&ga_refused.alloc_calls, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&ga_refused.failed_allocs, 1, __ATOMIC_RELAXED);
+    }
+    __atomic_fetch_add(&a->calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&a->failed, 1, __ATOMIC_RELAXED);
+}
+
+static void ga_refused_add(ga_counts_t *sum)
+{
+    sum->alloc_calls += __atomic_load_n(&ga_refused.alloc_calls, __ATOMIC_RELAXED);
+    sum->failed_allocs += __atomic_load_n(&ga_refused.failed_allocs, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < GA_API_COUNT; i++) {
+        sum->by_api[i].calls += __atomic_load_n(&ga_refused.by_api[i].calls, __ATOMIC_RELAXED);
+        sum->by_api[i].failed += __atomic_load_n(&ga_refused.by_api[i].failed, __ATOMIC_RELAXED);
+    }
 }
 
 void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0)
@@ -305,6 +333,7 @@ static void ga_json_write(FILE *f)
         ga_json_devices(df, &cn, &pool);
         fclose(df);
     }
+    ga_refused_add(&cn);
     cn.alloc_time_ns = (uint64_t)((double)cn.alloc_time_ns * npt);
     cn.free_time_ns = (uint64_t)((double)cn.free_time_ns * npt);
     const char *sep = "";

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 START_TEST(null_out_params)
 {
@@ -262,6 +263,48 @@ START_TEST(no_context_errors_are_the_drivers)
 }
 END_TEST
 
+/* Calls refused for their arguments, and frees the pool or the driver refused, counted in the
+ * statistics as the failures they are (they were left out: alloc_calls 1, failed_allocs 0, no
+ * cuMemAllocPitch entry, while the shim warned of the refused frees). */
+static void refused_counted_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p, q;
+    size_t pitch;
+    if (cuMemAlloc(NULL, 100) != CUDA_ERROR_INVALID_VALUE || cuMemAlloc(&p, 0) != CUDA_ERROR_INVALID_VALUE ||
+        cuMemAllocPitch(&p, &pitch, 100, 1, 3) != CUDA_ERROR_INVALID_VALUE ||
+        cuMemAllocManaged(&p, 0, CU_MEM_ATTACH_GLOBAL) != CUDA_ERROR_INVALID_VALUE)
+        exit(2);
+    if (cuMemAlloc(&p, 4096) || cuMemAlloc(&q, 4096) || cuMemFree(p))
+        exit(3);
+    if (cuMemFree(p) != CUDA_ERROR_INVALID_VALUE ||       /* freed already, pending */
+        cuMemFree(q + 512) != CUDA_ERROR_INVALID_VALUE || /* interior */
+        cuMemFree((CUdeviceptr)0x1234500) != CUDA_ERROR_INVALID_VALUE) /* nobody's: the driver */
+        exit(4);
+    exit(0);
+}
+
+START_TEST(refused_calls_counted)
+{
+    char stats[] = "/tmp/gpuarena-refused-XXXXXX", senv[128], err[4096];
+    close(mkstemp(stats));
+    snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+    pt_env(senv, "GPUARENA_LOG=error", NULL);
+    ck_assert_int_eq(pt_run_child(refused_counted_child, NULL, err, sizeof err), 0);
+    ck_assert_msg(pt_json_check(stats, "d['totals']['alloc_calls'] == 6 and "
+                                       "d['totals']['failed_allocs'] == 4 and "
+                                       "d['by_api']['cuMemAlloc'] == {'calls': 4, 'failed': 2, "
+                                       "'bytes': 8192} and "
+                                       "d['by_api']['cuMemAllocPitch']['failed'] == 1 and "
+                                       "d['by_api']['cuMemAllocManaged']['failed'] == 1 and "
+                                       "d['by_api']['cuMemFree'] == {'calls': 4, 'failed': 3, "
+                                       "'bytes': 0}") == 0,
+                  "the statistics count every refused call: %s", err);
+    unlink(stats);
+}
+END_TEST
+
 TCase *pt_tcase_errors(void)
 {
     TCase *tc = tcase_create("errors");
@@ -277,5 +320,6 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, bad_option_values);
     tcase_add_test(tc, good_option_values);
     tcase_add_test(tc, missing_driver_is_explained);
+    tcase_add_test(tc, refused_calls_counted);
     return tc;
 }

@@ -291,7 +291,8 @@ int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, ui
         ga_dev_view(dev, pfree, ptotal, &f, &t);
         *total = t;
         *used = t - f;
-        return 1;
+        /* With a context, cuMemGetInfo's view: the device's free memory is in it already. */
+        return r == CUDA_SUCCESS ? 2 : 1;
     }
     return ga_mem_view_early(uuid, real_total, total, used); /* a device CUDA has not set up */
 }

@@ -101,6 +101,9 @@ int ga_hami_limit(char *const *envp, int dev, uint64_t *bytes, char *err, size_t
  * total) and *used = what the group (or, without a group, this process) holds against it,
  * *used <= *total; 0 to pass the real answer through (no cap, or a bad setting). Before the
  * process's first CUDA call the cap comes from the options alone (shim/ctx.c). Never calls NVML. */
+/* Returns 2 when the view is cuMemGetInfo's own (the device's free memory and the pools' idle
+ * bytes already in it: nothing more to apply), 1 when the device's free memory is not in it (before
+ * the first CUDA call, or no context on the device: the caller bounds free by it). */
 int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, uint64_t *used);
 
 /* shim/nvml.c's entry points for the interposition code: the hook for an NVML name, given what the

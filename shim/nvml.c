@@ -133,12 +133,16 @@ static int ga_nvml_view(nvmlDevice_t dev, unsigned long long real_total, unsigne
 {
     uint8_t uuid[16];
     uint64_t cap, held;
-    if (!ga_mem_view || !ga_nvml_uuid(dev, uuid) || !ga_mem_view(uuid, real_total, &cap, &held))
+    int view = ga_mem_view && ga_nvml_uuid(dev, uuid) ? ga_mem_view(uuid, real_total, &cap, &held) : 0;
+    if (!view)
         return 0;
     unsigned long long t = cap < real_total ? cap : real_total;
     unsigned long long u = held < t ? held : t;
     unsigned long long f = t - u;
-    if (f > real_free) { /* others outside the cap hold the rest of the device */
+    /* Others outside the cap hold the rest of the device. cuMemGetInfo's view (2) has bounded free
+     * by the device's free memory already, counting the pools' idle bytes as free, which the
+     * device counts as used: bounded again here, NVML said 20 MiB less than cuMemGetInfo. */
+    if (view == 1 && f > real_free) {
         f = real_free;
         u = t - f;
     }

@@ -140,6 +140,66 @@ START_TEST(nvml_group_before_cuinit)
 }
 END_TEST
 
+/* A cap the device's free memory bounds (another process holds most of the device): the pools'
+ * idle bytes (a grown region, a chunk freed behind a kernel) are free to cuMemGetInfo, and NVML
+ * must say the same. It bounded free by the device's free memory a second time, so it said 20 MiB
+ * less than cuMemGetInfo at 8 of 10 samples; after the context is gone it still says the device's
+ * free memory, not the whole cap. */
+START_TEST(nvml_agrees_when_others_hold_the_device)
+{
+    char shared[64];
+    snprintf(shared, sizeof shared, "SIMCUDA_SHARED=nvo%d", (int)getpid());
+    pt_env(shared, "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t holder = fork();
+    if (holder == 0) { /* another process, uncapped, holding 900 MiB */
+        CUdeviceptr p;
+        setenv("GPUARENA_MODE", "platform", 1);
+        pt_start();
+        char ok = cuMemAlloc(&p, 900 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_int_eq(ok, 'y');
+    pt_env("GPUARENA_LIMIT=256MiB", "GPUARENA_MODE=grow", NULL);
+    CUcontext ctx = pt_start();
+    nvml_open();
+    nvml_agrees("fresh context");
+    CUdeviceptr a, b;
+    CUstream s;
+    ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&a, 10 * MiB), CUDA_SUCCESS);
+    nvml_agrees("10 MiB live");
+    ck_assert_int_eq(cuMemAlloc(&b, 5 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(simcuda_launch(s, b, 1, MiB, 200000), 0);
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+    nvml_agrees("5 MiB freed behind a kernel");
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    nvml_agrees("all freed");
+    size_t fr, total;
+    ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    ck_assert_int_eq(cuStreamDestroy(s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    (void)ctx;
+    nvmlMemory_t m;
+    ck_assert_int_eq(((mem_fn)dlsym(g_nvml, "nvmlDeviceGetMemoryInfo"))(g_dev, &m), NVML_SUCCESS);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -f /dev/shm/simcuda-nvo%d", (int)getpid());
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_msg(m.total == 256 * MiB && m.free <= 124 * MiB,
+                  "no context: free bounded by the device (124 MiB free), got %llu of %llu", m.free,
+                  m.total);
+}
+END_TEST
+
 TCase *pt_tcase_nvml(void)
 {
     TCase *tc = tcase_create("nvml");
@@ -147,5 +207,6 @@ TCase *pt_tcase_nvml(void)
     tcase_add_test(tc, nvml_group_before_cuinit);
     tcase_add_test(tc, nvml_capped_view_agrees_with_meminfo);
     tcase_add_test(tc, nvml_uncapped_passes_through);
+    tcase_add_test(tc, nvml_agrees_when_others_hold_the_device);
     return tc;
 }

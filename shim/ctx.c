@@ -546,6 +546,10 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
     if (c->pool) {
         ga_pool_stats(c->pool, &c->final);
         c->has_final = 1;
+        /* Its live allocations go with it (the driver frees a context's memory): they leave the
+         * process's in-use level, which kept them after a destroy or reset (in_use above
+         * reserved in the totals). */
+        ga_ctx_level_add(c, -(int64_t)c->final.in_use);
         ga_pool_t *p = c->pool;
         __atomic_store_n(&c->pool, NULL, __ATOMIC_RELEASE);
         ga_pool_destroy(p); /* releases through the backend: uncommits every byte */

@@ -254,6 +254,15 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
 #define GA_SUM(name, unit, desc) pool->name += s.name;
         GA_STATS_LIST(GA_SUM)
 #undef GA_SUM
+        if (!alive) {
+            /* What a pool holds now: a destroyed context holds nothing (its entry below still
+             * shows the pool as it was at teardown); counts and peaks stay summed. */
+            pool->in_use_requested -= s.in_use_requested;
+            pool->regions -= s.regions;
+            pool->live -= s.live;
+            pool->va_reserved -= s.va_reserved;
+            pool->kept -= s.kept;
+        }
         pool->largest_free = alive && s.largest_free > largest ? s.largest_free : largest;
         pool->total_free = free_sum + (alive ? s.total_free : 0);
         fprintf(f, "%s\n    {\"device\": %d, \"context\": \"%p\", \"cap\": %llu, \"alive\": %s, "

@@ -301,6 +301,13 @@ START_TEST(refused_calls_counted)
                                        "d['by_api']['cuMemFree'] == {'calls': 4, 'failed': 3, "
                                        "'bytes': 0}") == 0,
                   "the statistics count every refused call: %s", err);
+    /* The warning for refused frees is said once, with what to do (it came at every refused
+     * free: 2,000 lines for a program freeing in a loop). */
+    pt_env("GPUARENA_LOG=warn", NULL);
+    ck_assert_int_eq(pt_run_child(refused_counted_child, NULL, err, sizeof err), 0);
+    const char *first = strstr(err, "refused: ");
+    ck_assert_msg(first && !strstr(first + 1, "refused: ") &&
+                  strstr(err, "free each pointer an allocation returned, once"), "%s", err);
     unlink(stats);
 }
 END_TEST

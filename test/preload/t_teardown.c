@@ -276,6 +276,13 @@ START_TEST(ctx_destroy_counts_pending_frees)
                       "%s: the destroyed context's statistics", modes[m]);
         ck_assert_msg(pt_json_check(stats, "d['totals']['free_calls'] == 2 and "
                                            "d['totals']['pending_bytes'] == 0") == 0, "%s", modes[m]);
+        /* The totals say what the process holds now: nothing, the context and its two live blocks
+         * gone with it (in_use stayed 6 MiB over a reserved of 0, and live and regions counted the
+         * dead pool). Its entry above keeps the pool as it was at teardown. */
+        ck_assert_msg(pt_json_check(stats, "[d['totals'][k] for k in ('in_use', 'reserved', "
+                                           "'live', 'regions', 'in_use_requested')] == [0] * 5 "
+                                           "and d['totals']['peak_in_use'] >= 10 * 2**20") == 0,
+                      "%s: the totals after the destroy", modes[m]);
         unlink(stats);
     }
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -153,8 +154,9 @@ START_TEST(nvml_agrees_when_others_hold_the_device)
     int up[2];
     ck_assert_int_eq(pipe(up), 0);
     pid_t holder = fork();
-    if (holder == 0) { /* another process, uncapped, holding 900 MiB */
+    if (holder == 0) { /* another process, uncapped, holding 900 MiB; gone with the test */
         CUdeviceptr p;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         setenv("GPUARENA_MODE", "platform", 1);
         pt_start();
         char ok = cuMemAlloc(&p, 900 * MiB) == CUDA_SUCCESS ? 'y' : 'n';

@@ -216,18 +216,23 @@ ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream
 /* A free's answer once the lock is let go: the warning if the pool refused it. */
 static _Atomic int ga_told_refused; /* the warning is said once; the rest at level debug */
 
-static CUresult ga_free_refused(CUdeviceptr p, ga_freed_t f)
+/* Once per process, as the out-of-memory explanations: a program freeing in a loop printed it
+ * 2,000 times. Every refused free is counted (by_api's failed). Out of line: the free's hot path
+ * keeps only the test. */
+__attribute__((noinline, cold)) static void ga_free_refused_say(CUdeviceptr p, ga_status_t why)
 {
-    if (GA_UNLIKELY(f.refused != GA_OK)) {
-        /* Once per process, as the out-of-memory explanations: a program freeing in a loop
-         * printed it 2,000 times. Every refused free is counted (by_api's failed). */
-        int first = !atomic_exchange(&ga_told_refused, 1);
-        ga_log(first ? GA_LOG_WARN : GA_LOG_DEBUG, "free of %#llx refused: %s (the pool is "
-               "unchanged); free each pointer an allocation returned, once%s",
-               (unsigned long long)p, ga_status_str(f.refused),
-               first ? " (said once: later refused frees are counted in the statistics' by_api "
-                       "failed, and listed with GPUARENA_LOG=debug)" : "");
-    }
+    int first = !atomic_exchange(&ga_told_refused, 1);
+    ga_log(first ? GA_LOG_WARN : GA_LOG_DEBUG, "free of %#llx refused: %s (the pool is "
+           "unchanged); free each pointer an allocation returned, once%s",
+           (unsigned long long)p, ga_status_str(why),
+           first ? " (said once: later refused frees are counted in the statistics' by_api "
+                   "failed, and listed with GPUARENA_LOG=debug)" : "");
+}
+
+static inline CUresult ga_free_refused(CUdeviceptr p, ga_freed_t f)
+{
+    if (GA_UNLIKELY(f.refused != GA_OK))
+        ga_free_refused_say(p, f.refused);
     return f.r;
 }
 

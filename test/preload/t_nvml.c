@@ -36,6 +36,34 @@ static void nvml_open(void)
     ck_assert_int_eq(handle(0, &g_dev), NVML_SUCCESS);
 }
 
+/* Forks a process holding `bytes` of device memory (in platform mode unless mode says otherwise:
+ * its options are its own, it has not started CUDA yet) until it is killed or the test ends; returns
+ * once it holds them. */
+static pid_t nvml_holder(size_t bytes, const char *mode)
+{
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t holder = fork();
+    if (holder == 0) {
+        CUdeviceptr p;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (mode)
+            setenv("GPUARENA_MODE", mode, 1);
+        pt_start();
+        char ok = cuMemAlloc(&p, bytes) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_int_eq(ok, 'y');
+    close(up[0]);
+    close(up[1]);
+    return holder;
+}
+
 /* Every path's answer equals cuMemGetInfo's. */
 static void nvml_agrees(const char *when)
 {
@@ -113,21 +141,7 @@ START_TEST(nvml_group_before_cuinit)
     snprintf(gdir, sizeof gdir, "GPUARENA_GROUP_DIR=%s", dir);
     pt_env(shared, group, gdir, "GPUARENA_LIMIT=1GiB", "GPUARENA_MODE=platform",
            "SIMCUDA_TOTAL_MEM=4GiB", NULL);
-    int up[2];
-    ck_assert_int_eq(pipe(up), 0);
-    pid_t holder = fork();
-    if (holder == 0) {
-        CUdeviceptr p;
-        pt_start();
-        char ok = cuMemAlloc(&p, 300 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
-    }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
-    ck_assert_int_eq(ok, 'y');
+    pid_t holder = nvml_holder(300 * MiB, NULL);
     nvml_open();
     nvmlMemory_t m;
     ck_assert_int_eq(((mem_fn)dlsym(RTLD_DEFAULT, "nvmlDeviceGetMemoryInfo"))(g_dev, &m), NVML_SUCCESS);
@@ -151,23 +165,7 @@ START_TEST(nvml_agrees_when_others_hold_the_device)
     char shared[64];
     snprintf(shared, sizeof shared, "SIMCUDA_SHARED=nvo%d", (int)getpid());
     pt_env(shared, "SIMCUDA_TOTAL_MEM=1GiB", NULL);
-    int up[2];
-    ck_assert_int_eq(pipe(up), 0);
-    pid_t holder = fork();
-    if (holder == 0) { /* another process, uncapped, holding 900 MiB; gone with the test */
-        CUdeviceptr p;
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        setenv("GPUARENA_MODE", "platform", 1);
-        pt_start();
-        char ok = cuMemAlloc(&p, 900 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
-    }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
-    ck_assert_int_eq(ok, 'y');
+    pid_t holder = nvml_holder(900 * MiB, "platform"); /* another process, uncapped */
     pt_env("GPUARENA_LIMIT=256MiB", "GPUARENA_MODE=grow", NULL);
     CUcontext ctx = pt_start();
     nvml_open();

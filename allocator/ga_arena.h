@@ -120,6 +120,8 @@ ga_status_t ga_lookup(ga_arena_t *arena, uintptr_t ptr, uintptr_t *base, size_t 
  * (interior, free, not this arena's) or a NULL arena. One probe of the live table: a free that
  * must know the size before it frees (the shim's, which queues it) asks this, not ga_lookup. */
 size_t ga_live_size(const ga_arena_t *arena, uintptr_t ptr);
+/* The number of live allocations; the first `max` of their bases (in no order) go to out. */
+size_t ga_live_bases(const ga_arena_t *arena, uintptr_t *out, size_t max);
 /* Non-zero if ptr lies inside any region of this arena (live, free or interior). */
 int ga_owns(const ga_arena_t *arena, uintptr_t ptr);
 /* Releases every completely free region; returns the bytes released. */

@@ -123,6 +123,9 @@ ga_status_t ga_pool_lookup(const ga_pool_t *pool, uintptr_t ptr, uintptr_t *base
 size_t ga_pool_live_size(const ga_pool_t *pool, uintptr_t ptr);
 /* Non-zero if ptr lies in memory this pool holds (live, free or interior; platform: live only). */
 int ga_pool_owns(const ga_pool_t *pool, uintptr_t ptr);
+/* The number of live allocations; the first `max` of their bases (in no order) go to out. Not for
+ * a hot path: it walks every live table (the shim frees what a destroyed context leaves). */
+size_t ga_pool_live_bases(const ga_pool_t *pool, uintptr_t *out, size_t max);
 /* Gives back what is held and idle: empty regions (arena, grow; a preallocated region with
  * nothing live is taken again at the next allocation), kept granules (vmm). Returns bytes. */
 size_t ga_pool_trim(ga_pool_t *pool);

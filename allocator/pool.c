@@ -156,6 +156,31 @@ int ga_pool_owns(const ga_pool_t *p, uintptr_t ptr)
     return ga_owns(p->arena, ptr);
 }
 
+typedef struct bases_job {
+    uintptr_t *out;
+    size_t max, n;
+} bases_job_t;
+
+static void base_of_entry(void *arg, const ga_pentry_t *e)
+{
+    bases_job_t *j = arg;
+    if (j->n++ < j->max)
+        j->out[j->n - 1] = (uintptr_t)e->key;
+}
+
+size_t ga_pool_live_bases(const ga_pool_t *p, uintptr_t *out, size_t max)
+{
+    if (!p)
+        return 0;
+    if (p->mode == GA_MODE_VMM)
+        return ga_vmm_live_bases(p, out, max);
+    if (p->mode != GA_MODE_PLATFORM)
+        return ga_live_bases(p->arena, out, max);
+    bases_job_t j = {out, max, 0};
+    ga_ptrmap_each(&p->table, base_of_entry, &j);
+    return j.n;
+}
+
 size_t ga_pool_trim(ga_pool_t *p)
 {
     if (!p || p->mode == GA_MODE_PLATFORM)

@@ -55,6 +55,7 @@ GA_MODE_FN ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size);
 GA_MODE_FN ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, size_t *size);
 GA_MODE_FN size_t ga_vmm_live_size(const ga_pool_t *p, uintptr_t ptr);
 size_t ga_vmm_trim(ga_pool_t *p);
+size_t ga_vmm_live_bases(const ga_pool_t *p, uintptr_t *out, size_t max);
 int ga_vmm_fits(ga_pool_t *p, size_t size);
 void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out);
 int ga_vmm_check(const ga_pool_t *p, char *report, size_t len);

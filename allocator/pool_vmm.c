@@ -1230,6 +1230,17 @@ size_t ga_vmm_live_size(const ga_pool_t *p, uintptr_t ptr)
     return ar ? ga_live_size(ar->arena, ptr) : 0;
 }
 
+size_t ga_vmm_live_bases(const ga_pool_t *p, uintptr_t *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->vmm->nareas; i++) {
+        size_t got = ga_live_bases(p->vmm->area[i].arena, out ? out + (n < max ? n : max) : NULL,
+                                   n < max ? max - n : 0);
+        n += got;
+    }
+    return n;
+}
+
 /* Kept granules back to the device, then the areas' empty regions back to the parent (address
  * space only, not counted). */
 size_t ga_vmm_trim(ga_pool_t *p)

@@ -314,6 +314,17 @@ size_t ga_live_size(const ga_arena_t *a, uintptr_t p)
     return c ? c->size : 0;
 }
 
+size_t ga_live_bases(const ga_arena_t *a, uintptr_t *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; a && a->live.slots && i <= a->live.mask; i++) {
+        const ga_chunk_t *c = a->live.slots[i].chunk;
+        if (c && n++ < max)
+            out[n - 1] = c->base;
+    }
+    return n;
+}
+
 size_t ga_trim(ga_arena_t *a)
 {
     return a ? ga_release_empty(a) : 0;

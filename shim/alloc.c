@@ -85,8 +85,16 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         c->counts.true_oom_failures += oom.frag == 0;
     }
     ga_count_alloc(&c->counts, api, size, r == CUDA_SUCCESS, t0);
-    if (r == CUDA_SUCCESS)
-        ga_ctx_level_add(c, (int64_t)(got ? got : ga_round(size)));
+    if (r == CUDA_SUCCESS) {
+        uint64_t held = got ? got : ga_round(size);
+        ga_ctx_level_add(c, (int64_t)held);
+        /* Recorded: the driver keeps such memory past cuCtxDestroy, and so must the pool
+         * (ctx.c, ga_ctx_orphan). Without host memory for the record the block is served as
+         * any other and goes with its context, as before. */
+        if (async && ga_ptrmap_put(&c->async, &(ga_pentry_t){.key = p, .size = held}) != 0)
+            ga_log(GA_LOG_DEBUG, "no host memory to record the stream-ordered block at %#llx",
+                   (unsigned long long)p);
+    }
     ga_mutex_unlock(&c->lock);
     if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)p;
@@ -199,6 +207,8 @@ ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream
     }
     if (st != GA_OK)
         return (ga_freed_t){CUDA_ERROR_INVALID_VALUE, st};
+    if (GA_UNLIKELY(c->async.count))
+        ga_ptrmap_take(&c->async, p, NULL);
     ga_ctx_level_add(c, -(int64_t)size);
     ga_count_free(&c->counts, api, t0);
     if (ga_timing && ga_opt.stats && ga_pool_mode(c->pool) != GA_MODE_PLATFORM) {
@@ -243,8 +253,9 @@ typedef struct ga_free_job {
     uint64_t t0;
     CUresult (*real_free)(CUdeviceptr, CUstream); /* non-NULL: the stream-ordered call */
     CUstream s;
-    int synced;               /* the stream was synchronised (platform memory, async free) */
-    int platform_async;       /* out: platform memory freed async: synchronise the stream first */
+    int synced;               /* the stream (or, for cuMemFree, the context) was synchronised */
+    int sync_first;           /* out: synchronise first without the lock, then free: platform
+                                 memory freed async, or any free of an orphan pool's block */
     ga_ctx_t *owner;          /* out */
     ga_pentry_t gone;         /* out: the pass-through record the driver let go */
     int gone_later;           /* out: freed async, its bytes held until the stream passes it */
@@ -265,8 +276,17 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
         }
         return r;
     }
+    if (GA_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed))) {
+        /* An orphan pool's block (ctx.c): its granules go back at the free, so the device must
+         * have passed the free first. */
+        if (!j->synced) {
+            j->sync_first = 1;
+            return CUDA_SUCCESS;
+        }
+        return ga_orphan_free(c, j->p, j->api, j->t0, &j->refused);
+    }
     if (j->real_free && !j->synced && ga_pool_mode(c->pool) == GA_MODE_PLATFORM) {
-        j->platform_async = 1; /* the stream is synchronised without the lock, then again */
+        j->sync_first = 1; /* the stream is synchronised without the lock, then again */
         return CUDA_SUCCESS;
     }
     /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation). */
@@ -287,10 +307,15 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     ga_free_job_t j = {.p = p, .api = api, .t0 = ga_timing ? ga_now() : 0, .real_free = real_free,
                        .s = s, .refused = GA_OK};
     int r = p ? ga_with_owner((uintptr_t)p, ga_free_owned, &j, GA_NO_OWNER) : GA_NO_OWNER;
-    if (r == CUDA_SUCCESS && j.platform_async) {
+    if (r == CUDA_SUCCESS && j.sync_first) {
         /* Platform memory is the driver's: synchronise the stream (refused as the driver refuses
-         * an unknown stream, the allocation kept), then the driver's own free. */
-        r = ga_real.cuStreamSynchronize ? ga_real.cuStreamSynchronize(s) : CUDA_SUCCESS;
+         * an unknown stream, the allocation kept), then the driver's own free. An orphan's block
+         * freed with cuMemFree waits for the current context, if any (its own context's work
+         * was waited for when it was destroyed). */
+        if (real_free)
+            r = ga_real.cuStreamSynchronize ? ga_real.cuStreamSynchronize(s) : CUDA_SUCCESS;
+        else
+            r = ga_current() && ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
         j.synced = 1;
         if (r == CUDA_SUCCESS)
             r = ga_with_owner((uintptr_t)p, ga_free_owned, &j, CUDA_ERROR_INVALID_VALUE);

@@ -517,6 +517,82 @@ int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free
     return 0;
 }
 
+/* Stream-ordered allocations the pool served, live at c's teardown (c->lock held, the pool's final
+ * figures taken): the driver would keep them ("cuCtxDestroy() will not destroy memory allocations
+ * by ... cuMemAllocAsync()", above), and the program may go on using and freeing them. In vmm mode
+ * the pool's range and granules are the process's, not the context's, so the pool stays as an
+ * orphan holding those blocks alone: every other live block is freed, idle granules given back,
+ * and the pool goes with the last of them (ga_orphan_free). In arena and grow modes the pool's
+ * memory is the context's own and the driver frees it: said, since a later use or free of those
+ * pointers reaches whatever is allocated there next. Returns the bytes the orphan keeps live, or
+ * 0 when the pool goes now. */
+static uint64_t ga_ctx_orphan(ga_ctx_t *c, int driver_gone)
+{
+    uint64_t kept = 0;
+    ga_ptrmap_t *as = &c->async;
+    for (size_t i = 0; as->slots && i <= as->mask; i++)
+        kept += as->slots[i].key ? as->slots[i].size : 0;
+    if (!as->count || driver_gone == 2)
+        return 0;
+    if (ga_pool_mode(c->pool) != GA_MODE_VMM) {
+        ga_log(GA_LOG_WARN, "context %p destroyed with %zu stream-ordered allocation%s (%llu bytes) "
+               "of its %s pool live: the driver keeps such memory past cuCtxDestroy, but here it "
+               "goes with the context's pool, and a later use or free of those pointers reaches "
+               "whatever is allocated there next; run with GPUARENA_MODE=vmm or platform, which "
+               "keep them", (void *)c->ctx, as->count, as->count == 1 ? "" : "s",
+               (unsigned long long)kept, ga_mode_name(ga_pool_mode(c->pool)));
+        return 0;
+    }
+    size_t n = ga_pool_live_bases(c->pool, NULL, 0);
+    uintptr_t *bases = malloc((n ? n : 1) * sizeof *bases);
+    if (!bases) {
+        ga_log(GA_LOG_WARN, "context %p destroyed with stream-ordered allocations live: out of "
+               "host memory to keep them; they go with the context", (void *)c->ctx);
+        return 0;
+    }
+    n = ga_pool_live_bases(c->pool, bases, n);
+    for (size_t i = 0; i < n; i++)
+        if (!ga_ptrmap_get(as, bases[i]))
+            ga_pool_free(c->pool, bases[i], NULL);
+    free(bases);
+    ga_pool_trim(c->pool);
+    ga_log(GA_LOG_DEBUG, "context %p destroyed: its vmm pool kept for %zu stream-ordered "
+           "allocation%s (%llu bytes) until they are freed", (void *)c->ctx, as->count,
+           as->count == 1 ? "" : "s", (unsigned long long)kept);
+    atomic_store(&c->orphan, 1);
+    return kept;
+}
+
+/* ga_free_owned's free of a block an orphan pool keeps (c->lock held, c an orphan, the device past
+ * the program's free: the caller synchronised it). Nothing will be allocated there again, so the
+ * block's granules go back at once, and the pool with its last block. */
+CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga_status_t *refused)
+{
+    const ga_pentry_t *e = ga_ptrmap_get(&c->async, p);
+    uint64_t size = e ? e->size : 0;
+    /* (no size asked of the pool: every pool free of the shim passes NULL, which link-time
+     * optimisation turns into a cheaper arena free, 5 instructions a pair) */
+    ga_status_t st = e ? ga_pool_free(c->pool, p, NULL) : GA_EDOUBLE;
+    if (st != GA_OK) {
+        *refused = st; /* an interior pointer, or a block freed already (with its context) */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    ga_ptrmap_take(&c->async, p, NULL);
+    ga_ctx_level_add(c, -(int64_t)size);
+    ga_count_free(&c->counts, api, t0);
+    ga_pool_trim(c->pool);
+    if (!c->async.count) {
+        ga_pool_stats(c->pool, &c->final);
+        ga_pool_t *pool = c->pool;
+        __atomic_store_n(&c->pool, NULL, __ATOMIC_RELEASE);
+        atomic_store(&c->orphan, 0);
+        ga_pool_destroy(pool); /* the range back to the driver */
+        ga_ptrmap_fini(&c->async);
+        memset(&c->async, 0, sizeof c->async);
+    }
+    return CUDA_SUCCESS;
+}
+
 /* A context is going away: give back its pool (to the driver unless the driver already freed it)
  * and its pass-through memory, and never match it again. All under its lock, so no allocation can
  * slip in between: a thread that held c before sees `dead` once it gets the lock. */
@@ -546,13 +622,22 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
     if (c->pool) {
         ga_pool_stats(c->pool, &c->final);
         c->has_final = 1;
+        uint64_t kept = ga_ctx_orphan(c, driver_gone);
         /* Its live allocations go with it (the driver frees a context's memory): they leave the
          * process's in-use level, which kept them after a destroy or reset (in_use above
-         * reserved in the totals). */
-        ga_ctx_level_add(c, -(int64_t)c->final.in_use);
-        ga_pool_t *p = c->pool;
-        __atomic_store_n(&c->pool, NULL, __ATOMIC_RELEASE);
-        ga_pool_destroy(p); /* releases through the backend: uncommits every byte */
+         * reserved in the totals); those an orphan pool keeps leave it when they are freed. */
+        ga_ctx_level_add(c, -(int64_t)(c->final.in_use - kept));
+        if (kept) {
+            c->driver_gone = 1; /* its handle is gone: no driver call names it from now on */
+        } else {
+            ga_pool_t *p = c->pool;
+            __atomic_store_n(&c->pool, NULL, __ATOMIC_RELEASE);
+            ga_pool_destroy(p); /* releases through the backend: uncommits every byte */
+        }
+    }
+    if (!atomic_load(&c->orphan)) {
+        ga_ptrmap_fini(&c->async);
+        memset(&c->async, 0, sizeof c->async);
     }
     for (size_t i = 0; c->pass.slots && i <= c->pass.mask; i++) {
         const ga_pentry_t *e = &c->pass.slots[i];
@@ -585,11 +670,11 @@ static void ga_ctx_drop_all(CUcontext ctx, int driver_gone)
  * and only when there is none whether ptr lies in its memory at all. */
 static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int *answer)
 {
-    if (atomic_load_explicit(&c->dead, memory_order_acquire))
+    if (atomic_load_explicit(&c->dead, memory_order_acquire) && !atomic_load(&c->orphan))
         return 0;
     int held = 0;
     ga_mutex_lock(&c->lock);
-    if (!atomic_load(&c->dead)) {
+    if (!atomic_load(&c->dead) || atomic_load(&c->orphan)) {
         ga_owner_t o = {0, 0};
         if (c->pool && ((o.live_size = ga_pool_live_size(c->pool, ptr)) != 0 ||
                         ga_pool_owns(c->pool, ptr))) {
@@ -717,6 +802,7 @@ void ga_ctx_fork_child(void)
         if (c->pool)
             ga_pool_destroy(c->pool);
         ga_ptrmap_fini(&c->pass);
+        ga_ptrmap_fini(&c->async);
         free(c);
         c = next;
     }

@@ -271,6 +271,9 @@ typedef struct ga_ctx {
     ga_mutex_t lock;         /* guards everything below (mutex.h) */
     ga_pool_t *pool;         /* made at the first allocation; read unlocked only by ga_ctx_peek */
     ga_ptrmap_t pass;        /* pass-through allocations: key pointer, size, aux api */
+    ga_ptrmap_t async;       /* stream-ordered allocations the pool served, live: key pointer,
+                                size (the driver keeps such memory past cuCtxDestroy: ctx.c) */
+    _Atomic int orphan;      /* dead, but its vmm pool kept for those until they are freed */
     int unfenced;            /* a chunk came back unfenced (GPUARENA_FREE_SYNC=none) since the
                                 context was last synchronised: vmm must sync before it unmaps */
     ga_counts_t counts;
@@ -358,6 +361,10 @@ typedef int (*ga_owner_fn)(ga_ctx_t *c, const ga_owner_t *o, void *arg);
  * pool or pass-through table holds ptr, and returns fn's answer; `none` when no context holds it.
  * fn must not take another context's lock. */
 int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none);
+/* A destroyed context's vmm pool kept for its stream-ordered blocks (ga_ctx_t.orphan) is found by
+ * ga_with_owner too; this frees one of those blocks (c->lock held, the device past the free):
+ * CUDA_SUCCESS, or CUDA_ERROR_INVALID_VALUE with *refused saying why. */
+CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga_status_t *refused);
 /* Gives back idle memory of every pool on dev (before an out-of-memory is reported), one context
  * lock at a time: the caller holds none. Returns the bytes given back. */
 size_t ga_dev_trim(int dev);

@@ -222,8 +222,10 @@ static void ga_counts_add(ga_counts_t *sum, const ga_counts_t *c)
 }
 
 /* ---- JSON ---- */
-/* A context's figures: its pool's (live, or as they were when the context died) and its counts. */
-static void ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_counts_t *cn, int *alive)
+/* A context's figures: its pool's (live, or as they were when the context died) and its counts;
+ * *holds: its pool still holds memory (alive, or a dead context's vmm pool kept for stream-ordered
+ * blocks, whose figures are then the pool's now). */
+static void ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_counts_t *cn, int *alive, int *holds)
 {
     ga_mutex_lock(&c->lock);
     if (c->pool)
@@ -234,6 +236,7 @@ static void ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_counts_t *cn, int *al
         memset(s, 0, sizeof *s);
     *cn = c->counts;
     *alive = !atomic_load(&c->dead);
+    *holds = *alive || atomic_load(&c->orphan);
     ga_mutex_unlock(&c->lock);
 }
 
@@ -247,14 +250,14 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
     for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
         ga_stats_t s;
         ga_counts_t cn;
-        int alive;
-        ga_ctx_snapshot(c, &s, &cn, &alive);
+        int alive, holds;
+        ga_ctx_snapshot(c, &s, &cn, &alive, &holds);
         ga_counts_add(counts, &cn);
         uint64_t largest = pool->largest_free, free_sum = pool->total_free;
 #define GA_SUM(name, unit, desc) pool->name += s.name;
         GA_STATS_LIST(GA_SUM)
 #undef GA_SUM
-        if (!alive) {
+        if (!holds) {
             /* What a pool holds now: a destroyed context holds nothing (its entry below still
              * shows the pool as it was at teardown); counts and peaks stay summed. */
             pool->in_use_requested -= s.in_use_requested;

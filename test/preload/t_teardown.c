@@ -288,6 +288,52 @@ START_TEST(ctx_destroy_counts_pending_frees)
 }
 END_TEST
 
+/* A context destroyed with a stream-ordered block its pool served, live; arg: statistics file. */
+static void destroy_pool_async_child(void *arg)
+{
+    (void)arg;
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr a, b;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&ctx, NULL, 0, dev) ||
+        cuMemAllocAsync(&a, 1 * MiB, NULL) || cuMemAllocAsync(&b, 2 * MiB, NULL) ||
+        cuMemFreeAsync(b, NULL) || cuCtxDestroy(ctx))
+        exit(2);
+    exit(0);
+}
+
+/* In arena and grow modes the pool's memory is the context's, so the block cannot outlive it as
+ * the driver's would: said at the destroy, with the way out. In vmm mode the pool keeps it: the
+ * statistics count the kept block as held (the totals' live 1 and in_use 1 MiB, the context's
+ * entry its pool now), and nothing is said at the default level. */
+START_TEST(ctx_destroy_says_async_blocks_go)
+{
+    static const char *const modes[] = {"arena", "grow", "vmm"};
+    for (int m = 0; m < 3; m++) {
+        char stats[] = "/tmp/gpuarena-teardown-XXXXXX", senv[128], menv[64], err[4096];
+        close(mkstemp(stats));
+        snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+        snprintf(menv, sizeof menv, "GPUARENA_MODE=%s", modes[m]);
+        pt_env("SIMCUDA_TOTAL_MEM=1GiB", senv, menv, NULL);
+        int rc = pt_run_child(destroy_pool_async_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: step %d; %s", modes[m], rc, err);
+        if (m < 2) {
+            ck_assert_msg(strstr(err, "destroyed with 1 stream-ordered allocation (1048576 bytes)") &&
+                          strstr(err, "GPUARENA_MODE=vmm or platform"), "%s: %s", modes[m], err);
+            ck_assert_msg(pt_json_check(stats, "d['totals']['live'] == 0 and "
+                                               "d['totals']['in_use'] == 0") == 0, "%s", modes[m]);
+        } else {
+            ck_assert_msg(!strstr(err, "stream-ordered"), "vmm: %s", err);
+            ck_assert_msg(pt_json_check(stats, "d['totals']['live'] == 1 and "
+                                               "d['totals']['in_use'] == 2**20 and "
+                                               "[(e['alive'], e['live']) for e in d['devices']] == "
+                                               "[(False, 1)]") == 0, "vmm: the kept block");
+        }
+        unlink(stats);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_teardown(void)
 {
     TCase *tc = tcase_create("teardown");
@@ -301,5 +347,6 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, ctx_destroy_refused_keeps_pool);
     tcase_add_test(tc, ctx_destroy_keeps_async_memory_counted);
     tcase_add_test(tc, ctx_destroy_counts_pending_frees);
+    tcase_add_test(tc, ctx_destroy_says_async_blocks_go);
     return tc;
 }

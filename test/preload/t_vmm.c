@@ -362,6 +362,88 @@ START_TEST(vmm_ctx_destroy_takes_range)
 }
 END_TEST
 
+/* Stream-ordered memory outlives its context under the driver ("cuCtxDestroy() will not destroy
+ * memory allocations by ... cuMemAllocAsync()"), and in vmm mode it does when the pool served it:
+ * the destroyed context's pool keeps those blocks alone (the plain block's granules go back at the
+ * destroy), a new context never gets their addresses, their data and queries stay, and the pool's
+ * range goes with the last of them. Before, the new context's first block was the old pointer:
+ * the program's write through the old pointer landed in it, and its free freed it. */
+START_TEST(vmm_ctx_destroy_keeps_async_blocks)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUdevice dev;
+    CUcontext c1, c2;
+    CUdeviceptr a, a2, plain, b, base = 0;
+    size_t size = 0;
+    unsigned char back[4096];
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&c1, NULL, 0, dev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAllocAsync(&a, 4096, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAllocAsync(&a2, 3 * MiB, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&plain, 16 * MiB), CUDA_SUCCESS); /* left live: it goes */
+    ck_assert_int_eq(cuMemsetD8(a, 0x11, 4096), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    uint64_t before = pt_counters().vmm_bytes_in_use;
+    ck_assert_int_eq(cuCtxDestroy(c1), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_le(c.vmm_bytes_in_use, before - 16 * MiB); /* the plain block's granules */
+    ck_assert_uint_ge(c.vmm_bytes_in_use, 4 * MiB);           /* a's and a2's stay mapped */
+    ck_assert_uint_gt(c.vmm_reserved_bytes, 0);
+
+    ck_assert_int_eq(cuCtxCreate(&c2, NULL, 0, dev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, 4096), CUDA_SUCCESS);
+    ck_assert(b != a && (b + 4096 <= a2 || b >= a2 + 3 * MiB));
+    ck_assert_int_eq(cuMemsetD8(b, 0x22, 4096), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemcpyDtoH(back, a, sizeof back), CUDA_SUCCESS);
+    for (size_t i = 0; i < sizeof back; i++)
+        ck_assert_uint_eq(back[i], 0x11);
+    ck_assert_int_eq(cuMemGetAddressRange(&base, &size, a + 100), CUDA_SUCCESS);
+    ck_assert(base == a && size == 4096);
+    ck_assert_int_eq(cuMemFree(plain), CUDA_ERROR_INVALID_VALUE); /* went with its context */
+    ck_assert_int_eq(cuMemFreeAsync(a + 100, NULL), CUDA_ERROR_INVALID_VALUE); /* interior */
+    ck_assert_int_eq(cuMemFreeAsync(a, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFreeAsync(a, NULL), CUDA_ERROR_INVALID_VALUE); /* freed twice */
+    ck_assert_int_eq(cuMemcpyDtoH(back, b, sizeof back), CUDA_SUCCESS);
+    ck_assert_uint_eq(back[0], 0x22);
+    uint64_t reserved = pt_counters().vmm_reserved_bytes;
+    ck_assert_int_eq(cuMemFree(a2), CUDA_SUCCESS); /* the last: the old range goes */
+    c = pt_counters();
+    ck_assert_uint_lt(c.vmm_reserved_bytes, reserved);
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(c2), CUDA_SUCCESS);
+    c = pt_counters();
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
+}
+END_TEST
+
+/* The same through a primary context's reset. */
+START_TEST(vmm_primary_reset_keeps_async_blocks)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr a, b;
+    unsigned char back[64];
+    ck_assert_int_eq(cuMemAllocAsync(&a, 1 * MiB, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(a, 0x33, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
+    ck_assert_uint_gt(pt_counters().vmm_bytes_in_use, 0);
+    pt_start();
+    ck_assert_int_eq(cuMemAlloc(&b, 1 * MiB), CUDA_SUCCESS);
+    ck_assert(b != a);
+    ck_assert_int_eq(cuMemsetD8(b, 0x44, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemcpyDtoH(back, a, sizeof back), CUDA_SUCCESS);
+    ck_assert_uint_eq(back[63], 0x33);
+    ck_assert_int_eq(cuMemFreeAsync(a, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
+}
+END_TEST
+
 START_TEST(vmm_primary_reset_takes_range)
 {
     pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -465,6 +547,8 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_fork);
     tcase_add_test(tc, vmm_churn_under_small_cap);
     tcase_add_test(tc, vmm_address_space_refused);
+    tcase_add_test(tc, vmm_ctx_destroy_keeps_async_blocks);
+    tcase_add_test(tc, vmm_primary_reset_keeps_async_blocks);
     tcase_add_test(tc, vmm_first_range_smaller_when_refused);
     return tc;
 }

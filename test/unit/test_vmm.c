@@ -266,6 +266,24 @@ START_TEST(vmm_replacement_reuses_freed_granules)
 }
 END_TEST
 
+/* ga_pool_live_bases gives exactly the n bases of want (any order), and no more than it is given
+ * room for while still counting every one. */
+static void bases_are(const ga_pool_t *p, const uintptr_t *want, size_t n)
+{
+    uintptr_t got[16] = {0};
+    ck_assert_uint_le(n, 15);
+    ck_assert_uint_eq(ga_pool_live_bases(p, NULL, 0), n);
+    ck_assert_uint_eq(ga_pool_live_bases(p, got, n ? n - 1 : 0), n);
+    ck_assert_uint_eq(got[n ? n - 1 : 0], 0); /* room for n - 1: the last slot untouched */
+    ck_assert_uint_eq(ga_pool_live_bases(p, got, 16), n);
+    for (size_t i = 0; i < n; i++) {
+        int found = 0;
+        for (size_t k = 0; k < n; k++)
+            found += got[k] == want[i];
+        ck_assert_msg(found == 1, "base %#lx listed %d times", (unsigned long)want[i], found);
+    }
+}
+
 START_TEST(vmm_lookup_and_bad_frees)
 {
     vfake_t f;
@@ -305,6 +323,8 @@ START_TEST(vmm_lookup_and_bad_frees)
     ga_stats_t s;
     ga_pool_stats(p, &s);
     ck_assert_uint_eq(s.live, 4);
+    bases_are(p, (uintptr_t[]){a[0], a[2], a[4], a[5]}, 4); /* over the areas */
+    ck_assert_uint_eq(ga_pool_live_bases(NULL, NULL, 0), 0);
     ck_assert_uint_eq(s.allocs, 6);
     ck_assert_uint_eq(s.frees, 2);
     char map[4096];
@@ -361,6 +381,7 @@ START_TEST(pool_live_size_every_mode)
             ck_assert_uint_eq(ga_pool_live_size(p, a[i]), 0);
         }
         ck_assert_uint_eq(ga_pool_live_size(p, a[3]), 70144);
+        bases_are(p, (uintptr_t[]){a[1], a[3]}, 2);
         POOL_HEALTHY(p);
         ga_pool_destroy(p);
     }

@@ -91,7 +91,8 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         /* Recorded: the driver keeps such memory past cuCtxDestroy, and so must the pool
          * (ctx.c, ga_ctx_orphan). Without host memory for the record the block is served as
          * any other and goes with its context, as before. */
-        if (async && ga_ptrmap_put(&c->async, &(ga_pentry_t){.key = p, .size = held}) != 0)
+        if (async && ga_ptrmap_put(&c->async, &(ga_pentry_t){.key = p, .size = held,
+                                                              .aux = ga_round(size)}) != 0)
             ga_log(GA_LOG_DEBUG, "no host memory to record the stream-ordered block at %#llx",
                    (unsigned long long)p);
     }

@@ -61,6 +61,15 @@ static int ga_range_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
     ga_status_t st = ga_pool_lookup(c->pool, j->p, j->base, j->size);
     if (st == GA_OK && ga_fence_is_pending(c, *j->base))
         st = GA_ENOTOWNED; /* freed by the program, waiting for the device */
+    const ga_pentry_t *e = st == GA_OK && c->async.count ? ga_ptrmap_get(&c->async, *j->base) : NULL;
+    if (e && e->aux < *j->size) {
+        /* A chunk handed over whole to a smaller stream-ordered allocation (fence.c): the
+         * allocation is what the program asked for; the rest is no allocation's. */
+        if (j->p - *j->base < e->aux)
+            *j->size = (size_t)e->aux;
+        else
+            st = GA_ENOTOWNED;
+    }
     if (st != GA_OK)
         *j->base = 0, *j->size = 0;
     return st == GA_OK ? 1 : -1;

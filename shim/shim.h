@@ -272,7 +272,9 @@ typedef struct ga_ctx {
     ga_pool_t *pool;         /* made at the first allocation; read unlocked only by ga_ctx_peek */
     ga_ptrmap_t pass;        /* pass-through allocations: key pointer, size, aux api */
     ga_ptrmap_t async;       /* stream-ordered allocations the pool served, live: key pointer,
-                                size (the driver keeps such memory past cuCtxDestroy: ctx.c) */
+                                size held, aux the size asked for, rounded (less than size for a
+                                chunk handed over whole, fence.c); the driver keeps such memory
+                                past cuCtxDestroy (ctx.c) */
     _Atomic int orphan;      /* dead, but its vmm pool kept for those until they are freed */
     int unfenced;            /* a chunk came back unfenced (GPUARENA_FREE_SYNC=none) since the
                                 context was last synchronised: vmm must sync before it unmaps */

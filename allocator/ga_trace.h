@@ -93,6 +93,8 @@ typedef struct ga_trace {
     size_t cap;
     uint64_t start_unix_ns;
     size_t truncated_bytes; /* bytes of an incomplete last record that were ignored */
+    size_t open_last_line;  /* a CSV whose last row has no line end: its line number (a file cut
+                               short there reads as a row with its last number cut), else 0 */
 } ga_trace_t;
 
 void ga_trace_init(ga_trace_t *t);

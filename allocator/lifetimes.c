@@ -117,11 +117,12 @@ static int push_row(row_t **rows, size_t *n, size_t *cap, const row_t *r)
 }
 
 /* Reads and validates every data row. The header must be exactly id,lower,upper,size. */
-static int read_rows(FILE *f, const char *path, row_t **rows, size_t *n, char *err,
-                     size_t errlen)
+static int read_rows(FILE *f, const char *path, row_t **rows, size_t *n, size_t *open_line,
+                     char *err, size_t errlen)
 {
     char buf[512];
     size_t cap = 0, lineno = 0;
+    *open_line = 0;
     int header = 0;
     for (;;) {
         /* Filled with newlines first, so the last NUL is the one fgets ended the line with: one
@@ -136,7 +137,8 @@ static int read_rows(FILE *f, const char *path, row_t **rows, size_t *n, char *e
             end--;
         if (strlen(buf) < end)
             return ga_errorf(err, errlen, "%s:%zu: a NUL byte; not a text CSV", path, lineno);
-        if (!strchr(buf, '\n') && !feof(f))
+        int ended = strchr(buf, '\n') != NULL;
+        if (!ended && !feof(f))
             return ga_errorf(err, errlen, "%s:%zu: line too long", path, lineno);
         char *s = trim(buf);
         if (lineno == 1 && strncmp(s, "\xef\xbb\xbf", 3) == 0) /* a UTF-8 byte order mark */
@@ -157,6 +159,7 @@ static int read_rows(FILE *f, const char *path, row_t **rows, size_t *n, char *e
             return ga_errorf(err, errlen, "%s:%zu: %s", path, lineno, why);
         if (push_row(rows, n, &cap, &r) != 0)
             return ga_errorf(err, errlen, "%s: out of memory", path);
+        *open_line = ended ? 0 : lineno;
     }
     if (ferror(f))
         return ga_errorf(err, errlen, "%s: read error: %s", path, strerror(errno));
@@ -235,8 +238,8 @@ int ga_lifetimes_read(const char *path, ga_trace_t *out, char *err, size_t errle
     if (!f)
         return ga_errorf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     row_t *rows = NULL;
-    size_t n = 0;
-    int rc = read_rows(f, path, &rows, &n, err, errlen);
+    size_t n = 0, open_line = 0;
+    int rc = read_rows(f, path, &rows, &n, &open_line, err, errlen);
     fclose(f);
     if (rc == 0)
         rc = check_unique(rows, n, path, err, errlen);
@@ -244,6 +247,8 @@ int ga_lifetimes_read(const char *path, ga_trace_t *out, char *err, size_t errle
         ga_trace_free(out);
         rc = ga_errorf(err, errlen, "%s: out of memory for %zu events", path, 2 * n);
     }
+    if (rc == 0)
+        out->open_last_line = open_line;
     free(rows);
     return rc;
 }

@@ -387,6 +387,10 @@ static int load(options_t *o, ga_trace_t *t)
         fprintf(stderr, "gpuarena: %s\n", err);
         return rc;
     }
+    if (t->open_last_line)
+        fprintf(stderr, "gpuarena: %s:%zu: the last row has no line end; if the file was cut "
+                "short there, its last number is cut too (check the row against the source)\n",
+                o->path, t->open_last_line);
     if (pick_device(o, t) != 0) {
         ga_trace_free(t);
         return -1;

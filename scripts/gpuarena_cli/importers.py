@@ -18,6 +18,7 @@ import math
 import os
 import re
 import stat
+import sys
 import zlib
 
 from . import GaError, UsageError
@@ -333,13 +334,20 @@ def _csv_rows(path, expected):
         if norm != [x.lower() for x in expected]:
             raise GaError(f"{path}: first line is {','.join(header) if header else 'empty'!s}, "
                           f"expected the header {','.join(expected)}")
+        last = 0
         for n, row in enumerate(reader, start=2):
             if not row or all(not c.strip() for c in row):
                 continue
             if len(row) != len(expected):
                 raise GaError(f"{path}: line {n}: {len(row)} fields, expected {len(expected)} "
                               f"({','.join(expected)})")
+            last = n
             yield n, [c.strip() for c in row]
+        if last and last == reader.line_num and not text.endswith(("\n", "\r")):
+            # as gpuarena-replay's reader says it (allocator/lifetimes.c)
+            print(f"gpuarena: {path}:{last}: the last row has no line end; if the file was cut "
+                  f"short there, its last number is cut too (check the row against the source)",
+                  file=sys.stderr)
     except csv.Error as e:
         raise GaError(f"{path}: line {reader.line_num}: bad CSV ({e})") from None
 

@@ -195,6 +195,31 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
                                  (5, tf.ALLOC, 1), (5, tf.ALLOC, 2), (5, tf.FREE, 1),
                                  (9, tf.FREE, 2)])
 
+    def test_csv_last_row_without_line_end(self):
+        """A CSV cut short mid-number read as a smaller last row without a word (a size 194560
+        cut to 19). Both readers now name the row when the file does not end its last row, and
+        still replay it (a hand-written file may just lack the final newline); a file whose last
+        line is blank, or ended, draws nothing."""
+        cases = {"cut.csv": (b"id,lower,upper,size\n0,0,5,4096\n1,2,3,19", 3),
+                 "crlf.csv": (b"id,lower,upper,size\r\n0,0,5,4096\r\n", 0),
+                 "blank.csv": (b"id,lower,upper,size\n0,0,5,4096\n   ", 0),
+                 "rmm.csv": (b"Thread,Time,Action,Pointer,Size,Stream\n1,0.5,allocate,0x10,4096,0x0\n"
+                             b"1,0.6,free,0x10,4096,0", 3)}
+        for name, (data, line) in cases.items():
+            path = self.path(name)
+            with open(path, "wb") as f:
+                f.write(data)
+            said = f"{name}:{line}: the last row has no line end"
+            runs = [gatest.cli("replay", path)]
+            if not name.startswith("rmm"):
+                runs.append(tool(path))
+            for p in runs:
+                self.assertEqual(p.returncode, 0, (name, p.stderr))
+                if line:
+                    self.assertIn(said, p.stderr, name)
+                else:
+                    self.assertNotIn("no line end", p.stderr, name)
+
     def test_devices_one_pool_each(self):
         """A trace over two devices was replayed through one pool, mixing their peaks (here
         5 MiB live, while no device ever holds more than 4). Now the tool refuses it naming the

@@ -257,16 +257,27 @@ static void destroy_pending_child(void *arg)
     exit(0);
 }
 
+/* Runs fn in a child in GPUARENA_MODE=mode with its statistics written to a new file, whose path
+ * goes to stats (the caller unlinks it): the child's exit status, and its stderr in err. The
+ * settings live in static buffers, as putenv keeps the strings it is given. */
+static int run_with_stats(void (*fn)(void *), const char *mode, char stats[32], char *err,
+                          size_t len)
+{
+    static char senv[128], menv[64];
+    strcpy(stats, "/tmp/gpuarena-teardown-XXXXXX");
+    close(mkstemp(stats));
+    snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+    snprintf(menv, sizeof menv, "GPUARENA_MODE=%s", mode);
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", senv, menv, NULL);
+    return pt_run_child(fn, NULL, err, len);
+}
+
 START_TEST(ctx_destroy_counts_pending_frees)
 {
     static const char *const modes[] = {"arena", "grow", "vmm", "platform"};
     for (int m = 0; m < 4; m++) {
-        char stats[] = "/tmp/gpuarena-teardown-XXXXXX", senv[128], menv[64], err[4096];
-        close(mkstemp(stats));
-        snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
-        snprintf(menv, sizeof menv, "GPUARENA_MODE=%s", modes[m]);
-        pt_env("SIMCUDA_TOTAL_MEM=1GiB", senv, menv, NULL);
-        int rc = pt_run_child(destroy_pending_child, NULL, err, sizeof err);
+        char stats[32], err[4096];
+        int rc = run_with_stats(destroy_pending_child, modes[m], stats, err, sizeof err);
         ck_assert_msg(rc == 0, "%s: step %d; %s", modes[m], rc, err);
         /* The dead context's entry: the two frees counted, two blocks (2 and 4 MiB) live. Before,
          * the pending frees were forgotten with the pool: frees 0, live 4, in_use 10 MiB. */
@@ -310,12 +321,8 @@ START_TEST(ctx_destroy_says_async_blocks_go)
 {
     static const char *const modes[] = {"arena", "grow", "vmm"};
     for (int m = 0; m < 3; m++) {
-        char stats[] = "/tmp/gpuarena-teardown-XXXXXX", senv[128], menv[64], err[4096];
-        close(mkstemp(stats));
-        snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
-        snprintf(menv, sizeof menv, "GPUARENA_MODE=%s", modes[m]);
-        pt_env("SIMCUDA_TOTAL_MEM=1GiB", senv, menv, NULL);
-        int rc = pt_run_child(destroy_pool_async_child, NULL, err, sizeof err);
+        char stats[32], err[4096];
+        int rc = run_with_stats(destroy_pool_async_child, modes[m], stats, err, sizeof err);
         ck_assert_msg(rc == 0, "%s: step %d; %s", modes[m], rc, err);
         if (m < 2) {
             ck_assert_msg(strstr(err, "destroyed with 1 stream-ordered allocation (1048576 bytes)") &&

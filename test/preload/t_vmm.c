@@ -341,6 +341,15 @@ START_TEST(vmm_queries)
 }
 END_TEST
 
+/* Nothing of vmm's is left with the driver: no physical memory, no mapping, no address range. */
+static void vmm_all_given_back(void)
+{
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_uint_eq(c.vmm_mappings, 0);
+    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
+}
+
 START_TEST(vmm_ctx_destroy_takes_range)
 {
     pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -354,11 +363,8 @@ START_TEST(vmm_ctx_destroy_takes_range)
         ck_assert_int_eq(cuMemAlloc(&p[i], 3 * MiB), CUDA_SUCCESS);
     ck_assert_uint_gt(pt_counters().vmm_reserved_bytes, 0);
     ck_assert_int_eq(cuCtxDestroy(ctx), CUDA_SUCCESS);
-    simcuda_counters_t c = pt_counters();
-    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
-    ck_assert_uint_eq(c.vmm_mappings, 0);
-    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
-    ck_assert_uint_eq(c.bytes_in_use, 0);
+    vmm_all_given_back();
+    ck_assert_uint_eq(pt_counters().bytes_in_use, 0);
 }
 END_TEST
 
@@ -412,9 +418,7 @@ START_TEST(vmm_ctx_destroy_keeps_async_blocks)
     ck_assert_uint_lt(c.vmm_reserved_bytes, reserved);
     ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
     ck_assert_int_eq(cuCtxDestroy(c2), CUDA_SUCCESS);
-    c = pt_counters();
-    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
-    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
+    vmm_all_given_back();
 }
 END_TEST
 
@@ -438,9 +442,7 @@ START_TEST(vmm_primary_reset_keeps_async_blocks)
     ck_assert_int_eq(cuMemFreeAsync(a, NULL), CUDA_SUCCESS);
     ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
     ck_assert_int_eq(cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
-    simcuda_counters_t c = pt_counters();
-    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
-    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
+    vmm_all_given_back();
 }
 END_TEST
 

@@ -417,8 +417,9 @@ __attribute__((noinline, cold)) ga_status_t ga_fail_nomem(ga_arena_t *a, size_t 
  * the full path's work for failures it never has on the common path. Counted with callgrind
  * (one arena replaying a trace again and again, per 100 operations): minimalloc_G 20,816 ->
  * 19,921, somas_bert_base 19,252 -> 18,976; side by side with OffsetAllocator on the 14 lifetime
- * traces (scripts/side-by-side.sh), the median 12.4-12.8 -> 11.1-11.2 ns/op in the same minutes. */
-static __attribute__((noinline)) ga_status_t alloc_full(ga_arena_t *a, size_t size, uintptr_t *out)
+ * traces (scripts/side-by-side.sh), the median 12.4-12.8 -> 11.1-11.2 ns/op in the same minutes.
+ * ga_alloc's short path is in arena_hot.h too (ga_alloc_short), for the vmm pool to inline. */
+__attribute__((noinline)) ga_status_t ga_alloc_full(ga_arena_t *a, size_t size, uintptr_t *out)
 {
     return ga_alloc_body(a, size, out);
 }
@@ -427,50 +428,7 @@ ga_status_t ga_alloc(ga_arena_t *a, size_t size, uintptr_t *out)
 {
     if (!a || !out)
         return GA_EINVAL;
-    size_t rounded = ga_round_up(size);
-    unsigned bin;
-    ga_chunk_t *c = rounded ? ga_find_fit(a, rounded, &bin) : NULL;
-    if (!c)
-        goto full; /* growth, or a size that cannot be: the full path */
-    if (a->live.count >= a->live.limit)
-        goto full;
-    size_t rest_size = c->size - rounded;
-    ga_run_t *run = ga_chunk_run(c);
-    ga_item_t *it = a->spare;
-    if (rest_size && (run->count >= GA_RUN_MAX || (!it && a->carve == a->carve_end)))
-        goto full;
-    /* Committed. */
-    ga_bin_remove_at(a, c, bin);
-    if (rest_size) {
-        if (it)
-            a->spare = it->next_spare;
-        else
-            it = a->carve++;
-        a->items_used++;
-        ga_chunk_t *rest = &it->chunk, *next = c->next_phys;
-        rest->base = c->base + rounded;
-        rest->size = rest_size;
-        rest->run_free = (uintptr_t)run;
-        rest->prev_phys = c;
-        rest->next_phys = next;
-        if (next)
-            next->prev_phys = rest;
-        c->next_phys = rest;
-        c->size = rounded;
-        run->count++;
-        ga_bin_insert(a, rest);
-    }
-    ga_live_insert(&a->live, c);
-    c->u.requested = size;
-    ga_stats_t *s = &a->stats;
-    s->in_use += rounded;
-    s->in_use_requested += size;
-    s->peak_in_use = s->in_use > s->peak_in_use ? s->in_use : s->peak_in_use;
-    s->allocs++;
-    *out = c->base;
-    return GA_OK;
-full:
-    return alloc_full(a, size, out);
+    return ga_alloc_short(a, size, out);
 }
 
 int ga_arena_fits(ga_arena_t *a, size_t size, uintptr_t *at)

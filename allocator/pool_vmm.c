@@ -116,11 +116,17 @@ struct ga_vmm {
     size_t size0;      /* lies in the first range, found then in two loads and a compare */
     uint32_t *refs0;   /* ranges[0]'s granule counts and owners, copied for the fast paths */
     uint16_t *owner0;
+    /* Each owner value's live table: its area's arena's (set when the arena is made; a granule
+     * is lent only by an area whose arena exists), or for 0 (not lent) an empty one, so that
+     * ga_vmm_live_size goes from the owner to its answer in one probe with no test on the way. */
+    const ga_livetab_t *live_of[AREAS_MAX + 1];
     size_t gran;       /* a power of two (checked at create) */
     unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
                         * 64-bit division on every allocation and free cost more than the rest) */
     size_t half;       /* gran / 2: below it a size is neither a multiple nor a class */
     size_t small_lim;  /* sizes 1 .. small_lim round up to under half: half - GA_ALIGN, or 0 */
+    size_t small_cut;  /* small_lim once the general area's arena is made, 0 before: the fast
+                        * path's one test */
     ga_kslot_t *stack;
     size_t nstack, capstack;
     size_t region;     /* an area's first region at most: the first range */
@@ -749,6 +755,11 @@ static OUT_OF_LINE void area_make(ga_vmm_t *v, ga_varea_t *ar)
     ga_config_t ac = {.initial = 0, .grow = 1, .limit = 0, .min_region = min,
                       .max_region = v->region};
     ar->arena = ga_arena_create(&be, &ac, NULL);
+    if (!ar->arena)
+        return;
+    v->live_of[ar->id + 1] = &ar->arena->live;
+    if (ar->id == AREA_GENERAL)
+        v->small_cut = v->small_lim;
 }
 
 /* Area `id`, its arena made at first use; NULL when host memory ran out. */
@@ -840,6 +851,9 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->half = v->gran / 2;
     v->small_lim = v->half > GA_ALIGN ? v->half - GA_ALIGN : 0; /* half: a multiple of GA_ALIGN */
     v->nareas = AREA_FIRST_CLASS;
+    static const ga_livetab_t none; /* no entries: every probe answers NULL at once */
+    for (size_t i = 0; i <= AREAS_MAX; i++)
+        v->live_of[i] = &none;
     for (uint16_t i = 0; i < AREA_FIRST_CLASS; i++)
         v->area[i] = (ga_varea_t){.pool = p, .id = i};
     always_dirty(v);
@@ -892,15 +906,19 @@ static inline size_t unmapped_in(const ga_vmm_t *v, uintptr_t a, size_t len)
 {
     const ga_vrange_t *r = range_of(v, a);
     size_t g0 = (a - r->base) >> v->gshift, g1 = (a + len - 1 - r->base) >> v->gshift;
+    if (one_word(g0, g1)) /* a block of up to 64 granules, usually: one count, no loop */
+        return popcount64(~r->mapped[g0 >> 6] & span_mask(g0, g1));
     return bits_all(r->mapped, g0, g1) ? 0 : g1 - g0 + 1 - bits_count(r->mapped, g0, g1);
 }
 
 /* The rest of placing a block in area *ar once its own arena answered (st, *a). A block of the
  * aligned area or a class that would map new granules there is also tried in the general area,
  * and goes where fewer granules are new (its own area on a tie; the trial is freed, which leaves
- * the general area's free space as it was). */
-static inline __attribute__((always_inline)) ga_status_t
-place_tried(ga_pool_t *p, ga_varea_t **ar, size_t size, size_t rounded, uintptr_t *a, ga_status_t st)
+ * the general area's free space as it was). alloc_fresh makes the same choice without the
+ * trial where it can; this is for the rest (an area that grows first, the general area's own
+ * blocks, the general area growing for the trial). */
+static OUT_OF_LINE ga_status_t place_tried(ga_pool_t *p, ga_varea_t **ar, size_t size,
+                                           size_t rounded, uintptr_t *a, ga_status_t st)
 {
     ga_vmm_t *v = p->vmm;
     mark_dirty(v, *ar);
@@ -956,6 +974,61 @@ static OUT_OF_LINE ga_status_t alloc_cover(ga_pool_t *p, size_t rounded, uintptr
     return cover_placed(p, &p->vmm->area[AREA_GENERAL], -1, a, rounded, out);
 }
 
+/* A best fit the area's arena found could not be taken (out of host memory): as ga_alloc fails. */
+static OUT_OF_LINE ga_status_t take_failed(ga_pool_t *p, ga_varea_t *ar, size_t rounded)
+{
+    ga_fail_nomem(ar->arena, rounded);
+    mark_dirty(p->vmm, ar);
+    p->own.failed_allocs++;
+    return GA_ENOMEM;
+}
+
+/* A block of a class or the aligned area whose best fit there, chunk c (of bin `bin`), maps new
+ * granules or lies outside the first range: the choice place_tried makes, from the two areas'
+ * best fits found but not yet taken, so that neither the losing area's block nor its free is
+ * paid for (an allocation and a free in an arena, about 300 instructions, on every such block).
+ * Finding a best fit changes nothing and taking it is what the allocation would do, so the block
+ * lands where it did with the trial. Only when the general area has no fit (it would grow, and a
+ * region it takes may come from the own area's empty ones) is the own block taken first and the
+ * trial made as before. */
+static OUT_OF_LINE ga_status_t alloc_fresh(ga_pool_t *p, ga_varea_t *ar, int slot, ga_chunk_t *c,
+                                           unsigned bin, size_t size, size_t rounded,
+                                           uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    uintptr_t a = c->base;
+    size_t fresh = unmapped_in(v, a, rounded);
+    ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
+    unsigned gbin = 0;
+    ga_chunk_t *gc = gen ? ga_find_fit(gen->arena, rounded, &gbin) : NULL;
+    mark_dirty(v, ar);
+    if (gc && unmapped_in(v, gc->base, rounded) < fresh &&
+        ga_take(gen->arena, gc, gbin, rounded, size) == GA_OK) {
+        mark_dirty(v, gen);
+        return cover_placed(p, gen, slot, gc->base, rounded, out);
+    }
+    if (ga_take(ar->arena, c, bin, rounded, size) != GA_OK)
+        return take_failed(p, ar, rounded);
+    if (gen && !gc)
+        place_tried(p, &ar, size, rounded, &a, GA_OK); /* GA_OK whatever it chooses */
+    return cover_placed(p, ar, slot, a, rounded, out);
+}
+
+/* A block for area ar that its arena has no best fit for yet (it grows, or fails), or any block of
+ * the general area from alloc_slow: the allocation first, as ga_alloc, and the placement from its
+ * answer. Out of line, so that the callers' fast paths take no local's address. */
+static OUT_OF_LINE ga_status_t alloc_first(ga_pool_t *p, ga_varea_t *ar, int slot, size_t size,
+                                           size_t rounded, uintptr_t *out)
+{
+    uintptr_t a = 0;
+    ga_status_t st = ga_alloc_short(ar->arena, size, &a);
+    if (place_tried(p, &ar, size, rounded, &a, st) != GA_OK) {
+        p->own.failed_allocs++;
+        return GA_ENOMEM;
+    }
+    return cover_placed(p, ar, slot, a, rounded, out);
+}
+
 /* Everything else ga_vmm_alloc does not do itself: sizes from half a granule up (an area to
  * choose), and any size before the general area's first use. */
 static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t rounded,
@@ -965,7 +1038,6 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
         return GA_EINVAL;
     ga_vmm_t *v = p->vmm;
     int slot = -1;
-    uintptr_t a = 0;
     ga_varea_t *ar;
     if (rounded == v->hot_size) {
         ar = &v->area[v->hot_area];
@@ -977,15 +1049,21 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
         p->own.failed_allocs++;
         return GA_ENOMEM;
     }
-    ga_status_t st = ga_alloc_body(ar->arena, size, &a);
+    unsigned bin = 0;
+    ga_chunk_t *c = ar->size ? ga_find_fit(ar->arena, rounded, &bin) : NULL;
+    if (!c) /* the general area, or a class that grows */
+        return alloc_first(p, ar, slot, size, rounded, out);
+    uintptr_t a = c->base; /* the class's best fit, taken below once the area is settled */
     size_t off = a - v->base0;
-    if (st == GA_OK && ar->size && off < v->size0) {
+    if (off < v->size0) {
         /* A class's block in the first range on granules all mapped: nothing new to map, so no
          * trial in the general area (place_tried would make none) and nothing the limit sees. */
         ga_vrange_t *r = v->ranges;
         size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
         int shared = g0 == g1 && r->refs[g0]; /* inside a granule a live block uses: mapped */
         if (shared || bits_all(r->mapped, g0, g1)) {
+            if (ga_take(ar->arena, c, bin, rounded, size) != GA_OK)
+                return take_failed(p, ar, rounded);
             mark_dirty(v, ar);
             if (shared) {
                 r->refs[g0]++;
@@ -999,11 +1077,7 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
             return GA_OK;
         }
     }
-    if (place_tried(p, &ar, size, rounded, &a, st) != GA_OK) {
-        p->own.failed_allocs++;
-        return GA_ENOMEM;
-    }
-    return cover_placed(p, ar, slot, a, rounded, out);
+    return alloc_fresh(p, ar, slot, c, bin, size, rounded, out);
 }
 
 /* A granule multiple (the aligned area). Its blocks start and end on granule boundaries and
@@ -1016,19 +1090,24 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
 {
     ga_vmm_t *v = p->vmm;
     ga_varea_t *ar = area_ready(v, AREA_ALIGNED);
-    uintptr_t a = 0;
     if (!ar) {
         p->own.failed_allocs++;
         return GA_ENOMEM;
     }
-    ga_status_t st = ga_alloc_body(ar->arena, size, &a);
+    unsigned bin = 0;
+    ga_chunk_t *c = ga_find_fit(ar->arena, rounded, &bin);
+    if (!c) /* the area grows */
+        return alloc_first(p, ar, -1, size, rounded, out);
+    uintptr_t a = c->base; /* the area's best fit, taken below once the area is settled */
     size_t off = a - v->base0;
-    if (st == GA_OK && off < v->size0) {
+    if (off < v->size0) {
         ga_vrange_t *r = v->ranges;
         size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
         /* no other user there: every granule a kept one; one word's mask computed once */
         uint64_t m = one_word(g0, g1) ? span_mask(g0, g1) : 0;
         if (m ? (r->mapped[g0 >> 6] & m) == m : bits_all(r->mapped, g0, g1)) {
+            if (ga_take(ar->arena, c, bin, rounded, size) != GA_OK)
+                return take_failed(p, ar, rounded);
             mark_dirty(v, ar);
             if (m)
                 r->inner[g0 >> 6] |= m;
@@ -1040,11 +1119,7 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
             return GA_OK;
         }
     }
-    if (place_tried(p, &ar, size, rounded, &a, st) != GA_OK) {
-        p->own.failed_allocs++;
-        return GA_ENOMEM;
-    }
-    return cover_placed(p, ar, -1, a, rounded, out);
+    return alloc_fresh(p, ar, -1, c, bin, size, rounded, out);
 }
 
 /* The common case is kept to what arena mode does plus one granule count: a size under half a
@@ -1057,7 +1132,7 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
     ga_vmm_t *v = p->vmm;
     size_t rounded = ga_pool_round(size);
     uintptr_t a = 0;
-    if (ga_alloc_body(v->area[AREA_GENERAL].arena, size, &a) != GA_OK) { /* ga_alloc, inlined */
+    if (ga_alloc_short(v->area[AREA_GENERAL].arena, size, &a) != GA_OK) { /* ga_alloc, inlined */
         p->own.failed_allocs++;
         return GA_ENOMEM;
     }
@@ -1074,11 +1149,12 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
 /* Only chooses the path and jumps to it, before any frame is set up: a granule-multiple or class
  * block does not pay for the registers the general fast path saves (measured alone: vmm-large
  * -22 instructions a pair, small blocks -2 with the one-compare size test). The size test is on
- * the unrounded size: 1 <= size <= small_lim is exactly a rounded size under half a granule. */
+ * the unrounded size: 1 <= size <= small_lim is exactly a rounded size under half a granule; it
+ * also says the general area exists (small_cut is 0 before). */
 ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    if (size - 1 < v->small_lim && v->area[AREA_GENERAL].arena)
+    if (size - 1 < v->small_cut)
         return alloc_small(p, size, out);
     size_t rounded = ga_pool_round(size);
     if (rounded && !(rounded & (v->gran - 1)))
@@ -1217,14 +1293,16 @@ ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, si
     return ar ? ga_lookup(ar->arena, ptr, base, size) : GA_ENOTOWNED;
 }
 
-/* The first range's owner table answers for nearly every pointer: no search over ranges. */
+/* The first range's owner table answers for nearly every pointer: no search over ranges, and
+ * the owner indexes the live table to probe (live_of; 9 instructions fewer a pair than testing
+ * the owner and the area's arena on the way, scripts/bench-shim-instr.sh vmm and vmm-large). */
 size_t ga_vmm_live_size(const ga_pool_t *p, uintptr_t ptr)
 {
     const ga_vmm_t *v = p->vmm;
     size_t off = ptr - v->base0;
     if (off < v->size0) {
-        uint16_t o = v->owner0[off >> v->gshift];
-        return o ? ga_live_size(v->area[o - 1].arena, ptr) : 0;
+        const ga_chunk_t *c = ga_live_find(v->live_of[v->owner0[off >> v->gshift]], ptr);
+        return c ? c->size : 0;
     }
     ga_varea_t *ar = area_of(v, ptr, NULL);
     return ar ? ga_live_size(ar->arena, ptr) : 0;

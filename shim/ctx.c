@@ -572,7 +572,9 @@ CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga
     uint64_t size = e ? e->size : 0;
     /* (no size asked of the pool: every pool free of the shim passes NULL, which link-time
      * optimisation turns into a cheaper arena free, 5 instructions a pair) */
-    ga_status_t st = e ? ga_pool_free(c->pool, p, NULL) : GA_EDOUBLE;
+    ga_status_t st = GA_EINVAL;
+    if (e || !ga_pool_live_size(c->pool, p)) /* every live block has its record: without one, */
+        st = ga_pool_free(c->pool, p, NULL); /* the pool only says why it refuses (interior...) */
     if (st != GA_OK) {
         *refused = st; /* an interior pointer, or a block freed already (with its context) */
         return CUDA_ERROR_INVALID_VALUE;

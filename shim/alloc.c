@@ -311,12 +311,12 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     if (r == CUDA_SUCCESS && j.sync_first) {
         /* Platform memory is the driver's: synchronise the stream (refused as the driver refuses
          * an unknown stream, the allocation kept), then the driver's own free. An orphan's block
-         * freed with cuMemFree waits for the current context, if any (its own context's work
-         * was waited for when it was destroyed). */
+         * freed with cuMemFree waits for every context on its device: work of any of them may
+         * use it, and its granules go back at the free. */
         if (real_free)
             r = ga_real.cuStreamSynchronize ? ga_real.cuStreamSynchronize(s) : CUDA_SUCCESS;
         else
-            r = ga_current() && ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
+            ga_dev_sync(j.owner->dev); /* as the driver's cuMemFree waits for the device */
         j.synced = 1;
         if (r == CUDA_SUCCESS)
             r = ga_with_owner((uintptr_t)p, ga_free_owned, &j, CUDA_ERROR_INVALID_VALUE);

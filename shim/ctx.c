@@ -613,6 +613,13 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
         int pushed = ga_ctx_enter(c->ctx);
         if (ga_real.cuCtxSynchronize)
             ga_real.cuCtxSynchronize();
+        /* A stream-ordered free on another context's stream (the program may free a block of this
+         * context from any): that context's queued work may still use the chunk, and only the
+         * free's event says when it has passed (found by an outside test on 2026-12-05: the chunk
+         * went back, and the work overwrote a later context's block there). */
+        for (size_t i = 0; i < c->npend; i++)
+            if (c->pend[i].ev && ga_real.cuEventSynchronize)
+                ga_real.cuEventSynchronize(c->pend[i].ev);
         ga_ctx_leave(pushed);
     }
     /* The device has passed every pending free (the synchronisation above, or the driver freed
@@ -734,6 +741,18 @@ void ga_dev_pass_passed(int dev)
         if (c->npfree && !atomic_load(&c->dead))
             ga_fence_pass_reclaim(c, 0);
         ga_mutex_unlock(&c->lock);
+    }
+}
+
+void ga_dev_sync(int dev)
+{
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
+            continue;
+        int pushed = ga_ctx_enter(c->ctx);
+        if (ga_real.cuCtxSynchronize)
+            ga_real.cuCtxSynchronize();
+        ga_ctx_leave(pushed);
     }
 }
 

@@ -370,6 +370,8 @@ CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga
 /* Gives back idle memory of every pool on dev (before an out-of-memory is reported), one context
  * lock at a time: the caller holds none. Returns the bytes given back. */
 size_t ga_dev_trim(int dev);
+/* Synchronises every live context on dev, one at a time (the caller holds no context lock). */
+void ga_dev_sync(int dev);
 /* Gives back, without waiting, the async-freed pass-through memory of dev's contexts whose streams
  * have passed the free, so that a view of the device (cuMemGetInfo) does not count it (ctx.c). */
 void ga_dev_pass_passed(int dev);

@@ -422,6 +422,54 @@ START_TEST(vmm_ctx_destroy_keeps_async_blocks)
 }
 END_TEST
 
+/* A block of context c1 freed with cuMemFreeAsync on a stream of context cB while work queued
+ * there still writes it, then c1 destroyed: the destroy waited for c1 alone and gave the chunk
+ * back, the pool's range went, and a later context's block at the same address was overwritten
+ * by cB's work (found by an outside test on 2026-12-05). The free's event is waited for now;
+ * with another stream-ordered block live (keep), the orphan pool must not unmap it under the
+ * work either (the simulated driver counts such work as a stream fault). */
+START_TEST(vmm_destroy_waits_for_frees_on_other_contexts)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    for (int keep_one = 0; keep_one < 2; keep_one++) {
+        CUdevice dev;
+        CUcontext c1, cB, c3;
+        CUstream sB;
+        CUdeviceptr a, keep, n;
+        unsigned char back[16];
+        ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+        ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxCreate(&cB, NULL, 0, dev), CUDA_SUCCESS);
+        ck_assert_int_eq(cuStreamCreate(&sB, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxCreate(&c1, NULL, 0, dev), CUDA_SUCCESS);
+        ck_assert_int_eq(cuMemAllocAsync(&a, 4 * MiB, NULL), CUDA_SUCCESS);
+        ck_assert_int_eq(cuMemAllocAsync(&keep, 4 * MiB, NULL), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+        if (!keep_one)
+            ck_assert_int_eq(cuMemFreeAsync(keep, NULL), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxSetCurrent(cB), CUDA_SUCCESS);
+        ck_assert_int_eq(simcuda_launch(sB, a, 0x5A, 4 * MiB, 100000), CUDA_SUCCESS);
+        ck_assert_int_eq(cuMemFreeAsync(a, sB), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxDestroy(c1), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxCreate(&c3, NULL, 0, dev), CUDA_SUCCESS);
+        ck_assert_int_eq(cuMemAlloc(&n, 8 * MiB), CUDA_SUCCESS);
+        ck_assert_int_eq(cuMemsetD8(n, 0x11, 8 * MiB), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxSetCurrent(cB), CUDA_SUCCESS);
+        ck_assert_int_eq(cuStreamSynchronize(sB), CUDA_SUCCESS);
+        ck_assert_uint_eq(pt_counters().stream_faults, 0);
+        ck_assert_int_eq(cuCtxSetCurrent(c3), CUDA_SUCCESS);
+        ck_assert_int_eq(cuMemcpyDtoH(back, n, sizeof back), CUDA_SUCCESS);
+        ck_assert_uint_eq(back[0], 0x11);
+        if (keep_one)
+            ck_assert_int_eq(cuMemFree(keep), CUDA_SUCCESS);
+        ck_assert_int_eq(cuMemFree(n), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxDestroy(c3), CUDA_SUCCESS);
+        ck_assert_int_eq(cuStreamDestroy(sB), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxDestroy(cB), CUDA_SUCCESS);
+    }
+}
+END_TEST
+
 /* The same through a primary context's reset. */
 START_TEST(vmm_primary_reset_keeps_async_blocks)
 {
@@ -551,6 +599,7 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_address_space_refused);
     tcase_add_test(tc, vmm_ctx_destroy_keeps_async_blocks);
     tcase_add_test(tc, vmm_primary_reset_keeps_async_blocks);
+    tcase_add_test(tc, vmm_destroy_waits_for_frees_on_other_contexts);
     tcase_add_test(tc, vmm_first_range_smaller_when_refused);
     return tc;
 }

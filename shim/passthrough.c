@@ -312,6 +312,11 @@ GA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
     GA_HOOK_ENTER(cuMemMap, (ptr, size, offset, handle, flags));
+    /* Into a vmm pool's own range (which the program did not reserve): passed on, a mapping on a
+     * granule the pool has not mapped made the pool's later mapping there fail, an out-of-memory
+     * with room under the cap, and kept the range from being freed (an outside test, 2026-12-05). */
+    if (ga_opt.mode == GA_MODE_VMM && ga_with_owner((uintptr_t)ptr, ga_vmm_pool_owned, NULL, 0))
+        return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ga_real.cuMemMap(ptr, size, offset, handle, flags);
     int d = r == CUDA_SUCCESS ? ga_handle_dev((uint64_t)handle) : -1;
     if (d < 0)

@@ -378,6 +378,31 @@ START_TEST(vmmh_unmap_pool_refused)
 }
 END_TEST
 
+/* cuMemMap of the program's own handle into the pool's range, on a granule the pool has not mapped
+ * (well past its blocks): refused, the driver never asked. Passed on, the pool's own mapping there
+ * later failed (an out-of-memory with room under the cap) and the range could not be freed. */
+START_TEST(vmmh_map_into_pool_refused)
+{
+    CUdeviceptr a, b;
+    two_pool_blocks(&a, &b);
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle own = 0;
+    ck_assert_int_eq(cuMemCreate(&own, 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    simcuda_counters_t c0 = pt_counters();
+    ck_assert_int_eq(cuMemMap(a + 64 * MiB, 2 * MiB, 0, own, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemMap(b, 2 * MiB, 0, own, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_uint_eq(pt_counters().map_calls, c0.map_calls);
+    ck_assert_int_eq(cuMemRelease(own), CUDA_SUCCESS);
+    CUdeviceptr big;
+    ck_assert_int_eq(cuMemAlloc(&big, 96 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(big, 2, 96 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(big), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+}
+END_TEST
+
 /* cuMemAddressFree of the vmm pool's own range (a program can find an address in it: its first
  * allocation starts there): refused, nothing reaches the driver, and the pool's allocations keep
  * their memory and data. Before it was hooked, the driver freed the pool's address space, mapped
@@ -522,6 +547,7 @@ TCase *pt_tcase_vmm_hostile(void)
     tcase_add_test(tc, vmmh_device_refusal_explained);
     tcase_add_test(tc, vmmh_retain_pool_refused);
     tcase_add_test(tc, vmmh_unmap_pool_refused);
+    tcase_add_test(tc, vmmh_map_into_pool_refused);
     tcase_add_test(tc, vmmh_address_free_pool_refused);
     tcase_add_test(tc, vmmh_address_free_arena_passed);
     tcase_add_test(tc, vmmh_address_free_every_path);

@@ -100,13 +100,14 @@ GA_HOT void ga_absorb(ga_arena_t *a, ga_chunk_t *left, ga_chunk_t *right)
  * when c's run is full (taken beforehand, so nothing here can fail). (Taking the high end
  * instead, for all or only small requests, was measured on the somas traces: no better,
  * sometimes worse.) */
-GA_HOT void ga_split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *rest,
-                     ga_run_t *fresh)
+/* Links `rest` (rest_size bytes) into c's place after its first `rounded` bytes, in c's run
+ * (ga_split's part that ga_alloc_short shares; the run's count is the caller's). */
+GA_HOT void ga_link_rest(ga_chunk_t *c, size_t rounded, size_t rest_size, ga_chunk_t *rest,
+                         ga_run_t *run)
 {
     ga_chunk_t *next = c->next_phys;
-    ga_run_t *run = ga_chunk_run(c);
     rest->base = c->base + rounded;
-    rest->size = c->size - rounded;
+    rest->size = rest_size;
     rest->run_free = (uintptr_t)run;
     rest->prev_phys = c;
     rest->next_phys = next;
@@ -114,6 +115,13 @@ GA_HOT void ga_split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *r
         next->prev_phys = rest;
     c->next_phys = rest;
     c->size = rounded;
+}
+
+GA_HOT void ga_split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *rest,
+                     ga_run_t *fresh)
+{
+    ga_run_t *run = ga_chunk_run(c);
+    ga_link_rest(c, rounded, c->size - rounded, rest, run);
     if (++run->count > GA_RUN_MAX)
         ga_run_split(run, fresh);
     ga_bin_insert(a, rest);
@@ -218,16 +226,8 @@ GA_HOT ga_status_t ga_alloc_short(ga_arena_t *a, size_t size, uintptr_t *out)
         else
             it = a->carve++;
         a->items_used++;
-        ga_chunk_t *rest = &it->chunk, *next = c->next_phys;
-        rest->base = c->base + rounded;
-        rest->size = rest_size;
-        rest->run_free = (uintptr_t)run;
-        rest->prev_phys = c;
-        rest->next_phys = next;
-        if (next)
-            next->prev_phys = rest;
-        c->next_phys = rest;
-        c->size = rounded;
+        ga_chunk_t *rest = &it->chunk;
+        ga_link_rest(c, rounded, rest_size, rest, run);
         run->count++;
         ga_bin_insert(a, rest);
     }

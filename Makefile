@@ -28,12 +28,18 @@ CFLAGS_COMMON += -DGA_VERSION='"$(VERSION)"'
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
+# The shared real traces (tests, benchmarks): beside the checkout unless GA_TRACES_DIR says where.
+GA_TRACES_DIR ?= $(CURDIR)/../shared/traces
+
 ALL :=
 TEST_TIERS :=
 BENCHES :=
 
-.PHONY: all test bench deps clean asan ubsan tsan valgrind help version
-all:
+.PHONY: all build-all test bench deps clean asan ubsan tsan valgrind help version
+# The default goal: missing packages first (the test binaries need Check, so a fresh machine's
+# plain `make` failed at check.h), then everything. Targets that already ran deps build build-all.
+all: deps
+	@$(MAKE) --no-print-directory build-all
 
 -include allocator/build.mk
 -include test/sim/build.mk
@@ -48,13 +54,13 @@ all:
 -include test/stress/build.mk
 -include test/group/build.mk
 
-all: $(ALL)
+build-all: $(ALL)
 
 deps:
 	@sh scripts/setup.sh
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory build-all
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
 	@start=$$(date +%s); for t in $(TEST_TIERS); do \
 	  s=$$(date +%s); echo "== $${t#test-}: started $$(date +%H:%M:%S)"; \
@@ -64,7 +70,7 @@ test: deps
 	  sh scripts/test-summary.sh $(RESULTS) $(patsubst test-%,%,$(TEST_TIERS))
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory build-all
 	@$(MAKE) --no-print-directory $(BENCHES)
 
 # Sanitizer builds go to their own build folder, so they never mix with the normal one. They run
@@ -88,7 +94,8 @@ version:
 # One line per target; the tiers and benchmarks are listed from what the build.mk files register.
 help:
 	@echo "gpuarena $(VERSION): make [VARIABLE=value ...] TARGET"
-	@echo "  all (default)     build the shim, gpuarena-replay, the simulated driver, examples, tests"
+	@echo "  all (default)     install missing packages (deps), build the shim, gpuarena-replay,"
+	@echo "                    the simulated driver, examples, tests (build-all: without deps)"
 	@echo "  demo              run the examples under each mode on the simulated driver, one table"
 	@echo "  test              install missing packages, build, run every tier, print N passed/failed"
 	@for t in $(TEST_TIERS); do printf '  %-17s one test tier; TAP in $(RESULTS)/%s.tap\n' $$t $${t#test-}; done

@@ -47,7 +47,7 @@ typedef struct options {
 
 static const char usage_head[] =
     "usage: gpuarena-replay [--mode MODE]... [--arena-size SIZE] [--limit SIZE] [--vmm-keep SIZE]\n"
-    "                       [--granularity SIZE] [--min] [--check]\n"
+    "                       [--granularity SIZE] [--min] [--check] [--device N]\n"
     "                       [--json] [--format trace|lifetimes] [--timeline CSV] [--] FILE\n"
     "       gpuarena-replay --list-modes | --version | --help\n"
     "\n"

@@ -368,12 +368,13 @@ def _p_name(v):
     return v
 
 
-def _sized(name, allow_percent, allow_zero=False):
+def _sized(name, allow_percent, allow_zero, hint):
+    # The shim's message (shim/options.c): the grammar's reason, then the option's own examples.
     def parse(v):
         try:
             return parse_size(v, allow_percent, allow_zero)
         except GaError as e:
-            raise GaError(f"{name}={e}") from None
+            raise GaError(f"{name}=" + re.sub(r" \(try 8GiB, .*\)$", f" ({hint})", str(e))) from None
     return parse
 
 
@@ -382,13 +383,14 @@ OPTIONS = (
     ("GPUARENA_MODE", _p_mode, "arena"),
     ("GPUARENA_PREALLOCATE", _p_bool, "true"),
     ("GPUARENA_MEM_FRACTION", _p_fraction, "0.75+"),
-    ("GPUARENA_LIMIT", _sized("GPUARENA_LIMIT", True), None),
+    ("GPUARENA_LIMIT", _sized("GPUARENA_LIMIT", True, False, "try 8GiB, 512MiB or 50%"), None),
     ("GPUARENA_FREE_SYNC", _p_free_sync, "deferred"),
     ("GPUARENA_STATS", _p_path("GPUARENA_STATS"), None),
     ("GPUARENA_TRACE", _p_path("GPUARENA_TRACE", False), None),
     ("GPUARENA_LOG", _p_log, "warn"),
     ("GPUARENA_LIBCUDA", _p_path("GPUARENA_LIBCUDA", False), None),
-    ("GPUARENA_VMM_KEEP", _sized("GPUARENA_VMM_KEEP", False, True), None),
+    ("GPUARENA_VMM_KEEP", _sized("GPUARENA_VMM_KEEP", False, True, "try 64MiB, 512MiB or 0"),
+     "64MiB"),
     ("GPUARENA_GROUP", _p_name, None),
     ("GPUARENA_GROUP_DIR", _p_group_dir, None),
 )
@@ -425,6 +427,8 @@ def settings(env):
     if "GPUARENA_MODE" in env and any(n == "GPUARENA_MODE" and s.endswith("(refused)")
                                       for n, _, s in shown):
         values["GPUARENA_MODE"] = None  # no mode runs: the shim refuses CUDA
+    # Any refused setting: the shim initialises nothing, so no device gets a pool (plan()).
+    values["refused"] = [n for n, _, s in shown if s.endswith("(refused)")]
     warnings += _output_warnings(values)
     return values, shown, problems, warnings
 
@@ -483,8 +487,10 @@ def plan(values, devices, env=None):
             if hami is not None and hami < total:
                 cap, cap_from = hami, name
         share = int(cap * frac) & ~(GA_ALIGN - 1)
-        if mode is None:
-            arena, note = 0, "no pool: GPUARENA_MODE is refused"
+        if mode is None or values.get("refused"):
+            arena, note = 0, ("no pool: the shim refuses " + ", ".join(values.get("refused") or
+                                                                     ["GPUARENA_MODE"])
+                              + " and initialises no CUDA (see the problems)")
         elif mode == "arena":
             arena = share
             note = (f"arena of {human_bytes(share)} taken at the first allocation"
@@ -551,10 +557,11 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
                 f"{human_bytes(VMM_GRANULE)} (current GPUs), and a cap of {human_bytes(p['cap'])} "
                 "holds none: every allocation would fail; raise GPUARENA_LIMIT to at least "
                 f"{human_bytes(VMM_GRANULE)}, or use GPUARENA_MODE=grow or platform")
-    if values["GPUARENA_MODE"] in ("vmm", "platform"):  # preallocation is arena mode's alone
-        doc["settings"] = [dict(e, shown=e["shown"] + f" (not used in {values['GPUARENA_MODE']} "
-                                "mode)") if e["name"] == "GPUARENA_PREALLOCATE" else e
-                           for e in doc["settings"]]
+    unused = ["GPUARENA_PREALLOCATE"] if values["GPUARENA_MODE"] in ("vmm", "platform") else []
+    if values["GPUARENA_MODE"] not in ("vmm", None):  # kept granules are vmm mode's alone
+        unused.append("GPUARENA_VMM_KEEP")
+    doc["settings"] = [dict(e, shown=e["shown"] + f" (not used in {values['GPUARENA_MODE']} "
+                            "mode)") if e["name"] in unused else e for e in doc["settings"]]
     doc["shim"] = paths.shim(required=False)
     build = os.environ.get("GPUARENA_BUILD")
     if not doc["shim"] and build:  # paths.find looks there only
@@ -595,7 +602,8 @@ def shim_check(shim, lib, env, timeout):
     env.pop("GPUARENA_STATS", None)  # a diagnosis writes no files
     env.pop("GPUARENA_TRACE", None)
     got, err, why = _child([lib, "shim"], env, timeout)
-    msgs = [ln for ln in err.splitlines() if ln.startswith("gpuarena:")]
+    # The shim's own lines, without its "gpuarena: " prefix: doctor prints them inside its own.
+    msgs = [ln[len("gpuarena: "):] for ln in err.splitlines() if ln.startswith("gpuarena: ")]
     if got is None:
         return {"refused": f"the check under the shim {why}: {' '.join(msgs) or err[-300:]}"}
     if got.get("cuInit", 0) != 0:

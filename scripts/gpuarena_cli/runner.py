@@ -331,7 +331,8 @@ def _one_run(fwd, cmd, env, tmp, tag):
 
 
 # Why a run can end without the statistics file: `run` and `compare` say the same.
-NO_STATS_WHY = ("it made no CUDA call, the shim refused a setting (its message comes first), or "
+NO_STATS_WHY = ("it made no CUDA allocation (statistics are written only by a process that "
+                "allocated), the shim refused a setting (its message comes first), or "
                 "it exited through a crash or _exit before the shim's exit handler")
 
 

@@ -9,6 +9,11 @@ The files are only read, never locked: every figure is one aligned word the shim
 A member is alive when its pid still runs with the start time it joined with (a reused pid is a
 different process), exactly the test the shim applies before taking a dead member's share back;
 members of another pid namespace cannot be judged from here and show as unknown (null in JSON).
+A user sees their own ledgers; root (the monitoring side: node-exporter's collector runs as root
+while pods run as their own users) sees every user's, each believed only when the uid in its name,
+its owner and its header agree, so no user can plant a ledger that passes for another's. The
+samples carry that uid (a group name is one user's) and each process its ledger slot, so a label set
+is never repeated, even for two slots of one pid (a reused pid, a member of another namespace).
 
 Prometheus output follows the text exposition format 0.0.4
 (https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format): one `# HELP` and
@@ -74,10 +79,12 @@ def alive(pid, start, pidns, own_ns):
     return s is not None and s == start
 
 
-def read_ledger(path, own_ns=None):
-    """One ledger as a dict (group, device, cap, members...), or None if the file is not one."""
+def read_ledger(path, own_ns=None, owner=None):
+    """One ledger as a dict (group, device, cap, members...), or None if the file is not one;
+    owner: the uid it must belong to (default: this user's)."""
     own_ns = _own_pidns() if own_ns is None else own_ns
-    # The shim's own test of a ledger (shim/group.c): a regular file of this user, mode 0600, of
+    owner = os.getuid() if owner is None else owner
+    # The shim's own test of a ledger (shim/group.c): a regular file of its user, mode 0600, of
     # the size its header gives. /dev/shm is anyone's to write: a FIFO there blocked the open
     # for ever, and a file another user made was believed (opened without following links and
     # without blocking, then checked on the descriptor).
@@ -87,7 +94,7 @@ def read_ledger(path, own_ns=None):
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != owner or st.st_mode & 0o077:
             return None
         with os.fdopen(fd, "rb") as f:
             fd = -1
@@ -101,7 +108,7 @@ def read_ledger(path, own_ns=None):
         return None
     magic, version, hsize, ssize, nslots, hwm, uid, cap, uuid, name = HEADER.unpack_from(data)
     if (magic != MAGIC or version != VERSION or ssize < SLOT.size or len(data) < hsize + nslots * ssize
-            or st.st_size != hsize + nslots * ssize):
+            or st.st_size != hsize + nslots * ssize or uid != owner):
         return None
     members = []
     for i in range(min(hwm, nslots)):
@@ -109,7 +116,7 @@ def read_ledger(path, own_ns=None):
          mode) = SLOT.unpack_from(data, hsize + i * ssize)
         if state != SLOT_LIVE:
             continue
-        members.append({"pid": pid, "alive": alive(pid, start, pidns, own_ns), "mode": _cstr(mode),
+        members.append({"slot": i, "pid": pid, "alive": alive(pid, start, pidns, own_ns), "mode": _cstr(mode),
                         "committed": committed, "committed_peak": committed_peak,
                         "in_use": in_use, "reserved": reserved, "peak": peak})
     return {"group": _cstr(name), "device": uuid_text(uuid), "uid": uid, "cap": cap,
@@ -121,8 +128,11 @@ def read_ledger(path, own_ns=None):
 
 
 def scan(directory):
-    """Every ledger of this user in directory, sorted by group then device."""
+    """(ledgers, others): every ledger this user may read in directory (root: every user's),
+    sorted by user, group, device; and how many files named as other users' ledgers were left
+    unread (a user other than root cannot check them)."""
     uid = os.getuid()
+    others = 0
     try:
         names = sorted(os.listdir(directory))
     except OSError as e:
@@ -132,27 +142,37 @@ def scan(directory):
     groups = []
     for n in names:
         m = NAME_RE.match(n)
-        if not m or int(m.group(1)) != uid:
+        if not m:
             continue
-        g = read_ledger(os.path.join(directory, n), own_ns)
+        if uid != 0 and int(m.group(1)) != uid:
+            others += 1
+            continue
+        g = read_ledger(os.path.join(directory, n), own_ns, int(m.group(1)))
         if g is not None:
             groups.append(g)
-    return sorted(groups, key=lambda g: (g["group"], g["device"]))
+    return sorted(groups, key=lambda g: (g["uid"], g["group"], g["device"])), others
+
+
+def _others_text(others):
+    return (f"{others} ledger{'s' if others != 1 else ''} of other users not read (run "
+            "gpuarena top as root, or as that user, to see them)")
 
 
 def _alive_text(a):
     return "yes" if a else ("?" if a is None else "no")
 
 
-def render(groups, directory):
+def render(groups, directory, others=0):
     if not groups:
         return (f"no gpuarena groups in {directory} (a process started with GPUARENA_GROUP=NAME "
                 "and GPUARENA_LIMIT makes one; members given GPUARENA_GROUP_DIR keep their ledgers "
-                "there: --dir DIR)")
-    out = []
+                "there: --dir DIR)" + (f"; {_others_text(others)}" if others else ""))
+    out = [_others_text(others), ""] if others else []
+    users = {g["uid"] for g in groups}
     for g in groups:
         pct = 100.0 * g["committed"] / g["cap"] if g["cap"] else 0.0
-        out.append(f"group {g['group']}  device {g['device']}  cap {human_bytes(g['cap'])}  "
+        out.append(f"group {g['group']}  " + (f"user {g['uid']}  " if users != {os.getuid()} else "")
+                   + f"device {g['device']}  cap {human_bytes(g['cap'])}  "
                    f"committed {human_bytes(g['committed'])} ({pct:.1f}%)  "
                    f"members {len(g['members'])}")
         if g["committed_dead"]:
@@ -168,8 +188,14 @@ def render(groups, directory):
     return "\n".join(out).rstrip()
 
 
-def to_json(groups, directory):
-    return json.dumps({"format": 1, "dir": directory, "groups": groups}, indent=2)
+def render_scan(directory):
+    groups, others = scan(directory)
+    return render(groups, directory, others)
+
+
+def to_json(groups, directory, others=0):
+    return json.dumps({"format": 1, "dir": directory, "groups": groups,
+                       "other_users_ledgers_unread": others}, indent=2)
 
 
 def _esc(v):
@@ -183,9 +209,10 @@ def _labels(**kv):
 METRICS = (
     # name, help, what it reads: ("group", key) | ("process", key) | ("device", key)
     ("gpuarena_group_cap_bytes", "Cap shared by the group on the device, bytes.", "group", "cap"),
-    ("gpuarena_group_committed_bytes", "Bytes the group's members hold against the cap.",
-     "group", "committed"),
-    ("gpuarena_group_members", "Member processes in the group's ledger.", "group", "members"),
+    ("gpuarena_group_committed_bytes", "Bytes the group's members hold against the cap (a dead "
+     "member's until the shim takes them back, at the next refusal).", "group", "committed"),
+    ("gpuarena_group_members", "Member processes in the group's ledger (dead ones until taken "
+     "back: see gpuarena_process_alive).", "group", "members"),
     ("gpuarena_process_committed_bytes", "Bytes the process holds against its group's cap.",
      "process", "committed"),
     ("gpuarena_process_in_use_bytes", "Bytes the process's allocations use.", "process", "in_use"),
@@ -207,15 +234,15 @@ def _samples(kind, key, groups):
     if kind == "group":
         for g in groups:
             v = len(g["members"]) if key == "members" else g[key]
-            yield _labels(group=g["group"], device=g["device"]), v
+            yield _labels(group=g["group"], uid=g["uid"], device=g["device"]), v
     elif kind == "process":
         for g in groups:
             for m in g["members"]:
                 v = m[key]
                 if key == "alive":
                     v = -1 if v is None else int(v)
-                yield _labels(group=g["group"], device=g["device"], pid=m["pid"],
-                              mode=m["mode"]), v
+                yield _labels(group=g["group"], uid=g["uid"], device=g["device"], pid=m["pid"],
+                              slot=m["slot"], mode=m["mode"]), v
     else:
         devices = {}
         for g in groups:
@@ -227,8 +254,8 @@ def _samples(kind, key, groups):
             yield _labels(device=dev), devices[dev][key]
 
 
-def to_prometheus(groups):
-    lines = []
+def to_prometheus(groups, others=0):
+    lines = [f"# gpuarena: {_others_text(others)}"] if others else []
     for name, text, kind, key in METRICS:
         lines.append(f"# HELP {name} {text}")
         lines.append(f"# TYPE {name} gauge")
@@ -242,17 +269,18 @@ def run(directory, once, as_json, prometheus, interval, iterations=None):
     if interval <= 0:
         raise GaError(f"--interval {interval}: must be above 0 seconds")
     if as_json or prometheus:
-        groups = scan(directory)
-        sys.stdout.write(to_prometheus(groups) if prometheus else to_json(groups, directory) + "\n")
+        groups, others = scan(directory)
+        sys.stdout.write(to_prometheus(groups, others) if prometheus else
+                         to_json(groups, directory, others) + "\n")
         return 0
     if once:
-        print(render(scan(directory), directory))
+        print(render_scan(directory))
         return 0
     n = 0
     while iterations is None or n < iterations:
         sys.stdout.write("\x1b[H\x1b[2J")  # home and clear, as top does
         print(f"gpuarena top - {time.strftime('%H:%M:%S')} - every {interval:g} s, Ctrl-C quits\n")
-        print(render(scan(directory), directory))
+        print(render_scan(directory))
         sys.stdout.flush()
         n += 1
         if iterations is None or n < iterations:

@@ -28,7 +28,7 @@ $(BENCH_SCALE): test/bench/bench_scale.c allocator/ga_arena.h $(BUILD)/lib/libga
 .PHONY: bench-alloc bench-scale
 bench-alloc: $(BENCH_ALLOC)
 	@mkdir -p $(BUILD)/bench
-	@GA_TRACES_DIR=$(CURDIR)/../shared/traces ./$(BENCH_ALLOC) $(BUILD)/bench/alloc.json \
+	@GA_TRACES_DIR=$(GA_TRACES_DIR) ./$(BENCH_ALLOC) $(BUILD)/bench/alloc.json \
 		$(BENCH_TRACES)
 
 bench-scale: $(BENCH_SCALE)

@@ -13,9 +13,7 @@ import tempfile
 import unittest
 
 import gatest
-from gpuarena_cli import GaError
 from gpuarena_cli import doctor as doctor_mod
-from gpuarena_cli.fmt import parse_size
 
 GIB = 1 << 30
 
@@ -117,11 +115,19 @@ class Doctor(unittest.TestCase):
         p, doc = doctor("--sim", env=env)
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertFalse(doc["ok"])
-        with self.assertRaises(GaError) as e:
-            parse_size("12XB", allow_percent=True)
         problems = "\n".join(doc["problems"])
-        self.assertIn(f"GPUARENA_LIMIT={e.exception}; the shim will not initialise CUDA",
-                      problems)
+        # The shim's own words, its examples for the option included (doctor gave the grammar's
+        # generic ones, "try 8GiB, 512MiB, 1.5G, 4096", where the shim says "or 0" for the keep).
+        for said in ("GPUARENA_LIMIT='12XB' is not a size: unknown unit 'XB' (try 8GiB, 512MiB or "
+                     "50%)", "GPUARENA_VMM_KEEP='50%' is not a size: a percentage is not accepted "
+                     "here (try 64MiB, 512MiB or 0)"):
+            self.assertIn(said + "; the shim will not initialise CUDA", problems)
+            self.assertIn(said + "; CUDA will not be initialised", problems)  # under the shim
+        self.assertNotIn("gpuarena: gpuarena:", p.stdout + problems)
+        self.assertIn("cuInit failed: GPUARENA_MODE='fast'", problems)  # no second prefix
+        # Any refused setting leaves no pool (a refused GPUARENA_LIMIT got a plan as if unset).
+        self.assertIn("no pool: the shim refuses GPUARENA_MODE, GPUARENA_PREALLOCATE, "
+                      "GPUARENA_LIMIT, GPUARENA_VMM_KEEP", doc["plan"][0]["note"])
         self.assertIn("GPUARENA_PREALLOCATE='maybe' is not valid", problems)
         self.assertIn("unknown mode 'fast'", problems)
         self.assertIn("a percentage is not accepted here", problems)
@@ -264,7 +270,15 @@ class Doctor(unittest.TestCase):
         p, doc = doctor("--sim", env={"GPUARENA_MODE": "bogus"})
         self.assertEqual(p.returncode, 1)
         self.assertIsNone(doc["mode"])
-        self.assertIn("no pool: GPUARENA_MODE is refused", doc["plan"][0]["note"])
+        self.assertIn("no pool: the shim refuses GPUARENA_MODE", doc["plan"][0]["note"])
+        # GPUARENA_VMM_KEEP shows its default and, outside vmm mode, that nothing uses it.
+        _, doc = doctor("--sim", env={"GPUARENA_LIMIT": "12XB"})
+        self.assertIn("no pool: the shim refuses GPUARENA_LIMIT", doc["plan"][0]["note"])
+        self.assertIn({"name": "GPUARENA_VMM_KEEP", "value": None,
+                       "shown": "64MiB (default) (not used in arena mode)"}, doc["settings"])
+        _, doc = doctor("--sim", env={"GPUARENA_MODE": "vmm"})
+        self.assertIn({"name": "GPUARENA_VMM_KEEP", "value": None, "shown": "64MiB (default)"},
+                      doc["settings"])
         p = gatest.cli("doctor", "--sim", env={"GPUARENA_MODE": "bogus"})
         self.assertIn("none: GPUARENA_MODE is refused", p.stdout)
         self.assertNotIn("preallocated", p.stdout)

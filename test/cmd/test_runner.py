@@ -417,13 +417,14 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
             self.assertCleanError(p, f"argument --repeat: '{n}' is not a whole number", code=2)
         p = self.run_cli("compare", "--sim", "--modes", "platform", "--", sys.executable, FAKE,
                          "3", "--no-stats")
-        self.assertCleanError(p, "no statistics written (exit 3; it made no CUDA call",
+        self.assertCleanError(p, "no statistics written (exit 3; it made no CUDA allocation",
                               "the program's last output:\nfakeprog: mode platform")
         self.assertEqual(self.run_cli("compare").returncode, 2)
         # A program that printed nothing: said so, not an empty "last output".
         p = self.run_cli("compare", "--sim", "--modes", "arena", "--", "true")
         self.assertCleanError(p, "mode arena: no statistics written (exit 0; it made no CUDA "
-                              "call", "the program printed nothing")
+                              "allocation (statistics are written only by a process that allocated)",
+                              "the program printed nothing")
         self.assertNotIn("last output", p.stderr)
         # A folder given as the program: said so, not "permission denied (chmod +x?)".
         for sub in ("compare", "run"):

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import unittest
@@ -104,23 +105,24 @@ class Ledgers(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(p.stdout.endswith("\n"))
         samples = parse_exposition(self, p.stdout)
-        la = f'device="{gpu(DEV_A)}"'
+        la = f'uid="{os.getuid()}",device="{gpu(DEV_A)}"'
         self.assertEqual(samples[f'gpuarena_group_cap_bytes{{group="team-a",{la}}}'], GIB)
         self.assertEqual(samples[f'gpuarena_group_committed_bytes{{group="team-a",{la}}}'], 600 * MIB)
         self.assertEqual(samples[f'gpuarena_group_members{{group="team-a",{la}}}'], 3)
         self.assertEqual(samples[f'gpuarena_process_alive{{group="team-a",{la},pid="{a1}",'
-                                 'mode="arena"}'], 1)
+                                 'slot="0",mode="arena"}'], 1)
         self.assertEqual(samples[f'gpuarena_process_alive{{group="team-a",{la},pid="{dead}",'
-                                 'mode="platform"}'], 0)
+                                 'slot="2",mode="platform"}'], 0)
         self.assertEqual(samples[f'gpuarena_process_reserved_bytes{{group="team-a",{la},'
-                                 f'pid="{a1}",mode="arena"}}'], 256 * MIB)
+                                 f'pid="{a1}",slot="0",mode="arena"}}'], 256 * MIB)
         self.assertEqual(samples[f'gpuarena_process_peak_bytes{{group="team-a",{la},'
-                                 f'pid="{a1}",mode="arena"}}'], 200 * MIB)
+                                 f'pid="{a1}",slot="0",mode="arena"}}'], 200 * MIB)
         self.assertIn("# HELP gpuarena_process_peak_bytes Peak bytes the process has reserved "
                       "from the driver", p.stdout)
-        self.assertEqual(samples[f"gpuarena_device_committed_bytes{{{la}}}"], 1300 * MIB)
-        self.assertEqual(samples[f"gpuarena_device_cap_bytes{{{la}}}"], 3 * GIB)
-        self.assertEqual(samples[f"gpuarena_device_groups{{{la}}}"], 2)
+        ld = f'device="{gpu(DEV_A)}"'
+        self.assertEqual(samples[f"gpuarena_device_committed_bytes{{{ld}}}"], 1300 * MIB)
+        self.assertEqual(samples[f"gpuarena_device_cap_bytes{{{ld}}}"], 3 * GIB)
+        self.assertEqual(samples[f"gpuarena_device_groups{{{ld}}}"], 2)
         self.assertEqual(samples[f'gpuarena_device_groups{{device="{gpu(DEV_B)}"}}'], 1)
 
     def test_member_leaving_and_foreign_files(self):
@@ -164,6 +166,75 @@ class Ledgers(unittest.TestCase):
                 self.assertNotIn(f'"{bad}"', p.stdout)
                 self.assertNotIn(f"group {bad} ", p.stdout)
             self.assertIn("real", p.stdout)
+
+    def copy_as(self, real, uid, name):
+        """A copy of ledger `real` made to be user uid's: its name, owner and header say uid."""
+        with open(os.path.join(self.dir, real), "rb") as f:
+            data = bytearray(f.read())
+        struct_uid = top.HEADER.unpack_from(data)
+        off = 8 + 5 * 4  # magic, then version, header size, slot size, slots, slots in use
+        self.assertEqual(int.from_bytes(data[off:off + 4], "little"), struct_uid[6])
+        data[off:off + 4] = uid.to_bytes(4, "little")
+        path = os.path.join(self.dir, f"gpuarena-{uid}-{name}-{DEV_A}")
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o600)
+        return path
+
+    def test_other_users_ledgers(self):
+        """The monitoring side (node-exporter's collector) runs as root while pods run as their
+        own users: root reads every user's ledgers, each only if the uid of its name, its owner and
+        its header agree, and the samples carry the uid, so two users' groups of one name never
+        share a label set; any other user is told how many it could not read (it printed "no
+        gpuarena groups" before)."""
+        self.member("mine", DEV_A, MIB)
+        real = [n for n in os.listdir(self.dir) if "-mine-" in n][0]
+        other = 4343 if os.getuid() != 4343 else 4344
+        theirs = self.copy_as(real, other, "mine")        # the same group name, another user
+        liar = self.copy_as(real, other + 1, "liar")      # named and headed as other+1's ...
+        if os.getuid() == 0:
+            os.chown(theirs, other, other)                # ... but owned by root: not believed
+            p = self.top("--prometheus")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            samples = parse_exposition(self, p.stdout)
+            for uid in (0, other):
+                self.assertEqual(samples[f'gpuarena_group_cap_bytes{{group="mine",uid="{uid}",'
+                                         f'device="{gpu(DEV_A)}"}}'], GIB)
+            self.assertNotIn('group="liar"', p.stdout)
+            doc = json.loads(self.top("--json").stdout)
+            self.assertEqual([(g["group"], g["uid"]) for g in doc["groups"]],
+                             [("mine", 0), ("mine", other)])
+            self.assertEqual(doc["other_users_ledgers_unread"], 0)
+            self.assertIn(f"group mine  user {other}  device", self.top("--once").stdout)
+        else:
+            p = self.top("--once")
+            self.assertIn("2 ledgers of other users not read (run gpuarena top as root", p.stdout)
+            self.assertIn("# gpuarena: 2 ledgers of other users not read", self.top("--prometheus").stdout)
+        os.unlink(liar)
+
+    def test_one_label_set_per_slot(self):
+        """Two slots of one pid (a reused pid, a member of another pid namespace, an exec'd
+        image) gave two samples with one label set, which makes node-exporter's textfile
+        collector reject the whole file: each process sample names its slot."""
+        self.member("dup", DEV_A, 2 * MIB)
+        path = [os.path.join(self.dir, n) for n in os.listdir(self.dir) if "-dup-" in n][0]
+        with open(path, "r+b") as f:
+            data = bytearray(f.read())
+            hsize, ssize = top.HEADER.unpack_from(data)[2:4]
+            slot0 = bytes(data[hsize:hsize + ssize])
+            state, pid, start = struct.unpack_from("<2IQ", slot0)
+            forged = bytearray(slot0)
+            struct.pack_into("<Q", forged, 8, start + 1)  # the same pid, another start: dead
+            data[hsize + ssize:hsize + 2 * ssize] = forged
+            off = 8 + 4 * 4  # slots in use
+            data[off:off + 4] = (2).to_bytes(4, "little")
+            f.seek(0)
+            f.write(data)
+        p = self.top("--prometheus")
+        samples = parse_exposition(self, p.stdout)  # asserts no label set twice
+        base = f'group="dup",uid="{os.getuid()}",device="{gpu(DEV_A)}",pid="{pid}"'
+        self.assertEqual(samples[f'gpuarena_process_alive{{{base},slot="0",mode="arena"}}'], 1)
+        self.assertEqual(samples[f'gpuarena_process_alive{{{base},slot="1",mode="arena"}}'], 0)
 
     def test_errors_and_live_mode(self):
         p = self.top("--json", "--prometheus")
@@ -217,6 +288,9 @@ def parse_exposition(test, text):
     i = 0
     while i < len(lines):
         line = lines[i]
+        if line.startswith("# ") and not line.startswith(("# HELP ", "# TYPE ")):
+            i += 1  # a comment: the format allows them anywhere
+            continue
         if line.startswith("# HELP "):
             name = line.split()[2]
             test.assertNotIn(name, seen, f"metric {name} described twice")
@@ -228,7 +302,9 @@ def parse_exposition(test, text):
         m = SAMPLE.match(line)
         test.assertIsNotNone(m, f"not a sample line: {line!r}")
         test.assertEqual(m.group(1), current, f"sample outside its metric's block: {line!r}")
-        samples[m.group(1) + (m.group(2) or "")] = int(m.group(3))
+        key = m.group(1) + (m.group(2) or "")
+        test.assertNotIn(key, samples, f"a sample repeated (collectors reject the file): {line!r}")
+        samples[key] = int(m.group(3))
         i += 1
     return samples
 

@@ -45,7 +45,7 @@ test-stress: $(STRESS_BINS) $(STRESS_NEXTLIB) $(BUILD)/sim/libcuda.so $(BUILD)/l
 # The C tiers under a sanitizer, for `make asan/ubsan/tsan` (top-level Makefile) and test-asan.
 SAN_TIERS ?= test-unit test-sim test-preload test-stress
 san-tiers:
-	@$(MAKE) --no-print-directory -k all; \
+	@$(MAKE) --no-print-directory -k build-all; \
 	  rm -rf $(RESULTS) && mkdir -p $(RESULTS); \
 	  $(MAKE) --no-print-directory -k $(SAN_TIERS); \
 	  sh scripts/test-summary.sh $(RESULTS) $(patsubst test-%,%,$(SAN_TIERS))
@@ -71,7 +71,7 @@ VALGRIND := valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kind
             --track-origins=yes --quiet
 valgrind-unit: $(BUILD)/test/unit_tests
 	@mkdir -p $(RESULTS)
-	@GA_TRACES_DIR=$(CURDIR)/../shared/traces CK_FORK=no CK_TAP_LOG_FILE_NAME=$(RESULTS)/valgrind.tap \
+	@GA_TRACES_DIR=$(GA_TRACES_DIR) CK_FORK=no CK_TAP_LOG_FILE_NAME=$(RESULTS)/valgrind.tap \
 	  $(VALGRIND) ./$(BUILD)/test/unit_tests; rc=$$?; \
 	  bad=$$(grep -c '^not ok' $(RESULTS)/valgrind.tap 2>/dev/null); \
 	  if [ $$rc = 0 ]; then echo "valgrind: unit tests clean ($$(grep -c '^ok' $(RESULTS)/valgrind.tap) passed)"; \

@@ -24,7 +24,7 @@ $(UNIT_BIN): $(UNIT_OBJ) $(BUILD)/obj/group/group.o $(BUILD)/lib/libgaalloc.a
 test-unit: $(UNIT_BIN)
 	@mkdir -p $(RESULTS)
 	@rm -f $(RESULTS)/unit.tap
-	@GA_TRACES_DIR=$(CURDIR)/../shared/traces CK_TAP_LOG_FILE_NAME=$(RESULTS)/unit.tap \
+	@GA_TRACES_DIR=$(GA_TRACES_DIR) CK_TAP_LOG_FILE_NAME=$(RESULTS)/unit.tap \
 	  ./$(UNIT_BIN) || true
 
 -include $(UNIT_OBJ:.o=.d)

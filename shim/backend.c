@@ -63,6 +63,58 @@ static CUmemAllocationProp ga_vmm_prop(int dev)
     return prop;
 }
 
+/* Granules the driver would not give back. A refused cuMemUnmap leaves the granule mapped: its
+ * handle is kept (c->stuck), its bytes stay committed against the cap (the device still holds
+ * them), and when the pool maps that address again the mapping serves as it is, where a new
+ * cuMemMap there would fail and, the pool seeing its granule unmapped, so would every later
+ * allocation placed there. A refused cuMemRelease after the unmap keeps the handle's bytes
+ * committed too (c->unreleased), until a later try releases it (at each map and unmap while some
+ * are held). Before, both were dropped: the first poisoned the pool for good, the second left
+ * memory on the device outside the cap. c->lock held. */
+static int keep_refused(ga_ctx_t *c, ga_ptrmap_t *m, uint64_t key, uintptr_t addr, size_t size,
+                        uint64_t handle, const char *call, CUresult r)
+{
+    ga_pentry_t e = {.key = key, .size = size, .aux = handle};
+    if (ga_ptrmap_put(m, &e) != 0)
+        return 0; /* no host memory to remember it: given up as before */
+    ga_log(GA_LOG_WARN, "vmm: the driver refused to give back the granule at %#llx (%s: CUresult "
+           "%d); it stays counted against the cap and is %s; if this repeats, the driver or device "
+           "is failing: check it (nvidia-smi) or use GPUARENA_MODE=grow",
+           (unsigned long long)addr, call, (int)r,
+           m == &c->stuck ? "used again when a block lands there" : "released at a later try");
+    return 1;
+}
+
+struct key_list {
+    uint64_t lo, hi; /* the keys in [lo, hi) */
+    uint64_t key[16];
+    size_t n;
+};
+
+static void collect_keys(void *arg, const ga_pentry_t *e)
+{
+    struct key_list *l = arg;
+    if (e->key >= l->lo && e->key < l->hi && l->n < 16)
+        l->key[l->n++] = e->key;
+}
+
+/* Tries again to release the memory of unmapped granules (16 at a time). c->lock held, context
+ * current. */
+static void release_refused(ga_ctx_t *c)
+{
+    struct key_list l = {.lo = 0, .hi = UINT64_MAX, .n = 0};
+    ga_ptrmap_each(&c->unreleased, collect_keys, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        if (ga_real.cuMemRelease((CUmemGenericAllocationHandle)l.key[i]) != CUDA_SUCCESS)
+            continue;
+        c->counts.driver_free_calls++;
+        ga_pentry_t gone;
+        ga_ptrmap_take(&c->unreleased, l.key[i], &gone);
+        ga_level_add(GA_LEVEL_RESERVED, -(int64_t)gone.size);
+        ga_dev_uncommit(c->dev, gone.size);
+    }
+}
+
 static int be_va_reserve(void *p, size_t size, uintptr_t *base)
 {
     ga_ctx_t *c = p;
@@ -90,6 +142,21 @@ static void be_va_release(void *p, uintptr_t base, size_t size)
     if (c->driver_gone > 1)
         return;
     int pushed = c->driver_gone ? 0 : ga_ctx_enter(c->ctx);
+    if (GA_UNLIKELY(c->stuck.count)) { /* granules still mapped in the range: one more try */
+        struct key_list l = {.lo = base, .hi = base + size, .n = 0};
+        ga_ptrmap_each(&c->stuck, collect_keys, &l);
+        for (size_t i = 0; i < l.n; i++) {
+            ga_pentry_t e = *ga_ptrmap_get(&c->stuck, l.key[i]);
+            if (ga_real.cuMemUnmap((CUdeviceptr)e.key, e.size) != CUDA_SUCCESS)
+                continue; /* the address free below fails too, and says so */
+            ga_ptrmap_take(&c->stuck, e.key, NULL);
+            ga_pentry_t u = {.key = e.aux, .size = e.size};
+            if (ga_ptrmap_put(&c->unreleased, &u) != 0) /* released with the others below */
+                ga_real.cuMemRelease((CUmemGenericAllocationHandle)e.aux);
+        }
+    }
+    if (GA_UNLIKELY(c->unreleased.count))
+        release_refused(c);
     CUresult r = ga_real.cuMemAddressFree((CUdeviceptr)base, size);
     ga_ctx_leave(pushed);
     if (r != CUDA_SUCCESS)
@@ -100,6 +167,27 @@ static void be_va_release(void *p, uintptr_t base, size_t size)
 static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
 {
     ga_ctx_t *c = p;
+    if (GA_UNLIKELY(c->stuck.count | c->unreleased.count)) {
+        int pushed = ga_ctx_enter(c->ctx);
+        release_refused(c);
+        ga_pentry_t *e = ga_ptrmap_get(&c->stuck, addr);
+        int reused = 0;
+        if (e && e->size == size) { /* still mapped here: its access again, and it serves */
+            CUmemAllocationProp prop = ga_vmm_prop(c->dev);
+            CUmemAccessDesc access = {.location = prop.location,
+                                      .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+            if (ga_real.cuMemSetAccess((CUdeviceptr)addr, size, &access, 1) == CUDA_SUCCESS) {
+                *handle = e->aux;
+                ga_ptrmap_take(&c->stuck, addr, NULL);
+                reused = 1;
+            }
+        }
+        ga_ctx_leave(pushed);
+        if (reused)
+            return 0;
+        if (e)
+            return 1; /* mapped there still, unusable: this granule cannot serve */
+    }
     if (!ga_dev_commit(c->dev, size))
         return 1;
     CUmemAllocationProp prop = ga_vmm_prop(c->dev);
@@ -114,18 +202,27 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
         r = ga_real.cuMemSetAccess((CUdeviceptr)addr, size, &access, 1);
     }
     if (r != CUDA_SUCCESS) { /* undo what was done: nothing half-mapped, nothing held */
-        if (mapped)
-            ga_real.cuMemUnmap((CUdeviceptr)addr, size);
-        if (h) {
-            ga_real.cuMemRelease(h);
-            c->counts.driver_free_calls++;
+        int held = 0; /* unless the driver keeps it: then kept, and committed, as stuck */
+        if (mapped) {
+            CUresult u = ga_real.cuMemUnmap((CUdeviceptr)addr, size);
+            if (u != CUDA_SUCCESS && keep_refused(c, &c->stuck, addr, addr, size, h, "cuMemUnmap", u))
+                held = 1;
         }
-    }
-    ga_ctx_leave(pushed);
-    if (r != CUDA_SUCCESS) {
-        ga_dev_uncommit(c->dev, size);
+        if (h && !held) {
+            CUresult rel = ga_real.cuMemRelease(h);
+            c->counts.driver_free_calls++;
+            if (rel != CUDA_SUCCESS &&
+                keep_refused(c, &c->unreleased, h, addr, size, 0, "cuMemRelease", rel))
+                held = 1;
+        }
+        ga_ctx_leave(pushed);
+        if (held)
+            ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
+        else
+            ga_dev_uncommit(c->dev, size);
         return 1;
     }
+    ga_ctx_leave(pushed);
     ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
     *handle = (uint64_t)h;
     return 0;
@@ -147,10 +244,20 @@ static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
             c->unfenced = 0;
             c->counts.free_syncs++;
         }
+        if (GA_UNLIKELY(c->unreleased.count))
+            release_refused(c);
         CUresult r = ga_real.cuMemUnmap((CUdeviceptr)addr, size);
+        if (r != CUDA_SUCCESS &&
+            keep_refused(c, &c->stuck, addr, addr, size, handle, "cuMemUnmap", r)) {
+            ga_ctx_leave(pushed);
+            return; /* still mapped, still held: committed until it serves again */
+        }
         CUresult r2 = ga_real.cuMemRelease((CUmemGenericAllocationHandle)handle);
         ga_ctx_leave(pushed);
         c->counts.driver_free_calls++;
+        if (r2 != CUDA_SUCCESS &&
+            keep_refused(c, &c->unreleased, handle, addr, size, 0, "cuMemRelease", r2))
+            return; /* unmapped, its memory still held: committed until a later try frees it */
         if (r != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
             ga_log(GA_LOG_WARN, "vmm: giving back the granule at %#llx failed (CUresult %d, %d)",
                    (unsigned long long)addr, (int)r, (int)r2);

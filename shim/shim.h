@@ -283,6 +283,10 @@ typedef struct ga_ctx {
     int has_final;
     size_t granularity;      /* vmm: the driver's recommended granularity */
     int va_warned;           /* vmm: a refused address reservation was reported (backend.c) */
+    ga_ptrmap_t stuck;       /* vmm granules the driver would not unmap (backend.c): key the
+                                address, size, aux the handle; still committed */
+    ga_ptrmap_t unreleased;  /* vmm handles unmapped whose cuMemRelease the driver refused: key
+                                the handle, size; still committed until a later try (backend.c) */
     ga_pending_t *pend;      /* freed chunks not yet returned to the pool (fence.c) */
     size_t npend, cap_pend;
     size_t npend_ev;         /* of them, stream-ordered (with an event) */

@@ -315,6 +315,80 @@ START_TEST(vmm_set_access_refused_midway)
 }
 END_TEST
 
+/* The driver refuses to give a granule back. A refused cuMemUnmap left the granule mapped while
+ * the pool saw it unmapped and its bytes left the cap: every later allocation that landed there
+ * (any, with keep 0) failed as out of memory, for good. A refused cuMemRelease dropped the
+ * handle: the memory stayed on the device outside the cap. Now such a granule stays counted
+ * (cuMemGetInfo), a mapped one serves again where the pool next maps, and an unreleased one is
+ * released at a later try; at the end the driver holds nothing. */
+static void stuck_free_all(CUdeviceptr p)
+{
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+}
+
+START_TEST(vmm_unmap_refused_granule_kept)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
+           "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p, q;
+    size_t fr, total;
+    ck_assert_int_eq(cuMemAlloc(&p, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(simcuda_fail_add("cuMemUnmap:1"), 0);
+    stuck_free_all(p);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.vmm_mappings, 1); /* the driver kept it mapped */
+    ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    ck_assert_uint_eq(total - fr, GRAN); /* and it counts against the cap */
+    for (int i = 0; i < 3; i++) { /* before: each failed as out of memory */
+        ck_assert_int_eq(cuMemAlloc(&q, 4096), CUDA_SUCCESS);
+        ck_assert_uint_eq(pt_counters().vmm_mappings, 1); /* the kept mapping serves */
+        ck_assert_int_eq(cuMemsetD8(q, (unsigned char)(0x40 + i), 4096), CUDA_SUCCESS);
+        unsigned char back[4096];
+        ck_assert_int_eq(cuMemcpyDtoH(back, q, sizeof back), CUDA_SUCCESS);
+        ck_assert_uint_eq(back[4095], 0x40 + i);
+        stuck_free_all(q);
+    }
+    c = pt_counters();
+    ck_assert_uint_eq(c.vmm_mappings, 0);
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_int_eq(cuMemAlloc(&q, 60 * MiB), CUDA_SUCCESS); /* the whole cap is there again */
+    stuck_free_all(q);
+    ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    ck_assert_uint_eq(fr, total);
+}
+END_TEST
+
+START_TEST(vmm_release_refused_memory_counted)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
+           "GPUARENA_LIMIT=8MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    size_t fr, total;
+    ck_assert_int_eq(cuMemAlloc(&p, 6 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(simcuda_fail_add("cuMemRelease:1+"), 0);
+    stuck_free_all(p);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.vmm_mappings, 0);
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 6 * MiB); /* the driver still holds the memory ... */
+    ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    ck_assert_uint_eq(total - fr, 6 * MiB); /* ... and so does the cap */
+    for (int i = 0; i < 4; i++) { /* before: 30 MiB on the device under an 8 MiB cap */
+        ck_assert_int_eq(cuMemAlloc(&p, 4 * MiB), CUDA_ERROR_OUT_OF_MEMORY); /* 2 MiB left */
+        ck_assert_uint_le(pt_counters().vmm_bytes_in_use, 8 * MiB);
+    }
+    simcuda_fail_clear();
+    ck_assert_int_eq(cuMemAlloc(&p, 6 * MiB), CUDA_SUCCESS); /* the next try releases them */
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 6 * MiB);
+    stuck_free_all(p);
+    c = pt_counters();
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    ck_assert_uint_eq(fr, total);
+}
+END_TEST
+
 START_TEST(vmm_queries)
 {
     pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -591,6 +665,8 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_map_refused_midway);
     tcase_add_test(tc, vmm_set_access_refused_midway);
     tcase_add_test(tc, vmm_queries);
+    tcase_add_test(tc, vmm_unmap_refused_granule_kept);
+    tcase_add_test(tc, vmm_release_refused_memory_counted);
     tcase_add_test(tc, vmm_ctx_destroy_takes_range);
     tcase_add_test(tc, vmm_primary_reset_takes_range);
     tcase_add_test(tc, vmm_threads);

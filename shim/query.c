@@ -51,6 +51,7 @@ GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 typedef struct ga_range_job {
     uintptr_t p, *base;
     size_t *size;
+    CUcontext ctx; /* the allocation's context, NULL for an orphan's (its context is gone) */
 } ga_range_job_t;
 
 static int ga_range_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
@@ -72,16 +73,20 @@ static int ga_range_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
     }
     if (st != GA_OK)
         *j->base = 0, *j->size = 0;
+    j->ctx = atomic_load(&c->orphan) ? NULL : c->ctx;
     return st == GA_OK ? 1 : -1;
 }
 
 /* Base and size of the live pool allocation containing p: 1 found, 0 not a pool pointer,
  * -1 inside a pool's memory but in no live allocation. Platform pointers are the driver's own
  * allocations, which the driver describes exactly: they are left to it (0). */
-static int ga_pool_range(CUdeviceptr p, uintptr_t *base, size_t *size)
+static int ga_pool_range(CUdeviceptr p, uintptr_t *base, size_t *size, CUcontext *ctx)
 {
-    ga_range_job_t j = {(uintptr_t)p, base, size};
-    return ga_with_owner((uintptr_t)p, ga_range_owned, &j, 0);
+    ga_range_job_t j = {(uintptr_t)p, base, size, NULL};
+    int found = ga_with_owner((uintptr_t)p, ga_range_owned, &j, 0);
+    if (ctx)
+        *ctx = j.ctx;
+    return found;
 }
 
 GA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
@@ -89,7 +94,7 @@ GA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CU
     GA_HOOK_ENTER(cuMemGetAddressRange_v2, (pbase, psize, dptr));
     uintptr_t base = 0;
     size_t size = 0;
-    int found = ga_pool_range(dptr, &base, &size);
+    int found = ga_pool_range(dptr, &base, &size, NULL);
     if (found == 0)
         return ga_real.cuMemGetAddressRange_v2(pbase, psize, dptr);
     if (found < 0)
@@ -101,15 +106,23 @@ GA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CU
     return CUDA_SUCCESS;
 }
 
-static int ga_is_range_attr(CUpointer_attribute a)
+/* The attributes a live pool allocation answers itself: its own range, never the region (or
+ * the granule) the driver sees; and its context, which the driver does not know for a vmm
+ * mapping (it answered NULL where arena mode, and a plain cuMemAlloc, give the context: found
+ * by an outside test on 2026-12-05). */
+static int ga_is_range_attr(CUpointer_attribute a, CUcontext ctx)
 {
-    return a == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || a == CU_POINTER_ATTRIBUTE_RANGE_SIZE;
+    return a == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || a == CU_POINTER_ATTRIBUTE_RANGE_SIZE ||
+           (a == CU_POINTER_ATTRIBUTE_CONTEXT && ctx);
 }
 
-static void ga_write_range_attr(CUpointer_attribute a, void *data, uintptr_t base, size_t size)
+static void ga_write_range_attr(CUpointer_attribute a, void *data, uintptr_t base, size_t size,
+                                CUcontext ctx)
 {
     if (a == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
         *(CUdeviceptr *)data = (CUdeviceptr)base;
+    else if (a == CU_POINTER_ATTRIBUTE_CONTEXT)
+        *(CUcontext *)data = ctx;
     else
         *(size_t *)data = size;
 }
@@ -121,12 +134,13 @@ GA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t base = 0;
     size_t size = 0;
-    int found = ga_pool_range(ptr, &base, &size);
+    CUcontext ctx = NULL;
+    int found = ga_pool_range(ptr, &base, &size, &ctx);
     if (found < 0) /* freed pool memory: the driver's answer for a pointer it does not know */
         return CUDA_ERROR_INVALID_VALUE;
-    if (found == 0 || !ga_is_range_attr(attribute))
+    if (found == 0 || !ga_is_range_attr(attribute, ctx))
         return ga_real.cuPointerGetAttribute(data, attribute, ptr);
-    ga_write_range_attr(attribute, data, base, size);
+    ga_write_range_attr(attribute, data, base, size, ctx);
     return CUDA_SUCCESS;
 }
 
@@ -138,7 +152,8 @@ GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t base = 0;
     size_t size = 0;
-    int found = ga_pool_range(ptr, &base, &size);
+    CUcontext ctx = NULL;
+    int found = ga_pool_range(ptr, &base, &size, &ctx);
     /* Freed pool memory: every attribute as the driver answers for a pointer it does not know,
      * which is what it answers for 0 (defaults, in each attribute's own width). */
     CUresult r = ga_real.cuPointerGetAttributes(numAttributes, attributes, data, found < 0 ? 0 : ptr);
@@ -146,8 +161,8 @@ GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_
     if (r != CUDA_SUCCESS || found <= 0)
         return r;
     for (unsigned i = 0; i < numAttributes; i++)
-        if (ga_is_range_attr(attributes[i]) && data[i])
-            ga_write_range_attr(attributes[i], data[i], base, size);
+        if (ga_is_range_attr(attributes[i], ctx) && data[i])
+            ga_write_range_attr(attributes[i], data[i], base, size, ctx);
     return r;
 }
 

@@ -404,6 +404,20 @@ START_TEST(vmm_queries)
     ck_assert_int_eq(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 100),
                      CUDA_SUCCESS);
     ck_assert_uint_eq(start, a);
+    /* The block's context, as arena mode and a plain cuMemAlloc answer (the driver knows no
+     * context for a vmm mapping: it answered NULL), through both entry points. */
+    CUcontext cur = NULL, owner = NULL, owner2 = NULL;
+    ck_assert_int_eq(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    ck_assert_ptr_nonnull(cur);
+    ck_assert_int_eq(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, b + 77),
+                     CUDA_SUCCESS);
+    ck_assert_ptr_eq(owner, cur);
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    size_t whole = 0;
+    void *out[2] = {&owner2, &whole};
+    ck_assert_int_eq(cuPointerGetAttributes(2, attrs, out, a), CUDA_SUCCESS);
+    ck_assert_ptr_eq(owner2, cur);
+    ck_assert_uint_eq(whole, 3072);
     CUipcMemHandle h;
     ck_assert_int_eq(cuIpcGetMemHandle(&h, a), CUDA_ERROR_NOT_SUPPORTED);
     ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);

@@ -29,8 +29,9 @@ static pthread_mutex_t ga_ctx_list_lock = PTHREAD_MUTEX_INITIALIZER; /* adding t
  * brought the primary context back (active again, so the releasing thread kept the pool), its
  * release took it down, and nobody dropped the pool (a stress run with threads on created and
  * primary contexts of one device found vmm's 44 MiB still held after every context was gone).
- * Taken only by those hooks (below), with no other lock of the shim held; it guards driver
- * calls, not data. */
+ * Taken only by those hooks and cuDevicePrimaryCtxRetain (below), with no other lock of the shim
+ * held; it guards driver calls, and a last release's drop of the state (context locks are taken
+ * inside it, never the other way round). */
 static ga_mutex_t ga_primary_lock;
 
 /* The context keeping the IN_USE level itself (shim.h, ga_ctx_level_add), set and cleared under
@@ -517,6 +518,21 @@ int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free
     return 0;
 }
 
+/* Orphan c's figures into its device's (c->lock held): bytes more (or less) of live blocks, and
+ * what its pool maps and reserves now; gone: the pool is going, and c's share with it. */
+static void ga_orphan_account(ga_ctx_t *c, int64_t bytes, int gone)
+{
+    ga_dev_t *d = &ga_devs[c->dev];
+    ga_stats_t s = {0};
+    if (!gone)
+        ga_pool_stats(c->pool, &s);
+    atomic_fetch_add(&d->orph_bytes, (uint64_t)bytes); /* wraps back for a negative count */
+    atomic_fetch_add(&d->orph_mapped, s.reserved - c->orph_mapped);
+    atomic_fetch_add(&d->orph_va, s.va_reserved - c->orph_va);
+    c->orph_mapped = s.reserved;
+    c->orph_va = s.va_reserved;
+}
+
 /* Stream-ordered allocations the pool served, live at c's teardown (c->lock held, the pool's final
  * figures taken): the driver would keep them ("cuCtxDestroy() will not destroy memory allocations
  * by ... cuMemAllocAsync()", above), and the program may go on using and freeing them. In vmm mode
@@ -528,10 +544,11 @@ int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free
  * 0 when the pool goes now. */
 static uint64_t ga_ctx_orphan(ga_ctx_t *c, int driver_gone)
 {
-    uint64_t kept = 0;
+    uint64_t kept = 0, asked = 0; /* held (a chunk handed over whole: its size), and asked for */
     ga_ptrmap_t *as = &c->async;
     for (size_t i = 0; as->slots && i <= as->mask; i++)
-        kept += as->slots[i].key ? as->slots[i].size : 0;
+        if (as->slots[i].key)
+            kept += as->slots[i].size, asked += as->slots[i].aux;
     if (!as->count || driver_gone == 2)
         return 0;
     if (ga_pool_mode(c->pool) != GA_MODE_VMM) {
@@ -540,7 +557,7 @@ static uint64_t ga_ctx_orphan(ga_ctx_t *c, int driver_gone)
                "goes with the context's pool, and a later use or free of those pointers reaches "
                "whatever is allocated there next; run with GPUARENA_MODE=vmm or platform, which "
                "keep them", (void *)c->ctx, as->count, as->count == 1 ? "" : "s",
-               (unsigned long long)kept, ga_mode_name(ga_pool_mode(c->pool)));
+               (unsigned long long)asked, ga_mode_name(ga_pool_mode(c->pool)));
         return 0;
     }
     size_t n = ga_pool_live_bases(c->pool, NULL, 0);
@@ -560,6 +577,8 @@ static uint64_t ga_ctx_orphan(ga_ctx_t *c, int driver_gone)
            "allocation%s (%llu bytes) until they are freed", (void *)c->ctx, as->count,
            as->count == 1 ? "" : "s", (unsigned long long)kept);
     atomic_store(&c->orphan, 1);
+    atomic_fetch_add(&ga_devs[c->dev].orph_n, 1);
+    ga_orphan_account(c, (int64_t)kept, 0);
     return kept;
 }
 
@@ -573,18 +592,29 @@ CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga
     /* (no size asked of the pool: every pool free of the shim passes NULL, which link-time
      * optimisation turns into a cheaper arena free, 5 instructions a pair) */
     ga_status_t st = GA_EINVAL;
+    ga_stats_t before, after;
+    ga_pool_stats(c->pool, &before);
     if (e || !ga_pool_live_size(c->pool, p)) /* every live block has its record: without one, */
         st = ga_pool_free(c->pool, p, NULL); /* the pool only says why it refuses (interior...) */
     if (st != GA_OK) {
         *refused = st; /* an interior pointer, or a block freed already (with its context) */
         return CUDA_ERROR_INVALID_VALUE;
     }
+    /* The context's entry is its pool as at teardown (c->final) less what the program freed
+     * since: the blocks the teardown dropped stay live there, as for a context without an orphan
+     * (the pool's own figures count them as frees; an outside test, 2026-12-05). */
+    ga_pool_stats(c->pool, &after);
+    c->final.frees += after.frees - before.frees;
+    c->final.live -= before.live - after.live;
+    c->final.in_use -= before.in_use - after.in_use;
+    c->final.in_use_requested -= before.in_use_requested - after.in_use_requested;
     ga_ptrmap_take(&c->async, p, NULL);
     ga_ctx_level_add(c, -(int64_t)size);
     ga_count_free(&c->counts, api, t0);
     ga_pool_trim(c->pool);
+    ga_orphan_account(c, -(int64_t)size, !c->async.count);
     if (!c->async.count) {
-        ga_pool_stats(c->pool, &c->final);
+        atomic_fetch_sub(&ga_devs[c->dev].orph_n, 1);
         ga_pool_t *pool = c->pool;
         __atomic_store_n(&c->pool, NULL, __ATOMIC_RELEASE);
         atomic_store(&c->orphan, 0);
@@ -839,6 +869,10 @@ void ga_ctx_fork_child(void)
             ga_ptrmap_fini(&dv->loose);
             memset(&dv->loose, 0, sizeof dv->loose);
             memset(&dv->counts, 0, sizeof dv->counts);
+            atomic_store(&dv->orph_n, 0); /* the parent's orphans were freed above */
+            atomic_store(&dv->orph_bytes, 0);
+            atomic_store(&dv->orph_mapped, 0);
+            atomic_store(&dv->orph_va, 0);
         }
     }
     ga_tl_cache.ctx = NULL;
@@ -897,7 +931,13 @@ static CUresult ga_primary_reset(CUdevice dev, CUresult (*real_reset)(CUdevice))
 }
 
 /* Only the last release destroys the context, and only the driver knows which one that is: ask
- * after the call, and if it went inactive forget the pool (the driver has freed its memory). */
+ * after the call, and if it went inactive forget the pool (the driver has freed its memory). The
+ * drop is done before the lock goes, as a retain waits for it (cuDevicePrimaryCtxRetain below):
+ * the primary context comes back with the same handle, and a thread whose retain fell between the
+ * driver's release and the drop found the dying state, so that its allocation either answered
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED or was served from the pool whose memory the driver had just
+ * freed (found by an outside test on 2026-12-05; test primary_retain_races_last_release). The drop
+ * makes no driver call that waits for a context (the driver has freed this one's memory). */
 static CUresult ga_primary_release(CUdevice dev, CUresult (*real_release)(CUdevice))
 {
     ga_mutex_lock(&ga_primary_lock);
@@ -907,9 +947,22 @@ static CUresult ga_primary_release(CUdevice dev, CUresult (*real_release)(CUdevi
     int active = 1;
     int gone = r == CUDA_SUCCESS && p &&
                ga_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active;
-    ga_mutex_unlock(&ga_primary_lock);
     if (gone)
         ga_ctx_drop_all(p, 1);
+    ga_mutex_unlock(&ga_primary_lock);
+    return r;
+}
+
+/* A retain that makes the primary context live again must come after the last release's drop of
+ * its state (above), never between the driver's release and that drop: it waits on the lock the
+ * release holds through both. A retain while the context is live only waits for a concurrent
+ * teardown hook's look at the state, which makes no call that can block on this thread. */
+GA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    GA_HOOK_ENTER(cuDevicePrimaryCtxRetain, (pctx, dev));
+    ga_mutex_lock(&ga_primary_lock);
+    CUresult r = ga_real.cuDevicePrimaryCtxRetain(pctx, dev);
+    ga_mutex_unlock(&ga_primary_lock);
     return r;
 }
 

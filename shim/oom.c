@@ -193,6 +193,19 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                    "memory back as soon as the device has passed the free (their next allocation "
                    "or cuCtxSynchronize) with GPUARENA_MODE=vmm GPUARENA_VMM_KEEP=0",
                    ga_fmt_bytes(used - held, b[5], 32));
+    /* Orphans (ctx.c): each keeps its context's whole address range and at least one granule
+     * mapped for blocks of any size, which a program destroying many contexts runs out of. */
+    uint64_t orphans = atomic_load_explicit(&d->orph_n, memory_order_relaxed);
+    if (orphans)
+        ga_oom_put(o, ";\ngpuarena: %llu destroyed context%s on the device still hold%s "
+                   "stream-ordered blocks (cuMemAllocAsync) the program never freed: %s in them "
+                   "keep %s mapped, counted against the cap, and %s of address space reserved "
+                   "until the last of each context's is freed; free such blocks (cuMemFreeAsync "
+                   "or cuMemFree) before destroying their context",
+                   (unsigned long long)orphans, orphans == 1 ? "" : "s", orphans == 1 ? "s" : "",
+                   ga_fmt_bytes(atomic_load_explicit(&d->orph_bytes, memory_order_relaxed), b[5], 32),
+                   ga_fmt_bytes(atomic_load_explicit(&d->orph_mapped, memory_order_relaxed), b[6], 32),
+                   ga_fmt_bytes(atomic_load_explicit(&d->orph_va, memory_order_relaxed), b[7], 32));
     if (granules)
         ga_oom_put(o, ";\ngpuarena: %s are left under the cap, but vmm mode maps physical memory in "
                    "granules of %s, and this allocation needed more of them than that holds%s; "

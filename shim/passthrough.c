@@ -418,6 +418,24 @@ GA_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     return ga_real.cuMemAddressFree(ptr, size);
 }
 
+/* Access to a range of the vmm pool's (which the program never reserved or mapped): passed on, a
+ * program could make pool blocks, its own and other threads', unreadable or read-only, and the
+ * pool would hand such granules out again (found by an outside test on 2026-12-05). Refused with
+ * the driver's answer for a range it did not map, when the range's first or last byte lies in the
+ * pool's range (the driver takes a range only inside one reservation, so one that only covers a
+ * pool range from outside is refused by it anyway). The program's own ranges go to the driver,
+ * and the pool's own calls go to it directly (backend.c). */
+GA_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                  size_t count)
+{
+    GA_HOOK_ENTER(cuMemSetAccess, (ptr, size, desc, count));
+    if (ga_opt.mode == GA_MODE_VMM && ptr && size &&
+        (ga_with_owner((uintptr_t)ptr, ga_vmm_pool_owned, NULL, 0) ||
+         ga_with_owner((uintptr_t)ptr + (size - 1), ga_vmm_pool_owned, NULL, 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return ga_real.cuMemSetAccess(ptr, size, desc, count);
+}
+
 /* ---- the runtime: tag the thread, call the real function ---- */
 #define GA_CUDART_CALL(name, api, args)                                                     \
     do {                                                                                   \

@@ -72,7 +72,6 @@ typedef struct ga_real {
     X(cuDeviceTotalMem_v2, (size_t *, CUdevice))                                              \
     X(cuDeviceGetCount, (int *))                                                              \
     X(cuDevicePrimaryCtxGetState, (CUdevice, unsigned int *, int *))                          \
-    X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                      \
     X(cuStreamSynchronize, (CUstream))                                                        \
     X(cuStreamQuery, (CUstream))                                                              \
     X(cuEventCreate, (CUevent *, unsigned int))                                               \
@@ -84,7 +83,6 @@ typedef struct ga_real {
     X(cuDeviceGetUuid_v2, (CUuuid *, CUdevice))                                               \
     X(cuDeviceGetUuid, (CUuuid *, CUdevice))                                                  \
     X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))  \
-    X(cuMemSetAccess, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))                 \
     X(cuMemGetAllocationGranularity,                                                          \
       (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))
 #define GA_UNHOOKED_FIELD(name, params) CUresult(*name) params;
@@ -245,6 +243,10 @@ typedef struct ga_dev {
     ga_counts_t counts;        /* the program's cuMemCreate/cuMemRelease */
     uint8_t uuid[16];          /* cuDeviceGetUuid(_v2); zero when the driver has neither */
     ga_group_t *group;         /* GPUARENA_GROUP's ledger for this device, or NULL */
+    /* Dead contexts' vmm pools kept for stream-ordered blocks (orphans, ctx.c): how many, the
+     * bytes of those blocks, what the pools map and their address space; kept up to date under
+     * each orphan's lock, read without one by the out-of-memory explanation (oom.c). */
+    _Atomic uint64_t orph_n, orph_bytes, orph_mapped, orph_va;
 } ga_dev_t;
 
 /* A freed pool chunk waiting for the device (fence.c). */
@@ -303,6 +305,7 @@ typedef struct ga_ctx {
     uint64_t pub_moved;
     _Atomic int64_t lvl_in_use;  /* while lvl_own: the process's in_use and its peak, written */
     _Atomic uint64_t lvl_peak;   /* under the lock, read by the statistics without it */
+    uint64_t orph_mapped, orph_va; /* an orphan: its share of its device's orph_ figures */
     struct ga_ctx *_Atomic next;
 } ga_ctx_t;
 

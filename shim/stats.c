@@ -222,20 +222,26 @@ static void ga_counts_add(ga_counts_t *sum, const ga_counts_t *c)
 }
 
 /* ---- JSON ---- */
-/* A context's figures: its pool's (live, or as they were when the context died) and its counts;
- * *holds: its pool still holds memory (alive, or a dead context's vmm pool kept for stream-ordered
- * blocks, whose figures are then the pool's now). */
-static void ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_counts_t *cn, int *alive, int *holds)
+/* A context's figures: its pool's (live, or as they were when the context died, less the
+ * program's later frees of the stream-ordered blocks an orphan pool kept: ctx.c, ga_orphan_free)
+ * and its counts; *now: what its pool holds now (a live or orphan pool's own figures, else *s);
+ * *holds: its pool still holds memory (alive, or a dead context's vmm pool kept for such blocks). */
+static void ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_counts_t *cn,
+                            int *alive, int *holds)
 {
     ga_mutex_lock(&c->lock);
+    *alive = !atomic_load(&c->dead);
     if (c->pool)
-        ga_pool_stats(c->pool, s);
-    else if (c->has_final)
+        ga_pool_stats(c->pool, now);
+    if (c->has_final && !*alive)
         *s = c->final;
+    else if (c->pool)
+        *s = *now;
     else
         memset(s, 0, sizeof *s);
+    if (!c->pool)
+        *now = *s;
     *cn = c->counts;
-    *alive = !atomic_load(&c->dead);
     *holds = *alive || atomic_load(&c->orphan);
     ga_mutex_unlock(&c->lock);
 }
@@ -248,10 +254,10 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
     const char *sep = "";
     fprintf(f, "  \"devices\": [");
     for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
-        ga_stats_t s;
+        ga_stats_t s, now;
         ga_counts_t cn;
         int alive, holds;
-        ga_ctx_snapshot(c, &s, &cn, &alive, &holds);
+        ga_ctx_snapshot(c, &s, &now, &cn, &alive, &holds);
         ga_counts_add(counts, &cn);
         uint64_t largest = pool->largest_free, free_sum = pool->total_free;
 #define GA_SUM(name, unit, desc) pool->name += s.name;
@@ -265,6 +271,13 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
             pool->live -= s.live;
             pool->va_reserved -= s.va_reserved;
             pool->kept -= s.kept;
+        } else if (!alive) {
+            /* An orphan pool: the totals count what it holds now, its entry the teardown's. */
+            pool->in_use_requested += now.in_use_requested - s.in_use_requested;
+            pool->regions += now.regions - s.regions;
+            pool->live += now.live - s.live;
+            pool->va_reserved += now.va_reserved - s.va_reserved;
+            pool->kept += now.kept - s.kept;
         }
         pool->largest_free = alive && s.largest_free > largest ? s.largest_free : largest;
         pool->total_free = free_sum + (alive ? s.total_free : 0);

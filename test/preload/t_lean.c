@@ -98,6 +98,14 @@ static int r_primary(void *f) /* release or reset: an extra reference keeps the 
     lean_alloc();
     return r != CUDA_SUCCESS ? (int)r : (int)((CUresult (*)(CUdevice))f)(0);
 }
+static int r_primary_retain(void *f) /* a second reference, then an allocation in the context */
+{
+    CUcontext c = NULL;
+    CUresult r = ((CUresult (*)(CUcontext *, CUdevice))f)(&c, 0);
+    if (r != CUDA_SUCCESS)
+        return (int)r;
+    return !c || !lean_alloc() ? -1 : (int)cuDevicePrimaryCtxRelease(0);
+}
 static int r_ipc(void *f)
 {
     CUipcMemHandle h;
@@ -154,6 +162,12 @@ static int r_unmap(void *f) { return ((CUresult (*)(CUdeviceptr, size_t))f)(lean
 static int r_addr_free(void *f)
 {
     return ((CUresult (*)(CUdeviceptr, size_t))f)(lean_alloc(), 2u << 20);
+}
+static int r_set_access(void *f)
+{
+    CUmemAccessDesc a = {.location = lean_prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    return ((CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))f)(lean_alloc(),
+                                                                                   2u << 20, &a, 1);
 }
 static int r_cuda_malloc(void *f)
 {
@@ -230,6 +244,7 @@ static const struct lean_recipe {
     {"cuDevicePrimaryCtxRelease_v2", r_primary},
     {"cuDevicePrimaryCtxReset", r_primary},
     {"cuDevicePrimaryCtxRelease", r_primary},
+    {"cuDevicePrimaryCtxRetain", r_primary_retain},
     {"cuIpcGetMemHandle", r_ipc},
     {"cuGetProcAddress", r_getproc},
     {"cuGetProcAddress_v2", r_getproc_v2},
@@ -246,6 +261,7 @@ static const struct lean_recipe {
     {"cuMemMap", r_map},
     {"cuMemUnmap", r_unmap},
     {"cuMemAddressFree", r_addr_free},
+    {"cuMemSetAccess", r_set_access},
     {"cudaMalloc", r_cuda_malloc},
     {"cudaFree", r_cuda_free},
     {"cudaMemGetInfo", r_cuda_info},

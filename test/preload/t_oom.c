@@ -328,6 +328,57 @@ START_TEST(silent_at_log_error)
 }
 END_TEST
 
+/* vmm, a 16 MiB cap: eight contexts each destroyed with a 512-byte stream-ordered block live (an
+ * orphan pool each, one 2 MiB granule mapped) fill the cap; the next allocation fails, and its
+ * explanation names the orphans with their figures and the fix. Freeing one such block gives its
+ * granule back: the allocation then succeeds; every block freed, the driver holds nothing. */
+static void orphans_child(void *arg)
+{
+    (void)arg;
+    CUdevice dev;
+    CUcontext c;
+    CUdeviceptr a[8], p;
+    if (cuInit(0) || cuDeviceGet(&dev, 0))
+        exit(2);
+    for (int i = 0; i < 8; i++)
+        if (cuCtxCreate(&c, NULL, 0, dev) || cuMemAllocAsync(&a[i], 512, NULL) ||
+            cuCtxDestroy(c))
+            exit(3);
+    if (cuCtxCreate(&c, NULL, 0, dev) || cuMemAlloc(&p, 512) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(4);
+    if (cuMemFree(a[0]) || cuMemAlloc(&p, 512) || cuMemFree(p))
+        exit(5);
+    for (int i = 1; i < 8; i++)
+        if (cuMemFree(a[i]))
+            exit(6);
+    if (cuCtxDestroy(c))
+        exit(7);
+    simcuda_counters_t k = pt_counters();
+    if (k.bytes_in_use || k.vmm_reserved_bytes || k.vmm_mappings)
+        exit(8);
+    exit(0);
+}
+
+/* Each orphan keeps its context's whole address range (twice the cap) and a granule mapped, for
+ * a block of any size: a program destroying many contexts so ran out of the cap or the address
+ * space, and the explanation blamed the cap alone (an outside test on 2026-12-05). */
+START_TEST(vmm_oom_names_orphans)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=16MiB", "GPUARENA_VMM_KEEP=0",
+           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    char err[8192];
+    int rc = pt_run_child(orphans_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "step %d; %s", rc, err);
+    ck_assert_msg(strstr(err, TRUE_MSG "cuMemAlloc of 512 B failed"), "%s", err);
+    ck_assert_msg(strstr(err, "gpuarena: 8 destroyed contexts on the device still hold "
+                              "stream-ordered blocks (cuMemAllocAsync) the program never freed: "
+                              "4.00 KiB in them keep 16.0 MiB mapped, counted against the cap, "
+                              "and 256 MiB of address space reserved") &&
+                  strstr(err, "free such blocks (cuMemFreeAsync or cuMemFree) before destroying "
+                              "their context"), "%s", err);
+}
+END_TEST
+
 TCase *pt_tcase_oom(void)
 {
     TCase *tc = tcase_create("oom");
@@ -338,6 +389,7 @@ TCase *pt_tcase_oom(void)
     tcase_add_test(tc, vmm_granules_explained);
     tcase_add_test(tc, hard_share_explained);
     tcase_add_test(tc, silent_at_log_error);
+    tcase_add_test(tc, vmm_oom_names_orphans);
     tcase_add_test(tc, passthrough_refused_for_the_arena);
     tcase_add_test(tc, passthrough_refused_platform_silent);
     return tc;

@@ -5,6 +5,9 @@
 #include "preload_test.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,6 +344,203 @@ START_TEST(ctx_destroy_says_async_blocks_go)
 }
 END_TEST
 
+/* Three stream-ordered blocks live at the destroy, one of them a chunk handed over whole on its
+ * stream (4 MiB freed on s, 3 MiB + 1 asked on s: served from the chunk, before the stream passed
+ * the free). Exit 3: the handover did not happen (the count would then say nothing). */
+static void destroy_handover_child(void *arg)
+{
+    (void)arg;
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream s;
+    CUdeviceptr a, b, h, h2;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&ctx, NULL, 0, dev) ||
+        cuStreamCreate(&s, 0) || cuMemAllocAsync(&a, 1 * MiB, s) || cuMemAllocAsync(&b, 1000, s) ||
+        cuMemAllocAsync(&h, 4 * MiB, s) || cuMemFreeAsync(h, s) ||
+        cuMemAllocAsync(&h2, 3 * MiB + 1, s))
+        exit(2);
+    if (h2 != h)
+        exit(3);
+    if (cuCtxDestroy(ctx))
+        exit(4);
+    exit(0);
+}
+
+/* The warning counts each block at the size asked for, rounded to 512 as the range queries give it
+ * (1 MiB + 1024 + 3 MiB + 512 = 4195840 bytes); it counted the handed-over chunk at its own 4 MiB
+ * (5243904 bytes, found by an outside test on 2026-12-05). */
+START_TEST(ctx_destroy_counts_blocks_as_asked)
+{
+    static const char *const modes[] = {"arena", "grow"};
+    for (int m = 0; m < 2; m++) {
+        char stats[32], err[4096];
+        int rc = run_with_stats(destroy_handover_child, modes[m], stats, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: step %d; %s", modes[m], rc, err);
+        ck_assert_msg(strstr(err, "destroyed with 3 stream-ordered allocations (4195840 bytes)"),
+                      "%s: %s", modes[m], err);
+        unlink(stats);
+    }
+}
+END_TEST
+
+/* A context destroyed with two cuMemAlloc blocks live (7 and 5 MiB; 1 MiB freed before) and, when
+ * arg is non-NULL, a stream-ordered block of 1 MiB that its vmm pool keeps (an orphan); "free":
+ * the program then frees that block from another context, "keep": it stays live at exit. */
+static void destroy_orphan_stats_child(void *arg)
+{
+    CUdevice dev;
+    CUcontext c1, c2;
+    CUdeviceptr a = 0, m1, m2, m3;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&c1, NULL, 0, dev) ||
+        cuMemAlloc(&m1, 7 * MiB) || cuMemAlloc(&m2, 1 * MiB) || cuMemAlloc(&m3, 5 * MiB) ||
+        cuMemFree(m2) || (arg && cuMemAllocAsync(&a, 1 * MiB, NULL)) || cuCtxDestroy(c1) ||
+        cuCtxCreate(&c2, NULL, 0, dev))
+        exit(2);
+    if (arg && !strcmp(arg, "free") && cuMemFree(a))
+        exit(3);
+    exit(0);
+}
+
+/* The destroyed context's entry keeps its pool's figures as at teardown, the two blocks the
+ * destroy dropped still live in it (the leak shows), whether or not an orphan pool kept a
+ * stream-ordered block past the destroy; the program's own later free of that block is counted
+ * (frees 2, live 2) and the block leaves the entry's in_use. Before, the orphan's last free
+ * retook the pool's figures, which counted the destroy's frees of the dropped blocks as the
+ * program's: frees 4, live 0, in_use 0 (found by an outside test on 2026-12-05). While the block
+ * is live, the entry counts it too, and the totals count it alone as held. */
+START_TEST(ctx_destroy_orphan_keeps_teardown_figures)
+{
+    static const char *const ways[] = {NULL, "free", "keep"};
+    static const char *const want[] = {
+        "(False, 3, 1, 2, 12*2**20)", "(False, 4, 2, 2, 12*2**20)", "(False, 4, 1, 3, 13*2**20)"};
+    static const char *const totals[] = {
+        "t['frees'] == 1 and t['live'] == 0", "t['frees'] == 2 and t['live'] == 0",
+        "t['frees'] == 1 and t['live'] == 1 and t['in_use_requested'] == 2**20"};
+    for (int w = 0; w < 3; w++) {
+        char stats[32], err[4096], expr[512];
+        static char senv[128];
+        strcpy(stats, "/tmp/gpuarena-teardown-XXXXXX");
+        close(mkstemp(stats));
+        snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+        pt_env("SIMCUDA_TOTAL_MEM=1GiB", senv, "GPUARENA_MODE=vmm", NULL);
+        int rc = pt_run_child(destroy_orphan_stats_child, (void *)ways[w], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: step %d; %s", ways[w] ? ways[w] : "no orphan", rc, err);
+        snprintf(expr, sizeof expr, "[(e['alive'], e['allocs'], e['frees'], e['live'], e['in_use']) "
+                 "for e in d['devices'] if not e['alive']] == [%s]", want[w]);
+        ck_assert_msg(pt_json_check(stats, expr) == 0, "%s: the destroyed context's entry, want %s",
+                      ways[w] ? ways[w] : "no orphan", want[w]);
+        snprintf(expr, sizeof expr, "(lambda t: %s)(d['totals'])", totals[w]);
+        ck_assert_msg(pt_json_check(stats, expr) == 0, "%s: the totals, want %s",
+                      ways[w] ? ways[w] : "no orphan", totals[w]);
+        unlink(stats);
+    }
+}
+END_TEST
+
+/* Two threads take turns on the primary context, each holding a retain while it allocates. The
+ * main thread retains, allocates (one block left live for the teardown to drop), lets the other
+ * thread go and releases: the last release. The other thread waits until the driver says the context is inactive, then at once
+ * retains (the context comes back with the same handle) and allocates, fills, reads back and
+ * frees: with its retain held, as on the bare driver, nothing may fail. The shim dropped the dead
+ * context's state after the driver's release and after letting its lock go, so such a retain
+ * often fell between the two: its allocation answered CUDA_ERROR_CONTEXT_IS_DESTROYED or came
+ * from the pool whose memory the driver had freed (found by an outside test on 2026-12-05). No
+ * timing: the second thread starts on the driver's own state. At the end every context is gone
+ * and the driver holds nothing. */
+typedef struct {
+    _Atomic unsigned go, done;
+    _Atomic int errors;
+    unsigned iters; /* vmm's teardown is slower and loses the race more often: fewer suffice */
+    char first[160];
+} prace_t;
+
+static void prace_fail(prace_t *t, const char *what, unsigned i, CUresult r)
+{
+    if (atomic_fetch_add(&t->errors, 1) == 0)
+        snprintf(t->first, sizeof t->first, "iteration %u: %s answered %d", i, what, (int)r);
+}
+
+static void *prace_other(void *arg)
+{
+    prace_t *t = arg;
+    unsigned char buf[512];
+    for (unsigned i = 1; i <= t->iters; i++) {
+        while (atomic_load(&t->go) != i)
+            sched_yield();
+        unsigned flags = 0;
+        int active = 1;
+        while (cuDevicePrimaryCtxGetState(0, &flags, &active) == CUDA_SUCCESS && active)
+            ;
+        CUcontext c;
+        CUdeviceptr p = 0;
+        CUresult r = cuDevicePrimaryCtxRetain(&c, 0);
+        int retained = r == CUDA_SUCCESS;
+        if (r || (r = cuCtxSetCurrent(c))) {
+            prace_fail(t, "retain", i, r);
+        } else if ((r = cuMemAlloc(&p, 1 * MiB))) {
+            prace_fail(t, "cuMemAlloc", i, r);
+        } else {
+            unsigned char v = (unsigned char)(i * 7 + 1);
+            if ((r = cuMemsetD8(p, v, 1 * MiB)) || (r = cuMemcpyDtoH(buf, p + MiB - sizeof buf, sizeof buf)))
+                prace_fail(t, "fill and read back", i, r);
+            else
+                for (size_t k = 0; k < sizeof buf; k++)
+                    if (buf[k] != v) {
+                        prace_fail(t, "the data read back", i, CUDA_SUCCESS);
+                        break;
+                    }
+            if ((r = cuMemFree(p)))
+                prace_fail(t, "cuMemFree", i, r);
+        }
+        cuCtxSetCurrent(NULL);
+        if (retained)
+            cuDevicePrimaryCtxRelease(0);
+        atomic_store(&t->done, i);
+    }
+    return NULL;
+}
+
+static const char *const prace_modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                          "GPUARENA_MODE=vmm"};
+
+START_TEST(primary_retain_races_last_release)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=256MiB", prace_modes[_i], NULL);
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    static prace_t t;
+    t.iters = _i == 2 ? 400 : 1500;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, prace_other, &t), 0);
+    for (unsigned i = 1; i <= t.iters; i++) {
+        CUcontext c;
+        CUdeviceptr a, b;
+        ck_assert_int_eq(cuDevicePrimaryCtxRetain(&c, 0), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxSetCurrent(c), CUDA_SUCCESS);
+        ck_assert_int_eq(cuMemAlloc(&a, 64 * 1024), CUDA_SUCCESS);
+        ck_assert_int_eq(cuMemAlloc(&b, 3 * MiB), CUDA_SUCCESS); /* left live: the release drops it */
+        ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+        atomic_store(&t.go, i);
+        ck_assert_int_eq(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS); /* the last: no other retain */
+        while (atomic_load(&t.done) != i)
+            sched_yield();
+    }
+    pthread_join(th, NULL);
+    ck_assert_msg(atomic_load(&t.errors) == 0, "%s: %d failures, the first at %s", prace_modes[_i],
+                  atomic_load(&t.errors), t.first);
+    unsigned flags = 0;
+    int active = 1;
+    ck_assert_int_eq(cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+    ck_assert_int_eq(active, 0);
+    simcuda_counters_t k = pt_counters();
+    ck_assert_uint_eq(k.bytes_in_use, 0);
+    ck_assert_uint_eq(k.live_allocations, 0);
+    ck_assert_uint_eq(k.vmm_bytes_in_use, 0);
+    ck_assert_uint_eq(k.vmm_mappings, 0);
+    ck_assert_uint_eq(k.vmm_reserved_bytes, 0);
+}
+END_TEST
+
 TCase *pt_tcase_teardown(void)
 {
     TCase *tc = tcase_create("teardown");
@@ -355,5 +555,9 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, ctx_destroy_keeps_async_memory_counted);
     tcase_add_test(tc, ctx_destroy_counts_pending_frees);
     tcase_add_test(tc, ctx_destroy_says_async_blocks_go);
+    tcase_add_test(tc, ctx_destroy_counts_blocks_as_asked);
+    tcase_add_test(tc, ctx_destroy_orphan_keeps_teardown_figures);
+    tcase_add_loop_test(tc, primary_retain_races_last_release, 0, 3);
+    tcase_set_timeout(tc, 120); /* that race, 1,500 turns: about 40 s a mode under TSan */
     return tc;
 }

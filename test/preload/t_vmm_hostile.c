@@ -531,6 +531,92 @@ START_TEST(vmmh_address_free_every_path)
 }
 END_TEST
 
+/* cuMemSetAccess on the pool's own range, on every path (direct, dlsym, cuGetProcAddress_v2), for
+ * a live block of the current context, another context's block, an orphan's stream-ordered block
+ * (its context destroyed) and a range that ends in a block: refused, the driver never asked, and
+ * every block still reads back. Passed on (it was not hooked, found by an outside test on
+ * 2026-12-05), PROT_NONE made pool blocks unreadable. The program's own mapping is still set. */
+START_TEST(vmmh_set_access_pool_refused)
+{
+    CUdevice dev;
+    CUcontext c1, c2;
+    first_of_two_contexts(&dev, &c1);
+    CUdeviceptr a, b, o;
+    ck_assert_int_eq(cuMemAllocAsync(&o, 1000, NULL), CUDA_SUCCESS); /* outlives c1 */
+    ck_assert_int_eq(cuMemsetD8(o, 0x3c, 1000), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&c2, NULL, 0, dev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, 2 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(b, 0x6b, 2 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(c1), CUDA_SUCCESS); /* o stays, in c1's orphan pool */
+    ck_assert_int_eq(cuMemAlloc(&a, 2 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(a, 0x5a, 2 * MiB), CUDA_SUCCESS);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(h);
+    typedef CUresult (*access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    const char *name = NULL;
+    access_fn by_dlsym = (access_fn)dlsym(h, "cuMemSetAccess");
+    ck_assert_msg(pt_in_shim((void *)by_dlsym, &name), "dlsym(libcuda, cuMemSetAccess)");
+    ck_assert_str_eq(name, "cuMemSetAccess");
+    CUresult (*gp)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+        (CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
+            dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+    ck_assert_ptr_nonnull(gp);
+    void *f = NULL;
+    CUdriverProcAddressQueryResult q = -1;
+    ck_assert_int_eq(gp("cuMemSetAccess", &f, 12000, 0, &q), CUDA_SUCCESS);
+    ck_assert_msg(pt_in_shim(f, &name), "cuGetProcAddress_v2(cuMemSetAccess)");
+    ck_assert_str_eq(name, "cuMemSetAccess");
+    access_fn by_proc = (access_fn)f;
+    CUmemAccessDesc none = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_NONE};
+    CUdeviceptr og = o & ~(CUdeviceptr)(GRAN - 1);
+    simcuda_counters_t c0 = pt_counters();
+    access_fn paths[3] = {cuMemSetAccess, by_dlsym, by_proc};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(paths[i](a, GRAN, &none, 1), CUDA_ERROR_INVALID_VALUE);
+        ck_assert_int_eq(paths[i](b, GRAN, &none, 1), CUDA_ERROR_INVALID_VALUE);  /* c2's, from c2 */
+        ck_assert_int_eq(paths[i](og, GRAN, &none, 1), CUDA_ERROR_INVALID_VALUE); /* the orphan's */
+        ck_assert_int_eq(paths[i](a - GRAN, 2 * GRAN, &none, 1), CUDA_ERROR_INVALID_VALUE);
+    }
+    ck_assert_uint_eq(pt_counters().set_access_calls, c0.set_access_calls); /* never asked */
+    unsigned char out[1000];
+    ck_assert_int_eq(cuMemcpyDtoH(out, a + GRAN - sizeof out, sizeof out), CUDA_SUCCESS);
+    for (size_t i = 0; i < sizeof out; i++)
+        ck_assert_uint_eq(out[i], 0x5a);
+    ck_assert_int_eq(cuMemcpyDtoH(out, b, sizeof out), CUDA_SUCCESS);
+    for (size_t i = 0; i < sizeof out; i++)
+        ck_assert_uint_eq(out[i], 0x6b);
+    ck_assert_int_eq(cuMemcpyDtoH(out, o, sizeof out), CUDA_SUCCESS);
+    for (size_t i = 0; i < sizeof out; i++)
+        ck_assert_uint_eq(out[i], 0x3c);
+    /* The program's own reservation and mapping: set by the driver on every path. */
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAccessDesc rw = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle own = 0;
+    CUdeviceptr va = 0;
+    ck_assert_int_eq(cuMemAddressReserve(&va, GRAN, 0, 0, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemCreate(&own, GRAN, &prop, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemMap(va, GRAN, 0, own, 0), CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(paths[i](va, GRAN, &rw, 1), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().set_access_calls, c0.set_access_calls + 3);
+    ck_assert_int_eq(cuMemsetD8(va, 1, GRAN), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemUnmap(va, GRAN), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemRelease(own), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAddressFree(va, GRAN), CUDA_SUCCESS);
+    dlclose(h);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(o), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(c2), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
+    ck_assert_uint_eq(c.vmm_mappings, 0);
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+}
+END_TEST
+
 TCase *pt_tcase_vmm_hostile(void)
 {
     TCase *tc = tcase_create("vmm_hostile");
@@ -551,5 +637,6 @@ TCase *pt_tcase_vmm_hostile(void)
     tcase_add_test(tc, vmmh_address_free_pool_refused);
     tcase_add_test(tc, vmmh_address_free_arena_passed);
     tcase_add_test(tc, vmmh_address_free_every_path);
+    tcase_add_test(tc, vmmh_set_access_pool_refused);
     return tc;
 }

@@ -130,8 +130,10 @@ static int be_va_reserve(void *p, size_t size, uintptr_t *base)
                "tried, and an allocation that finds none fails as out of memory (vmm reserves "
                "twice the cap: lower GPUARENA_LIMIT, or use GPUARENA_MODE=grow)", size, (int)r);
         c->va_warned = 1;
+        c->va_refused = 1;
         return 1;
     }
+    c->va_refused = 0;
     *base = (uintptr_t)d;
     return 0;
 }
@@ -220,8 +222,10 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
             ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
         else
             ga_dev_uncommit(c->dev, size);
+        c->map_err = r; /* the out-of-memory line names it when it is not a lack of memory */
         return 1;
     }
+    c->map_err = CUDA_SUCCESS;
     ga_ctx_leave(pushed);
     ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
     *handle = (uint64_t)h;
@@ -280,13 +284,19 @@ static int ga_vmm_ready(ga_ctx_t *c, CUresult *err)
 #undef GA_NEED
     CUresult r = CUDA_SUCCESS;
     size_t g = 0;
-    if (!missing) {
+    int vmm_ok = 1; /* the device's own word, where the driver gives it (some vGPU and WSL
+                       setups have the calls but not the feature) */
+    if (!missing && ga_real.cuDeviceGetAttribute &&
+        ga_real.cuDeviceGetAttribute(&vmm_ok, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                     (CUdevice)c->dev) != CUDA_SUCCESS)
+        vmm_ok = 1; /* no answer: the calls below tell */
+    if (!missing && vmm_ok) {
         CUmemAllocationProp prop = ga_vmm_prop(c->dev);
         int pushed = ga_ctx_enter(c->ctx);
         r = ga_real.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
         ga_ctx_leave(pushed);
     }
-    if (!missing && r == CUDA_SUCCESS && g >= GA_ALIGN && !(g & (g - 1))) {
+    if (!missing && vmm_ok && r == CUDA_SUCCESS && g >= GA_ALIGN && !(g & (g - 1))) {
         c->granularity = g;
         return 0;
     }
@@ -294,6 +304,10 @@ static int ga_vmm_ready(ga_ctx_t *c, CUresult *err)
         if (missing)
             ga_log(GA_LOG_ERROR, "GPUARENA_MODE=vmm needs the driver's virtual memory management "
                    "calls and this driver lacks %s; use GPUARENA_MODE=arena or grow", missing);
+        else if (!vmm_ok)
+            ga_log(GA_LOG_ERROR, "GPUARENA_MODE=vmm: device %d does not support virtual memory "
+                   "management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0, as "
+                   "on some vGPU and WSL setups); use GPUARENA_MODE=arena or grow", c->dev);
         else
             ga_log(GA_LOG_ERROR, "GPUARENA_MODE=vmm: device %d gives no usable allocation "
                    "granularity (CUresult %d, %zu bytes); use GPUARENA_MODE=arena or grow", c->dev,

@@ -143,7 +143,7 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
      * asks for, when the granules it needs are more than that (or the cap is under one). Unless
      * the pool has no address space at all: the driver refused it (warned about before). */
     int vmm_left = ga_opt.mode == GA_MODE_VMM && left >= size;
-    int no_va = vmm_left && (!c->pool || !s->va_reserved);
+    int no_va = vmm_left && (!c->pool || !s->va_reserved || c->va_refused);
     /* Granules explain it only if the most it could map (its granules, one more where it straddles
      * a boundary) is more than is left; past that the cap had room and the device refused. */
     uint64_t gran = c->granularity, worst = UINT64_MAX;
@@ -163,8 +163,22 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
              ga_fmt_bytes(share, b[7], 32), ga_opt.fraction, ga_opt.fraction);
     int granules = vmm_left && !no_va && !share_full && gran && worst > left;
     int device = vmm_left && !no_va && !share_full && gran && !granules;
-    const char *why = no_va ? "vmm has no address space, the driver refused to reserve it: lower "
+    /* The driver refused a granule for another reason than memory (CUDA_ERROR_NOT_SUPPORTED where
+     * the device or driver has no virtual memory management): said with its code, not as a full
+     * device (found by an outside test on 2026-12-05). */
+    char refused_why[320];
+    int refused = device && c->map_err && c->map_err != CUDA_ERROR_OUT_OF_MEMORY;
+    snprintf(refused_why, sizeof refused_why, "the cap has room, but the driver refused the "
+             "granule's cuMemCreate/cuMemMap/cuMemSetAccess with CUresult %d, not for lack of "
+             "memory: if this is not passing, the device or driver cannot serve vmm mode here; use "
+             "GPUARENA_MODE=arena or grow", (int)c->map_err);
+    const char *why = no_va && s->va_reserved
+                          ? "vmm's address space has no room for this block and the driver "
+                            "refused to reserve more: lower GPUARENA_LIMIT (vmm reserves twice the "
+                            "cap, more as its areas fill) or use GPUARENA_MODE=grow"
+                      : no_va ? "vmm has no address space, the driver refused to reserve it: lower "
                               "GPUARENA_LIMIT (vmm reserves twice the cap) or use GPUARENA_MODE=grow"
+                      : refused ? refused_why
                       : share_full ? share_why
                       : granules ? "vmm maps whole granules: raise GPUARENA_LIMIT or use less"
                       : device ? "the cap has room, but the driver refused the memory: the device "

@@ -71,6 +71,7 @@ typedef struct ga_real {
     X(cuCtxPopCurrent_v2, (CUcontext *))                                                      \
     X(cuDeviceTotalMem_v2, (size_t *, CUdevice))                                              \
     X(cuDeviceGetCount, (int *))                                                              \
+    X(cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice))                            \
     X(cuDevicePrimaryCtxGetState, (CUdevice, unsigned int *, int *))                          \
     X(cuStreamSynchronize, (CUstream))                                                        \
     X(cuStreamQuery, (CUstream))                                                              \
@@ -285,6 +286,9 @@ typedef struct ga_ctx {
     int has_final;
     size_t granularity;      /* vmm: the driver's recommended granularity */
     int va_warned;           /* vmm: a refused address reservation was reported (backend.c) */
+    int va_refused;          /* vmm: the last address reservation was refused (the OOM line) */
+    CUresult map_err;        /* vmm: the driver's code when it last refused a granule, 0 once one
+                                maps again (backend.c; the OOM line names it) */
     ga_ptrmap_t stuck;       /* vmm granules the driver would not unmap (backend.c): key the
                                 address, size, aux the handle; still committed */
     ga_ptrmap_t unreleased;  /* vmm handles unmapped whose cuMemRelease the driver refused: key

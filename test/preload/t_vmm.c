@@ -253,6 +253,11 @@ START_TEST(vmm_address_space_refused)
     ck_assert_msg(first, "no report of the refusal in:\n%s", err);
     ck_assert_msg(!strstr(first + 1, "address space failed"), "reported more than once:\n%s", err);
     ck_assert_msg(strstr(err, "GPUARENA_LIMIT") && strstr(err, "gpuarena: "), "%s", err);
+    /* Its out-of-memory lines name the address space, not a full device (they blamed the device
+     * when a range after the first was refused). */
+    ck_assert_msg(strstr(err, "vmm's address space has no room for this block and the driver "
+                              "refused to reserve more"), "%s", err);
+    ck_assert_msg(!strstr(err, "the device itself is full"), "%s", err);
 }
 END_TEST
 
@@ -386,6 +391,48 @@ START_TEST(vmm_release_refused_memory_counted)
     ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
     ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
     ck_assert_uint_eq(fr, total);
+}
+END_TEST
+
+/* A driver that refuses granules for another reason than memory: the out-of-memory line names
+ * its code and the way out, not a full device (it said "the device itself is full"). */
+static void not_supported_child(void *arg)
+{
+    (void)arg;
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_FAIL=cuMemCreate:1+:CUDA_ERROR_NOT_SUPPORTED",
+           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 1000) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(3);
+}
+
+/* A device without virtual memory management (its attribute says so): vmm refuses at once with
+ * CUDA_ERROR_NOT_SUPPORTED and says which attribute, and which modes to use. */
+static void no_vmm_child(void *arg)
+{
+    (void)arg;
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_VMM=0", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 1000) != CUDA_ERROR_NOT_SUPPORTED)
+        exit(3);
+    if (pt_counters().create_calls != 0)
+        exit(4); /* the driver was never asked for memory */
+}
+
+START_TEST(vmm_driver_refusals_named)
+{
+    char err[8192];
+    ck_assert_int_eq(pt_run_child(not_supported_child, NULL, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "refused the granule's cuMemCreate/cuMemMap/cuMemSetAccess with "
+                              "CUresult 801, not for lack of memory") &&
+                      strstr(err, "use GPUARENA_MODE=arena or grow"), "%s", err);
+    ck_assert_msg(!strstr(err, "the device itself is full"), "%s", err);
+    ck_assert_int_eq(pt_run_child(no_vmm_child, NULL, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "gpuarena: GPUARENA_MODE=vmm: device 0 does not support virtual "
+                              "memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_"
+                              "SUPPORTED is 0"), "%s", err);
 }
 END_TEST
 
@@ -680,6 +727,7 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_set_access_refused_midway);
     tcase_add_test(tc, vmm_queries);
     tcase_add_test(tc, vmm_unmap_refused_granule_kept);
+    tcase_add_test(tc, vmm_driver_refusals_named);
     tcase_add_test(tc, vmm_release_refused_memory_counted);
     tcase_add_test(tc, vmm_ctx_destroy_takes_range);
     tcase_add_test(tc, vmm_primary_reset_takes_range);

@@ -43,6 +43,7 @@ typedef struct sim_config {
     const char *report;
     unsigned long long uuid_seed; /* SIMCUDA_UUID_SEED, hashed */
     unsigned long long stream_delay_us; /* SIMCUDA_STREAM_DELAY_US */
+    int no_vmm; /* SIMCUDA_VMM=0: a device without virtual memory management */
     int bad; /* a variable had a bad value: cuInit fails */
 } sim_config_t;
 

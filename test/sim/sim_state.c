@@ -135,6 +135,13 @@ static void sim_read_env(void)
     sim_read_size("SIMCUDA_CONTEXT_OVERHEAD", &sim_cfg.ctx_overhead, "size (try 300MiB)");
     sim_read_granularity();
     sim_read_stream_delay();
+    const char *vmm = getenv("SIMCUDA_VMM");
+    if (vmm && strcmp(vmm, "0") && strcmp(vmm, "1")) {
+        fprintf(stderr, "gpuarena: simcuda: SIMCUDA_VMM='%s' must be 0 (no virtual memory "
+                "management) or 1 (the default)\n", vmm);
+        sim_cfg.bad = 1;
+    }
+    sim_cfg.no_vmm = vmm && !strcmp(vmm, "0");
     sim_cfg.uuid_seed = sim_hash(getenv("SIMCUDA_UUID_SEED"));
     const char *shared = getenv("SIMCUDA_SHARED");
     if (shared && *shared && !sim_cfg.bad && sim_shared_open(shared) != 0)

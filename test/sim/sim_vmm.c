@@ -274,6 +274,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     SIM_COUNT(create_calls);
     SIM_ENTER_ALLOC(cuMemCreate);
     CUresult r = sim_check_init();
+    if (r == CUDA_SUCCESS && sim_cfg.no_vmm)
+        r = CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS && (!handle || size == 0 || size % sim_cfg.vmm_granularity || flags))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
@@ -359,6 +361,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
+    if (sim_cfg.no_vmm)
+        return CUDA_ERROR_NOT_SUPPORTED;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (!ptr || size == 0 || size % page || addr % page || flags || (alignment & (alignment - 1)))
         return CUDA_ERROR_INVALID_VALUE;

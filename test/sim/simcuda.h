@@ -23,6 +23,10 @@
  *                             ordinal and this seed, the same in every process (default: fixed)
  *   SIMCUDA_VMM_GRANULARITY   cuMemGetAllocationGranularity's answer, minimum and recommended alike:
  *                             a power of two of at least a host page (default 2MiB, as on GPUs)
+ *   SIMCUDA_VMM               0: the devices have no virtual memory management (the attribute
+ *                             CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0,
+ *                             cuMemCreate and cuMemAddressReserve answer CUDA_ERROR_NOT_SUPPORTED),
+ *                             as some vGPU and WSL setups; 1 (default): they have it
  *   SIMCUDA_STREAM_DELAY_US   microseconds, a whole number 0..10000000 (default 0): how long every
  *                             copy, set, stand-in kernel and cuMemFreeAsync waits on its stream's
  *                             worker before it acts (see Streams below). 0: such work runs at once

@@ -378,8 +378,11 @@ static void ga_json_write(FILE *f)
         fprintf(f, ", \"%s\": %llu", #name, (unsigned long long)pool.name);
     GA_STATS_LIST(GA_JSON_POOL)
 #undef GA_JSON_POOL
-    fprintf(f, ", \"fragmentation\": %.6f, \"max_fragmentation\": %.6f},\n",
-            ga_fragmentation(&pool), cn.max_fragmentation);
+    /* The worst is sampled at each cuMemFree; frees the fence returns later (deferred) were not,
+     * and the figure now can be the worst (it was above its "maximum"). */
+    double frag = ga_fragmentation(&pool);
+    fprintf(f, ", \"fragmentation\": %.6f, \"max_fragmentation\": %.6f},\n", frag,
+            frag > cn.max_fragmentation ? frag : cn.max_fragmentation);
     fprintf(f, "  \"units\": {");
     sep = "";
 #define GA_JSON_UNIT(name, unit, desc) fprintf(f, "%s\"%s\": \"%s\"", sep, #name, #unit), sep = ", ";

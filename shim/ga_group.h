@@ -45,7 +45,9 @@ ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[
 
 /* Adds bytes to this process's share if the group's total stays within the cap (dead members'
  * shares are taken back first when it would not). 1: committed; 0: over the cap, nothing changed.
- * Thread safe. */
+ * Thread safe. When the ledger file was removed from its path meanwhile (a /dev/shm cleanup,
+ * systemd-logind's RemoveIPC), the process first moves its share to the ledger the path names now
+ * (making one), saying so on stderr once, so old and new members count against one cap again. */
 int ga_group_commit(ga_group_t *g, uint64_t bytes);
 
 /* Gives bytes of this process's share back (never below zero). Thread safe, lock free. */
@@ -73,8 +75,17 @@ int ga_group_fork_child(ga_group_t *g);
 int ga_group_member(const ga_group_t *g);
 
 /* Leaves the group: the slot and its share are given back; the last member out removes the
- * ledger. NULL is accepted. */
+ * ledger, if the path still names the file it joined (after a removal it names a newer group's).
+ * The mapping and g stay valid, so other threads still inside a ga_group_ call (a program that
+ * returns from main while its threads allocate) touch mapped memory; later commits pass without
+ * the ledger (the process is leaving, its share is already given back, and the shim's own per-process
+ * cap still bounds it), so exiting threads see no out-of-memory. For the process's exit: the kernel
+ * takes the mapping. NULL is accepted. */
 void ga_group_close(ga_group_t *g);
+
+/* ga_group_close, then the mapping and g are freed: for an owner that knows no other thread can
+ * call in any more (tests, a group given up early). NULL is accepted. */
+void ga_group_free(ga_group_t *g);
 
 /* The ledger's path for these keys (for messages and tests); 0, or -1 when it does not fit. */
 int ga_group_path(const char *dir, const char *name, const uint8_t uuid[16], char *out, size_t n);

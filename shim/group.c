@@ -33,14 +33,22 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+/* l and slot change together only under the old ledger's mutex (ga_move), and a mapping is never
+ * unmapped while the process may still run threads (ga_group_close keeps it): a thread that loaded
+ * either pointer before a change or a close still touches mapped memory. */
 struct ga_group {
     ga_ledger_t *l;
     ga_ledger_slot_t *slot; /* ours; NULL in a forked child until its first commit takes one */
     uint64_t pidns;         /* our pid namespace, to know whose liveness we can judge */
     dev_t dev;              /* the mapped file's identity, to know it is still the one at path */
     ino_t ino;
+    int fd;                 /* the mapped file, open: fstat tells at a commit whether it was removed */
+    int left;               /* ga_group_close ran: commits refused, the slot is given back */
+    int told;               /* the removal of the ledger has been said */
+    char dir[512];
     char path[512];
 };
 
@@ -112,6 +120,27 @@ static uint64_t ga_pidns(const char *proc)
     return stat(proc, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* This process image's mark in its slots: exec keeps the pid and the start time, so only this
+ * tells a slot of the image before an exec (which never ran its exit handler) from one of ours.
+ * File-local; set once, racing first callers agree through the compare-and-swap. */
+static uint64_t ga_image;
+
+static uint64_t ga_image_id(void)
+{
+    uint64_t id = __atomic_load_n(&ga_image, __ATOMIC_ACQUIRE);
+    if (id)
+        return id;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t want = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                    ((uint64_t)(uintptr_t)&ts << 17) ^ ((uint64_t)getpid() << 40);
+    want |= 1; /* never 0, the value of an older gpuarena's slot */
+    uint64_t zero = 0;
+    if (!__atomic_compare_exchange_n(&ga_image, &zero, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return zero;
+    return want;
+}
+
 /* Whether a live slot's process still runs. Another pid namespace's member: assumed alive. */
 static int ga_slot_alive(const ga_group_t *g, const ga_ledger_slot_t *s)
 {
@@ -169,8 +198,24 @@ static unsigned ga_reclaim(ga_group_t *g)
     return live;
 }
 
-/* Takes the lowest free slot for the calling process, at zero. NULL when the group is full. */
-static ga_ledger_slot_t *ga_claim(ga_group_t *g)
+/* At a join: frees the slots of this very process (pid, start time, pid namespace) made by the
+ * program it was before an exec. That image's memory went with the exec; its slot would keep its
+ * share until the process exits, and refuse the program it became. */
+static void ga_free_pre_exec(ga_group_t *g)
+{
+    uint32_t pid = (uint32_t)getpid();
+    uint64_t start = ga_proc_start(getpid()), image = ga_image_id();
+    for (uint32_t i = 0; i < g->l->hwm && i < GA_GROUP_SLOTS; i++) {
+        ga_ledger_slot_t *s = &g->l->slots[i];
+        if (LD(&s->state) == GA_SLOT_LIVE && s->pid == pid && s->start == start &&
+            s->pidns == g->pidns && s->image != image)
+            ga_free_slot(s);
+    }
+}
+
+/* Takes the lowest free slot for the calling process, holding `carry` bytes (a share brought from a
+ * removed ledger, else 0). NULL when the group is full. */
+static ga_ledger_slot_t *ga_claim(ga_group_t *g, uint64_t carry)
 {
     ga_ledger_t *l = g->l;
     for (uint32_t i = 0; i < GA_GROUP_SLOTS; i++) {
@@ -183,6 +228,9 @@ static ga_ledger_slot_t *ga_claim(ga_group_t *g)
         s->pid = (uint32_t)getpid();
         s->start = ga_proc_start(getpid());
         s->pidns = g->pidns;
+        s->image = ga_image_id();
+        s->committed = carry;
+        s->committed_peak = carry;
         ST(&s->state, GA_SLOT_LIVE); /* last: a member dying before it leaves the slot free */
         return s;
     }
@@ -190,6 +238,42 @@ static ga_ledger_slot_t *ga_claim(ga_group_t *g)
 }
 
 /* ---- opening ---- */
+
+/* Gives a fresh ledger file real blocks, so a full folder (a container's 64 MiB /dev/shm filled by
+ * other programs) is ENOSPC here and never a SIGBUS at the first touch of a page through the
+ * mapping. A file system without fallocate gets the zeros written. 0, or an errno. */
+static int ga_back_new(int fd)
+{
+    int rc;
+    do
+        rc = posix_fallocate(fd, 0, GA_LEDGER_SIZE);
+    while (rc == EINTR);
+    if (rc != EINVAL && rc != EOPNOTSUPP)
+        return rc;
+    static const char zeros[4096];
+    for (off_t off = 0; off < GA_LEDGER_SIZE;) {
+        size_t n = GA_LEDGER_SIZE - off < (off_t)sizeof zeros ? (size_t)(GA_LEDGER_SIZE - off) : sizeof zeros;
+        ssize_t w = pwrite(fd, zeros, n, off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
+        off += w;
+    }
+    return 0;
+}
+
+/* The same for a ledger made by an older gpuarena (sparse: sized with ftruncate), at a join: its
+ * slots past the first page may have no blocks yet. Mode 0 never changes the bytes; a file system
+ * without fallocate is left as it is. 0, or an errno. */
+static int ga_back_existing(int fd)
+{
+    int rc;
+    do
+        rc = fallocate(fd, 0, 0, GA_LEDGER_SIZE) == 0 ? 0 : errno;
+    while (rc == EINTR);
+    return rc == EOPNOTSUPP || rc == EINVAL || rc == ENOSYS ? 0 : rc;
+}
 
 /* Makes a complete ledger under a temporary name and links it into place, so no process ever maps
  * a half-made one. 0: it is there now (ours or a racing creator's); -1 with a message. */
@@ -199,9 +283,12 @@ static int ga_create(const char *dir, const char *path, const char *name, const 
     char tmp[600];
     snprintf(tmp, sizeof tmp, "%s/.gpuarena-%u-new-XXXXXX", dir, (unsigned)getuid());
     int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, GA_LEDGER_SIZE) != 0) {
+    int e = fd < 0 ? errno : ftruncate(fd, GA_LEDGER_SIZE) != 0 ? errno : ga_back_new(fd);
+    if (e) {
         snprintf(err, errlen, "gpuarena: cannot create a group ledger in %s (%s): GPUARENA_GROUP "
-                 "needs a writable %s", dir, strerror(errno), dir);
+                 "needs a writable %s with %d KiB free (free space there, or set "
+                 "GPUARENA_GROUP_DIR to a folder with room; every member must name the same one)",
+                 dir, strerror(e), dir, (GA_LEDGER_SIZE + 1023) / 1024);
         if (fd >= 0) {
             unlink(tmp);
             close(fd);
@@ -232,7 +319,7 @@ static int ga_create(const char *dir, const char *path, const char *name, const 
     pthread_mutexattr_destroy(&a);
     munmap(l, GA_LEDGER_SIZE);
     int rc = link(tmp, path);
-    int e = errno;
+    e = errno;
     unlink(tmp);
     if (rc != 0 && e != EEXIST) {
         snprintf(err, errlen, "gpuarena: cannot create the group ledger %s (%s)", path, strerror(e));
@@ -241,49 +328,99 @@ static int ga_create(const char *dir, const char *path, const char *name, const 
     return 0;
 }
 
+/* Why the thing at path is no ledger of ours, with what to do, in err. open_errno: open's error,
+ * or 0 when it opened but is not a regular file of ours with mode 0600 and the ledger's size. */
+static void ga_say_not_ledger(const char *path, int open_errno, char *err, size_t errlen)
+{
+    static const char *const fix = "set GPUARENA_GROUP_DIR to a folder of your own (mkdir -m 700; "
+                                   "every member must name it) or use another GPUARENA_GROUP";
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        snprintf(err, errlen, "gpuarena: cannot open the group ledger %s (%s): %s", path,
+                 strerror(open_errno ? open_errno : errno), fix);
+    } else if (st.st_uid != getuid()) {
+        snprintf(err, errlen, "gpuarena: %s, this group's ledger path, is taken by a file of uid "
+                 "%u, not of this user (uid %u): another user made it; %s, or ask uid %u or an "
+                 "administrator to remove it", path, (unsigned)st.st_uid, (unsigned)getuid(), fix,
+                 (unsigned)st.st_uid);
+    } else if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "gpuarena: %s is %s, not a group ledger: remove it (a ledger is a "
+                 "plain file gpuarena makes itself), or %s", path,
+                 S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a folder"
+                 : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket", fix);
+    } else if ((st.st_mode & 077) || st.st_size != GA_LEDGER_SIZE) {
+        snprintf(err, errlen, "gpuarena: %s is not a gpuarena group ledger of this user (mode %04o "
+                 "and size %lld, a ledger has 0600 and %d bytes): remove it, or %s", path,
+                 (unsigned)(st.st_mode & 07777), (long long)st.st_size, GA_LEDGER_SIZE, fix);
+    } else {
+        snprintf(err, errlen, "gpuarena: cannot open the group ledger %s (%s): %s", path,
+                 strerror(open_errno ? open_errno : EINVAL), fix);
+    }
+}
+
 /* Maps an existing ledger after checking that it is ours and of this format. NULL: *gone set when
- * it vanished (try again), else a message. */
+ * it vanished (try again), else a message. *fd_out: the file, left open. */
 static ga_ledger_t *ga_map(const char *path, const char *name, const uint8_t uuid[16], int *gone,
-                           dev_t *dev, ino_t *ino, char *err, size_t errlen)
+                           dev_t *dev, ino_t *ino, int *fd_out, char *err, size_t errlen)
 {
     *gone = 0;
-    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted at the path must not stop us; only a regular file is believed. */
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         *gone = errno == ENOENT;
         if (!*gone)
-            snprintf(err, errlen, "gpuarena: cannot open the group ledger %s (%s)", path, strerror(errno));
+            ga_say_not_ledger(path, errno, err, errlen);
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 077) || st.st_size != GA_LEDGER_SIZE) {
-        snprintf(err, errlen, "gpuarena: %s is not a gpuarena group ledger of this user (owner, "
-                 "mode 0600 or size differ): remove it, or choose another GPUARENA_GROUP", path);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) ||
+        st.st_size != GA_LEDGER_SIZE) {
+        ga_say_not_ledger(path, 0, err, errlen);
+        close(fd);
+        return NULL;
+    }
+    int e = ga_back_existing(fd);
+    if (e) {
+        snprintf(err, errlen, "gpuarena: cannot give the group ledger %s its space (%s): free space "
+                 "in its folder, or set GPUARENA_GROUP_DIR to a folder with room for every member",
+                 path, strerror(e));
         close(fd);
         return NULL;
     }
     ga_ledger_t *l = mmap(NULL, GA_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
     if (l == MAP_FAILED) {
         snprintf(err, errlen, "gpuarena: cannot map %s (%s)", path, strerror(errno));
+        close(fd);
         return NULL;
     }
     *dev = st.st_dev;
     *ino = st.st_ino;
-    if (memcmp(l->magic, GA_LEDGER_MAGIC, sizeof GA_LEDGER_MAGIC) || l->version != GA_GROUP_VERSION ||
-        l->header_size != GA_LEDGER_HEADER || l->slot_size != GA_LEDGER_SLOT ||
-        l->nslots != GA_GROUP_SLOTS || memcmp(l->uuid, uuid, 16) || strcmp(l->name, name)) {
+    const char *why = NULL;
+    if (!memcmp(l->magic, GA_LEDGER_MAGIC, sizeof GA_LEDGER_MAGIC) && l->version != GA_GROUP_VERSION)
         snprintf(err, errlen, "gpuarena: %s is a group ledger of another gpuarena version (format "
                  "%u, this one reads %d): stop the group's processes and remove the file",
                  path, (unsigned)l->version, GA_GROUP_VERSION);
-        munmap(l, GA_LEDGER_SIZE);
-        return NULL;
+    else if (memcmp(l->magic, GA_LEDGER_MAGIC, sizeof GA_LEDGER_MAGIC) || l->header_size != GA_LEDGER_HEADER ||
+             l->slot_size != GA_LEDGER_SLOT || l->nslots != GA_GROUP_SLOTS)
+        why = "its header is not a ledger's";
+    else if (memcmp(l->uuid, uuid, 16) || strncmp(l->name, name, sizeof l->name))
+        why = "it names another group or device";
+    else {
+        *fd_out = fd;
+        return l;
     }
-    return l;
+    if (why)
+        snprintf(err, errlen, "gpuarena: %s is damaged or not a gpuarena group ledger (%s): stop "
+                 "the group's processes and remove the file (or use another GPUARENA_GROUP)",
+                 path, why);
+    munmap(l, GA_LEDGER_SIZE);
+    close(fd);
+    return NULL;
 }
 
-/* Under the mutex, in a mapped ledger: settle the cap and take a slot. 1 joined, 0 the file was
- * removed meanwhile (try again), -1 refused with a message. */
-static int ga_join(ga_group_t *g, uint64_t cap, char *err, size_t errlen)
+/* Under the mutex, in a mapped ledger: settle the cap and take a slot holding `carry` bytes. 1
+ * joined, 0 the file was removed meanwhile (try again), -1 refused with a message. */
+static int ga_join(ga_group_t *g, uint64_t cap, uint64_t carry, char *err, size_t errlen)
 {
     ga_ledger_t *l = g->l;
     struct stat st;
@@ -291,6 +428,7 @@ static int ga_join(ga_group_t *g, uint64_t cap, char *err, size_t errlen)
      * fresh one at the same path: only the file the path names now is the group's. */
     if (stat(g->path, &st) != 0 || st.st_nlink == 0 || st.st_dev != g->dev || st.st_ino != g->ino)
         return 0; /* a fresh one must be made, or the new one joined */
+    ga_free_pre_exec(g);
     unsigned live = ga_reclaim(g);
     if (l->cap != cap && live > 0) {
         snprintf(err, errlen, "gpuarena: group '%s' already runs with a cap of %" PRIu64 " bytes "
@@ -300,13 +438,55 @@ static int ga_join(ga_group_t *g, uint64_t cap, char *err, size_t errlen)
         return -1;
     }
     l->cap = cap;
-    g->slot = ga_claim(g);
-    if (!g->slot) {
+    ga_ledger_slot_t *s = ga_claim(g, carry);
+    if (!s) {
         snprintf(err, errlen, "gpuarena: group '%s' is full (%d processes on this device): use "
                  "another GPUARENA_GROUP for further processes", l->name, GA_GROUP_SLOTS);
         return -1;
     }
+    ST(&g->slot, s);
     return 1;
+}
+
+/* Maps (making it when there is none) the ledger at g->path and joins it with `carry` bytes; fills
+ * g->l, g->slot, g->dev, g->ino, g->fd. 0, or -1 with a message; 1 when the path names the file
+ * `held` has mapped and locked (a move finds the ledger still there: locking it again through
+ * the second mapping would wait on ourselves). */
+static int ga_attach(ga_group_t *g, const ga_group_t *held, const char *name, const uint8_t uuid[16],
+                     uint64_t cap, uint64_t carry, char *err, size_t errlen)
+{
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int gone, fd = -1;
+        ga_ledger_t *l = ga_map(g->path, name, uuid, &gone, &g->dev, &g->ino, &fd, err, errlen);
+        if (!l && gone) {
+            if (ga_create(g->dir, g->path, name, uuid, cap, err, errlen) != 0)
+                return -1;
+            continue;
+        }
+        if (!l)
+            return -1;
+        if (held && g->dev == held->dev && g->ino == held->ino) {
+            munmap(l, GA_LEDGER_SIZE);
+            close(fd);
+            return 1;
+        }
+        g->l = l;
+        ga_lock(l);
+        int rc = ga_join(g, cap, carry, err, errlen);
+        ga_unlock(l);
+        if (rc == 1) {
+            g->fd = fd;
+            return 0;
+        }
+        g->l = NULL;
+        munmap(l, GA_LEDGER_SIZE);
+        close(fd);
+        if (rc < 0)
+            return -1;
+    }
+    snprintf(err, errlen, "gpuarena: the group ledger %s kept changing under 100 tries to join it: "
+             "is something removing files in %s?", g->path, g->dir);
+    return -1;
 }
 
 ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[16], uint64_t cap,
@@ -329,29 +509,80 @@ ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[
         free(g);
         return NULL;
     }
+    snprintf(g->dir, sizeof g->dir, "%s", dir ? dir : GA_GROUP_DIR_DEFAULT);
     g->pidns = ga_pidns("/proc/self/ns/pid");
-    for (int attempt = 0; attempt < 100; attempt++) {
-        int gone;
-        g->l = ga_map(g->path, name, uuid, &gone, &g->dev, &g->ino, err, errlen);
-        if (!g->l && gone) {
-            if (ga_create(dir ? dir : GA_GROUP_DIR_DEFAULT, g->path, name, uuid, cap, err, errlen) != 0)
-                break;
-            continue;
-        }
-        if (!g->l)
-            break;
-        ga_lock(g->l);
-        int rc = ga_join(g, cap, err, errlen);
-        ga_unlock(g->l);
-        if (rc == 1)
-            return g;
-        munmap(g->l, GA_LEDGER_SIZE);
-        g->l = NULL;
-        if (rc < 0)
-            break;
-    }
+    g->fd = -1;
+    if (ga_attach(g, NULL, name, uuid, cap, 0, err, errlen) == 0)
+        return g;
     free(g);
     return NULL;
+}
+
+/* ---- a removed ledger ---- */
+
+/* Whether the mapped file is still the one at the path (under its mutex: only its own members
+ * remove it, under the same mutex, so the answer holds until the unlock unless a stranger acts). */
+static int ga_still_there(const ga_group_t *g)
+{
+    struct stat st;
+    if (fstat(g->fd, &st) == 0 && st.st_dev == g->dev && st.st_ino == g->ino)
+        return st.st_nlink > 0;
+    /* The program closed our descriptor (a daemon closing every fd), maybe reused it: the path. */
+    return stat(g->path, &st) == 0 && st.st_dev == g->dev && st.st_ino == g->ino;
+}
+
+/* Closes the ledger's descriptor unless the program closed it and reused the number. */
+static void ga_close_fd(int fd, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino)
+        close(fd);
+}
+
+/* Under the removed ledger's mutex (a /dev/shm cleanup, systemd-logind's RemoveIPC, or its last
+ * member's exit while a forked child had no slot yet): joins the ledger the path names now (made
+ * when there is none) with this process's share, so the group counts it again and newcomers do not
+ * get the whole cap beside it. The old mapping stays (other threads may still hold pointers into
+ * it); an uncommit racing the move lands in the old slot and is lost, which overcounts only.
+ * 1 moved, 0 not (said once: commits are then refused). */
+static int ga_move(ga_group_t *g)
+{
+    ga_ledger_t *old = g->l;
+    ga_ledger_slot_t *mine = LD(&g->slot);
+    ga_group_t n = {.pidns = g->pidns, .fd = -1};
+    memcpy(n.dir, g->dir, sizeof n.dir);
+    memcpy(n.path, g->path, sizeof n.path);
+    char name[sizeof old->name], err[768];
+    snprintf(name, sizeof name, "%s", old->name);
+    uint64_t carry = mine ? __atomic_exchange_n(&mine->committed, 0, __ATOMIC_ACQ_REL) : 0;
+    int rc = ga_attach(&n, g, name, old->uuid, old->cap, carry, err, sizeof err), moved = rc == 0;
+    if (!moved && mine)
+        __atomic_add_fetch(&mine->committed, carry, __ATOMIC_ACQ_REL);
+    if (rc == 1)
+        return 1; /* still ours at the path after all: nothing to move */
+    if (!LD(&g->told) && (mine || !moved)) {
+        ST(&g->told, 1);
+        fprintf(stderr, "gpuarena: the group ledger %s was removed while this process (pid %d) was "
+                "a member (a cleanup of %s, or systemd-logind's RemoveIPC=yes at logout): %s; keep "
+                "ledgers where nothing removes them (GPUARENA_GROUP_DIR, or RemoveIPC=no in "
+                "logind.conf)\n", g->path, (int)getpid(), g->dir,
+                moved ? "this process moved its share to the group's new ledger at that path"
+                      : err + (strncmp(err, "gpuarena: ", 10) ? 0 : 10));
+        if (!moved)
+            fprintf(stderr, "gpuarena: this process's further allocations in group '%s' are "
+                    "refused\n", name);
+    }
+    if (!moved)
+        return 0;
+    ga_close_fd(g->fd, g->dev, g->ino);
+    g->dev = n.dev;
+    g->ino = n.ino;
+    g->fd = n.fd;
+    ST(&g->slot, n.slot);
+    if (mine)
+        ga_free_slot(mine);
+    ST(&g->l, n.l); /* last: a thread waiting on the old mutex sees it moved and follows */
+    return 1;
 }
 
 /* ---- the member's operations ---- */
@@ -360,30 +591,48 @@ int ga_group_commit(ga_group_t *g, uint64_t bytes)
 {
     if (bytes == 0)
         return 1;
-    ga_ledger_t *l = g->l;
-    ga_lock(l);
-    if (!g->slot) { /* a forked child's first commit: a slot of its own (dead members' freed) */
-        ga_reclaim(g);
-        ga_ledger_slot_t *mine = ga_claim(g);
-        if (!mine) {
+    for (;;) {
+        ga_ledger_t *l = LD(&g->l);
+        ga_lock(l);
+        if (LD(&g->l) != l) { /* another thread moved us to the group's new ledger meanwhile */
             ga_unlock(l);
-            return 0; /* the group is full: ga_group_member says so */
+            continue;
         }
-        ST(&g->slot, mine);
+        if (LD(&g->left)) { /* the process is leaving: its share went already, its own cap holds */
+            ga_unlock(l);
+            return 1;
+        }
+        if (!ga_still_there(g) && !ga_move(g)) {
+            ga_unlock(l);
+            return 0;
+        }
+        if (LD(&g->l) != l) { /* moved just now: commit in the new one */
+            ga_unlock(l);
+            continue;
+        }
+        if (!g->slot) { /* a forked child's first commit: a slot of its own (dead members' freed) */
+            ga_reclaim(g);
+            ga_ledger_slot_t *mine = ga_claim(g, 0);
+            if (!mine) {
+                ga_unlock(l);
+                return 0; /* the group is full: ga_group_member says so */
+            }
+            ST(&g->slot, mine);
+        }
+        uint64_t sum = ga_sum(l), cap = l->cap;
+        if (bytes > cap || sum > cap - bytes) {
+            ga_reclaim(g); /* the latest moment: before saying no */
+            sum = ga_sum(l);
+        }
+        int ok = bytes <= cap && sum <= cap - bytes;
+        if (ok) {
+            uint64_t now = __atomic_add_fetch(&g->slot->committed, bytes, __ATOMIC_ACQ_REL);
+            if (now > LD(&g->slot->committed_peak))
+                ST(&g->slot->committed_peak, now);
+        }
+        ga_unlock(l);
+        return ok;
     }
-    uint64_t sum = ga_sum(l), cap = l->cap;
-    if (bytes > cap || sum > cap - bytes) {
-        ga_reclaim(g); /* the latest moment: before saying no */
-        sum = ga_sum(l);
-    }
-    int ok = bytes <= cap && sum <= cap - bytes;
-    if (ok) {
-        uint64_t now = __atomic_add_fetch(&g->slot->committed, bytes, __ATOMIC_ACQ_REL);
-        if (now > LD(&g->slot->committed_peak))
-            ST(&g->slot->committed_peak, now);
-    }
-    ga_unlock(l);
-    return ok;
 }
 
 void ga_group_uncommit(ga_group_t *g, uint64_t bytes)
@@ -400,16 +649,23 @@ void ga_group_uncommit(ga_group_t *g, uint64_t bytes)
 
 uint64_t ga_group_used(ga_group_t *g)
 {
-    ga_lock(g->l);
-    ga_reclaim(g);
-    uint64_t sum = ga_sum(g->l);
-    ga_unlock(g->l);
-    return sum;
+    for (;;) {
+        ga_ledger_t *l = LD(&g->l);
+        ga_lock(l);
+        if (LD(&g->l) != l) {
+            ga_unlock(l);
+            continue;
+        }
+        ga_reclaim(g);
+        uint64_t sum = ga_sum(l);
+        ga_unlock(l);
+        return sum;
+    }
 }
 
 uint64_t ga_group_cap(const ga_group_t *g)
 {
-    return LD(&g->l->cap);
+    return LD(&LD(&g->l)->cap);
 }
 
 uint64_t ga_group_mine(const ga_group_t *g)
@@ -426,7 +682,13 @@ void ga_group_set_figures(ga_group_t *g, uint64_t in_use, uint64_t reserved, uin
         return;
     ST(&s->in_use, in_use);
     ST(&s->reserved, reserved);
-    ST(&s->peak, peak);
+    /* The peak of what was written as reserved: the process's level peak may lag the figure a
+     * commit writes (the pool raises it after the driver call), which showed a peak of 0 beside
+     * 768 MiB reserved in `gpuarena top`; and it never goes down. */
+    uint64_t want = peak > reserved ? peak : reserved, had = LD(&s->peak);
+    while (want > had && !__atomic_compare_exchange_n(&s->peak, &had, want, 1, __ATOMIC_RELEASE,
+                                                      __ATOMIC_RELAXED))
+        ;
     if (mode) {
         /* Two atomic words, so concurrent callers never tear each other's name mid-byte. */
         uint64_t w[2] = {0, 0};
@@ -449,24 +711,44 @@ int ga_group_fork_child(ga_group_t *g)
 
 int ga_group_member(const ga_group_t *g)
 {
-    return LD(&g->slot) != NULL;
+    return LD(&g->left) || LD(&g->slot) != NULL; /* after a close, no refusal is for fullness */
 }
 
 void ga_group_close(ga_group_t *g)
 {
     if (!g)
         return;
-    ga_ledger_t *l = g->l;
-    ga_lock(l);
-    if (g->slot)
-        ga_free_slot(g->slot);
-    g->slot = NULL;
-    /* Removed under the mutex, and a joiner checks the link count under it: nobody can join a
-     * removed ledger while a new one is made beside it. */
-    if (ga_reclaim(g) == 0)
-        unlink(g->path);
-    ga_unlock(l);
-    munmap(l, GA_LEDGER_SIZE);
+    for (;;) {
+        ga_ledger_t *l = LD(&g->l);
+        ga_lock(l);
+        if (LD(&g->l) != l) {
+            ga_unlock(l);
+            continue;
+        }
+        ST(&g->left, 1);
+        ga_ledger_slot_t *s = LD(&g->slot);
+        ST(&g->slot, NULL);
+        if (s)
+            ga_free_slot(s);
+        /* Removed under the mutex, and a joiner checks the link count under it: nobody can join a
+         * removed ledger while a new one is made beside it. Only if the path still names our file:
+         * after a removal it names a newer group's live ledger, which is not ours to remove. */
+        struct stat st;
+        if (ga_reclaim(g) == 0 && stat(g->path, &st) == 0 && st.st_dev == g->dev &&
+            st.st_ino == g->ino)
+            unlink(g->path);
+        ga_unlock(l);
+        return;
+    }
+}
+
+void ga_group_free(ga_group_t *g)
+{
+    if (!g)
+        return;
+    ga_group_close(g);
+    munmap(g->l, GA_LEDGER_SIZE);
+    ga_close_fd(g->fd, g->dev, g->ino);
     free(g);
 }
 
@@ -478,9 +760,12 @@ int ga_group_list(const char *dir, const char *name, const uint8_t uuid[16], ga_
     char path[512];
     if (!ga_group_name_ok(name, NULL, 0) || ga_group_path(dir, name, uuid, path, sizeof path) != 0)
         return -1;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* As ga_map and `gpuarena top`: a FIFO planted at the path must not hang NVML's caller, and
+     * only a regular file of this user, mode 0600, of the ledger's size is believed. */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != getuid() || st.st_size != GA_LEDGER_SIZE) {
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
+        (st.st_mode & 077) || st.st_size != GA_LEDGER_SIZE) {
         if (fd >= 0)
             close(fd);
         return -1;

@@ -34,7 +34,9 @@ typedef struct ga_ledger_slot {
     uint64_t reserved;       /*  48 */
     uint64_t peak;           /*  56 */
     char mode[16];           /*  64 NUL-terminated mode name */
-    uint8_t spare[GA_LEDGER_SLOT - 80];
+    uint64_t image;          /*  80 this process image's mark (exec keeps pid and start time);
+                              *     0 in slots of gpuarena before it: top.py does not read it */
+    uint8_t spare[GA_LEDGER_SLOT - 88];
 } ga_ledger_slot_t;
 
 typedef struct ga_ledger {

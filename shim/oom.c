@@ -184,6 +184,10 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                       : device ? "the cap has room, but the driver refused the memory: the device "
                                  "itself is full (other processes or contexts use it); free memory "
                                  "there or set GPUARENA_LIMIT to what the device can give"
+                      : d->group && !ga_group_member(d->group)
+                          ? "the group is full: all its 256 slots are taken by live processes and "
+                            "this forked child has none, so it cannot allocate there whatever the "
+                            "bytes; use another GPUARENA_GROUP for more processes"
                       : d->group ? "not enough free bytes in the group: raise GPUARENA_LIMIT for "
                                    "every member, or use less"
                       : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
@@ -199,7 +203,7 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
         ga_oom_put(o, ", the process holds %s of cap %s on the device (%s)",
                    ga_fmt_bytes(held, b[3], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
     /* Other members' idle memory (held, not used) is theirs to give back: say so, and how. */
-    if (d->group && !granules && !no_va && used > held)
+    if (d->group && ga_group_member(d->group) && !granules && !no_va && used > held)
         ga_oom_put(o, ";\ngpuarena: the group's other members hold %s; memory a member holds "
                    "but no longer uses (a preallocated arena, grow mode's empty regions, vmm "
                    "granules kept under GPUARENA_VMM_KEEP) goes back only when that member trims "

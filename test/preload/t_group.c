@@ -114,13 +114,13 @@ START_TEST(group_four_by_four_under_cap)
 END_TEST
 
 /* A member (grow mode) that holds `bytes` until it is killed; returns once it holds them. */
-static pid_t group_holder(size_t bytes)
+static pid_t group_holder_in(const char *mode, size_t bytes)
 {
     int up[2];
     ck_assert_int_eq(pipe(up), 0);
     pid_t pid = fork();
     if (pid == 0) {
-        member_start("GPUARENA_MODE=grow");
+        member_start(mode);
         CUdeviceptr p;
         char ok = cuMemAlloc(&p, bytes) == CUDA_SUCCESS ? 'y' : 'n';
         if (write(up[1], &ok, 1) != 1)
@@ -134,6 +134,11 @@ static pid_t group_holder(size_t bytes)
     close(up[0]);
     close(up[1]);
     return pid;
+}
+
+static pid_t group_holder(size_t bytes)
+{
+    return group_holder_in("GPUARENA_MODE=grow", bytes);
 }
 
 /* ---- a member killed with SIGKILL gives its share back ---- */
@@ -349,28 +354,12 @@ START_TEST(group_top_peak_not_below_reserved)
                                   "GPUARENA_MODE=platform"};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         group_env("1GiB");
-        int up[2];
-        ck_assert_int_eq(pipe(up), 0);
-        pid_t member = fork();
-        if (member == 0) {
-            member_start(modes[m]);
-            CUdeviceptr p;
-            char ok = cuMemAlloc(&p, MiB) == CUDA_SUCCESS ? 'y' : 'n';
-            if (write(up[1], &ok, 1) != 1)
-                _exit(2);
-            pause();
-            _exit(0);
-        }
-        char ok = 0;
-        ck_assert_int_eq(read(up[0], &ok, 1), 1);
-        ck_assert_int_eq(ok, 'y');
+        pid_t member = group_holder_in(modes[m], MiB);
         uint64_t reserved = ledger_figure(member, offsetof(ga_ledger_slot_t, reserved));
         uint64_t peak = ledger_figure(member, offsetof(ga_ledger_slot_t, peak));
         int status = 0;
         kill(member, SIGKILL);
         waitpid(member, &status, 0);
-        close(up[0]);
-        close(up[1]);
         group_cleanup();
         ck_assert_msg(reserved >= MiB && reserved != UINT64_MAX && peak >= reserved,
                       "%s: the ledger shows reserved %llu, peak %llu", modes[m],

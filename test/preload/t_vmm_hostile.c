@@ -12,6 +12,28 @@
 
 #define GRAN (2 * MiB)
 
+/* A hooked entry point as a program reaches it by dlsym on libcuda and by cuGetProcAddress_v2:
+ * both must be the shim's hook of that name. Returns the dlopen handle (the caller closes it). */
+static void *hook_by_paths(const char *fn, void **by_dlsym, void **by_proc)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(h);
+    const char *name = NULL;
+    *by_dlsym = dlsym(h, fn);
+    ck_assert_msg(pt_in_shim(*by_dlsym, &name), "dlsym(libcuda, %s)", fn);
+    ck_assert_str_eq(name, fn);
+    CUresult (*gp)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+        (CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
+            dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+    ck_assert_ptr_nonnull(gp);
+    CUdriverProcAddressQueryResult q = -1;
+    *by_proc = NULL;
+    ck_assert_int_eq(gp(fn, by_proc, 12000, 0, &q), CUDA_SUCCESS);
+    ck_assert_msg(pt_in_shim(*by_proc, &name), "cuGetProcAddress_v2(%s)", fn);
+    ck_assert_str_eq(name, fn);
+    return h;
+}
+
 /* A cap that is not a multiple of the granule: mapped memory never exceeds it. */
 START_TEST(vmmh_odd_cap)
 {
@@ -481,23 +503,10 @@ START_TEST(vmmh_address_free_every_path)
     ck_assert_int_eq(cuMemsetD8(a, 0x5a, 2 * MiB), CUDA_SUCCESS);
     ck_assert_int_eq(cuCtxCreate(&c2, NULL, 0, dev), CUDA_SUCCESS);
     ck_assert_int_eq(cuMemAlloc(&b, 2 * MiB), CUDA_SUCCESS);
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    ck_assert_ptr_nonnull(h);
     typedef CUresult (*free_fn)(CUdeviceptr, size_t);
-    const char *name = NULL;
-    free_fn by_dlsym = (free_fn)dlsym(h, "cuMemAddressFree");
-    ck_assert_msg(pt_in_shim((void *)by_dlsym, &name), "dlsym(libcuda, cuMemAddressFree)");
-    ck_assert_str_eq(name, "cuMemAddressFree");
-    CUresult (*gp)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
-        (CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
-            dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
-    ck_assert_ptr_nonnull(gp);
-    void *f = NULL;
-    CUdriverProcAddressQueryResult q = -1;
-    ck_assert_int_eq(gp("cuMemAddressFree", &f, 12000, 0, &q), CUDA_SUCCESS);
-    ck_assert_msg(pt_in_shim(f, &name), "cuGetProcAddress_v2(cuMemAddressFree)");
-    ck_assert_str_eq(name, "cuMemAddressFree");
-    free_fn by_proc = (free_fn)f;
+    void *d, *f;
+    void *h = hook_by_paths("cuMemAddressFree", &d, &f);
+    free_fn by_dlsym = (free_fn)d, by_proc = (free_fn)f;
     simcuda_counters_t c0 = pt_counters();
     ck_assert_int_eq(cuMemAddressFree(a, 16 * MiB), CUDA_ERROR_INVALID_VALUE); /* c1's, from c2 */
     ck_assert_int_eq(cuMemAddressFree(a + 6 * MiB, GRAN), CUDA_ERROR_INVALID_VALUE); /* untouched */
@@ -550,23 +559,10 @@ START_TEST(vmmh_set_access_pool_refused)
     ck_assert_int_eq(cuCtxDestroy(c1), CUDA_SUCCESS); /* o stays, in c1's orphan pool */
     ck_assert_int_eq(cuMemAlloc(&a, 2 * MiB), CUDA_SUCCESS);
     ck_assert_int_eq(cuMemsetD8(a, 0x5a, 2 * MiB), CUDA_SUCCESS);
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    ck_assert_ptr_nonnull(h);
     typedef CUresult (*access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-    const char *name = NULL;
-    access_fn by_dlsym = (access_fn)dlsym(h, "cuMemSetAccess");
-    ck_assert_msg(pt_in_shim((void *)by_dlsym, &name), "dlsym(libcuda, cuMemSetAccess)");
-    ck_assert_str_eq(name, "cuMemSetAccess");
-    CUresult (*gp)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
-        (CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
-            dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
-    ck_assert_ptr_nonnull(gp);
-    void *f = NULL;
-    CUdriverProcAddressQueryResult q = -1;
-    ck_assert_int_eq(gp("cuMemSetAccess", &f, 12000, 0, &q), CUDA_SUCCESS);
-    ck_assert_msg(pt_in_shim(f, &name), "cuGetProcAddress_v2(cuMemSetAccess)");
-    ck_assert_str_eq(name, "cuMemSetAccess");
-    access_fn by_proc = (access_fn)f;
+    void *d, *f;
+    void *h = hook_by_paths("cuMemSetAccess", &d, &f);
+    access_fn by_dlsym = (access_fn)d, by_proc = (access_fn)f;
     CUmemAccessDesc none = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
                             .flags = CU_MEM_ACCESS_FLAGS_PROT_NONE};
     CUdeviceptr og = o & ~(CUdeviceptr)(GRAN - 1);

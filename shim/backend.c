@@ -68,20 +68,34 @@ static CUmemAllocationProp ga_vmm_prop(int dev)
  * them), and when the pool maps that address again the mapping serves as it is, where a new
  * cuMemMap there would fail and, the pool seeing its granule unmapped, so would every later
  * allocation placed there. A refused cuMemRelease after the unmap keeps the handle's bytes
- * committed too (c->unreleased), until a later try releases it (at each map and unmap while some
- * are held). Before, both were dropped: the first poisoned the pool for good, the second left
- * memory on the device outside the cap. c->lock held. */
-static int keep_refused(ga_ctx_t *c, ga_ptrmap_t *m, uint64_t key, uintptr_t addr, size_t size,
-                        uint64_t handle, const char *call, CUresult r)
+ * committed too, on the device's list (d->refused, so a destroyed context's are tried again as
+ * well), until a later try releases it: at each granule map and unmap on the device. Before, both
+ * were dropped: the first poisoned the pool for good, the second left memory on the device outside
+ * the cap. The first refusal on a device is a warning, later ones are debug lines (one per granule
+ * filled a screen); the out-of-memory line says what they hold (ga_vmm_refused_bytes).
+ * c->lock held; the device lock is taken inside it. */
+static int keep_refused(ga_ctx_t *c, uint64_t key, uintptr_t addr, size_t size, uint64_t handle,
+                        const char *call, CUresult r)
 {
+    ga_dev_t *d = ga_dev(c->dev);
     ga_pentry_t e = {.key = key, .size = size, .aux = handle};
-    if (ga_ptrmap_put(m, &e) != 0)
+    int kept, mapped = handle != 0;
+    if (mapped) {
+        kept = ga_ptrmap_put(&c->stuck, &e) == 0;
+    } else {
+        ga_mutex_lock(&d->lock);
+        kept = ga_ptrmap_put(&d->refused, &e) == 0;
+        ga_mutex_unlock(&d->lock);
+    }
+    if (!kept)
         return 0; /* no host memory to remember it: given up as before */
-    ga_log(GA_LOG_WARN, "vmm: the driver refused to give back the granule at %#llx (%s: CUresult "
-           "%d); it stays counted against the cap and is %s; if this repeats, the driver or device "
-           "is failing: check it (nvidia-smi) or use GPUARENA_MODE=grow",
+    static _Atomic int said;
+    ga_log(atomic_exchange(&said, 1) ? GA_LOG_DEBUG : GA_LOG_WARN,
+           "vmm: the driver refused to give back the granule at %#llx (%s: CUresult %d); it stays "
+           "counted against the cap and is %s; if this repeats, the driver or device is failing: "
+           "check it (nvidia-smi) or use GPUARENA_MODE=grow (further refusals: GPUARENA_LOG=debug)",
            (unsigned long long)addr, call, (int)r,
-           m == &c->stuck ? "used again when a block lands there" : "released at a later try");
+           mapped ? "used again when a block lands there" : "released at a later try");
     return 1;
 }
 
@@ -98,21 +112,49 @@ static void collect_keys(void *arg, const ga_pentry_t *e)
         l->key[l->n++] = e->key;
 }
 
-/* Tries again to release the memory of unmapped granules (16 at a time). c->lock held, context
- * current. */
+/* Tries again to release the device's refused handles (16 at a time), the driver called without
+ * the device lock. c->lock held, context current. */
 static void release_refused(ga_ctx_t *c)
 {
-    struct key_list l = {.lo = 0, .hi = UINT64_MAX, .n = 0};
-    ga_ptrmap_each(&c->unreleased, collect_keys, &l);
-    for (size_t i = 0; i < l.n; i++) {
-        if (ga_real.cuMemRelease((CUmemGenericAllocationHandle)l.key[i]) != CUDA_SUCCESS)
-            continue;
-        c->counts.driver_free_calls++;
-        ga_pentry_t gone;
-        ga_ptrmap_take(&c->unreleased, l.key[i], &gone);
-        ga_level_add(GA_LEVEL_RESERVED, -(int64_t)gone.size);
-        ga_dev_uncommit(c->dev, gone.size);
+    ga_dev_t *d = ga_dev(c->dev);
+    ga_pentry_t got[16];
+    size_t n = 0;
+    ga_mutex_lock(&d->lock);
+    if (d->refused.count) {
+        struct key_list l = {.lo = 0, .hi = UINT64_MAX, .n = 0};
+        ga_ptrmap_each(&d->refused, collect_keys, &l);
+        for (size_t i = 0; i < l.n; i++)
+            n += ga_ptrmap_take(&d->refused, l.key[i], &got[n]);
     }
+    ga_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        if (ga_real.cuMemRelease((CUmemGenericAllocationHandle)got[i].key) != CUDA_SUCCESS) {
+            ga_mutex_lock(&d->lock);
+            if (ga_ptrmap_put(&d->refused, &got[i]) != 0)
+                got[i].size = 0; /* no host memory: stays held, uncounted from here */
+            ga_mutex_unlock(&d->lock);
+            continue;
+        }
+        c->counts.driver_free_calls++;
+        ga_level_add(GA_LEVEL_RESERVED, -(int64_t)got[i].size);
+        ga_dev_uncommit(c->dev, got[i].size);
+    }
+}
+
+static void add_size(void *arg, const ga_pentry_t *e)
+{
+    *(uint64_t *)arg += e->size;
+}
+
+uint64_t ga_vmm_refused_bytes(const ga_ctx_t *c)
+{
+    uint64_t bytes = 0;
+    ga_ptrmap_each(&c->stuck, add_size, &bytes);
+    ga_dev_t *d = ga_dev(c->dev);
+    ga_mutex_lock(&d->lock);
+    ga_ptrmap_each(&d->refused, add_size, &bytes);
+    ga_mutex_unlock(&d->lock);
+    return bytes;
 }
 
 static int be_va_reserve(void *p, size_t size, uintptr_t *base)
@@ -149,16 +191,25 @@ static void be_va_release(void *p, uintptr_t base, size_t size)
         ga_ptrmap_each(&c->stuck, collect_keys, &l);
         for (size_t i = 0; i < l.n; i++) {
             ga_pentry_t e = *ga_ptrmap_get(&c->stuck, l.key[i]);
-            if (ga_real.cuMemUnmap((CUdeviceptr)e.key, e.size) != CUDA_SUCCESS)
-                continue; /* the address free below fails too, and says so */
+            if (ga_real.cuMemUnmap((CUdeviceptr)e.key, e.size) != CUDA_SUCCESS) {
+                ga_log(GA_LOG_WARN, "vmm: the granule at %#llx, which the driver would not unmap, "
+                       "still will not: it stays mapped and counted against the cap until the "
+                       "process exits, with the address range that holds it",
+                       (unsigned long long)e.key);
+                continue; /* the address free below fails too */
+            }
             ga_ptrmap_take(&c->stuck, e.key, NULL);
-            ga_pentry_t u = {.key = e.aux, .size = e.size};
-            if (ga_ptrmap_put(&c->unreleased, &u) != 0) /* released with the others below */
-                ga_real.cuMemRelease((CUmemGenericAllocationHandle)e.aux);
+            CUresult rel = ga_real.cuMemRelease((CUmemGenericAllocationHandle)e.aux);
+            c->counts.driver_free_calls++;
+            if (rel == CUDA_SUCCESS) {
+                ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
+                ga_dev_uncommit(c->dev, e.size);
+            } else {
+                keep_refused(c, e.aux, (uintptr_t)e.key, e.size, 0, "cuMemRelease", rel);
+            }
         }
     }
-    if (GA_UNLIKELY(c->unreleased.count))
-        release_refused(c);
+    release_refused(c);
     CUresult r = ga_real.cuMemAddressFree((CUdeviceptr)base, size);
     ga_ctx_leave(pushed);
     if (r != CUDA_SUCCESS)
@@ -169,9 +220,9 @@ static void be_va_release(void *p, uintptr_t base, size_t size)
 static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
 {
     ga_ctx_t *c = p;
-    if (GA_UNLIKELY(c->stuck.count | c->unreleased.count)) {
+    release_refused(c); /* a granule's map is a driver call: the lock beside it costs nothing */
+    if (GA_UNLIKELY(c->stuck.count)) {
         int pushed = ga_ctx_enter(c->ctx);
-        release_refused(c);
         ga_pentry_t *e = ga_ptrmap_get(&c->stuck, addr);
         int reused = 0;
         if (e && e->size == size) { /* still mapped here: its access again, and it serves */
@@ -207,14 +258,13 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
         int held = 0; /* unless the driver keeps it: then kept, and committed, as stuck */
         if (mapped) {
             CUresult u = ga_real.cuMemUnmap((CUdeviceptr)addr, size);
-            if (u != CUDA_SUCCESS && keep_refused(c, &c->stuck, addr, addr, size, h, "cuMemUnmap", u))
+            if (u != CUDA_SUCCESS && keep_refused(c, addr, addr, size, h, "cuMemUnmap", u))
                 held = 1;
         }
         if (h && !held) {
             CUresult rel = ga_real.cuMemRelease(h);
             c->counts.driver_free_calls++;
-            if (rel != CUDA_SUCCESS &&
-                keep_refused(c, &c->unreleased, h, addr, size, 0, "cuMemRelease", rel))
+            if (rel != CUDA_SUCCESS && keep_refused(c, h, addr, size, 0, "cuMemRelease", rel))
                 held = 1;
         }
         ga_ctx_leave(pushed);
@@ -248,19 +298,16 @@ static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
             c->unfenced = 0;
             c->counts.free_syncs++;
         }
-        if (GA_UNLIKELY(c->unreleased.count))
-            release_refused(c);
+        release_refused(c);
         CUresult r = ga_real.cuMemUnmap((CUdeviceptr)addr, size);
-        if (r != CUDA_SUCCESS &&
-            keep_refused(c, &c->stuck, addr, addr, size, handle, "cuMemUnmap", r)) {
+        if (r != CUDA_SUCCESS && keep_refused(c, addr, addr, size, handle, "cuMemUnmap", r)) {
             ga_ctx_leave(pushed);
             return; /* still mapped, still held: committed until it serves again */
         }
         CUresult r2 = ga_real.cuMemRelease((CUmemGenericAllocationHandle)handle);
         ga_ctx_leave(pushed);
         c->counts.driver_free_calls++;
-        if (r2 != CUDA_SUCCESS &&
-            keep_refused(c, &c->unreleased, handle, addr, size, 0, "cuMemRelease", r2))
+        if (r2 != CUDA_SUCCESS && keep_refused(c, handle, addr, size, 0, "cuMemRelease", r2))
             return; /* unmapped, its memory still held: committed until a later try frees it */
         if (r != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
             ga_log(GA_LOG_WARN, "vmm: giving back the granule at %#llx failed (CUresult %d, %d)",

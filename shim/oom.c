@@ -211,6 +211,13 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                    "memory back as soon as the device has passed the free (their next allocation "
                    "or cuCtxSynchronize) with GPUARENA_MODE=vmm GPUARENA_VMM_KEEP=0",
                    ga_fmt_bytes(used - held, b[5], 32));
+    /* Granules the driver refused to give back (backend.c) stay held against the cap. */
+    uint64_t held_back = ga_opt.mode == GA_MODE_VMM ? ga_vmm_refused_bytes(c) : 0;
+    if (held_back)
+        ga_oom_put(o, ";\ngpuarena: %s of it are granules the driver refused to unmap or release "
+                   "(warned about before), held against the cap until a later try succeeds; if the "
+                   "refusals go on, the driver or device is failing: check it (nvidia-smi) or use "
+                   "GPUARENA_MODE=grow", ga_fmt_bytes(held_back, b[5], 32));
     /* Orphans (ctx.c): each keeps its context's whole address range and at least one granule
      * mapped for blocks of any size, which a program destroying many contexts runs out of. */
     uint64_t orphans = atomic_load_explicit(&d->orph_n, memory_order_relaxed);

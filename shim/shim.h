@@ -239,6 +239,10 @@ typedef struct ga_dev {
     ga_ptrmap_t handles;       /* the program's cuMemCreate handles: key handle, size, aux
                                   GA_HANDLE_AUX(api, references, mappings) (passthrough.c) */
     ga_ptrmap_t maps;          /* their mappings (cuMemMap): key address, size, aux handle */
+    ga_ptrmap_t refused;       /* vmm handles unmapped whose cuMemRelease the driver refused, of
+                                  any context (one destroyed since too): key handle, size; still
+                                  committed, retried at the device's next granule map or unmap
+                                  (backend.c) */
     ga_ptrmap_t loose;         /* stream-ordered pass-through allocations whose context is gone
                                   (they outlive it, ga_ctx_drop): key pointer, size, aux api */
     ga_counts_t counts;        /* the program's cuMemCreate/cuMemRelease */
@@ -291,8 +295,6 @@ typedef struct ga_ctx {
                                 maps again (backend.c; the OOM line names it) */
     ga_ptrmap_t stuck;       /* vmm granules the driver would not unmap (backend.c): key the
                                 address, size, aux the handle; still committed */
-    ga_ptrmap_t unreleased;  /* vmm handles unmapped whose cuMemRelease the driver refused: key
-                                the handle, size; still committed until a later try (backend.c) */
     ga_pending_t *pend;      /* freed chunks not yet returned to the pool (fence.c) */
     size_t npend, cap_pend;
     size_t npend_ev;         /* of them, stream-ordered (with an event) */
@@ -320,6 +322,9 @@ int ga_dev_setup(int dev);
 int ga_dev_commit(int dev, uint64_t bytes);   /* 1 ok, 0 past the cap */
 void ga_dev_uncommit(int dev, uint64_t bytes);
 uint64_t ga_dev_held(int dev);
+/* backend.c: bytes of vmm granules the driver refused to give back, held against the cap (this
+ * context's still mapped ones and the device's unreleased ones). c->lock held. */
+uint64_t ga_vmm_refused_bytes(const ga_ctx_t *c);
 /* What the program may still allocate on dev and the total it is told: the cap less what the
  * process (in a group: the group) holds, plus what is free inside this process's pools, never
  * above the driver's own free bytes plus that (phys_free, phys_total: the driver's answer). */

@@ -394,6 +394,49 @@ START_TEST(vmm_release_refused_memory_counted)
 }
 END_TEST
 
+/* A release the driver refuses until after the context is destroyed: the handle stays counted on
+ * the device's list and a later context's first mapping releases it (it was kept by the dead
+ * context alone, never tried again, its 2 MiB of the cap lost until exit), and the out-of-memory
+ * line meanwhile names what refused granules hold (it said "raise GPUARENA_LIMIT"). */
+static void refused_past_destroy_child(void *arg)
+{
+    (void)arg;
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
+           "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdevice dev;
+    CUcontext c2, c3;
+    CUdeviceptr p;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&c2, NULL, 0, dev) || cuMemAlloc(&p, MiB))
+        exit(3);
+    if (simcuda_fail_add("cuMemRelease:1+") != 0 || cuMemFree(p) != CUDA_SUCCESS)
+        exit(4);
+    if (cuCtxDestroy(c2) != CUDA_SUCCESS || pt_counters().vmm_bytes_in_use != GRAN)
+        exit(5); /* the driver holds it still */
+    if (cuCtxCreate(&c3, NULL, 0, dev) != CUDA_SUCCESS)
+        exit(6);
+    if (cuMemAlloc(&p, 64 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(7); /* 2 MiB of the cap held */
+    simcuda_fail_clear();
+    if (cuMemAlloc(&p, 64 * MiB) != CUDA_SUCCESS)
+        exit(8); /* released at this mapping: the whole cap again */
+    if (cuMemFree(p) != CUDA_SUCCESS || cuCtxDestroy(c3) != CUDA_SUCCESS)
+        exit(9);
+    simcuda_counters_t c = pt_counters();
+    if (c.vmm_bytes_in_use != 0 || c.vmm_mappings != 0)
+        exit(10);
+}
+
+START_TEST(vmm_release_refused_past_destroy)
+{
+    char err[8192];
+    ck_assert_int_eq(pt_run_child(refused_past_destroy_child, NULL, err, sizeof err), 0);
+    /* (The refused 64 MiB attempt's own granules were refused their release too: all named.) */
+    ck_assert_msg(strstr(err, "of it are granules the driver refused to unmap or release"), "%s",
+                  err);
+}
+END_TEST
+
 /* A driver that refuses granules for another reason than memory: the out-of-memory line names
  * its code and the way out, not a full device (it said "the device itself is full"). */
 static void not_supported_child(void *arg)
@@ -728,6 +771,7 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_queries);
     tcase_add_test(tc, vmm_unmap_refused_granule_kept);
     tcase_add_test(tc, vmm_driver_refusals_named);
+    tcase_add_test(tc, vmm_release_refused_past_destroy);
     tcase_add_test(tc, vmm_release_refused_memory_counted);
     tcase_add_test(tc, vmm_ctx_destroy_takes_range);
     tcase_add_test(tc, vmm_primary_reset_takes_range);

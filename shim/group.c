@@ -432,9 +432,10 @@ static int ga_join(ga_group_t *g, uint64_t cap, uint64_t carry, char *err, size_
     unsigned live = ga_reclaim(g);
     if (l->cap != cap && live > 0) {
         snprintf(err, errlen, "gpuarena: group '%s' already runs with a cap of %" PRIu64 " bytes "
-                 "on this device and this process asks for %" PRIu64 " bytes: give every member the "
-                 "same GPUARENA_LIMIT (the cap is fixed while the group has members)",
-                 l->name, l->cap, cap);
+                 "(%.2f GiB) on this device and this process asks for %" PRIu64 " bytes (%.2f GiB): "
+                 "give every member the same GPUARENA_LIMIT (the cap is fixed while the group has "
+                 "members)", l->name, l->cap, (double)l->cap / (1 << 30), cap,
+                 (double)cap / (1 << 30));
         return -1;
     }
     l->cap = cap;
@@ -578,6 +579,15 @@ static int ga_move(ga_group_t *g)
     g->dev = n.dev;
     g->ino = n.ino;
     g->fd = n.fd;
+    if (mine && n.slot) { /* its figures too: `top` showed it blank until its next ones */
+        ST(&n.slot->in_use, LD(&mine->in_use));
+        ST(&n.slot->reserved, LD(&mine->reserved));
+        ST(&n.slot->peak, LD(&mine->peak));
+        const uint64_t *from = (const uint64_t *)(const void *)mine->mode;
+        uint64_t *to = (uint64_t *)(void *)n.slot->mode;
+        ST(&to[0], LD(&from[0]));
+        ST(&to[1], LD(&from[1]));
+    }
     ST(&g->slot, n.slot);
     if (mine)
         ga_free_slot(mine);

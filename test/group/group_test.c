@@ -527,11 +527,21 @@ static void test_removed(void)
      * next commit: old and new members count against one cap again. */
     ga_group_t *a = open_or_die("moved", DEV0, CAP);
     ga_group_commit(a, 600 * MIB);
+    ga_group_set_figures(a, 123 * MIB, 600 * MIB, 600 * MIB, "vmm");
     unlink_ledger("moved");
     ga_group_t *b = open_or_die("moved", DEV0, CAP);
     ga_group_commit(b, 300 * MIB);
     tap(ga_group_commit(a, MIB) && ga_group_used(b) == 901 * MIB && ga_group_mine(a) == 601 * MIB,
         "removed: a member of the removed ledger moves its 600 MiB to the new one at its next commit");
+    /* ... with its figures: `gpuarena top` showed it with no mode and nothing in use. */
+    ga_ledger_t *nl = map_ledger("moved", DEV0);
+    int shown = 0;
+    for (uint32_t i = 0; nl && i < nl->hwm; i++)
+        shown |= nl->slots[i].state == GA_SLOT_LIVE && !strcmp(nl->slots[i].mode, "vmm") &&
+                 nl->slots[i].in_use == 123 * MIB && nl->slots[i].peak == 600 * MIB;
+    tap(shown, "removed: the moved member's figures (mode, in use, peak) move with it");
+    if (nl)
+        munmap(nl, GA_LEDGER_SIZE);
     ga_group_t *c = open_or_die("moved", DEV0, CAP);
     tap(!ga_group_commit(c, 200 * MIB) && ga_group_commit(c, 100 * MIB),
         "removed: a newcomer then sees both shares (200 MiB refused, 100 MiB taken)");

@@ -19,7 +19,7 @@ $(GROUP_OBJ): shim/group.c shim/ga_group.h shim/group_layout.h allocator/ga_size
 	$(CC) $(CFLAGS_COMMON) -c $< -o $@
 
 $(GROUP_TEST) $(GROUP_MEMBER): $(BUILD)/test/group_%: test/group/group_%.c $(GROUP_OBJ) \
-		$(BUILD)/lib/libgaalloc.a shim/group_layout.h
+		$(BUILD)/lib/libgaalloc.a shim/group_layout.h test/group/procstat.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -Ishim -o $@ $< $(GROUP_OBJ) $(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON) -lpthread
 

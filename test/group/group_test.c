@@ -17,6 +17,7 @@
  * where none can be made); leaving the group while threads still call in.
  */
 #define _GNU_SOURCE
+#include "procstat.h"
 #include "ga_group.h"
 #include "group_layout.h"
 
@@ -96,16 +97,7 @@ static ga_ledger_t *map_ledger(const char *name, const uint8_t *uuid)
 
 static uint64_t own_start(void)
 {
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
+    return ga_test_start_of(getpid());
 }
 
 /* ---- names ---- */
@@ -719,20 +711,6 @@ static void fill(const char *dir)
         close(fd);
 }
 
-static uint64_t start_of(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
-}
 
 /* In a child with its own mount namespace, a tmpfs of `kib` KiB; 'S' on the pipe when the system
  * gives neither (not root, no user namespaces). */
@@ -798,7 +776,7 @@ static void test_full_folder_join(void)
     if (pipe(up) != 0)
         abort();
     pid_t parent = getpid();
-    uint64_t pstart = start_of(parent);
+    uint64_t pstart = ga_test_start_of(parent);
     pid_t pid = fork();
     if (pid == 0) {
         char dir[600], err[1024] = "", path[700];

@@ -5,6 +5,7 @@
  */
 #include "preload_test.h"
 #include "../../shim/group_layout.h"
+#include "../group/procstat.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -512,19 +513,6 @@ END_TEST
 
 /* ---- a full group (256 live slots): a forked child of a member is told the group is full, not
  * to raise GPUARENA_LIMIT ---- */
-static uint64_t self_start(void)
-{
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
-}
 
 static void full_group_member(void *arg)
 {
@@ -555,7 +543,7 @@ static void full_group_member(void *arg)
         if (s->state != GA_SLOT_FREE)
             continue;
         s->pid = (uint32_t)getpid();
-        s->start = self_start();
+        s->start = ga_test_start_of(getpid());
         s->pidns = myns;
         __atomic_store_n(&s->state, GA_SLOT_LIVE, __ATOMIC_RELEASE);
     }

@@ -285,10 +285,15 @@ static int ga_create(const char *dir, const char *path, const char *name, const 
     int fd = mkostemp(tmp, O_CLOEXEC);
     int e = fd < 0 ? errno : ftruncate(fd, GA_LEDGER_SIZE) != 0 ? errno : ga_back_new(fd);
     if (e) {
+        const char *fix = e == ENOENT || e == ENOTDIR ? "create that folder, or set "
+                          "GPUARENA_GROUP_DIR to one that exists"
+                          : e == EACCES || e == EPERM || e == EROFS
+                              ? "make it writable for this user, or set GPUARENA_GROUP_DIR to a "
+                                "folder that is"
+                              : "free space there, or set GPUARENA_GROUP_DIR to a folder with room";
         snprintf(err, errlen, "gpuarena: cannot create a group ledger in %s (%s): GPUARENA_GROUP "
-                 "needs a writable %s with %d KiB free (free space there, or set "
-                 "GPUARENA_GROUP_DIR to a folder with room; every member must name the same one)",
-                 dir, strerror(e), dir, (GA_LEDGER_SIZE + 1023) / 1024);
+                 "needs a writable %s with %d KiB free (%s; every member must name the same one)",
+                 dir, strerror(e), dir, (GA_LEDGER_SIZE + 1023) / 1024, fix);
         if (fd >= 0) {
             unlink(tmp);
             close(fd);

@@ -442,6 +442,14 @@ def _output_warnings(values):
         if path and path != "-" and os.path.isdir(path):
             out.append(f"{name}={path} is a folder: the shim will write nothing there; name a "
                        "file in it")
+        elif path and path != "-" and not path.startswith("/dev/"):
+            folder = os.path.dirname(os.path.abspath(path.replace("%p", "0")))
+            if not os.path.isdir(folder):
+                out.append(f"{name}={path}: its folder {folder} does not exist, so the shim will "
+                           "write nothing; create it or name a file in a folder that exists")
+            elif not os.access(folder, os.W_OK | os.X_OK):
+                out.append(f"{name}={path}: its folder {folder} is not writable for this user, so "
+                           "the shim will write nothing; name a file in a folder that is")
     if stats and trace and stats != "-" and not out and runner.same_file(stats, trace):
         out.append(f"GPUARENA_STATS and GPUARENA_TRACE name the same file {stats}: the shim keeps "
                    "the trace and writes no statistics; give them different paths")
@@ -576,6 +584,10 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
     elif "driver_error" not in machine:
         doc["shim_check"] = shim_check(doc["shim"], lib, env, timeout)
         doc["problems"] += shim_check_problems(doc["shim_check"], doc["plan"], doc["shim"])
+        if doc["shim_check"].get("refused"):  # whatever the settings say, no pool is made
+            for p in doc["plan"]:
+                if not p["note"].startswith("no pool"):
+                    p["note"] = "no pool: cuInit fails under the shim (see the problems)"
     doc["ok"] = not doc["problems"]
     return doc
 

@@ -257,6 +257,22 @@ class Doctor(unittest.TestCase):
             self.assertEqual(doc["warnings"], [
                 f"GPUARENA_{n}={d} is a folder: the shim will write nothing there; name a file "
                 "in it" for n in ("STATS", "TRACE")])
+            # A file in a folder that does not exist: the shim writes nothing at exit (it was
+            # passed without a word).
+            gone = os.path.join(d, "no-such-folder", "s.json")
+            _, doc = doctor("--sim", env={"GPUARENA_STATS": gone})
+            self.assertIn(f"GPUARENA_STATS={gone}: its folder {os.path.dirname(gone)} does not "
+                          "exist, so the shim will write nothing", "\n".join(doc["warnings"]))
+            # A group folder that does not exist: cuInit fails under the shim, so no pool is
+            # planned (it planned the arena), and the fix named is to create the folder (it said
+            # "free space there").
+            p, doc = doctor("--sim", env={"GPUARENA_GROUP": "x", "GPUARENA_LIMIT": "1GiB",
+                                          "GPUARENA_GROUP_DIR": os.path.dirname(gone)})
+            self.assertEqual(p.returncode, 1)
+            self.assertEqual(doc["plan"][0]["note"],
+                             "no pool: cuInit fails under the shim (see the problems)")
+            self.assertIn("create that folder, or set GPUARENA_GROUP_DIR to one that exists",
+                          "\n".join(doc["problems"]))
             same = os.path.join(d, "x")
             _, doc = doctor("--sim", env={"GPUARENA_STATS": same, "GPUARENA_TRACE": same})
             self.assertIn(f"GPUARENA_STATS and GPUARENA_TRACE name the same file {same}: the shim "

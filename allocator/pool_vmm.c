@@ -2,9 +2,10 @@
  * where live allocations lie.
  *
  * Physical memory is mapped per granule: a granule is mapped (backend map) when a first live
- * allocation touches it and unmapped when the last one goes (ga_vrange_t says how that is kept
- * at a cost independent of a block's size). Addresses never move, and nothing fragments across
- * regions: freed memory goes back to the device granule by granule. What a vmm pool costs beyond the live bytes is therefore only the
+ * allocation touches it and unmapped when the last one goes (ga_vrange_t, in vmm_internal.h, says
+ * how that is kept at a cost independent of a block's size; vmm_granules.c maps and unmaps).
+ * Addresses never move, and nothing fragments across regions: freed memory goes back to the
+ * device granule by granule. What a vmm pool costs beyond the live bytes is therefore only the
  * unused part of partly used granules, and placement is chosen to keep those few.
  *
  * Placement: the virtual range is a parent arena (ga_arena.h) that holds address space only, and
@@ -51,477 +52,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arena_hot.h"
-#include "pool_internal.h"
+#include "vmm_internal.h"
 
-/* Slow paths (mapping, area choice, size tracking) are kept out of line: inlined, they made every
- * allocation and free save and restore six registers and a large frame for work it rarely does. */
-#define OUT_OF_LINE __attribute__((noinline))
-
-/* A granule is in use while a live block touches it. A block spanning granules g0..g1 counts
- * itself in refs[g0] and refs[g1] (once when g0 == g1), the only granules it can share with
- * other blocks; the granules strictly between are its alone and carry a bit in `inner`. So a
- * block's bookkeeping is two counts and a few bitmap words whatever its size, and "is anything
- * here unmapped" is a mask test on `mapped`, not a walk over the granules. */
-typedef struct ga_vrange {
-    uintptr_t base;
-    size_t size;       /* bytes of address space, a multiple of the granularity */
-    size_t ngran;
-    uint32_t *refs;    /* live blocks that start or end in each granule (the aligned area: 0) */
-    uint64_t *inner;   /* bit: inside one live block, neither its first nor its last granule; in
-                        * the aligned area, whose blocks share no granule, every granule of a live
-                        * block (so a block there is one bit run, set and cleared, and no count) */
-    uint64_t *mapped;  /* bit: physical memory is mapped there (handle non-zero) */
-    uint64_t *stacked; /* bit: on the kept stack (maybe stale) */
-    uint64_t *handle;  /* the backend's handle of a mapped granule; 0 = unmapped */
-    uint16_t *owner;   /* 1 + the area the granule is lent to; 0 = not lent */
-} ga_vrange_t;
-
-/* A run of kept granules g .. g + n - 1, pushed in that order: the stack of runs, read from its
- * top down, is the stack of single granules it stands for. */
-typedef struct ga_kslot {
-    uintptr_t base; /* the range's base: a range released since makes the entry stale */
-    size_t g, n;
-} ga_kslot_t;
-
-/* Placement areas: the general one, the granule-multiple one, then the exact-size classes. */
-enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
-#define AREAS_MAX (AREA_FIRST_CLASS + GA_VMM_CLASSES)
-/* Sizes tracked for promotion: open addressing, at most TRACK_MAX entries (sizes beyond stay in
- * the general area) in TRACK_SLOTS = 2^TRACK_BITS slots. The table stays under a fifth full: a
- * size that is not in it (every allocation and free of an untracked size asks) is then found
- * missing in about one probe. At 3/4 full (256 slots) that took eight, 95 instructions of a
- * vmm alloc+free pair once random sizes had filled the table (ex_alloctime). */
-#define TRACK_BITS 10
-#define TRACK_SLOTS (1u << TRACK_BITS)
-#define TRACK_MAX 192
-
-typedef struct ga_varea {
-    ga_pool_t *pool;
-    ga_arena_t *arena; /* made at the area's first allocation */
-    size_t size;       /* a class: its size; 0 otherwise */
-    uint16_t id;
-    uint16_t slot;     /* a class: its size's tracking entry (entries are never removed) */
-    uint8_t dirty;     /* changed since `seen` was read */
-    struct {
-        uint64_t requested, live, total_free, largest_free;
-    } seen;            /* the arena's figures when last read (ga_vmm_stats) */
-} ga_varea_t;
-
-struct ga_vmm {
-    ga_pool_t *pool;
-    ga_vrange_t *ranges;
-    size_t nranges, cap;
-    uintptr_t base0;   /* ranges[0]'s base and size (0: none), copied here: nearly every pointer */
-    size_t size0;      /* lies in the first range, found then in two loads and a compare */
-    uint32_t *refs0;   /* ranges[0]'s granule counts and owners, copied for the fast paths */
-    uint16_t *owner0;
-    /* Each owner value's live table: its area's arena's (set when the arena is made; a granule
-     * is lent only by an area whose arena exists), or for 0 (not lent) an empty one, so that
-     * ga_vmm_live_size goes from the owner to its answer in one probe with no test on the way. */
-    const ga_livetab_t *live_of[AREAS_MAX + 1];
-    size_t gran;       /* a power of two (checked at create) */
-    unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
-                        * 64-bit division on every allocation and free cost more than the rest) */
-    size_t half;       /* gran / 2: below it a size is neither a multiple nor a class */
-    size_t small_lim;  /* sizes 1 .. small_lim round up to under half: half - GA_ALIGN, or 0 */
-    size_t small_cut;  /* small_lim once the general area's arena is made, 0 before: the fast
-                        * path's one test */
-    ga_kslot_t *stack;
-    size_t nstack, capstack;
-    size_t region;     /* an area's first region at most: the first range */
-    ga_varea_t area[AREAS_MAX];
-    size_t nareas;
-    struct {
-        size_t size;   /* 0 = empty slot */
-        size_t nlive;  /* live blocks of this size, whatever area */
-        uint16_t area; /* its class once promoted; 0 before */
-    } track[TRACK_SLOTS];
-    size_t ntrack;
-    /* The class last allocated in: its size (0: none yet), area and tracking entry. A size keeps
-     * its class once it has one, so a repeat of the size skips the lookup (area_for). */
-    size_t hot_size;
-    uint16_t hot_area;
-    int hot_slot;
-    /* Statistics over the areas, kept up to date by rereading only the areas changed since the
-     * last call: the replay and the shim ask after every free, and a hundred classes each
-     * asked for their largest free chunk cost the replay 3-7x its speed. */
-    uint16_t dirty[AREAS_MAX];
-    size_t ndirty;
-    uint64_t requested, live, total_free, largest_free;
-    int parent_dirty;  /* the parent lent or took back a region since `parent` was read */
-    ga_stats_t parent;
-};
-
-/* Granule bitmaps ------------------------------------------------------------------------------ */
-
-/* The bits of word w that lie in granules lo..hi. */
-static inline uint64_t word_mask(size_t w, size_t lo, size_t hi)
-{
-    uint64_t m = ~0ull;
-    if (w == lo >> 6)
-        m &= ~0ull << (lo & 63);
-    if (w == hi >> 6)
-        m &= ~0ull >> (63 - (hi & 63));
-    return m;
-}
-
-/* Granules lo..hi when they lie in one word (a block of up to 64 granules, usually): its mask. */
-static inline int one_word(size_t lo, size_t hi) { return lo >> 6 == hi >> 6; }
-static inline uint64_t span_mask(size_t lo, size_t hi)
-{
-    return (~0ull << (lo & 63)) & (~0ull >> (63 - (hi & 63)));
-}
-
-static inline int bit_get(const uint64_t *b, size_t g) { return (int)(b[g >> 6] >> (g & 63)) & 1; }
-
-/* Bit counts without a library call (x86-64's baseline has no popcnt instruction). */
-static inline size_t popcount64(uint64_t x)
-{
-    x = x - ((x >> 1) & 0x5555555555555555ull);
-    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-    return (size_t)((x * 0x0101010101010101ull) >> 56);
-}
-
-/* Whether every bit of granules lo..hi is set (lo <= hi). */
-static inline int bits_all(const uint64_t *b, size_t lo, size_t hi)
-{
-    if (one_word(lo, hi))
-        return (b[lo >> 6] | ~span_mask(lo, hi)) == ~0ull;
-    for (size_t w = lo >> 6; w <= hi >> 6; w++) {
-        uint64_t m = word_mask(w, lo, hi);
-        if ((b[w] & m) != m)
-            return 0;
-    }
-    return 1;
-}
-
-/* Set bits among granules lo..hi (lo <= hi). */
-static size_t bits_count(const uint64_t *b, size_t lo, size_t hi)
-{
-    size_t n = 0;
-    for (size_t w = lo >> 6; w <= hi >> 6; w++)
-        n += popcount64(b[w] & word_mask(w, lo, hi));
-    return n;
-}
-
-/* Sets (on) or clears the bits of granules lo..hi (lo <= hi). */
-static inline void bits_put(uint64_t *b, size_t lo, size_t hi, int on)
-{
-    if (one_word(lo, hi)) {
-        uint64_t m = span_mask(lo, hi);
-        b[lo >> 6] = on ? b[lo >> 6] | m : b[lo >> 6] & ~m;
-        return;
-    }
-    for (size_t w = lo >> 6; w <= hi >> 6; w++)
-        b[w] = on ? b[w] | word_mask(w, lo, hi) : b[w] & ~word_mask(w, lo, hi);
-}
-
-/* The first granule of lo..hi whose bit is `on`, or hi + 1 (lo <= hi). */
-static size_t bits_next(const uint64_t *b, size_t lo, size_t hi, int on)
-{
-    for (size_t w = lo >> 6; w <= hi >> 6; w++) {
-        uint64_t x = (on ? b[w] : ~b[w]) & word_mask(w, lo, hi);
-        if (x)
-            return (w << 6) + (size_t)__builtin_ctzll(x);
-    }
-    return hi + 1;
-}
-
-static inline int in_use(const ga_vrange_t *r, size_t g)
-{
-    return r->refs[g] || bit_get(r->inner, g);
-}
-
-/* Address space (the arena's backend) -------------------------------------------------------- */
-
-static ga_vrange_t *range_of(const ga_vmm_t *v, uintptr_t addr)
-{
-    if (addr - v->base0 < v->size0)
-        return v->ranges;
-    for (size_t i = 1; i < v->nranges; i++)
-        if (addr - v->ranges[i].base < v->ranges[i].size)
-            return &v->ranges[i];
-    return NULL;
-}
-
-static void first_range_changed(ga_vmm_t *v)
-{
-    v->base0 = v->nranges ? v->ranges[0].base : 0;
-    v->size0 = v->nranges ? v->ranges[0].size : 0;
-    v->refs0 = v->nranges ? v->ranges[0].refs : NULL;
-    v->owner0 = v->nranges ? v->ranges[0].owner : NULL;
-}
-
-static void range_free_host(ga_vrange_t *r)
-{
-    free(r->refs);
-    free(r->inner);
-    free(r->mapped);
-    free(r->stacked);
-    free(r->handle);
-    free(r->owner);
-}
-
-static int va_adapt_reserve(void *ctx, size_t size, uintptr_t *base)
-{
-    ga_pool_t *p = ctx;
-    ga_vmm_t *v = p->vmm;
-    size_t vsize = (size + v->gran - 1) & ~(v->gran - 1);
-    if (vsize < size || (v->nranges == v->cap && v->cap > SIZE_MAX / 2 / sizeof *v->ranges))
-        return -1;
-    /* A range larger than the usual is asked for one block (areas grow no further than a range,
-     * max_region): when its granules alone pass the limit it could never be mapped, so no
-     * address space and no bookkeeping for it (a request for terabytes under a cap of megabytes
-     * reserved them, and the bitmaps' host memory with them, before failing). */
-    if (vsize > v->region && p->cfg.limit && vsize > p->cfg.limit)
-        return -1;
-    if (vsize >> v->gshift > GA_VMM_MAX_GRANULES) /* its bookkeeping alone would pass 1 GiB */
-        return -1;
-    if (v->nranges == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 4;
-        ga_vrange_t *grown = realloc(v->ranges, cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        v->ranges = grown, v->cap = cap;
-    }
-    ga_vrange_t r = {.size = vsize, .ngran = vsize / v->gran};
-    size_t words = (r.ngran + 63) / 64;
-    r.refs = calloc(r.ngran, sizeof *r.refs);
-    r.inner = calloc(words, sizeof *r.inner);
-    r.mapped = calloc(words, sizeof *r.mapped);
-    r.stacked = calloc(words, sizeof *r.stacked);
-    r.handle = calloc(r.ngran, sizeof *r.handle);
-    r.owner = calloc(r.ngran, sizeof *r.owner);
-    if (!r.refs || !r.inner || !r.mapped || !r.stacked || !r.handle || !r.owner ||
-        p->be.va_reserve(p->be.ctx, vsize, &r.base) != 0) {
-        range_free_host(&r);
-        return -1;
-    }
-    v->ranges[v->nranges++] = r;
-    first_range_changed(v);
-    p->own.backend_reserves++;
-    p->own.va_reserved += vsize;
-    *base = r.base;
-    return 0;
-}
-
-static void unmap_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
-{
-    ga_vmm_t *v = p->vmm;
-    p->be.unmap(p->be.ctx, r->base + g * v->gran, v->gran, r->handle[g]);
-    r->handle[g] = 0;
-    r->mapped[g >> 6] &= ~(1ull << (g & 63));
-    p->own.reserved -= v->gran;
-    p->own.backend_unmaps++;
-}
-
-/* The arena gives a range back (empty, or the pool is being destroyed): unmap what is still
- * mapped there (kept granules; everything on destroy), then the address space. */
-static void va_adapt_release(void *ctx, uintptr_t base, size_t size)
-{
-    ga_pool_t *p = ctx;
-    ga_vmm_t *v = p->vmm;
-    (void)size;
-    ga_vrange_t *r = range_of(v, base);
-    if (!r)
-        return;
-    for (size_t w = 0; w < (r->ngran + 63) / 64; w++) { /* the mapped ones only: a word a step */
-        for (uint64_t m = r->mapped[w]; m; m &= m - 1) {
-            size_t g = w * 64 + (size_t)__builtin_ctzll(m);
-            if (!in_use(r, g))
-                p->own.kept -= v->gran;
-            unmap_granule(p, r, g);
-        }
-    }
-    p->be.va_release(p->be.ctx, r->base, r->size);
-    p->own.backend_releases++;
-    p->own.va_reserved -= r->size;
-    range_free_host(r);
-    size_t i = (size_t)(r - v->ranges);
-    memmove(r, r + 1, (v->nranges - i - 1) * sizeof *r);
-    v->nranges--;
-    first_range_changed(v);
-}
-
-/* The kept cache ------------------------------------------------------------------------------- */
-
-/* Room on the stack for n more runs: 0, or -1 out of host memory. */
-static int stack_reserve(ga_vmm_t *v, size_t n)
-{
-    if (v->nstack + n <= v->capstack)
-        return 0;
-    size_t cap = v->capstack ? v->capstack : 64;
-    while (cap < v->nstack + n)
-        cap *= 2;
-    ga_kslot_t *grown = realloc(v->stack, cap * sizeof *grown);
-    if (!grown)
-        return -1;
-    v->stack = grown, v->capstack = cap;
-    return 0;
-}
-
-/* Granules lo..hi of r become kept: those not on the stack yet go on it, as runs, in ascending
- * order (the caller reserved (hi - lo) / 2 + 1 runs: at most that many runs of unstacked
- * granules alternate with stacked ones). */
-static void push_kept(ga_vmm_t *v, ga_vrange_t *r, size_t lo, size_t hi)
-{
-    if (bits_all(r->stacked, lo, hi))
-        return; /* a block freed again whose granules were kept before: nothing to push */
-    for (size_t g = bits_next(r->stacked, lo, hi, 0); g <= hi;) {
-        size_t end = g < hi ? bits_next(r->stacked, g + 1, hi, 1) : hi + 1;
-        v->stack[v->nstack++] = (ga_kslot_t){r->base, g, end - g};
-        bits_put(r->stacked, g, end - 1, 1);
-        g = end < hi ? bits_next(r->stacked, end + 1, hi, 0) : hi + 1;
-    }
-}
-
-/* Gives back the most recently kept granule still kept; 0 when none was. */
-static int release_one_kept(ga_pool_t *p)
-{
-    ga_vmm_t *v = p->vmm;
-    while (p->own.kept && v->nstack) {
-        ga_kslot_t *k = &v->stack[v->nstack - 1];
-        ga_vrange_t *r = range_of(v, k->base);
-        size_t g = k->g + --k->n;
-        if (!k->n)
-            v->nstack--;
-        if (!r || r->base != k->base || g >= r->ngran)
-            continue; /* its range was released since */
-        r->stacked[g >> 6] &= ~(1ull << (g & 63));
-        if (in_use(r, g) || !r->handle[g])
-            continue; /* reused since it was kept */
-        p->own.kept -= v->gran;
-        unmap_granule(p, r, g);
-        return 1;
-    }
-    return 0;
-}
-
-static size_t release_all_kept(ga_pool_t *p)
-{
-    size_t n = 0;
-    while (release_one_kept(p))
-        n++;
-    return n * p->vmm->gran;
-}
-
-/* Granules ------------------------------------------------------------------------------------- */
-
-static int map_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
-{
-    ga_vmm_t *v = p->vmm;
-    ga_stats_t *s = &p->own;
-    release_one_kept(p); /* the cache never raises the peak of mapped memory */
-    if (p->cfg.limit && s->reserved + v->gran > p->cfg.limit)
-        return -1;
-    uint64_t h = 0;
-    int rc = p->be.map(p->be.ctx, r->base + g * v->gran, v->gran, &h);
-    if ((rc != 0 || !h) && release_all_kept(p))
-        rc = p->be.map(p->be.ctx, r->base + g * v->gran, v->gran, &h);
-    if (rc != 0 || !h)
-        return -1;
-    r->handle[g] = h;
-    r->mapped[g >> 6] |= 1ull << (g & 63);
-    s->reserved += v->gran;
-    s->backend_maps++;
-    if (s->reserved > s->peak_reserved)
-        s->peak_reserved = s->reserved;
-    return 0;
-}
-
-/* Granule g of a block spanning g0..g1 gets the block as a user: 1 if it had one already.
- * `whole`: a block of the aligned area, the only user of each of its granules. */
-static int use_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1, int whole)
-{
-    if (!whole && (g == g0 || g == g1))
-        return r->refs[g]++ != 0;
-    r->inner[g >> 6] |= 1ull << (g & 63); /* an inner granule: the block's alone */
-    return 0;
-}
-
-/* The reverse: 1 if granule g has no user left. */
-static int unuse_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1, int whole)
-{
-    if (!whole && (g == g0 || g == g1))
-        return --r->refs[g] == 0;
-    r->inner[g >> 6] &= ~(1ull << (g & 63));
-    return 1;
-}
-
-/* Freed granules f0..f1 of which the first `kept` stay kept: those not on the stack yet are pushed
- * (if host memory allows; else they are given back too), the rest unmapped. Out of line: a block
- * freed again whose granules are still kept and stacked, the common case, needs none of it. */
-static OUT_OF_LINE size_t keep_or_unmap(ga_pool_t *p, ga_vrange_t *r, size_t f0, size_t f1,
-                                        size_t kept)
-{
-    ga_vmm_t *v = p->vmm;
-    if (kept && stack_reserve(v, (kept - 1) / 2 + 1) != 0)
-        kept = 0; /* out of host memory: given back instead */
-    if (kept)
-        push_kept(v, r, f0, f0 + kept - 1);
-    for (size_t g = f0 + kept; g <= f1; g++)
-        unmap_granule(p, r, g);
-    return kept;
-}
-
-/* Granules f0..f1 are left with no user: kept while the cache has room, the rest unmapped. */
-static inline __attribute__((always_inline)) void keep_freed(ga_pool_t *p, ga_vrange_t *r,
-                                                             size_t f0, size_t f1)
-{
-    ga_stats_t *s = &p->own;
-    unsigned sh = p->vmm->gshift;
-    size_t n = f1 - f0 + 1;
-    size_t room = p->cfg.keep > s->kept ? (size_t)((p->cfg.keep - s->kept) >> sh) : 0;
-    size_t kept = n < room ? n : room;
-    if (kept < n || !bits_all(r->stacked, f0, f1))
-        kept = keep_or_unmap(p, r, f0, f1, kept);
-    if (kept) {
-        s->kept += (uint64_t)kept << sh;
-        if (s->kept > s->peak_kept)
-            s->peak_kept = s->kept;
-    }
-}
-
-static OUT_OF_LINE void keep_freed_slow(ga_pool_t *p, ga_vrange_t *r, size_t f0, size_t f1)
-{
-    keep_freed(p, r, f0, f1);
-}
-
-/* One live block fewer on granules g0..g1 (its first and last); the granules left with no user
- * (always one run) are kept while the cache has room, the rest unmapped. */
-static inline __attribute__((always_inline)) void uncover_body(ga_pool_t *p, ga_vrange_t *r,
-                                                               size_t g0, size_t g1, int whole)
-{
-    size_t f0 = g0, f1 = g1; /* the granules freed */
-    if (whole) {
-        bits_put(r->inner, g0, g1, 0); /* the aligned area's block: all its granules are free */
-    } else if (g0 == g1) {
-        if (--r->refs[g0])
-            return;
-    } else {
-        f0 += --r->refs[g0] != 0;
-        f1 -= --r->refs[g1] != 0;
-        if (g1 > g0 + 1)
-            bits_put(r->inner, g0 + 1, g1 - 1, 0);
-        if (f0 > f1)
-            return;
-    }
-    keep_freed(p, r, f0, f1);
-}
-
-/* uncover_body for the paths that do not inline it (the general area's frees of blocks whose
- * granule is left with no user, and the rarer frees). */
-static OUT_OF_LINE void uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
-{
-    uncover_body(p, r, g0, g1, 0);
-}
-
-static OUT_OF_LINE void uncover_whole_slow(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
-{
-    uncover_body(p, r, g0, g1, 1);
-}
+/* Granules: the common cases, inline in the paths below (the rest is in vmm_granules.c) ------- */
 
 /* A block of the aligned area leaves granules g0..g1 (len bytes): in the common case (one bitmap
  * word, room in the cache, the granules still on the kept stack from an earlier free) three word
@@ -539,96 +72,11 @@ static inline __attribute__((always_inline)) void uncover_whole(ga_pool_t *p, ga
             if (s->kept > s->peak_kept)
                 s->peak_kept = s->kept;
         } else {
-            keep_freed_slow(p, r, g0, g1);
+            ga_vmm_keep_freed_slow(p, r, g0, g1);
         }
         return;
     }
-    uncover_whole_slow(p, r, g0, g1);
-}
-
-/* Whether mapping `need` new granules while reusing `reuse` kept ones takes mapped bytes past
- * the limit: new granules are mapped after giving back as many kept granules (other than the
- * ones reused here) as there are. Checked first so that a refusal maps nothing at all. */
-static int over_limit(const ga_pool_t *p, uint64_t need, uint64_t reuse)
-{
-    uint64_t other_kept = (p->own.kept >> p->vmm->gshift) - reuse;
-    uint64_t grows = need > other_kept ? need - other_kept : 0;
-    return p->own.reserved + grows * p->vmm->gran > p->cfg.limit;
-}
-
-/* cover_granules when some of the `fresh` granules u0..u1 the block is the first user of are not
- * mapped: granule by granule, mapping what is not; on failure nothing is left mapped or counted
- * for the block. */
-static OUT_OF_LINE int cover_mapping(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1,
-                                     size_t u0, size_t u1, size_t fresh, int whole)
-{
-    ga_vmm_t *v = p->vmm;
-    size_t need = fresh - bits_count(r->mapped, u0, u1);
-    if (p->cfg.limit && over_limit(p, need, fresh - need))
-        return -1;
-    size_t reused = 0; /* kept granules taken back, settled before a map reads the kept bytes */
-    for (size_t g = g0; g <= g1; g++) {
-        if (use_one(r, g, g0, g1, whole))
-            continue;
-        if (r->handle[g]) { /* a kept granule: reused at no cost */
-            reused++;
-            continue;
-        }
-        p->own.kept -= (uint64_t)reused << v->gshift;
-        reused = 0;
-        if (map_granule(p, r, g) != 0) {
-            unuse_one(r, g, g0, g1, whole);
-            for (size_t h = g0; h < g; h++)
-                if (unuse_one(r, h, g0, g1, whole))
-                    unmap_granule(p, r, h);
-            return -1;
-        }
-    }
-    p->own.kept -= (uint64_t)reused << v->gshift;
-    return 0;
-}
-
-/* A block on granules g0..g1 of r, all mapped, `kept` bytes of them (kept granules) without a
- * user before: its counts, its inner granules' bits, the kept bytes it takes. */
-static inline __attribute__((always_inline)) void take_mapped(ga_pool_t *p, ga_vrange_t *r,
-                                                              size_t g0, size_t g1, uint64_t kept)
-{
-    r->refs[g0]++;
-    if (g1 != g0)
-        r->refs[g1]++;
-    if (g1 > g0 + 1)
-        bits_put(r->inner, g0 + 1, g1 - 1, 1);
-    p->own.kept -= kept;
-}
-
-/* One live block more on granules g0..g1 of r (its first and last). The granules it is the first
- * user of are one run, u0..u1; when all of them are mapped (free, kept ones) the block takes them
- * in a few word operations, nothing to map and the limit not concerned. */
-static OUT_OF_LINE int cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
-{
-    size_t u0 = g0 + (r->refs[g0] != 0), u1 = g1 - (g1 != g0 && r->refs[g1] != 0);
-    size_t fresh = u0 <= u1 ? u1 - u0 + 1 : 0;
-    if (fresh && !bits_all(r->mapped, u0, u1))
-        return cover_mapping(p, r, g0, g1, u0, u1, fresh, 0);
-    take_mapped(p, r, g0, g1, (uint64_t)fresh << p->vmm->gshift);
-    return 0;
-}
-
-/* One block of the aligned area more on the granules of [a, a + len) (granule boundaries), of
- * which it is the only user: taken at once when all are mapped (kept), else mapped granule by
- * granule. */
-static OUT_OF_LINE int cover_whole(ga_pool_t *p, uintptr_t a, size_t len)
-{
-    ga_vmm_t *v = p->vmm;
-    ga_vrange_t *r = range_of(v, a);
-    if (!r)
-        return -1;
-    size_t off = a - r->base, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
-    if (!bits_all(r->mapped, g0, g1))
-        return cover_mapping(p, r, g0, g1, g0, g1, g1 - g0 + 1, 1);
-    bits_put(r->inner, g0, g1, 1);
-    p->own.kept -= (uint64_t)(g1 - g0 + 1) << v->gshift;
-    return 0;
+    ga_vmm_uncover_whole_slow(p, r, g0, g1);
 }
 
 /* One live block more on the granules of [a, a + len). Most blocks lie inside one granule that
@@ -644,7 +92,7 @@ static inline __attribute__((always_inline)) int cover(ga_pool_t *p, uintptr_t a
         r->refs[g0]++;
         return 0;
     }
-    return cover_granules(p, r, g0, g1);
+    return ga_vmm_cover_granules(p, r, g0, g1);
 }
 
 /* One live block fewer on the granules of the block of len bytes at offset off in r. In the
@@ -657,7 +105,7 @@ static inline __attribute__((always_inline)) void uncover(ga_pool_t *p, ga_vrang
     if (g0 == g1 && r->refs[g0] > 1)
         r->refs[g0]--;
     else
-        uncover_granules(p, r, g0, g1);
+        ga_vmm_uncover_granules(p, r, g0, g1);
 }
 
 /* Placement areas ----------------------------------------------------------------------------- */
@@ -673,22 +121,6 @@ static void set_owner(ga_vmm_t *v, uintptr_t base, size_t size, uint16_t owner)
     ga_vrange_t *r = range_of(v, base);
     for (size_t g = (base - r->base) >> v->gshift, n = size >> v->gshift; n--; g++)
         r->owner[g] = owner;
-}
-
-static void mark_dirty(ga_vmm_t *v, ga_varea_t *ar)
-{
-    if (!ar->dirty) {
-        ar->dirty = 1;
-        v->dirty[v->ndirty++] = ar->id;
-    }
-}
-
-/* The general area changes with nearly every allocation and free: it stays on the dirty list, so
- * that the fast paths mark nothing. */
-static void always_dirty(ga_vmm_t *v)
-{
-    v->area[AREA_GENERAL].dirty = 0;
-    mark_dirty(v, &v->area[AREA_GENERAL]);
 }
 
 /* Gives the empty regions of every area but `except` back to the parent. */
@@ -867,7 +299,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     }
     if (va >> v->gshift > GA_VMM_MAX_GRANULES) /* the host memory of one range, bounded */
         va = GA_VMM_MAX_GRANULES << v->gshift;
-    ga_backend_t be = {va_adapt_reserve, va_adapt_release, p};
+    ga_backend_t be = {ga_vmm_va_reserve, ga_vmm_va_release, p};
     ga_status_t st = GA_OK;
     for (;;) {
         v->region = va;
@@ -954,7 +386,7 @@ static inline void count_alloc(ga_pool_t *p, size_t rounded)
 static inline ga_status_t cover_placed(ga_pool_t *p, ga_varea_t *ar, int slot, uintptr_t a,
                                        size_t rounded, uintptr_t *out)
 {
-    if ((ar->id == AREA_ALIGNED ? cover_whole(p, a, rounded) : cover(p, a, rounded)) != 0) {
+    if ((ar->id == AREA_ALIGNED ? ga_vmm_cover_whole(p, a, rounded) : cover(p, a, rounded)) != 0) {
         ga_free(ar->arena, a);
         p->own.failed_allocs++;
         return GA_ENOMEM;
@@ -1262,7 +694,7 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, uintptr_t ptr, size_t 
     if (g0 == g1 && v->refs0[g0] > 1)
         v->refs0[g0]--;
     else
-        uncover_granules(p, v->ranges, g0, g1);
+        ga_vmm_uncover_granules(p, v->ranges, g0, g1);
     count_free(p, NULL, len, size);
     return GA_OK;
 }
@@ -1308,147 +740,11 @@ size_t ga_vmm_live_size(const ga_pool_t *p, uintptr_t ptr)
     return ar ? ga_live_size(ar->arena, ptr) : 0;
 }
 
-size_t ga_vmm_live_bases(const ga_pool_t *p, uintptr_t *out, size_t max)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < p->vmm->nareas; i++) {
-        size_t got = ga_live_bases(p->vmm->area[i].arena, out ? out + (n < max ? n : max) : NULL,
-                                   n < max ? max - n : 0);
-        n += got;
-    }
-    return n;
-}
-
 /* Kept granules back to the device, then the areas' empty regions back to the parent (address
  * space only, not counted). */
 size_t ga_vmm_trim(ga_pool_t *p)
 {
-    size_t bytes = release_all_kept(p);
+    size_t bytes = ga_vmm_release_all_kept(p);
     trim_areas(p->vmm, AREAS_MAX);
     return bytes;
-}
-
-/* Rereads the areas changed since the last call into the running sums; the largest free chunk
- * over all areas is recomputed only when the area that held it shrank. */
-static void refresh_seen(ga_vmm_t *v)
-{
-    int rescan = 0;
-    for (size_t i = 0; i < v->ndirty; i++) {
-        ga_varea_t *ar = &v->area[v->dirty[i]];
-        ga_stats_t a;
-        if (!ar->arena)
-            continue; /* the general area before its first use */
-        ga_get_stats(ar->arena, &a);
-        v->requested += a.in_use_requested - ar->seen.requested;
-        v->live += a.live - ar->seen.live;
-        v->total_free += a.total_free - ar->seen.total_free;
-        rescan |= a.largest_free < ar->seen.largest_free &&
-                  ar->seen.largest_free == v->largest_free;
-        if (a.largest_free > v->largest_free)
-            v->largest_free = a.largest_free;
-        ar->seen.requested = a.in_use_requested;
-        ar->seen.live = a.live;
-        ar->seen.total_free = a.total_free;
-        ar->seen.largest_free = a.largest_free;
-        ar->dirty = 0;
-    }
-    v->ndirty = 0;
-    always_dirty(v);
-    for (size_t i = 0; rescan && i < v->nareas; i++)
-        if (i == 0 || v->area[i].seen.largest_free > v->largest_free)
-            v->largest_free = v->area[i].seen.largest_free;
-    if (v->parent_dirty) {
-        ga_get_stats(v->pool->arena, &v->parent);
-        v->parent_dirty = 0;
-    }
-}
-
-/* The pool's own figures; live and requested bytes from the areas; free address space is the
- * parent's not lent plus what is free inside the areas' regions. */
-void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
-{
-    ga_vmm_t *v = p->vmm; /* the cached figures change; the pool does not */
-    refresh_seen(v);
-    *out = p->own;
-    out->in_use_requested = v->requested;
-    out->live = v->live;
-    out->total_free = v->parent.total_free + v->total_free;
-    out->largest_free = v->parent.largest_free > v->largest_free ? v->parent.largest_free
-                                                                 : v->largest_free;
-    out->regions = v->parent.regions;
-}
-
-/* One line per region of each area in use, general first. */
-size_t ga_vmm_occupancy_map(const ga_pool_t *p, char *buf, size_t len, unsigned width)
-{
-    size_t n = 0;
-    if (buf && len)
-        buf[0] = '\0';
-    for (size_t i = 0; i < p->vmm->nareas; i++) {
-        size_t room = buf && n < len ? len - n : 0;
-        if (p->vmm->area[i].arena)
-            n += ga_occupancy_map(p->vmm->area[i].arena, room ? buf + n : NULL, room, width);
-    }
-    return n;
-}
-
-/* The areas and the granule state agree with the figures: a granule in use is mapped and lent
- * to an area, kept = mapped with no user, every kept granule is findable on the stack, mapped
- * bytes = reserved. */
-int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
-{
-    int bad = ga_check(p->arena, report, len);
-    ga_vmm_t *v = p->vmm; /* refreshes the cached figures, as ga_vmm_stats does */
-    refresh_seen(v);
-    uint64_t requested = 0, live = 0, total_free = 0, largest = 0;
-    for (size_t i = 0; i < v->nareas; i++) {
-        if (!v->area[i].arena)
-            continue;
-        bad += ga_check(v->area[i].arena, bad ? NULL : report, bad ? 0 : len);
-        ga_stats_t a;
-        ga_get_stats(v->area[i].arena, &a);
-        requested += a.in_use_requested, live += a.live, total_free += a.total_free;
-        largest = a.largest_free > largest ? a.largest_free : largest;
-    }
-    if (!bad && (requested != v->requested || live != v->live || total_free != v->total_free ||
-                 largest != v->largest_free)) {
-        bad++;
-        if (report && len)
-            snprintf(report, len, "vmm pool: area figures kept %llu requested, %llu live, %llu "
-                     "free, %llu largest; the areas say %llu, %llu, %llu, %llu",
-                     (unsigned long long)v->requested, (unsigned long long)v->live,
-                     (unsigned long long)v->total_free, (unsigned long long)v->largest_free,
-                     (unsigned long long)requested, (unsigned long long)live,
-                     (unsigned long long)total_free, (unsigned long long)largest);
-    }
-    uint64_t mapped = 0, kept = 0, orphan = 0, unstacked = 0, unlent = 0, bits = 0;
-    for (size_t i = 0; i < v->nranges; i++) {
-        const ga_vrange_t *r = &v->ranges[i];
-        for (size_t g = 0; g < r->ngran; g++) {
-            int used = in_use(r, g);
-            mapped += r->handle[g] ? v->gran : 0;
-            orphan += used && !r->handle[g];
-            unlent += used && (!r->owner[g] || r->owner[g] > v->nareas);
-            /* the mapped bit is the handle; an inner granule is no block's end; the aligned
-             * area keeps no counts */
-            bits += bit_get(r->mapped, g) != (r->handle[g] != 0) ||
-                    (bit_get(r->inner, g) && r->refs[g]) ||
-                    (r->owner[g] == 1 + AREA_ALIGNED && r->refs[g]);
-            if (!used && r->handle[g]) {
-                kept += v->gran;
-                unstacked += !bit_get(r->stacked, g);
-            }
-        }
-    }
-    int mine = (mapped != p->own.reserved) + (kept != p->own.kept) + (orphan != 0) +
-               (unstacked != 0) + (unlent != 0) + (bits != 0) + (p->own.kept > p->cfg.keep);
-    if (mine && !bad && report && len)
-        snprintf(report, len, "vmm pool: mapped %llu vs reserved %llu, kept %llu vs %llu, %llu "
-                 "granules in use but unmapped, %llu in use but lent to no area, %llu kept but "
-                 "not stacked, %llu with bitmaps that disagree, keep %zu",
-                 (unsigned long long)mapped, (unsigned long long)p->own.reserved,
-                 (unsigned long long)kept, (unsigned long long)p->own.kept,
-                 (unsigned long long)orphan, (unsigned long long)unlent,
-                 (unsigned long long)unstacked, (unsigned long long)bits, p->cfg.keep);
-    return bad + mine;
 }

@@ -1,0 +1,371 @@
+/* gpuarena vmm pool, granules: the virtual ranges the parent arena lends from (reserved from the
+ * backend, with their per-granule counts, bitmaps, handles and owners), mapping and unmapping
+ * granules as blocks come and go, and the cache of kept granules. How these fit together is in
+ * pool_vmm.c's head comment and at ga_vrange_t (vmm_internal.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vmm_internal.h"
+
+/* The first granule of lo..hi whose bit is `on`, or hi + 1 (lo <= hi). */
+static size_t bits_next(const uint64_t *b, size_t lo, size_t hi, int on)
+{
+    for (size_t w = lo >> 6; w <= hi >> 6; w++) {
+        uint64_t x = (on ? b[w] : ~b[w]) & word_mask(w, lo, hi);
+        if (x)
+            return (w << 6) + (size_t)__builtin_ctzll(x);
+    }
+    return hi + 1;
+}
+
+/* Address space (the arena's backend) -------------------------------------------------------- */
+
+static void first_range_changed(ga_vmm_t *v)
+{
+    v->base0 = v->nranges ? v->ranges[0].base : 0;
+    v->size0 = v->nranges ? v->ranges[0].size : 0;
+    v->refs0 = v->nranges ? v->ranges[0].refs : NULL;
+    v->owner0 = v->nranges ? v->ranges[0].owner : NULL;
+}
+
+static void range_free_host(ga_vrange_t *r)
+{
+    free(r->refs);
+    free(r->inner);
+    free(r->mapped);
+    free(r->stacked);
+    free(r->handle);
+    free(r->owner);
+}
+
+int ga_vmm_va_reserve(void *ctx, size_t size, uintptr_t *base)
+{
+    ga_pool_t *p = ctx;
+    ga_vmm_t *v = p->vmm;
+    size_t vsize = (size + v->gran - 1) & ~(v->gran - 1);
+    if (vsize < size || (v->nranges == v->cap && v->cap > SIZE_MAX / 2 / sizeof *v->ranges))
+        return -1;
+    /* A range larger than the usual is asked for one block (areas grow no further than a range,
+     * max_region): when its granules alone pass the limit it could never be mapped, so no
+     * address space and no bookkeeping for it (a request for terabytes under a cap of megabytes
+     * reserved them, and the bitmaps' host memory with them, before failing). */
+    if (vsize > v->region && p->cfg.limit && vsize > p->cfg.limit)
+        return -1;
+    if (vsize >> v->gshift > GA_VMM_MAX_GRANULES) /* its bookkeeping alone would pass 1 GiB */
+        return -1;
+    if (v->nranges == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 4;
+        ga_vrange_t *grown = realloc(v->ranges, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        v->ranges = grown, v->cap = cap;
+    }
+    ga_vrange_t r = {.size = vsize, .ngran = vsize / v->gran};
+    size_t words = (r.ngran + 63) / 64;
+    r.refs = calloc(r.ngran, sizeof *r.refs);
+    r.inner = calloc(words, sizeof *r.inner);
+    r.mapped = calloc(words, sizeof *r.mapped);
+    r.stacked = calloc(words, sizeof *r.stacked);
+    r.handle = calloc(r.ngran, sizeof *r.handle);
+    r.owner = calloc(r.ngran, sizeof *r.owner);
+    if (!r.refs || !r.inner || !r.mapped || !r.stacked || !r.handle || !r.owner ||
+        p->be.va_reserve(p->be.ctx, vsize, &r.base) != 0) {
+        range_free_host(&r);
+        return -1;
+    }
+    v->ranges[v->nranges++] = r;
+    first_range_changed(v);
+    p->own.backend_reserves++;
+    p->own.va_reserved += vsize;
+    *base = r.base;
+    return 0;
+}
+
+static void unmap_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
+{
+    ga_vmm_t *v = p->vmm;
+    p->be.unmap(p->be.ctx, r->base + g * v->gran, v->gran, r->handle[g]);
+    r->handle[g] = 0;
+    r->mapped[g >> 6] &= ~(1ull << (g & 63));
+    p->own.reserved -= v->gran;
+    p->own.backend_unmaps++;
+}
+
+/* The arena gives a range back (empty, or the pool is being destroyed): unmap what is still
+ * mapped there (kept granules; everything on destroy), then the address space. */
+void ga_vmm_va_release(void *ctx, uintptr_t base, size_t size)
+{
+    ga_pool_t *p = ctx;
+    ga_vmm_t *v = p->vmm;
+    (void)size;
+    ga_vrange_t *r = range_of(v, base);
+    if (!r)
+        return;
+    for (size_t w = 0; w < (r->ngran + 63) / 64; w++) { /* the mapped ones only: a word a step */
+        for (uint64_t m = r->mapped[w]; m; m &= m - 1) {
+            size_t g = w * 64 + (size_t)__builtin_ctzll(m);
+            if (!in_use(r, g))
+                p->own.kept -= v->gran;
+            unmap_granule(p, r, g);
+        }
+    }
+    p->be.va_release(p->be.ctx, r->base, r->size);
+    p->own.backend_releases++;
+    p->own.va_reserved -= r->size;
+    range_free_host(r);
+    size_t i = (size_t)(r - v->ranges);
+    memmove(r, r + 1, (v->nranges - i - 1) * sizeof *r);
+    v->nranges--;
+    first_range_changed(v);
+}
+
+/* The kept cache ------------------------------------------------------------------------------- */
+
+/* Room on the stack for n more runs: 0, or -1 out of host memory. */
+static int stack_reserve(ga_vmm_t *v, size_t n)
+{
+    if (v->nstack + n <= v->capstack)
+        return 0;
+    size_t cap = v->capstack ? v->capstack : 64;
+    while (cap < v->nstack + n)
+        cap *= 2;
+    ga_kslot_t *grown = realloc(v->stack, cap * sizeof *grown);
+    if (!grown)
+        return -1;
+    v->stack = grown, v->capstack = cap;
+    return 0;
+}
+
+/* Granules lo..hi of r become kept: those not on the stack yet go on it, as runs, in ascending
+ * order (the caller reserved (hi - lo) / 2 + 1 runs: at most that many runs of unstacked
+ * granules alternate with stacked ones). */
+static void push_kept(ga_vmm_t *v, ga_vrange_t *r, size_t lo, size_t hi)
+{
+    if (bits_all(r->stacked, lo, hi))
+        return; /* a block freed again whose granules were kept before: nothing to push */
+    for (size_t g = bits_next(r->stacked, lo, hi, 0); g <= hi;) {
+        size_t end = g < hi ? bits_next(r->stacked, g + 1, hi, 1) : hi + 1;
+        v->stack[v->nstack++] = (ga_kslot_t){r->base, g, end - g};
+        bits_put(r->stacked, g, end - 1, 1);
+        g = end < hi ? bits_next(r->stacked, end + 1, hi, 0) : hi + 1;
+    }
+}
+
+/* Gives back the most recently kept granule still kept; 0 when none was. */
+static int release_one_kept(ga_pool_t *p)
+{
+    ga_vmm_t *v = p->vmm;
+    while (p->own.kept && v->nstack) {
+        ga_kslot_t *k = &v->stack[v->nstack - 1];
+        ga_vrange_t *r = range_of(v, k->base);
+        size_t g = k->g + --k->n;
+        if (!k->n)
+            v->nstack--;
+        if (!r || r->base != k->base || g >= r->ngran)
+            continue; /* its range was released since */
+        r->stacked[g >> 6] &= ~(1ull << (g & 63));
+        if (in_use(r, g) || !r->handle[g])
+            continue; /* reused since it was kept */
+        p->own.kept -= v->gran;
+        unmap_granule(p, r, g);
+        return 1;
+    }
+    return 0;
+}
+
+size_t ga_vmm_release_all_kept(ga_pool_t *p)
+{
+    size_t n = 0;
+    while (release_one_kept(p))
+        n++;
+    return n * p->vmm->gran;
+}
+
+/* Granules ------------------------------------------------------------------------------------- */
+
+static int map_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_stats_t *s = &p->own;
+    release_one_kept(p); /* the cache never raises the peak of mapped memory */
+    if (p->cfg.limit && s->reserved + v->gran > p->cfg.limit)
+        return -1;
+    uint64_t h = 0;
+    int rc = p->be.map(p->be.ctx, r->base + g * v->gran, v->gran, &h);
+    if ((rc != 0 || !h) && ga_vmm_release_all_kept(p))
+        rc = p->be.map(p->be.ctx, r->base + g * v->gran, v->gran, &h);
+    if (rc != 0 || !h)
+        return -1;
+    r->handle[g] = h;
+    r->mapped[g >> 6] |= 1ull << (g & 63);
+    s->reserved += v->gran;
+    s->backend_maps++;
+    if (s->reserved > s->peak_reserved)
+        s->peak_reserved = s->reserved;
+    return 0;
+}
+
+/* Granule g of a block spanning g0..g1 gets the block as a user: 1 if it had one already.
+ * `whole`: a block of the aligned area, the only user of each of its granules. */
+static int use_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1, int whole)
+{
+    if (!whole && (g == g0 || g == g1))
+        return r->refs[g]++ != 0;
+    r->inner[g >> 6] |= 1ull << (g & 63); /* an inner granule: the block's alone */
+    return 0;
+}
+
+/* The reverse: 1 if granule g has no user left. */
+static int unuse_one(ga_vrange_t *r, size_t g, size_t g0, size_t g1, int whole)
+{
+    if (!whole && (g == g0 || g == g1))
+        return --r->refs[g] == 0;
+    r->inner[g >> 6] &= ~(1ull << (g & 63));
+    return 1;
+}
+
+/* Freed granules f0..f1 of which the first `kept` stay kept: those not on the stack yet are pushed
+ * (if host memory allows; else they are given back too), the rest unmapped. Out of line: a block
+ * freed again whose granules are still kept and stacked, the common case, needs none of it. */
+static OUT_OF_LINE size_t keep_or_unmap(ga_pool_t *p, ga_vrange_t *r, size_t f0, size_t f1,
+                                        size_t kept)
+{
+    ga_vmm_t *v = p->vmm;
+    if (kept && stack_reserve(v, (kept - 1) / 2 + 1) != 0)
+        kept = 0; /* out of host memory: given back instead */
+    if (kept)
+        push_kept(v, r, f0, f0 + kept - 1);
+    for (size_t g = f0 + kept; g <= f1; g++)
+        unmap_granule(p, r, g);
+    return kept;
+}
+
+/* Granules f0..f1 are left with no user: kept while the cache has room, the rest unmapped. */
+static inline __attribute__((always_inline)) void keep_freed(ga_pool_t *p, ga_vrange_t *r,
+                                                             size_t f0, size_t f1)
+{
+    ga_stats_t *s = &p->own;
+    unsigned sh = p->vmm->gshift;
+    size_t n = f1 - f0 + 1;
+    size_t room = p->cfg.keep > s->kept ? (size_t)((p->cfg.keep - s->kept) >> sh) : 0;
+    size_t kept = n < room ? n : room;
+    if (kept < n || !bits_all(r->stacked, f0, f1))
+        kept = keep_or_unmap(p, r, f0, f1, kept);
+    if (kept) {
+        s->kept += (uint64_t)kept << sh;
+        if (s->kept > s->peak_kept)
+            s->peak_kept = s->kept;
+    }
+}
+
+OUT_OF_LINE void ga_vmm_keep_freed_slow(ga_pool_t *p, ga_vrange_t *r, size_t f0, size_t f1)
+{
+    keep_freed(p, r, f0, f1);
+}
+
+/* One live block fewer on granules g0..g1 (its first and last); the granules left with no user
+ * (always one run) are kept while the cache has room, the rest unmapped. */
+static inline __attribute__((always_inline)) void uncover_body(ga_pool_t *p, ga_vrange_t *r,
+                                                               size_t g0, size_t g1, int whole)
+{
+    size_t f0 = g0, f1 = g1; /* the granules freed */
+    if (whole) {
+        bits_put(r->inner, g0, g1, 0); /* the aligned area's block: all its granules are free */
+    } else if (g0 == g1) {
+        if (--r->refs[g0])
+            return;
+    } else {
+        f0 += --r->refs[g0] != 0;
+        f1 -= --r->refs[g1] != 0;
+        if (g1 > g0 + 1)
+            bits_put(r->inner, g0 + 1, g1 - 1, 0);
+        if (f0 > f1)
+            return;
+    }
+    keep_freed(p, r, f0, f1);
+}
+
+/* uncover_body for the paths that do not inline it (the general area's frees of blocks whose
+ * granule is left with no user, and the rarer frees). */
+OUT_OF_LINE void ga_vmm_uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
+{
+    uncover_body(p, r, g0, g1, 0);
+}
+
+OUT_OF_LINE void ga_vmm_uncover_whole_slow(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
+{
+    uncover_body(p, r, g0, g1, 1);
+}
+
+/* Whether mapping `need` new granules while reusing `reuse` kept ones takes mapped bytes past
+ * the limit: new granules are mapped after giving back as many kept granules (other than the
+ * ones reused here) as there are. Checked first so that a refusal maps nothing at all. */
+static int over_limit(const ga_pool_t *p, uint64_t need, uint64_t reuse)
+{
+    uint64_t other_kept = (p->own.kept >> p->vmm->gshift) - reuse;
+    uint64_t grows = need > other_kept ? need - other_kept : 0;
+    return p->own.reserved + grows * p->vmm->gran > p->cfg.limit;
+}
+
+/* ga_vmm_cover_granules when some of the `fresh` granules u0..u1 the block is the first user of are not
+ * mapped: granule by granule, mapping what is not; on failure nothing is left mapped or counted
+ * for the block. */
+static OUT_OF_LINE int cover_mapping(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1,
+                                     size_t u0, size_t u1, size_t fresh, int whole)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t need = fresh - bits_count(r->mapped, u0, u1);
+    if (p->cfg.limit && over_limit(p, need, fresh - need))
+        return -1;
+    size_t reused = 0; /* kept granules taken back, settled before a map reads the kept bytes */
+    for (size_t g = g0; g <= g1; g++) {
+        if (use_one(r, g, g0, g1, whole))
+            continue;
+        if (r->handle[g]) { /* a kept granule: reused at no cost */
+            reused++;
+            continue;
+        }
+        p->own.kept -= (uint64_t)reused << v->gshift;
+        reused = 0;
+        if (map_granule(p, r, g) != 0) {
+            unuse_one(r, g, g0, g1, whole);
+            for (size_t h = g0; h < g; h++)
+                if (unuse_one(r, h, g0, g1, whole))
+                    unmap_granule(p, r, h);
+            return -1;
+        }
+    }
+    p->own.kept -= (uint64_t)reused << v->gshift;
+    return 0;
+}
+
+/* One live block more on granules g0..g1 of r (its first and last). The granules it is the first
+ * user of are one run, u0..u1; when all of them are mapped (free, kept ones) the block takes them
+ * in a few word operations, nothing to map and the limit not concerned. */
+OUT_OF_LINE int ga_vmm_cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
+{
+    size_t u0 = g0 + (r->refs[g0] != 0), u1 = g1 - (g1 != g0 && r->refs[g1] != 0);
+    size_t fresh = u0 <= u1 ? u1 - u0 + 1 : 0;
+    if (fresh && !bits_all(r->mapped, u0, u1))
+        return cover_mapping(p, r, g0, g1, u0, u1, fresh, 0);
+    take_mapped(p, r, g0, g1, (uint64_t)fresh << p->vmm->gshift);
+    return 0;
+}
+
+/* One block of the aligned area more on the granules of [a, a + len) (granule boundaries), of
+ * which it is the only user: taken at once when all are mapped (kept), else mapped granule by
+ * granule. */
+OUT_OF_LINE int ga_vmm_cover_whole(ga_pool_t *p, uintptr_t a, size_t len)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_vrange_t *r = range_of(v, a);
+    if (!r)
+        return -1;
+    size_t off = a - r->base, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
+    if (!bits_all(r->mapped, g0, g1))
+        return cover_mapping(p, r, g0, g1, g0, g1, g1 - g0 + 1, 1);
+    bits_put(r->inner, g0, g1, 1);
+    p->own.kept -= (uint64_t)(g1 - g0 + 1) << v->gshift;
+    return 0;
+}

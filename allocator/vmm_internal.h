@@ -1,0 +1,241 @@
+/* gpuarena vmm pool internals: the structures and granule bitmaps shared by pool_vmm.c (placement
+ * areas, allocation and free), vmm_granules.c (address ranges, mapping, the kept cache) and
+ * vmm_stats.c (figures, invariant walker, occupancy map). pool_vmm.c's head comment says how the
+ * pool works. Nothing outside these three files includes this header.
+ */
+#ifndef GA_VMM_INTERNAL_H
+#define GA_VMM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena_hot.h"
+#include "pool_internal.h"
+
+/* bits_count and range_of are static but not inline, as when they lived in pool_vmm.c: the
+ * compiler then inlines them where it did before (marked inline, a vmm alloc+free pair took 2-3
+ * instructions more, scripts/bench-shim-instr.sh vmm vmm-large); `unused` for the files that do
+ * not call them. */
+#define VMM_HELPER static __attribute__((unused))
+
+/* Slow paths (mapping, area choice, size tracking) are kept out of line: inlined, they made every
+ * allocation and free save and restore six registers and a large frame for work it rarely does. */
+#define OUT_OF_LINE __attribute__((noinline))
+
+/* A granule is in use while a live block touches it. A block spanning granules g0..g1 counts
+ * itself in refs[g0] and refs[g1] (once when g0 == g1), the only granules it can share with
+ * other blocks; the granules strictly between are its alone and carry a bit in `inner`. So a
+ * block's bookkeeping is two counts and a few bitmap words whatever its size, and "is anything
+ * here unmapped" is a mask test on `mapped`, not a walk over the granules. */
+typedef struct ga_vrange {
+    uintptr_t base;
+    size_t size;       /* bytes of address space, a multiple of the granularity */
+    size_t ngran;
+    uint32_t *refs;    /* live blocks that start or end in each granule (the aligned area: 0) */
+    uint64_t *inner;   /* bit: inside one live block, neither its first nor its last granule; in
+                        * the aligned area, whose blocks share no granule, every granule of a live
+                        * block (so a block there is one bit run, set and cleared, and no count) */
+    uint64_t *mapped;  /* bit: physical memory is mapped there (handle non-zero) */
+    uint64_t *stacked; /* bit: on the kept stack (maybe stale) */
+    uint64_t *handle;  /* the backend's handle of a mapped granule; 0 = unmapped */
+    uint16_t *owner;   /* 1 + the area the granule is lent to; 0 = not lent */
+} ga_vrange_t;
+
+/* A run of kept granules g .. g + n - 1, pushed in that order: the stack of runs, read from its
+ * top down, is the stack of single granules it stands for. */
+typedef struct ga_kslot {
+    uintptr_t base; /* the range's base: a range released since makes the entry stale */
+    size_t g, n;
+} ga_kslot_t;
+
+/* Placement areas: the general one, the granule-multiple one, then the exact-size classes. */
+enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
+#define AREAS_MAX (AREA_FIRST_CLASS + GA_VMM_CLASSES)
+/* Sizes tracked for promotion: open addressing, at most TRACK_MAX entries (sizes beyond stay in
+ * the general area) in TRACK_SLOTS = 2^TRACK_BITS slots. The table stays under a fifth full: a
+ * size that is not in it (every allocation and free of an untracked size asks) is then found
+ * missing in about one probe. At 3/4 full (256 slots) that took eight, 95 instructions of a
+ * vmm alloc+free pair once random sizes had filled the table (ex_alloctime). */
+#define TRACK_BITS 10
+#define TRACK_SLOTS (1u << TRACK_BITS)
+#define TRACK_MAX 192
+
+typedef struct ga_varea {
+    ga_pool_t *pool;
+    ga_arena_t *arena; /* made at the area's first allocation */
+    size_t size;       /* a class: its size; 0 otherwise */
+    uint16_t id;
+    uint16_t slot;     /* a class: its size's tracking entry (entries are never removed) */
+    uint8_t dirty;     /* changed since `seen` was read */
+    struct {
+        uint64_t requested, live, total_free, largest_free;
+    } seen;            /* the arena's figures when last read (ga_vmm_stats) */
+} ga_varea_t;
+
+struct ga_vmm {
+    ga_pool_t *pool;
+    ga_vrange_t *ranges;
+    size_t nranges, cap;
+    uintptr_t base0;   /* ranges[0]'s base and size (0: none), copied here: nearly every pointer */
+    size_t size0;      /* lies in the first range, found then in two loads and a compare */
+    uint32_t *refs0;   /* ranges[0]'s granule counts and owners, copied for the fast paths */
+    uint16_t *owner0;
+    /* Each owner value's live table: its area's arena's (set when the arena is made; a granule
+     * is lent only by an area whose arena exists), or for 0 (not lent) an empty one, so that
+     * ga_vmm_live_size goes from the owner to its answer in one probe with no test on the way. */
+    const ga_livetab_t *live_of[AREAS_MAX + 1];
+    size_t gran;       /* a power of two (checked at create) */
+    unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
+                        * 64-bit division on every allocation and free cost more than the rest) */
+    size_t half;       /* gran / 2: below it a size is neither a multiple nor a class */
+    size_t small_lim;  /* sizes 1 .. small_lim round up to under half: half - GA_ALIGN, or 0 */
+    size_t small_cut;  /* small_lim once the general area's arena is made, 0 before: the fast
+                        * path's one test */
+    ga_kslot_t *stack;
+    size_t nstack, capstack;
+    size_t region;     /* an area's first region at most: the first range */
+    ga_varea_t area[AREAS_MAX];
+    size_t nareas;
+    struct {
+        size_t size;   /* 0 = empty slot */
+        size_t nlive;  /* live blocks of this size, whatever area */
+        uint16_t area; /* its class once promoted; 0 before */
+    } track[TRACK_SLOTS];
+    size_t ntrack;
+    /* The class last allocated in: its size (0: none yet), area and tracking entry. A size keeps
+     * its class once it has one, so a repeat of the size skips the lookup (area_for). */
+    size_t hot_size;
+    uint16_t hot_area;
+    int hot_slot;
+    /* Statistics over the areas, kept up to date by rereading only the areas changed since the
+     * last call: the replay and the shim ask after every free, and a hundred classes each
+     * asked for their largest free chunk cost the replay 3-7x its speed. */
+    uint16_t dirty[AREAS_MAX];
+    size_t ndirty;
+    uint64_t requested, live, total_free, largest_free;
+    int parent_dirty;  /* the parent lent or took back a region since `parent` was read */
+    ga_stats_t parent;
+};
+
+/* Granule bitmaps ------------------------------------------------------------------------------ */
+
+/* The bits of word w that lie in granules lo..hi. */
+static inline uint64_t word_mask(size_t w, size_t lo, size_t hi)
+{
+    uint64_t m = ~0ull;
+    if (w == lo >> 6)
+        m &= ~0ull << (lo & 63);
+    if (w == hi >> 6)
+        m &= ~0ull >> (63 - (hi & 63));
+    return m;
+}
+
+/* Granules lo..hi when they lie in one word (a block of up to 64 granules, usually): its mask. */
+static inline int one_word(size_t lo, size_t hi) { return lo >> 6 == hi >> 6; }
+static inline uint64_t span_mask(size_t lo, size_t hi)
+{
+    return (~0ull << (lo & 63)) & (~0ull >> (63 - (hi & 63)));
+}
+
+static inline int bit_get(const uint64_t *b, size_t g) { return (int)(b[g >> 6] >> (g & 63)) & 1; }
+
+/* Bit counts without a library call (x86-64's baseline has no popcnt instruction). */
+static inline size_t popcount64(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (size_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* Whether every bit of granules lo..hi is set (lo <= hi). */
+static inline int bits_all(const uint64_t *b, size_t lo, size_t hi)
+{
+    if (one_word(lo, hi))
+        return (b[lo >> 6] | ~span_mask(lo, hi)) == ~0ull;
+    for (size_t w = lo >> 6; w <= hi >> 6; w++) {
+        uint64_t m = word_mask(w, lo, hi);
+        if ((b[w] & m) != m)
+            return 0;
+    }
+    return 1;
+}
+
+/* Set bits among granules lo..hi (lo <= hi). */
+VMM_HELPER size_t bits_count(const uint64_t *b, size_t lo, size_t hi)
+{
+    size_t n = 0;
+    for (size_t w = lo >> 6; w <= hi >> 6; w++)
+        n += popcount64(b[w] & word_mask(w, lo, hi));
+    return n;
+}
+
+/* Sets (on) or clears the bits of granules lo..hi (lo <= hi). */
+static inline void bits_put(uint64_t *b, size_t lo, size_t hi, int on)
+{
+    if (one_word(lo, hi)) {
+        uint64_t m = span_mask(lo, hi);
+        b[lo >> 6] = on ? b[lo >> 6] | m : b[lo >> 6] & ~m;
+        return;
+    }
+    for (size_t w = lo >> 6; w <= hi >> 6; w++)
+        b[w] = on ? b[w] | word_mask(w, lo, hi) : b[w] & ~word_mask(w, lo, hi);
+}
+
+static inline int in_use(const ga_vrange_t *r, size_t g)
+{
+    return r->refs[g] || bit_get(r->inner, g);
+}
+
+/* The range holding addr; NULL when none does. */
+VMM_HELPER ga_vrange_t *range_of(const ga_vmm_t *v, uintptr_t addr)
+{
+    if (addr - v->base0 < v->size0)
+        return v->ranges;
+    for (size_t i = 1; i < v->nranges; i++)
+        if (addr - v->ranges[i].base < v->ranges[i].size)
+            return &v->ranges[i];
+    return NULL;
+}
+
+/* A block on granules g0..g1 of r, all mapped, `kept` bytes of them (kept granules) without a
+ * user before: its counts, its inner granules' bits, the kept bytes it takes. */
+static inline __attribute__((always_inline)) void take_mapped(ga_pool_t *p, ga_vrange_t *r,
+                                                              size_t g0, size_t g1, uint64_t kept)
+{
+    r->refs[g0]++;
+    if (g1 != g0)
+        r->refs[g1]++;
+    if (g1 > g0 + 1)
+        bits_put(r->inner, g0 + 1, g1 - 1, 1);
+    p->own.kept -= kept;
+}
+
+static inline void mark_dirty(ga_vmm_t *v, ga_varea_t *ar)
+{
+    if (!ar->dirty) {
+        ar->dirty = 1;
+        v->dirty[v->ndirty++] = ar->id;
+    }
+}
+
+/* The general area changes with nearly every allocation and free: it stays on the dirty list, so
+ * that the fast paths mark nothing. */
+static inline void always_dirty(ga_vmm_t *v)
+{
+    v->area[AREA_GENERAL].dirty = 0;
+    mark_dirty(v, &v->area[AREA_GENERAL]);
+}
+
+/* vmm_granules.c: the parent arena's backend (address ranges), the kept cache, and the out-of-line
+ * paths of covering and uncovering granules (pool_vmm.c inlines the common cases). */
+int ga_vmm_va_reserve(void *ctx, size_t size, uintptr_t *base);
+void ga_vmm_va_release(void *ctx, uintptr_t base, size_t size);
+size_t ga_vmm_release_all_kept(ga_pool_t *p);
+void ga_vmm_keep_freed_slow(ga_pool_t *p, ga_vrange_t *r, size_t f0, size_t f1);
+void ga_vmm_uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1);
+void ga_vmm_uncover_whole_slow(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1);
+int ga_vmm_cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1);
+int ga_vmm_cover_whole(ga_pool_t *p, uintptr_t a, size_t len);
+
+#endif

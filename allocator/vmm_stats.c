@@ -1,0 +1,142 @@
+/* gpuarena vmm pool, figures: the statistics summed over the placement areas (reread only where an
+ * area changed), the live bases, the occupancy map, and the invariant walker the tests call.
+ */
+#include <stdio.h>
+
+#include "vmm_internal.h"
+
+size_t ga_vmm_live_bases(const ga_pool_t *p, uintptr_t *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->vmm->nareas; i++) {
+        size_t got = ga_live_bases(p->vmm->area[i].arena, out ? out + (n < max ? n : max) : NULL,
+                                   n < max ? max - n : 0);
+        n += got;
+    }
+    return n;
+}
+
+/* Rereads the areas changed since the last call into the running sums; the largest free chunk
+ * over all areas is recomputed only when the area that held it shrank. */
+static void refresh_seen(ga_vmm_t *v)
+{
+    int rescan = 0;
+    for (size_t i = 0; i < v->ndirty; i++) {
+        ga_varea_t *ar = &v->area[v->dirty[i]];
+        ga_stats_t a;
+        if (!ar->arena)
+            continue; /* the general area before its first use */
+        ga_get_stats(ar->arena, &a);
+        v->requested += a.in_use_requested - ar->seen.requested;
+        v->live += a.live - ar->seen.live;
+        v->total_free += a.total_free - ar->seen.total_free;
+        rescan |= a.largest_free < ar->seen.largest_free &&
+                  ar->seen.largest_free == v->largest_free;
+        if (a.largest_free > v->largest_free)
+            v->largest_free = a.largest_free;
+        ar->seen.requested = a.in_use_requested;
+        ar->seen.live = a.live;
+        ar->seen.total_free = a.total_free;
+        ar->seen.largest_free = a.largest_free;
+        ar->dirty = 0;
+    }
+    v->ndirty = 0;
+    always_dirty(v);
+    for (size_t i = 0; rescan && i < v->nareas; i++)
+        if (i == 0 || v->area[i].seen.largest_free > v->largest_free)
+            v->largest_free = v->area[i].seen.largest_free;
+    if (v->parent_dirty) {
+        ga_get_stats(v->pool->arena, &v->parent);
+        v->parent_dirty = 0;
+    }
+}
+
+/* The pool's own figures; live and requested bytes from the areas; free address space is the
+ * parent's not lent plus what is free inside the areas' regions. */
+void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
+{
+    ga_vmm_t *v = p->vmm; /* the cached figures change; the pool does not */
+    refresh_seen(v);
+    *out = p->own;
+    out->in_use_requested = v->requested;
+    out->live = v->live;
+    out->total_free = v->parent.total_free + v->total_free;
+    out->largest_free = v->parent.largest_free > v->largest_free ? v->parent.largest_free
+                                                                 : v->largest_free;
+    out->regions = v->parent.regions;
+}
+
+/* One line per region of each area in use, general first. */
+size_t ga_vmm_occupancy_map(const ga_pool_t *p, char *buf, size_t len, unsigned width)
+{
+    size_t n = 0;
+    if (buf && len)
+        buf[0] = '\0';
+    for (size_t i = 0; i < p->vmm->nareas; i++) {
+        size_t room = buf && n < len ? len - n : 0;
+        if (p->vmm->area[i].arena)
+            n += ga_occupancy_map(p->vmm->area[i].arena, room ? buf + n : NULL, room, width);
+    }
+    return n;
+}
+
+/* The areas and the granule state agree with the figures: a granule in use is mapped and lent
+ * to an area, kept = mapped with no user, every kept granule is findable on the stack, mapped
+ * bytes = reserved. */
+int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
+{
+    int bad = ga_check(p->arena, report, len);
+    ga_vmm_t *v = p->vmm; /* refreshes the cached figures, as ga_vmm_stats does */
+    refresh_seen(v);
+    uint64_t requested = 0, live = 0, total_free = 0, largest = 0;
+    for (size_t i = 0; i < v->nareas; i++) {
+        if (!v->area[i].arena)
+            continue;
+        bad += ga_check(v->area[i].arena, bad ? NULL : report, bad ? 0 : len);
+        ga_stats_t a;
+        ga_get_stats(v->area[i].arena, &a);
+        requested += a.in_use_requested, live += a.live, total_free += a.total_free;
+        largest = a.largest_free > largest ? a.largest_free : largest;
+    }
+    if (!bad && (requested != v->requested || live != v->live || total_free != v->total_free ||
+                 largest != v->largest_free)) {
+        bad++;
+        if (report && len)
+            snprintf(report, len, "vmm pool: area figures kept %llu requested, %llu live, %llu "
+                     "free, %llu largest; the areas say %llu, %llu, %llu, %llu",
+                     (unsigned long long)v->requested, (unsigned long long)v->live,
+                     (unsigned long long)v->total_free, (unsigned long long)v->largest_free,
+                     (unsigned long long)requested, (unsigned long long)live,
+                     (unsigned long long)total_free, (unsigned long long)largest);
+    }
+    uint64_t mapped = 0, kept = 0, orphan = 0, unstacked = 0, unlent = 0, bits = 0;
+    for (size_t i = 0; i < v->nranges; i++) {
+        const ga_vrange_t *r = &v->ranges[i];
+        for (size_t g = 0; g < r->ngran; g++) {
+            int used = in_use(r, g);
+            mapped += r->handle[g] ? v->gran : 0;
+            orphan += used && !r->handle[g];
+            unlent += used && (!r->owner[g] || r->owner[g] > v->nareas);
+            /* the mapped bit is the handle; an inner granule is no block's end; the aligned
+             * area keeps no counts */
+            bits += bit_get(r->mapped, g) != (r->handle[g] != 0) ||
+                    (bit_get(r->inner, g) && r->refs[g]) ||
+                    (r->owner[g] == 1 + AREA_ALIGNED && r->refs[g]);
+            if (!used && r->handle[g]) {
+                kept += v->gran;
+                unstacked += !bit_get(r->stacked, g);
+            }
+        }
+    }
+    int mine = (mapped != p->own.reserved) + (kept != p->own.kept) + (orphan != 0) +
+               (unstacked != 0) + (unlent != 0) + (bits != 0) + (p->own.kept > p->cfg.keep);
+    if (mine && !bad && report && len)
+        snprintf(report, len, "vmm pool: mapped %llu vs reserved %llu, kept %llu vs %llu, %llu "
+                 "granules in use but unmapped, %llu in use but lent to no area, %llu kept but "
+                 "not stacked, %llu with bitmaps that disagree, keep %zu",
+                 (unsigned long long)mapped, (unsigned long long)p->own.reserved,
+                 (unsigned long long)kept, (unsigned long long)p->own.kept,
+                 (unsigned long long)orphan, (unsigned long long)unlent,
+                 (unsigned long long)unstacked, (unsigned long long)bits, p->cfg.keep);
+    return bad + mine;
+}

@@ -4,8 +4,8 @@
  * ga_pool.h). Data flows one way: hook (alloc.c, passthrough.c, query.c) -> the context's pool
  * (ctx.c) -> the backend (backend.c) -> the real driver. Files by concern: init.c (lazy once-only
  * start, loading the real driver, fork), options.c (the options table, logging), interpose.c
- * (dlsym and cuGetProcAddress), ctx.c (devices and their caps, contexts and their pools, context
- * teardown), backend.c (the pools' backend over the driver: regions, or VMM ranges and granules,
+ * (dlsym and cuGetProcAddress), ctx.c (devices and their caps, contexts and their pools),
+ * teardown.c (what a context's teardown does, and its hooks), backend.c (the pools' backend over the driver: regions, or VMM ranges and granules,
  * each under the device cap), alloc.c (the allocation hooks), query.c (cuInit, cuMemGetInfo,
  * pointer queries, IPC), passthrough.c (managed/async/pool/VMM calls of the program and the
  * runtime hooks), oom.c (the out-of-memory explainer), stats.c (counters and the JSON report),
@@ -248,7 +248,7 @@ typedef struct ga_dev {
     ga_counts_t counts;        /* the program's cuMemCreate/cuMemRelease */
     uint8_t uuid[16];          /* cuDeviceGetUuid(_v2); zero when the driver has neither */
     ga_group_t *group;         /* GPUARENA_GROUP's ledger for this device, or NULL */
-    /* Dead contexts' vmm pools kept for stream-ordered blocks (orphans, ctx.c): how many, the
+    /* Dead contexts' vmm pools kept for stream-ordered blocks (orphans, teardown.c): how many, the
      * bytes of those blocks, what the pools map and their address space; kept up to date under
      * each orphan's lock, read without one by the out-of-memory explanation (oom.c). */
     _Atomic uint64_t orph_n, orph_bytes, orph_mapped, orph_va;
@@ -281,7 +281,7 @@ typedef struct ga_ctx {
     ga_ptrmap_t async;       /* stream-ordered allocations the pool served, live: key pointer,
                                 size held, aux the size asked for, rounded (less than size for a
                                 chunk handed over whole, fence.c); the driver keeps such memory
-                                past cuCtxDestroy (ctx.c) */
+                                past cuCtxDestroy (teardown.c) */
     _Atomic int orphan;      /* dead, but its vmm pool kept for those until they are freed */
     int unfenced;            /* a chunk came back unfenced (GPUARENA_FREE_SYNC=none) since the
                                 context was last synchronised: vmm must sync before it unmaps */
@@ -379,10 +379,6 @@ typedef int (*ga_owner_fn)(ga_ctx_t *c, const ga_owner_t *o, void *arg);
  * pool or pass-through table holds ptr, and returns fn's answer; `none` when no context holds it.
  * fn must not take another context's lock. */
 int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none);
-/* A destroyed context's vmm pool kept for its stream-ordered blocks (ga_ctx_t.orphan) is found by
- * ga_with_owner too; this frees one of those blocks (c->lock held, the device past the free):
- * CUDA_SUCCESS, or CUDA_ERROR_INVALID_VALUE with *refused saying why. */
-CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga_status_t *refused);
 /* Gives back idle memory of every pool on dev (before an out-of-memory is reported), one context
  * lock at a time: the caller holds none. Returns the bytes given back. */
 size_t ga_dev_trim(int dev);
@@ -391,18 +387,28 @@ void ga_dev_sync(int dev);
 /* Gives back, without waiting, the async-freed pass-through memory of dev's contexts whose streams
  * have passed the free, so that a view of the device (cuMemGetInfo) does not count it (ctx.c). */
 void ga_dev_pass_passed(int dev);
-/* A free of p, which no live context holds, when it is a stream-ordered pass-through allocation
- * that outlived its context: the driver's free (real_free on s, or cuMemFree_v2), then its bytes
- * leave the cap (once s passes the free, when a context is current). 1 and the driver's answer in
- * *r when p was one; 0 otherwise (ctx.c). */
-int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free)(CUdeviceptr, CUstream),
-                      CUstream s, CUresult *r);
 /* ga_dev_commit for a pass-through allocation of context c (may be NULL): what the device has
  * passed, then the device's idle memory, before a refusal (ctx.c). */
 int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes);
 void ga_ctx_fork_child(void);
 void ga_ctx_atfork_prepare(void);
 void ga_ctx_atfork_parent(void);
+/* Contexts died: every thread's cached current context is checked again at its next use. */
+void ga_ctx_forget_cached(void);
+
+/* ---- teardown.c: a context's teardown and its hooks ---- */
+/* A destroyed context's vmm pool kept for its stream-ordered blocks (ga_ctx_t.orphan) is found by
+ * ga_with_owner too; this frees one of those blocks (c->lock held, the device past the free):
+ * CUDA_SUCCESS, or CUDA_ERROR_INVALID_VALUE with *refused saying why. */
+CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga_status_t *refused);
+/* A free of p, which no live context holds, when it is a stream-ordered pass-through allocation
+ * that outlived its context: the driver's free (real_free on s, or cuMemFree_v2), then its bytes
+ * leave the cap (once s passes the free, when a context is current). 1 and the driver's answer in
+ * *r when p was one; 0 otherwise. */
+int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free)(CUdeviceptr, CUstream),
+                      CUstream s, CUresult *r);
+/* The child of a fork: the teardown hooks' lock made anew (ga_ctx_fork_child). */
+void ga_teardown_fork_child(void);
 
 /* ---- backend.c: the pools' backend, the real driver under the device cap ---- */
 /* Fills be for c's pool in the configured mode; non-zero (with *err) when the driver cannot

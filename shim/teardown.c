@@ -1,0 +1,387 @@
+/* gpuarena context teardown: what happens to a context's state when the context goes, and the
+ * hooks through which it goes (cuCtxDestroy, the primary context's release and reset, and its
+ * retain, which must wait for a last release's drop).
+ *
+ * A context's pool goes before the driver's teardown call, while its memory can still be given
+ * back through the driver, and its pass-through memory leaves the cap; what the driver keeps past
+ * the context (stream-ordered allocations) stays counted: pass-through ones in the device's table
+ * (ga_dev_free_loose), pool ones in a vmm pool kept as an orphan until their frees
+ * (ga_orphan_free). The devices and the context list are ctx.c's; this file reaches them through
+ * its functions (ga_dev, ga_ctx_of, ga_ctx_forget_cached).
+ */
+#include "shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Serialises the teardown hooks' look at a primary context (ga_primary_of retains and releases it
+ * to learn its handle) with a primary release and its look at the state after. Unserialised, a
+ * cuCtxDestroy of another context could probe between the last release and that look: its retain
+ * brought the primary context back (active again, so the releasing thread kept the pool), its
+ * release took it down, and nobody dropped the pool (a stress run with threads on created and
+ * primary contexts of one device found vmm's 44 MiB still held after every context was gone).
+ * Taken only by those hooks and cuDevicePrimaryCtxRetain (below), with no other lock of the shim
+ * held; it guards driver calls, and a last release's drop of the state (context locks are taken
+ * inside it, never the other way round). */
+static ga_mutex_t ga_primary_lock;
+
+/* cuMemAllocAsync and cuMemAllocFromPoolAsync memory the driver served outlives the context:
+ * "cuCtxDestroy() will not destroy memory allocations by cuMemCreate(), cuMemAllocAsync() and
+ * cuMemAllocFromPoolAsync()" (CUDA Driver API, cuCtxDestroy); so its record moves to the device's
+ * table, still counted, where its free finds it (ga_dev_free_loose). 1 when e moved. c->lock held;
+ * the device lock is taken inside it (never the other way round). */
+static int ga_pass_outlives(ga_ctx_t *c, const ga_pentry_t *e)
+{
+    if (c->driver_gone == 2 || (e->aux != GA_API_CUMEMALLOCASYNC && e->aux != GA_API_CUMEMALLOCFROMPOOL))
+        return 0;
+    ga_dev_t *d = ga_dev(c->dev);
+    ga_mutex_lock(&d->lock);
+    int kept = ga_ptrmap_put(&d->loose, e) == 0;
+    ga_mutex_unlock(&d->lock);
+    return kept;
+}
+
+int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free)(CUdeviceptr, CUstream),
+                      CUstream s, CUresult *r)
+{
+    for (int dev = 0; p && dev < GA_MAX_DEVICES; dev++) {
+        ga_dev_t *d = ga_dev(dev);
+        if (!atomic_load_explicit(&d->known, memory_order_acquire))
+            continue;
+        ga_mutex_lock(&d->lock);
+        int found = d->loose.count && ga_ptrmap_get(&d->loose, p) != NULL;
+        ga_mutex_unlock(&d->lock);
+        if (!found)
+            continue;
+        /* The driver first; the record goes only if it let the memory go (once, if two race). */
+        *r = real_free ? real_free((CUdeviceptr)p, s) : ga_real.cuMemFree_v2((CUdeviceptr)p);
+        ga_pentry_t e = {0};
+        ga_mutex_lock(&d->lock);
+        int gone = *r == CUDA_SUCCESS && ga_ptrmap_take(&d->loose, p, &e);
+        if (gone)
+            ga_count_free(&d->counts, api, t0);
+        ga_mutex_unlock(&d->lock);
+        if (!gone)
+            return 1;
+        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)e.size);
+        /* Stream-ordered: held until the stream passes the free, on the current context's list. */
+        ga_ctx_t *c = real_free ? ga_current() : NULL;
+        int later = 0;
+        if (c) {
+            ga_mutex_lock(&c->lock);
+            if (!atomic_load(&c->dead) && c->dev == dev)
+                later = ga_fence_pass_free(c, e.size, s);
+            ga_mutex_unlock(&c->lock);
+        }
+        if (!later) {
+            /* No context of that device current to wait on: the stream passes the free first. */
+            if (real_free && ga_real.cuStreamSynchronize)
+                ga_real.cuStreamSynchronize(s);
+            ga_dev_uncommit(dev, e.size);
+            ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
+            ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* Orphan c's figures into its device's (c->lock held): bytes more (or less) of live blocks, and
+ * what its pool maps and reserves now; gone: the pool is going, and c's share with it. */
+static void ga_orphan_account(ga_ctx_t *c, int64_t bytes, int gone)
+{
+    ga_dev_t *d = ga_dev(c->dev);
+    ga_stats_t s = {0};
+    if (!gone)
+        ga_pool_stats(c->pool, &s);
+    atomic_fetch_add(&d->orph_bytes, (uint64_t)bytes); /* wraps back for a negative count */
+    atomic_fetch_add(&d->orph_mapped, s.reserved - c->orph_mapped);
+    atomic_fetch_add(&d->orph_va, s.va_reserved - c->orph_va);
+    c->orph_mapped = s.reserved;
+    c->orph_va = s.va_reserved;
+}
+
+/* Stream-ordered allocations the pool served, live at c's teardown (c->lock held, the pool's final
+ * figures taken): the driver would keep them ("cuCtxDestroy() will not destroy memory allocations
+ * by ... cuMemAllocAsync()", above), and the program may go on using and freeing them. In vmm mode
+ * the pool's range and granules are the process's, not the context's, so the pool stays as an
+ * orphan holding those blocks alone: every other live block is freed, idle granules given back,
+ * and the pool goes with the last of them (ga_orphan_free). In arena and grow modes the pool's
+ * memory is the context's own and the driver frees it: said, since a later use or free of those
+ * pointers reaches whatever is allocated there next. Returns the bytes the orphan keeps live, or
+ * 0 when the pool goes now. */
+static uint64_t ga_ctx_orphan(ga_ctx_t *c, int driver_gone)
+{
+    uint64_t kept = 0, asked = 0; /* held (a chunk handed over whole: its size), and asked for */
+    ga_ptrmap_t *as = &c->async;
+    for (size_t i = 0; as->slots && i <= as->mask; i++)
+        if (as->slots[i].key)
+            kept += as->slots[i].size, asked += as->slots[i].aux;
+    if (!as->count || driver_gone == 2)
+        return 0;
+    if (ga_pool_mode(c->pool) != GA_MODE_VMM) {
+        ga_log(GA_LOG_WARN, "context %p destroyed with %zu stream-ordered allocation%s (%llu bytes) "
+               "of its %s pool live: the driver keeps such memory past cuCtxDestroy, but here it "
+               "goes with the context's pool, and a later use or free of those pointers reaches "
+               "whatever is allocated there next; run with GPUARENA_MODE=vmm or platform, which "
+               "keep them", (void *)c->ctx, as->count, as->count == 1 ? "" : "s",
+               (unsigned long long)asked, ga_mode_name(ga_pool_mode(c->pool)));
+        return 0;
+    }
+    size_t n = ga_pool_live_bases(c->pool, NULL, 0);
+    uintptr_t *bases = malloc((n ? n : 1) * sizeof *bases);
+    if (!bases) {
+        ga_log(GA_LOG_WARN, "context %p destroyed with stream-ordered allocations live: out of "
+               "host memory to keep them; they go with the context", (void *)c->ctx);
+        return 0;
+    }
+    n = ga_pool_live_bases(c->pool, bases, n);
+    for (size_t i = 0; i < n; i++)
+        if (!ga_ptrmap_get(as, bases[i]))
+            ga_pool_free(c->pool, bases[i], NULL);
+    free(bases);
+    ga_pool_trim(c->pool);
+    ga_log(GA_LOG_DEBUG, "context %p destroyed: its vmm pool kept for %zu stream-ordered "
+           "allocation%s (%llu bytes) until they are freed", (void *)c->ctx, as->count,
+           as->count == 1 ? "" : "s", (unsigned long long)kept);
+    atomic_store(&c->orphan, 1);
+    atomic_fetch_add(&ga_dev(c->dev)->orph_n, 1);
+    ga_orphan_account(c, (int64_t)kept, 0);
+    return kept;
+}
+
+/* ga_free_owned's free of a block an orphan pool keeps (c->lock held, c an orphan, the device past
+ * the program's free: the caller synchronised it). Nothing will be allocated there again, so the
+ * block's granules go back at once, and the pool with its last block. */
+CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga_status_t *refused)
+{
+    const ga_pentry_t *e = ga_ptrmap_get(&c->async, p);
+    uint64_t size = e ? e->size : 0;
+    /* (no size asked of the pool: every pool free of the shim passes NULL, which link-time
+     * optimisation turns into a cheaper arena free, 5 instructions a pair) */
+    ga_status_t st = GA_EINVAL;
+    ga_stats_t before, after;
+    ga_pool_stats(c->pool, &before);
+    if (e || !ga_pool_live_size(c->pool, p)) /* every live block has its record: without one, */
+        st = ga_pool_free(c->pool, p, NULL); /* the pool only says why it refuses (interior...) */
+    if (st != GA_OK) {
+        *refused = st; /* an interior pointer, or a block freed already (with its context) */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* The context's entry is its pool as at teardown (c->final) less what the program freed
+     * since: the blocks the teardown dropped stay live there, as for a context without an orphan
+     * (the pool's own figures count them as frees; an outside test, 2026-12-05). */
+    ga_pool_stats(c->pool, &after);
+    c->final.frees += after.frees - before.frees;
+    c->final.live -= before.live - after.live;
+    c->final.in_use -= before.in_use - after.in_use;
+    c->final.in_use_requested -= before.in_use_requested - after.in_use_requested;
+    ga_ptrmap_take(&c->async, p, NULL);
+    ga_ctx_level_add(c, -(int64_t)size);
+    ga_count_free(&c->counts, api, t0);
+    ga_pool_trim(c->pool);
+    ga_orphan_account(c, -(int64_t)size, !c->async.count);
+    if (!c->async.count) {
+        atomic_fetch_sub(&ga_dev(c->dev)->orph_n, 1);
+        ga_pool_t *pool = c->pool;
+        __atomic_store_n(&c->pool, NULL, __ATOMIC_RELEASE);
+        atomic_store(&c->orphan, 0);
+        ga_pool_destroy(pool); /* the range back to the driver */
+        ga_ptrmap_fini(&c->async);
+        memset(&c->async, 0, sizeof c->async);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* A context is going away: give back its pool (to the driver unless the driver already freed it)
+ * and its pass-through memory, and never match it again. All under its lock, so no allocation can
+ * slip in between: a thread that held c before sees `dead` once it gets the lock. */
+static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
+{
+    ga_mutex_lock(&c->lock);
+    if (atomic_load(&c->dead)) {
+        ga_mutex_unlock(&c->lock);
+        return;
+    }
+    c->driver_gone = driver_gone;
+    if (!driver_gone) {
+        /* The driver's teardown waits for the context's queued work before it frees the memory
+         * that work uses; the bytes given back below must not come back to the cap before that,
+         * or another context could be granted memory the device still holds. */
+        int pushed = ga_ctx_enter(c->ctx);
+        if (ga_real.cuCtxSynchronize)
+            ga_real.cuCtxSynchronize();
+        /* A stream-ordered free on another context's stream (the program may free a block of this
+         * context from any): that context's queued work may still use the chunk, and only the
+         * free's event says when it has passed (found by an outside test on 2026-12-05: the chunk
+         * went back, and the work overwrote a later context's block there). */
+        for (size_t i = 0; i < c->npend; i++)
+            if (c->pend[i].ev && ga_real.cuEventSynchronize)
+                ga_real.cuEventSynchronize(c->pend[i].ev);
+        ga_ctx_leave(pushed);
+    }
+    /* The device has passed every pending free (the synchronisation above, or the driver freed
+     * the context's memory): they go back to the pool before its final statistics are taken, so
+     * the context's entry counts the program's frees instead of every such block still live. */
+    for (size_t i = 0; c->pool && i < c->npend; i++)
+        ga_pool_free(c->pool, c->pend[i].ptr, NULL);
+    ga_fence_drop(c); /* pending chunks go with the pool */
+    if (c->pool) {
+        ga_pool_stats(c->pool, &c->final);
+        c->has_final = 1;
+        uint64_t kept = ga_ctx_orphan(c, driver_gone);
+        /* Its live allocations go with it (the driver frees a context's memory): they leave the
+         * process's in-use level, which kept them after a destroy or reset (in_use above
+         * reserved in the totals); those an orphan pool keeps leave it when they are freed. */
+        ga_ctx_level_add(c, -(int64_t)(c->final.in_use - kept));
+        if (kept) {
+            c->driver_gone = 1; /* its handle is gone: no driver call names it from now on */
+        } else {
+            ga_pool_t *p = c->pool;
+            __atomic_store_n(&c->pool, NULL, __ATOMIC_RELEASE);
+            ga_pool_destroy(p); /* releases through the backend: uncommits every byte */
+        }
+    }
+    if (!atomic_load(&c->orphan)) {
+        ga_ptrmap_fini(&c->async);
+        memset(&c->async, 0, sizeof c->async);
+    }
+    for (size_t i = 0; c->pass.slots && i <= c->pass.mask; i++) {
+        const ga_pentry_t *e = &c->pass.slots[i];
+        if (!e->key || ga_pass_outlives(c, e))
+            continue;
+        ga_dev_uncommit(c->dev, e->size);
+        ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e->size);
+        ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e->size);
+        ga_ctx_level_add(c, -(int64_t)e->size);
+    }
+    ga_ptrmap_fini(&c->pass);
+    memset(&c->pass, 0, sizeof c->pass);
+    atomic_store(&c->dead, 1);
+    ga_mutex_unlock(&c->lock);
+    ga_ctx_forget_cached();
+}
+
+/* Drops every live state of ctx: before a teardown call (with the driver alive) and after it
+ * (driver_gone: a state another thread made for ctx in between, whose memory the driver freed). */
+static void ga_ctx_drop_all(CUcontext ctx, int driver_gone)
+{
+    ga_ctx_t *c;
+    while (ctx && (c = ga_ctx_of(ctx)))
+        ga_ctx_drop(c, driver_gone);
+}
+
+/* ---- the teardown hooks ---- */
+static CUcontext ga_primary_of(CUdevice dev);
+
+/* The pool goes before the driver's call, while its memory can still be given back through the
+ * driver, and after it for a state another thread made in between. But the driver refuses to
+ * destroy a primary context (those go through cuDevicePrimaryCtxRelease/Reset) and keeps it and
+ * its memory: dropping that pool first would leave the program's live allocations in memory the
+ * shim had freed and would hand out again. So a primary context is left to the driver's answer. */
+GA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    GA_HOOK_ENTER(cuCtxDestroy_v2, (ctx));
+    ga_ctx_t *c = ga_ctx_of(ctx);
+    ga_mutex_lock(&ga_primary_lock);
+    int primary = c && ga_primary_of(c->dev) == ctx;
+    ga_mutex_unlock(&ga_primary_lock);
+    if (!primary)
+        ga_ctx_drop_all(ctx, 0);
+    CUresult r = ga_real.cuCtxDestroy_v2(ctx);
+    if (r == CUDA_SUCCESS)
+        ga_ctx_drop_all(ctx, 1);
+    return r;
+}
+
+/* The primary context of dev, if it is active, without changing its reference count. */
+static CUcontext ga_primary_of(CUdevice dev)
+{
+    unsigned flags = 0;
+    int active = 0;
+    CUcontext ctx = NULL;
+    if (ga_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active)
+        return NULL;
+    if (ga_real.cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
+        return NULL;
+    ga_real.cuDevicePrimaryCtxRelease_v2(dev);
+    return ctx;
+}
+
+static CUresult ga_primary_reset(CUdevice dev, CUresult (*real_reset)(CUdevice))
+{
+    ga_mutex_lock(&ga_primary_lock);
+    CUcontext p = ga_primary_of(dev);
+    ga_mutex_unlock(&ga_primary_lock);
+    ga_ctx_drop_all(p, 0);
+    CUresult r = real_reset(dev);
+    if (r == CUDA_SUCCESS)
+        ga_ctx_drop_all(p, 1); /* made by another thread between the drop and the reset */
+    return r;
+}
+
+/* Only the last release destroys the context, and only the driver knows which one that is: ask
+ * after the call, and if it went inactive forget the pool (the driver has freed its memory). The
+ * drop is done before the lock goes, as a retain waits for it (cuDevicePrimaryCtxRetain below):
+ * the primary context comes back with the same handle, and a thread whose retain fell between the
+ * driver's release and the drop found the dying state, so that its allocation either answered
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED or was served from the pool whose memory the driver had just
+ * freed (found by an outside test on 2026-12-05; test primary_retain_races_last_release). The drop
+ * makes no driver call that waits for a context (the driver has freed this one's memory). */
+static CUresult ga_primary_release(CUdevice dev, CUresult (*real_release)(CUdevice))
+{
+    ga_mutex_lock(&ga_primary_lock);
+    CUcontext p = ga_primary_of(dev);
+    CUresult r = real_release(dev);
+    unsigned flags = 0;
+    int active = 1;
+    int gone = r == CUDA_SUCCESS && p &&
+               ga_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active;
+    if (gone)
+        ga_ctx_drop_all(p, 1);
+    ga_mutex_unlock(&ga_primary_lock);
+    return r;
+}
+
+/* A retain that makes the primary context live again must come after the last release's drop of
+ * its state (above), never between the driver's release and that drop: it waits on the lock the
+ * release holds through both. A retain while the context is live only waits for a concurrent
+ * teardown hook's look at the state, which makes no call that can block on this thread. */
+GA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    GA_HOOK_ENTER(cuDevicePrimaryCtxRetain, (pctx, dev));
+    ga_mutex_lock(&ga_primary_lock);
+    CUresult r = ga_real.cuDevicePrimaryCtxRetain(pctx, dev);
+    ga_mutex_unlock(&ga_primary_lock);
+    return r;
+}
+
+GA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    GA_HOOK_ENTER(cuDevicePrimaryCtxReset_v2, (dev));
+    return ga_primary_reset(dev, ga_real.cuDevicePrimaryCtxReset_v2);
+}
+
+GA_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    GA_HOOK_ENTER(cuDevicePrimaryCtxReset, (dev));
+    return ga_primary_reset(dev, ga_real.cuDevicePrimaryCtxReset);
+}
+
+GA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    GA_HOOK_ENTER(cuDevicePrimaryCtxRelease_v2, (dev));
+    return ga_primary_release(dev, ga_real.cuDevicePrimaryCtxRelease_v2);
+}
+
+GA_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    GA_HOOK_ENTER(cuDevicePrimaryCtxRelease, (dev));
+    return ga_primary_release(dev, ga_real.cuDevicePrimaryCtxRelease);
+}
+
+/* The child of a fork: no thread of it is inside a teardown hook (ga_ctx_fork_child). */
+void ga_teardown_fork_child(void)
+{
+    ga_mutex_init(&ga_primary_lock);
+}

@@ -347,6 +347,21 @@ static int ga_vmm_ready(ga_ctx_t *c, CUresult *err)
         c->granularity = g;
         return 0;
     }
+    /* The query itself failed for a reason other than support (out of memory, an error of the
+     * moment): this allocation fails with the driver's own code and the next one asks again, so
+     * the advice to leave vmm mode is kept for a device that cannot do it (an outside test,
+     * 2026-12-05: one failed query answered CUDA_ERROR_NOT_SUPPORTED and "use arena or grow"). */
+    if (!missing && vmm_ok && r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_SUPPORTED &&
+        r != CUDA_ERROR_INVALID_DEVICE) {
+        static _Atomic int said_once;
+        if (!atomic_exchange(&said_once, 1))
+            ga_log(GA_LOG_WARN, "GPUARENA_MODE=vmm: device %d's allocation granularity could not "
+                   "be read (cuMemGetAllocationGranularity: CUresult %d); this allocation fails "
+                   "with that code and the next one asks again (if it keeps failing, use "
+                   "GPUARENA_MODE=arena or grow)", c->dev, (int)r);
+        *err = r;
+        return 1;
+    }
     if (!atomic_exchange(&said, 1)) {
         if (missing)
             ga_log(GA_LOG_ERROR, "GPUARENA_MODE=vmm needs the driver's virtual memory management "

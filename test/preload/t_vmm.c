@@ -464,6 +464,24 @@ static void no_vmm_child(void *arg)
         exit(4); /* the driver was never asked for memory */
 }
 
+/* One failed granularity query (out of memory, say): that allocation fails with the driver's own
+ * code, the next one asks again and works; vmm is not called unsupported. */
+static void granularity_once_child(void *arg)
+{
+    (void)arg;
+    pt_env("GPUARENA_MODE=vmm",
+           "SIMCUDA_FAIL=cuMemGetAllocationGranularity:1:CUDA_ERROR_OUT_OF_MEMORY",
+           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 1000) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(3);
+    if (cuMemAlloc(&p, 1000) != CUDA_SUCCESS || pt_counters().create_calls != 1)
+        exit(4);
+    if (cuMemFree(p) != CUDA_SUCCESS)
+        exit(5);
+}
+
 START_TEST(vmm_driver_refusals_named)
 {
     char err[8192];
@@ -476,6 +494,11 @@ START_TEST(vmm_driver_refusals_named)
     ck_assert_msg(strstr(err, "gpuarena: GPUARENA_MODE=vmm: device 0 does not support virtual "
                               "memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_"
                               "SUPPORTED is 0"), "%s", err);
+    ck_assert_int_eq(pt_run_child(granularity_once_child, NULL, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "could not be read (cuMemGetAllocationGranularity: CUresult 2); this "
+                              "allocation fails with that code and the next one asks again"),
+                  "%s", err);
+    ck_assert_msg(!strstr(err, "gives no usable allocation granularity"), "%s", err);
 }
 END_TEST
 

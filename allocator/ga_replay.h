@@ -78,9 +78,9 @@ typedef struct ga_replay_opts {
     X(final_in_use, bytes, "bytes live after the last event, rounded to GA_ALIGN")          \
     X(final_reserved, bytes, "bytes held from the backend after the last event")            \
     X(backend_reserves, count, "backend reserve calls that succeeded (vmm: virtual ranges)") \
-    X(backend_releases, count, "backend release calls")                                      \
+    X(backend_releases, count, "backend release calls (not the teardown after the trace)") \
     X(backend_maps, count, "vmm: granules mapped (cuMemCreate + cuMemMap + cuMemSetAccess)") \
-    X(backend_unmaps, count, "vmm: granules unmapped (cuMemUnmap + cuMemRelease)")           \
+    X(backend_unmaps, count, "vmm: granules unmapped (cuMemUnmap+cuMemRelease; not at teardown)") \
     X(check_failures, count, "invariant failures the pool check found (check option)")      \
     X(ns_total, ns, "wall time of the replay loop, nanoseconds")
 

@@ -301,8 +301,12 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(r["peak_in_use"], live, m)
             self.assertEqual(r["peak_requested"], sum(EDGE_SIZES), m)
             self.assertGreaterEqual(r["peak_reserved"], live, m)
-            self.assertEqual(r["backend_releases"], r["backend_reserves"], m)
-            self.assertEqual(r["backend_maps"], r["backend_unmaps"], m)
+            # the trace's own backend calls (the replay's teardown is not counted): what was
+            # reserved or mapped and not given back is what the pool holds at the end
+            self.assertLessEqual(r["backend_releases"], r["backend_reserves"], m)
+            if m == "vmm":  # 2 MiB granules
+                self.assertEqual((r["backend_maps"] - r["backend_unmaps"]) << 21,
+                                 r["final_reserved"], m)
         self.assertEqual(doc["modes"]["arena"]["peak_reserved"], 2 * live)
         self.assertEqual(doc["modes"]["arena"]["min_size"], live)
         plat = doc["modes"]["platform"]

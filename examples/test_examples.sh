@@ -47,6 +47,23 @@ run ex_alloctime 0 100 64
 expect alloc_calls 101; expect free_calls 101; expect bytes_in_use 0; grep_out "ns per alloc+free"
 run ex_alloctime 0 100 64 8
 expect alloc_calls 102; expect free_calls 102; expect bytes_in_use 0; grep_out "8 MiB held"
+# Under the shim in vmm mode with the default GPUARENA_VMM_KEEP (issue 10's target): every granule
+# is mapped in ex_train's first step, none after; a program's cuMemAlloc never reaches the driver's.
+# With nothing kept, later steps map again (so the check can tell the difference).
+steps_creates() { # KEEP STEPS: the driver's cuMemCreate calls of ex_train STEPS 16 1024 in vmm mode
+    rm -f "$tmp/report.json"
+    env LD_PRELOAD="$b/lib/libgpuarena.so" GPUARENA_MODE=vmm ${1:+GPUARENA_VMM_KEEP=$1} \
+        LD_LIBRARY_PATH="$b/sim" SIMCUDA_REPORT="$tmp/report.json" SIMCUDA_TOTAL_MEM=2GiB \
+        "$b/examples/ex_train" "$2" 16 1024 >"$tmp/out" 2>&1 || echo failed
+    [ "$(counter alloc_calls)" = 0 ] || echo "cuMemAlloc reached the driver"
+    counter create_calls
+}
+one=$(steps_creates "" 1); many=$(steps_creates "" 30)
+if [ -n "$one" ] && [ "$one" = "$many" ]; then ok "vmm, default keep: ex_train maps $one granules in 1 step and in 30"
+else notok "vmm, default keep: ex_train maps '$one' granules in 1 step, '$many' in 30"; fi
+one=$(steps_creates 0 1); many=$(steps_creates 0 30)
+if [ -n "$one" ] && [ "$many" -gt "$one" ] 2>/dev/null; then ok "vmm, keep 0: ex_train maps again after its first step ($one, then $many)"
+else notok "vmm, keep 0: ex_train maps '$one' granules in 1 step, '$many' in 30"; fi
 # bad input: junk arguments are refused with exit 2
 run ex_train 2 ten
 run ex_direct 2 -5

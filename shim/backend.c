@@ -37,12 +37,20 @@ static int be_reserve(void *p, size_t size, uintptr_t *base)
     return 0;
 }
 
+/* The region is freed in its own context only: a context the driver no longer knows (gone by a
+ * call gpuarena did not see) has no memory left to free, and cuMemFree_v2 in whatever context is
+ * current would free that context's block at the same address (an outside test, 2026-12-06). */
 static void be_release(void *p, uintptr_t base, size_t size)
 {
     ga_ctx_t *c = p;
     if (!c->driver_gone) {
         int pushed = ga_ctx_enter(c->ctx);
-        CUresult r = ga_real.cuMemFree_v2((CUdeviceptr)base);
+        CUcontext cur = NULL;
+        CUresult r = ga_real.cuCtxGetCurrent(&cur);
+        if (r == CUDA_SUCCESS && cur != c->ctx)
+            r = CUDA_ERROR_INVALID_CONTEXT;
+        if (r == CUDA_SUCCESS)
+            r = ga_real.cuMemFree_v2((CUdeviceptr)base);
         ga_ctx_leave(pushed);
         c->counts.driver_free_calls++;
         if (r != CUDA_SUCCESS)

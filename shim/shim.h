@@ -67,6 +67,7 @@ typedef struct ga_real {
 #define GA_UNHOOKED_LIST(X)                                                                   \
     X(cuCtxGetCurrent, (CUcontext *))                                                         \
     X(cuCtxGetDevice, (CUdevice *))                                                           \
+    X(cuCtxGetApiVersion, (CUcontext, unsigned int *))                                        \
     X(cuCtxPushCurrent_v2, (CUcontext))                                                       \
     X(cuCtxPopCurrent_v2, (CUcontext *))                                                      \
     X(cuDeviceTotalMem_v2, (size_t *, CUdevice))                                              \

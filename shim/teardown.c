@@ -279,17 +279,42 @@ static CUcontext ga_primary_of(CUdevice dev);
  * destroy a primary context (those go through cuDevicePrimaryCtxRelease/Reset) and keeps it and
  * its memory: dropping that pool first would leave the program's live allocations in memory the
  * shim had freed and would hand out again. So a primary context is left to the driver's answer. */
-GA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+static CUresult ga_ctx_destroy(CUcontext ctx, CUresult (*real_destroy)(CUcontext))
 {
-    GA_HOOK_ENTER(cuCtxDestroy_v2, (ctx));
     ga_ctx_t *c = ga_ctx_of(ctx);
     ga_mutex_lock(&ga_primary_lock);
     int primary = c && ga_primary_of(c->dev) == ctx;
     ga_mutex_unlock(&ga_primary_lock);
     if (!primary)
         ga_ctx_drop_all(ctx, 0);
-    CUresult r = ga_real.cuCtxDestroy_v2(ctx);
+    CUresult r = real_destroy(ctx);
     if (r == CUDA_SUCCESS)
+        ga_ctx_drop_all(ctx, 1);
+    return r;
+}
+
+GA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    GA_HOOK_ENTER(cuCtxDestroy_v2, (ctx));
+    return ga_ctx_destroy(ctx, ga_real.cuCtxDestroy_v2);
+}
+
+GA_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
+{
+    GA_HOOK_ENTER(cuCtxDestroy, (ctx));
+    return ga_ctx_destroy(ctx, ga_real.cuCtxDestroy);
+}
+
+/* A detach destroys the context only at its last detach, which only the driver knows: asked
+ * after the call (the context's API version is refused once it is gone), and then its state is
+ * forgotten as after a last primary release (the driver has freed its memory). */
+GA_EXPORT CUresult cuCtxDetach(CUcontext ctx)
+{
+    GA_HOOK_ENTER(cuCtxDetach, (ctx));
+    CUresult r = ga_real.cuCtxDetach(ctx);
+    unsigned version = 0;
+    if (r == CUDA_SUCCESS && ctx && ga_real.cuCtxGetApiVersion &&
+        ga_real.cuCtxGetApiVersion(ctx, &version) == CUDA_ERROR_INVALID_CONTEXT)
         ga_ctx_drop_all(ctx, 1);
     return r;
 }

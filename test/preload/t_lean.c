@@ -240,6 +240,8 @@ static const struct lean_recipe {
     {"cuCtxSynchronize", r_sync},
     {"cuCtxSynchronize_v2", r_sync_v2},
     {"cuCtxDestroy_v2", r_ctx_destroy},
+    {"cuCtxDestroy", r_ctx_destroy},
+    {"cuCtxDetach", r_ctx_destroy},
     {"cuDevicePrimaryCtxReset_v2", r_primary},
     {"cuDevicePrimaryCtxRelease_v2", r_primary},
     {"cuDevicePrimaryCtxReset", r_primary},

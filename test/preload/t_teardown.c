@@ -42,6 +42,46 @@ START_TEST(ctx_destroy_releases_arena)
 }
 END_TEST
 
+/* The v1 cuCtxDestroy (cuGetProcAddress below 4000) and cuCtxDetach take the context's pool with
+ * it, in every mode: the driver holds nothing after, the cap is whole again, and the next context
+ * can have all of it. Unhooked, the pool and its share of the cap stayed, cuMemGetInfo counted its
+ * idle bytes as free, and a trim freed its old region inside another context (an outside test,
+ * 2026-12-06). Loop: mode (arena, grow, vmm, platform) x call (v1 destroy, detach). */
+START_TEST(ctx_destroy_v1_and_detach_drop_pool)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    int detach = _i % 2;
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", modes[_i / 2], NULL);
+    CUdevice dev;
+    CUcontext x, y;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    CUresult (*gone)(CUcontext) = NULL;
+    ck_assert_int_eq(cuGetProcAddress_v2(detach ? "cuCtxDetach" : "cuCtxDestroy", (void **)&gone,
+                                         detach ? 2000 : 3000, 0, NULL),
+                     CUDA_SUCCESS);
+    ck_assert_ptr_nonnull(gone);
+    ck_assert_int_eq(cuCtxCreate(&x, NULL, 0, dev), CUDA_SUCCESS);
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 8 * MiB), CUDA_SUCCESS); /* left live on purpose */
+    ck_assert_int_eq(gone(x), CUDA_SUCCESS);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_int_eq(cuCtxCreate(&y, NULL, 0, dev), CUDA_SUCCESS);
+    size_t fr = 0, total = 0;
+    ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    ck_assert_uint_eq(total, 64 * MiB);
+    ck_assert_uint_eq(fr, 64 * MiB);
+    CUdeviceptr q;
+    ck_assert_int_eq(cuMemAlloc(&q, 40 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(q), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(y), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().bytes_in_use, 0);
+}
+END_TEST
+
 START_TEST(primary_reset_releases_arena)
 {
     pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_MODE=arena", NULL);
@@ -554,6 +594,7 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, ctx_destroy_refused_keeps_pool);
     tcase_add_test(tc, ctx_destroy_keeps_async_memory_counted);
     tcase_add_test(tc, ctx_destroy_counts_pending_frees);
+    tcase_add_loop_test(tc, ctx_destroy_v1_and_detach_drop_pool, 0, 8);
     tcase_add_test(tc, ctx_destroy_says_async_blocks_go);
     tcase_add_test(tc, ctx_destroy_counts_blocks_as_asked);
     tcase_add_test(tc, ctx_destroy_orphan_keeps_teardown_figures);

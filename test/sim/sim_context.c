@@ -520,6 +520,9 @@ CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 
 SIM_WRAP(cuCtxDestroy, sim_ctx_destroy, (CUcontext ctx), (ctx))
 SIM_WRAP(cuCtxDestroy_v2, sim_ctx_destroy, (CUcontext ctx), (ctx))
+/* No cuCtxAttach here: every context's usage count is one, so a detach destroys it, as the real
+ * driver's last detach does. */
+SIM_WRAP(cuCtxDetach, sim_ctx_destroy, (CUcontext ctx), (ctx))
 SIM_WRAP(cuCtxPushCurrent, sim_ctx_push, (CUcontext ctx), (ctx))
 SIM_WRAP(cuCtxPushCurrent_v2, sim_ctx_push, (CUcontext ctx), (ctx))
 SIM_WRAP(cuCtxPopCurrent, sim_ctx_pop, (CUcontext *pctx), (pctx))
@@ -535,6 +538,21 @@ SIM_WRAP(cuDevicePrimaryCtxSetFlags_v2, sim_primary_set_flags, (CUdevice dev, un
 static CUresult sim_ctx_or_current(CUcontext ctx, sim_ctx_t **out)
 {
     return ctx ? sim_ctx_arg(ctx, out) : sim_current(out);
+}
+
+/* A live context's API version (3020, as the real driver answers for contexts made by cuCtxCreate);
+ * CUDA_ERROR_INVALID_CONTEXT once it is destroyed. */
+CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    SIM_ENTER(cuCtxGetApiVersion);
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_or_current(ctx, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = 3020;
+    return CUDA_SUCCESS;
 }
 
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)

@@ -89,8 +89,14 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
     if (r == CUDA_SUCCESS) {
         ga_pentry_t e = {.key = key, .size = size,
                          .aux = handle ? GA_HANDLE_AUX(api, 1, 0) : api};
-        /* A dead context's memory went with it; no record can outlive it. */
-        recorded = (handle || !atomic_load(&c->dead)) && ga_ptrmap_put(table, &e) == 0;
+        /* A context that died during the call: its memory went with it, except stream-ordered
+         * memory, which outlives it in the driver and so stays counted, on the device (an outside
+         * test, 2026-12-06: a cuMemAllocFromPoolAsync served while another thread destroyed the
+         * context left the cap, and 100 MiB were held under a 64 MiB one). */
+        if (handle || !atomic_load(&c->dead))
+            recorded = ga_ptrmap_put(table, &e) == 0;
+        else
+            recorded = ga_pass_outlives(c, &e);
     }
     ga_count_alloc(counts, api, size, r == CUDA_SUCCESS, t0);
     ga_mutex_unlock(lock);

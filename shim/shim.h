@@ -408,6 +408,10 @@ CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga
  * *r when p was one; 0 otherwise. */
 int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free)(CUdeviceptr, CUstream),
                       CUstream s, CUresult *r);
+/* Stream-ordered pass-through memory of context c (cuMemAllocAsync, cuMemAllocFromPoolAsync)
+ * outlives it in the driver: e's record moves to the device's table, still counted, where its free
+ * finds it (ga_dev_free_loose). 1 when it moved, 0 for any other kind. c->lock held. */
+int ga_pass_outlives(ga_ctx_t *c, const ga_pentry_t *e);
 /* The child of a fork: the teardown hooks' lock made anew (ga_ctx_fork_child). */
 void ga_teardown_fork_child(void);
 

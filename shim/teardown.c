@@ -30,7 +30,7 @@ static ga_mutex_t ga_primary_lock;
  * cuMemAllocFromPoolAsync()" (CUDA Driver API, cuCtxDestroy); so its record moves to the device's
  * table, still counted, where its free finds it (ga_dev_free_loose). 1 when e moved. c->lock held;
  * the device lock is taken inside it (never the other way round). */
-static int ga_pass_outlives(ga_ctx_t *c, const ga_pentry_t *e)
+int ga_pass_outlives(ga_ctx_t *c, const ga_pentry_t *e)
 {
     if (c->driver_gone == 2 || (e->aux != GA_API_CUMEMALLOCASYNC && e->aux != GA_API_CUMEMALLOCFROMPOOL))
         return 0;
@@ -218,6 +218,13 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
         for (size_t i = 0; i < c->npend; i++)
             if (c->pend[i].ev && ga_real.cuEventSynchronize)
                 ga_real.cuEventSynchronize(c->pend[i].ev);
+        /* So with async-freed pass-through memory (stream-ordered: the driver holds it until the
+         * free's stream passes, whatever becomes of the context), whose bytes leave the cap with
+         * the context's state below (an outside test, 2026-12-06: a free queued on another
+         * context's stream still held 40 MiB when the destroy gave it back to the cap). */
+        for (size_t i = 0; i < c->npfree; i++)
+            if (c->pfree[i].ev && ga_real.cuEventSynchronize)
+                ga_real.cuEventSynchronize(c->pfree[i].ev);
         ga_ctx_leave(pushed);
     }
     /* The device has passed every pending free (the synchronisation above, or the driver freed

@@ -82,6 +82,131 @@ START_TEST(ctx_destroy_v1_and_detach_drop_pool)
 }
 END_TEST
 
+/* Stream-ordered pass-through memory outlives its context in the driver, so it stays under the
+ * cap however the context goes (outside test, 2026-12-06). The orderings are made with gates and
+ * the simulated driver's call counts, never with timing. */
+static CUcontext race_ctx;
+static unsigned race_gate;
+static _Atomic int race_done;
+
+static void *race_destroy(void *arg)
+{
+    (void)arg;
+    cuCtxDestroy(race_ctx);
+    return NULL;
+}
+
+static CUdeviceptr race_p;
+static CUstream race_stream;
+
+static void *race_alloc(void *arg)
+{
+    (void)arg;
+    if (cuCtxSetCurrent(race_ctx) ||
+        cuMemAllocFromPoolAsync(&race_p, 40 * MiB, NULL, race_stream) != CUDA_SUCCESS)
+        race_p = 0;
+    return NULL;
+}
+
+/* F1: a cuMemAllocFromPoolAsync the driver serves while another thread's destroy of the context
+ * waits for its queued work: the driver keeps the block past the destroy, so it stays counted
+ * (60 MiB more are refused under the 64 MiB cap), and its later free gives the bytes back. The
+ * allocation is held inside the driver until the destroy holds the context's state. */
+static void alloc_during_destroy_child(void *arg)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", (const char *)arg, NULL);
+    CUdevice dev;
+    CUstream held;
+    CUdeviceptr q;
+    unsigned alloc_gate;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&race_ctx, NULL, 0, dev) ||
+        cuStreamCreate(&held, CU_STREAM_NON_BLOCKING) ||
+        cuStreamCreate(&race_stream, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&q, 1 * MiB) ||
+        cuMemFree(q) || simcuda_gate(held, &race_gate) || simcuda_hold_next_async_alloc(&alloc_gate))
+        exit(2); /* (the allocation gives the context its state in the shim) */
+    unsigned long long before = pt_counters().bytes_in_use;
+    pthread_t t, d;
+    pthread_create(&t, NULL, race_alloc, NULL);
+    while (pt_counters().bytes_in_use < before + 40 * MiB)
+        sched_yield(); /* served, and held in the driver */
+    unsigned long long syncs = simcuda_entry_calls("cuCtxSynchronize");
+    pthread_create(&d, NULL, race_destroy, NULL);
+    while (simcuda_entry_calls("cuCtxSynchronize") == syncs)
+        sched_yield(); /* the destroy holds the context's state, waiting for the gated stream */
+    simcuda_gate_open(alloc_gate);
+    simcuda_gate_open(race_gate);
+    pthread_join(t, NULL);
+    pthread_join(d, NULL);
+    if (!race_p)
+        exit(3);
+    CUcontext y;
+    if (cuCtxCreate(&y, NULL, 0, dev))
+        exit(4);
+    if (cuMemAllocManaged(&q, 60 * MiB, CU_MEM_ATTACH_GLOBAL) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(5); /* the 40 MiB had left the cap: the driver then held 100 MiB */
+    if (pt_counters().peak_bytes_in_use > 64 * MiB)
+        exit(6);
+    if (cuMemFree(race_p) != CUDA_SUCCESS || pt_counters().bytes_in_use != 0)
+        exit(7);
+    if (cuMemAllocManaged(&q, 60 * MiB, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS)
+        exit(8);
+    exit(0);
+}
+
+static void *race_open_when_waited(void *arg)
+{
+    unsigned long long waits = (unsigned long long)(uintptr_t)arg;
+    while (!atomic_load(&race_done) && simcuda_entry_calls("cuEventSynchronize") == waits)
+        sched_yield();
+    simcuda_gate_open(race_gate);
+    return NULL;
+}
+
+/* F2: context A's pass-through block freed on context B's stream, which is held: A's destroy
+ * waits for that free before the bytes leave the cap (it gave them back at once, and 60 MiB more
+ * fitted under the 64 MiB cap while the driver still held the 40). */
+static void destroy_with_free_on_other_stream_child(void *arg)
+{
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", (const char *)arg, NULL);
+    CUdevice dev;
+    CUcontext a, b;
+    CUstream sb;
+    CUdeviceptr p, q;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&b, NULL, 0, dev) ||
+        cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) || simcuda_gate(sb, &race_gate) ||
+        cuCtxCreate(&a, NULL, 0, dev) || cuMemAllocFromPoolAsync(&p, 40 * MiB, NULL, NULL) ||
+        cuMemFreeAsync(p, sb))
+        exit(2);
+    pthread_t g;
+    pthread_create(&g, NULL, race_open_when_waited,
+                   (void *)(uintptr_t)simcuda_entry_calls("cuEventSynchronize"));
+    if (cuCtxDestroy(a) != CUDA_SUCCESS)
+        exit(3);
+    int early = pt_counters().bytes_in_use != 0; /* the destroy returned with the free queued */
+    if (cuCtxSetCurrent(b))
+        exit(6);
+    cuMemAllocManaged(&q, 60 * MiB, CU_MEM_ATTACH_GLOBAL); /* fits only once the free has run */
+    atomic_store(&race_done, 1);
+    pthread_join(g, NULL);
+    if (pt_counters().peak_bytes_in_use > 64 * MiB)
+        exit(4);
+    exit(early ? 5 : 0);
+}
+
+START_TEST(stream_ordered_pass_memory_outlives_destroy)
+{
+    static char *const modes[] = {"GPUARENA_MODE=grow", "GPUARENA_MODE=platform"};
+    for (int m = 0; m < 2; m++) {
+        char err[4096];
+        int rc = pt_run_child(alloc_during_destroy_child, modes[m], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s, served during a destroy: exit %d; %s", modes[m], rc, err);
+        rc = pt_run_child(destroy_with_free_on_other_stream_child, modes[m], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s, freed on another context's stream: exit %d; %s", modes[m], rc,
+                      err);
+    }
+}
+END_TEST
+
 START_TEST(primary_reset_releases_arena)
 {
     pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_MODE=arena", NULL);
@@ -595,6 +720,7 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, ctx_destroy_keeps_async_memory_counted);
     tcase_add_test(tc, ctx_destroy_counts_pending_frees);
     tcase_add_loop_test(tc, ctx_destroy_v1_and_detach_drop_pool, 0, 8);
+    tcase_add_test(tc, stream_ordered_pass_memory_outlives_destroy);
     tcase_add_test(tc, ctx_destroy_says_async_blocks_go);
     tcase_add_test(tc, ctx_destroy_counts_blocks_as_asked);
     tcase_add_test(tc, ctx_destroy_orphan_keeps_teardown_figures);

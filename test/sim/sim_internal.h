@@ -102,6 +102,7 @@ typedef enum sim_fn {
 /* sim_state.c */
 void sim_setup(void);                 /* reads the environment once */
 void sim_latency(void);               /* the configured busy-wait */
+void sim_hold_async_alloc(void);      /* simcuda_hold_next_async_alloc's wait, if armed */
 void sim_bytes_add_locked(unsigned long long n);
 void sim_bytes_sub_locked(unsigned long long n);
 

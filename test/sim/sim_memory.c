@@ -233,7 +233,10 @@ static CUresult sim_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s)
         SIM_COUNT(failed_allocs);
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    return sim_alloc(dptr, size, SIM_ASYNC);
+    CUresult r = sim_alloc(dptr, size, SIM_ASYNC);
+    if (r == CUDA_SUCCESS)
+        sim_hold_async_alloc();
+    return r;
 }
 
 static CUresult sim_free_async(CUdeviceptr dptr, CUstream h, int per_thread)

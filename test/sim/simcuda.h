@@ -278,6 +278,10 @@ int simcuda_launch_copy(struct CUstream_st *stream, unsigned long long dst, unsi
  * that waits for it) until simcuda_gate_open(*gate). Returns a CUresult. */
 int simcuda_gate(struct CUstream_st *stream, unsigned *gate);
 void simcuda_gate_open(unsigned gate);
+/* The next stream-ordered allocation that succeeds (cuMemAllocAsync, cuMemAllocFromPoolAsync, any
+ * variant) is made, then waits inside the driver until simcuda_gate_open(*gate): a test can hold a
+ * caller between the driver's answer and what the caller does with it. Returns a CUresult. */
+int simcuda_hold_next_async_alloc(unsigned *gate);
 
 /* Calls of one exported entry point ("cuMemAlloc_v2") since start or reset; 0 for a name this
  * driver does not export. */

@@ -163,6 +163,40 @@ def _snapshot_segments_before(path, snap, seen_allocs):
     return out
 
 
+def _snapshot_blocks_before(path, snap, rows):
+    """Tensor blocks live before the trace's first event (the snapshot's trace is a ring buffer,
+    and recording may start mid-run): those the trace frees first without allocating them, live
+    from the start until that free; and those active at dump time that the trace never mentions,
+    live throughout. Returns [(device, address, size, stream)]."""
+    first = {}  # (device, addr) -> the action of its first event
+    out = []
+    for _t, dev, _i, act, e, where in rows:
+        if act == "oom":
+            continue
+        key = (dev, _int(e.get("addr"), path, where, "addr"))
+        if key not in first:
+            first[key] = act
+            if act == "free_completed":
+                out.append((dev, key[1], _int(e.get("size", 0) or 0, path, where, "size"),
+                            _int(e.get("stream", 0) or 0, path, where, "stream")))
+    for j, seg in enumerate(snap.get("segments") or []):
+        if not isinstance(seg, dict):
+            raise GaError(f"{path}: segments[{j}] is not a dict; the snapshot is damaged")
+        dev = _int(seg.get("device", 0), path, f"segments[{j}]", "device")
+        stream = _int(seg.get("stream", 0) or 0, path, f"segments[{j}]", "stream")
+        for k, b in enumerate(seg.get("blocks") or []):
+            where = f"segments[{j}].blocks[{k}]"
+            if not isinstance(b, dict):
+                raise GaError(f"{path}: {where} is not a dict; the snapshot is damaged")
+            if not str(b.get("state", "")).startswith("active") or b.get("address") is None:
+                continue
+            addr = _int(b.get("address"), path, where, "address")
+            size = _int(b.get("size"), path, where, "size")
+            if (dev, addr) not in first and size > 0:
+                out.append((dev, addr, size, stream))
+    return [b for b in out if b[2] > 0]
+
+
 TENSOR_ACTIONS = {"alloc": tf.ALLOC, "free_completed": tf.FREE}
 SEGMENT_ACTIONS = {"segment_alloc": tf.ALLOC, "segment_free": tf.FREE}
 
@@ -194,6 +228,12 @@ def import_snapshot(path, level="tensor", close=False):
         for dev, addr, size, stream in pre:
             p.alloc(0, dev, addr, size, stream)
         p.counts["segments_live_before_trace"] = len(pre)
+    else:
+        pre = _snapshot_blocks_before(path, snap, rows)
+        for dev, addr, size, stream in pre:
+            p.alloc(0, dev, addr, size, stream)
+        p.counts["blocks_live_before_trace"] = len(pre)
+        p.counts["bytes_live_before_trace"] = sum(b[2] for b in pre)
     for t, dev, _i, act, e, where in rows:
         tns = (t - t0) * 1000
         stream = _int(e.get("stream", 0) or 0, path, where, "stream")
@@ -262,7 +302,9 @@ def _kineto_rows(path, doc):
         addr = args.get("Addr")
         addr = None if addr is None else _int(addr, path, where, "Addr")
         dev = _int(args.get("Device Id", 0), path, where, "Device Id")
-        rows.append((ts, i, dev, addr, nbytes, e.get("tid", 0)))
+        total = args.get("Total Allocated")
+        total = None if total is None else _int(total, path, where, "Total Allocated")
+        rows.append((ts, i, dev, addr, nbytes, e.get("tid", 0), total))
     rows.sort(key=lambda r: (r[0], r[1]))
     return rows, other_devices
 
@@ -281,16 +323,35 @@ def _tid(value):
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _kineto_before(rows):
+    """Bytes each device held before the profile began: PyTorch's "Total Allocated" after each
+    event less the sum of the events' Bytes so far, its smallest value over the device's events
+    (a profile starts mid-run; what was allocated before is live throughout it). {device: bytes}"""
+    running, before = {}, {}
+    for _ts, _i, dev, _addr, nbytes, _tid, total in rows:
+        running[dev] = running.get(dev, 0) + nbytes
+        if total is not None:
+            gap = total - running[dev]
+            before[dev] = gap if dev not in before else min(before[dev], gap)
+    return {dev: b for dev, b in before.items() if b > 0}
+
+
 def import_kineto(path, close=False):
     """Kineto trace -> trace. GPU "[memory]" events, Bytes > 0 alloc, < 0 free, paired by Addr;
-    events with no Addr pair a free with the most recent live block of the same size."""
+    events with no Addr pair a free with the most recent live block of the same size. What a
+    device held before the profile began ("Total Allocated" says) is one block live throughout."""
     rows, other = _kineto_rows(path, _load_json(path, _read_bytes(path)))
     t0 = rows[0][0] if rows else 0
     p = Pairer()
+    before = _kineto_before(rows)
+    for n, (dev, nbytes) in enumerate(sorted(before.items())):
+        p.alloc(0, dev, (1 << 62) + n, nbytes)  # a key no real pointer or anon key uses
+    if before:
+        p.counts["bytes_live_before_trace"] = sum(before.values())
     by_size = {}  # (device, size) -> keys of address-less live blocks, newest last
     anon = 1 << 63  # keys for address-less blocks, far from any real pointer
     zero = 0
-    for ts, _i, dev, addr, nbytes, tid in rows:
+    for ts, _i, dev, addr, nbytes, tid, _total in rows:
         tns = round((ts - t0) * 1000)
         if nbytes == 0:
             zero += 1

@@ -59,15 +59,28 @@ class Kineto(unittest.TestCase):
                     elif key in live:
                         live.remove(key)
                         paired += 1
+                # what each device held before the profile: PyTorch's Total Allocated less the
+                # events' bytes so far, at its smallest; one block live throughout
+                running, before = {}, {}
+                for e in mem:
+                    d = e["args"].get("Device Id", 0)
+                    running[d] = running.get(d, 0) + e["args"]["Bytes"]
+                    if "Total Allocated" in e["args"]:
+                        gap = e["args"]["Total Allocated"] - running[d]
+                        before[d] = min(before.get(d, gap), gap)
+                before = {d: b for d, b in before.items() if b > 0}
                 trace, counts = importers.import_kineto(path)
                 self.assertEqual(counts["gpu_memory_events"], len(mem))
                 self.assertEqual(counts["frees"], paired)
-                self.assertEqual(counts["live_at_end"], len(live))
+                self.assertEqual(counts["live_at_end"], len(live) + len(before))
+                self.assertEqual(counts.get("bytes_live_before_trace", 0), sum(before.values()))
                 self.assertEqual(len(trace.events), counts["allocs"] + counts["frees"])
-                self.assertEqual(consistent(self, trace), {})
+                self.assertEqual(len(consistent(self, trace)), len(before))
                 if "hta_ddp" in path:  # the figures the traces README gives
                     self.assertEqual(len(mem), 26770)
-                    self.assertEqual(counts["allocs"], counts["frees"])
+                    self.assertEqual(counts["allocs"], counts["frees"] + 1)
+                    # Total Allocated runs 4,096,614,400 bytes above the events' sum throughout
+                    self.assertEqual(before, {1: 4096614400})
 
     def test_addressless_frees_pair_by_size(self):
         evs = [{"name": "[memory]", "ts": t, "args": {"Device Type": 1, "Bytes": b}}
@@ -90,6 +103,22 @@ class Snapshot(unittest.TestCase):
                        else ("segment_alloc", "segment_free"))
         n_alloc = n_free = dropped = 0
         live = set()
+        if level == "tensor":
+            # blocks live before the first event: freed first without an alloc (live from the
+            # start), or active at dump time and never mentioned (live throughout)
+            first = {}
+            for d, t in enumerate(snap["device_traces"]):
+                for e in sorted(t, key=lambda e: e.get("time_us", 0)):
+                    if e["action"] in (alloc, free):
+                        first.setdefault((d, e["addr"]), e["action"])
+            pre = {k for k, a in first.items() if a == free}
+            for s in snap["segments"]:
+                for b in s["blocks"]:
+                    k = (s["device"], b["address"])
+                    if b["state"].startswith("active") and k not in first:
+                        pre.add(k)
+            live |= pre
+            n_alloc += len(pre)
         if level == "segment":
             in_trace = {(d, e["addr"]) for d, t in enumerate(snap["device_traces"]) for e in t
                         if e["action"] == alloc}
@@ -148,10 +177,13 @@ class Snapshot(unittest.TestCase):
             pickle.dump(snap, f)
             f.flush()
             trace, counts = importers.import_snapshot(f.name)
+        # the block freed without an alloc was live before the trace: allocated at its start
         self.assertEqual([ev[tf.T_KIND] for ev in trace.events],
-                         [tf.ALLOC, tf.ALLOC_FAILED, tf.FREE])
-        self.assertEqual(trace.events[1][tf.T_RESULT], tf.CUDA_ERROR_OUT_OF_MEMORY)
-        self.assertEqual(counts["frees_without_alloc_dropped"], 1)
+                         [tf.ALLOC, tf.ALLOC, tf.ALLOC_FAILED, tf.FREE, tf.FREE])
+        self.assertEqual(trace.events[0][tf.T_ADDR], 8192)
+        self.assertEqual(trace.events[2][tf.T_RESULT], tf.CUDA_ERROR_OUT_OF_MEMORY)
+        self.assertEqual(counts["frees_without_alloc_dropped"], 0)
+        self.assertEqual(counts["blocks_live_before_trace"], 1)
         self.assertEqual(counts["ignored_free_requested"], 1)
 
 

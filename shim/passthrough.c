@@ -114,8 +114,34 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
                        r == CUDA_SUCCESS ? key : 0, size, 0, dev, t0, r);
 }
 
-/* The common shape of every pointer-returning pass-through allocation. */
-#define GA_PASS_ALLOC(name, api, call)                                                      \
+/* A request the cap refuses is first put to the checks the driver would make, so that one the
+ * driver refuses anyway gets the driver's own code, not an out-of-memory (an outside test,
+ * 2026-12-06: bad flags, streams and properties larger than the free cap answered 2): the stream
+ * (cuStreamQuery), the managed flags (the two documented values), a cuMemCreate's properties
+ * (cuMemGetAllocationGranularity). Asked only on the refusal path, so nothing costs more. */
+static CUresult ga_pass_stream_ok(CUstream s)
+{
+    CUresult q = ga_real.cuStreamQuery ? ga_real.cuStreamQuery(s) : CUDA_SUCCESS;
+    return q == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : q;
+}
+
+static CUresult ga_pass_flags_ok(unsigned flags)
+{
+    return flags == CU_MEM_ATTACH_GLOBAL || flags == CU_MEM_ATTACH_HOST ? CUDA_SUCCESS
+                                                                         : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop)
+{
+    size_t g = 0;
+    return ga_real.cuMemGetAllocationGranularity
+               ? ga_real.cuMemGetAllocationGranularity(&g, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+               : CUDA_SUCCESS;
+}
+
+/* The common shape of every pointer-returning pass-through allocation; `check`: the driver's
+ * checks of the other arguments, made when the cap refuses (above). */
+#define GA_PASS_ALLOC(name, api, call, check)                                               \
     do {                                                                                   \
         if (!dptr || !bytesize)                                                            \
             return ga_count_refused(api, 1), CUDA_ERROR_INVALID_VALUE;                     \
@@ -123,6 +149,11 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
         ga_ctx_t *c = NULL;                                                                \
         int dev = -1, committed;                                                           \
         CUresult r = ga_pass_begin(bytesize, -1, 0, &c, &dev, &committed);                 \
+        if (r == CUDA_ERROR_OUT_OF_MEMORY) {                                               \
+            CUresult bad_ = (check);                                                       \
+            if (bad_ != CUDA_SUCCESS)                                                      \
+                return ga_count_refused(api, 1), bad_;                                     \
+        }                                                                                  \
         if (r == CUDA_SUCCESS)                                                             \
             r = ga_real.name call;                                                         \
         ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize, api, t0, 0); \
@@ -132,7 +163,8 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
 GA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     GA_HOOK_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
-    GA_PASS_ALLOC(cuMemAllocManaged, GA_API_CUMEMALLOCMANAGED, (dptr, bytesize, flags));
+    GA_PASS_ALLOC(cuMemAllocManaged, GA_API_CUMEMALLOCMANAGED, (dptr, bytesize, flags),
+                  ga_pass_flags_ok(flags));
 }
 
 GA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -141,7 +173,8 @@ GA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
     CUresult served;
     if (ga_do_alloc_async(dptr, bytesize, hStream, GA_API_CUMEMALLOCASYNC, &served))
         return served;
-    GA_PASS_ALLOC(cuMemAllocAsync, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream));
+    GA_PASS_ALLOC(cuMemAllocAsync, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream),
+                  ga_pass_stream_ok(hStream));
 }
 
 GA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -151,14 +184,16 @@ GA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUst
     CUresult served;
     if (ga_do_alloc_async(dptr, bytesize, hStream, GA_API_CUMEMALLOCASYNC, &served))
         return served;
-    GA_PASS_ALLOC(cuMemAllocAsync_ptsz, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream));
+    GA_PASS_ALLOC(cuMemAllocAsync_ptsz, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream),
+                  ga_pass_stream_ok(hStream));
 }
 
 GA_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                            CUstream hStream)
 {
     GA_HOOK_ENTER(cuMemAllocFromPoolAsync, (dptr, bytesize, pool, hStream));
-    GA_PASS_ALLOC(cuMemAllocFromPoolAsync, GA_API_CUMEMALLOCFROMPOOL, (dptr, bytesize, pool, hStream));
+    GA_PASS_ALLOC(cuMemAllocFromPoolAsync, GA_API_CUMEMALLOCFROMPOOL,
+                  (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream));
 }
 
 GA_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -166,7 +201,7 @@ GA_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
 {
     GA_HOOK_ENTER(cuMemAllocFromPoolAsync_ptsz, (dptr, bytesize, pool, hStream));
     GA_PASS_ALLOC(cuMemAllocFromPoolAsync_ptsz, GA_API_CUMEMALLOCFROMPOOL,
-                  (dptr, bytesize, pool, hStream));
+                  (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream));
 }
 
 GA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -193,6 +228,9 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     ga_ctx_t *c = NULL;
     int dev = -1, committed;
     CUresult r = ga_pass_begin(size, want, 1, &c, &dev, &committed);
+    CUresult bad = r == CUDA_ERROR_OUT_OF_MEMORY ? ga_pass_prop_ok(prop) : CUDA_SUCCESS;
+    if (bad != CUDA_SUCCESS)
+        return ga_count_refused(GA_API_CUMEMCREATE, 1), bad;
     if (r == CUDA_SUCCESS)
         r = ga_real.cuMemCreate(handle, size, prop, flags);
     ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size,

@@ -84,6 +84,37 @@ START_TEST(meminfo_free_tracks_use)
 }
 END_TEST
 
+/* A pass-through request past the cap whose other arguments the driver would refuse gets the
+ * driver's own code, as it does under the cap, not an out-of-memory (an outside test,
+ * 2026-12-06); a valid one past the cap is still an out-of-memory, and none reaches the driver. */
+START_TEST(passthrough_refused_bad_arguments_get_driver_codes)
+{
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr x;
+    CUstream bad = (CUstream)(uintptr_t)0x1234;
+    size_t huge = (size_t)1 << 40;
+    ck_assert_int_eq(cuMemAllocManaged(&x, huge, 7), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemAllocFromPoolAsync(&x, huge, NULL, bad), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuMemAllocAsync(&x, huge, bad), CUDA_ERROR_INVALID_HANDLE);
+    CUmemAllocationProp prop = {0};
+    prop.type = (CUmemAllocationType)77;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    ck_assert_int_eq(cuMemCreate(&h, huge, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    /* and valid ones past the cap: out of memory */
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ck_assert_int_eq(cuMemCreate(&h, huge, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(cuMemAllocManaged(&x, huge, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(cuMemAllocAsync(&x, huge, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.managed_alloc_calls + c.async_alloc_calls + c.pool_alloc_calls +
+                          c.create_calls, 0);
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+}
+END_TEST
+
 START_TEST(passthrough_counts_toward_cap)
 {
     pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -368,6 +399,7 @@ TCase *pt_tcase_cap(void)
     tcase_add_test(tc, cap_percent);
     tcase_add_test(tc, meminfo_free_tracks_use);
     tcase_add_test(tc, passthrough_counts_toward_cap);
+    tcase_add_test(tc, passthrough_refused_bad_arguments_get_driver_codes);
     tcase_add_test(tc, handle_counted_until_released_and_unmapped);
     tcase_add_test(tc, handle_without_context_counted);
     tcase_add_test(tc, handle_on_missing_device_not_counted);

@@ -67,18 +67,35 @@ GA_NO_SANITIZE static int ga_is_dlsym_name(const char *s)
 }
 
 static void *ga_dlsym_lookup(void *handle, const char *symbol);
+static void *ga_dlsym_next_cuda(const char *symbol);
 
 /* RTLD_NEXT means "after the caller", and glibc finds the caller from its own return address: so
  * that lookup must be a tail jump into the real dlsym, which then sees our caller's return address
  * (a later interposer gets the definition after itself, not its own wrapper back). The optimize
- * attribute keeps it a jump in -O0/-O1 sanitizer builds too. What RTLD_NEXT finds is right as is:
- * after an object loaded before the shim, it is the shim's hook; after the shim, the driver. */
+ * attribute keeps it a jump in -O0/-O1 sanitizer builds too. A CUDA name is the exception
+ * (ga_dlsym_next_cuda). */
 GA_NO_SANITIZE GA_EXPORT __attribute__((optimize("optimize-sibling-calls")))
 void *dlsym(void *handle, const char *symbol)
 {
-    if (handle == RTLD_NEXT)
+    if (handle == RTLD_NEXT) {
+        if (symbol[0] == 'c' && symbol[1] == 'u')
+            return ga_dlsym_next_cuda(symbol);
         return ga_real_dlsym_fn()(handle, symbol);
+    }
     return ga_dlsym_lookup(handle, symbol);
+}
+
+/* RTLD_NEXT for a CUDA name: what comes after any object is the shim's hook (for an object before
+ * the shim) or the driver's function (after it), so the lookup is made after the shim and a
+ * driver function the shim hooks is answered with its hook, as every other lookup is. Every
+ * library a program loads lies after the preloaded shim, and one looking up cuMemAlloc_v2 with
+ * RTLD_NEXT got the driver's own, past the cap and uncounted (an outside test, 2026-12-06). */
+static void *ga_dlsym_next_cuda(const char *symbol)
+{
+    void *found = ga_real_dlsym(RTLD_NEXT, symbol);
+    if (!found || ga_tl_busy)
+        return found;
+    return ga_dlsym_cuda(RTLD_NEXT, symbol, found);
 }
 
 GA_NO_SANITIZE static void *ga_dlsym_lookup(void *handle, const char *symbol)

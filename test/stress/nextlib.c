@@ -12,6 +12,13 @@
 __attribute__((visibility("default"))) int ga_next_wrapped_calls;
 static __thread int depth;
 
+/* A CUDA name looked up the same way must come back as the shim's hook, not the driver's own
+ * function (which would allocate past the cap): stress_next.c compares it with the hook. */
+__attribute__((visibility("default"))) void *ga_next_cuda_alloc(void)
+{
+    return dlsym(RTLD_NEXT, "cuMemAlloc_v2");
+}
+
 __attribute__((visibility("default"))) pid_t getppid(void)
 {
     if (depth > 0)

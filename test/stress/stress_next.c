@@ -23,5 +23,14 @@ int main(void)
     pid_t got = getppid();
     tap(got == want && *calls == 1, "next: dlsym(RTLD_NEXT) in a library preloaded after the shim "
         "finds the next definition (getppid %d, want %d; -2 = found itself)", (int)got, (int)want);
+    /* the driver in the global scope, as for a program linked with -lcuda */
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    void *(*next_cuda)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "ga_next_cuda_alloc");
+    void *hook = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"); /* the shim's export, first in the order */
+    void *next = next_cuda ? next_cuda() : NULL;
+    tap(next && next == hook, "next: dlsym(RTLD_NEXT, \"cuMemAlloc_v2\") in that library is the "
+        "shim's hook (%p; the hook %p), not the driver's function past the cap", next, hook);
+    if (cuda)
+        dlclose(cuda);
     return 0;
 }

@@ -234,6 +234,12 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
         ga_pool_free(c->pool, c->pend[i].ptr, NULL);
     ga_fence_drop(c); /* pending chunks go with the pool */
     if (c->pool) {
+        /* Idle memory goes back first (vmm's kept granules, empty regions), so the context's
+         * entry counts those unmaps and releases and holds only what its live blocks held: it
+         * showed 64 MiB kept and reserved after the driver had them back, and 7 unmaps of the
+         * driver's 39 (an outside test, 2026-12-06). */
+        if (c->driver_gone < 2)
+            ga_pool_trim(c->pool);
         ga_pool_stats(c->pool, &c->final);
         c->has_final = 1;
         uint64_t kept = ga_ctx_orphan(c, driver_gone);

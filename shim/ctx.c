@@ -442,8 +442,19 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
     size_t initial = ga_opt.mode == GA_MODE_ARENA ? (size_t)ga_share_of(ga_devs[c->dev].cap) : 0;
     ga_pool_t *p = ga_pool_new(c, &be, initial);
     if (!p && initial) {
-        ga_log(GA_LOG_WARN, "could not preallocate %zu bytes on device %d; growing on demand "
-               "instead (lower GPUARENA_MEM_FRACTION or GPUARENA_LIMIT)", initial, c->dev);
+        /* Say what held the room: the process itself (another context's pool, the program's own
+         * managed, pool or cuMemCreate memory), where lowering the limit would not help, or the
+         * device (an outside test, 2026-12-06: the advice was the same either way). */
+        uint64_t held = ga_dev_held(c->dev), cap = ga_devs[c->dev].cap;
+        if (held && held + initial > cap)
+            ga_log(GA_LOG_WARN, "could not preallocate %zu bytes on device %d: the process "
+                   "already holds %llu of its cap of %llu bytes there (other contexts' pools, or "
+                   "memory the program allocated itself); growing on demand instead (a smaller "
+                   "GPUARENA_MEM_FRACTION leaves room for both, or GPUARENA_MODE=grow)",
+                   initial, c->dev, (unsigned long long)held, (unsigned long long)cap);
+        else
+            ga_log(GA_LOG_WARN, "could not preallocate %zu bytes on device %d; growing on demand "
+                   "instead (lower GPUARENA_MEM_FRACTION or GPUARENA_LIMIT)", initial, c->dev);
         p = ga_pool_new(c, &be, 0);
     }
     if (!p)

@@ -115,6 +115,29 @@ START_TEST(passthrough_refused_bad_arguments_get_driver_codes)
 }
 END_TEST
 
+/* The arena's preallocation refused because the program's own memory holds the cap: the warning
+ * says so (lowering the limit would not help), and the pool grows on demand. */
+static void prealloc_refused_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr m, p;
+    if (cuMemAllocManaged(&m, 40 * MiB, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS ||
+        cuMemAlloc(&p, 1 * MiB) != CUDA_SUCCESS)
+        exit(2);
+    exit(0);
+}
+
+START_TEST(prealloc_refused_names_what_holds_the_cap)
+{
+    char err[4096];
+    pt_env("GPUARENA_MODE=arena", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    ck_assert_int_eq(pt_run_child(prealloc_refused_child, NULL, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "could not preallocate 50331648 bytes on device 0: the process already "
+                              "holds 41943040 of its cap of 67108864 bytes there"), "%s", err);
+}
+END_TEST
+
 START_TEST(passthrough_counts_toward_cap)
 {
     pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -399,6 +422,7 @@ TCase *pt_tcase_cap(void)
     tcase_add_test(tc, cap_percent);
     tcase_add_test(tc, meminfo_free_tracks_use);
     tcase_add_test(tc, passthrough_counts_toward_cap);
+    tcase_add_test(tc, prealloc_refused_names_what_holds_the_cap);
     tcase_add_test(tc, passthrough_refused_bad_arguments_get_driver_codes);
     tcase_add_test(tc, handle_counted_until_released_and_unmapped);
     tcase_add_test(tc, handle_without_context_counted);

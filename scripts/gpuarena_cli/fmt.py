@@ -141,8 +141,12 @@ def human_bytes(n):
         return "-"
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if abs(n) < 1024 or unit == "EiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.2f} {unit}"
+        if unit == "B":
+            if abs(n) < 1024:
+                return f"{int(n)} B"
+        elif unit == "EiB" or float(f"{abs(n):.2f}") < 1024:
+            # tested as printed: 1048575 is "1.00 MiB", not "1024.00 KiB"
+            return f"{n:.2f} {unit}"
         n /= 1024
     return str(n)
 
@@ -152,9 +156,11 @@ def human_ns(ns):
     if ns is None:
         return "-"
     ns = float(ns)
+    shown = float(f"{ns:.3g}")  # the unit chosen as printed: 999999 is "1 ms", not "1e+03 us"
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if ns >= scale:
-            return f"{ns / scale:.3g} {unit}"
+        if shown >= scale:
+            v = ns / scale
+            return f"{v:.3g} {unit}" if v < 1000 else f"{v:.0f} {unit}"
     return f"{ns:.0f} ns"
 
 

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import gatest
 from gpuarena_cli import GaError
-from gpuarena_cli.fmt import human_bytes, parse_size, percent_of
+from gpuarena_cli.fmt import human_bytes, human_ns, parse_size, percent_of
 
 TABLE = os.path.join(gatest.REPO, "test", "sizes.tsv")
 TOOL = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
@@ -241,6 +241,21 @@ class HumanBytes(unittest.TestCase):
                         (1 << 50, "1.00 PiB"), (3 << 60, "3.00 EiB"),
                         ((1 << 64) - 1, "16.00 EiB")):
             self.assertEqual(human_bytes(n), text)
+
+    def test_unit_edges_as_printed(self):
+        # helper-40 F12: tested before rounding, 1048575 printed as 1024.00 KiB.
+        for n, text in ((1048575, "1.00 MiB"), ((1 << 30) - 1, "1.00 GiB"),
+                        (1048570, "1023.99 KiB"), (1023, "1023 B"), (-1048575, "-1.00 MiB")):
+            self.assertEqual(human_bytes(n), text)
+
+
+class HumanNs(unittest.TestCase):
+    def test_unit_edges_as_printed(self):
+        # helper-40 F12: %.3g of 999.999 printed 1e+03 us.
+        for ns, text in ((None, "-"), (0, "0 ns"), (999, "999 ns"), (999.6, "1 us"), (999.4, "999 ns"),
+                         (1500, "1.5 us"), (999999, "1 ms"), (999999999, "1 s"),
+                         (123456789, "123 ms"), (1234 * 10**9, "1234 s")):
+            self.assertEqual(human_ns(ns), text)
 
 
 if __name__ == "__main__":

@@ -380,15 +380,16 @@ def import_kineto(path, close=False):
 
 # ---------------------------------------------------------------- CSV formats
 
-def _csv_rows(path, expected):
-    """Rows of a CSV whose header must be exactly `expected` (case and spaces ignored)."""
+def _csv_rows(path, expected, raw=False):
+    """Rows of a CSV whose header must be exactly `expected` (case and spaces ignored). With raw,
+    quotes are plain characters and cells keep their blanks (as gpuarena-replay reads a CSV)."""
     data = _read_bytes(path)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise GaError(f"{path}: not UTF-8 text; expected a CSV with header "
                       f"{','.join(expected)}") from None
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text), quoting=csv.QUOTE_NONE if raw else csv.QUOTE_MINIMAL)
     try:
         header = next(reader, None)
         norm = [h.strip().lower() for h in header] if header else None
@@ -403,7 +404,7 @@ def _csv_rows(path, expected):
                 raise GaError(f"{path}: line {n}: {len(row)} fields, expected {len(expected)} "
                               f"({','.join(expected)})")
             last = n
-            yield n, [c.strip() for c in row]
+            yield n, row if raw else [c.strip() for c in row]
         if last and last == reader.line_num and not text.endswith(("\n", "\r")):
             # as gpuarena-replay's reader says it (allocator/lifetimes.c)
             print(f"gpuarena: {path}:{last}: the last row has no line end; if the file was cut "
@@ -413,6 +414,23 @@ def _csv_rows(path, expected):
         raise GaError(f"{path}: line {reader.line_num}: bad CSV ({e})") from None
 
 
+_LIFETIMES_NUMBER = re.compile(r"[ \t]*([0-9]+)[ \t]*")
+
+
+def _lifetimes_int(cell, path, where, what):
+    """A lifetimes field as gpuarena-replay's reader (allocator/lifetimes.c) takes it: ASCII digits
+    with blanks (space, tab) around, nothing else. int() also took 1_000, +2048, other white
+    space and non-ASCII digits, so one file replayed through one reader and not the other."""
+    m = _LIFETIMES_NUMBER.fullmatch(cell)
+    if m is None:
+        why = ("is negative" if cell.strip(" \t").startswith("-") else
+               "is empty" if not cell.strip(" \t") else "is not a number")
+        raise GaError(f"{path}: {where}: {what} {cell!r} {why}; a lifetimes field is the digits "
+                      "0-9 only (no sign, '_', quotes, fraction or exponent; spaces and tabs "
+                      "around it are fine): fix that row")
+    return _too_large(int(m.group(1)), path, where, what)
+
+
 def import_lifetimes(path, close=False):
     """Buffer lifetimes (id,lower,upper,size) -> trace: alloc at lower, free at upper, frees before
     allocs at equal times; addr = id, time_ns = the logical time. A row with lower == upper lives
@@ -420,9 +438,9 @@ def import_lifetimes(path, close=False):
     reader (allocator/lifetimes.c) orders it."""
     del close  # every buffer has its free already
     bufs, ids = [], set()
-    for n, (bid, lo, up, size) in _csv_rows(path, ("id", "lower", "upper", "size")):
+    for n, (bid, lo, up, size) in _csv_rows(path, ("id", "lower", "upper", "size"), raw=True):
         where = f"line {n}"
-        bid, lo, up, size = (_int(v, path, where, k) for v, k in
+        bid, lo, up, size = (_lifetimes_int(v, path, where, k) for v, k in
                              ((bid, "id"), (lo, "lower"), (up, "upper"), (size, "size")))
         if bid < 0 or lo < 0 or size <= 0:
             raise GaError(f"{path}: {where}: id, lower must be >= 0 and size > 0")

@@ -195,6 +195,28 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
                                  (5, tf.ALLOC, 1), (5, tf.ALLOC, 2), (5, tf.FREE, 1),
                                  (9, tf.FREE, 2)])
 
+    def test_csv_numbers_one_grammar_either_way(self):
+        """helper-40 F9: `gpuarena replay x.csv` read its numbers with Python's int(), which also
+        takes 1_000, +2048, any Unicode white space and digits (Arabic-Indic 3 read as 3), and a
+        quoted "1000"; gpuarena-replay refused them. Both readers now take or refuse each field
+        alike, and replay what they take to the same peak."""
+        cells = ["1000", " 1000 ", "\t1000\t", "1_000", "+2048", "-0", "\u0663000", "1000\u00a0",
+                 "\u20031000", "1000\v", '"1000"', "1.5", "1e3", "0x10", "", " ", "10 00",
+                 "\uff11000", "18446744073709551616", "18446744073709551615"]
+        for i, cell in enumerate(cells):
+            src = self.path(f"n{i}.csv")
+            with open(src, "w", encoding="utf-8", newline="") as f:
+                f.write(f"id,lower,upper,size\n0,0,10,{cell}\n{cell},1,10,4096\n")
+            c = tool("--json", "--mode", "platform", src)
+            py = gatest.cli_inproc("replay", src, "--json", "--mode", "platform", "--no-min")
+            self.assertEqual(py.returncode, c.returncode, (cell, c.stderr, py.stderr))
+            if c.returncode == 0:
+                self.assertEqual(json.loads(py.stdout)["peak_live"],
+                                 json.loads(c.stdout)["peak_live"], cell)
+            else:
+                self.assertTrue(py.stderr.startswith("gpuarena: "), (cell, py.stderr))
+                self.assertIn(f"n{i}.csv: line 2: ", py.stderr, cell)  # the first bad field
+
     def test_csv_last_row_without_line_end(self):
         """A CSV cut short mid-number read as a smaller last row without a word (a size 194560
         cut to 19). Both readers now name the row when the file does not end its last row, and

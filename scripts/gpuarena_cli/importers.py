@@ -91,14 +91,25 @@ def _too_large(n, path, where, what):
     return n
 
 
+_WHOLE = re.compile(r"[ \t]*[-+]?[0-9]+[ \t]*")
+
+
 def _int(value, path, where, what):
     """An integer field, or a GaError that says where the bad value is."""
+    shown = value
     if isinstance(value, bool):
         value = None
+    if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+        # int() dropped the fraction (Bytes 1000.9 read as 1000), where a lifetimes CSV refuses
+        # 1.5: every reader refuses a fraction, naming it
+        raise GaError(f"{path}: {where}: {what} {value!r} is not a whole number (it has a "
+                      "fraction); fix or remove that entry")
+    if isinstance(value, str) and not _WHOLE.fullmatch(value):
+        value = None  # int() also took 1_000 and non-ASCII digits
     try:
         n = int(value)
     except (TypeError, ValueError, OverflowError):
-        raise GaError(f"{path}: {where}: {what} {value!r} is not an integer; fix or remove that "
+        raise GaError(f"{path}: {where}: {what} {shown!r} is not an integer; fix or remove that "
                       "entry") from None
     return _too_large(n, path, where, what)
 

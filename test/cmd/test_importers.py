@@ -223,6 +223,55 @@ class Lifetimes(unittest.TestCase):
                          [(0, tf.ALLOC, 0), (5, tf.FREE, 0), (5, tf.ALLOC, 1), (9, tf.FREE, 1)])
 
 
+class WholeNumbers(unittest.TestCase):
+    """helper-40 F8: a fractional Kineto Bytes (1000.9) or snapshot size (512.7) / time_us (1.9)
+    was cut to its whole part without a word, where a lifetimes CSV refuses 1.5. Each is refused
+    now, naming the file, the entry and the field; a float with no fraction (4096.0) is read."""
+
+    def kineto(self, nbytes):
+        freed = -4096 if isinstance(nbytes, str) else -nbytes
+        evs = [{"name": "[memory]", "ph": "i", "ts": 1, "args": {"Device Type": 1, "Device Id": 0,
+                                                                "Addr": 100, "Bytes": nbytes}},
+               {"name": "[memory]", "ph": "i", "ts": 2, "args": {"Device Type": 1, "Device Id": 0,
+                                                                "Addr": 100, "Bytes": freed}}]
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump({"traceEvents": evs}, f)
+            f.flush()
+            return importers.import_kineto(f.name)
+
+    def snapshot(self, size, time_us):
+        snap = {"segments": [], "device_traces": [[
+            {"action": "alloc", "addr": 1, "size": size, "stream": 0, "time_us": time_us},
+            {"action": "free_completed", "addr": 1, "size": size, "time_us": 5}]]}
+        with tempfile.NamedTemporaryFile("wb", suffix=".pickle") as f:
+            pickle.dump(snap, f, protocol=2)
+            f.flush()
+            return importers.import_snapshot(f.name)
+
+    def test_fractions_refused(self):
+        for load, args, needle in ((self.kineto, (1000.9,), "traceEvents[0]: Bytes 1000.9"),
+                                   (self.snapshot, (512.7, 1), "size 512.7"),
+                                   (self.snapshot, (512, 1.9), "time_us 1.9")):
+            with self.subTest(needle=needle):
+                with self.assertRaises(GaError) as e:
+                    load(*args)
+                self.assertIn(needle, str(e.exception))
+                self.assertIn("is not a whole number", str(e.exception))
+                self.assertIn(".json: " if load == self.kineto else ".pickle: ",
+                              str(e.exception))
+
+    def test_whole_floats_read(self):
+        trace, _ = self.kineto(4096.0)
+        self.assertEqual([ev[tf.T_SIZE] for ev in trace.events], [4096, 4096])
+        trace, _ = self.snapshot(512.0, 1.0)
+        self.assertEqual([ev[tf.T_SIZE] for ev in trace.events], [512, 512])
+
+    def test_python_literal_strings_refused(self):
+        for text in ("1_000", "\u0663000"):
+            with self.subTest(text=text), self.assertRaises(GaError):
+                self.kineto(text)
+
+
 class Rmm(unittest.TestCase):
     def load(self, text, **kw):
         with tempfile.NamedTemporaryFile("w", suffix=".csv") as f:

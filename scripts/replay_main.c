@@ -38,7 +38,7 @@ typedef struct options {
     size_t arena_size, limit;
     size_t keep, granularity; /* vmm; keep_set: --vmm-keep given (0 is a value) */
     int keep_set;
-    int device; /* --device N: only that device's events; -1: not given */
+    int device, has_device; /* --device N: only that device's events */
     int want_min, check, json;
     const char *format; /* NULL = auto */
     const char *path;
@@ -212,9 +212,12 @@ static int parse_opt(options_t *o, const char *a, const char *v)
         char *end;
         errno = 0;
         long d = strtol(v, &end, 10);
-        if (!*v || *end || errno || d < 0 || d > 32767 || (v[0] < '0' || v[0] > '9'))
-            return usage_error("--device takes a device number from 0 to 32767, not", v);
+        /* negative numbers too: a trace's device is 16 bits, and -7 is a device of its own */
+        const char *digits = v[0] == '-' ? v + 1 : v;
+        if (!*v || *end || errno || d < -32768 || d > 32767 || digits[0] < '0' || digits[0] > '9')
+            return usage_error("--device takes a device number from -32768 to 32767, not", v);
         o->device = (int)d;
+        o->has_device = 1;
     }
     return 0;
 }
@@ -325,19 +328,27 @@ static int check_regular(const char *path)
     return -1;
 }
 
+/* Device -1 on a free is the shim's "no device": the free of a pointer no pool owned (passed to
+ * the driver or refused), no pool's event (shim/alloc.c). Every other number is a device, negative
+ * ones too: counting only 0 and up replayed events on -7 and on 0 through one pool. */
+static int no_device(const ga_event_t *e)
+{
+    return e->device == -1 && e->kind == GA_EV_FREE;
+}
+
 /* The devices the events name, in order, listed into buf ("0, 1"); their number. */
 static int list_devices(const ga_trace_t *t, char *buf, size_t len)
 {
-    static unsigned char seen[32768];
+    static unsigned char seen[65536];
     memset(seen, 0, sizeof seen);
     for (size_t i = 0; i < t->count; i++)
-        if (t->events[i].device >= 0)
-            seen[t->events[i].device] = 1;
+        if (!no_device(&t->events[i]))
+            seen[t->events[i].device + 32768] = 1;
     int n = 0;
     size_t used = 0;
     buf[0] = '\0';
-    for (int d = 0; d < 32768; d++) {
-        if (!seen[d])
+    for (int d = -32768; d < 32768; d++) {
+        if (!seen[d + 32768])
             continue;
         if (n++ < 8 && used < len)
             used += (size_t)snprintf(buf + used, len - used, "%s%d", n > 1 ? ", " : "", d);
@@ -354,7 +365,7 @@ static int pick_device(const options_t *o, ga_trace_t *t)
 {
     char devs[256];
     int n = list_devices(t, devs, sizeof devs);
-    if (o->device < 0) {
+    if (!o->has_device) {
         if (n <= 1)
             return 0;
         fprintf(stderr, "gpuarena: %s has events on %d devices (%s); gpuarena keeps one pool per "
@@ -548,7 +559,7 @@ static void print_json(const options_t *o, const ga_trace_t *t, const mode_run_t
     printf(", \"format\": \"%s\", \"version\": \"%s\", \"events\": %zu, \"truncated_bytes\": %zu, "
            "\"peak_live\": %zu",
            o->format, GA_VERSION, t->count, t->truncated_bytes, peak);
-    if (o->device >= 0)
+    if (o->has_device)
         printf(", \"device\": %d", o->device);
     print_json_units();
     printf(", \"modes\": {");
@@ -612,7 +623,7 @@ static void print_table(const options_t *o, const ga_trace_t *t, const mode_run_
 
 int main(int argc, char **argv)
 {
-    options_t o = {.device = -1};
+    options_t o = {.device = 0};
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;

@@ -61,9 +61,10 @@ KEEP_HELP = ("vmm: wholly free granules kept mapped, as GPUARENA_VMM_KEEP (e.g. 
 
 
 def _device(text):
-    """A device number, 0 to 32767 (a trace records it in 16 bits), as gpuarena-replay takes."""
-    if not text.isdigit() or int(text) > 32767:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a device number (0 to 32767)")
+    """A device number, -32768 to 32767 (a trace records it in 16 bits), as gpuarena-replay
+    takes: ASCII digits with an optional minus."""
+    if not re.fullmatch(r"-?[0-9]+", text) or not -32768 <= int(text) <= 32767:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a device number (-32768 to 32767)")
     return int(text)
 
 

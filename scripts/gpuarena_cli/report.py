@@ -197,10 +197,11 @@ def reserved_series(trace, mode, vmm_keep=None):
         return None, "the trace is empty"
     if paths.replay_tool(required=False) is None:
         return None, "the replay tool gpuarena-replay is not built (run `make`)"
-    # Device -1 marks what the shim could not place on a device (the free of a pointer it does
-    # not own, passed to the driver or refused): no pool's event. The replay tool leaves such
-    # events out of its device count too, and takes no --device -1.
-    devices = sorted({ev[tf.T_DEVICE] for ev in trace.events if ev[tf.T_DEVICE] >= 0})
+    # Device -1 on a free marks what the shim could not place on a device (the free of a pointer
+    # it does not own, passed to the driver or refused): no pool's event. The replay tool leaves
+    # such events out of its device count too; every other number, negative too, is a device.
+    devices = sorted({ev[tf.T_DEVICE] for ev in trace.events
+                      if not (ev[tf.T_DEVICE] == -1 and ev[tf.T_KIND] == tf.FREE)})
     out = {}
     with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
         path = os.path.join(tmp, "t.gatrace")

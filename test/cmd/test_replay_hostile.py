@@ -285,7 +285,7 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
         p = tool("--device", "2", src)
         self.assertEqual(p.returncode, 1)
         self.assertIn("no events on device 2 (its devices: 0, 1)", p.stderr)
-        for bad in ("-1", "x", "32768", "1.0", ""):
+        for bad in ("x", "32768", "-32769", "1.0", "", "-", "+1"):
             p = tool("--device", bad, src)
             self.assertEqual(p.returncode, 2, bad)
             self.assertIn("--device takes a device number", p.stderr)
@@ -305,6 +305,39 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
                    if e["ph"] == "C" and e["name"] == "reserved" and e["pid"] == dev]
             want = json.loads(tool("--json", "--mode", "grow", "--device", dev, src).stdout)
             self.assertEqual(max(res), want["modes"]["grow"]["peak_reserved"], dev)
+
+    def test_negative_devices_are_devices(self):
+        """helper-40 F10: only devices 0 and up were counted, so events on device 0 and on -7
+        replayed through one pool without the "events on 2 devices" refusal, --device 0 dropped
+        the -7 events without a word, and --device -7 was refused. A negative number is a device
+        now; only device -1 on a free (the shim's free of a pointer no pool owns) is none."""
+        m = 1 << 20
+        evs = [tf.event(0, 0x1000, 3 * m, tf.ALLOC, device=0),
+               tf.event(1, 0x1000, 2 * m, tf.ALLOC, device=-7),
+               tf.event(2, 0x1000, 0, tf.FREE, device=-7),
+               tf.event(3, 0x1000, 0, tf.FREE, device=0)]
+        src = write_trace(self.path("neg.gatrace"), evs)
+        p = tool("--json", src)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("has events on 2 devices (-7, 0)", p.stderr)
+        py = gatest.cli_inproc("replay", src, "--no-min")
+        self.assertCleanError(py, "has events on 2 devices (-7, 0)")
+        for dev, peak in ((0, 3 * m), (-7, 2 * m)):
+            p = tool("--json", "--mode", "platform", "--device", dev, src)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            doc = json.loads(p.stdout)
+            self.assertEqual((doc["device"], doc["events"], doc["peak_live"]), (dev, 2, peak))
+            py = gatest.cli_inproc("replay", src, "--json", "--no-min", "--mode", "platform",
+                                   "--device", str(dev))
+            self.assertEqual(py.returncode, 0, py.stderr)
+            self.assertEqual(json.loads(py.stdout)["peak_live"], peak)
+        # the shim's own device -1: a free no pool owned (here a double free, refused) is no
+        # device's event, so a one-device trace with it replays without --device as before
+        one = write_trace(self.path("one.gatrace"), evs[:1] + evs[3:] + [
+            tf.event(4, 0x1000, 0, tf.FREE, device=-1, result=1)])
+        p = tool("--json", "--mode", "platform", one)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["peak_live"], 3 * m)
 
     def test_edges_by_hand_every_mode(self):
         """Every size edge of the unit and the granule, checked against figures computed here,

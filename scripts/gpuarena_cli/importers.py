@@ -114,6 +114,16 @@ def _int(value, path, where, what):
     return _too_large(n, path, where, what)
 
 
+def _device(value, path, where, what):
+    """A device number as a trace stores it (16 bits): one outside -32768..32767 was clamped to
+    the edge, and two devices (40000 and 50000) merged into one pool without a word."""
+    n = _int(value, path, where, what)
+    if not -32768 <= n <= 32767:
+        raise GaError(f"{path}: {where}: {what} {n} is outside -32768..32767, the device numbers "
+                      "a gpuarena trace holds (16 bits); renumber the devices of the file")
+    return n
+
+
 # ---------------------------------------------------------------- PyTorch memory snapshots
 
 class _Refused(pickle.UnpicklingError):
@@ -165,7 +175,7 @@ def _snapshot_segments_before(path, snap, seen_allocs):
     for j, seg in enumerate(snap.get("segments") or []):
         if not isinstance(seg, dict):
             raise GaError(f"{path}: segments[{j}] is not a dict; the snapshot is damaged")
-        dev = _int(seg.get("device", 0), path, f"segments[{j}]", "device")
+        dev = _device(seg.get("device", 0), path, f"segments[{j}]", "device")
         addr = _int(seg.get("address"), path, f"segments[{j}]", "address")
         if (dev, addr) not in seen_allocs:
             size = _int(seg.get("total_size"), path, f"segments[{j}]", "total_size")
@@ -193,7 +203,7 @@ def _snapshot_blocks_before(path, snap, rows):
     for j, seg in enumerate(snap.get("segments") or []):
         if not isinstance(seg, dict):
             raise GaError(f"{path}: segments[{j}] is not a dict; the snapshot is damaged")
-        dev = _int(seg.get("device", 0), path, f"segments[{j}]", "device")
+        dev = _device(seg.get("device", 0), path, f"segments[{j}]", "device")
         stream = _int(seg.get("stream", 0) or 0, path, f"segments[{j}]", "stream")
         for k, b in enumerate(seg.get("blocks") or []):
             where = f"segments[{j}].blocks[{k}]"
@@ -312,7 +322,7 @@ def _kineto_rows(path, doc):
         nbytes = _int(args.get("Bytes"), path, where, "Bytes")
         addr = args.get("Addr")
         addr = None if addr is None else _int(addr, path, where, "Addr")
-        dev = _int(args.get("Device Id", 0), path, where, "Device Id")
+        dev = _device(args.get("Device Id", 0), path, where, "Device Id")
         total = args.get("Total Allocated")
         total = None if total is None else _int(total, path, where, "Total Allocated")
         rows.append((ts, i, dev, addr, nbytes, e.get("tid", 0), total))

@@ -266,6 +266,25 @@ class WholeNumbers(unittest.TestCase):
         trace, _ = self.snapshot(512.0, 1.0)
         self.assertEqual([ev[tf.T_SIZE] for ev in trace.events], [512, 512])
 
+    def test_device_outside_16_bits_refused(self):
+        # helper-40 F7: Device Id 40000 and 50000 were both clamped to 32767, one pool for two
+        # devices; now refused, naming the event. The edges themselves are read.
+        for dev, ok in ((40000, False), (32768, False), (-32769, False), (32767, True),
+                        (-32768, True)):
+            evs = [{"name": "[memory]", "ph": "i", "ts": 1,
+                    "args": {"Device Type": 1, "Device Id": dev, "Addr": 100, "Bytes": 4096}}]
+            with self.subTest(dev=dev), tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+                json.dump({"traceEvents": evs}, f)
+                f.flush()
+                if ok:
+                    trace, _ = importers.import_kineto(f.name)
+                    self.assertEqual([ev[tf.T_DEVICE] for ev in trace.events], [dev])
+                    continue
+                with self.assertRaises(GaError) as e:
+                    importers.import_kineto(f.name)
+                self.assertIn(f"traceEvents[0]: Device Id {dev} is outside -32768..32767",
+                              str(e.exception))
+
     def test_python_literal_strings_refused(self):
         for text in ("1_000", "\u0663000"):
             with self.subTest(text=text), self.assertRaises(GaError):

@@ -528,6 +528,7 @@ def import_rmm(path, close=False, time_unit="s"):
     day = 86400 * 10**9
     wrap = 0
     numeric = 0  # rows whose Time is a number: the only ones --time-unit reads
+    rows, late, hi = [], 0, None
     for n, (thread, tm, action, ptr, size, stream) in _csv_rows(path, RMM_HEADER):
         where = f"line {n}"
         t = _rmm_time(tm, time_unit, path, where)
@@ -535,9 +536,10 @@ def import_rmm(path, close=False, time_unit="s"):
         if prev is not None and _HMS.match(tm) and t + wrap < prev - day // 2:
             wrap += day  # an HH:MM:SS clock went past midnight
         t += wrap
+        late += hi is not None and t < hi  # earlier than a row above it
+        hi = t if hi is None else max(hi, t)
         prev = t
-        t0 = t if t0 is None else t0
-        tns = max(t - t0, 0)
+        t0 = t if t0 is None else min(t0, t)
         size = _int(size or 0, path, where, "Size")
         stream = _hex_or_int(stream, path, where, "Stream")
         tid = _hex_or_int(thread, path, where, "Thread") if thread else 0
@@ -545,18 +547,30 @@ def import_rmm(path, close=False, time_unit="s"):
         if act == "allocate":
             if size <= 0:
                 raise GaError(f"{path}: {where}: allocate of {size} bytes; Size must be > 0")
-            p.alloc(tns, 0, _hex_or_int(ptr, path, where, "Pointer"), size, stream, tid)
-        elif act == "free":
-            p.free(tns, 0, _hex_or_int(ptr, path, where, "Pointer"), stream, tid)
-        elif act == "allocate failure":
-            p.failed(tns, 0, size, stream, tid)
-        else:
+        elif act not in ("free", "allocate failure"):
             raise GaError(f"{path}: {where}: Action {action!r} is not allocate, free or "
                           "allocate failure")
+        key = _hex_or_int(ptr, path, where, "Pointer") if act != "allocate failure" else 0
+        rows.append((t, len(rows), act, key, size, stream, tid))
+    # Threads write an RMM log out of time order: the rows are paired in time order (file order
+    # where times are equal) from the earliest time. Paired in file order from the first row's
+    # time, earlier rows all became time 0 and the peak changed with the order of the lines.
+    rows.sort()
+    tns = 0
+    for t, _, act, key, size, stream, tid in rows:
+        tns = t - t0
+        if act == "allocate":
+            p.alloc(tns, 0, key, size, stream, tid)
+        elif act == "free":
+            p.free(tns, 0, key, stream, tid)
+        else:
+            p.failed(tns, 0, size, stream, tid)
+    if late:
+        p.counts["rows_out_of_time_order"] = late
     if time_unit != "s" and t0 is not None and not numeric:
         raise UsageError(f"--time-unit {time_unit}: {path} gives its times as clock times "
                          "(HH:MM:SS.ffffff), which need no unit; drop --time-unit")
-    return p.finish(close, tns if t0 is not None else 0)
+    return p.finish(close, tns)
 
 
 # ---------------------------------------------------------------- detection and dispatch

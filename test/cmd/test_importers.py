@@ -318,6 +318,27 @@ class Rmm(unittest.TestCase):
         self.assertEqual(counts["failed_allocs"], 1)
         self.assertEqual(counts["live_at_end"], 1)
 
+    def test_rows_out_of_time_order(self):
+        """helper-40 F4: a threaded RMM log is not written in time order. Rows earlier than the
+        first row all became time 0 and pairing went by line order, so one log in two line orders
+        gave peaks of 2 MiB and 1 MiB (1 MiB by time). Rows are paired in time order now, from
+        the earliest time, and the summary counts the rows earlier than a row above them."""
+        rows = ["1,10:00:00.000005,allocate,0xA000,1048576,0x0",
+                "2,10:00:00.000003,allocate,0xB000,1048576,0x0",
+                "2,10:00:00.000004,free,0xB000,1048576,0x0",
+                "1,10:00:00.000006,free,0xA000,1048576,0x0"]
+        head = "Thread,Time,Action,Pointer,Size,Stream\n"
+        for order, late in (((0, 1, 2, 3), 2), ((1, 0, 2, 3), 1), ((1, 2, 0, 3), 0),
+                            ((3, 2, 1, 0), 3)):
+            with self.subTest(order=order):
+                trace, counts = self.load(head + "".join(rows[i] + "\n" for i in order))
+                self.assertEqual([(ev[tf.T_TIME], ev[tf.T_KIND], ev[tf.T_ADDR])
+                                  for ev in trace.events],
+                                 [(0, tf.ALLOC, 0xB000), (1000, tf.FREE, 0xB000),
+                                  (2000, tf.ALLOC, 0xA000), (3000, tf.FREE, 0xA000)])
+                self.assertEqual(counts.get("rows_out_of_time_order", 0), late)
+                self.assertEqual(counts["frees_without_alloc_dropped"], 0)
+
     def test_numeric_times(self):
         text = ("Thread,Time,Action,Pointer,Size,Stream\n1,1.5,allocate,0x1000,512,0\n"
                 "1,2.0,free,0x1000,512,0\n")

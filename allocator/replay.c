@@ -156,6 +156,9 @@ static int do_alloc(run_t *r, const op_t *op, size_t idx)
     ga_status_t st = r->no_room ? GA_ENOMEM : ga_pool_alloc(r->pool, op->size, &ptr);
     if (r->no_room && (op->size == 0 || op->size > SIZE_MAX - (GA_ALIGN - 1)))
         st = GA_EINVAL; /* what the pool says of these sizes, room or not */
+    if (st == GA_EINVAL && op->size != 0)
+        st = GA_ENOMEM; /* 2^64-511 up: its rounding wraps, and no address space places it, as
+                         * none places 2^62: a failed allocation, not a silent "invalid" one */
     if (st == GA_EINVAL) {
         e->state = ENTRY_INVALID;
         r->res->invalid_allocs++;

@@ -645,10 +645,14 @@ int main(int argc, char **argv)
                                        mode reports its failed allocation */
         peak = (size_t)pr.peak_in_use;
     } else if (pr.first_oom < t.count) { /* said, so the failures are not read as a real OOM */
-        fprintf(stderr, "gpuarena: %s: the block of %" PRIu64 " bytes at event %zu is more than "
-                "the replay's address space can place; every mode counts it as a failed "
-                "allocation, and peak_live is 0\n", o.path, (uint64_t)t.events[pr.first_oom].size,
-                pr.first_oom);
+        uint64_t big = t.events[pr.first_oom].size;
+        fprintf(stderr, "gpuarena: %s: the block of %" PRIu64 " bytes at event %zu%s is more than "
+                "the replay's address space can place (with what is live then); each mode counts "
+                "every block it cannot place as a failed allocation (%" PRIu64 " in platform "
+                "mode), no size runs the trace, and peak_live is 0; fix or remove that "
+                "event\n", o.path, big, pr.first_oom,
+                big > ((uint64_t)1 << 63) ? " (over 2^63: a negative size written unsigned?)" : "",
+                pr.failed_allocs);
     }
     for (int m = 0; m < GA_MODE_COUNT && rc < 0; m++)
         if (o.modes[m] && run_mode(&t, &o, (ga_replay_mode_t)m, peak, &runs[m]) != 0)

@@ -122,6 +122,37 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
                           "address space can place", p.stderr)
             self.assertEqual(json.loads(p.stdout)["peak_live"], 0)
 
+    def test_blocks_no_mode_places_are_said(self):
+        """helper-40 F3: a block of 2^64-511..2^64-1 bytes (a size of -1 written unsigned) was
+        counted as "invalid" with no word, and left out of peak_live; and the line said of 2^60
+        blocks claimed every mode failed while grow and platform served 3 of 17. Each such block
+        is a failed allocation now, said, with the platform count, and no size runs the trace."""
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "max.csv")
+            for size in ((1 << 64) - 1, (1 << 64) - 511):
+                with open(src, "w") as f:
+                    f.write(f"id,lower,upper,size\n0,0,10,{size}\n1,1,10,1\n")
+                p = gatest.cli("replay", src, "--json")
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn(f"the block of {size} bytes at event 0 (over 2^63: a negative size "
+                              "written unsigned?) is more than the replay's address space can "
+                              "place", p.stderr)
+                self.assertIn("(1 in platform mode)", p.stderr)
+                doc = json.loads(p.stdout)
+                self.assertEqual(doc["peak_live"], 0)
+                for m, r in doc["modes"].items():
+                    self.assertEqual((r["invalid_allocs"], r["failed_allocs"], r["first_oom"],
+                                      r["min_size"], r["allocs"]), (0, 1, 0, None, 1), m)
+            with open(src, "w") as f:
+                f.write("id,lower,upper,size\n")
+                f.writelines(f"{i},0,10,{1 << 60}\n" for i in range(17))
+            p = gatest.cli("replay", src, "--json", "--no-min", "--mode", "platform")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            served = json.loads(p.stdout)["modes"]["platform"]["allocs"]
+            self.assertGreater(served, 0)
+            self.assertIn(f"({17 - served} in platform mode)", p.stderr)
+            self.assertNotIn("every mode", p.stderr)
+
     def test_tool_timeline(self):
         """gpuarena-replay --timeline: one CSV line per event, in use from the sizes alone, and
         its maxima are the JSON peaks; it refuses several modes and an unwritable path."""

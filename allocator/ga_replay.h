@@ -69,7 +69,8 @@ typedef struct ga_replay_opts {
     X(frees, count, "frees served")                                                         \
     X(unmatched_frees, count, "frees of an address never allocated (skipped)")              \
     X(reused_addrs, count, "allocs at an address still live: the old one was freed first") \
-    X(skipped, count, "events skipped: failed allocs recorded in the trace, non-zero results") \
+    X(skipped, count, "events skipped: non-zero results (not a recorded OOM), unknown kinds") \
+    X(recorded_failures, count, "recorded OOMs tried: freed at once if served, else failed") \
     X(invalid_allocs, count, "allocs the pool rejected as invalid (size 0)")                \
     X(failed_allocs, count, "allocations that ran out of memory in replay")                 \
     X(peak_in_use, bytes, "highest bytes live, rounded to GA_ALIGN")                        \

@@ -409,7 +409,8 @@ static int load(options_t *o, ga_trace_t *t)
     return 0;
 }
 
-/* The timeline CSV: one line per replayed event, written through stdio's buffer. */
+/* The timeline CSV: one line per replayed event (two for a recorded out-of-memory tried and served:
+ * its moment of use, then after its free), written through stdio's buffer. */
 typedef struct timeline {
     FILE *f;
 } timeline_t;

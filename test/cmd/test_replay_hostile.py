@@ -339,6 +339,46 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(json.loads(p.stdout)["peak_live"], 3 * m)
 
+    def test_recorded_oom_is_tried(self):
+        """helper-40 F1: an allocation that ran out of memory in the recorded run was skipped, so
+        replay said the trace fits in less than the run had (failed allocs 0, min size 896 MiB
+        where the request tried gives 1.12 GiB). It is tried now: freed at once when served,
+        counted in recorded_failures, and in failed_allocs when it fails here too, so min size
+        covers it. A failure of another kind (result 1) is still skipped."""
+        m = 1 << 20
+        evs = [tf.event(0, 0xA, m, tf.ALLOC), tf.event(1, 0xB, m, tf.ALLOC),
+               tf.event(2, 0xC, m, tf.ALLOC), tf.event(3, 0xB, 0, tf.FREE),
+               tf.event(4, 0, 2 * m, tf.ALLOC_FAILED, result=tf.CUDA_ERROR_OUT_OF_MEMORY),
+               tf.event(5, 0, 8 * m, tf.ALLOC_FAILED, result=1),
+               tf.event(6, 0xA, 0, tf.FREE), tf.event(7, 0xC, 0, tf.FREE)]
+        src = write_trace(self.path("oom.gatrace"), evs)
+        p = tool("--json", "--min", src, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["peak_live"], 4 * m)  # A and C live with the 2 MiB try
+        for mode, r in doc["modes"].items():
+            self.assertEqual((r["recorded_failures"], r["skipped"], r["allocs"], r["frees"]),
+                             (1, 1, 3, 3), mode)
+            self.assertEqual(r["peak_in_use"], 4 * m, mode)
+            self.assertGreaterEqual(r["min_size"], 4 * m, mode)
+        self.assertEqual(doc["modes"]["platform"]["min_size"], 4 * m)
+        # under a cap that held the run's 3 MiB, the try fails here too: a failed allocation
+        p = tool("--json", "--mode", "platform", "--limit", "3MiB", src)
+        r = json.loads(p.stdout)["modes"]["platform"]
+        self.assertEqual((r["failed_allocs"], r["first_oom"], r["peak_in_use"]), (1, 4, 3 * m))
+        table = gatest.cli("replay", src, "--mode", "platform", "--no-min")
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertRegex(table.stdout, r"(?m)^recorded failures +1$")
+        # the curve shows the try's moment: report's check of its peak against the tool's holds
+        for mode in ("platform", "vmm"):
+            rep = gatest.cli("report", src, "-o", self.path(f"rep-{mode}"), "--mode", mode)
+            self.assertEqual(rep.returncode, 0, rep.stderr)
+            self.assertNotIn("not drawing", rep.stderr)
+        # a trace without a recorded failure has the field at 0 and nothing else changes
+        plain = write_trace(self.path("plain.gatrace"), evs[:4] + evs[6:])
+        r = json.loads(tool("--json", "--mode", "platform", plain).stdout)["modes"]["platform"]
+        self.assertEqual((r["recorded_failures"], r["peak_in_use"], r["skipped"]), (0, 3 * m, 0))
+
     def test_edges_by_hand_every_mode(self):
         """Every size edge of the unit and the granule, checked against figures computed here,
         with the invariant checker after every event."""

@@ -434,8 +434,9 @@ void ga_fence_drop(ga_ctx_t *c)
 
 /* The program's own synchronisation. cuCtxSynchronize (the runtime's cudaDeviceSynchronize calls
  * it, or the _v2 that names a context) returns once the device has finished all the context's
- * work queued before the call, on every stream, so each chunk pending when it began has been
- * passed: they go back to the pool as it returns. The next allocation then has nothing to
+ * work queued before the call, on every stream, so each chunk cuMemFree left pending when it
+ * began has been passed: they go back to the pool as it returns (a cuMemFreeAsync's chunk when
+ * its event says its stream passed it). The next allocation then has nothing to
  * synchronise, and memory the frees gave back (granules under GPUARENA_VMM_KEEP=0, chunks that
  * empty a grow-mode region used again) is the pool's or the device's again without waiting for
  * this process's next allocation, which a group's other members may be waiting for.
@@ -462,15 +463,22 @@ void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m)
         return;
     ga_mutex_lock(&c->lock);
     if (m.n && c->pend_gen == m.gen && m.n <= c->npend && c->pool && !atomic_load(&c->dead)) {
-        for (size_t i = 0; i < m.n; i++) {
+        /* A cuMemFreeAsync's entry is passed when its event says so, not by this synchronisation:
+         * its stream may belong to another context, which this one does not wait for (helper-42
+         * F1). The entries kept stay first, in order. */
+        size_t kept = 0;
+        for (size_t i = 0; i < c->npend; i++) {
             const ga_pending_t *e = &c->pend[i];
+            if (i >= m.n || (e->ev && ga_real.cuEventQuery(e->ev) == CUDA_ERROR_NOT_READY)) {
+                c->pend[kept++] = *e;
+                continue;
+            }
             c->pend_bytes -= e->size;
             c->npend_ev -= e->ev != NULL;
             ga_event_put(c, e->ev);
             ga_pool_free(c->pool, e->ptr, NULL);
         }
-        c->npend -= m.n;
-        memmove(c->pend, c->pend + m.n, c->npend * sizeof *c->pend);
+        c->npend = kept;
         c->pend_gen++;
         c->counts.pending_bytes = c->pend_bytes;
         c->counts.program_syncs++;

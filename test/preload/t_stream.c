@@ -365,6 +365,55 @@ START_TEST(program_sync_of_another_context_passes_nothing)
 }
 END_TEST
 
+/* The program's own cuCtxSynchronize in context A passes nothing queued on context B's streams:
+ * A's block freed with cuMemFreeAsync on a stream of B (held by a gate behind a kernel writing the
+ * block) stays pending through A's synchronisation, so A's next allocation never receives it
+ * while the kernel may still write (helper-42 F1). arg: "async" (the block from
+ * cuMemAllocAsync) or "sync" (cuMemAlloc). */
+static void xctx_async_child(void *arg)
+{
+    int from_async = !strcmp((const char *)arg, "async");
+    CUcontext a = pt_start(), b;
+    CUdevice dev;
+    CUstream sa, sb;
+    CUdeviceptr p, q;
+    unsigned gate;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&b, NULL, 0, dev) || cuCtxSetCurrent(a) ||
+        cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING))
+        exit(2);
+    if (from_async ? cuMemAllocAsync(&p, N, sa) || cuStreamSynchronize(sa) : cuMemAlloc(&p, N))
+        exit(3);
+    if (cuCtxSetCurrent(b) || cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) ||
+        simcuda_gate(sb, &gate) != CUDA_SUCCESS || simcuda_launch(sb, p, 0xAA, N, 0) != CUDA_SUCCESS ||
+        cuMemFreeAsync(p, sb) != CUDA_SUCCESS)
+        exit(4);
+    if (cuCtxSetCurrent(a) || cuCtxSynchronize() || cuMemAlloc(&q, N) || cuMemsetD8(q, 0x55, N))
+        exit(5);
+    simcuda_gate_open(gate);
+    if (cuCtxSetCurrent(b) || cuStreamSynchronize(sb) || cuCtxSetCurrent(a))
+        exit(6);
+    exit(all_bytes(q, 0x55) ? 0 : 10);
+}
+
+START_TEST(program_sync_passes_no_async_free_of_another_context)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    static const char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy",
+                                        "GPUARENA_FREE_SYNC=device", "GPUARENA_FREE_SYNC=none"};
+    static char *const from[] = {"async", "sync"};
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < 4; k++)
+            for (int f = 0; f < 2; f++) {
+                char err[4096];
+                pt_env(modes[m], syncs[k], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+                int rc = pt_run_child(xctx_async_child, from[f], err, sizeof err);
+                ck_assert_msg(rc == 0, "%s %s, block from %s: exit %d (10: the new block read the "
+                              "queued kernel's bytes); %s", modes[m], syncs[k], from[f], rc, err);
+            }
+}
+END_TEST
+
 START_TEST(async_platform_passes_through)
 {
     pt_env("GPUARENA_MODE=platform", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -604,6 +653,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, async_platform_passes_through);
     tcase_add_test(tc, program_sync_returns_pending);
     tcase_add_test(tc, program_sync_of_another_context_passes_nothing);
+    tcase_add_test(tc, program_sync_passes_no_async_free_of_another_context);
     tcase_add_test(tc, async_per_thread_streams_not_shared);
     tcase_add_test(tc, async_free_pass_through_held_until_passed);
     tcase_add_test(tc, async_same_stream_handover_counts_its_size);

@@ -182,18 +182,25 @@ typedef struct ga_freed {
 
 /* Frees a pool pointer of c, whose lock the caller holds; live_size: the size of the live
  * allocation at p (0: p starts none, the pool says why). A freed chunk goes back to the pool only
- * once the device has passed the free (fence.c), except in platform mode (the driver's own free)
- * and under GPUARENA_FREE_SYNC=none for cuMemFree. A free the pool refuses leaves it unchanged. */
+ * once the device has passed the free (fence.c), except in platform mode (the driver's own free),
+ * under GPUARENA_FREE_SYNC=none for cuMemFree, and for a cuMemFree whose device the caller has
+ * synchronised already (`synced`). A free the pool refuses leaves it unchanged. */
 __attribute__((always_inline)) static inline ga_freed_t
 ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream s,
-                  int stream_ordered, size_t live_size)
+                  int stream_ordered, int synced, size_t live_size)
 {
     size_t size = live_size;
     ga_status_t st = GA_OK;
     int fence = ga_pool_mode(c->pool) != GA_MODE_PLATFORM &&
-                (stream_ordered || ga_opt.free_sync != GA_FREE_SYNC_NONE);
+                (stream_ordered || (ga_opt.free_sync != GA_FREE_SYNC_NONE && !synced));
     if (GA_UNLIKELY(c->npend) && ga_fence_is_pending(c, (uintptr_t)p)) {
-        st = GA_EDOUBLE; /* freed already, waiting for the device */
+        /* freed already, waiting for the device; a stream the driver refuses is refused first,
+         * as the driver checks the stream before the pointer (helper-42 F10) */
+        CUresult sr = stream_ordered && ga_real.cuStreamQuery ? ga_real.cuStreamQuery(s)
+                                                              : CUDA_SUCCESS;
+        if (sr != CUDA_SUCCESS && sr != CUDA_ERROR_NOT_READY)
+            return (ga_freed_t){sr, GA_OK};
+        st = GA_EDOUBLE;
     } else if (GA_UNLIKELY(!live_size)) {
         st = ga_pool_free(c->pool, (uintptr_t)p, NULL); /* says why, changes nothing */
         if (st == GA_OK)
@@ -203,7 +210,7 @@ ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream
         if (fr != CUDA_SUCCESS)
             return (ga_freed_t){fr, GA_OK}; /* a stream the driver refuses: nothing freed */
     } else {
-        c->unfenced = 1; /* before the free: it may unmap granules (backend.c) */
+        c->unfenced |= !synced; /* before the free: it may unmap granules (backend.c) */
         st = ga_pool_free(c->pool, (uintptr_t)p, NULL);
     }
     if (st != GA_OK)
@@ -254,9 +261,10 @@ typedef struct ga_free_job {
     uint64_t t0;
     CUresult (*real_free)(CUdeviceptr, CUstream); /* non-NULL: the stream-ordered call */
     CUstream s;
-    int synced;               /* the stream (or, for cuMemFree, the context) was synchronised */
+    int synced;               /* the stream (or, for cuMemFree, the device) was synchronised */
     int sync_first;           /* out: synchronise first without the lock, then free: platform
-                                 memory freed async, or any free of an orphan pool's block */
+                                 memory freed async, any free of an orphan pool's block, and a
+                                 cuMemFree under GPUARENA_FREE_SYNC=device */
     ga_ctx_t *owner;          /* out */
     ga_pentry_t gone;         /* out: the pass-through record the driver let go */
     int gone_later;           /* out: freed async, its bytes held until the stream passes it */
@@ -290,9 +298,18 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
         j->sync_first = 1; /* the stream is synchronised without the lock, then again */
         return CUDA_SUCCESS;
     }
+    if (!j->real_free && !j->synced && ga_opt.free_sync == GA_FREE_SYNC_DEVICE &&
+        ga_pool_mode(c->pool) != GA_MODE_PLATFORM && o->live_size &&
+        !ga_fence_is_pending(c, j->p)) {
+        /* The device is waited for with no lock held: a thread whose free waits for work that
+         * another thread must release (a stream waiting on the host) holds up no allocation,
+         * memory query or fork of the others (helper-42 F4). */
+        j->sync_first = 1;
+        return CUDA_SUCCESS;
+    }
     /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation). */
     ga_freed_t f = ga_pool_free_held(c, j->p, j->api, j->t0, j->s, j->real_free && !j->synced,
-                                     o->live_size);
+                                     j->synced && !j->real_free, o->live_size);
     j->refused = f.refused;
     return f.r;
 }
@@ -316,7 +333,7 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
         if (real_free)
             r = ga_real.cuStreamSynchronize ? ga_real.cuStreamSynchronize(s) : CUDA_SUCCESS;
         else
-            ga_dev_sync(j.owner->dev); /* as the driver's cuMemFree waits for the device */
+            ga_ctx_sync_device(j.owner); /* as the driver's cuMemFree waits for the device */
         j.synced = 1;
         if (r == CUDA_SUCCESS)
             r = ga_with_owner((uintptr_t)p, ga_free_owned, &j, CUDA_ERROR_INVALID_VALUE);
@@ -357,8 +374,9 @@ CUresult ga_do_free(CUdeviceptr p, uint8_t api)
         size_t size;
         ga_mutex_lock(&c->lock);
         if (c->pool && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
-            (size = ga_pool_live_size(c->pool, (uintptr_t)p)) != 0) {
-            ga_freed_t f = ga_pool_free_held(c, p, api, t0, NULL, 0, size);
+            (size = ga_pool_live_size(c->pool, (uintptr_t)p)) != 0 &&
+            GA_LIKELY(ga_opt.free_sync != GA_FREE_SYNC_DEVICE)) {
+            ga_freed_t f = ga_pool_free_held(c, p, api, t0, NULL, 0, 0, size);
             ga_mutex_unlock(&c->lock);
             CUresult r = ga_free_refused(p, f);
             if (GA_UNLIKELY(r != CUDA_SUCCESS))

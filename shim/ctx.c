@@ -367,6 +367,11 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
         } else {
             ga_ctx_level_share_locked();
         }
+        for (ga_ctx_t *o = atomic_load(&ga_ctx_list); o; o = atomic_load(&o->next))
+            if (o->dev == dev) { /* never cleared: a dead peer only costs a walk */
+                atomic_store(&o->peers, 1);
+                atomic_store(&c->peers, 1);
+            }
         atomic_store(&c->next, atomic_load(&ga_ctx_list));
         atomic_store(&ga_ctx_list, c);
     }
@@ -536,8 +541,24 @@ void ga_dev_pass_passed(int dev)
 
 void ga_dev_sync(int dev)
 {
+    ga_dev_sync_others(dev, NULL);
+}
+
+void ga_ctx_sync_device(const ga_ctx_t *c)
+{
+    if (!atomic_load_explicit(&c->dead, memory_order_acquire)) {
+        int pushed = ga_ctx_enter(c->ctx);
+        if (ga_real.cuCtxSynchronize)
+            ga_real.cuCtxSynchronize();
+        ga_ctx_leave(pushed);
+    }
+    ga_dev_sync_others(c->dev, c);
+}
+
+void ga_dev_sync_others(int dev, const ga_ctx_t *self)
+{
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
-        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
+        if (c == self || c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
         int pushed = ga_ctx_enter(c->ctx);
         if (ga_real.cuCtxSynchronize)

@@ -167,10 +167,13 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
     CUevent ev = NULL;
     uint64_t sid = 0;
     if (!stream_ordered && ga_opt.free_sync == GA_FREE_SYNC_DEVICE) {
-        /* As the driver's own cuMemFree: the context synchronised, the chunk back at once. */
+        /* As the driver's own cuMemFree: the device synchronised, the chunk back at once. The
+         * hooks synchronise before they take the lock (alloc.c, ga_free_owned), so that a thread
+         * waiting for the device holds up no other; this is the same wait for any other caller. */
         int pushed = ga_ctx_enter(c->ctx);
         CUresult r = ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
         ga_ctx_leave(pushed);
+        ga_dev_sync_others(c->dev, c);
         c->counts.free_syncs++;
         if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
             ga_log(GA_LOG_DEBUG, "cuCtxSynchronize before a free answered %d", (int)r);
@@ -233,7 +236,9 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
     return ga_fence_free_slow(c, ptr, size, s, stream_ordered);
 }
 
-/* The synchronisation that passes every cuMemFree of the context. */
+/* The synchronisation that passes every cuMemFree of the context: the context, then any other
+ * context on its device, whose streams may use this memory too (the driver's own cuMemFree waits
+ * for the device; helper-42 F2: a kernel of another context wrote into the next block). */
 static void ga_fence_sync(ga_ctx_t *c, int current)
 {
     int pushed = current ? 0 : ga_ctx_enter(c->ctx);
@@ -241,6 +246,8 @@ static void ga_fence_sync(ga_ctx_t *c, int current)
         ga_real.cuCtxSynchronize();
     if (pushed)
         ga_ctx_leave(pushed);
+    if (atomic_load_explicit(&c->peers, memory_order_relaxed))
+        ga_dev_sync_others(c->dev, c);
     c->counts.free_syncs++;
 }
 

@@ -275,6 +275,8 @@ typedef struct ga_ctx {
     CUcontext ctx;
     int dev;
     _Atomic int dead;        /* destroyed: never matched again, its memory gone with it */
+    _Atomic int peers;       /* another context on the device has been seen (ctx.c), so a
+                                cuMemFree's wait covers those too (ga_dev_sync_others) */
     int driver_gone;         /* 1: the driver freed its memory (VMM objects excepted); 2: fork */
     ga_mutex_t lock;         /* guards everything below (mutex.h) */
     ga_pool_t *pool;         /* made at the first allocation; read unlocked only by ga_ctx_peek */
@@ -383,8 +385,15 @@ int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none);
 /* Gives back idle memory of every pool on dev (before an out-of-memory is reported), one context
  * lock at a time: the caller holds none. Returns the bytes given back. */
 size_t ga_dev_trim(int dev);
-/* Synchronises every live context on dev, one at a time (the caller holds no context lock). */
+/* Synchronises every live context on dev, one at a time (no context lock is taken: the caller may
+ * hold one, though a wait under a lock stalls every thread that needs it). */
 void ga_dev_sync(int dev);
+/* The same but for self: the fence's synchronisation of a cuMemFree covers the other contexts on
+ * the device too, whose work may use the memory, as the driver's own cuMemFree waits for the
+ * device (helper-42 F2). Nothing to do, and no driver call, when self is the device's only one. */
+void ga_dev_sync_others(int dev, const ga_ctx_t *self);
+/* c's context first (when alive), then the others on its device: a cuMemFree's wait. */
+void ga_ctx_sync_device(const ga_ctx_t *c);
 /* Gives back, without waiting, the async-freed pass-through memory of dev's contexts whose streams
  * have passed the free, so that a view of the device (cuMemGetInfo) does not count it (ctx.c). */
 void ga_dev_pass_passed(int dev);

@@ -12,6 +12,8 @@
 #include "preload_test.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,6 +416,165 @@ START_TEST(program_sync_passes_no_async_free_of_another_context)
 }
 END_TEST
 
+/* Opens a gate once the driver has seen `calls` cuCtxSynchronize calls in all (a count, not a
+ * time: the thread that must wait is inside the driver's synchronisation by then), or when told
+ * to stop. */
+typedef struct opener {
+    unsigned gate;
+    unsigned long long calls;
+    _Atomic int stop;
+} opener_t;
+
+static void *open_at_sync(void *arg)
+{
+    opener_t *o = arg;
+    while (!atomic_load(&o->stop) && simcuda_entry_calls("cuCtxSynchronize") < o->calls)
+        sched_yield();
+    simcuda_gate_open(o->gate);
+    return NULL;
+}
+
+/* A kernel queued on a stream of context B (same device) writes A's block; A frees the block with
+ * cuMemFree and allocates again. The driver's cuMemFree waits for the device, so the fence must
+ * wait for B's stream too, not only A's (helper-42 F2): B's stream is held by a gate that a
+ * thread opens once the driver has been asked to synchronise twice (A, then B). Without the wait
+ * for B the allocation returns the block and the kernel overwrites it afterwards. B has allocated
+ * once: gpuarena waits for the contexts it knows (README, limits). */
+static void xctx_free_child(void *arg)
+{
+    (void)arg;
+    CUcontext a = pt_start(), b;
+    CUdevice dev;
+    CUstream sb;
+    CUdeviceptr p, q;
+    opener_t o = {.stop = 0};
+    pthread_t t;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&b, NULL, 0, dev) || cuCtxSetCurrent(a) ||
+        cuMemAlloc(&p, N) || cuCtxSetCurrent(b) || cuMemAlloc(&q, 4096) ||
+        cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) ||
+        simcuda_gate(sb, &o.gate) != CUDA_SUCCESS || simcuda_launch(sb, p, 0xAA, N, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(a))
+        exit(2);
+    o.calls = simcuda_entry_calls("cuCtxSynchronize") + 2;
+    if (pthread_create(&t, NULL, open_at_sync, &o))
+        exit(3);
+    if (cuMemFree(p) || cuMemAlloc(&q, N) || cuMemsetD8(q, 0x55, N))
+        exit(4);
+    atomic_store(&o.stop, 1);
+    pthread_join(t, NULL);
+    if (cuCtxSetCurrent(b) || cuStreamSynchronize(sb) || cuCtxSetCurrent(a))
+        exit(5);
+    exit(all_bytes(q, 0x55) ? 0 : 10);
+}
+
+START_TEST(free_waits_for_other_contexts_on_the_device)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    static const char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy",
+                                        "GPUARENA_FREE_SYNC=device"};
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < 3; k++) {
+            char err[4096];
+            pt_env(modes[m], syncs[k], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            int rc = pt_run_child(xctx_free_child, NULL, err, sizeof err);
+            ck_assert_msg(rc == 0, "%s %s: exit %d (10: the new block read the other context's "
+                          "kernel's bytes); %s", modes[m], syncs[k], rc, err);
+        }
+}
+END_TEST
+
+/* Under GPUARENA_FREE_SYNC=device a cuMemFree waits for the device, and it must wait with no lock
+ * of gpuarena's held (helper-42 F4): here the device's work is a stream held by a gate that only
+ * the main thread opens (as a stream waiting on a flag the host writes). Thread 2 frees an
+ * unrelated block and waits in the driver; the main thread, once the driver has thread 2's
+ * synchronisation, allocates, asks cuMemGetInfo and cuMemGetAddressRange, and only then opens
+ * the gate. With the wait under the context's lock the main thread blocked for ever (an alarm
+ * ends the child then). */
+static CUdeviceptr unrelated;
+static void *free_unrelated(void *arg)
+{
+    (void)arg;
+    if (cuCtxSetCurrent((CUcontext)arg) || cuMemFree(unrelated))
+        exit(20);
+    return NULL;
+}
+
+static void device_free_child(void *arg)
+{
+    (void)arg;
+    alarm(20);
+    CUcontext ctx = pt_start();
+    CUstream s;
+    CUdeviceptr held, q, base;
+    size_t fr, tot, len;
+    unsigned gate;
+    pthread_t t;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&held, N) ||
+        cuMemAlloc(&unrelated, N) || simcuda_gate(s, &gate) != CUDA_SUCCESS ||
+        simcuda_launch(s, held, 0xAA, N, 0) != CUDA_SUCCESS)
+        exit(2);
+    unsigned long long calls = simcuda_entry_calls("cuCtxSynchronize");
+    if (pthread_create(&t, NULL, free_unrelated, (void *)ctx))
+        exit(3);
+    while (simcuda_entry_calls("cuCtxSynchronize") <= calls)
+        sched_yield(); /* thread 2 is in the driver, waiting for the stream */
+    if (cuMemAlloc(&q, N) || cuMemGetInfo(&fr, &tot) || cuMemGetAddressRange(&base, &len, q) ||
+        base != q)
+        exit(4);
+    simcuda_gate_open(gate);
+    pthread_join(t, NULL);
+    if (cuStreamSynchronize(s) || !all_bytes(held, 0xAA))
+        exit(5);
+    exit(0);
+}
+
+START_TEST(device_free_waits_without_the_lock)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        pt_env(modes[m], "GPUARENA_FREE_SYNC=device", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(device_free_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (a signal: the main thread blocked behind thread 2's "
+                      "wait); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
+/* A second cuMemFreeAsync of a block on a destroyed stream: the driver checks the stream first and
+ * answers CUDA_ERROR_INVALID_HANDLE; gpuarena answered 1 (a double free) while the first free was
+ * pending (helper-42 F10). The block's first free still completes. */
+static void dead_stream_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s;
+    CUdeviceptr p;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAllocAsync(&p, N, s) ||
+        cuMemFreeAsync(p, s) || cuStreamDestroy(s))
+        exit(2);
+    CUresult r = cuMemFreeAsync(p, s);
+    if (r != CUDA_ERROR_INVALID_HANDLE)
+        exit(10 + (int)r % 100);
+    exit(0);
+}
+
+START_TEST(async_double_free_on_dead_stream_is_the_stream_error)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    for (int m = 0; m < 4; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(dead_stream_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (10 + the answer: 11 is 1, a double free); %s",
+                      modes[m], rc, err);
+    }
+}
+END_TEST
+
 START_TEST(async_platform_passes_through)
 {
     pt_env("GPUARENA_MODE=platform", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -654,6 +815,9 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, program_sync_returns_pending);
     tcase_add_test(tc, program_sync_of_another_context_passes_nothing);
     tcase_add_test(tc, program_sync_passes_no_async_free_of_another_context);
+    tcase_add_test(tc, free_waits_for_other_contexts_on_the_device);
+    tcase_add_test(tc, device_free_waits_without_the_lock);
+    tcase_add_test(tc, async_double_free_on_dead_stream_is_the_stream_error);
     tcase_add_test(tc, async_per_thread_streams_not_shared);
     tcase_add_test(tc, async_free_pass_through_held_until_passed);
     tcase_add_test(tc, async_same_stream_handover_counts_its_size);

@@ -533,7 +533,7 @@ void ga_dev_pass_passed(int dev)
         if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
         ga_mutex_lock(&c->lock);
-        if (c->npfree && !atomic_load(&c->dead))
+        if (c->npfree && !atomic_load(&c->dead) && !c->driver_gone) /* not in a forked child */
             ga_fence_pass_reclaim(c, 0);
         ga_mutex_unlock(&c->lock);
     }

@@ -701,6 +701,44 @@ static void pass_free_child(void *arg)
     exit(0);
 }
 
+/* After the program's own cuStreamSynchronize the driver holds none of an async-freed pass-through
+ * block; the statistics at exit must not report it as held (helper-42 F9). */
+static void pass_synced_child(void *arg)
+{
+    int from_pool = (int)(intptr_t)arg;
+    pt_start();
+    CUstream s;
+    CUdeviceptr p;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING))
+        exit(2);
+    CUresult r = from_pool ? cuMemAllocFromPoolAsync(&p, 8 * MiB, NULL, s)
+                           : cuMemAllocAsync(&p, 8 * MiB, s);
+    if (r != CUDA_SUCCESS || simcuda_launch(s, p, 0xAA, N, 0) || cuMemFreeAsync(p, s) ||
+        cuStreamSynchronize(s))
+        exit(3);
+    if (pt_counters().bytes_in_use != 0)
+        exit(4);
+    exit(0);
+}
+
+START_TEST(async_free_pass_through_synced_not_reported_held)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=platform", "GPUARENA_MODE=arena"};
+    for (int m = 0; m < 2; m++) {
+        char stats[] = "/tmp/gpuarena-psync-XXXXXX", senv[128], err[4096];
+        close(mkstemp(stats));
+        snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+        pt_env(senv, modes[m], "GPUARENA_PREALLOCATE=false", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(pass_synced_child, (void *)(intptr_t)m, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d; %s", modes[m], rc, err);
+        ck_assert_msg(pt_json_check(stats, "(t := d['totals']) and t['reserved'] == 0 and "
+                                           "t['passthrough_bytes'] == 0") == 0,
+                      "%s: the statistics at exit count no byte the driver has back", modes[m]);
+        unlink(stats);
+    }
+}
+END_TEST
+
 START_TEST(async_free_pass_through_held_until_passed)
 {
     static const char *const modes[] = {"GPUARENA_MODE=platform", "GPUARENA_MODE=grow"};
@@ -820,6 +858,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, async_double_free_on_dead_stream_is_the_stream_error);
     tcase_add_test(tc, async_per_thread_streams_not_shared);
     tcase_add_test(tc, async_free_pass_through_held_until_passed);
+    tcase_add_test(tc, async_free_pass_through_synced_not_reported_held);
     tcase_add_test(tc, async_same_stream_handover_counts_its_size);
     tcase_add_test(tc, async_same_stream_handover_range_is_its_own);
     return tc;

@@ -275,6 +275,12 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
 {
     ga_free_job_t *j = arg;
     j->owner = c;
+    if (o->in_pass && !j->real_free && !j->synced) {
+        /* The driver's cuMemFree may wait for the device: it waits first, with no lock held
+         * (managed memory, say: helper-42 F4), then the free finds nothing to wait for. */
+        j->sync_first = 1;
+        return CUDA_SUCCESS;
+    }
     if (o->in_pass) {
         /* The driver first, and the record dropped only when the driver let it go. */
         CUresult r = j->real_free ? j->real_free(j->p, j->s) : ga_real.cuMemFree_v2(j->p);
@@ -298,12 +304,12 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
         j->sync_first = 1; /* the stream is synchronised without the lock, then again */
         return CUDA_SUCCESS;
     }
-    if (!j->real_free && !j->synced && ga_opt.free_sync == GA_FREE_SYNC_DEVICE &&
-        ga_pool_mode(c->pool) != GA_MODE_PLATFORM && o->live_size &&
+    if (!j->real_free && !j->synced && ga_opt.free_waits && o->live_size &&
         !ga_fence_is_pending(c, j->p)) {
         /* The device is waited for with no lock held: a thread whose free waits for work that
          * another thread must release (a stream waiting on the host) holds up no allocation,
-         * memory query or fork of the others (helper-42 F4). */
+         * memory query or fork of the others (helper-42 F4). In platform mode the driver's own
+         * cuMemFree, made under the lock, then has nothing left to wait for. */
         j->sync_first = 1;
         return CUDA_SUCCESS;
     }
@@ -374,8 +380,7 @@ CUresult ga_do_free(CUdeviceptr p, uint8_t api)
         size_t size;
         ga_mutex_lock(&c->lock);
         if (c->pool && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
-            (size = ga_pool_live_size(c->pool, (uintptr_t)p)) != 0 &&
-            GA_LIKELY(ga_opt.free_sync != GA_FREE_SYNC_DEVICE)) {
+            (size = ga_pool_live_size(c->pool, (uintptr_t)p)) != 0 && GA_LIKELY(!ga_opt.free_waits)) {
             ga_freed_t f = ga_pool_free_held(c, p, api, t0, NULL, 0, 0, size);
             ga_mutex_unlock(&c->lock);
             CUresult r = ga_free_refused(p, f);

@@ -382,6 +382,7 @@ int ga_options_load(void)
         ga_opt.preallocate = 0;
     else if (ga_opt.mode != GA_MODE_ARENA && !ga_preallocate_given)
         ga_opt.preallocate = 0;
+    ga_opt.free_waits = ga_opt.free_sync == GA_FREE_SYNC_DEVICE || ga_opt.mode == GA_MODE_PLATFORM;
     ga_warn_unknown();
     return bad;
 }

@@ -149,6 +149,8 @@ typedef struct ga_options {
     double limit_percent;    /* 0: none given as a percentage */
     uint64_t vmm_keep;       /* vmm: wholly free granules kept mapped, bytes */
     int free_sync;           /* GA_FREE_SYNC_DEFERRED (default), _DEVICE or _NONE */
+    int free_waits;          /* a cuMemFree of pool memory waits for the device (device mode,
+                                platform mode): made first, with no lock held (alloc.c) */
     const char *stats;       /* NULL, a path, or "-" */
     const char *trace;
     ga_log_level_t log;

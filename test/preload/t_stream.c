@@ -484,8 +484,8 @@ START_TEST(free_waits_for_other_contexts_on_the_device)
 }
 END_TEST
 
-/* Under GPUARENA_FREE_SYNC=device a cuMemFree waits for the device, and it must wait with no lock
- * of gpuarena's held (helper-42 F4): here the device's work is a stream held by a gate that only
+/* Under GPUARENA_FREE_SYNC=device (and in platform mode, and for managed memory) a cuMemFree
+ * waits for the device, and it must wait with no lock of gpuarena's held (helper-42 F4): here the device's work is a stream held by a gate that only
  * the main thread opens (as a stream waiting on a flag the host writes). Thread 2 frees an
  * unrelated block and waits in the driver; the main thread, once the driver has thread 2's
  * synchronisation, allocates, asks cuMemGetInfo and cuMemGetAddressRange, and only then opens
@@ -502,7 +502,7 @@ static void *free_unrelated(void *arg)
 
 static void device_free_child(void *arg)
 {
-    (void)arg;
+    int managed = arg != NULL;
     alarm(20);
     CUcontext ctx = pt_start();
     CUstream s;
@@ -511,7 +511,8 @@ static void device_free_child(void *arg)
     unsigned gate;
     pthread_t t;
     if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&held, N) ||
-        cuMemAlloc(&unrelated, N) || simcuda_gate(s, &gate) != CUDA_SUCCESS ||
+        (managed ? cuMemAllocManaged(&unrelated, N, CU_MEM_ATTACH_GLOBAL) : cuMemAlloc(&unrelated, N)) ||
+        simcuda_gate(s, &gate) != CUDA_SUCCESS ||
         simcuda_launch(s, held, 0xAA, N, 0) != CUDA_SUCCESS)
         exit(2);
     unsigned long long calls = simcuda_entry_calls("cuCtxSynchronize");
@@ -531,14 +532,18 @@ static void device_free_child(void *arg)
 
 START_TEST(device_free_waits_without_the_lock)
 {
+    /* device mode's pool frees in the three pool modes; platform mode's frees (the driver's own
+     * cuMemFree) under the default setting; managed memory's (passed through) in arena mode */
     static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
-    for (int m = 0; m < 3; m++) {
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform",
+                                        "GPUARENA_MODE=arena"};
+    for (int m = 0; m < 5; m++) {
         char err[4096];
-        pt_env(modes[m], "GPUARENA_FREE_SYNC=device", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
-        int rc = pt_run_child(device_free_child, NULL, err, sizeof err);
-        ck_assert_msg(rc == 0, "%s: exit %d (a signal: the main thread blocked behind thread 2's "
-                      "wait); %s", modes[m], rc, err);
+        pt_env(modes[m], m < 3 ? "GPUARENA_FREE_SYNC=device" : "GPUARENA_FREE_SYNC=deferred",
+               "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(device_free_child, m == 4 ? (void *)1 : NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s%s: exit %d (a signal: the main thread blocked behind thread "
+                      "2's wait); %s", modes[m], m == 4 ? ", managed memory" : "", rc, err);
     }
 }
 END_TEST

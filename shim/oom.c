@@ -12,7 +12,8 @@
  * the device cap less what the process (in a group: the group) holds there, and what the driver
  * says is free. In a group, a true out-of-memory also says what the other members hold. That makes
  * the shim's frag_failures a superset of the allocator's (which looks inside held regions only).
- * In vmm mode the explanation says what the pool holds: mapped, live and kept granules.
+ * In vmm mode the explanation says what the pool holds: mapped, live and kept granules; a vmm
+ * failure is fragmentation when the mapped bytes no live block covers are as many as it asks.
  * The message is built while the context lock is held (the map reads the arena) and written after.
  */
 #include "shim.h"
@@ -124,16 +125,26 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     ga_oom_put_hint(o);
 }
 
+/* The one-line explanation. frag_free: vmm only, the mapped bytes no live block covers when they
+ * are as many as the request (a fragmentation failure, said as such); 0 for a true out-of-memory. */
 static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uint64_t size,
-                                const ga_stats_t *s)
+                                const ga_stats_t *s, uint64_t frag_free)
 {
     char b[8][32];
     const ga_dev_t *d = ga_dev(c->dev);
     uint64_t held = ga_dev_held(c->dev);
-    ga_oom_put(o, "gpuarena: out of memory: %s of %s failed on device %d; in use %s, %s %s in "
-               "this context", ga_api_name(api), ga_fmt_bytes(size, b[0], 32), c->dev,
-               ga_fmt_bytes(s->in_use, b[1], 32), ga_opt.mode == GA_MODE_VMM ? "mapped" : "reserved",
-               ga_fmt_bytes(s->reserved, b[2], 32));
+    if (frag_free)
+        ga_oom_put(o, "gpuarena: out of memory from fragmentation: %s of %s failed on device %d "
+                   "although %s of the memory mapped are free; in use %s, mapped %s in this "
+                   "context", ga_api_name(api), ga_fmt_bytes(size, b[0], 32), c->dev,
+                   ga_fmt_bytes(frag_free, b[1], 32), ga_fmt_bytes(s->in_use, b[2], 32),
+                   ga_fmt_bytes(s->reserved, b[3], 32));
+    else
+        ga_oom_put(o, "gpuarena: out of memory: %s of %s failed on device %d; in use %s, %s %s in "
+                   "this context", ga_api_name(api), ga_fmt_bytes(size, b[0], 32), c->dev,
+                   ga_fmt_bytes(s->in_use, b[1], 32),
+                   ga_opt.mode == GA_MODE_VMM ? "mapped" : "reserved",
+                   ga_fmt_bytes(s->reserved, b[2], 32));
     if (ga_opt.mode == GA_MODE_VMM)
         ga_oom_put(o, " (of which kept mapped while free: %s, GPUARENA_VMM_KEEP; address space %s)",
                    ga_fmt_bytes(s->kept, b[5], 32), ga_fmt_bytes(s->va_reserved, b[6], 32));
@@ -172,6 +183,21 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
              "granule's cuMemCreate/cuMemMap/cuMemSetAccess with CUresult %d, not for lack of "
              "memory: if this is not passing, the device or driver cannot serve vmm mode here; use "
              "GPUARENA_MODE=arena or grow", (int)c->map_err);
+    /* vmm fragmentation that the cap (not the share, the granules or the device) leaves as it
+     * is: the free bytes are there, in holes, and less than the block is left to map anew. */
+    char frag_why[400];
+    snprintf(frag_why, sizeof frag_why, "the free bytes lie in holes smaller than the block, in "
+             "granules that live blocks keep mapped, and %s leaves too little to map new granules "
+             "for it: %s, or use GPUARENA_MODE=platform (blocks placed by the driver, counted by "
+             "the byte)",
+             d->group ? "the group's cap"
+             : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
+                 ? "the cap (CUDA_DEVICE_MEMORY_LIMIT's, which a device plugin such as HAMi sets)"
+                 : "the cap",
+             d->group ? "raise GPUARENA_LIMIT for every member"
+             : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
+                 ? "ask the plugin for more, or set GPUARENA_LIMIT"
+                 : "raise GPUARENA_LIMIT");
     const char *why = no_va && s->va_reserved
                           ? "vmm's address space has no room for this block and the driver "
                             "refused to reserve more: lower GPUARENA_LIMIT (vmm reserves twice the "
@@ -188,6 +214,7 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                           ? "the group is full: all its 256 slots are taken by live processes and "
                             "this forked child has none, so it cannot allocate there whatever the "
                             "bytes; use another GPUARENA_GROUP for more processes"
+                      : frag_free ? frag_why
                       : d->group ? "not enough free bytes in the group: raise GPUARENA_LIMIT for "
                                    "every member, or use less"
                       : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
@@ -276,8 +303,18 @@ void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size)
         if (o->frag && ga_oom_first(&ga_oom_told_frag))
             ga_oom_explain_frag(o, c, api, rounded, &s, room);
     }
+    /* vmm: when the mapped bytes no live block covers would hold the block by themselves, it is
+     * a fragmentation failure too (holes in granules that live blocks keep mapped; kept granules
+     * were given back before the last try, alloc.c). Said in the one-line form with the mapped
+     * figures: the pool's free and largest-free figures count address space, not memory. */
+    if (c->pool && ga_pool_mode(c->pool) == GA_MODE_VMM && rounded >= size &&
+        s.reserved > s.in_use && s.reserved - s.in_use >= rounded) {
+        o->frag = 1;
+        if (ga_oom_first(&ga_oom_told_frag))
+            ga_oom_explain_true(o, c, api, size, &s, s.reserved - s.in_use);
+    }
     if (!o->frag && ga_oom_first(&ga_oom_told_true))
-        ga_oom_explain_true(o, c, api, size, &s);
+        ga_oom_explain_true(o, c, api, size, &s, 0);
 }
 
 /* A pass-through allocation refused for want of memory while this context's arena holds at least

@@ -473,7 +473,8 @@ void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m);
 
 /* ---- oom.c: why an allocation failed (CUDA_ERROR_OUT_OF_MEMORY) ---- */
 typedef struct ga_oom {
-    int frag;       /* 1: enough bytes free in total (pool + growth room), none large enough */
+    int frag;       /* 1: enough bytes free in total (pool + growth room; vmm: mapped bytes no
+                     * live block covers), none large enough */
     size_t len;     /* bytes of msg to print; 0: nothing (already said once, or warnings off) */
     char msg[2048];
 } ga_oom_t;

@@ -238,6 +238,51 @@ START_TEST(vmm_granules_explained)
 }
 END_TEST
 
+/* vmm under an 8 MiB cap: eight 1 MiB blocks map all four 2 MiB granules; every other one freed
+ * leaves 4 MiB free in four 1 MiB holes, each in a granule a live block keeps mapped. 1.5 MiB
+ * then fails from fragmentation, and is said so, with the mapped figures and what to change (the
+ * line said "not enough free bytes in total", an outside test on 2026-12-06: helper-42 F7); 1 MiB
+ * still fits a hole. */
+static void pt_vmm_holes_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p[8], q;
+    for (int i = 0; i < 8; i++)
+        if (cuMemAlloc(&p[i], MiB) != CUDA_SUCCESS)
+            exit(2);
+    for (int i = 0; i < 8; i += 2)
+        if (cuMemFree(p[i]) != CUDA_SUCCESS)
+            exit(3);
+    if (cuMemAlloc(&q, 3 * MiB / 2) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(4);
+    if (cuMemAlloc(&q, MiB) != CUDA_SUCCESS)
+        exit(5);
+    exit(0);
+}
+
+START_TEST(vmm_fragmentation_said)
+{
+    static const char *env[] = {"GPUARENA_MODE=vmm", "GPUARENA_LIMIT=8MiB",
+                                "SIMCUDA_TOTAL_MEM=1GiB", NULL};
+    char err[16384];
+    pt_oom_run(pt_vmm_holes_child, env, err, sizeof err,
+               "d['totals']['frag_failures'] == 1 and d['totals']['true_oom_failures'] == 0 and "
+               "d['totals']['failed_allocs'] == 1");
+    ck_assert_msg(pt_count(err, FRAG_MSG) == 1 && !strstr(err, TRUE_MSG), "%s", err);
+    ck_assert_msg(!strstr(err, "not enough free bytes"), "not called a lack of bytes: %s", err);
+    ck_assert_msg(strstr(err, FRAG_MSG " cuMemAlloc of 1.50 MiB failed on device 0 although "
+                              "4.00 MiB of the memory mapped are free; in use 4.00 MiB, mapped "
+                              "8.00 MiB in this context (of which kept mapped while free: 0 B"),
+                  "figures: %s", err);
+    ck_assert_msg(strstr(err, "the process holds 8.00 MiB of cap 8.00 MiB on the device (the free "
+                              "bytes lie in holes smaller than the block") &&
+                  strstr(err, "raise GPUARENA_LIMIT, or use GPUARENA_MODE=platform"),
+                  "why and what to change: %s", err);
+    ck_assert_int_eq(pt_count(err, "\n"), 1);
+}
+END_TEST
+
 /* A fixed GPUARENA_MEM_FRACTION bounds the pool at its share of the cap: an allocation past the
  * share fails with the cap's room left, and the explanation names the share and the fraction
  * (it said "not enough free bytes in total: raise GPUARENA_LIMIT", or in vmm mode that the
@@ -387,6 +432,7 @@ TCase *pt_tcase_oom(void)
     tcase_add_test(tc, true_oom_one_line);
     tcase_add_test(tc, platform_never_fragmentation);
     tcase_add_test(tc, vmm_granules_explained);
+    tcase_add_test(tc, vmm_fragmentation_said);
     tcase_add_test(tc, hard_share_explained);
     tcase_add_test(tc, silent_at_log_error);
     tcase_add_test(tc, vmm_oom_names_orphans);

@@ -11,8 +11,9 @@
  * shim/outfile.c (a regular file atomically, so `gpuarena run` never reads half a file).
  * totals.frag_failures and totals.true_oom_failures split the out-of-memory failures of the
  * cuMemAlloc family as the shim sees them (oom.c: free bytes in the pool plus what it may still
- * reserve under its limit, the cap and the driver); devices[].frag_failures is the allocator's
- * own count (free bytes inside held regions only), so it can be lower.
+ * reserve under its limit, the cap and the driver). devices[].failed_allocs and frag_failures are
+ * the same counts for the one context, one per failed call (not the pool's own, which counts
+ * every attempt of a call: the retries after waiting for pending frees and after the trim).
  */
 #define _GNU_SOURCE
 #include "shim.h"
@@ -281,6 +282,11 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
         }
         pool->largest_free = alive && s.largest_free > largest ? s.largest_free : largest;
         pool->total_free = free_sum + (alive ? s.total_free : 0);
+        /* Failures are the context's failed calls, as in totals: the pool counts each of its
+         * attempts, and one call that fails tries it again after waiting for pending frees and
+         * after the trim (alloc.c), so its own figures said 2 for one failed cuMemAlloc. */
+        s.failed_allocs = cn.failed_allocs;
+        s.frag_failures = cn.frag_failures;
         fprintf(f, "%s\n    {\"device\": %d, \"context\": \"%p\", \"cap\": %llu, \"alive\": %s, "
                 "\"mode\": \"%s\"", sep, c->dev, (void *)c->ctx,
                 (unsigned long long)ga_dev(c->dev)->cap, alive ? "true" : "false",

@@ -96,6 +96,56 @@ START_TEST(stats_json_platform)
 }
 END_TEST
 
+/* One failed cuMemAlloc per run, and the device entry counts it once, as totals do. "pending": four
+ * 2 MiB blocks under an 8 MiB cap, one freed (pending until the next allocation), then 4 MiB: too
+ * few bytes in every mode. "holes": six 1 MiB blocks, every other one freed, then 2.5 MiB:
+ * fragmentation in arena, grow and vmm (3 MiB free in 1 MiB holes, 2 MiB more under the cap;
+ * platform serves it). The entry took the pool's own count,
+ * one per attempt: the shim tries the pool again after waiting for pending frees and after the
+ * trim, and vmm's entry said failed_allocs 2 for the one call (helper-42 F8); its frag_failures
+ * was the allocator's view, 0 for arena's holes where totals said 1. */
+static void pt_failcount_child(void *arg)
+{
+    int holes = arg != NULL;
+    pt_start();
+    CUdeviceptr p[8], q;
+    for (int i = 0; i < (holes ? 6 : 4); i++)
+        if (cuMemAlloc(&p[i], (holes ? 1 : 2) * MiB) != CUDA_SUCCESS)
+            exit(2);
+    for (int i = holes ? 0 : 1; i < (holes ? 6 : 2); i += 2)
+        if (cuMemFree(p[i]) != CUDA_SUCCESS)
+            exit(3);
+    CUresult r = cuMemAlloc(&q, holes ? 5 * MiB / 2 : 4 * MiB);
+    exit(r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 4);
+}
+
+START_TEST(stats_device_failures_per_call)
+{
+    static const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=vmm",
+                                  "GPUARENA_MODE=platform"};
+    for (int holes = 0; holes < 2; holes++)
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+            char stats[] = "/tmp/gpuarena-stats-XXXXXX", env[128], err[8192];
+            close(mkstemp(stats));
+            snprintf(env, sizeof env, "GPUARENA_STATS=%s", stats);
+            pt_env(env, modes[i], "GPUARENA_LIMIT=8MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            int rc = pt_run_child(pt_failcount_child, holes ? (void *)1 : NULL, err, sizeof err);
+            ck_assert_msg(rc == 0, "%s, %s: exit %d; stderr: %s", modes[i],
+                          holes ? "holes" : "pending", rc, err);
+            int platform = strstr(modes[i], "platform") != NULL;
+            char expr[512];
+            snprintf(expr, sizeof expr, "len(d['devices']) == 1 and d['totals']['failed_allocs'] == %d "
+                     "and d['devices'][0]['failed_allocs'] == %d and d['totals']['frag_failures'] == %d "
+                     "and d['devices'][0]['frag_failures'] == %d",
+                     holes && platform ? 0 : 1, holes && platform ? 0 : 1, holes && !platform,
+                     holes && !platform);
+            ck_assert_msg(pt_json_check(stats, expr) == 0, "%s, %s: %s; stderr: %s", modes[i],
+                          holes ? "holes" : "pending", expr, err);
+            unlink(stats);
+        }
+}
+END_TEST
+
 /* vmm: blocks freed (their granules kept), then the last primary release: the dead context's entry
  * holds nothing kept or reserved, and every granule mapped was unmapped, as the driver says (the
  * entry was taken before the teardown gave the kept granules back: 64 MiB kept and 7 of 39 unmaps
@@ -293,6 +343,7 @@ TCase *pt_tcase_reports(void)
     tcase_add_test(tc, stats_json_arena);
     tcase_add_test(tc, stats_json_vmm);
     tcase_add_test(tc, stats_json_platform);
+    tcase_add_test(tc, stats_device_failures_per_call);
     tcase_add_test(tc, stats_dead_vmm_context_holds_nothing);
     tcase_add_test(tc, stats_in_use_exact_across_contexts);
     tcase_add_test(tc, stats_to_stderr);

@@ -530,7 +530,7 @@ int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes)
 void ga_dev_pass_passed(int dev)
 {
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
-        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
+        if ((dev >= 0 && c->dev != dev) || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
         ga_mutex_lock(&c->lock);
         if (c->npfree && !atomic_load(&c->dead) && !c->driver_gone) /* not in a forked child */

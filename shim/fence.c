@@ -326,6 +326,12 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
     return 1;
 }
 
+/* Async-freed pass-through allocations held in the process, over every context (fence.c's own): a
+ * hint, so that the synchronisation hooks below cost one load when there are none. Changed under
+ * the context's lock with the entries; an entry dropped elsewhere leaves it high, which costs a
+ * walk, never a wrong answer. */
+static _Atomic long ga_pfree_held;
+
 /* ---- pass-through memory freed with cuMemFreeAsync ----
  * cuMemAllocFromPoolAsync (any mode) and cuMemAllocAsync in platform mode are the driver's: the
  * driver's cuMemFreeAsync puts the memory back in its pool in stream order, and until the stream
@@ -340,6 +346,7 @@ static void ga_pfree_release(ga_ctx_t *c, size_t i)
 {
     ga_passfree_t e = c->pfree[i];
     c->pfree[i] = c->pfree[--c->npfree];
+    atomic_fetch_sub_explicit(&ga_pfree_held, 1, memory_order_relaxed);
     ga_event_put(c, e.ev);
     ga_dev_uncommit(c->dev, e.size);
     ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
@@ -359,6 +366,7 @@ int ga_fence_pass_free(ga_ctx_t *c, size_t size, CUstream s)
     CUevent ev = c->npfree < c->cap_pfree ? ga_event_get(c) : NULL;
     if (ev && ga_real.cuEventRecord(ev, s) == CUDA_SUCCESS) {
         c->pfree[c->npfree++] = (ga_passfree_t){.size = size, .ev = ev};
+        atomic_fetch_add_explicit(&ga_pfree_held, 1, memory_order_relaxed);
         c->counts.free_events++;
         return 1;
     }
@@ -417,6 +425,7 @@ void ga_fence_drop(ga_ctx_t *c)
     /* The context's async-freed pass-through memory goes with it, as its live records do. */
     while (c->npfree) {
         ga_passfree_t e = c->pfree[--c->npfree];
+        atomic_fetch_sub_explicit(&ga_pfree_held, 1, memory_order_relaxed);
         if (!c->driver_gone && ga_real.cuEventDestroy_v2)
             ga_real.cuEventDestroy_v2(e.ev);
         ga_dev_uncommit(c->dev, e.size);
@@ -516,5 +525,42 @@ GA_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
     CUresult r = ga_real.cuCtxSynchronize_v2(ctx);
     if (r == CUDA_SUCCESS)
         ga_fence_synced(c, m);
+    return r;
+}
+
+/* The program waited for a stream or an event: async frees of pass-through memory that the device
+ * has passed give their bytes back now (queried, never waited for). Without it they stayed
+ * counted after the program's cuStreamSynchronize until its next allocation, and a group's other
+ * member was refused for memory the driver had back (helper-42 F9). */
+static void ga_fence_program_waited(void)
+{
+    if (atomic_load_explicit(&ga_pfree_held, memory_order_relaxed) > 0)
+        ga_dev_pass_passed(-1);
+}
+
+GA_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    GA_HOOK_ENTER(cuStreamSynchronize, (hStream));
+    CUresult r = ga_real.cuStreamSynchronize(hStream);
+    if (r == CUDA_SUCCESS)
+        ga_fence_program_waited();
+    return r;
+}
+
+GA_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    GA_HOOK_ENTER(cuStreamSynchronize_ptsz, (hStream));
+    CUresult r = ga_real.cuStreamSynchronize_ptsz(hStream);
+    if (r == CUDA_SUCCESS)
+        ga_fence_program_waited();
+    return r;
+}
+
+GA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+    GA_HOOK_ENTER(cuEventSynchronize, (hEvent));
+    CUresult r = ga_real.cuEventSynchronize(hEvent);
+    if (r == CUDA_SUCCESS)
+        ga_fence_program_waited();
     return r;
 }

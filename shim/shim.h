@@ -74,12 +74,10 @@ typedef struct ga_real {
     X(cuDeviceGetCount, (int *))                                                              \
     X(cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice))                            \
     X(cuDevicePrimaryCtxGetState, (CUdevice, unsigned int *, int *))                          \
-    X(cuStreamSynchronize, (CUstream))                                                        \
     X(cuStreamQuery, (CUstream))                                                              \
     X(cuEventCreate, (CUevent *, unsigned int))                                               \
     X(cuEventRecord, (CUevent, CUstream))                                                     \
     X(cuEventQuery, (CUevent))                                                                \
-    X(cuEventSynchronize, (CUevent))                                                          \
     X(cuEventDestroy_v2, (CUevent))                                                           \
     X(cuStreamGetId, (CUstream, unsigned long long *))                                        \
     X(cuDeviceGetUuid_v2, (CUuuid *, CUdevice))                                               \
@@ -396,8 +394,9 @@ void ga_dev_sync(int dev);
 void ga_dev_sync_others(int dev, const ga_ctx_t *self);
 /* c's context first (when alive), then the others on its device: a cuMemFree's wait. */
 void ga_ctx_sync_device(const ga_ctx_t *c);
-/* Gives back, without waiting, the async-freed pass-through memory of dev's contexts whose streams
- * have passed the free, so that a view of the device (cuMemGetInfo) does not count it (ctx.c). */
+/* Gives back, without waiting, the async-freed pass-through memory of dev's contexts (every
+ * device's for -1) whose streams have passed the free, so that a view of the device (cuMemGetInfo)
+ * does not count it (ctx.c). */
 void ga_dev_pass_passed(int dev);
 /* ga_dev_commit for a pass-through allocation of context c (may be NULL): what the device has
  * passed, then the device's idle memory, before a refusal (ctx.c). */

@@ -242,6 +242,57 @@ START_TEST(group_idle_memory_of_members)
 }
 END_TEST
 
+/* ---- pass-through memory freed with cuMemFreeAsync leaves the group's ledger when the member waits
+ * for the free's stream or for an event after it (helper-42 F9: it stayed until the member's
+ * next allocation, and the other member was refused for memory the driver had back) ---- */
+static pid_t group_async_freer(size_t bytes, int how)
+{
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        member_start("GPUARENA_MODE=platform");
+        CUstream s;
+        CUevent ev;
+        CUdeviceptr p;
+        int ok = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+                 cuEventCreate(&ev, 0) == CUDA_SUCCESS &&
+                 cuMemAllocAsync(&p, bytes, s) == CUDA_SUCCESS &&
+                 simcuda_launch(s, p, 0xAA, 4096, 0) == CUDA_SUCCESS &&
+                 cuMemFreeAsync(p, s) == CUDA_SUCCESS && cuEventRecord(ev, s) == CUDA_SUCCESS &&
+                 (how == 0 ? cuStreamSynchronize(s) : cuEventSynchronize(ev)) == CUDA_SUCCESS;
+        char c = ok ? 'y' : 'n';
+        if (write(up[1], &c, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_msg(ok == 'y', "the member freed its %zu bytes async and waited (way %d)", bytes, how);
+    close(up[0]);
+    close(up[1]);
+    return pid;
+}
+
+START_TEST(group_async_free_leaves_ledger_at_wait)
+{
+    group_env("1GiB");
+    for (int how = 0; how < 2; how++) {
+        char err[4096];
+        pid_t freer = group_async_freer(600 * MiB, how);
+        int rc = pt_run_child(take_600, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "after the member's %s the driver held none of its 600 MiB, and "
+                      "the group's ledger must not either (exit %d): %s",
+                      how ? "cuEventSynchronize" : "cuStreamSynchronize", rc, err);
+        int status = 0;
+        kill(freer, SIGKILL);
+        waitpid(freer, &status, 0);
+    }
+    group_cleanup();
+}
+END_TEST
+
 /* ---- a member that forks keeps its share: the child's copy of the parent's pools is given up
  * in the child without touching the parent's slot ---- */
 START_TEST(group_fork_keeps_parent_share)
@@ -577,6 +628,7 @@ TCase *pt_tcase_group(void)
     tcase_add_test(tc, group_four_by_four_under_cap);
     tcase_add_test(tc, group_killed_member_share_returns);
     tcase_add_test(tc, group_idle_memory_of_members);
+    tcase_add_test(tc, group_async_free_leaves_ledger_at_wait);
     tcase_add_test(tc, group_fork_keeps_parent_share);
     tcase_add_test(tc, group_top_figures_follow_allocations);
     tcase_add_test(tc, group_top_peak_not_below_reserved);

@@ -225,6 +225,21 @@ static int r_sync_v2(void *f)
     return ((CUresult (*)(CUcontext))f)(NULL);
 }
 
+static int r_stream_sync(void *f)
+{
+    cuMemFree_v2(lean_alloc());
+    return ((CUresult (*)(CUstream))f)(NULL);
+}
+static int r_event_sync(void *f)
+{
+    CUevent ev;
+    if (cuEventCreate(&ev, 0) != CUDA_SUCCESS || cuEventRecord(ev, NULL) != CUDA_SUCCESS)
+        return -1;
+    int r = ((CUresult (*)(CUevent))f)(ev);
+    cuEventDestroy(ev);
+    return r;
+}
+
 static const struct lean_recipe {
     const char *name;
     lean_call_t call;
@@ -239,6 +254,9 @@ static const struct lean_recipe {
     {"cuPointerGetAttributes", r_attrs},
     {"cuCtxSynchronize", r_sync},
     {"cuCtxSynchronize_v2", r_sync_v2},
+    {"cuStreamSynchronize", r_stream_sync},
+    {"cuStreamSynchronize_ptsz", r_stream_sync},
+    {"cuEventSynchronize", r_event_sync},
     {"cuCtxDestroy_v2", r_ctx_destroy},
     {"cuCtxDestroy", r_ctx_destroy},
     {"cuCtxDetach", r_ctx_destroy},

@@ -29,7 +29,13 @@
  * Before an out-of-memory is reported, every pending chunk is waited for (context synchronised,
  * events synchronised) and returned, and the allocation retried.
  * Everything here runs under the context's lock; events are kept in a small free list per context
- * (created with CU_EVENT_DISABLE_TIMING, the cheapest kind).
+ * (created with CU_EVENT_DISABLE_TIMING, the cheapest kind). The driver records an event only on
+ * a stream of the context the event was made in ("hEvent and hStream must be from the same
+ * context otherwise CUDA_ERROR_INVALID_HANDLE is returned", cuEventRecord), and a program may free
+ * a block of one context on a stream of another, or with another context current. So the event
+ * of a free is made in its stream's context (ga_fence_stream_ctx), whichever is current: the free
+ * list holds only events of the pool's own context, and an event made in another one is
+ * destroyed once its entry is done.
  * The pending list is an array; a free asks whether its pointer is already pending (a double
  * free). Between two allocations a program usually frees a few chunks, so up to GA_PEND_SCAN
  * entries that question is a scan of the array, and only a longer list (a burst of frees, a model
@@ -58,20 +64,69 @@ static int ga_pend_grow(ga_ctx_t *c)
     return 0;
 }
 
+/* A new event made in context ctx, current or not (cuEventCreate makes it in the current one). */
+static CUevent ga_event_new(CUcontext ctx)
+{
+    CUevent ev = NULL;
+    CUcontext cur = NULL;
+    if (!ga_real.cuEventCreate)
+        return NULL;
+    int here = ga_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ctx;
+    if (!here && ga_real.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
+        return NULL; /* made elsewhere it could never be recorded on ctx's streams */
+    CUresult r = ga_real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (!here)
+        ga_ctx_leave(1);
+    return r == CUDA_SUCCESS ? ev : NULL;
+}
+
+/* An event of c's own context: from the free list, or made there. */
 static CUevent ga_event_get(ga_ctx_t *c)
 {
     if (c->nevents)
         return c->events[--c->nevents];
-    CUevent ev = NULL;
-    if (!ga_real.cuEventCreate || ga_real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-        return NULL;
+    return ga_event_new(c->ctx);
+}
+
+/* An event for a free of c's block on a stream of another context, sctx: made there, and listed
+ * in c->fev so that ga_event_put destroys it instead of keeping it with c's own. */
+static CUevent ga_event_get_foreign(ga_ctx_t *c, CUcontext sctx)
+{
+    if (c->nfev == c->cap_fev) {
+        size_t cap = c->cap_fev ? 2 * c->cap_fev : 8;
+        CUevent *f = realloc(c->fev, cap * sizeof *f);
+        if (!f)
+            return NULL;
+        c->fev = f;
+        c->cap_fev = cap;
+    }
+    CUevent ev = ga_event_new(sctx);
+    if (ev)
+        c->fev[c->nfev++] = ev;
     return ev;
 }
 
+/* 1 (and off the list) if ev is one of c's events made in another context. */
+static int ga_event_take_foreign(ga_ctx_t *c, CUevent ev)
+{
+    for (size_t i = 0; i < c->nfev; i++)
+        if (c->fev[i] == ev) {
+            c->fev[i] = c->fev[--c->nfev];
+            return 1;
+        }
+    return 0;
+}
+
+/* An entry is done with its event: kept for c's next free if it is c's own, else destroyed. */
 static void ga_event_put(ga_ctx_t *c, CUevent ev)
 {
     if (!ev)
         return;
+    if (GA_UNLIKELY(c->nfev) && ga_event_take_foreign(c, ev)) {
+        if (!c->driver_gone && ga_real.cuEventDestroy_v2)
+            ga_real.cuEventDestroy_v2(ev);
+        return;
+    }
     if (c->nevents < sizeof c->events / sizeof c->events[0])
         c->events[c->nevents++] = ev;
     else if (!c->driver_gone && ga_real.cuEventDestroy_v2)
@@ -144,6 +199,38 @@ static uint64_t ga_fence_stream_id(CUstream s)
     return s ? (uint64_t)(uintptr_t)s : (uint64_t)(uintptr_t)CU_STREAM_LEGACY;
 }
 
+#define GA_OWN_SIDS (sizeof ((ga_ctx_t *)0)->own_sid / sizeof ((ga_ctx_t *)0)->own_sid[0])
+
+/* The context of stream s (sid: its ga_fence_stream_id), the one an event recorded on s must be
+ * made in: the current one for NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, as the driver
+ * resolves them; else cuStreamGetCtx's answer. A stream found to be c's own is remembered by its
+ * ID (unique in the process, cuStreamGetId), so frees on a program's own streams ask the driver
+ * nothing more. Not asked, and taken as c's, when the driver cannot say (no cuStreamGetCtx) or
+ * the stream has no ID (cuStreamGetId refused it): the record then fails as the driver decides. */
+static CUcontext ga_fence_stream_ctx(ga_ctx_t *c, CUstream s, uint64_t sid)
+{
+    CUcontext sc = NULL;
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+        return ga_real.cuCtxGetCurrent(&sc) == CUDA_SUCCESS && sc ? sc : c->ctx;
+    int unique = ga_real.cuStreamGetId != NULL; /* else sid is the handle, which may come back */
+    for (size_t i = 0; unique && i < GA_OWN_SIDS; i++)
+        if (c->own_sid[i] == sid)
+            return c->ctx;
+    if ((unique && !sid) || !ga_real.cuStreamGetCtx ||
+        ga_real.cuStreamGetCtx(s, &sc) != CUDA_SUCCESS || !sc)
+        return c->ctx;
+    if (unique && sc == c->ctx)
+        c->own_sid[c->own_next++ % GA_OWN_SIDS] = sid;
+    return sc;
+}
+
+/* An event to record on stream s for a free of c's memory: one of c's own if s is c's. */
+static CUevent ga_fence_event_for(ga_ctx_t *c, CUstream s, uint64_t sid)
+{
+    CUcontext sc = ga_fence_stream_ctx(c, s, sid);
+    return sc == c->ctx ? ga_event_get(c) : ga_event_get_foreign(c, sc);
+}
+
 /* Returns pending entry i to the pool (swap-remove). */
 static void ga_pend_release(ga_ctx_t *c, size_t i)
 {
@@ -181,7 +268,8 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
         return CUDA_SUCCESS;
     }
     if (stream_ordered) {
-        ev = ga_event_get(c);
+        sid = ga_fence_stream_id(s);
+        ev = ga_fence_event_for(c, s, sid);
         CUresult r = ev ? ga_real.cuEventRecord(ev, s) : CUDA_ERROR_NOT_SUPPORTED;
         if (r == CUDA_ERROR_NOT_SUPPORTED && !ev && ga_real.cuStreamSynchronize) {
             /* A driver without events: the stream synchronised, the chunk back at once. */
@@ -195,7 +283,6 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
             return r; /* a stream the driver refuses: nothing freed, as the driver answers */
         }
         c->counts.free_events++;
-        sid = ga_fence_stream_id(s);
     }
     if (ga_pend_grow(c) != 0 || ga_pend_index(c, ptr, size) != 0) {
         /* No host memory to remember it: wait for the device here and free at once. */
@@ -363,7 +450,7 @@ int ga_fence_pass_free(ga_ctx_t *c, size_t size, CUstream s)
             c->cap_pfree = cap;
         }
     }
-    CUevent ev = c->npfree < c->cap_pfree ? ga_event_get(c) : NULL;
+    CUevent ev = c->npfree < c->cap_pfree ? ga_fence_event_for(c, s, ga_fence_stream_id(s)) : NULL;
     if (ev && ga_real.cuEventRecord(ev, s) == CUDA_SUCCESS) {
         c->pfree[c->npfree++] = (ga_passfree_t){.size = size, .ev = ev};
         atomic_fetch_add_explicit(&ga_pfree_held, 1, memory_order_relaxed);
@@ -438,6 +525,10 @@ void ga_fence_drop(ga_ctx_t *c)
     for (size_t i = 0; i < c->nevents; i++)
         if (!c->driver_gone && ga_real.cuEventDestroy_v2)
             ga_real.cuEventDestroy_v2(c->events[i]);
+    free(c->fev); /* its events were the entries', destroyed above */
+    c->fev = NULL;
+    c->nfev = c->cap_fev = 0;
+    memset(c->own_sid, 0, sizeof c->own_sid);
     free(c->pend);
     ga_ptrmap_fini(&c->pend_set);
     c->pend = NULL;

@@ -80,6 +80,7 @@ typedef struct ga_real {
     X(cuEventQuery, (CUevent))                                                                \
     X(cuEventDestroy_v2, (CUevent))                                                           \
     X(cuStreamGetId, (CUstream, unsigned long long *))                                        \
+    X(cuStreamGetCtx, (CUstream, CUcontext *))                                                \
     X(cuDeviceGetUuid_v2, (CUuuid *, CUdevice))                                               \
     X(cuDeviceGetUuid, (CUuuid *, CUdevice))                                                  \
     X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))  \
@@ -306,8 +307,13 @@ typedef struct ga_ctx {
     ga_ptrmap_t pend_set;    /* the pending pointers, for double-free checks */
     ga_passfree_t *pfree;    /* pass-through memory freed async, still committed (fence.c) */
     size_t npfree, cap_pfree;
-    CUevent events[32];      /* a free list of events */
+    CUevent events[32];      /* a free list of events, all made in ctx (fence.c) */
     size_t nevents;
+    CUevent *fev;            /* events made in other contexts, held by entries above (a free on
+                                another context's stream): destroyed when done, never kept */
+    size_t nfev, cap_fev;
+    uint64_t own_sid[4];     /* IDs of streams found to be ctx's (ga_fence_stream_id) */
+    unsigned own_next;
     int lvl_own;             /* 1: this context keeps the IN_USE level itself (ctx.c) */
     int grp;                 /* 1: its device has a group, whose ledger shows our figures */
     uint32_t pub_calls;      /* level changes, and bytes moved, since they were last shown */

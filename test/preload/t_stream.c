@@ -580,6 +580,83 @@ START_TEST(async_double_free_on_dead_stream_is_the_stream_error)
 }
 END_TEST
 
+/* cuMemFreeAsync of context A's memory whichever context is current and whichever context's
+ * stream it names (helper-42 F3): the driver records an event only on a stream of the event's own
+ * context ("hEvent and hStream must be from the same context", cuEventRecord; the simulated driver
+ * enforces it), so each free's event must be made in its stream's context, and A's free list of
+ * events must hold only A's. With B current: A's block on A's stream, on B's created, legacy and
+ * per-thread streams, and pass-through memory on A's stream; then, A current, a free on B's stream
+ * and 43 on A's own (past the 32 events A keeps, where B's events used to land). Every free
+ * answers 0, records its event (free_events) and frees the block. */
+#define EVCTX_K 48
+static void evctx_child(void *arg)
+{
+    (void)arg;
+    CUcontext a = pt_start(), b;
+    CUdevice dev;
+    CUstream sa, sb;
+    CUdeviceptr p[EVCTX_K], pp, t, base;
+    size_t size;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&b, NULL, 0, dev) ||
+        cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) || cuCtxSetCurrent(a) ||
+        cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING))
+        exit(2);
+    for (int i = 0; i < EVCTX_K; i++)
+        if (cuMemAllocAsync(&p[i], N, sa))
+            exit(3);
+    if (cuMemAllocFromPoolAsync(&pp, N, NULL, sa) || cuStreamSynchronize(sa) || cuCtxSetCurrent(b))
+        exit(3);
+    if (cuMemFreeAsync(p[0], sa))
+        exit(10);
+    if (cuMemFreeAsync(p[1], sb))
+        exit(11);
+    if (cuMemFreeAsync(p[2], NULL))
+        exit(12);
+    if (cuMemFreeAsync(p[3], CU_STREAM_PER_THREAD))
+        exit(13);
+    if (cuMemFreeAsync(pp, sa))
+        exit(14);
+    if (cuStreamSynchronize(sb) || cuCtxSynchronize() || cuCtxSetCurrent(a))
+        exit(4);
+    if (cuMemAlloc(&t, N) || cuMemFree(t))
+        exit(5); /* the passed entries go back to A's pool, their events with them */
+    if (cuMemFreeAsync(p[4], sb))
+        exit(15);
+    for (int i = 5; i < EVCTX_K; i++)
+        if (cuMemFreeAsync(p[i], sa))
+            exit(16);
+    if (cuStreamSynchronize(sa) || cuCtxSetCurrent(b) || cuStreamSynchronize(sb) ||
+        cuCtxSetCurrent(a))
+        exit(6);
+    for (int i = 0; i < EVCTX_K; i++)
+        if (cuMemGetAddressRange(&base, &size, p[i]) != CUDA_ERROR_NOT_FOUND)
+            exit(7); /* still live: not freed */
+    exit(0);
+}
+
+START_TEST(async_free_event_in_the_streams_context)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++) {
+        char stats[] = "/tmp/gpuarena-evctx-XXXXXX", senv[128], err[4096];
+        close(mkstemp(stats));
+        snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+        pt_env(senv, modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(evctx_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (10-14: a free with B current refused: of A's block on "
+                      "A's stream, B's stream, B's legacy stream, B's per-thread stream, of "
+                      "pass-through memory; 15: on B's stream with A current; 16: A's own free "
+                      "on A's stream; 7: a block not freed); %s", modes[m], rc, err);
+        char expr[128];
+        snprintf(expr, sizeof expr, "d['totals']['free_events'] == %d", EVCTX_K + 1);
+        ck_assert_msg(pt_json_check(stats, expr) == 0, "%s: every free recorded its event (%s)",
+                      modes[m], expr);
+        unlink(stats);
+    }
+}
+END_TEST
+
 START_TEST(async_platform_passes_through)
 {
     pt_env("GPUARENA_MODE=platform", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -861,6 +938,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, free_waits_for_other_contexts_on_the_device);
     tcase_add_test(tc, device_free_waits_without_the_lock);
     tcase_add_test(tc, async_double_free_on_dead_stream_is_the_stream_error);
+    tcase_add_test(tc, async_free_event_in_the_streams_context);
     tcase_add_test(tc, async_per_thread_streams_not_shared);
     tcase_add_test(tc, async_free_pass_through_held_until_passed);
     tcase_add_test(tc, async_free_pass_through_synced_not_reported_held);

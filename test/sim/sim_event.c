@@ -20,6 +20,7 @@
 struct sim_event {
     int alive;
     unsigned flags;
+    sim_ctx_t *ctx;              /* current at cuEventCreate: only its streams may record it */
     sim_dep_t rec;               /* the last record; rec.s NULL: never recorded */
     unsigned long long gen;      /* of the last record */
     unsigned long long t_ns;     /* when its marker ran (stamped) */
@@ -107,7 +108,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     pthread_mutex_lock(&sim_stream_mu);
     sim_event_t *e = sim_event_take_locked();
     if (e)
-        *e = (sim_event_t){.alive = 1, .flags = Flags};
+        *e = (sim_event_t){.alive = 1, .flags = Flags, .ctx = c};
     pthread_mutex_unlock(&sim_stream_mu);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -136,6 +137,9 @@ static CUresult sim_event_destroy(CUevent h)
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* "hEvent and hStream must be from the same context otherwise CUDA_ERROR_INVALID_HANDLE is
+ * returned" (cuEventRecord's documentation): an event of another context than the stream's (the
+ * legacy and per-thread streams are the current context's) is refused and keeps its last record. */
 static CUresult sim_event_record(CUevent h, CUstream hs, int per_thread)
 {
     sim_stream_t *s;
@@ -144,6 +148,8 @@ static CUresult sim_event_record(CUevent h, CUstream hs, int per_thread)
         return r;
     pthread_mutex_lock(&sim_stream_mu);
     sim_event_t *e = sim_event_locked(h);
+    if (e && e->ctx != sim_stream_ctx(s))
+        e = NULL;
     unsigned long long gen = ++sim_event_gen;
     if (e) {
         /* not complete until the marker's number is known: a query meanwhile says NOT_READY */

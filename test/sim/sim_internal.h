@@ -154,6 +154,9 @@ CUresult sim_stream_resolve(CUstream h, int per_thread, sim_ctx_t *c, sim_stream
 /* sim_stream_resolve in the calling thread's current context (*cp, when cp is not NULL), or the
  * driver's error without one. */
 CUresult sim_stream_here(CUstream h, int per_thread, sim_ctx_t **cp, sim_stream_t **out);
+/* The context s belongs to (the legacy and per-thread streams: the context they were resolved
+ * for); fixed when s is made, so read with no lock. */
+sim_ctx_t *sim_stream_ctx(const sim_stream_t *s);
 /* Queues w on s behind the stream's earlier work, the implicit waits of the legacy stream, and
  * *wait when given. sync: returns once it ran, with its result. *seq (optional): its number on s. */
 CUresult sim_stream_submit(sim_stream_t *s, const sim_work_t *w, const sim_dep_t *wait, int sync,

@@ -107,6 +107,8 @@
     X(cuStreamQuery, 7000, 1, cuStreamQuery_ptsz)                                     \
     X(cuStreamGetId, 12000, 0, cuStreamGetId)                                         \
     X(cuStreamGetId, 12000, 1, cuStreamGetId_ptsz)                                    \
+    X(cuStreamGetCtx, 9020, 0, cuStreamGetCtx)                                        \
+    X(cuStreamGetCtx, 9020, 1, cuStreamGetCtx_ptsz)                                   \
     X(cuStreamWaitEvent, 3020, 0, cuStreamWaitEvent)                                  \
     X(cuStreamWaitEvent, 7000, 1, cuStreamWaitEvent_ptsz)                             \
     X(cuEventCreate, 2000, 0, cuEventCreate)                                          \

@@ -198,6 +198,8 @@ CUresult sim_stream_resolve(CUstream h, int per_thread, sim_ctx_t *c, sim_stream
     return r;
 }
 
+sim_ctx_t *sim_stream_ctx(const sim_stream_t *s) { return s->ctx; }
+
 CUresult sim_stream_here(CUstream h, int per_thread, sim_ctx_t **cp, sim_stream_t **out)
 {
     sim_ctx_t *c;
@@ -560,6 +562,34 @@ static CUresult sim_stream_get_id(CUstream h, unsigned long long *id, int per_th
     return CUDA_SUCCESS;
 }
 
+/* "Specifying any of the special handles will return the context current to the calling thread"
+ * (cuStreamGetCtx's documentation); a created stream names the context current when it was made,
+ * with or without a current context now. A destroyed stream (its context's too) is refused
+ * (INVALID_HANDLE), where the real driver's behaviour is undefined. */
+static CUresult sim_stream_get_ctx(CUstream h, CUcontext *pctx)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_ctx_t *c = NULL;
+    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+        r = sim_current(&c);
+    } else {
+        pthread_mutex_lock(&sim_stream_mu);
+        sim_stream_t *s = sim_created_locked(h);
+        c = s ? s->ctx : NULL;
+        pthread_mutex_unlock(&sim_stream_mu);
+        r = c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (r == CUDA_SUCCESS && !pctx)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        *pctx = (CUcontext)c;
+    return r;
+}
+
+SIM_WRAP(cuStreamGetCtx, sim_stream_get_ctx, (CUstream hStream, CUcontext *pctx), (hStream, pctx))
+SIM_WRAP(cuStreamGetCtx_ptsz, sim_stream_get_ctx, (CUstream hStream, CUcontext *pctx), (hStream, pctx))
 SIM_WRAP(cuStreamGetId, sim_stream_get_id, (CUstream hStream, unsigned long long *streamId),
          (hStream, streamId, 0))
 SIM_WRAP(cuStreamGetId_ptsz, sim_stream_get_id, (CUstream hStream, unsigned long long *streamId),

@@ -86,7 +86,10 @@
  * for its streams' work. A queued copy or set whose memory was freed before it ran is skipped
  * (stream_faults) instead of touching unmapped or reused host memory. Events: cuEventQuery is
  * CUDA_ERROR_NOT_READY until the stream passes the record; cuEventElapsedTime(_v2) measures host
- * time between the two records' completion.
+ * time between the two records' completion; cuEventRecord(_ptsz) of an event made in another
+ * context than the stream's (the legacy and per-thread streams are the current context's) is
+ * CUDA_ERROR_INVALID_HANDLE and records nothing, as the driver documents. cuStreamGetCtx(_ptsz)
+ * gives a stream's context (the current one for NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD).
  *
  * The simulated NVML, $(BUILD)/sim/libnvidia-ml.so.1 (test/sim/nvml_sim.c, ABI from
  * shim/ga_nvml.h), answers from the same state: devices, totals and UUIDs as the driver has them,

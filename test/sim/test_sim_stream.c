@@ -193,6 +193,77 @@ START_TEST(stream_wait_event)
 }
 END_TEST
 
+/* "hEvent and hStream must be from the same context otherwise CUDA_ERROR_INVALID_HANDLE is
+ * returned" (cuEventRecord): a stream names its context whichever is current; the legacy and
+ * per-thread streams are the current context's. A refused record leaves the event as it was.
+ * cuStreamGetCtx says which context a stream is; waiting on another context's event is allowed. */
+typedef CUresult (*record_fn)(CUevent, CUstream);
+typedef CUresult (*getctx_fn)(CUstream, CUcontext *);
+
+START_TEST(event_record_needs_the_streams_context)
+{
+    CUcontext a = ts_start(), b, got;
+    CUdevice dev;
+    CUstream sa, sb, gone;
+    CUevent ea, eb;
+    unsigned g;
+    record_fn record_ptsz = PTSZ(cuEventRecord_ptsz, record_fn);
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&ea, CU_EVENT_DISABLE_TIMING));
+    CK(cuCtxCreate(&b, NULL, 0, dev)); /* b current */
+    CK(cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&eb, CU_EVENT_DISABLE_TIMING));
+    CK(cuStreamCreate(&gone, 0));
+    CK(cuStreamDestroy(gone));
+    CK(cuCtxSetCurrent(a));
+    /* which context each stream is, with a current */
+    CK(cuStreamGetCtx(sa, &got));
+    ck_assert_ptr_eq(got, a);
+    CK(cuStreamGetCtx(sb, &got));
+    ck_assert_ptr_eq(got, b);
+    CK(cuStreamGetCtx(NULL, &got));
+    ck_assert_ptr_eq(got, a);
+    CK(cuStreamGetCtx(CU_STREAM_LEGACY, &got));
+    ck_assert_ptr_eq(got, a);
+    CK(PTSZ(cuStreamGetCtx_ptsz, getctx_fn)(CU_STREAM_PER_THREAD, &got));
+    ck_assert_ptr_eq(got, a);
+    ck_assert_int_eq(cuStreamGetCtx(gone, &got), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuStreamGetCtx(sa, NULL), CUDA_ERROR_INVALID_VALUE);
+    /* ea recorded behind a gate on its own stream: a refused record must not move it */
+    CK(simcuda_gate(sa, &g));
+    CK(cuEventRecord(ea, sa));
+    ck_assert_int_eq(cuEventRecord(ea, sb), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventQuery(ea), CUDA_ERROR_NOT_READY);
+    ck_assert_int_eq(record_ptsz(ea, sb), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventQuery(ea), CUDA_ERROR_NOT_READY);
+    /* b's event: only on b's streams, wherever the call is made */
+    ck_assert_int_eq(cuEventRecord(eb, sa), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventRecord(eb, NULL), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventRecord(eb, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventRecord(eb, CU_STREAM_PER_THREAD), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(record_ptsz(eb, NULL), CUDA_ERROR_INVALID_HANDLE);
+    CK(cuEventRecord(eb, sb)); /* a current, b's stream and b's event */
+    CK(cuEventSynchronize(eb));
+    CK(cuStreamWaitEvent(sb, ea, 0)); /* a wait may name another context's event */
+    ck_assert_int_eq(cuStreamQuery(sb), CUDA_ERROR_NOT_READY);
+    CK(cuCtxSetCurrent(b));
+    CK(cuStreamGetCtx(NULL, &got));
+    ck_assert_ptr_eq(got, b);
+    CK(cuEventRecord(eb, NULL));
+    CK(record_ptsz(eb, NULL));
+    CK(cuEventRecord(eb, CU_STREAM_PER_THREAD));
+    ck_assert_int_eq(cuEventRecord(ea, NULL), CUDA_ERROR_INVALID_HANDLE);
+    CK(cuEventRecord(ea, sa)); /* b current, a's stream and a's event */
+    simcuda_gate_open(g);
+    CK(cuEventSynchronize(ea));
+    CK(cuStreamSynchronize(sb));
+    CK(cuCtxDestroy(b));
+    CK(cuCtxSetCurrent(a));
+    ck_assert_int_eq(cuStreamGetCtx(sb, &got), CUDA_ERROR_INVALID_HANDLE); /* its context gone */
+}
+END_TEST
+
 /* NVIDIA, "Stream synchronization behavior": the legacy stream waits for the blocking streams'
  * earlier work, and they wait for its earlier work. */
 START_TEST(legacy_and_blocking)
@@ -586,6 +657,7 @@ TCase *ts_tcase_stream(void)
     tcase_add_test(tc, stream_in_order);
     tcase_add_test(tc, events);
     tcase_add_test(tc, stream_wait_event);
+    tcase_add_test(tc, event_record_needs_the_streams_context);
     tcase_add_test(tc, legacy_and_blocking);
     tcase_add_test(tc, nonblocking_independent);
     tcase_add_test(tc, per_thread_streams);

@@ -25,7 +25,9 @@
  *    reusable at once by later work on S (a cuMemAllocAsync on S may receive it whole: S runs in
  *    order, so its later work comes after the free), and by anything else once the event shows S
  *    has passed the free. The program's contract for cuMemFreeAsync is that work on other streams
- *    using p was ordered before the free on S, so the event on S is the whole fence.
+ *    using p was ordered before the free on S, so the event on S is the whole fence. Without an
+ *    event (none to be had, or a record the driver refuses) S is synchronised and the chunk goes
+ *    back at once.
  * Before an out-of-memory is reported, every pending chunk is waited for (context synchronised,
  * events synchronised) and returned, and the allocation retried.
  * Everything here runs under the context's lock; events are kept in a small free list per context
@@ -271,16 +273,19 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
         sid = ga_fence_stream_id(s);
         ev = ga_fence_event_for(c, s, sid);
         CUresult r = ev ? ga_real.cuEventRecord(ev, s) : CUDA_ERROR_NOT_SUPPORTED;
-        if (r == CUDA_ERROR_NOT_SUPPORTED && !ev && ga_real.cuStreamSynchronize) {
-            /* A driver without events: the stream synchronised, the chunk back at once. */
-            r = ga_real.cuStreamSynchronize(s);
-            if (r == CUDA_SUCCESS)
-                ga_pool_free(c->pool, ptr, NULL);
-            return r;
-        }
         if (r != CUDA_SUCCESS) {
+            /* No event (a driver without them, none to be had) or one the driver would not record
+             * (out of resources, say): the program's free was right, so the stream synchronised
+             * and the chunk back at once (helper-42 F6: the record's error was returned and the
+             * block never freed). A stream the driver refuses is refused here too: nothing
+             * freed, the driver's answer returned. */
             ga_event_put(c, ev);
-            return r; /* a stream the driver refuses: nothing freed, as the driver answers */
+            if (ga_real.cuStreamSynchronize)
+                r = ga_real.cuStreamSynchronize(s);
+            if (r != CUDA_SUCCESS)
+                return r;
+            ga_pool_free(c->pool, ptr, NULL);
+            return CUDA_SUCCESS;
         }
         c->counts.free_events++;
     }

@@ -657,6 +657,67 @@ START_TEST(async_free_event_in_the_streams_context)
 }
 END_TEST
 
+/* cuMemFreeAsync when the driver will not record the free's event (SIMCUDA_FAIL: cuEventRecord
+ * out of memory; helper-42 F6): the program's free was right, so it answers 0 and the block is
+ * free (the stream synchronised instead, so the kernel queued before the free has finished):
+ * a second free is refused, the address is in no allocation, and the next allocation may take it.
+ * A destroyed stream is still refused, its block kept. Pass-through memory freed so comes back
+ * whole. */
+static void evfail_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s, gone;
+    CUdeviceptr p, keep, pp, q, base;
+    size_t size;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&gone, 0) ||
+        cuMemAllocAsync(&p, N, s) || cuMemAllocAsync(&keep, N, s) ||
+        cuMemAllocFromPoolAsync(&pp, N, NULL, s) || cuStreamSynchronize(s) ||
+        cuStreamDestroy(gone) || simcuda_launch(s, p, 0xAA, N, 20000))
+        exit(2);
+    if (simcuda_fail_add("cuEventRecord:1+:CUDA_ERROR_OUT_OF_MEMORY") != 0)
+        exit(2);
+    if (cuMemFreeAsync(p, s) != CUDA_SUCCESS)
+        exit(10);
+    if (cuMemFreeAsync(p, s) != CUDA_ERROR_INVALID_VALUE)
+        exit(11); /* freed once already */
+    if (cuMemGetAddressRange(&base, &size, p) != CUDA_ERROR_NOT_FOUND)
+        exit(12);
+    if (cuMemFreeAsync(keep, gone) != CUDA_ERROR_INVALID_HANDLE ||
+        cuMemGetAddressRange(&base, &size, keep) != CUDA_SUCCESS)
+        exit(13); /* a stream the driver refuses: nothing freed */
+    if (cuMemFreeAsync(pp, s) != CUDA_SUCCESS)
+        exit(14);
+    simcuda_fail_clear();
+    if (cuMemAlloc(&q, N) || cuMemsetD8(q, 0x55, N) || cuCtxSynchronize() || !all_bytes(q, 0x55))
+        exit(15); /* the kernel wrote into the next block */
+    if (cuMemFree(q) || cuMemFreeAsync(keep, s) || cuStreamSynchronize(s))
+        exit(16);
+    exit(0);
+}
+
+START_TEST(async_free_survives_a_failed_event_record)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++) {
+        char stats[] = "/tmp/gpuarena-evfail-XXXXXX", senv[128], err[4096];
+        close(mkstemp(stats));
+        snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+        pt_env(senv, modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(evfail_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (10: the free refused, 11-12: the block not freed, "
+                      "13: a destroyed stream's free not refused, 14: pass-through free refused, "
+                      "15: the next block read the kernel's bytes); %s", modes[m], rc, err);
+        ck_assert_msg(pt_json_check(stats, "(t := d['totals']) and t['in_use'] == 0 and "
+                                           "t['passthrough_bytes'] == 0 and "
+                                           "t['free_events'] == 1") == 0,
+                      "%s: every block freed, the last alone with an event", modes[m]);
+        unlink(stats);
+    }
+}
+END_TEST
+
 START_TEST(async_platform_passes_through)
 {
     pt_env("GPUARENA_MODE=platform", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -939,6 +1000,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, device_free_waits_without_the_lock);
     tcase_add_test(tc, async_double_free_on_dead_stream_is_the_stream_error);
     tcase_add_test(tc, async_free_event_in_the_streams_context);
+    tcase_add_test(tc, async_free_survives_a_failed_event_record);
     tcase_add_test(tc, async_per_thread_streams_not_shared);
     tcase_add_test(tc, async_free_pass_through_held_until_passed);
     tcase_add_test(tc, async_free_pass_through_synced_not_reported_held);

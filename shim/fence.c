@@ -634,29 +634,17 @@ static void ga_fence_program_waited(void)
         ga_dev_pass_passed(-1);
 }
 
-GA_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
-{
-    GA_HOOK_ENTER(cuStreamSynchronize, (hStream));
-    CUresult r = ga_real.cuStreamSynchronize(hStream);
-    if (r == CUDA_SUCCESS)
-        ga_fence_program_waited();
-    return r;
-}
-
-GA_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
-{
-    GA_HOOK_ENTER(cuStreamSynchronize_ptsz, (hStream));
-    CUresult r = ga_real.cuStreamSynchronize_ptsz(hStream);
-    if (r == CUDA_SUCCESS)
-        ga_fence_program_waited();
-    return r;
-}
-
-GA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
-{
-    GA_HOOK_ENTER(cuEventSynchronize, (hEvent));
-    CUresult r = ga_real.cuEventSynchronize(hEvent);
-    if (r == CUDA_SUCCESS)
-        ga_fence_program_waited();
-    return r;
-}
+/* The three waits: the real call, then what it passed. */
+#define GA_WAIT_HOOK(name, type, arg)                                                          \
+    GA_EXPORT CUresult name(type arg)                                                          \
+    {                                                                                          \
+        GA_HOOK_ENTER(name, (arg));                                                            \
+        CUresult r = ga_real.name(arg);                                                        \
+        if (r == CUDA_SUCCESS)                                                                 \
+            ga_fence_program_waited();                                                         \
+        return r;                                                                              \
+    }
+GA_WAIT_HOOK(cuStreamSynchronize, CUstream, hStream)
+GA_WAIT_HOOK(cuStreamSynchronize_ptsz, CUstream, hStream)
+GA_WAIT_HOOK(cuEventSynchronize, CUevent, hEvent)
+#undef GA_WAIT_HOOK

@@ -75,3 +75,25 @@ __attribute__((noinline, cold)) void ga_mutex_wake(ga_mutex_t *m)
         return;
     syscall(SYS_futex, &m->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
+
+/* The exit path's lock (the statistics and the trace written by the shim's destructor). Its
+ * holder may be this very thread, in a hook that a signal interrupted before the handler called
+ * exit(), or a thread that waits in the driver for work that never ends, or one cancelled inside
+ * the driver: waiting for it without a bound kept the process from ever exiting. Naps as the
+ * contended path does, without counting as a sleeper (a release need not wake it). */
+int ga_mutex_lock_for(ga_mutex_t *m, uint64_t ns)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (ga_mutex_try(m))
+            return 0;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t spent = (uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000ull +
+                         (uint64_t)now.tv_nsec - (uint64_t)t0.tv_nsec;
+        if (spent >= ns)
+            return -1;
+        struct timespec nap = {0, GA_MUTEX_NAP_NS};
+        syscall(SYS_futex, &m->word, FUTEX_WAIT_PRIVATE, 1, &nap, NULL, 0);
+    }
+}

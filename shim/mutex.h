@@ -32,6 +32,10 @@ static inline void ga_mutex_init(ga_mutex_t *m)
 }
 
 void ga_mutex_wait(ga_mutex_t *m); /* mutex.c: returns with the lock taken */
+/* mutex.c: waits at most ns for the lock; 0 when taken, -1 when it is still held. For the exit
+ * path only, where the holder may never let go (see there). */
+int ga_mutex_lock_for(ga_mutex_t *m, uint64_t ns);
+#define GA_MUTEX_EXIT_WAIT_NS 1000000000ull /* how long the exit path waits for one lock: 1 s */
 void ga_mutex_wake(ga_mutex_t *m);
 
 static inline void ga_mutex_lock(ga_mutex_t *m)

@@ -223,14 +223,40 @@ static void ga_counts_add(ga_counts_t *sum, const ga_counts_t *c)
 }
 
 /* ---- JSON ---- */
+/* A context whose lock stayed held for GA_MUTEX_EXIT_WAIT_NS at exit: its holder is this thread
+ * (exit() from a signal handler that interrupted a hook) or a thread that does not come back (one
+ * waiting in the driver for work that never ends). Waiting on hung the exit for ever. Its pool may
+ * be half-way through a change, so it is not read: the entry shows the figures a dead context
+ * kept, or none, and says so ("incomplete"); the call counts, plain integers that the stopped
+ * holder is not writing, are taken as they are. -1. */
+static int ga_ctx_snapshot_held(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_counts_t *cn,
+                                int *alive, int *holds)
+{
+    *alive = !atomic_load(&c->dead);
+    if (c->has_final && !*alive)
+        *s = c->final;
+    else
+        memset(s, 0, sizeof *s);
+    *now = *s;
+    memcpy(cn, &c->counts, sizeof *cn);
+    *holds = 0;
+    ga_log(GA_LOG_WARN, "the statistics leave out the pool of context %p (its entry in \"devices\" "
+           "says \"incomplete\": true): its lock was still held after 1 s at exit, by a CUDA call "
+           "that exit() interrupted from a signal handler or by a thread still waiting in the "
+           "driver; call _exit() in signal handlers, or end such threads before exit()",
+           (void *)c->ctx);
+    return -1;
+}
+
 /* A context's figures: its pool's (live, or as they were when the context died, less the
  * program's later frees of the stream-ordered blocks an orphan pool kept: ctx.c, ga_orphan_free)
  * and its counts; *now: what its pool holds now (a live or orphan pool's own figures, else *s);
  * *holds: its pool still holds memory (alive, or a dead context's vmm pool kept for such blocks). */
-static void ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_counts_t *cn,
-                            int *alive, int *holds)
+static int ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_counts_t *cn,
+                           int *alive, int *holds)
 {
-    ga_mutex_lock(&c->lock);
+    if (ga_mutex_lock_for(&c->lock, GA_MUTEX_EXIT_WAIT_NS) != 0)
+        return ga_ctx_snapshot_held(c, s, now, cn, alive, holds);
     *alive = !atomic_load(&c->dead);
     if (c->pool)
         ga_pool_stats(c->pool, now);
@@ -245,6 +271,7 @@ static void ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_coun
     *cn = c->counts;
     *holds = *alive || atomic_load(&c->orphan);
     ga_mutex_unlock(&c->lock);
+    return 0;
 }
 
 /* "devices": one record per context (device, context, cap, mode, its pool's figures); the counts
@@ -258,7 +285,7 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
         ga_stats_t s, now;
         ga_counts_t cn;
         int alive, holds;
-        ga_ctx_snapshot(c, &s, &now, &cn, &alive, &holds);
+        int held = ga_ctx_snapshot(c, &s, &now, &cn, &alive, &holds) != 0;
         ga_counts_add(counts, &cn);
         uint64_t largest = pool->largest_free, free_sum = pool->total_free;
 #define GA_SUM(name, unit, desc) pool->name += s.name;
@@ -294,7 +321,8 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
 #define GA_JSON_FIELD(name, unit, desc) fprintf(f, ", \"%s\": %llu", #name, (unsigned long long)s.name);
         GA_STATS_LIST(GA_JSON_FIELD)
 #undef GA_JSON_FIELD
-        fprintf(f, ", \"fragmentation\": %.6f}", ga_fragmentation(&s));
+        fprintf(f, ", \"fragmentation\": %.6f%s}", ga_fragmentation(&s),
+                held ? ", \"incomplete\": true" : "");
         sep = ",";
     }
     fprintf(f, "]\n");
@@ -302,9 +330,13 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
         ga_dev_t *dv = ga_dev(d);
         if (!atomic_load(&dv->known))
             continue;
-        ga_mutex_lock(&dv->lock);
-        ga_counts_t dc = dv->counts;
-        ga_mutex_unlock(&dv->lock);
+        ga_counts_t dc;
+        if (ga_mutex_lock_for(&dv->lock, GA_MUTEX_EXIT_WAIT_NS) == 0) {
+            dc = dv->counts;
+            ga_mutex_unlock(&dv->lock);
+        } else { /* held by a call that cannot end (as ga_ctx_snapshot_held): counts as they are */
+            memcpy(&dc, &dv->counts, sizeof dc);
+        }
         ga_counts_add(counts, &dc);
     }
 }

@@ -243,7 +243,10 @@ void ga_trace_flush_all(void)
     atomic_store(&ga_trace_unbuffered, 1);
     pthread_mutex_lock(&ga_tbufs_lock);
     for (ga_tbuf_t *b = ga_tbufs; b; b = b->next) {
-        ga_mutex_lock(&b->lock);
+        /* Held past the bound only by a record that exit() interrupted from a signal handler on
+         * this thread: its buffer, half-written, is left out rather than the exit hung. */
+        if (ga_mutex_lock_for(&b->lock, GA_MUTEX_EXIT_WAIT_NS) != 0)
+            continue;
         ga_tbuf_flush_locked(b);
         ga_mutex_unlock(&b->lock);
     }

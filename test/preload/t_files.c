@@ -1013,12 +1013,107 @@ START_TEST(stats_own_exit_with_stdin_reader)
 }
 END_TEST
 
+/* exit() while a CUDA call holds its context's lock (helper-43 F1, F2): another thread's
+ * allocation waits in the driver (the deferred-free fence synchronises behind a stream gate that is
+ * never opened, as behind a hung kernel), and the process exits: from main, or from a signal
+ * handler that interrupted that very call, the common SIGTERM handler that calls exit(). The
+ * statistics writer waited for the lock without a bound, so neither process ever exited. Now it
+ * waits 1 s, leaves that pool out, marks its entry and says so; the exit status is the program's. */
+static CUcontext tf_held_ctx;
+
+static void tf_exit_in_handler(int sig)
+{
+    (void)sig;
+    exit(0);
+}
+
+static void *tf_wait_in_driver(void *arg)
+{
+    CUdeviceptr p, q;
+    unsigned gate;
+    (void)arg;
+    if (cuCtxSetCurrent(tf_held_ctx) || cuMemAlloc(&p, 1 << 20) || simcuda_gate(NULL, &gate) ||
+        cuMemFree(p))
+        exit(3);
+    cuMemAlloc(&q, 1 << 20); /* the fence: cuCtxSynchronize under the context's lock, for ever */
+    exit(4);
+}
+
+typedef struct tf_held {
+    const char *mode, *stats;
+    int from_handler;
+} tf_held_t;
+
+static void tf_exit_held_child(void *arg)
+{
+    const tf_held_t *h = arg;
+    pthread_t t;
+    setenv("GPUARENA_MODE", h->mode, 1);
+    setenv("GPUARENA_STATS", h->stats, 1);
+    tf_held_ctx = pt_start();
+    signal(SIGUSR1, tf_exit_in_handler);
+    unsigned long long before = simcuda_entry_calls("cuCtxSynchronize");
+    if (pthread_create(&t, NULL, tf_wait_in_driver, NULL))
+        exit(2);
+    while (simcuda_entry_calls("cuCtxSynchronize") == before)
+        sched_yield();
+    if (h->from_handler) {
+        pthread_kill(t, SIGUSR1);
+        for (;;)
+            pause();
+    }
+    exit(0);
+}
+
+START_TEST(stats_exit_while_a_call_holds_the_lock)
+{
+    static const char *const modes[] = {"arena", "grow", "vmm"};
+    for (int m = 0; m < 3; m++)
+        for (int from_handler = 0; from_handler < 2; from_handler++) {
+            tf_dir_t d;
+            char stats[128], out[128], err[8192];
+            tf_mkdir(&d);
+            tf_held_t h = {modes[m], tf_at(&d, "s.json", stats, sizeof stats), from_handler};
+            /* In a child with a deadline of its own: a hang is killed, not left behind. */
+            int fd = open(tf_at(&d, "err", out, sizeof out), O_RDWR | O_CREAT | O_TRUNC, 0600);
+            ck_assert_int_ge(fd, 0);
+            pid_t pid = fork();
+            ck_assert_int_ge(pid, 0);
+            if (pid == 0) {
+                dup2(fd, 2);
+                tf_exit_held_child(&h);
+            }
+            int status = 0, waited = 0;
+            while (waitpid(pid, &status, WNOHANG) == 0 && waited++ < 1000)
+                usleep(10000);
+            if (waited > 1000) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+            }
+            ssize_t n = pread(fd, err, sizeof err - 1, 0);
+            err[n > 0 ? n : 0] = '\0';
+            close(fd);
+            ck_assert_msg(waited <= 1000, "%s, exit from %s: still running after 10 s; %s", modes[m],
+                          from_handler ? "the handler" : "main", err);
+            ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: status 0x%x; %s",
+                          modes[m], status, err);
+            ck_assert_msg(strstr(err, "gpuarena: the statistics leave out the pool of context") &&
+                          strstr(err, "_exit()"), "%s: %s", modes[m], err);
+            ck_assert_msg(pt_json_check(stats, "d['devices'][0].get('incomplete') is True and "
+                                               "d['by_api']['cuMemAlloc']['calls'] >= 1") == 0,
+                          "%s: the report", modes[m]);
+            tf_rmtree(d.path);
+        }
+}
+END_TEST
+
 TCase *pt_tcase_files(void)
 {
     TCase *tc = tcase_create("files");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, stats_same_path_as_trace);
     tcase_add_test(tc, stats_own_exit_with_stdin_reader);
+    tcase_add_test(tc, stats_exit_while_a_call_holds_the_lock);
     tcase_add_test(tc, stats_same_path_after_pid);
     tcase_add_test(tc, stats_symlink_to_trace);
     tcase_add_test(tc, stats_hard_link_to_trace);

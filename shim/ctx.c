@@ -398,19 +398,42 @@ ga_ctx_t *ga_current(void)
     return c;
 }
 
+/* The driver calls gpuarena makes while it holds a lock (a region, a granule, a synchronisation
+ * of the fence) run with cancellation disabled: a driver that waits at a cancellation point
+ * (poll(2), a condition variable) would otherwise end a thread cancelled there with gpuarena's
+ * lock taken, and every later call on that context would wait for it for ever (helper-43 F3).
+ * The cancel stays pending and acts at the program's next cancellation point. Only these rare
+ * paths pay for it, never an allocation the pool serves. 1 when it was enabled (end enables it). */
+int ga_nocancel_begin(void)
+{
+    int old = PTHREAD_CANCEL_DISABLE;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    return old == PTHREAD_CANCEL_ENABLE;
+}
+
+void ga_nocancel_end(int was_enabled)
+{
+    if (was_enabled)
+        pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+}
+
+/* Bit 0: ctx was pushed; bit 1: cancellation was disabled here (ga_nocancel_begin). 0: nothing
+ * to undo, which callers that skip the driver pass to ga_ctx_leave too. */
 int ga_ctx_enter(CUcontext ctx)
 {
+    int nocancel = ga_nocancel_begin() << 1;
     CUcontext cur = NULL;
     if (ga_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ctx)
-        return 0;
-    return ga_real.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+        return nocancel;
+    return nocancel | (ga_real.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS);
 }
 
 void ga_ctx_leave(int pushed)
 {
     CUcontext dummy;
-    if (pushed)
+    if (pushed & 1)
         ga_real.cuCtxPopCurrent_v2(&dummy);
+    ga_nocancel_end(pushed >> 1);
 }
 
 static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t initial)

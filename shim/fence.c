@@ -291,10 +291,12 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
     }
     if (ga_pend_grow(c) != 0 || ga_pend_index(c, ptr, size) != 0) {
         /* No host memory to remember it: wait for the device here and free at once. */
+        int nc = ga_nocancel_begin();
         if (ev)
             ga_real.cuEventSynchronize(ev);
         else if (ga_real.cuCtxSynchronize)
             ga_real.cuCtxSynchronize();
+        ga_nocancel_end(nc);
         ga_event_put(c, ev);
         ga_pool_free(c->pool, ptr, NULL);
         return CUDA_SUCCESS;
@@ -333,11 +335,10 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
  * for the device; helper-42 F2: a kernel of another context wrote into the next block). */
 static void ga_fence_sync(ga_ctx_t *c, int current)
 {
-    int pushed = current ? 0 : ga_ctx_enter(c->ctx);
+    int pushed = current ? ga_nocancel_begin() << 1 : ga_ctx_enter(c->ctx);
     if (ga_real.cuCtxSynchronize)
         ga_real.cuCtxSynchronize();
-    if (pushed)
-        ga_ctx_leave(pushed);
+    ga_ctx_leave(pushed);
     if (atomic_load_explicit(&c->peers, memory_order_relaxed))
         ga_dev_sync_others(c->dev, c);
     c->counts.free_syncs++;
@@ -358,7 +359,9 @@ __attribute__((noinline)) static void ga_fence_reclaim_events(ga_ctx_t *c, int w
             }
             passed = 1;
         } else {
+            int nc = wait ? ga_nocancel_begin() : 0;
             CUresult r = wait ? ga_real.cuEventSynchronize(e->ev) : ga_real.cuEventQuery(e->ev);
+            ga_nocancel_end(nc);
             passed = r != CUDA_ERROR_NOT_READY; /* an error: the stream is gone, so is its work */
         }
         if (passed)
@@ -465,8 +468,10 @@ int ga_fence_pass_free(ga_ctx_t *c, size_t size, CUstream s)
     /* No event (or no host memory to remember it): the stream passes the free before the bytes go
      * back. The driver took the free, so the stream is one it knows. */
     ga_event_put(c, ev);
+    int nc = ga_nocancel_begin();
     if (ga_real.cuStreamSynchronize)
         ga_real.cuStreamSynchronize(s);
+    ga_nocancel_end(nc);
     return 0;
 }
 
@@ -475,7 +480,9 @@ uint64_t ga_fence_pass_reclaim(ga_ctx_t *c, int wait)
     uint64_t bytes = 0;
     for (size_t i = 0; i < c->npfree;) {
         CUevent ev = c->pfree[i].ev;
+        int nc = wait ? ga_nocancel_begin() : 0;
         CUresult r = wait ? ga_real.cuEventSynchronize(ev) : ga_real.cuEventQuery(ev);
+        ga_nocancel_end(nc);
         if (r == CUDA_ERROR_NOT_READY) {
             i++;
             continue;

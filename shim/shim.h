@@ -367,9 +367,13 @@ void ga_ctx_level_add(ga_ctx_t *c, int64_t delta);
 void ga_ctx_publish(ga_ctx_t *c, int64_t delta);
 ga_ctx_t *ga_ctx_level_owner(void);
 void ga_ctx_level_share(void);
-/* Makes ctx current for a driver call from a thread where it may not be. */
+/* Makes ctx current for a driver call from a thread where it may not be, with cancellation
+ * disabled until ga_ctx_leave (a lock is held around such calls). */
 int ga_ctx_enter(CUcontext ctx);
 void ga_ctx_leave(int pushed);
+/* Cancellation disabled around a driver call made under a lock (ctx.c): begin's result to end. */
+int ga_nocancel_begin(void);
+void ga_nocancel_end(int was_enabled);
 /* The context's pool, made at first use; c->lock held and c alive. NULL: *err says why. */
 ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err);
 static inline ga_pool_t *ga_ctx_peek(ga_ctx_t *c)

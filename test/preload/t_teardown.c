@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -706,6 +707,83 @@ START_TEST(primary_retain_races_last_release)
 }
 END_TEST
 
+/* A thread cancelled while gpuarena waits in the driver for it (helper-43 F3): its allocation runs
+ * the deferred-free fence, cuCtxSynchronize under the context's lock, behind a stream gate; a
+ * cancel is pending and the simulated driver's wait is a cancellation point (pthread_cond_wait),
+ * as a real driver's poll(2) would be. The thread ended there with the lock taken, and the next
+ * allocation on the context waited for ever. Now such driver calls run with cancellation disabled:
+ * the allocation completes, the thread is cancelled at its own next cancellation point, and the
+ * context stays usable. Each mode in a child with a deadline, so a hang is killed, not kept. */
+static CUcontext td_cancel_ctx;
+static pthread_barrier_t td_cancel_bar;
+static unsigned td_cancel_gate;
+
+static void *td_cancelled_in_driver(void *arg)
+{
+    CUdeviceptr p, q;
+    int old;
+    (void)arg;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    if (cuCtxSetCurrent(td_cancel_ctx) || cuMemAlloc(&p, 1 << 20) ||
+        simcuda_gate(NULL, &td_cancel_gate) || cuMemFree(p))
+        exit(3);
+    pthread_barrier_wait(&td_cancel_bar);
+    pthread_barrier_wait(&td_cancel_bar); /* the cancel is pending now */
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+    if (cuMemAlloc(&q, 1 << 20) == CUDA_SUCCESS) /* waits for the gate inside the driver */
+        cuMemFree(q);
+    pthread_testcancel();
+    exit(4); /* not cancelled at all */
+}
+
+static void td_cancel_child(const char *mode)
+{
+    pthread_t t;
+    CUdeviceptr p;
+    void *res = NULL;
+    setenv("GPUARENA_MODE", mode, 1);
+    td_cancel_ctx = pt_start();
+    pthread_barrier_init(&td_cancel_bar, NULL, 2);
+    unsigned long long before = simcuda_entry_calls("cuCtxSynchronize");
+    if (pthread_create(&t, NULL, td_cancelled_in_driver, NULL))
+        exit(2);
+    pthread_barrier_wait(&td_cancel_bar);
+    pthread_cancel(t);
+    pthread_barrier_wait(&td_cancel_bar);
+    for (int i = 0; i < 2000 && simcuda_entry_calls("cuCtxSynchronize") == before; i++)
+        usleep(1000); /* the thread waits in the driver (or was cancelled before: then no wait) */
+    simcuda_gate_open(td_cancel_gate);
+    pthread_join(t, &res);
+    if (res != PTHREAD_CANCELED)
+        exit(5);
+    if (cuMemAlloc(&p, 4096) || cuMemFree(p))
+        exit(6);
+    exit(0);
+}
+
+START_TEST(cancel_inside_driver_wait_keeps_no_lock)
+{
+    static const char *const modes[] = {"arena", "grow", "vmm"};
+    for (int m = 0; m < 3; m++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            td_cancel_child(modes[m]);
+        int status = 0, waited = 0;
+        while (waitpid(pid, &status, WNOHANG) == 0 && waited++ < 1000)
+            usleep(10000);
+        if (waited > 1000) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+        }
+        ck_assert_msg(waited <= 1000, "%s: the context's next allocation still waits after 10 s",
+                      modes[m]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: status 0x%x", modes[m],
+                      status);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_teardown(void)
 {
     TCase *tc = tcase_create("teardown");
@@ -715,6 +793,7 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, arena_last_release_then_reuse);
     tcase_add_test(tc, two_contexts_two_arenas);
     tcase_add_test(tc, fork_child_allocates);
+    tcase_add_test(tc, cancel_inside_driver_wait_keeps_no_lock);
     tcase_add_test(tc, first_call_from_constructor);
     tcase_add_test(tc, ctx_destroy_refused_keeps_pool);
     tcase_add_test(tc, ctx_destroy_keeps_async_memory_counted);

@@ -272,6 +272,10 @@ static void ga_out_open_failed(const char *var, const char *path, const ga_out_t
     if (err == ENXIO && S_ISFIFO(o->st.st_mode))
         ga_log(GA_LOG_ERROR, "%s='%s' is a FIFO that nobody is reading: %s; start its reader "
                "before the program writes", var, path, consequence);
+    else if (err == EFBIG)
+        ga_log(GA_LOG_ERROR, "cannot write %s='%s' (%s): %s; it does not fit under the "
+               "process's file size limit (ulimit -f): raise the limit", var, path,
+               strerror(err), consequence);
     else
         ga_log(GA_LOG_ERROR, "cannot write %s='%s' (%s): %s; check that the path names a file "
                "in a writable directory", var, path, strerror(err), consequence);
@@ -399,23 +403,29 @@ static int ga_out_fill(int fd, void (*writer)(FILE *f))
     return bad ? -1 : 0;
 }
 
-/* ga_out_fill on a pipe or FIFO with SIGPIPE blocked in this thread: a reader that went away is
- * an error (EPIPE) and a message, not the death of a program that is exiting. A SIGPIPE raised
- * here is taken back before the mask is restored. */
+/* ga_out_fill with SIGPIPE and SIGXFSZ blocked in this thread: a reader of a pipe or FIFO that
+ * went away (EPIPE), or a file grown past the size limit (`ulimit -f`: EFBIG), is an error and a
+ * message, not the death of a program that is exiting. (SIGXFSZ killed a program whose report
+ * passed the limit, its exit status and buffered output lost: helper-43 F4.) A signal raised here
+ * is taken back before the mask is restored; one already pending stays. */
 static int ga_out_fill_guarded(int fd, void (*writer)(FILE *f))
 {
-    sigset_t pipe_set, old, pending;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
+    static const int sigs[2] = {SIGPIPE, SIGXFSZ};
+    sigset_t guard, old, pending, mine;
+    sigemptyset(&guard);
     sigemptyset(&pending);
+    sigemptyset(&mine);
     sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    for (int i = 0; i < 2; i++) {
+        sigaddset(&guard, sigs[i]);
+        if (sigismember(&pending, sigs[i]) != 1)
+            sigaddset(&mine, sigs[i]);
+    }
+    pthread_sigmask(SIG_BLOCK, &guard, &old);
     int r = ga_out_fill(fd, writer), e = errno;
     struct timespec zero = {0, 0};
-    if (!was_pending)
-        while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE)
-            ;
+    while (sigtimedwait(&mine, NULL, &zero) > 0)
+        ;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = e;
     return r;
@@ -440,7 +450,7 @@ static int ga_out_write_atomic(const char *var, const char *path, const ga_out_t
     }
     if (o->kind == GA_OUT_REGULAR)
         (void)fchmod(fd, o->st.st_mode & 07777);
-    if (ga_out_fill(fd, writer) == 0 && rename(tmp, o->target) == 0)
+    if (ga_out_fill_guarded(fd, writer) == 0 && rename(tmp, o->target) == 0)
         return 0;
     int e = errno;
     unlink(tmp);

@@ -21,9 +21,12 @@
 
 #include "outfile.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,15 +65,56 @@ static uint64_t ga_clock_ns(clockid_t id)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A file size limit (`ulimit -f`) was set when tracing started: past it, write(2) raises SIGXFSZ,
+ * whose default action killed the program in the middle of its run (helper-43 F4). Only then is
+ * each write guarded (three more system calls per 256 records); past the limit the trace ends. */
+static int ga_trace_fsize_limited;
+static _Atomic int ga_trace_full;
+
+/* write(2) with SIGXFSZ blocked in this thread, and taken back if this write raised it. */
+static ssize_t ga_trace_write_guarded(int fd, const void *buf, size_t len)
+{
+    sigset_t xfsz, old, pending;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGXFSZ) == 1;
+    pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+    ssize_t w = write(fd, buf, len);
+    int e = errno;
+    struct timespec zero = {0, 0};
+    if (!was_pending)
+        while (sigtimedwait(&xfsz, NULL, &zero) == SIGXFSZ)
+            ;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return w;
+}
+
 /* One write(2) of whole records on the O_APPEND descriptor: a reader never sees half a record. */
 static void ga_trace_write_records(const void *rec, size_t n)
 {
     int fd = atomic_load_explicit(&ga_trace_fd, memory_order_relaxed);
-    if (!n || fd < 0)
+    if (!n || fd < 0 || atomic_load_explicit(&ga_trace_full, memory_order_relaxed))
         return;
-    ssize_t w = write(fd, rec, n * GA_TRACE_RECORD_SIZE);
-    if (w != (ssize_t)(n * GA_TRACE_RECORD_SIZE))
-        ga_log(GA_LOG_WARN, "trace write failed; check the disk holding GPUARENA_TRACE");
+    size_t len = n * GA_TRACE_RECORD_SIZE;
+    errno = 0;
+    ssize_t w = ga_trace_fsize_limited ? ga_trace_write_guarded(fd, rec, len) : write(fd, rec, len);
+    if (w == (ssize_t)len)
+        return;
+    if (ga_trace_fsize_limited && (errno == EFBIG || w >= 0)) {
+        if (!atomic_exchange(&ga_trace_full, 1)) {
+            struct rlimit rl;
+            getrlimit(RLIMIT_FSIZE, &rl);
+            ga_log(GA_LOG_WARN, "GPUARENA_TRACE='%s' reached the process's file size limit "
+                   "(ulimit -f: %llu bytes): the trace ends here (a partial last record is skipped "
+                   "by its readers) and the program runs on; raise the limit to trace the whole run",
+                   ga_trace_path, (unsigned long long)rl.rlim_cur);
+        }
+        return;
+    }
+    ga_log(GA_LOG_WARN, "trace write failed; check the disk holding GPUARENA_TRACE");
 }
 
 /* The partial half, at thread or process exit. */
@@ -125,6 +169,8 @@ void ga_trace_start(void)
     ga_outfile_watch("GPUARENA_TRACE", ga_opt.trace);
     if (ga_opt.stats)
         ga_outfile_clash("GPUARENA_STATS", ga_opt.stats);
+    struct rlimit rl;
+    ga_trace_fsize_limited = getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
     ga_trace_calibrate();
     ga_trace_t0_unix_ns = ga_clock_ns(CLOCK_REALTIME);
     ga_trace_t0_ticks = ga_now();

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -1107,6 +1108,53 @@ START_TEST(stats_exit_while_a_call_holds_the_lock)
 }
 END_TEST
 
+/* A file size limit (`ulimit -f`) below the report or the trace (helper-43 F4): write(2) past it
+ * raises SIGXFSZ, which killed the program (exit 153, its buffered output lost; the trace killed
+ * it mid-run). Now the report is a message and the old file stays, with no temporary file left;
+ * the trace ends at the limit with a message, reads back, and the program runs to its end. */
+static void tf_fsize_child(void *arg)
+{
+    const char *const *a = arg; /* variable, path, limit */
+    struct rlimit rl = {(rlim_t)atol(a[2]), (rlim_t)atol(a[2])};
+    CUdeviceptr p;
+    setenv(a[0], a[1], 1);
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        exit(2);
+    pt_start();
+    for (int i = 0; i < 5000; i++)
+        if (cuMemAlloc(&p, 4096) || cuMemFree(p))
+            exit(3);
+    exit(0);
+}
+
+START_TEST(stats_and_trace_past_file_size_limit)
+{
+    tf_dir_t d;
+    char stats[128], trace[128], err[8192], first[64];
+    tf_mkdir(&d);
+    FILE *f = fopen(tf_at(&d, "s.json", stats, sizeof stats), "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"mine\": 1}\n", f);
+    fclose(f);
+    const char *sa[] = {"GPUARENA_STATS", stats, "1500"};
+    int rc = pt_run_child(tf_fsize_child, (void *)sa, err, sizeof err);
+    ck_assert_msg(rc == 0, "statistics past ulimit -f: exit %d; %s", rc, err);
+    ck_assert_msg(strstr(err, "gpuarena: cannot write GPUARENA_STATS=") && strstr(err, "ulimit -f"),
+                  "%s", err);
+    ck_assert_int_eq(tf_entries(d.path, first, sizeof first), 1); /* no temporary file left */
+    ck_assert_int_eq(pt_json_check(stats, "d == {'mine': 1}"), 0);
+    const char *ta[] = {"GPUARENA_TRACE", tf_at(&d, "t.gatrace", trace, sizeof trace), "65536"};
+    rc = pt_run_child(tf_fsize_child, (void *)ta, err, sizeof err);
+    ck_assert_msg(rc == 0, "trace past ulimit -f: exit %d; %s", rc, err);
+    ck_assert_msg(strstr(err, "gpuarena: GPUARENA_TRACE=") && strstr(err, "file size limit"),
+                  "%s", err);
+    struct stat st;
+    ck_assert_int_eq(stat(trace, &st), 0);
+    ck_assert_int_eq(st.st_size, 65536);
+    tf_rmtree(d.path);
+}
+END_TEST
+
 TCase *pt_tcase_files(void)
 {
     TCase *tc = tcase_create("files");
@@ -1114,6 +1162,7 @@ TCase *pt_tcase_files(void)
     tcase_add_test(tc, stats_same_path_as_trace);
     tcase_add_test(tc, stats_own_exit_with_stdin_reader);
     tcase_add_test(tc, stats_exit_while_a_call_holds_the_lock);
+    tcase_add_test(tc, stats_and_trace_past_file_size_limit);
     tcase_add_test(tc, stats_same_path_after_pid);
     tcase_add_test(tc, stats_symlink_to_trace);
     tcase_add_test(tc, stats_hard_link_to_trace);

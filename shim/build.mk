@@ -26,9 +26,12 @@ $(SHIM_HOOK_NAMES): shim/hooks.def
 	printf '#define GA_HOOK(lib, name, ...) name\n#include "hooks.def"\n' | \
 	  $(CC) -E -P -x c -Ishim - | grep -v '^ *$$' | LC_ALL=C sort > $@
 
+# -z nodelete: a program that dlopens the shim (ctypes.CDLL) and dlcloses it must not unmap it, since
+# its trace's thread-key destructor and its fork handlers stay registered with glibc: the next
+# thread that had traced died at its exit in unmapped code (helper-43 F8).
 $(SHIM_LIB): $(SHIM_OBJ) $(SHIM_MAP) $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-soname,libgpuarena.so -Wl,--version-script=$(SHIM_MAP) -Wl,-z,defs \
+	$(CC) -shared -Wl,-soname,libgpuarena.so -Wl,--version-script=$(SHIM_MAP) -Wl,-z,defs -Wl,-z,nodelete \
 	  $(LDFLAGS_COMMON) $(if $(GA_LTO),-flto=auto $(OPT)) -o $@ $(SHIM_OBJ) $(BUILD)/lib/libgaalloc.a \
 	  -ldl -lpthread -lm
 

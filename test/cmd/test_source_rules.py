@@ -14,7 +14,8 @@ import unittest
 import gatest
 
 LOCK = re.compile(r"\b(pthread_mutex_lock|pthread_mutex_trylock|pthread_rwlock_rdlock|"
-                  r"pthread_rwlock_wrlock|pthread_spin_lock|ga_lock|ga_mutex_lock)\s*\(")
+                  r"pthread_rwlock_wrlock|pthread_spin_lock|ga_lock|ga_mutex_lock|"
+                  r"ga_mutex_lock_for)\s*\(")
 UNLOCK = re.compile(r"\b(pthread_mutex_unlock|pthread_rwlock_unlock|pthread_spin_unlock|"
                     r"ga_unlock|ga_mutex_unlock)\s*\(")
 

@@ -257,13 +257,21 @@ static nvmlReturn_t ga_nvml_running(nvmlDevice_t dev, unsigned int *count, void 
 {
     if (!count || (*count && !infos))
         return NVML_ERROR_INVALID_ARGUMENT;
-    static __thread ga_proc_t list[GA_NVML_MAX];
+    /* On the heap, not a thread-local: 12 KiB of initial-exec TLS is more than glibc keeps spare
+     * for a library loaded late, so dlopen of the shim failed ("cannot allocate memory in static
+     * TLS block"; helper-43 F8). */
+    ga_proc_t *list = malloc(GA_NVML_MAX * sizeof *list);
+    if (!list)
+        return NVML_ERROR_MEMORY;
     nvmlReturn_t err = NVML_SUCCESS;
     int n = ga_nvml_merged(dev, version, list, &err);
-    if (n < 0)
+    if (n < 0) {
+        free(list);
         return err;
+    }
     if (*count < (unsigned)n) {
         *count = (unsigned)n;
+        free(list);
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     for (int i = 0; i < n; i++) {
@@ -274,6 +282,7 @@ static nvmlReturn_t ga_nvml_running(nvmlDevice_t dev, unsigned int *count, void 
                 (nvmlProcessInfo_v2_t){list[i].pid, list[i].used, list[i].gi, list[i].ci};
     }
     *count = (unsigned)n;
+    free(list);
     return NVML_SUCCESS;
 }
 

@@ -66,6 +66,7 @@ int ga_dev_setup(int dev)
             ga_real.cuDeviceGetUuid(&uuid, dev);
     pthread_mutex_lock(&ga_ctx_list_lock);
     if (!atomic_load(&d->known)) {
+        ga_options_recheck(); /* a setenv after the settings were read: said, not obeyed */
         memcpy(d->uuid, uuid.bytes, sizeof d->uuid);
         d->physical_total = total ? total : UINT64_MAX;
         uint64_t cap = d->physical_total, hami = 0;

@@ -352,12 +352,16 @@ void ga_options_json(FILE *f, uint64_t percent_cap)
                                                       : "deferred");
 }
 
+/* Each option's value as read (NULL: unset), for ga_options_recheck. */
+static char *ga_opt_read[sizeof ga_options / sizeof ga_options[0]];
+
 int ga_options_load(void)
 {
     int bad = 0;
     for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0]; i++) {
         const ga_option_def_t *o = &ga_options[i];
         const char *v = getenv(o->env);
+        ga_opt_read[i] = v ? strdup(v) : NULL;
         if (!v)
             continue;
         if (o->parse(v) == 0) {
@@ -385,6 +389,27 @@ int ga_options_load(void)
     ga_opt.free_waits = ga_opt.free_sync == GA_FREE_SYNC_DEVICE || ga_opt.mode == GA_MODE_PLATFORM;
     ga_warn_unknown();
     return bad;
+}
+
+/* The settings are read once, at the first CUDA call, which can come before the program's own
+ * setenv: a dlsym of a CUDA function (a framework resolving the driver at import) starts the
+ * shim. A GPUARENA_LIMIT set after that was ignored without a word, and the program ran uncapped
+ * (helper-43 F7). Asked when a device is first set up (its cap is decided there): a variable whose
+ * value differs from the one read is said once. */
+void ga_options_recheck(void)
+{
+    static int told[sizeof ga_options / sizeof ga_options[0]];
+    for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0]; i++) {
+        const char *v = getenv(ga_options[i].env), *was = ga_opt_read[i];
+        if (told[i] || (!v && !was) || (v && was && !strcmp(v, was)))
+            continue;
+        told[i] = 1;
+        ga_log(GA_LOG_WARN, "%s is '%.100s' now but was %s%.100s%s when gpuarena read its settings "
+               "(at the process's first CUDA call or lookup of a CUDA function): the value read "
+               "then holds; set GPUARENA_* in the environment before the program starts, or "
+               "before it calls or looks up any CUDA function", ga_options[i].env,
+               v ? v : "(unset)", was ? "'" : "", was ? was : "unset", was ? "'" : "");
+    }
 }
 
 void ga_options_print_help(void)

@@ -160,6 +160,8 @@ typedef struct ga_options {
 extern ga_options_t ga_opt; /* read by every file, written once at start (options.c) */
 /* Parses every option once; returns the number of bad values (each already reported). */
 int ga_options_load(void);
+/* Says once per variable that a GPUARENA_* setting changed after it was read (it is not re-read). */
+void ga_options_recheck(void);
 void ga_options_print_help(void);
 /* The options in force as a JSON object (the statistics' "options"); percent_cap: the cap a
  * percentage limit gave device 0 (0: not known yet). */

@@ -312,10 +312,39 @@ START_TEST(refused_calls_counted)
 }
 END_TEST
 
+/* A setting made with setenv after the shim read its settings (helper-43 F7): a lookup of a CUDA
+ * function (dlsym through libcuda's handle, as a framework resolving the driver does) starts the
+ * shim, so a GPUARENA_LIMIT set after it is not obeyed; that was silent, and the program ran
+ * uncapped believing otherwise. It is said now, once per variable, naming the value read. */
+static void te_setenv_late_child(void *arg)
+{
+    CUdeviceptr p;
+    (void)arg;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h || !dlsym(h, "cuDriverGetVersion"))
+        exit(2);
+    setenv("GPUARENA_LIMIT", "16MiB", 1);
+    pt_start();
+    exit(cuMemAlloc(&p, 32 * MiB) == CUDA_SUCCESS ? 0 : 3);
+}
+
+START_TEST(setenv_after_settings_read_is_said)
+{
+    char err[8192];
+    int rc = pt_run_child(te_setenv_late_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d: the setting read at start holds; %s", rc, err);
+    const char *m = strstr(err, "gpuarena: GPUARENA_LIMIT is '16MiB' now but was unset when "
+                                "gpuarena read its settings");
+    ck_assert_msg(m && strstr(m, "before the program starts"), "%s", err);
+    ck_assert_msg(!strstr(m + 20, "GPUARENA_LIMIT is"), "said twice: %s", err);
+}
+END_TEST
+
 TCase *pt_tcase_errors(void)
 {
     TCase *tc = tcase_create("errors");
     tcase_add_test(tc, null_out_params);
+    tcase_add_test(tc, setenv_after_settings_read_is_said);
     tcase_add_test(tc, no_context_errors_are_the_drivers);
     tcase_add_test(tc, size_zero);
     tcase_add_test(tc, bad_frees_arena);

@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include "shim.h"
 
+#include "outfile.h"
+
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,8 +175,12 @@ __attribute__((destructor)) static void ga_fini(void)
         return;
     ga_tl_busy++;
     ga_trace_flush_all();
-    if (ga_opt.stats)
+    if (ga_opt.stats) {
         ga_stats_write();
+        /* From now on every hook's trace test sends its call on to write the report again. */
+        if (ga_outfile_is_file(ga_opt.stats))
+            atomic_fetch_or(&ga_tracing, GA_TRACE_LATE_STATS);
+    }
     ga_dev_close_groups();
     ga_tl_busy--;
 }

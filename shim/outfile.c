@@ -502,6 +502,16 @@ static int ga_out_write_own(const char *var, const char *path, const ga_out_t *o
     return ga_out_flushed(&old, 0);
 }
 
+int ga_outfile_is_file(const char *tmpl)
+{
+    char path[GA_OUTFILE_PATH_MAX];
+    ga_out_t o;
+    if (!tmpl || !strcmp(tmpl, "-") || ga_out_expand(tmpl, path, sizeof path) != 0 ||
+        ga_out_classify(path, &o) != 0)
+        return 0;
+    return o.kind == GA_OUT_NEW || o.kind == GA_OUT_REGULAR;
+}
+
 int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
 {
     if (!strcmp(tmpl, "-")) { /* after the program's buffered output, as for /dev/stderr */

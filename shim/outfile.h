@@ -54,4 +54,8 @@ int ga_outfile_open_log(const char *var, const char *path);
  * by the rules above. 0 written, -1 not (a message said why). */
 int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f));
 
+/* 1 when tmpl names a regular file (or none yet), which a write replaces whole: one that can be
+ * written again (a stream, a device or a FIFO would get a second report after the first). */
+int ga_outfile_is_file(const char *tmpl);
+
 #endif

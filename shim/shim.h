@@ -14,8 +14,8 @@
  * nvml.c (NVML's memory queries under the cap).
  * Shared state and its owner, each declared below with why: ga_real and the start flags (init.c,
  * written once before any hook proceeds), the thread flags ga_tl_busy and ga_tl_api (init.c), ga_opt (options.c, written once at start), ga_timing and
- * ga_tracing (stats.c, tracer.c: set once at start, read by every hook to skip the clock and the
- * trace), devices and contexts (ctx.c, reached through functions). Nothing else is shared across
+ * ga_tracing (stats.c, tracer.c: set at start, and at exit for the report, read by every hook to
+ * skip the clock and the trace), devices and contexts (ctx.c, reached through functions). Nothing else is shared across
  * files.
  *
  * __CUDA_API_VERSION_INTERNAL makes cuda.h declare every versioned entry point under its exported
@@ -223,6 +223,8 @@ void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64
 void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0);
 void ga_count_refused(uint8_t api, int is_alloc); /* a call refused for its arguments (stats.c) */
 void ga_stats_write(void);
+/* The report again, after a call made once it was written at exit (ga_tracing's late bit). */
+void ga_stats_late(void);
 
 /* ---- tracer.c ---- */
 void ga_trace_start(void);
@@ -230,7 +232,13 @@ void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uin
                     int dev, uint64_t t0, CUresult result);
 void ga_trace_flush_all(void);
 void ga_trace_fork_child(void);
-extern int ga_tracing; /* record events: every hook tests it before calling ga_trace_event */
+/* Every hook that allocates or frees tests it (one load) before calling ga_trace_event: bit 0
+ * (GA_TRACE_ON) records events; bit 1 (GA_TRACE_LATE_STATS), set once the report was written at
+ * exit, rewrites the report after each later call (a library's destructor that frees after the
+ * shim's: its frees were missing from the report, helper-43 F5). */
+extern _Atomic int ga_tracing;
+#define GA_TRACE_ON 1
+#define GA_TRACE_LATE_STATS 2
 
 /* ---- ctx.c: devices (caps) and contexts (pools) ---- */
 typedef struct ga_dev {

@@ -455,3 +455,15 @@ void ga_stats_write(void)
             ga_dev_pass_passed(d);
     ga_outfile_write("GPUARENA_STATS", ga_opt.stats, ga_json_write);
 }
+
+/* A call after the report was written at exit: a library destructor that _dl_fini runs after the
+ * shim's (they are run in load order, the preloaded shim early) frees what the program held, and
+ * the report said it still held it. Written again, whole, after each such call, one at a time;
+ * to a stream ("-", a device, a FIFO) the report would be repeated, so only files are rewritten. */
+void ga_stats_late(void)
+{
+    static pthread_mutex_t late = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&late);
+    ga_stats_write();
+    pthread_mutex_unlock(&late);
+}

@@ -44,7 +44,7 @@ typedef struct ga_tbuf {
     unsigned char rec[2][GA_TRACE_BUF_RECORDS][GA_TRACE_RECORD_SIZE];
 } ga_tbuf_t;
 
-int ga_tracing;
+_Atomic int ga_tracing;
 static char ga_trace_path[GA_OUTFILE_PATH_MAX];
 static uint64_t ga_trace_t0_ticks, ga_trace_t0_unix_ns;
 static double ga_trace_ns_per_tick = 1.0;
@@ -133,7 +133,7 @@ static void ga_tbuf_thread_exit(void *p)
     ga_tbuf_t *b = p;
     ga_tl_tbuf = NULL;
     ga_tl_tbuf_gone = 1;
-    if (!ga_tracing)
+    if (!(ga_tracing & GA_TRACE_ON))
         return;
     ga_mutex_lock(&b->lock);
     ga_tbuf_flush_locked(b);
@@ -179,7 +179,7 @@ void ga_trace_start(void)
                "runs untraced");
         return;
     }
-    ga_tracing = 1;
+    atomic_fetch_or(&ga_tracing, GA_TRACE_ON);
 }
 
 /* The first event: the file and its header. On failure (a message said why) nothing is recorded. */
@@ -233,11 +233,22 @@ static void ga_trace_write_one(const ga_event_t *ev)
     ga_trace_write_records(rec, 1);
 }
 
+static void ga_trace_record(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size,
+                            uint64_t stream, int dev, uint64_t t0, CUresult result);
+
 void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uint64_t stream,
                     int dev, uint64_t t0, CUresult result)
 {
-    if (!ga_tracing)
-        return;
+    int t = atomic_load_explicit(&ga_tracing, memory_order_relaxed);
+    if (t & GA_TRACE_ON)
+        ga_trace_record(kind, api, addr, size, stream, dev, t0, result);
+    if (t & GA_TRACE_LATE_STATS)
+        ga_stats_late();
+}
+
+static void ga_trace_record(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size,
+                            uint64_t stream, int dev, uint64_t t0, CUresult result)
+{
     ga_tbuf_t *b = ga_tbuf_get();
     if (!b && !ga_tl_tbuf_gone)
         return; /* no file, or no memory for a buffer */
@@ -284,7 +295,7 @@ void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uin
  * exiting meanwhile cannot free a buffer this is about to lock. */
 void ga_trace_flush_all(void)
 {
-    if (!ga_tracing)
+    if (!(ga_tracing & GA_TRACE_ON))
         return;
     atomic_store(&ga_trace_unbuffered, 1);
     pthread_mutex_lock(&ga_tbufs_lock);
@@ -305,7 +316,7 @@ void ga_trace_flush_all(void)
  * the buffer list is not touched (another parent thread may have held its lock at the fork). */
 void ga_trace_fork_child(void)
 {
-    ga_tracing = 0;
+    atomic_store(&ga_tracing, 0);
     int fd = atomic_exchange(&ga_trace_fd, -1);
     if (fd >= 0)
         close(fd);

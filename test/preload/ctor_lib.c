@@ -13,3 +13,14 @@ __attribute__((constructor)) static void ctor_first_cuda_calls(void)
     ctor_result = cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) ||
                   cuCtxSetCurrent(c) || cuMemAlloc_v2(&p, 4096) || cuMemFree_v2(p);
 }
+
+/* And a library whose destructor frees what the program left to it (helper-43 F5): _dl_fini runs
+ * it after the preloaded shim's destructor wrote the report, so the report must be written again
+ * with this free in it. Set by test stats_rewritten_after_late_free; 0 leaves the exit alone. */
+__attribute__((visibility("default"))) CUdeviceptr dtor_free_at_exit;
+
+__attribute__((destructor)) static void dtor_late_free(void)
+{
+    if (dtor_free_at_exit)
+        cuMemFree_v2(dtor_free_at_exit);
+}

@@ -18,6 +18,7 @@
 #include "preload_test.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1155,6 +1156,46 @@ START_TEST(stats_and_trace_past_file_size_limit)
 }
 END_TEST
 
+/* A library destructor that frees after the shim's destructor wrote the report (helper-43 F5):
+ * _dl_fini runs destructors in load order, the preloaded shim's before those of libraries loaded
+ * after it (here libgactor.so, dlopened; a linked library comes after it too). The report said the
+ * program still held the block; it is written again after such a late call, in every mode. */
+static void tf_late_free_child(void *arg)
+{
+    const char *const *a = arg; /* mode, statistics path */
+    CUdeviceptr p, q;
+    setenv("GPUARENA_MODE", a[0], 1);
+    setenv("GPUARENA_STATS", a[1], 1);
+    void *h = dlopen("libgactor.so", RTLD_NOW | RTLD_LOCAL);
+    CUdeviceptr *late = h ? dlsym(h, "dtor_free_at_exit") : NULL;
+    if (!late)
+        exit(2);
+    pt_start();
+    if (cuMemAlloc(&p, 1 * MiB) || cuMemAlloc(&q, 2 * MiB))
+        exit(3);
+    *late = p; /* freed by libgactor's destructor, after the shim's */
+    exit(0);
+}
+
+START_TEST(stats_rewritten_after_late_free)
+{
+    static const char *const modes[] = {"arena", "grow", "vmm", "platform"};
+    for (int m = 0; m < 4; m++) {
+        tf_dir_t d;
+        char stats[128], err[8192];
+        tf_mkdir(&d);
+        const char *a[] = {modes[m], tf_at(&d, "s.json", stats, sizeof stats)};
+        int rc = pt_run_child(tf_late_free_child, (void *)a, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d; %s", modes[m], rc, err);
+        ck_assert_msg(pt_json_check(stats, "d['totals']['in_use'] == 2 * 1024 * 1024 and "
+                                           "d['by_api']['cuMemFree']['calls'] == 2") == 0,
+                      "%s: the report counts the destructor's free", modes[m]);
+        ck_assert_int_eq(tf_entries(d.path, NULL, 0), 1); /* the report, no temporary file */
+        tf_rmtree(d.path);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_files(void)
 {
     TCase *tc = tcase_create("files");
@@ -1163,6 +1204,7 @@ TCase *pt_tcase_files(void)
     tcase_add_test(tc, stats_own_exit_with_stdin_reader);
     tcase_add_test(tc, stats_exit_while_a_call_holds_the_lock);
     tcase_add_test(tc, stats_and_trace_past_file_size_limit);
+    tcase_add_test(tc, stats_rewritten_after_late_free);
     tcase_add_test(tc, stats_same_path_after_pid);
     tcase_add_test(tc, stats_symlink_to_trace);
     tcase_add_test(tc, stats_hard_link_to_trace);

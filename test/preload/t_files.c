@@ -1067,11 +1067,19 @@ static void tf_exit_held_child(void *arg)
     exit(0);
 }
 
+/* ThreadSanitizer holds a signal back until the thread's next call it intercepts, which a thread
+ * waiting inside the driver never makes: under it the handler cannot run, so only main exits. */
+#if defined(__SANITIZE_THREAD__)
+#define TF_EXIT_WAYS 1
+#else
+#define TF_EXIT_WAYS 2
+#endif
+
 START_TEST(stats_exit_while_a_call_holds_the_lock)
 {
     static const char *const modes[] = {"arena", "grow", "vmm"};
     for (int m = 0; m < 3; m++)
-        for (int from_handler = 0; from_handler < 2; from_handler++) {
+        for (int from_handler = 0; from_handler < TF_EXIT_WAYS; from_handler++) {
             tf_dir_t d;
             char stats[128], out[128], err[8192];
             tf_mkdir(&d);

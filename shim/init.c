@@ -125,6 +125,8 @@ static void ga_atfork_child(void)
     ga_oom_fork_child();
 }
 
+static void ga_fini(void);
+
 void ga_init_fail(CUresult error)
 {
     ga_init_error = error;
@@ -152,6 +154,9 @@ static void ga_init_once(void)
     if (!ga_init_error && ga_opt.trace)
         ga_trace_start();
     pthread_atfork(ga_atfork_prepare, ga_atfork_parent, ga_atfork_child);
+    /* quick_exit runs no destructor: the report and the threads' buffered trace records were
+     * lost (helper-43 F10). _exit and a fatal signal still lose them. */
+    at_quick_exit(ga_fini);
     ga_log(GA_LOG_INFO, "started: mode=%s preallocate=%d fraction=%g%s",
            ga_mode_name(ga_opt.mode), ga_opt.preallocate,
            ga_opt.fraction, ga_opt.fraction_grow ? "+" : "");

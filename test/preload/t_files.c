@@ -1204,6 +1204,38 @@ START_TEST(stats_rewritten_after_late_free)
 }
 END_TEST
 
+/* quick_exit runs no destructor (helper-43 F10): the report was not written and each thread's
+ * buffered trace records were lost. The shim registers its exit work with at_quick_exit too. */
+static void tf_quick_exit_child(void *arg)
+{
+    const char *const *a = arg; /* statistics, trace */
+    CUdeviceptr p;
+    setenv("GPUARENA_STATS", a[0], 1);
+    setenv("GPUARENA_TRACE", a[1], 1);
+    pt_start();
+    for (int i = 0; i < 3; i++)
+        if (cuMemAlloc(&p, 4096) || cuMemFree(p))
+            exit(3);
+    quick_exit(0);
+}
+
+START_TEST(stats_and_trace_at_quick_exit)
+{
+    tf_dir_t d;
+    char stats[128], trace[128], err[8192];
+    tf_mkdir(&d);
+    const char *a[] = {tf_at(&d, "s.json", stats, sizeof stats),
+                       tf_at(&d, "t.gatrace", trace, sizeof trace)};
+    int rc = pt_run_child(tf_quick_exit_child, (void *)a, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d; %s", rc, err);
+    ck_assert_int_eq(pt_json_check(stats, "d['totals']['alloc_calls'] == 3"), 0);
+    struct stat st;
+    ck_assert_int_eq(stat(trace, &st), 0);
+    ck_assert_int_eq(st.st_size, GA_TRACE_HEADER_SIZE + 6 * GA_TRACE_RECORD_SIZE);
+    tf_rmtree(d.path);
+}
+END_TEST
+
 TCase *pt_tcase_files(void)
 {
     TCase *tc = tcase_create("files");
@@ -1213,6 +1245,7 @@ TCase *pt_tcase_files(void)
     tcase_add_test(tc, stats_exit_while_a_call_holds_the_lock);
     tcase_add_test(tc, stats_and_trace_past_file_size_limit);
     tcase_add_test(tc, stats_rewritten_after_late_free);
+    tcase_add_test(tc, stats_and_trace_at_quick_exit);
     tcase_add_test(tc, stats_same_path_after_pid);
     tcase_add_test(tc, stats_symlink_to_trace);
     tcase_add_test(tc, stats_hard_link_to_trace);

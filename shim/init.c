@@ -182,9 +182,12 @@ __attribute__((destructor)) static void ga_fini(void)
     ga_trace_flush_all();
     if (ga_opt.stats) {
         ga_stats_write();
-        /* From now on every hook's trace test sends its call on to write the report again. */
-        if (ga_outfile_is_file(ga_opt.stats))
+        /* From now on every hook's trace test marks the report stale, and exit's stdio flush,
+         * after the destructors of libraries loaded after the shim, writes it again. */
+        if (ga_outfile_is_file(ga_opt.stats)) {
+            ga_stats_arm_final();
             atomic_fetch_or(&ga_tracing, GA_TRACE_LATE_STATS);
+        }
     }
     ga_dev_close_groups();
     ga_tl_busy--;

@@ -223,8 +223,11 @@ void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64
 void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0);
 void ga_count_refused(uint8_t api, int is_alloc); /* a call refused for its arguments (stats.c) */
 void ga_stats_write(void);
-/* The report again, after a call made once it was written at exit (ga_tracing's late bit). */
+/* A call made once the report was written at exit (ga_tracing's late bit) marks it stale; the
+ * stream ga_stats_arm_final leaves open writes it again at exit's stdio flush, after every
+ * destructor. */
 void ga_stats_late(void);
+void ga_stats_arm_final(void);
 
 /* ---- tracer.c ---- */
 void ga_trace_start(void);
@@ -234,8 +237,8 @@ void ga_trace_flush_all(void);
 void ga_trace_fork_child(void);
 /* Every hook that allocates or frees tests it (one load) before calling ga_trace_event: bit 0
  * (GA_TRACE_ON) records events; bit 1 (GA_TRACE_LATE_STATS), set once the report was written at
- * exit, rewrites the report after each later call (a library's destructor that frees after the
- * shim's: its frees were missing from the report, helper-43 F5). */
+ * exit, has the report written again at the very end after a later call (a library's destructor
+ * that frees after the shim's: its frees were missing from the report, helper-43 F5). */
 extern _Atomic int ga_tracing;
 #define GA_TRACE_ON 1
 #define GA_TRACE_LATE_STATS 2

@@ -27,8 +27,8 @@ static uint64_t ga_round(uint64_t n)
     return (n + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
 }
 
-/* One allocation from c's pool; c->lock held. Freed chunks the device has passed go back to the
- * pool first (fence.c); `wait`: wait for every pending one (before an out-of-memory). */
+/* One allocation from c's pool; c->lock held. `wait`: every pending freed chunk is waited for and
+ * returned first (before an out-of-memory; the common wait is the callers', with the lock let go). */
 static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p, int wait)
 {
     CUresult r = CUDA_SUCCESS;
@@ -37,8 +37,8 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p, int
     ga_pool_t *pool = ga_ctx_pool(c, &r);
     if (!pool)
         return r;
-    if (GA_UNLIKELY(c->npend))
-        ga_fence_before_alloc(c, size, wait);
+    if (GA_UNLIKELY(wait && c->npend)) /* before an out-of-memory: everything pending, waited for */
+        ga_fence_reclaim(c, 1, 1);
     ga_status_t st = ga_pool_alloc(pool, size, p);
     /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
     return st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);
@@ -63,6 +63,15 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         r = CUDA_SUCCESS; /* freed on s, not yet passed: later work on s comes after the free */
         c->counts.async_same_stream++;
     } else {
+        if (GA_UNLIKELY(c->npend) && c->pool && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
+            ga_fence_before_alloc(c, size)) {
+            /* cuMemFree's pending chunks: the device waited for with the lock let go (fence.c) */
+            ga_fence_mark_t m = ga_fence_mark_held(c);
+            ga_mutex_unlock(&c->lock);
+            ga_fence_sync_unlocked(c);
+            ga_mutex_lock(&c->lock);
+            ga_fence_passed(c, m);
+        }
         r = ga_pool_alloc_locked(c, size, &p, 0);
     }
     if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->npend)
@@ -115,10 +124,18 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
     uintptr_t p = 0;
     int tried = 0;
     ga_mutex_lock(&c->lock);
+    if (GA_UNLIKELY(c->npend) && c->pool && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
+        ga_fence_before_alloc(c, size)) {
+        /* cuMemFree's pending chunks: the device waited for with the lock let go (fence.c); the
+         * context is looked at again below */
+        ga_fence_mark_t m = ga_fence_mark_held(c);
+        ga_mutex_unlock(&c->lock);
+        ga_fence_sync_unlocked(c);
+        ga_mutex_lock(&c->lock);
+        ga_fence_passed(c, m);
+    }
     ga_pool_t *pool = c->pool;
     if (GA_LIKELY(pool && !atomic_load_explicit(&c->dead, memory_order_relaxed))) {
-        if (GA_UNLIKELY(c->npend))
-            ga_fence_before_alloc(c, size, 0);
         ga_status_t st = ga_pool_alloc(pool, size, &p);
         if (GA_LIKELY(st == GA_OK)) {
             ga_count_alloc(&c->counts, api, size, 1, t0);

@@ -551,6 +551,21 @@ int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes)
     return ga_dev_trim(dev) && ga_dev_commit(dev, bytes);
 }
 
+void ga_pass_passed_at_exit(void)
+{
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+        if (atomic_load_explicit(&c->dead, memory_order_acquire) || !c->npfree)
+            continue;
+        /* Never waited for: its holder may be this thread, interrupted, or one that never lets go
+         * (the statistics writer says so); its bytes then stay in the report. */
+        if (ga_mutex_lock_for(&c->lock, 0) != 0)
+            continue;
+        if (c->npfree && !atomic_load(&c->dead) && !c->driver_gone)
+            ga_fence_pass_reclaim(c, 0);
+        ga_mutex_unlock(&c->lock);
+    }
+}
+
 void ga_dev_pass_passed(int dev)
 {
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {

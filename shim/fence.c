@@ -576,37 +576,93 @@ ga_fence_mark_t ga_fence_mark(ga_ctx_t *c)
     return m;
 }
 
+/* The entries marked by m (the first m.n, while none has left since) after a synchronisation of
+ * their context: each back to the pool, but a cuMemFreeAsync's only when its event says so, since
+ * its stream may belong to another context, which that synchronisation does not wait for
+ * (helper-42 F1). The entries kept stay first, in order. 1 when m still held (c->lock held). */
+static int ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m)
+{
+    if (!m.n || c->pend_gen != m.gen || m.n > c->npend || !c->pool || atomic_load(&c->dead))
+        return 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < c->npend; i++) {
+        const ga_pending_t *e = &c->pend[i];
+        if (i >= m.n || (e->ev && ga_real.cuEventQuery(e->ev) == CUDA_ERROR_NOT_READY)) {
+            c->pend[kept++] = *e;
+            continue;
+        }
+        c->pend_bytes -= e->size;
+        c->npend_ev -= e->ev != NULL;
+        ga_event_put(c, e->ev);
+        ga_pool_free(c->pool, e->ptr, NULL);
+    }
+    c->npend = kept;
+    c->pend_gen++;
+    c->counts.pending_bytes = c->pend_bytes;
+    if (c->pend_set.count) /* rebuilt by the next free that needs it (ga_pend_index) */
+        ga_pend_unindex(c);
+    return 1;
+}
+
 void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m)
 {
     if (!c || (!m.n && !m.npfree))
         return;
     ga_mutex_lock(&c->lock);
-    if (m.n && c->pend_gen == m.gen && m.n <= c->npend && c->pool && !atomic_load(&c->dead)) {
-        /* A cuMemFreeAsync's entry is passed when its event says so, not by this synchronisation:
-         * its stream may belong to another context, which this one does not wait for (helper-42
-         * F1). The entries kept stay first, in order. */
-        size_t kept = 0;
-        for (size_t i = 0; i < c->npend; i++) {
-            const ga_pending_t *e = &c->pend[i];
-            if (i >= m.n || (e->ev && ga_real.cuEventQuery(e->ev) == CUDA_ERROR_NOT_READY)) {
-                c->pend[kept++] = *e;
-                continue;
-            }
-            c->pend_bytes -= e->size;
-            c->npend_ev -= e->ev != NULL;
-            ga_event_put(c, e->ev);
-            ga_pool_free(c->pool, e->ptr, NULL);
-        }
-        c->npend = kept;
-        c->pend_gen++;
-        c->counts.pending_bytes = c->pend_bytes;
-        c->counts.program_syncs++;
-        if (c->pend_set.count) /* rebuilt by the next free that needs it (ga_pend_index) */
-            ga_pend_unindex(c);
-    }
+    c->counts.program_syncs += ga_fence_release_marked(c, m);
     if (c->npfree && !atomic_load(&c->dead))
         ga_fence_pass_reclaim(c, 0); /* passed by the synchronisation: no wait */
     ga_mutex_unlock(&c->lock);
+}
+
+/* The allocation's synchronisation (alloc.c), in three steps so that the wait holds no lock:
+ * ga_fence_before_alloc said one is needed (c->lock held), ga_fence_mark_held notes the entries
+ * (held), the caller lets the lock go and ga_fence_sync_unlocked waits (the allocating thread's
+ * own context is c), then with the lock taken again ga_fence_passed returns the noted entries.
+ * Waiting under the lock held up every other allocation, memory query and fork of the context for
+ * as long as the device took (helper-42 F4), and a thread cancelled in the driver there left the
+ * lock held for ever (helper-43 F3); with no lock held neither can happen. Entries freed while
+ * the lock was let go stay pending for the next allocation. */
+int ga_fence_before_alloc(ga_ctx_t *c, size_t size)
+{
+    if (GA_UNLIKELY(ga_opt.free_sync == GA_FREE_SYNC_LAZY) && ga_fence_lazy_ok(c, size))
+        return 0;
+    if (GA_UNLIKELY(c->npend_ev)) /* cuMemFreeAsync's: their events, queried, never waited for */
+        for (size_t i = 0; i < c->npend;) {
+            const ga_pending_t *e = &c->pend[i];
+            if (e->ev && ga_real.cuEventQuery(e->ev) != CUDA_ERROR_NOT_READY)
+                ga_pend_release(c, i); /* entry i now holds another one: look at i again */
+            else
+                i++;
+        }
+    return c->npend > c->npend_ev; /* cuMemFree's: only a synchronisation passes them */
+}
+
+void ga_fence_sync_unlocked(ga_ctx_t *c)
+{
+    if (ga_real.cuCtxSynchronize)
+        ga_real.cuCtxSynchronize();
+    if (atomic_load_explicit(&c->peers, memory_order_relaxed))
+        ga_dev_sync_others(c->dev, c);
+}
+
+void ga_fence_passed(ga_ctx_t *c, ga_fence_mark_t m)
+{
+    c->counts.free_syncs++;
+    if (GA_LIKELY(m.n == c->npend && c->pend_gen == m.gen && !c->npend_ev && !c->pend_set.count &&
+                  c->pool && !atomic_load_explicit(&c->dead, memory_order_relaxed))) {
+        /* The common case: only cuMemFree's entries, none added meanwhile: all of them back. */
+        ga_pool_t *pool = c->pool;
+        const ga_pending_t *e = c->pend, *end = e + c->npend;
+        for (; e < end; e++)
+            ga_pool_free(pool, e->ptr, NULL);
+        c->npend = 0;
+        c->pend_gen++;
+        c->pend_bytes = 0;
+        c->counts.pending_bytes = 0;
+        return;
+    }
+    ga_fence_release_marked(c, m);
 }
 
 GA_EXPORT CUresult cuCtxSynchronize(void)

@@ -421,6 +421,8 @@ void ga_ctx_sync_device(const ga_ctx_t *c);
  * device's for -1) whose streams have passed the free, so that a view of the device (cuMemGetInfo)
  * does not count it (ctx.c). */
 void ga_dev_pass_passed(int dev);
+/* The same for every device from the exit path: a context whose lock is held is skipped. */
+void ga_pass_passed_at_exit(void);
 /* ga_dev_commit for a pass-through allocation of context c (may be NULL): what the device has
  * passed, then the device's idle memory, before a refusal (ctx.c). */
 int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes);
@@ -474,14 +476,11 @@ uint64_t ga_fence_pass_reclaim(ga_ctx_t *c, int wait);
 /* GPUARENA_FREE_SYNC=lazy: 1 when an allocation of size may go ahead with chunks still pending
  * (the pool serves it without them, and they are within bounds); counted. */
 int ga_fence_lazy_ok(ga_ctx_t *c, size_t size);
-/* Before an allocation of size while chunks are pending: returns them to the pool (under lazy
- * only when ga_fence_lazy_ok says no); wait: wait for every one (before an out-of-memory). */
-static inline void ga_fence_before_alloc(ga_ctx_t *c, size_t size, int wait)
-{
-    if (GA_UNLIKELY(ga_opt.free_sync == GA_FREE_SYNC_LAZY) && !wait && ga_fence_lazy_ok(c, size))
-        return;
-    ga_fence_reclaim(c, wait, 1); /* the allocating thread's own context */
-}
+/* Before an allocation of size while chunks are pending (c->lock held): returns those whose events
+ * show them passed, and says 1 when cuMemFree's chunks need a synchronisation (under lazy only
+ * when ga_fence_lazy_ok says no). The caller then waits with the lock let go: ga_fence_mark_held,
+ * unlock, ga_fence_sync_unlocked, lock, ga_fence_passed (fence.c says why). */
+int ga_fence_before_alloc(ga_ctx_t *c, size_t size);
 void ga_fence_drop(ga_ctx_t *c);
 /* The program's own cuCtxSynchronize (fence.c): ga_fence_mark before the real call (no lock held)
  * notes which entries are pending; ga_fence_synced after it succeeded returns those to the pool. */
@@ -492,6 +491,15 @@ typedef struct ga_fence_mark {
 } ga_fence_mark_t;
 ga_fence_mark_t ga_fence_mark(ga_ctx_t *c);
 void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m);
+/* The allocation's wait (ga_fence_before_alloc): the mark with c->lock held, the wait without it,
+ * the marked entries back with it held again. */
+static inline ga_fence_mark_t ga_fence_mark_held(const ga_ctx_t *c)
+{
+    ga_fence_mark_t m = {.n = c->npend, .gen = c->pend_gen, .npfree = 0};
+    return m;
+}
+void ga_fence_sync_unlocked(ga_ctx_t *c);
+void ga_fence_passed(ga_ctx_t *c, ga_fence_mark_t m);
 
 /* ---- oom.c: why an allocation failed (CUDA_ERROR_OUT_OF_MEMORY) ---- */
 typedef struct ga_oom {

@@ -452,9 +452,7 @@ void ga_stats_write(void)
     /* Pass-through memory freed with cuMemFreeAsync whose stream has passed the free is the
      * driver's again: not reported as held (helper-42 F9: after the program's own
      * cuStreamSynchronize the report said 8 MiB reserved where the driver held none). */
-    for (int d = 0; d < GA_MAX_DEVICES; d++)
-        if (atomic_load(&ga_dev(d)->known))
-            ga_dev_pass_passed(d);
+    ga_pass_passed_at_exit();
     ga_outfile_write("GPUARENA_STATS", ga_opt.stats, ga_json_write);
 }
 

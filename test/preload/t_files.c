@@ -1016,11 +1016,13 @@ START_TEST(stats_own_exit_with_stdin_reader)
 END_TEST
 
 /* exit() while a CUDA call holds its context's lock (helper-43 F1, F2): another thread's
- * allocation waits in the driver (the deferred-free fence synchronises behind a stream gate that is
- * never opened, as behind a hung kernel), and the process exits: from main, or from a signal
+ * allocation waits in the driver with the lock held (under an 8 MiB cap, a 5 MiB block freed with
+ * cuMemFreeAsync behind a stream gate that is never opened, as behind a hung kernel, is waited for
+ * before a second 5 MiB one is refused), and the process exits: from main, or from a signal
  * handler that interrupted that very call, the common SIGTERM handler that calls exit(). The
  * statistics writer waited for the lock without a bound, so neither process ever exited. Now it
- * waits 1 s, leaves that pool out, marks its entry and says so; the exit status is the program's. */
+ * waits 1 s, leaves that pool out, marks its entry and says so; the exit status is the program's.
+ * (The deferred fence's wait, which this test used first, now holds no lock.) */
 static CUcontext tf_held_ctx;
 
 static void tf_exit_in_handler(int sig)
@@ -1032,12 +1034,14 @@ static void tf_exit_in_handler(int sig)
 static void *tf_wait_in_driver(void *arg)
 {
     CUdeviceptr p, q;
+    CUstream s;
     unsigned gate;
     (void)arg;
-    if (cuCtxSetCurrent(tf_held_ctx) || cuMemAlloc(&p, 1 << 20) || simcuda_gate(NULL, &gate) ||
-        cuMemFree(p))
+    if (cuCtxSetCurrent(tf_held_ctx) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuMemAllocAsync(&p, 5 << 20, s) || cuStreamSynchronize(s) || simcuda_gate(s, &gate) ||
+        cuMemFreeAsync(p, s))
         exit(3);
-    cuMemAlloc(&q, 1 << 20); /* the fence: cuCtxSynchronize under the context's lock, for ever */
+    cuMemAlloc(&q, 5 << 20); /* before an out-of-memory: the free's event, under the lock, for ever */
     exit(4);
 }
 
@@ -1052,12 +1056,13 @@ static void tf_exit_held_child(void *arg)
     pthread_t t;
     setenv("GPUARENA_MODE", h->mode, 1);
     setenv("GPUARENA_STATS", h->stats, 1);
+    setenv("GPUARENA_LIMIT", "8MiB", 1);
     tf_held_ctx = pt_start();
     signal(SIGUSR1, tf_exit_in_handler);
-    unsigned long long before = simcuda_entry_calls("cuCtxSynchronize");
+    unsigned long long before = simcuda_entry_calls("cuEventSynchronize");
     if (pthread_create(&t, NULL, tf_wait_in_driver, NULL))
         exit(2);
-    while (simcuda_entry_calls("cuCtxSynchronize") == before)
+    while (simcuda_entry_calls("cuEventSynchronize") == before)
         sched_yield();
     if (h->from_handler) {
         pthread_kill(t, SIGUSR1);
@@ -1110,7 +1115,7 @@ START_TEST(stats_exit_while_a_call_holds_the_lock)
             ck_assert_msg(strstr(err, "gpuarena: the statistics leave out the pool of context") &&
                           strstr(err, "_exit()"), "%s: %s", modes[m], err);
             ck_assert_msg(pt_json_check(stats, "d['devices'][0].get('incomplete') is True and "
-                                               "d['by_api']['cuMemAlloc']['calls'] >= 1") == 0,
+                                               "d['by_api']['cuMemAllocAsync']['calls'] >= 1") == 0,
                           "%s: the report", modes[m]);
             tf_rmtree(d.path);
         }

@@ -492,17 +492,20 @@ END_TEST
  * the gate. With the wait under the context's lock the main thread blocked for ever (an alarm
  * ends the child then). */
 static CUdeviceptr unrelated;
+static int then_alloc; /* thread 2 allocates after its free: deferred's wait is that allocation's */
 static void *free_unrelated(void *arg)
 {
-    (void)arg;
-    if (cuCtxSetCurrent((CUcontext)arg) || cuMemFree(unrelated))
+    CUdeviceptr x;
+    if (cuCtxSetCurrent((CUcontext)arg) || cuMemFree(unrelated) ||
+        (then_alloc && (cuMemAlloc(&x, N) || cuMemFree(x))))
         exit(20);
     return NULL;
 }
 
 static void device_free_child(void *arg)
 {
-    int managed = arg != NULL;
+    int managed = (intptr_t)arg == 1;
+    then_alloc = (intptr_t)arg == 2;
     alarm(20);
     CUcontext ctx = pt_start();
     CUstream s;
@@ -520,8 +523,10 @@ static void device_free_child(void *arg)
         exit(3);
     while (simcuda_entry_calls("cuCtxSynchronize") <= calls)
         sched_yield(); /* thread 2 is in the driver, waiting for the stream */
-    if (cuMemAlloc(&q, N) || cuMemGetInfo(&fr, &tot) || cuMemGetAddressRange(&base, &len, q) ||
-        base != q)
+    /* Under deferred the main thread's own allocation would have to pass thread 2's free too, and
+     * wait (README: that wait is the next allocation's): it only asks then. */
+    if ((then_alloc ? (q = held, 0) : cuMemAlloc(&q, N)) || cuMemGetInfo(&fr, &tot) ||
+        cuMemGetAddressRange(&base, &len, q) || base != q)
         exit(4);
     simcuda_gate_open(gate);
     pthread_join(t, NULL);
@@ -536,14 +541,19 @@ START_TEST(device_free_waits_without_the_lock)
      * cuMemFree) under the default setting; managed memory's (passed through) in arena mode */
     static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
                                         "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform",
-                                        "GPUARENA_MODE=arena"};
-    for (int m = 0; m < 5; m++) {
+                                        "GPUARENA_MODE=arena", "GPUARENA_MODE=arena",
+                                        "GPUARENA_MODE=grow", "GPUARENA_MODE=vmm"};
+    /* and, under the default deferred setting, thread 2's next allocation, which waits for its
+     * free: with no lock held too (the main thread's allocation is served meanwhile) */
+    for (int m = 0; m < 8; m++) {
         char err[4096];
         pt_env(modes[m], m < 3 ? "GPUARENA_FREE_SYNC=device" : "GPUARENA_FREE_SYNC=deferred",
                "SIMCUDA_TOTAL_MEM=1GiB", NULL);
-        int rc = pt_run_child(device_free_child, m == 4 ? (void *)1 : NULL, err, sizeof err);
+        intptr_t how = m == 4 ? 1 : m > 4 ? 2 : 0;
+        int rc = pt_run_child(device_free_child, (void *)how, err, sizeof err);
         ck_assert_msg(rc == 0, "%s%s: exit %d (a signal: the main thread blocked behind thread "
-                      "2's wait); %s", modes[m], m == 4 ? ", managed memory" : "", rc, err);
+                      "2's wait); %s", modes[m], how == 1 ? ", managed memory" :
+                      how == 2 ? ", deferred, thread 2 allocating" : "", rc, err);
     }
 }
 END_TEST

@@ -707,13 +707,15 @@ START_TEST(primary_retain_races_last_release)
 }
 END_TEST
 
-/* A thread cancelled while gpuarena waits in the driver for it (helper-43 F3): its allocation runs
- * the deferred-free fence, cuCtxSynchronize under the context's lock, behind a stream gate; a
- * cancel is pending and the simulated driver's wait is a cancellation point (pthread_cond_wait),
- * as a real driver's poll(2) would be. The thread ended there with the lock taken, and the next
+/* A thread cancelled while gpuarena waits in the driver for it with a lock held (helper-43 F3):
+ * under an 8 MiB cap its allocation of 5 MiB waits, before it is refused, for a 5 MiB block freed
+ * with cuMemFreeAsync behind a stream gate (the free's event, under the context's lock); a cancel
+ * is pending and the simulated driver's wait is a cancellation point (pthread_cond_wait), as a
+ * real driver's poll(2) would be. The thread ended there with the lock taken, and the next
  * allocation on the context waited for ever. Now such driver calls run with cancellation disabled:
  * the allocation completes, the thread is cancelled at its own next cancellation point, and the
- * context stays usable. Each mode in a child with a deadline, so a hang is killed, not kept. */
+ * context stays usable. (The deferred fence's wait, which this test used first, holds no lock
+ * now.) Each mode in a child with a deadline, so a hang is killed, not kept. */
 static CUcontext td_cancel_ctx;
 static pthread_barrier_t td_cancel_bar;
 static unsigned td_cancel_gate;
@@ -721,16 +723,18 @@ static unsigned td_cancel_gate;
 static void *td_cancelled_in_driver(void *arg)
 {
     CUdeviceptr p, q;
+    CUstream s;
     int old;
     (void)arg;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
-    if (cuCtxSetCurrent(td_cancel_ctx) || cuMemAlloc(&p, 1 << 20) ||
-        simcuda_gate(NULL, &td_cancel_gate) || cuMemFree(p))
+    if (cuCtxSetCurrent(td_cancel_ctx) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuMemAllocAsync(&p, 5 << 20, s) || cuStreamSynchronize(s) ||
+        simcuda_gate(s, &td_cancel_gate) || cuMemFreeAsync(p, s))
         exit(3);
     pthread_barrier_wait(&td_cancel_bar);
     pthread_barrier_wait(&td_cancel_bar); /* the cancel is pending now */
     pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
-    if (cuMemAlloc(&q, 1 << 20) == CUDA_SUCCESS) /* waits for the gate inside the driver */
+    if (cuMemAlloc(&q, 5 << 20) == CUDA_SUCCESS) /* waits for the gate inside the driver */
         cuMemFree(q);
     pthread_testcancel();
     exit(4); /* not cancelled at all */
@@ -742,15 +746,16 @@ static void td_cancel_child(const char *mode)
     CUdeviceptr p;
     void *res = NULL;
     setenv("GPUARENA_MODE", mode, 1);
+    setenv("GPUARENA_LIMIT", "8MiB", 1);
     td_cancel_ctx = pt_start();
     pthread_barrier_init(&td_cancel_bar, NULL, 2);
-    unsigned long long before = simcuda_entry_calls("cuCtxSynchronize");
+    unsigned long long before = simcuda_entry_calls("cuEventSynchronize");
     if (pthread_create(&t, NULL, td_cancelled_in_driver, NULL))
         exit(2);
     pthread_barrier_wait(&td_cancel_bar);
     pthread_cancel(t);
     pthread_barrier_wait(&td_cancel_bar);
-    for (int i = 0; i < 2000 && simcuda_entry_calls("cuCtxSynchronize") == before; i++)
+    for (int i = 0; i < 2000 && simcuda_entry_calls("cuEventSynchronize") == before; i++)
         usleep(1000); /* the thread waits in the driver (or was cancelled before: then no wait) */
     simcuda_gate_open(td_cancel_gate);
     pthread_join(t, &res);

@@ -361,6 +361,7 @@ int ga_options_load(void)
     for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0]; i++) {
         const ga_option_def_t *o = &ga_options[i];
         const char *v = getenv(o->env);
+        free(ga_opt_read[i]); /* a second load (the options fuzzer loads them again and again) */
         ga_opt_read[i] = v ? strdup(v) : NULL;
         if (!v)
             continue;

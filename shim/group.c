@@ -152,9 +152,24 @@ static int ga_slot_alive(const ga_group_t *g, const ga_ledger_slot_t *s)
 
 /* ---- the mutex ---- */
 
+/* Taken in slices of 100 ms: a waiter that misses its wake-up looks at the lock again then instead
+ * of sleeping for ever. Seen once (2026-12-06, a clean-clone CI run): test/group's stress run
+ * stalled for 150 s with the mutex free and its waiters asleep, until a debugger's attach woke
+ * them; the cause (robust process-shared futexes, threads of several processes) was not found, so
+ * a lost wake-up now costs one slice. */
 static void ga_lock(ga_ledger_t *l)
 {
-    int rc = pthread_mutex_lock(&l->lock);
+    int rc;
+    do {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 100000000;
+        if (t.tv_nsec >= 1000000000) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000;
+        }
+        rc = pthread_mutex_timedlock(&l->lock, &t);
+    } while (rc == ETIMEDOUT);
     if (rc == EOWNERDEAD)
         pthread_mutex_consistent(&l->lock); /* every change under it is one store: nothing to undo */
 }

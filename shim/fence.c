@@ -579,15 +579,20 @@ ga_fence_mark_t ga_fence_mark(ga_ctx_t *c)
 /* The entries marked by m (the first m.n, while none has left since) after a synchronisation of
  * their context: each back to the pool, but a cuMemFreeAsync's only when its event says so, since
  * its stream may belong to another context, which that synchronisation does not wait for
- * (helper-42 F1). The entries kept stay first, in order. 1 when m still held (c->lock held). */
-static int ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m)
+ * (helper-42 F1), and a cuMemFree's only when `peers_passed` says the device's other contexts were
+ * waited for too, or there are none: the program's own cuCtxSynchronize waits for its context
+ * alone, while another context's kernel may still write the block (helper-49 F1); such entries
+ * stay for the next allocation's fence, which waits for them all. The entries kept stay first, in
+ * order. 1 when m still held (c->lock held). */
+static int ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_passed)
 {
     if (!m.n || c->pend_gen != m.gen || m.n > c->npend || !c->pool || atomic_load(&c->dead))
         return 0;
+    int keep_plain = !peers_passed && atomic_load_explicit(&c->peers, memory_order_relaxed);
     size_t kept = 0;
     for (size_t i = 0; i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];
-        if (i >= m.n || (e->ev && ga_real.cuEventQuery(e->ev) == CUDA_ERROR_NOT_READY)) {
+        if (i >= m.n || (e->ev ? ga_real.cuEventQuery(e->ev) == CUDA_ERROR_NOT_READY : keep_plain)) {
             c->pend[kept++] = *e;
             continue;
         }
@@ -609,7 +614,7 @@ void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m)
     if (!c || (!m.n && !m.npfree))
         return;
     ga_mutex_lock(&c->lock);
-    c->counts.program_syncs += ga_fence_release_marked(c, m);
+    c->counts.program_syncs += ga_fence_release_marked(c, m, 0);
     if (c->npfree && !atomic_load(&c->dead))
         ga_fence_pass_reclaim(c, 0); /* passed by the synchronisation: no wait */
     ga_mutex_unlock(&c->lock);
@@ -662,7 +667,7 @@ void ga_fence_passed(ga_ctx_t *c, ga_fence_mark_t m)
         c->counts.pending_bytes = 0;
         return;
     }
-    ga_fence_release_marked(c, m);
+    ga_fence_release_marked(c, m, 1);
 }
 
 GA_EXPORT CUresult cuCtxSynchronize(void)

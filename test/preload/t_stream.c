@@ -439,10 +439,11 @@ static void *open_at_sync(void *arg)
  * wait for B's stream too, not only A's (helper-42 F2): B's stream is held by a gate that a
  * thread opens once the driver has been asked to synchronise twice (A, then B). Without the wait
  * for B the allocation returns the block and the kernel overwrites it afterwards. B has allocated
- * once: gpuarena waits for the contexts it knows (README, limits). */
+ * once: gpuarena waits for the contexts it knows (README, limits). arg "sync" or "sync_v2": the
+ * program synchronises A itself between the free and the allocation, which waits for A alone and
+ * so must not return the block (helper-49 F1: it did, and B's kernel overwrote it). */
 static void xctx_free_child(void *arg)
 {
-    (void)arg;
     CUcontext a = pt_start(), b;
     CUdevice dev;
     CUstream sb;
@@ -458,7 +459,10 @@ static void xctx_free_child(void *arg)
     o.calls = simcuda_entry_calls("cuCtxSynchronize") + 2;
     if (pthread_create(&t, NULL, open_at_sync, &o))
         exit(3);
-    if (cuMemFree(p) || cuMemAlloc(&q, N) || cuMemsetD8(q, 0x55, N))
+    const char *sync = arg;
+    if (cuMemFree(p) || (sync && !strcmp(sync, "sync") && cuCtxSynchronize()) ||
+        (sync && !strcmp(sync, "sync_v2") && cuCtxSynchronize_v2(a)) || cuMemAlloc(&q, N) ||
+        cuMemsetD8(q, 0x55, N))
         exit(4);
     atomic_store(&o.stop, 1);
     pthread_join(t, NULL);
@@ -473,14 +477,17 @@ START_TEST(free_waits_for_other_contexts_on_the_device)
                                         "GPUARENA_MODE=vmm"};
     static const char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy",
                                         "GPUARENA_FREE_SYNC=device"};
+    static char *const program[] = {NULL, "sync", "sync_v2"};
     for (int m = 0; m < 3; m++)
-        for (int k = 0; k < 3; k++) {
-            char err[4096];
-            pt_env(modes[m], syncs[k], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
-            int rc = pt_run_child(xctx_free_child, NULL, err, sizeof err);
-            ck_assert_msg(rc == 0, "%s %s: exit %d (10: the new block read the other context's "
-                          "kernel's bytes); %s", modes[m], syncs[k], rc, err);
-        }
+        for (int k = 0; k < 3; k++)
+            for (int y = 0; y < 3; y++) {
+                char err[4096];
+                pt_env(modes[m], syncs[k], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+                int rc = pt_run_child(xctx_free_child, program[y], err, sizeof err);
+                ck_assert_msg(rc == 0, "%s %s, program's own synchronisation %s: exit %d (10: the "
+                              "new block read the other context's kernel's bytes); %s", modes[m],
+                              syncs[k], program[y] ? program[y] : "none", rc, err);
+            }
 }
 END_TEST
 

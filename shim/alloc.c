@@ -155,8 +155,12 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
 CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
 {
     ga_ctx_t *c = ga_current();
-    if (GA_UNLIKELY(!c))
-        return ga_real.cuMemAlloc_v2(dptr, size); /* no context: the driver's own error */
+    if (GA_UNLIKELY(!c)) { /* no context: the driver's own error */
+        if (ga_current_unmade() >= 0 && dptr && size)
+            return ga_count_refused(ga_tl_api ? ga_tl_api : api, 1),
+                   ga_refuse_unmade(ga_api_name(ga_tl_api ? ga_tl_api : api), size);
+        return ga_real.cuMemAlloc_v2(dptr, size);
+    }
     if (ga_tl_api)
         api = ga_tl_api;
     if (GA_UNLIKELY(!dptr || !size))
@@ -169,8 +173,13 @@ int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, C
     if (ga_opt.mode == GA_MODE_PLATFORM)
         return 0;
     ga_ctx_t *c = ga_current();
-    if (!c)
-        return 0; /* no context: the driver's own answer */
+    if (!c) { /* no context: the driver's own answer */
+        if (ga_current_unmade() < 0 || !dptr || !size)
+            return 0;
+        ga_count_refused(ga_tl_api ? ga_tl_api : api, 1);
+        *r = ga_refuse_unmade(ga_api_name(ga_tl_api ? ga_tl_api : api), size);
+        return 1;
+    }
     if (!dptr || !size) {
         ga_count_refused(ga_tl_api ? ga_tl_api : api, 1);
         *r = CUDA_ERROR_INVALID_VALUE;
@@ -435,7 +444,7 @@ GA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
                                       size_t Height, unsigned int ElementSizeBytes)
 {
     GA_HOOK_ENTER(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-    if (!ga_current()) /* no context: the driver's own error, whatever the arguments */
+    if (!ga_current() && ga_current_unmade() < 0) /* no context: the driver's own error */
         return ga_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     size_t pitch = (size_t)ga_round(WidthInBytes);
     size_t bytes;

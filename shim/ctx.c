@@ -35,6 +35,9 @@ static __thread struct {
     ga_ctx_t *st;
     unsigned gen;
 } ga_tl_cache;
+/* The device of the current context whose state ga_current could not make (no host memory), -1
+ * when it found no context current (ga_current_unmade). */
+static __thread int ga_tl_unmade = -1;
 
 ga_dev_t *ga_dev(int dev)
 {
@@ -313,6 +316,20 @@ ga_ctx_t *ga_ctx_of(CUcontext ctx)
     return ctx ? ga_ctx_find(ctx) : NULL;
 }
 
+int ga_current_unmade(void)
+{
+    return ga_tl_unmade;
+}
+
+CUresult ga_refuse_unmade(const char *what, size_t bytes)
+{
+    ga_log(GA_LOG_WARN, "out of host memory for gpuarena's state of the current context (device "
+           "%d): %s of %zu bytes refused with CUDA_ERROR_OUT_OF_MEMORY rather than passed on "
+           "uncounted; it succeeds once the process has host memory again (free some, or raise "
+           "its memory limit)", ga_tl_unmade, what, bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 ga_ctx_t *ga_ctx_last(void)
 {
     return ga_tl_cache.st;
@@ -357,7 +374,9 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
     ga_dev_setup(dev);
     pthread_mutex_lock(&ga_ctx_list_lock);
     ga_ctx_t *c = ga_ctx_find(ctx);
-    if (!c && (c = calloc(1, sizeof *c))) {
+    if (!c && !(c = calloc(1, sizeof *c)))
+        ga_tl_unmade = dev;
+    else if (!c->ctx) {
         c->ctx = ctx;
         c->dev = dev;
         c->grp = ga_devs[dev].group != NULL;
@@ -383,6 +402,7 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
 ga_ctx_t *ga_current(void)
 {
     CUcontext ctx = NULL;
+    ga_tl_unmade = -1;
     if (ga_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
         return NULL;
     unsigned gen = atomic_load_explicit(&ga_generation, memory_order_acquire);

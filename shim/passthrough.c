@@ -53,6 +53,8 @@ static CUresult ga_pass_begin(size_t size, int dev, int handle, ga_ctx_t **cp, i
     *cp = c;
     *committed = 0;
     *devp = handle ? (ga_dev_exists(dev) ? dev : -1) : (c ? c->dev : -1);
+    if (!c && !handle && ga_current_unmade() >= 0) /* would escape the cap: refused */
+        return ga_refuse_unmade("an allocation passed to the driver", size);
     if (*devp < 0)
         return CUDA_SUCCESS;
     ga_dev_setup(*devp);

@@ -38,11 +38,13 @@ GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     size_t pfree = 0, ptotal = 0;
     CUresult r = ga_real.cuMemGetInfo_v2(&pfree, &ptotal);
     ga_ctx_t *c = r == CUDA_SUCCESS ? ga_current() : NULL;
-    if (!c)
+    /* A context whose state could not be made (no host memory) still answers the capped truth. */
+    int dev = c ? c->dev : r == CUDA_SUCCESS ? ga_current_unmade() : -1;
+    if (dev < 0)
         return r == CUDA_SUCCESS ? (*free = pfree, *total = ptotal, r) : r;
     uint64_t f, t;
-    ga_dev_pass_passed(c->dev);
-    ga_dev_view(c->dev, pfree, ptotal, &f, &t);
+    ga_dev_pass_passed(dev);
+    ga_dev_view(dev, pfree, ptotal, &f, &t);
     *free = (size_t)f;
     *total = (size_t)t;
     return CUDA_SUCCESS;

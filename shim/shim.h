@@ -355,8 +355,16 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
 void ga_dev_close_groups(void);
 /* The pools' share of a cap (GPUARENA_MEM_FRACTION), aligned down to GA_ALIGN. */
 uint64_t ga_share_of(uint64_t cap);
-/* The calling thread's current context state, NULL without a current context. */
+/* The calling thread's current context state, NULL without a current context, or when the state
+ * of the current context could not be made (no host memory): ga_current_unmade then says so. */
 ga_ctx_t *ga_current(void);
+/* After ga_current gave NULL on this thread: the device of a current context whose state could not
+ * be made, or -1 (no context current). A hook then refuses what it would have counted, as
+ * ga_refuse_unmade does: passed to the driver it escaped the cap (helper-47 F2). */
+int ga_current_unmade(void);
+/* Writes the message and returns CUDA_ERROR_OUT_OF_MEMORY for an allocation of bytes by `what`
+ * refused because the current context's state could not be made. */
+CUresult ga_refuse_unmade(const char *what, size_t bytes);
 /* The context state this thread last found current (maybe dead since, never freed), or NULL. */
 ga_ctx_t *ga_ctx_last(void);
 /* The context list, newest first (never freed: stale handles never match, dead ones are marked). */

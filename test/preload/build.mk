@@ -4,20 +4,21 @@
 # $(RESULTS)/preload.tap.
 PRELOAD_DIR     := $(BUILD)/preload
 PRELOAD_SRC     := $(filter-out test/preload/fake_cudart.c test/preload/ctor_lib.c test/preload/bench_%.c \
-                     test/preload/t_lean.c,$(wildcard test/preload/*.c))
+                     test/preload/t_lean.c test/preload/hostfail_prog.c,$(wildcard test/preload/*.c))
 PRELOAD_TEST    := $(PRELOAD_DIR)/test_preload
 PRELOAD_FAKE    := $(PRELOAD_DIR)/libcudart.so
 PRELOAD_CTOR    := $(PRELOAD_DIR)/libgactor.so
 PRELOAD_BENCH   := $(PRELOAD_DIR)/bench_shim
 PRELOAD_THREADS := $(PRELOAD_DIR)/bench_threads
 PRELOAD_NULLDRV := $(PRELOAD_DIR)/nulldrv/libcuda.so.1
+PRELOAD_HOSTFAIL := $(PRELOAD_DIR)/hostfail_prog
 # A sanitizer runtime must come first in the initial library list, before the preloaded shim.
 PRELOAD_SANLIB   = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so)) \
                    $(if $(findstring thread,$(SAN)),$(shell $(CC) -print-file-name=libtsan.so))
 PRELOAD_ENV      = LD_LIBRARY_PATH=$(BUILD)/sim:$(PRELOAD_DIR) \
                    LD_PRELOAD="$(strip $(PRELOAD_SANLIB) $(abspath $(SHIM_LIB)))"
 
-ALL += $(PRELOAD_TEST) $(PRELOAD_BENCH) $(PRELOAD_THREADS) $(PRELOAD_NULLDRV)
+ALL += $(PRELOAD_TEST) $(PRELOAD_HOSTFAIL) $(PRELOAD_BENCH) $(PRELOAD_THREADS) $(PRELOAD_NULLDRV)
 TEST_TIERS += test-preload
 BENCHES += bench-shim bench-threads
 
@@ -36,6 +37,13 @@ $(PRELOAD_TEST): $(PRELOAD_SRC) test/preload/preload_test.h $(PRELOAD_FAKE) $(PR
 	  -L$(BUILD)/sim -L$(PRELOAD_DIR) -lcuda -lcudart $(BUILD)/lib/libgaalloc.a \
 	  $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl -lpthread
 
+# Its own malloc, calloc and realloc must be exported and uninstrumented: no visibility flag, no
+# sanitizer (a sanitizer runtime preloaded first still serves the calls it passes on).
+$(PRELOAD_HOSTFAIL): test/preload/hostfail_prog.c test/sim/simcuda.h $(BUILD)/sim/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(OPT) -g $(WARN) -rdynamic -I$(CUDA)/include -Itest/sim -o $@ $< \
+	  -L$(BUILD)/sim -lcuda -ldl
+
 $(PRELOAD_NULLDRV): test/preload/bench_nulldrv.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic \
@@ -53,7 +61,7 @@ $(PRELOAD_THREADS): test/preload/bench_threads.c $(PRELOAD_NULLDRV)
 	  -lpthread $(LDFLAGS_COMMON)
 
 .PHONY: test-preload bench-shim bench-threads
-test-preload: $(PRELOAD_TEST) $(SHIM_LIB) $(SHIM_HOOK_NAMES) $(SIM_NVML)
+test-preload: $(PRELOAD_TEST) $(PRELOAD_HOSTFAIL) $(SHIM_LIB) $(SHIM_HOOK_NAMES) $(SIM_NVML)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/preload.tap CK_FORK=yes CK_DEFAULT_TIMEOUT=20 \
 	  PT_SHIM=$(SHIM_LIB) PT_HOOKS=$(SHIM_HOOK_NAMES) $(PRELOAD_ENV) $(PRELOAD_TEST) \

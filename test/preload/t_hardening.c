@@ -347,6 +347,53 @@ START_TEST(fork_child_statistics)
 }
 END_TEST
 
+/* Host memory failing inside gpuarena at its first calls (helper-47 F2): hostfail_prog (built beside
+ * this test) fails the N-th malloc, calloc or realloc the shim makes around the process's first
+ * cuMemAlloc or cuMemGetInfo, once, for every N until no call is left to fail. Whatever fails, the
+ * driver's peak stays within the cap and cuMemGetInfo tells the cap: a context whose state could
+ * not be made had its calls passed to the driver uncounted, 200 MiB past a 256 MiB cap, and
+ * cuMemGetInfo answered the device's 1 GiB. */
+START_TEST(host_failure_keeps_the_cap)
+{
+    static const char *const modes[] = {"arena", "grow", "vmm", "platform"};
+    static const char *const first[] = {"alloc", "info"};
+    const char *shim = getenv("PT_SHIM");
+    ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
+    char prog[1024];
+    ck_assert_ptr_nonnull(strrchr(shim, '/'));
+    /* PT_SHIM is BUILD/lib/libgpuarena.so: the program is BUILD/preload/hostfail_prog */
+    snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
+             (int)(strrchr(shim, '/') - shim), shim);
+    for (int m = 0; m < 4; m++)
+        for (int f = 0; f < 2; f++) {
+            int n, injected = 1;
+            for (n = 1; n <= 200 && injected; n++) {
+                char cmd[2048], out[512] = "";
+                /* No leak check at the program's exit under ASan: its own malloc stands between
+                 * the loader and the sanitizer, which then takes the loader's lasting allocations
+                 * for the program's leaks. */
+                snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
+                         "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB "
+                         "GPUARENA_MODE=%s '%s' %d 268435456 %s 2>/dev/null", modes[m], prog, n,
+                         first[f]);
+                FILE *p = popen(cmd, "r");
+                ck_assert_ptr_nonnull(p);
+                size_t len = fread(out, 1, sizeof out - 1, p);
+                out[len] = 0;
+                int st = pclose(p);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                              "%s mode, host call %d around the first %s failed: status %d "
+                              "(exit 10: the cap was exceeded, 11: cuMemGetInfo told the device's "
+                              "size); %s", modes[m], n, first[f], st, out);
+                injected = strstr(out, "injected 1") != NULL;
+                ck_assert_msg(injected || n > 1, "%s mode, %s: no host call of the shim to fail "
+                              "(%s)", modes[m], first[f], out);
+            }
+            ck_assert_msg(n > 2, "%s mode: the sweep ran", modes[m]);
+        }
+}
+END_TEST
+
 /* Loaded for every process (/etc/ld.so.preload, issue 11 item 4): one that never touches CUDA pays
  * nothing and prints nothing, even with settings that would be refused at its first CUDA call. */
 static void no_cuda_child(void *arg)
@@ -380,5 +427,6 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, free_async_bad_stream_keeps_allocation);
     tcase_add_test(tc, fork_child_statistics);
     tcase_add_test(tc, no_cuda_prints_nothing);
+    tcase_add_test(tc, host_failure_keeps_the_cap);
     return tc;
 }

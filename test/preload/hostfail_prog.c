@@ -1,0 +1,126 @@
+/* A program whose host memory fails once inside gpuarena, for t_hardening.c's host-failure sweep.
+ *   hostfail_prog N CAP_BYTES alloc|info
+ * Run under the shim (LD_PRELOAD) on the simulated driver with GPUARENA_LIMIT=CAP_BYTES. It defines
+ * malloc, calloc and realloc itself (linked with -rdynamic, so the executable's definitions come
+ * first for every library, the shim and a sanitizer runtime included) and, while armed, fails the
+ * N-th of those calls made from inside libgpuarena.so, once; every other call goes to the next
+ * definition (the C library's, or the sanitizer's). Armed around its first CUDA call after start-up
+ * (a cuMemAlloc of 200 MiB, or cuMemGetInfo), then it allocates 16 MiB blocks until refused.
+ * Exit 0: the driver's peak bytes stayed within the cap and cuMemGetInfo's total was the cap;
+ * 10: the cap was exceeded; 11: cuMemGetInfo told the device's size; 2: set-up failed. It prints
+ * whether the failure was injected ("injected 1"), which call it hit, and what it measured. */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "simcuda.h"
+
+static void *(*next_malloc)(size_t);
+static void *(*next_calloc)(size_t, size_t);
+static void *(*next_realloc)(void *, size_t);
+static _Atomic long armed;       /* calls from the shim left before the one that fails; 0: off */
+static _Atomic int injected;
+static void *shim_base;          /* libgpuarena.so's load address */
+static _Thread_local int inside; /* dladdr or dlsym below may allocate: no counting then */
+
+/* dlsym may ask calloc for its error buffer before next_calloc is known: a few zeroed bytes from
+ * here, never freed (free of them is never asked: dlsym's buffer lives for the thread). */
+static unsigned char boot[4096];
+static size_t boot_used;
+
+static void resolve(void)
+{
+    inside = 1;
+    next_malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+    next_calloc = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "calloc");
+    next_realloc = (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "realloc");
+    inside = 0;
+}
+
+/* Whether this call, made from `caller`, is the one to fail. */
+static int fail_now(void *caller)
+{
+    if (!atomic_load(&armed) || inside || !shim_base)
+        return 0;
+    inside = 1;
+    Dl_info di;
+    int from_shim = dladdr(caller, &di) && di.dli_fbase == shim_base;
+    inside = 0;
+    if (!from_shim || atomic_fetch_sub(&armed, 1) != 1)
+        return 0;
+    atomic_store(&injected, 1);
+    return 1;
+}
+
+void *malloc(size_t n)
+{
+    if (!next_malloc)
+        resolve();
+    if (fail_now(__builtin_return_address(0)))
+        return NULL;
+    return next_malloc(n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+    if (!next_calloc) {
+        if (inside) { /* dlsym's own buffer, while it resolves */
+            size_t want = (n * m + 15) & ~(size_t)15;
+            if (boot_used + want > sizeof boot)
+                return NULL;
+            void *p = boot + boot_used;
+            boot_used += want;
+            return p;
+        }
+        resolve();
+    }
+    if (fail_now(__builtin_return_address(0)))
+        return NULL;
+    return next_calloc(n, m);
+}
+
+void *realloc(void *p, size_t n)
+{
+    if (!next_realloc)
+        resolve();
+    if (fail_now(__builtin_return_address(0)))
+        return NULL;
+    return next_realloc(p, n);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    long n = atol(argv[1]);
+    unsigned long long cap = strtoull(argv[2], NULL, 10);
+    int info_first = !strcmp(argv[3], "info");
+    CUdevice dev;
+    CUcontext ctx;
+    Dl_info di;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx) || !dladdr((void *)cuMemAlloc_v2, &di))
+        return 2;
+    shim_base = di.dli_fbase; /* cuMemAlloc_v2 is the shim's: it is preloaded */
+    CUdeviceptr p = 0, q;
+    size_t fr = 0, tot = 0;
+    atomic_store(&armed, n);
+    CUresult first = info_first ? cuMemGetInfo(&fr, &tot) : cuMemAlloc(&p, 200u << 20);
+    atomic_store(&armed, 0);
+    int blocks = 0;
+    while (blocks < 64 && cuMemAlloc(&q, 16u << 20) == CUDA_SUCCESS)
+        blocks++;
+    if (!info_first && cuMemGetInfo(&fr, &tot))
+        return 2;
+    unsigned long long peak = simcuda_device_peak_all(0);
+    printf("injected %d first %d blocks %d peak %llu cap %llu total %zu\n", atomic_load(&injected),
+           (int)first, blocks, peak, cap, tot);
+    if (peak > cap)
+        return 10;
+    return tot != cap && (first == CUDA_SUCCESS || !info_first) ? 11 : 0;
+}

@@ -352,8 +352,11 @@ void ga_options_json(FILE *f, uint64_t percent_cap)
                                                       : "deferred");
 }
 
-/* Each option's value as read (NULL: unset), for ga_options_recheck. */
+/* Each option's value as read (NULL: unset; ga_opt_uncopied: set, but no host memory to keep a
+ * copy, so no later value is called a change: helper-47 F3 was told its variable had been unset),
+ * for ga_options_recheck. */
 static char *ga_opt_read[sizeof ga_options / sizeof ga_options[0]];
+static char ga_opt_uncopied[1];
 
 int ga_options_load(void)
 {
@@ -361,8 +364,11 @@ int ga_options_load(void)
     for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0]; i++) {
         const ga_option_def_t *o = &ga_options[i];
         const char *v = getenv(o->env);
-        free(ga_opt_read[i]); /* a second load (the options fuzzer loads them again and again) */
-        ga_opt_read[i] = v ? strdup(v) : NULL;
+        if (ga_opt_read[i] != ga_opt_uncopied) /* a second load (the options fuzzer's) */
+            free(ga_opt_read[i]);
+        ga_opt_read[i] = !v ? NULL : strdup(v);
+        if (v && !ga_opt_read[i])
+            ga_opt_read[i] = ga_opt_uncopied;
         if (!v)
             continue;
         if (o->parse(v) == 0) {
@@ -402,7 +408,7 @@ void ga_options_recheck(void)
     static int told[sizeof ga_options / sizeof ga_options[0]];
     for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0]; i++) {
         const char *v = getenv(ga_options[i].env), *was = ga_opt_read[i];
-        if (told[i] || (!v && !was) || (v && was && !strcmp(v, was)))
+        if (told[i] || was == ga_opt_uncopied || (!v && !was) || (v && was && !strcmp(v, was)))
             continue;
         told[i] = 1;
         ga_log(GA_LOG_WARN, "%s is '%.100s' now but was %s%.100s%s when gpuarena read its settings "

@@ -37,7 +37,7 @@ $(PRELOAD_TEST): $(PRELOAD_SRC) test/preload/preload_test.h $(PRELOAD_FAKE) $(PR
 	  -L$(BUILD)/sim -L$(PRELOAD_DIR) -lcuda -lcudart $(BUILD)/lib/libgaalloc.a \
 	  $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl -lpthread
 
-# Its own malloc, calloc and realloc must be exported and uninstrumented: no visibility flag, no
+# Its own malloc, calloc, realloc and strdup must be exported and uninstrumented: no visibility flag, no
 # sanitizer (a sanitizer runtime preloaded first still serves the calls it passes on).
 $(PRELOAD_HOSTFAIL): test/preload/hostfail_prog.c test/sim/simcuda.h $(BUILD)/sim/libcuda.so
 	@mkdir -p $(@D)

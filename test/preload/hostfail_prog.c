@@ -1,11 +1,12 @@
 /* A program whose host memory fails once inside gpuarena, for t_hardening.c's host-failure sweep.
- *   hostfail_prog N CAP_BYTES alloc|info
+ *   [HOSTFAIL_START=N] hostfail_prog N CAP_BYTES alloc|info|init
  * Run under the shim (LD_PRELOAD) on the simulated driver with GPUARENA_LIMIT=CAP_BYTES. It defines
- * malloc, calloc and realloc itself (linked with -rdynamic, so the executable's definitions come
+ * malloc, calloc, realloc and strdup itself (linked with -rdynamic, so the executable's definitions come
  * first for every library, the shim and a sanitizer runtime included) and, while armed, fails the
  * N-th of those calls made from inside libgpuarena.so, once; every other call goes to the next
  * definition (the C library's, or the sanitizer's). Armed around its first CUDA call after start-up
- * (a cuMemAlloc of 200 MiB, or cuMemGetInfo), then it allocates 16 MiB blocks until refused.
+ * (a cuMemAlloc of 200 MiB, or cuMemGetInfo; init: armed from the process's start by HOSTFAIL_START=N
+ * to the end of that cuMemAlloc), then it allocates 16 MiB blocks until refused.
  * Exit 0: the driver's peak bytes stayed within the cap and cuMemGetInfo's total was the cap;
  * 10: the cap was exceeded; 11: cuMemGetInfo told the device's size; 2: set-up failed. It prints
  * whether the failure was injected ("injected 1"), which call it hit, and what it measured. */
@@ -25,7 +26,7 @@ static void *(*next_calloc)(size_t, size_t);
 static void *(*next_realloc)(void *, size_t);
 static _Atomic long armed;       /* calls from the shim left before the one that fails; 0: off */
 static _Atomic int injected;
-static void *shim_base;          /* libgpuarena.so's load address */
+static _Atomic int started;      /* HOSTFAIL_START read */
 static _Thread_local int inside; /* dladdr or dlsym below may allocate: no counting then */
 
 /* dlsym may ask calloc for its error buffer before next_calloc is known: a few zeroed bytes from
@@ -42,14 +43,24 @@ static void resolve(void)
     inside = 0;
 }
 
-/* Whether this call, made from `caller`, is the one to fail. */
+/* Whether this call, made from `caller`, is the one to fail. HOSTFAIL_START=N arms the count from
+ * the process's start (the shim reads its settings as it is loaded, before main). */
 static int fail_now(void *caller)
 {
-    if (!atomic_load(&armed) || inside || !shim_base)
+    if (!atomic_exchange(&started, 1)) {
+        const char *at = getenv("HOSTFAIL_START");
+        long v = 0; /* by hand: a sanitizer's strtol refuses to run during its own start */
+        for (; at && *at >= '0' && *at <= '9'; at++)
+            v = v * 10 + (*at - '0');
+        atomic_store(&armed, v);
+    }
+    if (!atomic_load(&armed) || inside)
         return 0;
     inside = 1;
     Dl_info di;
-    int from_shim = dladdr(caller, &di) && di.dli_fbase == shim_base;
+    size_t len;
+    int from_shim = dladdr(caller, &di) && di.dli_fname && (len = strlen(di.dli_fname)) >= 14 &&
+                    !strcmp(di.dli_fname + len - 14, "libgpuarena.so");
     inside = 0;
     if (!from_shim || atomic_fetch_sub(&armed, 1) != 1)
         return 0;
@@ -93,23 +104,33 @@ void *realloc(void *p, size_t n)
     return next_realloc(p, n);
 }
 
+char *strdup(const char *str)
+{
+    if (!next_malloc)
+        resolve();
+    if (fail_now(__builtin_return_address(0)))
+        return NULL;
+    size_t n = strlen(str) + 1;
+    char *p = next_malloc(n);
+    return p ? memcpy(p, str, n) : NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
         return 2;
     long n = atol(argv[1]);
     unsigned long long cap = strtoull(argv[2], NULL, 10);
-    int info_first = !strcmp(argv[3], "info");
+    int info_first = !strcmp(argv[3], "info"), at_init = !strcmp(argv[3], "init");
     CUdevice dev;
     CUcontext ctx;
-    Dl_info di;
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
-        cuCtxSetCurrent(ctx) || !dladdr((void *)cuMemAlloc_v2, &di))
+        cuCtxSetCurrent(ctx))
         return 2;
-    shim_base = di.dli_fbase; /* cuMemAlloc_v2 is the shim's: it is preloaded */
     CUdeviceptr p = 0, q;
     size_t fr = 0, tot = 0;
-    atomic_store(&armed, n);
+    if (!at_init)
+        atomic_store(&armed, n);
     CUresult first = info_first ? cuMemGetInfo(&fr, &tot) : cuMemAlloc(&p, 200u << 20);
     atomic_store(&armed, 0);
     int blocks = 0;

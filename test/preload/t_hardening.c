@@ -347,16 +347,17 @@ START_TEST(fork_child_statistics)
 }
 END_TEST
 
-/* Host memory failing inside gpuarena at its first calls (helper-47 F2): hostfail_prog (built beside
- * this test) fails the N-th malloc, calloc or realloc the shim makes around the process's first
- * cuMemAlloc or cuMemGetInfo, once, for every N until no call is left to fail. Whatever fails, the
+/* Host memory failing inside gpuarena at its first calls (helper-47 F2): hostfail_prog (built
+ * beside this test) fails the N-th malloc, calloc, realloc or strdup the shim makes around the
+ * process's first cuMemAlloc or cuMemGetInfo, once, for every N until no call is left to fail. Whatever fails, the
  * driver's peak stays within the cap and cuMemGetInfo tells the cap: a context whose state could
  * not be made had its calls passed to the driver uncounted, 200 MiB past a 256 MiB cap, and
- * cuMemGetInfo answered the device's 1 GiB. */
+ * cuMemGetInfo answered the device's 1 GiB. Also from before cuInit (the settings, the device
+ * table), where a setting whose copy failed was then said to have been unset when read. */
 START_TEST(host_failure_keeps_the_cap)
 {
     static const char *const modes[] = {"arena", "grow", "vmm", "platform"};
-    static const char *const first[] = {"alloc", "info"};
+    static const char *const first[] = {"alloc", "info", "init"};
     const char *shim = getenv("PT_SHIM");
     ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
     char prog[1024];
@@ -365,17 +366,17 @@ START_TEST(host_failure_keeps_the_cap)
     snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
              (int)(strrchr(shim, '/') - shim), shim);
     for (int m = 0; m < 4; m++)
-        for (int f = 0; f < 2; f++) {
+        for (int f = 0; f < 3; f++) {
             int n, injected = 1;
             for (n = 1; n <= 200 && injected; n++) {
-                char cmd[2048], out[512] = "";
+                char cmd[2048], out[8192] = "";
                 /* No leak check at the program's exit under ASan: its own malloc stands between
                  * the loader and the sanitizer, which then takes the loader's lasting allocations
                  * for the program's leaks. */
                 snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
-                         "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB "
-                         "GPUARENA_MODE=%s '%s' %d 268435456 %s 2>/dev/null", modes[m], prog, n,
-                         first[f]);
+                         "HOSTFAIL_START=%d SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB "
+                         "GPUARENA_MODE=%s '%s' %d 268435456 %s 2>&1", f == 2 ? n : 0, modes[m],
+                         prog, n, first[f]);
                 FILE *p = popen(cmd, "r");
                 ck_assert_ptr_nonnull(p);
                 size_t len = fread(out, 1, sizeof out - 1, p);
@@ -385,6 +386,11 @@ START_TEST(host_failure_keeps_the_cap)
                               "%s mode, host call %d around the first %s failed: status %d "
                               "(exit 10: the cap was exceeded, 11: cuMemGetInfo told the device's "
                               "size); %s", modes[m], n, first[f], st, out);
+                /* A copy of a setting that could not be kept is no change of the setting
+                 * (helper-47 F3: "GPUARENA_LIMIT ... was unset when gpuarena read its settings"). */
+                ck_assert_msg(!strstr(out, "when gpuarena read its settings"), "%s mode, host "
+                              "call %d around the first %s failed: a setting called changed: %s",
+                              modes[m], n, first[f], out);
                 injected = strstr(out, "injected 1") != NULL;
                 ck_assert_msg(injected || n > 1, "%s mode, %s: no host call of the shim to fail "
                               "(%s)", modes[m], first[f], out);

@@ -278,8 +278,10 @@ static int ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_count
 
 /* "devices": one record per context (device, context, cap, mode, its pool's figures); the counts
  * and pool figures are summed into *counts and *pool for the totals (free bytes: live pools only,
- * largest_free the largest). */
-static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
+ * largest_free the largest), and *worst is the highest fragmentation of a live pool: each pool
+ * serves its own context, so a free block of one cannot serve another, and one over the sum of
+ * all pools' free bytes made N unfragmented pools read 1 - 1/N (helper-49 F4). */
+static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool, double *worst)
 {
     const char *sep = "";
     fprintf(f, "  \"devices\": [");
@@ -311,6 +313,8 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool)
         }
         pool->largest_free = alive && s.largest_free > largest ? s.largest_free : largest;
         pool->total_free = free_sum + (alive ? s.total_free : 0);
+        if (alive && ga_fragmentation(&s) > *worst)
+            *worst = ga_fragmentation(&s);
         /* Failures are the context's failed calls, as in totals: the pool counts each of its
          * attempts, and one call that fails tries it again after waiting for pending frees and
          * after the trim (alloc.c), so its own figures said 2 for one failed cuMemAlloc. */
@@ -391,11 +395,12 @@ static void ga_json_write(FILE *f)
     size_t dev_len = 0;
     ga_stats_t pool;
     ga_counts_t cn;
+    double frag = 0;
     memset(&pool, 0, sizeof pool);
     memset(&cn, 0, sizeof cn);
     FILE *df = open_memstream(&dev_buf, &dev_len);
     if (df) {
-        ga_json_devices(df, &cn, &pool);
+        ga_json_devices(df, &cn, &pool, &frag);
         fclose(df);
     }
     ga_refused_add(&cn);
@@ -420,7 +425,6 @@ static void ga_json_write(FILE *f)
 #undef GA_JSON_POOL
     /* The worst is sampled at each cuMemFree; frees the fence returns later (deferred) were not,
      * and the figure now can be the worst (it was above its "maximum"). */
-    double frag = ga_fragmentation(&pool);
     fprintf(f, ", \"fragmentation\": %.6f, \"max_fragmentation\": %.6f},\n", frag,
             frag > cn.max_fragmentation ? frag : cn.max_fragmentation);
     fprintf(f, "  \"units\": {");

@@ -96,6 +96,56 @@ START_TEST(stats_json_platform)
 }
 END_TEST
 
+/* Four devices, each with one context whose pool holds one live block and the free rest (a block
+ * freed there merged back): no pool is fragmented (vmm: a little, its areas' address space), and
+ * the totals' figure is the worst pool's. They took the largest free block of one pool over
+ * the free bytes of all, 1 - 1/N for N such pools: 0.75 here (helper-49 F4). Also two contexts
+ * on one device. */
+static void frag_pools_child(void *arg)
+{
+    int contexts = arg != NULL;
+    CUdeviceptr keep[4], gone;
+    if (cuInit(0))
+        exit(2);
+    for (int d = 0; d < 4; d++) {
+        CUdevice dev;
+        CUcontext ctx;
+        if (cuDeviceGet(&dev, contexts ? 0 : d) ||
+            (contexts ? cuCtxCreate(&ctx, NULL, 0, dev) : cuDevicePrimaryCtxRetain(&ctx, dev)) ||
+            cuCtxSetCurrent(ctx) || cuMemAlloc(&keep[d], MiB) || cuMemAlloc(&gone, MiB) ||
+            cuMemFree(gone) || cuCtxSynchronize())
+            exit(3);
+    }
+    exit(0);
+}
+
+START_TEST(stats_fragmentation_of_several_pools)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++)
+        for (int contexts = 0; contexts < 2; contexts++) {
+            char stats[] = "/tmp/gpuarena-stats-XXXXXX", env[128], err[8192];
+            close(mkstemp(stats));
+            snprintf(env, sizeof env, "GPUARENA_STATS=%s", stats);
+            pt_env(env, modes[m], "SIMCUDA_DEVICES=4", "SIMCUDA_TOTAL_MEM=1GiB",
+                   "GPUARENA_MEM_FRACTION=0.1", NULL);
+            ck_assert_int_eq(pt_run_child(frag_pools_child, contexts ? "contexts" : NULL, err,
+                                          sizeof err), 0);
+            /* vmm's figure counts the areas' free address space: small, not 0 */
+            ck_assert_msg(pt_json_check(stats, "len(d['devices']) == 4 and "
+                                        "d['totals']['fragmentation'] == max(x['fragmentation'] "
+                                        "for x in d['devices']) and "
+                                        "d['totals']['fragmentation'] < 0.1 and "
+                                        "d['totals']['max_fragmentation'] < 0.1") == 0,
+                          "%s, %s: four unfragmented pools, totals' fragmentation the worst "
+                          "pool's", modes[m],
+                          contexts ? "four contexts on one device" : "four devices");
+            unlink(stats);
+        }
+}
+END_TEST
+
 /* One failed cuMemAlloc per run, and the device entry counts it once, as totals do. "pending": four
  * 2 MiB blocks under an 8 MiB cap, one freed (pending until the next allocation), then 4 MiB: too
  * few bytes in every mode. "holes": six 1 MiB blocks, every other one freed, then 2.5 MiB:
@@ -343,6 +393,7 @@ TCase *pt_tcase_reports(void)
     tcase_add_test(tc, stats_json_arena);
     tcase_add_test(tc, stats_json_vmm);
     tcase_add_test(tc, stats_json_platform);
+    tcase_add_test(tc, stats_fragmentation_of_several_pools);
     tcase_add_test(tc, stats_device_failures_per_call);
     tcase_add_test(tc, stats_dead_vmm_context_holds_nothing);
     tcase_add_test(tc, stats_in_use_exact_across_contexts);

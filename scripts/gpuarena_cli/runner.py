@@ -285,11 +285,15 @@ def summary(stats):
                    if isinstance(e, dict) and isinstance(e.get("cap"), int)})
     if limit_bytes and caps and caps[-1] < limit_bytes:
         limit += (f" (above the device: cap {', '.join(human_bytes(c) for c in caps)})")
+    if limit_bytes:
+        limit += " per device"  # the cap holds on each device; the peaks below are sums
+    devices = {e.get("device") for e in stats.get("devices") or [] if isinstance(e, dict)}
+    summed = f" (summed over {len(devices)} devices)" if len(devices) > 1 else ""
     lines = [f"gpuarena: mode {mode}, limit {limit}",
              f"gpuarena: {human_count(t.get('alloc_calls'))} allocs, "
              f"{human_count(t.get('failed_allocs'))} failed; peak in use "
              f"{human_bytes(t.get('peak_in_use'))}, peak reserved "
-             f"{human_bytes(t.get('peak_reserved'))}",
+             f"{human_bytes(t.get('peak_reserved'))}{summed}",
              f"gpuarena: {human_count(t.get('driver_alloc_calls'))} driver allocs, "
              f"{human_ns(t.get('alloc_time_ns'))} in alloc calls, max fragmentation "
              f"{human_frac(t.get('max_fragmentation'))}"]

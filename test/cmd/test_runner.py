@@ -102,7 +102,16 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                        os.path.join(gatest.BUILD, "examples", "ex_direct"), "4", "4", "1",
                        env={"SIMCUDA_TOTAL_MEM": "8GiB"})
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("limit 976.56 PiB (above the device: cap 8.00 GiB)", p.stderr)
+        self.assertIn("limit 976.56 PiB (above the device: cap 8.00 GiB) per device", p.stderr)
+        # Two devices: the cap is each device's, the peaks are sums (helper-49 F3: "limit 512 MiB
+        # ... peak reserved 768 MiB" read as a cap exceeded)
+        from gpuarena_cli import runner
+        two = {"gpuarena_stats": 2, "mode": "arena", "options": {"limit": 512 << 20},
+               "totals": {"peak_in_use": 108 << 20, "peak_reserved": 768 << 20},
+               "devices": [{"device": 1, "cap": 512 << 20}, {"device": 0, "cap": 512 << 20}]}
+        text = runner.summary(two)
+        self.assertIn("gpuarena: mode arena, limit 512.00 MiB per device\n", text)
+        self.assertIn("peak reserved 768.00 MiB (summed over 2 devices)", text)
         p = self.run_cli("run", "--sim", "--", sys.executable, FAKE, "0", "--no-stats")
         self.assertEqual(p.returncode, 0)
         self.assertIn("wrote no statistics", p.stderr)

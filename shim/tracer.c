@@ -9,7 +9,9 @@
  * thread exits. The buffers of live threads are on one list under one lock, which the exit flush
  * holds while it walks them, so a thread's exit frees its buffer only once the flush can no longer
  * reach it (and writes it first, so nothing is lost in between). After the exit flush, and in a
- * thread whose buffer is gone, records are written one by one.
+ * thread whose buffer is gone, records are written one by one. Each write first checks that the
+ * descriptor still refers to the trace: a program that closed it and opened a file of its own
+ * under the same number ends the trace, with a message, and its file is never written.
  * The file itself is opened at the first event (shim/outfile.c: %p, write-through for devices and
  * FIFOs, a lock that keeps a second live process from truncating it), so a launcher that starts
  * CUDA but allocates nothing never claims the path from the process that does.
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +60,11 @@ static _Atomic int ga_trace_unbuffered; /* the exit flush ran: later records go 
 static pthread_key_t ga_tbuf_key;
 static __thread ga_tbuf_t *ga_tl_tbuf;
 static __thread int ga_tl_tbuf_gone; /* this thread's buffer was written and freed at its exit */
+/* What the trace descriptor referred to when it was opened: the program may close it (a daemon
+ * closing every descriptor) and get its number back for a file of its own, which must never
+ * receive a record (helper-47 F8: 4,002 records written into the program's data file). */
+static dev_t ga_trace_dev;
+static ino_t ga_trace_ino;
 
 static uint64_t ga_clock_ns(clockid_t id)
 {
@@ -92,12 +100,38 @@ static ssize_t ga_trace_write_guarded(int fd, const void *buf, size_t len)
     return w;
 }
 
-/* One write(2) of whole records on the O_APPEND descriptor: a reader never sees half a record. */
+/* Whether fd still refers to the file the trace opened. */
+static int ga_trace_fd_ours(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_dev == ga_trace_dev && st.st_ino == ga_trace_ino;
+}
+
+/* The trace's descriptor is no longer ours: the trace ends, said once; the descriptor is left to
+ * the program (neither written nor closed). */
+static void ga_trace_lost_fd(int fd)
+{
+    if (atomic_exchange(&ga_trace_full, 1))
+        return;
+    ga_log(GA_LOG_WARN, "GPUARENA_TRACE='%s': the program closed the trace's descriptor %d (a "
+           "program that closes every descriptor, as daemons do, closes it too): the trace ends "
+           "at its last whole record, and nothing is written to that number, which may now name "
+           "a file of the program's; to trace the whole run, leave descriptor %d open",
+           ga_trace_path, fd, fd);
+}
+
+/* One write(2) of whole records on the O_APPEND descriptor: a reader never sees half a record.
+ * The descriptor is checked first (one fstat per 256 records): a number the program closed and
+ * reused is never written to. */
 static void ga_trace_write_records(const void *rec, size_t n)
 {
     int fd = atomic_load_explicit(&ga_trace_fd, memory_order_relaxed);
     if (!n || fd < 0 || atomic_load_explicit(&ga_trace_full, memory_order_relaxed))
         return;
+    if (!ga_trace_fd_ours(fd)) {
+        ga_trace_lost_fd(fd);
+        return;
+    }
     size_t len = n * GA_TRACE_RECORD_SIZE;
     errno = 0;
     ssize_t w = ga_trace_fsize_limited ? ga_trace_write_guarded(fd, rec, len) : write(fd, rec, len);
@@ -190,12 +224,15 @@ static void ga_trace_open(void)
         return;
     unsigned char hdr[GA_TRACE_HEADER_SIZE];
     ga_trace_header_encode(ga_trace_t0_unix_ns, hdr);
-    if (write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
         ga_log(GA_LOG_ERROR, "cannot write the trace '%s'; check the disk; the process runs "
                "untraced", ga_trace_path);
         close(fd);
         return;
     }
+    ga_trace_dev = st.st_dev;
+    ga_trace_ino = st.st_ino;
     atomic_store(&ga_trace_fd, fd);
 }
 
@@ -312,12 +349,13 @@ void ga_trace_flush_all(void)
 
 /* A forked child stops tracing: the parent's buffered records are the parent's to write, and the
  * child's events would interleave with them in the same file. It closes its copy of the trace
- * descriptor, so the parent's lock on the file ends with the parent, not with a long-lived child;
- * the buffer list is not touched (another parent thread may have held its lock at the fork). */
+ * descriptor (if the number is still the trace's), so the parent's lock on the file ends with the
+ * parent, not with a long-lived child; the buffer list is not touched (another parent thread may
+ * have held its lock at the fork). */
 void ga_trace_fork_child(void)
 {
     atomic_store(&ga_tracing, 0);
     int fd = atomic_exchange(&ga_trace_fd, -1);
-    if (fd >= 0)
+    if (fd >= 0 && ga_trace_fd_ours(fd)) /* a number the program reused is the program's */
         close(fd);
 }

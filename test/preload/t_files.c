@@ -1241,6 +1241,62 @@ START_TEST(stats_and_trace_at_quick_exit)
 }
 END_TEST
 
+/* The program closes the trace's descriptor and gets its number back for a file of its own, as a
+ * daemon closing every descriptor then opening its log does (helper-47 F8: 4,002 binary records
+ * were written into the program's file). That file holds the program's lines alone; the trace
+ * ends, whole, with one message. */
+static void tf_fd_stolen_child(void *arg)
+{
+    const char *const *a = arg; /* trace, the program's data file */
+    CUdeviceptr p;
+    setenv("GPUARENA_TRACE", a[0], 1);
+    pt_start();
+    if (cuMemAlloc(&p, 4096) || cuMemFree(p))
+        exit(3);
+    int fd = -1;
+    char link[32], to[256];
+    for (int i = 3; i < 1024 && fd < 0; i++) {
+        snprintf(link, sizeof link, "/proc/self/fd/%d", i);
+        ssize_t n = readlink(link, to, sizeof to - 1);
+        if (n > 0 && (to[n] = '\0', !strcmp(to, a[0])))
+            fd = i;
+    }
+    int data = open(a[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || data < 0 || close(fd) != 0 || dup2(data, fd) != fd || close(data) != 0 ||
+        write(fd, "line 1\n", 7) != 7)
+        exit(4);
+    for (int i = 0; i < 600; i++) /* 1,200 records: several buffers' worth */
+        if (cuMemAlloc(&p, 4096) || cuMemFree(p))
+            exit(5);
+    if (write(fd, "line 2\n", 7) != 7)
+        exit(6);
+    exit(0);
+}
+
+START_TEST(trace_descriptor_closed_and_reused)
+{
+    tf_dir_t d;
+    char trace[128], data[128], err[8192], buf[4096];
+    tf_mkdir(&d);
+    const char *a[] = {tf_at(&d, "t.gatrace", trace, sizeof trace),
+                       tf_at(&d, "data.txt", data, sizeof data)};
+    int rc = pt_run_child(tf_fd_stolen_child, (void *)a, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d; %s", rc, err);
+    FILE *f = fopen(data, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    ck_assert_msg(n == 14 && !strcmp(buf, "line 1\nline 2\n"), "the program's file holds its own "
+                  "two lines alone, not %zu bytes; %s", n, err);
+    const char *m = strstr(err, "gpuarena: GPUARENA_TRACE=");
+    ck_assert_msg(m && strstr(m, "closed the trace's descriptor") && !strstr(m + 1, "gpuarena:"),
+                  "one message: %s", err);
+    ck_assert_int_ge(tf_trace_events(trace, 0), 0); /* whole records, up to where it ended */
+    tf_rmtree(d.path);
+}
+END_TEST
+
 TCase *pt_tcase_files(void)
 {
     TCase *tc = tcase_create("files");
@@ -1281,5 +1337,6 @@ TCase *pt_tcase_files(void)
     tcase_add_test(tc, trace_claim_ends_with_the_writer);
     tcase_add_test(tc, trace_through_symlink_and_dev_null);
     tcase_add_test(tc, trace_directory_refused);
+    tcase_add_test(tc, trace_descriptor_closed_and_reused);
     return tc;
 }

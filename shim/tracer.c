@@ -2,10 +2,12 @@
  * format.
  *
  * Each thread fills its own buffer of encoded 48-byte records and appends it with one write(2) on
- * an O_APPEND descriptor when it is full, when the thread exits, and at process exit. No lock is
- * held while a full buffer is written (each thread has two halves and swaps them), and since every
- * write is whole records a killed process leaves a file that reads back up to its last complete
- * record. Host memory is bounded by the live threads: a buffer is written out and freed when its
+ * an O_APPEND descriptor when it is full, when the thread exits, and at process exit. No buffer's
+ * lock is held while a full buffer is written (each thread has two halves and swaps them); the
+ * writes themselves take turns under one lock (the kernel serialises appends to a file anyway), so
+ * that a write the disk cuts short is cut back to its last whole record and the trace ends there.
+ * Since every write is whole records a killed process leaves a file that reads back up to its last
+ * complete record. Host memory is bounded by the live threads: a buffer is written out and freed when its
  * thread exits. The buffers of live threads are on one list under one lock, which the exit flush
  * holds while it walks them, so a thread's exit frees its buffer only once the flush can no longer
  * reach it (and writes it first, so nothing is lost in between). After the exit flush, and in a
@@ -100,11 +102,16 @@ static ssize_t ga_trace_write_guarded(int fd, const void *buf, size_t len)
     return w;
 }
 
-/* Whether fd still refers to the file the trace opened. */
+/* Whether st (of the trace's descriptor) is still the file the trace opened. */
+static int ga_trace_same_file(const struct stat *st)
+{
+    return st->st_dev == ga_trace_dev && st->st_ino == ga_trace_ino;
+}
+
 static int ga_trace_fd_ours(int fd)
 {
     struct stat st;
-    return fstat(fd, &st) == 0 && st.st_dev == ga_trace_dev && st.st_ino == ga_trace_ino;
+    return fstat(fd, &st) == 0 && ga_trace_same_file(&st);
 }
 
 /* The trace's descriptor is no longer ours: the trace ends, said once; the descriptor is left to
@@ -120,35 +127,97 @@ static void ga_trace_lost_fd(int fd)
            ga_trace_path, fd, fd);
 }
 
-/* One write(2) of whole records on the O_APPEND descriptor: a reader never sees half a record.
- * The descriptor is checked first (one fstat per 256 records): a number the program closed and
- * reused is never written to. */
+/* The trace's writes, one at a time: the end of the file before a write is then known, so a write
+ * cut short (a full disk) is taken back to its last whole record and nothing else can land after
+ * its partial one (helper-47 F5: a disk that filled and got space back left a partial record in
+ * the middle and every later record misaligned). A record that a signal handler makes while its
+ * thread is inside a write is written without the lock, which that thread holds (it runs between
+ * two system calls, so the file is never written by both at once). */
+static pthread_mutex_t ga_trace_write_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int ga_tl_trace_writing;
+/* A regular file this process created and holds under its flock: only it may be cut back. */
+static int ga_trace_cuttable;
+
+/* Writes len bytes, resuming after a partial write: the bytes written; *err why it stopped. */
+static size_t ga_trace_write_all(int fd, const unsigned char *p, size_t len, int *err)
+{
+    size_t done = 0;
+    while (done < len) {
+        errno = 0;
+        ssize_t w = ga_trace_fsize_limited ? ga_trace_write_guarded(fd, p + done, len - done)
+                                           : write(fd, p + done, len - done);
+        if (w > 0)
+            done += (size_t)w;
+        else if (w < 0 && errno == EINTR)
+            continue;
+        else {
+            *err = w < 0 && errno ? errno : ENOSPC;
+            break;
+        }
+    }
+    return done;
+}
+
+/* A write stopped after done bytes of the records: the trace ends at its last whole record (the
+ * file cut back there when it is ours to cut), said once. Later buffers are dropped, even once
+ * space comes back: a hole in the middle would be worse than an end. */
+static void ga_trace_stop(int fd, const struct stat *before, size_t done, int err)
+{
+    if (atomic_exchange(&ga_trace_full, 1))
+        return;
+    size_t part = done % GA_TRACE_RECORD_SIZE;
+    if (part && ga_trace_cuttable && ftruncate(fd, before->st_size + (off_t)(done - part)) == 0)
+        part = 0;
+    char tail[160] = "";
+    if (part)
+        snprintf(tail, sizeof tail, " (its last %zu bytes are part of a record, which readers "
+                 "skip)", part);
+    if (err == EFBIG) {
+        struct rlimit rl;
+        getrlimit(RLIMIT_FSIZE, &rl);
+        ga_log(GA_LOG_WARN, "GPUARENA_TRACE='%s' reached the process's file size limit (ulimit "
+               "-f: %llu bytes): the trace ends here, at its last whole record%s, and the program "
+               "runs on; raise the limit to trace the whole run", ga_trace_path,
+               (unsigned long long)rl.rlim_cur, tail);
+        return;
+    }
+    ga_log(GA_LOG_WARN, "cannot write GPUARENA_TRACE='%s' (%s): the trace ends here, at its last "
+           "whole record%s, and the program runs on; free space on the disk that holds it, or "
+           "give GPUARENA_TRACE a path on another disk", ga_trace_path, strerror(err), tail);
+}
+
+/* Under the write lock: the descriptor checked (one fstat per 256 records: a number the program
+ * closed and reused is never written to), then the records. */
+static void ga_trace_write_locked(int fd, const void *rec, size_t n)
+{
+    struct stat st;
+    if (atomic_load_explicit(&ga_trace_full, memory_order_relaxed))
+        return;
+    if (fstat(fd, &st) != 0 || !ga_trace_same_file(&st)) {
+        ga_trace_lost_fd(fd);
+        return;
+    }
+    size_t len = n * GA_TRACE_RECORD_SIZE;
+    int err = 0;
+    size_t done = ga_trace_write_all(fd, rec, len, &err);
+    if (done != len)
+        ga_trace_stop(fd, &st, done, err);
+}
+
+/* Whole records appended to the O_APPEND descriptor: a reader never sees half a record. */
 static void ga_trace_write_records(const void *rec, size_t n)
 {
     int fd = atomic_load_explicit(&ga_trace_fd, memory_order_relaxed);
     if (!n || fd < 0 || atomic_load_explicit(&ga_trace_full, memory_order_relaxed))
         return;
-    if (!ga_trace_fd_ours(fd)) {
-        ga_trace_lost_fd(fd);
-        return;
-    }
-    size_t len = n * GA_TRACE_RECORD_SIZE;
-    errno = 0;
-    ssize_t w = ga_trace_fsize_limited ? ga_trace_write_guarded(fd, rec, len) : write(fd, rec, len);
-    if (w == (ssize_t)len)
-        return;
-    if (ga_trace_fsize_limited && (errno == EFBIG || w >= 0)) {
-        if (!atomic_exchange(&ga_trace_full, 1)) {
-            struct rlimit rl;
-            getrlimit(RLIMIT_FSIZE, &rl);
-            ga_log(GA_LOG_WARN, "GPUARENA_TRACE='%s' reached the process's file size limit "
-                   "(ulimit -f: %llu bytes): the trace ends here (a partial last record is skipped "
-                   "by its readers) and the program runs on; raise the limit to trace the whole run",
-                   ga_trace_path, (unsigned long long)rl.rlim_cur);
-        }
-        return;
-    }
-    ga_log(GA_LOG_WARN, "trace write failed; check the disk holding GPUARENA_TRACE");
+    int nested = ga_tl_trace_writing;
+    if (!nested)
+        pthread_mutex_lock(&ga_trace_write_lock);
+    ga_tl_trace_writing = 1;
+    ga_trace_write_locked(fd, rec, n);
+    ga_tl_trace_writing = nested;
+    if (!nested)
+        pthread_mutex_unlock(&ga_trace_write_lock);
 }
 
 /* The partial half, at thread or process exit. */
@@ -219,6 +288,7 @@ void ga_trace_start(void)
 /* The first event: the file and its header. On failure (a message said why) nothing is recorded. */
 static void ga_trace_open(void)
 {
+    int is_file = ga_outfile_is_file(ga_trace_path);
     int fd = ga_outfile_open_log("GPUARENA_TRACE", ga_trace_path);
     if (fd < 0)
         return;
@@ -233,6 +303,9 @@ static void ga_trace_open(void)
     }
     ga_trace_dev = st.st_dev;
     ga_trace_ino = st.st_ino;
+    /* Created (or truncated) and locked here: not the program's own descriptor, which a dup of
+     * its stdout shares (no O_APPEND then, unless the program's has it too). */
+    ga_trace_cuttable = is_file && S_ISREG(st.st_mode) && (fcntl(fd, F_GETFL) & O_APPEND);
     atomic_store(&ga_trace_fd, fd);
 }
 

@@ -43,7 +43,9 @@ typedef enum ga_event_kind {
     GA_EV_ALLOC_FAILED = 3,
 } ga_event_kind_t;
 
-/* Entry points, one list: X(enum suffix, name printed in reports). */
+/* Entry points, one list: X(enum suffix, name printed in reports). CTXTEARDOWN: the free of a
+ * block a context's teardown took with it (cuCtxDestroy, a primary context's reset or last
+ * release, a last cuCtxDetach), recorded by the shim with the context's device. */
 #define GA_API_LIST(X)                  \
     X(UNKNOWN, "unknown")               \
     X(CUMEMALLOC, "cuMemAlloc")         \
@@ -57,7 +59,8 @@ typedef enum ga_event_kind {
     X(CUMEMCREATE, "cuMemCreate")       \
     X(CUMEMRELEASE, "cuMemRelease")     \
     X(CUMEMALLOCFROMPOOL, "cuMemAllocFromPoolAsync") \
-    X(IMPORT, "import")
+    X(IMPORT, "import")                 \
+    X(CTXTEARDOWN, "ctx-teardown")
 
 typedef enum ga_event_api {
 #define GA_API_ENUM(sym, name) GA_API_##sym,

@@ -357,6 +357,7 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     ga_free_job_t j = {.p = p, .api = api, .t0 = ga_timing ? ga_now() : 0, .real_free = real_free,
                        .s = s, .refused = GA_OK};
     int r = p ? ga_with_owner((uintptr_t)p, ga_free_owned, &j, GA_NO_OWNER) : GA_NO_OWNER;
+    int dev = -1; /* the device of a free no context holds, when the shim knows it */
     if (r == CUDA_SUCCESS && j.sync_first) {
         /* Platform memory is the driver's: synchronise the stream (refused as the driver refuses
          * an unknown stream, the allocation kept), then the driver's own free. An orphan's block
@@ -371,7 +372,7 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
             r = ga_with_owner((uintptr_t)p, ga_free_owned, &j, CUDA_ERROR_INVALID_VALUE);
     } else if (r == GA_NO_OWNER) {
         CUresult lr;
-        if (ga_dev_free_loose((uint64_t)p, api, j.t0, real_free, s, &lr))
+        if ((dev = ga_dev_free_loose((uint64_t)p, api, j.t0, real_free, s, &lr)) >= 0)
             r = lr; /* a stream-ordered allocation whose context is gone */
         else
             r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
@@ -388,7 +389,7 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     if (GA_UNLIKELY(r != CUDA_SUCCESS))
         ga_count_refused(api, 0);
     if (GA_UNLIKELY(ga_tracing) && p)
-        ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s, j.owner ? j.owner->dev : -1,
+        ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s, j.owner ? j.owner->dev : dev,
                        j.t0, (CUresult)r);
     return (CUresult)r;
 }

@@ -447,8 +447,8 @@ void ga_ctx_forget_cached(void);
 CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga_status_t *refused);
 /* A free of p, which no live context holds, when it is a stream-ordered pass-through allocation
  * that outlived its context: the driver's free (real_free on s, or cuMemFree_v2), then its bytes
- * leave the cap (once s passes the free, when a context is current). 1 and the driver's answer in
- * *r when p was one; 0 otherwise. */
+ * leave the cap (once s passes the free, when a context is current). Its device, and the driver's
+ * answer in *r, when p was one (the trace records the free there); -1 otherwise. */
 int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free)(CUdeviceptr, CUstream),
                       CUstream s, CUresult *r);
 /* Stream-ordered pass-through memory of context c (cuMemAllocAsync, cuMemAllocFromPoolAsync)

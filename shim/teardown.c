@@ -62,7 +62,7 @@ int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free
             ga_count_free(&d->counts, api, t0);
         ga_mutex_unlock(&d->lock);
         if (!gone)
-            return 1;
+            return dev;
         ga_level_add(GA_LEVEL_IN_USE, -(int64_t)e.size);
         /* Stream-ordered: held until the stream passes the free, on the current context's list. */
         ga_ctx_t *c = real_free ? ga_current() : NULL;
@@ -81,9 +81,9 @@ int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free
             ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
             ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
         }
-        return 1;
+        return dev;
     }
-    return 0;
+    return -1;
 }
 
 /* Orphan c's figures into its device's (c->lock held): bytes more (or less) of live blocks, and
@@ -193,11 +193,86 @@ CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga
     return CUDA_SUCCESS;
 }
 
+/* The blocks a teardown takes with it, for the trace (GPUARENA_TRACE): gathered under the context's
+ * lock, recorded as frees after it (a record may write the trace, and a late one rewrites the
+ * statistics, which takes context locks). Without them a replay of the run kept every such block
+ * live for ever: 210 MiB in use where the run held 46 MiB (helper-19 F4, helper-22 F6). */
+typedef struct ga_gone {
+    uint64_t (*blk)[2]; /* address, bytes */
+    size_t n, cap;
+} ga_gone_t;
+
+/* When the teardown hook was entered: its frees are stamped then, before the driver can hand the
+ * addresses to another context, so a replay never frees the next owner's block. Each teardown
+ * hook sets it; the drop runs only inside them. */
+static __thread uint64_t ga_tl_teardown_t0;
+
+static void ga_teardown_begin(void)
+{
+    ga_tl_teardown_t0 = ga_now();
+}
+
+/* Room for n more blocks (c->lock held; had: the caller's own host memory was had); 0 when the
+ * host has none: said, and the trace keeps them live. */
+static int ga_gone_room(ga_gone_t *g, size_t n, int had)
+{
+    void *b = NULL;
+    if (had && g->n + n <= g->cap)
+        return 1;
+    if (had && (b = realloc(g->blk, (g->n + n) * sizeof *g->blk))) {
+        g->blk = b;
+        g->cap = g->n + n;
+        return 1;
+    }
+    ga_log(GA_LOG_WARN, "no host memory to record the frees of %zu blocks a context's teardown "
+           "took: GPUARENA_TRACE keeps them live, and a replay of it counts them", n);
+    return 0;
+}
+
+/* The pool's live blocks, before the teardown frees them (c->lock held, the pool there). */
+static void ga_gone_pool(ga_ctx_t *c, ga_gone_t *g)
+{
+    size_t n = ga_pool_live_bases(c->pool, NULL, 0);
+    uintptr_t *bases = n ? malloc(n * sizeof *bases) : NULL;
+    if (n && ga_gone_room(g, n, bases != NULL)) {
+        n = ga_pool_live_bases(c->pool, bases, n);
+        for (size_t i = 0; i < n; i++, g->n++) {
+            g->blk[g->n][0] = bases[i];
+            g->blk[g->n][1] = ga_pool_live_size(c->pool, bases[i]);
+        }
+    }
+    free(bases);
+}
+
+/* Keeps of g's pool blocks (from `from` on) only those the pool no longer holds: an orphan vmm
+ * pool keeps its stream-ordered blocks, which are freed (and traced) by the program later. */
+static void ga_gone_kept(ga_ctx_t *c, ga_gone_t *g, size_t from)
+{
+    size_t k = from;
+    for (size_t i = from; i < g->n; i++)
+        if (!ga_pool_live_size(c->pool, (uintptr_t)g->blk[i][0]))
+            g->blk[k][0] = g->blk[i][0], g->blk[k][1] = g->blk[i][1], k++;
+    g->n = k;
+}
+
+/* The frees, recorded with the context's lock let go; g emptied. */
+static void ga_gone_trace(ga_gone_t *g, int dev)
+{
+    uint64_t t0 = ga_tl_teardown_t0 ? ga_tl_teardown_t0 : ga_now();
+    for (size_t i = 0; i < g->n; i++)
+        ga_trace_event(GA_EV_FREE, GA_API_CTXTEARDOWN, g->blk[i][0], g->blk[i][1], 0, dev, t0,
+                       CUDA_SUCCESS);
+    free(g->blk);
+    *g = (ga_gone_t){0};
+}
+
 /* A context is going away: give back its pool (to the driver unless the driver already freed it)
  * and its pass-through memory, and never match it again. All under its lock, so no allocation can
  * slip in between: a thread that held c before sees `dead` once it gets the lock. */
 static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
 {
+    ga_gone_t gone = {0};
+    int traced = atomic_load_explicit(&ga_tracing, memory_order_relaxed) & GA_TRACE_ON;
     ga_mutex_lock(&c->lock);
     if (atomic_load(&c->dead)) {
         ga_mutex_unlock(&c->lock);
@@ -242,7 +317,11 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
             ga_pool_trim(c->pool);
         ga_pool_stats(c->pool, &c->final);
         c->has_final = 1;
+        if (traced)
+            ga_gone_pool(c, &gone);
         uint64_t kept = ga_ctx_orphan(c, driver_gone);
+        if (kept)
+            ga_gone_kept(c, &gone, 0);
         /* Its live allocations go with it (the driver frees a context's memory): they leave the
          * process's in-use level, which kept them after a destroy or reset (in_use above
          * reserved in the totals); those an orphan pool keeps leave it when they are freed. */
@@ -259,10 +338,14 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
         ga_ptrmap_fini(&c->async);
         memset(&c->async, 0, sizeof c->async);
     }
+    if (traced && c->pass.count && !ga_gone_room(&gone, c->pass.count, 1))
+        traced = 0;
     for (size_t i = 0; c->pass.slots && i <= c->pass.mask; i++) {
         const ga_pentry_t *e = &c->pass.slots[i];
         if (!e->key || ga_pass_outlives(c, e))
             continue;
+        if (traced) /* the driver frees it with the context */
+            gone.blk[gone.n][0] = e->key, gone.blk[gone.n++][1] = e->size;
         ga_dev_uncommit(c->dev, e->size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e->size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e->size);
@@ -273,6 +356,7 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
     atomic_store(&c->dead, 1);
     ga_mutex_unlock(&c->lock);
     ga_ctx_forget_cached();
+    ga_gone_trace(&gone, c->dev);
 }
 
 /* Drops every live state of ctx: before a teardown call (with the driver alive) and after it
@@ -309,12 +393,14 @@ static CUresult ga_ctx_destroy(CUcontext ctx, CUresult (*real_destroy)(CUcontext
 GA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     GA_HOOK_ENTER(cuCtxDestroy_v2, (ctx));
+    ga_teardown_begin();
     return ga_ctx_destroy(ctx, ga_real.cuCtxDestroy_v2);
 }
 
 GA_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
 {
     GA_HOOK_ENTER(cuCtxDestroy, (ctx));
+    ga_teardown_begin();
     return ga_ctx_destroy(ctx, ga_real.cuCtxDestroy);
 }
 
@@ -324,6 +410,7 @@ GA_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
 GA_EXPORT CUresult cuCtxDetach(CUcontext ctx)
 {
     GA_HOOK_ENTER(cuCtxDetach, (ctx));
+    ga_teardown_begin();
     CUresult r = ga_real.cuCtxDetach(ctx);
     unsigned version = 0;
     if (r == CUDA_SUCCESS && ctx && ga_real.cuCtxGetApiVersion &&
@@ -397,24 +484,28 @@ GA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 GA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     GA_HOOK_ENTER(cuDevicePrimaryCtxReset_v2, (dev));
+    ga_teardown_begin();
     return ga_primary_reset(dev, ga_real.cuDevicePrimaryCtxReset_v2);
 }
 
 GA_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
     GA_HOOK_ENTER(cuDevicePrimaryCtxReset, (dev));
+    ga_teardown_begin();
     return ga_primary_reset(dev, ga_real.cuDevicePrimaryCtxReset);
 }
 
 GA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     GA_HOOK_ENTER(cuDevicePrimaryCtxRelease_v2, (dev));
+    ga_teardown_begin();
     return ga_primary_release(dev, ga_real.cuDevicePrimaryCtxRelease_v2);
 }
 
 GA_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
     GA_HOOK_ENTER(cuDevicePrimaryCtxRelease, (dev));
+    ga_teardown_begin();
     return ga_primary_release(dev, ga_real.cuDevicePrimaryCtxRelease);
 }
 

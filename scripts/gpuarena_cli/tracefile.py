@@ -29,7 +29,7 @@ KIND_NAMES = {ALLOC: "alloc", FREE: "free", ALLOC_FAILED: "alloc_failed"}
 # Same order as GA_API_LIST in allocator/ga_trace.h: the index is the on-disk value.
 API_NAMES = ["unknown", "cuMemAlloc", "cuMemAllocPitch", "cuMemFree", "cudaMalloc", "cudaFree",
              "cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocManaged", "cuMemCreate",
-             "cuMemRelease", "cuMemAllocFromPoolAsync", "import"]
+             "cuMemRelease", "cuMemAllocFromPoolAsync", "import", "ctx-teardown"]
 API_IMPORT = API_NAMES.index("import")
 CUDA_ERROR_OUT_OF_MEMORY = 2
 

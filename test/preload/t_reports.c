@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../allocator/ga_replay.h"
 #include "../../allocator/ga_trace.h"
 
 static void pt_workload_child(void *arg)
@@ -371,6 +372,105 @@ START_TEST(trace_survives_kill)
 }
 END_TEST
 
+/* The blocks a context's teardown takes with it are frees in the trace, at the teardown, with the
+ * context's device: a replay of the trace then holds what the run held. Without them the replay
+ * kept every such block live for ever (peak 4.5x the run's, helper-19 F4, helper-22 F6). Each of 3
+ * rounds makes a context, allocates pool blocks of sizes that differ per round (so no address
+ * comes back to close an old block by chance) and a managed (pass-through) one, and tears the
+ * context down with them live; in vmm and platform modes a stream-ordered block outlives it and
+ * is freed in the next round's context (its free traced on its device, not -1). Loop: mode
+ * (arena, grow, vmm, platform) x teardown (cuCtxDestroy, primary reset, last primary release,
+ * last cuCtxDetach). */
+#define TT_ROUNDS 3
+
+static CUcontext tt_make(int how, CUdevice dev)
+{
+    CUcontext c = NULL;
+    if (how == 1 || how == 2) {
+        if (cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS || cuCtxSetCurrent(c) != CUDA_SUCCESS)
+            exit(3);
+    } else if (cuCtxCreate(&c, NULL, 0, dev) != CUDA_SUCCESS) {
+        exit(3);
+    }
+    return c;
+}
+
+static void tt_child(void *arg)
+{
+    int how = *(int *)arg % 4, async = *(int *)arg / 4;
+    CUdevice dev;
+    CUresult (*detach)(CUcontext) = NULL;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+        cuGetProcAddress_v2("cuCtxDetach", (void **)&detach, 2000, 0, NULL) != CUDA_SUCCESS)
+        exit(2);
+    CUdeviceptr left = 0, p;
+    for (int i = 0; i <= TT_ROUNDS; i++) {
+        CUcontext c = tt_make(how, dev);
+        if (left && cuMemFree(left) != CUDA_SUCCESS) /* the last round's stream-ordered block */
+            exit(4);
+        left = 0;
+        if (i == TT_ROUNDS)
+            break;
+        size_t sizes[] = {(size_t)(i + 1) * MiB, 12 * MiB, 2 * MiB};
+        for (int k = 0; k < 3; k++)
+            if (cuMemAlloc(&p, sizes[k]) != CUDA_SUCCESS)
+                exit(5);
+        if (cuMemAllocManaged(&p, MiB, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS ||
+            (async && cuMemAllocAsync(&left, 3 * MiB, NULL) != CUDA_SUCCESS))
+            exit(6);
+        CUresult r = how == 0   ? cuCtxDestroy(c)
+                     : how == 1 ? cuDevicePrimaryCtxReset(dev)
+                     : how == 2 ? cuDevicePrimaryCtxRelease(dev)
+                                : detach(c);
+        if (r != CUDA_SUCCESS)
+            exit(7);
+    }
+}
+
+START_TEST(trace_records_teardown_frees)
+{
+    static const char *const modes[] = {"arena", "grow", "vmm", "platform"};
+    static const char *const hows[] = {"cuCtxDestroy", "primary reset", "last primary release",
+                                       "cuCtxDetach"};
+    int how = _i % 4, mode = _i / 4, arg = how + 4 * (mode >= 2);
+    char trace[] = "/tmp/gpuarena-trace-XXXXXX", stats[] = "/tmp/gpuarena-stats-XXXXXX";
+    char env[3][160], err[4096], msg[256], expr[256];
+    close(mkstemp(trace));
+    close(mkstemp(stats));
+    snprintf(env[0], sizeof env[0], "GPUARENA_TRACE=%s", trace);
+    snprintf(env[1], sizeof env[1], "GPUARENA_STATS=%s", stats);
+    snprintf(env[2], sizeof env[2], "GPUARENA_MODE=%s", modes[mode]);
+    pt_env(env[0], env[1], env[2], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    ck_assert_msg(pt_run_child(tt_child, &arg, err, sizeof err) == 0, "%s, %s: %s", modes[mode],
+                  hows[how], err);
+    ga_trace_t t;
+    ga_trace_init(&t);
+    ck_assert_msg(ga_trace_read(trace, &t, msg, sizeof msg) == 0, "%s", msg);
+    unsigned frees = 0, teardown = 0;
+    for (size_t i = 0; i < t.count; i++)
+        if (t.events[i].kind == GA_EV_FREE) {
+            frees++;
+            teardown += t.events[i].api == GA_API_CTXTEARDOWN;
+            ck_assert_msg(t.events[i].device == 0, "%s, %s: a free on device %d", modes[mode],
+                          hows[how], t.events[i].device);
+        }
+    ck_assert_uint_eq(frees, TT_ROUNDS * (4u + (arg >= 4)));
+    ck_assert_uint_eq(teardown, TT_ROUNDS * 4u); /* 3 pool blocks and the managed one a round */
+    ga_replay_opts_t o = {.mode = GA_REPLAY_PLATFORM};
+    ga_replay_result_t res;
+    ck_assert_int_eq(ga_replay(&t, &o, &res, msg, sizeof msg), 0);
+    ck_assert_msg(res.final_in_use == 0, "%s, %s: the replay ends with %llu bytes live",
+                  modes[mode], hows[how], (unsigned long long)res.final_in_use);
+    snprintf(expr, sizeof expr, "d['totals']['in_use'] == 0 and d['totals']['peak_in_use'] == %llu",
+             (unsigned long long)res.peak_in_use);
+    ck_assert_msg(pt_json_check(stats, expr) == 0, "%s, %s: the replay's peak %llu is not the run's",
+                  modes[mode], hows[how], (unsigned long long)res.peak_in_use);
+    ga_trace_free(&t);
+    unlink(trace);
+    unlink(stats);
+}
+END_TEST
+
 START_TEST(exports_equal_hooks)
 {
     const char *shim = getenv("PT_SHIM"), *hooks = getenv("PT_HOOKS");
@@ -401,6 +501,7 @@ TCase *pt_tcase_reports(void)
     tcase_add_test(tc, stats_path_pid);
     tcase_add_test(tc, trace_file_records);
     tcase_add_test(tc, trace_survives_kill);
+    tcase_add_loop_test(tc, trace_records_teardown_frees, 0, 16);
     tcase_add_test(tc, exports_equal_hooks);
     return tc;
 }

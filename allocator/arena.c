@@ -384,7 +384,7 @@ void ga_arena_destroy(ga_arena_t *a)
         return;
     for (size_t i = 0; i < a->nregions; i++) {
         ga_region_t *r = a->regions[i];
-        a->backend.release(a->backend.ctx, r->base, r->size);
+        (void)a->backend.release(a->backend.ctx, r->base, r->size); /* refused: forgotten */
         free(r);
     }
     free(a->regions);

@@ -63,6 +63,7 @@ const char *ga_status_str(ga_status_t st)
     case GA_ENOTOWNED: return "address not owned by this arena";
     case GA_EDOUBLE: return "address is already free (double or stale free)";
     case GA_EINTERIOR: return "address is inside an allocation, not its start";
+    case GA_EHELD: return "the backend refused to release it (still allocated)";
     }
     return "unknown status";
 }

@@ -28,18 +28,23 @@ typedef enum ga_status {
     GA_ENOTOWNED = 3,  /* free/lookup of an address in no region of this arena */
     GA_EDOUBLE = 4,    /* free of an address inside a free chunk (double or stale free) */
     GA_EINTERIOR = 5,  /* free of an address inside a live allocation but not its start */
+    GA_EHELD = 6,      /* free of a platform block whose release the backend refused: still live */
 } ga_status_t;
 
 /* The backend: where regions come from. Contract:
  *  - reserve(ctx, size, &base) returns 0 and sets base to a GA_ALIGN-aligned range of exactly
  *    `size` usable bytes, or returns non-zero (out of memory) and leaves base untouched. `size` is
  *    always a multiple of GA_ALIGN. It may be called again with a smaller size after a failure.
- *  - release(ctx, base, size) gives back a range reserve returned, with the same size.
+ *  - release(ctx, base, size) gives back a range reserve returned, with the same size; 0 when it
+ *    went back, non-zero when the backend still holds it (the driver refused to free it): the
+ *    range is then as it was, and the arena keeps the region (empty, usable) and tries again at
+ *    its next release. Only at destroy, or for a region the arena could not record, is a refusal
+ *    not kept: the range is forgotten, and what it holds is the backend's business.
  *  - Neither is called re-entrantly from inside the other, and the arena never reads or writes
  *    the bytes of a region. */
 typedef struct ga_backend {
     int (*reserve)(void *ctx, size_t size, uintptr_t *base);
-    void (*release)(void *ctx, uintptr_t base, size_t size);
+    int (*release)(void *ctx, uintptr_t base, size_t size);
     void *ctx;
 } ga_backend_t;
 

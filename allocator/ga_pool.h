@@ -52,7 +52,8 @@ int ga_mode_parse(const char *text, ga_mode_t *mode);
 
 /* The backend. arena, grow and platform use reserve/release with the contract of ga_backend_t
  * (ga_arena.h), except that platform asks for exactly the bytes requested (any size, not a
- * multiple of GA_ALIGN) and releases with that same size. vmm uses the rest:
+ * multiple of GA_ALIGN) and releases with that same size; a platform block whose release the
+ * backend refuses stays live (ga_pool_free answers GA_EHELD). vmm uses the rest:
  *  - va_reserve(ctx, size, &base): a virtual range of `size` bytes (a multiple of granularity),
  *    aligned to granularity, with nothing behind it; non-zero on failure.
  *  - va_release(ctx, base, size): gives back a range va_reserve returned, after every granule in
@@ -65,7 +66,7 @@ int ga_mode_parse(const char *text, ga_mode_t *mode);
  * No call is made re-entrantly from inside another. */
 typedef struct ga_pool_backend {
     int (*reserve)(void *ctx, size_t size, uintptr_t *base);
-    void (*release)(void *ctx, uintptr_t base, size_t size);
+    int (*release)(void *ctx, uintptr_t base, size_t size);
     int (*va_reserve)(void *ctx, size_t size, uintptr_t *base);
     void (*va_release)(void *ctx, uintptr_t base, size_t size);
     int (*map)(void *ctx, uintptr_t addr, size_t size, uint64_t *handle);
@@ -114,7 +115,8 @@ ga_status_t ga_pool_alloc(ga_pool_t *pool, size_t size, uintptr_t *out);
  * nothing. */
 int ga_pool_fits(ga_pool_t *pool, size_t size);
 /* Frees an address ga_pool_alloc returned; *size (optional) gets its rounded size. On any error
- * the pool is unchanged: GA_ENOTOWNED (not this pool's), GA_EDOUBLE, GA_EINTERIOR. */
+ * the pool is unchanged: GA_ENOTOWNED (not this pool's), GA_EDOUBLE, GA_EINTERIOR, and for
+ * platform GA_EHELD (the backend refused to release the block: it stays live, free it again). */
 ga_status_t ga_pool_free(ga_pool_t *pool, uintptr_t ptr, size_t *size);
 /* The live allocation containing ptr (interior allowed): base and rounded size; GA_ENOTOWNED. */
 ga_status_t ga_pool_lookup(const ga_pool_t *pool, uintptr_t ptr, uintptr_t *base, size_t *size);

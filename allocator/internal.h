@@ -363,7 +363,7 @@ static inline ga_item_t *ga_item_new(ga_arena_t *a)
 ga_status_t ga_grow(ga_arena_t *a, size_t rounded);
 ga_status_t ga_region_add(ga_arena_t *a, size_t size);
 size_t ga_release_empty(ga_arena_t *a);
-void ga_region_release(ga_arena_t *a, size_t index);
+int ga_region_release(ga_arena_t *a, size_t index); /* 0 released, 1 the backend refused */
 ga_region_t *ga_region_find(const ga_arena_t *a, uintptr_t p);
 /* The chunk of region r whose range holds p (p must lie in r): one descent of the run tree and a
  * walk inside one run. */

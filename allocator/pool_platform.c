@@ -27,7 +27,7 @@ ga_status_t ga_platform_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     ga_pentry_t e = {.key = base, .size = rounded, .aux = size};
     if (!base || ga_ptrmap_get(&p->table, base) || ga_ptrmap_put(&p->table, &e) != 0) {
         /* out of host memory, or a backend that broke its contract: cannot account it */
-        p->be.release(p->be.ctx, base, size);
+        (void)p->be.release(p->be.ctx, base, size); /* refused: the backend's (ga_arena.h) */
         s->backend_reserves++, s->backend_releases++, s->failed_allocs++;
         return GA_ENOMEM;
     }
@@ -41,12 +41,17 @@ ga_status_t ga_platform_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     return GA_OK;
 }
 
+/* A block the backend refuses to release (the driver would not free it) stays live, as the driver
+ * keeps it: GA_EHELD, and a later free tries again. */
 ga_status_t ga_platform_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
-    ga_pentry_t e;
-    if (!ptr || !ga_ptrmap_take(&p->table, ptr, &e))
+    const ga_pentry_t *live = ptr ? ga_ptrmap_get(&p->table, ptr) : NULL;
+    if (!live)
         return GA_ENOTOWNED;
-    p->be.release(p->be.ctx, ptr, (size_t)e.aux);
+    ga_pentry_t e = *live;
+    if (p->be.release(p->be.ctx, ptr, (size_t)e.aux) != 0)
+        return GA_EHELD;
+    ga_ptrmap_take(&p->table, ptr, NULL);
     ga_stats_t *s = &p->own;
     s->backend_releases++, s->frees++, s->live--, s->regions--;
     s->in_use -= e.size, s->reserved -= e.size, s->in_use_requested -= e.aux;
@@ -58,7 +63,7 @@ ga_status_t ga_platform_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 static void release_entry(void *arg, const ga_pentry_t *e)
 {
     ga_pool_t *p = arg;
-    p->be.release(p->be.ctx, (uintptr_t)e->key, (size_t)e->aux);
+    (void)p->be.release(p->be.ctx, (uintptr_t)e->key, (size_t)e->aux); /* refused: forgotten */
     p->own.backend_releases++;
 }
 

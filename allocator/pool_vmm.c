@@ -162,13 +162,14 @@ static int area_reserve(void *ctx, size_t size, uintptr_t *base)
     return 0;
 }
 
-static void area_release(void *ctx, uintptr_t base, size_t size)
+static int area_release(void *ctx, uintptr_t base, size_t size)
 {
     ga_varea_t *ar = ctx;
     ga_pool_t *p = ar->pool;
     set_owner(p->vmm, base, gran_up(p->vmm, size), 0);
     ga_free(p->arena, base);
     p->vmm->parent_dirty = 1;
+    return 0;
 }
 
 /* Makes area ar's arena, at its first use. */

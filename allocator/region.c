@@ -118,7 +118,7 @@ ga_status_t ga_region_add(ga_arena_t *a, size_t size)
     if (!r || region_insert(a, r) != 0) {
         if (r)
             region_free(a, r);
-        a->backend.release(a->backend.ctx, base, size);
+        (void)a->backend.release(a->backend.ctx, base, size); /* refused: the backend's (ga_arena.h) */
         a->stats.backend_reserves++;
         a->stats.backend_releases++;
         return GA_ENOMEM;
@@ -134,20 +134,23 @@ ga_status_t ga_region_add(ga_arena_t *a, size_t size)
     return GA_OK;
 }
 
-void ga_region_release(ga_arena_t *a, size_t i)
+/* The backend first: a region it refuses to release (the driver would not free it) stays as it
+ * was, empty and usable, and is tried again at the next release. 0 when it went. */
+int ga_region_release(ga_arena_t *a, size_t i)
 {
     ga_region_t *r = a->regions[i];
-    uintptr_t base = r->base;
     size_t size = r->size;
+    if (a->backend.release(a->backend.ctx, r->base, size) != 0)
+        return 1;
     ga_bin_remove(a, r->first);
     region_free(a, r);
     memmove(&a->regions[i], &a->regions[i + 1], (a->nregions - i - 1) * sizeof *a->regions);
     a->nregions--;
-    a->backend.release(a->backend.ctx, base, size);
     ga_stats_t *s = &a->stats;
     s->backend_releases++;
     s->regions--;
     s->reserved -= size;
+    return 0;
 }
 
 size_t ga_release_empty(ga_arena_t *a)
@@ -155,10 +158,8 @@ size_t ga_release_empty(ga_arena_t *a)
     size_t bytes = 0;
     for (size_t i = a->nregions; i-- > 0;) {
         ga_region_t *r = a->regions[i];
-        if (ga_is_free(r->first) && r->first->size == r->size) {
+        if (ga_is_free(r->first) && r->first->size == r->size && ga_region_release(a, i) == 0)
             bytes += r->size;
-            ga_region_release(a, i);
-        }
     }
     return bytes;
 }

@@ -50,12 +50,18 @@ static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
     return 0;
 }
 
-static void fake_release(void *ctx, uintptr_t base, size_t size)
+static int fake_release(void *ctx, uintptr_t base, size_t size)
 {
     fake_backend_t *fb = ctx;
     (void)base;
     (void)size;
     fb->releases++;
+    return 0;
+}
+
+static void fake_va_release(void *ctx, uintptr_t base, size_t size)
+{
+    (void)fake_release(ctx, base, size);
 }
 
 static int fake_map(void *ctx, uintptr_t addr, size_t size, uint64_t *handle)
@@ -406,7 +412,7 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
                              .align = o->mode == GA_MODE_VMM ? gran : GA_ALIGN};
     if (resolve(r, t, err, errlen) != 0)
         return -1;
-    ga_pool_backend_t be = {fake_reserve, fake_release, fake_reserve, fake_release, fake_map,
+    ga_pool_backend_t be = {fake_reserve, fake_release, fake_reserve, fake_va_release, fake_map,
                             fake_unmap, gran, &r->fb};
     ga_pool_config_t cfg = pool_config(o);
     r->no_room = o->mode == GA_MODE_GROW && o->limit && o->limit < GA_ALIGN;

@@ -94,14 +94,14 @@ static void unmap_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)
 
 /* The arena gives a range back (empty, or the pool is being destroyed): unmap what is still
  * mapped there (kept granules; everything on destroy), then the address space. */
-void ga_vmm_va_release(void *ctx, uintptr_t base, size_t size)
+int ga_vmm_va_release(void *ctx, uintptr_t base, size_t size)
 {
     ga_pool_t *p = ctx;
     ga_vmm_t *v = p->vmm;
     (void)size;
     ga_vrange_t *r = range_of(v, base);
     if (!r)
-        return;
+        return 0;
     for (size_t w = 0; w < (r->ngran + 63) / 64; w++) { /* the mapped ones only: a word a step */
         for (uint64_t m = r->mapped[w]; m; m &= m - 1) {
             size_t g = w * 64 + (size_t)__builtin_ctzll(m);
@@ -118,6 +118,7 @@ void ga_vmm_va_release(void *ctx, uintptr_t base, size_t size)
     memmove(r, r + 1, (v->nranges - i - 1) * sizeof *r);
     v->nranges--;
     first_range_changed(v);
+    return 0;
 }
 
 /* The kept cache ------------------------------------------------------------------------------- */

@@ -230,7 +230,7 @@ static inline void always_dirty(ga_vmm_t *v)
 /* vmm_granules.c: the parent arena's backend (address ranges), the kept cache, and the out-of-line
  * paths of covering and uncovering granules (pool_vmm.c inlines the common cases). */
 int ga_vmm_va_reserve(void *ctx, size_t size, uintptr_t *base);
-void ga_vmm_va_release(void *ctx, uintptr_t base, size_t size);
+int ga_vmm_va_release(void *ctx, uintptr_t base, size_t size); /* always 0 */
 size_t ga_vmm_release_all_kept(ga_pool_t *p);
 void ga_vmm_keep_freed_slow(ga_pool_t *p, ga_vrange_t *r, size_t f0, size_t f1);
 void ga_vmm_uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1);

@@ -238,6 +238,8 @@ ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream
     } else {
         c->unfenced |= !synced; /* before the free: it may unmap granules (backend.c) */
         st = ga_pool_free(c->pool, (uintptr_t)p, NULL);
+        if (GA_UNLIKELY(st == GA_EHELD)) /* platform: the driver refused, the block stays live */
+            return (ga_freed_t){c->release_err, GA_OK};
     }
     if (st != GA_OK)
         return (ga_freed_t){CUDA_ERROR_INVALID_VALUE, st};

@@ -48,26 +48,46 @@ static int be_reserve(void *p, size_t size, uintptr_t *base)
 
 /* The region is freed in its own context only: a context the driver no longer knows (gone by a
  * call gpuarena did not see) has no memory left to free, and cuMemFree_v2 in whatever context is
- * current would free that context's block at the same address (an outside test, 2026-12-06). */
-static void be_release(void *p, uintptr_t base, size_t size)
+ * current would free that context's block at the same address (an outside test, 2026-12-06).
+ * Bytes leave the cap only when the driver freed them: a refused cuMemFree_v2 (a sticky error, or
+ * the context could not be made current) keeps them committed and the pool keeps the region or
+ * block (1: ga_arena.h), tried again at its next release; before, they left the cap while the
+ * driver held them (632 MiB under a 256 MiB cap, helper-47 F12; helper-49 F7). A context that is
+ * going (its pool dropped in teardown.c, has_final set) is the exception: the driver frees its
+ * memory with it. */
+static int be_release(void *p, uintptr_t base, size_t size)
 {
     ga_ctx_t *c = p;
+    CUresult r = CUDA_SUCCESS;
     if (!c->driver_gone) {
         int pushed = ga_ctx_enter(c->ctx);
         CUcontext cur = NULL;
-        CUresult r = ga_real.cuCtxGetCurrent(&cur);
+        r = ga_real.cuCtxGetCurrent(&cur);
         if (r == CUDA_SUCCESS && cur != c->ctx)
             r = CUDA_ERROR_INVALID_CONTEXT;
         if (r == CUDA_SUCCESS)
             r = ga_real.cuMemFree_v2((CUdeviceptr)base);
         ga_ctx_leave(pushed);
         c->counts.driver_free_calls++;
-        if (r != CUDA_SUCCESS)
-            ga_log(GA_LOG_WARN, "giving back %zu bytes at %#llx to the driver failed (CUresult %d)",
-                   size, (unsigned long long)base, (int)r);
     }
+    if (r != CUDA_SUCCESS && !c->has_final) {
+        static _Atomic int said;
+        c->release_err = r;
+        ga_log(atomic_exchange(&said, 1) ? GA_LOG_DEBUG : GA_LOG_WARN,
+               "the driver refused to free %zu bytes at %#llx (CUresult %d); they stay counted "
+               "against the cap and are tried again later (arena, grow: the region is kept and "
+               "used; platform: the cuMemFree answers that code and the block stays allocated); if "
+               "this repeats, the driver or device is failing: check it (nvidia-smi) (further "
+               "refusals: GPUARENA_LOG=debug)", size, (unsigned long long)base, (int)r);
+        return 1;
+    }
+    if (r != CUDA_SUCCESS)
+        ga_log(GA_LOG_DEBUG, "giving back %zu bytes at %#llx to the driver failed (CUresult %d); "
+               "the context is going, and its memory with it", size, (unsigned long long)base,
+               (int)r);
     ga_level_add(GA_LEVEL_RESERVED, -be_units(size));
     ga_dev_uncommit(c->dev, size);
+    return 0;
 }
 
 /* ---- vmm ---- */

@@ -310,6 +310,9 @@ typedef struct ga_ctx {
     int va_refused;          /* vmm: the last address reservation was refused (the OOM line) */
     CUresult map_err;        /* vmm: the driver's code when it last refused a granule, 0 once one
                                 maps again (backend.c; the OOM line names it) */
+    CUresult release_err;    /* arena, grow, platform: the driver's code when it last refused
+                                to free a region or block (backend.c); a platform cuMemFree
+                                answers it */
     ga_ptrmap_t stuck;       /* vmm granules the driver would not unmap (backend.c): key the
                                 address, size, aux the handle; still committed */
     ga_pending_t *pend;      /* freed chunks not yet returned to the pool (fence.c) */

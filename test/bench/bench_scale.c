@@ -65,9 +65,10 @@ static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
     return 0;
 }
 
-static void fake_release(void *ctx, uintptr_t base, size_t size)
+static int fake_release(void *ctx, uintptr_t base, size_t size)
 {
     (void)ctx, (void)base, (void)size;
+    return 0;
 }
 
 /* Hole sizes: all 4 KiB, or log-uniform from 512 B to 8 MiB in whole granules. */

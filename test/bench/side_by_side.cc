@@ -126,7 +126,7 @@ int fake_reserve(void *, size_t, uintptr_t *base)
     *base = (uintptr_t)1 << 44;
     return 0;
 }
-void fake_release(void *, uintptr_t, size_t) {}
+int fake_release(void *, uintptr_t, size_t) { return 0; }
 
 double replay_ga(const Trace &t, uint64_t cap, uint64_t *oom)
 {

@@ -75,9 +75,10 @@ static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
     fake_next += size;
     return 0;
 }
-static void fake_release(void *ctx, uintptr_t base, size_t size)
+static int fake_release(void *ctx, uintptr_t base, size_t size)
 {
     (void)ctx, (void)base, (void)size;
+    return 0;
 }
 
 /* Child: the allocator alone, the arena pool as the shim makes it on the null driver (a region of

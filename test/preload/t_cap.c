@@ -413,6 +413,53 @@ START_TEST(handles_from_threads_come_back)
 }
 END_TEST
 
+/* The driver refuses every cuMemFree (a sticky error): a region (arena, grow) or block (platform)
+ * it did not free stays under the cap, so the next allocation that would pass the cap is refused,
+ * and platform's cuMemFree answers the driver's code with the block still allocated; once the
+ * driver frees again, so does gpuarena. Before, the bytes left the cap: 632 MiB held under a
+ * 256 MiB cap (helper-47 F12). */
+static void refused_release_child(void *arg)
+{
+    const char *mode = arg;
+    pt_env(mode, "GPUARENA_LIMIT=256MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p, q;
+    ck_assert_int_eq(cuMemAlloc(&p, 200 * MiB), CUDA_SUCCESS);
+    simcuda_reset_counters();
+    ck_assert_int_eq(simcuda_fail_add("cuMemFree_v2:1+"), 0);
+    CUresult fr = cuMemFree(p);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    if (!strcmp(mode, "GPUARENA_MODE=platform"))
+        ck_assert_int_ne(fr, CUDA_SUCCESS); /* the driver's own answer: still allocated */
+    else
+        ck_assert_int_eq(fr, CUDA_SUCCESS); /* the pool's free; the region goes at a trim */
+    ck_assert_int_eq(cuMemAlloc(&q, 240 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_le(simcuda_device_peak_all(0), 256 * MiB);
+    size_t free = 0, total = 0;
+    ck_assert_int_eq(cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+    if (fr != CUDA_SUCCESS) /* arena, grow: the kept region serves, and counts as free */
+        ck_assert_uint_le(free, 56 * MiB);
+    simcuda_fail_clear();
+    if (fr != CUDA_SUCCESS)
+        ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&q, 240 * MiB), CUDA_SUCCESS);
+    ck_assert_uint_le(simcuda_device_peak_all(0), 256 * MiB);
+    ck_assert_int_eq(cuMemFree(q), CUDA_SUCCESS);
+    exit(0);
+}
+
+START_TEST(refused_release_stays_under_cap)
+{
+    const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=platform"};
+    for (int i = 0; i < 3; i++) {
+        char err[16384];
+        int status = pt_run_child(refused_release_child, (void *)modes[i], err, sizeof err);
+        ck_assert_msg(status == 0, "%s: exit %d: %s", modes[i], status, err);
+        ck_assert_msg(strstr(err, "gpuarena: the driver refused to free"), "%s: %s", modes[i], err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_cap(void)
 {
     TCase *tc = tcase_create("cap");
@@ -429,5 +476,6 @@ TCase *pt_tcase_cap(void)
     tcase_add_test(tc, handle_on_missing_device_not_counted);
     tcase_add_test(tc, handle_without_context_explained);
     tcase_add_test(tc, handles_from_threads_come_back);
+    tcase_add_test(tc, refused_release_stays_under_cap);
     return tc;
 }

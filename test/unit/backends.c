@@ -27,12 +27,13 @@ static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
     return 0;
 }
 
-static void fake_release(void *ctx, uintptr_t base, size_t size)
+static int fake_release(void *ctx, uintptr_t base, size_t size)
 {
     fake_backend_t *f = ctx;
     (void)base;
     f->outstanding -= size;
     f->releases++;
+    return 0;
 }
 
 void fake_init(fake_backend_t *f)
@@ -59,12 +60,13 @@ static int host_reserve(void *ctx, size_t size, uintptr_t *base)
     return 0;
 }
 
-static void host_release(void *ctx, uintptr_t base, size_t size)
+static int host_release(void *ctx, uintptr_t base, size_t size)
 {
     host_backend_t *h = ctx;
     free((void *)base);
     h->releases++;
     h->outstanding -= size;
+    return 0;
 }
 
 ga_backend_t host_backend(host_backend_t *h)

@@ -313,7 +313,7 @@ static int model_reserve(void *ctx, size_t size, uintptr_t *base)
 }
 
 /* The arena only gives back a wholly free region: it must be one span of the model. */
-static void model_release(void *ctx, uintptr_t base, size_t size)
+static int model_release(void *ctx, uintptr_t base, size_t size)
 {
     fit_model_t *m = ctx;
     size_t i = 0;
@@ -325,6 +325,7 @@ static void model_release(void *ctx, uintptr_t base, size_t size)
     memmove(&m->free[i], &m->free[i + 1], (m->n - i - 1) * sizeof *m->free);
     m->n--;
     m->outstanding -= size;
+    return 0;
 }
 
 static size_t placement_size(uint64_t *rng)

@@ -347,10 +347,11 @@ static int hm_reserve(void *ctx, size_t size, uintptr_t *base)
     return m ? 0 : -1;
 }
 
-static void hm_release(void *ctx, uintptr_t base, size_t size)
+static int hm_release(void *ctx, uintptr_t base, size_t size)
 {
     (void)ctx, (void)size;
     free((void *)base);
+    return 0;
 }
 
 START_TEST(pool_live_size_every_mode)

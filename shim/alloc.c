@@ -168,6 +168,17 @@ CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
     return ga_alloc_plain(c, dptr, size, api);
 }
 
+int ga_stream_ctx_enter(CUstream s)
+{
+    CUcontext sc = NULL, cur = NULL;
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !ga_real.cuStreamGetCtx ||
+        ga_real.cuStreamGetCtx(s, &sc) != CUDA_SUCCESS || !sc)
+        return 0; /* the current context's stream, or one the driver refuses (its answer then) */
+    if (ga_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == sc)
+        return 0; /* the common case: nothing to push */
+    return ga_ctx_enter(sc);
+}
+
 int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, CUresult *r)
 {
     if (ga_opt.mode == GA_MODE_PLATFORM)

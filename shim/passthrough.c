@@ -169,41 +169,63 @@ GA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
                   ga_pass_flags_ok(flags));
 }
 
-GA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+/* The stream-ordered allocations, each run with its stream's context current (ga_stream_ctx_enter:
+ * the block is that context's, current or not). */
+static CUresult ga_alloc_async_hook(CUdeviceptr *dptr, size_t bytesize, CUstream hStream, int ptsz)
 {
-    GA_HOOK_ENTER(cuMemAllocAsync, (dptr, bytesize, hStream));
     CUresult served;
     if (ga_do_alloc_async(dptr, bytesize, hStream, GA_API_CUMEMALLOCASYNC, &served))
         return served;
+    if (ptsz)
+        GA_PASS_ALLOC(cuMemAllocAsync_ptsz, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream),
+                      ga_pass_stream_ok(hStream));
     GA_PASS_ALLOC(cuMemAllocAsync, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream),
                   ga_pass_stream_ok(hStream));
+}
+
+static CUresult ga_alloc_pool_hook(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                   CUstream hStream, int ptsz)
+{
+    if (ptsz)
+        GA_PASS_ALLOC(cuMemAllocFromPoolAsync_ptsz, GA_API_CUMEMALLOCFROMPOOL,
+                      (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream));
+    GA_PASS_ALLOC(cuMemAllocFromPoolAsync, GA_API_CUMEMALLOCFROMPOOL,
+                  (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream));
+}
+
+#define GA_IN_STREAM_CTX(s, call)                                                            \
+    do {                                                                                     \
+        int pushed_ = ga_stream_ctx_enter(s);                                                \
+        CUresult r_ = (call);                                                                \
+        ga_ctx_leave(pushed_);                                                               \
+        return r_;                                                                           \
+    } while (0)
+
+GA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    GA_HOOK_ENTER(cuMemAllocAsync, (dptr, bytesize, hStream));
+    GA_IN_STREAM_CTX(hStream, ga_alloc_async_hook(dptr, bytesize, hStream, 0));
 }
 
 GA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     GA_HOOK_ENTER(cuMemAllocAsync_ptsz, (dptr, bytesize, hStream));
     hStream = GA_PTSZ_STREAM(hStream);
-    CUresult served;
-    if (ga_do_alloc_async(dptr, bytesize, hStream, GA_API_CUMEMALLOCASYNC, &served))
-        return served;
-    GA_PASS_ALLOC(cuMemAllocAsync_ptsz, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream),
-                  ga_pass_stream_ok(hStream));
+    GA_IN_STREAM_CTX(hStream, ga_alloc_async_hook(dptr, bytesize, hStream, 1));
 }
 
 GA_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                            CUstream hStream)
 {
     GA_HOOK_ENTER(cuMemAllocFromPoolAsync, (dptr, bytesize, pool, hStream));
-    GA_PASS_ALLOC(cuMemAllocFromPoolAsync, GA_API_CUMEMALLOCFROMPOOL,
-                  (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream));
+    GA_IN_STREAM_CTX(hStream, ga_alloc_pool_hook(dptr, bytesize, pool, hStream, 0));
 }
 
 GA_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                 CUmemoryPool pool, CUstream hStream)
 {
     GA_HOOK_ENTER(cuMemAllocFromPoolAsync_ptsz, (dptr, bytesize, pool, hStream));
-    GA_PASS_ALLOC(cuMemAllocFromPoolAsync_ptsz, GA_API_CUMEMALLOCFROMPOOL,
-                  (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream));
+    GA_IN_STREAM_CTX(hStream, ga_alloc_pool_hook(dptr, bytesize, pool, hStream, 1));
 }
 
 GA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)

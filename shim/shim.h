@@ -537,5 +537,15 @@ CUresult ga_status_to_cu(ga_status_t st);
 /* cuMemAllocAsync served from the current context's pool: 1 served (*r its result), 0 not a pool
  * mode (pass it through). */
 int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, CUresult *r);
+/* A stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync) is its stream's context's:
+ * "The allocation comes from the memory pool current to the stream's device" (cuMemAllocAsync),
+ * and a created stream names its context whether it is current or not (none: a framework's
+ * allocator thread; another device's). The hook makes that context current for its whole call,
+ * so that its pool serves the block, its device's cap is charged and the driver's calls are made
+ * there (helper-48 F3: passed on uncapped with no context current, served from the current
+ * device's pool with another current). NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name the
+ * current context; a stream the driver refuses is left to its answer. The result goes to
+ * ga_ctx_leave (0: nothing was pushed). */
+int ga_stream_ctx_enter(CUstream s);
 
 #endif

@@ -998,6 +998,66 @@ START_TEST(async_same_stream_handover_range_is_its_own)
 }
 END_TEST
 
+/* A stream-ordered allocation is its stream's context's, current or not (helper-48 F3): with
+ * device 0's context current, a block on device 1's stream is on device 1 and device 0 holds
+ * nothing; with no context current (a framework's allocator thread), device 1's cap still holds
+ * for cuMemAllocAsync and cuMemAllocFromPoolAsync, and a block freed there comes back. Every mode;
+ * the cap 64 MiB per device. */
+static void streams_ctx_child(void *arg)
+{
+    (void)arg;
+    CUcontext a = pt_start(), b, got;
+    CUdevice d1;
+    CUstream s1;
+    CUdeviceptr p, q, r, x;
+    int ord = -1;
+    if (cuDeviceGet(&d1, 1) || cuCtxCreate(&b, NULL, 0, d1) ||
+        cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING) ||
+        cuCtxPopCurrent(&got) || got != b)
+        exit(1);
+    if (cuMemAllocAsync(&p, N, s1) ||
+        cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) || ord != 1)
+        exit(2);
+    if (simcuda_device_bytes_in_use(0) != 0)
+        exit(3);
+    if (cuCtxPopCurrent(&got) || got != a || cuCtxGetCurrent(&got) || got) /* none current */
+        exit(1);
+    if (cuMemAllocAsync(&q, 40 * MiB, s1))
+        exit(6);
+    if (cuMemAllocAsync(&r, 40 * MiB, s1) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(4);
+    if (simcuda_device_bytes_in_use(1) > 64 * MiB)
+        exit(5);
+    if (cuMemFreeAsync(q, s1) || cuStreamSynchronize(s1) || cuMemAllocAsync(&r, 40 * MiB, s1))
+        exit(6);
+    if (cuMemAllocFromPoolAsync(&x, 40 * MiB, NULL, s1) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(7);
+    if (simcuda_device_bytes_in_use(1) > 64 * MiB || simcuda_device_bytes_in_use(0) != 0)
+        exit(5);
+    if (cuMemFreeAsync(r, s1) || cuMemFreeAsync(p, s1) || cuStreamSynchronize(s1) ||
+        cuMemAllocFromPoolAsync(&x, 40 * MiB, NULL, s1) || cuMemFreeAsync(x, s1) ||
+        cuStreamSynchronize(s1))
+        exit(8);
+    exit(0);
+}
+
+START_TEST(async_alloc_is_the_streams_context)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    for (int m = 0; m < 4; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB",
+               NULL);
+        int rc = pt_run_child(streams_ctx_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (2: the block is not on the stream's device, 3: device 0 "
+                      "holds memory, 4/7: past the cap with no context current, 5: the driver holds "
+                      "more than the cap, 6: refused within it, 8: not given back); %s",
+                      modes[m], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_stream(void)
 {
     TCase *tc = tcase_create("stream");
@@ -1023,5 +1083,6 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, async_free_pass_through_synced_not_reported_held);
     tcase_add_test(tc, async_same_stream_handover_counts_its_size);
     tcase_add_test(tc, async_same_stream_handover_range_is_its_own);
+    tcase_add_test(tc, async_alloc_is_the_streams_context);
     return tc;
 }

@@ -233,7 +233,25 @@ static CUresult sim_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s)
         SIM_COUNT(failed_allocs);
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    CUresult r = sim_alloc(dptr, size, SIM_ASYNC);
+    CUresult r;
+    if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) {
+        /* a created stream's own context allocates, current or not (sim_stream_here says why) */
+        sim_ctx_t *c;
+        sim_stream_t *st;
+        r = sim_stream_here(s, 0, &c, &st);
+        if (r == CUDA_SUCCESS && (!dptr || size == 0))
+            r = CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS) {
+            sim_latency();
+            pthread_mutex_lock(&sim_lock);
+            r = sim_alloc_locked(c, size, SIM_ASYNC, dptr);
+            pthread_mutex_unlock(&sim_lock);
+        }
+        if (r != CUDA_SUCCESS)
+            SIM_COUNT(failed_allocs);
+    } else {
+        r = sim_alloc(dptr, size, SIM_ASYNC);
+    }
     if (r == CUDA_SUCCESS)
         sim_hold_async_alloc();
     return r;

@@ -200,9 +200,22 @@ CUresult sim_stream_resolve(CUstream h, int per_thread, sim_ctx_t *c, sim_stream
 
 sim_ctx_t *sim_stream_ctx(const sim_stream_t *s) { return s->ctx; }
 
+/* A created stream carries its context: it is found with or without a current context, and acts
+ * in its own (cuMemAllocAsync: "The allocation comes from the memory pool current to the stream's
+ * device", CUDA_ERROR_INVALID_CONTEXT only for a "default stream specified with no current
+ * context"; cuStreamGetCtx: a created stream names its context whatever is current). The special
+ * handles name the current context's streams, and need one. */
 CUresult sim_stream_here(CUstream h, int per_thread, sim_ctx_t **cp, sim_stream_t **out)
 {
     sim_ctx_t *c;
+    if (h && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) {
+        CUresult r = sim_check_init();
+        if (r == CUDA_SUCCESS)
+            r = sim_stream_resolve(h, per_thread, NULL, out);
+        if (r == CUDA_SUCCESS && cp)
+            *cp = (*out)->ctx;
+        return r;
+    }
     CUresult r = sim_current(&c);
     if (cp)
         *cp = c;

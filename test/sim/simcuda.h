@@ -90,6 +90,9 @@
  * context than the stream's (the legacy and per-thread streams are the current context's) is
  * CUDA_ERROR_INVALID_HANDLE and records nothing, as the driver documents. cuStreamGetCtx(_ptsz)
  * gives a stream's context (the current one for NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD).
+ * A created stream carries its context: calls naming it need no current context, and
+ * cuMemAllocAsync/cuMemAllocFromPoolAsync on it allocate on its context's device whatever is current
+ * (the special handles need a current context, CUDA_ERROR_INVALID_CONTEXT otherwise).
  *
  * The simulated NVML, $(BUILD)/sim/libnvidia-ml.so.1 (test/sim/nvml_sim.c, ABI from
  * shim/ga_nvml.h), answers from the same state: devices, totals and UUIDs as the driver has them,

@@ -199,6 +199,7 @@ END_TEST
  * cuStreamGetCtx says which context a stream is; waiting on another context's event is allowed. */
 typedef CUresult (*record_fn)(CUevent, CUstream);
 typedef CUresult (*getctx_fn)(CUstream, CUcontext *);
+typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
 
 START_TEST(event_record_needs_the_streams_context)
 {
@@ -629,6 +630,44 @@ static int run_hazard(const char *kind, const char *free_kind, const char *threa
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* cuMemAllocAsync on a created stream allocates on the stream's device, with no context current
+ * or another device's current ("The allocation comes from the memory pool current to the stream's
+ * device"; CUDA_ERROR_INVALID_CONTEXT only for a "default stream specified with no current
+ * context"); the stream's other calls need no current context either. */
+START_TEST(async_alloc_on_streams_context)
+{
+    setenv("SIMCUDA_DEVICES", "2", 1);
+    CUcontext a = ts_start(), b, got;
+    CUdevice d1;
+    CUstream s1;
+    CUdeviceptr p, q, r;
+    CK(cuDeviceGet(&d1, 1));
+    CK(cuCtxCreate(&b, NULL, 0, d1)); /* b current */
+    CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CK(cuCtxSetCurrent(a)); /* device 0 current, the stream device 1's */
+    CK(cuMemAllocAsync(&p, 3 * N, s1));
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(0), 0);
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(1), 3 * N);
+    while (cuCtxPopCurrent(&got) == CUDA_SUCCESS) /* none current */
+        ;
+    CK(cuMemAllocAsync(&q, N, s1));
+    CK(PTSZ(cuMemAllocAsync_ptsz, alloc_async_fn)(&r, N, s1));
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(1), 5 * N);
+    ck_assert_int_eq(cuMemAllocAsync(&r, N, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_int_eq(cuMemAllocAsync(&r, N, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_int_eq(cuMemAllocAsync(&r, 0, s1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamGetCtx(s1, &got));
+    ck_assert_ptr_eq(got, b);
+    CK(cuMemFreeAsync(p, s1));
+    CK(cuMemFreeAsync(q, s1));
+    CK(cuMemFreeAsync(r, s1));
+    CK(cuStreamSynchronize(s1));
+    ck_assert_int_eq(cuStreamQuery(s1), CUDA_SUCCESS);
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(1), 0);
+    ck_assert_int_eq(cuStreamSynchronize(NULL), CUDA_ERROR_INVALID_CONTEXT);
+}
+END_TEST
+
 START_TEST(hazard_program)
 {
     static const char *const kinds[] = {"blocking", "nonblocking", "perthread"};
@@ -670,5 +709,6 @@ TCase *ts_tcase_stream(void)
     tcase_add_test(tc, stream_threads);
     tcase_add_test(tc, stream_getproc);
     tcase_add_test(tc, hazard_program);
+    tcase_add_test(tc, async_alloc_on_streams_context);
     return tc;
 }

@@ -626,20 +626,72 @@ void ga_dev_sync_others(int dev, const ga_ctx_t *self)
     }
 }
 
+/* Every live context of the process, each synchronised: for a stream-ordered free of one device's
+ * block on another device's stream, whose event the device's own synchronisation does not pass. */
+static void ga_sync_every_context(void)
+{
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+        if (atomic_load_explicit(&c->dead, memory_order_acquire))
+            continue;
+        int pushed = ga_ctx_enter(c->ctx);
+        if (ga_real.cuCtxSynchronize)
+            ga_real.cuCtxSynchronize();
+        ga_ctx_leave(pushed);
+    }
+}
+
+/* What c's pending frees and async-freed pass-through memory give back once waited for, with c's
+ * lock let go for the wait, as the allocation's own fence does (fence.c): the trim runs for an
+ * allocation in another context, and waiting for the device under c's lock held up c's memory
+ * queries, NVML queries, frees and allocations for as long as the device's queued work took, for
+ * ever behind a stream waiting on one of them (helper-49 F11). The entries are noted under the lock,
+ * the device synchronised without it, the noted entries returned with it taken again; entries whose
+ * events the device's synchronisation did not pass (a free on another device's stream) get a
+ * second round that synchronises every context. Entries freed meanwhile stay pending. */
+static size_t ga_ctx_trim_pending(ga_ctx_t *c)
+{
+    size_t freed = 0;
+    for (int round = 0; round < 2; round++) {
+        ga_mutex_lock(&c->lock);
+        int live = !atomic_load(&c->dead);
+        ga_fence_mark_t m = ga_fence_mark_held(c);
+        int waits = live && ((c->pool && c->npend) || c->npfree);
+        ga_mutex_unlock(&c->lock);
+        if (!waits)
+            break;
+        if (round) /* no lock held: left cancellable, as the allocation's own wait is */
+            ga_sync_every_context();
+        else
+            ga_ctx_sync_device(c);
+        ga_mutex_lock(&c->lock);
+        int left = 0;
+        if (!atomic_load(&c->dead)) {
+            size_t before = c->pend_bytes;
+            if (c->pool && m.n)
+                ga_fence_passed(c, m);
+            freed += before - c->pend_bytes;
+            if (c->npfree)
+                freed += ga_fence_pass_reclaim(c, 0); /* queried: the wait was above */
+            left = c->npend_ev || c->npfree;
+        }
+        ga_mutex_unlock(&c->lock);
+        if (!left)
+            break;
+    }
+    return freed;
+}
+
 size_t ga_dev_trim(int dev)
 {
     size_t freed = 0;
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
         if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
+        /* freed chunks waiting for the device are free memory too */
+        freed += ga_ctx_trim_pending(c);
         ga_mutex_lock(&c->lock);
-        if (c->pool && !atomic_load(&c->dead)) {
-            size_t pending = c->pend_bytes;
-            ga_fence_reclaim(c, 1, 0); /* freed chunks waiting for the device are free memory too */
-            freed += ga_pool_trim(c->pool) + (pending - c->pend_bytes);
-        }
-        if (c->npfree && !atomic_load(&c->dead))
-            freed += ga_fence_pass_reclaim(c, 1); /* pass-through memory freed async, passed */
+        if (c->pool && !atomic_load(&c->dead))
+            freed += ga_pool_trim(c->pool);
         ga_mutex_unlock(&c->lock);
     }
     return freed;

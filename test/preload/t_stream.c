@@ -565,6 +565,68 @@ START_TEST(device_free_waits_without_the_lock)
 }
 END_TEST
 
+/* The wait for another context's pending frees before an out-of-memory (ga_dev_trim) is made with
+ * that context's lock let go too (helper-49 F11). Contexts A (the primary) and B on device 0 under
+ * a 64 MiB cap: A's 40 MiB block freed (pending under deferred), then B's stream held by a gate
+ * that only the main thread opens. Thread 2 asks 40 MiB in B: no room, so the device is trimmed,
+ * which waits for B's stream. Once the driver has that synchronisation (two cuCtxSynchronize: A's,
+ * then B's), the main thread asks cuMemGetInfo in A (which looks at A's pass-through frees under
+ * its lock), then opens the gate. With the wait under A's lock the main thread blocked for ever
+ * (the alarm ends the child). Thread 2's allocation then succeeds on A's returned memory. */
+static CUcontext trim_b;
+static CUresult trim_r = CUDA_ERROR_UNKNOWN;
+static void *trim_alloc_in_b(void *arg)
+{
+    CUdeviceptr q;
+    (void)arg;
+    if (cuCtxSetCurrent(trim_b))
+        exit(20);
+    trim_r = cuMemAlloc(&q, 40u << 20);
+    return NULL;
+}
+
+static void trim_child(void *arg)
+{
+    (void)arg;
+    alarm(20);
+    CUcontext a = pt_start();
+    CUdevice dev;
+    CUdeviceptr big, held;
+    CUstream s;
+    unsigned gate;
+    size_t fr, tot;
+    pthread_t t;
+    if (cuDeviceGet(&dev, 0) || cuMemAlloc(&big, 40u << 20) || cuMemFree(big) ||
+        cuCtxCreate(&trim_b, NULL, 0, dev) || cuMemAlloc(&held, N) ||
+        cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || simcuda_gate(s, &gate) != CUDA_SUCCESS ||
+        simcuda_launch(s, held, 0xAA, N, 0) != CUDA_SUCCESS || cuCtxSetCurrent(a))
+        exit(2);
+    unsigned long long calls = simcuda_entry_calls("cuCtxSynchronize");
+    if (pthread_create(&t, NULL, trim_alloc_in_b, NULL))
+        exit(3);
+    while (simcuda_entry_calls("cuCtxSynchronize") < calls + 2)
+        sched_yield(); /* thread 2 waits in the driver for B's stream */
+    if (cuMemGetInfo(&fr, &tot))
+        exit(4);
+    simcuda_gate_open(gate);
+    pthread_join(t, NULL);
+    exit(trim_r == CUDA_SUCCESS ? 0 : 10);
+}
+
+START_TEST(trim_waits_without_other_contexts_lock)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        pt_env(modes[m], "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(trim_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (a signal: A's cuMemGetInfo blocked behind the trim's "
+                      "wait for B's stream; 10: B's allocation failed); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
 /* A second cuMemFreeAsync of a block on a destroyed stream: the driver checks the stream first and
  * answers CUDA_ERROR_INVALID_HANDLE; gpuarena answered 1 (a double free) while the first free was
  * pending (helper-42 F10). The block's first free still completes. */
@@ -1075,6 +1137,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, program_sync_passes_no_async_free_of_another_context);
     tcase_add_test(tc, free_waits_for_other_contexts_on_the_device);
     tcase_add_test(tc, device_free_waits_without_the_lock);
+    tcase_add_test(tc, trim_waits_without_other_contexts_lock);
     tcase_add_test(tc, async_double_free_on_dead_stream_is_the_stream_error);
     tcase_add_test(tc, async_free_event_in_the_streams_context);
     tcase_add_test(tc, async_free_survives_a_failed_event_record);

@@ -402,6 +402,7 @@ static CUresult sim_ctx_destroy(CUcontext ctx)
         return CUDA_ERROR_INVALID_CONTEXT; /* primary contexts go through Release/Reset */
     sim_streams_drain_ctx(c);
     sim_streams_forget_ctx(c);
+    sim_hold_ctx_teardown();
     pthread_mutex_lock(&sim_lock);
     sim_free_ctx_memory_locked(c);
     c->alive = 0;
@@ -450,6 +451,7 @@ static CUresult sim_primary_release(CUdevice dev)
     if (last) { /* the context goes with this release: its queued work first */
         sim_streams_drain_ctx(c);
         sim_streams_forget_ctx(c);
+        sim_hold_ctx_teardown();
     }
     pthread_mutex_lock(&sim_lock);
     if (c->refcount == 0) {
@@ -473,6 +475,7 @@ static CUresult sim_primary_reset(CUdevice dev)
         return r;
     sim_streams_drain_ctx(&sim_primary[dev]);
     sim_streams_forget_ctx(&sim_primary[dev]);
+    sim_hold_ctx_teardown();
     pthread_mutex_lock(&sim_lock);
     sim_free_ctx_memory_locked(&sim_primary[dev]);
     sim_primary[dev].flags = 0;

@@ -288,6 +288,12 @@ void simcuda_gate_open(unsigned gate);
  * variant) is made, then waits inside the driver until simcuda_gate_open(*gate): a test can hold a
  * caller between the driver's answer and what the caller does with it. Returns a CUresult. */
 int simcuda_hold_next_async_alloc(unsigned *gate);
+/* The next context teardown that frees a context's memory (cuCtxDestroy(_v2), cuCtxDetach, a last
+ * cuDevicePrimaryCtxRelease(_v2), cuDevicePrimaryCtxReset(_v2)) waits inside the driver, after its
+ * streams' work and before it frees anything, until simcuda_gate_open(*gate): the real driver's
+ * teardown takes milliseconds, and a test can act while it is under way (the context's memory is
+ * still held then, and the call has not returned). Returns a CUresult. */
+int simcuda_hold_next_ctx_teardown(unsigned *gate);
 
 /* Calls of one exported entry point ("cuMemAlloc_v2") since start or reset; 0 for a name this
  * driver does not export. */

@@ -7,6 +7,8 @@
 #include "test_sim.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,6 +509,64 @@ START_TEST(context_teardown_waits)
 }
 END_TEST
 
+/* simcuda_hold_next_ctx_teardown: a destroy, a reset and a last release each wait inside the
+ * driver, their context's memory still held, until the gate opens; then they free it. Only the
+ * next teardown is held. The thread is known to be inside by the entry point's call count. */
+struct td_arg {
+    int which; /* 0: cuCtxDestroy(ctx), 1: cuDevicePrimaryCtxReset, 2: cuDevicePrimaryCtxRelease */
+    CUcontext ctx;
+};
+
+static void *teardown_thread(void *arg)
+{
+    const struct td_arg *a = arg;
+    CUresult r = a->which == 0   ? cuCtxDestroy(a->ctx)
+                 : a->which == 1 ? cuDevicePrimaryCtxReset(0)
+                                 : cuDevicePrimaryCtxRelease(0);
+    return (void *)(uintptr_t)r;
+}
+
+START_TEST(context_teardown_held)
+{
+    static const char *const entry[] = {"cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2",
+                                        "cuDevicePrimaryCtxRelease_v2"};
+    CK(cuInit(0));
+    for (int which = 0; which < 3; which++) {
+        struct td_arg arg = {.which = which};
+        CUcontext c;
+        CUdeviceptr a;
+        unsigned g;
+        if (which == 0) {
+            CK(cuCtxCreate(&c, NULL, 0, 0));
+        } else {
+            CK(cuDevicePrimaryCtxRetain(&c, 0));
+            CK(cuCtxSetCurrent(c));
+        }
+        arg.ctx = c;
+        CK(cuMemAlloc(&a, N));
+        CK(simcuda_hold_next_ctx_teardown(&g));
+        unsigned long long n = simcuda_entry_calls(entry[which]);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, teardown_thread, &arg), 0);
+        while (simcuda_entry_calls(entry[which]) == n)
+            sched_yield();
+        ck_assert_uint_eq(ts_counters().bytes_in_use, N); /* inside, held: nothing freed yet */
+        simcuda_gate_open(g);
+        void *r;
+        ck_assert_int_eq(pthread_join(t, &r), 0);
+        ck_assert_int_eq((int)(uintptr_t)r, CUDA_SUCCESS);
+        ck_assert_uint_eq(ts_counters().bytes_in_use, 0);
+        CK(cuCtxSetCurrent(NULL));
+        if (which == 1)
+            CK(cuDevicePrimaryCtxRelease(0)); /* the reset kept the reference */
+    }
+    CUcontext c;
+    CK(cuCtxCreate(&c, NULL, 0, 0));
+    CK(cuCtxDestroy(c)); /* not held: the hold was for one teardown */
+    ck_assert_int_eq(simcuda_hold_next_ctx_teardown(NULL), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
 /* Pending work belongs to the parent: a forked child starts with idle streams. */
 START_TEST(fork_with_pending_work)
 {
@@ -705,6 +765,7 @@ TCase *ts_tcase_stream(void)
     tcase_add_test(tc, reuse_hazard_visible);
     tcase_add_test(tc, queued_work_on_gone_memory);
     tcase_add_test(tc, context_teardown_waits);
+    tcase_add_test(tc, context_teardown_held);
     tcase_add_test(tc, fork_with_pending_work);
     tcase_add_test(tc, stream_threads);
     tcase_add_test(tc, stream_getproc);

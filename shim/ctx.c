@@ -369,6 +369,7 @@ void ga_ctx_level_share(void)
 static ga_ctx_t *ga_ctx_create(CUcontext ctx)
 {
     CUdevice dev = 0;
+    ga_tl_unmade = -1;
     if (ga_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= GA_MAX_DEVICES)
         return NULL;
     ga_dev_setup(dev);
@@ -402,9 +403,8 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
 ga_ctx_t *ga_current(void)
 {
     CUcontext ctx = NULL;
-    ga_tl_unmade = -1;
     if (ga_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
-        return NULL;
+        return ga_tl_unmade = -1, NULL;
     unsigned gen = atomic_load_explicit(&ga_generation, memory_order_acquire);
     if (GA_LIKELY(ga_tl_cache.ctx == ctx && ga_tl_cache.gen == gen))
         return ga_tl_cache.st;

@@ -42,16 +42,17 @@ ga_status_t ga_platform_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
 }
 
 /* A block the backend refuses to release (the driver would not free it) stays live, as the driver
- * keeps it: GA_EHELD, and a later free tries again. */
+ * keeps it: GA_EHELD, and a later free tries again. Taken from the table first and put back on
+ * that rare refusal (the slot it left is free: no growth), so the common free probes once. */
 ga_status_t ga_platform_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
-    const ga_pentry_t *live = ptr ? ga_ptrmap_get(&p->table, ptr) : NULL;
-    if (!live)
+    ga_pentry_t e;
+    if (!ptr || !ga_ptrmap_take(&p->table, ptr, &e))
         return GA_ENOTOWNED;
-    ga_pentry_t e = *live;
-    if (p->be.release(p->be.ctx, ptr, (size_t)e.aux) != 0)
+    if (p->be.release(p->be.ctx, ptr, (size_t)e.aux) != 0) {
+        (void)ga_ptrmap_put(&p->table, &e);
         return GA_EHELD;
-    ga_ptrmap_take(&p->table, ptr, NULL);
+    }
     ga_stats_t *s = &p->own;
     s->backend_releases++, s->frees++, s->live--, s->regions--;
     s->in_use -= e.size, s->reserved -= e.size, s->in_use_requested -= e.aux;

@@ -181,9 +181,13 @@ static void ga_trace_stop(int fd, const struct stat *before, size_t done, int er
                (unsigned long long)rl.rlim_cur, tail);
         return;
     }
+    int disk = err == ENOSPC || err == EDQUOT;
     ga_log(GA_LOG_WARN, "cannot write GPUARENA_TRACE='%s' (%s): the trace ends here, at its last "
-           "whole record%s, and the program runs on; free space on the disk that holds it, or "
-           "give GPUARENA_TRACE a path on another disk", ga_trace_path, strerror(err), tail);
+           "whole record%s, and the program runs on; %s", ga_trace_path, strerror(err), tail,
+           disk ? "free space on the disk that holds it, or give GPUARENA_TRACE a path on another "
+                  "disk"
+                : "give GPUARENA_TRACE a file on a working disk (a pipe or device that stopped "
+                  "taking data ends it too)");
 }
 
 /* Under the write lock: the descriptor checked (one fstat per 256 records: a number the program

@@ -281,12 +281,23 @@ static void ga_out_open_failed(const char *var, const char *path, const ga_out_t
                "in a writable directory", var, path, strerror(err), consequence);
 }
 
+/* "-" is the process's descriptor 2, as /dev/stderr is (helper-47 F10: "-" wrote the report into
+ * whatever file the program had opened under number 2 by exit, where /dev/stderr was refused). */
+static int ga_out_classify_tmpl(const char *tmpl, char *path, size_t len, ga_out_t *o)
+{
+    if (!strcmp(tmpl, "-")) {
+        memset(o, 0, sizeof *o);
+        snprintf(path, len, "-");
+        return ga_out_classify_own(2, o);
+    }
+    return ga_out_expand(tmpl, path, len) == 0 ? ga_out_classify(path, o) : -1;
+}
+
 void ga_outfile_watch(const char *var, const char *tmpl)
 {
     char path[GA_OUTFILE_PATH_MAX];
     ga_out_t o;
-    if (!tmpl || !strcmp(tmpl, "-") || ga_out_expand(tmpl, path, sizeof path) != 0 ||
-        ga_out_classify(path, &o) != 0 || o.own_fd < 0)
+    if (!tmpl || ga_out_classify_tmpl(tmpl, path, sizeof path, &o) != 0 || o.own_fd < 0)
         return;
     for (size_t i = 0; i < sizeof ga_watched / sizeof *ga_watched; i++)
         if (!ga_watched[i].var || !strcmp(ga_watched[i].var, var)) {
@@ -334,11 +345,13 @@ static int ga_out_dup_own(const char *var, const char *path, const ga_out_t *o,
         return -1;
     }
     const char *why = ga_out_own_refusal(var, o);
-    if (why) {
+    /* Not said when the descriptor refused is 2, where gpuarena's messages go: the message would
+     * land in the very file the output was kept out of (it did: helper-47 F10). */
+    if (why && o->own_fd != 2)
         ga_log(GA_LOG_ERROR, "%s='%s' names descriptor %d, %s: %s; give %s a file path instead, "
                "e.g. '%s'", var, path, o->own_fd, why, consequence, var, example);
+    if (why)
         return -1;
-    }
     int fd = fcntl(o->own_fd, F_DUPFD_CLOEXEC, 3);
     if (fd < 0)
         ga_out_open_failed(var, path, o, errno, consequence);
@@ -514,17 +527,14 @@ int ga_outfile_is_file(const char *tmpl)
 
 int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
 {
-    if (!strcmp(tmpl, "-")) { /* after the program's buffered output, as for /dev/stderr */
-        sigset_t old;
-        ga_out_flush_program(&old);
-        writer(stderr);
-        fflush(stderr);
-        return ga_out_flushed(&old, 0);
-    }
     char path[GA_OUTFILE_PATH_MAX];
+    ga_out_t o;
+    if (!strcmp(tmpl, "-")) { /* descriptor 2, exactly as /dev/stderr */
+        ga_out_classify_tmpl(tmpl, path, sizeof path, &o);
+        return ga_out_write_own(var, path, &o, writer);
+    }
     if (ga_outfile_expand(var, tmpl, path, sizeof path) != 0 || ga_outfile_clash(var, tmpl))
         return -1;
-    ga_out_t o;
     if (ga_out_classify(path, &o) != 0) {
         ga_out_open_failed(var, path, &o, errno, "nothing was written");
         return -1;

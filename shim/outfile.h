@@ -12,7 +12,8 @@
  *   written through a dup of it, sharing the program's offset, after fflush(NULL) for a report, so
  *   the program's buffered output comes first and nothing overwrites anything. A descriptor
  *   closed by then, or whose number now names another file than at start, is a message and no
- *   write (the report would land in a file nobody named).
+ *   write (the report would land in a file nobody named). "-" is descriptor 2, as /dev/stderr; a
+ *   refusal of descriptor 2 is not said, since the message would go there.
  * - The trace path is protected: a report that names the same file (same path after %p, or a
  *   symlink or hard link to it) is not written; the trace wins.
  * - A trace that is a regular file is truncated only under an exclusive flock held for the life of

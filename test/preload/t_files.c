@@ -1363,6 +1363,51 @@ START_TEST(trace_disk_full_then_space_back)
 }
 END_TEST
 
+/* The program closes stderr and its own data file takes number 2 (helper-47 F10): with
+ * GPUARENA_STATS=- the whole report was written into that file, and with /dev/stderr the refusal's
+ * own message was. Both are descriptor 2, and the file holds the program's line alone; the report
+ * still goes to stderr when the program leaves it alone (stats_to_stderr, in t_reports.c). */
+static void tf_stderr_reused_child(void *arg)
+{
+    const char *const *a = arg; /* GPUARENA_STATS, the program's data file */
+    CUdeviceptr p;
+    setenv("GPUARENA_STATS", a[0], 1);
+    pt_start();
+    if (cuMemAlloc(&p, 4096))
+        exit(2);
+    close(2);
+    if (open(a[1], O_WRONLY | O_CREAT | O_TRUNC, 0644) != 2 || write(2, "program data\n", 13) != 13)
+        exit(3);
+    exit(0);
+}
+
+START_TEST(stats_stderr_number_reused)
+{
+    for (int i = 0; i < 2; i++) {
+        tf_dir_t d;
+        char link_path[128], data[128], err[8192], buf[4096];
+        const char *stats = "-";
+        tf_mkdir(&d);
+        if (i) { /* a link in the test's folder stands in for /dev/stderr, as above */
+            ck_assert_int_eq(symlink("/dev/stderr", tf_at(&d, "err-link", link_path,
+                                                          sizeof link_path)), 0);
+            stats = link_path;
+        }
+        const char *a[] = {stats, tf_at(&d, "data.txt", data, sizeof data)};
+        int rc = pt_run_child(tf_stderr_reused_child, (void *)a, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d; %s", stats, rc, err);
+        FILE *f = fopen(data, "r");
+        ck_assert_ptr_nonnull(f);
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        ck_assert_msg(!strcmp(buf, "program data\n"), "GPUARENA_STATS=%s: the program's file holds "
+                      "its line alone, not %zu bytes: '%.300s'", i ? "/dev/stderr" : "-", n, buf);
+        tf_rmtree(d.path);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_files(void)
 {
     TCase *tc = tcase_create("files");
@@ -1405,5 +1450,6 @@ TCase *pt_tcase_files(void)
     tcase_add_test(tc, trace_directory_refused);
     tcase_add_test(tc, trace_descriptor_closed_and_reused);
     tcase_add_test(tc, trace_disk_full_then_space_back);
+    tcase_add_test(tc, stats_stderr_number_reused);
     return tc;
 }

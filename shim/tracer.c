@@ -10,8 +10,9 @@
  * complete record. Host memory is bounded by the live threads: a buffer is written out and freed when its
  * thread exits. The buffers of live threads are on one list under one lock, which the exit flush
  * holds while it walks them, so a thread's exit frees its buffer only once the flush can no longer
- * reach it (and writes it first, so nothing is lost in between). After the exit flush, and in a
- * thread whose buffer is gone, records are written one by one. Each write first checks that the
+ * reach it (and writes it first, so nothing is lost in between). After the exit flush, in a
+ * thread whose buffer is gone, and in one that has no host memory for a buffer, records are
+ * written one by one. Each write first checks that the
  * descriptor still refers to the trace: a program that closed it and opened a file of its own
  * under the same number ends the trace, with a message, and its file is never written.
  * The file itself is opened at the first event (shim/outfile.c: %p, write-through for devices and
@@ -339,7 +340,8 @@ static ga_tbuf_t *ga_tbuf_get(void)
     return ga_tl_tbuf = b;
 }
 
-/* One record straight to the file: after the exit flush, or once this thread's buffer is gone. */
+/* One record straight to the file: after the exit flush, once this thread's buffer is gone, or
+ * while there is no host memory for one. */
 static void ga_trace_write_one(const ga_event_t *ev)
 {
     unsigned char rec[GA_TRACE_RECORD_SIZE];
@@ -364,8 +366,11 @@ static void ga_trace_record(uint8_t kind, uint8_t api, uint64_t addr, uint64_t s
                             uint64_t stream, int dev, uint64_t t0, CUresult result)
 {
     ga_tbuf_t *b = ga_tbuf_get();
-    if (!b && !ga_tl_tbuf_gone)
-        return; /* no file, or no memory for a buffer */
+    /* No buffer for lack of host memory: the record goes out alone, as after the thread's exit,
+     * and the next event tries for a buffer again (helper-47 F4: such a thread's events were
+     * dropped without a word, and the trace replayed with unmatched frees). */
+    if (!b && !ga_tl_tbuf_gone && !ga_trace_opened())
+        return; /* no file */
     uint64_t t1 = ga_now();
     double dur = (double)(t1 - t0) * ga_trace_ns_per_tick;
     /* An alloc is stamped when it returned, a free when it was entered: an address is freed (its

@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../allocator/ga_trace.h"
+
 static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
                                     "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
 
@@ -400,6 +402,57 @@ START_TEST(host_failure_keeps_the_cap)
 }
 END_TEST
 
+/* The same sweep with a trace (helper-47 F4): a thread with no host memory for its trace buffer
+ * had its events dropped without a word (the first cuMemAlloc missing, the replay finding an
+ * unmatched free). Whichever host call of the shim fails around the first cuMemAlloc, the trace
+ * reads back with every allocation the program was given (the first, each 16 MiB block) and the
+ * refused one that ends the program's loop. */
+START_TEST(host_failure_keeps_the_trace)
+{
+    const char *shim = getenv("PT_SHIM");
+    ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
+    char prog[1024], dir[] = "/tmp/gpuarena-hosttrace-XXXXXX", trace[128];
+    ck_assert_ptr_nonnull(strrchr(shim, '/'));
+    snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
+             (int)(strrchr(shim, '/') - shim), shim);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(trace, sizeof trace, "%s/t.gatrace", dir);
+    int n, injected = 1;
+    for (n = 1; n <= 200 && injected; n++) {
+        char cmd[2048], out[8192] = "", msg[256];
+        snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
+                 "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB GPUARENA_MODE=arena "
+                 "GPUARENA_TRACE='%s' '%s' %d 268435456 alloc 2>&1", trace, prog, n);
+        FILE *p = popen(cmd, "r");
+        ck_assert_ptr_nonnull(p);
+        size_t len = fread(out, 1, sizeof out - 1, p);
+        out[len] = 0;
+        int st = pclose(p);
+        const char *b = strstr(out, " blocks "), *f = strstr(out, " first ");
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && b && f, "host call %d: status %d; "
+                      "%s", n, st, out);
+        long served = atol(b + 8) + (atol(f + 7) == 0), traced = 0, refused = 0;
+        ga_trace_t t;
+        ga_trace_init(&t);
+        ck_assert_msg(ga_trace_read(trace, &t, msg, sizeof msg) == 0, "host call %d: %s", n, msg);
+        for (size_t i = 0; i < t.count; i++) {
+            traced += t.events[i].kind == GA_EV_ALLOC && t.events[i].result == 0;
+            refused += t.events[i].kind == GA_EV_ALLOC_FAILED;
+        }
+        ga_trace_free(&t);
+        /* (A first call refused for want of the context's state is not traced: only the calls
+         * the allocator saw are.) */
+        ck_assert_msg(traced == served && refused >= 1, "host call %d around the first cuMemAlloc "
+                      "failed: %ld allocations traced of %ld served, %ld refused; %s", n, traced,
+                      served, refused, out);
+        injected = strstr(out, "injected 1") != NULL;
+    }
+    ck_assert_msg(n > 2, "the sweep ran");
+    unlink(trace);
+    rmdir(dir);
+}
+END_TEST
+
 /* Loaded for every process (/etc/ld.so.preload, issue 11 item 4): one that never touches CUDA pays
  * nothing and prints nothing, even with settings that would be refused at its first CUDA call. */
 static void no_cuda_child(void *arg)
@@ -434,5 +487,6 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, fork_child_statistics);
     tcase_add_test(tc, no_cuda_prints_nothing);
     tcase_add_test(tc, host_failure_keeps_the_cap);
+    tcase_add_test(tc, host_failure_keeps_the_trace);
     return tc;
 }

@@ -598,6 +598,28 @@ void ga_dev_pass_passed(int dev)
     }
 }
 
+void ga_ctx_foreign_dying(CUcontext dying)
+{
+    if (!dying || !ga_fence_foreign_held())
+        return;
+    /* Its streams passed first, with no lock held: the entries' waits then return at once. Only
+     * if it could be made current (else the waits below do it, each under its context's lock). */
+    CUcontext cur = NULL;
+    int here = ga_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dying;
+    int pushed = here ? 0 : ga_ctx_enter(dying);
+    if ((here || (pushed & 1)) && ga_real.cuCtxSynchronize)
+        ga_real.cuCtxSynchronize();
+    ga_ctx_leave(pushed);
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+        if (c->ctx == dying || atomic_load_explicit(&c->dead, memory_order_acquire))
+            continue;
+        ga_mutex_lock(&c->lock);
+        if (!atomic_load(&c->dead) && !c->driver_gone)
+            ga_fence_foreign_dying(c, dying);
+        ga_mutex_unlock(&c->lock);
+    }
+}
+
 void ga_dev_sync(int dev)
 {
     ga_dev_sync_others(dev, NULL);

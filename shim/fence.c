@@ -90,21 +90,28 @@ static CUevent ga_event_get(ga_ctx_t *c)
     return ga_event_new(c->ctx);
 }
 
+/* Events made in other contexts held by any context's entries (every c->fev), for
+ * ga_fence_foreign_held: changed with them, under their context's lock. */
+static _Atomic long ga_fev_held;
+
 /* An event for a free of c's block on a stream of another context, sctx: made there, and listed
- * in c->fev so that ga_event_put destroys it instead of keeping it with c's own. */
+ * in c->fev with sctx so that ga_event_put destroys it instead of keeping it with c's own, and
+ * ga_fence_foreign_dying before sctx goes. */
 static CUevent ga_event_get_foreign(ga_ctx_t *c, CUcontext sctx)
 {
     if (c->nfev == c->cap_fev) {
         size_t cap = c->cap_fev ? 2 * c->cap_fev : 8;
-        CUevent *f = realloc(c->fev, cap * sizeof *f);
+        ga_fevent_t *f = realloc(c->fev, cap * sizeof *f);
         if (!f)
             return NULL;
         c->fev = f;
         c->cap_fev = cap;
     }
     CUevent ev = ga_event_new(sctx);
-    if (ev)
-        c->fev[c->nfev++] = ev;
+    if (ev) {
+        c->fev[c->nfev++] = (ga_fevent_t){ev, sctx};
+        atomic_fetch_add_explicit(&ga_fev_held, 1, memory_order_relaxed);
+    }
     return ev;
 }
 
@@ -112,10 +119,20 @@ static CUevent ga_event_get_foreign(ga_ctx_t *c, CUcontext sctx)
 static int ga_event_take_foreign(ga_ctx_t *c, CUevent ev)
 {
     for (size_t i = 0; i < c->nfev; i++)
-        if (c->fev[i] == ev) {
+        if (c->fev[i].ev == ev) {
             c->fev[i] = c->fev[--c->nfev];
+            atomic_fetch_sub_explicit(&ga_fev_held, 1, memory_order_relaxed);
             return 1;
         }
+    return 0;
+}
+
+/* 1 if ev is one of c's events made in context ctx. */
+static int ga_event_made_in(const ga_ctx_t *c, CUevent ev, CUcontext ctx)
+{
+    for (size_t i = 0; ev && i < c->nfev; i++)
+        if (c->fev[i].ev == ev)
+            return c->fev[i].made_in == ctx;
     return 0;
 }
 
@@ -537,6 +554,7 @@ void ga_fence_drop(ga_ctx_t *c)
     for (size_t i = 0; i < c->nevents; i++)
         if (!c->driver_gone && ga_real.cuEventDestroy_v2)
             ga_real.cuEventDestroy_v2(c->events[i]);
+    atomic_fetch_sub_explicit(&ga_fev_held, (long)c->nfev, memory_order_relaxed);
     free(c->fev); /* its events were the entries', destroyed above */
     c->fev = NULL;
     c->nfev = c->cap_fev = 0;
@@ -549,6 +567,44 @@ void ga_fence_drop(ga_ctx_t *c)
     c->pend_bytes = 0;
     c->counts.pending_bytes = 0;
     memset(&c->pend_set, 0, sizeof c->pend_set);
+}
+
+int ga_fence_foreign_held(void)
+{
+    return atomic_load_explicit(&ga_fev_held, memory_order_relaxed) > 0;
+}
+
+/* A free of c's block on a stream of context `dying` holds an event made there; the driver's
+ * teardown destroys it ("cuCtxDestroy ... destroys and cleans up all resources associated with
+ * the context") and a later cuEventCreate may get its handle, so a later query or destroy of it
+ * reached another event, the program's own (helper-21 F1: its cuEventRecord then failed with
+ * CUDA_ERROR_INVALID_HANDLE). The stream's work is waited for (the teardown would wait for it
+ * too; ga_ctx_foreign_dying synchronised the context first, so this returns at once) and the
+ * entry is done: its chunk back to the pool, its pass-through bytes back to the cap. */
+void ga_fence_foreign_dying(ga_ctx_t *c, CUcontext dying)
+{
+    for (size_t i = 0; i < c->npend;) {
+        CUevent ev = c->pend[i].ev;
+        if (!ga_event_made_in(c, ev, dying)) {
+            i++;
+            continue;
+        }
+        int nc = ga_nocancel_begin();
+        ga_real.cuEventSynchronize(ev);
+        ga_nocancel_end(nc);
+        ga_pend_release(c, i); /* entry i now holds another one: look at i again */
+    }
+    for (size_t i = 0; i < c->npfree;) {
+        CUevent ev = c->pfree[i].ev;
+        if (!ga_event_made_in(c, ev, dying)) {
+            i++;
+            continue;
+        }
+        int nc = ga_nocancel_begin();
+        ga_real.cuEventSynchronize(ev);
+        ga_nocancel_end(nc);
+        ga_pfree_release(c, i);
+    }
 }
 
 /* The program's own synchronisation. cuCtxSynchronize (the runtime's cudaDeviceSynchronize calls

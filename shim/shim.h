@@ -277,6 +277,13 @@ typedef struct ga_pending {
     CUevent ev;       /* recorded on stream at the free; NULL: the next allocation synchronises */
 } ga_pending_t;
 
+/* An event a free of a context's block made in another context (the free's stream's): it dies
+ * with that context, so the context it was made in is kept with it (fence.c). */
+typedef struct ga_fevent {
+    CUevent ev;
+    CUcontext made_in;
+} ga_fevent_t;
+
 /* A pass-through allocation freed with cuMemFreeAsync: the driver has it back, but the device
  * may still be using it until ev shows the stream passed the free, so its bytes stay committed
  * against the cap until then (fence.c). */
@@ -325,8 +332,9 @@ typedef struct ga_ctx {
     size_t npfree, cap_pfree;
     CUevent events[32];      /* a free list of events, all made in ctx (fence.c) */
     size_t nevents;
-    CUevent *fev;            /* events made in other contexts, held by entries above (a free on
-                                another context's stream): destroyed when done, never kept */
+    ga_fevent_t *fev;        /* events made in other contexts, held by entries above (a free on
+                                another context's stream): destroyed when done, never kept, and
+                                before the context they were made in goes */
     size_t nfev, cap_fev;
     uint64_t own_sid[4];     /* IDs of streams found to be ctx's (ga_fence_stream_id) */
     unsigned own_next;
@@ -434,6 +442,11 @@ void ga_ctx_sync_device(const ga_ctx_t *c);
 void ga_dev_pass_passed(int dev);
 /* The same for every device from the exit path: a context whose lock is held is skipped. */
 void ga_pass_passed_at_exit(void);
+/* Context `dying` is about to be torn down (no lock held, before the driver's call): its events
+ * die with it, and the driver may give their handles to new ones, so every pending entry of
+ * another context whose event was made in it is waited for now and done with, the event destroyed
+ * while it is still valid (ctx.c, with fence.c's ga_fence_foreign_dying). */
+void ga_ctx_foreign_dying(CUcontext dying);
 /* ga_dev_commit for a pass-through allocation of context c (may be NULL): what the device has
  * passed, then the device's idle memory, before a refusal (ctx.c). */
 int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes);
@@ -493,6 +506,12 @@ int ga_fence_lazy_ok(ga_ctx_t *c, size_t size);
  * unlock, ga_fence_sync_unlocked, lock, ga_fence_passed (fence.c says why). */
 int ga_fence_before_alloc(ga_ctx_t *c, size_t size);
 void ga_fence_drop(ga_ctx_t *c);
+/* Events made in other contexts held by any context's entries: a hint (ga_ctx_foreign_dying
+ * costs one load without them). */
+int ga_fence_foreign_held(void);
+/* c's pending entries whose event was made in `dying`: waited for, returned, the event destroyed
+ * (c->lock held, c alive). */
+void ga_fence_foreign_dying(ga_ctx_t *c, CUcontext dying);
 /* The program's own cuCtxSynchronize (fence.c): ga_fence_mark before the real call (no lock held)
  * notes which entries are pending; ga_fence_synced after it succeeded returns those to the pool. */
 typedef struct ga_fence_mark {

@@ -384,6 +384,8 @@ static CUresult ga_ctx_destroy(CUcontext ctx, CUresult (*real_destroy)(CUcontext
     ga_mutex_unlock(&ga_primary_lock);
     if (!primary)
         ga_ctx_drop_all(ctx, 0);
+    if (!primary)
+        ga_ctx_foreign_dying(ctx); /* other contexts' events made in it go while it lives */
     CUresult r = real_destroy(ctx);
     if (r == CUDA_SUCCESS)
         ga_ctx_drop_all(ctx, 1);
@@ -411,6 +413,7 @@ GA_EXPORT CUresult cuCtxDetach(CUcontext ctx)
 {
     GA_HOOK_ENTER(cuCtxDetach, (ctx));
     ga_teardown_begin();
+    ga_ctx_foreign_dying(ctx); /* at every detach: only the driver knows which is the last */
     CUresult r = ga_real.cuCtxDetach(ctx);
     unsigned version = 0;
     if (r == CUDA_SUCCESS && ctx && ga_real.cuCtxGetApiVersion &&
@@ -439,10 +442,24 @@ static CUresult ga_primary_reset(CUdevice dev, CUresult (*real_reset)(CUdevice))
     CUcontext p = ga_primary_of(dev);
     ga_mutex_unlock(&ga_primary_lock);
     ga_ctx_drop_all(p, 0);
+    ga_ctx_foreign_dying(p); /* other contexts' events made in it go while it lives */
     CUresult r = real_reset(dev);
     if (r == CUDA_SUCCESS)
         ga_ctx_drop_all(p, 1); /* made by another thread between the drop and the reset */
     return r;
+}
+
+/* Before a primary release, other contexts' events made in the primary context go while it lives
+ * (ga_ctx_foreign_dying): at every release, as only the driver knows which is the last (a cost
+ * only when a free of another context's block was made on its streams and is still pending). */
+static void ga_primary_foreign_dying(CUdevice dev)
+{
+    if (!ga_fence_foreign_held())
+        return;
+    ga_mutex_lock(&ga_primary_lock);
+    CUcontext p = ga_primary_of(dev);
+    ga_mutex_unlock(&ga_primary_lock);
+    ga_ctx_foreign_dying(p);
 }
 
 /* Only the last release destroys the context, and only the driver knows which one that is: ask
@@ -499,6 +516,7 @@ GA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     GA_HOOK_ENTER(cuDevicePrimaryCtxRelease_v2, (dev));
     ga_teardown_begin();
+    ga_primary_foreign_dying(dev);
     return ga_primary_release(dev, ga_real.cuDevicePrimaryCtxRelease_v2);
 }
 
@@ -506,6 +524,7 @@ GA_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
     GA_HOOK_ENTER(cuDevicePrimaryCtxRelease, (dev));
     ga_teardown_begin();
+    ga_primary_foreign_dying(dev);
     return ga_primary_release(dev, ga_real.cuDevicePrimaryCtxRelease);
 }
 

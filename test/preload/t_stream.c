@@ -736,6 +736,78 @@ START_TEST(async_free_event_in_the_streams_context)
 }
 END_TEST
 
+/* A free of context A's blocks on a stream of context B (a pool block, and pass-through memory
+ * from cuMemAllocFromPoolAsync) holds an event the shim made in B. B's teardown destroys B's
+ * events and the driver hands their handles to the next cuEventCreate (the simulated driver as
+ * the real one, test events_die_with_their_context). The shim must be done with those events
+ * before B goes: before, A's next allocation found its pending free's stale handle, now the
+ * program's own new event, and destroyed it (helper-21 F1: the program's cuEventRecord answered
+ * CUDA_ERROR_INVALID_HANDLE). Loop: mode (arena, grow, vmm, platform) x how B goes (cuCtxDestroy,
+ * primary reset, last primary release, last cuCtxDetach). Exit codes: the child's steps. */
+#define FEV_MINE 4
+
+static void fev_child(void *arg)
+{
+    int how = (int)(intptr_t)arg;
+    CUdevice dev;
+    CUcontext a, b;
+    CUstream sa, sb;
+    CUdeviceptr p, pp, q, qq;
+    CUevent mine[FEV_MINE];
+    CUresult (*detach)(CUcontext) = NULL;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) ||
+        cuGetProcAddress_v2("cuCtxDetach", (void **)&detach, 2000, 0, NULL) ||
+        cuCtxCreate(&a, NULL, 0, dev) || cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING) ||
+        cuMemAlloc(&p, N) || cuMemAllocFromPoolAsync(&pp, N, NULL, sa) || cuStreamSynchronize(sa))
+        exit(2);
+    if (how == 1 || how == 2 ? cuDevicePrimaryCtxRetain(&b, dev) || cuCtxSetCurrent(b)
+                             : cuCtxCreate(&b, NULL, 0, dev))
+        exit(3);
+    if (cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) || cuMemFreeAsync(p, sb) ||
+        cuMemFreeAsync(pp, sb))
+        exit(4); /* A's blocks freed on B's stream, B current (no wait: that would settle them) */
+    CUresult r = how == 0   ? cuCtxDestroy(b)
+                 : how == 1 ? cuDevicePrimaryCtxReset(dev)
+                 : how == 2 ? cuDevicePrimaryCtxRelease(dev)
+                            : detach(b);
+    if (r != CUDA_SUCCESS || cuCtxSetCurrent(a))
+        exit(5);
+    for (int i = 0; i < FEV_MINE; i++) /* the program's own: may get B's dead events' handles */
+        if (cuEventCreate(&mine[i], CU_EVENT_DISABLE_TIMING))
+            exit(6);
+    size_t fr, total;
+    if (cuMemAlloc(&q, N) || cuMemAllocFromPoolAsync(&qq, N, NULL, sa) || cuCtxSynchronize() ||
+        cuStreamSynchronize(sa) || cuMemGetInfo(&fr, &total))
+        exit(7); /* A's pending frees looked at again: events queried, returned, destroyed */
+    for (int i = 0; i < FEV_MINE; i++)
+        if (cuEventRecord(mine[i], sa) || cuEventSynchronize(mine[i]) || cuEventDestroy(mine[i]))
+            exit(10 + i); /* the program's event destroyed under it */
+    if (cuMemFree(q) || cuMemFreeAsync(qq, sa) || cuStreamSynchronize(sa) || cuCtxDestroy(a))
+        exit(8);
+    exit(0);
+}
+
+START_TEST(foreign_event_dies_with_its_context)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const hows[] = {"cuCtxDestroy", "primary reset", "last primary release",
+                                       "cuCtxDetach"};
+    int how = _i % 4, m = _i / 4;
+    char stats[] = "/tmp/gpuarena-fev-XXXXXX", senv[128], err[4096];
+    close(mkstemp(stats));
+    snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+    pt_env(senv, modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    int rc = pt_run_child(fev_child, (void *)(intptr_t)how, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s, %s: exit %d (10-13: the program's own event was destroyed by the "
+                  "shim; 2-8: a step refused); %s", modes[m], hows[how], rc, err);
+    ck_assert_msg(pt_json_check(stats, "(t := d['totals']) and t['in_use'] == 0 and "
+                                       "t['passthrough_bytes'] == 0 and t['pending_bytes'] == 0") == 0,
+                  "%s, %s: every block back", modes[m], hows[how]);
+    unlink(stats);
+}
+END_TEST
+
 /* cuMemFreeAsync when the driver will not record the free's event (SIMCUDA_FAIL: cuEventRecord
  * out of memory; helper-42 F6): the program's free was right, so it answers 0 and the block is
  * free (the stream synchronised instead, so the kernel queued before the free has finished):
@@ -1140,6 +1212,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, trim_waits_without_other_contexts_lock);
     tcase_add_test(tc, async_double_free_on_dead_stream_is_the_stream_error);
     tcase_add_test(tc, async_free_event_in_the_streams_context);
+    tcase_add_loop_test(tc, foreign_event_dies_with_its_context, 0, 16);
     tcase_add_test(tc, async_free_survives_a_failed_event_record);
     tcase_add_test(tc, async_per_thread_streams_not_shared);
     tcase_add_test(tc, async_free_pass_through_held_until_passed);

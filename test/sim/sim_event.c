@@ -7,8 +7,10 @@
  * cuEventElapsedTime. Re-recording moves the pair; each record has a generation number, so a marker
  * from an older record never stamps a newer one, and a destroyed event's record can be reused at
  * once. Records live in slabs that are never freed: a destroyed or foreign handle is recognised
- * (CUDA_ERROR_INVALID_HANDLE) by looking it up in the slabs, never dereferenced blindly. All event
- * state is under sim_stream_mu.
+ * (CUDA_ERROR_INVALID_HANDLE) by looking it up in the slabs, never dereferenced blindly. A
+ * context's events die with it (destroy, reset, last primary release), and their records go first
+ * on the free list, so the next cuEventCreate returns a dead event's handle, as the real driver
+ * may. All event state is under sim_stream_mu.
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
@@ -255,3 +257,22 @@ SIM_WRAP(cuEventElapsedTime, sim_event_elapsed, (float *pMilliseconds, CUevent h
          (pMilliseconds, hStart, hEnd))
 SIM_WRAP(cuEventElapsedTime_v2, sim_event_elapsed, (float *pMilliseconds, CUevent hStart, CUevent hEnd),
          (pMilliseconds, hStart, hEnd))
+
+/* REALDRV: "cuCtxDestroy ... destroys and cleans up all resources associated with the context":
+ * its events are destroyed, and their records reused by the next cuEventCreate (as freed heap
+ * memory is by the real driver). */
+void sim_events_forget_ctx(const sim_ctx_t *c)
+{
+    pthread_mutex_lock(&sim_stream_mu);
+    for (sim_slab_t *s = sim_slabs; s; s = s->next)
+        for (int i = 0; i < SIM_SLAB; i++) {
+            sim_event_t *e = &s->ev[i];
+            if (e->alive && e->ctx == c) {
+                e->alive = 0;
+                e->gen = 0;
+                e->free_next = sim_free_events;
+                sim_free_events = e;
+            }
+        }
+    pthread_mutex_unlock(&sim_stream_mu);
+}

@@ -166,8 +166,10 @@ int sim_dep_done(const sim_dep_t *d);            /* under sim_stream_mu */
 void sim_stream_wait_dep(const sim_dep_t *d);    /* blocks until d is satisfied */
 void sim_streams_drain_ctx(const sim_ctx_t *c);  /* waits for the work queued on c's streams */
 int sim_streams_drain_dev(int dev);              /* ... on every stream of dev; 1 if it waited */
-/* c is destroyed (created: 1) or reset: its streams are invalid from now on. */
+/* c is destroyed (created: 1) or reset: its streams and events are invalid from now on (the
+ * events' records reused by the next cuEventCreate, as the real driver reuses their memory). */
 void sim_streams_forget_ctx(const sim_ctx_t *c);
+void sim_events_forget_ctx(const sim_ctx_t *c);
 void sim_stream_fork_prepare(void);
 void sim_stream_fork_parent(void);
 void sim_stream_fork_child(void);

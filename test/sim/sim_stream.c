@@ -452,6 +452,7 @@ void sim_streams_forget_ctx(const sim_ctx_t *c)
     for (sim_stream_t *t = c->streams; t; t = t->ctx_next)
         t->alive = 0;
     pthread_mutex_unlock(&sim_stream_mu);
+    sim_events_forget_ctx(c); /* REALDRV: the context's events die with it */
 }
 
 /* fork: the child has none of the workers, so it starts with every queue empty (its parent's

@@ -564,6 +564,37 @@ START_TEST(context_teardown_held)
     CK(cuCtxCreate(&c, NULL, 0, 0));
     CK(cuCtxDestroy(c)); /* not held: the hold was for one teardown */
     ck_assert_int_eq(simcuda_hold_next_ctx_teardown(NULL), CUDA_ERROR_INVALID_VALUE);
+/* "cuCtxDestroy ... destroys and cleans up all resources associated with the context": its events
+ * die with it (INVALID_HANDLE after), and the next cuEventCreate may return the same handle (the
+ * record is reused, as the real driver reuses the freed memory). So for a primary context's reset
+ * and its last release; another context's events live on. */
+START_TEST(events_die_with_their_context)
+{
+    CUcontext a = ts_start(), b;
+    CUevent ea, eb, again;
+    CK(cuEventCreate(&ea, CU_EVENT_DISABLE_TIMING));
+    CK(cuCtxCreate(&b, NULL, 0, 0)); /* b current */
+    CK(cuEventCreate(&eb, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventRecord(eb, NULL));
+    CK(cuCtxDestroy(b));
+    ck_assert_int_eq(cuEventQuery(eb), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventSynchronize(eb), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventDestroy(eb), CUDA_ERROR_INVALID_HANDLE);
+    CK(cuCtxSetCurrent(a));
+    CK(cuEventQuery(ea)); /* a's event lives */
+    CK(cuEventCreate(&again, CU_EVENT_DISABLE_TIMING));
+    ck_assert_ptr_eq(again, eb); /* the dead event's handle, reused */
+    CK(cuEventRecord(again, NULL));
+    CK(cuEventSynchronize(again));
+    CK(cuDevicePrimaryCtxReset(0)); /* a is the primary context: its events go too */
+    ck_assert_int_eq(cuEventQuery(ea), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(cuEventQuery(again), CUDA_ERROR_INVALID_HANDLE);
+    a = ts_start();
+    CK(cuEventCreate(&ea, 0));
+    CK(cuDevicePrimaryCtxRelease(0)); /* the first retain, from ts_start before the reset */
+    CK(cuEventQuery(ea));             /* one reference left: the context and its event live */
+    CK(cuDevicePrimaryCtxRelease(0)); /* the last */
+    ck_assert_int_eq(cuEventQuery(ea), CUDA_ERROR_INVALID_HANDLE);
 }
 END_TEST
 
@@ -766,6 +797,7 @@ TCase *ts_tcase_stream(void)
     tcase_add_test(tc, queued_work_on_gone_memory);
     tcase_add_test(tc, context_teardown_waits);
     tcase_add_test(tc, context_teardown_held);
+    tcase_add_test(tc, events_die_with_their_context);
     tcase_add_test(tc, fork_with_pending_work);
     tcase_add_test(tc, stream_threads);
     tcase_add_test(tc, stream_getproc);

@@ -26,7 +26,17 @@
 #define GA_OOM_MAP_WIDTH 64u  /* characters per region in the occupancy map */
 #define GA_OOM_MAP_REGIONS 8u /* regions shown; the rest are counted */
 
-static _Atomic int ga_oom_told_frag, ga_oom_told_true, ga_oom_told_pass;
+static _Atomic int ga_oom_told_frag, ga_oom_told_true, ga_oom_told_pass, ga_oom_told_host;
+
+CUresult ga_refuse_nohost(const char *what, const char *whose, size_t bytes)
+{
+    ga_log(atomic_exchange(&ga_oom_told_host, 1) ? GA_LOG_DEBUG : GA_LOG_WARN,
+           "out of host memory for gpuarena's bookkeeping (%s): %s of %zu bytes refused with "
+           "CUDA_ERROR_OUT_OF_MEMORY; the device and the cap have nothing to do with it, and it "
+           "succeeds once the process has host memory again (free some, or raise its memory "
+           "limit)", whose, what, bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
 
 /* Human sizes with three significant digits: "24.0 MiB", "3.91 GiB", "512 B". */
 static const char *ga_fmt_bytes(uint64_t n, char *buf, size_t len)

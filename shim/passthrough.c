@@ -74,19 +74,37 @@ static ga_ctx_t *ga_pass_ctx_on(int dev)
     return NULL;
 }
 
+/* The driver's allocation that could not be recorded goes back to it: a cuMemCreate handle is
+ * released, stream-ordered memory freed on its stream, the rest with cuMemFree. 1 when the driver
+ * took it. */
+static int ga_pass_undo(uint64_t key, int handle, int stream_ordered, CUstream s)
+{
+    if (handle)
+        return ga_real.cuMemRelease((CUmemGenericAllocationHandle)key) == CUDA_SUCCESS;
+    if (stream_ordered && ga_real.cuMemFreeAsync)
+        return ga_real.cuMemFreeAsync((CUdeviceptr)key, s) == CUDA_SUCCESS &&
+               (!ga_real.cuStreamSynchronize || ga_real.cuStreamSynchronize(s) == CUDA_SUCCESS);
+    return ga_real.cuMemFree_v2((CUdeviceptr)key) == CUDA_SUCCESS;
+}
+
 /* After the driver call: record it where its free will find it (the context's table, or the
- * device's for a cuMemCreate handle, which outlives contexts), or give the commitment back. */
-static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_t key, size_t size,
-                        uint8_t api, uint64_t t0, int handle)
+ * device's for a cuMemCreate handle, which outlives contexts), or give the commitment back. An
+ * allocation the driver served but that cannot be recorded (no host memory for the table) is
+ * given back to the driver and answered CUDA_ERROR_OUT_OF_MEMORY: before, it was returned as a
+ * success with its bytes off the cap (456 MiB held under a 256 MiB cap, helper-47 F11). If the
+ * driver will not take it back, its bytes stay committed for good. Returns the call's answer. */
+static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_t key,
+                            size_t size, uint8_t api, uint64_t t0, int handle, CUstream s)
 {
     if (dev < 0 || (!committed && r != CUDA_ERROR_OUT_OF_MEMORY))
-        return; /* nothing counted: no context, or a device the driver does not have */
+        return r; /* nothing counted: no context, or a device the driver does not have */
+    int stream_ordered = api == GA_API_CUMEMALLOCASYNC || api == GA_API_CUMEMALLOCFROMPOOL;
     if (ga_tl_api)
         api = ga_tl_api;
     ga_mutex_t *lock = handle ? &ga_dev(dev)->lock : &c->lock;
     ga_ptrmap_t *table = handle ? &ga_dev(dev)->handles : &c->pass;
     ga_counts_t *counts = handle ? &ga_dev(dev)->counts : &c->counts;
-    int recorded = 0;
+    int recorded = 0, nohost = 0;
     ga_mutex_lock(lock);
     if (r == CUDA_SUCCESS) {
         ga_pentry_t e = {.key = key, .size = size,
@@ -96,10 +114,19 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
          * test, 2026-12-06: a cuMemAllocFromPoolAsync served while another thread destroyed the
          * context left the cap, and 100 MiB were held under a 64 MiB one). */
         if (handle || !atomic_load(&c->dead))
-            recorded = ga_ptrmap_put(table, &e) == 0;
+            nohost = !(recorded = ga_ptrmap_put(table, &e) == 0);
         else
-            recorded = ga_pass_outlives(c, &e);
+            nohost = !(recorded = ga_pass_outlives(c, &e)) && stream_ordered;
     }
+    ga_mutex_unlock(lock);
+    if (nohost) {
+        int back = ga_pass_undo(key, handle, stream_ordered, s);
+        r = ga_refuse_nohost(ga_api_name(api), handle ? "the device's handle table"
+                                                      : "the context's pass-through table", size);
+        if (!back)
+            committed = 0; /* the driver kept it: it stays under the cap for good */
+    }
+    ga_mutex_lock(lock);
     ga_count_alloc(counts, api, size, r == CUDA_SUCCESS, t0);
     ga_mutex_unlock(lock);
     if (recorded) {
@@ -107,13 +134,14 @@ static void ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_
         ga_level_add(GA_LEVEL_PASSTHROUGH, (int64_t)size);
         ga_level_add(GA_LEVEL_IN_USE, (int64_t)size);
     } else if (committed) {
-        ga_dev_uncommit(dev, size); /* failed, or cannot be tracked: not counted rather than leaked */
+        ga_dev_uncommit(dev, size); /* failed, given back, or gone with its context */
     }
-    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && !nohost)
         ga_oom_explain_pass(c ? c : ga_pass_ctx_on(dev), api, size);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
                        r == CUDA_SUCCESS ? key : 0, size, 0, dev, t0, r);
+    return r;
 }
 
 /* A request the cap refuses is first put to the checks the driver would make, so that one the
@@ -143,7 +171,7 @@ static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop)
 
 /* The common shape of every pointer-returning pass-through allocation; `check`: the driver's
  * checks of the other arguments, made when the cap refuses (above). */
-#define GA_PASS_ALLOC(name, api, call, check)                                               \
+#define GA_PASS_ALLOC(name, api, call, check, stream)                                       \
     do {                                                                                   \
         if (!dptr || !bytesize)                                                            \
             return ga_count_refused(api, 1), CUDA_ERROR_INVALID_VALUE;                     \
@@ -158,15 +186,15 @@ static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop)
         }                                                                                  \
         if (r == CUDA_SUCCESS)                                                             \
             r = ga_real.name call;                                                         \
-        ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize, api, t0, 0); \
-        return r;                                                                          \
+        return ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize, api, \
+                           t0, 0, (stream));                                               \
     } while (0)
 
 GA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     GA_HOOK_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
     GA_PASS_ALLOC(cuMemAllocManaged, GA_API_CUMEMALLOCMANAGED, (dptr, bytesize, flags),
-                  ga_pass_flags_ok(flags));
+                  ga_pass_flags_ok(flags), NULL);
 }
 
 /* The stream-ordered allocations, each run with its stream's context current (ga_stream_ctx_enter:
@@ -178,9 +206,9 @@ static CUresult ga_alloc_async_hook(CUdeviceptr *dptr, size_t bytesize, CUstream
         return served;
     if (ptsz)
         GA_PASS_ALLOC(cuMemAllocAsync_ptsz, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream),
-                      ga_pass_stream_ok(hStream));
+                      ga_pass_stream_ok(hStream), hStream);
     GA_PASS_ALLOC(cuMemAllocAsync, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream),
-                  ga_pass_stream_ok(hStream));
+                  ga_pass_stream_ok(hStream), hStream);
 }
 
 static CUresult ga_alloc_pool_hook(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
@@ -188,9 +216,9 @@ static CUresult ga_alloc_pool_hook(CUdeviceptr *dptr, size_t bytesize, CUmemoryP
 {
     if (ptsz)
         GA_PASS_ALLOC(cuMemAllocFromPoolAsync_ptsz, GA_API_CUMEMALLOCFROMPOOL,
-                      (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream));
+                      (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream), hStream);
     GA_PASS_ALLOC(cuMemAllocFromPoolAsync, GA_API_CUMEMALLOCFROMPOOL,
-                  (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream));
+                  (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream), hStream);
 }
 
 #define GA_IN_STREAM_CTX(s, call)                                                            \
@@ -257,9 +285,8 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
         return ga_count_refused(GA_API_CUMEMCREATE, 1), bad;
     if (r == CUDA_SUCCESS)
         r = ga_real.cuMemCreate(handle, size, prop, flags);
-    ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size,
-                GA_API_CUMEMCREATE, t0, 1);
-    return r;
+    return ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size,
+                       GA_API_CUMEMCREATE, t0, 1, NULL);
 }
 
 /* Gives back handle h's bytes (dv->lock not held): released and unmapped, its memory is gone; a

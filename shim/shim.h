@@ -376,6 +376,10 @@ int ga_current_unmade(void);
 /* Writes the message and returns CUDA_ERROR_OUT_OF_MEMORY for an allocation of bytes by `what`
  * refused because the current context's state could not be made. */
 CUresult ga_refuse_unmade(const char *what, size_t bytes);
+/* Says that an allocation (`what`, bytes) is refused with CUDA_ERROR_OUT_OF_MEMORY because gpuarena
+ * had no host memory for `whose` bookkeeping: not the device, not the cap (oom.c). A warning the
+ * first time, debug lines after. Returns CUDA_ERROR_OUT_OF_MEMORY. */
+CUresult ga_refuse_nohost(const char *what, const char *whose, size_t bytes);
 /* The context state this thread last found current (maybe dead since, never freed), or NULL. */
 ga_ctx_t *ga_ctx_last(void);
 /* The context list, newest first (never freed: stale handles never match, dead ones are marked). */

@@ -1,12 +1,13 @@
 /* A program whose host memory fails once inside gpuarena, for t_hardening.c's host-failure sweep.
- *   [HOSTFAIL_START=N] hostfail_prog N CAP_BYTES alloc|info|init
+ *   [HOSTFAIL_START=N] hostfail_prog N CAP_BYTES alloc|info|init|managed|create
  * Run under the shim (LD_PRELOAD) on the simulated driver with GPUARENA_LIMIT=CAP_BYTES. It defines
  * malloc, calloc, realloc and strdup itself (linked with -rdynamic, so the executable's definitions come
  * first for every library, the shim and a sanitizer runtime included) and, while armed, fails the
  * N-th of those calls made from inside libgpuarena.so, once; every other call goes to the next
  * definition (the C library's, or the sanitizer's). Armed around its first CUDA call after start-up
  * (a cuMemAlloc of 200 MiB, or cuMemGetInfo; init: armed from the process's start by HOSTFAIL_START=N
- * to the end of that cuMemAlloc), then it allocates 16 MiB blocks until refused.
+ * to the end of that cuMemAlloc; managed, create: a pass-through cuMemAllocManaged or cuMemCreate of
+ * 200 MiB, kept), then it allocates 16 MiB blocks until refused.
  * Exit 0: the driver's peak bytes stayed within the cap and cuMemGetInfo's total was the cap;
  * 10: the cap was exceeded; 11: cuMemGetInfo told the device's size; 2: set-up failed. It prints
  * whether the failure was injected ("injected 1"), which call it hit, and what it measured. */
@@ -122,6 +123,7 @@ int main(int argc, char **argv)
     long n = atol(argv[1]);
     unsigned long long cap = strtoull(argv[2], NULL, 10);
     int info_first = !strcmp(argv[3], "info"), at_init = !strcmp(argv[3], "init");
+    int managed = !strcmp(argv[3], "managed"), create = !strcmp(argv[3], "create");
     CUdevice dev;
     CUcontext ctx;
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
@@ -131,7 +133,13 @@ int main(int argc, char **argv)
     size_t fr = 0, tot = 0;
     if (!at_init)
         atomic_store(&armed, n);
-    CUresult first = info_first ? cuMemGetInfo(&fr, &tot) : cuMemAlloc(&p, 200u << 20);
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle h = 0;
+    CUresult first = info_first ? cuMemGetInfo(&fr, &tot)
+                     : managed  ? cuMemAllocManaged(&p, 200u << 20, CU_MEM_ATTACH_GLOBAL)
+                     : create   ? cuMemCreate(&h, 200u << 20, &prop, 0)
+                                : cuMemAlloc(&p, 200u << 20);
     atomic_store(&armed, 0);
     int blocks = 0;
     while (blocks < 64 && cuMemAlloc(&q, 16u << 20) == CUDA_SUCCESS)

@@ -355,11 +355,14 @@ END_TEST
  * driver's peak stays within the cap and cuMemGetInfo tells the cap: a context whose state could
  * not be made had its calls passed to the driver uncounted, 200 MiB past a 256 MiB cap, and
  * cuMemGetInfo answered the device's 1 GiB. Also from before cuInit (the settings, the device
- * table), where a setting whose copy failed was then said to have been unset when read. */
+ * table), where a setting whose copy failed was then said to have been unset when read. And for a
+ * first pass-through allocation (cuMemAllocManaged, cuMemCreate): one the driver served but whose
+ * record could not be made was returned as a success with its bytes off the cap (456 MiB under a
+ * 256 MiB cap, helper-47 F11); now it goes back to the driver and is refused. */
 START_TEST(host_failure_keeps_the_cap)
 {
     static const char *const modes[] = {"arena", "grow", "vmm", "platform"};
-    static const char *const first[] = {"alloc", "info", "init"};
+    static const char *const first[] = {"alloc", "info", "init", "managed", "create"};
     const char *shim = getenv("PT_SHIM");
     ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
     char prog[1024];
@@ -368,7 +371,7 @@ START_TEST(host_failure_keeps_the_cap)
     snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
              (int)(strrchr(shim, '/') - shim), shim);
     for (int m = 0; m < 4; m++)
-        for (int f = 0; f < 3; f++) {
+        for (int f = 0; f < 5; f++) {
             int n, injected = 1;
             for (n = 1; n <= 200 && injected; n++) {
                 char cmd[2048], out[8192] = "";

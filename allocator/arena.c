@@ -362,13 +362,13 @@ ga_arena_t *ga_arena_create(const ga_backend_t *backend, const ga_config_t *conf
         return fail_create(NULL, GA_EINVAL, status);
     ga_arena_t *a = ga_host_calloc(1, sizeof *a);
     if (!a)
-        return fail_create(NULL, GA_ENOMEM, status);
+        return fail_create(NULL, GA_ENOHOST, status);
     a->backend = *backend;
     if (config)
         a->config = *config;
     ga_status_t st = normalise(&a->config);
     if (st == GA_OK && ga_live_grow(&a->live) != 0) /* the table every arena needs, made now */
-        st = GA_ENOMEM;
+        st = GA_ENOHOST;
     if (st == GA_OK && a->config.initial)
         st = ga_region_add(a, a->config.initial);
     if (st != GA_OK)
@@ -407,6 +407,12 @@ __attribute__((noinline, cold)) ga_status_t ga_fail_nomem(ga_arena_t *a, size_t 
     if (a->stats.reserved - a->stats.in_use >= rounded) /* bytes free in total */
         a->stats.frag_failures++;
     return GA_ENOMEM;
+}
+
+__attribute__((noinline, cold)) ga_status_t ga_fail_nohost(ga_arena_t *a)
+{
+    a->stats.failed_allocs++;
+    return GA_ENOHOST;
 }
 
 /* The bodies are in arena_hot.h, shared with the vmm pool's common case. ga_alloc and ga_free

@@ -21,6 +21,8 @@
 ga_chunk_t *ga_bin_fit(ga_arena_t *a, unsigned bin, size_t need); /* descent of a whole bin */
 ga_chunk_t *ga_sub_fit(const ga_subbins_t *sub, size_t rounded);  /* a subdivided bin */
 ga_status_t ga_fail_nomem(ga_arena_t *a, size_t rounded);
+/* A host-memory failure (GA_ENOHOST): counted as a failed allocation, never as fragmentation. */
+ga_status_t ga_fail_nohost(ga_arena_t *a);
 ga_status_t ga_classify_bad_free(const ga_arena_t *a, uintptr_t ptr);
 ga_status_t ga_alloc_full(ga_arena_t *a, size_t size, uintptr_t *out); /* ga_alloc_body */
 
@@ -135,13 +137,13 @@ GA_HOT ga_status_t ga_take(ga_arena_t *a, ga_chunk_t *c, unsigned bin, size_t ro
 {
     ga_item_t *rest = NULL, *fresh = NULL;
     if (ga_live_reserve(&a->live) != 0)
-        return GA_ENOMEM;
+        return GA_ENOHOST;
     if (c->size > rounded) {
         if (!(rest = ga_item_new(a)))
-            return GA_ENOMEM;
+            return GA_ENOHOST;
         if (ga_chunk_run(c)->count == GA_RUN_MAX && !(fresh = ga_item_new(a))) {
             ga_item_put(a, rest);
-            return GA_ENOMEM;
+            return GA_ENOHOST;
         }
     }
     ga_bin_remove_at(a, c, bin);
@@ -166,11 +168,14 @@ GA_HOT ga_status_t ga_alloc_body(ga_arena_t *a, size_t size, uintptr_t *out)
     unsigned bin;
     ga_chunk_t *c = ga_find_fit(a, rounded, &bin);
     if (!c) {
-        if (ga_grow(a, rounded) != GA_OK || !(c = ga_find_fit(a, rounded, &bin)))
+        ga_status_t st = ga_grow(a, rounded);
+        if (st == GA_ENOHOST)
+            return ga_fail_nohost(a);
+        if (st != GA_OK || !(c = ga_find_fit(a, rounded, &bin)))
             return ga_fail_nomem(a, rounded);
     }
     if (ga_take(a, c, bin, rounded, size) != GA_OK)
-        return ga_fail_nomem(a, rounded);
+        return ga_fail_nohost(a);
     *out = c->base;
     return GA_OK;
 }

@@ -64,6 +64,7 @@ const char *ga_status_str(ga_status_t st)
     case GA_EDOUBLE: return "address is already free (double or stale free)";
     case GA_EINTERIOR: return "address is inside an allocation, not its start";
     case GA_EHELD: return "the backend refused to release it (still allocated)";
+    case GA_ENOHOST: return "out of host memory for the allocator's records";
     }
     return "unknown status";
 }

@@ -29,6 +29,8 @@ typedef enum ga_status {
     GA_EDOUBLE = 4,    /* free of an address inside a free chunk (double or stale free) */
     GA_EINTERIOR = 5,  /* free of an address inside a live allocation but not its start */
     GA_EHELD = 6,      /* free of a platform block whose release the backend refused: still live */
+    GA_ENOHOST = 7,    /* no host memory for the allocator's own records (not the device, not the
+                          limit); nothing changed, and the same call may succeed later */
 } ga_status_t;
 
 /* The backend: where regions come from. Contract:

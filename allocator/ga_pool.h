@@ -100,7 +100,7 @@ typedef struct ga_pool_config {
 
 typedef struct ga_pool ga_pool_t;
 
-/* NULL with *status GA_EINVAL (bad config or backend), or GA_ENOMEM (host memory, or the initial
+/* NULL with *status GA_EINVAL (bad config or backend), GA_ENOHOST (host memory), or GA_ENOMEM (the initial
  * region could not be had). */
 ga_pool_t *ga_pool_create(const ga_pool_backend_t *backend, const ga_pool_config_t *config,
                           ga_status_t *status);
@@ -108,7 +108,8 @@ ga_pool_t *ga_pool_create(const ga_pool_backend_t *backend, const ga_pool_config
 void ga_pool_destroy(ga_pool_t *pool);
 ga_mode_t ga_pool_mode(const ga_pool_t *pool);
 
-/* size bytes, rounded up to GA_ALIGN; *out is GA_ALIGN-aligned. */
+/* size bytes, rounded up to GA_ALIGN; *out is GA_ALIGN-aligned. GA_ENOMEM: no room (the limit, or
+ * the backend refused); GA_ENOHOST: no host memory for the pool's records. */
 ga_status_t ga_pool_alloc(ga_pool_t *pool, size_t size, uintptr_t *out);
 /* 1 when ga_pool_alloc of size would be served from memory the pool holds now, with no backend
  * call (vmm: a size under half a granule landing in mapped granules; platform: never); changes

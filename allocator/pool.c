@@ -39,7 +39,7 @@ ga_pool_t *ga_pool_create(const ga_pool_backend_t *backend, const ga_pool_config
     if (config && (unsigned)config->mode < GA_MODE_COUNT && backend_ok(backend, config->mode) &&
         (config->mode != GA_MODE_VMM || config->va_size)) {
         p = calloc(1, sizeof *p);
-        st = GA_ENOMEM;
+        st = GA_ENOHOST;
     }
     if (p) {
         p->mode = config->mode;

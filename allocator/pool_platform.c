@@ -25,11 +25,12 @@ ga_status_t ga_platform_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
         return GA_ENOMEM;
     }
     ga_pentry_t e = {.key = base, .size = rounded, .aux = size};
-    if (!base || ga_ptrmap_get(&p->table, base) || ga_ptrmap_put(&p->table, &e) != 0) {
+    int sound = base && !ga_ptrmap_get(&p->table, base);
+    if (!sound || ga_ptrmap_put(&p->table, &e) != 0) {
         /* out of host memory, or a backend that broke its contract: cannot account it */
         (void)p->be.release(p->be.ctx, base, size); /* refused: the backend's (ga_arena.h) */
         s->backend_reserves++, s->backend_releases++, s->failed_allocs++;
-        return GA_ENOMEM;
+        return sound ? GA_ENOHOST : GA_ENOMEM;
     }
     s->backend_reserves++, s->allocs++, s->live++, s->regions++;
     s->in_use += rounded, s->reserved += rounded, s->in_use_requested += size;

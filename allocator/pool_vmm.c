@@ -273,7 +273,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
 {
     ga_vmm_t *v = calloc(1, sizeof *v);
     if (!v)
-        return GA_ENOMEM;
+        return GA_ENOHOST;
     v->pool = p;
     v->gran = p->be.granularity;
     if (v->gran < GA_ALIGN || (v->gran & (v->gran - 1))) {
@@ -410,10 +410,11 @@ static OUT_OF_LINE ga_status_t alloc_cover(ga_pool_t *p, size_t rounded, uintptr
 /* A best fit the area's arena found could not be taken (out of host memory): as ga_alloc fails. */
 static OUT_OF_LINE ga_status_t take_failed(ga_pool_t *p, ga_varea_t *ar, size_t rounded)
 {
-    ga_fail_nomem(ar->arena, rounded);
+    (void)rounded;
+    ga_fail_nohost(ar->arena);
     mark_dirty(p->vmm, ar);
     p->own.failed_allocs++;
-    return GA_ENOMEM;
+    return GA_ENOHOST;
 }
 
 /* A block of a class or the aligned area whose best fit there, chunk c (of bin `bin`), maps new
@@ -455,9 +456,9 @@ static OUT_OF_LINE ga_status_t alloc_first(ga_pool_t *p, ga_varea_t *ar, int slo
 {
     uintptr_t a = 0;
     ga_status_t st = ga_alloc_short(ar->arena, size, &a);
-    if (place_tried(p, &ar, size, rounded, &a, st) != GA_OK) {
+    if ((st = place_tried(p, &ar, size, rounded, &a, st)) != GA_OK) {
         p->own.failed_allocs++;
-        return GA_ENOMEM;
+        return st == GA_ENOHOST ? st : GA_ENOMEM;
     }
     return cover_placed(p, ar, slot, a, rounded, out);
 }
@@ -478,9 +479,9 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
     } else if ((ar = area_for(p, rounded, &slot)) && ar->size) {
         v->hot_size = rounded, v->hot_area = ar->id, v->hot_slot = slot;
     }
-    if (!ar) {
+    if (!ar) { /* its area's arena could not be made */
         p->own.failed_allocs++;
-        return GA_ENOMEM;
+        return GA_ENOHOST;
     }
     unsigned bin = 0;
     ga_chunk_t *c = ar->size ? ga_find_fit(ar->arena, rounded, &bin) : NULL;
@@ -523,9 +524,9 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
 {
     ga_vmm_t *v = p->vmm;
     ga_varea_t *ar = area_ready(v, AREA_ALIGNED);
-    if (!ar) {
+    if (!ar) { /* its arena could not be made */
         p->own.failed_allocs++;
-        return GA_ENOMEM;
+        return GA_ENOHOST;
     }
     unsigned bin = 0;
     ga_chunk_t *c = ga_find_fit(ar->arena, rounded, &bin);
@@ -565,9 +566,10 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
     ga_vmm_t *v = p->vmm;
     size_t rounded = ga_pool_round(size);
     uintptr_t a = 0;
-    if (ga_alloc_short(v->area[AREA_GENERAL].arena, size, &a) != GA_OK) { /* ga_alloc, inlined */
+    ga_status_t st = ga_alloc_short(v->area[AREA_GENERAL].arena, size, &a); /* ga_alloc, inlined */
+    if (st != GA_OK) {
         p->own.failed_allocs++;
-        return GA_ENOMEM;
+        return st == GA_ENOHOST ? st : GA_ENOMEM;
     }
     size_t off = a - v->base0, g0 = off >> v->gshift;
     if (off < v->size0 && g0 == (off + rounded - 1) >> v->gshift && v->refs0[g0]) {

@@ -113,7 +113,8 @@ ga_status_t ga_region_add(ga_arena_t *a, size_t size)
         return GA_ENOMEM;
     /* A backend that breaks its contract must not corrupt the arena: refuse the range. */
     ga_region_t *r = NULL;
-    if (base % GA_ALIGN == 0 && base + size > base && !overlaps(a, base, size))
+    int sound = base % GA_ALIGN == 0 && base + size > base && !overlaps(a, base, size);
+    if (sound)
         r = region_new(a, base, size);
     if (!r || region_insert(a, r) != 0) {
         if (r)
@@ -121,7 +122,7 @@ ga_status_t ga_region_add(ga_arena_t *a, size_t size)
         (void)a->backend.release(a->backend.ctx, base, size); /* refused: the backend's (ga_arena.h) */
         a->stats.backend_reserves++;
         a->stats.backend_releases++;
-        return GA_ENOMEM;
+        return sound ? GA_ENOHOST : GA_ENOMEM; /* no host memory for its records, or a bad range */
     }
     ga_bin_insert(a, r->first);
     ga_stats_t *s = &a->stats;
@@ -186,8 +187,9 @@ static ga_status_t try_grow(ga_arena_t *a, size_t rounded)
     if (want > room)
         want = room & ~(GA_ALIGN - 1);
     for (;;) {
-        if (ga_region_add(a, want) == GA_OK)
-            return GA_OK;
+        ga_status_t st = ga_region_add(a, want);
+        if (st == GA_OK || st == GA_ENOHOST) /* host memory: a smaller region needs as much */
+            return st;
         if (want == rounded)
             return GA_ENOMEM;
         want = ((want / 2) + GA_ALIGN - 1) & ~(GA_ALIGN - 1);
@@ -204,8 +206,9 @@ ga_status_t ga_grow(ga_arena_t *a, size_t rounded)
             return ga_region_add(a, a->config.initial);
         return GA_ENOMEM;
     }
-    if (try_grow(a, rounded) == GA_OK)
-        return GA_OK;
+    ga_status_t st = try_grow(a, rounded);
+    if (st == GA_OK || st == GA_ENOHOST)
+        return st;
     if (ga_release_empty(a) == 0)
         return GA_ENOMEM;
     return try_grow(a, rounded);

@@ -18,6 +18,7 @@ CUresult ga_status_to_cu(ga_status_t st)
     switch (st) {
     case GA_OK: return CUDA_SUCCESS;
     case GA_ENOMEM: return CUDA_ERROR_OUT_OF_MEMORY;
+    case GA_ENOHOST: return CUDA_ERROR_OUT_OF_MEMORY; /* the host's: said apart (c->alloc_st) */
     default: return CUDA_ERROR_INVALID_VALUE;
     }
 }
@@ -34,12 +35,14 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p, int
     CUresult r = CUDA_SUCCESS;
     if (GA_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed)))
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    c->alloc_st = GA_OK;
     ga_pool_t *pool = ga_ctx_pool(c, &r);
     if (!pool)
         return r;
     if (GA_UNLIKELY(wait && c->npend)) /* before an out-of-memory: everything pending, waited for */
         ga_fence_reclaim(c, 1, 1);
     ga_status_t st = ga_pool_alloc(pool, size, p);
+    c->alloc_st = st;
     /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
     return st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);
 }
@@ -88,7 +91,11 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
     }
     ga_oom_t oom; /* not zeroed: 2 KiB on the hot path; classify fills it on failure */
     oom.frag = 0, oom.len = 0;
-    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY)) {
+    /* No host memory for the pool's records (or to make the pool): not the device's out-of-memory,
+     * neither explained nor counted as one (helper-47 F1: it blamed fragmentation, the device or
+     * the cap, and told the user to change settings that have nothing to do with it). */
+    int nohost = r == CUDA_ERROR_OUT_OF_MEMORY && c->alloc_st == GA_ENOHOST;
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && !nohost) {
         ga_oom_classify(&oom, c, api, size);
         c->counts.frag_failures += oom.frag != 0;
         c->counts.true_oom_failures += oom.frag == 0;
@@ -108,6 +115,8 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
     ga_mutex_unlock(&c->lock);
     if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)p;
+    if (GA_UNLIKELY(nohost))
+        ga_refuse_nohost(ga_api_name(api), "the context's pool", size);
     ga_oom_report(&oom);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
@@ -146,6 +155,7 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
                 ga_trace_event(GA_EV_ALLOC, api, *dptr, size, 0, c->dev, t0, CUDA_SUCCESS);
             return CUDA_SUCCESS;
         }
+        c->alloc_st = st;
         tried = 1;
     }
     ga_mutex_unlock(&c->lock);

@@ -457,7 +457,8 @@ void ga_ctx_leave(int pushed)
     ga_nocancel_end(pushed >> 1);
 }
 
-static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t initial)
+static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t initial,
+                              ga_status_t *st)
 {
     uint64_t cap = ga_devs[c->dev].cap;
     uint64_t share = ga_share_of(cap);
@@ -476,8 +477,7 @@ static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t i
         if (!cfg.limit)
             cfg.limit = (size_t)cap;
     }
-    ga_status_t st = GA_OK;
-    return ga_pool_create(be, &cfg, &st);
+    return ga_pool_create(be, &cfg, st);
 }
 
 /* The context's pool, made at its first allocation: the arena preallocates fraction * cap. */
@@ -489,7 +489,16 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
     if (ga_backend_for(c, &be, err) != 0)
         return NULL;
     size_t initial = ga_opt.mode == GA_MODE_ARENA ? (size_t)ga_share_of(ga_devs[c->dev].cap) : 0;
-    ga_pool_t *p = ga_pool_new(c, &be, initial);
+    ga_status_t st = GA_OK;
+    ga_pool_t *p = ga_pool_new(c, &be, initial, &st);
+    if (!p && st == GA_ENOHOST) {
+        /* No host memory for the pool's records: this allocation is refused as the host's, and
+         * the next one makes the pool as configured (before, a pool without preallocation was
+         * made instead, for good, and the device blamed: helper-47 F1). */
+        c->alloc_st = GA_ENOHOST;
+        *err = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
     if (!p && initial) {
         /* Say what held the room: the process itself (another context's pool, the program's own
          * managed, pool or cuMemCreate memory), where lowering the limit would not help, or the
@@ -504,8 +513,10 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
         else
             ga_log(GA_LOG_WARN, "could not preallocate %zu bytes on device %d; growing on demand "
                    "instead (lower GPUARENA_MEM_FRACTION or GPUARENA_LIMIT)", initial, c->dev);
-        p = ga_pool_new(c, &be, 0);
+        p = ga_pool_new(c, &be, 0, &st);
     }
+    if (!p && st == GA_ENOHOST)
+        c->alloc_st = GA_ENOHOST;
     if (!p)
         *err = CUDA_ERROR_OUT_OF_MEMORY;
     __atomic_store_n(&c->pool, p, __ATOMIC_RELEASE);

@@ -317,6 +317,9 @@ typedef struct ga_ctx {
     int va_refused;          /* vmm: the last address reservation was refused (the OOM line) */
     CUresult map_err;        /* vmm: the driver's code when it last refused a granule, 0 once one
                                 maps again (backend.c; the OOM line names it) */
+    ga_status_t alloc_st;    /* why the pool last refused an allocation: GA_ENOHOST (no host
+                                memory for its records, or to make the pool) is not the device's
+                                out-of-memory, and is explained apart (alloc.c) */
     CUresult release_err;    /* arena, grow, platform: the driver's code when it last refused
                                 to free a region or block (backend.c); a platform cuMemFree
                                 answers it */

@@ -401,12 +401,12 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
             r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
     }
     if (j.gone.key && j.gone_later) {
-        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)j.gone.size); /* the rest once the stream passed */
+        ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size); /* the rest once the stream passed */
     } else if (j.gone.key) {
         ga_dev_uncommit(j.owner->dev, j.gone.size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)j.gone.size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)j.gone.size);
-        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)j.gone.size);
+        ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size);
     }
     ga_free_refused(p, (ga_freed_t){(CUresult)r, j.refused});
     if (GA_UNLIKELY(r != CUDA_SUCCESS))

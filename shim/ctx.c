@@ -135,6 +135,24 @@ int ga_dev_setup(int dev)
     return 1;
 }
 
+/* The figures a group's ledger shows for a member on one device are that device's own: its in-use
+ * bytes (d->in_use) and its committed bytes as reserved, whose peak the ledger keeps (it raises
+ * the slot's peak to every reserved figure written, and every commit writes one). The process-wide
+ * levels were written before, so each device's row showed what the process held on all of them
+ * together: 160 MiB in use beside 60 MiB committed, a peak above the cap (helper-49 F9). */
+static uint64_t ga_dev_in_use(ga_dev_t *d)
+{
+    int64_t v = atomic_load_explicit(&d->in_use, memory_order_relaxed);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+void ga_dev_in_use_add(int dev, int64_t delta)
+{
+    ga_level_add(GA_LEVEL_IN_USE, delta);
+    if (ga_devs[dev].group)
+        atomic_fetch_add_explicit(&ga_devs[dev].in_use, delta, memory_order_relaxed);
+}
+
 /* The process's own cap first (one atomic add), then, in a group, the group's ledger: the cap then
  * holds for the sum over every member (group.c). */
 int ga_dev_commit(int dev, uint64_t bytes)
@@ -153,8 +171,8 @@ int ga_dev_commit(int dev, uint64_t bytes)
         return 0;
     }
     if (d->group)
-        ga_group_set_figures(d->group, ga_level_value(GA_LEVEL_IN_USE, 0), (uint64_t)after,
-                             ga_level_value(GA_LEVEL_RESERVED, 1), ga_mode_name(ga_opt.mode));
+        ga_group_set_figures(d->group, ga_dev_in_use(d), (uint64_t)after, 0,
+                             ga_mode_name(ga_opt.mode));
     return 1;
 }
 
@@ -166,13 +184,14 @@ int ga_dev_commit(int dev, uint64_t bytes)
 void ga_ctx_publish(ga_ctx_t *c, int64_t delta)
 {
     ga_dev_t *d = &ga_devs[c->dev];
+    atomic_fetch_add_explicit(&d->in_use, delta, memory_order_relaxed); /* every change, shown or not */
     c->pub_moved += (uint64_t)(delta < 0 ? -delta : delta);
     if (c->pub_moved < d->cap / 256 && ++c->pub_calls < 64)
         return;
     c->pub_moved = 0;
     c->pub_calls = 0;
-    ga_group_set_figures(d->group, ga_level_value(GA_LEVEL_IN_USE, 0), ga_dev_held(c->dev),
-                         ga_level_value(GA_LEVEL_RESERVED, 1), ga_mode_name(ga_opt.mode));
+    ga_group_set_figures(d->group, ga_dev_in_use(d), ga_dev_held(c->dev), 0,
+                         ga_mode_name(ga_opt.mode));
 }
 
 void ga_dev_uncommit(int dev, uint64_t bytes)
@@ -182,8 +201,7 @@ void ga_dev_uncommit(int dev, uint64_t bytes)
                     - (int64_t)bytes;
     if (d->group) {
         ga_group_uncommit(d->group, bytes);
-        ga_group_set_figures(d->group, ga_level_value(GA_LEVEL_IN_USE, 0),
-                             after > 0 ? (uint64_t)after : 0, ga_level_value(GA_LEVEL_RESERVED, 1),
+        ga_group_set_figures(d->group, ga_dev_in_use(d), after > 0 ? (uint64_t)after : 0, 0,
                              ga_mode_name(ga_opt.mode));
     }
 }
@@ -785,6 +803,7 @@ void ga_ctx_fork_child(void)
     for (int d = 0; d < GA_MAX_DEVICES; d++) {
         ga_dev_t *dv = &ga_devs[d];
         atomic_store(&dv->committed, 0);
+        atomic_store(&dv->in_use, 0);
         if (atomic_load(&dv->known)) {
             ga_mutex_init(&dv->lock); /* a parent thread's sleep on it is not the child's */
             ga_ptrmap_fini(&dv->handles);

@@ -132,7 +132,7 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
     if (recorded) {
         ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, (int64_t)size);
-        ga_level_add(GA_LEVEL_IN_USE, (int64_t)size);
+        ga_dev_in_use_add(dev, (int64_t)size);
     } else if (committed) {
         ga_dev_uncommit(dev, size); /* failed, given back, or gone with its context */
     }
@@ -296,7 +296,7 @@ static void ga_handle_gone(int dev, uint64_t h, uint64_t size)
     ga_dev_uncommit(dev, size);
     ga_level_add(GA_LEVEL_RESERVED, -(int64_t)size);
     ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)size);
-    ga_level_add(GA_LEVEL_IN_USE, -(int64_t)size);
+    ga_dev_in_use_add(dev, -(int64_t)size);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(GA_EV_FREE, GA_API_CUMEMRELEASE, h, 0, 0, dev, ga_timing ? ga_now() : 0,
                        CUDA_SUCCESS);

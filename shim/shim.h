@@ -211,6 +211,9 @@ typedef enum {
     GA_LEVEL_COUNT
 } ga_level_t;
 void ga_level_add(ga_level_t level, int64_t delta);
+/* IN_USE by delta for memory of device dev outside the pools (pass-through), and the device's own
+ * figure for its group's ledger (ctx.c). */
+void ga_dev_in_use_add(int dev, int64_t delta);
 uint64_t ga_level_value(ga_level_t level, int peak);
 /* Adds a context's cur and peak of a level it kept itself into the process-wide atomics. */
 void ga_level_fold(ga_level_t level, int64_t cur, uint64_t peak);
@@ -267,6 +270,10 @@ typedef struct ga_dev {
      * bytes of those blocks, what the pools map and their address space; kept up to date under
      * each orphan's lock, read without one by the out-of-memory explanation (oom.c). */
     _Atomic uint64_t orph_n, orph_bytes, orph_mapped, orph_va;
+    /* Bytes in live allocations on this device (pool blocks and pass-through, every context of
+     * it), kept only in a group: its ledger slot shows this device's figures, not the process's
+     * (ga_dev_in_use_add, ga_ctx_publish). */
+    _Atomic int64_t in_use;
 } ga_dev_t;
 
 /* A freed pool chunk waiting for the device (fence.c). */

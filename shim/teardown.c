@@ -63,7 +63,7 @@ int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free
         ga_mutex_unlock(&d->lock);
         if (!gone)
             return dev;
-        ga_level_add(GA_LEVEL_IN_USE, -(int64_t)e.size);
+        ga_dev_in_use_add(dev, -(int64_t)e.size);
         /* Stream-ordered: held until the stream passes the free, on the current context's list. */
         ga_ctx_t *c = real_free ? ga_current() : NULL;
         int later = 0;

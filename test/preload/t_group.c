@@ -334,19 +334,25 @@ END_TEST
 /* ---- `gpuarena top`'s figures: what a member has in use shows in the ledger as allocations come
  * and go, not only when it reserves from the driver (an arena member reserves once, before its
  * first allocation, and showed nothing in use) ---- */
-/* The member's slot's figure at `field` (its offset in the slot: in_use, reserved, peak). */
-static uint64_t ledger_figure(pid_t pid, size_t field);
+/* The member's slot's figure at `field` (its offset in the slot: in_use, reserved, peak) in the
+ * ledger of device dev. */
+static uint64_t ledger_figure_on(int dev, pid_t pid, size_t field);
+
+static uint64_t ledger_figure(pid_t pid, size_t field)
+{
+    return ledger_figure_on(0, pid, field);
+}
 
 static uint64_t ledger_in_use(pid_t pid)
 {
     return ledger_figure(pid, offsetof(ga_ledger_slot_t, in_use));
 }
 
-static uint64_t ledger_figure(pid_t pid, size_t field)
+static uint64_t ledger_figure_on(int dev, pid_t pid, size_t field)
 {
     unsigned char u[16];
     char path[512], hex[33];
-    ck_assert_int_eq(simcuda_device_uuid(0, u), 0);
+    ck_assert_int_eq(simcuda_device_uuid(dev, u), 0);
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", u[i]);
     snprintf(path, sizeof path, "%s/gpuarena-%u-%s-%s", g_dir, (unsigned)getuid(),
@@ -416,6 +422,72 @@ START_TEST(group_top_peak_not_below_reserved)
         ck_assert_msg(reserved >= MiB && reserved != UINT64_MAX && peak >= reserved,
                       "%s: the ledger shows reserved %llu, peak %llu", modes[m],
                       (unsigned long long)reserved, (unsigned long long)peak);
+    }
+}
+END_TEST
+
+/* Each device's ledger shows the member's figures on that device (helper-49 F9): IN USE and PEAK
+ * RESERVED were the process's over every device, so device 1's row read 160 MiB in use beside 60
+ * MiB committed, and in arena mode a peak of both arenas, above the cap. The member allocates 100
+ * MiB on device 0, 60 MiB on device 1, then 4 MiB more on device 0 (which shows at once: 1/256
+ * of the cap), in every mode. */
+static void member_on_two_devices(int up)
+{
+    CUdevice dev;
+    CUcontext ctx[2];
+    CUdeviceptr p;
+    char ok = 'y';
+    if (cuInit(0))
+        _exit(90);
+    for (int d = 0; d < 2; d++)
+        if (cuDeviceGet(&dev, d) || cuDevicePrimaryCtxRetain(&ctx[d], dev) ||
+            cuCtxSetCurrent(ctx[d]) || cuMemAlloc(&p, d ? 60 * MiB : 100 * MiB))
+            ok = 'n';
+    if (cuCtxSetCurrent(ctx[0]) || cuMemAlloc(&p, 4 * MiB))
+        ok = 'n';
+    if (write(up, &ok, 1) != 1)
+        _exit(2);
+    pause();
+    _exit(0);
+}
+
+START_TEST(group_top_figures_per_device)
+{
+    static const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=vmm",
+                                  "GPUARENA_MODE=platform"};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        group_env("1GiB");
+        putenv("SIMCUDA_DEVICES=2");
+        int up[2];
+        ck_assert_int_eq(pipe(up), 0);
+        pid_t member = fork();
+        if (member == 0) {
+            putenv((char *)modes[m]);
+            member_on_two_devices(up[1]);
+        }
+        char ok = 0;
+        ck_assert_int_eq(read(up[0], &ok, 1), 1);
+        close(up[0]);
+        close(up[1]);
+        uint64_t f[2][3];
+        for (int d = 0; d < 2; d++) {
+            f[d][0] = ledger_figure_on(d, member, offsetof(ga_ledger_slot_t, in_use));
+            f[d][1] = ledger_figure_on(d, member, offsetof(ga_ledger_slot_t, reserved));
+            f[d][2] = ledger_figure_on(d, member, offsetof(ga_ledger_slot_t, peak));
+        }
+        int status = 0;
+        kill(member, SIGKILL);
+        waitpid(member, &status, 0);
+        group_cleanup();
+        unsetenv("SIMCUDA_DEVICES");
+        ck_assert_msg(ok == 'y', "%s: the member's allocations", modes[m]);
+        for (int d = 0; d < 2; d++)
+            ck_assert_msg(f[d][0] == (d ? 60 : 104) * MiB && f[d][1] >= f[d][0] &&
+                          f[d][2] >= f[d][1] && f[d][2] <= 1 * GiB,
+                          "%s: device %d's ledger shows in use %llu (want %d MiB), reserved %llu, "
+                          "peak %llu (at most the 1 GiB cap)", modes[m], d,
+                          (unsigned long long)f[d][0], d ? 60 : 104, (unsigned long long)f[d][1],
+                          (unsigned long long)f[d][2]);
     }
 }
 END_TEST
@@ -632,6 +704,7 @@ TCase *pt_tcase_group(void)
     tcase_add_test(tc, group_fork_keeps_parent_share);
     tcase_add_test(tc, group_top_figures_follow_allocations);
     tcase_add_test(tc, group_top_peak_not_below_reserved);
+    tcase_add_test(tc, group_top_figures_per_device);
     tcase_add_test(tc, group_two_groups_independent);
     tcase_add_test(tc, group_bad_name_refused);
     tcase_add_test(tc, hami_limit_is_the_cap);

@@ -31,6 +31,9 @@ typedef struct ga_ptrmap {
 
 /* Inserts or replaces; 0 ok, -1 out of host memory (the table is unchanged). */
 int ga_ptrmap_put(ga_ptrmap_t *m, const ga_pentry_t *e);
+/* Room for n more keys: the next n puts cannot fail for want of host memory (a caller that must
+ * record what it is about to hand out asks first); 0 ok, -1 out of host memory (unchanged). */
+int ga_ptrmap_reserve(ga_ptrmap_t *m, size_t n);
 ga_pentry_t *ga_ptrmap_get(const ga_ptrmap_t *m, uint64_t key);
 /* 1 found and removed (copied to out when non-NULL), 0 not there. */
 int ga_ptrmap_take(ga_ptrmap_t *m, uint64_t key, ga_pentry_t *out);

@@ -47,6 +47,14 @@ int ga_ptrmap_put(ga_ptrmap_t *m, const ga_pentry_t *e)
     return 0;
 }
 
+int ga_ptrmap_reserve(ga_ptrmap_t *m, size_t n)
+{
+    while (!m->slots || (m->count + n) * 2 > m->mask + 1)
+        if (ga_ptrmap_grow(m))
+            return -1;
+    return 0;
+}
+
 ga_pentry_t *ga_ptrmap_get(const ga_ptrmap_t *m, uint64_t key)
 {
     if (!m->slots || !key)

@@ -57,7 +57,15 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
     size_t got = 0; /* a pending chunk taken whole: its size, not size rounded */
     ga_mutex_lock(&c->lock);
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (tried) {
+    /* A stream-ordered block is recorded, or not served: the record is what keeps it past
+     * cuCtxDestroy (ctx.c, ga_ctx_orphan); served without one it went with its context, and the
+     * program's later, legal cuMemFreeAsync freed another context's live block there (helper-47
+     * F14). Room for the record first, so the put below cannot fail for a chunk taken under this
+     * same hold of the lock. */
+    int norecord = async && ga_ptrmap_reserve(&c->async, 1) != 0;
+    if (norecord) {
+        /* out-of-memory: host memory, said below */
+    } else if (tried) {
         /* out-of-memory, unless the context went while the lock was let go: the retries below */
         if (atomic_load_explicit(&c->dead, memory_order_relaxed))
             r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
@@ -77,10 +85,10 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         }
         r = ga_pool_alloc_locked(c, size, &p, 0);
     }
-    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->npend)
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->npend && !norecord)
         r = ga_pool_alloc_locked(c, size, &p, 1);
     c->counts.async_served += async && r == CUDA_SUCCESS;
-    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->pool) {
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->pool && !norecord) {
         /* Idle memory of every pool on the device first; one context lock at a time (two
          * threads trimming from two contexts must not wait on each other's lock). */
         ga_mutex_unlock(&c->lock);
@@ -89,12 +97,21 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         if (freed)
             r = ga_pool_alloc_locked(c, size, &p, 1);
     }
+    if (async && r == CUDA_SUCCESS &&
+        ga_ptrmap_put(&c->async, &(ga_pentry_t){.key = p, .size = got ? got : ga_round(size),
+                                               .aux = ga_round(size)}) != 0) {
+        /* Only a block the pool served after the lock was let go (another thread's record took
+         * the room meanwhile): never handed out, so back to the pool at once. */
+        ga_pool_free(c->pool, p, NULL);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        norecord = 1;
+    }
     ga_oom_t oom; /* not zeroed: 2 KiB on the hot path; classify fills it on failure */
     oom.frag = 0, oom.len = 0;
     /* No host memory for the pool's records (or to make the pool): not the device's out-of-memory,
      * neither explained nor counted as one (helper-47 F1: it blamed fragmentation, the device or
      * the cap, and told the user to change settings that have nothing to do with it). */
-    int nohost = r == CUDA_ERROR_OUT_OF_MEMORY && c->alloc_st == GA_ENOHOST;
+    int nohost = norecord || (r == CUDA_ERROR_OUT_OF_MEMORY && c->alloc_st == GA_ENOHOST);
     if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && !nohost) {
         ga_oom_classify(&oom, c, api, size);
         c->counts.frag_failures += oom.frag != 0;
@@ -104,18 +121,16 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
     if (r == CUDA_SUCCESS) {
         uint64_t held = got ? got : ga_round(size);
         ga_ctx_level_add(c, (int64_t)held);
-        /* Recorded: the driver keeps such memory past cuCtxDestroy, and so must the pool
-         * (ctx.c, ga_ctx_orphan). Without host memory for the record the block is served as
-         * any other and goes with its context, as before. */
-        if (async && ga_ptrmap_put(&c->async, &(ga_pentry_t){.key = p, .size = held,
-                                                              .aux = ga_round(size)}) != 0)
-            ga_log(GA_LOG_DEBUG, "no host memory to record the stream-ordered block at %#llx",
-                   (unsigned long long)p);
     }
     ga_mutex_unlock(&c->lock);
+    if (GA_UNLIKELY(norecord))
+        ga_log(GA_LOG_WARN, "cuMemAllocAsync of %zu bytes refused (CUDA_ERROR_OUT_OF_MEMORY): host "
+               "memory ran out for gpuarena's record of the stream-ordered block, which keeps it "
+               "past cuCtxDestroy; free host memory (or lower the process's host use) and retry",
+               size);
     if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)p;
-    if (GA_UNLIKELY(nohost))
+    if (GA_UNLIKELY(nohost && !norecord))
         ga_refuse_nohost(ga_api_name(api), "the context's pool", size);
     ga_oom_report(&oom);
     if (GA_UNLIKELY(ga_tracing))

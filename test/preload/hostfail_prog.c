@@ -1,5 +1,5 @@
 /* A program whose host memory fails once inside gpuarena, for t_hardening.c's host-failure sweep.
- *   [HOSTFAIL_START=N] hostfail_prog N CAP_BYTES alloc|info|init|managed|create
+ *   [HOSTFAIL_START=N] hostfail_prog N CAP_BYTES alloc|info|init|managed|create|orphan
  * Run under the shim (LD_PRELOAD) on the simulated driver with GPUARENA_LIMIT=CAP_BYTES. It defines
  * malloc, calloc, realloc and strdup itself (linked with -rdynamic, so the executable's definitions come
  * first for every library, the shim and a sanitizer runtime included) and, while armed, fails the
@@ -10,7 +10,11 @@
  * 200 MiB, kept), then it allocates 16 MiB blocks until refused.
  * Exit 0: the driver's peak bytes stayed within the cap and cuMemGetInfo's total was the cap;
  * 10: the cap was exceeded; 11: cuMemGetInfo told the device's size; 2: set-up failed. It prints
- * whether the failure was injected ("injected 1"), which call it hit, and what it measured. */
+ * whether the failure was injected ("injected 1"), which call it hit, and what it measured.
+ * orphan: armed around a cuMemAllocAsync of 1 MiB in a created context A, which is then destroyed
+ * with the block live (the driver keeps such memory, and so do vmm and platform modes); the
+ * primary context allocates 1 MiB blocks: exit 12 if one of them is A's live block (handed out
+ * twice), 13 if A's allocation failed with anything but CUDA_ERROR_OUT_OF_MEMORY. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
@@ -116,6 +120,33 @@ char *strdup(const char *str)
     return p ? memcpy(p, str, n) : NULL;
 }
 
+/* The orphan case (above), with ctx the primary context, current. */
+static int orphan_case(long n, CUcontext ctx)
+{
+    CUdevice dev;
+    CUcontext a;
+    CUstream sa;
+    CUdeviceptr p = 0, q;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&a, NULL, 0, dev) ||
+        cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING))
+        return 2;
+    atomic_store(&armed, n);
+    CUresult first = cuMemAllocAsync(&p, 1u << 20, sa);
+    atomic_store(&armed, 0);
+    printf("injected %d first %d\n", atomic_load(&injected), (int)first);
+    if (first != CUDA_SUCCESS)
+        return first == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 13;
+    if (cuMemsetD8Async(p, 0xAA, 1u << 20, sa) || cuStreamSynchronize(sa) || cuCtxDestroy(a) ||
+        cuCtxSetCurrent(ctx))
+        return 2;
+    for (int i = 0; i < 64 && cuMemAlloc(&q, 1u << 20) == CUDA_SUCCESS; i++)
+        if (q <= p && p < q + (1u << 20)) {
+            printf("A's live block %#llx handed out again\n", (unsigned long long)p);
+            return 12;
+        }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
@@ -129,6 +160,8 @@ int main(int argc, char **argv)
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
         cuCtxSetCurrent(ctx))
         return 2;
+    if (!strcmp(argv[3], "orphan"))
+        return orphan_case(n, ctx);
     CUdeviceptr p = 0, q;
     size_t fr = 0, tot = 0;
     if (!at_init)

@@ -468,6 +468,48 @@ START_TEST(host_failure_keeps_the_trace)
 }
 END_TEST
 
+/* A stream-ordered block is recorded, or refused (helper-47 F14): with the host call that made its
+ * record failing, vmm mode served it unrecorded, it went with its context at cuCtxDestroy, and
+ * the next context's block landed on it while the program still held it. Every host call of the
+ * shim inside the cuMemAllocAsync fails once in turn, in the modes that keep such blocks: the block
+ * is either kept (no later block on it) or refused with CUDA_ERROR_OUT_OF_MEMORY and a message,
+ * which for the record names host memory. */
+START_TEST(host_failure_keeps_stream_ordered_blocks)
+{
+    static const char *const modes[] = {"vmm", "platform"};
+    const char *shim = getenv("PT_SHIM");
+    ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
+    char prog[1024];
+    ck_assert_ptr_nonnull(strrchr(shim, '/'));
+    snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
+             (int)(strrchr(shim, '/') - shim), shim);
+    int refused = 0;
+    for (int m = 0; m < 2; m++) {
+        int n, injected = 1;
+        for (n = 1; n <= 200 && injected; n++) {
+            char cmd[2048], out[8192] = "";
+            snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
+                     "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB GPUARENA_MODE=%s '%s' %d "
+                     "268435456 orphan 2>&1", modes[m], prog, n);
+            FILE *p = popen(cmd, "r");
+            ck_assert_ptr_nonnull(p);
+            size_t len = fread(out, 1, sizeof out - 1, p);
+            out[len] = 0;
+            int st = pclose(p);
+            ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s mode, host call %d in "
+                          "cuMemAllocAsync failed: status %d (exit 12: the live block was handed "
+                          "out again, 13: refused with another error); %s", modes[m], n, st, out);
+            injected = strstr(out, "injected 1") != NULL;
+            ck_assert_msg(!strstr(out, "first 2") || strstr(out, "gpuarena: "), "%s mode, host "
+                          "call %d: refused without saying why: %s", modes[m], n, out);
+            refused += strstr(out, "host memory ran out for gpuarena's record") != NULL;
+        }
+        ck_assert_msg(n > 2, "%s mode: the sweep ran", modes[m]);
+    }
+    ck_assert_msg(refused > 0, "the record's host call was among those failed, and said so");
+}
+END_TEST
+
 /* Loaded for every process (/etc/ld.so.preload, issue 11 item 4): one that never touches CUDA pays
  * nothing and prints nothing, even with settings that would be refused at its first CUDA call. */
 static void no_cuda_child(void *arg)
@@ -503,5 +545,6 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, no_cuda_prints_nothing);
     tcase_add_test(tc, host_failure_keeps_the_cap);
     tcase_add_test(tc, host_failure_keeps_the_trace);
+    tcase_add_test(tc, host_failure_keeps_stream_ordered_blocks);
     return tc;
 }

@@ -564,6 +564,9 @@ START_TEST(context_teardown_held)
     CK(cuCtxCreate(&c, NULL, 0, 0));
     CK(cuCtxDestroy(c)); /* not held: the hold was for one teardown */
     ck_assert_int_eq(simcuda_hold_next_ctx_teardown(NULL), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
 /* "cuCtxDestroy ... destroys and cleans up all resources associated with the context": its events
  * die with it (INVALID_HANDLE after), and the next cuEventCreate may return the same handle (the
  * record is reused, as the real driver reuses the freed memory). So for a primary context's reset

@@ -100,6 +100,10 @@ static CUmemAllocationProp ga_vmm_prop(int dev)
     return prop;
 }
 
+/* Bytes of granules the driver would not give back that no table could record (no host memory):
+ * committed for good, as the device holds them; said by the out-of-memory line. This file's own. */
+static _Atomic uint64_t be_unrecorded[GA_MAX_DEVICES];
+
 /* Granules the driver would not give back. A refused cuMemUnmap leaves the granule mapped: its
  * handle is kept (c->stuck), its bytes stay committed against the cap (the device still holds
  * them), and when the pool maps that address again the mapping serves as it is, where a new
@@ -110,6 +114,9 @@ static CUmemAllocationProp ga_vmm_prop(int dev)
  * were dropped: the first poisoned the pool for good, the second left memory on the device outside
  * the cap. The first refusal on a device is a warning, later ones are debug lines (one per granule
  * filled a screen); the out-of-memory line says what they hold (ga_vmm_refused_bytes).
+ * Always 1: a refusal that no table can record for want of host memory stays committed all the
+ * same (be_unrecorded), and a mapped granule's handle is not released; returning 0 there made the
+ * caller give its bytes back to the cap while the device still held them (helper-47 F15).
  * c->lock held; the device lock is taken inside it. */
 static int keep_refused(ga_ctx_t *c, uint64_t key, uintptr_t addr, size_t size, uint64_t handle,
                         const char *call, CUresult r)
@@ -124,8 +131,15 @@ static int keep_refused(ga_ctx_t *c, uint64_t key, uintptr_t addr, size_t size, 
         kept = ga_ptrmap_put(&d->refused, &e) == 0;
         ga_mutex_unlock(&d->lock);
     }
-    if (!kept)
-        return 0; /* no host memory to remember it: given up as before */
+    if (!kept) {
+        atomic_fetch_add_explicit(&be_unrecorded[c->dev], size, memory_order_relaxed);
+        ga_log(GA_LOG_WARN, "vmm: the driver refused to give back the granule at %#llx (%s: "
+               "CUresult %d) and host memory ran out to remember it: its %zu bytes stay counted "
+               "against the cap until the process exits; the driver or device is failing: check "
+               "it (nvidia-smi) or use GPUARENA_MODE=grow", (unsigned long long)addr, call, (int)r,
+               size);
+        return 1;
+    }
     static _Atomic int said;
     ga_log(atomic_exchange(&said, 1) ? GA_LOG_DEBUG : GA_LOG_WARN,
            "vmm: the driver refused to give back the granule at %#llx (%s: CUresult %d); it stays "
@@ -187,6 +201,7 @@ uint64_t ga_vmm_refused_bytes(const ga_ctx_t *c)
 {
     uint64_t bytes = 0;
     ga_ptrmap_each(&c->stuck, add_size, &bytes);
+    bytes += atomic_load_explicit(&be_unrecorded[c->dev], memory_order_relaxed);
     ga_dev_t *d = ga_dev(c->dev);
     ga_mutex_lock(&d->lock);
     ga_ptrmap_each(&d->refused, add_size, &bytes);
@@ -336,19 +351,21 @@ static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
             c->counts.free_syncs++;
         }
         release_refused(c);
+        /* Room to remember a refusal first: its table could not grow after it (keep_refused). */
+        (void)ga_ptrmap_reserve(&c->stuck, 1);
         CUresult r = ga_real.cuMemUnmap((CUdeviceptr)addr, size);
-        if (r != CUDA_SUCCESS && keep_refused(c, addr, addr, size, handle, "cuMemUnmap", r)) {
+        if (r != CUDA_SUCCESS) {
+            keep_refused(c, addr, addr, size, handle, "cuMemUnmap", r);
             ga_ctx_leave(pushed);
             return; /* still mapped, still held: committed until it serves again */
         }
         CUresult r2 = ga_real.cuMemRelease((CUmemGenericAllocationHandle)handle);
         ga_ctx_leave(pushed);
         c->counts.driver_free_calls++;
-        if (r2 != CUDA_SUCCESS && keep_refused(c, handle, addr, size, 0, "cuMemRelease", r2))
+        if (r2 != CUDA_SUCCESS) {
+            keep_refused(c, handle, addr, size, 0, "cuMemRelease", r2);
             return; /* unmapped, its memory still held: committed until a later try frees it */
-        if (r != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
-            ga_log(GA_LOG_WARN, "vmm: giving back the granule at %#llx failed (CUresult %d, %d)",
-                   (unsigned long long)addr, (int)r, (int)r2);
+        }
     }
     ga_level_add(GA_LEVEL_RESERVED, -(int64_t)size);
     ga_dev_uncommit(c->dev, size);

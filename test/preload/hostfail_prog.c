@@ -1,5 +1,5 @@
 /* A program whose host memory fails once inside gpuarena, for t_hardening.c's host-failure sweep.
- *   [HOSTFAIL_START=N] hostfail_prog N CAP_BYTES alloc|info|init|managed|create|orphan
+ *   [HOSTFAIL_START=N] hostfail_prog N CAP_BYTES alloc|info|init|managed|create|orphan|free
  * Run under the shim (LD_PRELOAD) on the simulated driver with GPUARENA_LIMIT=CAP_BYTES. It defines
  * malloc, calloc, realloc and strdup itself (linked with -rdynamic, so the executable's definitions come
  * first for every library, the shim and a sanitizer runtime included) and, while armed, fails the
@@ -14,7 +14,11 @@
  * orphan: armed around a cuMemAllocAsync of 1 MiB in a created context A, which is then destroyed
  * with the block live (the driver keeps such memory, and so do vmm and platform modes); the
  * primary context allocates 1 MiB blocks: exit 12 if one of them is A's live block (handed out
- * twice), 13 if A's allocation failed with anything but CUDA_ERROR_OUT_OF_MEMORY. */
+ * twice), 13 if A's allocation failed with anything but CUDA_ERROR_OUT_OF_MEMORY.
+ * free: the 200 MiB are allocated unarmed, and the count is armed around their cuMemFree and a
+ * cuCtxSynchronize (which gives the pool the freed chunk back: under GPUARENA_VMM_KEEP=0 its
+ * granules go back to the driver, which a SIMCUDA_FAIL=cuMemUnmap may refuse); the blocks after
+ * are 2 MiB, from a new context. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
@@ -155,6 +159,7 @@ int main(int argc, char **argv)
     unsigned long long cap = strtoull(argv[2], NULL, 10);
     int info_first = !strcmp(argv[3], "info"), at_init = !strcmp(argv[3], "init");
     int managed = !strcmp(argv[3], "managed"), create = !strcmp(argv[3], "create");
+    int free_first = !strcmp(argv[3], "free");
     CUdevice dev;
     CUcontext ctx;
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
@@ -164,18 +169,27 @@ int main(int argc, char **argv)
         return orphan_case(n, ctx);
     CUdeviceptr p = 0, q;
     size_t fr = 0, tot = 0;
+    if (free_first && cuMemAlloc(&p, 200u << 20))
+        return 2;
     if (!at_init)
         atomic_store(&armed, n);
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
     CUmemGenericAllocationHandle h = 0;
     CUresult first = info_first ? cuMemGetInfo(&fr, &tot)
+                     : free_first ? (cuMemFree(p) ? CUDA_ERROR_UNKNOWN : cuCtxSynchronize())
                      : managed  ? cuMemAllocManaged(&p, 200u << 20, CU_MEM_ATTACH_GLOBAL)
                      : create   ? cuMemCreate(&h, 200u << 20, &prop, 0)
                                 : cuMemAlloc(&p, 200u << 20);
     atomic_store(&armed, 0);
-    int blocks = 0;
-    while (blocks < 64 && cuMemAlloc(&q, 16u << 20) == CUDA_SUCCESS)
+    /* free: the rest of the cap filled to the granule from a new context (a fresh pool, so no
+     * placement is steered by the granules the driver kept), where one given up shows */
+    CUcontext b;
+    if (free_first && (cuCtxCreate(&b, NULL, 0, dev) || cuCtxSetCurrent(b)))
+        return 2;
+    size_t bs = free_first ? 2u << 20 : 16u << 20;
+    int blocks = 0, most = free_first ? 256 : 64;
+    while (blocks < most && cuMemAlloc(&q, bs) == CUDA_SUCCESS)
         blocks++;
     if (!info_first && cuMemGetInfo(&fr, &tot))
         return 2;

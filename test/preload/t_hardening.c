@@ -510,6 +510,39 @@ START_TEST(host_failure_keeps_stream_ordered_blocks)
 }
 END_TEST
 
+/* A granule the driver refuses to unmap while host memory is short stays counted against the cap
+ * (helper-47 F15): with the table of refused granules unable to grow, vmm gave its bytes back to
+ * the cap while the device still held it, and the driver's peak passed the cap by a granule. Every
+ * host call of the shim in a cuMemFree and cuCtxSynchronize that give 200 MiB back
+ * (GPUARENA_VMM_KEEP=0) fails once in turn, the driver refusing every cuMemUnmap; then blocks are
+ * allocated until refused: the driver's peak stays within the cap. */
+START_TEST(host_failure_keeps_refused_granules)
+{
+    const char *shim = getenv("PT_SHIM");
+    ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
+    char prog[1024];
+    ck_assert_ptr_nonnull(strrchr(shim, '/'));
+    snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
+             (int)(strrchr(shim, '/') - shim), shim);
+    int n, injected = 1;
+    for (n = 1; n <= 200 && injected; n++) {
+        char cmd[2048], out[8192] = "";
+        snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
+                 "SIMCUDA_FAIL=cuMemUnmap:1+ SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB "
+                 "GPUARENA_MODE=vmm GPUARENA_VMM_KEEP=0 '%s' %d 268435456 free 2>&1", prog, n);
+        FILE *p = popen(cmd, "r");
+        ck_assert_ptr_nonnull(p);
+        size_t len = fread(out, 1, sizeof out - 1, p);
+        out[len] = 0;
+        int st = pclose(p);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "host call %d in the free failed: "
+                      "status %d (exit 10: the driver held more than the cap); %s", n, st, out);
+        injected = strstr(out, "injected 1") != NULL;
+    }
+    ck_assert_msg(n > 2, "the sweep ran");
+}
+END_TEST
+
 /* Loaded for every process (/etc/ld.so.preload, issue 11 item 4): one that never touches CUDA pays
  * nothing and prints nothing, even with settings that would be refused at its first CUDA call. */
 static void no_cuda_child(void *arg)
@@ -546,5 +579,6 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, host_failure_keeps_the_cap);
     tcase_add_test(tc, host_failure_keeps_the_trace);
     tcase_add_test(tc, host_failure_keeps_stream_ordered_blocks);
+    tcase_add_test(tc, host_failure_keeps_refused_granules);
     return tc;
 }

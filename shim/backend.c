@@ -100,10 +100,6 @@ static CUmemAllocationProp ga_vmm_prop(int dev)
     return prop;
 }
 
-/* Bytes of granules the driver would not give back that no table could record (no host memory):
- * committed for good, as the device holds them; said by the out-of-memory line. This file's own. */
-static _Atomic uint64_t be_unrecorded[GA_MAX_DEVICES];
-
 /* Granules the driver would not give back. A refused cuMemUnmap leaves the granule mapped: its
  * handle is kept (c->stuck), its bytes stay committed against the cap (the device still holds
  * them), and when the pool maps that address again the mapping serves as it is, where a new
@@ -115,7 +111,7 @@ static _Atomic uint64_t be_unrecorded[GA_MAX_DEVICES];
  * the cap. The first refusal on a device is a warning, later ones are debug lines (one per granule
  * filled a screen); the out-of-memory line says what they hold (ga_vmm_refused_bytes).
  * Always 1: a refusal that no table can record for want of host memory stays committed all the
- * same (be_unrecorded), and a mapped granule's handle is not released; returning 0 there made the
+ * same (d->unrecorded), and a mapped granule's handle is not released; returning 0 there made the
  * caller give its bytes back to the cap while the device still held them (helper-47 F15).
  * c->lock held; the device lock is taken inside it. */
 static int keep_refused(ga_ctx_t *c, uint64_t key, uintptr_t addr, size_t size, uint64_t handle,
@@ -132,7 +128,7 @@ static int keep_refused(ga_ctx_t *c, uint64_t key, uintptr_t addr, size_t size, 
         ga_mutex_unlock(&d->lock);
     }
     if (!kept) {
-        atomic_fetch_add_explicit(&be_unrecorded[c->dev], size, memory_order_relaxed);
+        atomic_fetch_add_explicit(&d->unrecorded, size, memory_order_relaxed);
         ga_log(GA_LOG_WARN, "vmm: the driver refused to give back the granule at %#llx (%s: "
                "CUresult %d) and host memory ran out to remember it: its %zu bytes stay counted "
                "against the cap until the process exits; the driver or device is failing: check "
@@ -201,8 +197,8 @@ uint64_t ga_vmm_refused_bytes(const ga_ctx_t *c)
 {
     uint64_t bytes = 0;
     ga_ptrmap_each(&c->stuck, add_size, &bytes);
-    bytes += atomic_load_explicit(&be_unrecorded[c->dev], memory_order_relaxed);
     ga_dev_t *d = ga_dev(c->dev);
+    bytes += atomic_load_explicit(&d->unrecorded, memory_order_relaxed);
     ga_mutex_lock(&d->lock);
     ga_ptrmap_each(&d->refused, add_size, &bytes);
     ga_mutex_unlock(&d->lock);

@@ -817,6 +817,7 @@ void ga_ctx_fork_child(void)
             atomic_store(&dv->orph_bytes, 0);
             atomic_store(&dv->orph_mapped, 0);
             atomic_store(&dv->orph_va, 0);
+            atomic_store(&dv->unrecorded, 0); /* the parent's granules */
         }
     }
     ga_tl_cache.ctx = NULL;

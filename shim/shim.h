@@ -270,6 +270,9 @@ typedef struct ga_dev {
      * bytes of those blocks, what the pools map and their address space; kept up to date under
      * each orphan's lock, read without one by the out-of-memory explanation (oom.c). */
     _Atomic uint64_t orph_n, orph_bytes, orph_mapped, orph_va;
+    /* Bytes of vmm granules the driver would not give back that no table could record (no host
+     * memory): committed for good, as the device holds them (backend.c, keep_refused). */
+    _Atomic uint64_t unrecorded;
     /* Bytes in live allocations on this device (pool blocks and pass-through, every context of
      * it), kept only in a group: its ledger slot shows this device's figures, not the process's
      * (ga_dev_in_use_add, ga_ctx_publish). */

@@ -269,15 +269,34 @@ def show_value(value, unit):
     return _FORMATTERS.get(unit, str)(value)
 
 
-def summary(stats):
-    """A few lines on what the shim saw, for `gpuarena run` without --stats."""
+def _per_device_caps(stats, env):
+    """HAMi's per-device caps (CUDA_DEVICE_MEMORY_LIMIT_<i>, i the CUDA ordinal) the shim used, as
+    "64.00 MiB on device 0, 128.00 MiB on device 1", or None: the statistics carry no limit
+    then (options.limit is the one limit of every device), only each device entry's cap
+    (helper-49 F10: the summary said "limit none" under such caps)."""
+    caps = {}
+    for e in stats.get("devices") or []:
+        if (isinstance(e, dict) and isinstance(e.get("device"), int) and
+                isinstance(e.get("cap"), int) and f"CUDA_DEVICE_MEMORY_LIMIT_{e['device']}" in env):
+            caps[e["device"]] = e["cap"]
+    if not caps:
+        return None
+    return ", ".join(f"{human_bytes(caps[d])} on device {d}" for d in sorted(caps))
+
+
+def summary(stats, env=None):
+    """A few lines on what the shim saw, for `gpuarena run` without --stats; env: the program's
+    environment (HAMi's per-device caps are named from it)."""
     t = _totals(stats)
     mode = stats.get("mode", "?")
     if mode == "arena" and _option(stats, "preallocate", True) is False:
         mode = "grow"  # a format 1 file says arena with preallocate false
     limit_bytes, limit_from = _option(stats, "limit"), _option(stats, "limit_from")
     limit = human_bytes(limit_bytes) if limit_bytes else "none"
-    if limit_from and limit_from != "GPUARENA_LIMIT":
+    per_device = None if limit_bytes else _per_device_caps(stats, env or {})
+    if per_device:
+        limit = f"{per_device} (CUDA_DEVICE_MEMORY_LIMIT_<i>)"
+    elif limit_from and limit_from != "GPUARENA_LIMIT":
         limit += f" ({limit_from})"  # a device plugin's cap (HAMi, KAI)
     # The cap in force is the limit or the device, whichever is smaller: say so when it is the
     # device (a limit of 976 PiB read as if it held).
@@ -313,7 +332,7 @@ def run(cmd, settings, stats_path=None, sim=False, extra=None):
                 print(f"gpuarena: the program wrote no statistics ({NO_STATS_WHY})",
                       file=sys.stderr)
             else:
-                print(summary(stats), file=sys.stderr)
+                print(summary(stats, env), file=sys.stderr)
     return code
 
 

@@ -115,6 +115,17 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         p = self.run_cli("run", "--sim", "--", sys.executable, FAKE, "0", "--no-stats")
         self.assertEqual(p.returncode, 0)
         self.assertIn("wrote no statistics", p.stderr)
+        # HAMi's per-device caps are named, not "limit none" (helper-49 F10)
+        p = gatest.cli("run", "--sim", "--",
+                       os.path.join(gatest.BUILD, "examples", "ex_direct"), "4", "4", "1",
+                       env={"SIMCUDA_TOTAL_MEM": "1GiB", "CUDA_DEVICE_MEMORY_LIMIT_0": "64m"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("gpuarena: mode arena, limit 64.00 MiB on device 0 "
+                      "(CUDA_DEVICE_MEMORY_LIMIT_<i>)\n", p.stderr)
+        text = runner.summary(dict(two, options={}), {"CUDA_DEVICE_MEMORY_LIMIT_0": "512m",
+                                                      "CUDA_DEVICE_MEMORY_LIMIT_1": "512m"})
+        self.assertIn("limit 512.00 MiB on device 0, 512.00 MiB on device 1 "
+                      "(CUDA_DEVICE_MEMORY_LIMIT_<i>)", text)
 
     def test_run_signal_exit_code(self):
         p = self.run_cli("run", "--sim", "--", sys.executable, "-c",

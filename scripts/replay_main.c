@@ -64,7 +64,8 @@ static const char usage_tail[] =
     "  --vmm-keep N    vmm: wholly free granules kept mapped (GPUARENA_VMM_KEEP; default 64MiB)\n"
     "  --granularity N vmm: the granule, a power of two, 512 to 1TiB (default 2MiB, current GPUs)\n"
     "  --device N      replay the events of device N only; a trace with events on several\n"
-    "                  devices needs it (the shim keeps one pool per device's context)\n"
+    "                  devices needs it (the shim keeps one pool per context; a trace names\n"
+    "                  no context, so a device's contexts replay as one pool)\n"
     "  --min           also find the smallest size that runs the trace without OOM (arena:\n"
     "                  region size, grow and vmm: limit, platform: peak of rounded sizes): a\n"
     "                  bisection, then every size from the live peak up while 2^22 replayed\n"
@@ -358,8 +359,9 @@ static int list_devices(const ga_trace_t *t, char *buf, size_t len)
     return n;
 }
 
-/* One pool per device, as the shim keeps per context: a trace over several devices replayed
- * through one pool mixed their peaks. With --device N only N's events are kept; without it such
+/* One pool per device: the shim keeps one per context, and a trace names no context, so the
+ * contexts of a device replay merged into one pool (helper-49 F5: the refusal said the shim
+ * keeps one per device); a trace over several devices replayed through one pool mixed their peaks. With --device N only N's events are kept; without it such
  * a trace is refused with the devices it names. */
 static int pick_device(const options_t *o, ga_trace_t *t)
 {
@@ -368,8 +370,9 @@ static int pick_device(const options_t *o, ga_trace_t *t)
     if (!o->has_device) {
         if (n <= 1)
             return 0;
-        fprintf(stderr, "gpuarena: %s has events on %d devices (%s); gpuarena keeps one pool per "
-                "device, so replay one at a time: --device N\n", o->path, n, devs);
+        fprintf(stderr, "gpuarena: %s has events on %d devices (%s); a device's memory is its "
+                "own (gpuarena keeps one pool per context, and a replay merges a device's contexts "
+                "into one pool), so replay one device at a time: --device N\n", o->path, n, devs);
         return -1;
     }
     size_t kept = 0;

@@ -219,7 +219,8 @@ def build_parser():
                    help="skip the search for the smallest arena that runs without OOM")
     p.add_argument("--check", action="store_true", help="check allocator invariants each step")
     p.add_argument("--device", type=_device, help="replay device N's events only (a trace with "
-                   "events on several devices needs it: one pool per device, as the shim keeps)")
+                   "events on several devices needs it; the shim keeps one pool per context, and a "
+                   "trace names no context, so a device's contexts replay as one pool)")
     p.add_argument("--json", action="store_true", help="print the replay tool's JSON")
     _add_input_opts(p)
 

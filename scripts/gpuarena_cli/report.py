@@ -189,7 +189,8 @@ def reserved_series(trace, mode, vmm_keep=None):
     The replay tool replays the trace in `mode` (arena: one region of its default size, twice the
     peak in use; grow: regions on demand; vmm: granules mapped where allocations lie; platform: one
     reservation per allocation; vmm_keep: its GPUARENA_VMM_KEEP in bytes, None for the default),
-    one device at a time as the shim keeps one pool per device, and
+    one device at a time (the shim keeps one pool per context; a trace names no context, so a
+    device's contexts replay as one pool), and
     writes reserved bytes after every event; its maximum is checked against the tool's
     peak_reserved before it is drawn."""
     from . import replay

@@ -265,6 +265,12 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 1)
         self.assertIn("has events on 2 devices (0, 1)", p.stderr)
         self.assertIn("--device N", p.stderr)
+        # the shim keeps one pool per context, merged per device in a replay (helper-49 F5)
+        self.assertIn("one pool per context", p.stderr)
+        for help_text in (tool("--help").stdout + tool("--help").stderr,
+                          gatest.cli("replay", "--help").stdout):
+            self.assertIn("one pool per context", " ".join(help_text.split()))
+            self.assertNotIn("one pool per device, as the shim keeps", " ".join(help_text.split()))
         self.assertEqual(p.stdout, "")
         for dev in (0, 1):
             one = write_trace(self.path(f"solo{dev}.gatrace"), solo[dev])

@@ -736,7 +736,11 @@ size_t ga_dev_trim(int dev)
 {
     size_t freed = 0;
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
-        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
+        /* A context inside its teardown call holds its lock through the driver's call: its memory
+         * leaves the cap when that returns, and waiting here would stall this allocation for
+         * the whole teardown. */
+        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire) ||
+            atomic_load_explicit(&c->closing, memory_order_acquire))
             continue;
         /* freed chunks waiting for the device are free memory too */
         freed += ga_ctx_trim_pending(c);

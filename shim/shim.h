@@ -317,6 +317,8 @@ typedef struct ga_ctx {
                                 chunk handed over whole, fence.c); the driver keeps such memory
                                 past cuCtxDestroy (teardown.c) */
     _Atomic int orphan;      /* dead, but its vmm pool kept for those until they are freed */
+    _Atomic int closing;     /* inside a teardown call, its lock held through it (teardown.c):
+                                another context's trim passes it by (ga_dev_trim) */
     int unfenced;            /* a chunk came back unfenced (GPUARENA_FREE_SYNC=none) since the
                                 context was last synchronised: vmm must sync before it unmaps */
     ga_counts_t counts;

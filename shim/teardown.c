@@ -2,12 +2,17 @@
  * hooks through which it goes (cuCtxDestroy, the primary context's release and reset, and its
  * retain, which must wait for a last release's drop).
  *
- * A context's pool goes before the driver's teardown call, while its memory can still be given
- * back through the driver, and its pass-through memory leaves the cap; what the driver keeps past
- * the context (stream-ordered allocations) stays counted: pass-through ones in the device's table
- * (ga_dev_free_loose), pool ones in a vmm pool kept as an orphan until their frees
- * (ga_orphan_free). The devices and the context list are ctx.c's; this file reaches them through
- * its functions (ga_dev, ga_ctx_of, ga_ctx_forget_cached).
+ * A context's state goes only after the driver's teardown call has succeeded: until that call
+ * returns, the driver holds the context's memory, so its bytes stay on the cap (another context
+ * or group member granted them before then would be given memory the device still holds), and a
+ * call the driver refuses leaves the context, its memory and its pool as they were. Before the
+ * call the context is synchronised, and its lock is held through the call and the drop, so no
+ * allocation in it slips in between (ga_ctx_teardown). After it the pool is given back without
+ * the driver, which freed the context's memory (driver_gone 1), except vmm's granules and ranges,
+ * which are the process's. What the driver keeps past the context (stream-ordered allocations)
+ * stays counted: pass-through ones in the device's table (ga_dev_free_loose), pool ones in a vmm
+ * pool kept as an orphan until their frees (ga_orphan_free). The devices and the context list are
+ * ctx.c's; this file reaches them through its functions (ga_dev, ga_ctx_of, ga_ctx_forget_cached).
  */
 #include "shim.h"
 
@@ -15,14 +20,14 @@
 #include <string.h>
 
 /* Serialises the teardown hooks' look at a primary context (ga_primary_of retains and releases it
- * to learn its handle) with a primary release and its look at the state after. Unserialised, a
- * cuCtxDestroy of another context could probe between the last release and that look: its retain
- * brought the primary context back (active again, so the releasing thread kept the pool), its
- * release took it down, and nobody dropped the pool (a stress run with threads on created and
- * primary contexts of one device found vmm's 44 MiB still held after every context was gone).
- * Taken only by those hooks and cuDevicePrimaryCtxRetain (below), with no other lock of the shim
- * held; it guards driver calls, and a last release's drop of the state (context locks are taken
- * inside it, never the other way round). */
+ * to learn its handle) with a primary release or reset and the drop of the state after it, and
+ * makes a retain wait for that drop. Unserialised, a look could fall between the last release and
+ * its look at the state after: its retain brought the primary context back (active again, so the
+ * releasing thread kept the pool), its release took it down, and nobody dropped the pool (a
+ * stress run with threads on created and primary contexts of one device found vmm's 44 MiB still
+ * held after every context was gone). Taken only by those hooks and cuDevicePrimaryCtxRetain
+ * (below), with no other lock of the shim held; it guards driver calls, and the drop of the state
+ * (context locks are taken inside it, never the other way round). */
 static ga_mutex_t ga_primary_lock;
 
 /* cuMemAllocAsync and cuMemAllocFromPoolAsync memory the driver served outlives the context:
@@ -266,42 +271,37 @@ static void ga_gone_trace(ga_gone_t *g, int dev)
     *g = (ga_gone_t){0};
 }
 
-/* A context is going away: give back its pool (to the driver unless the driver already freed it)
- * and its pass-through memory, and never match it again. All under its lock, so no allocation can
- * slip in between: a thread that held c before sees `dead` once it gets the lock. */
-static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
+/* Before a teardown call (c->lock held, the driver alive): the device passes everything that may
+ * still use the context's memory. The driver's teardown waits for the context's own queued work,
+ * but not for another context's. */
+static void ga_ctx_quiesce(ga_ctx_t *c)
 {
-    ga_gone_t gone = {0};
-    int traced = atomic_load_explicit(&ga_tracing, memory_order_relaxed) & GA_TRACE_ON;
-    ga_mutex_lock(&c->lock);
-    if (atomic_load(&c->dead)) {
-        ga_mutex_unlock(&c->lock);
-        return;
-    }
+    int pushed = ga_ctx_enter(c->ctx);
+    if (ga_real.cuCtxSynchronize)
+        ga_real.cuCtxSynchronize();
+    /* A stream-ordered free on another context's stream (the program may free a block of this
+     * context from any): that context's queued work may still use the chunk, and only the
+     * free's event says when it has passed (found by an outside test on 2026-12-05: the chunk
+     * went back, and the work overwrote a later context's block there). */
+    for (size_t i = 0; i < c->npend; i++)
+        if (c->pend[i].ev && ga_real.cuEventSynchronize)
+            ga_real.cuEventSynchronize(c->pend[i].ev);
+    /* So with async-freed pass-through memory (stream-ordered: the driver holds it until the
+     * free's stream passes, whatever becomes of the context), whose bytes leave the cap with
+     * the context's state (an outside test, 2026-12-06: a free queued on another context's
+     * stream still held 40 MiB when the destroy gave it back to the cap). */
+    for (size_t i = 0; i < c->npfree; i++)
+        if (c->pfree[i].ev && ga_real.cuEventSynchronize)
+            ga_real.cuEventSynchronize(c->pfree[i].ev);
+    ga_ctx_leave(pushed);
+}
+
+/* A context has gone (c->lock held, c not dead): give back its pool (to the driver unless the
+ * driver already freed it) and its pass-through memory, and never match it again. gone (NULL
+ * unless a trace is written): the blocks it takes with it, to be traced once the lock is let go. */
+static void ga_ctx_release(ga_ctx_t *c, int driver_gone, ga_gone_t *gone)
+{
     c->driver_gone = driver_gone;
-    if (!driver_gone) {
-        /* The driver's teardown waits for the context's queued work before it frees the memory
-         * that work uses; the bytes given back below must not come back to the cap before that,
-         * or another context could be granted memory the device still holds. */
-        int pushed = ga_ctx_enter(c->ctx);
-        if (ga_real.cuCtxSynchronize)
-            ga_real.cuCtxSynchronize();
-        /* A stream-ordered free on another context's stream (the program may free a block of this
-         * context from any): that context's queued work may still use the chunk, and only the
-         * free's event says when it has passed (found by an outside test on 2026-12-05: the chunk
-         * went back, and the work overwrote a later context's block there). */
-        for (size_t i = 0; i < c->npend; i++)
-            if (c->pend[i].ev && ga_real.cuEventSynchronize)
-                ga_real.cuEventSynchronize(c->pend[i].ev);
-        /* So with async-freed pass-through memory (stream-ordered: the driver holds it until the
-         * free's stream passes, whatever becomes of the context), whose bytes leave the cap with
-         * the context's state below (an outside test, 2026-12-06: a free queued on another
-         * context's stream still held 40 MiB when the destroy gave it back to the cap). */
-        for (size_t i = 0; i < c->npfree; i++)
-            if (c->pfree[i].ev && ga_real.cuEventSynchronize)
-                ga_real.cuEventSynchronize(c->pfree[i].ev);
-        ga_ctx_leave(pushed);
-    }
     /* The device has passed every pending free (the synchronisation above, or the driver freed
      * the context's memory): they go back to the pool before its final statistics are taken, so
      * the context's entry counts the program's frees instead of every such block still live. */
@@ -317,11 +317,11 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
             ga_pool_trim(c->pool);
         ga_pool_stats(c->pool, &c->final);
         c->has_final = 1;
-        if (traced)
-            ga_gone_pool(c, &gone);
+        if (gone)
+            ga_gone_pool(c, gone);
         uint64_t kept = ga_ctx_orphan(c, driver_gone);
-        if (kept)
-            ga_gone_kept(c, &gone, 0);
+        if (kept && gone)
+            ga_gone_kept(c, gone, 0);
         /* Its live allocations go with it (the driver frees a context's memory): they leave the
          * process's in-use level, which kept them after a destroy or reset (in_use above
          * reserved in the totals); those an orphan pool keeps leave it when they are freed. */
@@ -338,14 +338,14 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
         ga_ptrmap_fini(&c->async);
         memset(&c->async, 0, sizeof c->async);
     }
-    if (traced && c->pass.count && !ga_gone_room(&gone, c->pass.count, 1))
-        traced = 0;
+    if (gone && c->pass.count && !ga_gone_room(gone, c->pass.count, 1))
+        gone = NULL;
     for (size_t i = 0; c->pass.slots && i <= c->pass.mask; i++) {
         const ga_pentry_t *e = &c->pass.slots[i];
         if (!e->key || ga_pass_outlives(c, e))
             continue;
-        if (traced) /* the driver frees it with the context */
-            gone.blk[gone.n][0] = e->key, gone.blk[gone.n++][1] = e->size;
+        if (gone) /* the driver frees it with the context */
+            gone->blk[gone->n][0] = e->key, gone->blk[gone->n++][1] = e->size;
         ga_dev_uncommit(c->dev, e->size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e->size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e->size);
@@ -354,13 +354,23 @@ static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
     ga_ptrmap_fini(&c->pass);
     memset(&c->pass, 0, sizeof c->pass);
     atomic_store(&c->dead, 1);
+}
+
+/* A context the driver has let go (driver_gone 1) or a forked child's copy (2): its state goes. */
+static void ga_ctx_drop(ga_ctx_t *c, int driver_gone)
+{
+    ga_gone_t gone = {0};
+    int traced = atomic_load_explicit(&ga_tracing, memory_order_relaxed) & GA_TRACE_ON;
+    ga_mutex_lock(&c->lock);
+    if (!atomic_load(&c->dead))
+        ga_ctx_release(c, driver_gone, traced ? &gone : NULL);
     ga_mutex_unlock(&c->lock);
     ga_ctx_forget_cached();
     ga_gone_trace(&gone, c->dev);
 }
 
-/* Drops every live state of ctx: before a teardown call (with the driver alive) and after it
- * (driver_gone: a state another thread made for ctx in between, whose memory the driver freed). */
+/* Drops every live state of ctx after a teardown call went through: a state another thread made
+ * for ctx while the call was under way, whose memory the driver freed. */
 static void ga_ctx_drop_all(CUcontext ctx, int driver_gone)
 {
     ga_ctx_t *c;
@@ -371,25 +381,66 @@ static void ga_ctx_drop_all(CUcontext ctx, int driver_gone)
 /* ---- the teardown hooks ---- */
 static CUcontext ga_primary_of(CUdevice dev);
 
-/* The pool goes before the driver's call, while its memory can still be given back through the
- * driver, and after it for a state another thread made in between. But the driver refuses to
- * destroy a primary context (those go through cuDevicePrimaryCtxRelease/Reset) and keeps it and
- * its memory: dropping that pool first would leave the program's live allocations in memory the
- * shim had freed and would hand out again. So a primary context is left to the driver's answer. */
+/* The driver's teardown call: a context's (cuCtxDestroy, cuCtxDetach) or a device's primary
+ * context's (cuDevicePrimaryCtxReset). */
+typedef struct ga_td_call {
+    CUresult (*ctx_fn)(CUcontext);
+    CUresult (*dev_fn)(CUdevice);
+    CUcontext ctx;
+    CUdevice dev;
+} ga_td_call_t;
+
+/* The teardown of ctx by call. Its state's lock is held from before the call until its state has
+ * gone, so nothing is allocated in it in between; it is marked closing meanwhile, so another
+ * context's trim before an out-of-memory passes it by instead of waiting for the driver
+ * (ga_dev_trim). Its memory leaves the cap only once the driver has freed it (helper-46 F1: a
+ * managed block left it before the call, and another context was granted those bytes while the
+ * driver still held them); a call the driver refuses leaves the state as it was (F3: the pool had
+ * been dropped, and the next allocation got the live block's address). A primary context handed
+ * to cuCtxDestroy is refused by the driver, and so kept like any refused call. Other threads wait
+ * for the lock only where they look at this context itself (its frees, cuMemGetInfo's figures). */
+static CUresult ga_ctx_teardown(CUcontext ctx, const ga_td_call_t *call)
+{
+    ga_gone_t gone = {0};
+    int traced = atomic_load_explicit(&ga_tracing, memory_order_relaxed) & GA_TRACE_ON;
+    /* Other contexts' events made in it go while it lives, before its lock is taken (that walk
+     * takes the other contexts' locks one at a time). */
+    ga_ctx_foreign_dying(ctx);
+    ga_ctx_t *c;
+    while ((c = ga_ctx_of(ctx))) {
+        /* The process's first context keeps the in-use level itself, and the next state made
+         * takes it over under its lock: given up now, or a context's first allocation while the
+         * call is under way would wait for the driver's teardown of another. */
+        if (ga_ctx_level_owner() == c)
+            ga_ctx_level_share();
+        ga_mutex_lock(&c->lock);
+        if (!atomic_load(&c->dead))
+            break;
+        ga_mutex_unlock(&c->lock); /* gone meanwhile: the next live state, if any */
+    }
+    if (c) {
+        atomic_store(&c->closing, 1);
+        ga_ctx_quiesce(c);
+    }
+    CUresult r = call->ctx_fn ? call->ctx_fn(call->ctx) : call->dev_fn(call->dev);
+    if (c) {
+        if (r == CUDA_SUCCESS)
+            ga_ctx_release(c, 1, traced ? &gone : NULL);
+        atomic_store(&c->closing, 0);
+        ga_mutex_unlock(&c->lock);
+        ga_gone_trace(&gone, c->dev);
+    }
+    if (r == CUDA_SUCCESS) {
+        ga_ctx_forget_cached();
+        ga_ctx_drop_all(ctx, 1);
+    }
+    return r;
+}
+
 static CUresult ga_ctx_destroy(CUcontext ctx, CUresult (*real_destroy)(CUcontext))
 {
-    ga_ctx_t *c = ga_ctx_of(ctx);
-    ga_mutex_lock(&ga_primary_lock);
-    int primary = c && ga_primary_of(c->dev) == ctx;
-    ga_mutex_unlock(&ga_primary_lock);
-    if (!primary)
-        ga_ctx_drop_all(ctx, 0);
-    if (!primary)
-        ga_ctx_foreign_dying(ctx); /* other contexts' events made in it go while it lives */
-    CUresult r = real_destroy(ctx);
-    if (r == CUDA_SUCCESS)
-        ga_ctx_drop_all(ctx, 1);
-    return r;
+    ga_td_call_t call = {.ctx_fn = real_destroy, .ctx = ctx};
+    return ga_ctx_teardown(ctx, &call);
 }
 
 GA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
@@ -436,16 +487,14 @@ static CUcontext ga_primary_of(CUdevice dev)
     return ctx;
 }
 
+/* Under the primary lock from the look at the handle to the drop, as a last release (below): a
+ * retain in between would bring the context back with the same handle and its dying state. */
 static CUresult ga_primary_reset(CUdevice dev, CUresult (*real_reset)(CUdevice))
 {
     ga_mutex_lock(&ga_primary_lock);
-    CUcontext p = ga_primary_of(dev);
+    ga_td_call_t call = {.dev_fn = real_reset, .dev = dev};
+    CUresult r = ga_ctx_teardown(ga_primary_of(dev), &call);
     ga_mutex_unlock(&ga_primary_lock);
-    ga_ctx_drop_all(p, 0);
-    ga_ctx_foreign_dying(p); /* other contexts' events made in it go while it lives */
-    CUresult r = real_reset(dev);
-    if (r == CUDA_SUCCESS)
-        ga_ctx_drop_all(p, 1); /* made by another thread between the drop and the reset */
     return r;
 }
 

@@ -30,7 +30,7 @@ START_TEST(ctx_destroy_releases_arena)
     ck_assert_int_eq(cuCtxDestroy(ctx), CUDA_SUCCESS);
     simcuda_counters_t c = pt_counters();
     ck_assert_uint_eq(c.bytes_in_use, 0);
-    ck_assert_uint_eq(c.free_calls, 1); /* the shim released its region before the destroy */
+    ck_assert_uint_eq(c.free_calls, 0); /* the driver freed the region with the context */
     /* A new context: a new arena from a new driver allocation, not the dead one's memory. */
     ck_assert_int_eq(cuCtxCreate(&ctx, NULL, 0, dev), CUDA_SUCCESS);
     CUdeviceptr q;
@@ -218,7 +218,7 @@ START_TEST(primary_reset_releases_arena)
     ck_assert_int_eq(cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
     simcuda_counters_t c = pt_counters();
     ck_assert_uint_eq(c.bytes_in_use, 0);
-    ck_assert_uint_eq(c.free_calls, 1);
+    ck_assert_uint_eq(c.free_calls, 0); /* the driver freed the region with the context */
     CUcontext ctx = pt_start();
     CUdeviceptr q;
     ck_assert_int_eq(cuMemAlloc(&q, 1 * MiB), CUDA_SUCCESS);
@@ -323,27 +323,41 @@ START_TEST(first_call_from_constructor)
 }
 END_TEST
 
-/* cuCtxDestroy of a primary context: the driver refuses (primary contexts go through
- * cuDevicePrimaryCtxRelease/Reset) and keeps the context and its memory, so the shim keeps its pool:
- * the live allocation still reads back, a new one does not land on it, its free succeeds, and no
- * driver memory was given back. In every mode. */
+/* A teardown the driver refuses leaves the context and its memory as they were, so the shim keeps
+ * its pool: the live allocation still reads back, a new one does not land on it, its free
+ * succeeds, and no driver memory was given back. In every mode. Loop: 0, cuCtxDestroy of a
+ * primary context (the driver refuses: those go through cuDevicePrimaryCtxRelease/Reset); 1, a
+ * created context's cuCtxDestroy and 2, cuDevicePrimaryCtxReset, refused by injection
+ * (helper-46 F3: the pool was dropped before the driver's call, and the next allocation got the
+ * live block's address); after those, the call is made again and goes through. */
 START_TEST(ctx_destroy_refused_keeps_pool)
 {
     static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
                                         "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const entry[] = {NULL, "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2"};
     for (int m = 0; m < 4; m++) {
         pid_t pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
             pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
             CUcontext ctx = pt_start();
+            CUdevice dev;
+            if (_i == 1 && (cuDeviceGet(&dev, 0) || cuCtxCreate(&ctx, NULL, 0, dev)))
+                _exit(8);
             CUdeviceptr p, q;
             unsigned char h[64];
             memset(h, 0x5a, sizeof h);
             if (cuMemAlloc(&p, MiB) || cuMemcpyHtoD(p, h, sizeof h))
                 _exit(2);
             simcuda_counters_t before = pt_counters();
-            if (cuCtxDestroy(ctx) != CUDA_ERROR_INVALID_CONTEXT)
+            char rule[64];
+            if (entry[_i]) {
+                snprintf(rule, sizeof rule, "%s:%llu", entry[_i], simcuda_entry_calls(entry[_i]) + 1);
+                if (simcuda_fail_add(rule))
+                    _exit(9);
+            }
+            CUresult r = _i == 2 ? cuDevicePrimaryCtxReset(0) : cuCtxDestroy(ctx);
+            if (r != (_i ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_CONTEXT))
                 _exit(3);
             if (pt_counters().bytes_in_use != before.bytes_in_use)
                 _exit(4); /* the shim gave back memory the context still has */
@@ -352,14 +366,85 @@ START_TEST(ctx_destroy_refused_keeps_pool)
                 _exit(5);
             if (cuMemAlloc(&q, MiB) || (q < p + MiB && p < q + MiB))
                 _exit(6); /* a new allocation on the live one */
+            if (cuMemsetD8(q, 0x11, MiB) || cuMemcpyDtoH(h, p, sizeof h) || h[0] != 0x5a)
+                _exit(10);
             if (cuMemFree(p) || cuMemFree(q))
                 _exit(7);
+            if (_i && ((_i == 2 ? cuDevicePrimaryCtxReset(0) : cuCtxDestroy(ctx)) ||
+                       pt_counters().vmm_bytes_in_use != 0 ||
+                       pt_counters().bytes_in_use != 0))
+                _exit(11); /* the teardown that goes through takes the pool */
             _exit(0);
         }
         int st = 0;
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child status %#x", modes[m], st);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s, case %d: child status %#x",
+                      modes[m], _i, st);
     }
+}
+END_TEST
+
+/* helper-46 F1: while the driver's teardown of a context (cuCtxDestroy, cuDevicePrimaryCtxReset)
+ * is under way, the context's memory is still the device's: another context's allocation that
+ * needs it is refused under the cap until the call has returned, then it fits. The managed block
+ * left the cap before the driver's call, and 48 + 48 MiB were held under a 64 MiB cap. The
+ * teardown is held inside the driver (simcuda_hold_next_ctx_teardown); the other context
+ * allocates once the driver's entry count shows it is there. Loop: mode x {destroy, reset} x
+ * {managed, cuMemAlloc}. */
+static CUcontext held_ctx;
+
+static void *held_teardown(void *arg)
+{
+    CUresult r = arg ? cuDevicePrimaryCtxReset(0) : cuCtxDestroy(held_ctx);
+    return (void *)(uintptr_t)r;
+}
+
+static void teardown_held_child(void *arg)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    int v = (int)(uintptr_t)arg, reset = v & 1, managed = (v >> 1) & 1;
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", modes[v >> 2], NULL);
+    CUdevice dev;
+    CUcontext b;
+    CUdeviceptr p, q;
+    unsigned gate;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&b, NULL, 0, dev))
+        exit(2);
+    if (reset ? cuDevicePrimaryCtxRetain(&held_ctx, dev) || cuCtxSetCurrent(held_ctx)
+              : cuCtxCreate(&held_ctx, NULL, 0, dev))
+        exit(2);
+    if (managed ? cuMemAllocManaged(&p, 48 * MiB, CU_MEM_ATTACH_GLOBAL) : cuMemAlloc(&p, 48 * MiB))
+        exit(2);
+    const char *entry = reset ? "cuDevicePrimaryCtxReset_v2" : "cuCtxDestroy_v2";
+    unsigned long long n = simcuda_entry_calls(entry);
+    pthread_t t;
+    if (simcuda_hold_next_ctx_teardown(&gate) ||
+        pthread_create(&t, NULL, held_teardown, (void *)(uintptr_t)reset))
+        exit(2);
+    while (simcuda_entry_calls(entry) == n)
+        sched_yield(); /* inside the driver, held: the 48 MiB are still the device's */
+    CUresult r = cuCtxSetCurrent(b) ? CUDA_ERROR_UNKNOWN : cuMemAlloc(&q, 48 * MiB);
+    simcuda_gate_open(gate);
+    void *td;
+    pthread_join(t, &td);
+    if ((CUresult)(uintptr_t)td != CUDA_SUCCESS)
+        exit(3);
+    if (pt_counters().peak_bytes_in_use > 64 * MiB)
+        exit(4); /* the driver held more than the cap */
+    if (r != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(5);
+    if (cuMemAlloc(&q, 48 * MiB) || cuMemFree(q))
+        exit(6); /* once the call returned, the bytes are free again */
+    exit(0);
+}
+
+START_TEST(teardown_under_way_keeps_memory_counted)
+{
+    char err[4096];
+    int rc = pt_run_child(teardown_held_child, (void *)(uintptr_t)_i, err, sizeof err);
+    ck_assert_msg(rc == 0, "mode %d, %s, %s: exit %d; %s", _i >> 2, _i & 1 ? "reset" : "destroy",
+                  _i & 2 ? "managed" : "cuMemAlloc", rc, err);
 }
 END_TEST
 
@@ -806,7 +891,8 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, fork_child_allocates);
     tcase_add_test(tc, cancel_inside_driver_wait_keeps_no_lock);
     tcase_add_test(tc, first_call_from_constructor);
-    tcase_add_test(tc, ctx_destroy_refused_keeps_pool);
+    tcase_add_loop_test(tc, ctx_destroy_refused_keeps_pool, 0, 3);
+    tcase_add_loop_test(tc, teardown_under_way_keeps_memory_counted, 0, 16);
     tcase_add_test(tc, ctx_destroy_keeps_async_memory_counted);
     tcase_add_test(tc, ctx_destroy_counts_pending_frees);
     tcase_add_loop_test(tc, ctx_destroy_v1_and_detach_drop_pool, 0, 8);

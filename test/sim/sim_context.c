@@ -259,7 +259,9 @@ static CUresult sim_ctx_arg(CUcontext ctx, sim_ctx_t **out)
         return r;
     sim_ctx_t *c = (sim_ctx_t *)ctx;
     pthread_mutex_lock(&sim_lock);
-    int ok = c && sim_ctx_known_locked(c) && c->alive;
+    int known = c && sim_ctx_known_locked(c), ok = known && c->alive;
+    if (known && !ok && !c->primary)
+        SIM_COUNT(dead_context_calls);
     pthread_mutex_unlock(&sim_lock);
     if (!ok)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -521,11 +523,42 @@ CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
     return sim_ctx_create(pctx, flags, dev);
 }
 
+/* The deprecated usage count: cuCtxAttach adds one to the current context's (created as one) and
+ * passes the context back; cuCtxDetach takes one off and destroys the context when none is left,
+ * as the real driver does. cuCtxDestroy destroys it whatever the count. */
+CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+    SIM_ENTER(cuCtxAttach);
+    sim_ctx_t *c;
+    CUresult r = sim_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    c->attached++;
+    pthread_mutex_unlock(&sim_lock);
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_ctx_detach(CUcontext ctx)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_arg(ctx, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&sim_lock);
+    int more = c->attached > 0;
+    if (more)
+        c->attached--;
+    pthread_mutex_unlock(&sim_lock);
+    return more ? CUDA_SUCCESS : sim_ctx_destroy(ctx);
+}
+
 SIM_WRAP(cuCtxDestroy, sim_ctx_destroy, (CUcontext ctx), (ctx))
 SIM_WRAP(cuCtxDestroy_v2, sim_ctx_destroy, (CUcontext ctx), (ctx))
-/* No cuCtxAttach here: every context's usage count is one, so a detach destroys it, as the real
- * driver's last detach does. */
-SIM_WRAP(cuCtxDetach, sim_ctx_destroy, (CUcontext ctx), (ctx))
+SIM_WRAP(cuCtxDetach, sim_ctx_detach, (CUcontext ctx), (ctx))
 SIM_WRAP(cuCtxPushCurrent, sim_ctx_push, (CUcontext ctx), (ctx))
 SIM_WRAP(cuCtxPushCurrent_v2, sim_ctx_push, (CUcontext ctx), (ctx))
 SIM_WRAP(cuCtxPopCurrent, sim_ctx_pop, (CUcontext *pctx), (pctx))

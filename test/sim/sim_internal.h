@@ -53,6 +53,7 @@ typedef struct sim_ctx {
     int primary;
     int alive;             /* created and not destroyed; for a primary: refcount > 0 */
     unsigned refcount;     /* primary contexts only */
+    unsigned attached;     /* cuCtxAttach's not yet detached: the usage count less one */
     unsigned flags;
     struct sim_ctx *next;  /* registry of every context ever made */
     struct sim_stream *legacy;  /* its legacy default stream (made at first use; sim_stream_mu) */

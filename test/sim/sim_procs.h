@@ -34,6 +34,7 @@
     X(cuCtxCreate, 12050, 0, cuCtxCreate_v4)                                          \
     X(cuCtxDestroy, 2000, 0, cuCtxDestroy)                                            \
     X(cuCtxDestroy, 4000, 0, cuCtxDestroy_v2)                                         \
+    X(cuCtxAttach, 2000, 0, cuCtxAttach)                                              \
     X(cuCtxDetach, 2000, 0, cuCtxDetach)                                              \
     X(cuCtxGetApiVersion, 3020, 0, cuCtxGetApiVersion)                                \
     X(cuCtxSetCurrent, 4000, 0, cuCtxSetCurrent)                                      \

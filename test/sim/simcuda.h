@@ -200,7 +200,9 @@ extern "C" {
     X(stream_ops_deferred, "operations that did not run at once in the calling thread")     \
     X(stream_faults, "queued operations that found their memory gone when they ran (skipped)") \
     X(implicit_syncs, "cuMemFree_v2 calls that waited for queued work before freeing")      \
-    X(launch_calls, "simcuda_launch + simcuda_launch_copy calls")
+    X(launch_calls, "simcuda_launch + simcuda_launch_copy calls")                            \
+    X(dead_context_calls, "calls that named a destroyed created context (undefined behaviour on " \
+                          "the real driver: the handle may be freed, or another context's by then)")
 
 typedef struct simcuda_counters {
 #define SIMCUDA_COUNTER_FIELD(name, desc) unsigned long long name;

@@ -341,6 +341,40 @@ START_TEST(created_contexts)
 }
 END_TEST
 
+/* The usage count: a context attached twice goes at its third detach, with its memory; a call
+ * naming it after that is counted as one naming a destroyed context. */
+START_TEST(attach_detach)
+{
+    CUresult (*cuCtxAttach)(CUcontext *, unsigned) = ts_sym("cuCtxAttach"); /* deprecated: */
+    CUresult (*cuCtxDetach)(CUcontext) = ts_sym("cuCtxDetach");           /* not declared plainly */
+    CK(cuInit(0));
+    CUcontext a, b, cur;
+    CUdeviceptr p;
+    CK(cuCtxCreate(&a, NULL, 0, 0));
+    CK(cuMemAlloc(&p, 4096));
+    ck_assert_int_eq(cuCtxAttach(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuCtxAttach(&b, 1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuCtxAttach(&b, 0));
+    ck_assert_ptr_eq(b, a);
+    CK(cuCtxAttach(&b, 0));
+    CK(cuCtxDetach(a));
+    CK(cuCtxDetach(a));
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 4096); /* still attached once: alive */
+    CK(cuCtxGetCurrent(&cur));
+    ck_assert_ptr_eq(cur, a);
+    ck_assert_uint_eq(ts_counters().dead_context_calls, 0);
+    CK(cuCtxDetach(a));
+    simcuda_counters_t c = ts_counters();
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+    ck_assert_uint_eq(c.ctx_destroys, 1);
+    unsigned version;
+    ck_assert_int_eq(cuCtxGetApiVersion(a, &version), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_int_eq(cuCtxDetach(a), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_uint_eq(ts_counters().dead_context_calls, 2);
+    ck_assert_int_eq(cuCtxAttach(&b, 0), CUDA_ERROR_INVALID_CONTEXT); /* none current */
+}
+END_TEST
+
 START_TEST(primary_context)
 {
     CK(cuInit(0));
@@ -683,6 +717,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, getproc_versions);
     tcase_add_test(tc, getproc_log);
     tcase_add_test(tc, created_contexts);
+    tcase_add_test(tc, attach_detach);
     tcase_add_test(tc, primary_context);
     tcase_add_test(tc, other_allocations);
     tcase_add_test(tc, vmm_handles);

@@ -437,10 +437,15 @@ static CUresult ga_ctx_teardown(CUcontext ctx, const ga_td_call_t *call)
     return r;
 }
 
+static void ga_attach_forget(CUcontext ctx);
+
 static CUresult ga_ctx_destroy(CUcontext ctx, CUresult (*real_destroy)(CUcontext))
 {
     ga_td_call_t call = {.ctx_fn = real_destroy, .ctx = ctx};
-    return ga_ctx_teardown(ctx, &call);
+    CUresult r = ga_ctx_teardown(ctx, &call);
+    if (r == CUDA_SUCCESS && ctx)
+        ga_attach_forget(ctx);
+    return r;
 }
 
 GA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
@@ -457,20 +462,74 @@ GA_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
     return ga_ctx_destroy(ctx, ga_real.cuCtxDestroy);
 }
 
-/* A detach destroys the context only at its last detach, which only the driver knows: asked
- * after the call (the context's API version is refused once it is gone), and then its state is
- * forgotten as after a last primary release (the driver has freed its memory). */
+/* cuCtxAttach's not yet detached, per context (key the handle, size the count): the driver makes a
+ * context with a usage count of one, cuCtxAttach adds one and cuCtxDetach takes one off, destroying
+ * the context at none. Counted here, the detach that destroys is known before the driver's call,
+ * and goes as cuCtxDestroy does; the hook asked cuCtxGetApiVersion about the handle after the
+ * call, undefined behaviour once the context is gone (its handle freed, or another context's by
+ * then; helper-48 F4). File-local; its lock is taken with no other lock of the shim held. */
+static ga_mutex_t ga_attach_lock;
+static ga_ptrmap_t ga_attached;
+
+static void ga_attach_add(CUcontext ctx)
+{
+    ga_mutex_lock(&ga_attach_lock);
+    ga_pentry_t *e = ga_ptrmap_get(&ga_attached, (uint64_t)(uintptr_t)ctx);
+    int kept = e ? (e->size++, 1)
+                 : ga_ptrmap_put(&ga_attached, &(ga_pentry_t){.key = (uint64_t)(uintptr_t)ctx,
+                                                               .size = 1}) == 0;
+    ga_mutex_unlock(&ga_attach_lock);
+    if (!kept)
+        ga_log(GA_LOG_WARN, "out of host memory to count a cuCtxAttach of context %p: its next "
+               "cuCtxDetach is taken as its last, and its allocations are forgotten while the "
+               "driver keeps them; free host memory, or use cuCtxCreate/cuCtxDestroy",
+               (void *)ctx);
+}
+
+/* 1, and one attach fewer, when ctx has an attach not yet detached; 0: this detach is its last. */
+static int ga_attach_take(CUcontext ctx)
+{
+    ga_mutex_lock(&ga_attach_lock);
+    ga_pentry_t *e = ga_ptrmap_get(&ga_attached, (uint64_t)(uintptr_t)ctx);
+    if (e && --e->size == 0)
+        ga_ptrmap_take(&ga_attached, e->key, NULL);
+    ga_mutex_unlock(&ga_attach_lock);
+    return e != NULL;
+}
+
+/* A context destroyed whatever its count: a later context may get its handle. */
+static void ga_attach_forget(CUcontext ctx)
+{
+    ga_mutex_lock(&ga_attach_lock);
+    if (ga_attached.count)
+        ga_ptrmap_take(&ga_attached, (uint64_t)(uintptr_t)ctx, NULL);
+    ga_mutex_unlock(&ga_attach_lock);
+}
+
+GA_EXPORT CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+    GA_HOOK_ENTER(cuCtxAttach, (pctx, flags));
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ga_real.cuCtxAttach(pctx, flags);
+    if (r == CUDA_SUCCESS && *pctx)
+        ga_attach_add(*pctx);
+    return r;
+}
+
+/* A detach that leaves an attach destroys nothing: straight to the driver. The last is a
+ * teardown, as cuCtxDestroy. */
 GA_EXPORT CUresult cuCtxDetach(CUcontext ctx)
 {
     GA_HOOK_ENTER(cuCtxDetach, (ctx));
+    if (ctx && ga_attach_take(ctx)) {
+        CUresult r = ga_real.cuCtxDetach(ctx);
+        if (r != CUDA_SUCCESS)
+            ga_attach_add(ctx); /* refused: the count as it was */
+        return r;
+    }
     ga_teardown_begin();
-    ga_ctx_foreign_dying(ctx); /* at every detach: only the driver knows which is the last */
-    CUresult r = ga_real.cuCtxDetach(ctx);
-    unsigned version = 0;
-    if (r == CUDA_SUCCESS && ctx && ga_real.cuCtxGetApiVersion &&
-        ga_real.cuCtxGetApiVersion(ctx, &version) == CUDA_ERROR_INVALID_CONTEXT)
-        ga_ctx_drop_all(ctx, 1);
-    return r;
+    return ga_ctx_destroy(ctx, ga_real.cuCtxDetach);
 }
 
 /* The primary context of dev, if it is active, without changing its reference count. */
@@ -581,4 +640,5 @@ GA_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 void ga_teardown_fork_child(void)
 {
     ga_mutex_init(&ga_primary_lock);
+    ga_mutex_init(&ga_attach_lock);
 }

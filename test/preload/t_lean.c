@@ -91,6 +91,15 @@ static int r_ctx_destroy(void *f)
     cuCtxSetCurrent(primary);
     return r;
 }
+static int r_attach(void *f) /* then detached: the context stays */
+{
+    CUcontext c;
+    CUresult r = ((CUresult (*)(CUcontext *, unsigned))f)(&c, 0);
+    CUresult (*detach)(CUcontext) = (CUresult (*)(CUcontext))dlsym(RTLD_DEFAULT, "cuCtxDetach");
+    if (r == CUDA_SUCCESS && detach)
+        r = detach(c);
+    return r;
+}
 static int r_primary(void *f) /* release or reset: an extra reference keeps the context */
 {
     CUcontext c;
@@ -260,6 +269,7 @@ static const struct lean_recipe {
     {"cuCtxDestroy_v2", r_ctx_destroy},
     {"cuCtxDestroy", r_ctx_destroy},
     {"cuCtxDetach", r_ctx_destroy},
+    {"cuCtxAttach", r_attach},
     {"cuDevicePrimaryCtxReset_v2", r_primary},
     {"cuDevicePrimaryCtxRelease_v2", r_primary},
     {"cuDevicePrimaryCtxReset", r_primary},

@@ -70,6 +70,7 @@ START_TEST(ctx_destroy_v1_and_detach_drop_pool)
     simcuda_counters_t c = pt_counters();
     ck_assert_uint_eq(c.bytes_in_use, 0);
     ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_uint_eq(c.dead_context_calls, 0); /* the gone handle never passed to the driver */
     ck_assert_int_eq(cuCtxCreate(&y, NULL, 0, dev), CUDA_SUCCESS);
     size_t fr = 0, total = 0;
     ck_assert_int_eq(cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
@@ -80,6 +81,54 @@ START_TEST(ctx_destroy_v1_and_detach_drop_pool)
     ck_assert_int_eq(cuMemFree(q), CUDA_SUCCESS);
     ck_assert_int_eq(cuCtxDestroy(y), CUDA_SUCCESS);
     ck_assert_uint_eq(pt_counters().bytes_in_use, 0);
+}
+END_TEST
+
+/* helper-48 F4: cuCtxDetach destroys a context at its last detach only, after as many detaches as
+ * cuCtxAttach calls; the shim counts them and decides before the driver's call, where it asked the
+ * driver about the handle after the call, the context gone (undefined behaviour on the real
+ * driver: the handle is freed, or another context's). A context attached twice keeps its pool and
+ * its share of the cap through two detaches, and the third takes them; no call ever names the
+ * gone context (the simulated driver counts such calls). Loop: mode. */
+START_TEST(ctx_detach_counts_attaches)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", modes[_i], NULL);
+    CUdevice dev;
+    CUcontext x, y, att;
+    CUresult (*attach)(CUcontext *, unsigned) = NULL;
+    CUresult (*detach)(CUcontext) = NULL;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuGetProcAddress_v2("cuCtxAttach", (void **)&attach, 2000, 0, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuGetProcAddress_v2("cuCtxDetach", (void **)&detach, 2000, 0, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&x, NULL, 0, dev), CUDA_SUCCESS);
+    CUdeviceptr p, q;
+    ck_assert_int_eq(cuMemAlloc(&p, 8 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(p, 0x5a, 8 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(attach(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(attach(&att, 0), CUDA_SUCCESS);
+    ck_assert_ptr_eq(att, x);
+    ck_assert_int_eq(attach(&att, 0), CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(detach(x), CUDA_SUCCESS);
+        unsigned char h = 0;
+        ck_assert_int_eq(cuMemcpyDtoH(&h, p + 4 * MiB, 1), CUDA_SUCCESS);
+        ck_assert_uint_eq(h, 0x5a); /* still the context's, and its block */
+        ck_assert_int_eq(cuMemAlloc(&q, 60 * MiB), CUDA_ERROR_OUT_OF_MEMORY); /* 8 MiB still held */
+    }
+    ck_assert_int_eq(detach(x), CUDA_SUCCESS); /* the last */
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+    ck_assert_uint_eq(c.vmm_bytes_in_use, 0);
+    ck_assert_uint_eq(c.ctx_destroys, 1);
+    ck_assert_uint_eq(c.dead_context_calls, 0);
+    ck_assert_int_eq(cuCtxCreate(&y, NULL, 0, dev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&q, 60 * MiB), CUDA_SUCCESS); /* the whole cap again */
+    ck_assert_int_eq(cuMemFree(q), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(y), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().dead_context_calls, 0);
 }
 END_TEST
 
@@ -896,6 +945,7 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, ctx_destroy_keeps_async_memory_counted);
     tcase_add_test(tc, ctx_destroy_counts_pending_frees);
     tcase_add_loop_test(tc, ctx_destroy_v1_and_detach_drop_pool, 0, 8);
+    tcase_add_loop_test(tc, ctx_detach_counts_attaches, 0, 4);
     tcase_add_test(tc, stream_ordered_pass_memory_outlives_destroy);
     tcase_add_test(tc, ctx_destroy_says_async_blocks_go);
     tcase_add_test(tc, ctx_destroy_counts_blocks_as_asked);

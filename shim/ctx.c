@@ -6,13 +6,15 @@
  * ga_ctx with its own pool (the mode's, allocator/ga_pool.h) and lock, the pool made at its first
  * allocation. Context states are never freed (a stale handle must never match a live one, and
  * threads cache pointers to them); a destroyed context is marked dead under its lock, and the
- * generation bumped so caches revalidate. Nothing is allocated in, or committed against, a dead
+ * generation bumped so caches revalidate. A dead state is reused for the next context made
+ * (ga_ctx_reuse), so the list is as long as the most contexts alive at once. Nothing is allocated in, or committed against, a dead
  * context: every hook takes the lock and checks `dead` before touching the pool, so what the
  * devices count as committed is exactly what the driver holds for live contexts. What a teardown
  * does to a context's state, and the hooks that destroy or release one, are in teardown.c.
  */
 #include "shim.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -384,6 +386,71 @@ void ga_ctx_level_share(void)
     pthread_mutex_unlock(&ga_ctx_list_lock);
 }
 
+/* Zeroes what a new context's state starts from (c dead, its lock held): the fields the hooks
+ * read without the lock (the pool, orphan, the level atomics: all zero in a dead state already
+ * but for the level's, which only its owner uses) are left out of the plain writes. */
+static void ga_ctx_clear(ga_ctx_t *c)
+{
+#define GA_CLEAR(from, to) \
+    do { \
+        memset((char *)c + offsetof(ga_ctx_t, from), 0, offsetof(ga_ctx_t, to) - offsetof(ga_ctx_t, from)); \
+    } while (0)
+    GA_CLEAR(pass, orphan);
+    GA_CLEAR(unfenced, lvl_in_use);
+    GA_CLEAR(orph_mapped, next);
+#undef GA_CLEAR
+    atomic_store(&c->lvl_in_use, 0);
+    atomic_store(&c->lvl_peak, 0);
+}
+
+/* A dead state nothing holds any more (no orphan pool, no granule the driver kept, its lock free)
+ * made the state of ctx on dev, its figures first into its device's retired record (stats.c);
+ * NULL when there is none. The list lock held. Every dead state stayed on the list: host memory,
+ * the statistics and every walk of the list (the fence's wait for the device's other contexts)
+ * grew with the contexts ever made, 21 us a free+alloc pair after 2,000 (helper-20 F6). States
+ * cannot be freed (walks read them unlocked, threads cache pointers); reused, the list is as long
+ * as the most contexts alive at once. A stale pointer finds it alive for another context: a free
+ * looks in that pool by address, and hooks starting from a handle look it up (ga_ctx_find). */
+static ga_ctx_t *ga_ctx_reuse(CUcontext ctx, int dev)
+{
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+        if (!atomic_load(&c->dead) || atomic_load(&c->orphan) || c == atomic_load(&ga_lvl_owner))
+            continue;
+        if (ga_mutex_lock_for(&c->lock, 0) != 0)
+            continue;
+        if (!atomic_load(&c->dead) || atomic_load(&c->orphan) || c->pool || c->stuck.count ||
+            c->pend || c->pfree || c->fev || c->nevents) {
+            ga_mutex_unlock(&c->lock);
+            continue;
+        }
+        ga_stats_retire(c);
+        ga_ptrmap_fini(&c->stuck);
+        ga_ptrmap_fini(&c->pass);
+        ga_ptrmap_fini(&c->async);
+        ga_ptrmap_fini(&c->pend_set);
+        ga_ctx_clear(c);
+        c->driver_gone = 0;
+        atomic_store(&c->peers, 0);
+        atomic_store(&c->ctx, ctx);
+        atomic_store(&c->dev, dev);
+        c->grp = ga_devs[dev].group != NULL;
+        atomic_store_explicit(&c->dead, 0, memory_order_release); /* last: now it matches ctx */
+        ga_mutex_unlock(&c->lock);
+        return c;
+    }
+    return NULL;
+}
+
+/* Every context on dev knows it has a peer there (the list lock held). */
+static void ga_ctx_peers_locked(ga_ctx_t *c, int dev)
+{
+    for (ga_ctx_t *o = atomic_load(&ga_ctx_list); o; o = atomic_load(&o->next))
+        if (o != c && o->dev == dev) { /* never cleared: a dead peer only costs a walk */
+            atomic_store(&o->peers, 1);
+            atomic_store(&c->peers, 1);
+        }
+}
+
 static ga_ctx_t *ga_ctx_create(CUcontext ctx)
 {
     CUdevice dev = 0;
@@ -393,9 +460,14 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
     ga_dev_setup(dev);
     pthread_mutex_lock(&ga_ctx_list_lock);
     ga_ctx_t *c = ga_ctx_find(ctx);
-    if (!c && !(c = calloc(1, sizeof *c)))
+    if (!c && atomic_load(&ga_ctx_list)) {
+        ga_ctx_level_share_locked(); /* a second context: the level is shared (and never reused) */
+        if ((c = ga_ctx_reuse(ctx, dev)))
+            ga_ctx_peers_locked(c, dev);
+    }
+    if (!c && !(c = calloc(1, sizeof *c))) {
         ga_tl_unmade = dev;
-    else if (!c->ctx) {
+    } else if (!c->ctx) {
         c->ctx = ctx;
         c->dev = dev;
         c->grp = ga_devs[dev].group != NULL;
@@ -403,14 +475,8 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
         if (!atomic_load(&ga_ctx_list)) { /* the process's first context keeps the level */
             c->lvl_own = 1;
             atomic_store(&ga_lvl_owner, c);
-        } else {
-            ga_ctx_level_share_locked();
         }
-        for (ga_ctx_t *o = atomic_load(&ga_ctx_list); o; o = atomic_load(&o->next))
-            if (o->dev == dev) { /* never cleared: a dead peer only costs a walk */
-                atomic_store(&o->peers, 1);
-                atomic_store(&c->peers, 1);
-            }
+        ga_ctx_peers_locked(c, dev);
         atomic_store(&c->next, atomic_load(&ga_ctx_list));
         atomic_store(&ga_ctx_list, c);
     }
@@ -817,6 +883,9 @@ void ga_ctx_fork_child(void)
             ga_ptrmap_fini(&dv->loose);
             memset(&dv->loose, 0, sizeof dv->loose);
             memset(&dv->counts, 0, sizeof dv->counts);
+            dv->retired_n = 0; /* the parent's contexts */
+            memset(&dv->retired_counts, 0, sizeof dv->retired_counts);
+            memset(&dv->retired_final, 0, sizeof dv->retired_final);
             atomic_store(&dv->orph_n, 0); /* the parent's orphans were freed above */
             atomic_store(&dv->orph_bytes, 0);
             atomic_store(&dv->orph_mapped, 0);

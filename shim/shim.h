@@ -221,6 +221,10 @@ extern int ga_timing; /* time the hooks: stats or trace asked for; set once at s
 uint64_t ga_now(void);
 void ga_stats_start(void);
 void ga_stats_fork_child(void);
+/* A dead context's state is reused (ctx.c): its counts and final pool figures go into its
+ * device's retired record (c->lock held; the device lock taken inside). */
+struct ga_ctx;
+void ga_stats_retire(const struct ga_ctx *c);
 /* Counting, with the lock that guards cn held; t0 from ga_now() when ga_timing. */
 void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64_t t0);
 void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0);
@@ -264,6 +268,11 @@ typedef struct ga_dev {
     ga_ptrmap_t loose;         /* stream-ordered pass-through allocations whose context is gone
                                   (they outlive it, ga_ctx_drop): key pointer, size, aux api */
     ga_counts_t counts;        /* the program's cuMemCreate/cuMemRelease */
+    /* Dead contexts whose states were reused (ctx.c, ga_ctx_reuse): how many, and their figures
+     * summed, one "retired" record in the statistics; under lock. */
+    uint64_t retired_n;
+    ga_counts_t retired_counts;
+    ga_stats_t retired_final;
     uint8_t uuid[16];          /* cuDeviceGetUuid(_v2); zero when the driver has neither */
     ga_group_t *group;         /* GPUARENA_GROUP's ledger for this device, or NULL */
     /* Dead contexts' vmm pools kept for stream-ordered blocks (orphans, teardown.c): how many, the
@@ -303,8 +312,8 @@ typedef struct ga_passfree {
 } ga_passfree_t;
 
 typedef struct ga_ctx {
-    CUcontext ctx;
-    int dev;
+    CUcontext _Atomic ctx;   /* atomic, as dev: a dead state is reused for a new context, */
+    _Atomic int dev;         /* while walks read them without a lock (ctx.c, ga_ctx_reuse) */
     _Atomic int dead;        /* destroyed: never matched again, its memory gone with it */
     _Atomic int peers;       /* another context on the device has been seen (ctx.c), so a
                                 cuMemFree's wait covers those too (ga_dev_sync_others) */

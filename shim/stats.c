@@ -224,6 +224,20 @@ static void ga_counts_add(ga_counts_t *sum, const ga_counts_t *c)
     }
 }
 
+void ga_stats_retire(const ga_ctx_t *c)
+{
+    ga_dev_t *d = ga_dev(c->dev);
+    ga_mutex_lock(&d->lock);
+    d->retired_n++;
+    ga_counts_add(&d->retired_counts, &c->counts);
+    if (c->has_final) {
+#define GA_SUM(name, unit, desc) d->retired_final.name += c->final.name;
+        GA_STATS_LIST(GA_SUM)
+#undef GA_SUM
+    }
+    ga_mutex_unlock(&d->lock);
+}
+
 /* ---- JSON ---- */
 /* A context whose lock stayed held for GA_MUTEX_EXIT_WAIT_NS at exit: its holder is this thread
  * (exit() from a signal handler that interrupted a hook) or a thread that does not come back (one
@@ -274,6 +288,50 @@ static int ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_count
     *holds = *alive || atomic_load(&c->orphan);
     ga_mutex_unlock(&c->lock);
     return 0;
+}
+
+/* One record per device for the dead contexts whose states were reused (ga_stats_retire): their
+ * figures summed, as each one's entry showed them, "context": "retired" and how many; counted in
+ * the totals as a destroyed context is (its pool holds nothing now). Returns the separator. */
+static const char *ga_json_retired(FILE *f, ga_counts_t *counts, ga_stats_t *pool, const char *sep)
+{
+    for (int d = 0; d < GA_MAX_DEVICES; d++) {
+        ga_dev_t *dv = ga_dev(d);
+        if (!atomic_load(&dv->known) || !dv->retired_n)
+            continue;
+        uint64_t n;
+        ga_counts_t cn;
+        ga_stats_t s;
+        if (ga_mutex_lock_for(&dv->lock, GA_MUTEX_EXIT_WAIT_NS) != 0)
+            continue; /* held by a call that cannot end: left out, as its counts are not read */
+        n = dv->retired_n;
+        cn = dv->retired_counts;
+        s = dv->retired_final;
+        ga_mutex_unlock(&dv->lock);
+        ga_counts_add(counts, &cn);
+        uint64_t largest = pool->largest_free, free_sum = pool->total_free;
+#define GA_SUM(name, unit, desc) pool->name += s.name;
+        GA_STATS_LIST(GA_SUM)
+#undef GA_SUM
+        pool->in_use_requested -= s.in_use_requested;
+        pool->regions -= s.regions;
+        pool->live -= s.live;
+        pool->va_reserved -= s.va_reserved;
+        pool->kept -= s.kept;
+        pool->largest_free = largest;
+        pool->total_free = free_sum;
+        s.failed_allocs = cn.failed_allocs;
+        s.frag_failures = cn.frag_failures;
+        fprintf(f, "%s\n    {\"device\": %d, \"context\": \"retired\", \"contexts\": %llu, "
+                "\"cap\": %llu, \"alive\": false, \"mode\": \"%s\"", sep, d,
+                (unsigned long long)n, (unsigned long long)dv->cap, ga_mode_name(ga_opt.mode));
+#define GA_JSON_FIELD(name, unit, desc) fprintf(f, ", \"%s\": %llu", #name, (unsigned long long)s.name);
+        GA_STATS_LIST(GA_JSON_FIELD)
+#undef GA_JSON_FIELD
+        fprintf(f, ", \"fragmentation\": %.6f}", ga_fragmentation(&s));
+        sep = ",";
+    }
+    return sep;
 }
 
 /* "devices": one record per context (device, context, cap, mode, its pool's figures); the counts
@@ -331,6 +389,7 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool, doub
                 held ? ", \"incomplete\": true" : "");
         sep = ",";
     }
+    sep = ga_json_retired(f, counts, pool, sep);
     fprintf(f, "]\n");
     for (int d = 0; d < GA_MAX_DEVICES; d++) { /* the program's cuMemCreate handles */
         ga_dev_t *dv = ga_dev(d);

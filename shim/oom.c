@@ -184,6 +184,13 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
              ga_fmt_bytes(share, b[7], 32), ga_opt.fraction, ga_opt.fraction);
     int granules = vmm_left && !no_va && !share_full && gran && worst > left;
     int device = vmm_left && !no_va && !share_full && gran && !granules;
+    /* arena, grow, platform: the cap has room, and the driver has less free than the block (other
+     * processes hold the device); said as vmm says it, where "raise GPUARENA_LIMIT" could not help
+     * (helper-47 F7). */
+    size_t pfree = 0, ptotal = 0;
+    if (ga_opt.mode != GA_MODE_VMM && left >= size && !share_full && ga_real.cuMemGetInfo_v2 &&
+        ga_real.cuMemGetInfo_v2(&pfree, &ptotal) == CUDA_SUCCESS && pfree < size)
+        device = 1;
     /* The driver refused a granule for another reason than memory (CUDA_ERROR_NOT_SUPPORTED where
      * the device or driver has no virtual memory management): said with its code, not as a full
      * device (found by an outside test on 2026-12-05). */

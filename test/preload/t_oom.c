@@ -6,9 +6,12 @@
  */
 #include "preload_test.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define FRAG_MSG "gpuarena: out of memory from fragmentation:"
@@ -426,6 +429,60 @@ START_TEST(vmm_oom_names_orphans)
 }
 END_TEST
 
+/* The device is full before the cap (another process holds 40 MiB of a shared 64 MiB device, the
+ * cap is 48 MiB): every mode says the device is full, as vmm did, not "raise GPUARENA_LIMIT"
+ * (helper-47 F7). */
+static void device_full_child(void *arg)
+{
+    pt_env((const char *)arg, "GPUARENA_LIMIT=48MiB", NULL);
+    pt_start();
+    CUdeviceptr p;
+    for (int i = 0; i < 64; i++)
+        if (cuMemAlloc(&p, 2 * MiB + 4096) != CUDA_SUCCESS)
+            exit(0);
+    exit(3); /* never refused: the other process's bytes were not seen */
+}
+
+START_TEST(device_full_before_cap_said)
+{
+    char shared[64];
+    snprintf(shared, sizeof shared, "SIMCUDA_SHARED=dfull%d", (int)getpid());
+    pt_env(shared, "SIMCUDA_TOTAL_MEM=64MiB", "GPUARENA_MODE=platform", NULL);
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t holder = fork();
+    if (holder == 0) { /* another process, uncapped */
+        CUdeviceptr p;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        pt_start();
+        char ok = cuMemAlloc(&p, 40 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=platform",
+                           "GPUARENA_MODE=vmm"};
+    char err[4][16384];
+    int status[4];
+    for (int m = 0; m < 4; m++)
+        status[m] = pt_run_child(device_full_child, (void *)modes[m], err[m], sizeof err[m]);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -f /dev/shm/simcuda-dfull%d", (int)getpid());
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(ok, 'y');
+    for (int m = 0; m < 4; m++) {
+        ck_assert_msg(status[m] == 0, "%s: exit %d: %s", modes[m], status[m], err[m]);
+        ck_assert_msg(strstr(err[m], "the device itself is full"), "%s: %s", modes[m], err[m]);
+        ck_assert_msg(!strstr(err[m], "raise GPUARENA_LIMIT"), "%s: %s", modes[m], err[m]);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_oom(void)
 {
     TCase *tc = tcase_create("oom");
@@ -440,5 +497,6 @@ TCase *pt_tcase_oom(void)
     tcase_add_test(tc, vmm_oom_names_orphans);
     tcase_add_test(tc, passthrough_refused_for_the_arena);
     tcase_add_test(tc, passthrough_refused_platform_silent);
+    tcase_add_test(tc, device_full_before_cap_said);
     return tc;
 }

@@ -161,12 +161,16 @@ static CUresult ga_pass_flags_ok(unsigned flags)
                                                                          : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop)
+/* The size too: a multiple of the minimum granularity (cuMemCreate's documentation), else the
+ * driver's CUDA_ERROR_INVALID_VALUE (helper-47 F13: past the cap it answered OUT_OF_MEMORY). */
+static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop, size_t size)
 {
     size_t g = 0;
-    return ga_real.cuMemGetAllocationGranularity
-               ? ga_real.cuMemGetAllocationGranularity(&g, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM)
-               : CUDA_SUCCESS;
+    CUresult r = ga_real.cuMemGetAllocationGranularity
+                     ? ga_real.cuMemGetAllocationGranularity(&g, prop,
+                                                             CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+                     : CUDA_SUCCESS;
+    return r == CUDA_SUCCESS && g && size % g ? CUDA_ERROR_INVALID_VALUE : r;
 }
 
 /* The common shape of every pointer-returning pass-through allocation; `check`: the driver's
@@ -280,7 +284,7 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     ga_ctx_t *c = NULL;
     int dev = -1, committed;
     CUresult r = ga_pass_begin(size, want, 1, &c, &dev, &committed);
-    CUresult bad = r == CUDA_ERROR_OUT_OF_MEMORY ? ga_pass_prop_ok(prop) : CUDA_SUCCESS;
+    CUresult bad = r == CUDA_ERROR_OUT_OF_MEMORY ? ga_pass_prop_ok(prop, size) : CUDA_SUCCESS;
     if (bad != CUDA_SUCCESS)
         return ga_count_refused(GA_API_CUMEMCREATE, 1), bad;
     if (r == CUDA_SUCCESS)

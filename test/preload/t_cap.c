@@ -103,8 +103,12 @@ START_TEST(passthrough_refused_bad_arguments_get_driver_codes)
     prop.location.id = 0;
     CUmemGenericAllocationHandle h;
     ck_assert_int_eq(cuMemCreate(&h, huge, &prop, 0), CUDA_ERROR_INVALID_VALUE);
-    /* and valid ones past the cap: out of memory */
+    /* a size that is not a multiple of the granularity: the driver's INVALID_VALUE, under the cap
+     * and past it (helper-47 F13: past it, OUT_OF_MEMORY) */
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ck_assert_int_eq(cuMemCreate(&h, huge + 1, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemCreate(&h, 100 * MiB + 1, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    /* and valid ones past the cap: out of memory */
     ck_assert_int_eq(cuMemCreate(&h, huge, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
     ck_assert_int_eq(cuMemAllocManaged(&x, huge, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_OUT_OF_MEMORY);
     ck_assert_int_eq(cuMemAllocAsync(&x, huge, NULL), CUDA_ERROR_OUT_OF_MEMORY);
@@ -112,6 +116,7 @@ START_TEST(passthrough_refused_bad_arguments_get_driver_codes)
     ck_assert_uint_eq(c.managed_alloc_calls + c.async_alloc_calls + c.pool_alloc_calls +
                           c.create_calls, 0);
     ck_assert_uint_eq(c.bytes_in_use, 0);
+    ck_assert_int_eq(cuMemCreate(&h, 2 * MiB + 1, &prop, 0), CUDA_ERROR_INVALID_VALUE); /* the driver's */
 }
 END_TEST
 

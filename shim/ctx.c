@@ -564,6 +564,10 @@ static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t i
     return ga_pool_create(be, &cfg, st);
 }
 
+/* Whether the failed preallocation was said on the device already: once per device, later ones at
+ * level debug (helper-47 F9: a program making 4,000 contexts printed 4,000 lines). */
+static _Atomic int ga_prealloc_said[GA_MAX_DEVICES];
+
 /* The context's pool, made at its first allocation: the arena preallocates fraction * cap. */
 ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
 {
@@ -588,15 +592,19 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
          * managed, pool or cuMemCreate memory), where lowering the limit would not help, or the
          * device (an outside test, 2026-12-06: the advice was the same either way). */
         uint64_t held = ga_dev_held(c->dev), cap = ga_devs[c->dev].cap;
+        int first = !atomic_exchange(&ga_prealloc_said[c->dev], 1);
+        const char *more = first ? " (said once per device; later contexts: GPUARENA_LOG=debug)" : "";
         if (held && held + initial > cap)
-            ga_log(GA_LOG_WARN, "could not preallocate %zu bytes on device %d: the process "
-                   "already holds %llu of its cap of %llu bytes there (other contexts' pools, or "
-                   "memory the program allocated itself); growing on demand instead (a smaller "
-                   "GPUARENA_MEM_FRACTION leaves room for both, or GPUARENA_MODE=grow)",
-                   initial, c->dev, (unsigned long long)held, (unsigned long long)cap);
+            ga_log(first ? GA_LOG_WARN : GA_LOG_DEBUG, "could not preallocate %zu bytes on "
+                   "device %d: the process already holds %llu of its cap of %llu bytes there "
+                   "(other contexts' pools, or memory the program allocated itself); growing on "
+                   "demand instead (a smaller GPUARENA_MEM_FRACTION leaves room for both, or "
+                   "GPUARENA_MODE=grow)%s", initial, c->dev, (unsigned long long)held,
+                   (unsigned long long)cap, more);
         else
-            ga_log(GA_LOG_WARN, "could not preallocate %zu bytes on device %d; growing on demand "
-                   "instead (lower GPUARENA_MEM_FRACTION or GPUARENA_LIMIT)", initial, c->dev);
+            ga_log(first ? GA_LOG_WARN : GA_LOG_DEBUG, "could not preallocate %zu bytes on "
+                   "device %d; growing on demand instead (lower GPUARENA_MEM_FRACTION or "
+                   "GPUARENA_LIMIT)%s", initial, c->dev, more);
         p = ga_pool_new(c, &be, 0, &st);
     }
     if (!p && st == GA_ENOHOST)

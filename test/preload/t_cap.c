@@ -143,6 +143,37 @@ START_TEST(prealloc_refused_names_what_holds_the_cap)
 }
 END_TEST
 
+/* Contexts made one after another, each finding the first one's arena holding its share: the
+ * warning is said once per device, not once per context (helper-47 F9: 4,000 lines for 4,000
+ * contexts). */
+static void prealloc_many_child(void *arg)
+{
+    (void)arg;
+    CUcontext primary = pt_start(), c;
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 1 * MiB) != CUDA_SUCCESS)
+        exit(2);
+    for (int i = 0; i < 20; i++) {
+        if (cuCtxCreate(&c, NULL, 0, 0) != CUDA_SUCCESS || cuMemAlloc(&p, 1 * MiB) != CUDA_SUCCESS ||
+            cuCtxDestroy(c) != CUDA_SUCCESS)
+            exit(3);
+    }
+    (void)primary;
+    exit(0);
+}
+
+START_TEST(prealloc_refused_said_once_per_device)
+{
+    char err[65536];
+    pt_env("GPUARENA_MODE=arena", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    ck_assert_int_eq(pt_run_child(prealloc_many_child, NULL, err, sizeof err), 0);
+    int n = 0;
+    for (const char *s = err; (s = strstr(s, "could not preallocate")); s++)
+        n++;
+    ck_assert_msg(n == 1, "said %d times: %.2000s", n, err);
+}
+END_TEST
+
 START_TEST(passthrough_counts_toward_cap)
 {
     pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -482,5 +513,6 @@ TCase *pt_tcase_cap(void)
     tcase_add_test(tc, handle_without_context_explained);
     tcase_add_test(tc, handles_from_threads_come_back);
     tcase_add_test(tc, refused_release_stays_under_cap);
+    tcase_add_test(tc, prealloc_refused_said_once_per_device);
     return tc;
 }

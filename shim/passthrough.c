@@ -87,6 +87,17 @@ static int ga_pass_undo(uint64_t key, int handle, int stream_ordered, CUstream s
     return ga_real.cuMemFree_v2((CUdeviceptr)key) == CUDA_SUCCESS;
 }
 
+/* The bytes a pass-through allocation counts: cuMemAllocAsync, which the pools serve in the other
+ * modes and count in GA_ALIGN units, is counted so in platform mode too, so modes compare (it
+ * counted the exact size there: 2024 bytes in use where the others had 2048, helper-46 F2). The
+ * rest count what was asked. */
+static uint64_t ga_pass_units(uint8_t api, size_t size)
+{
+    if (api != GA_API_CUMEMALLOCASYNC || size > SIZE_MAX - (GA_ALIGN - 1))
+        return size;
+    return ((uint64_t)size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
+}
+
 /* After the driver call: record it where its free will find it (the context's table, or the
  * device's for a cuMemCreate handle, which outlives contexts), or give the commitment back. An
  * allocation the driver served but that cannot be recorded (no host memory for the table) is
@@ -96,6 +107,7 @@ static int ga_pass_undo(uint64_t key, int handle, int stream_ordered, CUstream s
 static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_t key,
                             size_t size, uint8_t api, uint64_t t0, int handle, CUstream s)
 {
+    uint64_t held = ga_pass_units(api, size); /* what the record, the levels and the cap count */
     if (dev < 0 || (!committed && r != CUDA_ERROR_OUT_OF_MEMORY))
         return r; /* nothing counted: no context, or a device the driver does not have */
     int stream_ordered = api == GA_API_CUMEMALLOCASYNC || api == GA_API_CUMEMALLOCFROMPOOL;
@@ -107,7 +119,7 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
     int recorded = 0, nohost = 0;
     ga_mutex_lock(lock);
     if (r == CUDA_SUCCESS) {
-        ga_pentry_t e = {.key = key, .size = size,
+        ga_pentry_t e = {.key = key, .size = held,
                          .aux = handle ? GA_HANDLE_AUX(api, 1, 0) : api};
         /* A context that died during the call: its memory went with it, except stream-ordered
          * memory, which outlives it in the driver and so stays counted, on the device (an outside
@@ -130,11 +142,11 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
     ga_count_alloc(counts, api, size, r == CUDA_SUCCESS, t0);
     ga_mutex_unlock(lock);
     if (recorded) {
-        ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
-        ga_level_add(GA_LEVEL_PASSTHROUGH, (int64_t)size);
-        ga_dev_in_use_add(dev, (int64_t)size);
+        ga_level_add(GA_LEVEL_RESERVED, (int64_t)held);
+        ga_level_add(GA_LEVEL_PASSTHROUGH, (int64_t)held);
+        ga_dev_in_use_add(dev, (int64_t)held);
     } else if (committed) {
-        ga_dev_uncommit(dev, size); /* failed, given back, or gone with its context */
+        ga_dev_uncommit(dev, held); /* failed, given back, or gone with its context */
     }
     if (r == CUDA_ERROR_OUT_OF_MEMORY && !nohost)
         ga_oom_explain_pass(c ? c : ga_pass_ctx_on(dev), api, size);
@@ -182,7 +194,7 @@ static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop, size_t size)
         uint64_t t0 = ga_timing ? ga_now() : 0;                                            \
         ga_ctx_t *c = NULL;                                                                \
         int dev = -1, committed;                                                           \
-        CUresult r = ga_pass_begin(bytesize, -1, 0, &c, &dev, &committed);                 \
+        CUresult r = ga_pass_begin(ga_pass_units(api, bytesize), -1, 0, &c, &dev, &committed); \
         if (r == CUDA_ERROR_OUT_OF_MEMORY) {                                               \
             CUresult bad_ = (check);                                                       \
             if (bad_ != CUDA_SUCCESS)                                                      \

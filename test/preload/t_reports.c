@@ -281,6 +281,42 @@ START_TEST(stats_in_use_exact_across_contexts)
 }
 END_TEST
 
+/* One cuMemAllocAsync and one cuMemAlloc of 1000 bytes, both live at exit: every mode counts each
+ * in 512-byte units, 2048 in use and reserved. Platform mode, where cuMemAllocAsync is passed
+ * through, counted it exact: 2024 (helper-46 F2). */
+static void async_units_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr a, b;
+    if (cuMemAllocAsync(&a, 1000, NULL) != CUDA_SUCCESS || cuMemAlloc(&b, 1000) != CUDA_SUCCESS ||
+        cuCtxSynchronize() != CUDA_SUCCESS)
+        exit(2);
+    exit(0);
+}
+
+START_TEST(stats_async_counted_in_units)
+{
+    static const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=vmm",
+                                  "GPUARENA_MODE=platform"};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        char stats[] = "/tmp/gpuarena-stats-XXXXXX", env[128], err[8192];
+        close(mkstemp(stats));
+        snprintf(env, sizeof env, "GPUARENA_STATS=%s", stats);
+        pt_env(env, modes[m], NULL);
+        int rc = pt_run_child(async_units_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", modes[m], rc, err);
+        ck_assert_msg(pt_json_check(stats, "d['totals']['in_use'] == 2048 and "
+                                           "d['totals']['peak_in_use'] == 2048") == 0,
+                      "%s: in_use 2048", modes[m]);
+        if (strstr(modes[m], "platform"))
+            ck_assert_msg(pt_json_check(stats, "d['totals']['reserved'] == 2048") == 0,
+                          "%s: reserved 2048", modes[m]);
+        unlink(stats);
+    }
+}
+END_TEST
+
 START_TEST(stats_to_stderr)
 {
     char err[8192];
@@ -552,6 +588,7 @@ TCase *pt_tcase_reports(void)
     tcase_add_test(tc, stats_dead_vmm_context_holds_nothing);
     tcase_add_test(tc, stats_in_use_exact_across_contexts);
     tcase_add_test(tc, stats_to_stderr);
+    tcase_add_test(tc, stats_async_counted_in_units);
     tcase_add_test(tc, stats_path_pid);
     tcase_add_test(tc, trace_file_records);
     tcase_add_test(tc, trace_survives_kill);

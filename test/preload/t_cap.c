@@ -484,6 +484,39 @@ static void refused_release_child(void *arg)
     exit(0);
 }
 
+/* The same when the owner context cannot be made current to free its memory (the thread's context
+ * stack is full: the simulated driver keeps 32): its region or block stays under the cap, and a
+ * 40 MiB allocation in the top context is refused under a 64 MiB cap; before, the driver held
+ * 80-88 MiB (helper-49 F7). */
+static void owner_not_current_child(void *arg)
+{
+    pt_env((const char *)arg, "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr p, q;
+    CUcontext c;
+    ck_assert_int_eq(cuMemAlloc(&p, 40 * MiB), CUDA_SUCCESS);
+    int made = 0;
+    while (made < 64 && cuCtxCreate(&c, NULL, 0, 0) == CUDA_SUCCESS)
+        made++;
+    ck_assert_int_lt(made, 64); /* the stack filled */
+    (void)cuMemFree(p); /* the owner cannot be pushed: kept, or answered with the driver's code */
+    CUresult r = cuMemAlloc(&q, 40 * MiB);
+    ck_assert_uint_le(simcuda_device_peak_all(0), 64 * MiB);
+    ck_assert_int_eq(r, CUDA_ERROR_OUT_OF_MEMORY);
+    exit(0);
+}
+
+START_TEST(refused_release_owner_not_current)
+{
+    const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=platform"};
+    for (int i = 0; i < 3; i++) {
+        char err[16384];
+        int status = pt_run_child(owner_not_current_child, (void *)modes[i], err, sizeof err);
+        ck_assert_msg(status == 0, "%s: exit %d: %.3000s", modes[i], status, err);
+    }
+}
+END_TEST
+
 START_TEST(refused_release_stays_under_cap)
 {
     const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=platform"};
@@ -513,6 +546,7 @@ TCase *pt_tcase_cap(void)
     tcase_add_test(tc, handle_without_context_explained);
     tcase_add_test(tc, handles_from_threads_come_back);
     tcase_add_test(tc, refused_release_stays_under_cap);
+    tcase_add_test(tc, refused_release_owner_not_current);
     tcase_add_test(tc, prealloc_refused_said_once_per_device);
     return tc;
 }

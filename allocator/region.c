@@ -159,8 +159,9 @@ size_t ga_release_empty(ga_arena_t *a)
     size_t bytes = 0;
     for (size_t i = a->nregions; i-- > 0;) {
         ga_region_t *r = a->regions[i];
-        if (ga_is_free(r->first) && r->first->size == r->size && ga_region_release(a, i) == 0)
-            bytes += r->size;
+        size_t size = r->size; /* r is freed once released */
+        if (ga_is_free(r->first) && r->first->size == size && ga_region_release(a, i) == 0)
+            bytes += size;
     }
     return bytes;
 }

@@ -523,8 +523,8 @@ START_TEST(refused_release_stays_under_cap)
     for (int i = 0; i < 3; i++) {
         char err[16384];
         int status = pt_run_child(refused_release_child, (void *)modes[i], err, sizeof err);
-        ck_assert_msg(status == 0, "%s: exit %d: %s", modes[i], status, err);
-        ck_assert_msg(strstr(err, "gpuarena: the driver refused to free"), "%s: %s", modes[i], err);
+        ck_assert_msg(status == 0, "%s: exit %d: %.3000s", modes[i], status, err);
+        ck_assert_msg(strstr(err, "gpuarena: the driver refused to free"), "%s: %.3000s", modes[i], err);
     }
 }
 END_TEST

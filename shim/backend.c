@@ -55,20 +55,42 @@ static int be_reserve(void *p, size_t size, uintptr_t *base)
  * driver held them (632 MiB under a 256 MiB cap, helper-47 F12; helper-49 F7). A context that is
  * going (its pool dropped in teardown.c, has_final set) is the exception: the driver frees its
  * memory with it. */
+/* cuMemFree_v2 of base in ctx. When ctx cannot be pushed (the thread's context stack is full), it
+ * is made current in place of the top one for the call and the top one put back (helper-49 F7);
+ * a ctx the driver no longer knows answers CUDA_ERROR_CONTEXT_IS_DESTROYED: its memory went with
+ * it, and nothing is freed. */
+static CUresult be_free_in(CUcontext ctx, uintptr_t base)
+{
+    int pushed = ga_ctx_enter(ctx);
+    CUcontext cur = NULL;
+    CUresult r = ga_real.cuCtxGetCurrent(&cur);
+    unsigned version = 0;
+    if (r == CUDA_SUCCESS && cur == ctx) {
+        r = ga_real.cuMemFree_v2((CUdeviceptr)base);
+    } else if (r == CUDA_SUCCESS && ga_real.cuCtxGetApiVersion &&
+               ga_real.cuCtxGetApiVersion(ctx, &version) == CUDA_ERROR_INVALID_CONTEXT) {
+        r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    } else if (r == CUDA_SUCCESS) {
+        r = ga_real.cuCtxSetCurrent ? ga_real.cuCtxSetCurrent(ctx) : CUDA_ERROR_INVALID_CONTEXT;
+        if (r == CUDA_SUCCESS) {
+            r = ga_real.cuMemFree_v2((CUdeviceptr)base);
+            ga_real.cuCtxSetCurrent(cur);
+        }
+    }
+    ga_ctx_leave(pushed);
+    return r;
+}
+
 static int be_release(void *p, uintptr_t base, size_t size)
 {
     ga_ctx_t *c = p;
     CUresult r = CUDA_SUCCESS;
     if (!c->driver_gone) {
-        int pushed = ga_ctx_enter(c->ctx);
-        CUcontext cur = NULL;
-        r = ga_real.cuCtxGetCurrent(&cur);
-        if (r == CUDA_SUCCESS && cur != c->ctx)
-            r = CUDA_ERROR_INVALID_CONTEXT;
-        if (r == CUDA_SUCCESS)
-            r = ga_real.cuMemFree_v2((CUdeviceptr)base);
-        ga_ctx_leave(pushed);
-        c->counts.driver_free_calls++;
+        r = be_free_in(c->ctx, base);
+        if (r == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+            r = CUDA_SUCCESS; /* gone by a call gpuarena did not see: freed with it */
+        else
+            c->counts.driver_free_calls++;
     }
     if (r != CUDA_SUCCESS && !c->has_final) {
         static _Atomic int said;

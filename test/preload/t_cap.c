@@ -484,10 +484,12 @@ static void refused_release_child(void *arg)
     exit(0);
 }
 
-/* The same when the owner context cannot be made current to free its memory (the thread's context
- * stack is full: the simulated driver keeps 32): its region or block stays under the cap, and a
- * 40 MiB allocation in the top context is refused under a 64 MiB cap; before, the driver held
- * 80-88 MiB (helper-49 F7). */
+/* The owner context cannot be pushed to free its memory (the thread's context stack is full: the
+ * simulated driver keeps 32): it is made current in place of the top one for the free, so the
+ * free works (platform's cuMemFree answers success) and a 40 MiB allocation in the top context
+ * then fits under the 64 MiB cap, the driver's peak within it; with the free refused as well
+ * (SIMCUDA_FAIL), the bytes stay under the cap and that allocation is refused. Before, the bytes
+ * left the cap with the driver still holding them: 80-88 MiB under a 64 MiB cap (helper-49 F7). */
 static void owner_not_current_child(void *arg)
 {
     pt_env((const char *)arg, "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -499,21 +501,33 @@ static void owner_not_current_child(void *arg)
     while (made < 64 && cuCtxCreate(&c, NULL, 0, 0) == CUDA_SUCCESS)
         made++;
     ck_assert_int_lt(made, 64); /* the stack filled */
-    (void)cuMemFree(p); /* the owner cannot be pushed: kept, or answered with the driver's code */
+    int refuse = getenv("OWNER_REFUSE") != NULL;
+    if (refuse)
+        ck_assert_int_eq(simcuda_fail_add("cuMemFree_v2:1+"), 0);
+    CUresult fr = cuMemFree(p);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    if (!refuse)
+        ck_assert_int_eq(fr, CUDA_SUCCESS);
     CUresult r = cuMemAlloc(&q, 40 * MiB);
     ck_assert_uint_le(simcuda_device_peak_all(0), 64 * MiB);
-    ck_assert_int_eq(r, CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(r, (refuse ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS));
     exit(0);
 }
 
 START_TEST(refused_release_owner_not_current)
 {
     const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=platform"};
-    for (int i = 0; i < 3; i++) {
-        char err[16384];
-        int status = pt_run_child(owner_not_current_child, (void *)modes[i], err, sizeof err);
-        ck_assert_msg(status == 0, "%s: exit %d: %.3000s", modes[i], status, err);
+    for (int refuse = 0; refuse < 2; refuse++) {
+        if (refuse)
+            setenv("OWNER_REFUSE", "1", 1);
+        for (int i = 0; i < 3; i++) {
+            char err[16384];
+            int status = pt_run_child(owner_not_current_child, (void *)modes[i], err, sizeof err);
+            ck_assert_msg(status == 0, "%s%s: exit %d: %.3000s", modes[i],
+                          refuse ? ", the free refused" : "", status, err);
+        }
     }
+    unsetenv("OWNER_REFUSE");
 }
 END_TEST
 

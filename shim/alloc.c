@@ -79,9 +79,10 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
             /* cuMemFree's pending chunks: the device waited for with the lock let go (fence.c) */
             ga_fence_mark_t m = ga_fence_mark_held(c);
             ga_mutex_unlock(&c->lock);
-            ga_fence_sync_unlocked(c);
+            CUresult sr = ga_fence_sync_unlocked(c);
             ga_mutex_lock(&c->lock);
-            ga_fence_passed(c, m);
+            if (sr == CUDA_SUCCESS)
+                ga_fence_passed(c, m);
         }
         r = ga_pool_alloc_locked(c, size, &p, 0);
     }
@@ -154,9 +155,10 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
          * context is looked at again below */
         ga_fence_mark_t m = ga_fence_mark_held(c);
         ga_mutex_unlock(&c->lock);
-        ga_fence_sync_unlocked(c);
+        CUresult sr = ga_fence_sync_unlocked(c);
         ga_mutex_lock(&c->lock);
-        ga_fence_passed(c, m);
+        if (sr == CUDA_SUCCESS) /* else nothing passed: the chunks stay pending */
+            ga_fence_passed(c, m);
     }
     ga_pool_t *pool = c->pool;
     if (GA_LIKELY(pool && !atomic_load_explicit(&c->dead, memory_order_relaxed))) {
@@ -221,9 +223,13 @@ int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, C
         *r = CUDA_ERROR_INVALID_VALUE;
         return 1;
     }
-    /* The stream must be one the driver knows, as its own cuMemAllocAsync checks. */
+    /* The stream must be one the driver knows, as its own cuMemAllocAsync checks; asked without
+     * querying it while a capture runs on the device (a query of a capturing stream is refused and
+     * ends the capture, fence.c). */
     if (ga_real.cuStreamQuery) {
-        CUresult q = ga_real.cuStreamQuery(s);
+        CUcontext sc;
+        CUresult q = ga_capture_on_dev(c->dev) && ga_real.cuStreamGetCtx ? ga_real.cuStreamGetCtx(s, &sc)
+                                                                          : ga_real.cuStreamQuery(s);
         if (q != CUDA_SUCCESS && q != CUDA_ERROR_NOT_READY) {
             *r = q;
             return 1;

@@ -208,7 +208,7 @@ static void ga_pend_forget(ga_ctx_t *c, uintptr_t ptr)
  * for a new one while the old one's work is still queued. cuStreamGetId (CUDA 12.0) gives an ID
  * unique to the stream in the process. Without it, the handle of a created or legacy stream, and
  * nothing (0: never handed over) for the per-thread stream. */
-static uint64_t ga_fence_stream_id(CUstream s)
+uint64_t ga_fence_stream_id(CUstream s)
 {
     unsigned long long id = 0;
     if (ga_real.cuStreamGetId)
@@ -272,19 +272,22 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
 {
     CUevent ev = NULL;
     uint64_t sid = 0;
-    if (!stream_ordered && ga_opt.free_sync == GA_FREE_SYNC_DEVICE) {
+    if (!stream_ordered && ga_opt.free_sync == GA_FREE_SYNC_DEVICE && !ga_capture_on_dev(c->dev)) {
         /* As the driver's own cuMemFree: the device synchronised, the chunk back at once. The
          * hooks synchronise before they take the lock (alloc.c, ga_free_owned), so that a thread
-         * waiting for the device holds up no other; this is the same wait for any other caller. */
+         * waiting for the device holds up no other; this is the same wait for any other caller.
+         * A refused synchronisation (or a capture under way) leaves the chunk pending instead,
+         * for the next allocation's fence. */
         int pushed = ga_ctx_enter(c->ctx);
         CUresult r = ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
         ga_ctx_leave(pushed);
-        ga_dev_sync_others(c->dev, c);
-        c->counts.free_syncs++;
-        if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-            ga_log(GA_LOG_DEBUG, "cuCtxSynchronize before a free answered %d", (int)r);
-        ga_pool_free(c->pool, ptr, NULL);
-        return CUDA_SUCCESS;
+        if (r == CUDA_SUCCESS) {
+            ga_dev_sync_others(c->dev, c);
+            c->counts.free_syncs++;
+            ga_pool_free(c->pool, ptr, NULL);
+            return CUDA_SUCCESS;
+        }
+        ga_log(GA_LOG_DEBUG, "cuCtxSynchronize before a free answered %d", (int)r);
     }
     if (stream_ordered) {
         sid = ga_fence_stream_id(s);
@@ -350,36 +353,46 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
 /* The synchronisation that passes every cuMemFree of the context: the context, then any other
  * context on its device, whose streams may use this memory too (the driver's own cuMemFree waits
  * for the device; helper-42 F2: a kernel of another context wrote into the next block). */
-static void ga_fence_sync(ga_ctx_t *c, int current)
+static CUresult ga_fence_sync(ga_ctx_t *c, int current)
 {
+    if (GA_UNLIKELY(ga_capture_on_dev(c->dev)))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* not tried: it would end the capture */
     int pushed = current ? ga_nocancel_begin() << 1 : ga_ctx_enter(c->ctx);
-    if (ga_real.cuCtxSynchronize)
-        ga_real.cuCtxSynchronize();
+    CUresult r = ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
     ga_ctx_leave(pushed);
+    if (r != CUDA_SUCCESS)
+        return r; /* nothing passed */
     if (atomic_load_explicit(&c->peers, memory_order_relaxed))
         ga_dev_sync_others(c->dev, c);
     c->counts.free_syncs++;
+    return CUDA_SUCCESS;
+}
+
+/* An event's answer says the device passed it: done, or an error that says the stream and its work
+ * are gone; not a capture's refusal (an event recorded in a capture is not work that ran). */
+static int ga_event_passed(CUresult r)
+{
+    return r != CUDA_ERROR_NOT_READY &&
+           !(r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
 }
 
 /* Pending entries with events among them: each returned once its event (or, for a cuMemFree
  * under GPUARENA_FREE_SYNC=device, one context synchronisation) shows the device passed it. */
 __attribute__((noinline)) static void ga_fence_reclaim_events(ga_ctx_t *c, int wait, int current)
 {
-    int synced = 0;
+    int synced = 0; /* 1 the context was synchronised, -1 that was refused */
     for (size_t i = 0; i < c->npend;) {
         ga_pending_t *e = &c->pend[i];
         int passed;
-        if (!e->ev) { /* cuMemFree under GPUARENA_FREE_SYNC=device: one context synchronisation */
-            if (!synced) {
-                ga_fence_sync(c, current);
-                synced = 1;
-            }
-            passed = 1;
+        if (!e->ev) { /* a cuMemFree's: one context synchronisation */
+            if (!synced)
+                synced = ga_fence_sync(c, current) == CUDA_SUCCESS ? 1 : -1;
+            passed = synced > 0;
         } else {
             int nc = wait ? ga_nocancel_begin() : 0;
             CUresult r = wait ? ga_real.cuEventSynchronize(e->ev) : ga_real.cuEventQuery(e->ev);
             ga_nocancel_end(nc);
-            passed = r != CUDA_ERROR_NOT_READY; /* an error: the stream is gone, so is its work */
+            passed = ga_event_passed(r);
         }
         if (passed)
             ga_pend_release(c, i); /* entry i now holds another one: look at i again */
@@ -397,7 +410,8 @@ void ga_fence_reclaim(ga_ctx_t *c, int wait, int current)
         return;
     }
     /* Only cuMemFree entries (the common case): one synchronisation returns them all. */
-    ga_fence_sync(c, current);
+    if (ga_fence_sync(c, current) != CUDA_SUCCESS)
+        return; /* refused (a capture under way): they stay pending */
     ga_pool_t *pool = c->pool;
     const ga_pending_t *e = c->pend, *end = e + c->npend;
     for (; e < end; e++)
@@ -500,7 +514,7 @@ uint64_t ga_fence_pass_reclaim(ga_ctx_t *c, int wait)
         int nc = wait ? ga_nocancel_begin() : 0;
         CUresult r = wait ? ga_real.cuEventSynchronize(ev) : ga_real.cuEventQuery(ev);
         ga_nocancel_end(nc);
-        if (r == CUDA_ERROR_NOT_READY) {
+        if (!ga_event_passed(r)) {
             i++;
             continue;
         }
@@ -648,7 +662,7 @@ static int ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_pas
     size_t kept = 0;
     for (size_t i = 0; i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];
-        if (i >= m.n || (e->ev ? ga_real.cuEventQuery(e->ev) == CUDA_ERROR_NOT_READY : keep_plain)) {
+        if (i >= m.n || (e->ev ? !ga_event_passed(ga_real.cuEventQuery(e->ev)) : keep_plain)) {
             c->pend[kept++] = *e;
             continue;
         }
@@ -691,20 +705,28 @@ int ga_fence_before_alloc(ga_ctx_t *c, size_t size)
     if (GA_UNLIKELY(c->npend_ev)) /* cuMemFreeAsync's: their events, queried, never waited for */
         for (size_t i = 0; i < c->npend;) {
             const ga_pending_t *e = &c->pend[i];
-            if (e->ev && ga_real.cuEventQuery(e->ev) != CUDA_ERROR_NOT_READY)
+            if (e->ev && ga_event_passed(ga_real.cuEventQuery(e->ev)))
                 ga_pend_release(c, i); /* entry i now holds another one: look at i again */
             else
                 i++;
         }
-    return c->npend > c->npend_ev; /* cuMemFree's: only a synchronisation passes them */
+    /* cuMemFree's: only a synchronisation passes them, and none is made while a stream of the
+     * device is capturing (the driver refuses it and the capture is lost: helper-48 F5, PyTorch's
+     * CUDA graphs allocate during capture after emptying the cache). The pool serves the
+     * allocation without them; they wait for an allocation after the capture. */
+    return c->npend > c->npend_ev && !ga_capture_on_dev(c->dev);
 }
 
-void ga_fence_sync_unlocked(ga_ctx_t *c)
+CUresult ga_fence_sync_unlocked(ga_ctx_t *c)
 {
-    if (ga_real.cuCtxSynchronize)
-        ga_real.cuCtxSynchronize();
+    if (ga_capture_on_dev(c->dev)) /* one began meanwhile */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    CUresult r = ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        return r; /* nothing is known to have passed: the entries stay pending */
     if (atomic_load_explicit(&c->peers, memory_order_relaxed))
         ga_dev_sync_others(c->dev, c);
+    return CUDA_SUCCESS;
 }
 
 void ga_fence_passed(ga_ctx_t *c, ga_fence_mark_t m)
@@ -772,3 +794,4 @@ GA_WAIT_HOOK(cuStreamSynchronize, CUstream, hStream)
 GA_WAIT_HOOK(cuStreamSynchronize_ptsz, CUstream, hStream)
 GA_WAIT_HOOK(cuEventSynchronize, CUevent, hEvent)
 #undef GA_WAIT_HOOK
+

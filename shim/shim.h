@@ -10,7 +10,8 @@
  * pointer queries, IPC), passthrough.c (managed/async/pool/VMM calls of the program and the
  * runtime hooks), oom.c (the out-of-memory explainer), stats.c (counters and the JSON report),
  * tracer.c (GPUARENA_TRACE), outfile.c (writing both files safely), fence.c (freed memory kept
- * from reuse until the device has passed the free), group.c (GPUARENA_GROUP's shared ledger) and
+ * from reuse until the device has passed the free), capture.c (stream captures under way, which
+ * the fence must not synchronise), group.c (GPUARENA_GROUP's shared ledger) and
  * nvml.c (NVML's memory queries under the cap).
  * Shared state and its owner, each declared below with why: ga_real and the start flags (init.c,
  * written once before any hook proceeds), the thread flags ga_tl_busy and ga_tl_api (init.c), ga_opt (options.c, written once at start), ga_timing and
@@ -82,6 +83,7 @@ typedef struct ga_real {
     X(cuEventDestroy_v2, (CUevent))                                                           \
     X(cuStreamGetId, (CUstream, unsigned long long *))                                        \
     X(cuStreamGetCtx, (CUstream, CUcontext *))                                                \
+    X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *))                               \
     X(cuDeviceGetUuid_v2, (CUuuid *, CUdevice))                                               \
     X(cuDeviceGetUuid, (CUuuid *, CUdevice))                                                  \
     X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))  \
@@ -557,8 +559,16 @@ static inline ga_fence_mark_t ga_fence_mark_held(const ga_ctx_t *c)
     ga_fence_mark_t m = {.n = c->npend, .gen = c->pend_gen, .npfree = 0};
     return m;
 }
-void ga_fence_sync_unlocked(ga_ctx_t *c);
+/* 0 when the wait succeeded: only then may ga_fence_passed return the marked entries. */
+CUresult ga_fence_sync_unlocked(ga_ctx_t *c);
 void ga_fence_passed(ga_ctx_t *c, ga_fence_mark_t m);
+/* Which stream s is, unique in the process (cuStreamGetId), 0 when not known (fence.c). */
+uint64_t ga_fence_stream_id(CUstream s);
+
+/* ---- capture.c: stream captures under way ---- */
+/* 1 while a stream capture may be under way on a context of dev: nothing may synchronise those
+ * contexts then. */
+int ga_capture_on_dev(int dev);
 
 /* ---- oom.c: why an allocation failed (CUDA_ERROR_OUT_OF_MEMORY) ---- */
 typedef struct ga_oom {

@@ -249,6 +249,46 @@ static int r_event_sync(void *f)
     return r;
 }
 
+/* Stream capture on a created stream, begun and ended (the other half by the driver's own call). */
+static CUstream lean_capture_stream(void)
+{
+    CUstream s = NULL;
+    return cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS ? s : NULL;
+}
+static int lean_capture_done(CUstream s, CUresult r)
+{
+    CUgraph g;
+    if (r == CUDA_SUCCESS && cuStreamEndCapture(s, &g) != CUDA_SUCCESS)
+        return -1;
+    return (int)r;
+}
+static int r_capture_v1(void *f)
+{
+    CUstream s = lean_capture_stream();
+    return lean_capture_done(s, ((CUresult (*)(CUstream))f)(s));
+}
+static int r_capture(void *f)
+{
+    CUstream s = lean_capture_stream();
+    return lean_capture_done(s, ((CUresult (*)(CUstream, CUstreamCaptureMode))f)(
+                                    s, CU_STREAM_CAPTURE_MODE_RELAXED));
+}
+static int r_capture_graph(void *f)
+{
+    CUstream s = lean_capture_stream();
+    typedef CUresult (*fn_t)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+                             CUstreamCaptureMode);
+    return lean_capture_done(s, ((fn_t)f)(s, NULL, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED));
+}
+static int r_capture_end(void *f)
+{
+    CUstream s = lean_capture_stream();
+    CUgraph g;
+    if (cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS)
+        return -1;
+    return ((CUresult (*)(CUstream, CUgraph *))f)(s, &g);
+}
+
 static const struct lean_recipe {
     const char *name;
     lean_call_t call;
@@ -265,6 +305,14 @@ static const struct lean_recipe {
     {"cuCtxSynchronize_v2", r_sync_v2},
     {"cuStreamSynchronize", r_stream_sync},
     {"cuStreamSynchronize_ptsz", r_stream_sync},
+    {"cuStreamBeginCapture", r_capture_v1},
+    {"cuStreamBeginCapture_ptsz", r_capture_v1},
+    {"cuStreamBeginCapture_v2", r_capture},
+    {"cuStreamBeginCapture_v2_ptsz", r_capture},
+    {"cuStreamBeginCaptureToGraph", r_capture_graph},
+    {"cuStreamBeginCaptureToGraph_ptsz", r_capture_graph},
+    {"cuStreamEndCapture", r_capture_end},
+    {"cuStreamEndCapture_ptsz", r_capture_end},
     {"cuEventSynchronize", r_event_sync},
     {"cuCtxDestroy_v2", r_ctx_destroy},
     {"cuCtxDestroy", r_ctx_destroy},

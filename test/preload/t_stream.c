@@ -1192,6 +1192,62 @@ START_TEST(async_alloc_is_the_streams_context)
 }
 END_TEST
 
+/* An allocation during a stream capture, after a free (torch.cuda.graph: the cache emptied, the
+ * capture begun, the graph's pool allocated): the fence must not synchronise the context, which the
+ * driver refuses and which ends the capture invalidated (helper-48 F5). The freed chunk stays
+ * pending (not handed out), the capture ends cleanly, and after it the chunk comes back. Then a
+ * synchronisation the driver refuses (SIMCUDA_FAIL) passes nothing: the chunk is not reused. */
+static void capture_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s;
+    CUdeviceptr p, q, r;
+    CUgraph g = NULL;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&p, 4 * MiB) || cuMemFree(p) ||
+        cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED))
+        exit(1);
+    if (cuMemAlloc(&q, 4 * MiB))
+        exit(2);
+    if (q == p)
+        exit(3); /* handed out with no synchronisation */
+    if (cuMemAllocAsync(&r, MiB, s))
+        exit(2); /* the graph's own stream-ordered allocation */
+    if (cuStreamEndCapture(s, &g) || !g)
+        exit(4);
+    if (cuMemFree(q) || cuMemAlloc(&r, 4 * MiB) || cuMemFree(r))
+        exit(5);
+    /* the next synchronisation refused: nothing passes */
+    if (cuMemAlloc(&p, 4 * MiB) || cuMemFree(p))
+        exit(6);
+    char spec[64];
+    unsigned long long syncs = simcuda_entry_calls("cuCtxSynchronize");
+    snprintf(spec, sizeof spec, "cuCtxSynchronize:%llu:CUDA_ERROR_LAUNCH_FAILED", syncs + 1);
+    if (simcuda_fail_add(spec) || cuMemAlloc(&q, 4 * MiB))
+        exit(6);
+    if (simcuda_entry_calls("cuCtxSynchronize") != syncs + 1)
+        exit(7); /* the fence did not try */
+    if (q == p)
+        exit(8); /* reused though the synchronisation failed */
+    exit(0);
+}
+
+START_TEST(capture_after_free_keeps_the_capture)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_FREE_SYNC=deferred", NULL);
+        int rc = pt_run_child(capture_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (2: refused during the capture, 3: the pending chunk "
+                      "handed out, 4: the capture invalidated, 5: refused after it, 7: no "
+                      "synchronisation tried, 8: reused after a refused one); %s",
+                      modes[m], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_stream(void)
 {
     TCase *tc = tcase_create("stream");
@@ -1220,5 +1276,6 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, async_same_stream_handover_counts_its_size);
     tcase_add_test(tc, async_same_stream_handover_range_is_its_own);
     tcase_add_test(tc, async_alloc_is_the_streams_context);
+    tcase_add_test(tc, capture_after_free_keeps_the_capture);
     return tc;
 }

@@ -340,6 +340,8 @@ CUresult cuCtxSynchronize(void)
     SIM_ENTER(cuCtxSynchronize);
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
+    if (r == CUDA_SUCCESS && sim_ctx_capture_check(c, NULL))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* a stream of c is capturing (sim_stream.c) */
     if (r == CUDA_SUCCESS)
         sim_streams_drain_ctx(c);
     return r;
@@ -609,6 +611,8 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
     SIM_ENTER(cuCtxSynchronize_v2);
     sim_ctx_t *c;
     CUresult r = sim_ctx_or_current(ctx, &c);
+    if (r == CUDA_SUCCESS && sim_ctx_capture_check(c, NULL))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (r == CUDA_SUCCESS)
         sim_streams_drain_ctx(c);
     return r;

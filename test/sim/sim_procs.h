@@ -111,6 +111,16 @@
     X(cuStreamGetCtx, 9020, 0, cuStreamGetCtx)                                        \
     X(cuStreamGetCtx, 9020, 1, cuStreamGetCtx_ptsz)                                   \
     X(cuStreamWaitEvent, 3020, 0, cuStreamWaitEvent)                                  \
+    X(cuStreamBeginCapture, 10000, 0, cuStreamBeginCapture)                           \
+    X(cuStreamBeginCapture, 10000, 1, cuStreamBeginCapture_ptsz)                      \
+    X(cuStreamBeginCapture, 10010, 0, cuStreamBeginCapture_v2)                        \
+    X(cuStreamBeginCapture, 10010, 1, cuStreamBeginCapture_v2_ptsz)                   \
+    X(cuStreamBeginCaptureToGraph, 12030, 0, cuStreamBeginCaptureToGraph)             \
+    X(cuStreamBeginCaptureToGraph, 12030, 1, cuStreamBeginCaptureToGraph_ptsz)        \
+    X(cuStreamEndCapture, 10000, 0, cuStreamEndCapture)                               \
+    X(cuStreamEndCapture, 10000, 1, cuStreamEndCapture_ptsz)                          \
+    X(cuStreamIsCapturing, 10000, 0, cuStreamIsCapturing)                             \
+    X(cuStreamIsCapturing, 10000, 1, cuStreamIsCapturing_ptsz)                        \
     X(cuStreamWaitEvent, 7000, 1, cuStreamWaitEvent_ptsz)                             \
     X(cuEventCreate, 2000, 0, cuEventCreate)                                          \
     X(cuEventDestroy, 2000, 0, cuEventDestroy)                                        \

@@ -93,6 +93,11 @@
  * A created stream carries its context: calls naming it need no current context, and
  * cuMemAllocAsync/cuMemAllocFromPoolAsync on it allocate on its context's device whatever is current
  * (the special handles need a current context, CUDA_ERROR_INVALID_CONTEXT otherwise).
+ * Stream capture (cuStreamBeginCapture(_v2)(_ptsz), ...ToGraph, cuStreamEndCapture, cuStreamIsCapturing):
+ * a capturing stream's own work still runs, but synchronising or querying it, the legacy stream over
+ * a capturing blocking stream, or its context (cuCtxSynchronize(_v2)) answers
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture, as the driver does; its
+ * cuStreamEndCapture then answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
  *
  * The simulated NVML, $(BUILD)/sim/libnvidia-ml.so.1 (test/sim/nvml_sim.c, ABI from
  * shim/ga_nvml.h), answers from the same state: devices, totals and UUIDs as the driver has them,

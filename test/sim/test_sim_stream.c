@@ -762,6 +762,62 @@ START_TEST(async_alloc_on_streams_context)
 }
 END_TEST
 
+/* Stream capture: synchronising or querying a capturing stream, the legacy stream over a blocking
+ * one, or its context is refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and invalidates the capture,
+ * as the CUDA Programming Guide says; events and other contexts are not affected. */
+START_TEST(stream_capture_rules)
+{
+    CUcontext a = ts_start(), b;
+    CUdevice dev;
+    CUstream s, nb;
+    CUgraph g = NULL;
+    CUevent ev;
+    CUstreamCaptureStatus st;
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuStreamCreate(&s, 0));
+    CK(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventRecord(ev, nb));
+    ck_assert_int_eq(cuStreamBeginCapture(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_RELAXED),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    ck_assert_int_eq(cuStreamBeginCapture(nb, (CUstreamCaptureMode)7), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuStreamEndCapture(nb, &g), CUDA_ERROR_ILLEGAL_STATE);
+    /* a clean capture */
+    CK(cuStreamBeginCapture(nb, CU_STREAM_CAPTURE_MODE_RELAXED));
+    ck_assert_int_eq(cuStreamBeginCapture(nb, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_ERROR_ILLEGAL_STATE);
+    CK(cuStreamIsCapturing(nb, &st));
+    ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CK(cuStreamIsCapturing(CU_STREAM_LEGACY, &st)); /* nb is non-blocking */
+    ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    CK(cuEventQuery(ev));
+    CK(cuEventSynchronize(ev));
+    CK(cuStreamSynchronize(s));
+    CK(cuCtxCreate(&b, NULL, 0, dev)); /* another context synchronises freely */
+    CK(cuCtxSynchronize());
+    CK(cuCtxPopCurrent(&b));
+    CK(cuStreamEndCapture(nb, &g));
+    ck_assert_ptr_nonnull(g);
+    CK(cuStreamIsCapturing(nb, &st));
+    ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    /* each refused call invalidates it */
+    for (int k = 0; k < 4; k++) {
+        CUstream cap = k == 3 ? s : nb;
+        CK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
+        CUresult r = k == 0 ? cuCtxSynchronize() : k == 1 ? cuStreamSynchronize(nb)
+                     : k == 2 ? cuStreamQuery(nb) : cuStreamSynchronize(CU_STREAM_LEGACY);
+        ck_assert_int_eq(r, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        if (k == 3)
+            ck_assert_int_eq(cuStreamIsCapturing(NULL, &st), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+        CK(cuStreamIsCapturing(cap, &st));
+        ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+        ck_assert_int_eq(cuStreamEndCapture(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        ck_assert_ptr_null(g);
+    }
+    CK(cuCtxSynchronize_v2(a));
+    CK(cuCtxSynchronize());
+}
+END_TEST
+
 START_TEST(hazard_program)
 {
     static const char *const kinds[] = {"blocking", "nonblocking", "perthread"};
@@ -806,5 +862,6 @@ TCase *ts_tcase_stream(void)
     tcase_add_test(tc, stream_getproc);
     tcase_add_test(tc, hazard_program);
     tcase_add_test(tc, async_alloc_on_streams_context);
+    tcase_add_test(tc, stream_capture_rules);
     return tc;
 }

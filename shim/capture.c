@@ -1,0 +1,137 @@
+/* gpuarena and stream capture (CUDA graphs): which devices have a capture under way, so that the
+ * fence (fence.c) synchronises none of their contexts meanwhile.
+ *
+ * "It is invalid to synchronize or query the execution status of a stream which is being captured
+ * ... or synchronize a broader handle which encompasses an active stream capture, such as a device
+ * or context handle" (CUDA Programming Guide, CUDA Graphs): the fence's cuCtxSynchronize during a
+ * capture fails and invalidates it, and cuStreamEndCapture then fails (helper-48 F5: PyTorch's
+ * torch.cuda.graph empties the cache, begins the capture, and allocates the graph's pool). The
+ * driver cannot list a context's capturing streams, so the begin and end calls are hooked and the
+ * captures under way kept here, by stream ID (ga_fence_stream_id: a per-thread stream's handle
+ * names another stream in each thread) with the stream's context. While one runs on a device, the
+ * fence waits for no context of that device: pending cuMemFree chunks stay pending and the pool
+ * serves fresh memory. Kept without a lock (slots claimed with a compare-and-swap), so that no
+ * lock is taken inside a context's and a fork cannot inherit one held. A capture past the table
+ * counts in ga_cap_extra, for every device, until a capture ends that the table does not hold.
+ */
+#include "shim.h"
+
+#define GA_CAPTURES 64
+static struct {
+    _Atomic uint64_t sid;        /* 0: a free slot */
+    _Atomic(CUcontext) ctx;      /* NULL while being filled: taken as on every device */
+} ga_cap[GA_CAPTURES];
+static _Atomic int ga_cap_n;     /* captures under way: the test every fence makes first */
+static _Atomic int ga_cap_extra; /* of them, not in the table */
+
+int ga_capture_on_dev(int dev)
+{
+    if (GA_LIKELY(!atomic_load_explicit(&ga_cap_n, memory_order_acquire)))
+        return 0;
+    if (atomic_load(&ga_cap_extra))
+        return 1;
+    for (size_t i = 0; i < GA_CAPTURES; i++) {
+        if (!atomic_load(&ga_cap[i].sid))
+            continue;
+        CUcontext ctx = atomic_load(&ga_cap[i].ctx);
+        ga_ctx_t *o = ctx ? ga_ctx_of(ctx) : NULL;
+        if (!o || o->dev == dev) /* a context without state: its device is not known */
+            return 1;
+    }
+    return 0;
+}
+
+/* After a capture began on s (the special handles already resolved: per-thread is
+ * CU_STREAM_PER_THREAD). */
+static void ga_capture_begun(CUstream s)
+{
+    uint64_t sid = ga_fence_stream_id(s);
+    CUcontext ctx = NULL;
+    if (s == CU_STREAM_PER_THREAD || !ga_real.cuStreamGetCtx ||
+        ga_real.cuStreamGetCtx(s, &ctx) != CUDA_SUCCESS)
+        ga_real.cuCtxGetCurrent(&ctx);
+    atomic_fetch_add(&ga_cap_n, 1);
+    for (size_t i = 0; sid && i < GA_CAPTURES; i++) {
+        uint64_t free_slot = 0;
+        if (atomic_compare_exchange_strong(&ga_cap[i].sid, &free_slot, sid)) {
+            atomic_store(&ga_cap[i].ctx, ctx);
+            return;
+        }
+    }
+    atomic_fetch_add(&ga_cap_extra, 1); /* no ID, or the table is full */
+}
+
+/* After cuStreamEndCapture(s): the capture is over unless the stream says it still runs (a call
+ * refused from the wrong thread, say). sid: the stream's ID, taken before the call. */
+static void ga_capture_ended(CUstream s, uint64_t sid, CUresult r)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (r == CUDA_ERROR_ILLEGAL_STATE) /* none was under way on s */
+        return;
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED &&
+        (!ga_real.cuStreamIsCapturing || (ga_real.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
+                                          st != CU_STREAM_CAPTURE_STATUS_NONE)))
+        return;
+    for (size_t i = 0; sid && i < GA_CAPTURES; i++) {
+        uint64_t want = sid;
+        if (atomic_load(&ga_cap[i].sid) == sid) {
+            atomic_store(&ga_cap[i].ctx, NULL);
+            if (atomic_compare_exchange_strong(&ga_cap[i].sid, &want, 0)) {
+                atomic_fetch_sub(&ga_cap_n, 1);
+                return;
+            }
+        }
+    }
+    int extra = atomic_load(&ga_cap_extra);
+    while (extra > 0 && !atomic_compare_exchange_weak(&ga_cap_extra, &extra, extra - 1))
+        ;
+    if (extra > 0)
+        atomic_fetch_sub(&ga_cap_n, 1);
+}
+
+/* Each begin: the real call, then the capture noted if it began. */
+#define GA_BEGIN_CAPTURE_HOOK(name, stream_of, params, args)                                 \
+    GA_EXPORT CUresult name params                                                           \
+    {                                                                                        \
+        GA_HOOK_ENTER(name, args);                                                           \
+        CUresult r = ga_real.name args;                                                      \
+        if (r == CUDA_SUCCESS)                                                               \
+            ga_capture_begun(stream_of);                                                     \
+        return r;                                                                            \
+    }
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture, hStream, (CUstream hStream), (hStream))
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_ptsz, GA_PTSZ_STREAM(hStream), (CUstream hStream),
+                      (hStream))
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, hStream,
+                      (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, GA_PTSZ_STREAM(hStream),
+                      (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph, hStream,
+                      (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                       const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                       CUstreamCaptureMode mode),
+                      (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph_ptsz, GA_PTSZ_STREAM(hStream),
+                      (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                       const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                       CUstreamCaptureMode mode),
+                      (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
+#undef GA_BEGIN_CAPTURE_HOOK
+
+GA_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    GA_HOOK_ENTER(cuStreamEndCapture, (hStream, phGraph));
+    uint64_t sid = ga_fence_stream_id(hStream);
+    CUresult r = ga_real.cuStreamEndCapture(hStream, phGraph);
+    ga_capture_ended(hStream, sid, r);
+    return r;
+}
+
+GA_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    GA_HOOK_ENTER(cuStreamEndCapture_ptsz, (hStream, phGraph));
+    uint64_t sid = ga_fence_stream_id(GA_PTSZ_STREAM(hStream));
+    CUresult r = ga_real.cuStreamEndCapture_ptsz(hStream, phGraph);
+    ga_capture_ended(GA_PTSZ_STREAM(hStream), sid, r);
+    return r;
+}

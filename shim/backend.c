@@ -18,6 +18,8 @@
  */
 #include "shim.h"
 
+#include <string.h>
+
 /* The process's reserved level counts a reservation as the pools count it, in GA_ALIGN units: in
  * platform mode a block of the exact size asked is reserved, and counted exact here it left
  * reserved below in use, which is 512-rounded (an outside test, 2026-12-06). The cap counts the
@@ -120,6 +122,33 @@ static CUmemAllocationProp ga_vmm_prop(int dev)
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = dev;
     return prop;
+}
+
+/* The access a granule of dev is mapped with: read/write for dev, and for every device that has
+ * enabled peer access to it (ga_dev_t.peers). cuCtxEnablePeerAccess opens cuMemAlloc memory to
+ * the peer ("all allocations from peerContext will immediately be accessible by the current
+ * context") but not cuMemCreate memory, which only the devices cuMemSetAccess names may touch, so
+ * without this a peer's kernels and copies failed on vmm memory where the other modes' worked
+ * (helper-48 F7, helper-50 F2; PyTorch's expandable segments do the same, addPeer). Returns how
+ * many descriptors d holds. */
+static unsigned be_access(int dev, CUmemAccessDesc d[GA_MAX_DEVICES])
+{
+    uint64_t devs = atomic_load(&ga_dev(dev)->peers) | 1ull << dev;
+    unsigned n = 0;
+    for (int i = 0; i < GA_MAX_DEVICES; i++)
+        if (devs >> i & 1)
+            d[n++] = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = i},
+                                       .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    return n;
+}
+
+/* A granule now mapped at addr, for a later peer's access (c->lock held). Without host memory to
+ * note it, a device that enables peer access later cannot reach it: said at debug level. */
+static void be_note_granule(ga_ctx_t *c, uintptr_t addr, size_t size)
+{
+    if (ga_ptrmap_put(&c->granules, &(ga_pentry_t){.key = addr, .size = size}) != 0)
+        ga_log(GA_LOG_DEBUG, "vmm: no host memory to note the granule at %#llx: a device that "
+               "enables peer access later will not reach it", (unsigned long long)addr);
 }
 
 /* Granules the driver would not give back. A refused cuMemUnmap leaves the granule mapped: its
@@ -296,12 +325,12 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
         ga_pentry_t *e = ga_ptrmap_get(&c->stuck, addr);
         int reused = 0;
         if (e && e->size == size) { /* still mapped here: its access again, and it serves */
-            CUmemAllocationProp prop = ga_vmm_prop(c->dev);
-            CUmemAccessDesc access = {.location = prop.location,
-                                      .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-            if (ga_real.cuMemSetAccess((CUdeviceptr)addr, size, &access, 1) == CUDA_SUCCESS) {
+            CUmemAccessDesc access[GA_MAX_DEVICES];
+            unsigned n = be_access(c->dev, access);
+            if (ga_real.cuMemSetAccess((CUdeviceptr)addr, size, access, n) == CUDA_SUCCESS) {
                 *handle = e->aux;
                 ga_ptrmap_take(&c->stuck, addr, NULL);
+                be_note_granule(c, addr, size);
                 reused = 1;
             }
         }
@@ -314,7 +343,8 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
     if (!ga_dev_commit(c->dev, size))
         return 1;
     CUmemAllocationProp prop = ga_vmm_prop(c->dev);
-    CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemAccessDesc access[GA_MAX_DEVICES];
+    unsigned naccess = be_access(c->dev, access);
     CUmemGenericAllocationHandle h = 0;
     int pushed = ga_ctx_enter(c->ctx);
     CUresult r = ga_real.cuMemCreate(&h, size, &prop, 0);
@@ -322,7 +352,7 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
     int mapped = 0;
     if (r == CUDA_SUCCESS && (r = ga_real.cuMemMap((CUdeviceptr)addr, size, 0, h, 0)) == CUDA_SUCCESS) {
         mapped = 1;
-        r = ga_real.cuMemSetAccess((CUdeviceptr)addr, size, &access, 1);
+        r = ga_real.cuMemSetAccess((CUdeviceptr)addr, size, access, naccess);
     }
     if (r != CUDA_SUCCESS) { /* undo what was done: nothing half-mapped, nothing held */
         int held = 0; /* unless the driver keeps it: then kept, and committed, as stuck */
@@ -348,6 +378,7 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
     c->map_err = CUDA_SUCCESS;
     ga_ctx_leave(pushed);
     ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
+    be_note_granule(c, addr, size);
     *handle = (uint64_t)h;
     return 0;
 }
@@ -355,6 +386,10 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
 static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
 {
     ga_ctx_t *c = p;
+    if (ga_ptrmap_take(&c->granules, addr, NULL) && !c->granules.count) {
+        ga_ptrmap_fini(&c->granules); /* a context's state is never freed: nor kept large */
+        memset(&c->granules, 0, sizeof c->granules);
+    }
     if (c->driver_gone < 2) {
         int pushed = c->driver_gone ? 0 : ga_ctx_enter(c->ctx);
         if (c->unfenced && !c->driver_gone && ga_real.cuCtxSynchronize) {
@@ -464,4 +499,77 @@ int ga_backend_for(ga_ctx_t *c, ga_pool_backend_t *be, CUresult *err)
     be->unmap = be_unmap;
     be->granularity = c->granularity;
     return 0;
+}
+
+/* ---- peer access to vmm granules ---- */
+struct be_grant {
+    CUmemAccessDesc access[GA_MAX_DEVICES];
+    unsigned n;
+    CUresult failed;
+};
+
+static void be_grant_one(void *arg, const ga_pentry_t *e)
+{
+    struct be_grant *g = arg;
+    CUresult r = ga_real.cuMemSetAccess((CUdeviceptr)e->key, e->size, g->access, g->n);
+    if (r != CUDA_SUCCESS)
+        g->failed = r;
+}
+
+/* Device `self` enabled peer access to device dev: every granule mapped now by a pool on dev (a
+ * destroyed context's kept pool too) is opened to it; later ones are mapped so (be_access). One
+ * context lock at a time, none held by the caller. */
+static void ga_vmm_open_to(int dev, int self)
+{
+    uint64_t bit = 1ull << self;
+    if (atomic_fetch_or(&ga_dev(dev)->peers, bit) & bit)
+        return; /* opened already */
+    struct be_grant g = {.failed = CUDA_SUCCESS};
+    g.n = be_access(dev, g.access);
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
+        if (c->dev != dev || c->driver_gone > 1)
+            continue;
+        ga_mutex_lock(&c->lock);
+        if (c->granules.count) {
+            int pushed = atomic_load(&c->dead) ? ga_nocancel_begin() << 1 : ga_ctx_enter(c->ctx);
+            ga_ptrmap_each(&c->granules, be_grant_one, &g);
+            ga_ctx_leave(pushed);
+        }
+        ga_mutex_unlock(&c->lock);
+    }
+    if (g.failed != CUDA_SUCCESS)
+        ga_log(GA_LOG_WARN, "vmm: opening device %d's pool memory to device %d after "
+               "cuCtxEnablePeerAccess failed (cuMemSetAccess: CUresult %d): that device's kernels "
+               "and copies may fail on it; use GPUARENA_MODE=grow for peer access", dev, self,
+               (int)g.failed);
+}
+
+/* The device of context ctx, current or not; -1 when the driver does not say. */
+static int be_ctx_device(CUcontext ctx)
+{
+    ga_ctx_t *known = ga_ctx_of(ctx);
+    if (known)
+        return known->dev;
+    CUdevice d = -1;
+    CUcontext cur = NULL;
+    int pushed = ga_ctx_enter(ctx);
+    if (ga_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx ||
+        ga_real.cuCtxGetDevice(&d) != CUDA_SUCCESS)
+        d = -1;
+    ga_ctx_leave(pushed);
+    return d;
+}
+
+GA_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    GA_HOOK_ENTER(cuCtxEnablePeerAccess, (peerContext, Flags));
+    CUresult r = ga_real.cuCtxEnablePeerAccess(peerContext, Flags);
+    CUdevice self = -1;
+    if ((r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) ||
+        ga_opt.mode != GA_MODE_VMM || ga_real.cuCtxGetDevice(&self) != CUDA_SUCCESS)
+        return r;
+    int dev = be_ctx_device(peerContext);
+    if (dev >= 0 && dev < GA_MAX_DEVICES && self >= 0 && self < GA_MAX_DEVICES && dev != self)
+        ga_vmm_open_to(dev, self);
+    return r;
 }

@@ -289,6 +289,9 @@ typedef struct ga_dev {
      * it), kept only in a group: its ledger slot shows this device's figures, not the process's
      * (ga_dev_in_use_add, ga_ctx_publish). */
     _Atomic int64_t in_use;
+    _Atomic uint64_t peers;    /* vmm: bit d set once a context on device d enabled peer access to
+                                  a context on this one: the pools' granules are mapped read/write
+                                  for those devices too (backend.c) */
 } ga_dev_t;
 
 /* A freed pool chunk waiting for the device (fence.c). */
@@ -349,6 +352,8 @@ typedef struct ga_ctx {
                                 answers it */
     ga_ptrmap_t stuck;       /* vmm granules the driver would not unmap (backend.c): key the
                                 address, size, aux the handle; still committed */
+    ga_ptrmap_t granules;    /* vmm granules mapped now (backend.c): key the address, size; their
+                                access widened when a peer device enables access */
     ga_pending_t *pend;      /* freed chunks not yet returned to the pool (fence.c) */
     size_t npend, cap_pend;
     size_t npend_ev;         /* of them, stream-ordered (with an event) */

@@ -289,6 +289,18 @@ static int r_capture_end(void *f)
     return ((CUresult (*)(CUstream, CUgraph *))f)(s, &g);
 }
 
+/* Peer access to the device's other context: the lean tier has one device, so the driver's
+ * answer is CUDA_ERROR_INVALID_DEVICE (two contexts of one device), which passes as its own. */
+static int r_peer(void *f)
+{
+    CUcontext cur, other;
+    if (cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cuCtxCreate_v2(&other, 0, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(cur) != CUDA_SUCCESS)
+        return -1;
+    CUresult r = ((CUresult (*)(CUcontext, unsigned))f)(other, 0);
+    return r == CUDA_ERROR_INVALID_DEVICE ? 0 : (int)r;
+}
+
 static const struct lean_recipe {
     const char *name;
     lean_call_t call;
@@ -305,6 +317,7 @@ static const struct lean_recipe {
     {"cuCtxSynchronize_v2", r_sync_v2},
     {"cuStreamSynchronize", r_stream_sync},
     {"cuStreamSynchronize_ptsz", r_stream_sync},
+    {"cuCtxEnablePeerAccess", r_peer},
     {"cuStreamBeginCapture", r_capture_v1},
     {"cuStreamBeginCapture_ptsz", r_capture_v1},
     {"cuStreamBeginCapture_v2", r_capture},

@@ -778,6 +778,35 @@ START_TEST(vmm_fork)
 }
 END_TEST
 
+/* Peer access reaches vmm memory as it reaches cuMemAlloc memory (helper-48 F7, helper-50 F2): a
+ * kernel of device 1, after cuCtxEnablePeerAccess to device 0's context, writes a block mapped
+ * before the call and one mapped after it, and device 1's context copies them and sets one. The
+ * simulated driver refuses a device the granule was not opened to (CUDA_ERROR_INVALID_VALUE). */
+START_TEST(vmm_peer_access_reaches_granules)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUcontext a = pt_start(), b;
+    CUdeviceptr before, after;
+    static unsigned char h[8 * MiB];
+    ck_assert_int_eq(cuMemAlloc(&before, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&b, NULL, 0, 1), CUDA_SUCCESS); /* device 1 current */
+    ck_assert_int_eq(cuCtxEnablePeerAccess(a, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(simcuda_launch(NULL, before, 0x5A, MiB, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxPushCurrent(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&after, 8 * MiB), CUDA_SUCCESS); /* new granules */
+    ck_assert_int_eq(cuCtxPopCurrent(&a), CUDA_SUCCESS);
+    ck_assert_int_eq(simcuda_launch(NULL, after, 0xA5, 8 * MiB, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemcpyDtoH(h, before, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(h[0], 0x5A);
+    ck_assert_int_eq(h[MiB - 1], 0x5A);
+    ck_assert_int_eq(cuMemcpyDtoH(h, after, 8 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(h[8 * MiB - 1], 0xA5);
+    ck_assert_int_eq(cuMemsetD8(after, 1, 8 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxEnablePeerAccess(a, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+}
+END_TEST
+
 TCase *pt_tcase_vmm(void)
 {
     TCase *tc = tcase_create("vmm");
@@ -806,5 +835,6 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_primary_reset_keeps_async_blocks);
     tcase_add_test(tc, vmm_destroy_waits_for_frees_on_other_contexts);
     tcase_add_test(tc, vmm_first_range_smaller_when_refused);
+    tcase_add_test(tc, vmm_peer_access_reaches_granules);
     return tc;
 }

@@ -617,3 +617,66 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
         sim_streams_drain_ctx(c);
     return r;
 }
+
+/* ---- peer access ----
+ * "on success all allocations from peerContext will immediately be accessible by the current
+ * context" (cuCtxEnablePeerAccess); CUDA_ERROR_INVALID_DEVICE when both are on one device,
+ * CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED the second time, flags must be 0; cuCtxDisablePeerAccess
+ * of one not enabled is CUDA_ERROR_PEER_ACCESS_NOT_ENABLED. cuMemCreate memory belongs to no
+ * context and needs cuMemSetAccess per device instead (sim_vmm.c keeps access per device). The sim
+ * lets every device reach ordinary memory with or without it. Every pair of devices can. */
+static CUresult sim_peer(CUcontext peer, unsigned flags, int enable)
+{
+    sim_ctx_t *c, *p;
+    CUresult r = sim_current(&c);
+    if (r == CUDA_SUCCESS)
+        r = sim_ctx_arg(peer, &p);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (enable && flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->dev == c->dev)
+        return enable ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    pthread_mutex_lock(&sim_lock);
+    unsigned i = 0;
+    while (i < c->peers_n && c->peers[i] != p)
+        i++;
+    if (enable && i < c->peers_n)
+        r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    else if (enable && c->peers_n == sizeof c->peers / sizeof c->peers[0])
+        r = CUDA_ERROR_TOO_MANY_PEERS;
+    else if (enable)
+        c->peers[c->peers_n++] = p;
+    else if (i == c->peers_n)
+        r = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    else
+        c->peers[i] = c->peers[--c->peers_n];
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}
+
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    SIM_ENTER(cuCtxEnablePeerAccess);
+    return sim_peer(peerContext, Flags, 1);
+}
+
+CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+    SIM_ENTER(cuCtxDisablePeerAccess);
+    return sim_peer(peerContext, 0, 0);
+}
+
+CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+    SIM_ENTER(cuDeviceCanAccessPeer);
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!canAccessPeer)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= sim_cfg.devices || peerDev < 0 || peerDev >= sim_cfg.devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *canAccessPeer = dev != peerDev;
+    return CUDA_SUCCESS;
+}

@@ -58,6 +58,8 @@ typedef struct sim_ctx {
     struct sim_ctx *next;  /* registry of every context ever made */
     struct sim_stream *legacy;  /* its legacy default stream (made at first use; sim_stream_mu) */
     struct sim_stream *streams; /* its other streams with work or alive (sim_stream_mu) */
+    unsigned peers_n;      /* peer contexts it enabled access to (cuCtxEnablePeerAccess; sim_lock) */
+    struct sim_ctx *peers[SIM_MAX_DEVICES * 4];
 } sim_ctx_t;
 
 extern sim_config_t sim_cfg;

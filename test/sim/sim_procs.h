@@ -20,6 +20,9 @@
     X(cuDeviceGetUuid, 9020, 0, cuDeviceGetUuid)                                      \
     X(cuDeviceGetUuid, 11040, 0, cuDeviceGetUuid_v2)                                  \
     X(cuDeviceGetAttribute, 2000, 0, cuDeviceGetAttribute)                            \
+    X(cuDeviceCanAccessPeer, 4000, 0, cuDeviceCanAccessPeer)                          \
+    X(cuCtxEnablePeerAccess, 4000, 0, cuCtxEnablePeerAccess)                          \
+    X(cuCtxDisablePeerAccess, 4000, 0, cuCtxDisablePeerAccess)                        \
     X(cuDevicePrimaryCtxRetain, 7000, 0, cuDevicePrimaryCtxRetain)                    \
     X(cuDevicePrimaryCtxRelease, 7000, 0, cuDevicePrimaryCtxRelease)                  \
     X(cuDevicePrimaryCtxRelease, 11000, 0, cuDevicePrimaryCtxRelease_v2)              \

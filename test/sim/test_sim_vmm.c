@@ -416,6 +416,42 @@ START_TEST(vmm_outlives_context)
 }
 END_TEST
 
+/* Peer access: cuCtxEnablePeerAccess checks its arguments as the driver does, and does not reach
+ * cuMemCreate memory, which only cuMemSetAccess opens to another device (copies and stand-in
+ * kernels from that device are refused until then). */
+START_TEST(vmm_peer_access)
+{
+    setenv("SIMCUDA_DEVICES", "2", 1);
+    CUcontext a = ts_start(), b, a2;
+    int can = -1;
+    CK(cuDeviceCanAccessPeer(&can, 0, 1));
+    ck_assert_int_eq(can, 1);
+    CK(cuDeviceCanAccessPeer(&can, 1, 1));
+    ck_assert_int_eq(can, 0);
+    ck_assert_int_eq(cuDeviceCanAccessPeer(&can, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va = vmm_ready(G, &h); /* device 0's, read-write for device 0 */
+    CK(cuCtxCreate(&a2, NULL, 0, 0));
+    CK(cuCtxCreate(&b, NULL, 0, 1)); /* b current */
+    ck_assert_int_eq(cuCtxEnablePeerAccess(a, 1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuCtxEnablePeerAccess(a, 0));
+    ck_assert_int_eq(cuCtxEnablePeerAccess(a, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+    CK(cuCtxPushCurrent(a2));
+    ck_assert_int_eq(cuCtxEnablePeerAccess(a, 0), CUDA_ERROR_INVALID_DEVICE);
+    CK(cuCtxPopCurrent(&a2));
+    char buf[64] = {0};
+    ck_assert_int_eq(cuMemcpyDtoH(buf, va, sizeof buf), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(simcuda_launch(NULL, va, 7, sizeof buf, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(vmm_access(va, G, 1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
+    CK(simcuda_launch(NULL, va, 7, sizeof buf, 0));
+    CK(cuCtxSynchronize());
+    CK(cuMemcpyDtoH(buf, va, sizeof buf));
+    ck_assert_int_eq(buf[0], 7);
+    CK(cuCtxDisablePeerAccess(a));
+    ck_assert_int_eq(cuCtxDisablePeerAccess(a), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+}
+END_TEST
+
 /* cuMemMap refused midway (fault injection): nothing half mapped, nothing leaked. */
 START_TEST(vmm_map_refused)
 {
@@ -498,5 +534,6 @@ TCase *ts_tcase_vmm(void)
     tcase_add_test(tc, vmm_outlives_context);
     tcase_add_test(tc, vmm_map_refused);
     tcase_add_test(tc, vmm_threads);
+    tcase_add_test(tc, vmm_peer_access);
     return tc;
 }

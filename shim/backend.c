@@ -115,12 +115,35 @@ static int be_release(void *p, uintptr_t base, size_t size)
 }
 
 /* ---- vmm ---- */
+/* Whether dev's VMM memory can be made GPUDirect RDMA capable, asked once per device: 0 not asked,
+ * 1 no, 2 yes. cuMemAlloc memory is capable where the device supports it, so vmm granules ask for
+ * it too (helper-48 F9: blocks reported IS_GPU_DIRECT_RDMA_CAPABLE 0, and NCCL-style registration
+ * refuses such segments). */
+static _Atomic signed char be_rdma[GA_MAX_DEVICES];
+
+static int be_rdma_capable(int dev)
+{
+    signed char v = atomic_load_explicit(&be_rdma[dev], memory_order_relaxed);
+    if (!v) {
+        int on = 0;
+        if (!ga_real.cuDeviceGetAttribute ||
+            ga_real.cuDeviceGetAttribute(&on, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                                         (CUdevice)dev) != CUDA_SUCCESS)
+            on = 0;
+        v = on ? 2 : 1;
+        atomic_store_explicit(&be_rdma[dev], v, memory_order_relaxed);
+    }
+    return v == 2;
+}
+
+/* The properties of every granule of dev, and of the granularity query (the same properties). */
 static CUmemAllocationProp ga_vmm_prop(int dev)
 {
     CUmemAllocationProp prop = {0};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = dev;
+    prop.allocFlags.gpuDirectRDMACapable = (unsigned char)be_rdma_capable(dev);
     return prop;
 }
 

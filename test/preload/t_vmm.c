@@ -807,6 +807,36 @@ START_TEST(vmm_peer_access_reaches_granules)
 }
 END_TEST
 
+static void rdma_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p, q;
+    unsigned a = 9, b = 9;
+    if (cuMemAlloc(&p, MiB) || cuMemAlloc(&q, 5 * MiB))
+        exit(1);
+    if (cuPointerGetAttribute(&a, CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, p) ||
+        cuPointerGetAttribute(&b, CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, q + MiB) ||
+        a != 1 || b != 1)
+        exit(2);
+    exit(0);
+}
+
+/* vmm granules are made GPUDirect RDMA capable where the device supports it, as cuMemAlloc memory
+ * is (helper-48 F9): the driver's answer for a block of every mode is 1. */
+START_TEST(vmm_blocks_rdma_capable)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=vmm", "GPUARENA_MODE=arena",
+                                        "GPUARENA_MODE=platform"};
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(rdma_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (2: a block not RDMA capable); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_vmm(void)
 {
     TCase *tc = tcase_create("vmm");
@@ -836,5 +866,6 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_destroy_waits_for_frees_on_other_contexts);
     tcase_add_test(tc, vmm_first_range_smaller_when_refused);
     tcase_add_test(tc, vmm_peer_access_reaches_granules);
+    tcase_add_test(tc, vmm_blocks_rdma_capable);
     return tc;
 }

@@ -386,6 +386,11 @@ static CUresult sim_attr(CUpointer_attribute attr, const sim_alloc_t *a, CUdevic
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a ? a->size : 0; break;
     case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = a != NULL; break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a ? a->id : 0; break;
+    /* device memory of the driver's own allocators is GPUDirect RDMA capable on the GPUs that
+     * support it (all here); managed memory is not */
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+        *(unsigned *)data = a && a->kind != SIM_MANAGED;
+        break;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;

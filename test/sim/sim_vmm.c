@@ -37,6 +37,7 @@ typedef struct sim_phys {          /* one cuMemCreate handle */
     char *view;                    /* the memfd mapped once, PROT_NONE, MAP_SHARED */
     unsigned refs;                 /* cuMemCreate + cuMemRetainAllocationHandle - cuMemRelease */
     unsigned maps;                 /* live mappings of it */
+    int rdma;                      /* made with allocFlags.gpuDirectRDMACapable */
     struct sim_phys *next;
 } sim_phys_t;
 
@@ -261,7 +262,7 @@ static CUresult sim_create_locked(CUmemGenericAllocationHandle *handle, size_t s
         sim_uncharge_locked(dev, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *x = (sim_phys_t){sim_next_id_locked(), size, dev, view, 1, 0, physs};
+    *x = (sim_phys_t){sim_next_id_locked(), size, dev, view, 1, 0, 0, physs};
     physs = x;
     sim_count_phys(x, 1);
     *handle = x->id;
@@ -284,6 +285,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
         sim_latency();
         pthread_mutex_lock(&sim_lock);
         r = sim_create_locked(handle, size, prop->location.id);
+        if (r == CUDA_SUCCESS) /* "CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE": asked for here */
+            physs->rdma = prop->allocFlags.gpuDirectRDMACapable != 0;
         pthread_mutex_unlock(&sim_lock);
     }
     if (r != CUDA_SUCCESS)
@@ -590,6 +593,7 @@ static CUresult sim_mapped_attr(CUpointer_attribute attr, const sim_map_t *m, CU
     case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: *(void **)data = SIM_VA(m->va); break;
     case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: *(size_t *)data = m->size; break;
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: *(unsigned *)data = m->access[x->dev]; break;
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: *(unsigned *)data = x->rdma; break;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;

@@ -452,6 +452,35 @@ START_TEST(vmm_peer_access)
 }
 END_TEST
 
+/* GPUDirect RDMA: the device says VMM memory may be made capable; a handle made with
+ * allocFlags.gpuDirectRDMACapable reports it through its mappings, one made without does not, and
+ * cuMemAlloc memory is capable, as on an H100. */
+START_TEST(vmm_rdma_flag)
+{
+    ts_start();
+    int v = -1;
+    CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 0));
+    ck_assert_int_eq(v, 1);
+    CUmemAllocationProp p = vmm_prop(0);
+    p.allocFlags.gpuDirectRDMACapable = 1;
+    CUmemGenericAllocationHandle h1, h2 = vmm_create(G);
+    CK(cuMemCreate(&h1, G, &p, 0));
+    CUdeviceptr va, d;
+    CK(cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
+    CK(cuMemMap(va, G, 0, h1, 0));
+    CK(cuMemMap(va + G, G, 0, h2, 0));
+    CK(vmm_access(va, 2 * G, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
+    unsigned rdma = 9;
+    CK(cuPointerGetAttribute(&rdma, CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, va + 100));
+    ck_assert_uint_eq(rdma, 1);
+    CK(cuPointerGetAttribute(&rdma, CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, va + G));
+    ck_assert_uint_eq(rdma, 0);
+    CK(cuMemAlloc(&d, 4096));
+    CK(cuPointerGetAttribute(&rdma, CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, d));
+    ck_assert_uint_eq(rdma, 1);
+}
+END_TEST
+
 /* cuMemMap refused midway (fault injection): nothing half mapped, nothing leaked. */
 START_TEST(vmm_map_refused)
 {
@@ -535,5 +564,6 @@ TCase *ts_tcase_vmm(void)
     tcase_add_test(tc, vmm_map_refused);
     tcase_add_test(tc, vmm_threads);
     tcase_add_test(tc, vmm_peer_access);
+    tcase_add_test(tc, vmm_rdma_flag);
     return tc;
 }

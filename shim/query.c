@@ -109,12 +109,15 @@ GA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CU
 }
 
 /* The attributes a live pool allocation answers itself: its own range, never the region (or
- * the granule) the driver sees; and its context, which the driver does not know for a vmm
+ * the granule) the driver sees; its context, which the driver does not know for a vmm
  * mapping (it answered NULL where arena mode, and a plain cuMemAlloc, give the context: found
- * by an outside test on 2026-12-05). */
+ * by an outside test on 2026-12-05); and IS_LEGACY_CUDA_IPC_CAPABLE, 0, as cuIpcGetMemHandle
+ * below refuses it (the driver said 1 for the arena's region: helper-48 F6, a transport that
+ * asks before choosing legacy IPC then failed instead of falling back). */
 static int ga_is_range_attr(CUpointer_attribute a, CUcontext ctx)
 {
     return a == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || a == CU_POINTER_ATTRIBUTE_RANGE_SIZE ||
+           a == CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE ||
            (a == CU_POINTER_ATTRIBUTE_CONTEXT && ctx);
 }
 
@@ -125,6 +128,8 @@ static void ga_write_range_attr(CUpointer_attribute a, void *data, uintptr_t bas
         *(CUdeviceptr *)data = (CUdeviceptr)base;
     else if (a == CU_POINTER_ATTRIBUTE_CONTEXT)
         *(CUcontext *)data = ctx;
+    else if (a == CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)
+        *(unsigned *)data = 0;
     else
         *(size_t *)data = size;
 }

@@ -140,13 +140,35 @@ START_TEST(foreign_pointer_freed_by_driver)
 }
 END_TEST
 
+/* CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE of p through both attribute hooks, which must
+ * agree with each other and with cuIpcGetMemHandle (helper-48 F6: pool pointers said 1, then the
+ * handle was refused). */
+static void ipc_capable_is(CUdeviceptr p, unsigned want)
+{
+    unsigned one = 9, many = 9;
+    CUpointer_attribute a[2] = {CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    int ord = -1;
+    void *d[2] = {&many, &ord};
+    ck_assert_int_eq(cuPointerGetAttribute(&one, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, p),
+                     CUDA_SUCCESS);
+    ck_assert_int_eq(cuPointerGetAttributes(2, a, d, p), CUDA_SUCCESS);
+    ck_assert_uint_eq(one, want);
+    ck_assert_uint_eq(many, want);
+    ck_assert_int_eq(ord, 0);
+}
+
 START_TEST(ipc_refused_for_arena)
 {
-    pt_env("GPUARENA_MODE=arena", NULL);
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    pt_env(modes[_i], NULL);
     pt_start();
     CUdeviceptr p;
     CUipcMemHandle h;
     ck_assert_int_eq(cuMemAlloc(&p, 4096), CUDA_SUCCESS);
+    ipc_capable_is(p, 0);
+    ipc_capable_is(p + 100, 0);
     ck_assert_int_eq(cuIpcGetMemHandle(&h, p), CUDA_ERROR_NOT_SUPPORTED);
     ck_assert_uint_eq(pt_counters().ipc_calls, 0);
 }
@@ -159,6 +181,7 @@ START_TEST(ipc_passes_in_platform)
     CUdeviceptr p;
     CUipcMemHandle h;
     ck_assert_int_eq(cuMemAlloc(&p, 4096), CUDA_SUCCESS);
+    ipc_capable_is(p, 1);
     ck_assert_int_eq(cuIpcGetMemHandle(&h, p), CUDA_SUCCESS);
     ck_assert_uint_eq(pt_counters().ipc_calls, 1);
 }
@@ -351,7 +374,7 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, double_frees_while_pending);
     tcase_add_test(tc, bad_frees_platform);
     tcase_add_test(tc, foreign_pointer_freed_by_driver);
-    tcase_add_test(tc, ipc_refused_for_arena);
+    tcase_add_loop_test(tc, ipc_refused_for_arena, 0, 3);
     tcase_add_test(tc, ipc_passes_in_platform);
     tcase_add_test(tc, bad_option_values);
     tcase_add_test(tc, good_option_values);

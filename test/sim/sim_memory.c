@@ -391,6 +391,8 @@ static CUresult sim_attr(CUpointer_attribute attr, const sim_alloc_t *a, CUdevic
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
         *(unsigned *)data = a && a->kind != SIM_MANAGED;
         break;
+    /* "suitable for cudaIpcGetMemHandle": what cuIpcGetMemHandle below exports, cuMemAlloc's */
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *(unsigned *)data = a && a->kind == SIM_PLAIN; break;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;

@@ -478,6 +478,15 @@ START_TEST(vmm_rdma_flag)
     CK(cuMemAlloc(&d, 4096));
     CK(cuPointerGetAttribute(&rdma, CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, d));
     ck_assert_uint_eq(rdma, 1);
+    /* legacy IPC: cuMemAlloc memory is what cuIpcGetMemHandle exports, VMM memory is not */
+    unsigned ipc = 9;
+    CUipcMemHandle hh;
+    CK(cuPointerGetAttribute(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, d));
+    ck_assert_uint_eq(ipc, 1);
+    CK(cuIpcGetMemHandle(&hh, d));
+    CK(cuPointerGetAttribute(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, va));
+    ck_assert_uint_eq(ipc, 0);
+    ck_assert_int_eq(cuIpcGetMemHandle(&hh, va), CUDA_ERROR_INVALID_VALUE);
 }
 END_TEST
 

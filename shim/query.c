@@ -99,6 +99,9 @@ GA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CU
     int found = ga_pool_range(dptr, &base, &size, NULL);
     if (found == 0)
         return ga_real.cuMemGetAddressRange_v2(pbase, psize, dptr);
+    CUcontext cur = NULL; /* the driver's call needs a current context (helper-49 F8) */
+    if (ga_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
+        return CUDA_ERROR_INVALID_CONTEXT;
     if (found < 0)
         return CUDA_ERROR_NOT_FOUND;
     if (pbase)

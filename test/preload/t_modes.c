@@ -124,6 +124,31 @@ START_TEST(pitch_from_arena)
 }
 END_TEST
 
+/* cuMemGetAddressRange needs a current context, as the driver's does, for pool pointers too
+ * (helper-49 F8: answered the block's range with none current). */
+START_TEST(range_query_needs_a_context)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    pt_env(modes[_i], NULL);
+    CUcontext c = pt_start(), popped;
+    CUdeviceptr a, b, base = 0;
+    size_t size = 0;
+    ck_assert_int_eq(cuMemAlloc(&a, 10000), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&b, 3000), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxGetCurrent(&popped), CUDA_SUCCESS);
+    ck_assert_ptr_null(popped);
+    ck_assert_int_eq(cuMemGetAddressRange(&base, &size, a + 100), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_int_eq(cuMemGetAddressRange(&base, &size, b), CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_uint_eq(base, 0);
+    ck_assert_int_eq(cuCtxPushCurrent(c), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetAddressRange(&base, &size, a + 100), CUDA_SUCCESS);
+    ck_assert_uint_eq(base, a);
+}
+END_TEST
+
 START_TEST(range_queries_answer_suballocation)
 {
     pt_start();
@@ -208,6 +233,7 @@ TCase *pt_tcase_modes(void)
     tcase_add_test(tc, data_reads_back);
     tcase_add_test(tc, pitch_from_arena);
     tcase_add_test(tc, range_queries_answer_suballocation);
+    tcase_add_loop_test(tc, range_query_needs_a_context, 0, 4);
     tcase_add_test(tc, threads_share_arena);
     return tc;
 }

@@ -66,8 +66,15 @@
  *    CUDA_ERROR_INVALID_DEVICE). Queries: cuMemGetAddressRange gives the mapping holding the
  *    address; cuPointerGetAttribute(s) give the reservation as RANGE_START_ADDR/RANGE_SIZE, MAPPED,
  *    and for mapped addresses MEMORY_TYPE device, DEVICE_ORDINAL, CONTEXT NULL, MAPPING_BASE_ADDR/
- *    MAPPING_SIZE, ACCESS_FLAGS; other attributes of a reserved but unmapped address answer as for
- *    an unknown pointer.
+ *    MAPPING_SIZE, ACCESS_FLAGS, IS_GPU_DIRECT_RDMA_CAPABLE (the handle's
+ *    allocFlags.gpuDirectRDMACapable; the devices report GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+ *    as an H100 does) and IS_LEGACY_CUDA_IPC_CAPABLE 0; other attributes of a reserved but
+ *    unmapped address answer as for an unknown pointer. cuMemAlloc memory answers
+ *    IS_LEGACY_CUDA_IPC_CAPABLE 1 and IS_GPU_DIRECT_RDMA_CAPABLE 1 (managed memory 0).
+ *  - Peer access: cuDeviceCanAccessPeer is 1 for every pair of devices; cuCtxEnablePeerAccess and
+ *    cuCtxDisablePeerAccess check their arguments and state as the driver does, and reach no
+ *    cuMemCreate memory (only cuMemSetAccess does); ordinary memory is reachable from every device
+ *    with or without them.
  *  - simcuda_reset_counters keeps what is live (bytes_in_use, live_allocations, vmm_bytes_in_use,
  *    vmm_mapped_bytes, vmm_mappings, vmm_reserved_bytes) and restarts each peak from it.
  *

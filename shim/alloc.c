@@ -324,6 +324,15 @@ static inline CUresult ga_free_refused(CUdeviceptr p, ga_freed_t f)
     return f.r;
 }
 
+/* For ga_free_no_context, out of the free's path: 1 when the call needs a current context (cuMemFree,
+ * or a stream that names the current one; a created stream names its own) and none is current. */
+static __attribute__((noinline, cold)) int
+ga_free_no_context_cold(CUresult (*real_free)(CUdeviceptr, CUstream), CUstream s)
+{
+    return (!real_free || !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) &&
+           ga_none_current();
+}
+
 /* One free of a pointer some context holds, for ga_with_owner (the owner's lock held). */
 typedef struct ga_free_job {
     CUdeviceptr p;
@@ -340,6 +349,17 @@ typedef struct ga_free_job {
     int gone_later;           /* out: freed async, its bytes held until the stream passes it */
     ga_status_t refused;      /* out: why the pool refused the free (GA_OK if it did not) */
 } ga_free_job_t;
+
+/* With no context current the driver refuses cuMemFree, and cuMemFreeAsync on the current
+ * context's stream, with CUDA_ERROR_INVALID_CONTEXT and frees nothing; so is a pool block of c
+ * kept: 1 then (it was freed, and the program's later free refused as a double free: helper-46
+ * F5). The pointer is not shown to the driver: a pool block may start a region the driver would
+ * free whole. Not asked for a block of the thread's last context, which the thread had current (a
+ * driver call per free: ga_do_free's path skips it likewise). Called where the block is freed. */
+static inline int ga_free_no_context(const ga_ctx_t *c, const ga_free_job_t *j)
+{
+    return GA_UNLIKELY(c != ga_ctx_last()) && ga_free_no_context_cold(j->real_free, j->s);
+}
 
 static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
 {
@@ -368,7 +388,8 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
             j->sync_first = 1;
             return CUDA_SUCCESS;
         }
-        return ga_orphan_free(c, j->p, j->api, j->t0, &j->refused);
+        return ga_free_no_context(c, j) ? CUDA_ERROR_INVALID_CONTEXT
+                                         : ga_orphan_free(c, j->p, j->api, j->t0, &j->refused);
     }
     if (j->real_free && !j->synced && ga_pool_mode(c->pool) == GA_MODE_PLATFORM) {
         j->sync_first = 1; /* the stream is synchronised without the lock, then again */
@@ -383,6 +404,8 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
         j->sync_first = 1;
         return CUDA_SUCCESS;
     }
+    if (GA_UNLIKELY(ga_free_no_context(c, j)))
+        return CUDA_ERROR_INVALID_CONTEXT;
     /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation). */
     ga_freed_t f = ga_pool_free_held(c, j->p, j->api, j->t0, j->s, j->real_free && !j->synced,
                                      j->synced && !j->real_free, o->live_size);

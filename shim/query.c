@@ -186,10 +186,12 @@ static int ga_whole_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
 GA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     GA_HOOK_ENTER(cuIpcGetMemHandle, (pHandle, dptr));
-    if (!pHandle)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pHandle) /* as the driver checks: the context first */
+        return ga_none_current() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_VALUE;
     if (ga_with_owner((uintptr_t)dptr, ga_whole_owned, NULL, 1)) /* the driver's own allocation */
         return ga_real.cuIpcGetMemHandle(pHandle, dptr);
+    if (ga_none_current()) /* the driver's answer; the pool block is not shown to it */
+        return CUDA_ERROR_INVALID_CONTEXT;
     static _Atomic int said;
     if (!atomic_exchange(&said, 1))
         ga_log(GA_LOG_ERROR, "cuIpcGetMemHandle on a sub-allocated pointer (%#llx) is refused: "

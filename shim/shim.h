@@ -405,6 +405,15 @@ ga_ctx_t *ga_current(void);
  * be made, or -1 (no context current). A hook then refuses what it would have counted, as
  * ga_refuse_unmade does: passed to the driver it escaped the cap (helper-47 F2). */
 int ga_current_unmade(void);
+/* 1 when the driver says no context is current on this thread. The calls on a pool pointer that
+ * the driver refuses then (cuMemFree, cuMemGetAddressRange, cuIpcGetMemHandle, cuMemFreeAsync on
+ * the current context's stream: CUDA_ERROR_INVALID_CONTEXT) are refused as it refuses them
+ * (helper-46 F5, helper-49 F8); a driver that cannot say (not initialised) gives 0. */
+static inline int ga_none_current(void)
+{
+    CUcontext cur = NULL;
+    return ga_real.cuCtxGetCurrent && ga_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && !cur;
+}
 /* Writes the message and returns CUDA_ERROR_OUT_OF_MEMORY for an allocation of bytes by `what`
  * refused because the current context's state could not be made. */
 CUresult ga_refuse_unmade(const char *what, size_t bytes);

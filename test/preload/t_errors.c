@@ -5,6 +5,7 @@
 #include "preload_test.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +287,59 @@ START_TEST(no_context_errors_are_the_drivers)
 }
 END_TEST
 
+/* A pool block's calls from a thread with no context current answer as the driver answers them
+ * (CUDA_ERROR_INVALID_CONTEXT, nothing freed), in every mode; a created stream names its context,
+ * so a stream-ordered free on it still frees. Before (helper-46 F5, helper-49 F8): cuMemFree freed
+ * the block, and the program's own later free was refused as a double free; the range was given;
+ * cuIpcGetMemHandle said CUDA_ERROR_NOT_SUPPORTED. */
+static CUdeviceptr noctx_p, noctx_pa, noctx_ps;
+static CUstream noctx_s;
+static CUresult noctx_r[8];
+
+static void *noctx_calls(void *arg)
+{
+    (void)arg;
+    CUdeviceptr b = 0;
+    size_t n = 0;
+    CUipcMemHandle h;
+    noctx_r[0] = cuMemGetAddressRange(&b, &n, noctx_p + 100);
+    noctx_r[1] = cuIpcGetMemHandle(&h, noctx_p);
+    noctx_r[2] = cuIpcGetMemHandle(NULL, noctx_p);
+    noctx_r[3] = cuMemFreeAsync(noctx_pa, NULL);
+    noctx_r[4] = cuMemFree(noctx_p);
+    noctx_r[5] = cuMemFree(noctx_p);
+    noctx_r[6] = cuMemFreeAsync(noctx_ps, noctx_s); /* the stream's context: freed */
+    noctx_r[7] = b || n;
+    return NULL;
+}
+
+START_TEST(no_context_pool_calls_are_the_drivers)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    pt_env(modes[_i], "GPUARENA_LOG=error", NULL);
+    pt_start();
+    ck_assert_int_eq(cuStreamCreate(&noctx_s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&noctx_p, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAllocAsync(&noctx_pa, MiB, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAllocAsync(&noctx_ps, MiB, noctx_s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, noctx_calls, NULL), 0);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(noctx_r[i] == CUDA_ERROR_INVALID_CONTEXT, "%s: call %d answered %d", modes[_i],
+                      i, (int)noctx_r[i]);
+    ck_assert_msg(noctx_r[6] == CUDA_SUCCESS && !noctx_r[7], "%s: %d, range written %d", modes[_i],
+                  (int)noctx_r[6], (int)noctx_r[7]);
+    /* Kept: the program's own frees, with the context current, succeed. */
+    ck_assert_int_eq(cuMemFree(noctx_p), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFreeAsync(noctx_pa, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    ck_assert_int_eq(cuStreamSynchronize(noctx_s), CUDA_SUCCESS);
+}
+END_TEST
+
 /* Calls refused for their arguments, and frees the pool or the driver refused, counted in the
  * statistics as the failures they are (they were left out: alloc_calls 1, failed_allocs 0, no
  * cuMemAllocPitch entry, while the shim warned of the refused frees). */
@@ -369,6 +423,7 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, null_out_params);
     tcase_add_test(tc, setenv_after_settings_read_is_said);
     tcase_add_test(tc, no_context_errors_are_the_drivers);
+    tcase_add_loop_test(tc, no_context_pool_calls_are_the_drivers, 0, 4);
     tcase_add_test(tc, size_zero);
     tcase_add_test(tc, bad_frees_arena);
     tcase_add_test(tc, double_frees_while_pending);

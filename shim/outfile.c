@@ -276,6 +276,14 @@ static void ga_out_open_failed(const char *var, const char *path, const ga_out_t
         ga_log(GA_LOG_ERROR, "cannot write %s='%s' (%s): %s; it does not fit under the "
                "process's file size limit (ulimit -f): raise the limit", var, path,
                strerror(err), consequence);
+    else if (err == EMFILE || err == ENFILE) /* the path is not at fault (helper-47 F16) */
+        ga_log(GA_LOG_ERROR, "cannot write %s='%s' (%s): %s; no file descriptor was free %s: "
+               "raise the limit or close the descriptors the program no longer uses", var, path,
+               strerror(err), consequence, err == EMFILE ? "in the process (ulimit -n)"
+                                                         : "in the system (fs.file-max)");
+    else if (err == ENOMEM)
+        ga_log(GA_LOG_ERROR, "cannot write %s='%s' (%s): %s; the process was out of memory",
+               var, path, strerror(err), consequence);
     else
         ga_log(GA_LOG_ERROR, "cannot write %s='%s' (%s): %s; check that the path names a file "
                "in a writable directory", var, path, strerror(err), consequence);

@@ -1141,6 +1141,39 @@ static void tf_fsize_child(void *arg)
     exit(0);
 }
 
+/* Every descriptor in use at exit (helper-47 F16): the report cannot be written, and the message
+ * says that no descriptor was free, for the program's own stdout (a copy of it is needed), a
+ * device and a file alike; it blamed the path ("a writable directory"). */
+static void tf_fd_full_child(void *arg)
+{
+    struct rlimit rl = {32, 32};
+    CUdeviceptr p;
+    setenv("GPUARENA_STATS", arg, 1);
+    pt_start();
+    if (cuMemAlloc(&p, 4096) || cuMemFree(p) || setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        exit(3);
+    while (open("/dev/null", O_RDONLY) >= 0)
+        ;
+    exit(errno == EMFILE ? 0 : 2);
+}
+
+START_TEST(stats_no_free_descriptor_at_exit)
+{
+    tf_dir_t d;
+    char file[128], err[4096];
+    tf_mkdir(&d);
+    const char *paths[] = {"/dev/stdout", "/dev/null", tf_at(&d, "s.json", file, sizeof file)};
+    for (size_t i = 0; i < 3; i++) {
+        int rc = pt_run_child(tf_fd_full_child, (void *)paths[i], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d; %s", paths[i], rc, err);
+        ck_assert_msg(strstr(err, "gpuarena: cannot write GPUARENA_STATS=") &&
+                      strstr(err, "no file descriptor was free in the process (ulimit -n)") &&
+                      !strstr(err, "writable directory"), "%s: %s", paths[i], err);
+    }
+    tf_rmtree(d.path);
+}
+END_TEST
+
 START_TEST(stats_and_trace_past_file_size_limit)
 {
     tf_dir_t d;
@@ -1411,6 +1444,7 @@ END_TEST
 TCase *pt_tcase_files(void)
 {
     TCase *tc = tcase_create("files");
+    tcase_add_test(tc, stats_no_free_descriptor_at_exit);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, stats_same_path_as_trace);
     tcase_add_test(tc, stats_own_exit_with_stdin_reader);

@@ -265,6 +265,8 @@ static void ga_pend_release(ga_ctx_t *c, size_t i)
         ga_pool_free(c->pool, e.ptr, NULL);
 }
 
+static CUresult ga_fence_sync(ga_ctx_t *c, int current);
+
 /* ga_fence_free for everything but the common case below. */
 __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintptr_t ptr,
                                                              size_t size, CUstream s,
@@ -310,13 +312,20 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
         c->counts.free_events++;
     }
     if (ga_pend_grow(c) != 0 || ga_pend_index(c, ptr, size) != 0) {
-        /* No host memory to remember it: wait for the device here and free at once. */
-        int nc = ga_nocancel_begin();
-        if (ev)
+        /* No host memory to remember it: wait here as the pending entry would have been waited
+         * for, and free at once: its event, or the owner context and its peers (ga_fence_sync),
+         * not the current context, which for a free made with another one current is not the
+         * owner (helper-49's suspicion, confirmed with hostfail_prog's fence mode). */
+        if (ev) {
+            int nc = ga_nocancel_begin();
             ga_real.cuEventSynchronize(ev);
-        else if (ga_real.cuCtxSynchronize)
-            ga_real.cuCtxSynchronize();
-        ga_nocancel_end(nc);
+            ga_nocancel_end(nc);
+        } else if (ga_fence_sync(c, 0) != CUDA_SUCCESS) {
+            /* Neither remembered nor waited for (a capture under way, the driver refusing): the
+             * chunk stays out of the pool for the context's life rather than be served while
+             * the device may still use it. */
+            return CUDA_SUCCESS;
+        }
         ga_event_put(c, ev);
         ga_pool_free(c->pool, ptr, NULL);
         return CUDA_SUCCESS;

@@ -543,6 +543,36 @@ START_TEST(host_failure_keeps_refused_granules)
 }
 END_TEST
 
+/* A cuMemFree whose pending entry cannot be remembered (the list's growth fails: hostfail_prog's
+ * fence mode) waits for the device itself and gives the chunk back at once. It waited for the
+ * current context: a free made with context B current of context A's block returned while A's
+ * queued work on the block had not run (helper-49's suspicion on ga_fence_free_slow). It now waits
+ * as the pending entry would have been waited for: A, then its peers. */
+START_TEST(host_failure_free_waits_for_owner)
+{
+    static const char *const modes[] = {"arena", "grow", "vmm"};
+    const char *shim = getenv("PT_SHIM");
+    ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
+    char prog[1024];
+    ck_assert_ptr_nonnull(strrchr(shim, '/'));
+    snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
+             (int)(strrchr(shim, '/') - shim), shim);
+    for (int m = 0; m < 3; m++) {
+        char cmd[2048], out[8192] = "";
+        snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
+                 "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_MODE=%s '%s' 1 fence 2>&1", modes[m], prog);
+        FILE *p = popen(cmd, "r");
+        ck_assert_ptr_nonnull(p);
+        size_t len = fread(out, 1, sizeof out - 1, p);
+        out[len] = 0;
+        int st = pclose(p);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "injected 1"),
+                      "%s mode: status %d (exit 12: the free returned before the owner's work "
+                      "ran); %s", modes[m], st, out);
+    }
+}
+END_TEST
+
 /* Loaded for every process (/etc/ld.so.preload, issue 11 item 4): one that never touches CUDA pays
  * nothing and prints nothing, even with settings that would be refused at its first CUDA call. */
 static void no_cuda_child(void *arg)
@@ -580,5 +610,6 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, host_failure_keeps_the_trace);
     tcase_add_test(tc, host_failure_keeps_stream_ordered_blocks);
     tcase_add_test(tc, host_failure_keeps_refused_granules);
+    tcase_add_test(tc, host_failure_free_waits_for_owner);
     return tc;
 }

@@ -354,8 +354,9 @@ typedef struct ga_free_job {
  * context's stream, with CUDA_ERROR_INVALID_CONTEXT and frees nothing; so is a pool block of c
  * kept: 1 then (it was freed, and the program's later free refused as a double free: helper-46
  * F5). The pointer is not shown to the driver: a pool block may start a region the driver would
- * free whole. Not asked for a block of the thread's last context, which the thread had current (a
- * driver call per free: ga_do_free's path skips it likewise). Called where the block is freed. */
+ * free whole. Not asked for a block of the thread's last context, which is current unless the
+ * thread popped it (a driver call per free: ga_do_free's path skips it likewise; the pop hooks
+ * make the thread forget that context, ctx.c). Called where the block is freed. */
 static inline int ga_free_no_context(const ga_ctx_t *c, const ga_free_job_t *j)
 {
     return GA_UNLIKELY(c != ga_ctx_last()) && ga_free_no_context_cold(j->real_free, j->s);

@@ -503,6 +503,46 @@ ga_ctx_t *ga_current(void)
     return c;
 }
 
+/* A thread left with no context current (its last popped, cuCtxSetCurrent(NULL)) forgets the
+ * context it had: ga_ctx_last then names none, so cuMemFree's fast path, which frees a block of
+ * that context without asking the driver for the current one (a call per free), is not taken,
+ * and the slow path answers the driver's CUDA_ERROR_INVALID_CONTEXT (helper-46 F5). Only this
+ * thread's cache; ga_current refills it at the next call made with a context current. */
+static void ga_ctx_forget_if_none(void)
+{
+    if (ga_none_current()) {
+        ga_tl_cache.ctx = NULL;
+        ga_tl_cache.st = NULL;
+    }
+}
+
+GA_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    GA_HOOK_ENTER(cuCtxPopCurrent_v2, (pctx));
+    CUresult r = ga_real.cuCtxPopCurrent_v2(pctx);
+    if (r == CUDA_SUCCESS)
+        ga_ctx_forget_if_none();
+    return r;
+}
+
+GA_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+    GA_HOOK_ENTER(cuCtxPopCurrent, (pctx));
+    CUresult r = ga_real.cuCtxPopCurrent(pctx);
+    if (r == CUDA_SUCCESS)
+        ga_ctx_forget_if_none();
+    return r;
+}
+
+GA_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    GA_HOOK_ENTER(cuCtxSetCurrent, (ctx));
+    CUresult r = ga_real.cuCtxSetCurrent(ctx);
+    if (r == CUDA_SUCCESS && !ctx) /* a pop, when a context was current */
+        ga_ctx_forget_if_none();
+    return r;
+}
+
 /* The driver calls gpuarena makes while it holds a lock (a region, a granule, a synchronisation
  * of the fence) run with cancellation disabled: a driver that waits at a cancellation point
  * (poll(2), a condition variable) would otherwise end a thread cancelled there with gpuarena's

@@ -70,8 +70,6 @@ typedef struct ga_real {
     X(cuCtxGetDevice, (CUdevice *))                                                           \
     X(cuCtxGetApiVersion, (CUcontext, unsigned int *))                                        \
     X(cuCtxPushCurrent_v2, (CUcontext))                                                       \
-    X(cuCtxPopCurrent_v2, (CUcontext *))                                                      \
-    X(cuCtxSetCurrent, (CUcontext))                                                           \
     X(cuDeviceTotalMem_v2, (size_t *, CUdevice))                                              \
     X(cuDeviceGetCount, (int *))                                                              \
     X(cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice))                            \

@@ -340,6 +340,33 @@ START_TEST(no_context_pool_calls_are_the_drivers)
 }
 END_TEST
 
+/* The same for the thread that allocated, once it has made no context current itself: cuMemFree's
+ * fast path knows the block's context from the thread's last allocation, and freed it without
+ * asking the driver. cuCtxPopCurrent and cuCtxSetCurrent(NULL) now make the thread forget it. */
+START_TEST(no_context_after_pop_free_is_the_drivers)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    pt_env(modes[_i], "GPUARENA_LOG=error", NULL);
+    CUcontext ctx = pt_start(), out;
+    CUdeviceptr p, q;
+    ck_assert_int_eq(cuMemAlloc(&p, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&q, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxPopCurrent(&out), CUDA_SUCCESS);
+    ck_assert_msg(cuMemFree(p) == CUDA_ERROR_INVALID_CONTEXT, "%s: after cuCtxPopCurrent",
+                  modes[_i]);
+    ck_assert_int_eq(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(q), CUDA_SUCCESS); /* any context current: the free is made */
+    ck_assert_int_eq(cuMemAlloc(&q, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    ck_assert_msg(cuMemFree(q) == CUDA_ERROR_INVALID_CONTEXT, "%s: after cuCtxSetCurrent(NULL)",
+                  modes[_i]);
+    ck_assert_int_eq(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS); /* kept: the program's own free succeeds */
+    ck_assert_int_eq(cuMemFree(q), CUDA_SUCCESS);
+}
+END_TEST
+
 /* Calls refused for their arguments, and frees the pool or the driver refused, counted in the
  * statistics as the failures they are (they were left out: alloc_calls 1, failed_allocs 0, no
  * cuMemAllocPitch entry, while the shim warned of the refused frees). */
@@ -424,6 +451,7 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, setenv_after_settings_read_is_said);
     tcase_add_test(tc, no_context_errors_are_the_drivers);
     tcase_add_loop_test(tc, no_context_pool_calls_are_the_drivers, 0, 4);
+    tcase_add_loop_test(tc, no_context_after_pop_free_is_the_drivers, 0, 4);
     tcase_add_test(tc, size_zero);
     tcase_add_test(tc, bad_frees_arena);
     tcase_add_test(tc, double_frees_while_pending);

@@ -301,6 +301,23 @@ static int r_peer(void *f)
     return r == CUDA_ERROR_INVALID_DEVICE ? 0 : (int)r;
 }
 
+static int r_pop(void *f) /* a created context pushed, then popped by the hook */
+{
+    CUcontext c, out = NULL;
+    if (cuCtxCreate_v2(&c, 0, 0) != CUDA_SUCCESS)
+        return -1;
+    lean_alloc();
+    return ((CUresult (*)(CUcontext *))f)(&out) == CUDA_SUCCESS && out == c ? 0 : -1;
+}
+static int r_set_current(void *f) /* none current, then the context again: it allocates */
+{
+    CUcontext c;
+    if (cuCtxGetCurrent(&c) != CUDA_SUCCESS || ((CUresult (*)(CUcontext))f)(NULL) != CUDA_SUCCESS)
+        return -1;
+    CUresult r = ((CUresult (*)(CUcontext))f)(c);
+    return r != CUDA_SUCCESS ? (int)r : lean_alloc() ? 0 : -1;
+}
+
 static const struct lean_recipe {
     const char *name;
     lean_call_t call;
@@ -336,6 +353,9 @@ static const struct lean_recipe {
     {"cuDevicePrimaryCtxReset", r_primary},
     {"cuDevicePrimaryCtxRelease", r_primary},
     {"cuDevicePrimaryCtxRetain", r_primary_retain},
+    {"cuCtxPopCurrent_v2", r_pop},
+    {"cuCtxPopCurrent", r_pop},
+    {"cuCtxSetCurrent", r_set_current},
     {"cuIpcGetMemHandle", r_ipc},
     {"cuGetProcAddress", r_getproc},
     {"cuGetProcAddress_v2", r_getproc_v2},

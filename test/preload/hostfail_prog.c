@@ -19,7 +19,8 @@
  * cuCtxSynchronize (which gives the pool the freed chunk back: under GPUARENA_VMM_KEEP=0 its
  * granules go back to the driver, which a SIMCUDA_FAIL=cuMemUnmap may refuse); the blocks after
  * are 2 MiB, from a new context.
- *   hostfail_prog N fence     (see fence_main: a free that cannot be remembered waits for its owner) */
+ *   hostfail_prog N fence|fence-peer   (fence_main: a free that cannot be remembered waits for its
+ *   owner and the owner's peers) */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
@@ -156,35 +157,41 @@ static int orphan_case(long n, CUcontext ctx)
 
 /* fence mode: the shim's N-th host call inside a cuMemFree fails (the pending list's growth), so
  * the free waits for the device itself and gives the chunk back at once. The block is context A's,
- * held by work queued on A behind a gate; the free is made with context B current. A helper opens
- * the gate once A is pushed for the wait (the driver's cuCtxPushCurrent_v2 count rises): only a
- * wait for A does that. Exit 12: the free returned before A's work ran (it waited for B alone). */
+ * held by work queued on A (fence-peer: on C, another context of the device) behind a gate; the
+ * free is made with context B current. A helper opens the gate once A (and then C) is pushed for
+ * the wait (the driver's cuCtxPushCurrent_v2 count rises): only a wait for A (and its peers) does
+ * that. Exit 12: the free returned before that work ran (it waited for B alone). */
 static _Atomic int fence_done;
 static unsigned fence_gate;
 
 static void *fence_opener(void *arg)
 {
     unsigned long long pushes = *(unsigned long long *)arg;
-    while (!atomic_load(&fence_done) && simcuda_entry_calls("cuCtxPushCurrent_v2") == pushes)
+    while (!atomic_load(&fence_done) && simcuda_entry_calls("cuCtxPushCurrent_v2") < pushes)
         sched_yield();
     simcuda_gate_open(fence_gate);
     return NULL;
 }
 
-static int fence_main(long n)
+static int fence_main(long n, int peer)
 {
     CUdevice dev;
-    CUcontext a, b;
+    CUcontext a, b, c, cur;
     CUdeviceptr p, q;
     size_t fr, tot;
     unsigned char byte = 0;
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&b, NULL, 0, dev) || cuMemGetInfo(&fr, &tot) ||
-        cuCtxCreate(&a, NULL, 0, dev) || cuMemAlloc(&p, 1u << 20) || simcuda_gate(NULL, &fence_gate) ||
-        simcuda_launch(NULL, p, 0xaa, 1u << 20, 0) || cuCtxPushCurrent(b))
+        cuCtxCreate(&c, NULL, 0, dev) || cuMemGetInfo(&fr, &tot) ||
+        cuCtxCreate(&a, NULL, 0, dev) || cuMemAlloc(&p, 1u << 20))
+        return 2;
+    /* peer: the work is context C's (on A's block); the wait pushes A, then C */
+    if ((peer && cuCtxPushCurrent(c)) || simcuda_gate(NULL, &fence_gate) ||
+        simcuda_launch(NULL, p, 0xaa, 1u << 20, 0) || (peer && cuCtxPopCurrent(&cur)) ||
+        cuCtxPushCurrent(b))
         return 2;
     simcuda_counters_t k0, k1;
     simcuda_get_counters(&k0);
-    unsigned long long pushes = simcuda_entry_calls("cuCtxPushCurrent_v2");
+    unsigned long long pushes = simcuda_entry_calls("cuCtxPushCurrent_v2") + (peer ? 2 : 1);
     pthread_t t;
     if (pthread_create(&t, NULL, fence_opener, &pushes))
         return 2;
@@ -195,7 +202,6 @@ static int fence_main(long n)
     int ran = k1.stream_ops_done > k0.stream_ops_done;
     atomic_store(&fence_done, 1);
     pthread_join(t, NULL);
-    CUcontext cur;
     if (cuCtxPopCurrent(&cur) || cuMemAlloc(&q, 1u << 20) || cuMemsetD8(q, 0x55, 1u << 20) ||
         cuCtxSynchronize() || cuMemcpyDtoH(&byte, q, 1))
         return 2;
@@ -206,8 +212,8 @@ static int fence_main(long n)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && !strcmp(argv[2], "fence"))
-        return fence_main(atol(argv[1]));
+    if (argc == 3 && (!strcmp(argv[2], "fence") || !strcmp(argv[2], "fence-peer")))
+        return fence_main(atol(argv[1]), argv[2][5] == '-');
     if (argc != 4)
         return 2;
     long n = atol(argv[1]);

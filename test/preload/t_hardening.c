@@ -547,7 +547,8 @@ END_TEST
  * fence mode) waits for the device itself and gives the chunk back at once. It waited for the
  * current context: a free made with context B current of context A's block returned while A's
  * queued work on the block had not run (helper-49's suspicion on ga_fence_free_slow). It now waits
- * as the pending entry would have been waited for: A, then its peers. */
+ * as the pending entry would have been waited for: A, then its peers (fence-peer: the work is on
+ * another context of the device, C; a wait for A alone fails it too). */
 START_TEST(host_failure_free_waits_for_owner)
 {
     static const char *const modes[] = {"arena", "grow", "vmm"};
@@ -557,18 +558,19 @@ START_TEST(host_failure_free_waits_for_owner)
     ck_assert_ptr_nonnull(strrchr(shim, '/'));
     snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
              (int)(strrchr(shim, '/') - shim), shim);
-    for (int m = 0; m < 3; m++) {
+    for (int i = 0; i < 6; i++) { /* the work on the owner, then on a peer of it */
+        const char *mode = modes[i % 3], *what = i < 3 ? "fence" : "fence-peer";
         char cmd[2048], out[8192] = "";
         snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
-                 "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_MODE=%s '%s' 1 fence 2>&1", modes[m], prog);
+                 "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_MODE=%s '%s' 1 %s 2>&1", mode, prog, what);
         FILE *p = popen(cmd, "r");
         ck_assert_ptr_nonnull(p);
         size_t len = fread(out, 1, sizeof out - 1, p);
         out[len] = 0;
         int st = pclose(p);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "injected 1"),
-                      "%s mode: status %d (exit 12: the free returned before the owner's work "
-                      "ran); %s", modes[m], st, out);
+                      "%s mode, %s: status %d (exit 12: the free returned before the work on "
+                      "the block ran); %s", mode, what, st, out);
     }
 }
 END_TEST

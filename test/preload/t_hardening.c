@@ -349,6 +349,27 @@ START_TEST(fork_child_statistics)
 }
 END_TEST
 
+/* Runs BUILD/preload/hostfail_prog (PT_SHIM names BUILD/lib/libgpuarena.so) with the variables
+ * `env` before it and the arguments `args`, its stdout and stderr into out (len bytes); returns its
+ * exit code (-1: killed). No leak check at the program's exit under ASan: its own malloc stands
+ * between the loader and the sanitizer, which then takes the loader's lasting allocations for the
+ * program's leaks. */
+static int hostfail_run(char *out, size_t len, const char *env, const char *args)
+{
+    const char *shim = getenv("PT_SHIM");
+    ck_assert_msg(shim && strrchr(shim, '/'), "PT_SHIM is set by the tier");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 %s "
+             "'%.*s/../preload/hostfail_prog' %s 2>&1", env, (int)(strrchr(shim, '/') - shim),
+             shim, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* Host memory failing inside gpuarena at its first calls (helper-47 F2): hostfail_prog (built
  * beside this test) fails the N-th malloc, calloc, realloc or strdup the shim makes around the
  * process's first cuMemAlloc or cuMemGetInfo, once, for every N until no call is left to fail. Whatever fails, the
@@ -363,32 +384,17 @@ START_TEST(host_failure_keeps_the_cap)
 {
     static const char *const modes[] = {"arena", "grow", "vmm", "platform"};
     static const char *const first[] = {"alloc", "info", "init", "managed", "create"};
-    const char *shim = getenv("PT_SHIM");
-    ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
-    char prog[1024];
-    ck_assert_ptr_nonnull(strrchr(shim, '/'));
-    /* PT_SHIM is BUILD/lib/libgpuarena.so: the program is BUILD/preload/hostfail_prog */
-    snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
-             (int)(strrchr(shim, '/') - shim), shim);
     for (int m = 0; m < 4; m++)
         for (int f = 0; f < 5; f++) {
             int n, injected = 1;
             for (n = 1; n <= 200 && injected; n++) {
-                char cmd[2048], out[8192] = "";
-                /* No leak check at the program's exit under ASan: its own malloc stands between
-                 * the loader and the sanitizer, which then takes the loader's lasting allocations
-                 * for the program's leaks. */
-                snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
-                         "HOSTFAIL_START=%d SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB "
-                         "GPUARENA_MODE=%s '%s' %d 268435456 %s 2>&1", f == 2 ? n : 0, modes[m],
-                         prog, n, first[f]);
-                FILE *p = popen(cmd, "r");
-                ck_assert_ptr_nonnull(p);
-                size_t len = fread(out, 1, sizeof out - 1, p);
-                out[len] = 0;
-                int st = pclose(p);
-                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                              "%s mode, host call %d around the first %s failed: status %d "
+                char env[256], args[128], out[8192];
+                snprintf(env, sizeof env, "HOSTFAIL_START=%d SIMCUDA_TOTAL_MEM=1GiB "
+                         "GPUARENA_LIMIT=256MiB GPUARENA_MODE=%s", f == 2 ? n : 0, modes[m]);
+                snprintf(args, sizeof args, "%d 268435456 %s", n, first[f]);
+                int st = hostfail_run(out, sizeof out, env, args);
+                ck_assert_msg(st == 0,
+                              "%s mode, host call %d around the first %s failed: exit %d "
                               "(exit 10: the cap was exceeded, 11: cuMemGetInfo told the device's "
                               "size); %s", modes[m], n, first[f], st, out);
                 /* A copy of a setting that could not be kept is no change of the setting
@@ -424,28 +430,18 @@ END_TEST
  * refused one that ends the program's loop. */
 START_TEST(host_failure_keeps_the_trace)
 {
-    const char *shim = getenv("PT_SHIM");
-    ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
-    char prog[1024], dir[] = "/tmp/gpuarena-hosttrace-XXXXXX", trace[128];
-    ck_assert_ptr_nonnull(strrchr(shim, '/'));
-    snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
-             (int)(strrchr(shim, '/') - shim), shim);
+    char dir[] = "/tmp/gpuarena-hosttrace-XXXXXX", trace[128];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(trace, sizeof trace, "%s/t.gatrace", dir);
     int n, injected = 1;
     for (n = 1; n <= 200 && injected; n++) {
-        char cmd[2048], out[8192] = "", msg[256];
-        snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
-                 "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB GPUARENA_MODE=arena "
-                 "GPUARENA_TRACE='%s' '%s' %d 268435456 alloc 2>&1", trace, prog, n);
-        FILE *p = popen(cmd, "r");
-        ck_assert_ptr_nonnull(p);
-        size_t len = fread(out, 1, sizeof out - 1, p);
-        out[len] = 0;
-        int st = pclose(p);
+        char env[256], args[64], out[8192], msg[256];
+        snprintf(env, sizeof env, "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB GPUARENA_MODE=arena "
+                 "GPUARENA_TRACE='%s'", trace);
+        snprintf(args, sizeof args, "%d 268435456 alloc", n);
+        int st = hostfail_run(out, sizeof out, env, args);
         const char *b = strstr(out, " blocks "), *f = strstr(out, " first ");
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && b && f, "host call %d: status %d; "
-                      "%s", n, st, out);
+        ck_assert_msg(st == 0 && b && f, "host call %d: exit %d; %s", n, st, out);
         long served = atol(b + 8) + (atol(f + 7) == 0), traced = 0, refused = 0;
         ga_trace_t t;
         ga_trace_init(&t);
@@ -477,27 +473,17 @@ END_TEST
 START_TEST(host_failure_keeps_stream_ordered_blocks)
 {
     static const char *const modes[] = {"vmm", "platform"};
-    const char *shim = getenv("PT_SHIM");
-    ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
-    char prog[1024];
-    ck_assert_ptr_nonnull(strrchr(shim, '/'));
-    snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
-             (int)(strrchr(shim, '/') - shim), shim);
     int refused = 0;
     for (int m = 0; m < 2; m++) {
         int n, injected = 1;
         for (n = 1; n <= 200 && injected; n++) {
-            char cmd[2048], out[8192] = "";
-            snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
-                     "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB GPUARENA_MODE=%s '%s' %d "
-                     "268435456 orphan 2>&1", modes[m], prog, n);
-            FILE *p = popen(cmd, "r");
-            ck_assert_ptr_nonnull(p);
-            size_t len = fread(out, 1, sizeof out - 1, p);
-            out[len] = 0;
-            int st = pclose(p);
-            ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s mode, host call %d in "
-                          "cuMemAllocAsync failed: status %d (exit 12: the live block was handed "
+            char env[128], args[64], out[8192];
+            snprintf(env, sizeof env, "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB "
+                     "GPUARENA_MODE=%s", modes[m]);
+            snprintf(args, sizeof args, "%d 268435456 orphan", n);
+            int st = hostfail_run(out, sizeof out, env, args);
+            ck_assert_msg(st == 0, "%s mode, host call %d in "
+                          "cuMemAllocAsync failed: exit %d (12: the live block was handed "
                           "out again, 13: refused with another error); %s", modes[m], n, st, out);
             injected = strstr(out, "injected 1") != NULL;
             ck_assert_msg(!strstr(out, "first 2") || strstr(out, "gpuarena: "), "%s mode, host "
@@ -518,25 +504,14 @@ END_TEST
  * allocated until refused: the driver's peak stays within the cap. */
 START_TEST(host_failure_keeps_refused_granules)
 {
-    const char *shim = getenv("PT_SHIM");
-    ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
-    char prog[1024];
-    ck_assert_ptr_nonnull(strrchr(shim, '/'));
-    snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
-             (int)(strrchr(shim, '/') - shim), shim);
     int n, injected = 1;
     for (n = 1; n <= 200 && injected; n++) {
-        char cmd[2048], out[8192] = "";
-        snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
-                 "SIMCUDA_FAIL=cuMemUnmap:1+ SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB "
-                 "GPUARENA_MODE=vmm GPUARENA_VMM_KEEP=0 '%s' %d 268435456 free 2>&1", prog, n);
-        FILE *p = popen(cmd, "r");
-        ck_assert_ptr_nonnull(p);
-        size_t len = fread(out, 1, sizeof out - 1, p);
-        out[len] = 0;
-        int st = pclose(p);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "host call %d in the free failed: "
-                      "status %d (exit 10: the driver held more than the cap); %s", n, st, out);
+        char args[64], out[8192];
+        snprintf(args, sizeof args, "%d 268435456 free", n);
+        int st = hostfail_run(out, sizeof out, "SIMCUDA_FAIL=cuMemUnmap:1+ SIMCUDA_TOTAL_MEM=1GiB "
+                              "GPUARENA_LIMIT=256MiB GPUARENA_MODE=vmm GPUARENA_VMM_KEEP=0", args);
+        ck_assert_msg(st == 0, "host call %d in the free failed: "
+                      "exit %d (10: the driver held more than the cap); %s", n, st, out);
         injected = strstr(out, "injected 1") != NULL;
     }
     ck_assert_msg(n > 2, "the sweep ran");
@@ -552,24 +527,14 @@ END_TEST
 START_TEST(host_failure_free_waits_for_owner)
 {
     static const char *const modes[] = {"arena", "grow", "vmm"};
-    const char *shim = getenv("PT_SHIM");
-    ck_assert_msg(shim != NULL, "PT_SHIM is set by the tier");
-    char prog[1024];
-    ck_assert_ptr_nonnull(strrchr(shim, '/'));
-    snprintf(prog, sizeof prog, "%.*s/../preload/hostfail_prog",
-             (int)(strrchr(shim, '/') - shim), shim);
     for (int i = 0; i < 6; i++) { /* the work on the owner, then on a peer of it */
         const char *mode = modes[i % 3], *what = i < 3 ? "fence" : "fence-peer";
-        char cmd[2048], out[8192] = "";
-        snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
-                 "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_MODE=%s '%s' 1 %s 2>&1", mode, prog, what);
-        FILE *p = popen(cmd, "r");
-        ck_assert_ptr_nonnull(p);
-        size_t len = fread(out, 1, sizeof out - 1, p);
-        out[len] = 0;
-        int st = pclose(p);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "injected 1"),
-                      "%s mode, %s: status %d (exit 12: the free returned before the work on "
+        char env[128], args[64], out[8192];
+        snprintf(env, sizeof env, "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_MODE=%s", mode);
+        snprintf(args, sizeof args, "1 %s", what);
+        int st = hostfail_run(out, sizeof out, env, args);
+        ck_assert_msg(st == 0 && strstr(out, "injected 1"),
+                      "%s mode, %s: exit %d (12: the free returned before the work on "
                       "the block ran); %s", mode, what, st, out);
     }
 }

@@ -21,13 +21,11 @@ static struct {
     _Atomic uint64_t sid;        /* 0: a free slot */
     _Atomic(CUcontext) ctx;      /* NULL while being filled: taken as on every device */
 } ga_cap[GA_CAPTURES];
-static _Atomic int ga_cap_n;     /* captures under way: the test every fence makes first */
+_Atomic int ga_cap_n; /* captures under way: the test every fence makes first (shim.h) */
 static _Atomic int ga_cap_extra; /* of them, not in the table */
 
-int ga_capture_on_dev(int dev)
+int ga_capture_on_dev_slow(int dev)
 {
-    if (GA_LIKELY(!atomic_load_explicit(&ga_cap_n, memory_order_acquire)))
-        return 0;
     if (atomic_load(&ga_cap_extra))
         return 1;
     for (size_t i = 0; i < GA_CAPTURES; i++) {

@@ -578,9 +578,18 @@ void ga_fence_passed(ga_ctx_t *c, ga_fence_mark_t m);
 uint64_t ga_fence_stream_id(CUstream s);
 
 /* ---- capture.c: stream captures under way ---- */
+/* How many captures are under way (capture.c owns and writes it). Shared with every file so that
+ * the fence's test on each allocation after a free is one load inline, not a call into capture.c
+ * (a call there cost the arena hot path 12 instructions a pair, scripts/bench-shim-instr.sh). */
+extern _Atomic int ga_cap_n;
+int ga_capture_on_dev_slow(int dev);
 /* 1 while a stream capture may be under way on a context of dev: nothing may synchronise those
  * contexts then. */
-int ga_capture_on_dev(int dev);
+static inline int ga_capture_on_dev(int dev)
+{
+    return GA_UNLIKELY(atomic_load_explicit(&ga_cap_n, memory_order_acquire)) &&
+           ga_capture_on_dev_slow(dev);
+}
 
 /* ---- oom.c: why an allocation failed (CUDA_ERROR_OUT_OF_MEMORY) ---- */
 typedef struct ga_oom {

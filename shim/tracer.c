@@ -80,24 +80,37 @@ static uint64_t ga_clock_ns(clockid_t id)
  * whose default action killed the program in the middle of its run (helper-43 F4). Only then is
  * each write guarded (three more system calls per 256 records); past the limit the trace ends. */
 static int ga_trace_fsize_limited;
+/* The trace is a pipe, FIFO or socket: a write after its reader went raises SIGPIPE, which killed
+ * the program (exit 141; an outside check on 2026-12-06), so those writes are guarded too. */
+static int ga_trace_pipe;
 static _Atomic int ga_trace_full;
 
-/* write(2) with SIGXFSZ blocked in this thread, and taken back if this write raised it. */
+/* write(2) with SIGXFSZ and SIGPIPE blocked in this thread, and each taken back if this write
+ * raised it (one already pending before is left to the program). */
 static ssize_t ga_trace_write_guarded(int fd, const void *buf, size_t len)
 {
-    sigset_t xfsz, old, pending;
-    sigemptyset(&xfsz);
-    sigaddset(&xfsz, SIGXFSZ);
+    static const int sigs[2] = {SIGXFSZ, SIGPIPE};
+    sigset_t set, old, pending;
+    sigemptyset(&set);
     sigemptyset(&pending);
     sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGXFSZ) == 1;
-    pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+    int was_pending[2];
+    for (int i = 0; i < 2; i++) {
+        sigaddset(&set, sigs[i]);
+        was_pending[i] = sigismember(&pending, sigs[i]) == 1;
+    }
+    pthread_sigmask(SIG_BLOCK, &set, &old);
     ssize_t w = write(fd, buf, len);
     int e = errno;
     struct timespec zero = {0, 0};
-    if (!was_pending)
-        while (sigtimedwait(&xfsz, NULL, &zero) == SIGXFSZ)
-            ;
+    for (int i = 0; i < 2; i++) {
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sigs[i]);
+        if (!was_pending[i])
+            while (sigtimedwait(&one, NULL, &zero) == sigs[i])
+                ;
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = e;
     return w;
@@ -145,8 +158,9 @@ static size_t ga_trace_write_all(int fd, const unsigned char *p, size_t len, int
     size_t done = 0;
     while (done < len) {
         errno = 0;
-        ssize_t w = ga_trace_fsize_limited ? ga_trace_write_guarded(fd, p + done, len - done)
-                                           : write(fd, p + done, len - done);
+        ssize_t w = ga_trace_fsize_limited || ga_trace_pipe
+                        ? ga_trace_write_guarded(fd, p + done, len - done)
+                        : write(fd, p + done, len - done);
         if (w > 0)
             done += (size_t)w;
         else if (w < 0 && errno == EINTR)
@@ -300,7 +314,10 @@ static void ga_trace_open(void)
     unsigned char hdr[GA_TRACE_HEADER_SIZE];
     ga_trace_header_encode(ga_trace_t0_unix_ns, hdr);
     struct stat st;
-    if (fstat(fd, &st) != 0 || write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
+    if (fstat(fd, &st) == 0)
+        ga_trace_pipe = S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
+    if (fstat(fd, &st) != 0 ||
+        ga_trace_write_guarded(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
         ga_log(GA_LOG_ERROR, "cannot write the trace '%s'; check the disk; the process runs "
                "untraced", ga_trace_path);
         close(fd);

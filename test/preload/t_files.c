@@ -1448,6 +1448,43 @@ START_TEST(stats_stderr_number_reused)
 }
 END_TEST
 
+/* GPUARENA_TRACE on a FIFO whose reader goes away (helper-57, 2026-12-06): the trace's next write
+ * raised SIGPIPE and killed the program (exit 141). The reader here takes the header and closes;
+ * the program allocates on, and runs to its end with the trace ended. */
+static void tf_fifo_child(void *arg)
+{
+    CUdeviceptr p;
+    setenv("GPUARENA_TRACE", arg, 1);
+    pt_start();
+    for (int i = 0; i < 5000; i++)
+        if (cuMemAlloc(&p, 4096) || cuMemFree(p))
+            exit(3);
+    exit(0);
+}
+
+START_TEST(trace_fifo_reader_gone)
+{
+    tf_dir_t d;
+    char fifo[128], err[8192];
+    tf_mkdir(&d);
+    ck_assert_int_eq(mkfifo(tf_at(&d, "trace.fifo", fifo, sizeof fifo), 0600), 0);
+    pid_t reader = fork();
+    ck_assert_int_ge(reader, 0);
+    if (reader == 0) { /* opens, reads what comes first (the header), and goes */
+        char buf[64];
+        int fd = open(fifo, O_RDONLY);
+        _exit(fd >= 0 && read(fd, buf, sizeof buf) > 0 ? 0 : 1);
+    }
+    int rc = pt_run_child(tf_fifo_child, fifo, err, sizeof err);
+    int st;
+    ck_assert_int_eq(waitpid(reader, &st, 0), reader);
+    ck_assert_msg(rc == 0, "the program ran to its end after the trace's reader went: exit %d (141: "
+                  "SIGPIPE); %s", rc, err);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the reader read the header");
+    tf_rmtree(d.path);
+}
+END_TEST
+
 TCase *pt_tcase_files(void)
 {
     TCase *tc = tcase_create("files");
@@ -1491,6 +1528,7 @@ TCase *pt_tcase_files(void)
     tcase_add_test(tc, trace_directory_refused);
     tcase_add_test(tc, trace_descriptor_closed_and_reused);
     tcase_add_test(tc, trace_disk_full_then_space_back);
+    tcase_add_test(tc, trace_fifo_reader_gone);
     tcase_add_test(tc, stats_stderr_number_reused);
     return tc;
 }

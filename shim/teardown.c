@@ -135,16 +135,21 @@ static uint64_t ga_ctx_orphan(ga_ctx_t *c, int driver_gone)
     }
     size_t n = ga_pool_live_bases(c->pool, NULL, 0);
     uintptr_t *bases = malloc((n ? n : 1) * sizeof *bases);
-    if (!bases) {
+    if (bases) {
+        n = ga_pool_live_bases(c->pool, bases, n);
+        for (size_t i = 0; i < n; i++)
+            if (!ga_ptrmap_get(as, bases[i]))
+                ga_pool_free(c->pool, bases[i], NULL);
+        free(bases);
+    } else {
+        /* No host memory to list the other live blocks: they stay in the orphan too (never served
+         * again, refused if freed, gone with the pool at its last stream-ordered block's free).
+         * Letting the pool go freed the stream-ordered blocks the driver keeps, and the program's
+         * later cuMemFreeAsync freed another context's block there (helper-57, from helper-47 F14). */
         ga_log(GA_LOG_WARN, "context %p destroyed with stream-ordered allocations live: out of "
-               "host memory to keep them; they go with the context", (void *)c->ctx);
-        return 0;
+               "host memory to sort them from its other blocks, so the pool keeps those too "
+               "until the last stream-ordered one is freed", (void *)c->ctx);
     }
-    n = ga_pool_live_bases(c->pool, bases, n);
-    for (size_t i = 0; i < n; i++)
-        if (!ga_ptrmap_get(as, bases[i]))
-            ga_pool_free(c->pool, bases[i], NULL);
-    free(bases);
     ga_pool_trim(c->pool);
     ga_log(GA_LOG_DEBUG, "context %p destroyed: its vmm pool kept for %zu stream-ordered "
            "allocation%s (%llu bytes) until they are freed", (void *)c->ctx, as->count,

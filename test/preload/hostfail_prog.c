@@ -14,7 +14,8 @@
  * orphan: armed around a cuMemAllocAsync of 1 MiB in a created context A, which is then destroyed
  * with the block live (the driver keeps such memory, and so do vmm and platform modes); the
  * primary context allocates 1 MiB blocks: exit 12 if one of them is A's live block (handed out
- * twice), 13 if A's allocation failed with anything but CUDA_ERROR_OUT_OF_MEMORY.
+ * twice), 13 if A's allocation failed with anything but CUDA_ERROR_OUT_OF_MEMORY. orphan-destroy:
+ * the same, armed around A's cuCtxDestroy instead (the orphan pool's own host memory).
  * free: the 200 MiB are allocated unarmed, and the count is armed around their cuMemFree and a
  * cuCtxSynchronize (which gives the pool the freed chunk back: under GPUARENA_VMM_KEEP=0 its
  * granules go back to the driver, which a SIMCUDA_FAIL=cuMemUnmap may refuse); the blocks after
@@ -129,7 +130,7 @@ char *strdup(const char *str)
 }
 
 /* The orphan case (above), with ctx the primary context, current. */
-static int orphan_case(long n, CUcontext ctx)
+static int orphan_case(long n, CUcontext ctx, int at_destroy)
 {
     CUdevice dev;
     CUcontext a;
@@ -138,14 +139,20 @@ static int orphan_case(long n, CUcontext ctx)
     if (cuDeviceGet(&dev, 0) || cuCtxCreate(&a, NULL, 0, dev) ||
         cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING))
         return 2;
-    atomic_store(&armed, n);
+    atomic_store(&armed, at_destroy ? 0 : n);
     CUresult first = cuMemAllocAsync(&p, 1u << 20, sa);
     atomic_store(&armed, 0);
+    if (first != CUDA_SUCCESS) {
+        printf("injected %d first %d\n", atomic_load(&injected), (int)first);
+        return first == CUDA_ERROR_OUT_OF_MEMORY && !at_destroy ? 0 : 13;
+    }
+    if (cuMemsetD8Async(p, 0xAA, 1u << 20, sa) || cuStreamSynchronize(sa))
+        return 2;
+    atomic_store(&armed, at_destroy ? n : 0);
+    CUresult gone = cuCtxDestroy(a);
+    atomic_store(&armed, 0);
     printf("injected %d first %d\n", atomic_load(&injected), (int)first);
-    if (first != CUDA_SUCCESS)
-        return first == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 13;
-    if (cuMemsetD8Async(p, 0xAA, 1u << 20, sa) || cuStreamSynchronize(sa) || cuCtxDestroy(a) ||
-        cuCtxSetCurrent(ctx))
+    if (gone || cuCtxSetCurrent(ctx))
         return 2;
     for (int i = 0; i < 64 && cuMemAlloc(&q, 1u << 20) == CUDA_SUCCESS; i++)
         if (q <= p && p < q + (1u << 20)) {
@@ -226,8 +233,8 @@ int main(int argc, char **argv)
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
         cuCtxSetCurrent(ctx))
         return 2;
-    if (!strcmp(argv[3], "orphan"))
-        return orphan_case(n, ctx);
+    if (!strcmp(argv[3], "orphan") || !strcmp(argv[3], "orphan-destroy"))
+        return orphan_case(n, ctx, !strcmp(argv[3], "orphan-destroy"));
     CUdeviceptr p = 0, q;
     size_t fr = 0, tot = 0;
     if (free_first && cuMemAlloc(&p, 200u << 20))

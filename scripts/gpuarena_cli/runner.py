@@ -277,9 +277,12 @@ def _per_device_caps(stats, env):
     caps = {}
     for e in stats.get("devices") or []:
         if (isinstance(e, dict) and isinstance(e.get("device"), int) and
-                isinstance(e.get("cap"), int) and f"CUDA_DEVICE_MEMORY_LIMIT_{e['device']}" in env):
+                isinstance(e.get("cap"), int)):
             caps[e["device"]] = e["cap"]
-    if not caps:
+    # Only where a per-device variable is set; every device then, since the others' caps (the
+    # global CUDA_DEVICE_MEMORY_LIMIT, or none) differ from it (helper-57: "64 MiB per device"
+    # was said with CUDA_DEVICE_MEMORY_LIMIT_1=128m in force on device 1).
+    if not any(f"CUDA_DEVICE_MEMORY_LIMIT_{d}" in env for d in caps):
         return None
     return ", ".join(f"{human_bytes(caps[d])} on device {d}" for d in sorted(caps))
 
@@ -293,9 +296,10 @@ def summary(stats, env=None):
         mode = "grow"  # a format 1 file says arena with preallocate false
     limit_bytes, limit_from = _option(stats, "limit"), _option(stats, "limit_from")
     limit = human_bytes(limit_bytes) if limit_bytes else "none"
-    per_device = None if limit_bytes else _per_device_caps(stats, env or {})
+    per_device = _per_device_caps(stats, env or {})
     if per_device:
         limit = f"{per_device} (CUDA_DEVICE_MEMORY_LIMIT_<i>)"
+        limit_bytes = None  # said per device: no "per device" or "above the device" below
     elif limit_from and limit_from != "GPUARENA_LIMIT":
         limit += f" ({limit_from})"  # a device plugin's cap (HAMi, KAI)
     # The cap in force is the limit or the device, whichever is smaller: say so when it is the

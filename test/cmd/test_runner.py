@@ -126,6 +126,13 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                                                       "CUDA_DEVICE_MEMORY_LIMIT_1": "512m"})
         self.assertIn("limit 512.00 MiB on device 0, 512.00 MiB on device 1 "
                       "(CUDA_DEVICE_MEMORY_LIMIT_<i>)", text)
+        # the global variable with one device's own: each device's cap, not "64 MiB per device"
+        mixed = dict(two, options={"limit": 64 << 20, "limit_from": "CUDA_DEVICE_MEMORY_LIMIT"},
+                     devices=[{"device": 0, "cap": 64 << 20}, {"device": 1, "cap": 128 << 20}])
+        text = runner.summary(mixed, {"CUDA_DEVICE_MEMORY_LIMIT": "64m",
+                                      "CUDA_DEVICE_MEMORY_LIMIT_1": "128m"})
+        self.assertIn("limit 64.00 MiB on device 0, 128.00 MiB on device 1 "
+                      "(CUDA_DEVICE_MEMORY_LIMIT_<i>)\n", text)
 
     def test_run_signal_exit_code(self):
         p = self.run_cli("run", "--sim", "--", sys.executable, "-c",

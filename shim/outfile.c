@@ -361,6 +361,8 @@ static int ga_out_dup_own(const char *var, const char *path, const ga_out_t *o,
     if (why)
         return -1;
     int fd = fcntl(o->own_fd, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+        return -2; /* no descriptor free for a copy: the caller may write through the program's */
     if (fd < 0)
         ga_out_open_failed(var, path, o, errno, consequence);
     return fd;
@@ -380,8 +382,12 @@ int ga_outfile_open_log(const char *var, const char *path)
                why, untraced, o.kind == GA_OUT_DIR ? path : "/tmp");
         return -1;
     }
-    if (o.kind == GA_OUT_OWN) /* written through, never locked nor truncated */
-        return ga_out_dup_own(var, path, &o, untraced, "/tmp/trace-%p.gatrace");
+    if (o.kind == GA_OUT_OWN) { /* written through, never locked nor truncated */
+        int fd = ga_out_dup_own(var, path, &o, untraced, "/tmp/trace-%p.gatrace");
+        if (fd == -2) /* a trace needs a descriptor of its own, kept open to the end */
+            ga_out_open_failed(var, path, &o, EMFILE, untraced);
+        return fd < 0 ? -1 : fd;
+    }
     int fd = o.kind == GA_OUT_THROUGH
                  ? ga_out_open_through(&o)
                  : open(o.target, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -512,6 +518,37 @@ static int ga_out_write_own(const char *var, const char *path, const ga_out_t *o
 {
     static const char *nothing = "nothing was written";
     int fd = ga_out_dup_own(var, path, o, nothing, "/tmp/stats-%p.json");
+    if (fd == -2) {
+        /* Every descriptor in use at exit: the report is made in memory and written through the
+         * program's own descriptor, which needs none (GPUARENA_STATS=- wrote nothing then since
+         * b8dea78, where it had written the report to descriptor 2; helper-57's N3). */
+        char *buf = NULL;
+        size_t len = 0, off = 0;
+        FILE *m = open_memstream(&buf, &len);
+        if (!m) {
+            ga_out_open_failed(var, path, o, EMFILE, nothing);
+            return -1;
+        }
+        writer(m);
+        int bad = ferror(m);
+        fclose(m);
+        sigset_t old;
+        ga_out_flush_program(&old);
+        while (!bad && off < len) {
+            ssize_t w = write(o->own_fd, buf + off, len - off);
+            if (w > 0)
+                off += (size_t)w;
+            else if (!(w < 0 && errno == EINTR))
+                break;
+        }
+        int e = errno;
+        free(buf);
+        if (bad || off < len) {
+            ga_out_open_failed(var, path, o, bad ? ENOMEM : e, nothing);
+            return ga_out_flushed(&old, -1);
+        }
+        return ga_out_flushed(&old, 0);
+    }
     if (fd < 0)
         return -1;
     sigset_t old;

@@ -1147,10 +1147,17 @@ static void tf_fsize_child(void *arg)
 /* Every descriptor in use at exit (helper-47 F16): the report cannot be written, and the message
  * says that no descriptor was free, for the program's own stdout (a copy of it is needed), a
  * device and a file alike; it blamed the path ("a writable directory"). */
+static char tf_fd_full_out[128]; /* the child's stdout, for /dev/stdout */
 static void tf_fd_full_child(void *arg)
 {
     struct rlimit rl = {32, 32};
     CUdeviceptr p;
+    if (!strcmp(arg, "/dev/stdout")) {
+        int fd = open(tf_fd_full_out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || dup2(fd, 1) != 1)
+            exit(4);
+        close(fd);
+    }
     setenv("GPUARENA_STATS", arg, 1);
     pt_start();
 #if defined(__SANITIZE_ADDRESS__)
@@ -1169,14 +1176,29 @@ START_TEST(stats_no_free_descriptor_at_exit)
     tf_dir_t d;
     char file[128], err[4096];
     tf_mkdir(&d);
-    const char *paths[] = {"/dev/stdout", "/dev/null", tf_at(&d, "s.json", file, sizeof file)};
-    for (size_t i = 0; i < 3; i++) {
-        int rc = pt_run_child(tf_fd_full_child, (void *)paths[i], err, sizeof err);
-        ck_assert_msg(rc == 0, "%s: exit %d; %s", paths[i], rc, err);
-        ck_assert_msg(strstr(err, "gpuarena: cannot write GPUARENA_STATS=") &&
-                      strstr(err, "no file descriptor was free in the process (ulimit -n)") &&
-                      !strstr(err, "writable directory"), "%s: %s", paths[i], err);
+    const char *paths[] = {"/dev/null", tf_at(&d, "s.json", file, sizeof file), "/dev/stdout", "-"};
+    tf_at(&d, "out.json", tf_fd_full_out, sizeof tf_fd_full_out);
+    for (size_t i = 0; i < 4; i++) {
+        char err_big[16384];
+        int rc = pt_run_child(tf_fd_full_child, (void *)paths[i], err_big, sizeof err_big);
+        ck_assert_msg(rc == 0, "%s: exit %d; %s", paths[i], rc, err_big);
+        if (i < 2) { /* a path to open: no descriptor for it */
+            ck_assert_msg(strstr(err_big, "gpuarena: cannot write GPUARENA_STATS=") &&
+                          strstr(err_big, "no file descriptor was free in the process (ulimit -n)") &&
+                          !strstr(err_big, "writable directory"), "%s: %s", paths[i], err_big);
+            continue;
+        }
+        /* The program's own descriptors need none: the report is written through them
+         * (helper-57's N3: '-' wrote nothing since b8dea78, where it had written the report). */
+        ck_assert_msg(!strstr(err_big, "cannot write"), "%s: %s", paths[i], err_big);
+        if (i == 2)
+            ck_assert_msg(pt_json_check(tf_fd_full_out, "d['gpuarena_stats'] == 2") == 0,
+                          "/dev/stdout: the report in the program's stdout");
+        else
+            ck_assert_msg(strstr(err_big, "\"gpuarena_stats\": 2"), "-: the report on stderr: %s",
+                          err_big);
     }
+    (void)err;
     tf_rmtree(d.path);
 }
 END_TEST

@@ -448,7 +448,7 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     if (j.gone.key && j.gone_later) {
         ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size); /* the rest once the stream passed */
     } else if (j.gone.key) {
-        ga_dev_uncommit(j.owner->dev, j.gone.size);
+        ga_mempool_gone(j.owner->dev, j.gone.size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)j.gone.size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)j.gone.size);
         ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size);

@@ -98,6 +98,7 @@ int ga_dev_setup(int dev)
                      : !strncmp(cap_from, "CUDA_", 5)                ? "CUDA_DEVICE_MEMORY_LIMIT"
                                                                      : "GPUARENA_LIMIT";
         ga_mutex_init(&d->lock);
+        ga_mutex_init(&d->pool_lock);
         if (ga_opt.group && cap) {
             d->group = ga_group_open(ga_opt.group_dir, ga_opt.group, d->uuid, cap, err, sizeof err);
             if (!d->group) {
@@ -178,6 +179,18 @@ int ga_dev_commit(int dev, uint64_t bytes)
     return 1;
 }
 
+void ga_dev_hold(int dev, uint64_t bytes)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    int64_t after = atomic_fetch_add_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
+                    + (int64_t)bytes;
+    if (d->group) {
+        ga_group_hold(d->group, bytes);
+        ga_group_set_figures(d->group, ga_dev_in_use(d), (uint64_t)after, 0,
+                             ga_mode_name(ga_opt.mode));
+    }
+}
+
 /* The ledger gets a member's figures when it reserves or releases memory (ga_dev_commit), which an
  * arena member does once: `gpuarena top` would show it with nothing in use. So the figures are
  * also shown as allocations come and go, once 1/256 of the cap has moved since the last time or
@@ -226,6 +239,7 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
         }
         ga_mutex_unlock(&c->lock);
     }
+    inside += ga_mempool_kept(dev); /* kept by the driver's pools: trimmed when needed */
     uint64_t f = (cap > held ? cap - held : 0) + inside;
     if (f > phys_free + inside)
         f = phys_free + inside;
@@ -709,6 +723,7 @@ int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes)
             ga_fence_pass_reclaim(c, 0);
         ga_mutex_unlock(&c->lock);
     }
+    ga_mempool_settle(dev, 0); /* what the driver's pools keep, as the driver says now */
     if (ga_dev_commit(dev, bytes))
         return 1;
     return ga_dev_trim(dev) && ga_dev_commit(dev, bytes);
@@ -863,6 +878,8 @@ size_t ga_dev_trim(int dev)
             freed += ga_pool_trim(c->pool);
         ga_mutex_unlock(&c->lock);
     }
+    /* Last: the frees waited for above may have left their memory in the driver's pools. */
+    freed += ga_mempool_settle(dev, 1);
     return freed;
 }
 
@@ -939,6 +956,7 @@ void ga_ctx_fork_child(void)
             atomic_store(&dv->orph_mapped, 0);
             atomic_store(&dv->orph_va, 0);
             atomic_store(&dv->unrecorded, 0); /* the parent's granules */
+            ga_mempool_fork_child(dv);
         }
     }
     ga_tl_cache.ctx = NULL;

@@ -483,7 +483,7 @@ static void ga_pfree_release(ga_ctx_t *c, size_t i)
     c->pfree[i] = c->pfree[--c->npfree];
     atomic_fetch_sub_explicit(&ga_pfree_held, 1, memory_order_relaxed);
     ga_event_put(c, e.ev);
-    ga_dev_uncommit(c->dev, e.size);
+    ga_mempool_gone(c->dev, e.size); /* a driver pool may keep it (mempool.c) */
     ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
     ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
 }
@@ -567,7 +567,7 @@ void ga_fence_drop(ga_ctx_t *c)
         atomic_fetch_sub_explicit(&ga_pfree_held, 1, memory_order_relaxed);
         if (!c->driver_gone && ga_real.cuEventDestroy_v2)
             ga_real.cuEventDestroy_v2(e.ev);
-        ga_dev_uncommit(c->dev, e.size);
+        ga_mempool_gone(c->dev, e.size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
     }
@@ -763,8 +763,10 @@ GA_EXPORT CUresult cuCtxSynchronize(void)
     ga_ctx_t *c = ga_current();
     ga_fence_mark_t m = ga_fence_mark(c);
     CUresult r = ga_real.cuCtxSynchronize();
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         ga_fence_synced(c, m);
+        ga_mempool_settle_all();
+    }
     return r;
 }
 
@@ -774,8 +776,10 @@ GA_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
     ga_ctx_t *c = ctx ? ga_ctx_of(ctx) : ga_current();
     ga_fence_mark_t m = ga_fence_mark(c);
     CUresult r = ga_real.cuCtxSynchronize_v2(ctx);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         ga_fence_synced(c, m);
+        ga_mempool_settle_all();
+    }
     return r;
 }
 
@@ -787,6 +791,7 @@ static void ga_fence_program_waited(void)
 {
     if (atomic_load_explicit(&ga_pfree_held, memory_order_relaxed) > 0)
         ga_dev_pass_passed(-1);
+    ga_mempool_settle_all(); /* the driver's pools may give memory back at a synchronisation */
 }
 
 /* The three waits: the real call, then what it passed. */

@@ -50,6 +50,10 @@ ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[
  * (making one), saying so on stderr once, so old and new members count against one cap again. */
 int ga_group_commit(ga_group_t *g, uint64_t bytes);
 
+/* Adds bytes the process holds already, whatever the cap says (a driver pool found keeping more
+ * than was counted, mempool.c): the total may then stand above the cap until they go. */
+void ga_group_hold(ga_group_t *g, uint64_t bytes);
+
 /* Gives bytes of this process's share back (never below zero). Thread safe, lock free. */
 void ga_group_uncommit(ga_group_t *g, uint64_t bytes);
 

@@ -617,7 +617,8 @@ static int ga_move(ga_group_t *g)
 
 /* ---- the member's operations ---- */
 
-int ga_group_commit(ga_group_t *g, uint64_t bytes)
+/* force: the bytes are held already (ga_group_hold), so they go in whatever the cap says. */
+static int ga_group_add(ga_group_t *g, uint64_t bytes, int force)
 {
     if (bytes == 0)
         return 1;
@@ -654,7 +655,7 @@ int ga_group_commit(ga_group_t *g, uint64_t bytes)
             ga_reclaim(g); /* the latest moment: before saying no */
             sum = ga_sum(l);
         }
-        int ok = bytes <= cap && sum <= cap - bytes;
+        int ok = force || (bytes <= cap && sum <= cap - bytes);
         if (ok) {
             uint64_t now = __atomic_add_fetch(&g->slot->committed, bytes, __ATOMIC_ACQ_REL);
             if (now > LD(&g->slot->committed_peak))
@@ -663,6 +664,16 @@ int ga_group_commit(ga_group_t *g, uint64_t bytes)
         ga_unlock(l);
         return ok;
     }
+}
+
+int ga_group_commit(ga_group_t *g, uint64_t bytes)
+{
+    return ga_group_add(g, bytes, 0);
+}
+
+void ga_group_hold(ga_group_t *g, uint64_t bytes)
+{
+    ga_group_add(g, bytes, 1);
 }
 
 void ga_group_uncommit(ga_group_t *g, uint64_t bytes)

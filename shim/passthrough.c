@@ -145,6 +145,8 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
         ga_level_add(GA_LEVEL_RESERVED, (int64_t)held);
         ga_level_add(GA_LEVEL_PASSTHROUGH, (int64_t)held);
         ga_dev_in_use_add(dev, (int64_t)held);
+        if (stream_ordered)
+            ga_mempool_note(dev, (CUdeviceptr)key); /* its pool may keep memory (mempool.c) */
     } else if (committed) {
         ga_dev_uncommit(dev, held); /* failed, given back, or gone with its context */
     }

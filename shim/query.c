@@ -44,6 +44,7 @@ GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
         return r == CUDA_SUCCESS ? (*free = pfree, *total = ptotal, r) : r;
     uint64_t f, t;
     ga_dev_pass_passed(dev);
+    ga_mempool_settle(dev, 0);
     ga_dev_view(dev, pfree, ptotal, &f, &t);
     *free = (size_t)f;
     *total = (size_t)t;

@@ -86,7 +86,9 @@ typedef struct ga_real {
     X(cuDeviceGetUuid, (CUuuid *, CUdevice))                                                  \
     X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))  \
     X(cuMemGetAllocationGranularity,                                                          \
-      (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))
+      (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))                \
+    X(cuMemPoolGetAttribute, (CUmemoryPool, CUmemPool_attribute, void *))                     \
+    X(cuMemPoolTrimTo, (CUmemoryPool, size_t))
 #define GA_UNHOOKED_FIELD(name, params) CUresult(*name) params;
     GA_UNHOOKED_LIST(GA_UNHOOKED_FIELD)
 #undef GA_UNHOOKED_FIELD
@@ -252,6 +254,7 @@ extern _Atomic int ga_tracing;
 #define GA_TRACE_LATE_STATS 2
 
 /* ---- ctx.c: devices (caps) and contexts (pools) ---- */
+#define GA_DEV_POOLS 8 /* driver memory pools counted per device (mempool.c) */
 typedef struct ga_dev {
     _Atomic int64_t committed; /* bytes held from the driver: pools + pass-through */
     uint64_t cap;              /* valid once known */
@@ -290,6 +293,13 @@ typedef struct ga_dev {
     _Atomic uint64_t peers;    /* vmm: bit d set once a context on device d enabled peer access to
                                   a context on this one: the pools' granules are mapped read/write
                                   for those devices too (backend.c) */
+    /* The driver's memory pools pass-through stream-ordered blocks came from, and the bytes they
+     * keep after frees, committed (mempool.c); under pool_lock, which is taken last. */
+    ga_mutex_t pool_lock;
+    _Atomic int npools;
+    CUmemoryPool pools[GA_DEV_POOLS];
+    uint64_t pool_kept;
+    int pool_stale;            /* the figure may have moved: asked of the driver at the next settle */
 } ga_dev_t;
 
 /* A freed pool chunk waiting for the device (fence.c). */
@@ -384,6 +394,7 @@ ga_dev_t *ga_dev(int dev);
 int ga_dev_setup(int dev);
 int ga_dev_commit(int dev, uint64_t bytes);   /* 1 ok, 0 past the cap */
 void ga_dev_uncommit(int dev, uint64_t bytes);
+void ga_dev_hold(int dev, uint64_t bytes);     /* committed whatever the cap says: held already */
 uint64_t ga_dev_held(int dev);
 /* backend.c: bytes of vmm granules the driver refused to give back, held against the cap (this
  * context's still mapped ones and the device's unreleased ones). c->lock held. */
@@ -485,6 +496,18 @@ void ga_ctx_sync_device(const ga_ctx_t *c);
 void ga_dev_pass_passed(int dev);
 /* The same for every device from the exit path: a context whose lock is held is skipped. */
 void ga_pass_passed_at_exit(void);
+/* ---- mempool.c: what the driver's memory pools keep of pass-through stream-ordered memory ---- */
+/* A pass-through stream-ordered block p was served on dev: its pool is noted (no lock held). */
+void ga_mempool_note(int dev, CUdeviceptr p);
+/* A pass-through block's bytes leave the live figures: they stay committed as kept by dev's pools
+ * when dev has pools noted (the next settle asks the driver), else leave the cap. Any lock held. */
+void ga_mempool_gone(int dev, uint64_t bytes);
+/* Asks the driver what dev's pools keep and commits that (trim: trims them to 0 first); returns
+ * the bytes that left the cap. No driver call for a device with no pool noted. */
+uint64_t ga_mempool_settle(int dev, int trim);
+void ga_mempool_settle_all(void); /* after the program's synchronisations */
+uint64_t ga_mempool_kept(int dev);
+void ga_mempool_fork_child(ga_dev_t *dv);
 /* Context `dying` is about to be torn down (no lock held, before the driver's call): its events
  * die with it, and the driver may give their handles to new ones, so every pending entry of
  * another context whose event was made in it is waited for now and done with, the event destroyed

@@ -82,7 +82,7 @@ int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free
             /* No context of that device current to wait on: the stream passes the free first. */
             if (real_free && ga_real.cuStreamSynchronize)
                 ga_real.cuStreamSynchronize(s);
-            ga_dev_uncommit(dev, e.size);
+            ga_mempool_gone(dev, e.size); /* a driver pool may keep it (mempool.c) */
             ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);
             ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)e.size);
         }

@@ -1057,6 +1057,74 @@ START_TEST(async_free_pass_through_held_until_passed)
 }
 END_TEST
 
+/* A driver pool whose release threshold is above 0 keeps a freed block's memory after its stream
+ * passed the free (PyTorch's cudaMallocAsync backend sets the threshold to the maximum): the device
+ * still holds it, so the cap must too. 40 MiB kept and 40 MiB allocated do not fit 64 MiB: the
+ * allocation is served once gpuarena has trimmed the pool, never with both held (helper-48 F2:
+ * the driver held 80 MiB under a 64 MiB cap). arg: 0 cuMemAllocAsync, 1 cuMemAllocFromPoolAsync;
+ * then a synchronous cuMemAlloc (2) or another stream-ordered block (0, 1) needs the room. */
+static void pool_kept_child(void *arg)
+{
+    int kind = (int)(intptr_t)arg;
+    pt_start();
+    CUstream s;
+    CUmemoryPool pool;
+    CUdeviceptr p, q;
+    cuuint64_t max = ~0ull, v = 0;
+    size_t free_b, total_b;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuDeviceGetDefaultMemPool(&pool, 0) ||
+        cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max))
+        exit(2);
+    for (int round = 0; round < 3; round++) {
+        CUresult r = kind & 1 ? cuMemAllocFromPoolAsync(&p, 40 * MiB, pool, s)
+                              : cuMemAllocAsync(&p, 40 * MiB, s);
+        if (r != CUDA_SUCCESS || simcuda_launch(s, p, 0xAA, N, 0) || cuMemFreeAsync(p, s) ||
+            cuStreamSynchronize(s))
+            exit(3);
+        if (cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) || v != 40 * MiB)
+            exit(4); /* the driver keeps it */
+        /* the kept bytes are free to the program: gpuarena trims them when it needs the room */
+        if (cuMemGetInfo(&free_b, &total_b) || total_b != 64 * MiB || free_b != 64 * MiB)
+            exit(5);
+        r = round == 2 && kind < 2 ? cuMemAllocAsync(&q, 40 * MiB, s) : cuMemAlloc(&q, 40 * MiB);
+        if (r != CUDA_SUCCESS)
+            exit(6);
+        if (pt_counters().peak_bytes_in_use > 64 * MiB)
+            exit(7); /* the driver held both: the cap was escaped */
+        if (round == 2 && kind < 2 ? cuMemFreeAsync(q, s) || cuStreamSynchronize(s) : cuMemFree(q))
+            exit(8);
+        if (cuMemPoolTrimTo(pool, 0))
+            exit(9);
+    }
+    if (pt_counters().pool_trim_calls < 4)
+        exit(10);
+    exit(0);
+}
+
+START_TEST(driver_pool_kept_memory_stays_capped)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=platform", "GPUARENA_MODE=arena"};
+    for (int m = 0; m < 2; m++)
+        for (int kind = 0; kind < 2; kind++) {
+            if (m == 1 && kind == 0)
+                continue; /* arena mode serves cuMemAllocAsync from its own pool */
+            char stats[] = "/tmp/gpuarena-pkept-XXXXXX", senv[128], err[4096];
+            close(mkstemp(stats));
+            snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+            pt_env(senv, modes[m], "GPUARENA_LIMIT=64MiB", "GPUARENA_PREALLOCATE=false",
+                   "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            int rc = pt_run_child(pool_kept_child, (void *)(intptr_t)kind, err, sizeof err);
+            ck_assert_msg(rc == 0, "%s, %s: exit %d (6: refused, 7: the driver held 80 MiB under "
+                          "a 64 MiB cap); %s", modes[m],
+                          kind ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync", rc, err);
+            ck_assert_msg(pt_json_check(stats, "(t := d['totals']) and t['in_use'] == 0 and "
+                                               "t['passthrough_bytes'] == 0") == 0,
+                          "%s: every byte back", modes[m]);
+            unlink(stats);
+        }
+}
+END_TEST
+
 /* A pending chunk handed to a smaller cuMemAllocAsync on its own stream is taken whole: in use
  * counts its size, as the free of it gives back its size, so in use does not drift: ten handovers,
  * then 8 MiB held at exit, and in use says 8 MiB. */
@@ -1273,6 +1341,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, async_per_thread_streams_not_shared);
     tcase_add_test(tc, async_free_pass_through_held_until_passed);
     tcase_add_test(tc, async_free_pass_through_synced_not_reported_held);
+    tcase_add_test(tc, driver_pool_kept_memory_stays_capped);
     tcase_add_test(tc, async_same_stream_handover_counts_its_size);
     tcase_add_test(tc, async_same_stream_handover_range_is_its_own);
     tcase_add_test(tc, async_alloc_is_the_streams_context);

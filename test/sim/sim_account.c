@@ -63,6 +63,27 @@ int sim_charge_locked(int dev, unsigned long long size)
     return 0;
 }
 
+/* Bytes a device's memory pool keeps after the allocations that used them went (sim_memory.c):
+ * device memory the process holds, in no allocation. Taken without a check (the bytes were
+ * charged to the allocation they came from) and given back without one. */
+void sim_pool_hold_locked(int dev, unsigned long long n)
+{
+    dev_in_use[dev] += n;
+    if (dev_in_use[dev] > dev_peak[dev])
+        dev_peak[dev] = dev_in_use[dev];
+    sim_counters.bytes_in_use += n;
+    if (sim_counters.bytes_in_use > sim_counters.peak_bytes_in_use)
+        sim_counters.peak_bytes_in_use = sim_counters.bytes_in_use;
+    sim_shared_sync_locked();
+}
+
+void sim_pool_drop_locked(int dev, unsigned long long n)
+{
+    dev_in_use[dev] -= n;
+    sim_counters.bytes_in_use -= n;
+    sim_shared_sync_locked();
+}
+
 void sim_uncharge_locked(int dev, unsigned long long size)
 {
     dev_in_use[dev] -= size;

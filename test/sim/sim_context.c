@@ -345,8 +345,10 @@ CUresult cuCtxSynchronize(void)
     CUresult r = sim_current(&c);
     if (r == CUDA_SUCCESS && sim_ctx_capture_check(c, NULL))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* a stream of c is capturing (sim_stream.c) */
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         sim_streams_drain_ctx(c);
+        sim_pools_settle();
+    }
     return r;
 }
 
@@ -616,8 +618,10 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
     CUresult r = sim_ctx_or_current(ctx, &c);
     if (r == CUDA_SUCCESS && sim_ctx_capture_check(c, NULL))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         sim_streams_drain_ctx(c);
+        sim_pools_settle();
+    }
     return r;
 }
 

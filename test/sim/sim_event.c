@@ -196,6 +196,7 @@ static CUresult sim_event_sync(CUevent h)
         /* a record whose marker number is not known yet: wait for it, then for the marker */
         if (e.rec.seq != ~0ULL) {
             sim_stream_wait_dep(&e.rec);
+            sim_pools_settle();
             return CUDA_SUCCESS;
         }
         sched_yield();

@@ -196,6 +196,9 @@ unsigned long long sim_dev_used_locked(int dev);    /* + context overheads (+ ot
 int sim_dev_fits_locked(int dev, unsigned long long size);
 int sim_charge_locked(int dev, unsigned long long size); /* -1: it does not fit */
 void sim_uncharge_locked(int dev, unsigned long long size);
+void sim_pool_hold_locked(int dev, unsigned long long n); /* a memory pool's kept bytes */
+void sim_pool_drop_locked(int dev, unsigned long long n);
+void sim_pools_settle(void); /* a synchronisation: pools give back what is above their threshold */
 int sim_ctx_charge_locked(int dev);                 /* room for one more context's overhead */
 unsigned long long sim_next_id_locked(void);        /* process-unique buffer ids */
 

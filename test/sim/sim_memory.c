@@ -37,6 +37,51 @@ typedef struct sim_alloc {
 static sim_alloc_t *tab;            /* sorted by base, under sim_lock */
 static size_t tab_len, tab_cap;
 
+/* Each device's default memory pool, which every stream-ordered allocation on the device comes
+ * from (cuMemAllocFromPoolAsync's pool is taken as it: there is no cuMemPoolCreate here). When an
+ * allocation goes and the pool's CU_MEMPOOL_ATTR_RELEASE_THRESHOLD is above 0, the pool keeps its
+ * bytes: still device memory the process holds, taken first by the next stream-ordered allocation
+ * of the device. It gives back what it holds above the threshold at the next stream, event or
+ * context synchronisation ("the allocator will try to release memory back to the OS on the next
+ * call to stream, event or context synchronize", cuMemPoolSetAttribute's documentation), and down to
+ * a size at cuMemPoolTrimTo. Bytes, not placements: any allocation may reuse any kept bytes (the
+ * real driver's chunks and their fragmentation are not modelled). Under sim_lock. */
+typedef struct sim_pool {
+    unsigned long long threshold; /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD (default 0) */
+    unsigned long long used;      /* bytes of live stream-ordered allocations */
+    unsigned long long kept;      /* bytes kept from gone ones */
+    unsigned long long used_high, reserved_high;
+} sim_pool_t;
+static sim_pool_t sim_pools[SIM_MAX_DEVICES];
+
+static void sim_pool_highs_locked(sim_pool_t *p)
+{
+    if (p->used > p->used_high)
+        p->used_high = p->used;
+    if (p->used + p->kept > p->reserved_high)
+        p->reserved_high = p->used + p->kept;
+}
+
+/* Gives back what pool p of dev keeps beyond `keep` bytes reserved. */
+static void sim_pool_release_locked(sim_pool_t *p, int dev, unsigned long long keep)
+{
+    unsigned long long reserved = p->used + p->kept;
+    if (reserved <= keep)
+        return;
+    unsigned long long n = reserved - keep < p->kept ? reserved - keep : p->kept;
+    p->kept -= n;
+    sim_pool_drop_locked(dev, n);
+}
+
+void sim_pools_settle(void)
+{
+    pthread_mutex_lock(&sim_lock);
+    for (int d = 0; d < SIM_MAX_DEVICES; d++)
+        if (sim_pools[d].kept)
+            sim_pool_release_locked(&sim_pools[d], d, sim_pools[d].threshold);
+    pthread_mutex_unlock(&sim_lock);
+}
+
 /* Index of the first allocation whose base is above addr. */
 static size_t sim_upper_locked(CUdeviceptr addr)
 {
@@ -83,6 +128,14 @@ static void sim_remove_locked(size_t i)
     sim_alloc_t *a = &tab[i];
     munmap((void *)(uintptr_t)a->base, a->mapped);
     sim_uncharge_locked(a->dev, a->size);
+    if (a->kind == SIM_ASYNC) {
+        sim_pool_t *p = &sim_pools[a->dev];
+        p->used -= a->size;
+        if (p->threshold) { /* the pool keeps the bytes */
+            p->kept += a->size;
+            sim_pool_hold_locked(a->dev, a->size);
+        }
+    }
     memmove(&tab[i], &tab[i + 1], (tab_len - i - 1) * sizeof *tab);
     tab_len--;
 }
@@ -109,8 +162,20 @@ static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kin
     if (size > SIZE_MAX - (size_t)page)
         return CUDA_ERROR_OUT_OF_MEMORY;
     size_t mapped = (size + (size_t)page - 1) & ~((size_t)page - 1);
-    if (sim_charge_locked(c->dev, size) != 0)
+    /* A stream-ordered allocation takes what its device's pool keeps first. */
+    sim_pool_t *pool = kind == SIM_ASYNC ? &sim_pools[c->dev] : NULL;
+    unsigned long long reuse = pool ? (pool->kept < size ? pool->kept : size) : 0;
+    if (reuse) {
+        pool->kept -= reuse;
+        sim_pool_drop_locked(c->dev, reuse);
+    }
+    if (sim_charge_locked(c->dev, size) != 0) {
+        if (reuse) {
+            pool->kept += reuse;
+            sim_pool_hold_locked(c->dev, reuse);
+        }
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     sim_alloc_t a = {(CUdeviceptr)(uintptr_t)p, size, mapped, c->dev, c, kind, sim_next_id_locked(), 0};
@@ -118,7 +183,15 @@ static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kin
         if (p != MAP_FAILED)
             munmap(p, mapped);
         sim_uncharge_locked(c->dev, size);
+        if (reuse) {
+            pool->kept += reuse;
+            sim_pool_hold_locked(c->dev, reuse);
+        }
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (pool) {
+        pool->used += size;
+        sim_pool_highs_locked(pool);
     }
     *out = a.base;
     return CUDA_SUCCESS;
@@ -329,6 +402,121 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     return sim_free_async(dptr, hStream, 1);
 }
 
+/* ---- memory pools ---- */
+
+static CUresult sim_pool_get(CUmemoryPool h, sim_pool_t **p, int *dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    for (int d = 0; d < sim_cfg.devices && d < SIM_MAX_DEVICES; d++)
+        if (h == (CUmemoryPool)&sim_pools[d]) {
+            *p = &sim_pools[d];
+            *dev = d;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult sim_dev_pool(CUmemoryPool *pool, CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dev < 0 || dev >= sim_cfg.devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pool = (CUmemoryPool)&sim_pools[dev];
+    return CUDA_SUCCESS;
+}
+
+SIM_WRAP(cuDeviceGetDefaultMemPool, sim_dev_pool, (CUmemoryPool *pool_out, CUdevice dev), (pool_out, dev))
+SIM_WRAP(cuDeviceGetMemPool, sim_dev_pool, (CUmemoryPool *pool, CUdevice dev), (pool, dev))
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    SIM_COUNT(pool_trim_calls);
+    SIM_ENTER(cuMemPoolTrimTo);
+    sim_pool_t *p;
+    int dev;
+    CUresult r = sim_pool_get(pool, &p, &dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&sim_lock);
+    sim_pool_release_locked(p, dev, minBytesToKeep);
+    pthread_mutex_unlock(&sim_lock);
+    return CUDA_SUCCESS;
+}
+
+/* The attributes of byte counts (cuuint64_t); the reuse policies (int) are taken and not used. */
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    SIM_ENTER(cuMemPoolSetAttribute);
+    sim_pool_t *p;
+    int dev;
+    CUresult r = sim_pool_get(pool, &p, &dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    cuuint64_t v = 0;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        p->threshold = *(cuuint64_t *)value;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: /* only a reset to zero is allowed */
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        memcpy(&v, value, sizeof v);
+        if (v != 0) {
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+            p->used_high = p->used;
+        else
+            p->reserved_high = p->used + p->kept;
+        break;
+    default:
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}
+
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    SIM_ENTER(cuMemPoolGetAttribute);
+    sim_pool_t *p;
+    int dev;
+    CUresult r = sim_pool_get(pool, &p, &dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        *(int *)value = 1;
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->used + p->kept; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
+    default: r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}
+
 /* ---- information ---- */
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -385,6 +573,9 @@ static CUresult sim_attr(CUpointer_attribute attr, const sim_alloc_t *a, CUdevic
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = a ? a->base : 0; break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a ? a->size : 0; break;
     case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = a != NULL; break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(CUmemoryPool *)data = a && a->kind == SIM_ASYNC ? (CUmemoryPool)&sim_pools[a->dev] : NULL;
+        break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a ? a->id : 0; break;
     /* device memory of the driver's own allocators is GPUDirect RDMA capable on the GPUs that
      * support it (all here); managed memory is not */

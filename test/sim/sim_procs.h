@@ -62,6 +62,11 @@
     X(cuMemAllocFromPoolAsync, 11020, 1, cuMemAllocFromPoolAsync_ptsz)                \
     X(cuMemFreeAsync, 11020, 0, cuMemFreeAsync)                                       \
     X(cuMemFreeAsync, 11020, 1, cuMemFreeAsync_ptsz)                                  \
+    X(cuDeviceGetDefaultMemPool, 11020, 0, cuDeviceGetDefaultMemPool)                 \
+    X(cuDeviceGetMemPool, 11020, 0, cuDeviceGetMemPool)                               \
+    X(cuMemPoolTrimTo, 11020, 0, cuMemPoolTrimTo)                                     \
+    X(cuMemPoolSetAttribute, 11020, 0, cuMemPoolSetAttribute)                         \
+    X(cuMemPoolGetAttribute, 11020, 0, cuMemPoolGetAttribute)                         \
     X(cuMemCreate, 10020, 0, cuMemCreate)                                             \
     X(cuMemRelease, 10020, 0, cuMemRelease)                                           \
     X(cuMemGetAllocationGranularity, 10020, 0, cuMemGetAllocationGranularity)         \

@@ -541,12 +541,15 @@ static CUresult sim_stream_sync(CUstream h, int per_thread)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (s->kind == SIM_LEGACY) {
         sim_work_t w = {.kind = SIM_WORK_MARK};
-        return sim_stream_submit(s, &w, NULL, 1, NULL);
+        r = sim_stream_submit(s, &w, NULL, 1, NULL);
+    } else {
+        pthread_mutex_lock(&sim_stream_mu);
+        sim_wait_stream_locked(s);
+        pthread_mutex_unlock(&sim_stream_mu);
     }
-    pthread_mutex_lock(&sim_stream_mu);
-    sim_wait_stream_locked(s);
-    pthread_mutex_unlock(&sim_stream_mu);
-    return CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        sim_pools_settle();
+    return r;
 }
 
 static CUresult sim_stream_query(CUstream h, int per_thread)

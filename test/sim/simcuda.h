@@ -179,6 +179,7 @@ extern "C" {
     X(async_free_calls, "cuMemFreeAsync(_ptsz) calls")                                       \
     X(managed_alloc_calls, "cuMemAllocManaged calls")                                        \
     X(pool_alloc_calls, "cuMemAllocFromPoolAsync(_ptsz) calls")                              \
+    X(pool_trim_calls, "cuMemPoolTrimTo calls")                                              \
     X(create_calls, "cuMemCreate calls")                                                     \
     X(release_calls, "cuMemRelease calls")                                                   \
     X(getproc_calls, "cuGetProcAddress + cuGetProcAddress_v2 calls")                         \

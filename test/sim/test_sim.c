@@ -412,6 +412,71 @@ START_TEST(primary_context)
 }
 END_TEST
 
+/* A pool with a release threshold keeps a freed block's bytes (device memory the process holds)
+ * until a synchronisation finds it above the threshold, or cuMemPoolTrimTo; the next stream-ordered
+ * allocation reuses them. */
+START_TEST(pool_release_threshold)
+{
+    ts_start();
+    CUmemoryPool pool, cur, got;
+    CUstream s;
+    CUdeviceptr a, b;
+    cuuint64_t v, max = ~0ull;
+    CK(cuDeviceGetDefaultMemPool(&pool, 0));
+    CK(cuDeviceGetMemPool(&cur, 0));
+    ck_assert_ptr_eq(pool, cur);
+    ck_assert_int_eq(cuDeviceGetMemPool(&cur, 9), CUDA_ERROR_INVALID_DEVICE);
+    ck_assert_int_eq(cuDeviceGetMemPool(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v));
+    ck_assert_uint_eq(v, 0); /* the driver's default */
+    CK(cuStreamCreate(&s, 0));
+    /* threshold 0: the bytes go when the stream passes the free */
+    CK(cuMemAllocAsync(&a, 1 << 20, s));
+    CK(cuPointerGetAttribute(&got, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, a));
+    ck_assert_ptr_eq(got, pool);
+    CK(cuMemFreeAsync(a, s));
+    CK(cuStreamSynchronize(s));
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 0);
+    /* the maximum, as PyTorch's cudaMallocAsync backend sets it: kept through synchronisations */
+    CK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max));
+    CK(cuMemAllocAsync(&a, 1 << 20, s));
+    CK(cuMemFreeAsync(a, s));
+    CK(cuStreamSynchronize(s));
+    CK(cuCtxSynchronize());
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 1 << 20);
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(0), 1 << 20);
+    CK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v));
+    ck_assert_uint_eq(v, 1 << 20);
+    CK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v));
+    ck_assert_uint_eq(v, 0);
+    /* reused: 1.5 MiB takes the kept 1 MiB and 0.5 MiB more */
+    CK(cuMemAllocAsync(&b, 3 << 19, s));
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 3 << 19);
+    CK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v));
+    ck_assert_uint_eq(v, 3 << 19);
+    CK(cuMemFreeAsync(b, s));
+    CK(cuStreamSynchronize(s));
+    /* a lower threshold: the next synchronisation gives back what is above it */
+    cuuint64_t half = 1 << 19;
+    CK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &half));
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 3 << 19);
+    CK(cuStreamSynchronize(s));
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 1 << 19);
+    /* cuMemPoolTrimTo: down to what is asked */
+    CK(cuMemPoolTrimTo(pool, 0));
+    ck_assert_uint_eq(ts_counters().bytes_in_use, 0);
+    ck_assert_uint_eq(ts_counters().pool_trim_calls, 1);
+    CK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v));
+    ck_assert_uint_eq(v, 3 << 19);
+    ck_assert_int_eq(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &max),
+                     CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemPoolTrimTo((CUmemoryPool)&v, 0), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, NULL),
+                     CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamDestroy(s));
+}
+END_TEST
+
 START_TEST(other_allocations)
 {
     ts_start();
@@ -720,6 +785,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, attach_detach);
     tcase_add_test(tc, primary_context);
     tcase_add_test(tc, other_allocations);
+    tcase_add_test(tc, pool_release_threshold);
     tcase_add_test(tc, vmm_handles);
     tcase_add_test(tc, pointer_queries);
     tcase_add_test(tc, error_strings);

@@ -204,6 +204,32 @@ for mode in arena platform; do
     check "nvidia-smi peak <= cap + 768 MiB context ($mode)" $r "peak ${peak} MiB ($how)"
 done
 
+# A driver pool keeps freed memory when its release threshold is above 0 (PyTorch's cudaMallocAsync
+# backend sets it to the maximum): in platform mode gpuarena counts that memory and trims the pool
+# when another allocation needs the room, so 3 GiB kept and 3 GiB more never sit under 4 GiB.
+cat >"$out/cap_async.py" <<'PY'
+import time, torch, cupy
+x = [torch.empty(512 << 20, dtype=torch.uint8, device="cuda") for _ in range(6)]
+del x
+torch.cuda.synchronize()
+p = cupy.cuda.runtime.malloc(3 << 30)
+print("cudaMalloc of 3 GiB after 3 GiB went back to the pool: served", flush=True)
+time.sleep(1.5)
+cupy.cuda.runtime.free(p)
+PY
+(while sleep 0.1; do
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sed 's/^/gpu, /'
+done) >"$out/smi-async.csv" 2>/dev/null &
+mon=$!
+run cap_async platform PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync GPUARENA_LIMIT=4GiB -- \
+    python3 "$out/cap_async.py"
+kill $mon 2>/dev/null; wait $mon 2>/dev/null
+peak=$(awk -F', ' '$1 != "gpu" { if ($2 > m) m = $2 } END { print m + 0 }' "$out/smi-async.csv")
+[ "$peak" = 0 ] && peak=$(awk -F', ' -v b="${base:-0}" '$1 == "gpu" { if ($2 - b > m) m = $2 - b } END { print m + 0 }' "$out/smi-async.csv")
+grep -q "served" "$out/cap_async-platform.log" && [ "$peak" -gt 0 ] && [ "$peak" -le $((4096 + 768)) ] && r=ok || r=FAIL
+check "pool-kept memory under the cap (torch cudaMallocAsync, platform)" $r "peak ${peak} MiB; $(tail -1 "$out/cap_async-platform.log" | cut -c1-80)"
+
 # Stream-ordered safety (issue 13): a cudaFree while a side stream still writes the buffer, then a
 # new allocation of the same size. Safe settings must keep the data; none may lose it (reported).
 section "Freed memory and streams"; say "| check | result | detail |"; say "|---|---|---|"

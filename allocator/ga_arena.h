@@ -133,6 +133,10 @@ size_t ga_live_bases(const ga_arena_t *arena, uintptr_t *out, size_t max);
 int ga_owns(const ga_arena_t *arena, uintptr_t ptr);
 /* Releases every completely free region; returns the bytes released. */
 size_t ga_trim(ga_arena_t *arena);
+/* Bytes of the completely free regions whose last release the backend refused (kept, empty and
+ * usable: they serve blocks up to their size, but cannot be given back to make room for a larger
+ * one); *largest (optional) gets the largest such region. Walks the regions: not for a hot path. */
+size_t ga_refused_idle(const ga_arena_t *arena, size_t *largest);
 
 void ga_get_stats(const ga_arena_t *arena, ga_stats_t *out);
 /* 1 - largest_free / total_free, 0 when nothing is free. */

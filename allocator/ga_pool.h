@@ -132,6 +132,9 @@ size_t ga_pool_live_bases(const ga_pool_t *pool, uintptr_t *out, size_t max);
 /* Gives back what is held and idle: empty regions (arena, grow; a preallocated region with
  * nothing live is taken again at the next allocation), kept granules (vmm). Returns bytes. */
 size_t ga_pool_trim(ga_pool_t *pool);
+/* ga_refused_idle of an arena or grow pool; 0 for vmm (the shim keeps refused granules itself)
+ * and platform (a refused block stays live). */
+size_t ga_pool_refused_idle(const ga_pool_t *pool, size_t *largest);
 void ga_pool_stats(const ga_pool_t *pool, ga_stats_t *out);
 /* Invariant walk: failures counted, the first described in report (see ga_check). */
 int ga_pool_check(const ga_pool_t *pool, char *report, size_t len);

@@ -130,6 +130,7 @@ typedef struct ga_region {
     size_t size;
     ga_chunk_t *first;       /* lowest chunk; the region is empty iff first is free and whole */
     ga_rbnode_t *runs;       /* root of the run tree */
+    int refused;             /* the backend refused its last release: kept, empty and usable */
 } ga_region_t;
 
 /* A tree of free chunks ordered by (size, base) and its leftmost (smallest, lowest) chunk, kept so

@@ -190,6 +190,16 @@ size_t ga_pool_trim(ga_pool_t *p)
     return ga_trim(p->arena);
 }
 
+size_t ga_pool_refused_idle(const ga_pool_t *p, size_t *largest)
+{
+    if (!p || p->mode == GA_MODE_PLATFORM || p->mode == GA_MODE_VMM) {
+        if (largest)
+            *largest = 0;
+        return 0;
+    }
+    return ga_refused_idle(p->arena, largest);
+}
+
 void ga_pool_stats(const ga_pool_t *p, ga_stats_t *out)
 {
     if (!out)

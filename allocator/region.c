@@ -141,8 +141,10 @@ int ga_region_release(ga_arena_t *a, size_t i)
 {
     ga_region_t *r = a->regions[i];
     size_t size = r->size;
-    if (a->backend.release(a->backend.ctx, r->base, size) != 0)
+    if (a->backend.release(a->backend.ctx, r->base, size) != 0) {
+        r->refused = 1;
         return 1;
+    }
     ga_bin_remove(a, r->first);
     region_free(a, r);
     memmove(&a->regions[i], &a->regions[i + 1], (a->nregions - i - 1) * sizeof *a->regions);
@@ -333,4 +335,19 @@ size_t ga_live_bases(const ga_arena_t *a, uintptr_t *out, size_t max)
 size_t ga_trim(ga_arena_t *a)
 {
     return a ? ga_release_empty(a) : 0;
+}
+
+size_t ga_refused_idle(const ga_arena_t *a, size_t *largest)
+{
+    size_t bytes = 0, top = 0;
+    for (size_t i = 0; a && i < a->nregions; i++) {
+        const ga_region_t *r = a->regions[i];
+        if (r->refused && ga_is_free(r->first) && r->first->size == r->size) {
+            bytes += r->size;
+            top = r->size > top ? r->size : top;
+        }
+    }
+    if (largest)
+        *largest = top;
+    return bytes;
 }

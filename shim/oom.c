@@ -101,6 +101,24 @@ static void ga_oom_put_map(ga_oom_t *o, const ga_pool_t *p, uint64_t regions)
                    (unsigned long long)(regions - GA_OOM_MAP_REGIONS));
 }
 
+/* Empty regions the driver refused to free (backend.c): held against the cap, the pool serves
+ * blocks up to their size from them, but they cannot be given back to make room for a larger one
+ * (arena, grow; 0 in the other modes). Said when there are any: before, a failure they caused
+ * read as fragmentation, with hints that could not help. */
+static void ga_oom_put_refused(ga_oom_t *o, const ga_ctx_t *c)
+{
+    char b[2][32];
+    size_t top = 0;
+    uint64_t bytes = c->pool ? ga_pool_refused_idle(c->pool, &top) : 0;
+    if (bytes)
+        ga_oom_put(o, ";\ngpuarena: %s of it are empty regions the driver refused to free, the "
+                   "largest %s (warned about before): held against the cap, they serve blocks up "
+                   "to their size but cannot be given back to make room for a larger one (tried again "
+                   "at each out-of-memory); if the refusals go on, the driver or device is failing: "
+                   "check it (nvidia-smi)", ga_fmt_bytes(bytes, b[0], 32),
+                   ga_fmt_bytes(top, b[1], 32));
+}
+
 /* What to change, for the options in force. */
 static void ga_oom_put_hint(ga_oom_t *o)
 {
@@ -126,11 +144,12 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
         ga_oom_put(o, " (%s in the arena, %s more it may reserve)",
                    ga_fmt_bytes(s->total_free, b[2], 32), ga_fmt_bytes(room, b[3], 32));
     ga_oom_put(o, ";\ngpuarena: largest free block %s, fragmentation %.2f; in use %s, reserved %s "
-               "in this context, the process holds %s of cap %s on the device. Arena occupancy "
-               "('#' used, '+' partly, '.' free):\n",
+               "in this context, the process holds %s of cap %s on the device",
                ga_fmt_bytes(s->largest_free, b[2], 32), ga_fragmentation(s),
                ga_fmt_bytes(s->in_use, b[3], 32), ga_fmt_bytes(s->reserved, b[4], 32),
                ga_fmt_bytes(held, b[5], 32), ga_fmt_bytes(d->cap, b[6], 32));
+    ga_oom_put_refused(o, c);
+    ga_oom_put(o, ". Arena occupancy ('#' used, '+' partly, '.' free):\n");
     ga_oom_put_map(o, c->pool, s->regions);
     ga_oom_put_hint(o);
 }
@@ -182,6 +201,9 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
              "(GPUARENA_MEM_FRACTION=%g, a fixed fraction), not by the cap: raise the fraction, or "
              "use GPUARENA_MEM_FRACTION=%g+ to let the pool grow up to the cap",
              ga_fmt_bytes(share, b[7], 32), ga_opt.fraction, ga_opt.fraction);
+    /* Empty regions the driver refused to free would have made the room (arena, grow). */
+    uint64_t refused_idle = c->pool ? ga_pool_refused_idle(c->pool, NULL) : 0;
+    int regions_held = refused_idle && left < size && size - left <= refused_idle;
     int granules = vmm_left && !no_va && !share_full && gran && worst > left;
     int device = vmm_left && !no_va && !share_full && gran && !granules;
     /* arena, grow, platform: the cap has room, and the driver has less free than the block (other
@@ -227,6 +249,8 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                       : device ? "the cap has room, but the driver refused the memory: the device "
                                  "itself is full (other processes or contexts use it); free memory "
                                  "there or set GPUARENA_LIMIT to what the device can give"
+                      : regions_held ? "the pool's empty regions would make room for it, but the "
+                                       "driver refused to free them"
                       : d->group && !ga_group_member(d->group)
                           ? "the group is full: all its 256 slots are taken by live processes and "
                             "this forked child has none, so it cannot allocate there whatever the "
@@ -255,6 +279,7 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                    "memory back as soon as the device has passed the free (their next allocation "
                    "or cuCtxSynchronize) with GPUARENA_MODE=vmm GPUARENA_VMM_KEEP=0",
                    ga_fmt_bytes(used - held, b[5], 32));
+    ga_oom_put_refused(o, c);
     /* Granules the driver refused to give back (backend.c) stay held against the cap. */
     uint64_t held_back = ga_opt.mode == GA_MODE_VMM ? ga_vmm_refused_bytes(c) : 0;
     if (held_back)
@@ -316,7 +341,11 @@ void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size)
                             ga_pool_mode(c->pool) == GA_MODE_GROW);
     if (arena && rounded >= size) { /* a size too large to round: true OOM */
         uint64_t room = ga_oom_growth_room(c, &s);
-        o->frag = s.total_free >= rounded || room >= rounded - s.total_free;
+        /* Empty regions the driver refused to free serve blocks up to their size (this one is
+         * larger, or it would have been served): their bytes are no room for it. */
+        uint64_t refused = ga_pool_refused_idle(c->pool, NULL);
+        uint64_t usable = s.total_free > refused ? s.total_free - refused : 0;
+        o->frag = usable >= rounded || room >= rounded - usable;
         if (o->frag && ga_oom_first(&ga_oom_told_frag))
             ga_oom_explain_frag(o, c, api, rounded, &s, room);
     }

@@ -483,6 +483,55 @@ START_TEST(device_full_before_cap_said)
 }
 END_TEST
 
+/* The driver refuses every cuMemFree (a sticky error): the 200 MiB region of a freed block stays in
+ * the pool, held against the 256 MiB cap. cuMemGetInfo counts its bytes as free, which they are to
+ * the pool: a 200 MiB block is served from it without a driver call, and the rest of the figure,
+ * 56 MiB, fits beside it. A 240 MiB block cannot: the region cannot be given back to make room.
+ * That is a true out-of-memory that names the region, never fragmentation, whose hints (fraction,
+ * preallocation, a larger cap) have nothing to do with it; before, it said "out of memory from
+ * fragmentation ... although 256 MiB are free". */
+static void refused_region_child(void *arg)
+{
+    pt_env((const char *)arg, NULL);
+    pt_start();
+    CUdeviceptr p, q;
+    if (cuMemAlloc(&p, 200 * MiB) != CUDA_SUCCESS)
+        exit(2);
+    if (simcuda_fail_add("cuMemFree_v2:1+") != 0 || cuMemFree(p) != CUDA_SUCCESS ||
+        cuCtxSynchronize() != CUDA_SUCCESS)
+        exit(3);
+    size_t free = 0, total = 0;
+    if (cuMemGetInfo(&free, &total) != CUDA_SUCCESS || free != 256 * MiB || total != 256 * MiB)
+        exit(4);
+    if (cuMemAlloc(&q, 240 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(5);
+    unsigned long long calls = pt_counters().alloc_calls;
+    if (cuMemAlloc(&p, 200 * MiB) != CUDA_SUCCESS || pt_counters().alloc_calls != calls)
+        exit(6); /* served from the kept region */
+    if (cuMemAlloc(&q, free - 200 * MiB) != CUDA_SUCCESS)
+        exit(7);
+    if (simcuda_device_peak_all(0) > 256 * MiB)
+        exit(8);
+    exit(0);
+}
+
+START_TEST(refused_region_not_fragmentation)
+{
+    static const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow"};
+    for (int m = 0; m < 2; m++) {
+        const char *env[] = {modes[m], "GPUARENA_LIMIT=256MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL};
+        char err[16384];
+        pt_oom_run(refused_region_child, env, err, sizeof err,
+                   "d['totals']['frag_failures'] == 0 and d['totals']['true_oom_failures'] == 1");
+        ck_assert_msg(!strstr(err, FRAG_MSG), "%s: not fragmentation: %s", modes[m], err);
+        ck_assert_msg(strstr(err, TRUE_MSG "cuMemAlloc of 240 MiB failed on device 0"), "%s: %s",
+                      modes[m], err);
+        ck_assert_msg(strstr(err, "gpuarena: 200 MiB of it are empty regions the driver refused "
+                                  "to free, the largest 200 MiB"), "%s: %s", modes[m], err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_oom(void)
 {
     TCase *tc = tcase_create("oom");
@@ -498,5 +547,6 @@ TCase *pt_tcase_oom(void)
     tcase_add_test(tc, passthrough_refused_for_the_arena);
     tcase_add_test(tc, passthrough_refused_platform_silent);
     tcase_add_test(tc, device_full_before_cap_said);
+    tcase_add_test(tc, refused_region_not_fragmentation);
     return tc;
 }

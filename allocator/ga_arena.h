@@ -37,6 +37,8 @@ typedef enum ga_status {
  *  - reserve(ctx, size, &base) returns 0 and sets base to a GA_ALIGN-aligned range of exactly
  *    `size` usable bytes, or returns non-zero (out of memory) and leaves base untouched. `size` is
  *    always a multiple of GA_ALIGN. It may be called again with a smaller size after a failure.
+ *    GA_ENOHOST (7) says the backend's own host memory failed, not the memory it hands out: the
+ *    arena then fails with GA_ENOHOST and tries no smaller size.
  *  - release(ctx, base, size) gives back a range reserve returned, with the same size; 0 when it
  *    went back, non-zero when the backend still holds it (the driver refused to free it): the
  *    range is then as it was, and the arena keeps the region (empty, usable) and tries again at

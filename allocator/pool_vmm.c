@@ -149,8 +149,9 @@ static int area_reserve(void *ctx, size_t size, uintptr_t *base)
     ga_get_stats(p->arena, &ps);
     if (ps.largest_free < whole) /* empty regions of the other areas first, then a new range */
         trim_areas(v, ar->id);
-    if (ga_alloc(p->arena, whole, &b) != GA_OK)
-        return -1;
+    ga_status_t st = ga_alloc(p->arena, whole, &b);
+    if (st != GA_OK) /* a range's host memory stays the host's (ga_arena.h) */
+        return st == GA_ENOHOST ? GA_ENOHOST : -1;
     ga_vrange_t *r = range_of(v, b);
     if (!r || (b - r->base) % v->gran || whole > r->size - (b - r->base)) {
         ga_free(p->arena, b); /* the parent broke granule alignment: refuse rather than share */

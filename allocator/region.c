@@ -109,8 +109,9 @@ static void region_free(ga_arena_t *a, ga_region_t *r)
 ga_status_t ga_region_add(ga_arena_t *a, size_t size)
 {
     uintptr_t base = 0;
-    if (a->backend.reserve(a->backend.ctx, size, &base) != 0)
-        return GA_ENOMEM;
+    int got = a->backend.reserve(a->backend.ctx, size, &base);
+    if (got != 0) /* the backend's host memory (ga_arena.h), or its memory */
+        return got == GA_ENOHOST ? GA_ENOHOST : GA_ENOMEM;
     /* A backend that breaks its contract must not corrupt the arena: refuse the range. */
     ga_region_t *r = NULL;
     int sound = base % GA_ALIGN == 0 && base + size > base && !overlaps(a, base, size);

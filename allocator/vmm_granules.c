@@ -58,7 +58,7 @@ int ga_vmm_va_reserve(void *ctx, size_t size, uintptr_t *base)
         size_t cap = v->cap ? v->cap * 2 : 4;
         ga_vrange_t *grown = realloc(v->ranges, cap * sizeof *grown);
         if (!grown)
-            return -1;
+            return GA_ENOHOST; /* the host's, not the device's (ga_arena.h) */
         v->ranges = grown, v->cap = cap;
     }
     ga_vrange_t r = {.size = vsize, .ngran = vsize / v->gran};
@@ -69,10 +69,13 @@ int ga_vmm_va_reserve(void *ctx, size_t size, uintptr_t *base)
     r.stacked = calloc(words, sizeof *r.stacked);
     r.handle = calloc(r.ngran, sizeof *r.handle);
     r.owner = calloc(r.ngran, sizeof *r.owner);
-    if (!r.refs || !r.inner || !r.mapped || !r.stacked || !r.handle || !r.owner ||
-        p->be.va_reserve(p->be.ctx, vsize, &r.base) != 0) {
+    /* Out of host memory for the range's tables: GA_ENOHOST, which the pool answers as such; it
+     * was an out-of-memory of the device, said as the address space refused (a sweep of host
+     * failures, 2026-12-06). */
+    int nohost = !r.refs || !r.inner || !r.mapped || !r.stacked || !r.handle || !r.owner;
+    if (nohost || p->be.va_reserve(p->be.ctx, vsize, &r.base) != 0) {
         range_free_host(&r);
-        return -1;
+        return nohost ? GA_ENOHOST : -1;
     }
     v->ranges[v->nranges++] = r;
     first_range_changed(v);

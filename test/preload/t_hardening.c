@@ -520,6 +520,35 @@ START_TEST(host_failure_keeps_refused_granules)
 }
 END_TEST
 
+/* vmm's range bookkeeping out of host memory: the driver refuses the first two address
+ * reservations, so the pool's first range is 128 MiB (64 granules) and the first cuMemAlloc, of
+ * 200 MiB, takes a range of its own; every host call of the shim in that cuMemAlloc fails once in
+ * turn. One that fails in the range's tables (vmm_granules.c) refused the allocation as the
+ * device's out-of-memory ("gpuarena: out of memory: cuMemAlloc of 200 MiB failed ... raise
+ * GPUARENA_LIMIT"), where the cap and the device had room; it is a host failure (GA_ENOHOST),
+ * said as the other host failures are. */
+START_TEST(vmm_range_host_failure_is_host)
+{
+    int n, injected = 1, refused = 0;
+    for (n = 1; n <= 200 && injected; n++) {
+        char args[64], out[8192];
+        snprintf(args, sizeof args, "%d 268435456 alloc", n);
+        int st = hostfail_run(out, sizeof out, "SIMCUDA_FAIL=cuMemAddressReserve:1,"
+                              "cuMemAddressReserve:2 SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB "
+                              "GPUARENA_MODE=vmm", args);
+        ck_assert_msg(st == 0, "host call %d: exit %d; %s", n, st, out);
+        injected = strstr(out, "injected 1") != NULL;
+        if (strstr(out, " first 0 "))
+            continue;
+        refused++;
+        ck_assert_msg(strstr(out, "out of host memory") &&
+                      !strstr(out, "cuMemAlloc of 200 MiB failed on device 0"), "host call %d "
+                      "in the first cuMemAlloc failed: said as the device's: %s", n, out);
+    }
+    ck_assert_msg(n > 2 && refused > 0, "the sweep ran and refused some (%d)", refused);
+}
+END_TEST
+
 /* A cuMemFree whose pending entry cannot be remembered (the list's growth fails: hostfail_prog's
  * fence mode) waits for the device itself and gives the chunk back at once. It waited for the
  * current context: a free made with context B current of context A's block returned while A's
@@ -579,6 +608,7 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, host_failure_keeps_the_trace);
     tcase_add_test(tc, host_failure_keeps_stream_ordered_blocks);
     tcase_add_test(tc, host_failure_keeps_refused_granules);
+    tcase_add_test(tc, vmm_range_host_failure_is_host);
     tcase_add_test(tc, host_failure_free_waits_for_owner);
     return tc;
 }

@@ -100,7 +100,10 @@ int ga_dev_setup(int dev)
         ga_mutex_init(&d->lock);
         ga_mutex_init(&d->pool_lock);
         if (ga_opt.group && cap) {
-            d->group = ga_group_open(ga_opt.group_dir, ga_opt.group, d->uuid, cap, err, sizeof err);
+            /* A member of the device's ledger from its first commit there, not from cuInit:
+             * `gpuarena top` showed a 0 B row on every device for each member. */
+            d->group = ga_group_open_unjoined(ga_opt.group_dir, ga_opt.group, d->uuid, cap, err,
+                                              sizeof err);
             if (!d->group) {
                 ga_log(GA_LOG_ERROR, "%s; CUDA will not be used", err + (strncmp(err, "gpuarena: ", 10) ? 0 : 10));
                 ga_init_fail(CUDA_ERROR_INVALID_VALUE);
@@ -168,8 +171,9 @@ int ga_dev_commit(int dev, uint64_t bytes)
         atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
         static _Atomic int told_full;
         if (d->group && !ga_group_member(d->group) && !atomic_exchange(&told_full, 1))
-            ga_log(GA_LOG_WARN, "device %d: group %s is full (%d processes); this forked child "
-                   "cannot allocate on that device (use another GPUARENA_GROUP for more processes)",
+            ga_log(GA_LOG_WARN, "device %d: group %s is full (%d processes); this process, which "
+                   "joins a device's group at its first allocation there, cannot allocate on that "
+                   "device (use another GPUARENA_GROUP for more processes)",
                    dev, ga_opt.group, GA_GROUP_SLOTS);
         return 0;
     }

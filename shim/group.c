@@ -41,7 +41,10 @@
  * either pointer before a change or a close still touches mapped memory. */
 struct ga_group {
     ga_ledger_t *l;
-    ga_ledger_slot_t *slot; /* ours; NULL in a forked child until its first commit takes one */
+    ga_ledger_slot_t *slot; /* ours; NULL until the first commit takes one (ga_group_open_unjoined,
+                             * a forked child) */
+    uint64_t cap;           /* the cap this process asks for (GPUARENA_LIMIT on the device) */
+    int clash;              /* a first commit found the group running with another cap: said */
     uint64_t pidns;         /* our pid namespace, to know whose liveness we can judge */
     dev_t dev;              /* the mapped file's identity, to know it is still the one at path */
     ino_t ino;
@@ -438,9 +441,10 @@ static ga_ledger_t *ga_map(const char *path, const char *name, const uint8_t uui
     return NULL;
 }
 
-/* Under the mutex, in a mapped ledger: settle the cap and take a slot holding `carry` bytes. 1
- * joined, 0 the file was removed meanwhile (try again), -1 refused with a message. */
-static int ga_join(ga_group_t *g, uint64_t cap, uint64_t carry, char *err, size_t errlen)
+/* Under the mutex, in a mapped ledger: settle the cap and (claim) take a slot holding `carry`
+ * bytes. 1 joined, 0 the file was removed meanwhile (try again), -1 refused with a message. */
+static int ga_join(ga_group_t *g, uint64_t cap, uint64_t carry, int claim, char *err,
+                   size_t errlen)
 {
     ga_ledger_t *l = g->l;
     struct stat st;
@@ -459,6 +463,8 @@ static int ga_join(ga_group_t *g, uint64_t cap, uint64_t carry, char *err, size_
         return -1;
     }
     l->cap = cap;
+    if (!claim) /* the slot comes at the first commit (ga_group_open_unjoined) */
+        return 1;
     ga_ledger_slot_t *s = ga_claim(g, carry);
     if (!s) {
         snprintf(err, errlen, "gpuarena: group '%s' is full (%d processes on this device): use "
@@ -474,7 +480,7 @@ static int ga_join(ga_group_t *g, uint64_t cap, uint64_t carry, char *err, size_
  * `held` has mapped and locked (a move finds the ledger still there: locking it again through
  * the second mapping would wait on ourselves). */
 static int ga_attach(ga_group_t *g, const ga_group_t *held, const char *name, const uint8_t uuid[16],
-                     uint64_t cap, uint64_t carry, char *err, size_t errlen)
+                     uint64_t cap, uint64_t carry, int claim, char *err, size_t errlen)
 {
     for (int attempt = 0; attempt < 100; attempt++) {
         int gone, fd = -1;
@@ -493,7 +499,7 @@ static int ga_attach(ga_group_t *g, const ga_group_t *held, const char *name, co
         }
         g->l = l;
         ga_lock(l);
-        int rc = ga_join(g, cap, carry, err, errlen);
+        int rc = ga_join(g, cap, carry, claim, err, errlen);
         ga_unlock(l);
         if (rc == 1) {
             g->fd = fd;
@@ -510,8 +516,8 @@ static int ga_attach(ga_group_t *g, const ga_group_t *held, const char *name, co
     return -1;
 }
 
-ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[16], uint64_t cap,
-                          char *err, size_t errlen)
+static ga_group_t *ga_group_open_as(const char *dir, const char *name, const uint8_t uuid[16],
+                                    uint64_t cap, int claim, char *err, size_t errlen)
 {
     char scratch[8];
     if (!err) {
@@ -533,10 +539,23 @@ ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[
     snprintf(g->dir, sizeof g->dir, "%s", dir ? dir : GA_GROUP_DIR_DEFAULT);
     g->pidns = ga_pidns("/proc/self/ns/pid");
     g->fd = -1;
-    if (ga_attach(g, NULL, name, uuid, cap, 0, err, errlen) == 0)
+    g->cap = cap;
+    if (ga_attach(g, NULL, name, uuid, cap, 0, claim, err, errlen) == 0)
         return g;
     free(g);
     return NULL;
+}
+
+ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[16], uint64_t cap,
+                          char *err, size_t errlen)
+{
+    return ga_group_open_as(dir, name, uuid, cap, 1, err, errlen);
+}
+
+ga_group_t *ga_group_open_unjoined(const char *dir, const char *name, const uint8_t uuid[16],
+                                   uint64_t cap, char *err, size_t errlen)
+{
+    return ga_group_open_as(dir, name, uuid, cap, 0, err, errlen);
 }
 
 /* ---- a removed ledger ---- */
@@ -576,7 +595,10 @@ static int ga_move(ga_group_t *g)
     char name[sizeof old->name], err[768];
     snprintf(name, sizeof name, "%s", old->name);
     uint64_t carry = mine ? __atomic_exchange_n(&mine->committed, 0, __ATOMIC_ACQ_REL) : 0;
-    int rc = ga_attach(&n, g, name, old->uuid, old->cap, carry, err, sizeof err), moved = rc == 0;
+    n.cap = g->cap;
+    /* Our own cap: the removed ledger's may be a newcomer's that we never agreed to (unjoined) */
+    uint64_t cap = g->cap ? g->cap : old->cap;
+    int rc = ga_attach(&n, g, name, old->uuid, cap, carry, 1, err, sizeof err), moved = rc == 0;
     if (!moved && mine)
         __atomic_add_fetch(&mine->committed, carry, __ATOMIC_ACQ_REL);
     if (rc == 1)
@@ -617,6 +639,33 @@ static int ga_move(ga_group_t *g)
 
 /* ---- the member's operations ---- */
 
+/* Under the mutex, a process's first commit (a member opened unjoined, a forked child): a slot of
+ * its own, dead members' freed first. The cap is settled as a join settles it: the group's stays
+ * while it has live members, and this process, which held nothing until now, is refused if it asks
+ * for another (said once: the ledger's members may all have left since the open, and a newcomer
+ * set its own cap); with no live member the group takes this process's. 1 with g->slot set. */
+static int ga_first_claim(ga_group_t *g, ga_ledger_t *l)
+{
+    unsigned live = ga_reclaim(g);
+    if (g->cap && l->cap != g->cap) {
+        if (live > 0) {
+            if (!LD(&g->clash))
+                fprintf(stderr, "gpuarena: group '%s' runs with a cap of %" PRIu64 " bytes on this "
+                        "device and this process asks for %" PRIu64 " bytes: give every member "
+                        "the same GPUARENA_LIMIT (the cap is fixed while the group has members); "
+                        "this process's allocations on the device are refused\n", l->name, l->cap,
+                        g->cap);
+            ST(&g->clash, 1);
+            return 0;
+        }
+        l->cap = g->cap;
+    }
+    ga_ledger_slot_t *mine = ga_claim(g, 0);
+    if (mine)
+        ST(&g->slot, mine);
+    return mine != NULL;
+}
+
 /* force: the bytes are held already (ga_group_hold), so they go in whatever the cap says. */
 static int ga_group_add(ga_group_t *g, uint64_t bytes, int force)
 {
@@ -641,14 +690,9 @@ static int ga_group_add(ga_group_t *g, uint64_t bytes, int force)
             ga_unlock(l);
             continue;
         }
-        if (!g->slot) { /* a forked child's first commit: a slot of its own (dead members' freed) */
-            ga_reclaim(g);
-            ga_ledger_slot_t *mine = ga_claim(g, 0);
-            if (!mine) {
-                ga_unlock(l);
-                return 0; /* the group is full: ga_group_member says so */
-            }
-            ST(&g->slot, mine);
+        if (!g->slot && !ga_first_claim(g, l)) {
+            ga_unlock(l);
+            return 0; /* the group is full (ga_group_member says so), or runs with another cap */
         }
         uint64_t sum = ga_sum(l), cap = l->cap;
         if (bytes > cap || sum > cap - bytes) {
@@ -746,13 +790,15 @@ int ga_group_fork_child(ga_group_t *g)
      * parent's pools given up, its own allocations) may touch it. A slot of its own is taken at
      * its first commit, so children that never allocate (data-loader workers) take none. */
     g->slot = NULL;
+    g->clash = 0;
     g->pidns = ga_pidns("/proc/self/ns/pid");
     return 1;
 }
 
 int ga_group_member(const ga_group_t *g)
 {
-    return LD(&g->left) || LD(&g->slot) != NULL; /* after a close, no refusal is for fullness */
+    /* after a close, or a clash of caps (said), no refusal is for fullness */
+    return LD(&g->left) || LD(&g->slot) != NULL || LD(&g->clash);
 }
 
 void ga_group_close(ga_group_t *g)

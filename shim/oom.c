@@ -253,8 +253,9 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                                        "driver refused to free them"
                       : d->group && !ga_group_member(d->group)
                           ? "the group is full: all its 256 slots are taken by live processes and "
-                            "this forked child has none, so it cannot allocate there whatever the "
-                            "bytes; use another GPUARENA_GROUP for more processes"
+                            "this process, which joins at its first allocation on the device, has "
+                            "none, so it cannot allocate there whatever the bytes; use another "
+                            "GPUARENA_GROUP for more processes"
                       : frag_free ? frag_why
                       : d->group ? "not enough free bytes in the group: raise GPUARENA_LIMIT for "
                                    "every member, or use less"

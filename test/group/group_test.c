@@ -402,6 +402,42 @@ static void test_caps(void)
         "caps: a zero cap is refused");
 }
 
+/* The shim opens every device's ledger at cuInit unjoined (ga_group_open_unjoined): a process is a
+ * member, with a row in `gpuarena top`, only on the devices it allocates on; it showed 0 B rows on
+ * every device. Its first commit joins under the cap the members hold together, and settles the
+ * cap as a join would: refused while the members run with another one, which a newcomer may have
+ * set after the open (the members there then had all left). */
+static void test_unjoined(void)
+{
+    char err[512] = "";
+    ga_group_member_t m[4];
+    ga_group_t *u = ga_group_open_unjoined(g_dir, "lazy", DEV0, CAP, err, sizeof err);
+    tap(u && ga_group_list(g_dir, "lazy", DEV0, m, 4) == 0 && !ga_group_member(u) &&
+            ga_group_mine(u) == 0, "unjoined: an open takes no slot (no row in top): %s", err);
+    if (!u)
+        return;
+    ga_group_t *a = open_or_die("lazy", DEV0, CAP);
+    tap(ga_group_commit(a, CAP - 100 * MIB) && ga_group_list(g_dir, "lazy", DEV0, m, 4) == 1,
+        "unjoined: a joined member holds all but 100 MiB");
+    tap(!ga_group_commit(u, 200 * MIB) && ga_group_member(u) &&
+            ga_group_list(g_dir, "lazy", DEV0, m, 4) == 2 && ga_group_used(a) == CAP - 100 * MIB,
+        "unjoined: the first commit joins, and 200 MiB past the members' total is refused");
+    tap(ga_group_commit(u, 100 * MIB) && ga_group_used(u) == CAP && ga_group_mine(u) == 100 * MIB,
+        "unjoined: 100 MiB fits, to the cap exactly");
+    ga_group_free(a);
+    ga_group_free(u);
+    ga_group_t *v = ga_group_open_unjoined(g_dir, "lazy2", DEV0, CAP, err, sizeof err);
+    ga_group_t *b = open_or_die("lazy2", DEV0, 2 * CAP); /* no member yet: its cap is the group's */
+    tap(v && !ga_group_commit(v, MIB) && ga_group_member(v) && ga_group_cap(b) == 2 * CAP &&
+            ga_group_list(g_dir, "lazy2", DEV0, m, 4) == 1,
+        "unjoined: a first commit while the members run with another cap is refused (said)");
+    ga_group_free(b);
+    tap(v && ga_group_commit(v, MIB) && ga_group_cap(v) == CAP &&
+            ga_group_list(g_dir, "lazy2", DEV0, m, 4) == 1,
+        "unjoined: once they left, the first commit joins with its own cap");
+    ga_group_free(v);
+}
+
 static void test_fork(void)
 {
     ga_group_t *a = open_or_die("fork", DEV0, CAP);
@@ -925,6 +961,7 @@ int main(int argc, char **argv)
     test_pid_reuse();
     test_independent();
     test_caps();
+    test_unjoined();
     test_fork();
     test_join_leave_race();
     test_files();

@@ -492,6 +492,104 @@ START_TEST(group_top_figures_per_device)
 }
 END_TEST
 
+/* A member joins a device's ledger when it first allocates there, not at cuInit: every member had
+ * a slot on every device from cuInit, so `gpuarena top` showed 0 B rows for devices it never used
+ * (an earlier round's note). Two devices, a 1 GiB group cap: another member holds 900 MiB on
+ * device 1; the member allocates 100 MiB on device 0 and has no slot on device 1 (its primary
+ * context there retained and current, cuMemGetInfo asked); then on device 1 200 MiB is refused and
+ * 100 MiB fits, so the late join counts against the cap exactly (the driver's peak there). */
+static void lazy_member(int up, int down)
+{
+    CUdevice dev;
+    CUcontext ctx[2];
+    CUdeviceptr p;
+    size_t fr, tot;
+    char r[3] = "nnn", go;
+    if (cuInit(0))
+        _exit(90);
+    for (int d = 0; d < 2; d++)
+        if (cuDeviceGet(&dev, d) || cuDevicePrimaryCtxRetain(&ctx[d], dev))
+            _exit(91);
+    if (!cuCtxSetCurrent(ctx[1]) && !cuMemGetInfo(&fr, &tot) && !cuCtxSetCurrent(ctx[0]) &&
+        !cuMemAlloc(&p, 100 * MiB))
+        r[0] = 'y';
+    if (write(up, r, 1) != 1 || read(down, &go, 1) != 1 || cuCtxSetCurrent(ctx[1]))
+        _exit(92);
+    r[1] = cuMemAlloc(&p, 200 * MiB) == CUDA_ERROR_OUT_OF_MEMORY ? 'y' : 'n';
+    r[2] = cuMemAlloc(&p, 100 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+    if (write(up, r + 1, 2) != 2)
+        _exit(93);
+    pause();
+    _exit(0);
+}
+
+static pid_t holder_on_device_1(size_t bytes)
+{
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        putenv("GPUARENA_MODE=platform");
+        CUdevice dev;
+        CUcontext ctx;
+        CUdeviceptr p;
+        char ok = 'n';
+        if (!cuInit(0) && !cuDeviceGet(&dev, 1) && !cuDevicePrimaryCtxRetain(&ctx, dev) &&
+            !cuCtxSetCurrent(ctx) && !cuMemAlloc(&p, bytes))
+            ok = 'y';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_int_eq(ok, 'y');
+    close(up[0]);
+    close(up[1]);
+    return pid;
+}
+
+START_TEST(group_joins_devices_it_uses)
+{
+    group_env("1GiB");
+    putenv("SIMCUDA_DEVICES=2");
+    pid_t holder = holder_on_device_1(900 * MiB);
+    int up[2], down[2];
+    ck_assert_int_eq(pipe(up), 0);
+    ck_assert_int_eq(pipe(down), 0);
+    pid_t member = fork();
+    if (member == 0) {
+        putenv("GPUARENA_MODE=grow");
+        lazy_member(up[1], down[0]);
+    }
+    char r[3] = {0};
+    ck_assert_int_eq(read(up[0], r, 1), 1);
+    uint64_t on0 = ledger_figure_on(0, member, offsetof(ga_ledger_slot_t, committed));
+    uint64_t on1 = ledger_figure_on(1, member, offsetof(ga_ledger_slot_t, committed));
+    ck_assert_int_eq(write(down[1], "g", 1), 1);
+    ck_assert_int_eq(read(up[0], r + 1, 2), 2);
+    uint64_t later1 = ledger_figure_on(1, member, offsetof(ga_ledger_slot_t, committed));
+    unsigned long long peak1 = simcuda_device_peak_all(1);
+    int status = 0;
+    kill(member, SIGKILL);
+    waitpid(member, &status, 0);
+    kill(holder, SIGKILL);
+    waitpid(holder, &status, 0);
+    group_cleanup();
+    unsetenv("SIMCUDA_DEVICES");
+    ck_assert_msg(r[0] == 'y', "the member's first steps");
+    ck_assert_msg(on0 == 100 * MiB, "device 0's ledger holds the member's 100 MiB (%llu)",
+                  (unsigned long long)on0);
+    ck_assert_msg(on1 == UINT64_MAX, "no slot on device 1 before its first allocation there "
+                  "(committed %llu)", (unsigned long long)on1);
+    ck_assert_msg(r[1] == 'y' && r[2] == 'y', "on device 1, 200 MiB refused (%c) and 100 MiB "
+                  "served (%c) beside the other member's 900 MiB", r[1], r[2]);
+    ck_assert_msg(later1 == 100 * MiB && peak1 <= 1 * GiB, "device 1: the member holds %llu, the "
+                  "driver's peak %llu within the 1 GiB cap", (unsigned long long)later1, peak1);
+}
+END_TEST
+
 /* ---- two groups on one device are independent ---- */
 START_TEST(group_two_groups_independent)
 {
@@ -705,6 +803,7 @@ TCase *pt_tcase_group(void)
     tcase_add_test(tc, group_top_figures_follow_allocations);
     tcase_add_test(tc, group_top_peak_not_below_reserved);
     tcase_add_test(tc, group_top_figures_per_device);
+    tcase_add_test(tc, group_joins_devices_it_uses);
     tcase_add_test(tc, group_two_groups_independent);
     tcase_add_test(tc, group_bad_name_refused);
     tcase_add_test(tc, hami_limit_is_the_cap);

@@ -539,9 +539,25 @@ static void be_grant_one(void *arg, const ga_pentry_t *e)
         g->failed = r;
 }
 
-/* Device `self` enabled peer access to device dev: every granule mapped now by a pool on dev (a
- * destroyed context's kept pool too) is opened to it; later ones are mapped so (be_access). One
- * context lock at a time, none held by the caller. */
+/* Sets g's access on every granule mapped now by a pool on dev (a destroyed context's kept pool
+ * too). One context lock at a time, none held by the caller. */
+static void be_grant_all(int dev, struct be_grant *g)
+{
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
+        if (c->dev != dev || c->driver_gone > 1)
+            continue;
+        ga_mutex_lock(&c->lock);
+        if (c->granules.count) {
+            int pushed = atomic_load(&c->dead) ? ga_nocancel_begin() << 1 : ga_ctx_enter(c->ctx);
+            ga_ptrmap_each(&c->granules, be_grant_one, g);
+            ga_ctx_leave(pushed);
+        }
+        ga_mutex_unlock(&c->lock);
+    }
+}
+
+/* Device `self` enabled peer access to device dev: every granule mapped now by a pool on dev is
+ * opened to it; later ones are mapped so (be_access). */
 static void ga_vmm_open_to(int dev, int self)
 {
     uint64_t bit = 1ull << self;
@@ -549,22 +565,30 @@ static void ga_vmm_open_to(int dev, int self)
         return; /* opened already */
     struct be_grant g = {.failed = CUDA_SUCCESS};
     g.n = be_access(dev, g.access);
-    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
-        if (c->dev != dev || c->driver_gone > 1)
-            continue;
-        ga_mutex_lock(&c->lock);
-        if (c->granules.count) {
-            int pushed = atomic_load(&c->dead) ? ga_nocancel_begin() << 1 : ga_ctx_enter(c->ctx);
-            ga_ptrmap_each(&c->granules, be_grant_one, &g);
-            ga_ctx_leave(pushed);
-        }
-        ga_mutex_unlock(&c->lock);
-    }
+    be_grant_all(dev, &g);
     if (g.failed != CUDA_SUCCESS)
         ga_log(GA_LOG_WARN, "vmm: opening device %d's pool memory to device %d after "
                "cuCtxEnablePeerAccess failed (cuMemSetAccess: CUresult %d): that device's kernels "
                "and copies may fail on it; use GPUARENA_MODE=grow for peer access", dev, self,
                (int)g.failed);
+}
+
+/* The last context on device `self` with peer access to device dev enabled disabled it: the
+ * granules mapped by dev's pools are closed to self (cuMemSetAccess PROT_NONE for that device
+ * alone), as the driver closes cuMemAlloc memory, and later ones are mapped without it. */
+static void ga_vmm_close_to(int dev, int self)
+{
+    uint64_t bit = 1ull << self;
+    if (!(atomic_fetch_and(&ga_dev(dev)->peers, ~bit) & bit))
+        return; /* not open */
+    struct be_grant g = {.n = 1, .failed = CUDA_SUCCESS};
+    g.access[0] = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = self},
+                                    .flags = CU_MEM_ACCESS_FLAGS_PROT_NONE};
+    be_grant_all(dev, &g);
+    if (g.failed != CUDA_SUCCESS)
+        ga_log(GA_LOG_WARN, "vmm: closing device %d's pool memory to device %d after "
+               "cuCtxDisablePeerAccess failed (cuMemSetAccess: CUresult %d): that device may still "
+               "reach it", dev, self, (int)g.failed);
 }
 
 /* The device of context ctx, current or not; -1 when the driver does not say. */
@@ -592,7 +616,34 @@ GA_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Fla
         ga_opt.mode != GA_MODE_VMM || ga_real.cuCtxGetDevice(&self) != CUDA_SUCCESS)
         return r;
     int dev = be_ctx_device(peerContext);
-    if (dev >= 0 && dev < GA_MAX_DEVICES && self >= 0 && self < GA_MAX_DEVICES && dev != self)
-        ga_vmm_open_to(dev, self);
+    if (dev < 0 || dev >= GA_MAX_DEVICES || self < 0 || self >= GA_MAX_DEVICES || dev == self)
+        return r;
+    if (r == CUDA_SUCCESS) /* a new pair: its disable is counted against it */
+        atomic_fetch_add(&ga_dev(dev)->peer_on[self], 1);
+    ga_vmm_open_to(dev, self);
+    return r;
+}
+
+/* Peer access is per pair of contexts, the granules' access per device: they are closed to the
+ * current context's device once every enable from a context there has been disabled (another
+ * context of that device that still has it keeps them open). A disable the driver refuses (not
+ * enabled) changes nothing. Left: an enabling context destroyed without a disable keeps its
+ * device's access, as before this hook. */
+GA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+    GA_HOOK_ENTER(cuCtxDisablePeerAccess, (peerContext));
+    CUresult r = ga_real.cuCtxDisablePeerAccess(peerContext);
+    CUdevice self = -1;
+    if (r != CUDA_SUCCESS || ga_opt.mode != GA_MODE_VMM || ga_real.cuCtxGetDevice(&self) != CUDA_SUCCESS)
+        return r;
+    int dev = be_ctx_device(peerContext);
+    if (dev < 0 || dev >= GA_MAX_DEVICES || self < 0 || self >= GA_MAX_DEVICES || dev == self)
+        return r;
+    _Atomic uint32_t *on = &ga_dev(dev)->peer_on[self];
+    uint32_t n = atomic_load(on);
+    while (n && !atomic_compare_exchange_weak(on, &n, n - 1))
+        ;
+    if (n <= 1) /* the last one (or one enabled before gpuarena counted) */
+        ga_vmm_close_to(dev, self);
     return r;
 }

@@ -290,9 +290,11 @@ typedef struct ga_dev {
      * it), kept only in a group: its ledger slot shows this device's figures, not the process's
      * (ga_dev_in_use_add, ga_ctx_publish). */
     _Atomic int64_t in_use;
-    _Atomic uint64_t peers;    /* vmm: bit d set once a context on device d enabled peer access to
-                                  a context on this one: the pools' granules are mapped read/write
-                                  for those devices too (backend.c) */
+    _Atomic uint64_t peers;    /* vmm: bit d set while a context on device d has peer access to a
+                                  context on this one enabled: the pools' granules are mapped
+                                  read/write for those devices too (backend.c) */
+    _Atomic uint32_t peer_on[GA_MAX_DEVICES]; /* vmm: enables from device d's contexts not yet
+                                  disabled; the bit goes at the last disable */
     /* The driver's memory pools pass-through stream-ordered blocks came from, and the bytes they
      * keep after frees, committed (mempool.c); under pool_lock, which is taken last. */
     ga_mutex_t pool_lock;

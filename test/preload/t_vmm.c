@@ -807,6 +807,61 @@ START_TEST(vmm_peer_access_reaches_granules)
 }
 END_TEST
 
+/* The access device d has to the granule of p: the driver's own answer (cuMemGetAccess). */
+static unsigned long long vmm_access_of(CUdeviceptr p, int d)
+{
+    unsigned long long flags = 99;
+    CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d};
+    ck_assert_int_eq(cuMemGetAccess(&flags, &loc, p), CUDA_SUCCESS);
+    return flags;
+}
+
+/* cuCtxDisablePeerAccess takes back what the enable opened, as the driver takes it back from
+ * cuMemAlloc memory: device 1's access to device 0's granules mapped before (its kernel is then
+ * refused there) and none to granules mapped after; device 0's own stays. A second enable opens
+ * them again, a disable of what is not enabled is the driver's answer and changes nothing, and
+ * of two contexts on device 1 that enabled it, the granules stay open until both have disabled.
+ * The hook was missing: the granules stayed open to device 1 for good. */
+START_TEST(vmm_peer_access_disabled)
+{
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUcontext a = pt_start(), b, b2;
+    CUdeviceptr before, after, again;
+    const unsigned long long rw = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    ck_assert_int_eq(cuMemAlloc(&before, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&b, NULL, 0, 1), CUDA_SUCCESS); /* device 1 current */
+    ck_assert_int_eq(cuCtxEnablePeerAccess(a, 0), CUDA_SUCCESS);
+    ck_assert_uint_eq(vmm_access_of(before, 1), rw);
+    ck_assert_int_eq(cuCtxDisablePeerAccess(a), CUDA_SUCCESS);
+    ck_assert_uint_eq(vmm_access_of(before, 1), CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    ck_assert_uint_eq(vmm_access_of(before, 0), rw);
+    ck_assert_int_ne(simcuda_launch(NULL, before, 0x5A, MiB, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxPushCurrent(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&after, 8 * MiB), CUDA_SUCCESS); /* new granules */
+    ck_assert_int_eq(cuCtxPopCurrent(&a), CUDA_SUCCESS);
+    ck_assert_uint_eq(vmm_access_of(after, 1), CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    ck_assert_uint_eq(vmm_access_of(after, 0), rw);
+    ck_assert_int_eq(cuCtxDisablePeerAccess(a), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    /* enabled again, by b and by a second context on device 1: open until both disable */
+    ck_assert_int_eq(cuCtxEnablePeerAccess(a, 0), CUDA_SUCCESS);
+    ck_assert_uint_eq(vmm_access_of(before, 1), rw);
+    ck_assert_uint_eq(vmm_access_of(after, 1), rw);
+    ck_assert_int_eq(cuCtxCreate(&b2, NULL, 0, 1), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxEnablePeerAccess(a, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDisablePeerAccess(a), CUDA_SUCCESS);
+    ck_assert_uint_eq(vmm_access_of(after, 1), rw); /* b still has it */
+    ck_assert_int_eq(cuCtxPushCurrent(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&again, 8 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxPopCurrent(&a), CUDA_SUCCESS);
+    ck_assert_uint_eq(vmm_access_of(again, 1), rw);
+    ck_assert_int_eq(cuCtxSetCurrent(b), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDisablePeerAccess(a), CUDA_SUCCESS);
+    ck_assert_uint_eq(vmm_access_of(before, 1), CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    ck_assert_uint_eq(vmm_access_of(again, 1), CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    ck_assert_uint_eq(vmm_access_of(again, 0), rw);
+}
+END_TEST
+
 static void rdma_child(void *arg)
 {
     (void)arg;
@@ -866,6 +921,7 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_destroy_waits_for_frees_on_other_contexts);
     tcase_add_test(tc, vmm_first_range_smaller_when_refused);
     tcase_add_test(tc, vmm_peer_access_reaches_granules);
+    tcase_add_test(tc, vmm_peer_access_disabled);
     tcase_add_test(tc, vmm_blocks_rdma_capable);
     return tc;
 }

@@ -557,6 +557,14 @@ int ga_fence_lazy_ok(ga_ctx_t *c, size_t size)
 /* The context is going: forget pending chunks (the pool goes with it) and destroy the events. */
 void ga_fence_drop(ga_ctx_t *c)
 {
+    /* Gone already (its teardown call went through): the driver destroyed its own events with it,
+     * not those made in other contexts for frees on their streams (c->fev), whose contexts live on
+     * (one that went before took its own back, ga_fence_foreign_dying). Those are destroyed here:
+     * they were skipped with the rest, and each such free left its stream's context a live event
+     * for good (the simulated driver's count, test teardown_destroys_foreign_events). */
+    for (size_t i = 0; c->driver_gone == 1 && i < c->nfev; i++)
+        if (ga_real.cuEventDestroy_v2)
+            ga_real.cuEventDestroy_v2(c->fev[i].ev);
     for (size_t i = 0; i < c->npend; i++) {
         if (c->pend[i].ev && !c->driver_gone && ga_real.cuEventDestroy_v2)
             ga_real.cuEventDestroy_v2(c->pend[i].ev);

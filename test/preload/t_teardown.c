@@ -929,6 +929,55 @@ START_TEST(cancel_inside_driver_wait_keeps_no_lock)
 }
 END_TEST
 
+/* A block of context A freed with cuMemFreeAsync on a stream of context B holds an event the shim
+ * made in B. A's teardown (cuCtxDestroy, cuCtxDetach, the last cuDevicePrimaryCtxRelease) with the
+ * free still pending destroys it: the driver's teardown of A destroys A's events, not B's, and the
+ * shim's drop of A's state skipped every event once A was gone, so B kept one live event per such
+ * free for good. Arena, grow and vmm (platform's free is the driver's); the simulated driver's
+ * count of B's live events, and no call naming the gone context. */
+START_TEST(teardown_destroys_foreign_events)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"}; /* platform: the driver's free */
+    static const char *const hows[] = {"cuCtxDestroy", "cuCtxDetach", "cuDevicePrimaryCtxRelease"};
+    const char *mode = modes[_i % 3], *how = hows[_i / 3];
+    pt_env(mode, "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUdevice dev;
+    CUcontext a, b;
+    CUstream sb;
+    CUdeviceptr p;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&b, NULL, 0, dev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    if (_i / 3 == 2) {
+        ck_assert_int_eq(cuDevicePrimaryCtxRetain(&a, dev), CUDA_SUCCESS);
+        ck_assert_int_eq(cuCtxSetCurrent(a), CUDA_SUCCESS);
+    } else {
+        ck_assert_int_eq(cuCtxCreate(&a, NULL, 0, dev), CUDA_SUCCESS);
+    }
+    ck_assert_int_eq(cuMemAlloc(&p, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSetCurrent(b), CUDA_SUCCESS);
+    unsigned long long had = simcuda_live_events(b);
+    ck_assert_int_eq(cuMemFreeAsync(p, sb), CUDA_SUCCESS);
+    unsigned long long held = simcuda_live_events(b);
+    simcuda_reset_counters();
+    CUresult (*detach)(CUcontext) = NULL; /* deprecated in cuda.h: asked for as programs do */
+    ck_assert_int_eq(cuGetProcAddress_v2("cuCtxDetach", (void **)&detach, 2000, 0, NULL), CUDA_SUCCESS);
+    CUresult r = _i / 3 == 0 ? cuCtxDestroy(a) : _i / 3 == 1 ? detach(a)
+                                                             : cuDevicePrimaryCtxRelease(dev);
+    ck_assert_int_eq(r, CUDA_SUCCESS);
+    ck_assert_msg(held == had + 1, "%s: the free's event is made in B (%llu, then %llu)", mode,
+                  had, held);
+    ck_assert_msg(simcuda_live_events(b) == had, "%s, %s: B keeps %llu live events, %llu before "
+                  "the free", mode, how, simcuda_live_events(b), had);
+    ck_assert_uint_eq(pt_counters().dead_context_calls, 0);
+    ck_assert_int_eq(cuStreamSynchronize(sb), CUDA_SUCCESS);
+    ck_assert_int_eq(cuStreamDestroy(sb), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(b), CUDA_SUCCESS);
+}
+END_TEST
+
 TCase *pt_tcase_teardown(void)
 {
     TCase *tc = tcase_create("teardown");
@@ -951,6 +1000,7 @@ TCase *pt_tcase_teardown(void)
     tcase_add_test(tc, ctx_destroy_counts_blocks_as_asked);
     tcase_add_test(tc, ctx_destroy_orphan_keeps_teardown_figures);
     tcase_add_loop_test(tc, primary_retain_races_last_release, 0, 3);
+    tcase_add_loop_test(tc, teardown_destroys_foreign_events, 0, 9);
     tcase_set_timeout(tc, 120); /* that race, 1,500 turns: about 40 s a mode under TSan */
     return tc;
 }

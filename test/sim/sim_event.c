@@ -262,6 +262,17 @@ SIM_WRAP(cuEventElapsedTime_v2, sim_event_elapsed, (float *pMilliseconds, CUeven
 /* REALDRV: "cuCtxDestroy ... destroys and cleans up all resources associated with the context":
  * its events are destroyed, and their records reused by the next cuEventCreate (as freed heap
  * memory is by the real driver). */
+unsigned long long simcuda_live_events(struct CUctx_st *ctx)
+{
+    unsigned long long n = 0;
+    pthread_mutex_lock(&sim_stream_mu);
+    for (sim_slab_t *s = sim_slabs; s; s = s->next)
+        for (int i = 0; i < SIM_SLAB; i++)
+            n += s->ev[i].alive && (!ctx || (CUcontext)s->ev[i].ctx == ctx);
+    pthread_mutex_unlock(&sim_stream_mu);
+    return n;
+}
+
 void sim_events_forget_ctx(const sim_ctx_t *c)
 {
     pthread_mutex_lock(&sim_stream_mu);

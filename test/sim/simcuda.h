@@ -314,6 +314,11 @@ int simcuda_hold_next_ctx_teardown(unsigned *gate);
  * driver does not export. */
 unsigned long long simcuda_entry_calls(const char *entry);
 
+/* Events alive now (made by cuEventCreate, neither destroyed nor gone with their context's
+ * destroy or reset), of context ctx, or of every context when ctx is NULL: a test's leak check. */
+struct CUctx_st;
+unsigned long long simcuda_live_events(struct CUctx_st *ctx);
+
 #ifdef __cplusplus
 }
 #endif

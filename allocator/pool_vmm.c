@@ -56,15 +56,16 @@
 
 /* Granules: the common cases, inline in the paths below (the rest is in vmm_granules.c) ------- */
 
-/* A block of the aligned area leaves granules g0..g1 (len bytes): in the common case (one bitmap
- * word, room in the cache, the granules still on the kept stack from an earlier free) three word
- * operations and the kept bytes; else as uncover_body. */
+/* A block of the aligned area leaves its len / gran granules from g0: in the common case (one
+ * bitmap word, room in the cache, the granules still on the kept stack from an earlier free)
+ * three word operations and the kept bytes; else as uncover_body. */
 static inline __attribute__((always_inline)) void uncover_whole(ga_pool_t *p, ga_vrange_t *r,
-                                                                size_t g0, size_t g1, size_t len)
+                                                                size_t g0, size_t len)
 {
     ga_stats_t *s = &p->own;
-    if (one_word(g0, g1)) {
-        uint64_t m = span_mask(g0, g1);
+    size_t n = len >> p->vmm->gshift;
+    if (run_one_word(g0, n)) {
+        uint64_t m = run_mask(g0, n);
         size_t w = g0 >> 6;
         r->inner[w] &= ~m;
         if (s->kept + len <= p->cfg.keep && (r->stacked[w] & m) == m) {
@@ -72,11 +73,11 @@ static inline __attribute__((always_inline)) void uncover_whole(ga_pool_t *p, ga
             if (s->kept > s->peak_kept)
                 s->peak_kept = s->kept;
         } else {
-            ga_vmm_keep_freed_slow(p, r, g0, g1);
+            ga_vmm_keep_freed_slow(p, r, g0, g0 + n - 1);
         }
         return;
     }
-    ga_vmm_uncover_whole_slow(p, r, g0, g1);
+    ga_vmm_uncover_whole_slow(p, r, g0, g0 + n - 1);
 }
 
 /* One live block more on the granules of [a, a + len). Most blocks lie inside one granule that
@@ -335,13 +336,19 @@ void ga_vmm_destroy(ga_pool_t *p)
     free(v);
 }
 
-/* Granules of [a, a + len) with nothing mapped: what a block placed there would map. */
+/* Granules of [a, a + len) with nothing mapped: what a block placed there would map. A block
+ * within one bitmap word (up to 64 granules, usually a few) counts its unmapped bits one at a
+ * time, three instructions a bit, where the bit-parallel count took a dozen whatever the number. */
 static inline size_t unmapped_in(const ga_vmm_t *v, uintptr_t a, size_t len)
 {
     const ga_vrange_t *r = range_of(v, a);
     size_t g0 = (a - r->base) >> v->gshift, g1 = (a + len - 1 - r->base) >> v->gshift;
-    if (one_word(g0, g1)) /* a block of up to 64 granules, usually: one count, no loop */
-        return popcount64(~r->mapped[g0 >> 6] & span_mask(g0, g1));
+    if (one_word(g0, g1)) {
+        size_t n = 0;
+        for (uint64_t x = ~r->mapped[g0 >> 6] & span_mask(g0, g1); x; x &= x - 1)
+            n++;
+        return n;
+    }
     return bits_all(r->mapped, g0, g1) ? 0 : g1 - g0 + 1 - bits_count(r->mapped, g0, g1);
 }
 
@@ -537,21 +544,21 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
     size_t off = a - v->base0;
     if (off < v->size0) {
         ga_vrange_t *r = v->ranges;
-        size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
-        /* no other user there: every granule a kept one; one word's mask computed once */
-        uint64_t m = one_word(g0, g1) ? span_mask(g0, g1) : 0;
-        if (m ? (r->mapped[g0 >> 6] & m) == m : bits_all(r->mapped, g0, g1)) {
-            if (ga_take(ar->arena, c, bin, rounded, size) != GA_OK)
-                return take_failed(p, ar, rounded);
-            mark_dirty(v, ar);
-            if (m)
+        size_t g0 = off >> v->gshift, n = rounded >> v->gshift;
+        /* No other user there: every granule a kept one. Granules in one bitmap word (a block
+         * of up to 64, nearly always) are tested and taken with one mask; a block across words
+         * takes alloc_fresh's way, which with nothing to map places it here all the same. */
+        if (run_one_word(g0, n)) {
+            uint64_t m = run_mask(g0, n);
+            if ((r->mapped[g0 >> 6] & m) == m) {
+                if (ga_take(ar->arena, c, bin, rounded, size) != GA_OK)
+                    return take_failed(p, ar, rounded);
                 r->inner[g0 >> 6] |= m;
-            else
-                bits_put(r->inner, g0, g1, 1);
-            p->own.kept -= rounded;
-            count_alloc(p, rounded);
-            *out = a;
-            return GA_OK;
+                p->own.kept -= rounded;
+                count_alloc(p, rounded);
+                *out = a;
+                return GA_OK;
+            }
         }
     }
     return alloc_fresh(p, ar, -1, c, bin, size, rounded, out);
@@ -642,11 +649,10 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
     ga_status_t st = ga_free_body(ar->arena, ptr, &len);
     if (st != GA_OK)
         return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
-    mark_dirty(p->vmm, ar);
+    if (!aligned) /* the aligned area is always dirty */
+        mark_dirty(p->vmm, ar);
     if (aligned) { /* a granule multiple: never a class size, nothing to untrack */
-        unsigned sh = p->vmm->gshift;
-        size_t off = ptr - r->base;
-        uncover_whole(p, r, off >> sh, (off + len - 1) >> sh, len);
+        uncover_whole(p, r, (ptr - r->base) >> p->vmm->gshift, len);
         p->own.frees++;
         p->own.in_use -= len;
         if (size)

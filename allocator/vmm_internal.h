@@ -137,6 +137,15 @@ static inline uint64_t span_mask(size_t lo, size_t hi)
     return (~0ull << (lo & 63)) & (~0ull >> (63 - (hi & 63)));
 }
 
+/* The same for the n granules from g (n >= 1), as a granule multiple knows them (its count by
+ * one shift): whether they lie in one word, and then their mask, with one variable shift less
+ * than span_mask's. */
+static inline int run_one_word(size_t g, size_t n) { return n <= 64 - (g & 63); }
+static inline uint64_t run_mask(size_t g, size_t n)
+{
+    return ((2ull << (n - 1)) - 1) << (g & 63);
+}
+
 static inline int bit_get(const uint64_t *b, size_t g) { return (int)(b[g >> 6] >> (g & 63)) & 1; }
 
 /* Bit counts without a library call (x86-64's baseline has no popcnt instruction). */
@@ -219,12 +228,15 @@ static inline void mark_dirty(ga_vmm_t *v, ga_varea_t *ar)
     }
 }
 
-/* The general area changes with nearly every allocation and free: it stays on the dirty list, so
- * that the fast paths mark nothing. */
+/* The general and the aligned area change with nearly every allocation and free: they stay on the
+ * dirty list, so that the fast paths mark nothing (rereading an area that did not change gives the
+ * same sums). */
 static inline void always_dirty(ga_vmm_t *v)
 {
-    v->area[AREA_GENERAL].dirty = 0;
-    mark_dirty(v, &v->area[AREA_GENERAL]);
+    for (uint16_t i = AREA_GENERAL; i <= AREA_ALIGNED; i++) {
+        v->area[i].dirty = 0;
+        mark_dirty(v, &v->area[i]);
+    }
 }
 
 /* vmm_granules.c: the parent arena's backend (address ranges), the kept cache, and the out-of-line

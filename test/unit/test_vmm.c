@@ -993,6 +993,74 @@ START_TEST(vmm_mapped_is_what_live_blocks_touch)
 }
 END_TEST
 
+/* Granule multiples at the edges of a 64-granule bitmap word, the aligned area's one-mask path:
+ * a block filling a whole word, one ending on a word's last granule, and one across a word line
+ * (which takes the general way), each freed and taken again on its kept granules with no map and
+ * at the same address; given back instead (trimmed), each maps all its granules again.
+ * Asserted at the backend: map and unmap calls, bytes mapped. */
+START_TEST(vmm_aligned_word_edges)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 128 * GRAN);
+    const uintptr_t base = (uintptr_t)1 << 40; /* the range's first granule starts a word */
+    uintptr_t w = pool_alloc(p, 64 * GRAN);    /* granules 0..63: the whole first word */
+    uintptr_t e = pool_alloc(p, 60 * GRAN), t = pool_alloc(p, 4 * GRAN);
+    size_t gw = (w - base) / GRAN, ge = (e - base) / GRAN, gt = (t - base) / GRAN;
+    REQUIRE(gw % 64 == 0, "the 64-granule block starts at granule %zu, not on a word line", gw);
+    REQUIRE(gt % 64 == 60 && ge % 64 == 0, "the 4-granule block starts at granule %zu (the "
+            "60-granule one at %zu): it is meant to end on a word's last granule", gt, ge);
+    uintptr_t more[16], y = 0;
+    int n = 0;
+    while (n < 16 && !y) { /* blocks of 24 granules until one crosses a word line */
+        more[n] = pool_alloc(p, 24 * GRAN);
+        size_t g = (more[n] - base) / GRAN;
+        y = g / 64 != (g + 23) / 64 ? more[n] : 0;
+        n++;
+    }
+    REQUIRE(y, "none of %d blocks of 24 granules crosses a word line", n);
+    ck_assert_uint_eq(f.maps, 64 + 60 + 4 + 24 * (unsigned)n);
+    uintptr_t blk[] = {w, t, y, e};
+    size_t len[] = {64 * GRAN, 4 * GRAN, 24 * GRAN, 60 * GRAN};
+    for (int i = 0; i < 4; i++) { /* kept, then taken back at the same place, nothing mapped */
+        unsigned maps = f.maps, unmaps = f.unmaps;
+        ck_assert_int_eq(ga_pool_free(p, blk[i], NULL), GA_OK);
+        ck_assert_uint_eq(f.unmaps, unmaps);
+        ga_stats_t s;
+        ga_pool_stats(p, &s);
+        ck_assert_uint_eq(s.kept, len[i]);
+        POOL_HEALTHY(p);
+        ck_assert_uint_eq(pool_alloc(p, len[i]), blk[i]);
+        ck_assert_uint_eq(f.maps, maps);
+        ga_pool_stats(p, &s);
+        ck_assert_uint_eq(s.kept, 0);
+        ck_assert_uint_eq(s.reserved, f.mapped);
+        POOL_HEALTHY(p);
+    }
+    for (int i = 0; i < 4; i++) { /* given back (nothing kept), then mapped anew, wherever */
+        ck_assert_int_eq(ga_pool_free(p, blk[i], NULL), GA_OK);
+        ga_pool_trim(p);
+        unsigned maps = f.maps;
+        size_t mapped = f.mapped;
+        blk[i] = pool_alloc(p, len[i]);
+        ck_assert_uint_eq(f.maps - maps, len[i] / GRAN);
+        ck_assert_uint_eq(f.mapped - mapped, len[i]);
+        POOL_HEALTHY(p);
+    }
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(ga_pool_free(p, blk[i], NULL), GA_OK);
+    for (int i = 0; i < n; i++)
+        if (more[i] != y)
+            ck_assert_int_eq(ga_pool_free(p, more[i], NULL), GA_OK);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.in_use, 0);
+    ck_assert_uint_eq(s.kept, 128 * GRAN); /* the cache full: the rest given back */
+    ck_assert_uint_eq(f.mapped, 128 * GRAN);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 Suite *vmm_suite(void)
 {
     Suite *s = suite_create("vmm");
@@ -1018,6 +1086,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_random_workload_checked);
     tcase_add_test(tc, vmm_long_blocks_keep_and_refuse);
     tcase_add_test(tc, vmm_aligned_free_keeps_what_fits);
+    tcase_add_test(tc, vmm_aligned_word_edges);
     tcase_add_test(tc, vmm_mapped_is_what_live_blocks_touch);
     tcase_add_test(tc, vmm_address_space_bounded_under_trim);
     tcase_add_test(tc, vmm_range_host_memory_bounded);

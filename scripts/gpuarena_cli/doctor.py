@@ -14,9 +14,11 @@ import difflib
 import json
 import os
 import re
+import selectors
 import signal
 import subprocess
 import sys
+import time
 from fractions import Fraction
 
 from . import GaError
@@ -137,15 +139,51 @@ def _kill_group(p):
     p.communicate()
 
 
-def _run(argv, timeout, **kw):
-    """subprocess.run(argv, timeout=...) whose timeout kills the child's whole process group."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         start_new_session=True, **kw)
+# What is kept of a child's output: its last bytes on each stream (the answer, a version or a
+# JSON document, comes last, and so does the message that says why an import failed). A child
+# that prints without end (a noisy or hung framework import, a --python that is not Python) grew
+# the command by the whole of it until the timeout, 2.6 GB in 2 s (an outside test, 2026-12-06).
+CHILD_OUTPUT_KEPT = 1 << 20
+
+
+def _communicate(p, timeout):
+    """(stdout, stderr) of child p, the last CHILD_OUTPUT_KEPT bytes of each, once it has ended;
+    subprocess.TimeoutExpired (the child's process group killed) past timeout seconds."""
+    deadline = time.monotonic() + timeout
+    kept = {p.stdout: bytearray(), p.stderr: bytearray()}
+    with selectors.DefaultSelector() as sel:
+        for f in kept:
+            sel.register(f, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                _kill_group(p)
+                raise subprocess.TimeoutExpired(p.args, timeout)
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf = kept[key.fileobj]
+                buf += chunk
+                if len(buf) > 2 * CHILD_OUTPUT_KEPT:
+                    del buf[:len(buf) - CHILD_OUTPUT_KEPT]
     try:
-        out, err = p.communicate(timeout=timeout)
+        p.wait(timeout=max(deadline - time.monotonic(), 0.001))
     except subprocess.TimeoutExpired:
         _kill_group(p)
         raise
+    for f in kept:
+        f.close()
+    return tuple(bytes(kept[f][-CHILD_OUTPUT_KEPT:]) for f in (p.stdout, p.stderr))
+
+
+def _run(argv, timeout, **kw):
+    """subprocess.run(argv, timeout=...) whose timeout kills the child's whole process group, and
+    which keeps only the end of what the child prints (_communicate)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True, **kw)
+    out, err = _communicate(p, timeout)
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
 
 
@@ -205,11 +243,11 @@ def frameworks(python, timeout):
             raise GaError(f"cannot run {python}: {e.strerror} (give --python a Python "
                           "interpreter)") from None
     out = {}
+    start = time.monotonic()
     for name, p in procs.items():
-        try:
-            so, se = p.communicate(timeout=timeout)
+        try: # all started together: each has what is left of the one timeout
+            so, se = _communicate(p, max(timeout - (time.monotonic() - start), 0.001))
         except subprocess.TimeoutExpired:
-            _kill_group(p)
             out[name] = {"status": "timeout", "detail": f"import did not finish in {timeout} s"}
             continue
         last = (se.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]

@@ -336,6 +336,38 @@ class Doctor(unittest.TestCase):
             return found
         self.assertEqual(left(), [])
 
+    def test_child_output_bounded(self):
+        """A check's child that prints without end (a noisy import that hangs, a --python that is
+        not Python) keeps only the end of its output: the command grew by 2.6 GB in a 2 s timeout
+        (an outside test, 2026-12-06). The peak resident size of the command is read by a parent
+        of its own (RUSAGE_CHILDREN: the largest of its descendants)."""
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "torch"))
+            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+                f.write("import sys\nline = 'x' * 4095 + '\\n'\nwhile True:\n"
+                        "    sys.stdout.write(line); sys.stderr.write(line)\n")
+            yes = os.path.join(d, "yespy")
+            with open(yes, "w") as f:
+                f.write("#!/bin/sh\nexec yes\n")
+            os.chmod(yes, 0o755)
+            full = {k: v for k, v in os.environ.items() if not k.startswith("GPUARENA_")
+                    or k == "GPUARENA_BUILD"}
+            full.update(gatest.SAN_ENV, PYTHONPATH=d)
+            peak = ("import resource, subprocess, sys\n"
+                    "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+                    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode)\n"
+                    "print(p.stdout + p.stderr)\n")
+            for extra, said in (([], "torch import did not finish in 2 s"),
+                                (["--python", yes], "did not run `python -c` within 2 s")):
+                p = subprocess.run([sys.executable, "-c", peak, sys.executable, gatest.SCRIPT,
+                                    "doctor", "--sim", "--timeout", "2"] + extra, env=full,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   timeout=120, check=False)
+                kib, rc = map(int, p.stdout.split("\n", 1)[0].split())
+                self.assertLess(kib, 256 << 10, f"the command held {kib} KiB: {p.stdout[-500:]}")
+                self.assertIn(said, p.stdout)
+                self.assertNotIn("Traceback", p.stdout)
+
     def test_shim_path_the_loader_would_split(self):
         with tempfile.TemporaryDirectory() as d:
             spaced = os.path.join(d, "with space")

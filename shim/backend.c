@@ -634,7 +634,8 @@ GA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
     GA_HOOK_ENTER(cuCtxDisablePeerAccess, (peerContext));
     CUresult r = ga_real.cuCtxDisablePeerAccess(peerContext);
     CUdevice self = -1;
-    if (r != CUDA_SUCCESS || ga_opt.mode != GA_MODE_VMM || ga_real.cuCtxGetDevice(&self) != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS || ga_opt.mode != GA_MODE_VMM ||
+        ga_real.cuCtxGetDevice(&self) != CUDA_SUCCESS)
         return r;
     int dev = be_ctx_device(peerContext);
     if (dev < 0 || dev >= GA_MAX_DEVICES || self < 0 || self >= GA_MAX_DEVICES || dev == self)

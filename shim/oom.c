@@ -113,9 +113,9 @@ static void ga_oom_put_refused(ga_oom_t *o, const ga_ctx_t *c)
     if (bytes)
         ga_oom_put(o, ";\ngpuarena: %s of it are empty regions the driver refused to free, the "
                    "largest %s (warned about before): held against the cap, they serve blocks up "
-                   "to their size but cannot be given back to make room for a larger one (tried again "
-                   "at each out-of-memory); if the refusals go on, the driver or device is failing: "
-                   "check it (nvidia-smi)", ga_fmt_bytes(bytes, b[0], 32),
+                   "to their size but cannot be given back to make room for a larger one (tried "
+                   "again at each out-of-memory); if the refusals go on, the driver or device is "
+                   "failing: check it (nvidia-smi)", ga_fmt_bytes(bytes, b[0], 32),
                    ga_fmt_bytes(top, b[1], 32));
 }
 

@@ -963,7 +963,8 @@ START_TEST(teardown_destroys_foreign_events)
     unsigned long long held = simcuda_live_events(b);
     simcuda_reset_counters();
     CUresult (*detach)(CUcontext) = NULL; /* deprecated in cuda.h: asked for as programs do */
-    ck_assert_int_eq(cuGetProcAddress_v2("cuCtxDetach", (void **)&detach, 2000, 0, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuGetProcAddress_v2("cuCtxDetach", (void **)&detach, 2000, 0, NULL),
+                     CUDA_SUCCESS);
     CUresult r = _i / 3 == 0 ? cuCtxDestroy(a) : _i / 3 == 1 ? detach(a)
                                                              : cuDevicePrimaryCtxRelease(dev);
     ck_assert_int_eq(r, CUDA_SUCCESS);

@@ -426,6 +426,51 @@ START_TEST(group_top_peak_not_below_reserved)
 }
 END_TEST
 
+/* A member that freed everything shows nothing in use: a free that gives memory back to the driver
+ * (platform mode, vmm with GPUARENA_FREE_SYNC=none) wrote its figures before the block left the
+ * in-use level, and `gpuarena top` showed IN USE 1 KiB beside RESERVED 0 B for as long as the
+ * member lived (an outside test, 2026-12-06). 60 MiB, then 1000 bytes, each freed. */
+START_TEST(group_top_in_use_not_above_reserved)
+{
+    static const char *modes[] = {"GPUARENA_MODE=platform", "GPUARENA_MODE=vmm"};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        group_env("100MiB");
+        putenv("GPUARENA_FREE_SYNC=none");
+        putenv("GPUARENA_VMM_KEEP=0");
+        int up[2];
+        ck_assert_int_eq(pipe(up), 0);
+        pid_t member = fork();
+        if (member == 0) {
+            member_start(modes[m]);
+            CUdeviceptr p;
+            char ok = cuMemAlloc(&p, 60 * MiB) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS &&
+                              cuMemAlloc(&p, 1000) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS
+                          ? 'y' : 'n';
+            if (write(up[1], &ok, 1) != 1)
+                _exit(2);
+            pause();
+            _exit(0);
+        }
+        char ok = 0;
+        ck_assert_int_eq(read(up[0], &ok, 1), 1);
+        uint64_t in_use = ledger_figure(member, offsetof(ga_ledger_slot_t, in_use));
+        uint64_t reserved = ledger_figure(member, offsetof(ga_ledger_slot_t, reserved));
+        int status = 0;
+        kill(member, SIGKILL);
+        waitpid(member, &status, 0);
+        close(up[0]);
+        close(up[1]);
+        unsetenv("GPUARENA_FREE_SYNC");
+        unsetenv("GPUARENA_VMM_KEEP");
+        group_cleanup();
+        ck_assert_int_eq(ok, 'y');
+        ck_assert_msg(in_use <= reserved, "%s: the ledger shows %llu bytes in use beside %llu "
+                      "reserved", modes[m], (unsigned long long)in_use,
+                      (unsigned long long)reserved);
+    }
+}
+END_TEST
+
 /* Each device's ledger shows the member's figures on that device (helper-49 F9): IN USE and PEAK
  * RESERVED were the process's over every device, so device 1's row read 160 MiB in use beside 60
  * MiB committed, and in arena mode a peak of both arenas, above the cap. The member allocates 100
@@ -802,6 +847,7 @@ TCase *pt_tcase_group(void)
     tcase_add_test(tc, group_fork_keeps_parent_share);
     tcase_add_test(tc, group_top_figures_follow_allocations);
     tcase_add_test(tc, group_top_peak_not_below_reserved);
+    tcase_add_test(tc, group_top_in_use_not_above_reserved);
     tcase_add_test(tc, group_top_figures_per_device);
     tcase_add_test(tc, group_joins_devices_it_uses);
     tcase_add_test(tc, group_two_groups_independent);

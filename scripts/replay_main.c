@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ga_replay.h"
 #include "ga_size.h"
@@ -73,7 +76,9 @@ static const char usage_tail[] =
     "  --check         run the allocator's invariant checker after every event (slow)\n"
     "  --json          print one JSON document instead of the table\n"
     "  --timeline CSV  with one --mode: write CSV time_ns,in_use,reserved after every replayed\n"
-    "                  alloc or free (in_use rounded to 512, reserved = bytes from the backend)\n"
+    "                  alloc or free (in_use rounded to 512, reserved = bytes from the backend);\n"
+    "                  written to a temporary beside CSV and renamed into place when the replay\n"
+    "                  succeeds (a link's target is replaced); FILE itself is refused\n"
     "  --list-modes    print the mode names, one per line\n"
     "Sizes: a number and an optional unit, any case: B; K/KiB, M/MiB, G/GiB, T/TiB (x1024);\n"
     "kB, MB, GB, TB (x1000); e.g. 8GiB, 512MiB, 1.5G, 4096.\n"
@@ -87,7 +92,8 @@ static const char usage_tail[] =
     "events_per_s}}}. Byte figures are integers.\n"
     "\n"
     "Exit status: 0 ok, 1 unreadable or malformed FILE, events on several devices without\n"
-    "--device (or none on the one given), or an unwritable timeline; 2 usage error.\n";
+    "--device (or none on the one given), or an unwritable timeline; 2 usage error (also a\n"
+    "--timeline that is FILE itself or a link to it).\n";
 
 static void usage(void)
 {
@@ -413,9 +419,15 @@ static int load(options_t *o, ga_trace_t *t)
 }
 
 /* The timeline CSV: one line per replayed event (two for a recorded out-of-memory tried and served:
- * its moment of use, then after its free), written through stdio's buffer. */
+ * its moment of use, then after its free), written through stdio's buffer into a temporary beside
+ * the target (a unique name, created exclusively, with the mode of the file it replaces), renamed
+ * into place once the replay succeeded, as every other gpuarena output: a reader never sees half a
+ * timeline, and a failed replay leaves an old file alone. A symlink is followed and its target
+ * replaced; a device or a FIFO (/dev/null) is written through. */
 typedef struct timeline {
     FILE *f;
+    char target[PATH_MAX]; /* what the temporary is renamed onto; "" when written through */
+    char tmp[PATH_MAX + 32];
 } timeline_t;
 
 static void timeline_point(void *ctx, const ga_replay_point_t *p)
@@ -424,9 +436,61 @@ static void timeline_point(void *ctx, const ga_replay_point_t *p)
     fprintf(tl->f, "%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", p->time_ns, p->in_use, p->reserved);
 }
 
+/* The input itself, or a link to it (hard or symbolic), as --timeline truncated the trace it was
+ * replaying and exited 0 (helper-60 F1): refused before anything is read or written. */
+static int timeline_is_input(const options_t *o)
+{
+    struct stat in, out;
+    if (!o->timeline || stat(o->path, &in) != 0 || stat(o->timeline, &out) != 0)
+        return 0;
+    if (in.st_dev != out.st_dev || in.st_ino != out.st_ino)
+        return 0;
+    fprintf(stderr, "gpuarena: --timeline %s is the input file %s (the same file, or a link to "
+            "it): writing it would destroy the input; name another file (see gpuarena-replay "
+            "--help)\n", o->timeline, o->path);
+    return 1;
+}
+
+/* Where the temporary goes: beside the file a rename may replace (a symlink's target, found by
+ * realpath), or nowhere (tl->target "") for what is written through. */
+static int timeline_target(const char *path, timeline_t *tl, struct stat *st, int *exists)
+{
+    *exists = stat(path, st) == 0;
+    tl->target[0] = '\0';
+    if (*exists && !S_ISREG(st->st_mode))
+        return 0;
+    if (*exists ? !realpath(path, tl->target) : strlen(path) >= sizeof tl->target)
+        return -1;
+    if (!*exists)
+        strcpy(tl->target, path);
+    return 0;
+}
+
 static int timeline_open(const char *path, timeline_t *tl)
 {
-    tl->f = fopen(path, "w");
+    struct stat st;
+    int exists, fd = -1;
+    if (timeline_target(path, tl, &st, &exists) != 0) {
+        fprintf(stderr, "gpuarena: cannot write the timeline '%s': %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (!tl->target[0]) {
+        tl->f = fopen(path, "w");
+    } else {
+        for (unsigned i = 0; fd < 0 && i < 100; i++) {
+            snprintf(tl->tmp, sizeof tl->tmp, "%s.%d-%u.tmp", tl->target, (int)getpid(), i);
+            fd = open(tl->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+            if (fd < 0 && errno != EEXIST)
+                break;
+        }
+        if (fd >= 0 && exists)
+            (void)fchmod(fd, st.st_mode & 07777);
+        tl->f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (fd >= 0 && !tl->f) {
+            close(fd);
+            unlink(tl->tmp);
+        }
+    }
     if (!tl->f) {
         fprintf(stderr, "gpuarena: cannot write the timeline '%s': %s (check the directory "
                 "exists and is writable)\n", path, strerror(errno));
@@ -437,15 +501,27 @@ static int timeline_open(const char *path, timeline_t *tl)
     return 0;
 }
 
-/* Returns 0, or -1 (message printed) when a write failed, e.g. a full disk. */
-static int timeline_close(const char *path, timeline_t *tl)
+/* Returns 0, or -1 (message printed) when a write failed, e.g. a full disk. keep: the replay
+ * succeeded, so the temporary replaces the target; otherwise it is removed. */
+static int timeline_close(const char *path, timeline_t *tl, int keep)
 {
     int bad = ferror(tl->f);
     if (fclose(tl->f) != 0 || bad) {
-        fprintf(stderr, "gpuarena: writing the timeline '%s' failed (disk full?)\n", path);
-        return -1;
+        fprintf(stderr, "gpuarena: writing the timeline '%s' failed (disk full?)%s\n", path,
+                tl->target[0] ? "; nothing was written" : "");
+        keep = 0;
+        bad = 1;
     }
-    return 0;
+    if (!tl->target[0])
+        return bad ? -1 : 0;
+    if (keep && rename(tl->tmp, tl->target) != 0) {
+        fprintf(stderr, "gpuarena: cannot write the timeline '%s': %s\n", path, strerror(errno));
+        keep = 0;
+        bad = 1;
+    }
+    if (!keep)
+        unlink(tl->tmp);
+    return bad ? -1 : 0;
 }
 
 typedef struct mode_run {
@@ -486,7 +562,7 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
         ro.hook_ctx = &tl;
     }
     int rc = ga_replay(t, &ro, &mr->res, err, sizeof err);
-    if (o->timeline && timeline_close(o->timeline, &tl) != 0)
+    if (o->timeline && timeline_close(o->timeline, &tl, rc == 0) != 0)
         return -1;
     ro.on_event = NULL;
     int mrc = rc == 0 && o->want_min ? ga_replay_min_size(t, &ro, 0, &mr->min_size, err, sizeof err)
@@ -631,6 +707,8 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (timeline_is_input(&o))
+        return 2;
     ga_trace_t t;
     if (load(&o, &t) != 0)
         return 1;

@@ -188,6 +188,45 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
                 self.assertTrue(p.stderr.startswith("gpuarena:"), p.stderr)
                 self.assertIn(msg, p.stderr)
 
+    def test_tool_timeline_never_over_input(self):
+        """helper-60 F1: --timeline naming the input (the same path, a hard link or a symlink to
+        it) truncated the trace it replays and exited 0; it is refused (exit 2) and the input is
+        left whole. A timeline is written through a temporary renamed into place: a symlink
+        stays a link to the replaced file, a failed replay leaves an old file alone."""
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(src, "rb") as f:
+                data = f.read()
+            inp = os.path.join(tmp, "in.csv")
+            with open(inp, "wb") as f:
+                f.write(data)
+            os.link(inp, os.path.join(tmp, "hard.csv"))
+            os.symlink("in.csv", os.path.join(tmp, "sym.csv"))
+            for out in ("in.csv", "./in.csv", "hard.csv", "sym.csv"):
+                p = subprocess.run([tool, "--mode", "arena", "--timeline", out, "in.csv"], cwd=tmp,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   check=False)
+                self.assertEqual(p.returncode, 2, out)
+                self.assertIn("is the input file", p.stderr)
+                with open(inp, "rb") as f:
+                    self.assertEqual(f.read(), data, out)
+            other = os.path.join(tmp, "old.csv")
+            with open(other, "w") as f:
+                f.write("old\n")
+            os.chmod(other, 0o640)
+            os.symlink("old.csv", os.path.join(tmp, "tl.csv"))
+            p = subprocess.run([tool, "--mode", "grow", "--timeline", "tl.csv", "in.csv"], cwd=tmp,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               check=False)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertTrue(os.path.islink(os.path.join(tmp, "tl.csv")))
+            with open(other) as f:
+                self.assertEqual(f.readline(), "time_ns,in_use,reserved\n")
+            self.assertEqual(os.stat(other).st_mode & 0o777, 0o640)
+            self.assertEqual(sorted(os.listdir(tmp)),
+                             ["hard.csv", "in.csv", "old.csv", "sym.csv", "tl.csv"])
+
     def test_one_list_of_modes(self):
         """The command's modes are the C list (GA_MODE_LIST), same names, same order; `all`
         means all of them and names are case-insensitive everywhere a user types one."""

@@ -166,7 +166,8 @@ def build_parser():
                    + mode_help)
     p.add_argument("--no-preallocate", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--stats", metavar="F", help="write the statistics JSON to F (- for stderr) "
-                   "instead of printing a summary")
+                   "instead of printing a summary; several CUDA processes: their sums, and each "
+                   "one's under \"processes\" (%%p in F: one file per process)")
     p.add_argument("--trace", metavar="F", help="record every allocation event to trace F")
     _add_shim_opts(p)
 
@@ -486,6 +487,11 @@ def do_compare(a):
             print(f"gpuarena: wrote {a.plot}.png", file=sys.stderr)
         else:
             print(f"gpuarena: {plot.MISSING}", file=sys.stderr)
+    several = [f"{m} {r['processes']}" for m, r in results.items() if r["processes"] > 1]
+    if several:
+        print(f"gpuarena: the program started several CUDA processes ({', '.join(several)}); "
+              "each column sums their statistics, a peak as the sum of each process's own "
+              "peak", file=sys.stderr)
     failed = [m for m, r in results.items() if r["stats"] is None]
     for m in failed:
         print(f"gpuarena: {runner.no_stats_message(m, results[m])}", file=sys.stderr)

@@ -26,6 +26,7 @@ import time
 from . import GaError, UsageError
 from . import modes as modes_mod
 from . import paths
+from . import statsfiles
 from .fmt import human_bytes, human_count, human_frac, human_ns, table
 
 STATS_FORMATS = (1, 2)  # "gpuarena_stats" values this command reads
@@ -291,6 +292,9 @@ def summary(stats, env=None):
     """A few lines on what the shim saw, for `gpuarena run` without --stats; env: the program's
     environment (HAMi's per-device caps are named from it)."""
     t = _totals(stats)
+    every = stats.get("processes") or [stats]  # several processes: each one's devices
+    entries = [e for d in every if isinstance(d, dict) for e in d.get("devices") or []]
+    stats = dict(stats, devices=entries)
     mode = stats.get("mode", "?")
     if mode == "arena" and _option(stats, "preallocate", True) is False:
         mode = "grow"  # a format 1 file says arena with preallocate false
@@ -325,26 +329,73 @@ def summary(stats, env=None):
 
 def run(cmd, settings, stats_path=None, sim=False, extra=None):
     """Runs cmd under the shim; prints a summary when no stats path was given. Returns the
-    exit code to exit with."""
+    exit code to exit with. Every CUDA process under cmd writes its own statistics into a
+    private folder (statsfiles), read here: the summary, or --stats, covers them all."""
     with Forwarding() as fwd, tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
-        path = stats_path or os.path.join(tmp, "stats.json")
+        owned = stats_path is None or statsfiles.stats_owned(stats_path)
+        path = statsfiles.template(tmp) if owned else stats_path
         env = child_env(dict(settings, GPUARENA_STATS=path), sim, extra)
         code = exit_code(fwd.spawn(cmd, env).returncode)
-        if stats_path is None:
-            stats = read_stats(path)
-            if stats is None:
-                print(f"gpuarena: the program wrote no statistics ({NO_STATS_WHY})",
-                      file=sys.stderr)
-            else:
-                print(summary(stats, env), file=sys.stderr)
+        if owned:
+            try:
+                _report_run(statsfiles.collect(tmp, read_stats), stats_path, env,
+                            settings.get("GPUARENA_TRACE"))
+            except GaError as e:  # the program's own status still wins when it failed
+                print(f"gpuarena: {e}", file=sys.stderr)
+                return code or 1
     return code
 
 
+def _no_stats(stats_path):
+    """The line for a run that wrote no statistics; with --stats F, what F holds now: an earlier
+    run's file left there was read as this run's (helper-60 F12)."""
+    line = f"gpuarena: the program wrote no statistics ({NO_STATS_WHY})"
+    if stats_path is None:
+        return line
+    if os.path.lexists(stats_path):
+        return (line + f"; --stats {stats_path} was not written by this run: what it holds is "
+                "from before")
+    return line + f"; --stats {stats_path} was not written"
+
+
+def _report_run(found, stats_path, env, trace):
+    """The summary (no --stats) or the --stats file, from the documents found, and what a
+    reader must know: several processes are summed, a trace path without %p kept one of them."""
+    if not found:
+        print(_no_stats(stats_path), file=sys.stderr)
+        return
+    docs = [doc for _path, doc in found]
+    merged = statsfiles.merge(docs, _guess_unit) if len(docs) > 1 else None
+    if merged:
+        where = (" (below, then each process)" if stats_path is None else
+                 f"; --stats {stats_path} holds the sums, and each process's own statistics "
+                 "under \"processes\"")
+        print(f"gpuarena: {len(docs)} processes wrote statistics (pids {statsfiles.pids(docs)}, "
+              "in the order they exited); their figures are summed, a peak as the sum of each "
+              f"process's own peak{where}", file=sys.stderr)
+        if trace and "%p" not in trace:
+            print(f"gpuarena: --trace {trace}: each process replaced the trace of the one "
+                  "before, so it holds one process's events; put %p in the path (it becomes the "
+                  "pid) for one trace per process", file=sys.stderr)
+    if stats_path is not None:
+        statsfiles.write(stats_path, (None, merged) if merged else found[0])
+        return
+    print(summary(merged or docs[0], env), file=sys.stderr)
+    for doc in docs if merged else ():
+        t = _totals(doc)
+        print(f"gpuarena:   pid {doc.get('pid', '?')}: {human_count(t.get('alloc_calls'))} "
+              f"allocs, {human_count(t.get('failed_allocs'))} failed; peak in use "
+              f"{human_bytes(t.get('peak_in_use'))}, peak reserved "
+              f"{human_bytes(t.get('peak_reserved'))}", file=sys.stderr)
+
+
 def _one_run(fwd, cmd, env, tmp, tag):
-    """(wall_ns, exit code, stats or None, output tail) of one run of cmd; Stopped when a
-    forwarded signal arrived (the runs left are not started)."""
-    stats_path = os.path.join(tmp, f"{tag}.json")
-    env = dict(env, GPUARENA_STATS=stats_path)
+    """(wall_ns, exit code, stats or None, output tail, processes) of one run of cmd: stats
+    summed over the CUDA processes that wrote any (statsfiles.merge); Stopped when a forwarded
+    signal arrived (the runs left are not started)."""
+    folder = os.path.join(tmp, tag)
+    os.mkdir(folder)
+    env = dict(env, GPUARENA_STATS=statsfiles.template(folder))
     with open(os.path.join(tmp, f"{tag}.out"), "w+b") as out:
         t0 = time.perf_counter_ns()
         proc = fwd.spawn(cmd, env, stdout=out, stderr=subprocess.STDOUT,
@@ -354,7 +405,10 @@ def _one_run(fwd, cmd, env, tmp, tag):
             raise Stopped(fwd.got)
         out.seek(max(0, out.seek(0, 2) - 2000))
         tail = out.read().decode("utf-8", "replace")
-    return wall, exit_code(proc.returncode), read_stats(stats_path), tail
+    docs = [doc for _path, doc in statsfiles.collect(folder, read_stats)]
+    stats = None if not docs else docs[0] if len(docs) == 1 else statsfiles.merge(docs,
+                                                                                   _guess_unit)
+    return wall, exit_code(proc.returncode), stats, tail, len(docs)
 
 
 # Why a run can end without the statistics file: `run` and `compare` say the same.
@@ -381,9 +435,10 @@ def compare(cmd, modes, repeat=1, settings=None, sim=False, extra=None):
             env = child_env(dict(settings or {}, **modes_mod.ENV[m]), sim, extra)
             runs = [_one_run(fwd, cmd, env, tmp, f"{m}-{i}") for i in range(repeat)]
             med = statistics.median_low([r[0] for r in runs])
-            wall, code, stats, tail = next(r for r in runs if r[0] == med)
+            wall, code, stats, tail, procs = next(r for r in runs if r[0] == med)
             results[m] = {"wall_ns": wall, "walls_ns": [r[0] for r in runs], "exit": code,
-                          "stats": stats, "output_tail": tail if code or stats is None else ""}
+                          "stats": stats, "processes": procs,
+                          "output_tail": tail if code or stats is None else ""}
     return results
 
 
@@ -405,6 +460,8 @@ def render(results):
     """The side-by-side table: wall time, then one row per statistic, then the exit codes."""
     header = ["figure"] + list(results)
     body = [["wall time (median)"] + [human_ns(r["wall_ns"]) for r in results.values()]]
+    if any(r.get("processes", 1) > 1 for r in results.values()):  # columns summed over them
+        body.append(["processes"] + [str(r.get("processes", 1)) for r in results.values()])
     for key, title, unit in rows(results):
         body.append([title] + [show_value(_totals(r["stats"]).get(key), unit)
                                for r in results.values()])

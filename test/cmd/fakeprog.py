@@ -56,7 +56,7 @@ def main():
                  "wall_ns": 1000, "totals": totals, "units": units, "by_api": {},
                  "contexts": [], "seen_env": seen}
     print(f"fakeprog: mode {mode}")
-    path = os.environ.get("GPUARENA_STATS")
+    path = os.environ.get("GPUARENA_STATS", "").replace("%p", str(os.getpid()))
     if path and "--no-stats" not in sys.argv:
         with open(path + ".tmp", "w") as f:
             json.dump(stats, f)

@@ -179,6 +179,45 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         code = [l for l in p.stdout.splitlines() if l.startswith("exit code")]
         self.assertEqual(code[0].split()[-2:], ["1", "1"])
 
+    def test_several_cuda_processes_summed(self):
+        """helper-60 F3: a program that starts several CUDA processes (a shell script, a launcher)
+        was reported as the last one to exit: every process writes its own statistics, and run's
+        summary, --stats F and compare's columns sum them (one after the other, and at once)."""
+        a, b = " ".join(DIRECT), " ".join(DIRECT[:1] + ["10", "256", "1"])  # 80 and 10 allocs
+        for how, script in (("one after the other", f"{a}; {b}"), ("at once", f"{a} & {b}; wait")):
+            p = cli("run", "--sim", "--", "sh", "-c", script)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("gpuarena: 2 processes wrote statistics", p.stderr, how)
+            self.assertIn("gpuarena: 90 allocs, 0 failed", p.stderr, how)
+            self.assertIn(": 80 allocs, 0 failed", p.stderr, how)
+            self.assertIn(": 10 allocs, 0 failed", p.stderr, how)
+            stats = os.path.join(self.dir, "s.json")
+            p = cli("run", "--sim", "--stats", stats, "--", "sh", "-c", script)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(stats) as f:
+                doc = json.load(f)
+            self.assertEqual(doc["totals"]["alloc_calls"], 90, how)
+            procs = doc["processes"]
+            self.assertEqual(sorted(d["totals"]["alloc_calls"] for d in procs), [10, 80], how)
+            self.assertEqual(len({d["pid"] for d in procs}), 2, how)
+            self.assertEqual(doc["totals"]["peak_in_use"],
+                             sum(d["totals"]["peak_in_use"] for d in procs))
+        p = cli("compare", "--sim", "--json", "--modes", "grow,platform", "--", "sh", "-c",
+                f"{a}; {b}")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for m, r in json.loads(p.stdout).items():
+            self.assertEqual((r["processes"], r["stats"]["totals"]["alloc_calls"]), (2, 90), m)
+        p = cli("compare", "--sim", "--modes", "platform", "--", "sh", "-c", f"{a}; {b}")
+        self.assertIn("\nprocesses ", p.stdout)
+        self.assertIn("several CUDA processes (platform 2)", p.stderr)
+        # one process: --stats F is the shim's own file, no "processes"
+        stats = os.path.join(self.dir, "one.json")
+        p = cli("run", "--sim", "--stats", stats, "--", *DIRECT)
+        with open(stats) as f:
+            doc = json.load(f)
+        self.assertNotIn("processes", doc)
+        self.assertEqual(doc["totals"]["alloc_calls"], 80)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -494,6 +494,29 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(f.read(), "keep me")
         self.assertFalse(os.path.exists(fresh))
 
+    def test_stats_file_not_written_by_this_run(self):
+        """helper-60 F12: run --stats F whose program wrote no statistics left an earlier run's F
+        there without a word, read as this run's: it says so, and exits as the program did."""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.json")
+            p = self.run_cli("run", "--sim", "--stats", path, "--", sys.executable, FAKE, "0")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(path, "rb") as f:
+                before = f.read()
+            p = self.run_cli("run", "--sim", "--stats", path, "--", sys.executable, FAKE, "3",
+                             "--no-stats")
+            self.assertEqual(p.returncode, 3, p.stderr)
+            self.assertIn("the program wrote no statistics", p.stderr)
+            self.assertIn(f"--stats {path} was not written by this run: what it holds is from "
+                          "before", p.stderr)
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(), before)
+            new = os.path.join(d, "new.json")
+            p = self.run_cli("run", "--sim", "--stats", new, "--", "true")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(f"--stats {new} was not written\n", p.stderr)
+            self.assertFalse(os.path.exists(new))
+
     def test_no_preallocate_is_grow(self):
         p = self.run_cli("run", "--sim", "--no-preallocate", "--", sys.executable, FAKE, "0")
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -425,6 +426,20 @@ def _run_mode(a):
     return "grow"
 
 
+def _not_over_command(option, out, cmd):
+    """UsageError when --stats/--trace names the program (found on PATH as the shell would) or
+    an existing file among its arguments: `--stats train.sh -- sh train.sh` (a completion slip
+    for train.json) replaced the script with the JSON, exit 0 (helper-60 F2)."""
+    if out is None or out == "-" or "%p" in out:
+        return
+    prog = cmd[0] if os.sep in cmd[0] else shutil.which(cmd[0])
+    named = [(prog, "the program")] + [(arg, "the file") for arg in cmd[1:]]
+    for path, what in named:
+        if path and os.path.isfile(path) and runner.same_file(out, path):
+            raise UsageError(f"{option} {out} is {what} {path} named in the command (or a link "
+                             "to it): writing it would replace it; give another path")
+
+
 def do_run(a):
     cmd = _command(a)
     mode = _run_mode(a)
@@ -435,6 +450,8 @@ def do_run(a):
     if a.stats and a.trace and a.stats != "-" and runner.same_file(a.stats, a.trace):
         raise UsageError(f"--stats {a.stats} and --trace {a.trace} are the same file: the "
                          "statistics would replace the trace; give them different paths")
+    for option, out in (("--stats", a.stats), ("--trace", a.trace)):
+        _not_over_command(option, out, cmd)
     extra = runner.parse_env_pairs(a.env)
     _check_env("run", extra)
     paths.shim()  # our own setup first: its message says how to build it

@@ -517,6 +517,36 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
             self.assertIn(f"--stats {new} was not written\n", p.stderr)
             self.assertFalse(os.path.exists(new))
 
+    def test_outputs_never_over_the_command(self):
+        """helper-60 F2: --stats naming the script being run (or the program) replaced it with
+        the JSON, exit 0; --stats and --trace that are the program (found on PATH too), or an
+        existing file among its arguments, also through a link, are refused (exit 2)."""
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "train.sh")
+            with open(script, "w") as f:
+                f.write(f"#!/bin/sh\nexec {sys.executable} {FAKE} 0\n")
+            os.chmod(script, 0o755)
+            os.symlink("train.sh", os.path.join(d, "link.sh"))
+            with open(script, "rb") as f:
+                data = f.read()
+            path_env = {"PATH": d + os.pathsep + os.environ.get("PATH", "")}
+            for opt, out, cmd in (("--stats", script, ["sh", script]),
+                                  ("--trace", script, ["sh", script]),
+                                  ("--stats", os.path.join(d, "link.sh"), ["sh", script]),
+                                  ("--stats", script, [script]),
+                                  ("--stats", script, ["train.sh"]),
+                                  ("--trace", FAKE, [sys.executable, FAKE, "0"])):
+                p = self.run_cli("run", "--sim", opt, out, "--", *cmd, env=path_env)
+                self.assertEqual(p.returncode, 2, (opt, out, cmd, p.stderr))
+                self.assertIn("named in the command", p.stderr)
+                self.assertNotIn("fakeprog", p.stdout)
+                with open(script, "rb") as f:
+                    self.assertEqual(f.read(), data)
+            # a new file, or one the command does not name, is written as before
+            p = self.run_cli("run", "--sim", "--stats", os.path.join(d, "s.json"), "--", "sh",
+                             script)
+            self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_no_preallocate_is_grow(self):
         p = self.run_cli("run", "--sim", "--no-preallocate", "--", sys.executable, FAKE, "0")
         self.assertEqual(p.returncode, 0, p.stderr)

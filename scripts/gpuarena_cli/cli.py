@@ -320,13 +320,23 @@ _OWNED = {"run": {"GPUARENA_MODE": "--mode", "GPUARENA_PREALLOCATE": "--mode gro
                       "GPUARENA_STATS": None}}
 
 
-def _check_env(sub, extra):
+def _check_env(sub, extra, trace_given=False):
+    """UsageError for a variable the command sets itself, given with --env or inherited: an
+    exported GPUARENA_MODE, GPUARENA_PREALLOCATE or GPUARENA_STATS (the Options table's way to set
+    them) was replaced without a word, so a vmm run ran in arena mode and the user's statistics
+    file was never written (helper-60 F5). An inherited GPUARENA_TRACE is the user's own in run
+    unless --trace is given too (then it would be replaced)."""
     for key, opt in _OWNED[sub].items():
+        how = (f"use {opt} instead" if opt else
+               "compare reads each mode's statistics itself (gpuarena run --stats F writes "
+               "one run's)")
         if key in extra:
-            how = (f"use {opt} instead" if opt else
-                   "compare reads each mode's statistics itself (gpuarena run --stats F writes "
-                   "one run's)")
             raise UsageError(f"--env {key}={extra[key]}: gpuarena {sub} sets {key} itself; {how}")
+        value = os.environ.get(key, "")
+        if value.strip() and (key != "GPUARENA_TRACE" or trace_given):
+            raise UsageError(f"{key}={value} is set in the environment, and gpuarena {sub} sets "
+                             f"{key} itself (it would replace yours without a word); {how}, and "
+                             f"unset {key} (env -u {key} gpuarena {sub} ...)")
 
 
 def _check_out_path(option, path, dash_ok):
@@ -453,7 +463,7 @@ def do_run(a):
     for option, out in (("--stats", a.stats), ("--trace", a.trace)):
         _not_over_command(option, out, cmd)
     extra = runner.parse_env_pairs(a.env)
-    _check_env("run", extra)
+    _check_env("run", extra, a.trace is not None)
     paths.shim()  # our own setup first: its message says how to build it
     if not a.sim:
         runner.require_driver("run", extra)

@@ -547,6 +547,38 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                              script)
             self.assertEqual(p.returncode, 0, p.stderr)
 
+    def test_inherited_variables_the_command_sets(self):
+        """helper-60 F5: an exported GPUARENA_MODE, GPUARENA_PREALLOCATE or GPUARENA_STATS was
+        replaced by run (and compare) without a word (a vmm run in arena mode, the user's
+        statistics file never written): a usage error naming the option, as --env is; an
+        inherited GPUARENA_TRACE is used by run unless --trace is given too."""
+        with tempfile.TemporaryDirectory() as d:
+            mine = os.path.join(d, "mine.json")
+            for sub, key, value, opt in (("run", "GPUARENA_MODE", "vmm", "use --mode instead"),
+                                         ("run", "GPUARENA_PREALLOCATE", "false", "--mode grow"),
+                                         ("run", "GPUARENA_STATS", mine, "use --stats instead"),
+                                         ("compare", "GPUARENA_MODE", "vmm", "--modes"),
+                                         ("compare", "GPUARENA_STATS", mine, "compare reads")):
+                p = self.run_cli(sub, "--sim", "--", sys.executable, FAKE, "0",
+                                 env={key: value})
+                self.assertEqual(p.returncode, 2, (sub, key, p.stderr))
+                self.assertIn(f"{key}={value} is set in the environment", p.stderr)
+                self.assertIn(opt, p.stderr)
+                self.assertIn(f"unset {key}", p.stderr)
+                self.assertNotIn("fakeprog", p.stdout)
+            self.assertFalse(os.path.exists(mine))
+            trace = os.path.join(d, "t.gatrace")
+            p = self.run_cli("run", "--sim", "--", sys.executable, FAKE, "0",
+                             env={"GPUARENA_TRACE": trace})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            p = self.run_cli("run", "--sim", "--trace", os.path.join(d, "u.gatrace"), "--",
+                             sys.executable, FAKE, "0", env={"GPUARENA_TRACE": trace})
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("use --trace instead", p.stderr)
+            p = self.run_cli("run", "--sim", "--", sys.executable, FAKE, "0",
+                             env={"GPUARENA_MODE": ""})  # empty: nothing of the user's lost
+            self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_no_preallocate_is_grow(self):
         p = self.run_cli("run", "--sim", "--no-preallocate", "--", sys.executable, FAKE, "0")
         self.assertEqual(p.returncode, 0, p.stderr)

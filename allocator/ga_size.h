@@ -47,6 +47,11 @@ typedef struct ga_size {
  * name in front. */
 int ga_size_parse(const char *text, unsigned flags, ga_size_t *out, char *err, size_t errlen);
 
+/* text quoted as the messages quote a value: 'text', or for more than GA_SIZE_QUOTE_MAX characters
+ * its head, its tail and its length, so a message stays whole in any buffer. */
+#define GA_SIZE_QUOTE_MAX 64
+void ga_size_quote(const char *text, char *out, size_t len);
+
 /* floor(total * percent / 100) for a parsed percentage, exactly (0 when the share rounds to
  * nothing: callers refuse a zero cap). For a byte size, returns its bytes. */
 uint64_t ga_size_percent_of(const ga_size_t *size, uint64_t total);

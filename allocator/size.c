@@ -193,8 +193,20 @@ static int to_percent(const scan_t *s, ga_size_t *out, char *why, size_t len)
     return 0;
 }
 
+/* Whole, or head, tail and length (ga_size.h): a value of 5,000 digits filled the caller's buffer,
+ * and the message said neither what was wrong nor what is accepted. */
+void ga_size_quote(const char *text, char *out, size_t len)
+{
+    size_t n = strlen(text);
+    if (n <= GA_SIZE_QUOTE_MAX)
+        snprintf(out, len, "'%s'", text);
+    else
+        snprintf(out, len, "'%.32s...%s' (%zu characters)", text, text + n - 16, n);
+}
+
 int ga_size_parse(const char *text, unsigned flags, ga_size_t *out, char *err, size_t errlen)
 {
+    char quoted[GA_SIZE_QUOTE_MAX + 48];
     char why[160];
     scan_t s;
     int rc = -1;
@@ -211,11 +223,13 @@ int ga_size_parse(const char *text, unsigned flags, ga_size_t *out, char *err, s
         why_f(why, sizeof why, "unknown unit '%.*s'", (int)s.nunit, s.unit);
     else
         rc = to_bytes(&s, mult, flags, out, why, sizeof why);
-    if (rc != 0 && err && errlen)
+    if (rc != 0 && err && errlen) {
+        ga_size_quote(text ? text : "", quoted, sizeof quoted);
         snprintf(err, errlen,
-                 "'%s' is not a size: %s (try 8GiB, 512MiB, 1.5G, 4096%s; units B, K/KiB, M/MiB, "
+                 "%s is not a size: %s (try 8GiB, 512MiB, 1.5G, 4096%s; units B, K/KiB, M/MiB, "
                  "G/GiB, T/TiB = x1024, kB, MB, GB, TB = x1000, in any case)",
-                 text ? text : "", why, (flags & GA_SIZE_PERCENT) ? " or 50%" : "");
+                 quoted, why, (flags & GA_SIZE_PERCENT) ? " or 50%" : "");
+    }
     return rc;
 }
 

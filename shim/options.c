@@ -376,14 +376,15 @@ int ga_options_load(void)
             continue;
         }
         bad++;
-        char why[200] = "";
+        char why[200] = "", quoted[GA_SIZE_QUOTE_MAX + 48];
         const char *what = "is not valid";
         if (o->parse == parse_limit || o->parse == parse_keep) {
             what = "is not a size";
             size_reason(v, o->parse == parse_limit ? GA_SIZE_PERCENT : GA_SIZE_ZERO, why,
                         sizeof why);
         }
-        ga_log(GA_LOG_ERROR, "%s='%s' %s%s (%s); CUDA will not be initialised", o->env, v, what,
+        ga_size_quote(v, quoted, sizeof quoted); /* 5,000 digits cut the reason off */
+        ga_log(GA_LOG_ERROR, "%s=%s %s%s (%s); CUDA will not be initialised", o->env, quoted, what,
                why, o->accepted);
     }
     /* One name per mode: the arena without preallocation is grow, and grow never preallocates. */

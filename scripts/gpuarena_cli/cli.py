@@ -64,7 +64,8 @@ KEEP_HELP = ("vmm: wholly free granules kept mapped, as GPUARENA_VMM_KEEP (e.g. 
 def _device(text):
     """A device number, -32768 to 32767 (a trace records it in 16 bits), as gpuarena-replay
     takes: ASCII digits with an optional minus."""
-    if not re.fullmatch(r"-?[0-9]+", text) or not -32768 <= int(text) <= 32767:
+    # at most 6 digits before int(): more than 4,300 raised Python's ValueError (helper-60 F4)
+    if not re.fullmatch(r"-?[0-9]{1,6}", text) or not -32768 <= int(text) <= 32767:
         raise argparse.ArgumentTypeError(f"'{text}' is not a device number (-32768 to 32767)")
     return int(text)
 

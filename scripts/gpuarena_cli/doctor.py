@@ -357,7 +357,11 @@ FRACTION = re.compile(r"(\d*\.?\d+)(\+?)")  # the shim's (parse_fraction) and --
 
 def _p_fraction(v):
     m = FRACTION.fullmatch(v.strip())
-    if not m or not 0 < Fraction(m.group(1)) <= 1:
+    try:  # Fraction() of more than 4,300 digits raised Python's ValueError (helper-60 F4)
+        ok = m is not None and 0 < Fraction(m.group(1)) <= 1
+    except ValueError:
+        ok = False
+    if not ok:
         raise GaError(f"GPUARENA_MEM_FRACTION='{v}' is not valid (a fraction in (0,1], e.g. 0.75 "
                       "or 0.75+)")
     return (Fraction(m.group(1)), m.group(2) == "+")

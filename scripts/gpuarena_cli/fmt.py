@@ -82,24 +82,43 @@ def _scan(text):
     return whole, frac, unit
 
 
+def _whole(digits):
+    """The whole part's value, or None above 2^64 - 1, for any number of digits: int() of more
+    than 4,300 digits raised ValueError (Python's guard), a traceback (helper-60 F4)."""
+    d = digits.lstrip("0")
+    return None if len(d) > 20 else int(d or "0")
+
+
+def _frac_times(digits, mult):
+    """floor(0.DIGITS * mult), exactly, for any number of digits: the C parser's frac_times,
+    from the last digit back, so no integer of the digits' length is ever made."""
+    x = 0
+    for c in reversed(digits):
+        x = ((ord(c) - 48) * mult + x) // 10
+    return x
+
+
 def _value(whole, frac, unit, allow_percent, allow_zero=False):
     """int bytes or Fraction percent, or a reason string."""
+    w = _whole(whole)
     if unit == "%":
         if not allow_percent:
             return "a percentage is not accepted here"
+        if w is None or w > 100:
+            return _PCT_RANGE
         kept = frac[:PERCENT_DIGITS]
-        pct = Fraction(int(whole + kept), 10 ** len(kept))
-        if int(whole) > 100 or pct == 0 or (int(whole) == 100 and frac.strip("0")):
+        pct = Fraction(w * 10 ** len(kept) + int(kept or "0"), 10 ** len(kept))
+        if pct == 0 or (w == 100 and frac.strip("0")):
             return _PCT_RANGE
         return pct
     mult = _UNITS.get(unit.lower(), 0) if unit else 1
     if not mult:
         return f"unknown unit '{unit}'"
-    n = int(whole) * mult + int(frac or "0") * mult // 10 ** len(frac)
-    if n > U64_MAX:
+    n = None if w is None else w * mult + _frac_times(frac, mult)
+    if n is None or n > U64_MAX:
         return "it is more than 2^64 - 1 bytes"
     if n == 0:
-        exact_zero = int(whole) == 0 and not frac.strip("0")
+        exact_zero = w == 0 and not frac.strip("0")
         if exact_zero and allow_zero:
             return 0
         if exact_zero:
@@ -108,9 +127,19 @@ def _value(whole, frac, unit, allow_percent, allow_zero=False):
     return n
 
 
+QUOTE_MAX = 64  # allocator/size.c: a longer input is quoted by its head, tail and length
+
+
+def _quote(text):
+    text = str(text)
+    if len(text) <= QUOTE_MAX:
+        return f"'{text}'"
+    return f"'{text[:32]}...{text[-16:]}' ({len(text)} characters)"
+
+
 def size_error(text, why, allow_percent=False):
     """The C parser's message for a refused size."""
-    return (f"'{text}' is not a size: {why} (try 8GiB, 512MiB, 1.5G, 4096"
+    return (f"{_quote(text)} is not a size: {why} (try 8GiB, 512MiB, 1.5G, 4096"
             f"{' or 50%' if allow_percent else ''}; units B, K/KiB, M/MiB, G/GiB, T/TiB = x1024, "
             "kB, MB, GB, TB = x1000, in any case)")
 

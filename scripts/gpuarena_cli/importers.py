@@ -94,6 +94,17 @@ def _too_large(n, path, where, what):
 _WHOLE = re.compile(r"[ \t]*[-+]?[0-9]+[ \t]*")
 
 
+def _digits_fit(digits, path, where, what):
+    """The replay tool's refusal for a number of more than 20 significant digits, before int()
+    sees it: int() of more than 4,300 digits raised Python's own ValueError, whose advice (use
+    sys.set_int_max_str_digits) reached the user (helper-60 F4)."""
+    text = digits.strip(" \t")
+    if len(text.lstrip("+-").lstrip("0")) > 20:
+        shown = text if len(text) <= 64 else f"{text[:16]}...{text[-8:]} ({len(text):,} digits)"
+        raise GaError(f"{path}: {where}: {what} {shown} is too large (over 2^64-1); fix or remove "
+                      "that entry")
+
+
 def _int(value, path, where, what):
     """An integer field, or a GaError that says where the bad value is."""
     shown = value
@@ -106,6 +117,8 @@ def _int(value, path, where, what):
                       "fraction); fix or remove that entry")
     if isinstance(value, str) and not _WHOLE.fullmatch(value):
         value = None  # int() also took 1_000 and non-ASCII digits
+    if isinstance(value, str):
+        _digits_fit(value, path, where, what)
     try:
         n = int(value)
     except (TypeError, ValueError, OverflowError):
@@ -279,6 +292,17 @@ def import_snapshot(path, level="tensor", close=False):
 
 # ---------------------------------------------------------------- Kineto / Chrome trace JSON
 
+def _json_int(text):
+    """A JSON integer; int() of more than 4,300 digits refused with Python's advice to raise its
+    limit (helper-60 F4). Such a number fits no trace field; a long one in a field never read
+    (up to 4,300 digits) still loads, as before."""
+    n = len(text.lstrip("-").lstrip("0"))
+    if n > 4300:
+        raise ValueError(f"a number of {n:,} digits: more than any field of a trace holds "
+                         "(2^64 - 1)")
+    return int(text)
+
+
 def _load_json(path, data):
     if data[:2] == b"\x1f\x8b":
         try:
@@ -286,7 +310,7 @@ def _load_json(path, data):
         except (OSError, EOFError, zlib.error) as e:
             raise GaError(f"{path}: damaged gzip data ({e}); re-export the trace") from None
     try:
-        return json.loads(data)
+        return json.loads(data, parse_int=_json_int)
     except (ValueError, UnicodeDecodeError) as e:
         raise GaError(f"{path}: not valid JSON ({e}); a Kineto trace is the .json(.gz) that "
                       "torch.profiler writes with profile_memory=True") from None
@@ -449,6 +473,7 @@ def _lifetimes_int(cell, path, where, what):
         raise GaError(f"{path}: {where}: {what} {cell!r} {why}; a lifetimes field is the digits "
                       "0-9 only (no sign, '_', quotes, fraction or exponent; spaces and tabs "
                       "around it are fine): fix that row")
+    _digits_fit(m.group(1), path, where, what)
     return _too_large(int(m.group(1)), path, where, what)
 
 

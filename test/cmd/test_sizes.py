@@ -7,6 +7,7 @@ refused. The Python and the replay tool's messages for a refused size are the sa
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import unittest
@@ -27,9 +28,14 @@ PCT_TOTAL = 100 << 40            # 100 TiB: p% of it is p * 2^40, exact for the 
 
 
 def unescape(s):
+    """\\s \\t \\n \\\\ and \\{C*N} (N copies of C), as test/unit/test_size.c decodes."""
     out, i = [], 0
     while i < len(s):
-        if s[i] == "\\" and i + 1 < len(s):
+        run = re.match(r"\\\{(.)\*(\d+)\}", s[i:])
+        if run:
+            out.append(run.group(1) * int(run.group(2)))
+            i += run.end()
+        elif s[i] == "\\" and i + 1 < len(s):
             out.append({"s": " ", "t": "\t", "n": "\n"}.get(s[i + 1], s[i + 1]))
             i += 2
         else:
@@ -231,6 +237,65 @@ class SizeTable(unittest.TestCase):
             if ok or "is not a size" not in err:
                 misses.append(f"{text!r}: cuInit {'succeeded' if ok else 'failed'}, {err!r}")
         self.assertNoMisses(misses)
+
+
+class ThousandsOfDigits(unittest.TestCase):
+    """helper-60 F4: numbers of more than 4,300 digits (Python's int() limit) ended in a
+    traceback (doctor), argparse's "invalid _limit value", or Python's advice to call
+    sys.set_int_max_str_digits (a lifetimes CSV, a Kineto JSON); each is now the grammar's or
+    the reader's own message. The size rows themselves are in test/sizes.tsv."""
+
+    BIG = "9" * 5000
+
+    def assertMessage(self, p, *words):
+        out = p.stdout + p.stderr  # doctor reports on stdout
+        self.assertNotIn("Traceback", out)
+        self.assertNotIn("set_int_max_str_digits", out)
+        self.assertNotIn("invalid", out)
+        for w in words:
+            self.assertIn(w, out)
+
+    def test_options_and_environment(self):
+        over = "(5000 characters) is not a size: it is more than 2^64 - 1 bytes"
+        for sub in (["run", "--sim", "--limit", self.BIG, "--", "true"],
+                    ["compare", "--sim", "--limit", self.BIG, "--", "true"],
+                    ["run", "--sim", "--mode", "vmm", "--vmm-keep", self.BIG, "--", "true"],
+                    ["replay", "t.gatrace", "--mode", "arena", "--arena-size", self.BIG]):
+            p = gatest.cli(*sub)
+            self.assertEqual(p.returncode, 2, sub[:3])
+            self.assertMessage(p, over)
+        p = gatest.cli("replay", "t.gatrace", "--device", self.BIG)
+        self.assertEqual(p.returncode, 2)
+        self.assertMessage(p, "is not a device number")
+        p = gatest.cli("run", "--sim", "--fraction", "0." + self.BIG, "--", "true")
+        self.assertEqual(p.returncode, 2)
+        self.assertMessage(p, "is not a fraction")
+        for value in (self.BIG, "1." + "0" * 5000 + "GiB"):
+            p = gatest.cli("doctor", "--sim", "--timeout", "60",
+                           env={"GPUARENA_LIMIT": value})
+            self.assertMessage(p)
+            self.assertIn(p.returncode, (0, 1))
+        p = gatest.cli("doctor", "--sim", "--timeout", "60",
+                       env={"GPUARENA_MEM_FRACTION": "0." + self.BIG})
+        self.assertMessage(p, "GPUARENA_MEM_FRACTION=")
+        self.assertEqual(p.returncode, 1)
+
+    def test_input_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            csv = os.path.join(d, "long.csv")
+            with open(csv, "w") as f:
+                f.write(f"id,lower,upper,size\n1,0,10,{self.BIG}\n")
+            p = gatest.cli("import", "lifetimes", csv, "-o", os.path.join(d, "t.gatrace"))
+            self.assertEqual(p.returncode, 1)
+            self.assertMessage(p, "size 9999999999999999...99999999 (5,000 digits) is too large "
+                               "(over 2^64-1)")
+            kin = os.path.join(d, "kin.json")
+            with open(kin, "w") as f:
+                f.write('{"traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "args": '
+                        f'{{"Bytes": {self.BIG}, "Addr": 1, "Device Id": 0}}}}]}}')
+            p = gatest.cli("import", "kineto", kin, "-o", os.path.join(d, "k.gatrace"))
+            self.assertEqual(p.returncode, 1)
+            self.assertMessage(p, "a number of 5,000 digits")
 
 
 class HumanBytes(unittest.TestCase):

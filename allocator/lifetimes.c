@@ -4,7 +4,9 @@
  * logical interval [lower, upper). Replay needs events, so each row becomes an alloc at `lower` and a
  * free at `upper`, sorted by time with frees first at equal times (a buffer ending at t and one
  * starting at t never overlap, as in the interval model). A row with lower == upper is live for no
- * time; its free is ordered right after the allocs of that instant so the pair stays well formed.
+ * time: its alloc and free, side by side, come after the frees and before the allocs of that
+ * instant, so it meets only the buffers live across t, the fewest at t (after the allocs, it was
+ * counted live beside buffers born at t, which [lower, upper) says it never meets: helper-60 F6).
  * Ties keep file order, so the output is deterministic. The parser is strict: anything that is not
  * a plain non-negative decimal in range is an error naming the file and line, never a guess.
  */
@@ -23,7 +25,8 @@ typedef struct row {
     size_t line;
 } row_t;
 
-/* One event before sorting: phase 0 = free, 1 = alloc, 2 = free of a zero-length buffer. */
+/* One event before sorting: phase 0 = free, 1 = alloc of a zero-length buffer, 2 = its free,
+ * 3 = alloc. */
 typedef struct pending {
     uint64_t time;
     unsigned phase;
@@ -201,9 +204,13 @@ static int cmp_pending(const void *a, const void *b)
     const pending_t *x = a, *y = b;
     if (x->time != y->time)
         return x->time < y->time ? -1 : 1;
-    if (x->phase != y->phase)
-        return x->phase < y->phase ? -1 : 1;
-    return x->row < y->row ? -1 : x->row > y->row;
+    /* a zero-length buffer's pair (phases 1, 2) stays together: by row, then alloc first */
+    unsigned gx = x->phase == 2 ? 1 : x->phase, gy = y->phase == 2 ? 1 : y->phase;
+    if (gx != gy)
+        return gx < gy ? -1 : 1;
+    if (x->row != y->row)
+        return x->row < y->row ? -1 : 1;
+    return x->phase < y->phase ? -1 : x->phase > y->phase;
 }
 
 static int build_events(const row_t *rows, size_t n, ga_trace_t *out)
@@ -214,15 +221,16 @@ static int build_events(const row_t *rows, size_t n, ga_trace_t *out)
     if (!p)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        p[2 * i] = (pending_t){rows[i].lower, 1, i};
-        p[2 * i + 1] = (pending_t){rows[i].upper, rows[i].upper == rows[i].lower ? 2 : 0, i};
+        int empty = rows[i].upper == rows[i].lower;
+        p[2 * i] = (pending_t){rows[i].lower, empty ? 1 : 3, i};
+        p[2 * i + 1] = (pending_t){rows[i].upper, empty ? 2 : 0, i};
     }
     qsort(p, 2 * n, sizeof *p, cmp_pending);
     int rc = 0;
     for (size_t i = 0; i < 2 * n && rc == 0; i++) {
         const row_t *r = &rows[p[i].row];
         ga_event_t ev = {.time_ns = p[i].time, .addr = r->id, .size = r->size, .device = 0,
-                         .kind = p[i].phase == 1 ? GA_EV_ALLOC : GA_EV_FREE, .api = GA_API_IMPORT};
+                         .kind = p[i].phase % 2 ? GA_EV_ALLOC : GA_EV_FREE, .api = GA_API_IMPORT};
         rc = ga_trace_push(out, &ev);
     }
     free(p);

@@ -480,8 +480,8 @@ def _lifetimes_int(cell, path, where, what):
 def import_lifetimes(path, close=False):
     """Buffer lifetimes (id,lower,upper,size) -> trace: alloc at lower, free at upper, frees before
     allocs at equal times; addr = id, time_ns = the logical time. A row with lower == upper lives
-    for no time: its free comes right after the allocs of that instant, as gpuarena-replay's own
-    reader (allocator/lifetimes.c) orders it."""
+    for no time: its alloc and free, side by side, come after the frees and before the allocs of
+    that instant, as gpuarena-replay's own reader (allocator/lifetimes.c) orders it."""
     del close  # every buffer has its free already
     bufs, ids = [], set()
     for n, (bid, lo, up, size) in _csv_rows(path, ("id", "lower", "upper", "size"), raw=True):
@@ -499,12 +499,13 @@ def import_lifetimes(path, close=False):
         bufs.append((bid, lo, up, size))
     # Ties keep file order, as gpuarena-replay's own reader (allocator/lifetimes.c) does: sorted
     # by id instead, the same CSV replayed with other figures through `gpuarena replay`.
-    evs = [(lo, 1, row, bid, size) for row, (bid, lo, _up, size) in enumerate(bufs)]
-    evs += [(up, 2 if up == lo else 0, row, bid, size)
+    # (time, group, row, kind): frees (0), each zero-length buffer's alloc and free (1), allocs (2)
+    evs = [(lo, 1 if up == lo else 2, row, tf.ALLOC, bid, size)
+           for row, (bid, lo, up, size) in enumerate(bufs)]
+    evs += [(up, 1 if up == lo else 0, row, tf.FREE, bid, size)
             for row, (bid, lo, up, size) in enumerate(bufs)]
-    evs.sort()
-    events = [tf.event(t, bid, size, tf.ALLOC if k == 1 else tf.FREE)
-              for t, k, _, bid, size in evs]
+    evs.sort(key=lambda e: (e[0], e[1], e[2], e[3] != tf.ALLOC))
+    events = [tf.event(t, bid, size, kind) for t, _, _, kind, bid, size in evs]
     counts = {"buffers": len(bufs), "allocs": len(bufs), "frees": len(bufs),
               "events": len(events)}
     return tf.Trace(events), counts

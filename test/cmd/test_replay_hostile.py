@@ -166,9 +166,10 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
 
     def test_csv_zero_lifetime_rows_either_way(self):
         """A row with lower == upper (live over the empty [t, t)): gpuarena-replay's reader takes
-        it, its free right after the allocs of that instant; the Python importer refused the
-        file. Both now read it, in one order: the same figures either way, and the imported
-        trace has the free after the allocs at that time."""
+        it; the Python importer refused the file. Both now read it, in one order: the same
+        figures either way. Its alloc and free come after the frees and before the allocs of its
+        instant (helper-60 F6: after the allocs, it was counted live beside a buffer born at t,
+        which [lower, upper) says it never meets)."""
         src = self.path("zero.csv")
         with open(src, "w") as f:
             f.write("id,lower,upper,size\n0,0,5,1048576\n1,5,5,4194304\n2,5,9,2097152\n"
@@ -183,17 +184,25 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
         py = json.loads(p.stdout)["modes"]
         for m in c:
             self.assertEqual({k: c[m][k] for k in fields}, {k: py[m][k] for k in fields}, m)
-        # at t=5: 0 ends, then 1 and 2 start (6 MiB live), then 1 ends; the zero-lifetime
-        # buffer 1 is counted at its instant
-        self.assertEqual(c["platform"]["peak_in_use"], 4194304 + 2097152)
+        # at t=5: 0 ends, the zero-lifetime buffer 1 comes and goes alone, then 2 starts: the
+        # peak is 4 MiB (1 alone), not 1 and 2 together (6 MiB)
+        self.assertEqual(c["platform"]["peak_in_use"], 4194304)
         out = self.path("zero.gatrace")
         p = gatest.cli("import", "lifetimes", src, "-o", out)
         self.assertEqual(p.returncode, 0, p.stderr)
         order = [(ev[tf.T_TIME], ev[tf.T_KIND], ev[tf.T_ADDR]) for ev in tf.read(out).events]
         self.assertEqual(order, [(0, tf.ALLOC, 0), (0, tf.ALLOC, 4), (3, tf.FREE, 4),
                                  (3, tf.ALLOC, 3), (3, tf.FREE, 3), (5, tf.FREE, 0),
-                                 (5, tf.ALLOC, 1), (5, tf.ALLOC, 2), (5, tf.FREE, 1),
+                                 (5, tf.ALLOC, 1), (5, tf.FREE, 1), (5, tf.ALLOC, 2),
                                  (9, tf.FREE, 2)])
+        # the report's case: 1,5,5,1000 and 2,5,6,10 never meet
+        src = self.path("zero2.csv")
+        with open(src, "w") as f:
+            f.write("id,lower,upper,size\n1,5,5,1000\n2,5,6,10\n")
+        c = json.loads(tool("--json", "--mode", "platform", src).stdout)
+        self.assertEqual((c["peak_live"], c["modes"]["platform"]["peak_in_use"]), (1024, 1024))
+        p = gatest.cli("replay", src, "--json", "--mode", "platform", "--no-min")
+        self.assertEqual(json.loads(p.stdout)["peak_live"], 1024)
 
     def test_csv_numbers_one_grammar_either_way(self):
         """helper-40 F9: `gpuarena replay x.csv` read its numbers with Python's int(), which also

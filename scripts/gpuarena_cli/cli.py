@@ -99,14 +99,20 @@ def _seconds(convert, examples):
     return parse
 
 
+# At most this many runs per mode: each run's results are kept to the end (its statistics and
+# output tail, about 20 KB), and --repeat 10^20 was taken, and grew for ever (helper-60 F11),
+# where doctor's --timeout and top's --interval are bounded.
+MAX_REPEAT = 10000
+
+
 def _repeat(text):
     try:
-        n = int(text)
+        n = int(text) if len(text.strip()) <= 12 else MAX_REPEAT + 1
     except ValueError:
         n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of runs, at least 1 "
-                                         "(try --repeat 5)")
+    if not 1 <= n <= MAX_REPEAT:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of runs from 1 to "
+                                         f"{MAX_REPEAT:,} (try --repeat 5)")
     return n
 
 

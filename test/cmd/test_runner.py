@@ -439,9 +439,11 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertCleanError(p, "unknown mode 'turbo'", code=2)
         p = self.run_cli("compare", "--modes", "arena-nopre", "--", "true")
         self.assertCleanError(p, "(use arena, grow, vmm, platform or all)", code=2)
-        for n in ("0", "-3", "x"):
+        # helper-60 F11: no upper bound, and 10^20 runs kept every result in memory
+        for n in ("0", "-3", "x", "10001", "100000000000000000000", "9" * 5000):
             p = self.run_cli("compare", "--sim", "--repeat", n, "--", "true")
-            self.assertCleanError(p, f"argument --repeat: '{n}' is not a whole number", code=2)
+            self.assertCleanError(p, f"argument --repeat: '{n}' is not a whole number of runs "
+                                  "from 1 to 10,000", code=2)
         p = self.run_cli("compare", "--sim", "--modes", "platform", "--", sys.executable, FAKE,
                          "3", "--no-stats")
         self.assertCleanError(p, "no statistics written (exit 3; it made no CUDA allocation",

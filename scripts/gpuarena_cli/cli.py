@@ -237,8 +237,9 @@ def build_parser():
                        epilog=EPILOG, formatter_class=fmt)
     p.add_argument("trace", metavar="TRACE", help="gpuarena trace or any importable file")
     p.add_argument("-o", "--output", metavar="PREFIX",
-                   help="writes PREFIX.json and PREFIX.png (default: the input's base name, "
-                   "in the current folder; a PREFIX ending in .json or .png is taken without it)")
+                   help="writes PREFIX.json and PREFIX.png (default: the input's base name "
+                   "less its extension, in the current folder; X.report for X.json or "
+                   "X.json.gz; a PREFIX ending in .json or .png is taken without it)")
     p.add_argument("--mode", type=_mode, default="arena",
                    help=f"mode whose reserved bytes are drawn, from a replay of the trace: "
                    f"{', '.join(modes_mod.MODES)} (default arena)")
@@ -407,10 +408,20 @@ def _strip_ext(prefix):
         else prefix
 
 
+def _default_prefix(path):
+    """report's PREFIX without -o: the input's base name less its extension (and a .gz), in the
+    current folder; a JSON input (a Kineto X.json or X.json.gz) gets X.report, since X.json is
+    the input itself, or its uncompressed twin (helper-60 F8: `report kin.json` was refused)."""
+    base = os.path.basename(path)
+    base = base[:-3] if base.endswith(".gz") else base
+    stem, ext = os.path.splitext(base)
+    return stem + ".report" if ext == ".json" else stem
+
+
 def do_report(a):
     _keep_needs_vmm(a, (a.mode,))
     _check_prefix("-o", a.output)
-    prefix = _strip_ext(a.output) if a.output else os.path.splitext(os.path.basename(a.trace))[0]
+    prefix = _strip_ext(a.output) if a.output else _default_prefix(a.trace)
     for ext in (".json", ".png"):
         _not_over_input(a.trace, prefix + ext, "report file")
     trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)

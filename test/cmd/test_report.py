@@ -2,6 +2,7 @@
 tracks with the right values in every mode, one async slice pair per allocation, and the PNG is
 written or clearly skipped."""
 
+import gzip
 import json
 import os
 import tempfile
@@ -240,6 +241,21 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         with open(os.path.join(self.dir, "mine.json")) as f:
             # metadata, 2 in_use and 2 reserved counter samples, one begin/end slice pair
             self.assertEqual(len(json.load(f)["traceEvents"]), 1 + 2 + 2 + 2)
+        # helper-60 F8: a Kineto X.json in the current folder was its own default output (refused,
+        # exit 1), and X.json.gz wrote X.json.json; both write X.report.json now
+        evs = [{"name": "[memory]", "ph": "i", "ts": t, "args": {
+            "Device Type": 1, "Device Id": 0, "Addr": 100, "Bytes": b}} for t, b in ((1, 4096),
+                                                                                 (2, -4096))]
+        data = json.dumps({"traceEvents": evs}).encode()
+        for name, body in (("kin.json", data), ("kz.json.gz", gzip.compress(data))):
+            with open(os.path.join(self.dir, name), "wb") as f:
+                f.write(body)
+            p = gatest.cli("report", name, cwd=self.dir, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            stem = name.split(".")[0]
+            self.assertIn(f"wrote {stem}.report.json", p.stdout)
+            with open(os.path.join(self.dir, name), "rb") as f:
+                self.assertEqual(f.read(), body)
 
 
 class ReportLarge(unittest.TestCase):

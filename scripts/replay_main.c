@@ -83,7 +83,7 @@ static const char usage_tail[] =
     "Sizes: a number and an optional unit, any case: B; K/KiB, M/MiB, G/GiB, T/TiB (x1024);\n"
     "kB, MB, GB, TB (x1000); e.g. 8GiB, 512MiB, 1.5G, 4096.\n"
     "\n"
-    "JSON: {\"trace\", \"format\", \"version\", \"events\" (in the file; with --device, that\n"
+    "JSON: {\"trace\" (bytes not UTF-8 as \\udcXX, Python's surrogateescape), \"format\", \"version\", \"events\" (in the file; with --device, that\n"
     "device's), \"truncated_bytes\", \"device\" (with --device only),\n"
     "\"peak_live\" (peak of 512-rounded live bytes), \"units\": {field: bytes|count|ns|ratio|\n"
     "index|rate}, \"modes\": {MODE: {size_limit (null: none), the replay figures\n"
@@ -579,17 +579,40 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
     return 0;
 }
 
-static void print_json_string(const char *s)
+/* Length of the well-formed UTF-8 sequence at s (1 to 4), or 0 when s starts none. */
+static int utf8_len(const unsigned char *s)
 {
+    unsigned char c = s[0];
+    int n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+            : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    /* the second byte's range excludes overlong forms, surrogates and code points past U+10FFFF */
+    unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    for (int i = 1; i < n; i++)
+        if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xbf))
+            return 0;
+    return n;
+}
+
+/* A JSON string. A byte that is no part of well-formed UTF-8 (a file name is bytes) is written
+ * as the escape \udcXX of Python's surrogateescape, which json.loads reads back and
+ * os.fsencode turns into that byte: written raw, it made the document invalid JSON (helper-60
+ * F9). */
+static void print_json_string(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
     putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
+    while (*s) {
+        int n = utf8_len(s);
+        if (!n)
+            printf("\\udc%02x", *s);
+        else if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if (*s < 0x20)
+            printf("\\u%04x", *s);
         else
-            putchar(c);
+            fwrite(s, 1, (size_t)n, stdout);
+        s += n ? n : 1;
     }
     putchar('"');
 }

@@ -164,6 +164,20 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
         for m in c:
             self.assertEqual({k: c[m][k] for k in fields}, {k: py[m][k] for k in fields}, m)
 
+    def test_tool_json_names_any_file(self):
+        """helper-60 F9: gpuarena-replay --json copied a file name's bytes raw into "trace", so a
+        name that is not UTF-8 made the document invalid JSON; such bytes are written as
+        Python's surrogateescape (\\udcXX), which reads back to the name's bytes."""
+        raw = os.fsencode(self.d) + b"/\xff\xfe-\xc3\xa9-\xed\xa0\x80-\x01.gatrace"
+        write_trace(os.fsdecode(raw), [tf.event(0, 1, 512, tf.ALLOC), tf.event(1, 1, 512, tf.FREE)])
+        p = subprocess.run([os.path.join(gatest.BUILD, "bin", "gpuarena-replay"), "--json",
+                            "--mode", "platform", raw], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=20, check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        self.assertEqual(os.fsencode(doc["trace"]), raw)
+        self.assertIn(b"\\udcff\\udcfe-\xc3\xa9-\\udced\\udca0\\udc80-\\u0001", p.stdout)
+
     def test_csv_zero_lifetime_rows_either_way(self):
         """A row with lower == upper (live over the empty [t, t)): gpuarena-replay's reader takes
         it; the Python importer refused the file. Both now read it, in one order: the same

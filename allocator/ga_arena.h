@@ -69,6 +69,8 @@ typedef struct ga_config {
     size_t limit;
     size_t min_region;
     size_t max_region;
+    int keep_empty; /* grow: never release an empty region inside ga_alloc to make room (the
+                       caller trims instead, with ga_trim, once it may wait for the backend) */
 } ga_config_t;
 
 /* Statistics of an arena and of every pool (ga_pool.h): one list, X(name, unit, description),
@@ -139,6 +141,8 @@ size_t ga_trim(ga_arena_t *arena);
  * usable: they serve blocks up to their size, but cannot be given back to make room for a larger
  * one); *largest (optional) gets the largest such region. Walks the regions: not for a hot path. */
 size_t ga_refused_idle(const ga_arena_t *arena, size_t *largest);
+/* The bytes ga_trim would release now (completely free regions); changes nothing. */
+size_t ga_idle(const ga_arena_t *arena);
 
 void ga_get_stats(const ga_arena_t *arena, ga_stats_t *out);
 /* 1 - largest_free / total_free, 0 when nothing is free. */

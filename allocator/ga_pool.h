@@ -84,7 +84,9 @@ typedef struct ga_pool_backend {
  *  min_region  arena/grow: smallest growth region (0: the arena's default, 2 MiB)
  *  va_size     vmm: bytes of the first virtual range (rounded up to the granularity; later ranges,
  *              only if one ever fills, at least double); required for vmm
- *  keep        vmm: wholly free granules kept mapped, bytes (0: give every one back at once) */
+ *  keep        vmm: wholly free granules kept mapped, bytes (0: give every one back at once)
+ *  keep_empty  grow: an allocation never gives back an empty region to make room; the caller
+ *              trims (ga_pool_trim) when it may wait for the backend's release */
 typedef struct ga_pool_config {
     ga_mode_t mode;
     size_t initial;
@@ -93,6 +95,7 @@ typedef struct ga_pool_config {
     size_t min_region;
     size_t va_size;
     size_t keep;
+    int keep_empty;
 } ga_pool_config_t;
 
 /* vmm: bytes of wholly free granules kept mapped unless GPUARENA_VMM_KEEP says otherwise. */
@@ -135,6 +138,9 @@ size_t ga_pool_trim(ga_pool_t *pool);
 /* ga_refused_idle of an arena or grow pool; 0 for vmm (the shim keeps refused granules itself)
  * and platform (a refused block stays live). */
 size_t ga_pool_refused_idle(const ga_pool_t *pool, size_t *largest);
+/* arena, grow: the bytes of empty regions ga_pool_trim would give back now; 0 for the other
+ * modes (vmm's kept granules are not counted). Changes nothing. */
+size_t ga_pool_idle(const ga_pool_t *pool);
 void ga_pool_stats(const ga_pool_t *pool, ga_stats_t *out);
 /* Invariant walk: failures counted, the first described in report (see ga_check). */
 int ga_pool_check(const ga_pool_t *pool, char *report, size_t len);

@@ -15,7 +15,7 @@ static ga_status_t arena_create(ga_pool_t *p)
     ga_backend_t be = {p->be.reserve, p->be.release, p->be.ctx};
     ga_config_t ac = {.initial = c->mode == GA_MODE_ARENA ? c->initial : 0,
                       .grow = c->mode == GA_MODE_GROW || c->grow, .limit = c->limit,
-                      .min_region = c->min_region};
+                      .min_region = c->min_region, .keep_empty = c->keep_empty};
     ga_status_t st = GA_OK;
     p->arena = ga_arena_create(&be, &ac, &st);
     return p->arena ? GA_OK : st;
@@ -198,6 +198,11 @@ size_t ga_pool_refused_idle(const ga_pool_t *p, size_t *largest)
         return 0;
     }
     return ga_refused_idle(p->arena, largest);
+}
+
+size_t ga_pool_idle(const ga_pool_t *p)
+{
+    return p && (p->mode == GA_MODE_ARENA || p->mode == GA_MODE_GROW) ? ga_idle(p->arena) : 0;
 }
 
 void ga_pool_stats(const ga_pool_t *p, ga_stats_t *out)

@@ -211,7 +211,7 @@ ga_status_t ga_grow(ga_arena_t *a, size_t rounded)
         return GA_ENOMEM;
     }
     ga_status_t st = try_grow(a, rounded);
-    if (st == GA_OK || st == GA_ENOHOST)
+    if (st == GA_OK || st == GA_ENOHOST || a->config.keep_empty)
         return st;
     if (ga_release_empty(a) == 0)
         return GA_ENOMEM;
@@ -350,5 +350,14 @@ size_t ga_refused_idle(const ga_arena_t *a, size_t *largest)
     }
     if (largest)
         *largest = top;
+    return bytes;
+}
+
+size_t ga_idle(const ga_arena_t *a)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; a && i < a->nregions; i++)
+        if (ga_is_free(a->regions[i]->first) && a->regions[i]->first->size == a->regions[i]->size)
+            bytes += a->regions[i]->size;
     return bytes;
 }

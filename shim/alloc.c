@@ -28,9 +28,9 @@ static uint64_t ga_round(uint64_t n)
     return (n + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
 }
 
-/* One allocation from c's pool; c->lock held. `wait`: every pending freed chunk is waited for and
- * returned first (before an out-of-memory; the common wait is the callers', with the lock let go). */
-static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p, int wait)
+/* One allocation from c's pool; c->lock held. Nothing here waits for the device: what comes back
+ * after a wait (pending frees, empty regions) is ga_ctx_give_back's, with the lock let go. */
+static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p)
 {
     CUresult r = CUDA_SUCCESS;
     if (GA_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed)))
@@ -39,8 +39,6 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p, int
     ga_pool_t *pool = ga_ctx_pool(c, &r);
     if (!pool)
         return r;
-    if (GA_UNLIKELY(wait && c->npend)) /* before an out-of-memory: everything pending, waited for */
-        ga_fence_reclaim(c, 1, 1);
     ga_status_t st = ga_pool_alloc(pool, size, p);
     c->alloc_st = st;
     /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
@@ -84,10 +82,19 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
             if (sr == CUDA_SUCCESS)
                 ga_fence_passed(c, m);
         }
-        r = ga_pool_alloc_locked(c, size, &p, 0);
+        r = ga_pool_alloc_locked(c, size, &p);
     }
-    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->npend && !norecord)
-        r = ga_pool_alloc_locked(c, size, &p, 1);
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->pool && !norecord) {
+        /* Before an out-of-memory, the context's own pending frees and empty regions first, each
+         * wait made with the lock let go: waited for under it, every other thread of the context
+         * (an allocation that fits, a free, cuMemGetInfo, NVML) and fork waited for the device's
+         * queued work, for ever behind a stream waiting on one of them (h34 F6). */
+        ga_mutex_unlock(&c->lock);
+        size_t back = ga_ctx_give_back(c);
+        ga_mutex_lock(&c->lock);
+        if (back)
+            r = ga_pool_alloc_locked(c, size, &p);
+    }
     c->counts.async_served += async && r == CUDA_SUCCESS;
     if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->pool && !norecord) {
         /* Idle memory of every pool on the device first; one context lock at a time (two
@@ -96,7 +103,7 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         size_t freed = ga_dev_trim(c->dev);
         ga_mutex_lock(&c->lock);
         if (freed)
-            r = ga_pool_alloc_locked(c, size, &p, 1);
+            r = ga_pool_alloc_locked(c, size, &p);
     }
     if (async && r == CUDA_SUCCESS &&
         ga_ptrmap_put(&c->async, &(ga_pentry_t){.key = p, .size = got ? got : ga_round(size),

@@ -605,7 +605,8 @@ static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t i
     uint64_t cap = ga_devs[c->dev].cap;
     uint64_t share = ga_share_of(cap);
     ga_pool_config_t cfg = {.mode = ga_opt.mode, .initial = initial, .grow = ga_opt.fraction_grow,
-                            .limit = ga_opt.fraction_grow ? 0 : share, .keep = ga_opt.vmm_keep};
+                            .limit = ga_opt.fraction_grow ? 0 : share, .keep = ga_opt.vmm_keep,
+                            .keep_empty = 1 /* given back by ga_ctx_give_back, not under the lock */};
     if (cfg.mode == GA_MODE_PLATFORM)
         cfg.limit = 0; /* the cap alone, as the driver would */
     if (cfg.mode == GA_MODE_VMM) {
@@ -831,7 +832,9 @@ static void ga_sync_every_context(void)
  * ever behind a stream waiting on one of them (helper-49 F11). The entries are noted under the lock,
  * the device synchronised without it, the noted entries returned with it taken again; entries whose
  * events the device's synchronisation did not pass (a free on another device's stream) get a
- * second round that synchronises every context. Entries freed meanwhile stay pending. */
+ * second round that synchronises every context. Entries freed meanwhile stay pending. Nothing is
+ * waited for while a stream capture may be under way (the synchronisation would end it): the
+ * entries the device has passed are returned all the same. */
 static size_t ga_ctx_trim_pending(ga_ctx_t *c)
 {
     size_t freed = 0;
@@ -843,7 +846,10 @@ static size_t ga_ctx_trim_pending(ga_ctx_t *c)
         ga_mutex_unlock(&c->lock);
         if (!waits)
             break;
-        if (round) /* no lock held: left cancellable, as the allocation's own wait is */
+        int waited = !(round ? atomic_load(&ga_cap_n) != 0 : ga_capture_on_dev(c->dev));
+        if (!waited)
+            m.n = 0; /* no wait: only what has passed goes back below */
+        else if (round) /* no lock held: left cancellable, as the allocation's own wait is */
             ga_sync_every_context();
         else
             ga_ctx_sync_device(c);
@@ -856,12 +862,27 @@ static size_t ga_ctx_trim_pending(ga_ctx_t *c)
             freed += before - c->pend_bytes;
             if (c->npfree)
                 freed += ga_fence_pass_reclaim(c, 0); /* queried: the wait was above */
-            left = c->npend_ev || c->npfree;
+            left = waited && (c->npend_ev || c->npfree);
         }
         ga_mutex_unlock(&c->lock);
         if (!left)
             break;
     }
+    return freed;
+}
+
+size_t ga_ctx_give_back(ga_ctx_t *c)
+{
+    size_t freed = ga_ctx_trim_pending(c);
+    ga_mutex_lock(&c->lock);
+    int idle = c->pool && !atomic_load(&c->dead) && ga_pool_idle(c->pool);
+    ga_mutex_unlock(&c->lock);
+    if (idle && !ga_capture_on_dev(c->dev))
+        ga_dev_sync(c->dev); /* no lock held: the driver's cuMemFree below has nothing to wait for */
+    ga_mutex_lock(&c->lock);
+    if (c->pool && !atomic_load(&c->dead))
+        freed += ga_pool_trim(c->pool);
+    ga_mutex_unlock(&c->lock);
     return freed;
 }
 
@@ -875,12 +896,7 @@ size_t ga_dev_trim(int dev)
         if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire) ||
             atomic_load_explicit(&c->closing, memory_order_acquire))
             continue;
-        /* freed chunks waiting for the device are free memory too */
-        freed += ga_ctx_trim_pending(c);
-        ga_mutex_lock(&c->lock);
-        if (c->pool && !atomic_load(&c->dead))
-            freed += ga_pool_trim(c->pool);
-        ga_mutex_unlock(&c->lock);
+        freed += ga_ctx_give_back(c); /* freed chunks waiting for the device are free memory too */
     }
     /* Last: the frees waited for above may have left their memory in the driver's pools. */
     freed += ga_mempool_settle(dev, 1);

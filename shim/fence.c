@@ -385,54 +385,6 @@ static int ga_event_passed(CUresult r)
            !(r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
 }
 
-/* Pending entries with events among them: each returned once its event (or, for a cuMemFree
- * under GPUARENA_FREE_SYNC=device, one context synchronisation) shows the device passed it. */
-__attribute__((noinline)) static void ga_fence_reclaim_events(ga_ctx_t *c, int wait, int current)
-{
-    int synced = 0; /* 1 the context was synchronised, -1 that was refused */
-    for (size_t i = 0; i < c->npend;) {
-        ga_pending_t *e = &c->pend[i];
-        int passed;
-        if (!e->ev) { /* a cuMemFree's: one context synchronisation */
-            if (!synced)
-                synced = ga_fence_sync(c, current) == CUDA_SUCCESS ? 1 : -1;
-            passed = synced > 0;
-        } else {
-            int nc = wait ? ga_nocancel_begin() : 0;
-            CUresult r = wait ? ga_real.cuEventSynchronize(e->ev) : ga_real.cuEventQuery(e->ev);
-            ga_nocancel_end(nc);
-            passed = ga_event_passed(r);
-        }
-        if (passed)
-            ga_pend_release(c, i); /* entry i now holds another one: look at i again */
-        else
-            i++;
-    }
-}
-
-void ga_fence_reclaim(ga_ctx_t *c, int wait, int current)
-{
-    if (!c->npend || !c->pool)
-        return;
-    if (c->npend_ev) {
-        ga_fence_reclaim_events(c, wait, current);
-        return;
-    }
-    /* Only cuMemFree entries (the common case): one synchronisation returns them all. */
-    if (ga_fence_sync(c, current) != CUDA_SUCCESS)
-        return; /* refused (a capture under way): they stay pending */
-    ga_pool_t *pool = c->pool;
-    const ga_pending_t *e = c->pend, *end = e + c->npend;
-    for (; e < end; e++)
-        ga_pool_free(pool, e->ptr, NULL);
-    c->npend = 0;
-    c->pend_gen++;
-    c->pend_bytes = 0;
-    c->counts.pending_bytes = 0;
-    if (GA_UNLIKELY(c->pend_set.count))
-        ga_pend_unindex(c);
-}
-
 int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out,
                               size_t *got)
 {

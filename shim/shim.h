@@ -483,6 +483,11 @@ int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none);
 /* Gives back idle memory of every pool on dev (before an out-of-memory is reported), one context
  * lock at a time: the caller holds none. Returns the bytes given back. */
 size_t ga_dev_trim(int dev);
+/* c's share of that (the caller holds no lock): its pending frees waited for and returned, then
+ * its pool trimmed. Every wait is made with c's lock let go, the driver's cuMemFree of an empty
+ * region included (it may wait for the device: the device is synchronised first). Returns the
+ * bytes given back. */
+size_t ga_ctx_give_back(ga_ctx_t *c);
 /* Synchronises every live context on dev, one at a time (no context lock is taken: the caller may
  * hold one, though a wait under a lock stalls every thread that needs it). */
 void ga_dev_sync(int dev);
@@ -551,8 +556,6 @@ int ga_backend_for(ga_ctx_t *c, ga_pool_backend_t *be, CUresult *err);
 /* Records ptr (a live pool chunk of rounded size) as freed: stream-ordered on s (an event), or for
  * the next allocation's synchronisation. An error (a stream the driver refuses) frees nothing. */
 CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered);
-/* Returns to the pool every pending chunk the device has passed; wait: wait for all of them. */
-void ga_fence_reclaim(ga_ctx_t *c, int wait, int current); /* current: c is the thread's context */
 int ga_fence_is_pending(const ga_ctx_t *c, uintptr_t ptr);
 /* A pending chunk freed on stream s, of at least size bytes (and at most twice), taken whole;
  * *got: its size (the live allocation it becomes). */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define N (1u << 20)
@@ -623,6 +624,89 @@ START_TEST(trim_waits_without_other_contexts_lock)
         int rc = pt_run_child(trim_child, NULL, err, sizeof err);
         ck_assert_msg(rc == 0, "%s: exit %d (a signal: A's cuMemGetInfo blocked behind the trim's "
                       "wait for B's stream; 10: B's allocation failed); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
+/* The out-of-memory path's own waits are made with the context's lock let go (h34 F6). A block the
+ * thread 2 needs comes back only after a wait for the device, whose stream S is held by a gate
+ * that only the main thread opens: how 0, A (40 MiB) freed with cuMemFreeAsync on S (its event
+ * waited for; arena, grow, vmm); how 1, grow mode, an empty 30 MiB region given back with the
+ * driver's cuMemFree, which waits for the device. Once thread 2 is inside the driver's wait, the
+ * main thread, in the same context, asks cuMemGetInfo, forks and allocates 1 MiB (which fits),
+ * then opens the gate. With the wait under the context's lock the main thread blocked for ever
+ * (the alarm ends the child); thread 2's allocation succeeds after the gate (how 1: or is refused,
+ * when the main thread's block took room in the region meanwhile). */
+static CUcontext oomw_ctx;
+static CUresult oomw_r = CUDA_ERROR_UNKNOWN;
+static void *oomw_alloc(void *arg)
+{
+    CUdeviceptr q;
+    (void)arg;
+    if (cuCtxSetCurrent(oomw_ctx))
+        exit(20);
+    oomw_r = cuMemAlloc(&q, 40u << 20);
+    return NULL;
+}
+
+static unsigned long long oomw_waits(void)
+{
+    return simcuda_entry_calls("cuCtxSynchronize") + simcuda_entry_calls("cuEventSynchronize") +
+           simcuda_entry_calls("cuMemFree_v2");
+}
+
+static void oomw_child(void *arg)
+{
+    int how = (int)(intptr_t)arg;
+    alarm(20);
+    oomw_ctx = pt_start();
+    CUstream s;
+    CUdeviceptr a, b, c;
+    unsigned gate;
+    size_t fr, tot;
+    pthread_t t;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING))
+        exit(2);
+    if (how == 0 && (cuMemAllocAsync(&a, 40u << 20, s) || cuMemAlloc(&b, N) ||
+                     cuStreamSynchronize(s) || simcuda_gate(s, &gate) != CUDA_SUCCESS ||
+                     cuMemFreeAsync(a, s)))
+        exit(3);
+    if (how == 1 && (cuMemAlloc(&a, 30u << 20) || cuMemAlloc(&b, N) || cuMemFree(a) ||
+                     cuCtxSynchronize() || simcuda_gate(s, &gate) != CUDA_SUCCESS))
+        exit(4);
+    unsigned long long waits = oomw_waits();
+    if (pthread_create(&t, NULL, oomw_alloc, NULL))
+        exit(5);
+    while (oomw_waits() == waits)
+        sched_yield(); /* thread 2 waits in the driver for S */
+    if (cuMemGetInfo(&fr, &tot))
+        exit(6);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || st != 0)
+        exit(7);
+    if (cuMemAlloc(&c, N))
+        exit(8);
+    simcuda_gate_open(gate);
+    pthread_join(t, NULL);
+    /* how 1: the main thread's 1 MiB may have landed in the empty region meanwhile */
+    exit(oomw_r == CUDA_SUCCESS || (how == 1 && oomw_r == CUDA_ERROR_OUT_OF_MEMORY) ? 0 : 10);
+}
+
+START_TEST(oom_waits_without_the_contexts_lock)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=grow"};
+    for (int m = 0; m < 4; m++) {
+        char err[4096];
+        pt_env(modes[m], "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(oomw_child, (void *)(intptr_t)(m == 3), err, sizeof err);
+        ck_assert_msg(rc == 0, "%s%s: exit %d (a signal: the main thread's cuMemGetInfo, fork or "
+                      "allocation blocked behind thread 2's wait; 10: its allocation failed); %s",
+                      modes[m], m == 3 ? ", an empty region given back" : ", an async free",
+                      rc, err);
     }
 }
 END_TEST
@@ -1334,6 +1418,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, free_waits_for_other_contexts_on_the_device);
     tcase_add_test(tc, device_free_waits_without_the_lock);
     tcase_add_test(tc, trim_waits_without_other_contexts_lock);
+    tcase_add_test(tc, oom_waits_without_the_contexts_lock);
     tcase_add_test(tc, async_double_free_on_dead_stream_is_the_stream_error);
     tcase_add_test(tc, async_free_event_in_the_streams_context);
     tcase_add_loop_test(tc, foreign_event_dies_with_its_context, 0, 16);

@@ -32,6 +32,11 @@ static ga_ctx_t *_Atomic ga_lvl_owner;
 /* Bumped when contexts die: each thread's cached context below is revalidated against it. */
 static _Atomic unsigned ga_generation = 1;
 
+/* How long a walk that passes closing contexts by waits for a lock at a time before it looks at
+ * closing again (ga_dev_view, the fork prepare handler): a teardown sets it just after it takes
+ * the lock, and any other holder lets go within an allocation's time. */
+#define GA_CLOSING_POLL_NS 200000ull
+
 static __thread struct {
     CUcontext ctx;
     ga_ctx_t *st;
@@ -234,7 +239,15 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
         if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
-        ga_mutex_lock(&c->lock);
+        /* A context inside its teardown holds its lock through the driver's call, which waits
+         * for its queued work: its pool is not counted (its idle bytes serve no one else, and
+         * leave the cap with it), rather than this view waiting for that work (h34 F4). */
+        int got;
+        while ((got = ga_mutex_lock_for(&c->lock, GA_CLOSING_POLL_NS)) != 0 &&
+               !atomic_load(&c->closing))
+            ;
+        if (got != 0)
+            continue;
         if (c->pool && !atomic_load(&c->dead)) {
             ga_stats_t s;
             ga_pool_stats(c->pool, &s);
@@ -292,6 +305,34 @@ static int ga_mem_view_early(const uint8_t uuid[16], uint64_t real_total, uint64
     return 1;
 }
 
+/* The driver's cuMemGetInfo in a live context of dev (none current here may be dev's): the first
+ * one whose teardown has not begun, named as ga_ctx_sync_named names one, so that a
+ * context another thread is destroying, or has destroyed, is never pushed (h34 F2: the first
+ * state not yet dead was, during the driver's teardown). CUDA_ERROR_INVALID_CONTEXT: none. */
+static CUresult ga_dev_driver_info(int dev, size_t *pfree, size_t *ptotal)
+{
+    CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c && r == CUDA_ERROR_INVALID_CONTEXT;
+         c = atomic_load(&c->next)) {
+        if (c->dev != dev || atomic_load(&c->dead) || atomic_load(&c->closing))
+            continue; /* (a closing one is passed by even before its driver call) */
+        CUcontext ctx = atomic_load(&c->ctx);
+        atomic_fetch_add(&c->users, 1);
+        if (atomic_load(&c->closing) < 2 && !atomic_load(&c->dead) && atomic_load(&c->ctx) == ctx &&
+            atomic_load(&c->dev) == dev) {
+            int pushed = ga_ctx_enter(ctx);
+            ga_tl_busy++;
+            r = ga_real.cuMemGetInfo_v2(pfree, ptotal);
+            ga_tl_busy--;
+            ga_ctx_leave(pushed);
+            if (r == CUDA_ERROR_INVALID_CONTEXT)
+                r = CUDA_ERROR_UNKNOWN; /* tried: the fallback figures below */
+        }
+        atomic_fetch_sub(&c->users, 1);
+    }
+    return r;
+}
+
 /* NVML's hooks (nvml.c) answer with the same view as cuMemGetInfo. */
 int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, uint64_t *used)
 {
@@ -307,17 +348,7 @@ int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, ui
         if (d->cap >= d->physical_total && !d->group)
             return 0; /* not capped: the real answer */
         size_t pfree = 0, ptotal = 0;
-        int pushed = 0;
-        ga_ctx_t *c = NULL;
-        for (c = atomic_load(&ga_ctx_list); c && (c->dev != dev || atomic_load(&c->dead));)
-            c = atomic_load(&c->next);
-        if (c)
-            pushed = ga_ctx_enter(c->ctx);
-        ga_tl_busy++;
-        CUresult r = c ? ga_real.cuMemGetInfo_v2(&pfree, &ptotal) : CUDA_ERROR_INVALID_CONTEXT;
-        ga_tl_busy--;
-        if (c)
-            ga_ctx_leave(pushed);
+        CUresult r = ga_dev_driver_info(dev, &pfree, &ptotal);
         if (r != CUDA_SUCCESS) /* no context on that device yet: the cap against the total */
             pfree = ptotal = d->physical_total == UINT64_MAX ? d->cap : d->physical_total;
         uint64_t f, t;
@@ -754,7 +785,12 @@ void ga_dev_pass_passed(int dev)
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
         if ((dev >= 0 && c->dev != dev) || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
-        ga_mutex_lock(&c->lock);
+        int got; /* a closing context is passed by, as by ga_dev_view */
+        while ((got = ga_mutex_lock_for(&c->lock, GA_CLOSING_POLL_NS)) != 0 &&
+               !atomic_load(&c->closing))
+            ;
+        if (got != 0)
+            continue;
         if (c->npfree && !atomic_load(&c->dead) && !c->driver_gone) /* not in a forked child */
             ga_fence_pass_reclaim(c, 0);
         ga_mutex_unlock(&c->lock);
@@ -788,14 +824,35 @@ void ga_dev_sync(int dev)
     ga_dev_sync_others(dev, NULL);
 }
 
-void ga_ctx_sync_device(const ga_ctx_t *c)
+/* Synchronises c's context for a walk that holds no lock of c (dev: c's device; -1 any), unless
+ * its teardown is past the quiesce or done (closing 2, dead): "It is the responsibility of the
+ * calling function to ensure that no API call issues using ctx while cuCtxDestroy() is executing"
+ * (cuCtxDestroy), and once it has returned the handle is freed or another context's. A look
+ * without a lock pushed a context another thread was destroying, and destroyed ones (h34 F2).
+ * users makes the look and the push one step as far as the teardown is concerned: it waits for
+ * users to be 0 after it sets closing 2 (teardown.c), and a walk counts itself in users before it
+ * looks, so either the walk sees closing 2 or the teardown sees the walk and waits for its call.
+ * A dead state may be reused for a new context meanwhile (ga_ctx_reuse): the handle is read before
+ * the look and again after it, so a walk names the state's new context only when it is alive,
+ * never the old one. Nothing of such a context's needs waiting for: its queued work passed at the
+ * quiesce, before closing 2. */
+static void ga_ctx_sync_named(ga_ctx_t *c, int dev)
 {
-    if (!atomic_load_explicit(&c->dead, memory_order_acquire)) {
-        int pushed = ga_ctx_enter(c->ctx);
+    CUcontext ctx = atomic_load(&c->ctx);
+    atomic_fetch_add(&c->users, 1);
+    if (atomic_load(&c->closing) < 2 && !atomic_load(&c->dead) && atomic_load(&c->ctx) == ctx &&
+        (dev < 0 || atomic_load(&c->dev) == dev)) {
+        int pushed = ga_ctx_enter(ctx);
         if (ga_real.cuCtxSynchronize)
             ga_real.cuCtxSynchronize();
         ga_ctx_leave(pushed);
     }
+    atomic_fetch_sub(&c->users, 1);
+}
+
+void ga_ctx_sync_device(const ga_ctx_t *c)
+{
+    ga_ctx_sync_named((ga_ctx_t *)c, c->dev);
     ga_dev_sync_others(c->dev, c);
 }
 
@@ -804,10 +861,7 @@ void ga_dev_sync_others(int dev, const ga_ctx_t *self)
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
         if (c == self || c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
-        int pushed = ga_ctx_enter(c->ctx);
-        if (ga_real.cuCtxSynchronize)
-            ga_real.cuCtxSynchronize();
-        ga_ctx_leave(pushed);
+        ga_ctx_sync_named(c, dev);
     }
 }
 
@@ -818,10 +872,7 @@ static void ga_sync_every_context(void)
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
         if (atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
-        int pushed = ga_ctx_enter(c->ctx);
-        if (ga_real.cuCtxSynchronize)
-            ga_real.cuCtxSynchronize();
-        ga_ctx_leave(pushed);
+        ga_ctx_sync_named(c, -1);
     }
 }
 
@@ -904,12 +955,23 @@ size_t ga_dev_trim(int dev)
 }
 
 /* Every context lock, so the child inherits pools and tables that no thread was half-way through
- * changing; the list lock first, as ga_ctx_create takes it before any context lock. */
+ * changing; the list lock first, as ga_ctx_create takes it before any context lock. A context
+ * inside its teardown (closing) is the exception: its lock is held through the driver's call,
+ * which waits for its queued work, and a fork waited for all of it (for ever behind a stream
+ * waiting on the forking thread: h34 F4). Its lock is not taken (fork_held 0): the child never
+ * touches that state, which the parent's teardown may be changing as the fork copies it (its
+ * pool, tables, lock), but leaves it off the list and its host memory unfreed (ga_ctx_fork_child);
+ * its device memory is the parent's in any case. */
 void ga_ctx_atfork_prepare(void)
 {
     pthread_mutex_lock(&ga_ctx_list_lock);
-    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
-        ga_mutex_lock(&c->lock);
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+        int got;
+        while ((got = ga_mutex_lock_for(&c->lock, GA_CLOSING_POLL_NS)) != 0 &&
+               !atomic_load(&c->closing))
+            ;
+        c->fork_held = got == 0;
+    }
     for (int d = 0; d < GA_MAX_DEVICES; d++)
         if (atomic_load(&ga_devs[d].known))
             ga_mutex_lock(&ga_devs[d].lock);
@@ -921,7 +983,8 @@ void ga_ctx_atfork_parent(void)
         if (atomic_load(&ga_devs[d].known))
             ga_mutex_unlock(&ga_devs[d].lock);
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
-        ga_mutex_unlock(&c->lock);
+        if (c->fork_held)
+            ga_mutex_unlock(&c->lock);
     pthread_mutex_unlock(&ga_ctx_list_lock);
 }
 
@@ -946,6 +1009,10 @@ void ga_ctx_fork_child(void)
     atomic_store(&ga_lvl_owner, NULL); /* the child's first context keeps its level */
     while (c) {
         ga_ctx_t *next = atomic_load(&c->next);
+        if (!c->fork_held) { /* inside the parent's teardown: never touched (above) */
+            c = next;
+            continue;
+        }
         c->driver_gone = 2; /* the parent's: no driver call may touch it */
         ga_fence_drop(c);
         if (c->pool)

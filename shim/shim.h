@@ -343,7 +343,15 @@ typedef struct ga_ctx {
                                 past cuCtxDestroy (teardown.c) */
     _Atomic int orphan;      /* dead, but its vmm pool kept for those until they are freed */
     _Atomic int closing;     /* inside a teardown call, its lock held through it (teardown.c):
-                                another context's trim passes it by (ga_dev_trim) */
+                                1 from the start, so that nothing waits for that lock but what
+                                touches this context itself (another context's trim, memory
+                                views and fork pass it by); 2 once it is quiesced, before the
+                                driver's call: no other thread's driver call may name it then
+                                (ga_ctx_sync_named), as it may not once it is dead */
+    _Atomic int users;       /* threads about to name ctx in a driver call without its lock
+                                (ga_ctx_sync_named): the teardown waits for none before the
+                                driver's call (closing 2) */
+    int fork_held;           /* its lock was taken by the fork prepare handler (ctx.c) */
     int unfenced;            /* a chunk came back unfenced (GPUARENA_FREE_SYNC=none) since the
                                 context was last synchronised: vmm must sync before it unmaps */
     ga_counts_t counts;

@@ -16,6 +16,7 @@
  */
 #include "shim.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -403,7 +404,9 @@ typedef struct ga_td_call {
  * driver still held them); a call the driver refuses leaves the state as it was (F3: the pool had
  * been dropped, and the next allocation got the live block's address). A primary context handed
  * to cuCtxDestroy is refused by the driver, and so kept like any refused call. Other threads wait
- * for the lock only where they look at this context itself (its frees, cuMemGetInfo's figures). */
+ * for the lock only where they look at this context itself (its frees, its allocations): memory
+ * views of the device (cuMemGetInfo, NVML) and fork pass a closing context by (ctx.c), as they
+ * waited for its whole queued work before (h34 F4). */
 static CUresult ga_ctx_teardown(CUcontext ctx, const ga_td_call_t *call)
 {
     ga_gone_t gone = {0};
@@ -426,6 +429,14 @@ static CUresult ga_ctx_teardown(CUcontext ctx, const ga_td_call_t *call)
     if (c) {
         atomic_store(&c->closing, 1);
         ga_ctx_quiesce(c);
+        /* From here until the state is dead no other thread names the context in a driver call
+         * ("no API call issues using ctx while cuCtxDestroy() is executing", cuCtxDestroy): its
+         * walks that synchronise a device's contexts (ga_ctx_sync_named) pass it by, and one
+         * that looked before this store finishes first. They have nothing of its to wait for:
+         * its work queued before the teardown has just passed. */
+        atomic_store(&c->closing, 2);
+        while (atomic_load(&c->users))
+            sched_yield();
     }
     CUresult r = call->ctx_fn ? call->ctx_fn(call->ctx) : call->dev_fn(call->dev);
     if (c) {

@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../shim/ga_nvml.h"
+
 START_TEST(ctx_destroy_releases_arena)
 {
     pt_env("SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -979,10 +981,164 @@ START_TEST(teardown_destroys_foreign_events)
 }
 END_TEST
 
+/* NVML's memory query through the simulated library, as a monitoring thread would make it. */
+typedef int (*td_nvml_init_fn)(void);
+typedef int (*td_nvml_handle_fn)(unsigned, nvmlDevice_t *);
+typedef int (*td_nvml_mem_fn)(nvmlDevice_t, nvmlMemory_t *);
+static int td_nvml_used(unsigned long long *used)
+{
+    static void *lib;
+    static nvmlDevice_t h;
+    if (!lib) {
+        if (!(lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL)))
+            return -1;
+        td_nvml_init_fn init = (td_nvml_init_fn)dlsym(lib, "nvmlInit_v2");
+        td_nvml_handle_fn handle = (td_nvml_handle_fn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+        if (!init || !handle || init() || handle(0, &h))
+            return -1;
+    }
+    td_nvml_mem_fn mem = (td_nvml_mem_fn)dlsym(lib, "nvmlDeviceGetMemoryInfo");
+    nvmlMemory_t m;
+    if (!mem || mem(h, &m))
+        return -1;
+    *used = m.used;
+    return 0;
+}
+
+/* A context's teardown holds its lock through the driver's call, which waits for its queued work;
+ * memory views of the device (cuMemGetInfo, NVML) and fork in another context pass it by instead
+ * of waiting for that work (h34 F4). Context X has work held by a gate that only the main thread
+ * opens; thread 2 calls cuCtxDestroy(X), which waits for it (its quiesce's cuCtxSynchronize).
+ * The main thread, in the primary context, then asks cuMemGetInfo and NVML and forks, and opens
+ * the gate after. Before, each of those waited for X's lock for ever (the alarm ends the child). */
+static CUcontext clo_x;
+static CUresult clo_r = CUDA_ERROR_UNKNOWN;
+static void *clo_destroy(void *arg)
+{
+    (void)arg;
+    clo_r = cuCtxDestroy(clo_x);
+    return NULL;
+}
+
+static void closing_child(void *arg)
+{
+    (void)arg;
+    alarm(20);
+    CUcontext p = pt_start();
+    CUdevice dev;
+    CUdeviceptr x, q;
+    CUstream s;
+    unsigned gate;
+    size_t fr, tot;
+    unsigned long long used;
+    pthread_t t;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&clo_x, NULL, 0, dev) || cuMemAlloc(&x, 1u << 20) ||
+        cuStreamCreate(&s, 0) || simcuda_gate(s, &gate) != CUDA_SUCCESS ||
+        simcuda_launch(s, x, 1, 1u << 20, 0) != CUDA_SUCCESS || cuCtxSetCurrent(p) ||
+        cuMemAlloc(&q, 1u << 20) || td_nvml_used(&used))
+        exit(2);
+    unsigned long long syncs = simcuda_entry_calls("cuCtxSynchronize");
+    if (pthread_create(&t, NULL, clo_destroy, NULL))
+        exit(3);
+    while (simcuda_entry_calls("cuCtxSynchronize") == syncs)
+        sched_yield(); /* thread 2 waits for X's work inside its cuCtxDestroy */
+    if (cuMemGetInfo(&fr, &tot))
+        exit(4);
+    if (td_nvml_used(&used))
+        exit(5);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || st != 0)
+        exit(6);
+    simcuda_gate_open(gate);
+    pthread_join(t, NULL);
+    exit(clo_r == CUDA_SUCCESS ? 0 : 10);
+}
+
+START_TEST(views_and_fork_pass_a_closing_context)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    for (int m = 0; m < 4; m++) {
+        char err[4096];
+        pt_env(modes[m], "GPUARENA_LIMIT=512MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(closing_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (a signal: cuMemGetInfo, NVML or fork waited for the "
+                      "closing context's work; 10: the destroy failed); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
+/* While another thread's cuCtxDestroy(X) is inside the driver (held there by the simulated
+ * driver), the shim makes no driver call naming X (h34 F2: "no API call issues using ctx while
+ * cuCtxDestroy() is executing"): the primary context's fence, which synchronises the device's
+ * other contexts (how 0: an allocation after a deferred free; how 1: a free under
+ * GPUARENA_FREE_SYNC=device or in platform mode), and an NVML query, which asks the driver in a
+ * context of the device. Before, X was pushed (cuCtxPushCurrent_v2) and synchronised. */
+static void dying_child(void *arg)
+{
+    int how = (int)(intptr_t)arg;
+    alarm(20);
+    CUcontext p = pt_start();
+    CUdevice dev;
+    CUdeviceptr x, a, b;
+    unsigned gate;
+    unsigned long long used;
+    pthread_t t;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&clo_x, NULL, 0, dev) || cuMemAlloc(&x, 1u << 20) ||
+        cuMemFree(x) || cuCtxSetCurrent(p) || cuMemAlloc(&a, 1u << 20) || td_nvml_used(&used))
+        exit(2);
+    if (how == 0 && cuMemFree(a))
+        exit(2);
+    if (simcuda_hold_next_ctx_teardown(&gate) != CUDA_SUCCESS)
+        exit(3);
+    unsigned long long n0 = simcuda_entry_calls("cuCtxDestroy_v2");
+    if (pthread_create(&t, NULL, clo_destroy, NULL))
+        exit(3);
+    while (simcuda_entry_calls("cuCtxDestroy_v2") == n0)
+        sched_yield(); /* the driver's cuCtxDestroy(X) is under way */
+    unsigned long long push0 = simcuda_entry_calls("cuCtxPushCurrent_v2");
+    if (how == 1 && cuMemFree(a))
+        exit(4);
+    if (cuMemAlloc(&b, 1u << 20) || td_nvml_used(&used))
+        exit(5);
+    unsigned long long pushes = simcuda_entry_calls("cuCtxPushCurrent_v2") - push0;
+    simcuda_gate_open(gate);
+    pthread_join(t, NULL);
+    if (clo_r != CUDA_SUCCESS)
+        exit(6);
+    exit(pushes ? 10 + (int)(pushes > 9 ? 9 : pushes) : 0);
+}
+
+START_TEST(no_driver_call_names_a_dying_context)
+{
+    static const char *const cfg[][2] = {
+        {"GPUARENA_MODE=arena", "GPUARENA_FREE_SYNC=deferred"},
+        {"GPUARENA_MODE=grow", "GPUARENA_FREE_SYNC=deferred"},
+        {"GPUARENA_MODE=vmm", "GPUARENA_FREE_SYNC=deferred"},
+        {"GPUARENA_MODE=arena", "GPUARENA_FREE_SYNC=device"},
+        {"GPUARENA_MODE=platform", "GPUARENA_FREE_SYNC=deferred"},
+    };
+    for (int m = 0; m < 5; m++) {
+        char err[4096];
+        int how = m >= 3;
+        pt_env(cfg[m][0], cfg[m][1], "GPUARENA_LIMIT=512MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(dying_child, (void *)(intptr_t)how, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s %s: exit %d (10 + n: the shim pushed a context n times while "
+                      "another thread's cuCtxDestroy was in the driver); %s", cfg[m][0], cfg[m][1],
+                      rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_teardown(void)
 {
     TCase *tc = tcase_create("teardown");
     tcase_add_test(tc, ctx_destroy_releases_arena);
+    tcase_add_test(tc, views_and_fork_pass_a_closing_context);
+    tcase_add_test(tc, no_driver_call_names_a_dying_context);
     tcase_add_test(tc, primary_reset_releases_arena);
     tcase_add_test(tc, primary_last_release_drops_arena);
     tcase_add_test(tc, arena_last_release_then_reuse);

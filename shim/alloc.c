@@ -483,7 +483,7 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
  * search over contexts. Anything else goes through ga_free_any, which finds the same owner. */
 CUresult ga_do_free(CUdeviceptr p, uint8_t api)
 {
-    ga_ctx_t *c = ga_ctx_last();
+    ga_ctx_t *c = ga_ctx_last_fresh();
     if (GA_LIKELY(c && p && !atomic_load_explicit(&c->dead, memory_order_acquire))) {
         if (ga_tl_api)
             api = ga_tl_api;

@@ -399,9 +399,25 @@ CUresult ga_refuse_unmade(const char *what, size_t bytes)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* The cached state counts only while no context has died since it was cached: a dead state is
+ * reused for the next context made, and a thread that destroyed its own current context has none
+ * current (the driver pops it), which the pop hooks do not see. Taken as current anyway, it had
+ * cuMemFree with no context current free another context's block in the reused state (h34 F3). */
 ga_ctx_t *ga_ctx_last(void)
 {
+    if (GA_UNLIKELY(ga_tl_cache.gen != atomic_load_explicit(&ga_generation, memory_order_acquire)))
+        return NULL;
     return ga_tl_cache.st;
+}
+
+ga_ctx_t *ga_ctx_last_fresh(void)
+{
+    ga_ctx_t *c = ga_ctx_last();
+    if (GA_LIKELY(c) || !ga_tl_cache.st)
+        return c;
+    ga_tl_cache.ctx = NULL; /* stale: the current context asked of the driver again */
+    ga_tl_cache.st = NULL;
+    return ga_current();
 }
 
 void ga_ctx_forget_cached(void)

@@ -440,8 +440,10 @@ CUresult ga_refuse_unmade(const char *what, size_t bytes);
  * had no host memory for `whose` bookkeeping: not the device, not the cap (oom.c). A warning the
  * first time, debug lines after. Returns CUDA_ERROR_OUT_OF_MEMORY. */
 CUresult ga_refuse_nohost(const char *what, const char *whose, size_t bytes);
-/* The context state this thread last found current (maybe dead since, never freed), or NULL. */
+/* The context state this thread last found current, or NULL: none, or a context has died since
+ * (ga_ctx_last_fresh then asks the driver again, with no lock held: ga_current). */
 ga_ctx_t *ga_ctx_last(void);
+ga_ctx_t *ga_ctx_last_fresh(void);
 /* The context list, newest first (never freed: stale handles never match, dead ones are marked). */
 ga_ctx_t *ga_ctx_first(void);
 /* The live context state of ctx, or NULL when gpuarena has none for it. */

@@ -367,6 +367,54 @@ START_TEST(no_context_after_pop_free_is_the_drivers)
 }
 END_TEST
 
+/* The same after the thread destroyed its own current context (the driver pops it): another
+ * thread's context made since reuses the destroyed one's state, and a cuMemFree of its block from
+ * the first thread, with no context current, answers CUDA_ERROR_INVALID_CONTEXT and frees nothing.
+ * Before, the thread's cached state (that reused one) was taken as its current context and the
+ * block freed (h34 F3). */
+static CUcontext nocur_z;
+static CUdeviceptr nocur_q;
+static void *nocur_other(void *arg)
+{
+    CUdevice dev = 0;
+    (void)arg;
+    if (cuCtxCreate(&nocur_z, NULL, 0, dev) || cuMemAlloc(&nocur_q, MiB))
+        nocur_q = 0;
+    return NULL;
+}
+
+START_TEST(no_context_after_own_destroy_free_is_the_drivers)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    pt_env(modes[_i], "GPUARENA_LOG=error", NULL);
+    CUdevice dev;
+    CUcontext x, cur = (CUcontext)1;
+    CUdeviceptr a, base;
+    size_t n;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS); /* no context current: X is the thread's only one */
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&x, NULL, 0, dev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&a, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(x), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    ck_assert_msg(cur == NULL, "the driver pops a destroyed current context");
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, nocur_other, NULL), 0);
+    pthread_join(t, NULL);
+    ck_assert_msg(nocur_q != 0, "%s: the other thread's context and block", modes[_i]);
+    CUresult r = cuMemFree(nocur_q);
+    ck_assert_msg(r == CUDA_ERROR_INVALID_CONTEXT, "%s: cuMemFree with no context current "
+                  "answered %d", modes[_i], (int)r);
+    ck_assert_int_eq(cuCtxSetCurrent(nocur_z), CUDA_SUCCESS);
+    ck_assert_msg(cuMemGetAddressRange(&base, &n, nocur_q) == CUDA_SUCCESS && base == nocur_q,
+                  "%s: the block is still live", modes[_i]);
+    ck_assert_int_eq(cuMemFree(nocur_q), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(nocur_z), CUDA_SUCCESS);
+}
+END_TEST
+
 /* Calls refused for their arguments, and frees the pool or the driver refused, counted in the
  * statistics as the failures they are (they were left out: alloc_calls 1, failed_allocs 0, no
  * cuMemAllocPitch entry, while the shim warned of the refused frees). */
@@ -452,6 +500,7 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, no_context_errors_are_the_drivers);
     tcase_add_loop_test(tc, no_context_pool_calls_are_the_drivers, 0, 4);
     tcase_add_loop_test(tc, no_context_after_pop_free_is_the_drivers, 0, 4);
+    tcase_add_loop_test(tc, no_context_after_own_destroy_free_is_the_drivers, 0, 4);
     tcase_add_test(tc, size_zero);
     tcase_add_test(tc, bad_frees_arena);
     tcase_add_test(tc, double_frees_while_pending);

@@ -447,6 +447,21 @@ static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
     ga_dev_uncommit(c->dev, size);
 }
 
+uint64_t ga_vmm_granule(int dev)
+{
+    ga_dev_t *d = ga_dev(dev);
+    uint64_t g = atomic_load(&d->granule);
+    if (g || !ga_real.cuMemGetAllocationGranularity)
+        return g;
+    CUmemAllocationProp prop = ga_vmm_prop(dev);
+    size_t got = 0;
+    if (ga_real.cuMemGetAllocationGranularity(&got, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) !=
+            CUDA_SUCCESS || got < GA_ALIGN || (got & (got - 1)))
+        return 0;
+    atomic_store(&d->granule, got);
+    return got;
+}
+
 /* The VMM entry points and the granularity; 0 ok. Says once why vmm cannot run here. */
 static int ga_vmm_ready(ga_ctx_t *c, CUresult *err)
 {
@@ -475,6 +490,7 @@ static int ga_vmm_ready(ga_ctx_t *c, CUresult *err)
     }
     if (!missing && vmm_ok && r == CUDA_SUCCESS && g >= GA_ALIGN && !(g & (g - 1))) {
         c->granularity = g;
+        atomic_store(&ga_dev(c->dev)->granule, g);
         return 0;
     }
     /* The query itself failed for a reason other than support (out of memory, an error of the

@@ -257,7 +257,16 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
         ga_mutex_unlock(&c->lock);
     }
     inside += ga_mempool_kept(dev); /* kept by the driver's pools: trimmed when needed */
-    uint64_t f = (cap > held ? cap - held : 0) + inside;
+    uint64_t room = cap > held ? cap - held : 0;
+    uint64_t g = ga_opt.mode == GA_MODE_VMM ? ga_vmm_granule(dev) : 0;
+    if (g > 1) {
+        /* vmm maps whole granules under the cap: what a cap that is no multiple of one (50% of
+         * a device) leaves past the last granule can never be allocated, and a program that
+         * sized itself from the free figure was refused its first allocation (h34 F5) */
+        cap -= cap % g;
+        room -= room % g;
+    }
+    uint64_t f = room + inside;
     if (f > phys_free + inside)
         f = phys_free + inside;
     *free = f > cap ? cap : f;

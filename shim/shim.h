@@ -290,6 +290,8 @@ typedef struct ga_dev {
      * it), kept only in a group: its ledger slot shows this device's figures, not the process's
      * (ga_dev_in_use_add, ga_ctx_publish). */
     _Atomic int64_t in_use;
+    _Atomic uint64_t granule;  /* vmm: the driver's recommended granularity, once known
+                                  (ga_vmm_granule) */
     _Atomic uint64_t peers;    /* vmm: bit d set while a context on device d has peer access to a
                                   context on this one enabled: the pools' granules are mapped
                                   read/write for those devices too (backend.c) */
@@ -561,6 +563,8 @@ void ga_teardown_fork_child(void);
 /* Fills be for c's pool in the configured mode; non-zero (with *err) when the driver cannot
  * serve that mode (vmm without the VMM entry points). */
 int ga_backend_for(ga_ctx_t *c, ga_pool_backend_t *be, CUresult *err);
+/* vmm: dev's granule (what a pool maps at a time), asked of the driver once; 0 when not known. */
+uint64_t ga_vmm_granule(int dev);
 
 /* ---- fence.c: freed memory is reused only once the device has passed the free; c->lock held ---- */
 /* Records ptr (a live pool chunk of rounded size) as freed: stream-ordered on s (an event), or for

@@ -892,10 +892,35 @@ START_TEST(vmm_blocks_rdma_capable)
 }
 END_TEST
 
+/* cuMemGetInfo reports what vmm can map: a cap that is no multiple of the granule (101 MiB; 50% of
+ * 203 MiB) leaves a part no granule can use, which was reported free, and an allocation of the
+ * free figure was refused in a fresh process and after a 1 MiB block (h34 F5). Both figures are
+ * whole granules now, and the free one can be allocated. */
+START_TEST(vmm_info_free_can_be_mapped)
+{
+    static const char *const caps[] = {"GPUARENA_LIMIT=101MiB", "GPUARENA_LIMIT=50%"};
+    pt_env("GPUARENA_MODE=vmm", caps[_i], "SIMCUDA_TOTAL_MEM=203MiB", NULL);
+    pt_start();
+    size_t f, t;
+    CUdeviceptr p, q;
+    ck_assert_int_eq(cuMemGetInfo(&f, &t), CUDA_SUCCESS);
+    ck_assert_msg(t % GRAN == 0 && f % GRAN == 0 && f == t, "%s: free %zu total %zu", caps[_i], f, t);
+    CUresult r = cuMemAlloc(&p, f);
+    ck_assert_msg(r == CUDA_SUCCESS, "%s: cuMemAlloc(free = %zu) answered %d", caps[_i], f, (int)r);
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&q, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetInfo(&f, &t), CUDA_SUCCESS);
+    r = cuMemAlloc(&p, f);
+    ck_assert_msg(r == CUDA_SUCCESS, "%s: after 1 MiB, cuMemAlloc(free = %zu) answered %d", caps[_i],
+                  f, (int)r);
+}
+END_TEST
+
 TCase *pt_tcase_vmm(void)
 {
     TCase *tc = tcase_create("vmm");
     tcase_add_test(tc, vmm_direct_integrity);
+    tcase_add_loop_test(tc, vmm_info_free_can_be_mapped, 0, 2);
     tcase_add_test(tc, vmm_dlsym_integrity);
     tcase_add_test(tc, vmm_getproc_integrity);
     tcase_add_test(tc, vmm_granules_given_back);

@@ -301,6 +301,16 @@ static int r_peer(void *f)
     return r == CUDA_ERROR_INVALID_DEVICE ? 0 : (int)r;
 }
 
+static int r_unpeer(void *f) /* access never enabled: the driver's refusal, passed on */
+{
+    CUcontext cur, other;
+    if (cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cuCtxCreate_v2(&other, 0, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(cur) != CUDA_SUCCESS)
+        return -1;
+    CUresult r = ((CUresult (*)(CUcontext))f)(other);
+    return r == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED || r == CUDA_ERROR_INVALID_DEVICE ? 0 : (int)r;
+}
+
 static int r_pop(void *f) /* a created context pushed, then popped by the hook */
 {
     CUcontext c, out = NULL;
@@ -335,6 +345,7 @@ static const struct lean_recipe {
     {"cuStreamSynchronize", r_stream_sync},
     {"cuStreamSynchronize_ptsz", r_stream_sync},
     {"cuCtxEnablePeerAccess", r_peer},
+    {"cuCtxDisablePeerAccess", r_unpeer},
     {"cuStreamBeginCapture", r_capture_v1},
     {"cuStreamBeginCapture_ptsz", r_capture_v1},
     {"cuStreamBeginCapture_v2", r_capture},

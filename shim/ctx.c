@@ -265,6 +265,11 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
          * sized itself from the free figure was refused its first allocation (h34 F5) */
         cap -= cap % g;
         room -= room % g;
+    } else if (ga_opt.mode == GA_MODE_PLATFORM) {
+        /* Platform mode counts a pass-through stream-ordered block in 512-byte units against the
+         * cap, a cuMemAlloc block in exact bytes: the free figure is whole units, so that both
+         * calls can take it (cuMemAllocAsync of an exact-bytes figure was refused: h34 F1) */
+        room -= room % GA_ALIGN;
     }
     uint64_t f = room + inside;
     if (f > phys_free + inside)

@@ -222,11 +222,35 @@ START_TEST(threads_share_arena)
 }
 END_TEST
 
+/* Platform mode: the free figure cuMemGetInfo reports after a block of exact bytes (1,000) can be
+ * taken by cuMemAllocAsync, whose pass-through blocks count in 512-byte units against the cap,
+ * as by cuMemAlloc. Before, free was cap - 1,000 and cuMemAllocAsync of it was refused (h34 F1). */
+START_TEST(platform_info_free_fits_async)
+{
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=100MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUdeviceptr a, p;
+    CUstream s;
+    size_t f, t;
+    ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&a, 1000), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetInfo(&f, &t), CUDA_SUCCESS);
+    CUresult r = cuMemAllocAsync(&p, f, s);
+    ck_assert_msg(r == CUDA_SUCCESS, "cuMemAllocAsync(free = %zu) answered %d", f, (int)r);
+    ck_assert_int_eq(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&p, f), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(a), CUDA_SUCCESS);
+}
+END_TEST
+
 TCase *pt_tcase_modes(void)
 {
     TCase *tc = tcase_create("modes");
     tcase_add_test(tc, arena_one_driver_alloc);
     tcase_add_test(tc, platform_one_per_alloc);
+    tcase_add_test(tc, platform_info_free_fits_async);
     tcase_add_test(tc, no_preallocate_grows_on_demand);
     tcase_add_test(tc, fraction_sizes_arena);
     tcase_add_test(tc, fraction_plus_grows_to_cap);

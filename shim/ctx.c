@@ -102,13 +102,15 @@ int ga_dev_setup(int dev)
         d->cap_var = !strcmp(cap_from, "the device's total memory") ? NULL
                      : !strncmp(cap_from, "CUDA_", 5)                ? "CUDA_DEVICE_MEMORY_LIMIT"
                                                                      : "GPUARENA_LIMIT";
+        /* what to raise: the variable the cap came from (a device plugin's, too: helper-60 F7) */
+        const char *cap_var = d->cap_var ? d->cap_var : "GPUARENA_LIMIT";
         ga_mutex_init(&d->lock);
         ga_mutex_init(&d->pool_lock);
         if (ga_opt.group && cap) {
             /* A member of the device's ledger from its first commit there, not from cuInit:
              * `gpuarena top` showed a 0 B row on every device for each member. */
-            d->group = ga_group_open_unjoined(ga_opt.group_dir, ga_opt.group, d->uuid, cap, err,
-                                              sizeof err);
+            d->group = ga_group_open_unjoined(ga_opt.group_dir, ga_opt.group, d->uuid, cap,
+                                              cap_from, err, sizeof err);
             if (!d->group) {
                 ga_log(GA_LOG_ERROR, "%s; CUDA will not be used", err + (strncmp(err, "gpuarena: ", 10) ? 0 : 10));
                 ga_init_fail(CUDA_ERROR_INVALID_VALUE);
@@ -121,9 +123,9 @@ int ga_dev_setup(int dev)
                            (!ga_opt.fraction_grow && ga_opt.mode != GA_MODE_PLATFORM);
         if (cap < GA_ALIGN) { /* no mode can serve a block: every allocation is 512 at least */
             ga_log(GA_LOG_ERROR, "device %d: %s gives a cap of %llu byte%s, less than one %zu-byte "
-                   "block; nothing could ever be allocated (raise GPUARENA_LIMIT to 512 bytes or "
-                   "more); CUDA will not be used", dev, cap_from, (unsigned long long)cap,
-                   cap == 1 ? "" : "s", (size_t)GA_ALIGN);
+                   "block; nothing could ever be allocated (raise %s to 512 bytes or more); CUDA "
+                   "will not be used", dev, cap_from, (unsigned long long)cap, cap == 1 ? "" : "s",
+                   (size_t)GA_ALIGN, cap_var);
             ga_init_fail(CUDA_ERROR_INVALID_VALUE);
         } else if (share_bounds && ga_share_of(cap) == 0) {
             uint64_t need = (uint64_t)((double)GA_ALIGN / ga_opt.fraction);
@@ -131,10 +133,10 @@ int ga_dev_setup(int dev)
                 need++;
             ga_log(GA_LOG_ERROR, "device %d: %s gives a cap of %llu bytes, and GPUARENA_MEM_FRACTION "
                    "(%g%s) a share of it that rounds to 0 bytes, which bounds the %s pool; nothing "
-                   "could ever be allocated (raise GPUARENA_LIMIT to at least %llu bytes or "
+                   "could ever be allocated (raise %s to at least %llu bytes or "
                    "GPUARENA_MEM_FRACTION, or use GPUARENA_MODE=platform); CUDA will not be used",
                    dev, cap_from, (unsigned long long)cap, ga_opt.fraction,
-                   ga_opt.fraction_grow ? "+" : "", ga_mode_name(ga_opt.mode),
+                   ga_opt.fraction_grow ? "+" : "", ga_mode_name(ga_opt.mode), cap_var,
                    (unsigned long long)need);
             ga_init_fail(CUDA_ERROR_INVALID_VALUE);
         }

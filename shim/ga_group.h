@@ -43,14 +43,20 @@ int ga_group_name_ok(const char *name, char *err, size_t errlen);
 ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[16], uint64_t cap,
                           char *err, size_t errlen);
 
+/* ga_group_open for a cap set by cap_var (a literal such as "CUDA_DEVICE_MEMORY_LIMIT", which a
+ * refusal names; NULL: GPUARENA_LIMIT). */
+ga_group_t *ga_group_open_from(const char *dir, const char *name, const uint8_t uuid[16],
+                               uint64_t cap, const char *cap_var, char *err, size_t errlen);
+
 /* As ga_group_open (the ledger made or mapped, the name, the folder and the cap checked, every
  * refusal the same), but no slot is taken: the process becomes a member at its first commit, so
  * `gpuarena top` lists it only on devices it uses. The shim opens every device's ledger so at
  * cuInit. That first commit settles the cap as a join does: refused (said once on stderr) while
  * the group's live members run with another cap, the newcomer's when it has none; and refused
- * when the group is full (ga_group_member then says 0). Until then the process holds nothing. */
+ * when the group is full (ga_group_member then says 0). Until then the process holds nothing.
+ * cap_var: as ga_group_open_from. */
 ga_group_t *ga_group_open_unjoined(const char *dir, const char *name, const uint8_t uuid[16],
-                                   uint64_t cap, char *err, size_t errlen);
+                                   uint64_t cap, const char *cap_var, char *err, size_t errlen);
 
 /* Adds bytes to this process's share if the group's total stays within the cap (dead members'
  * shares are taken back first when it would not). 1: committed; 0: over the cap, nothing changed.

@@ -51,6 +51,7 @@ struct ga_group {
     int fd;                 /* the mapped file, open: fstat tells at a commit whether it was removed */
     int left;               /* ga_group_close ran: commits refused, the slot is given back */
     int told;               /* the removal of the ledger has been said */
+    const char *cap_var;    /* the variable that set this process's cap (a literal) */
     char dir[512];
     char path[512];
 };
@@ -457,9 +458,9 @@ static int ga_join(ga_group_t *g, uint64_t cap, uint64_t carry, int claim, char 
     if (l->cap != cap && live > 0) {
         snprintf(err, errlen, "gpuarena: group '%s' already runs with a cap of %" PRIu64 " bytes "
                  "(%.2f GiB) on this device and this process asks for %" PRIu64 " bytes (%.2f GiB): "
-                 "give every member the same GPUARENA_LIMIT (the cap is fixed while the group has "
-                 "members)", l->name, l->cap, (double)l->cap / (1 << 30), cap,
-                 (double)cap / (1 << 30));
+                 "give every member the same cap (this process's comes from %s; the cap is fixed "
+                 "while the group has members)", l->name, l->cap, (double)l->cap / (1 << 30), cap,
+                 (double)cap / (1 << 30), g->cap_var ? g->cap_var : "GPUARENA_LIMIT");
         return -1;
     }
     l->cap = cap;
@@ -517,7 +518,8 @@ static int ga_attach(ga_group_t *g, const ga_group_t *held, const char *name, co
 }
 
 static ga_group_t *ga_group_open_as(const char *dir, const char *name, const uint8_t uuid[16],
-                                    uint64_t cap, int claim, char *err, size_t errlen)
+                                    uint64_t cap, const char *cap_var, int claim, char *err,
+                                    size_t errlen)
 {
     char scratch[8];
     if (!err) {
@@ -540,6 +542,7 @@ static ga_group_t *ga_group_open_as(const char *dir, const char *name, const uin
     g->pidns = ga_pidns("/proc/self/ns/pid");
     g->fd = -1;
     g->cap = cap;
+    g->cap_var = cap_var;
     if (ga_attach(g, NULL, name, uuid, cap, 0, claim, err, errlen) == 0)
         return g;
     free(g);
@@ -549,13 +552,19 @@ static ga_group_t *ga_group_open_as(const char *dir, const char *name, const uin
 ga_group_t *ga_group_open(const char *dir, const char *name, const uint8_t uuid[16], uint64_t cap,
                           char *err, size_t errlen)
 {
-    return ga_group_open_as(dir, name, uuid, cap, 1, err, errlen);
+    return ga_group_open_as(dir, name, uuid, cap, NULL, 1, err, errlen);
+}
+
+ga_group_t *ga_group_open_from(const char *dir, const char *name, const uint8_t uuid[16],
+                               uint64_t cap, const char *cap_var, char *err, size_t errlen)
+{
+    return ga_group_open_as(dir, name, uuid, cap, cap_var, 1, err, errlen);
 }
 
 ga_group_t *ga_group_open_unjoined(const char *dir, const char *name, const uint8_t uuid[16],
-                                   uint64_t cap, char *err, size_t errlen)
+                                   uint64_t cap, const char *cap_var, char *err, size_t errlen)
 {
-    return ga_group_open_as(dir, name, uuid, cap, 0, err, errlen);
+    return ga_group_open_as(dir, name, uuid, cap, cap_var, 0, err, errlen);
 }
 
 /* ---- a removed ledger ---- */
@@ -589,7 +598,7 @@ static int ga_move(ga_group_t *g)
 {
     ga_ledger_t *old = g->l;
     ga_ledger_slot_t *mine = LD(&g->slot);
-    ga_group_t n = {.pidns = g->pidns, .fd = -1};
+    ga_group_t n = {.pidns = g->pidns, .fd = -1, .cap_var = g->cap_var};
     memcpy(n.dir, g->dir, sizeof n.dir);
     memcpy(n.path, g->path, sizeof n.path);
     char name[sizeof old->name], err[768];
@@ -652,9 +661,10 @@ static int ga_first_claim(ga_group_t *g, ga_ledger_t *l)
             if (!LD(&g->clash))
                 fprintf(stderr, "gpuarena: group '%s' runs with a cap of %" PRIu64 " bytes on this "
                         "device and this process asks for %" PRIu64 " bytes: give every member "
-                        "the same GPUARENA_LIMIT (the cap is fixed while the group has members); "
-                        "this process's allocations on the device are refused\n", l->name, l->cap,
-                        g->cap);
+                        "the same cap (this process's comes from %s; the cap is fixed while the "
+                        "group has members); this process's allocations on the device are "
+                        "refused\n", l->name, l->cap, g->cap,
+                        g->cap_var ? g->cap_var : "GPUARENA_LIMIT");
             ST(&g->clash, 1);
             return 0;
         }

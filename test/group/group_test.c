@@ -392,6 +392,13 @@ static void test_caps(void)
     tap(!b && strstr(err, "1073741824") && strstr(err, "2147483648") && strstr(err, "GPUARENA_LIMIT"),
         "caps: a different cap is refused while the group has members: %s", err);
     tap(ga_group_cap(a) == CAP, "caps: the group's cap stays the first member's");
+    /* a cap from a device plugin's variable is named as such (helper-60 F7: "give every member
+     * the same GPUARENA_LIMIT" to a member that never set it) */
+    b = ga_group_open_from(g_dir, "caps", DEV0, CAP / 2, "CUDA_DEVICE_MEMORY_LIMIT (HAMi)", err,
+                           sizeof err);
+    tap(!b && strstr(err, "this process's comes from CUDA_DEVICE_MEMORY_LIMIT (HAMi)") &&
+            !strstr(err, "same GPUARENA_LIMIT"),
+        "caps: the refusal names the variable this process's cap came from: %s", err);
     ga_group_free(a);
     ga_group_path(g_dir, "caps", DEV0, path, sizeof path);
     tap(access(path, F_OK) != 0, "files: the last member out removes the ledger");
@@ -411,7 +418,7 @@ static void test_unjoined(void)
 {
     char err[512] = "";
     ga_group_member_t m[4];
-    ga_group_t *u = ga_group_open_unjoined(g_dir, "lazy", DEV0, CAP, err, sizeof err);
+    ga_group_t *u = ga_group_open_unjoined(g_dir, "lazy", DEV0, CAP, NULL, err, sizeof err);
     tap(u && ga_group_list(g_dir, "lazy", DEV0, m, 4) == 0 && !ga_group_member(u) &&
             ga_group_mine(u) == 0, "unjoined: an open takes no slot (no row in top): %s", err);
     if (!u)
@@ -426,7 +433,7 @@ static void test_unjoined(void)
         "unjoined: 100 MiB fits, to the cap exactly");
     ga_group_free(a);
     ga_group_free(u);
-    ga_group_t *v = ga_group_open_unjoined(g_dir, "lazy2", DEV0, CAP, err, sizeof err);
+    ga_group_t *v = ga_group_open_unjoined(g_dir, "lazy2", DEV0, CAP, NULL, err, sizeof err);
     ga_group_t *b = open_or_die("lazy2", DEV0, 2 * CAP); /* no member yet: its cap is the group's */
     tap(v && !ga_group_commit(v, MIB) && ga_group_member(v) && ga_group_cap(b) == 2 * CAP &&
             ga_group_list(g_dir, "lazy2", DEV0, m, 4) == 1,

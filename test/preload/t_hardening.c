@@ -238,6 +238,12 @@ START_TEST(sub_block_cap_refused)
          "GPUARENA_LIMIT gives a cap of 512 bytes, and GPUARENA_MEM_FRACTION (0.75+) a share of "
          "it that rounds to 0 bytes, which bounds the arena pool; nothing could ever be allocated "
          "(raise GPUARENA_LIMIT to at least 683 bytes"},
+        /* a device plugin's cap names its variable (helper-60 F7: "raise GPUARENA_LIMIT") */
+        {"GPUARENA_MODE=platform", "CUDA_DEVICE_MEMORY_LIMIT=100",
+         "CUDA_DEVICE_MEMORY_LIMIT (HAMi) gives a cap of 100 bytes, less than one 512-byte block; "
+         "nothing could ever be allocated (raise CUDA_DEVICE_MEMORY_LIMIT to 512 bytes or more)"},
+        {"GPUARENA_MODE=arena", "CUDA_DEVICE_MEMORY_LIMIT_0=512",
+         "nothing could ever be allocated (raise CUDA_DEVICE_MEMORY_LIMIT to at least 683 bytes"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char err[4096];

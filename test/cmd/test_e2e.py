@@ -210,6 +210,11 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         p = cli("compare", "--sim", "--modes", "platform", "--", "sh", "-c", f"{a}; {b}")
         self.assertIn("\nprocesses ", p.stdout)
         self.assertIn("several CUDA processes (platform 2)", p.stderr)
+        # a trace path without %p kept one process's events: said
+        p = cli("run", "--sim", "--trace", os.path.join(self.dir, "t.gatrace"), "--", "sh", "-c",
+                f"{a}; {b}")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("each process replaced the trace of the one before", p.stderr)
         # one process: --stats F is the shim's own file, no "processes"
         stats = os.path.join(self.dir, "one.json")
         p = cli("run", "--sim", "--stats", stats, "--", *DIRECT)

@@ -625,7 +625,8 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
         doc["problems"].append(runner.preload_problem(doc["shim"]))
     elif "driver_error" not in machine:
         doc["shim_check"] = shim_check(doc["shim"], lib, env, timeout)
-        doc["problems"] += shim_check_problems(doc["shim_check"], doc["plan"], doc["shim"])
+        doc["problems"] += shim_check_problems(doc["shim_check"], doc["plan"], doc["shim"],
+                                               values["GPUARENA_MODE"])
         if doc["shim_check"].get("refused"):  # whatever the settings say, no pool is made
             for p in doc["plan"]:
                 if not p["note"].startswith("no pool"):
@@ -634,16 +635,18 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
     return doc
 
 
-def shim_check_problems(chk, plan_, shim):
+def shim_check_problems(chk, plan_, shim, mode=None):
     """What the check under the shim shows to be wrong: cuInit refused, the shim not loaded, or
-    a total from cuMemGetInfo that is not the cap planned for device 0."""
+    a total from cuMemGetInfo that is not the cap planned for device 0 (in vmm mode, what can be
+    mapped under it: the cap less what does not fill a granule)."""
     if chk.get("refused"):
         return ["under the shim, cuInit failed: " + chk["refused"]]
     if chk.get("shim_loaded") is False:
         return [f"the shim {shim} was not loaded into the check under LD_PRELOAD (the loader "
                 "dropped it); programs would run without the cap"]
     view, want = chk.get("view"), plan_[0]["cap"] if plan_ else None
-    if view and want and view["total"] != want:
+    vmm_ok = mode == "vmm" and view and want and want - VMM_GRANULE < view["total"] <= want
+    if view and want and view["total"] != want and not vmm_ok:
         return [f"under the shim, cuMemGetInfo says total {human_bytes(view['total'])} "
                 f"({view['total']} bytes) on device 0, not the cap of {human_bytes(want)} "
                 f"({want} bytes) these settings give; the shim is not capping as set up"]

@@ -456,10 +456,8 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     sim_pool_t *p;
     int dev;
     CUresult r = sim_pool_get(pool, &p, &dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS || !value)
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_lock);
     cuuint64_t v = 0;
     switch (attr) {
@@ -495,10 +493,8 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     sim_pool_t *p;
     int dev;
     CUresult r = sim_pool_get(pool, &p, &dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS || !value)
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_lock);
     switch (attr) {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:

@@ -222,6 +222,25 @@ void ga_sub_remove(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
     b->t.min = sub->t[__builtin_ctzll(sub->map)].min;
 }
 
+/* ga_bin_insert's other cases: a subdivided bin's slice, or a descent of the bin's tree, which
+ * cuts the bin into slices when it went deep. */
+void ga_bin_insert_slow(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
+{
+    if (b->sub)
+        ga_sub_insert(a, b, bin, c);
+    else if (ga_tree_insert_slow(&b->t, c) >= GA_SUB_DEPTH)
+        ga_bin_subdivide(a, bin);
+}
+
+/* ga_bin_remove_at's other cases: a subdivided bin's slice, or a tree that keeps chunks. */
+void ga_bin_remove_slow(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
+{
+    if (b->sub)
+        ga_sub_remove(a, b, bin, c);
+    else
+        ga_tree_remove_slow(&b->t, c);
+}
+
 /* Flattens a tree into a list in order, linked by ->right, with right rotations (the first
  * phase of Day-Stout-Warren): O(n), no memory. */
 static ga_rbnode_t *tree_to_list(ga_rbnode_t *root)
@@ -264,7 +283,7 @@ __attribute__((noinline, cold)) void ga_bin_subdivide(ga_arena_t *a, unsigned bi
     }
     b->sub = sub;
     a->sliced++;
-    b->t.root = NULL; /* b->t.min, the bin's lowest chunk, is unchanged */
+    b->t.root = GA_SLICED; /* b->t.min, the bin's lowest chunk, is unchanged */
 }
 
 /* The smallest chunk of at least `need` bytes in one tree (lowest address among equal sizes):
@@ -503,8 +522,7 @@ ga_status_t ga_free_sized(ga_arena_t *a, uintptr_t ptr, size_t *size)
         *size = c->size;
     ga_stats_t *s = &a->stats;
     s->in_use -= c->size;
-    s->in_use_requested -= c->u.requested;
-    s->frees++;
+    s->in_use_requested -= c->u.requested; /* frees: derived (ga_get_stats) */
     if (nf) {
         ga_bin_remove(a, next);
         c->size += next->size;

@@ -62,17 +62,13 @@ GA_HOT ga_chunk_t *ga_find_fit(ga_arena_t *a, size_t rounded, unsigned *at)
 {
     unsigned bin = ga_bin_of(rounded);
     const ga_bin_t *b = &a->bins[bin];
-    ga_chunk_t *c;
+    ga_chunk_t *c = b->t.min; /* whole or subdivided, the bin's lowest chunk */
     *at = bin;
-    if (!b->sub) {
-        if ((c = b->t.min)) {
-            if (c->size >= rounded)
-                return c;
-            if ((c = ga_bin_fit(a, bin, rounded)))
-                return c;
-        }
-    } else if ((c = ga_sub_fit(b->sub, rounded))) {
-        return c;
+    if (c) {
+        if (c->size >= rounded)
+            return c;
+        if ((c = b->sub ? ga_sub_fit(b->sub, rounded) : ga_bin_fit(a, bin, rounded)))
+            return c;
     }
     int nb = ga_next_bin(a, bin);
     *at = (unsigned)nb;
@@ -190,8 +186,7 @@ GA_HOT ga_status_t ga_free_body(ga_arena_t *a, uintptr_t ptr, size_t *size)
         *size = c->size;
     ga_stats_t *s = &a->stats;
     s->in_use -= c->size;
-    s->in_use_requested -= c->u.requested;
-    s->frees++;
+    s->in_use_requested -= c->u.requested; /* frees: derived (ga_get_stats) */
     ga_chunk_t *prev = c->prev_phys, *next = c->next_phys;
     if (next && ga_is_free(next)) {
         ga_bin_remove(a, next);

@@ -27,8 +27,8 @@ static uint64_t largest_free(const ga_arena_t *a)
     unsigned fl = ga_msb64(flmap);
     const ga_bin_t *b = &a->bins[fl * GA_SL_COUNT + ga_msb64(a->sl_bitmap[fl])];
     ga_rbnode_t *root = b->t.root;
-    if (b->sub && b->sub->map)
-        root = b->sub->t[ga_msb64(b->sub->map)].root;
+    if (b->sub)
+        root = b->sub->map ? b->sub->t[ga_msb64(b->sub->map)].root : NULL;
     const ga_rbnode_t *n = ga_rb_last(root);
     return n ? ga_bin_chunk(n)->size : 0;
 }
@@ -42,7 +42,10 @@ void ga_get_stats(const ga_arena_t *a, ga_stats_t *out)
         return;
     }
     *out = a->stats;
-    out->live = a->stats.allocs - a->stats.frees;
+    /* Derived rather than counted on the hot paths: every free takes its entry out of the live
+     * table, so the frees are the allocations less the entries left. */
+    out->live = a->live.count;
+    out->frees = a->stats.allocs - a->live.count;
     out->total_free = a->stats.reserved - a->stats.in_use;
     out->largest_free = largest_free(a);
 }
@@ -349,7 +352,7 @@ static uint64_t check_slices(checker_t *k, const ga_bin_t *bin, unsigned b)
     const ga_subbins_t *sub = bin->sub;
     uint64_t n = 0;
     const ga_chunk_t *lowest = NULL;
-    CHECK(k, bin->t.root == NULL, "bin %u: subdivided, yet holds a tree", b);
+    CHECK(k, bin->t.root == GA_SLICED, "bin %u: subdivided, yet holds a tree", b);
     for (unsigned s = 0; s < GA_SUB_COUNT; s++) {
         const ga_tree_t *t = &sub->t[s];
         CHECK(k, (int)((sub->map >> s) & 1) == (t->root != NULL),

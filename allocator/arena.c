@@ -138,7 +138,7 @@ void ga_live_fini(ga_livetab_t *t)
  * anything else descends by (size, base). A red leaf under a black parent breaks no rule, so the
  * rebalancing is called only under a red one: a tree of one or two chunks, most of the non-empty
  * bins on the somas traces, never needs it. */
-int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c)
+static inline __attribute__((always_inline)) int tree_insert_at(ga_tree_t *t, ga_chunk_t *c)
 {
     ga_rbnode_t **link, *parent;
     int depth = 0;
@@ -161,6 +161,11 @@ int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c)
     if (!(parent->parent_color & 1))
         ga_rb_insert_fixup(&t->root, &c->u.bin_node);
     return depth;
+}
+
+int ga_tree_insert_slow(ga_tree_t *t, ga_chunk_t *c)
+{
+    return tree_insert_at(t, c);
 }
 
 /* Removal from a tree that keeps at least one chunk. Two cases need no rebalancing and are most
@@ -197,7 +202,7 @@ void ga_tree_remove_slow(ga_tree_t *t, ga_chunk_t *c)
  * non-empty slice's. */
 void ga_sub_insert(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
 {
-    ga_subbins_t *sub = b->sub;
+    ga_subbins_t *sub = ga_bin_sub(b);
     unsigned s = ga_sub_of(c->size);
     if (ga_tree_insert(&sub->t[s], c)) {
         if (!sub->map)
@@ -209,7 +214,7 @@ void ga_sub_insert(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
 
 void ga_sub_remove(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
 {
-    ga_subbins_t *sub = b->sub;
+    ga_subbins_t *sub = ga_bin_sub(b);
     unsigned s = ga_sub_of(c->size);
     if (ga_tree_remove(&sub->t[s], c)) {
         sub->map &= ~(1ull << s);
@@ -226,16 +231,16 @@ void ga_sub_remove(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
  * cuts the bin into slices when it went deep. */
 void ga_bin_insert_slow(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
 {
-    if (b->sub)
+    if (ga_bin_sub(b))
         ga_sub_insert(a, b, bin, c);
-    else if (ga_tree_insert_slow(&b->t, c) >= GA_SUB_DEPTH)
+    else if (tree_insert_at(&b->t, c) >= GA_SUB_DEPTH) /* inline: one call, not two */
         ga_bin_subdivide(a, bin);
 }
 
 /* ga_bin_remove_at's other cases: a subdivided bin's slice, or a tree that keeps chunks. */
 void ga_bin_remove_slow(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
 {
-    if (b->sub)
+    if (ga_bin_sub(b))
         ga_sub_remove(a, b, bin, c);
     else
         ga_tree_remove_slow(&b->t, c);
@@ -267,7 +272,7 @@ static ga_rbnode_t *tree_to_list(ga_rbnode_t *root)
 __attribute__((noinline, cold)) void ga_bin_subdivide(ga_arena_t *a, unsigned bin)
 {
     ga_bin_t *b = &a->bins[bin];
-    if (bin < 2 * GA_SL_COUNT || b->sub)
+    if (bin < 2 * GA_SL_COUNT || ga_bin_sub(b))
         return;
     ga_subbins_t *sub = ga_host_calloc(1, sizeof *sub);
     if (!sub)
@@ -281,9 +286,8 @@ __attribute__((noinline, cold)) void ga_bin_subdivide(ga_arena_t *a, unsigned bi
         sub->map |= 1ull << s;
         n = next;
     }
-    b->sub = sub;
     a->sliced++;
-    b->t.root = GA_SLICED; /* b->t.min, the bin's lowest chunk, is unchanged */
+    b->t.root = (ga_rbnode_t *)((uintptr_t)sub | 1); /* b->t.min, the lowest chunk, unchanged */
 }
 
 /* The smallest chunk of at least `need` bytes in one tree (lowest address among equal sizes):
@@ -408,7 +412,7 @@ void ga_arena_destroy(ga_arena_t *a)
     }
     free(a->regions);
     for (unsigned i = 0; a->sliced && i < GA_FL_COUNT * GA_SL_COUNT; i++)
-        free(a->bins[i].sub);
+        free(ga_bin_sub(&a->bins[i]));
     ga_live_fini(&a->live);
     while (a->blocks) {
         ga_item_t *next = a->blocks->block.next;

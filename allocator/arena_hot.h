@@ -67,7 +67,8 @@ GA_HOT ga_chunk_t *ga_find_fit(ga_arena_t *a, size_t rounded, unsigned *at)
     if (c) {
         if (c->size >= rounded)
             return c;
-        if ((c = b->sub ? ga_sub_fit(b->sub, rounded) : ga_bin_fit(a, bin, rounded)))
+        const ga_subbins_t *sub = ga_bin_sub(b);
+        if ((c = sub ? ga_sub_fit(sub, rounded) : ga_bin_fit(a, bin, rounded)))
             return c;
     }
     int nb = ga_next_bin(a, bin);

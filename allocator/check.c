@@ -26,9 +26,10 @@ static uint64_t largest_free(const ga_arena_t *a)
         return 0;
     unsigned fl = ga_msb64(flmap);
     const ga_bin_t *b = &a->bins[fl * GA_SL_COUNT + ga_msb64(a->sl_bitmap[fl])];
+    const ga_subbins_t *sub = ga_bin_sub(b);
     ga_rbnode_t *root = b->t.root;
-    if (b->sub)
-        root = b->sub->map ? b->sub->t[ga_msb64(b->sub->map)].root : NULL;
+    if (sub)
+        root = sub->map ? sub->t[ga_msb64(sub->map)].root : NULL;
     const ga_rbnode_t *n = ga_rb_last(root);
     return n ? ga_bin_chunk(n)->size : 0;
 }
@@ -175,7 +176,8 @@ static int run_less(const ga_rbnode_t *x, const ga_rbnode_t *y)
 static int in_bin_tree(const ga_arena_t *a, const ga_chunk_t *c)
 {
     const ga_bin_t *b = &a->bins[ga_bin_of(c->size)];
-    const ga_rbnode_t *n = b->sub ? b->sub->t[ga_sub_of(c->size)].root : b->t.root;
+    const ga_subbins_t *sub = ga_bin_sub(b);
+    const ga_rbnode_t *n = sub ? sub->t[ga_sub_of(c->size)].root : b->t.root;
     for (int depth = 0; n && depth <= RB_MAX_DEPTH; depth++) {
         const ga_chunk_t *x = ga_bin_chunk(n);
         if (x == c)
@@ -349,10 +351,9 @@ static uint64_t check_bin_tree(checker_t *k, const ga_tree_t *t, unsigned b, int
  * lowest non-empty slice); returns the number of chunks. */
 static uint64_t check_slices(checker_t *k, const ga_bin_t *bin, unsigned b)
 {
-    const ga_subbins_t *sub = bin->sub;
+    const ga_subbins_t *sub = ga_bin_sub(bin);
     uint64_t n = 0;
     const ga_chunk_t *lowest = NULL;
-    CHECK(k, bin->t.root == GA_SLICED, "bin %u: subdivided, yet holds a tree", b);
     for (unsigned s = 0; s < GA_SUB_COUNT; s++) {
         const ga_tree_t *t = &sub->t[s];
         CHECK(k, (int)((sub->map >> s) & 1) == (t->root != NULL),
@@ -376,7 +377,7 @@ static void check_bins(checker_t *k)
         const ga_bin_t *bin = &a->bins[b];
         CHECK(k, bit == (bin->t.min != NULL), "bin %u: bitmap bit %d disagrees with its chunks",
               b, bit);
-        listed += bin->sub ? check_slices(k, bin, b) : check_bin_tree(k, &bin->t, b, -1);
+        listed += ga_bin_sub(bin) ? check_slices(k, bin, b) : check_bin_tree(k, &bin->t, b, -1);
     }
     for (unsigned fl = 0; fl < GA_FL_COUNT; fl++) /* a set bit over an empty word is allowed */
         CHECK(k, ((a->fl_bitmap >> fl) & 1) || !a->sl_bitmap[fl],

@@ -124,9 +124,9 @@ START_TEST(test_check_sees_slice_damage)
     for (int i = 0; i < N; i++)
         ck_assert_int_eq(ga_free(a, hole[i]), GA_OK);
     ga_bin_t *bin = &a->bins[ga_bin_of(4 * MIB)];
-    ck_assert_ptr_nonnull(bin->sub);
+    ck_assert_ptr_nonnull(ga_bin_sub(bin));
     ASSERT_HEALTHY(a);
-    ga_subbins_t *sub = bin->sub;
+    ga_subbins_t *sub = ga_bin_sub(bin);
     unsigned s = (unsigned)__builtin_ctzll(sub->map);
     sub->map ^= 1ull << s;
     expect_failure(a, "slice map bit cleared");

@@ -438,7 +438,7 @@ static unsigned sliced_bins(const ga_arena_t *a)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < GA_FL_COUNT * GA_SL_COUNT; i++)
-        n += a->bins[i].sub != NULL;
+        n += ga_bin_sub(&a->bins[i]) != NULL;
     return n;
 }
 

@@ -331,7 +331,7 @@ __attribute__((noinline)) ga_chunk_t *ga_sub_fit(const ga_subbins_t *sub, size_t
         if (c)
             return c;
     }
-    uint64_t above = s + 1 < GA_SUB_COUNT ? sub->map & (~0ull << (s + 1)) : 0;
+    uint64_t above = sub->map & (~1ull << s); /* the slices above s (none for the last) */
     return above ? sub->t[__builtin_ctzll(above)].min : NULL;
 }
 

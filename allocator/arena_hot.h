@@ -39,10 +39,11 @@ static inline size_t ga_round_up(size_t size)
  * the real traces, whose request's own bin is usually empty. */
 GA_HOT int ga_next_bin(ga_arena_t *a, unsigned bin)
 {
+    /* ~1 << k: the bits above k, none for k = 63, with no test of k */
     unsigned fl = bin / GA_SL_COUNT, sl = bin % GA_SL_COUNT;
-    uint64_t slmap = sl + 1 < GA_SL_COUNT ? a->sl_bitmap[fl] & (~0ull << (sl + 1)) : 0;
+    uint64_t slmap = a->sl_bitmap[fl] & (~1ull << sl);
     if (!slmap) {
-        uint64_t flmap = fl + 1 < GA_FL_COUNT ? a->fl_bitmap & (~0ull << (fl + 1)) : 0;
+        uint64_t flmap = a->fl_bitmap & (~1ull << fl);
         for (;;) {
             if (!flmap)
                 return -1;

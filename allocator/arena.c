@@ -90,8 +90,7 @@ __attribute__((noinline, cold)) ga_item_t *ga_item_new_block(ga_arena_t *a)
 void ga_item_put(ga_arena_t *a, ga_item_t *it)
 {
     it->next_spare = a->spare;
-    a->spare = it;
-    a->items_used--;
+    a->spare = it; /* the structs in use are counted by ga_check, not here */
 }
 
 /* Live table ---------------------------------------------------------------------------------- */

@@ -26,11 +26,11 @@ ga_status_t ga_fail_nohost(ga_arena_t *a);
 ga_status_t ga_classify_bad_free(const ga_arena_t *a, uintptr_t ptr);
 ga_status_t ga_alloc_full(ga_arena_t *a, size_t size, uintptr_t *out); /* ga_alloc_body */
 
-/* Size rounded up to GA_ALIGN; 0 when size is 0 or rounding would overflow. */
+/* Size rounded up to GA_ALIGN; 0 when size is 0 or rounding would overflow, with no test: 0
+ * rounds to 0, and a size within GA_ALIGN - 1 of SIZE_MAX wraps round to under GA_ALIGN, which
+ * rounds down to 0 too. */
 static inline size_t ga_round_up(size_t size)
 {
-    if (size - 1 > SIZE_MAX - GA_ALIGN) /* 0 (wraps round) or too large to round up */
-        return 0;
     return (size + GA_ALIGN - 1) & ~(GA_ALIGN - 1);
 }
 
@@ -227,7 +227,6 @@ GA_HOT ga_status_t ga_alloc_short(ga_arena_t *a, size_t size, uintptr_t *out)
             a->spare = it->next_spare;
         else
             it = a->carve++;
-        a->items_used++;
         ga_chunk_t *rest = &it->chunk;
         ga_link_rest(c, rounded, rest_size, rest, run);
         run->count++;

@@ -313,15 +313,40 @@ static inline int ga_tree_remove(ga_tree_t *t, ga_chunk_t *c)
  * lazily: a clear bit says its second-level word is zero, a set one only that it may not be, and
  * ga_next_bin clears a stale bit when it meets one. A bin empties on most allocations of the real
  * traces, and testing its word for zero there cost 7 of the 13 instructions of taking the bit. */
+/* w with bit k (mod 64) set, or cleared. On x86-64 one bts or btr, which takes its bit number
+ * from any register: a shift's count must be in cl, and a bin mark's two shifts cost gcc four
+ * moves to get it there (8 instructions a mark rather than 11, on about half of all events). */
+static inline uint64_t ga_bit_set(uint64_t w, unsigned k)
+{
+#if defined(__x86_64__)
+    __asm__("btsq %q1, %0" : "+r"(w) : "r"((uint64_t)k) : "cc");
+    return w;
+#else
+    return w | 1ull << (k % 64);
+#endif
+}
+
+static inline uint64_t ga_bit_clear(uint64_t w, unsigned k)
+{
+#if defined(__x86_64__)
+    __asm__("btrq %q1, %0" : "+r"(w) : "r"((uint64_t)k) : "cc");
+    return w;
+#else
+    return w & ~(1ull << (k % 64));
+#endif
+}
+
 static inline void ga_bin_mark(ga_arena_t *a, unsigned bin)
 {
-    a->sl_bitmap[bin / GA_SL_COUNT] |= 1ull << (bin % GA_SL_COUNT);
-    a->fl_bitmap |= 1ull << (bin / GA_SL_COUNT);
+    uint64_t *sl = &a->sl_bitmap[bin / GA_SL_COUNT];
+    *sl = ga_bit_set(*sl, bin);
+    a->fl_bitmap = ga_bit_set(a->fl_bitmap, bin / GA_SL_COUNT);
 }
 
 static inline void ga_bin_unmark(ga_arena_t *a, unsigned bin)
 {
-    a->sl_bitmap[bin / GA_SL_COUNT] &= ~(1ull << (bin % GA_SL_COUNT));
+    uint64_t *sl = &a->sl_bitmap[bin / GA_SL_COUNT];
+    *sl = ga_bit_clear(*sl, bin);
 }
 
 /* The out-of-line ends of the two below: a bin that holds chunks already, or is subdivided. */

@@ -217,7 +217,10 @@ void ga_sub_remove(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
     unsigned s = ga_sub_of(c->size);
     if (ga_tree_remove(&sub->t[s], c)) {
         sub->map &= ~(1ull << s);
-        if (!sub->map) {
+        if (!sub->map) { /* empty: whole again, its slices kept for the next subdivision */
+            sub->t[0].root = (ga_rbnode_t *)(void *)a->spare_subs;
+            a->spare_subs = sub;
+            b->t.root = NULL;
             b->t.min = NULL;
             ga_bin_unmark(a, bin);
             return;
@@ -273,9 +276,13 @@ __attribute__((noinline, cold)) void ga_bin_subdivide(ga_arena_t *a, unsigned bi
     ga_bin_t *b = &a->bins[bin];
     if (bin < 2 * GA_SL_COUNT || ga_bin_sub(b))
         return;
-    ga_subbins_t *sub = ga_host_calloc(1, sizeof *sub);
-    if (!sub)
+    ga_subbins_t *sub = a->spare_subs;
+    if (sub) {
+        a->spare_subs = (ga_subbins_t *)(void *)sub->t[0].root;
+        memset(sub, 0, sizeof *sub);
+    } else if (!(sub = ga_host_calloc(1, sizeof *sub))) {
         return;
+    }
     ga_rbnode_t *n = tree_to_list(b->t.root);
     while (n) {
         ga_rbnode_t *next = n->right;
@@ -412,6 +419,11 @@ void ga_arena_destroy(ga_arena_t *a)
     free(a->regions);
     for (unsigned i = 0; a->sliced && i < GA_FL_COUNT * GA_SL_COUNT; i++)
         free(ga_bin_sub(&a->bins[i]));
+    while (a->spare_subs) {
+        ga_subbins_t *next = (ga_subbins_t *)(void *)a->spare_subs->t[0].root;
+        free(a->spare_subs);
+        a->spare_subs = next;
+    }
     ga_live_fini(&a->live);
     while (a->blocks) {
         ga_item_t *next = a->blocks->block.next;

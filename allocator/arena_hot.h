@@ -63,9 +63,10 @@ GA_HOT ga_chunk_t *ga_find_fit(ga_arena_t *a, size_t rounded, unsigned *at)
 {
     unsigned bin = ga_bin_of(rounded);
     const ga_bin_t *b = &a->bins[bin];
-    ga_chunk_t *c = b->t.min; /* whole or subdivided, the bin's lowest chunk */
+    ga_chunk_t *c;
     *at = bin;
-    if (c) {
+    if (ga_bin_marked(a, bin)) {
+        c = b->t.min; /* whole or subdivided, the bin's lowest chunk */
         if (c->size >= rounded)
             return c;
         const ga_subbins_t *sub = ga_bin_sub(b);

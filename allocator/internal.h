@@ -156,7 +156,7 @@ typedef struct ga_subbins {
     ga_tree_t t[GA_SUB_COUNT];
 } ga_subbins_t;
 
-/* A bin: either one tree, or subdivided, its t.root then the slices' address | 1 (never a node:
+/* A bin: either one tree (or empty), or subdivided and holding chunks, its t.root then the slices' address | 1 (never a node:
  * nodes are word-aligned). In both, t.min is the bin's lowest chunk, NULL iff the bin is empty.
  * The tagged root, being neither NULL nor any chunk's node, sends a subdivided bin off the hot
  * paths by the tests they make anyway (an insertion into an empty whole bin: root NULL; a removal
@@ -230,7 +230,8 @@ struct ga_arena {
     ga_item_t *carve, *carve_end; /* the newest block's items never handed out yet */
     ga_item_t *blocks;       /* block headers, newest first */
     size_t next_block_bytes;
-    size_t sliced;           /* bins with slices: destroy scans the bins only if any */
+    size_t sliced;           /* bins ever subdivided: destroy scans the bins only if any */
+    struct ga_subbins *spare_subs; /* slices of bins that emptied, kept for the next subdivision */
 };
 
 /* Size <-> bin mapping (sizes in bytes, multiples of GA_ALIGN). */
@@ -291,17 +292,23 @@ void ga_sub_remove(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c);
 
 /* Tree insert and remove: the common cases (an empty tree, the last chunk of a tree) are a store;
  * the rest goes through the red-black tree. Each returns whether the tree was, or became, empty. */
+/* Makes c the only chunk of empty tree t (the tree's old fields are not read). */
+static inline void ga_tree_set_root(ga_tree_t *t, ga_chunk_t *c)
+{
+    ga_rbnode_t *n = &c->u.bin_node;
+    n->left = n->right = NULL;
+    n->parent_color = 1; /* a black root */
+    t->root = n;
+    t->min = c;
+}
+
 static inline int ga_tree_insert(ga_tree_t *t, ga_chunk_t *c)
 {
     if (t->root) {
         (void)ga_tree_insert_slow(t, c);
         return 0;
     }
-    ga_rbnode_t *n = &c->u.bin_node;
-    n->left = n->right = NULL;
-    n->parent_color = 1; /* a black root */
-    t->root = n;
-    t->min = c;
+    ga_tree_set_root(t, c);
     return 1;
 }
 
@@ -346,6 +353,15 @@ static inline uint64_t ga_bit_clear(uint64_t w, unsigned k)
 #endif
 }
 
+/* Whether the bin holds chunks, from the bitmap: the bins' array is 64 KiB and an empty bin's
+ * line is often cold (a fresh arena, a size not seen for a while), where the bitmap's 512 bytes
+ * are read by every search. Two thirds of the traces' allocations find their own bin empty, and
+ * a free's insertion into an empty bin then writes the bin's line without reading it. */
+static inline int ga_bin_marked(const ga_arena_t *a, unsigned bin)
+{
+    return (int)((a->sl_bitmap[bin / GA_SL_COUNT] >> (bin % GA_SL_COUNT)) & 1);
+}
+
 static inline void ga_bin_mark(ga_arena_t *a, unsigned bin)
 {
     uint64_t *sl = &a->sl_bitmap[bin / GA_SL_COUNT];
@@ -363,15 +379,15 @@ static inline void ga_bin_unmark(ga_arena_t *a, unsigned bin)
 void ga_bin_insert_slow(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c);
 void ga_bin_remove_slow(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c);
 
-/* An empty whole bin takes the chunk as its root; anything else (a tree, slices) goes out of
- * line. */
+/* An empty bin (always whole: a subdivided bin that empties is made whole, ga_sub_remove) takes
+ * the chunk as its root; anything else (a tree, slices) goes out of line. */
 static inline void ga_bin_insert(ga_arena_t *a, ga_chunk_t *c)
 {
     unsigned bin = ga_bin_of(c->size);
     ga_bin_t *b = &a->bins[bin];
     c->run_free |= 1;
-    if (!b->t.root) {
-        (void)ga_tree_insert(&b->t, c);
+    if (!ga_bin_marked(a, bin)) {
+        ga_tree_set_root(&b->t, c);
         ga_bin_mark(a, bin);
     } else {
         ga_bin_insert_slow(a, b, bin, c);

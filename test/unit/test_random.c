@@ -460,6 +460,51 @@ static void sliced_alloc(ga_arena_t *a, fit_model_t *m, size_t size, uintptr_t *
     live_size[(*n)++] = size;
 }
 
+/* A subdivided bin that empties is made whole (so that an insertion can tell an empty bin from
+ * the bitmap alone) and keeps its slices for the next subdivision: 128 holes of distinct sizes in
+ * one ranged bin, freed (the bin is cut), each taken back at its exact size (the bin empties),
+ * and freed again (the bin is cut again, with the kept slices: no host memory taken). */
+START_TEST(test_sliced_bin_empties_and_is_cut_again)
+{
+    enum { N = 128 }; /* 37 i mod 128: 128 distinct sizes */
+    uintptr_t sep[N], hole[N];
+    size_t size[N];
+    fake_backend_t f;
+    ga_arena_t *a = fake_arena(&f, N * (4 * MIB + 128 * GA_ALIGN) + MIB, 0, 0, 0);
+    for (int i = 0; i < N; i++) {
+        size[i] = 4 * MIB + (size_t)((i * 37) % 128) * GA_ALIGN;
+        sep[i] = must_alloc(a, GA_ALIGN);
+        hole[i] = must_alloc(a, size[i]);
+    }
+    uintptr_t last = must_alloc(a, GA_ALIGN); /* the last hole merges with no free tail */
+    ga_bin_t *bin = &a->bins[ga_bin_of(4 * MIB)];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++)
+            ASSERT_STATUS(ga_free(a, hole[i]), GA_OK);
+        REQUIRE(ga_bin_sub(bin) != NULL, "round %d: the bin of %d holes is not cut", round, N);
+        ASSERT_HEALTHY(a);
+        uint64_t host = ga_host_bytes;
+        for (int i = N; i-- > 0;) {
+            uintptr_t p = must_alloc(a, size[i]);
+            REQUIRE(p == hole[i], "round %d: %zu bytes at %#lx, the hole of that size is %#lx",
+                    round, size[i], (unsigned long)p, (unsigned long)hole[i]);
+        }
+        REQUIRE(ga_bin_sub(bin) == NULL && bin->t.root == NULL && bin->t.min == NULL,
+                "round %d: the emptied bin is not whole and empty", round);
+        REQUIRE(round == 0 || ga_host_bytes == host,
+                "round %d: host memory taken for slices already kept", round);
+        ASSERT_HEALTHY(a);
+    }
+    for (int i = 0; i < N; i++) {
+        ASSERT_STATUS(ga_free(a, hole[i]), GA_OK);
+        ASSERT_STATUS(ga_free(a, sep[i]), GA_OK);
+    }
+    ASSERT_STATUS(ga_free(a, last), GA_OK);
+    ASSERT_HEALTHY(a);
+    ga_arena_destroy(a);
+}
+END_TEST
+
 START_TEST(test_best_fit_sliced_bins)
 {
     enum { N = 2000, CAP = 3 * N };
@@ -582,6 +627,7 @@ Suite *random_suite(void)
                         (int)(NPLACEMENT * PLACEMENT_SEEDS));
     tcase_add_test(fit, test_best_fit_many_equal_holes);
     tcase_add_test(fit, test_best_fit_sliced_bins);
+    tcase_add_test(fit, test_sliced_bin_empties_and_is_cut_again);
     suite_add_tcase(s, fit);
     return s;
 }

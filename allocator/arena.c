@@ -389,9 +389,10 @@ ga_arena_t *ga_arena_create(const ga_backend_t *backend, const ga_config_t *conf
 {
     if (!backend || !backend->reserve || !backend->release)
         return fail_create(NULL, GA_EINVAL, status);
-    ga_arena_t *a = ga_host_calloc(1, sizeof *a);
+    ga_arena_t *a = ga_host_malloc(sizeof *a);
     if (!a)
         return fail_create(NULL, GA_ENOHOST, status);
+    memset(a, 0, offsetof(ga_arena_t, bins)); /* the bins are read only once written */
     a->backend = *backend;
     if (config)
         a->config = *config;
@@ -418,7 +419,8 @@ void ga_arena_destroy(ga_arena_t *a)
     }
     free(a->regions);
     for (unsigned i = 0; a->sliced && i < GA_FL_COUNT * GA_SL_COUNT; i++)
-        free(ga_bin_sub(&a->bins[i]));
+        if (ga_bin_marked(a, i)) /* an empty bin is whole */
+            free(ga_bin_sub(&a->bins[i]));
     while (a->spare_subs) {
         ga_subbins_t *next = (ga_subbins_t *)(void *)a->spare_subs->t[0].root;
         free(a->spare_subs);

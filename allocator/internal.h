@@ -222,7 +222,6 @@ struct ga_arena {
     ga_livetab_t live;
     uint64_t fl_bitmap;
     uint64_t sl_bitmap[GA_FL_COUNT];
-    ga_bin_t bins[GA_FL_COUNT * GA_SL_COUNT];
     ga_region_t **regions;   /* sorted by base */
     size_t nregions, cap_regions;
     size_t last_region_size; /* growth doubles from this */
@@ -232,6 +231,10 @@ struct ga_arena {
     size_t next_block_bytes;
     size_t sliced;           /* bins ever subdivided: destroy scans the bins only if any */
     struct ga_subbins *spare_subs; /* slices of bins that emptied, kept for the next subdivision */
+    /* Last, and never zeroed: a bin is read only while its bitmap bit says it holds chunks (an
+     * insertion into an empty one writes it whole), so ga_arena_create clears what comes before
+     * and not these 64 KiB, which a fresh arena then neither writes nor, mostly, touches. */
+    ga_bin_t bins[GA_FL_COUNT * GA_SL_COUNT];
 };
 
 /* Size <-> bin mapping (sizes in bytes, multiples of GA_ALIGN). */

@@ -203,7 +203,11 @@ void ga_sub_insert(ga_arena_t *a, ga_bin_t *b, unsigned bin, ga_chunk_t *c)
 {
     ga_subbins_t *sub = ga_bin_sub(b);
     unsigned s = ga_sub_of(c->size);
-    if (ga_tree_insert(&sub->t[s], c)) {
+    ga_tree_t *t = &sub->t[s];
+    if (t->root) {
+        (void)tree_insert_at(t, c); /* inline: one call, not two */
+    } else {
+        ga_tree_set_root(t, c);
         if (!sub->map)
             ga_bin_mark(a, bin);
         sub->map |= 1ull << s;

@@ -1019,13 +1019,14 @@ START_TEST(stats_own_exit_with_stdin_reader)
 END_TEST
 
 /* exit() while a CUDA call holds its context's lock (helper-43 F1, F2): another thread's
- * allocation waits in the driver with the lock held (under an 8 MiB cap, a 5 MiB block freed with
- * cuMemFreeAsync behind a stream gate that is never opened, as behind a hung kernel, is waited for
- * before a second 5 MiB one is refused), and the process exits: from main, or from a signal
- * handler that interrupted that very call, the common SIGTERM handler that calls exit(). The
- * statistics writer waited for the lock without a bound, so neither process ever exited. Now it
- * waits 1 s, leaves that pool out, marks its entry and says so; the exit status is the program's.
- * (The deferred fence's wait, which this test used first, now holds no lock.) */
+ * teardown of its context (cuDevicePrimaryCtxReset, after a cuMemAllocAsync) waits in the driver
+ * with the lock held (the simulated driver holds it there for ever, as a hung teardown), and the
+ * process exits: from main, or from a signal handler that interrupted that very call, the common
+ * SIGTERM handler that calls exit(). The statistics writer waited for the lock without a bound, so
+ * neither process ever exited. Now it waits 1 s, leaves that pool out, marks its entry and says
+ * so; the exit status is the program's. (The deferred fence's wait, which this test used first,
+ * and then the wait for a cuMemFreeAsync'd block before an out-of-memory, now hold no lock: h34
+ * F6.) */
 static CUcontext tf_held_ctx;
 
 static void tf_exit_in_handler(int sig)
@@ -1036,15 +1037,16 @@ static void tf_exit_in_handler(int sig)
 
 static void *tf_wait_in_driver(void *arg)
 {
-    CUdeviceptr p, q;
+    CUdeviceptr p;
     CUstream s;
+    CUdevice dev;
     unsigned gate;
     (void)arg;
-    if (cuCtxSetCurrent(tf_held_ctx) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
-        cuMemAllocAsync(&p, 5 << 20, s) || cuStreamSynchronize(s) || simcuda_gate(s, &gate) ||
-        cuMemFreeAsync(p, s))
+    if (cuCtxSetCurrent(tf_held_ctx) || cuCtxGetDevice(&dev) ||
+        cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAllocAsync(&p, 5 << 20, s) ||
+        cuStreamSynchronize(s) || simcuda_hold_next_ctx_teardown(&gate) != CUDA_SUCCESS)
         exit(3);
-    cuMemAlloc(&q, 5 << 20); /* before an out-of-memory: the free's event, under the lock, for ever */
+    cuDevicePrimaryCtxReset(dev); /* in the driver, the context's lock held, for ever */
     exit(4);
 }
 
@@ -1062,10 +1064,10 @@ static void tf_exit_held_child(void *arg)
     setenv("GPUARENA_LIMIT", "8MiB", 1);
     tf_held_ctx = pt_start();
     signal(SIGUSR1, tf_exit_in_handler);
-    unsigned long long before = simcuda_entry_calls("cuEventSynchronize");
+    unsigned long long before = simcuda_entry_calls("cuDevicePrimaryCtxReset_v2");
     if (pthread_create(&t, NULL, tf_wait_in_driver, NULL))
         exit(2);
-    while (simcuda_entry_calls("cuEventSynchronize") == before)
+    while (simcuda_entry_calls("cuDevicePrimaryCtxReset_v2") == before)
         sched_yield();
     if (h->from_handler) {
         pthread_kill(t, SIGUSR1);

@@ -28,8 +28,9 @@
  *    using p was ordered before the free on S, so the event on S is the whole fence. Without an
  *    event (none to be had, or a record the driver refuses) S is synchronised and the chunk goes
  *    back at once.
- * Before an out-of-memory is reported, every pending chunk is waited for (context synchronised,
- * events synchronised) and returned, and the allocation retried.
+ * Before an out-of-memory is reported, every pending chunk is waited for (the device
+ * synchronised, with the context's lock let go: ctx.c, ga_ctx_give_back) and returned, and the
+ * allocation retried.
  * Everything here runs under the context's lock; events are kept in a small free list per context
  * (created with CU_EVENT_DISABLE_TIMING, the cheapest kind). The driver records an event only on
  * a stream of the context the event was made in ("hEvent and hStream must be from the same

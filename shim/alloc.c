@@ -258,8 +258,8 @@ typedef struct ga_freed {
 /* Frees a pool pointer of c, whose lock the caller holds; live_size: the size of the live
  * allocation at p (0: p starts none, the pool says why). A freed chunk goes back to the pool only
  * once the device has passed the free (fence.c), except in platform mode (the driver's own free),
- * under GPUARENA_FREE_SYNC=none for cuMemFree, and for a cuMemFree whose device the caller has
- * synchronised already (`synced`). A free the pool refuses leaves it unchanged. */
+ * under GPUARENA_FREE_SYNC=none for cuMemFree, and for a free whose device (cuMemFree) or stream
+ * (cuMemFreeAsync) the caller has synchronised already (`synced`). A free the pool refuses leaves it unchanged. */
 __attribute__((always_inline)) static inline ga_freed_t
 ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream s,
                   int stream_ordered, int synced, size_t live_size)
@@ -423,10 +423,15 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
     }
     if (GA_UNLIKELY(ga_free_no_context(c, j)))
         return CUDA_ERROR_INVALID_CONTEXT;
-    /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation). */
+    /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation); once
+     * its stream was synchronised (no event to be had: GA_FENCE_WAIT_FIRST) it frees at once. */
     ga_freed_t f = ga_pool_free_held(c, j->p, j->api, j->t0, j->s, j->real_free && !j->synced,
-                                     j->synced && !j->real_free, o->live_size);
+                                     j->synced, o->live_size);
     j->refused = f.refused;
+    if (GA_UNLIKELY(f.r == GA_FENCE_WAIT_FIRST) && !j->synced) {
+        j->sync_first = 1; /* the stream synchronised with the lock let go (ga_free_any) */
+        return CUDA_SUCCESS;
+    }
     return f.r;
 }
 

@@ -300,15 +300,12 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
             /* No event (a driver without them, none to be had) or one the driver would not record
              * (out of resources, say): the program's free was right, so the stream synchronised
              * and the chunk back at once (helper-42 F6: the record's error was returned and the
-             * block never freed). A stream the driver refuses is refused here too: nothing
-             * freed, the driver's answer returned. */
+             * block never freed). A stream the driver refuses is refused there too: nothing
+             * freed, the driver's answer returned. The caller synchronises, with the lock let go
+             * (alloc.c, ga_free_owned): under it, the context's other threads waited for the
+             * stream's queued work (h34 F6). */
             ga_event_put(c, ev);
-            if (ga_real.cuStreamSynchronize)
-                r = ga_real.cuStreamSynchronize(s);
-            if (r != CUDA_SUCCESS)
-                return r;
-            ga_pool_free(c->pool, ptr, NULL);
-            return CUDA_SUCCESS;
+            return GA_FENCE_WAIT_FIRST;
         }
         c->counts.free_events++;
     }
@@ -317,10 +314,10 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
          * for, and free at once: its event, or the owner context and its peers (ga_fence_sync),
          * not the current context, which for a free made with another one current is not the
          * owner (helper-49's suspicion, confirmed with hostfail_prog's fence mode). */
-        if (ev) {
-            int nc = ga_nocancel_begin();
-            ga_real.cuEventSynchronize(ev);
-            ga_nocancel_end(nc);
+        if (ev) { /* the stream synchronised by the caller with the lock let go, as above */
+            c->counts.free_events--;
+            ga_event_put(c, ev);
+            return GA_FENCE_WAIT_FIRST;
         } else if (ga_fence_sync(c, 0) != CUDA_SUCCESS) {
             /* Neither remembered nor waited for (a capture under way, the driver refusing): the
              * chunk stays out of the pool for the context's life rather than be served while

@@ -570,6 +570,10 @@ uint64_t ga_vmm_granule(int dev);
 /* Records ptr (a live pool chunk of rounded size) as freed: stream-ordered on s (an event), or for
  * the next allocation's synchronisation. An error (a stream the driver refuses) frees nothing. */
 CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered);
+/* ga_fence_free's answer for a stream-ordered free it could not fence with an event (none to be
+ * had, a record refused, no host memory to remember it): nothing freed; the caller synchronises s
+ * with no lock held and frees again, synchronised. Not a driver code. */
+#define GA_FENCE_WAIT_FIRST ((CUresult)0x7ffffff0)
 int ga_fence_is_pending(const ga_ctx_t *c, uintptr_t ptr);
 /* A pending chunk freed on stream s, of at least size bytes (and at most twice), taken whole;
  * *got: its size (the live allocation it becomes). */

@@ -711,6 +711,66 @@ START_TEST(oom_waits_without_the_contexts_lock)
 }
 END_TEST
 
+/* A cuMemFreeAsync that gets no event (the driver refuses cuEventRecord, as out of resources)
+ * synchronises its stream and frees at once, with the context's lock let go (h34 F6, third path):
+ * thread 2's free waits for a stream held by a gate the main thread opens after its cuMemGetInfo in
+ * the same context. Before, the wait was made under the lock and cuMemGetInfo blocked for ever. */
+static CUcontext evf_ctx;
+static CUstream evf_s;
+static CUdeviceptr evf_a;
+static CUresult evf_r = CUDA_ERROR_UNKNOWN;
+static void *evf_free(void *arg)
+{
+    (void)arg;
+    if (cuCtxSetCurrent(evf_ctx))
+        exit(20);
+    evf_r = cuMemFreeAsync(evf_a, evf_s);
+    return NULL;
+}
+
+static void evfw_child(void *arg)
+{
+    (void)arg;
+    alarm(20);
+    evf_ctx = pt_start();
+    CUdeviceptr b, base;
+    unsigned gate;
+    size_t fr, tot, n;
+    pthread_t t;
+    if (cuStreamCreate(&evf_s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&evf_a, N) || cuMemAlloc(&b, N) ||
+        simcuda_gate(evf_s, &gate) != CUDA_SUCCESS || simcuda_fail_add("cuEventRecord:1+") != 0)
+        exit(2);
+    unsigned long long waits = simcuda_entry_calls("cuStreamSynchronize");
+    if (pthread_create(&t, NULL, evf_free, NULL))
+        exit(3);
+    while (simcuda_entry_calls("cuStreamSynchronize") == waits)
+        sched_yield(); /* thread 2 waits in the driver for the stream */
+    if (cuMemGetInfo(&fr, &tot))
+        exit(4);
+    simcuda_gate_open(gate);
+    pthread_join(t, NULL);
+    simcuda_fail_clear();
+    if (evf_r != CUDA_SUCCESS)
+        exit(10);
+    if (cuMemGetAddressRange(&base, &n, evf_a) != CUDA_ERROR_NOT_FOUND)
+        exit(11); /* freed at once */
+    exit(0);
+}
+
+START_TEST(async_free_without_event_waits_without_the_lock)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(evfw_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (a signal: cuMemGetInfo blocked behind the free's wait; "
+                      "10: the free failed; 11: the block was not freed); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
 /* A second cuMemFreeAsync of a block on a destroyed stream: the driver checks the stream first and
  * answers CUDA_ERROR_INVALID_HANDLE; gpuarena answered 1 (a double free) while the first free was
  * pending (helper-42 F10). The block's first free still completes. */
@@ -1419,6 +1479,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, device_free_waits_without_the_lock);
     tcase_add_test(tc, trim_waits_without_other_contexts_lock);
     tcase_add_test(tc, oom_waits_without_the_contexts_lock);
+    tcase_add_test(tc, async_free_without_event_waits_without_the_lock);
     tcase_add_test(tc, async_double_free_on_dead_stream_is_the_stream_error);
     tcase_add_test(tc, async_free_event_in_the_streams_context);
     tcase_add_loop_test(tc, foreign_event_dies_with_its_context, 0, 16);

@@ -469,6 +469,8 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     if (j.gone.key && j.gone_later) {
         ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size); /* the rest once the stream passed */
     } else if (j.gone.key) {
+        if (real_free && ga_real.cuStreamSynchronize) /* no event: the stream passes the free */
+            ga_real.cuStreamSynchronize(s);           /* first, with no lock held */
         ga_mempool_gone(j.owner->dev, j.gone.size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)j.gone.size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)j.gone.size);

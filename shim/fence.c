@@ -456,12 +456,9 @@ int ga_fence_pass_free(ga_ctx_t *c, size_t size, CUstream s)
         return 1;
     }
     /* No event (or no host memory to remember it): the stream passes the free before the bytes go
-     * back. The driver took the free, so the stream is one it knows. */
+     * back, synchronised by the caller once it has let the lock go (alloc.c, teardown.c: under
+     * it, the context's other threads waited for the stream's queued work, as in h34 F6). */
     ga_event_put(c, ev);
-    int nc = ga_nocancel_begin();
-    if (ga_real.cuStreamSynchronize)
-        ga_real.cuStreamSynchronize(s);
-    ga_nocancel_end(nc);
     return 0;
 }
 

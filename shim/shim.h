@@ -581,7 +581,7 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
                               size_t *got);
 /* A pass-through allocation of size bytes that cuMemFreeAsync gave back to the driver on s: 1 when
  * it is kept committed until the device passes the free (an event), 0 when the caller gives its
- * bytes back now (the stream was synchronised instead). */
+ * bytes back once it has synchronised s, with no lock held. */
 int ga_fence_pass_free(ga_ctx_t *c, size_t size, CUstream s);
 /* Gives back the bytes of every async-freed pass-through allocation the device has passed (wait:
  * waits for all of them); returns how many. */

@@ -712,7 +712,8 @@ START_TEST(oom_waits_without_the_contexts_lock)
 END_TEST
 
 /* A cuMemFreeAsync that gets no event (the driver refuses cuEventRecord, as out of resources)
- * synchronises its stream and frees at once, with the context's lock let go (h34 F6, third path):
+ * synchronises its stream and frees at once, with the context's lock let go (h34 F6, third path;
+ * platform mode: a pass-through block, whose bytes leave the cap once the stream has passed):
  * thread 2's free waits for a stream held by a gate the main thread opens after its cuMemGetInfo in
  * the same context. Before, the wait was made under the lock and cuMemGetInfo blocked for ever. */
 static CUcontext evf_ctx;
@@ -730,14 +731,16 @@ static void *evf_free(void *arg)
 
 static void evfw_child(void *arg)
 {
-    (void)arg;
+    int pass = (int)(intptr_t)arg; /* 1: platform mode's pass-through cuMemAllocAsync block */
     alarm(20);
     evf_ctx = pt_start();
     CUdeviceptr b, base;
     unsigned gate;
     size_t fr, tot, n;
     pthread_t t;
-    if (cuStreamCreate(&evf_s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&evf_a, N) || cuMemAlloc(&b, N) ||
+    if (cuStreamCreate(&evf_s, CU_STREAM_NON_BLOCKING) ||
+        (pass ? cuMemAllocAsync(&evf_a, N, evf_s) || cuStreamSynchronize(evf_s)
+              : cuMemAlloc(&evf_a, N)) || cuMemAlloc(&b, N) ||
         simcuda_gate(evf_s, &gate) != CUDA_SUCCESS || simcuda_fail_add("cuEventRecord:1+") != 0)
         exit(2);
     unsigned long long waits = simcuda_entry_calls("cuStreamSynchronize");
@@ -760,11 +763,11 @@ static void evfw_child(void *arg)
 START_TEST(async_free_without_event_waits_without_the_lock)
 {
     static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
-    for (int m = 0; m < 3; m++) {
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    for (int m = 0; m < 4; m++) {
         char err[4096];
         pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
-        int rc = pt_run_child(evfw_child, NULL, err, sizeof err);
+        int rc = pt_run_child(evfw_child, (void *)(intptr_t)(m == 3), err, sizeof err);
         ck_assert_msg(rc == 0, "%s: exit %d (a signal: cuMemGetInfo blocked behind the free's wait; "
                       "10: the free failed; 11: the block was not freed); %s", modes[m], rc, err);
     }

@@ -1492,13 +1492,25 @@ START_TEST(trace_fifo_reader_gone)
     char fifo[128], err[8192];
     tf_mkdir(&d);
     ck_assert_int_eq(mkfifo(tf_at(&d, "trace.fifo", fifo, sizeof fifo), 0600), 0);
+    /* The reader has the FIFO open before the program starts: the shim opens it without blocking,
+     * and a reader that came later (a loaded machine) found no writer and waited for ever. It
+     * opens it read-write (Linux: at once, with no writer), reads what comes first (the header),
+     * and goes. */
+    int ready[2];
+    ck_assert_int_eq(pipe(ready), 0);
     pid_t reader = fork();
     ck_assert_int_ge(reader, 0);
-    if (reader == 0) { /* opens, reads what comes first (the header), and goes */
+    if (reader == 0) {
         char buf[64];
-        int fd = open(fifo, O_RDONLY);
-        _exit(fd >= 0 && read(fd, buf, sizeof buf) > 0 ? 0 : 1);
+        int fd = open(fifo, O_RDWR);
+        if (fd < 0 || write(ready[1], "r", 1) != 1)
+            _exit(1);
+        _exit(read(fd, buf, sizeof buf) > 0 ? 0 : 1);
     }
+    char c;
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
     int rc = pt_run_child(tf_fifo_child, fifo, err, sizeof err);
     int st;
     ck_assert_int_eq(waitpid(reader, &st, 0), reader);

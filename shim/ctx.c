@@ -1,14 +1,12 @@
-/* gpuarena devices and contexts: caps, per-context pools, context teardown.
+/* gpuarena contexts: per-context pools, the context list, a device's cap set up (the devices'
+ * figures and views are device.c's), context teardown's bookkeeping.
  *
- * Each device has a cap (GPUARENA_LIMIT, default its total) and one atomic `committed` count of the
- * bytes the process holds from the driver there (pool memory and pass-through allocations): the
- * cap check is one atomic add, so it needs no lock on the hot path. Each CUDA context gets a
- * ga_ctx with its own pool (the mode's, allocator/ga_pool.h) and lock, the pool made at its first
- * allocation. Context states are never freed (a stale handle must never match a live one, and
- * threads cache pointers to them); a destroyed context is marked dead under its lock, and the
- * generation bumped so caches revalidate. A dead state is reused for the next context made
- * (ga_ctx_reuse), so the list is as long as the most contexts alive at once. Nothing is allocated in, or committed against, a dead
- * context: every hook takes the lock and checks `dead` before touching the pool, so what the
+ * Each CUDA context gets a ga_ctx with its own pool (the mode's, allocator/ga_pool.h) and lock,
+ * the pool made at its first allocation. Context states are never freed (a stale handle must
+ * never match a live one, and threads cache pointers to them); a destroyed context is marked dead
+ * under its lock, and the generation bumped so caches revalidate. A dead state is reused for the
+ * next context made (ga_ctx_reuse), so the list is as long as the most contexts alive at once.
+ * Nothing is allocated in, or committed against, a dead context: every hook takes the lock and checks `dead` before touching the pool, so what the
  * devices count as committed is exactly what the driver holds for live contexts. What a teardown
  * does to a context's state, and the hooks that destroy or release one, are in teardown.c.
  */
@@ -20,9 +18,8 @@
 
 extern char **environ;
 
-/* The devices and the context list: this file's own; other files reach them through the
- * functions below. */
-static ga_dev_t ga_devs[GA_MAX_DEVICES];
+/* The context list: this file's own; other files reach it through the functions below (the
+ * devices are device.c's). */
 static ga_ctx_t *_Atomic ga_ctx_list;
 static pthread_mutex_t ga_ctx_list_lock = PTHREAD_MUTEX_INITIALIZER; /* adding to the list, caps */
 
@@ -31,11 +28,6 @@ static pthread_mutex_t ga_ctx_list_lock = PTHREAD_MUTEX_INITIALIZER; /* adding t
 static ga_ctx_t *_Atomic ga_lvl_owner;
 /* Bumped when contexts die: each thread's cached context below is revalidated against it. */
 static _Atomic unsigned ga_generation = 1;
-
-/* How long a walk that passes closing contexts by waits for a lock at a time before it looks at
- * closing again (ga_dev_view, the fork prepare handler): a teardown sets it just after it takes
- * the lock, and any other holder lets go within an allocation's time. */
-#define GA_CLOSING_POLL_NS 200000ull
 
 static __thread struct {
     CUcontext ctx;
@@ -46,24 +38,11 @@ static __thread struct {
  * when it found no context current (ga_current_unmade). */
 static __thread int ga_tl_unmade = -1;
 
-ga_dev_t *ga_dev(int dev)
-{
-    return &ga_devs[dev];
-}
-
-uint64_t ga_share_of(uint64_t cap)
-{
-    double share = (double)cap * ga_opt.fraction;
-    if (share >= (double)cap)
-        return cap & ~(uint64_t)(GA_ALIGN - 1);
-    return (uint64_t)share & ~(uint64_t)(GA_ALIGN - 1);
-}
-
 /* Cap of a device, from the option and the physical total; once. 1 known, 0 not yet (the driver
  * not initialised). A cap or share that rounds to nothing is a bad setting: every hook refuses. */
 int ga_dev_setup(int dev)
 {
-    ga_dev_t *d = &ga_devs[dev];
+    ga_dev_t *d = ga_dev(dev);
     if (GA_LIKELY(atomic_load_explicit(&d->known, memory_order_acquire)))
         return 1;
     size_t total = 0;
@@ -147,242 +126,6 @@ int ga_dev_setup(int dev)
     pthread_mutex_unlock(&ga_ctx_list_lock);
     return 1;
 }
-
-/* The figures a group's ledger shows for a member on one device are that device's own: its in-use
- * bytes (d->in_use) and its committed bytes as reserved, whose peak the ledger keeps (it raises
- * the slot's peak to every reserved figure written, and every commit writes one). The process-wide
- * levels were written before, so each device's row showed what the process held on all of them
- * together: 160 MiB in use beside 60 MiB committed, a peak above the cap (helper-49 F9). */
-static uint64_t ga_dev_in_use(ga_dev_t *d)
-{
-    int64_t v = atomic_load_explicit(&d->in_use, memory_order_relaxed);
-    return v > 0 ? (uint64_t)v : 0;
-}
-
-void ga_dev_in_use_add(int dev, int64_t delta)
-{
-    ga_level_add(GA_LEVEL_IN_USE, delta);
-    if (ga_devs[dev].group)
-        atomic_fetch_add_explicit(&ga_devs[dev].in_use, delta, memory_order_relaxed);
-}
-
-/* The process's own cap first (one atomic add), then, in a group, the group's ledger: the cap then
- * holds for the sum over every member (group.c). */
-int ga_dev_commit(int dev, uint64_t bytes)
-{
-    ga_dev_t *d = &ga_devs[dev];
-    int64_t after = atomic_fetch_add_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
-                    + (int64_t)bytes;
-    if (GA_UNLIKELY((uint64_t)after > d->cap || bytes > d->cap ||
-                    (d->group && !ga_group_commit(d->group, bytes)))) {
-        atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
-        static _Atomic int told_full;
-        if (d->group && !ga_group_member(d->group) && !atomic_exchange(&told_full, 1))
-            ga_log(GA_LOG_WARN, "device %d: group %s is full (%d processes); this process, which "
-                   "joins a device's group at its first allocation there, cannot allocate on that "
-                   "device (use another GPUARENA_GROUP for more processes)",
-                   dev, ga_opt.group, GA_GROUP_SLOTS);
-        return 0;
-    }
-    if (d->group)
-        ga_group_set_figures(d->group, ga_dev_in_use(d), (uint64_t)after, 0,
-                             ga_mode_name(ga_opt.mode));
-    return 1;
-}
-
-void ga_dev_hold(int dev, uint64_t bytes)
-{
-    ga_dev_t *d = &ga_devs[dev];
-    int64_t after = atomic_fetch_add_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
-                    + (int64_t)bytes;
-    if (d->group) {
-        ga_group_hold(d->group, bytes);
-        ga_group_set_figures(d->group, ga_dev_in_use(d), (uint64_t)after, 0,
-                             ga_mode_name(ga_opt.mode));
-    }
-}
-
-/* The ledger gets a member's figures when it reserves or releases memory (ga_dev_commit), which an
- * arena member does once: `gpuarena top` would show it with nothing in use. So the figures are
- * also shown as allocations come and go, once 1/256 of the cap has moved since the last time or
- * after 64 changes: a large allocation shows at once, and churn costs a few stores per 64 calls.
- * c->lock held (the counts are the context's). */
-void ga_ctx_publish(ga_ctx_t *c, int64_t delta)
-{
-    ga_dev_t *d = &ga_devs[c->dev];
-    atomic_fetch_add_explicit(&d->in_use, delta, memory_order_relaxed); /* every change, shown or not */
-    c->pub_moved += (uint64_t)(delta < 0 ? -delta : delta);
-    if (c->pub_moved < d->cap / 256 && ++c->pub_calls < 64)
-        return;
-    c->pub_moved = 0;
-    c->pub_calls = 0;
-    ga_group_set_figures(d->group, ga_dev_in_use(d), ga_dev_held(c->dev), 0,
-                         ga_mode_name(ga_opt.mode));
-}
-
-void ga_dev_uncommit(int dev, uint64_t bytes)
-{
-    ga_dev_t *d = &ga_devs[dev];
-    int64_t after = atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
-                    - (int64_t)bytes;
-    if (d->group) {
-        ga_group_uncommit(d->group, bytes);
-        ga_group_set_figures(d->group, ga_dev_in_use(d), after > 0 ? (uint64_t)after : 0, 0,
-                             ga_mode_name(ga_opt.mode));
-    }
-}
-
-void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free, uint64_t *total)
-{
-    ga_dev_t *d = &ga_devs[dev];
-    uint64_t cap = d->cap < phys_total ? d->cap : phys_total;
-    uint64_t held = d->group ? ga_group_used(d->group) : ga_dev_held(dev);
-    uint64_t inside = 0;
-    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
-        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
-            continue;
-        /* A context inside its teardown holds its lock through the driver's call, which waits
-         * for its queued work: its pool is not counted (its idle bytes serve no one else, and
-         * leave the cap with it), rather than this view waiting for that work (h34 F4). */
-        int got;
-        while ((got = ga_mutex_lock_for(&c->lock, GA_CLOSING_POLL_NS)) != 0 &&
-               !atomic_load(&c->closing))
-            ;
-        if (got != 0)
-            continue;
-        if (c->pool && !atomic_load(&c->dead)) {
-            ga_stats_t s;
-            ga_pool_stats(c->pool, &s);
-            inside += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
-            inside += c->pend_bytes; /* freed by the program, waiting for the device (fence.c) */
-        }
-        ga_mutex_unlock(&c->lock);
-    }
-    inside += ga_mempool_kept(dev); /* kept by the driver's pools: trimmed when needed */
-    uint64_t room = cap > held ? cap - held : 0;
-    uint64_t g = ga_opt.mode == GA_MODE_VMM ? ga_vmm_granule(dev) : 0;
-    if (g > 1) {
-        /* vmm maps whole granules under the cap: what a cap that is no multiple of one (50% of
-         * a device) leaves past the last granule can never be allocated, and a program that
-         * sized itself from the free figure was refused its first allocation (h34 F5) */
-        cap -= cap % g;
-        room -= room % g;
-    } else if (ga_opt.mode == GA_MODE_PLATFORM) {
-        /* Platform mode counts a pass-through stream-ordered block in 512-byte units against the
-         * cap, a cuMemAlloc block in exact bytes: the free figure is whole units, so that both
-         * calls can take it (cuMemAllocAsync of an exact-bytes figure was refused: h34 F1) */
-        room -= room % GA_ALIGN;
-    }
-    uint64_t f = room + inside;
-    if (f > phys_free + inside)
-        f = phys_free + inside;
-    *free = f > cap ? cap : f;
-    *total = cap;
-}
-
-/* The handles stay set: threads still allocating while the process exits go on calling in, and
- * ga_group_close leaves them a valid, mapped handle that refuses further commits. */
-void ga_dev_close_groups(void)
-{
-    for (int d = 0; d < GA_MAX_DEVICES; d++)
-        if (atomic_load(&ga_devs[d].known) && ga_devs[d].group)
-            ga_group_close(ga_devs[d].group);
-}
-
-/* ga_mem_view for a device the shim has not set up: the process has made no CUDA call yet (a tool
- * that reads NVML and never uses CUDA, a framework that asks NVML first), so there is no context
- * and no driver figure to use. The cap comes from the options alone: GPUARENA_LIMIT, or HAMi's
- * CUDA_DEVICE_MEMORY_LIMIT without a device suffix (a suffixed one names a CUDA ordinal, which only
- * the driver can map to this UUID); used is what the group's members hold, read from its ledger
- * without joining, or nothing (this process holds nothing yet). */
-static int ga_mem_view_early(const uint8_t uuid[16], uint64_t real_total, uint64_t *total,
-                             uint64_t *used)
-{
-    if (ga_ensure_init() == CUDA_ERROR_INVALID_VALUE)
-        return 0; /* a bad setting: said at init; the hooks refuse, NVML passes through */
-    uint64_t cap = UINT64_MAX, hami = 0;
-    if (ga_opt.limit_bytes)
-        cap = ga_opt.limit_bytes;
-    else if (ga_opt.limit_percent > 0)
-        cap = (uint64_t)((double)real_total * ga_opt.limit_percent / 100.0);
-    else if (ga_hami_limit(environ, -1, &hami, NULL, 0) > 0)
-        cap = hami;
-    if (cap >= real_total && !ga_opt.group)
-        return 0; /* not capped: the real answer */
-    uint64_t sum = 0;
-    if (ga_opt.group) {
-        ga_group_member_t m[GA_GROUP_SLOTS];
-        int n = ga_group_list(ga_opt.group_dir, ga_opt.group, uuid, m, GA_GROUP_SLOTS);
-        for (int i = 0; i < n && i < GA_GROUP_SLOTS; i++)
-            sum += m[i].committed;
-    }
-    *total = cap < real_total ? cap : real_total;
-    *used = sum < *total ? sum : *total;
-    return 1;
-}
-
-/* The driver's cuMemGetInfo in a live context of dev (none current here may be dev's): the first
- * one whose teardown has not begun, named as ga_ctx_sync_named names one, so that a
- * context another thread is destroying, or has destroyed, is never pushed (h34 F2: the first
- * state not yet dead was, during the driver's teardown). CUDA_ERROR_INVALID_CONTEXT: none. */
-static CUresult ga_dev_driver_info(int dev, size_t *pfree, size_t *ptotal)
-{
-    CUresult r = CUDA_ERROR_INVALID_CONTEXT;
-    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c && r == CUDA_ERROR_INVALID_CONTEXT;
-         c = atomic_load(&c->next)) {
-        if (c->dev != dev || atomic_load(&c->dead) || atomic_load(&c->closing))
-            continue; /* (a closing one is passed by even before its driver call) */
-        CUcontext ctx = atomic_load(&c->ctx);
-        atomic_fetch_add(&c->users, 1);
-        if (atomic_load(&c->closing) < 2 && !atomic_load(&c->dead) && atomic_load(&c->ctx) == ctx &&
-            atomic_load(&c->dev) == dev) {
-            int pushed = ga_ctx_enter(ctx);
-            ga_tl_busy++;
-            r = ga_real.cuMemGetInfo_v2(pfree, ptotal);
-            ga_tl_busy--;
-            ga_ctx_leave(pushed);
-            if (r == CUDA_ERROR_INVALID_CONTEXT)
-                r = CUDA_ERROR_UNKNOWN; /* tried: the fallback figures below */
-        }
-        atomic_fetch_sub(&c->users, 1);
-    }
-    return r;
-}
-
-/* NVML's hooks (nvml.c) answer with the same view as cuMemGetInfo. */
-int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, uint64_t *used)
-{
-    if (!atomic_load_explicit(&ga_init_done, memory_order_acquire))
-        return ga_mem_view_early(uuid, real_total, total, used);
-    if (ga_init_error)
-        return ga_init_error == CUDA_ERROR_INVALID_VALUE ? 0
-                                                         : ga_mem_view_early(uuid, real_total, total, used);
-    for (int dev = 0; dev < GA_MAX_DEVICES; dev++) {
-        ga_dev_t *d = &ga_devs[dev];
-        if (!atomic_load_explicit(&d->known, memory_order_acquire) || memcmp(d->uuid, uuid, 16))
-            continue;
-        if (d->cap >= d->physical_total && !d->group)
-            return 0; /* not capped: the real answer */
-        size_t pfree = 0, ptotal = 0;
-        CUresult r = ga_dev_driver_info(dev, &pfree, &ptotal);
-        if (r != CUDA_SUCCESS) /* no context on that device yet: the cap against the total */
-            pfree = ptotal = d->physical_total == UINT64_MAX ? d->cap : d->physical_total;
-        uint64_t f, t;
-        ga_dev_view(dev, pfree, ptotal, &f, &t);
-        *total = t;
-        *used = t - f;
-        /* With a context, cuMemGetInfo's view: the device's free memory is in it already. */
-        return r == CUDA_SUCCESS ? 2 : 1;
-    }
-    return ga_mem_view_early(uuid, real_total, total, used); /* a device CUDA has not set up */
-}
-
-uint64_t ga_dev_held(int dev)
-{
-    int64_t n = atomic_load_explicit(&ga_devs[dev].committed, memory_order_relaxed);
-    return n > 0 ? (uint64_t)n : 0;
-}
-
 ga_ctx_t *ga_ctx_first(void)
 {
     return atomic_load(&ga_ctx_list);
@@ -514,7 +257,7 @@ static ga_ctx_t *ga_ctx_reuse(CUcontext ctx, int dev)
         atomic_store(&c->peers, 0);
         atomic_store(&c->ctx, ctx);
         atomic_store(&c->dev, dev);
-        c->grp = ga_devs[dev].group != NULL;
+        c->grp = ga_dev(dev)->group != NULL;
         atomic_store_explicit(&c->dead, 0, memory_order_release); /* last: now it matches ctx */
         ga_mutex_unlock(&c->lock);
         return c;
@@ -551,7 +294,7 @@ static ga_ctx_t *ga_ctx_create(CUcontext ctx)
     } else if (!c->ctx) {
         c->ctx = ctx;
         c->dev = dev;
-        c->grp = ga_devs[dev].group != NULL;
+        c->grp = ga_dev(dev)->group != NULL;
         ga_mutex_init(&c->lock);
         if (!atomic_load(&ga_ctx_list)) { /* the process's first context keeps the level */
             c->lvl_own = 1;
@@ -665,7 +408,7 @@ void ga_ctx_leave(int pushed)
 static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t initial,
                               ga_status_t *st)
 {
-    uint64_t cap = ga_devs[c->dev].cap;
+    uint64_t cap = ga_dev(c->dev)->cap;
     uint64_t share = ga_share_of(cap);
     ga_pool_config_t cfg = {.mode = ga_opt.mode, .initial = initial, .grow = ga_opt.fraction_grow,
                             .limit = ga_opt.fraction_grow ? 0 : share, .keep = ga_opt.vmm_keep,
@@ -698,7 +441,7 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
     ga_pool_backend_t be;
     if (ga_backend_for(c, &be, err) != 0)
         return NULL;
-    size_t initial = ga_opt.mode == GA_MODE_ARENA ? (size_t)ga_share_of(ga_devs[c->dev].cap) : 0;
+    size_t initial = ga_opt.mode == GA_MODE_ARENA ? (size_t)ga_share_of(ga_dev(c->dev)->cap) : 0;
     ga_status_t st = GA_OK;
     ga_pool_t *p = ga_pool_new(c, &be, initial, &st);
     if (!p && st == GA_ENOHOST) {
@@ -713,7 +456,7 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
         /* Say what held the room: the process itself (another context's pool, the program's own
          * managed, pool or cuMemCreate memory), where lowering the limit would not help, or the
          * device (an outside test, 2026-12-06: the advice was the same either way). */
-        uint64_t held = ga_dev_held(c->dev), cap = ga_devs[c->dev].cap;
+        uint64_t held = ga_dev_held(c->dev), cap = ga_dev(c->dev)->cap;
         int first = !atomic_exchange(&ga_prealloc_said[c->dev], 1);
         const char *more = first ? " (said once per device; later contexts: GPUARENA_LOG=debug)" : "";
         if (held && held + initial > cap)
@@ -1005,15 +748,15 @@ void ga_ctx_atfork_prepare(void)
         c->fork_held = got == 0;
     }
     for (int d = 0; d < GA_MAX_DEVICES; d++)
-        if (atomic_load(&ga_devs[d].known))
-            ga_mutex_lock(&ga_devs[d].lock);
+        if (atomic_load(&ga_dev(d)->known))
+            ga_mutex_lock(&ga_dev(d)->lock);
 }
 
 void ga_ctx_atfork_parent(void)
 {
     for (int d = 0; d < GA_MAX_DEVICES; d++)
-        if (atomic_load(&ga_devs[d].known))
-            ga_mutex_unlock(&ga_devs[d].lock);
+        if (atomic_load(&ga_dev(d)->known))
+            ga_mutex_unlock(&ga_dev(d)->lock);
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
         if (c->fork_held)
             ga_mutex_unlock(&c->lock);
@@ -1034,8 +777,8 @@ void ga_ctx_fork_child(void)
     /* First off the parent's group slots: giving up the copies of its pools below uncommits
      * their bytes, which must not come off the parent's share in the ledger. */
     for (int d = 0; d < GA_MAX_DEVICES; d++)
-        if (atomic_load(&ga_devs[d].known) && ga_devs[d].group)
-            ga_group_fork_child(ga_devs[d].group);
+        if (atomic_load(&ga_dev(d)->known) && ga_dev(d)->group)
+            ga_group_fork_child(ga_dev(d)->group);
     ga_ctx_t *c = atomic_load(&ga_ctx_list);
     atomic_store(&ga_ctx_list, NULL);
     atomic_store(&ga_lvl_owner, NULL); /* the child's first context keeps its level */
@@ -1055,7 +798,7 @@ void ga_ctx_fork_child(void)
         c = next;
     }
     for (int d = 0; d < GA_MAX_DEVICES; d++) {
-        ga_dev_t *dv = &ga_devs[d];
+        ga_dev_t *dv = ga_dev(d);
         atomic_store(&dv->committed, 0);
         atomic_store(&dv->in_use, 0);
         if (atomic_load(&dv->known)) {

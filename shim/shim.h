@@ -254,6 +254,11 @@ extern _Atomic int ga_tracing;
 #define GA_TRACE_LATE_STATS 2
 
 /* ---- ctx.c: devices (caps) and contexts (pools) ---- */
+/* How long a walk that passes closing contexts by waits for a lock at a time before it looks at
+ * closing again (ga_dev_view, the fork prepare handler): a teardown sets it just after it takes
+ * the lock, and any other holder lets go within an allocation's time. */
+#define GA_CLOSING_POLL_NS 200000ull
+
 #define GA_DEV_POOLS 8 /* driver memory pools counted per device (mempool.c) */
 typedef struct ga_dev {
     _Atomic int64_t committed; /* bytes held from the driver: pools + pass-through */

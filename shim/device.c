@@ -1,0 +1,266 @@
+/* gpuarena devices: caps, the bytes committed against them, and the views of a device that
+ * cuMemGetInfo and NVML answer with.
+ *
+ * Each device has a cap (GPUARENA_LIMIT, default its total; set up by ctx.c's ga_dev_setup, under
+ * the context list's lock) and one atomic `committed` count of the bytes the process holds from
+ * the driver there (pool memory and pass-through allocations): the cap check is one atomic add,
+ * so it needs no lock on the hot path. In a group, the group's ledger holds the cap for the sum
+ * over every member (group.c), and shows each member's figures on the device.
+ */
+#include "shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+/* The devices: this file's own; other files reach them through ga_dev(). */
+static ga_dev_t ga_devs[GA_MAX_DEVICES];
+
+ga_dev_t *ga_dev(int dev)
+{
+    return &ga_devs[dev];
+}
+
+uint64_t ga_share_of(uint64_t cap)
+{
+    double share = (double)cap * ga_opt.fraction;
+    if (share >= (double)cap)
+        return cap & ~(uint64_t)(GA_ALIGN - 1);
+    return (uint64_t)share & ~(uint64_t)(GA_ALIGN - 1);
+}
+
+
+/* The figures a group's ledger shows for a member on one device are that device's own: its in-use
+ * bytes (d->in_use) and its committed bytes as reserved, whose peak the ledger keeps (it raises
+ * the slot's peak to every reserved figure written, and every commit writes one). The process-wide
+ * levels were written before, so each device's row showed what the process held on all of them
+ * together: 160 MiB in use beside 60 MiB committed, a peak above the cap (helper-49 F9). */
+static uint64_t ga_dev_in_use(ga_dev_t *d)
+{
+    int64_t v = atomic_load_explicit(&d->in_use, memory_order_relaxed);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+void ga_dev_in_use_add(int dev, int64_t delta)
+{
+    ga_level_add(GA_LEVEL_IN_USE, delta);
+    if (ga_devs[dev].group)
+        atomic_fetch_add_explicit(&ga_devs[dev].in_use, delta, memory_order_relaxed);
+}
+
+/* The process's own cap first (one atomic add), then, in a group, the group's ledger: the cap then
+ * holds for the sum over every member (group.c). */
+int ga_dev_commit(int dev, uint64_t bytes)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    int64_t after = atomic_fetch_add_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
+                    + (int64_t)bytes;
+    if (GA_UNLIKELY((uint64_t)after > d->cap || bytes > d->cap ||
+                    (d->group && !ga_group_commit(d->group, bytes)))) {
+        atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
+        static _Atomic int told_full;
+        if (d->group && !ga_group_member(d->group) && !atomic_exchange(&told_full, 1))
+            ga_log(GA_LOG_WARN, "device %d: group %s is full (%d processes); this process, which "
+                   "joins a device's group at its first allocation there, cannot allocate on that "
+                   "device (use another GPUARENA_GROUP for more processes)",
+                   dev, ga_opt.group, GA_GROUP_SLOTS);
+        return 0;
+    }
+    if (d->group)
+        ga_group_set_figures(d->group, ga_dev_in_use(d), (uint64_t)after, 0,
+                             ga_mode_name(ga_opt.mode));
+    return 1;
+}
+
+void ga_dev_hold(int dev, uint64_t bytes)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    int64_t after = atomic_fetch_add_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
+                    + (int64_t)bytes;
+    if (d->group) {
+        ga_group_hold(d->group, bytes);
+        ga_group_set_figures(d->group, ga_dev_in_use(d), (uint64_t)after, 0,
+                             ga_mode_name(ga_opt.mode));
+    }
+}
+
+/* The ledger gets a member's figures when it reserves or releases memory (ga_dev_commit), which an
+ * arena member does once: `gpuarena top` would show it with nothing in use. So the figures are
+ * also shown as allocations come and go, once 1/256 of the cap has moved since the last time or
+ * after 64 changes: a large allocation shows at once, and churn costs a few stores per 64 calls.
+ * c->lock held (the counts are the context's). */
+void ga_ctx_publish(ga_ctx_t *c, int64_t delta)
+{
+    ga_dev_t *d = &ga_devs[c->dev];
+    atomic_fetch_add_explicit(&d->in_use, delta, memory_order_relaxed); /* every change, shown or not */
+    c->pub_moved += (uint64_t)(delta < 0 ? -delta : delta);
+    if (c->pub_moved < d->cap / 256 && ++c->pub_calls < 64)
+        return;
+    c->pub_moved = 0;
+    c->pub_calls = 0;
+    ga_group_set_figures(d->group, ga_dev_in_use(d), ga_dev_held(c->dev), 0,
+                         ga_mode_name(ga_opt.mode));
+}
+
+void ga_dev_uncommit(int dev, uint64_t bytes)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    int64_t after = atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
+                    - (int64_t)bytes;
+    if (d->group) {
+        ga_group_uncommit(d->group, bytes);
+        ga_group_set_figures(d->group, ga_dev_in_use(d), after > 0 ? (uint64_t)after : 0, 0,
+                             ga_mode_name(ga_opt.mode));
+    }
+}
+
+void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free, uint64_t *total)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    uint64_t cap = d->cap < phys_total ? d->cap : phys_total;
+    uint64_t held = d->group ? ga_group_used(d->group) : ga_dev_held(dev);
+    uint64_t inside = 0;
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
+        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
+            continue;
+        /* A context inside its teardown holds its lock through the driver's call, which waits
+         * for its queued work: its pool is not counted (its idle bytes serve no one else, and
+         * leave the cap with it), rather than this view waiting for that work (h34 F4). */
+        int got;
+        while ((got = ga_mutex_lock_for(&c->lock, GA_CLOSING_POLL_NS)) != 0 &&
+               !atomic_load(&c->closing))
+            ;
+        if (got != 0)
+            continue;
+        if (c->pool && !atomic_load(&c->dead)) {
+            ga_stats_t s;
+            ga_pool_stats(c->pool, &s);
+            inside += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
+            inside += c->pend_bytes; /* freed by the program, waiting for the device (fence.c) */
+        }
+        ga_mutex_unlock(&c->lock);
+    }
+    inside += ga_mempool_kept(dev); /* kept by the driver's pools: trimmed when needed */
+    uint64_t room = cap > held ? cap - held : 0;
+    uint64_t g = ga_opt.mode == GA_MODE_VMM ? ga_vmm_granule(dev) : 0;
+    if (g > 1) {
+        /* vmm maps whole granules under the cap: what a cap that is no multiple of one (50% of
+         * a device) leaves past the last granule can never be allocated, and a program that
+         * sized itself from the free figure was refused its first allocation (h34 F5) */
+        cap -= cap % g;
+        room -= room % g;
+    } else if (ga_opt.mode == GA_MODE_PLATFORM) {
+        /* Platform mode counts a pass-through stream-ordered block in 512-byte units against the
+         * cap, a cuMemAlloc block in exact bytes: the free figure is whole units, so that both
+         * calls can take it (cuMemAllocAsync of an exact-bytes figure was refused: h34 F1) */
+        room -= room % GA_ALIGN;
+    }
+    uint64_t f = room + inside;
+    if (f > phys_free + inside)
+        f = phys_free + inside;
+    *free = f > cap ? cap : f;
+    *total = cap;
+}
+
+/* The handles stay set: threads still allocating while the process exits go on calling in, and
+ * ga_group_close leaves them a valid, mapped handle that refuses further commits. */
+void ga_dev_close_groups(void)
+{
+    for (int d = 0; d < GA_MAX_DEVICES; d++)
+        if (atomic_load(&ga_devs[d].known) && ga_devs[d].group)
+            ga_group_close(ga_devs[d].group);
+}
+
+/* ga_mem_view for a device the shim has not set up: the process has made no CUDA call yet (a tool
+ * that reads NVML and never uses CUDA, a framework that asks NVML first), so there is no context
+ * and no driver figure to use. The cap comes from the options alone: GPUARENA_LIMIT, or HAMi's
+ * CUDA_DEVICE_MEMORY_LIMIT without a device suffix (a suffixed one names a CUDA ordinal, which only
+ * the driver can map to this UUID); used is what the group's members hold, read from its ledger
+ * without joining, or nothing (this process holds nothing yet). */
+static int ga_mem_view_early(const uint8_t uuid[16], uint64_t real_total, uint64_t *total,
+                             uint64_t *used)
+{
+    if (ga_ensure_init() == CUDA_ERROR_INVALID_VALUE)
+        return 0; /* a bad setting: said at init; the hooks refuse, NVML passes through */
+    uint64_t cap = UINT64_MAX, hami = 0;
+    if (ga_opt.limit_bytes)
+        cap = ga_opt.limit_bytes;
+    else if (ga_opt.limit_percent > 0)
+        cap = (uint64_t)((double)real_total * ga_opt.limit_percent / 100.0);
+    else if (ga_hami_limit(environ, -1, &hami, NULL, 0) > 0)
+        cap = hami;
+    if (cap >= real_total && !ga_opt.group)
+        return 0; /* not capped: the real answer */
+    uint64_t sum = 0;
+    if (ga_opt.group) {
+        ga_group_member_t m[GA_GROUP_SLOTS];
+        int n = ga_group_list(ga_opt.group_dir, ga_opt.group, uuid, m, GA_GROUP_SLOTS);
+        for (int i = 0; i < n && i < GA_GROUP_SLOTS; i++)
+            sum += m[i].committed;
+    }
+    *total = cap < real_total ? cap : real_total;
+    *used = sum < *total ? sum : *total;
+    return 1;
+}
+
+/* The driver's cuMemGetInfo in a live context of dev (none current here may be dev's): the first
+ * one whose teardown has not begun, named as ga_ctx_sync_named names one, so that a
+ * context another thread is destroying, or has destroyed, is never pushed (h34 F2: the first
+ * state not yet dead was, during the driver's teardown). CUDA_ERROR_INVALID_CONTEXT: none. */
+static CUresult ga_dev_driver_info(int dev, size_t *pfree, size_t *ptotal)
+{
+    CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+    for (ga_ctx_t *c = ga_ctx_first(); c && r == CUDA_ERROR_INVALID_CONTEXT; c = ga_ctx_next(c)) {
+        if (c->dev != dev || atomic_load(&c->dead) || atomic_load(&c->closing))
+            continue; /* (a closing one is passed by even before its driver call) */
+        CUcontext ctx = atomic_load(&c->ctx);
+        atomic_fetch_add(&c->users, 1);
+        if (atomic_load(&c->closing) < 2 && !atomic_load(&c->dead) && atomic_load(&c->ctx) == ctx &&
+            atomic_load(&c->dev) == dev) {
+            int pushed = ga_ctx_enter(ctx);
+            ga_tl_busy++;
+            r = ga_real.cuMemGetInfo_v2(pfree, ptotal);
+            ga_tl_busy--;
+            ga_ctx_leave(pushed);
+            if (r == CUDA_ERROR_INVALID_CONTEXT)
+                r = CUDA_ERROR_UNKNOWN; /* tried: the fallback figures below */
+        }
+        atomic_fetch_sub(&c->users, 1);
+    }
+    return r;
+}
+
+/* NVML's hooks (nvml.c) answer with the same view as cuMemGetInfo. */
+int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, uint64_t *used)
+{
+    if (!atomic_load_explicit(&ga_init_done, memory_order_acquire))
+        return ga_mem_view_early(uuid, real_total, total, used);
+    if (ga_init_error)
+        return ga_init_error == CUDA_ERROR_INVALID_VALUE ? 0
+                                                         : ga_mem_view_early(uuid, real_total, total, used);
+    for (int dev = 0; dev < GA_MAX_DEVICES; dev++) {
+        ga_dev_t *d = &ga_devs[dev];
+        if (!atomic_load_explicit(&d->known, memory_order_acquire) || memcmp(d->uuid, uuid, 16))
+            continue;
+        if (d->cap >= d->physical_total && !d->group)
+            return 0; /* not capped: the real answer */
+        size_t pfree = 0, ptotal = 0;
+        CUresult r = ga_dev_driver_info(dev, &pfree, &ptotal);
+        if (r != CUDA_SUCCESS) /* no context on that device yet: the cap against the total */
+            pfree = ptotal = d->physical_total == UINT64_MAX ? d->cap : d->physical_total;
+        uint64_t f, t;
+        ga_dev_view(dev, pfree, ptotal, &f, &t);
+        *total = t;
+        *used = t - f;
+        /* With a context, cuMemGetInfo's view: the device's free memory is in it already. */
+        return r == CUDA_SUCCESS ? 2 : 1;
+    }
+    return ga_mem_view_early(uuid, real_total, total, used); /* a device CUDA has not set up */
+}
+
+uint64_t ga_dev_held(int dev)
+{
+    int64_t n = atomic_load_explicit(&ga_devs[dev].committed, memory_order_relaxed);
+    return n > 0 ? (uint64_t)n : 0;
+}

@@ -449,37 +449,50 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return CUDA_SUCCESS;
 }
 
-/* The attributes of byte counts (cuuint64_t); the reuse policies (int) are taken and not used. */
-CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+/* The pool attributes, read (set 0) or written: the byte counts are cuuint64_t, the reuse
+ * policies int (always on here; a value written is taken and not used), and of the high
+ * watermarks only a reset to zero may be written. */
+static CUresult sim_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value, int set)
 {
-    SIM_ENTER(cuMemPoolSetAttribute);
     sim_pool_t *p;
     int dev;
     CUresult r = sim_pool_get(pool, &p, &dev);
     if (r != CUDA_SUCCESS || !value)
         return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t *u = value;
     pthread_mutex_lock(&sim_lock);
-    cuuint64_t v = 0;
     switch (attr) {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        if (!set)
+            *(int *)value = 1;
         break;
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-        p->threshold = *(cuuint64_t *)value;
-        break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: /* only a reset to zero is allowed */
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-        memcpy(&v, value, sizeof v);
-        if (v != 0) {
-            r = CUDA_ERROR_INVALID_VALUE;
-            break;
-        }
-        if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
-            p->used_high = p->used;
+        if (set)
+            p->threshold = *u;
         else
-            p->reserved_high = p->used + p->kept;
+            *u = p->threshold;
         break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        if (set)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            *u = attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT ? p->used : p->used + p->kept;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: {
+        unsigned long long *high = attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH ? &p->used_high
+                                                                         : &p->reserved_high;
+        if (!set)
+            *u = *high;
+        else if (*u != 0)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            *high = attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH ? p->used : p->used + p->kept;
+        break;
+    }
     default:
         r = CUDA_ERROR_INVALID_VALUE;
     }
@@ -487,30 +500,16 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     return r;
 }
 
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    SIM_ENTER(cuMemPoolSetAttribute);
+    return sim_pool_attr(pool, attr, value, 1);
+}
+
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     SIM_ENTER(cuMemPoolGetAttribute);
-    sim_pool_t *p;
-    int dev;
-    CUresult r = sim_pool_get(pool, &p, &dev);
-    if (r != CUDA_SUCCESS || !value)
-        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&sim_lock);
-    switch (attr) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-        *(int *)value = 1;
-        break;
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->threshold; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->used + p->kept; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
-    default: r = CUDA_ERROR_INVALID_VALUE;
-    }
-    pthread_mutex_unlock(&sim_lock);
-    return r;
+    return sim_pool_attr(pool, attr, value, 0);
 }
 
 /* ---- information ---- */

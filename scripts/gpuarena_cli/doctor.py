@@ -252,7 +252,9 @@ def frameworks(python, timeout):
             continue
         last = (se.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
         if p.returncode == 0:
-            out[name] = {"status": "imports", "detail": so.decode().strip() or "unknown"}
+            # the version is the child's last line: an import may print before it (a banner)
+            said = so.decode("utf-8", "replace").strip().splitlines()
+            out[name] = {"status": "imports", "detail": (said[-1][:200] if said else "") or "unknown"}
         elif p.returncode == 4:
             out[name] = {"status": "absent", "detail": "not installed"}
         else:

@@ -407,6 +407,7 @@ class Doctor(unittest.TestCase):
             marker = os.path.join(d, "torch-imported-by")
             for name, body in (
                     ("torch", f"import os\nopen({marker!r}, 'w').write(str(os.getppid()))\n"
+                              "print('a banner the import prints')\n"
                               "__version__ = '9.9-fake'\n"),
                     ("jax", "raise ImportError('jaxlib is not installed (fake)')\n"),
                     ("cupy", "import time\ntime.sleep(60)\n")):

@@ -429,7 +429,7 @@ END_TEST
 /* A member that freed everything shows nothing in use: a free that gives memory back to the driver
  * (platform mode, vmm with GPUARENA_FREE_SYNC=none) wrote its figures before the block left the
  * in-use level, and `gpuarena top` showed IN USE 1 KiB beside RESERVED 0 B for as long as the
- * member lived (an outside test, 2026-12-06). 60 MiB, then 1000 bytes, each freed. */
+ * member lived (an outside test, 2026-12-06). 60 MiB, then 1000 bytes, each freed, then 3,000 kept. */
 START_TEST(group_top_in_use_not_above_reserved)
 {
     static const char *modes[] = {"GPUARENA_MODE=platform", "GPUARENA_MODE=vmm"};
@@ -443,8 +443,14 @@ START_TEST(group_top_in_use_not_above_reserved)
         if (member == 0) {
             member_start(modes[m]);
             CUdeviceptr p;
+            /* then 3,000 bytes kept (and 1,000 beside them freed, which writes the figures):
+             * platform counts them 3,072 in use (512-byte units), and reserved showed the exact
+             * 3,000 of the cap below it */
+            CUdeviceptr q;
             char ok = cuMemAlloc(&p, 60 * MiB) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS &&
-                              cuMemAlloc(&p, 1000) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS
+                              cuMemAlloc(&p, 1000) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS &&
+                              cuMemAlloc(&p, 3000) == CUDA_SUCCESS &&
+                              cuMemAlloc(&q, 1000) == CUDA_SUCCESS && cuMemFree(q) == CUDA_SUCCESS
                           ? 'y' : 'n';
             if (write(up[1], &ok, 1) != 1)
                 _exit(2);

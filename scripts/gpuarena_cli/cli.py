@@ -425,7 +425,7 @@ def do_report(a):
     for ext in (".json", ".png"):
         _not_over_input(a.trace, prefix + ext, "report file")
     trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
-    reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep)
+    reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace)
     if reserved is None:
         print(f"gpuarena: drawing bytes in use only, not reserved: {why}", file=sys.stderr)
     series = report_mod.in_use_series(trace)

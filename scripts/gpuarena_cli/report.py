@@ -23,13 +23,26 @@ from . import tracefile as tf
 MAX_SLICES = 20000  # above this the viewer slows to a crawl and slices are unreadable anyway
 
 
+# A block of this size or more is no device's and no replay's: the replay tool's address space
+# ends at 2^62 bytes, so it counts such a block a failed allocation (a negative size written
+# unsigned, say), and the curve does not draw it live: it drew 2.77e19 bytes in use, past 2^64,
+# beside a replay that said 2 failed allocations (an outside test, 2026-12-06).
+UNPLACEABLE = 1 << 62
+
+
 def in_use_series(trace):
-    """{device: [(time_ns, bytes in use)]}, one point per change (same-time changes merged)."""
+    """{device: [(time_ns, bytes in use)]}, one point per change (same-time changes merged);
+    blocks of UNPLACEABLE bytes or more are left out, as the replay fails them."""
     series, level, live = {}, {}, {}
     for ev in trace.events:
         kind, dev = ev[tf.T_KIND], ev[tf.T_DEVICE]
         key = (dev, ev[tf.T_ADDR])
-        if kind == tf.ALLOC:
+        if kind == tf.ALLOC and ev[tf.T_SIZE] >= UNPLACEABLE:
+            if key in live:  # its address's earlier block is gone all the same
+                level[dev] -= live.pop(key)
+            else:
+                continue
+        elif kind == tf.ALLOC:
             # An address allocated again while live: its earlier block is gone, as the replay
             # counts it (reused_addrs), not live for ever.
             level[dev] = level.get(dev, 0) - live.get(key, 0) + ev[tf.T_SIZE]
@@ -183,7 +196,7 @@ def read_timeline(path):
     return pts, peak
 
 
-def reserved_series(trace, mode, vmm_keep=None):
+def reserved_series(trace, mode, vmm_keep=None, name=None):
     """({device: [(time_ns, reserved bytes)]}, None), or (None, why not).
 
     The replay tool replays the trace in `mode` (arena: one region of its default size, twice the
@@ -192,7 +205,8 @@ def reserved_series(trace, mode, vmm_keep=None):
     one device at a time (the shim keeps one pool per context; a trace names no context, so a
     device's contexts replay as one pool), and
     writes reserved bytes after every event; its maximum is checked against the tool's
-    peak_reserved before it is drawn."""
+    peak_reserved before it is drawn. name: the user's file, which the tool's messages name
+    instead of the temporary it replays (they named a deleted /tmp file: an outside test)."""
     from . import replay
     if not trace.events:
         return None, "the trace is empty"
@@ -210,7 +224,8 @@ def reserved_series(trace, mode, vmm_keep=None):
         for dev in devices:
             csv = os.path.join(tmp, f"timeline{dev}.csv")
             doc = replay.run_tool(path, mode, find_min=False, timeline=csv,
-                                  device=dev if len(devices) > 1 else None, vmm_keep=vmm_keep)
+                                  device=dev if len(devices) > 1 else None, vmm_keep=vmm_keep,
+                                  name=name)
             pts, peak = read_timeline(csv)
             if not pts:
                 continue

@@ -163,6 +163,20 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         r = json.loads(p.stdout)["modes"]["platform"]
         self.assertEqual((r["peak_reserved"], r["unmatched_frees"]), (12288, 1))
 
+    def test_unplaceable_blocks_not_drawn(self):
+        """Blocks no replay can place (2^64 - 1 and 2^63 bytes: negative sizes written unsigned)
+        are not drawn in use (the curve reached 2.77e19 bytes), and the warning about them names
+        the user's file, not the report's deleted temporary."""
+        evs = [tf.event(0, 0x1000, (1 << 64) - 1, tf.ALLOC), tf.event(10, 0x2000, 1 << 63, tf.ALLOC),
+               tf.event(20, 0x3000, 1000, tf.ALLOC), tf.event(30, 0x3000, 0, tf.FREE)]
+        src = os.path.join(self.dir, "huge.gatrace")
+        tf.write(src, tf.Trace(evs))
+        doc, p = self.report(src, "--mode", "platform")
+        in_use = [e["args"]["in_use"] for e in doc["traceEvents"] if e["name"] == "in_use"]
+        self.assertEqual(max(in_use), 1000)
+        self.assertIn(f"gpuarena: {src}: the block of 18446744073709551615 bytes", p.stderr)
+        self.assertNotIn("/tmp/gpuarena-", p.stderr.replace(self.dir, "DIR"))
+
     def test_prefix_names_files(self):
         """-o and --plot take a PREFIX of files: a folder (DIR/ wrote DIR/.json, a hidden file)
         or an empty one (it fell back to the default name) is a usage error, and nothing is

@@ -456,12 +456,16 @@ def _run_mode(a):
 
 def _not_over_command(option, out, cmd):
     """UsageError when --stats/--trace names the program (found on PATH as the shell would) or
-    an existing file among its arguments: `--stats train.sh -- sh train.sh` (a completion slip
-    for train.json) replaced the script with the JSON, exit 0 (helper-60 F2)."""
+    an existing file among its arguments, an option's value written `--opt=FILE` included:
+    `--stats train.sh -- sh train.sh` (a completion slip for train.json) replaced the script with
+    the JSON, exit 0 (helper-60 F2)."""
     if out is None or out == "-" or "%p" in out:
         return
     prog = cmd[0] if os.sep in cmd[0] else shutil.which(cmd[0])
     named = [(prog, "the program")] + [(arg, "the file") for arg in cmd[1:]]
+    # the value of an option written as one argument, `--config=cfg.json` (an outside check)
+    named += [(arg.split("=", 1)[1], "the file") for arg in cmd[1:]
+              if arg.startswith("-") and "=" in arg]
     for path, what in named:
         if path and os.path.isfile(path) and runner.same_file(out, path):
             raise UsageError(f"{option} {out} is {what} {path} named in the command (or a link "

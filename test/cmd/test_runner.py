@@ -537,6 +537,7 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                                   ("--stats", os.path.join(d, "link.sh"), ["sh", script]),
                                   ("--stats", script, [script]),
                                   ("--stats", script, ["train.sh"]),
+                                  ("--stats", script, ["sh", FAKE, f"--config={script}"]),
                                   ("--trace", FAKE, [sys.executable, FAKE, "0"])):
                 p = self.run_cli("run", "--sim", opt, out, "--", *cmd, env=path_env)
                 self.assertEqual(p.returncode, 2, (opt, out, cmd, p.stderr))

@@ -405,7 +405,7 @@ GROUP_NAME_MAX = 64  # shim/ga_group.h GA_GROUP_NAME_MAX
 
 
 def _p_name(v):
-    # The shim's rule (shim/group.c ga_group_name_ok): the name is part of the ledger's file name.
+    # The shim's rule (shim/group_host.c ga_group_name_ok): the name is part of the ledger's file name.
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,%d}" % GROUP_NAME_MAX, v) or v in (".", ".."):
         raise GaError(f"GPUARENA_GROUP='{v}' is not a group name: use 1 to {GROUP_NAME_MAX} "
                       "letters, digits, '-', '_' or '.' (e.g. GPUARENA_GROUP=team-a)")
@@ -505,7 +505,7 @@ VMM_GRANULE = 2 << 20  # the recommended granularity of current GPUs (the shim a
 
 def hami_limit(env, dev):
     """(bytes, variable) of a device plugin's cap for CUDA device dev, as the shim reads it when
-    GPUARENA_LIMIT is unset (shim/group.c ga_hami_limit): CUDA_DEVICE_MEMORY_LIMIT_<dev>, else
+    GPUARENA_LIMIT is unset (shim/group_host.c ga_hami_limit): CUDA_DEVICE_MEMORY_LIMIT_<dev>, else
     CUDA_DEVICE_MEMORY_LIMIT, in the size grammar (HAMi's 8192m, 8g, bytes); (None, None) when
     neither is set. GaError for a value the shim refuses."""
     for name in (f"CUDA_DEVICE_MEMORY_LIMIT_{dev}", "CUDA_DEVICE_MEMORY_LIMIT"):

@@ -18,7 +18,7 @@ import gatest
 from gpuarena_cli.fmt import parse_size
 
 K8S = os.path.join(gatest.REPO, "examples", "kubernetes")
-NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # shim/group.c's rule for GPUARENA_GROUP
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # shim/group_host.c's rule for GPUARENA_GROUP
 PROBE = os.path.join(gatest.BUILD, "test", "sizeprobe")
 SIM_DIR = os.path.join(gatest.BUILD, "sim")
 SHIM = os.path.join(gatest.BUILD, "lib", "libgpuarena.so")

@@ -1,11 +1,10 @@
-# test/group/: the group ledger (shim/group.c) and the NVML hooks (shim/nvml.c) on their own, without
+# test/group/: the group ledger (shim/group.c, shim/group_host.c) and the NVML hooks (shim/nvml.c) on their own, without
 # the shim: tier test-group -> $(RESULTS)/group.tap.
 #   group_test    real processes and threads against the ledger (no CUDA)
 #   nvml_test     nvml.c over the simulated NVML, preloaded as libganvml.so (nvml.c, the ledger and
 #                 nvml_view.c's stand-in ga_mem_view), one case per run
 #   group_member  the small member process the `gpuarena top` tests (test/cmd/test_top.py) start
 # The ledger's object is compiled apart from the shim's, so this tier builds while the shim does not.
-GROUP_OBJ       := $(BUILD)/obj/group/group.o
 GROUP_TEST      := $(BUILD)/test/group_test
 GROUP_MEMBER    := $(BUILD)/test/group_member
 GROUP_NVML_LIB  := $(BUILD)/test/libganvml.so
@@ -14,7 +13,8 @@ GROUP_NVML_TEST := $(BUILD)/test/nvml_test
 ALL += $(GROUP_TEST) $(GROUP_MEMBER) $(GROUP_NVML_LIB) $(GROUP_NVML_TEST)
 TEST_TIERS += test-group
 
-$(GROUP_OBJ): shim/group.c shim/ga_group.h shim/group_layout.h allocator/ga_size.h
+$(GROUP_OBJ): $(BUILD)/obj/group/%.o: shim/%.c shim/ga_group.h shim/group_layout.h shim/group_host.h \
+		allocator/ga_size.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -c $< -o $@
 

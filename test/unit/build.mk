@@ -13,11 +13,11 @@ $(BUILD)/obj/test/unit/%.o: test/unit/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -Iallocator -Itest/unit -MMD -MP -c $< -o $@
 
-# test_hami.c tests the device plugins' limit parser in shim/group.c (plain C, no CUDA): its object
-# comes from test/group/build.mk.
-$(UNIT_BIN): $(UNIT_OBJ) $(BUILD)/obj/group/group.o $(BUILD)/lib/libgaalloc.a
+# test_hami.c tests the device plugins' limit parser in shim/group_host.c (plain C, no CUDA): the
+# ledger's objects (GROUP_OBJ, shim/build.mk) come from test/group/build.mk's rule.
+$(UNIT_BIN): $(UNIT_OBJ) $(GROUP_OBJ) $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS_COMMON) -o $@ $(UNIT_OBJ) $(BUILD)/obj/group/group.o $(BUILD)/lib/libgaalloc.a \
+	$(CC) $(LDFLAGS_COMMON) -o $@ $(UNIT_OBJ) $(GROUP_OBJ) $(BUILD)/lib/libgaalloc.a \
 	  $(CHECK_LIBS) -lpthread
 
 .PHONY: test-unit

@@ -550,8 +550,15 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
         mr->size = o->limit;
     }
     if (m == GA_REPLAY_VMM) {
-        ro.arena_size = !peak ? GA_ALIGN : peak > SIZE_MAX / 4 ? SIZE_MAX / 4 * 2 / GA_ALIGN * GA_ALIGN
-                                                           : 2 * peak; /* the virtual range */
+        /* The virtual range: twice the peak, as the shim reserves twice the cap, and at least 64
+         * granules, the least the pool itself ever takes. A trace of 1 MiB had a range of one
+         * granule: its best fit outgrew it and a second range mapped a second granule (4.00x the
+         * live peak on minimalloc_K, where a GPU's range, twice its memory, maps one). */
+        size_t gran = o->granularity ? o->granularity : GA_REPLAY_GRANULARITY;
+        size_t least = gran > SIZE_MAX / 4 / 64 ? gran : 64 * gran;
+        ro.arena_size = peak > SIZE_MAX / 4 ? SIZE_MAX / 4 * 2 / GA_ALIGN * GA_ALIGN : 2 * peak;
+        if (ro.arena_size < least)
+            ro.arena_size = least;
         ro.keep = o->keep_set ? o->keep : GA_VMM_KEEP_DEFAULT;
         ro.granularity = o->granularity; /* 0: GA_REPLAY_GRANULARITY */
     }

@@ -289,6 +289,27 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
             self.assertIn(why, p.stderr)
             self.assertNotIn("Traceback", p.stderr)
 
+    def test_vmm_small_trace_maps_its_granule_bound(self):
+        """A trace whose live peak is under a granule maps one granule in vmm mode: the replay's
+        range is at least 64 granules (it was twice the live peak, one granule, and minimalloc_K
+        outgrew it into a second range: two granules, 4.00x its peak)."""
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        for name in ("minimalloc_K.csv", "minimalloc_A.csv"):
+            src = os.path.join(gatest.TRACES, "lifetimes", name)
+            for gran, bound in (("2MiB", 2 << 20), ("64KiB", None)):
+                p = subprocess.run([tool, "--json", "--mode", "vmm", "--granularity", gran, src],
+                                   stdout=subprocess.PIPE, text=True, check=True)
+                doc = json.loads(p.stdout)
+                r = doc["modes"]["vmm"]
+                self.assertEqual(r["failed_allocs"], 0, name)
+                g = 2 << 20 if bound else 64 << 10
+                least = -(-doc["peak_live"] // g) * g  # no placement maps less
+                if bound:
+                    self.assertEqual(r["peak_reserved"], bound, (name, gran))
+                    self.assertEqual(r["backend_maps"], 1, (name, gran))
+                self.assertGreaterEqual(r["peak_reserved"], least, (name, gran))
+                self.assertLessEqual(r["peak_reserved"], 2 * least, (name, gran))
+
     def test_options_of_modes_not_replayed(self):
         """An option of a mode not among those replayed is a usage error, in the command and in
         the tool, not ignored: --arena-size without arena, --limit with arena only, --vmm-keep

@@ -472,6 +472,26 @@ def _not_over_command(option, out, cmd):
                              "to it): writing it would replace it; give another path")
 
 
+def _check_out_folder(option, path, what):
+    """GaError, before any program runs, when the folder an output goes to is missing or cannot
+    be written: a training run of hours lost its statistics or trace at the end (helper-67 F1).
+    A real file is made and removed, not os.access: root passes that check where sysfs still
+    refuses."""
+    if not path or path == "-":
+        return
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise GaError(f"{option} {path}: the folder {folder} does not exist; create it or give "
+                      f"another {what} (checked before the program runs)")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuarena-check-"):
+            pass
+    except OSError as e:
+        raise GaError(f"{option} {path}: cannot write in the folder {folder} ({e.strerror}); "
+                      f"give a {what} in a folder you can write (checked before the program "
+                      "runs)") from None
+
+
 def do_run(a):
     cmd = _command(a)
     mode = _run_mode(a)
@@ -486,6 +506,8 @@ def do_run(a):
         _not_over_command(option, out, cmd)
     extra = runner.parse_env_pairs(a.env)
     _check_env("run", extra, a.trace is not None)
+    _check_out_folder("--stats", a.stats, "path")
+    _check_out_folder("--trace", a.trace, "path")
     paths.shim()  # our own setup first: its message says how to build it
     if not a.sim:
         runner.require_driver("run", extra)
@@ -503,18 +525,7 @@ def do_compare(a):
     _fraction_needs_pool(a, a.modes, "--modes")
     _check_prefix("--plot", a.plot)
     a.plot = _strip_ext(a.plot) if a.plot else a.plot
-    folder = os.path.dirname(a.plot or "") or "."
-    if a.plot and not os.path.isdir(folder):
-        raise GaError(f"--plot {a.plot}: the folder {folder} does not exist; "
-                      "create it or give another PREFIX (checked before any mode runs)")
-    if a.plot:
-        try:  # a real file, not os.access: root passes that check where sysfs still refuses
-            with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuarena-plot-"):
-                pass
-        except OSError as e:
-            raise GaError(f"--plot {a.plot}: cannot write in the folder {folder} ({e.strerror}); "
-                          "give a PREFIX in a folder you can write (checked before any mode "
-                          "runs)") from None
+    _check_out_folder("--plot", a.plot, "PREFIX")
     extra = runner.parse_env_pairs(a.env)
     _check_env("compare", extra)
     trace = extra.get("GPUARENA_TRACE", os.environ.get("GPUARENA_TRACE"))
@@ -541,10 +552,20 @@ def do_compare(a):
         print(f"gpuarena: the program started several CUDA processes ({', '.join(several)}); "
               "each column sums their statistics, a peak as the sum of each process's own "
               "peak", file=sys.stderr)
+    for m, r in results.items():  # a misspelt setting, an out-of-memory explained (helper-67 F3)
+        if r["shim_said"]:
+            print(f"gpuarena: mode {m}: the shim said:\n  " + "\n  ".join(r["shim_said"]),
+                  file=sys.stderr)
     failed = [m for m, r in results.items() if r["stats"] is None]
     for m in failed:
         print(f"gpuarena: {runner.no_stats_message(m, results[m])}", file=sys.stderr)
-    return 1 if failed else 0
+    for m, r in results.items():
+        if r["exit"] and m not in failed:
+            print(f"gpuarena: {runner.failed_run_message(m, r)}", file=sys.stderr)
+    # 1 when a column is missing, or when the program failed in every mode: a script's
+    # `gpuarena compare ... && next` must not go on from a comparison of failures. A program
+    # that fails in some modes only (an out-of-memory under a cap) is a result: 0, said above.
+    return 1 if failed or all(r["exit"] for r in results.values()) else 0
 
 
 def do_doctor(a):

@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from . import GaError, UsageError
@@ -152,20 +153,27 @@ class Stopped(Exception):
     """A forwarded signal ended the work early; `code` is the status to exit with."""
 
     def __init__(self, signum):
-        super().__init__(f"stopped by {signal.Signals(signum).name}, passed on to the program")
+        super().__init__(f"stopped by {signal.Signals(signum).name}, " +
+                         ("which the program got too (Ctrl-C reaches its whole process group)"
+                          if signum == signal.SIGINT else "passed on to the program"))
         self.code = 128 + signum
 
 
 class Forwarding:
     """While in effect, SIGTERM and SIGHUP go to the program being run (spawn) instead of
     killing this command; `got` is the last one received. Handlers are in place before the
-    program starts, so a signal that arrives while it is being started is passed on at once."""
+    program starts, so a signal that arrives while it is being started is passed on at once.
+    SIGINT (Ctrl-C) is the terminal's, sent to its whole foreground process group, the program
+    included: the command leaves it to the program and waits for it to end, so that a program
+    that saves its work on Ctrl-C can (the command killed it 0.25 s later, as subprocess.run
+    does, and the program's handler and the shim's statistics were lost: helper-67 F2). Only a
+    second SIGINT is passed on as well, for a SIGINT sent to the command alone (kill -INT)."""
 
     def __init__(self):
-        self.proc, self.got, self.old = None, None, {}
+        self.proc, self.got, self.old, self.interrupts = None, None, {}, 0
 
     def __enter__(self):
-        for s in FORWARDED:
+        for s in FORWARDED + (signal.SIGINT,):
             self.old[s] = signal.signal(s, self._handle)
         return self
 
@@ -175,6 +183,10 @@ class Forwarding:
 
     def _handle(self, signum, _frame):
         self.got = signum
+        if signum == signal.SIGINT:
+            self.interrupts += 1
+            if self.interrupts < 2:
+                return  # the program has it from the terminal
         if self.proc is not None:
             self.proc.send_signal(signum)  # a no-op once the program is reaped
 
@@ -201,18 +213,9 @@ class Forwarding:
                     "check the program")
             raise GaError(f"cannot execute {cmd[0]}: {e.strerror} ({hint})") from None
         try:
-            if self.got is not None:
+            if self.got is not None and self.got != signal.SIGINT:
                 self.proc.send_signal(self.got)
             self.proc.wait()
-        except BaseException:
-            # Ctrl-C: the terminal sent SIGINT to the program too. Give it a moment to exit on
-            # its own, as subprocess.run does, then make sure it is gone.
-            try:
-                self.proc.wait(timeout=0.25)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            raise
         finally:
             proc, self.proc = self.proc, None
         return proc
@@ -389,22 +392,68 @@ def _report_run(found, stats_path, env, trace):
               f"{human_bytes(t.get('peak_reserved'))}", file=sys.stderr)
 
 
-def _one_run(fwd, cmd, env, tmp, tag):
+# What compare keeps of a run's output (the program's stdout and stderr together): its last
+# bytes, for the lines shown when the run failed, and the first distinct lines the shim printed
+# ("gpuarena: ..."; a misspelt setting, an out-of-memory explained), shown under the table.
+OUTPUT_TAIL_KEPT = 1 << 16
+SHIM_LINES_KEPT = 20
+SHIM_LINE_MAX = 1000
+
+
+class _Output:
+    """Reads a run's output from a pipe while the program runs and keeps only OUTPUT_TAIL_KEPT
+    bytes of it and SHIM_LINES_KEPT shim lines: a run costs bounded memory and no disk however
+    much it prints. Before, each run's whole output went to a temporary file kept until the
+    table was printed: 573 MiB after 30 runs of a program printing 19 MiB (helper-67 F4)."""
+
+    def __init__(self, pipe, shim_lines):
+        self.tail, self.shim, self._line = bytearray(), shim_lines, b""
+        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _read(self, pipe):
+        with pipe:
+            while chunk := os.read(pipe.fileno(), 65536):
+                self.tail += chunk
+                if len(self.tail) > 2 * OUTPUT_TAIL_KEPT:
+                    del self.tail[:len(self.tail) - OUTPUT_TAIL_KEPT]
+                lines = (self._line + chunk).split(b"\n")
+                self._line = lines.pop()[:SHIM_LINE_MAX]  # a line's start is what is looked at
+                for line in lines:
+                    self._note(line)
+            self._note(self._line)
+
+    def _note(self, line):
+        if line.startswith(b"gpuarena:") and len(self.shim) < SHIM_LINES_KEPT:
+            text = line[:SHIM_LINE_MAX].decode("utf-8", "replace").rstrip()
+            if text not in self.shim:
+                self.shim.append(text)
+
+    def finish(self):
+        """The last 2,000 bytes, once the program's end closed the pipe. A process the program
+        left running may hold the pipe open: after 2 s the output read so far is used."""
+        self._thread.join(timeout=2)
+        return bytes(self.tail[-2000:]).decode("utf-8", "replace")
+
+
+def _one_run(fwd, cmd, env, tmp, tag, shim_lines):
     """(wall_ns, exit code, stats or None, output tail, processes) of one run of cmd: stats
     summed over the CUDA processes that wrote any (statsfiles.merge); Stopped when a forwarded
-    signal arrived (the runs left are not started)."""
+    signal arrived (the runs left are not started). The shim's lines go to shim_lines."""
     folder = os.path.join(tmp, tag)
     os.mkdir(folder)
     env = dict(env, GPUARENA_STATS=statsfiles.template(folder))
-    with open(os.path.join(tmp, f"{tag}.out"), "w+b") as out:
+    r, w = os.pipe()
+    out = _Output(os.fdopen(r, "rb", buffering=0), shim_lines)  # its thread closes the pipe
+    try:
         t0 = time.perf_counter_ns()
-        proc = fwd.spawn(cmd, env, stdout=out, stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL)
+        proc = fwd.spawn(cmd, env, stdout=w, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         wall = time.perf_counter_ns() - t0
-        if fwd.got is not None:
-            raise Stopped(fwd.got)
-        out.seek(max(0, out.seek(0, 2) - 2000))
-        tail = out.read().decode("utf-8", "replace")
+    finally:
+        os.close(w)  # the program's copies are its own: the reader sees the end when they go
+    tail = out.finish()
+    if fwd.got is not None:
+        raise Stopped(fwd.got)
     docs = [doc for _path, doc in statsfiles.collect(folder, read_stats)]
     stats = None if not docs else docs[0] if len(docs) == 1 else statsfiles.merge(docs,
                                                                                    _guess_unit)
@@ -415,6 +464,15 @@ def _one_run(fwd, cmd, env, tmp, tag):
 NO_STATS_WHY = ("it made no CUDA allocation (statistics are written only by a process that "
                 "allocated), the shim refused a setting (its message comes first), or "
                 "it exited through a crash or _exit before the shim's exit handler")
+
+
+def failed_run_message(mode, result, lines=10):
+    """compare's line for a mode whose program exited non-zero: its code and last output lines."""
+    said = set(result.get("shim_said", ()))  # shown already, under "the shim said"
+    tail = [ln for ln in result["output_tail"].rstrip("\n").split("\n")
+            if ln.rstrip() not in said][-lines:]
+    return (f"mode {mode}: the program exited {result['exit']}; " +
+            ("its last output:\n" + "\n".join(tail) if any(tail) else "it printed nothing"))
 
 
 def no_stats_message(mode, result):
@@ -433,12 +491,14 @@ def compare(cmd, modes, repeat=1, settings=None, sim=False, extra=None):
     with Forwarding() as fwd, tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
         for m in modes:
             env = child_env(dict(settings or {}, **modes_mod.ENV[m]), sim, extra)
-            runs = [_one_run(fwd, cmd, env, tmp, f"{m}-{i}") for i in range(repeat)]
+            said = []
+            runs = [_one_run(fwd, cmd, env, tmp, f"{m}-{i}", said) for i in range(repeat)]
             med = statistics.median_low([r[0] for r in runs])
             wall, code, stats, tail, procs = next(r for r in runs if r[0] == med)
             results[m] = {"wall_ns": wall, "walls_ns": [r[0] for r in runs], "exit": code,
                           "stats": stats, "processes": procs,
-                          "output_tail": tail if code or stats is None else ""}
+                          "output_tail": tail if code or stats is None else "",
+                          "shim_said": said}
     return results
 
 

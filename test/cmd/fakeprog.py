@@ -5,7 +5,9 @@ It writes a statistics JSON where GPUARENA_STATS points, as the shim would at ex
 decisions.md: options, totals and their units; format 1 with FAKE_STATS_FORMAT=1), with figures
 that depend on the mode so a test can tell the columns apart, a vmm-only figure so the table's
 rows are the union over modes, and records the environment it was given (key "seen_env") so a
-test can check what the command set. Usage: fakeprog.py EXIT_CODE [--no-stats].
+test can check what the command set. Usage: fakeprog.py EXIT_CODE [--no-stats]. Environment:
+FAKE_SAY (a line printed on stderr, as the shim's), FAKE_NOISE (bytes printed, then the bytes
+under TMPDIR appended to the file FAKE_NOISE_LOG), FAKE_FAIL_MODE (exit 1 in that mode).
 """
 
 import json
@@ -56,6 +58,20 @@ def main():
                  "wall_ns": 1000, "totals": totals, "units": units, "by_api": {},
                  "contexts": [], "seen_env": seen}
     print(f"fakeprog: mode {mode}")
+    if os.environ.get("FAKE_SAY"):  # a line as the shim prints them, on stderr
+        print(os.environ["FAKE_SAY"], file=sys.stderr)
+    noise = int(os.environ.get("FAKE_NOISE", "0"))  # bytes of output, then what TMPDIR holds
+    if noise:
+        sys.stdout.flush()
+        chunk = b"x" * 65535 + b"\n"
+        for _ in range(noise // len(chunk)):
+            os.write(1, chunk)
+        held = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in
+                   os.walk(os.environ["TMPDIR"]) for f in fs)
+        with open(os.environ["FAKE_NOISE_LOG"], "a") as f:
+            f.write(f"{held}\n")
+    if os.environ.get("FAKE_FAIL_MODE") == mode:
+        code = 1
     path = os.environ.get("GPUARENA_STATS", "").replace("%p", str(os.getpid()))
     if path and "--no-stats" not in sys.argv:
         with open(path + ".tmp", "w") as f:

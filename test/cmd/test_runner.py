@@ -212,6 +212,134 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                 self.assertEqual((len(pids), got), (1, [sig.name]))  # no run started after it
                 self.assertEqual(left, [])
 
+    def test_ctrl_c_is_left_to_the_program(self):
+        """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) reaches the program
+        itself: the command waits while the program's handler finishes its work, then exits with
+        the program's code (helper-67 F2: the program was SIGKILLed 0.25 s after, its handler cut
+        off). A SIGINT sent to the command alone is passed on the second time."""
+        prog = ("import os, signal, sys, time\n"
+                "marker = sys.argv[1]\n"
+                "def on(sig, _):\n"
+                "    open(marker, 'a').write('INT\\n')\n"
+                "    while not os.path.exists(marker + '.release'):\n"
+                "        time.sleep(0.01)\n"
+                "    open(marker, 'a').write('saved\\n')\n"
+                "    sys.exit(5)\n"
+                "signal.signal(signal.SIGINT, on)\n"
+                "open(marker + '.ready', 'a').close()\n"
+                "while True:\n    signal.pause()\n")
+        for sub, group in (("run", True), ("compare", True), ("run", False)):
+            with self.subTest(sub=sub, group=group):
+                d = tempfile.mkdtemp(dir=self.tmp.name)
+                marker = os.path.join(d, "got")
+                extra = ("--modes", "arena,grow") if sub == "compare" else ()
+                proc = subprocess.Popen([sys.executable, gatest.SCRIPT, sub, "--sim", *extra,
+                                         "--", sys.executable, "-c", prog, marker],
+                                        env=dict(os.environ, **self.env), start_new_session=True,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                try:
+                    for _ in range(1200):  # the program's handler in place (a minute at most)
+                        if os.path.exists(marker + ".ready") or proc.poll() is not None:
+                            break
+                        time.sleep(0.05)
+                    self.assertIsNone(proc.poll(), "the command ended before its program")
+                    if group:  # what a terminal's Ctrl-C does
+                        os.killpg(proc.pid, signal.SIGINT)
+                    else:
+                        proc.send_signal(signal.SIGINT)
+                        time.sleep(0.2)
+                        self.assertFalse(os.path.exists(marker), "a first SIGINT to the "
+                                         "command alone was passed on")
+                        proc.send_signal(signal.SIGINT)
+                    for _ in range(1200):
+                        if os.path.exists(marker):
+                            break
+                        time.sleep(0.05)
+                    # The handler now waits for the release: the command must wait with it
+                    # (it killed the program 0.25 s after the SIGINT before).
+                    for _ in range(20):
+                        self.assertIsNone(proc.poll(), "the command ended while the program's "
+                                          "handler ran")
+                        time.sleep(0.05)
+                    open(marker + ".release", "w").close()
+                    _, err = proc.communicate(timeout=120)
+                finally:
+                    if proc.poll() is None:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                with open(marker) as f:
+                    self.assertEqual(f.read().split(), ["INT", "saved"])
+                self.assertNotIn("Traceback", err)
+                if sub == "run":
+                    self.assertEqual(proc.returncode, 5, err)
+                else:  # the runs left are not started
+                    self.assertEqual(proc.returncode, 128 + signal.SIGINT, err)
+                    self.assertIn("stopped by SIGINT, which the program got too", err)
+
+    def test_run_checks_output_folders_first(self):
+        """--stats and --trace in a folder that is missing or cannot be written are refused
+        before the program runs (the program ran to its end and the output was lost; a lost
+        trace even exited 0: helper-67 F1)."""
+        marker = os.path.join(self.tmp.name, "ran")
+        prog = [sys.executable, "-c", f"open({marker!r}, 'w').close()"]
+        for option, path, why in (("--stats", "/nonexistent/d/s.json", "does not exist"),
+                                  ("--trace", "/nonexistent/t.gatrace", "does not exist"),
+                                  ("--stats", "/proc/s.json", "cannot write in the folder"),
+                                  ("--trace", "/proc/t%p.gatrace", "cannot write in the folder")):
+            with self.subTest(option=option, path=path):
+                p = self.run_cli("run", "--sim", option, path, "--", *prog)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn(f"gpuarena: {option} {path}: ", p.stderr)
+                self.assertIn(why, p.stderr)
+                self.assertIn("checked before the program runs", p.stderr)
+                self.assertFalse(os.path.exists(marker), "the program ran")
+
+    def test_compare_shows_the_shims_lines_and_failures(self):
+        """What the shim printed (a misspelt setting) is shown under the table, once per mode;
+        a mode whose program failed is said with its last output; the command fails when the
+        program failed in every mode (it exited 0: helper-67 F3)."""
+        say = "gpuarena: unknown setting GPUARENA_LIMT (did you mean GPUARENA_LIMIT?); it is ignored"
+        p = self.run_cli("compare", "--sim", "--modes", "arena,vmm", "--repeat", "2", "--",
+                         sys.executable, FAKE, "0", env={"FAKE_SAY": say})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for m in ("arena", "vmm"):
+            self.assertIn(f"gpuarena: mode {m}: the shim said:\n  {say}\n", p.stderr)
+        self.assertEqual(p.stderr.count(say), 2)
+        p = self.run_cli("compare", "--sim", "--modes", "arena,grow", "--", sys.executable, FAKE,
+                         "0", env={"FAKE_FAIL_MODE": "grow"})
+        self.assertEqual(p.returncode, 0, p.stderr)  # a failure in one mode is a result
+        self.assertIn("gpuarena: mode grow: the program exited 1; its last output:\n"
+                      "fakeprog: mode grow", p.stderr)
+        self.assertNotIn("mode arena: the program exited", p.stderr)
+        p = self.run_cli("compare", "--sim", "--modes", "arena,grow", "--", sys.executable, FAKE,
+                         "3", env={"FAKE_SAY": "gpuarena: out of memory: raise GPUARENA_LIMIT"})
+        self.assertEqual(p.returncode, 1, p.stderr)
+        for m in ("arena", "grow"):
+            self.assertIn(f"gpuarena: mode {m}: the program exited 3; its last output:\n"
+                          f"fakeprog: mode {m}\n", p.stderr)
+        self.assertEqual(p.stderr.count("out of memory: raise GPUARENA_LIMIT"), 2)  # not thrice
+        doc = json.loads(self.run_cli("compare", "--sim", "--json", "--modes", "arena", "--",
+                                      sys.executable, FAKE, "0", env={"FAKE_SAY": say}).stdout)
+        self.assertEqual(doc["arena"]["shim_said"], [say])
+
+    def test_compare_output_bounded(self):
+        """A run's output is not kept on disk: what the command's temporary folder holds while a
+        program prints 4 MiB a run stays under 64 KiB whatever the number of runs (each run's whole
+        output was kept there until the table: helper-67 F4)."""
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        tmpdir, log = os.path.join(d, "tmp"), os.path.join(d, "held")
+        os.mkdir(tmpdir)
+        p = self.run_cli("compare", "--sim", "--modes", "arena,grow", "--repeat", "3", "--",
+                         sys.executable, FAKE, "0",
+                         env={"FAKE_NOISE": str(4 << 20), "FAKE_NOISE_LOG": log,
+                              "TMPDIR": tmpdir})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(log) as f:
+            held = [int(x) for x in f.read().split()]
+        self.assertEqual(len(held), 6)
+        self.assertLess(max(held), 64 << 10, held)
+        self.assertEqual(os.listdir(tmpdir), [])
+
     def test_shim_path_the_loader_would_split(self):
         # ld.so splits LD_PRELOAD at spaces and colons and drops the pieces without a word: the
         # program would run uncapped, so the command refuses, and a link without them works.

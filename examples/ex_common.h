@@ -44,6 +44,13 @@ static inline double ex_arg(int argc, char **argv, int i, double def)
         fprintf(stderr, "%s: argument %d '%s' is not a positive number\n", ex_prog, i, argv[i]);
         exit(2);
     }
+    /* Counts and sizes in KiB or MiB: beyond int they overflowed the callers' conversions (a
+     * step count of 2^32 ran no step and blamed the driver's figures). */
+    if (v > 2147483647.0) {
+        fprintf(stderr, "%s: argument %d '%s' is too large (at most 2147483647)\n", ex_prog, i,
+                argv[i]);
+        exit(2);
+    }
     return v;
 }
 

@@ -14,6 +14,10 @@ int main(int argc, char **argv)
     ex_error_name = cuGetErrorName;
     size_t large = (size_t)(ex_arg(argc, argv, 1, 64) * 1048576.0);
     double fill = ex_arg(argc, argv, 2, 0.9);
+    if (fill > 1) {
+        fprintf(stderr, "%s: argument 2 (the fill fraction) is %g: at most 1\n", ex_prog, fill);
+        return 2;
+    }
     size_t big = large * (size_t)ex_arg(argc, argv, 3, 4);
     size_t small = large / 4;
     CUcontext ctx;

@@ -67,6 +67,11 @@ else notok "vmm, keep 0: ex_train maps '$one' granules in 1 step, '$many' in 30"
 # bad input: junk arguments are refused with exit 2
 run ex_train 2 ten
 run ex_direct 2 -5
+# beyond int: refused by name (a step count of 2^32 ran no step and blamed the driver's figures)
+run ex_train 2 4294967296
+grep_out "is too large (at most 2147483647)"
+run ex_fragment 2 64 1.5
+grep_out "the fill fraction) is 1.5: at most 1"
 # no memory at all for the weights: the error is printed by name, exit 1
 MEM=1MiB run ex_train 1 2 4 1024
 grep_out "CUDA_ERROR_OUT_OF_MEMORY"

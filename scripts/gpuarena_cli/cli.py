@@ -380,6 +380,11 @@ def do_replay(a):
     if counts:
         print(f"imported {a.trace}:")
         _print_counts(counts)
+    cut = doc.get("truncated_bytes") if isinstance(doc, dict) else None
+    if cut:  # as gpuarena-replay's header says it (helper-67 F7)
+        print(f"{a.trace}: {cut} trailing bytes of a partial record ignored (the recording was "
+              "cut: its process was killed, or is still writing); the events before it are "
+              "replayed")
     print(replay_mod.render(doc))
     return 0
 
@@ -470,6 +475,22 @@ def _not_over_command(option, out, cmd):
         if path and os.path.isfile(path) and runner.same_file(out, path):
             raise UsageError(f"{option} {out} is {what} {path} named in the command (or a link "
                              "to it): writing it would replace it; give another path")
+        # A file the program is to write (`--output results.json`) is named before it exists:
+        # the shim's file would replace the program's at exit (helper-67 F8).
+        if path and what == "the file" and not os.path.exists(path) and \
+                os.path.realpath(path) == os.path.realpath(out):
+            raise UsageError(f"{option} {out} is named in the command ({path}), where the "
+                             "program may write it: the statistics or trace would replace what "
+                             "it writes; give another path")
+    # gpuarena's own pieces: statistics over the shim dropped it from every later run, which
+    # then ran uncapped with exit 0 (helper-67 F11).
+    for rel, what in (("lib/libgpuarena.so", "gpuarena's shim"),
+                      ("bin/gpuarena-replay", "gpuarena's replay tool"),
+                      ("sim/libcuda.so.1", "the simulated driver")):
+        for piece in paths.candidates(rel):
+            if os.path.isfile(piece) and runner.same_file(out, piece):
+                raise UsageError(f"{option} {out} is {what} ({piece}): writing it would replace "
+                                 "it; give another path")
 
 
 def _check_out_folder(option, path, what):
@@ -560,12 +581,12 @@ def do_compare(a):
     for m in failed:
         print(f"gpuarena: {runner.no_stats_message(m, results[m])}", file=sys.stderr)
     for m, r in results.items():
-        if r["exit"] and m not in failed:
+        if any(r["exits"]) and m not in failed:
             print(f"gpuarena: {runner.failed_run_message(m, r)}", file=sys.stderr)
     # 1 when a column is missing, or when the program failed in every mode: a script's
     # `gpuarena compare ... && next` must not go on from a comparison of failures. A program
     # that fails in some modes only (an out-of-memory under a cap) is a result: 0, said above.
-    return 1 if failed or all(r["exit"] for r in results.values()) else 0
+    return 1 if failed or all(all(r["exits"]) for r in results.values()) else 0
 
 
 def do_doctor(a):

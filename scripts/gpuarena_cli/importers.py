@@ -631,6 +631,10 @@ def detect(path):
     """Guesses the format of a file from its first 4 KiB; raises GaError when nothing fits."""
     check_regular(path)
     head = _read_head(path)
+    if not head:  # helper-67 F6: "name the format" was no help for a recording that never began
+        raise GaError(f"{path} is empty (0 bytes): a trace of a process that ended before its "
+                      "first allocation (or was killed then), or not a trace at all; record "
+                      "again")
     if tf.is_trace_header(head):
         return "trace"
     if head[:2] == b"\x1f\x8b":

@@ -377,9 +377,13 @@ def _report_run(found, stats_path, env, trace):
               "in the order they exited); their figures are summed, a peak as the sum of each "
               f"process's own peak{where}", file=sys.stderr)
         if trace and "%p" not in trace:
-            print(f"gpuarena: --trace {trace}: each process replaced the trace of the one "
-                  "before, so it holds one process's events; put %p in the path (it becomes the "
-                  "pid) for one trace per process", file=sys.stderr)
+            # The shim's rule (README, two processes and one trace path): a process that
+            # starts while another writes the trace runs untraced; one that starts after the
+            # other ended replaces it (helper-67 F5: this said "replaced" in both cases).
+            print(f"gpuarena: --trace {trace}: it holds one process's events (a process that "
+                  "started while another wrote it ran untraced, one that started after "
+                  "replaced it); put %p in the path (it becomes the pid) for one trace per "
+                  "process", file=sys.stderr)
     if stats_path is not None:
         statsfiles.write(stats_path, (None, merged) if merged else found[0])
         return
@@ -467,11 +471,15 @@ NO_STATS_WHY = ("it made no CUDA allocation (statistics are written only by a pr
 
 
 def failed_run_message(mode, result, lines=10):
-    """compare's line for a mode whose program exited non-zero: its code and last output lines."""
+    """compare's line for a mode whose program exited non-zero (in any of its runs): its code,
+    how many runs failed, and the last output lines of the first failed run."""
     said = set(result.get("shim_said", ()))  # shown already, under "the shim said"
     tail = [ln for ln in result["output_tail"].rstrip("\n").split("\n")
             if ln.rstrip() not in said][-lines:]
-    return (f"mode {mode}: the program exited {result['exit']}; " +
+    codes = result.get("exits") or [result["exit"]]
+    runs = (f" in {sum(1 for c in codes if c)} of its {len(codes)} runs (the figures are of "
+            "the runs that succeeded)" if len(codes) > 1 and not all(codes) else "")
+    return (f"mode {mode}: the program exited {result['exit']}{runs}; " +
             ("its last output:\n" + "\n".join(tail) if any(tail) else "it printed nothing"))
 
 
@@ -493,10 +501,17 @@ def compare(cmd, modes, repeat=1, settings=None, sim=False, extra=None):
             env = child_env(dict(settings or {}, **modes_mod.ENV[m]), sim, extra)
             said = []
             runs = [_one_run(fwd, cmd, env, tmp, f"{m}-{i}", said) for i in range(repeat)]
-            med = statistics.median_low([r[0] for r in runs])
-            wall, code, stats, tail, procs = next(r for r in runs if r[0] == med)
+            # The median over the runs that succeeded (exit 0, statistics written), when any
+            # did: a run that failed early is not a timing of the program, and its statistics
+            # became the column's when its wall time was the median (helper-67 F13).
+            good = [r for r in runs if r[1] == 0 and r[2] is not None] or runs
+            med = statistics.median_low([r[0] for r in good])
+            wall, code, stats, tail, procs = next(r for r in good if r[0] == med)
+            failed = next((r for r in runs if r[1]), None)
+            if failed and not code:  # the column's run succeeded: say the first that did not
+                code, tail = failed[1], failed[3]
             results[m] = {"wall_ns": wall, "walls_ns": [r[0] for r in runs], "exit": code,
-                          "stats": stats, "processes": procs,
+                          "exits": [r[1] for r in runs], "stats": stats, "processes": procs,
                           "output_tail": tail if code or stats is None else "",
                           "shim_said": said}
     return results
@@ -516,6 +531,12 @@ def rows(results):
     return out
 
 
+def _exits(r):
+    """The exit code cell: the code, or every run's where the repeats differ (0,7,0)."""
+    codes = r.get("exits") or [r["exit"]]
+    return str(codes[0]) if len(set(codes)) == 1 else ",".join(map(str, codes))
+
+
 def render(results):
     """The side-by-side table: wall time, then one row per statistic, then the exit codes."""
     header = ["figure"] + list(results)
@@ -525,5 +546,5 @@ def render(results):
     for key, title, unit in rows(results):
         body.append([title] + [show_value(_totals(r["stats"]).get(key), unit)
                                for r in results.values()])
-    body.append(["exit code"] + [str(r["exit"]) for r in results.values()])
+    body.append(["exit code"] + [_exits(r) for r in results.values()])
     return table(header, body)

@@ -277,9 +277,14 @@ def run(directory, once, as_json, prometheus, interval, iterations=None):
         print(render_scan(directory))
         return 0
     n = 0
+    # Into a file or a pipe (a log, a sidecar's output) frames follow one another, without the
+    # terminal's clear-screen codes (they were written there too: helper-67 F10).
+    tty = sys.stdout.isatty()
     while iterations is None or n < iterations:
-        sys.stdout.write("\x1b[H\x1b[2J")  # home and clear, as top does
-        print(f"gpuarena top - {time.strftime('%H:%M:%S')} - every {interval:g} s, Ctrl-C quits\n")
+        if tty:
+            sys.stdout.write("\x1b[H\x1b[2J")  # home and clear, as top does
+        print(f"gpuarena top - {time.strftime('%H:%M:%S')} - every {interval:g} s" +
+              (", Ctrl-C quits\n" if tty else "\n"))
         print(render_scan(directory))
         sys.stdout.flush()
         n += 1

@@ -214,7 +214,8 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         p = cli("run", "--sim", "--trace", os.path.join(self.dir, "t.gatrace"), "--", "sh", "-c",
                 f"{a}; {b}")
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("each process replaced the trace of the one before", p.stderr)
+        self.assertIn("it holds one process's events (a process that started while another "
+                      "wrote it ran untraced, one that started after replaced it)", p.stderr)
         # one process: --stats F is the shim's own file, no "processes"
         stats = os.path.join(self.dir, "one.json")
         p = cli("run", "--sim", "--stats", stats, "--", *DIRECT)

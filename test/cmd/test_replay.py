@@ -82,6 +82,20 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(doc["modes"]["arena"]["failed_allocs"], 4)
             self.assertEqual(doc["modes"]["arena"]["first_oom"], 4)
             self.assertEqual(doc["modes"]["arena"]["min_size"], 8 << 20)
+            # The table says it too, as gpuarena-replay's header does (helper-67 F7).
+            p = gatest.cli("replay", trace, "--mode", "arena", "--arena-size", "4MiB")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(f"{trace}: 17 trailing bytes of a partial record ignored", p.stdout)
+            # An empty file is named as such, by replay and report alike (helper-67 F6: "cannot
+            # tell its format ... name the format").
+            empty = os.path.join(d, "empty.gatrace")
+            open(empty, "wb").close()
+            for sub in (("replay", empty), ("report", empty, "-o", os.path.join(d, "r"))):
+                p = gatest.cli(*sub)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn(f"gpuarena: {empty} is empty (0 bytes): a trace of a process that "
+                              "ended before its first allocation", p.stderr)
+                self.assertNotIn("cannot tell its format", p.stderr)
 
     def test_enormous_sizes(self):
         # A petabyte block: vmm keeps host memory per granule of its range, bounded (about 1 GiB,

@@ -340,6 +340,61 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertLess(max(held), 64 << 10, held)
         self.assertEqual(os.listdir(tmpdir), [])
 
+    def test_outputs_never_over_files_to_be_or_gpuarenas_own(self):
+        """--stats/--trace naming a file the program is to write (named in the command, not there
+        yet: the program's result was replaced at exit, helper-67 F8), or gpuarena's own shim,
+        replay tool or simulated driver (the shim became JSON and every later run ran uncapped,
+        F11): a usage error, nothing run, nothing written."""
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        out = os.path.join(d, "result.json")
+        marker = os.path.join(d, "ran")
+        prog = [sys.executable, "-c", f"open({marker!r}, 'w').close()"]
+        with open(self.shim, "rb") as f:
+            shim_bytes = f.read()
+        for option, path, args, why in (
+                ("--stats", out, [out], "is named in the command"),
+                ("--trace", out, ["--output", out], "is named in the command"),
+                ("--stats", out, [f"--output={out}"], "is named in the command"),
+                ("--stats", self.shim, [], "is gpuarena's shim"),
+                ("--trace", os.path.join(self.build, "sim", "libcuda.so.1"), [],
+                 "is the simulated driver")):
+            with self.subTest(option=option, args=args):
+                p = self.run_cli("run", "--sim", option, path, "--", *prog, *args)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(why, p.stderr)
+                self.assertFalse(os.path.exists(marker), "the program ran")
+                self.assertFalse(os.path.exists(out))
+        with open(self.shim, "rb") as f:
+            self.assertEqual(f.read(), shim_bytes)
+        # A file of another name, or the same name in another folder, is fine.
+        p = self.run_cli("run", "--sim", "--stats", out, "--", sys.executable, FAKE, "0",
+                         os.path.join(d, "sub", "result.json"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_compare_repeats_that_fail(self):
+        """--repeat: every run's exit code is in the table (0,7,0) and --json (`exits`), the
+        column's figures are the median of the runs that succeeded, and the failed run is said
+        (a failed repeat vanished, its wall time counted: helper-67 F13)."""
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        count = os.path.join(d, "n")
+        prog = ("import os, subprocess, sys\n"
+                f"n = int(open({count!r}).read()) + 1 if os.path.exists({count!r}) else 1\n"
+                f"open({count!r}, 'w').write(str(n))\n"
+                f"subprocess.run([sys.executable, {FAKE!r}, '7' if n == 2 else '0'])\n"
+                "sys.exit(7 if n == 2 else 0)\n")
+        p = self.run_cli("compare", "--sim", "--modes", "arena", "--repeat", "3", "--",
+                         sys.executable, "-c", prog)
+        self.assertEqual(p.returncode, 0, p.stderr)  # two of three succeeded
+        self.assertEqual(p.stdout.splitlines()[-1].split(), ["exit", "code", "0,7,0"])
+        self.assertIn("gpuarena: mode arena: the program exited 7 in 1 of its 3 runs (the figures "
+                      "are of the runs that succeeded)", p.stderr)
+        os.remove(count)
+        doc = json.loads(self.run_cli("compare", "--sim", "--json", "--modes", "arena",
+                                      "--repeat", "3", "--", sys.executable, "-c", prog).stdout)
+        self.assertEqual(doc["arena"]["exits"], [0, 7, 0])
+        self.assertEqual(doc["arena"]["exit"], 7)
+        self.assertEqual(len(doc["arena"]["walls_ns"]), 3)
+
     def test_shim_path_the_loader_would_split(self):
         # ld.so splits LD_PRELOAD at spaces and colons and drops the pieces without a word: the
         # program would run uncapped, so the command refuses, and a link without them works.

@@ -270,11 +270,19 @@ class Ledgers(unittest.TestCase):
         self.assertIn("PEAK RESERVED", p.stdout)
         import contextlib
         import io
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            top.run(self.dir, False, False, False, 0.001, iterations=2)
-        self.assertEqual(out.getvalue().count("\x1b[H\x1b[2J"), 2)
-        self.assertEqual(out.getvalue().count("group live"), 2)
+        class Terminal(io.StringIO):
+            def isatty(self):
+                return True
+
+        # A terminal's frames are cleared between; into a file or pipe no escape codes go
+        # (they did: helper-67 F10).
+        for out, clears, quits in ((Terminal(), 2, 2), (io.StringIO(), 0, 0)):
+            with contextlib.redirect_stdout(out):
+                top.run(self.dir, False, False, False, 0.001, iterations=2)
+            self.assertEqual(out.getvalue().count("\x1b[H\x1b[2J"), clears)
+            self.assertEqual(out.getvalue().count("\x1b"), 2 * clears)
+            self.assertEqual(out.getvalue().count("Ctrl-C quits"), quits)
+            self.assertEqual(out.getvalue().count("group live"), 2)
 
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'

@@ -143,7 +143,15 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
         if (c->pool && !atomic_load(&c->dead)) {
             ga_stats_t s;
             ga_pool_stats(c->pool, &s);
-            inside += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
+            /* vmm: only whole granules kept mapped, which any block can take. The free part of
+             * a granule a live block uses serves blocks that fit beside it, as on the driver,
+             * whose free figure leaves out the rest of a page a small allocation took: counted,
+             * a block of the free figure needed one granule more than the cap left (helper-67
+             * F12: 1023 MiB free after a 1 MiB block under a 1 GiB cap, and refused). */
+            if (ga_opt.mode == GA_MODE_VMM)
+                inside += s.kept;
+            else
+                inside += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
             inside += c->pend_bytes; /* freed by the program, waiting for the device (fence.c) */
         }
         ga_mutex_unlock(&c->lock);
@@ -157,16 +165,18 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
          * sized itself from the free figure was refused its first allocation (h34 F5) */
         cap -= cap % g;
         room -= room % g;
-    } else if (ga_opt.mode == GA_MODE_PLATFORM) {
-        /* Platform mode counts a pass-through stream-ordered block in 512-byte units against the
-         * cap, a cuMemAlloc block in exact bytes: the free figure is whole units, so that both
-         * calls can take it (cuMemAllocAsync of an exact-bytes figure was refused: h34 F1) */
-        room -= room % GA_ALIGN;
     }
     uint64_t f = room + inside;
     if (f > phys_free + inside)
         f = phys_free + inside;
-    *free = f > cap ? cap : f;
+    f = f > cap ? cap : f;
+    /* The other modes take memory in 512-byte units (the arena rounds every block, platform
+     * counts a stream-ordered block so): a free figure of exact bytes left up to 511 that no
+     * allocation could take, and an allocation of it was refused (h34 F1 in platform mode; in
+     * arena and grow modes with a cap of 64 MiB + 1000 or 33%: helper-68 F1). */
+    if (g <= 1)
+        f -= f % GA_ALIGN;
+    *free = f;
     *total = cap;
 }
 

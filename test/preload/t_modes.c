@@ -245,12 +245,35 @@ START_TEST(platform_info_free_fits_async)
 }
 END_TEST
 
+/* The free figure of a fresh context can be allocated in one block in arena, grow and platform
+ * modes under a cap that is no multiple of 512 bytes: it was the cap's exact bytes, and the
+ * arena, which rounds every block to 512, refused it (helper-68 F1). */
+START_TEST(info_free_whole_units)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=platform"};
+    static const char *const caps[] = {"GPUARENA_LIMIT=67109864", "GPUARENA_LIMIT=33%"};
+    pt_env(modes[_i / 2], caps[_i % 2], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    size_t f, t;
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemGetInfo(&f, &t), CUDA_SUCCESS);
+    ck_assert_msg(f % 512 == 0 && t - f < 512, "%s %s: free %zu total %zu", modes[_i / 2],
+                  caps[_i % 2], f, t);
+    CUresult r = cuMemAlloc(&p, f);
+    ck_assert_msg(r == CUDA_SUCCESS, "%s %s: cuMemAlloc(free = %zu) answered %d", modes[_i / 2],
+                  caps[_i % 2], f, (int)r);
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+}
+END_TEST
+
 TCase *pt_tcase_modes(void)
 {
     TCase *tc = tcase_create("modes");
     tcase_add_test(tc, arena_one_driver_alloc);
     tcase_add_test(tc, platform_one_per_alloc);
     tcase_add_test(tc, platform_info_free_fits_async);
+    tcase_add_loop_test(tc, info_free_whole_units, 0, 6);
     tcase_add_test(tc, no_preallocate_grows_on_demand);
     tcase_add_test(tc, fraction_sizes_arena);
     tcase_add_test(tc, fraction_plus_grows_to_cap);

@@ -143,6 +143,11 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     if (room)
         ga_oom_put(o, " (%s in the arena, %s more it may reserve)",
                    ga_fmt_bytes(s->total_free, b[2], 32), ga_fmt_bytes(room, b[3], 32));
+    /* The free bytes split between the pool's holes and the room left under the cap, neither
+     * as large as the block: said, since the pool's own fragmentation can read 0.00 (one hole
+     * of 1 MiB and 1022 MiB of room, for a 1023 MiB block: helper-67 F12). */
+    if (room && room < rounded && s->largest_free < rounded)
+        ga_oom_put(o, ", and neither the largest free block nor the room under the cap holds it");
     ga_oom_put(o, ";\ngpuarena: largest free block %s, fragmentation %.2f; in use %s, reserved %s "
                "in this context, the process holds %s of cap %s on the device",
                ga_fmt_bytes(s->largest_free, b[2], 32), ga_fragmentation(s),

@@ -131,7 +131,8 @@ START_TEST(frag_counts_growth_room)
                "d['devices'][0]['failed_allocs'] == 3");
     ck_assert_msg(pt_count(err, FRAG_MSG) == 1, "diagnosis once: %s", err);
     ck_assert_msg(strstr(err, "although 40.0 MiB are free (24.0 MiB in the arena, 16.0 MiB more "
-                              "it may reserve)"), "growth room shown: %s", err);
+                              "it may reserve), and neither the largest free block nor the room "
+                              "under the cap holds it;"), "growth room shown: %s", err);
     ck_assert_msg(pt_count(err, TRUE_MSG) == 1, "true OOM line once: %s", err);
 }
 END_TEST

@@ -87,6 +87,12 @@ def child_env(settings, sim=False, extra=None):
     # An --env LD_PRELOAD or LD_LIBRARY_PATH is merged as the inherited ones are, never in place
     # of the shim or the simulated driver: replaced, the program ran uncapped with exit 0.
     env.update(extra or {})
+    # A relative trace path is made absolute here, as --trace is: the shim opens it where the
+    # program is at its first allocation, and a program that changed folder first wrote it
+    # elsewhere (an inherited GPUARENA_TRACE was passed as it was: helper-67 F15).
+    trace = env.get("GPUARENA_TRACE", "")
+    if trace.strip() and trace != "-" and not os.path.isabs(trace):
+        env["GPUARENA_TRACE"] = os.path.abspath(trace)
     env["LD_PRELOAD"] = preload_list(preloadable_shim(), env.get("LD_PRELOAD"))
     if sim:
         d = paths.sim_dir()
@@ -147,6 +153,10 @@ def exit_code(returncode):
 
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+# Passed on and nothing more: requests to the program, not to stop (Slurm's --signal=USR1@60
+# asks for a checkpoint before preemption). They killed the command and left the program
+# running, unsignalled (helper-67 F2).
+PASSED_ONLY = (signal.SIGUSR1, signal.SIGUSR2)
 
 
 class Stopped(Exception):
@@ -161,7 +171,8 @@ class Stopped(Exception):
 
 class Forwarding:
     """While in effect, SIGTERM and SIGHUP go to the program being run (spawn) instead of
-    killing this command; `got` is the last one received. Handlers are in place before the
+    killing this command; `got` is the last one received. SIGUSR1 and SIGUSR2 are passed on
+    too, and change nothing else. Handlers are in place before the
     program starts, so a signal that arrives while it is being started is passed on at once.
     SIGINT (Ctrl-C) is the terminal's, sent to its whole foreground process group, the program
     included: the command leaves it to the program and waits for it to end, so that a program
@@ -173,7 +184,7 @@ class Forwarding:
         self.proc, self.got, self.old, self.interrupts = None, None, {}, 0
 
     def __enter__(self):
-        for s in FORWARDED + (signal.SIGINT,):
+        for s in FORWARDED + PASSED_ONLY + (signal.SIGINT,):
             self.old[s] = signal.signal(s, self._handle)
         return self
 
@@ -182,6 +193,10 @@ class Forwarding:
             signal.signal(s, h)
 
     def _handle(self, signum, _frame):
+        if signum in PASSED_ONLY:
+            if self.proc is not None:
+                self.proc.send_signal(signum)
+            return
         self.got = signum
         if signum == signal.SIGINT:
             self.interrupts += 1
@@ -466,8 +481,10 @@ def _one_run(fwd, cmd, env, tmp, tag, shim_lines):
 
 # Why a run can end without the statistics file: `run` and `compare` say the same.
 NO_STATS_WHY = ("it made no CUDA allocation (statistics are written only by a process that "
-                "allocated), the shim refused a setting (its message comes first), or "
-                "it exited through a crash or _exit before the shim's exit handler")
+                "allocated), the shim refused a setting (its message comes first), "
+                "it exited through a crash or _exit before the shim's exit handler, or its CUDA "
+                "work runs in a process it left running (a background child: the command reads "
+                "the statistics when the program exits, and that process's are lost)")
 
 
 def failed_run_message(mode, result, lines=10):

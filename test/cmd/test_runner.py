@@ -154,6 +154,8 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                 "if code != 'default':\n"
                 "    signal.signal(signal.SIGTERM, on)\n"
                 "    signal.signal(signal.SIGHUP, on)\n"
+                "    signal.signal(signal.SIGUSR1, on)\n"
+                "    signal.signal(signal.SIGUSR2, on)\n"
                 "open(marker + '.ready', 'a').write(f'{os.getpid()}\\n')\n"
                 "while True:\n    signal.pause()\n")
         full = dict(os.environ, **self.env, TMPDIR=tmpdir)
@@ -201,6 +203,31 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                 self.assertEqual(len(pids), 1)
                 self.assertEqual(left, [], "temporary folders left behind")
                 self.assertNotIn("Traceback", err)
+
+    def test_run_passes_sigusr_on(self):
+        """SIGUSR1 and SIGUSR2 (Slurm's --signal=USR1@60 asks for a checkpoint) reach the program,
+        and the command waits for it (they killed the command and left the program running,
+        unsignalled: helper-67 F2)."""
+        for sig in (signal.SIGUSR1, signal.SIGUSR2):
+            with self.subTest(sig=sig.name):
+                proc, err, pids, got, left = self.signalled(sig, "run", "4")
+                self.assertEqual(proc.returncode, 4, err)
+                self.assertEqual(got, [sig.name])
+                self.assertEqual(left, [], "temporary folders left behind")
+                self.assertNotIn("Traceback", err)
+
+    def test_relative_trace_from_the_environment_made_absolute(self):
+        """An exported or --env GPUARENA_TRACE that is relative reaches the program absolute, as
+        --trace does (it was passed as it was, and a program that changed folder first wrote it
+        there: helper-67 F15)."""
+        want = os.path.abspath("rel-%p.gatrace")
+        self.assertEqual(self.stats_of(env={"GPUARENA_TRACE": "rel-%p.gatrace"})
+                         ["GPUARENA_TRACE"], want)
+        p = self.run_cli("compare", "--sim", "--json", "--modes", "arena", "--env",
+                         "GPUARENA_TRACE=rel-%p.gatrace", "--", sys.executable, FAKE, "0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["arena"]["stats"]["seen_env"]["GPUARENA_TRACE"],
+                         want)
 
     def test_compare_stops_on_sigterm(self):
         for sig in (signal.SIGTERM, signal.SIGHUP):

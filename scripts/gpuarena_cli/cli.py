@@ -164,6 +164,7 @@ def build_parser():
                     "check what this machine has, and import, replay and plot allocation traces.")
     top.add_argument("--version", action="version", version=f"gpuarena {paths.version()}")
     sub = top.add_subparsers(dest="cmd", metavar="SUBCOMMAND", required=True)
+    top.subcommands = sub.choices  # name -> parser, for main's errors of unknown options
     fmt = argparse.RawDescriptionHelpFormatter
     mode_help = "modes: " + modes_mod.help_text()
 
@@ -616,7 +617,12 @@ COMMANDS = {"import": do_import, "replay": do_replay, "report": do_report, "run"
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # An option the subcommand does not know is the subcommand's usage error, with its usage
+    # (parse_args said it at the top level, with the top-level usage: helper-67 F17.1).
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.subcommands.get(args.cmd, parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return COMMANDS[args.cmd](args)
     except UsageError as e:

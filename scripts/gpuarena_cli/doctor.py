@@ -531,6 +531,9 @@ def plan(values, devices, env=None):
             want = percent_of(limit, total)
             if isinstance(limit, Fraction) or want < total:
                 cap, cap_from = want, "GPUARENA_LIMIT"
+            elif want > total:  # said, as `run` says it: a typo (80GiB for 8GiB) caps nothing
+                cap_from = (f"the device's total; GPUARENA_LIMIT={human_bytes(want)} is above "
+                            "the device and caps nothing")
         else:
             try:
                 hami, name = hami_limit(env or {}, d["index"])

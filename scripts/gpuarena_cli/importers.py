@@ -675,12 +675,22 @@ def check_applies(path, fmt, level="tensor", time_unit="s"):
                          f"{fmt} file: drop --time-unit (or give an RMM log)")
 
 
+def check_named_trace(path, fmt):
+    """GaError when --format trace names a file that is not a gpuarena trace: the reader's own
+    advice (convert it with gpuarena import) does not fit replay and report, which import by
+    themselves (helper-67 F17.6)."""
+    if fmt == "trace" and not tf.is_trace_header(_read_head(path)):
+        raise GaError(f"{path}: --format trace, but it is not a gpuarena trace; leave --format "
+                      "out (the format is detected and the file imported), or name its format")
+
+
 def load_any(path, fmt="auto", level="tensor", close=False, time_unit="s"):
     """Any supported input -> (Trace, counts, format actually used). A file too large for the
     memory this process may use is refused before it is read."""
     check_regular(path)
     if fmt == "auto":
         fmt = detect(path)
+    check_named_trace(path, fmt)
     check_applies(path, fmt, level, time_unit)
     if fmt in memory.FACTORS:
         memory.check_fits(path, _memory_kind(path, fmt))

@@ -42,6 +42,7 @@ def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
     importers.check_regular(path)
     kind = importers.detect(path) if fmt == "auto" else fmt
     importers.check_applies(path, kind, level)
+    importers.check_named_trace(path, fmt)
     if kind == "trace":
         memory.check_fits(path, "replay-tool", child=True)
         return path, None, kind

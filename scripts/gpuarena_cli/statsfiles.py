@@ -12,6 +12,7 @@ file still: one process's statistics as the shim wrote them, or for several the 
 (merge) with each process's own statistics under "processes".
 """
 
+import errno
 import json
 import os
 import re
@@ -103,9 +104,11 @@ def write(path, found):
     target = path if _through_proc(path) else os.path.realpath(path)
     try:
         tf.replace_from_temp(target, lambda f: f.write(data))
-    except OSError as e:
-        raise GaError(f"--stats {path}: cannot write the statistics: {e.strerror} (check the "
-                      "folder exists and is writable)") from None
+    except OSError as e:  # the hint fits the cause (a pipe's reader gone is no folder's fault)
+        hint = ("the reader of the pipe went away before the statistics were written"
+                if e.errno == errno.EPIPE else "check the folder exists and is writable")
+        raise GaError(f"--stats {path}: cannot write the statistics: {e.strerror} ({hint})") \
+            from None
 
 
 def stats_owned(path):

@@ -7,7 +7,7 @@ that depend on the mode so a test can tell the columns apart, a vmm-only figure 
 rows are the union over modes, and records the environment it was given (key "seen_env") so a
 test can check what the command set. Usage: fakeprog.py EXIT_CODE [--no-stats]. Environment:
 FAKE_SAY (a line printed on stderr, as the shim's), FAKE_NOISE (bytes printed, then the bytes
-under TMPDIR appended to the file FAKE_NOISE_LOG), FAKE_FAIL_MODE (exit 1 in that mode).
+under TMPDIR appended to the file FAKE_NOISE_LOG), FAKE_FAIL_MODE (exit 1 in that mode), FAKE_QUIET (prints nothing).
 """
 
 import json
@@ -57,7 +57,8 @@ def main():
                              "limit": None},
                  "wall_ns": 1000, "totals": totals, "units": units, "by_api": {},
                  "contexts": [], "seen_env": seen}
-    print(f"fakeprog: mode {mode}")
+    if not os.environ.get("FAKE_QUIET"):
+        print(f"fakeprog: mode {mode}")
     if os.environ.get("FAKE_SAY"):  # a line as the shim prints them, on stderr
         print(os.environ["FAKE_SAY"], file=sys.stderr)
     noise = int(os.environ.get("FAKE_NOISE", "0"))  # bytes of output, then what TMPDIR holds

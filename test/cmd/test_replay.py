@@ -324,6 +324,18 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
                 self.assertGreaterEqual(r["peak_reserved"], least, (name, gran))
                 self.assertLessEqual(r["peak_reserved"], 2 * least, (name, gran))
 
+    def test_format_trace_of_another_format(self):
+        """--format trace naming a CSV: replay and report say to leave --format out, not to
+        convert the file with gpuarena import, which they do themselves (helper-67 F17.6)."""
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        with tempfile.TemporaryDirectory() as d:
+            for sub in (("replay", src), ("report", src, "-o", os.path.join(d, "r"))):
+                p = gatest.cli(*sub, "--format", "trace")
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn(f"gpuarena: {src}: --format trace, but it is not a gpuarena trace; "
+                              "leave --format out", p.stderr)
+                self.assertNotIn("gpuarena import", p.stderr)
+
     def test_options_of_modes_not_replayed(self):
         """An option of a mode not among those replayed is a usage error, in the command and in
         the tool, not ignored: --arena-size without arena, --limit with arena only, --vmm-keep

@@ -229,6 +229,31 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(json.loads(p.stdout)["arena"]["stats"]["seen_env"]["GPUARENA_TRACE"],
                          want)
 
+    def test_unknown_options_are_the_subcommands(self):
+        """An option a subcommand does not know is its usage error, with its usage (it was said
+        at the top level, with the top-level usage: helper-67 F17.1)."""
+        for sub in (("run", "--sim"), ("compare",), ("replay", "x.csv"), ("top", "--once")):
+            p = self.run_cli(*sub, "--mdoe", "vmm", "--", "true")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(f"gpuarena: unrecognized arguments: --mdoe", p.stderr)
+            self.assertIn(f"(see gpuarena {sub[0]} --help)", p.stderr)
+            self.assertIn(f"usage: gpuarena {sub[0]} ", p.stderr)
+
+    def test_stats_into_a_closed_pipe(self):
+        """--stats /dev/stdout into a pipe whose reader is gone: the hint names the pipe, not the
+        folder (helper-67 F17.5)."""
+        r, w = os.pipe()
+        os.close(r)
+        p = subprocess.run([sys.executable, gatest.SCRIPT, "run", "--sim", "--stats",
+                            "/dev/stdout", "--", sys.executable, FAKE, "0"],
+                           env=dict(os.environ, **self.env, FAKE_QUIET="1"), stdout=w,
+                           stderr=subprocess.PIPE,
+                           text=True, check=False)
+        os.close(w)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("cannot write the statistics: Broken pipe (the reader of the pipe went "
+                      "away", p.stderr)
+
     def test_compare_stops_on_sigterm(self):
         for sig in (signal.SIGTERM, signal.SIGHUP):
             with self.subTest(sig=sig.name):

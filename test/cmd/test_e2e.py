@@ -168,11 +168,16 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
 
     def test_compare_counts_true_oom(self):
         # Under a 512 KiB cap the 40 live blocks cannot fit in any mode: true out-of-memory,
-        # counted on its own table row, with the program's exit code kept.
+        # counted on its own table row, with the program's exit code kept; the program failed
+        # in every mode, so the command fails too, and the shim's explanation is shown.
         big = [DIRECT[0], "40", "1024", "1"]
         p = cli("compare", "--sim", "--limit", "512KiB", "--modes", "grow,platform",
                 "--", *big)
-        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("gpuarena: mode grow: the shim said:\n  gpuarena: out of memory: cuMemAlloc "
+                      "of 192 KiB failed", p.stderr)
+        self.assertIn("gpuarena: mode platform: the program exited 1; its last output:\n"
+                      "ex_direct: cuMemAlloc", p.stderr)
         row = [l for l in p.stdout.splitlines() if l.startswith("true oom failures")]
         self.assertEqual(len(row), 1, p.stdout)
         self.assertEqual(row[0].split()[-2:], ["1", "1"])

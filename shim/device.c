@@ -166,9 +166,13 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
         cap -= cap % g;
         room -= room % g;
     }
+    /* The device's own free memory bounds the figure where no cap does (no GPUARENA_LIMIT, or
+     * others hold the device): in the same units as the room, or vmm reported up to a granule
+     * it could not map (helper-68 F3: 773,741,824 bytes free, 1,989,888 past the last granule). */
+    uint64_t unit = g > 1 ? g : GA_ALIGN;
     uint64_t f = room + inside;
-    if (f > phys_free + inside)
-        f = phys_free + inside;
+    if (f > phys_free - phys_free % unit + inside)
+        f = phys_free - phys_free % unit + inside;
     f = f > cap ? cap : f;
     /* The other modes take memory in 512-byte units (the arena rounds every block, platform
      * counts a stream-ordered block so): a free figure of exact bytes left up to 511 that no

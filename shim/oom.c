@@ -229,16 +229,19 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
              "GPUARENA_MODE=arena or grow", (int)c->map_err);
     /* vmm fragmentation that the cap (not the share, the granules or the device) leaves as it
      * is: the free bytes are there, in holes, and less than the block is left to map anew. */
+    /* No cap below the device (none set, or one at or above it: 100%, 9000TiB): the device's
+     * own memory is the bound, and "raise GPUARENA_LIMIT" could not help (helper-68 F4). */
+    int devcap = !d->group && d->cap >= d->physical_total;
     char frag_why[400];
     snprintf(frag_why, sizeof frag_why, "the free bytes lie in holes smaller than the block, in "
              "granules that live blocks keep mapped, and %s leaves too little to map new granules "
              "for it: %s, or use GPUARENA_MODE=platform (blocks placed by the driver, counted by "
              "the byte)",
-             d->group ? "the group's cap"
+             devcap ? "the device's memory" : d->group ? "the group's cap"
              : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
                  ? "the cap (CUDA_DEVICE_MEMORY_LIMIT's, which a device plugin such as HAMi sets)"
                  : "the cap",
-             d->group ? "raise GPUARENA_LIMIT for every member"
+             devcap ? "use less" : d->group ? "raise GPUARENA_LIMIT for every member"
              : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
                  ? "ask the plugin for more, or set GPUARENA_LIMIT"
                  : "raise GPUARENA_LIMIT");
@@ -250,7 +253,10 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                               "GPUARENA_LIMIT (vmm reserves twice the cap) or use GPUARENA_MODE=grow"
                       : refused ? refused_why
                       : share_full ? share_why
-                      : granules ? "vmm maps whole granules: raise GPUARENA_LIMIT or use less"
+                      : granules ? (devcap ? "vmm maps whole granules, and the device has no "
+                                             "more to map: use less"
+                                           : "vmm maps whole granules: raise GPUARENA_LIMIT or "
+                                             "use less")
                       : device ? "the cap has room, but the driver refused the memory: the device "
                                  "itself is full (other processes or contexts use it); free memory "
                                  "there or set GPUARENA_LIMIT to what the device can give"
@@ -268,11 +274,16 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                           ? "not enough free bytes in total: the cap is CUDA_DEVICE_MEMORY_LIMIT's "
                             "(a device plugin such as HAMi sets it): ask it for more, set "
                             "GPUARENA_LIMIT, or use less"
+                      : devcap ? "not enough free bytes in total: the device's own memory is "
+                                 "the bound (no GPUARENA_LIMIT below it), so use less"
                           : "not enough free bytes in total: raise GPUARENA_LIMIT or use less";
     if (d->group)
         ga_oom_put(o, ", the process holds %s and its group '%s' %s of the group's cap %s on the "
                    "device (%s)", ga_fmt_bytes(held, b[3], 32), ga_opt.group,
                    ga_fmt_bytes(used, b[7], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
+    else if (devcap)
+        ga_oom_put(o, ", the process holds %s of the device's %s, no cap set below it (%s)",
+                   ga_fmt_bytes(held, b[3], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
     else
         ga_oom_put(o, ", the process holds %s of cap %s on the device (%s)",
                    ga_fmt_bytes(held, b[3], 32), ga_fmt_bytes(d->cap, b[4], 32), why);

@@ -267,6 +267,26 @@ START_TEST(info_free_whole_units)
 }
 END_TEST
 
+/* Where the device's own free memory is the bound (no cap; the simulated context costs 300 MB
+ * as a real one costs some), the free figure is in the mode's units too, and can be allocated:
+ * the driver's figure was passed as it was, up to a granule short in vmm mode (helper-68 F3). */
+START_TEST(info_free_device_bound)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    pt_env(modes[_i], "SIMCUDA_TOTAL_MEM=1GiB", "SIMCUDA_CONTEXT_OVERHEAD=300000000", NULL);
+    pt_start();
+    size_t f, t;
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemGetInfo(&f, &t), CUDA_SUCCESS);
+    size_t unit = _i == 2 ? 2 * MiB : 512;
+    ck_assert_msg(f % unit == 0 && f < t, "%s: free %zu total %zu", modes[_i], f, t);
+    CUresult r = cuMemAlloc(&p, f);
+    ck_assert_msg(r == CUDA_SUCCESS, "%s: cuMemAlloc(free = %zu) answered %d", modes[_i], f, (int)r);
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+}
+END_TEST
+
 TCase *pt_tcase_modes(void)
 {
     TCase *tc = tcase_create("modes");
@@ -274,6 +294,7 @@ TCase *pt_tcase_modes(void)
     tcase_add_test(tc, platform_one_per_alloc);
     tcase_add_test(tc, platform_info_free_fits_async);
     tcase_add_loop_test(tc, info_free_whole_units, 0, 6);
+    tcase_add_loop_test(tc, info_free_device_bound, 0, 4);
     tcase_add_test(tc, no_preallocate_grows_on_demand);
     tcase_add_test(tc, fraction_sizes_arena);
     tcase_add_test(tc, fraction_plus_grows_to_cap);

@@ -533,9 +533,45 @@ START_TEST(refused_region_not_fragmentation)
 }
 END_TEST
 
+/* A block larger than the device with no cap below it (none set, 100%, a limit above the
+ * device): the device is the bound, said as such; "raise GPUARENA_LIMIT" could not help
+ * (helper-68 F4). With a cap below the device, the cap is named as before. */
+static void pt_bigger_than_device_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 100 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(2);
+    exit(0);
+}
+
+START_TEST(oom_bound_by_the_device)
+{
+    static const char *const envs[][2] = {{"GPUARENA_MODE=vmm", "GPUARENA_LOG=warn"},
+                                          {"GPUARENA_MODE=arena", "GPUARENA_LIMIT=100%"},
+                                          {"GPUARENA_MODE=grow", "GPUARENA_LIMIT=1TiB"},
+                                          {"GPUARENA_MODE=platform", "GPUARENA_LIMIT=32MiB"}};
+    char err[16384];
+    pt_env("SIMCUDA_TOTAL_MEM=64MiB", envs[_i][0], envs[_i][1], NULL);
+    int status = pt_run_child(pt_bigger_than_device_child, NULL, err, sizeof err);
+    ck_assert_msg(status == 0, "exit %d: %s", status, err);
+    if (_i < 3) {
+        ck_assert_msg(strstr(err, "of the device's 64.0 MiB, no cap set below it (not enough free "
+                                  "bytes in total: the device's own memory is the bound"),
+                      "%s: %s", envs[_i][0], err);
+        ck_assert_msg(!strstr(err, "raise GPUARENA_LIMIT"), "%s: %s", envs[_i][0], err);
+    } else {
+        ck_assert_msg(strstr(err, "of cap 32.0 MiB on the device (not enough free bytes in total: "
+                                  "raise GPUARENA_LIMIT or use less)"), "%s", err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_oom(void)
 {
     TCase *tc = tcase_create("oom");
+    tcase_add_loop_test(tc, oom_bound_by_the_device, 0, 4);
     tcase_add_test(tc, frag_diagnosed_once);
     tcase_add_test(tc, frag_counts_growth_room);
     tcase_add_test(tc, true_oom_one_line);

@@ -32,13 +32,18 @@ typedef struct sim_alloc {
     sim_kind_t kind;
     unsigned long long id;
     int free_queued;  /* cuMemFreeAsync called: goes when its stream gets there */
+    struct sim_pool *pool; /* SIM_ASYNC: the memory pool it came from (NULL for the others) */
 } sim_alloc_t;
 
 static sim_alloc_t *tab;            /* sorted by base, under sim_lock */
 static size_t tab_len, tab_cap;
 
-/* Each device's default memory pool, which every stream-ordered allocation on the device comes
- * from (cuMemAllocFromPoolAsync's pool is taken as it: there is no cuMemPoolCreate here). When an
+/* Memory pools: each device's default pool, which cuMemAllocAsync on the device takes from, and
+ * the pools cuMemPoolCreate makes (device memory, pinned; see sim_pool_props_ok for what else is
+ * refused), which cuMemAllocFromPoolAsync takes from when it names one. A handle this driver did
+ * not make, or of a destroyed pool (NULL included, which tests have always passed), is taken as the
+ * stream's device's default pool, as before pools could be created (the real driver refuses it).
+ * Each pool has its own threshold, kept bytes, attributes and cuMemPoolTrimTo. When an
  * allocation goes and the pool's CU_MEMPOOL_ATTR_RELEASE_THRESHOLD is above 0, the pool keeps its
  * bytes: still device memory the process holds, taken first by the next stream-ordered allocation
  * of the device. It gives back what it holds above the threshold at the next stream, event or
@@ -51,8 +56,66 @@ typedef struct sim_pool {
     unsigned long long used;      /* bytes of live stream-ordered allocations */
     unsigned long long kept;      /* bytes kept from gone ones */
     unsigned long long used_high, reserved_high;
+    int dev;
+    /* cuMemPoolDestroy called with allocations of it live: its handle is refused, it keeps nothing,
+     * and it goes with its last allocation ("the resources associated with the pool will be
+     * released automatically once there are no more outstanding allocations", cuMemPoolDestroy) */
+    int destroyed;
+    struct sim_pool *next;
 } sim_pool_t;
-static sim_pool_t sim_pools[SIM_MAX_DEVICES];
+static sim_pool_t sim_pools[SIM_MAX_DEVICES]; /* the default pools */
+static sim_pool_t *sim_created;               /* cuMemPoolCreate's, live or draining */
+
+/* Device dev's default pool (its device set here: the array starts zeroed). */
+static sim_pool_t *sim_default_pool_locked(int dev)
+{
+    sim_pools[dev].dev = dev;
+    return &sim_pools[dev];
+}
+
+/* A live created pool whose handle is h, or NULL: found by comparing handles, so that a bogus one
+ * is never read through. */
+static sim_pool_t *sim_created_find_locked(CUmemoryPool h)
+{
+    for (sim_pool_t *p = sim_created; p; p = p->next)
+        if ((CUmemoryPool)p == h && !p->destroyed)
+            return p;
+    return NULL;
+}
+
+/* The pool a stream-ordered allocation on dev takes from: h if it is a live created pool, else
+ * dev's default pool (see above). */
+static sim_pool_t *sim_pool_for_locked(CUmemoryPool h, int dev)
+{
+    sim_pool_t *p = h ? sim_created_find_locked(h) : NULL;
+    return p ? p : sim_default_pool_locked(dev);
+}
+
+/* n bytes pool p starts (or stops) keeping: device memory the process holds in no allocation. */
+static void sim_pool_keep_locked(sim_pool_t *p, unsigned long long n)
+{
+    p->kept += n;
+    sim_counters.pool_kept_bytes += n;
+    sim_pool_hold_locked(p->dev, n);
+}
+
+static void sim_pool_unkeep_locked(sim_pool_t *p, unsigned long long n)
+{
+    p->kept -= n;
+    sim_counters.pool_kept_bytes -= n;
+    sim_pool_drop_locked(p->dev, n);
+}
+
+/* A destroyed pool whose last allocation went: unlinked and freed. */
+static void sim_pool_reap_locked(sim_pool_t *p)
+{
+    for (sim_pool_t **pp = &sim_created; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            free(p);
+            return;
+        }
+}
 
 static void sim_pool_highs_locked(sim_pool_t *p)
 {
@@ -62,15 +125,13 @@ static void sim_pool_highs_locked(sim_pool_t *p)
         p->reserved_high = p->used + p->kept;
 }
 
-/* Gives back what pool p of dev keeps beyond `keep` bytes reserved. */
-static void sim_pool_release_locked(sim_pool_t *p, int dev, unsigned long long keep)
+/* Gives back what pool p keeps beyond `keep` bytes reserved. */
+static void sim_pool_release_locked(sim_pool_t *p, unsigned long long keep)
 {
     unsigned long long reserved = p->used + p->kept;
     if (reserved <= keep)
         return;
-    unsigned long long n = reserved - keep < p->kept ? reserved - keep : p->kept;
-    p->kept -= n;
-    sim_pool_drop_locked(dev, n);
+    sim_pool_unkeep_locked(p, reserved - keep < p->kept ? reserved - keep : p->kept);
 }
 
 void sim_pools_settle(void)
@@ -78,7 +139,10 @@ void sim_pools_settle(void)
     pthread_mutex_lock(&sim_lock);
     for (int d = 0; d < SIM_MAX_DEVICES; d++)
         if (sim_pools[d].kept)
-            sim_pool_release_locked(&sim_pools[d], d, sim_pools[d].threshold);
+            sim_pool_release_locked(&sim_pools[d], sim_pools[d].threshold);
+    for (sim_pool_t *p = sim_created; p; p = p->next)
+        if (p->kept)
+            sim_pool_release_locked(p, p->threshold);
     pthread_mutex_unlock(&sim_lock);
 }
 
@@ -129,12 +193,12 @@ static void sim_remove_locked(size_t i)
     munmap((void *)(uintptr_t)a->base, a->mapped);
     sim_uncharge_locked(a->dev, a->size);
     if (a->kind == SIM_ASYNC) {
-        sim_pool_t *p = &sim_pools[a->dev];
+        sim_pool_t *p = a->pool;
         p->used -= a->size;
-        if (p->threshold) { /* the pool keeps the bytes */
-            p->kept += a->size;
-            sim_pool_hold_locked(a->dev, a->size);
-        }
+        if (p->threshold && !p->destroyed) /* the pool keeps the bytes */
+            sim_pool_keep_locked(p, a->size);
+        else if (p->destroyed && !p->used)
+            sim_pool_reap_locked(p);
     }
     memmove(&tab[i], &tab[i + 1], (tab_len - i - 1) * sizeof *tab);
     tab_len--;
@@ -156,37 +220,36 @@ void sim_free_ctx_memory_locked(const sim_ctx_t *c)
     }
 }
 
-static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kind, CUdeviceptr *out)
+/* hpool: a stream-ordered allocation's pool handle (sim_pool_for_locked); its memory is on the
+ * pool's device (a created pool's may be another than the context's). */
+static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kind, CUmemoryPool hpool,
+                                 CUdeviceptr *out)
 {
     long page = sysconf(_SC_PAGESIZE);
     if (size > SIZE_MAX - (size_t)page)
         return CUDA_ERROR_OUT_OF_MEMORY;
     size_t mapped = (size + (size_t)page - 1) & ~((size_t)page - 1);
-    /* A stream-ordered allocation takes what its device's pool keeps first. */
-    sim_pool_t *pool = kind == SIM_ASYNC ? &sim_pools[c->dev] : NULL;
+    /* A stream-ordered allocation takes what its pool keeps first. */
+    sim_pool_t *pool = kind == SIM_ASYNC ? sim_pool_for_locked(hpool, c->dev) : NULL;
+    int dev = pool ? pool->dev : c->dev;
     unsigned long long reuse = pool ? (pool->kept < size ? pool->kept : size) : 0;
-    if (reuse) {
-        pool->kept -= reuse;
-        sim_pool_drop_locked(c->dev, reuse);
-    }
-    if (sim_charge_locked(c->dev, size) != 0) {
-        if (reuse) {
-            pool->kept += reuse;
-            sim_pool_hold_locked(c->dev, reuse);
-        }
+    if (reuse)
+        sim_pool_unkeep_locked(pool, reuse);
+    if (sim_charge_locked(dev, size) != 0) {
+        if (reuse)
+            sim_pool_keep_locked(pool, reuse);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
-    sim_alloc_t a = {(CUdeviceptr)(uintptr_t)p, size, mapped, c->dev, c, kind, sim_next_id_locked(), 0};
+    sim_alloc_t a = {(CUdeviceptr)(uintptr_t)p, size, mapped, dev, c, kind, sim_next_id_locked(), 0,
+                     pool};
     if (p == MAP_FAILED || sim_insert_locked(&a) != 0) {
         if (p != MAP_FAILED)
             munmap(p, mapped);
-        sim_uncharge_locked(c->dev, size);
-        if (reuse) {
-            pool->kept += reuse;
-            sim_pool_hold_locked(c->dev, reuse);
-        }
+        sim_uncharge_locked(dev, size);
+        if (reuse)
+            sim_pool_keep_locked(pool, reuse);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (pool) {
@@ -197,8 +260,9 @@ static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kin
     return CUDA_SUCCESS;
 }
 
-/* The common allocation path: context, arguments, latency, accounting. */
-static CUresult sim_alloc(CUdeviceptr *dptr, size_t size, sim_kind_t kind)
+/* The common allocation path: context, arguments, latency, accounting (hpool: see
+ * sim_alloc_locked). */
+static CUresult sim_alloc(CUdeviceptr *dptr, size_t size, sim_kind_t kind, CUmemoryPool hpool)
 {
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
@@ -207,7 +271,7 @@ static CUresult sim_alloc(CUdeviceptr *dptr, size_t size, sim_kind_t kind)
     if (r == CUDA_SUCCESS) {
         sim_latency();
         pthread_mutex_lock(&sim_lock);
-        r = sim_alloc_locked(c, size, kind, dptr);
+        r = sim_alloc_locked(c, size, kind, hpool, dptr);
         pthread_mutex_unlock(&sim_lock);
     }
     if (r != CUDA_SUCCESS)
@@ -263,7 +327,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     SIM_COUNT(alloc_calls);
     SIM_ENTER_ALLOC(cuMemAlloc_v2);
-    return sim_alloc(dptr, bytesize, SIM_PLAIN);
+    return sim_alloc(dptr, bytesize, SIM_PLAIN, NULL);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -275,7 +339,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     int bad = !pPitch || WidthInBytes == 0 || Height == 0 || pitch < WidthInBytes ||
               (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
               pitch > SIZE_MAX / Height;
-    CUresult r = sim_alloc(dptr, bad ? 0 : pitch * Height, SIM_PLAIN);
+    CUresult r = sim_alloc(dptr, bad ? 0 : pitch * Height, SIM_PLAIN, NULL);
     if (r == CUDA_SUCCESS)
         *pPitch = pitch;
     return r;
@@ -294,13 +358,13 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     SIM_ENTER_ALLOC(cuMemAllocManaged);
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         bytesize = 0; /* rejected as an invalid value by the common path */
-    return sim_alloc(dptr, bytesize, SIM_MANAGED);
+    return sim_alloc(dptr, bytesize, SIM_MANAGED, NULL);
 }
 
 /* ---- stream-ordered allocation: memory is taken at the call (earlier than the stream needs it,
  * which is always safe) and given back when the stream reaches the free ---- */
 
-static CUresult sim_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s)
+static CUresult sim_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, CUmemoryPool hpool)
 {
     if (sim_check_init() == CUDA_SUCCESS && !sim_stream_ok(s)) {
         SIM_COUNT(failed_allocs);
@@ -317,13 +381,13 @@ static CUresult sim_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s)
         if (r == CUDA_SUCCESS) {
             sim_latency();
             pthread_mutex_lock(&sim_lock);
-            r = sim_alloc_locked(c, size, SIM_ASYNC, dptr);
+            r = sim_alloc_locked(c, size, SIM_ASYNC, hpool, dptr);
             pthread_mutex_unlock(&sim_lock);
         }
         if (r != CUDA_SUCCESS)
             SIM_COUNT(failed_allocs);
     } else {
-        r = sim_alloc(dptr, size, SIM_ASYNC);
+        r = sim_alloc(dptr, size, SIM_ASYNC, hpool);
     }
     if (r == CUDA_SUCCESS)
         sim_hold_async_alloc();
@@ -361,31 +425,29 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     SIM_COUNT(async_alloc_calls);
     SIM_ENTER_ALLOC(cuMemAllocAsync);
-    return sim_alloc_async(dptr, bytesize, hStream);
+    return sim_alloc_async(dptr, bytesize, hStream, NULL);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     SIM_COUNT(async_alloc_calls);
     SIM_ENTER_ALLOC(cuMemAllocAsync_ptsz);
-    return sim_alloc_async(dptr, bytesize, hStream);
+    return sim_alloc_async(dptr, bytesize, hStream, NULL);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
-    (void)pool; /* every pool is the device's default pool here */
     SIM_COUNT(pool_alloc_calls);
     SIM_ENTER_ALLOC(cuMemAllocFromPoolAsync);
-    return sim_alloc_async(dptr, bytesize, hStream);
+    return sim_alloc_async(dptr, bytesize, hStream, pool);
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream)
 {
-    (void)pool;
     SIM_COUNT(pool_alloc_calls);
     SIM_ENTER_ALLOC(cuMemAllocFromPoolAsync_ptsz);
-    return sim_alloc_async(dptr, bytesize, hStream);
+    return sim_alloc_async(dptr, bytesize, hStream, pool);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -404,19 +466,15 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 /* ---- memory pools ---- */
 
-static CUresult sim_pool_get(CUmemoryPool h, sim_pool_t **p, int *dev)
+/* The pool of handle h, default or created and not destroyed, or NULL; under sim_lock. */
+static sim_pool_t *sim_pool_find_locked(CUmemoryPool h)
 {
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
     for (int d = 0; d < sim_cfg.devices && d < SIM_MAX_DEVICES; d++)
-        if (h == (CUmemoryPool)&sim_pools[d]) {
-            *p = &sim_pools[d];
-            *dev = d;
-            return CUDA_SUCCESS;
-        }
-    return CUDA_ERROR_INVALID_VALUE;
+        if (h == (CUmemoryPool)&sim_pools[d])
+            return sim_default_pool_locked(d);
+    return sim_created_find_locked(h);
 }
+
 
 static CUresult sim_dev_pool(CUmemoryPool *pool, CUdevice dev)
 {
@@ -434,33 +492,100 @@ static CUresult sim_dev_pool(CUmemoryPool *pool, CUdevice dev)
 SIM_WRAP(cuDeviceGetDefaultMemPool, sim_dev_pool, (CUmemoryPool *pool_out, CUdevice dev), (pool_out, dev))
 SIM_WRAP(cuDeviceGetMemPool, sim_dev_pool, (CUmemoryPool *pool, CUdevice dev), (pool, dev))
 
+/* What cuMemPoolCreate models: pinned device memory of a device the driver has, no export handle
+ * types, no size limit or usage bits. The rest is refused with the driver's codes: arguments its
+ * documentation calls invalid (a type that is not pinned, a location that is no device, or the
+ * current thread's NUMA node, a Windows security attribute, reserved bytes) CUDA_ERROR_INVALID_VALUE;
+ * what a driver may lack (host pools, IPC handle types, maxSize, usage)
+ * CUDA_ERROR_NOT_SUPPORTED. */
+static CUresult sim_pool_props_ok(const CUmemPoolProps *pp)
+{
+    if (pp->allocType != CU_MEM_ALLOCATION_TYPE_PINNED || pp->win32SecurityAttributes)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof pp->reserved; i++)
+        if (pp->reserved[i])
+            return CUDA_ERROR_INVALID_VALUE;
+    if (pp->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+        pp->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (pp->location.type != CU_MEM_LOCATION_TYPE_DEVICE || pp->location.id < 0 ||
+        pp->location.id >= sim_cfg.devices)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (pp->handleTypes != CU_MEM_HANDLE_TYPE_NONE || pp->maxSize || pp->usage)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    SIM_COUNT(pool_create_calls);
+    SIM_ENTER(cuMemPoolCreate);
+    CUresult r = sim_check_init();
+    if (r == CUDA_SUCCESS && (!pool || !poolProps))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = sim_pool_props_ok(poolProps);
+    sim_pool_t *p = r == CUDA_SUCCESS ? calloc(1, sizeof *p) : NULL;
+    if (r != CUDA_SUCCESS || !p)
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
+    p->dev = poolProps->location.id;
+    pthread_mutex_lock(&sim_lock);
+    p->next = sim_created;
+    sim_created = p;
+    sim_counters.pools_live++;
+    pthread_mutex_unlock(&sim_lock);
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+/* A created pool goes: what it keeps is given back to the device at once; with allocations of it
+ * still live (or frees of them not yet passed on their streams), the call returns at once and the
+ * pool's memory goes with its last allocation, which stays usable till then (cuMemPoolDestroy's
+ * documentation). A default pool cannot be destroyed ("A device's default memory pool cannot be
+ * destroyed"), nor a handle that is no pool, NULL, or one already destroyed: CUDA_ERROR_INVALID_VALUE. */
+CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    SIM_COUNT(pool_destroy_calls);
+    SIM_ENTER(cuMemPoolDestroy);
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&sim_lock);
+    sim_pool_t *p = sim_created_find_locked(pool);
+    if (p) {
+        sim_pool_unkeep_locked(p, p->kept);
+        p->destroyed = 1;
+        sim_counters.pools_live--;
+        sim_counters.pools_destroyed++;
+        if (!p->used)
+            sim_pool_reap_locked(p);
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     SIM_COUNT(pool_trim_calls);
     SIM_ENTER(cuMemPoolTrimTo);
-    sim_pool_t *p;
-    int dev;
-    CUresult r = sim_pool_get(pool, &p, &dev);
+    CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&sim_lock);
-    sim_pool_release_locked(p, dev, minBytesToKeep);
+    sim_pool_t *p = sim_pool_find_locked(pool);
+    if (p)
+        sim_pool_release_locked(p, minBytesToKeep);
     pthread_mutex_unlock(&sim_lock);
-    return CUDA_SUCCESS;
+    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* The pool attributes, read (set 0) or written: the byte counts are cuuint64_t, the reuse
  * policies int (always on here; a value written is taken and not used), and of the high
  * watermarks only a reset to zero may be written. */
-static CUresult sim_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value, int set)
+static CUresult sim_pool_attr_locked(sim_pool_t *p, CUmemPool_attribute attr, void *value, int set)
 {
-    sim_pool_t *p;
-    int dev;
-    CUresult r = sim_pool_get(pool, &p, &dev);
-    if (r != CUDA_SUCCESS || !value)
-        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
     cuuint64_t *u = value;
-    pthread_mutex_lock(&sim_lock);
     switch (attr) {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
@@ -496,6 +621,18 @@ static CUresult sim_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void 
     default:
         r = CUDA_ERROR_INVALID_VALUE;
     }
+    return r;
+}
+
+/* A pool attribute of handle pool, under sim_lock (the pool may be destroyed meanwhile). */
+static CUresult sim_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value, int set)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&sim_lock);
+    sim_pool_t *p = sim_pool_find_locked(pool);
+    r = p && value ? sim_pool_attr_locked(p, attr, value, set) : CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_unlock(&sim_lock);
     return r;
 }
@@ -569,7 +706,7 @@ static CUresult sim_attr(CUpointer_attribute attr, const sim_alloc_t *a, CUdevic
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a ? a->size : 0; break;
     case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = a != NULL; break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-        *(CUmemoryPool *)data = a && a->kind == SIM_ASYNC ? (CUmemoryPool)&sim_pools[a->dev] : NULL;
+        *(CUmemoryPool *)data = a && a->kind == SIM_ASYNC ? (CUmemoryPool)a->pool : NULL;
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a ? a->id : 0; break;
     /* device memory of the driver's own allocators is GPUDirect RDMA capable on the GPUs that

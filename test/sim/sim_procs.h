@@ -67,6 +67,8 @@
     X(cuMemPoolTrimTo, 11020, 0, cuMemPoolTrimTo)                                     \
     X(cuMemPoolSetAttribute, 11020, 0, cuMemPoolSetAttribute)                         \
     X(cuMemPoolGetAttribute, 11020, 0, cuMemPoolGetAttribute)                         \
+    X(cuMemPoolCreate, 11020, 0, cuMemPoolCreate)                                     \
+    X(cuMemPoolDestroy, 11020, 0, cuMemPoolDestroy)                                   \
     X(cuMemCreate, 10020, 0, cuMemCreate)                                             \
     X(cuMemRelease, 10020, 0, cuMemRelease)                                           \
     X(cuMemGetAllocationGranularity, 10020, 0, cuMemGetAllocationGranularity)         \

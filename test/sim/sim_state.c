@@ -210,6 +210,8 @@ void simcuda_reset_counters(void)
     sim_counters.vmm_mapped_bytes = sim_counters.peak_vmm_mapped_bytes = keep.vmm_mapped_bytes;
     sim_counters.vmm_mappings = keep.vmm_mappings;
     sim_counters.vmm_reserved_bytes = keep.vmm_reserved_bytes;
+    sim_counters.pools_live = keep.pools_live;
+    sim_counters.pool_kept_bytes = keep.pool_kept_bytes;
     sim_getproc_log_clear_locked();
     sim_fault_reset_counts();
     pthread_mutex_unlock(&sim_lock);

@@ -75,8 +75,18 @@
  *    cuCtxDisablePeerAccess check their arguments and state as the driver does, and reach no
  *    cuMemCreate memory (only cuMemSetAccess does); ordinary memory is reachable from every device
  *    with or without them.
+ *  - Memory pools (sim_memory.c): each device's default pool, and those cuMemPoolCreate makes
+ *    (pinned device memory only; host pools, export handle types, maxSize and usage bits are
+ *    CUDA_ERROR_NOT_SUPPORTED, invalid properties CUDA_ERROR_INVALID_VALUE). cuMemAllocAsync takes
+ *    from the default pool, cuMemAllocFromPoolAsync from the pool it names (a handle this driver
+ *    did not make, NULL or a destroyed pool's: the default pool, as before pools could be made),
+ *    on that pool's device. Each pool has its own release threshold, kept bytes (pool_kept_bytes,
+ *    part of bytes_in_use), attributes and cuMemPoolTrimTo. cuMemPoolDestroy gives back what the
+ *    pool keeps at once; its live blocks stay usable and their memory goes when they are freed;
+ *    the default pool, NULL and unknown handles are CUDA_ERROR_INVALID_VALUE.
  *  - simcuda_reset_counters keeps what is live (bytes_in_use, live_allocations, vmm_bytes_in_use,
- *    vmm_mapped_bytes, vmm_mappings, vmm_reserved_bytes) and restarts each peak from it.
+ *    vmm_mapped_bytes, vmm_mappings, vmm_reserved_bytes, pools_live, pool_kept_bytes) and restarts
+ *    each peak from it.
  *
  * Streams (sim_stream.c, sim_event.c): every stream runs its operations in order on a worker thread
  * of its own, later than they were queued: the async copies and sets, simcuda_launch(_copy),
@@ -180,6 +190,12 @@ extern "C" {
     X(managed_alloc_calls, "cuMemAllocManaged calls")                                        \
     X(pool_alloc_calls, "cuMemAllocFromPoolAsync(_ptsz) calls")                              \
     X(pool_trim_calls, "cuMemPoolTrimTo calls")                                              \
+    X(pool_create_calls, "cuMemPoolCreate calls")                                            \
+    X(pool_destroy_calls, "cuMemPoolDestroy calls")                                          \
+    X(pools_live, "pools made by cuMemPoolCreate and not destroyed, now")                    \
+    X(pools_destroyed, "pools cuMemPoolDestroy destroyed")                                   \
+    X(pool_kept_bytes, "bytes the memory pools keep now, every pool and device (freed "     \
+                       "stream-ordered blocks a release threshold keeps; in bytes_in_use too)") \
     X(create_calls, "cuMemCreate calls")                                                     \
     X(release_calls, "cuMemRelease calls")                                                   \
     X(getproc_calls, "cuGetProcAddress + cuGetProcAddress_v2 calls")                         \

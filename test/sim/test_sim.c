@@ -806,6 +806,7 @@ static Suite *sim_suite(void)
     suite_add_tcase(s, ts_tcase_shared());
     suite_add_tcase(s, ts_tcase_nvml());
     suite_add_tcase(s, ts_tcase_stream());
+    suite_add_tcase(s, ts_tcase_pool());
     return s;
 }
 

@@ -29,5 +29,6 @@ TCase *ts_tcase_vmm(void);
 TCase *ts_tcase_shared(void);
 TCase *ts_tcase_nvml(void);
 TCase *ts_tcase_stream(void);
+TCase *ts_tcase_pool(void);
 
 #endif

@@ -18,91 +18,170 @@
  * Before (an outside test, 2026-12-06, helper-48 F2), the freed bytes left the cap when the stream
  * passed the free while the driver kept them: with PyTorch's settings, a program could hold the
  * cap in kept memory and the same again in live blocks.
+ * A device lists every pool its blocks came from, however many (before, 8: what the 9th pool on
+ * kept left the cap while the device held it, helper-69). The list grows on the heap; when host
+ * memory for it runs out, the block that needed the room is given back to the driver, its pool
+ * trimmed and the call refused with CUDA_ERROR_OUT_OF_MEMORY, as for the other pass-through
+ * records (passthrough.c): a block whose pool is not counted would let what the pool keeps after
+ * its free escape the cap, and counting it some other way (trimming that pool at every settle)
+ * would be a second bookkeeping for a case that only a host out of memory reaches.
+ * A pool the program destroys (cuMemPoolDestroy, hooked here) leaves the list and what it kept the
+ * cap; it is trimmed just before, so that the driver has given that memory back whatever it does
+ * with a pool whose blocks are still live. A pool whose figures the driver no longer gives
+ * (CUDA_ERROR_INVALID_VALUE or _INVALID_HANDLE: gone) is dropped at the read, and the others still
+ * count: before, one such pool froze the device's figure, and the cap stayed charged with memory
+ * the driver had given back (helper-69).
  * A device with no pass-through stream-ordered block has no pool noted, and none of this costs it
  * anything but one load. State in ga_dev_t (pool_*), under pool_lock, which is taken last.
  */
 #include "shim.h"
 
-/* What dv's pools keep, reserved less used, by the driver's figures; 0 when one cannot be read
- * (the caller then keeps its figure). */
-static int ga_mempool_read(const ga_dev_t *dv, int n, uint64_t *kept)
+#include <stdlib.h>
+
+/* Index of pool in dv's list, or -1. pool_lock held. */
+static int ga_mempool_find(const ga_dev_t *dv, CUmemoryPool pool)
 {
-    uint64_t sum = 0;
-    for (int i = 0; i < n; i++) {
-        cuuint64_t reserved = 0, used = 0;
-        if (ga_real.cuMemPoolGetAttribute(dv->pools[i], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-                                          &reserved) != CUDA_SUCCESS ||
-            ga_real.cuMemPoolGetAttribute(dv->pools[i], CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
-                                          &used) != CUDA_SUCCESS)
+    int n = atomic_load_explicit(&dv->npools, memory_order_relaxed);
+    for (int i = 0; i < n; i++)
+        if (dv->pools[i] == pool)
+            return i;
+    return -1;
+}
+
+/* Takes pools[i] out of dv's list (the last takes its place: the order means nothing).
+ * pool_lock held. */
+static void ga_mempool_drop_at(ga_dev_t *dv, int i)
+{
+    int n = atomic_load_explicit(&dv->npools, memory_order_relaxed);
+    dv->pools[i] = dv->pools[n - 1];
+    atomic_store_explicit(&dv->npools, n - 1, memory_order_release);
+}
+
+/* Room for one more pool in dv's list, doubled when full; 0 when host memory ran out (the list is
+ * left as it was). pool_lock held. */
+static int ga_mempool_room(ga_dev_t *dv)
+{
+    int n = atomic_load_explicit(&dv->npools, memory_order_relaxed);
+    if (n < dv->pool_cap)
+        return 1;
+    if (dv->pool_cap > (1 << 24))
+        return 0; /* sixteen million pools: no program has them; the doubling stays in range */
+    int cap = dv->pool_cap ? dv->pool_cap * 2 : 8;
+    CUmemoryPool *p = realloc(dv->pools, (size_t)cap * sizeof *p);
+    if (!p)
+        return 0;
+    dv->pools = p;
+    dv->pool_cap = cap;
+    return 1;
+}
+
+/* What one pool keeps, reserved less used, by the driver's figures. */
+static CUresult ga_mempool_read_one(CUmemoryPool pool, uint64_t *kept)
+{
+    cuuint64_t reserved = 0, used = 0;
+    CUresult r = ga_real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+    if (r == CUDA_SUCCESS)
+        r = ga_real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+    *kept = reserved > used ? reserved - used : 0;
+    return r;
+}
+
+/* What dv's pools keep. A pool the driver no longer knows is dropped from the list and counts
+ * nothing (see the file comment); 0 when a pool cannot be read for another reason (the caller
+ * then keeps its figure). pool_lock held. */
+static int ga_mempool_read(ga_dev_t *dv, uint64_t *kept)
+{
+    uint64_t sum = 0, one;
+    for (int i = 0; i < atomic_load_explicit(&dv->npools, memory_order_relaxed);) {
+        CUresult r = ga_mempool_read_one(dv->pools[i], &one);
+        if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_INVALID_HANDLE) {
+            ga_mempool_drop_at(dv, i); /* pools[i] is now another pool: read it next */
+            continue;
+        }
+        if (r != CUDA_SUCCESS)
             return 0;
-        sum += reserved > used ? reserved - used : 0;
+        sum += one;
+        i++;
     }
     *kept = sum;
     return 1;
 }
 
-void ga_mempool_note(int dev, CUdeviceptr p)
+/* Commits what dv's pools keep, as the driver says now; returns the bytes that left the cap. With
+ * no pool left the figure is 0, which keeps npools == 0 meaning nothing kept. pool_lock held. */
+static uint64_t ga_mempool_correct(int dev, ga_dev_t *dv)
+{
+    uint64_t kept, released = 0;
+    if (!ga_mempool_read(dv, &kept))
+        return 0;
+    dv->pool_stale = 0;
+    if (kept < dv->pool_kept) {
+        released = dv->pool_kept - kept;
+        ga_dev_uncommit(dev, released);
+    } else if (kept > dv->pool_kept) {
+        ga_dev_hold(dev, kept - dv->pool_kept); /* held, whatever the cap says */
+    }
+    dv->pool_kept = kept;
+    return released;
+}
+
+int ga_mempool_note(int dev, CUdeviceptr p, CUmemoryPool *unlisted)
 {
     CUmemoryPool pool = NULL;
     if (!ga_real.cuMemPoolGetAttribute || !ga_real.cuPointerGetAttribute ||
         ga_real.cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p) !=
             CUDA_SUCCESS || !pool)
-        return;
+        return 1;
     ga_dev_t *dv = ga_dev(dev);
+    int listed = 1;
     ga_mutex_lock(&dv->pool_lock);
-    int n = atomic_load_explicit(&dv->npools, memory_order_relaxed), seen = 0;
-    for (int i = 0; i < n && !seen; i++)
-        seen = dv->pools[i] == pool;
-    if (!seen && n < GA_DEV_POOLS) {
+    if (ga_mempool_find(dv, pool) < 0 && (listed = ga_mempool_room(dv))) {
+        int n = atomic_load_explicit(&dv->npools, memory_order_relaxed);
         dv->pools[n] = pool;
         atomic_store_explicit(&dv->npools, n + 1, memory_order_release);
-    } else if (!seen) {
-        static _Atomic int told;
-        if (!atomic_exchange(&told, 1))
-            ga_log(GA_LOG_WARN, "device %d: stream-ordered blocks from more than %d memory pools; "
-                   "what the others keep after frees is not counted toward the cap", dev,
-                   GA_DEV_POOLS);
     }
     dv->pool_stale = 1; /* the block may have taken kept memory */
     ga_mutex_unlock(&dv->pool_lock);
+    if (!listed)
+        *unlisted = pool;
+    return listed;
+}
+
+int ga_mempool_unlisted(CUmemoryPool pool)
+{
+    return ga_real.cuMemPoolTrimTo && ga_real.cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS;
 }
 
 void ga_mempool_gone(int dev, uint64_t bytes)
 {
     ga_dev_t *dv = ga_dev(dev);
-    if (!atomic_load_explicit(&dv->npools, memory_order_acquire)) {
-        ga_dev_uncommit(dev, bytes);
-        return;
+    int kept = 0;
+    if (atomic_load_explicit(&dv->npools, memory_order_acquire)) {
+        ga_mutex_lock(&dv->pool_lock);
+        /* asked again under the lock: a destroy may have emptied the list (and zeroed the figure) */
+        if ((kept = atomic_load_explicit(&dv->npools, memory_order_relaxed) > 0)) {
+            dv->pool_kept += bytes; /* still committed; the next settle asks the driver */
+            dv->pool_stale = 1;
+        }
+        ga_mutex_unlock(&dv->pool_lock);
     }
-    ga_mutex_lock(&dv->pool_lock);
-    dv->pool_kept += bytes; /* still committed; the next settle asks the driver */
-    dv->pool_stale = 1;
-    ga_mutex_unlock(&dv->pool_lock);
+    if (!kept)
+        ga_dev_uncommit(dev, bytes);
 }
 
 uint64_t ga_mempool_settle(int dev, int trim)
 {
     ga_dev_t *dv = ga_dev(dev);
-    int n = atomic_load_explicit(&dv->npools, memory_order_acquire);
-    if (!n)
-        return 0;
+    if (!atomic_load_explicit(&dv->npools, memory_order_acquire))
+        return 0; /* no pool: nothing kept (ga_mempool_correct) */
     uint64_t released = 0;
     ga_mutex_lock(&dv->pool_lock);
     if (trim || dv->pool_stale) {
+        int n = atomic_load_explicit(&dv->npools, memory_order_relaxed);
         if (trim && dv->pool_kept)
             for (int i = 0; i < n; i++)
                 ga_real.cuMemPoolTrimTo(dv->pools[i], 0);
-        uint64_t kept;
-        if (ga_mempool_read(dv, n, &kept)) {
-            dv->pool_stale = 0;
-            if (kept < dv->pool_kept) {
-                released = dv->pool_kept - kept;
-                ga_dev_uncommit(dev, released);
-            } else if (kept > dv->pool_kept) {
-                ga_dev_hold(dev, kept - dv->pool_kept); /* held, whatever the cap says */
-            }
-            dv->pool_kept = kept;
-        }
+        released = ga_mempool_correct(dev, dv);
     }
     ga_mutex_unlock(&dv->pool_lock);
     return released;
@@ -130,6 +209,60 @@ uint64_t ga_mempool_kept(int dev)
     uint64_t kept = dv->pool_kept;
     ga_mutex_unlock(&dv->pool_lock);
     return kept;
+}
+
+/* Whether device dev lists pool. */
+static int ga_mempool_listed(int dev, CUmemoryPool pool)
+{
+    ga_dev_t *dv = ga_dev(dev);
+    if (!atomic_load_explicit(&dv->npools, memory_order_acquire))
+        return 0;
+    ga_mutex_lock(&dv->pool_lock);
+    int found = ga_mempool_find(dv, pool) >= 0;
+    ga_mutex_unlock(&dv->pool_lock);
+    return found;
+}
+
+/* A destroyed pool leaves dev's list, and dev's figure is asked of the pools left (what the
+ * destroyed one kept leaves the cap). */
+static void ga_mempool_forget(int dev, CUmemoryPool pool)
+{
+    ga_dev_t *dv = ga_dev(dev);
+    if (!atomic_load_explicit(&dv->npools, memory_order_acquire))
+        return;
+    ga_mutex_lock(&dv->pool_lock);
+    int i = ga_mempool_find(dv, pool);
+    if (i >= 0) {
+        ga_mempool_drop_at(dv, i);
+        dv->pool_stale = 1; /* asked again at the next settle if a pool left cannot be read now */
+        ga_mempool_correct(dev, dv);
+    }
+    ga_mutex_unlock(&dv->pool_lock);
+}
+
+/* A pool is listed by the device whose context's stream took a block from it, which may be more
+ * than one device: each forgets it. A pool no device lists (none of its blocks was counted),
+ * NULL, or a handle that is no pool goes to the driver untouched, which answers it. A listed pool
+ * is trimmed first: a driver may keep a destroyed pool's memory until its last block is freed
+ * ("the resources associated with the pool will be released automatically once there are no more
+ * outstanding allocations"), and what it kept must leave the device when it leaves the cap. A
+ * refused destroy (a device's default pool) leaves the pool listed, only trimmed. */
+GA_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    GA_HOOK_ENTER(cuMemPoolDestroy, (pool));
+    int listed = 0;
+    for (int d = 0; pool && d < GA_MAX_DEVICES && !listed; d++)
+        listed = ga_mempool_listed(d, pool);
+    if (!listed)
+        return ga_real.cuMemPoolDestroy(pool);
+    if (ga_real.cuMemPoolTrimTo)
+        ga_real.cuMemPoolTrimTo(pool, 0);
+    CUresult r = ga_real.cuMemPoolDestroy(pool);
+    for (int d = 0; r == CUDA_SUCCESS && d < GA_MAX_DEVICES; d++)
+        ga_mempool_forget(d, pool);
+    if (r != CUDA_SUCCESS)
+        ga_mempool_settle_all(); /* still listed, and trimmed: the figures are asked again */
+    return r;
 }
 
 void ga_mempool_fork_child(ga_dev_t *dv)

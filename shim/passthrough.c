@@ -102,8 +102,10 @@ static uint64_t ga_pass_units(uint8_t api, size_t size)
  * device's for a cuMemCreate handle, which outlives contexts), or give the commitment back. An
  * allocation the driver served but that cannot be recorded (no host memory for the table) is
  * given back to the driver and answered CUDA_ERROR_OUT_OF_MEMORY: before, it was returned as a
- * success with its bytes off the cap (456 MiB held under a 256 MiB cap, helper-47 F11). If the
- * driver will not take it back, its bytes stay committed for good. Returns the call's answer. */
+ * success with its bytes off the cap (456 MiB held under a 256 MiB cap, helper-47 F11). So is a
+ * stream-ordered block whose pool the device cannot list (mempool.c), noted before the record;
+ * its pool is trimmed once the block is back. If the driver will not take it back (or trim the
+ * pool), its bytes stay committed for good. Returns the call's answer. */
 static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_t key,
                             size_t size, uint8_t api, uint64_t t0, int handle, CUstream s)
 {
@@ -117,8 +119,11 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
     ga_ptrmap_t *table = handle ? &ga_dev(dev)->handles : &c->pass;
     ga_counts_t *counts = handle ? &ga_dev(dev)->counts : &c->counts;
     int recorded = 0, nohost = 0;
+    CUmemoryPool unlisted = NULL;
+    int nopool = r == CUDA_SUCCESS && stream_ordered && !handle &&
+                 !ga_mempool_note(dev, (CUdeviceptr)key, &unlisted); /* its pool may keep memory */
     ga_mutex_lock(lock);
-    if (r == CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS && !nopool) {
         ga_pentry_t e = {.key = key, .size = held,
                          .aux = handle ? GA_HANDLE_AUX(api, 1, 0) : api};
         /* A context that died during the call: its memory went with it, except stream-ordered
@@ -131,10 +136,13 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
             nohost = !(recorded = ga_pass_outlives(c, &e)) && stream_ordered;
     }
     ga_mutex_unlock(lock);
-    if (nohost) {
+    if (nohost || nopool) {
         int back = ga_pass_undo(key, handle, stream_ordered, s);
-        r = ga_refuse_nohost(ga_api_name(api), handle ? "the device's handle table"
-                                                      : "the context's pass-through table", size);
+        if (nopool)
+            back = back && ga_mempool_unlisted(unlisted);
+        r = ga_refuse_nohost(ga_api_name(api), nopool ? "the device's list of memory pools"
+                                               : handle ? "the device's handle table"
+                                                        : "the context's pass-through table", size);
         if (!back)
             committed = 0; /* the driver kept it: it stays under the cap for good */
     }
@@ -145,12 +153,10 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
         ga_level_add(GA_LEVEL_RESERVED, (int64_t)held);
         ga_level_add(GA_LEVEL_PASSTHROUGH, (int64_t)held);
         ga_dev_in_use_add(dev, (int64_t)held);
-        if (stream_ordered)
-            ga_mempool_note(dev, (CUdeviceptr)key); /* its pool may keep memory (mempool.c) */
     } else if (committed) {
         ga_dev_uncommit(dev, held); /* failed, given back, or gone with its context */
     }
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && !nohost)
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && !nohost && !nopool)
         ga_oom_explain_pass(c ? c : ga_pass_ctx_on(dev), api, size);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,

@@ -259,7 +259,6 @@ extern _Atomic int ga_tracing;
  * the lock, and any other holder lets go within an allocation's time. */
 #define GA_CLOSING_POLL_NS 200000ull
 
-#define GA_DEV_POOLS 8 /* driver memory pools counted per device (mempool.c) */
 typedef struct ga_dev {
     _Atomic int64_t committed; /* bytes held from the driver: pools + pass-through */
     uint64_t cap;              /* valid once known */
@@ -302,11 +301,14 @@ typedef struct ga_dev {
                                   read/write for those devices too (backend.c) */
     _Atomic uint32_t peer_on[GA_MAX_DEVICES]; /* vmm: enables from device d's contexts not yet
                                   disabled; the bit goes at the last disable */
-    /* The driver's memory pools pass-through stream-ordered blocks came from, and the bytes they
-     * keep after frees, committed (mempool.c); under pool_lock, which is taken last. */
+    /* The driver's memory pools pass-through stream-ordered blocks came from, as many as there are
+     * (pools: npools of pool_cap, on the heap, grown and shrunk under pool_lock), and the bytes
+     * they keep after frees, committed (mempool.c); under pool_lock, which is taken last. npools
+     * is read unlocked to skip devices with none; 0 means pool_kept is 0. */
     ga_mutex_t pool_lock;
     _Atomic int npools;
-    CUmemoryPool pools[GA_DEV_POOLS];
+    CUmemoryPool *pools;
+    int pool_cap;
     uint64_t pool_kept;
     int pool_stale;            /* the figure may have moved: asked of the driver at the next settle */
 } ga_dev_t;
@@ -521,8 +523,13 @@ void ga_dev_pass_passed(int dev);
 /* The same for every device from the exit path: a context whose lock is held is skipped. */
 void ga_pass_passed_at_exit(void);
 /* ---- mempool.c: what the driver's memory pools keep of pass-through stream-ordered memory ---- */
-/* A pass-through stream-ordered block p was served on dev: its pool is noted (no lock held). */
-void ga_mempool_note(int dev, CUdeviceptr p);
+/* A pass-through stream-ordered block p was served on dev: its pool is noted (no lock held).
+ * 0 when the device's pool list could not grow (no host memory): *unlisted gets the pool, and the
+ * caller gives the block back and calls ga_mempool_unlisted. */
+int ga_mempool_note(int dev, CUdeviceptr p, CUmemoryPool *unlisted);
+/* The pool of a block refused by ga_mempool_note, the block given back: trimmed, so that it keeps
+ * nothing the cap does not count. 0 when the driver would not trim it. */
+int ga_mempool_unlisted(CUmemoryPool pool);
 /* A pass-through block's bytes leave the live figures: they stay committed as kept by dev's pools
  * when dev has pools noted (the next settle asks the driver), else leave the cap. Any lock held. */
 void ga_mempool_gone(int dev, uint64_t bytes);

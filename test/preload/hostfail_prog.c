@@ -1,5 +1,5 @@
 /* A program whose host memory fails once inside gpuarena, for t_hardening.c's host-failure sweep.
- *   [HOSTFAIL_START=N] hostfail_prog N CAP_BYTES alloc|info|init|managed|create|orphan|free
+ *   [HOSTFAIL_START=N] hostfail_prog N CAP_BYTES alloc|info|init|managed|create|orphan|free|pools
  * Run under the shim (LD_PRELOAD) on the simulated driver with GPUARENA_LIMIT=CAP_BYTES. It defines
  * malloc, calloc, realloc and strdup itself (linked with -rdynamic, so the executable's definitions come
  * first for every library, the shim and a sanitizer runtime included) and, while armed, fails the
@@ -16,6 +16,10 @@
  * primary context allocates 1 MiB blocks: exit 12 if one of them is A's live block (handed out
  * twice), 13 if A's allocation failed with anything but CUDA_ERROR_OUT_OF_MEMORY. orphan-destroy:
  * the same, armed around A's cuCtxDestroy instead (the orphan pool's own host memory).
+ * pools: eight memory pools made by the program (a release threshold at the maximum) each keep
+ * 4 MiB, unarmed; armed around a cuMemAllocFromPoolAsync of 16 MiB from a ninth, whose listing
+ * needs the device's pool list to grow; the block is freed. Exit 12 if it was refused and the
+ * ninth pool keeps memory all the same (what it keeps would not be counted).
  * free: the 200 MiB are allocated unarmed, and the count is armed around their cuMemFree and a
  * cuCtxSynchronize (which gives the pool the freed chunk back: under GPUARENA_VMM_KEEP=0 its
  * granules go back to the driver, which a SIMCUDA_FAIL=cuMemUnmap may refuse); the blocks after
@@ -162,6 +166,45 @@ static int orphan_case(long n, CUcontext ctx, int at_destroy)
     return 0;
 }
 
+/* A pool of device 0 that keeps what is freed; NULL if it cannot be made. */
+static CUmemoryPool keeping_pool(void)
+{
+    CUmemPoolProps pp = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                         .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemoryPool pool;
+    cuuint64_t max = ~0ull;
+    return cuMemPoolCreate(&pool, &pp) ||
+                   cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max)
+               ? NULL
+               : pool;
+}
+
+/* The pools case (above); returns what the ninth pool's allocation answered, or -1 when the
+ * set-up failed. *kept9: what the ninth pool keeps after it. */
+static int pools_case(long n, unsigned long long *kept9)
+{
+    CUstream s;
+    CUmemoryPool pools[9];
+    CUdeviceptr p;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING))
+        return -1;
+    for (int i = 0; i < 9; i++)
+        if (!(pools[i] = keeping_pool()) ||
+            (i < 8 && (cuMemAllocFromPoolAsync(&p, 4u << 20, pools[i], s) || cuMemFreeAsync(p, s) ||
+                       cuStreamSynchronize(s))))
+            return -1;
+    atomic_store(&armed, n);
+    CUresult first = cuMemAllocFromPoolAsync(&p, 16u << 20, pools[8], s);
+    atomic_store(&armed, 0);
+    if (first == CUDA_SUCCESS && (cuMemFreeAsync(p, s) || cuStreamSynchronize(s)))
+        return -1;
+    cuuint64_t v = 0;
+    if (cuMemPoolGetAttribute(pools[8], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v))
+        return -1;
+    *kept9 = v;
+    return (int)first;
+}
+
 /* fence mode: the shim's N-th host call inside a cuMemFree fails (the pending list's growth), so
  * the free waits for the device itself and gives the chunk back at once. The block is context A's,
  * held by work queued on A (fence-peer: on C, another context of the device) behind a gate; the
@@ -237,14 +280,17 @@ int main(int argc, char **argv)
         return orphan_case(n, ctx, !strcmp(argv[3], "orphan-destroy"));
     CUdeviceptr p = 0, q;
     size_t fr = 0, tot = 0;
-    if (free_first && cuMemAlloc(&p, 200u << 20))
+    unsigned long long kept9 = 0;
+    int pools = !strcmp(argv[3], "pools"), pooled = pools ? pools_case(n, &kept9) : 0;
+    if ((free_first && cuMemAlloc(&p, 200u << 20)) || pooled < 0)
         return 2;
-    if (!at_init)
+    if (!at_init && !pools)
         atomic_store(&armed, n);
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
     CUmemGenericAllocationHandle h = 0;
-    CUresult first = info_first ? cuMemGetInfo(&fr, &tot)
+    CUresult first = pools      ? (CUresult)pooled
+                     : info_first ? cuMemGetInfo(&fr, &tot)
                      : free_first ? (cuMemFree(p) ? CUDA_ERROR_UNKNOWN : cuCtxSynchronize())
                      : managed  ? cuMemAllocManaged(&p, 200u << 20, CU_MEM_ATTACH_GLOBAL)
                      : create   ? cuMemCreate(&h, 200u << 20, &prop, 0)
@@ -262,9 +308,11 @@ int main(int argc, char **argv)
     if (!info_first && cuMemGetInfo(&fr, &tot))
         return 2;
     unsigned long long peak = simcuda_device_peak_all(0);
-    printf("injected %d first %d blocks %d peak %llu cap %llu total %zu\n", atomic_load(&injected),
-           (int)first, blocks, peak, cap, tot);
+    printf("injected %d first %d blocks %d peak %llu cap %llu total %zu kept9 %llu\n",
+           atomic_load(&injected), (int)first, blocks, peak, cap, tot, kept9);
     if (peak > cap)
         return 10;
+    if (pools && first != CUDA_SUCCESS && kept9)
+        return 12;
     return tot != cap && (first == CUDA_SUCCESS || !info_first) ? 11 : 0;
 }

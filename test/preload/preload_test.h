@@ -46,5 +46,6 @@ TCase *pt_tcase_hardening(void);
 TCase *pt_tcase_group(void);
 TCase *pt_tcase_stream(void);
 TCase *pt_tcase_nvml(void);
+TCase *pt_tcase_mempool(void);
 
 #endif

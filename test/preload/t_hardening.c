@@ -504,6 +504,36 @@ START_TEST(host_failure_keeps_stream_ordered_blocks)
 }
 END_TEST
 
+/* A ninth memory pool while host memory is short (helper-69): the device's pool list grows for it,
+ * and a block whose pool cannot be listed is given back and refused, its pool trimmed, so that
+ * what the pool keeps never escapes the cap (before, the list held 8 pools and the 9th's kept
+ * bytes were not counted at all). Every host call of the shim inside a cuMemAllocFromPoolAsync from
+ * a ninth pool (eight keep 4 MiB each) fails once in turn; then 16 MiB blocks until refused: the
+ * driver's peak stays within the cap, and a refused block leaves nothing kept in its pool. */
+START_TEST(host_failure_keeps_pools_counted)
+{
+    static const char *const modes[] = {"platform", "arena"};
+    int listed = 0;
+    for (int m = 0; m < 2; m++) {
+        int n, injected = 1;
+        for (n = 1; n <= 200 && injected; n++) {
+            char env[128], args[64], out[8192];
+            snprintf(env, sizeof env, "SIMCUDA_TOTAL_MEM=1GiB GPUARENA_LIMIT=256MiB "
+                     "GPUARENA_MODE=%s", modes[m]);
+            snprintf(args, sizeof args, "%d 268435456 pools", n);
+            int st = hostfail_run(out, sizeof out, env, args);
+            ck_assert_msg(st == 0, "%s mode, host call %d in cuMemAllocFromPoolAsync failed: exit "
+                          "%d (10: the cap was exceeded, 12: the refused block's pool kept it); %s",
+                          modes[m], n, st, out);
+            injected = strstr(out, "injected 1") != NULL;
+            listed += strstr(out, "the device's list of memory pools") != NULL;
+        }
+        ck_assert_msg(n > 2, "%s mode: the sweep ran", modes[m]);
+    }
+    ck_assert_msg(listed > 0, "the pool list's growth was among the host calls failed, and said so");
+}
+END_TEST
+
 /* A granule the driver refuses to unmap while host memory is short stays counted against the cap
  * (helper-47 F15): with the table of refused granules unable to grow, vmm gave its bytes back to
  * the cap while the device still held it, and the driver's peak passed the cap by a granule. Every
@@ -613,6 +643,7 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, host_failure_keeps_the_cap);
     tcase_add_test(tc, host_failure_keeps_the_trace);
     tcase_add_test(tc, host_failure_keeps_stream_ordered_blocks);
+    tcase_add_test(tc, host_failure_keeps_pools_counted);
     tcase_add_test(tc, host_failure_keeps_refused_granules);
     tcase_add_test(tc, vmm_range_host_failure_is_host);
     tcase_add_test(tc, host_failure_free_waits_for_owner);

@@ -49,7 +49,7 @@ static const char *pt_hooked_driver[] = {
     "cuIpcGetMemHandle", "cuGetProcAddress", "cuGetProcAddress_v2", "cuMemAllocManaged",
     "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
     "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemCreate",
-    "cuMemRelease",
+    "cuMemRelease", "cuMemPoolDestroy",
 };
 
 START_TEST(dlopen_dlsym)
@@ -98,6 +98,7 @@ static const struct {
     {"cuMemAllocFromPoolAsync", 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
      "cuMemAllocFromPoolAsync_ptsz"},
     {"cuMemCreate", 12000, 0, "cuMemCreate"},
+    {"cuMemPoolDestroy", 11020, 0, "cuMemPoolDestroy"},
     {"cuIpcGetMemHandle", 13000, 0, "cuIpcGetMemHandle"},
     {"cuGetProcAddress", 11030, 0, "cuGetProcAddress"},
     {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"},

@@ -149,6 +149,14 @@ static int r_pool(void *f)
     CUdeviceptr p;
     return ((CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))f)(&p, 4096, NULL, NULL);
 }
+static int r_pool_destroy(void *f) /* a pool made for it, then destroyed by the hook */
+{
+    CUmemPoolProps pp = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                         .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemoryPool pool;
+    CUresult r = cuMemPoolCreate(&pool, &pp);
+    return r != CUDA_SUCCESS ? -1 : (int)((CUresult (*)(CUmemoryPool))f)(pool);
+}
 static int r_free_async(void *f) { return ((CUresult (*)(CUdeviceptr, CUstream))f)(lean_alloc(), NULL); }
 static int r_create(void *f)
 {
@@ -375,6 +383,7 @@ static const struct lean_recipe {
     {"cuMemAllocAsync_ptsz", r_async},
     {"cuMemAllocFromPoolAsync", r_pool},
     {"cuMemAllocFromPoolAsync_ptsz", r_pool},
+    {"cuMemPoolDestroy", r_pool_destroy},
     {"cuMemFreeAsync", r_free_async},
     {"cuMemFreeAsync_ptsz", r_free_async},
     {"cuMemCreate", r_create},

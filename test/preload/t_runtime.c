@@ -32,6 +32,7 @@ static const char *pt_memory_entries[] = {
     "cuPointerGetAttribute", "cuPointerGetAttributes", "cuMemAllocManaged", "cuMemAllocAsync",
     "cuMemAllocFromPoolAsync", "cuMemFreeAsync", "cuMemCreate", "cuMemRelease",
     "cuIpcGetMemHandle", "cuCtxDestroy", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRelease",
+    "cuMemPoolDestroy",
 };
 
 static int pt_is_memory_entry(const char *sym)

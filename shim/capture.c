@@ -10,7 +10,8 @@
  * captures under way kept here, by stream ID (ga_fence_stream_id: a per-thread stream's handle
  * names another stream in each thread) with the stream's context. While one runs on a device, the
  * fence waits for no context of that device: pending cuMemFree chunks stay pending and the pool
- * serves fresh memory. Kept without a lock (slots claimed with a compare-and-swap), so that no
+ * serves fresh memory. Those freed before the capture are waited for as it begins
+ * (ga_capture_before), those freed during it leave cuMemGetInfo's free figure until it ends. Kept without a lock (slots claimed with a compare-and-swap), so that no
  * lock is taken inside a context's and a fork cannot inherit one held. A capture past the table
  * counts in ga_cap_extra, for every device, until a capture ends that the table does not hold.
  */
@@ -87,11 +88,34 @@ static void ga_capture_ended(CUstream s, uint64_t sid, CUresult r)
         atomic_fetch_sub(&ga_cap_n, 1);
 }
 
-/* Each begin: the real call, then the capture noted if it began. */
+/* Before a capture begins on s: the chunks the program freed with cuMemFree on s's device are
+ * still pending (the deferred fence waits at the next allocation), and during the capture no
+ * synchronisation may pass them, so under a cap the capture's allocations were refused for memory
+ * the program had freed (helper-68 F10; torch.cuda.graph frees, empties its cache, then captures).
+ * They are waited for now, with one synchronisation, as the next allocation would have done (and
+ * the driver's own cuMemFree at each free). Only while no capture runs anywhere in the process: a
+ * synchronisation then could end none (one begun on another device in global mode forbids this
+ * thread's too). The legacy stream cannot be captured: nothing to do for it. */
+static void ga_capture_before(CUstream s)
+{
+    CUcontext ctx = NULL;
+    if (!s || s == CU_STREAM_LEGACY || atomic_load(&ga_cap_n))
+        return;
+    if (s == CU_STREAM_PER_THREAD || !ga_real.cuStreamGetCtx ||
+        ga_real.cuStreamGetCtx(s, &ctx) != CUDA_SUCCESS)
+        ga_real.cuCtxGetCurrent(&ctx);
+    ga_ctx_t *c = ctx ? ga_ctx_of(ctx) : NULL;
+    if (c)
+        ga_dev_settle_pending(c->dev);
+}
+
+/* Each begin: what the program freed made reusable, the real call, then the capture noted if it
+ * began. */
 #define GA_BEGIN_CAPTURE_HOOK(name, stream_of, params, args)                                 \
     GA_EXPORT CUresult name params                                                           \
     {                                                                                        \
         GA_HOOK_ENTER(name, args);                                                           \
+        ga_capture_before(stream_of);                                                        \
         CUresult r = ga_real.name args;                                                      \
         if (r == CUDA_SUCCESS)                                                               \
             ga_capture_begun(stream_of);                                                     \

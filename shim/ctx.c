@@ -697,6 +697,20 @@ static size_t ga_ctx_trim_pending(ga_ctx_t *c)
     return freed;
 }
 
+void ga_dev_settle_pending(int dev)
+{
+    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
+        if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire) ||
+            atomic_load_explicit(&c->closing, memory_order_acquire))
+            continue; /* a closing one returns its memory with its teardown */
+        ga_mutex_lock(&c->lock);
+        int plain = c->pool && c->npend > c->npend_ev && !atomic_load(&c->dead);
+        ga_mutex_unlock(&c->lock);
+        if (plain)
+            ga_ctx_trim_pending(c); /* it looks for a capture again before it waits */
+    }
+}
+
 size_t ga_ctx_give_back(ga_ctx_t *c)
 {
     size_t freed = ga_ctx_trim_pending(c);

@@ -152,7 +152,9 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
                 inside += s.kept;
             else
                 inside += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
-            inside += c->pend_bytes; /* freed by the program, waiting for the device (fence.c) */
+            /* freed by the program, waiting for the device (fence.c), unless a stream capture
+             * holds them back: no synchronisation passes them before it ends (helper-68 F10) */
+            inside += c->pend_bytes - ga_fence_capture_held(c);
         }
         ga_mutex_unlock(&c->lock);
     }

@@ -12,7 +12,9 @@
  *    (cuCtxSynchronize: every stream of the context, blocking or not, so nothing is missed) and
  *    returns them all. A burst of frees costs one synchronisation, taken by the next allocation
  *    (the driver's own cuMemFree pays one per free); a free with no allocation after it costs none.
- *    cuMemGetInfo counts pending bytes as free (they are, to the program).
+ *    cuMemGetInfo counts pending bytes as free (they are, to the program), except while a stream
+ *    capture runs on the device, when no synchronisation may pass them (ga_fence_capture_held);
+ *    those freed before a capture are waited for at its begin (capture.c).
  *  - GPUARENA_FREE_SYNC=lazy: pending as under deferred, but an allocation the pool serves from
  *    memory it holds, none of it pending, does not synchronise (ga_fence_lazy_ok, below).
  *  - GPUARENA_FREE_SYNC=device: each cuMemFree synchronises the context and returns the chunk at
@@ -499,6 +501,23 @@ int ga_fence_lazy_ok(ga_ctx_t *c, size_t size)
         return 0;
     c->counts.lazy_allocs++;
     return 1;
+}
+
+/* The pending bytes nothing can return while a stream capture runs on c's device: cuMemFree's
+ * entries, which only a synchronisation passes, and none is made during a capture (a
+ * cuMemFreeAsync's entry is queried, and returns once its stream passed it). Counted as free,
+ * cuMemGetInfo reported memory the next allocation was then refused (helper-68 F10). 0 when no
+ * capture runs on the device. c->lock held. */
+uint64_t ga_fence_capture_held(const ga_ctx_t *c)
+{
+    if (!c->npend || !ga_capture_on_dev(c->dev))
+        return 0;
+    if (!c->npend_ev)
+        return c->pend_bytes;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < c->npend; i++)
+        bytes += c->pend[i].ev ? 0 : c->pend[i].size;
+    return bytes;
 }
 
 /* The context is going: forget pending chunks (the pool goes with it) and destroy the events. */

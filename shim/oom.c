@@ -119,6 +119,19 @@ static void ga_oom_put_refused(ga_oom_t *o, const ga_ctx_t *c)
                    ga_fmt_bytes(top, b[1], 32));
 }
 
+/* The sentence for chunks a stream capture holds back (fence.c, ga_fence_capture_held): freed
+ * with cuMemFree, pending, and no synchronisation may pass them before the capture ends. Before,
+ * such a failure said "in use" of bytes the program had freed, and to raise the cap (helper-68
+ * F10). */
+static void ga_oom_capture_why(char *buf, size_t len, uint64_t bytes)
+{
+    char b[32];
+    snprintf(buf, len, "%s freed with cuMemFree wait for the end of the stream capture under way on "
+             "the device: no synchronisation may pass them during a capture, so they cannot be "
+             "reused before cuStreamEndCapture; free them before the capture begins (gpuarena then "
+             "reuses them), or allocate what the capture needs before it", ga_fmt_bytes(bytes, b, 32));
+}
+
 /* What to change, for the options in force. */
 static void ga_oom_put_hint(ga_oom_t *o)
 {
@@ -154,6 +167,12 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                ga_fmt_bytes(s->in_use, b[3], 32), ga_fmt_bytes(s->reserved, b[4], 32),
                ga_fmt_bytes(held, b[5], 32), ga_fmt_bytes(d->cap, b[6], 32));
     ga_oom_put_refused(o, c);
+    uint64_t capture_held = ga_fence_capture_held(c);
+    if (capture_held) {
+        char why[400];
+        ga_oom_capture_why(why, sizeof why, capture_held);
+        ga_oom_put(o, ";\ngpuarena: %s", why);
+    }
     ga_oom_put(o, ". Arena occupancy ('#' used, '+' partly, '.' free):\n");
     ga_oom_put_map(o, c->pool, s->regions);
     ga_oom_put_hint(o);
@@ -245,7 +264,13 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
              : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
                  ? "ask the plugin for more, or set GPUARENA_LIMIT"
                  : "raise GPUARENA_LIMIT");
-    const char *why = no_va && s->va_reserved
+    /* Bytes freed but held back by a stream capture that would have made the room. */
+    uint64_t capture_held = ga_fence_capture_held(c);
+    char capture_why[400];
+    ga_oom_capture_why(capture_why, sizeof capture_why, capture_held);
+    int captured = capture_held && capture_held + left >= size;
+    const char *why = captured ? capture_why
+                      : no_va && s->va_reserved
                           ? "vmm's address space has no room for this block and the driver "
                             "refused to reserve more: lower GPUARENA_LIMIT (vmm reserves twice the "
                             "cap, more as its areas fill) or use GPUARENA_MODE=grow"

@@ -507,6 +507,10 @@ size_t ga_dev_trim(int dev);
  * region included (it may wait for the device: the device is synchronised first). Returns the
  * bytes given back. */
 size_t ga_ctx_give_back(ga_ctx_t *c);
+/* Before a stream capture begins on dev: the chunks its contexts' cuMemFree left pending are
+ * waited for (one synchronisation of the device) and returned while that is still allowed; during
+ * the capture nothing could return them (capture.c). The caller holds no lock. */
+void ga_dev_settle_pending(int dev);
 /* Synchronises every live context on dev, one at a time (no context lock is taken: the caller may
  * hold one, though a wait under a lock stalls every thread that needs it). */
 void ga_dev_sync(int dev);
@@ -632,6 +636,9 @@ static inline ga_fence_mark_t ga_fence_mark_held(const ga_ctx_t *c)
 /* 0 when the wait succeeded: only then may ga_fence_passed return the marked entries. */
 CUresult ga_fence_sync_unlocked(ga_ctx_t *c);
 void ga_fence_passed(ga_ctx_t *c, ga_fence_mark_t m);
+/* cuMemFree's pending bytes of c while a stream capture runs on its device (nothing can return
+ * them before it ends); 0 otherwise. c->lock held. */
+uint64_t ga_fence_capture_held(const ga_ctx_t *c);
 /* Which stream s is, unique in the process (cuStreamGetId), 0 when not known (fence.c). */
 uint64_t ga_fence_stream_id(CUstream s);
 

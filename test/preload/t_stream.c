@@ -1419,8 +1419,10 @@ static void capture_child(void *arg)
     CUstream s;
     CUdeviceptr p, q, r;
     CUgraph g = NULL;
-    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&p, 4 * MiB) || cuMemFree(p) ||
-        cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED))
+    /* freed during the capture: a free before it is waited for at its begin (test
+     * capture_held_frees_not_reported_free) */
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&p, 4 * MiB) ||
+        cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED) || cuMemFree(p))
         exit(1);
     if (cuMemAlloc(&q, 4 * MiB))
         exit(2);
@@ -1463,6 +1465,66 @@ START_TEST(capture_after_free_keeps_the_capture)
 }
 END_TEST
 
+/* Under a 64 MiB cap, 40 MiB freed just before a capture (torch.cuda.graph frees and empties its
+ * cache, then captures): waited for at cuStreamBeginCapture, with one synchronisation made before
+ * the capture begins (which it leaves valid), and served to the capture's allocation. Then 40 MiB
+ * freed during the capture: nothing may pass them before it ends, so cuMemGetInfo does not count
+ * them free, the allocation of them is refused with a message that names the capture, and after
+ * cuStreamEndCapture they are served. Before (helper-68 F10), the first allocation was refused,
+ * cuMemGetInfo reported the held bytes free, and the message said to raise GPUARENA_LIMIT. */
+static void capture_held_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s;
+    CUdeviceptr p, q, r;
+    CUgraph g = NULL;
+    size_t f = 0, t = 0;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&p, 40 * MiB) ||
+        cuMemsetD8(p, 1, 40 * MiB) || cuMemFree(p))
+        exit(1);
+    unsigned long long syncs = simcuda_entry_calls("cuCtxSynchronize");
+    if (cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED))
+        exit(1);
+    if (simcuda_entry_calls("cuCtxSynchronize") != syncs + 1)
+        exit(2); /* not one synchronisation before the capture */
+    if (cuMemAlloc(&q, 40 * MiB))
+        exit(3); /* the freed 40 MiB not reused in the capture */
+    if (cuMemFree(q) || cuMemGetInfo(&f, &t))
+        exit(1);
+    if (f > 24 * MiB)
+        exit(4); /* bytes the capture holds back reported free */
+    if (cuMemAlloc(&r, 40 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(5);
+    if (cuStreamEndCapture(s, &g) || !g)
+        exit(6); /* the capture invalidated */
+    if (cuMemAlloc(&r, 40 * MiB) || cuMemFree(r))
+        exit(7);
+    exit(0);
+}
+
+START_TEST(capture_held_frees_not_reported_free)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    static const char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy"};
+    for (int m = 0; m < 3; m++)
+        for (int y = 0; y < 2; y++) {
+            char err[4096];
+            pt_env(modes[m], syncs[y], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+            int rc = pt_run_child(capture_held_child, NULL, err, sizeof err);
+            ck_assert_msg(rc == 0, "%s %s: exit %d (2: not one synchronisation before the capture, "
+                          "3: the freed memory refused in the capture, 4: held bytes reported free, "
+                          "5: served, 6: the capture invalidated, 7: refused after it); %s",
+                          modes[m], syncs[y], rc, err);
+            ck_assert_msg(strstr(err, "40.0 MiB freed with cuMemFree wait for the end of the "
+                                 "stream capture under way on the device") &&
+                              !strstr(err, "raise GPUARENA_LIMIT"),
+                          "%s %s: the capture not named: %s", modes[m], syncs[y], err);
+        }
+}
+END_TEST
+
 TCase *pt_tcase_stream(void)
 {
     TCase *tc = tcase_create("stream");
@@ -1495,5 +1557,6 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, async_same_stream_handover_range_is_its_own);
     tcase_add_test(tc, async_alloc_is_the_streams_context);
     tcase_add_test(tc, capture_after_free_keeps_the_capture);
+    tcase_add_test(tc, capture_held_frees_not_reported_free);
     return tc;
 }

@@ -10,6 +10,8 @@
  */
 #include "shim.h"
 
+#include <stdlib.h>
+
 /* cuInit reports option errors: the program stops at its first CUDA call, not later. After the
  * driver's own cuInit, every device's cap is worked out, so a setting that leaves nothing to
  * allocate (a cap or an arena share that rounds to zero bytes) is refused here, before any
@@ -138,6 +140,25 @@ static void ga_write_range_attr(CUpointer_attribute a, void *data, uintptr_t bas
         *(size_t *)data = size;
 }
 
+/* The attributes a live pool allocation answers as a cuMemAlloc block does where the driver, asked
+ * about the memory behind it, would answer otherwise: MEMPOOL_HANDLE, NULL (no driver pool: "the
+ * mempool handle for the allocation if it was allocated from a mempool. Otherwise returns NULL",
+ * cuda.h). In vmm mode the driver was asked about the granule's cuMemCreate mapping, which it
+ * refused (CUDA_ERROR_INVALID_VALUE), and cuPointerGetAttributes with it in the list failed
+ * whole, where arena mode and the bare driver answer NULL (helper-68 F8; CCCL's
+ * is_pointer_accessible asks it beside the memory type). A pool-served cuMemAllocAsync block
+ * answers NULL too, as in arena mode: the driver's pools never held it. The other attributes the
+ * driver answers for the mapping are left to it (README, "A live pool allocation's attributes"). */
+static int ga_is_block_attr(CUpointer_attribute a)
+{
+    return a == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE;
+}
+
+/* The attribute the driver is asked in a block attribute's place in cuPointerGetAttributes, so that
+ * it still checks the call as a whole: one it answers for any pointer, no wider than the slot
+ * (a CUmemoryPool), overwritten after the call. */
+#define GA_BLOCK_ATTR_STANDIN CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+
 GA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
     GA_HOOK_ENTER(cuPointerGetAttribute, (data, attribute, ptr));
@@ -149,10 +170,32 @@ GA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
     int found = ga_pool_range(ptr, &base, &size, &ctx);
     if (found < 0) /* freed pool memory: the driver's answer for a pointer it does not know */
         return CUDA_ERROR_INVALID_VALUE;
+    if (found > 0 && ga_is_block_attr(attribute)) {
+        *(CUmemoryPool *)data = NULL;
+        return CUDA_SUCCESS;
+    }
     if (found == 0 || !ga_is_range_attr(attribute, ctx))
         return ga_real.cuPointerGetAttribute(data, attribute, ptr);
     ga_write_range_attr(attribute, data, base, size, ctx);
     return CUDA_SUCCESS;
+}
+
+/* cuPointerGetAttributes' list for the driver: attrs itself, or (for a pool allocation whose list
+ * names a block attribute) a copy in buf (n entries) or in *heap with each block attribute
+ * replaced by GA_BLOCK_ATTR_STANDIN. NULL: no host memory for the copy. */
+static CUpointer_attribute *ga_attrs_for_driver(unsigned n, CUpointer_attribute *attrs,
+                                                CUpointer_attribute *buf, unsigned nbuf,
+                                                CUpointer_attribute **heap)
+{
+    unsigned i = 0;
+    while (i < n && !ga_is_block_attr(attrs[i]))
+        i++;
+    if (i == n)
+        return attrs;
+    CUpointer_attribute *out = n <= nbuf ? buf : (*heap = malloc(n * sizeof *out));
+    for (i = 0; out && i < n; i++)
+        out[i] = ga_is_block_attr(attrs[i]) ? GA_BLOCK_ATTR_STANDIN : attrs[i];
+    return out;
 }
 
 GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
@@ -165,15 +208,28 @@ GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_
     size_t size = 0;
     CUcontext ctx = NULL;
     int found = ga_pool_range(ptr, &base, &size, &ctx);
+    CUpointer_attribute buf[32], *heap = NULL, *asked = attributes;
+    if (found > 0)
+        asked = ga_attrs_for_driver(numAttributes, attributes, buf, 32, &heap);
+    if (!asked)
+        return ga_refuse_nohost("cuPointerGetAttributes", "a copy of its attribute list",
+                                numAttributes * sizeof *attributes);
     /* Freed pool memory: every attribute as the driver answers for a pointer it does not know,
      * which is what it answers for 0 (defaults, in each attribute's own width). */
-    CUresult r = ga_real.cuPointerGetAttributes(numAttributes, attributes, data, found < 0 ? 0 : ptr);
-    /* A live pool allocation: its own range, never the whole region the driver sees. */
+    CUresult r = ga_real.cuPointerGetAttributes(numAttributes, asked, data, found < 0 ? 0 : ptr);
+    free(heap);
+    /* A live pool allocation: its own range, never the whole region the driver sees, and the
+     * block attributes as a cuMemAlloc block answers them. */
     if (r != CUDA_SUCCESS || found <= 0)
         return r;
-    for (unsigned i = 0; i < numAttributes; i++)
-        if (ga_is_range_attr(attributes[i], ctx) && data[i])
+    for (unsigned i = 0; i < numAttributes; i++) {
+        if (!data[i])
+            continue;
+        if (ga_is_block_attr(attributes[i]))
+            *(CUmemoryPool *)data[i] = NULL;
+        else if (ga_is_range_attr(attributes[i], ctx))
             ga_write_range_attr(attributes[i], data[i], base, size, ctx);
+    }
     return r;
 }
 

@@ -892,6 +892,72 @@ START_TEST(vmm_blocks_rdma_capable)
 }
 END_TEST
 
+/* A pool block answers CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE as a cuMemAlloc block does, NULL with
+ * success, through both entry points, a pool-served cuMemAllocAsync block too, in every pool mode;
+ * in vmm mode the driver was asked about the granule's mapping, which refuses it, and the plural
+ * call failed whole (helper-68 F8). The program's own cuMemCreate mapping and a
+ * cuMemAllocFromPoolAsync block keep the driver's answers. */
+static void mempool_attr_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p, q, x, va;
+    CUstream s;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&p, MiB) ||
+        cuMemAllocAsync(&q, 3 * MiB, s) || cuStreamSynchronize(s))
+        exit(1);
+    CUdeviceptr blocks[2] = {p, q + MiB};
+    for (int i = 0; i < 2; i++) {
+        CUmemoryPool pool = (CUmemoryPool)(uintptr_t)1;
+        if (cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, blocks[i]) || pool)
+            exit(2);
+        CUpointer_attribute at[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                     CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                     CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+        unsigned type = 0;
+        int ord = -1;
+        size_t size = 0;
+        pool = (CUmemoryPool)(uintptr_t)1;
+        void *out[4] = {&type, &ord, &pool, &size};
+        if (cuPointerGetAttributes(4, at, out, blocks[i]))
+            exit(3);
+        if (type != CU_MEMORYTYPE_DEVICE || ord != 0 || pool || size != (i ? 3 * MiB : MiB))
+            exit(4);
+    }
+    /* the driver's own: a pool allocation names its pool, a cuMemCreate mapping refuses */
+    CUmemoryPool pool = NULL;
+    if (cuMemAllocFromPoolAsync(&x, MiB, NULL, s) || cuStreamSynchronize(s) ||
+        cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, x) || !pool)
+        exit(5);
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle h;
+    CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    if (cuMemAddressReserve(&va, GRAN, 0, 0, 0) || cuMemCreate(&h, GRAN, &prop, 0) ||
+        cuMemMap(va, GRAN, 0, h, 0) || cuMemSetAccess(va, GRAN, &acc, 1))
+        exit(1);
+    if (cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, va) !=
+        CUDA_ERROR_INVALID_VALUE)
+        exit(6);
+    exit(0);
+}
+
+START_TEST(vmm_block_mempool_attr_as_cumemalloc)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=vmm", "GPUARENA_MODE=arena",
+                                        "GPUARENA_MODE=grow"};
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(mempool_attr_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (2: MEMPOOL_HANDLE not NULL and success, 3: the plural "
+                      "call refused, 4: its answers wrong, 5: a driver pool's block not named, 6: "
+                      "the program's own mapping not the driver's answer); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
 /* cuMemGetInfo reports what vmm can map: a cap that is no multiple of the granule (101 MiB; 50% of
  * 203 MiB) leaves a part no granule can use, which was reported free, and an allocation of the
  * free figure was refused in a fresh process and after a 1 MiB block (h34 F5). Both figures are
@@ -969,5 +1035,6 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_peer_access_reaches_granules);
     tcase_add_test(tc, vmm_peer_access_disabled);
     tcase_add_test(tc, vmm_blocks_rdma_capable);
+    tcase_add_test(tc, vmm_block_mempool_attr_as_cumemalloc);
     return tc;
 }

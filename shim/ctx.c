@@ -38,6 +38,43 @@ static __thread struct {
  * when it found no context current (ga_current_unmade). */
 static __thread int ga_tl_unmade = -1;
 
+/* A device plugin's CUDA_DEVICE_MEMORY_LIMIT[_i] for dev: 1 (in *bytes), 0 none. A value it
+ * cannot read stops CUDA where it would be the cap (GPUARENA_LIMIT unset), as a bad option does;
+ * beside GPUARENA_LIMIT it is said and left out, the cap being GPUARENA_LIMIT's (it was not read
+ * at all there before, and a job that ran then still runs). */
+static int ga_dev_plugin_limit(int dev, uint64_t *bytes, char *err, size_t len)
+{
+    int r = ga_hami_limit(environ, dev, bytes, err, len);
+    if (r >= 0)
+        return r;
+    const char *why = err + (strncmp(err, "gpuarena: ", 10) ? 0 : 10);
+    if (ga_opt.limit_bytes || ga_opt.limit_percent > 0) {
+        static _Atomic int said;
+        if (!atomic_exchange(&said, 1))
+            ga_log(GA_LOG_WARN, "%s; left out: the cap is GPUARENA_LIMIT's", why);
+        return 0;
+    }
+    ga_log(GA_LOG_ERROR, "%s; CUDA will not be used", why);
+    ga_init_fail(CUDA_ERROR_INVALID_VALUE);
+    return 0;
+}
+
+/* GPUARENA_LIMIT above the device plugin's limit: the plugin's is the cap. The plugin enforces it
+ * itself (HAMi's library refuses past it), so a cap above it, and a cuMemGetInfo that reports
+ * it, promised a framework memory the plugin then refused; before, GPUARENA_LIMIT won without a
+ * word (helper-68 F7: 900 MiB reported under a 64 MiB pod limit). Said once per process. */
+static void ga_dev_plugin_below(int dev, uint64_t ours, uint64_t plugin)
+{
+    static _Atomic int said;
+    if (atomic_exchange(&said, 1))
+        return;
+    ga_log(GA_LOG_WARN, "device %d: GPUARENA_LIMIT (%llu bytes here) is above the device plugin's "
+           "CUDA_DEVICE_MEMORY_LIMIT (%llu bytes), which the plugin enforces itself: the cap is "
+           "the plugin's, and cuMemGetInfo reports no more; set GPUARENA_LIMIT at or below it (or "
+           "leave it unset) to silence this", dev, (unsigned long long)ours,
+           (unsigned long long)plugin);
+}
+
 /* Cap of a device, from the option and the physical total; once. 1 known, 0 not yet (the driver
  * not initialised). A cap or share that rounds to nothing is a bad setting: every hook refuses. */
 int ga_dev_setup(int dev)
@@ -60,23 +97,19 @@ int ga_dev_setup(int dev)
         d->physical_total = total ? total : UINT64_MAX;
         uint64_t cap = d->physical_total, hami = 0;
         char err[512];
-        int from_hami = 0;
-        if (!ga_opt.limit_bytes && !(ga_opt.limit_percent > 0)) {
-            /* Kubernetes device plugins (HAMi, KAI) set these when GPUARENA_LIMIT is unset. */
-            from_hami = ga_hami_limit(environ, dev, &hami, err, sizeof err);
-            if (from_hami < 0) {
-                ga_log(GA_LOG_ERROR, "%s; CUDA will not be used", err + (strncmp(err, "gpuarena: ", 10) ? 0 : 10));
-                ga_init_fail(CUDA_ERROR_INVALID_VALUE);
-            }
-        }
+        /* Kubernetes device plugins (HAMi, KAI) set these, and enforce them themselves. */
+        int from_hami = ga_dev_plugin_limit(dev, &hami, err, sizeof err);
         const char *cap_from = "the device's total memory";
         if (ga_opt.limit_bytes && ga_opt.limit_bytes < cap)
             cap = ga_opt.limit_bytes, cap_from = "GPUARENA_LIMIT";
         else if (ga_opt.limit_percent > 0 && total)
             cap = (uint64_t)((double)total * ga_opt.limit_percent / 100.0),
             cap_from = "GPUARENA_LIMIT (a percentage of the device)";
-        else if (from_hami > 0 && hami < cap)
+        if (from_hami > 0 && hami < cap) {
+            if (ga_opt.limit_bytes || ga_opt.limit_percent > 0)
+                ga_dev_plugin_below(dev, ga_opt.limit_bytes ? ga_opt.limit_bytes : cap, hami);
             cap = hami, cap_from = "CUDA_DEVICE_MEMORY_LIMIT (HAMi)";
+        }
         d->cap = cap;
         d->cap_var = !strcmp(cap_from, "the device's total memory") ? NULL
                      : !strncmp(cap_from, "CUDA_", 5)                ? "CUDA_DEVICE_MEMORY_LIMIT"

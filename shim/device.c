@@ -198,7 +198,7 @@ void ga_dev_close_groups(void)
 /* ga_mem_view for a device the shim has not set up: the process has made no CUDA call yet (a tool
  * that reads NVML and never uses CUDA, a framework that asks NVML first), so there is no context
  * and no driver figure to use. The cap comes from the options alone: GPUARENA_LIMIT, or HAMi's
- * CUDA_DEVICE_MEMORY_LIMIT without a device suffix (a suffixed one names a CUDA ordinal, which only
+ * CUDA_DEVICE_MEMORY_LIMIT where it is smaller or GPUARENA_LIMIT unset, without a device suffix (a suffixed one names a CUDA ordinal, which only
  * the driver can map to this UUID); used is what the group's members hold, read from its ledger
  * without joining, or nothing (this process holds nothing yet). */
 static int ga_mem_view_early(const uint8_t uuid[16], uint64_t real_total, uint64_t *total,
@@ -211,8 +211,8 @@ static int ga_mem_view_early(const uint8_t uuid[16], uint64_t real_total, uint64
         cap = ga_opt.limit_bytes;
     else if (ga_opt.limit_percent > 0)
         cap = (uint64_t)((double)real_total * ga_opt.limit_percent / 100.0);
-    else if (ga_hami_limit(environ, -1, &hami, NULL, 0) > 0)
-        cap = hami;
+    if (ga_hami_limit(environ, -1, &hami, NULL, 0) > 0 && hami < cap)
+        cap = hami; /* the smaller, as ctx.c's ga_dev_setup takes it */
     if (cap >= real_total && !ga_opt.group)
         return 0; /* not capped: the real answer */
     uint64_t sum = 0;

@@ -262,7 +262,7 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                  : "the cap",
              devcap ? "use less" : d->group ? "raise GPUARENA_LIMIT for every member"
              : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
-                 ? "ask the plugin for more, or set GPUARENA_LIMIT"
+                 ? "ask the plugin for more"
                  : "raise GPUARENA_LIMIT");
     /* Bytes freed but held back by a stream capture that would have made the room. */
     uint64_t capture_held = ga_fence_capture_held(c);
@@ -297,8 +297,8 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                                    "every member, or use less"
                       : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
                           ? "not enough free bytes in total: the cap is CUDA_DEVICE_MEMORY_LIMIT's "
-                            "(a device plugin such as HAMi sets it): ask it for more, set "
-                            "GPUARENA_LIMIT, or use less"
+                            "(a device plugin such as HAMi sets it, and enforces it itself): ask "
+                            "it for more, or use less"
                       : devcap ? "not enough free bytes in total: the device's own memory is "
                                  "the bound (no GPUARENA_LIMIT below it), so use less"
                           : "not enough free bytes in total: raise GPUARENA_LIMIT or use less";

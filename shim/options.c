@@ -326,17 +326,18 @@ void ga_options_json(FILE *f, uint64_t percent_cap)
     fprintf(f, "{\"preallocate\": %s, \"fraction\": %g, \"fraction_grow\": %s, \"limit\": ",
             ga_opt.mode == GA_MODE_ARENA ? "true" : "false", ga_opt.fraction,
             ga_opt.fraction_grow ? "true" : "false");
-    /* The cap in force and the variable that set it: without GPUARENA_LIMIT, a device plugin's
-     * CUDA_DEVICE_MEMORY_LIMIT (per-device forms show in each device entry's cap). */
+    /* The cap in force and the variable that set it: GPUARENA_LIMIT, or a device plugin's
+     * CUDA_DEVICE_MEMORY_LIMIT where it is unset or above the plugin's, as ctx.c takes the
+     * smaller (per-device forms show in each device entry's cap). */
     extern char **environ;
-    uint64_t hami = 0;
+    uint64_t hami = 0, ours = ga_opt.limit_bytes ? ga_opt.limit_bytes
+                              : ga_opt.limit_percent > 0 ? percent_cap : 0;
     const char *from = "GPUARENA_LIMIT";
-    if (ga_opt.limit_bytes)
-        fprintf(f, "%llu", (unsigned long long)ga_opt.limit_bytes);
-    else if (ga_opt.limit_percent > 0 && percent_cap)
-        fprintf(f, "%llu", (unsigned long long)percent_cap);
-    else if (!(ga_opt.limit_percent > 0) && ga_hami_limit(environ, -1, &hami, NULL, 0) > 0)
+    int plugin = ga_hami_limit(environ, -1, &hami, NULL, 0) > 0 && (!ours || hami < ours);
+    if (plugin)
         fprintf(f, "%llu", (unsigned long long)hami), from = "CUDA_DEVICE_MEMORY_LIMIT";
+    else if (ours)
+        fprintf(f, "%llu", (unsigned long long)ours);
     else
         fprintf(f, "null"), from = NULL;
     if (from)

@@ -504,8 +504,8 @@ VMM_GRANULE = 2 << 20  # the recommended granularity of current GPUs (the shim a
 
 
 def hami_limit(env, dev):
-    """(bytes, variable) of a device plugin's cap for CUDA device dev, as the shim reads it when
-    GPUARENA_LIMIT is unset (shim/group_host.c ga_hami_limit): CUDA_DEVICE_MEMORY_LIMIT_<dev>, else
+    """(bytes, variable) of a device plugin's cap for CUDA device dev, as the shim reads it
+    (shim/group_host.c ga_hami_limit): CUDA_DEVICE_MEMORY_LIMIT_<dev>, else
     CUDA_DEVICE_MEMORY_LIMIT, in the size grammar (HAMi's 8192m, 8g, bytes); (None, None) when
     neither is set. GaError for a value the shim refuses."""
     for name in (f"CUDA_DEVICE_MEMORY_LIMIT_{dev}", "CUDA_DEVICE_MEMORY_LIMIT"):
@@ -534,13 +534,14 @@ def plan(values, devices, env=None):
             elif want > total:  # said, as `run` says it: a typo (80GiB for 8GiB) caps nothing
                 cap_from = (f"the device's total; GPUARENA_LIMIT={human_bytes(want)} is above "
                             "the device and caps nothing")
-        else:
-            try:
-                hami, name = hami_limit(env or {}, d["index"])
-            except GaError:
-                hami = None  # settings() reported it as a problem
-            if hami is not None and hami < total:
-                cap, cap_from = hami, name
+        # The device plugin's cap where it is the smaller, GPUARENA_LIMIT or not, as the shim
+        # takes it (shim/ctx.c ga_dev_setup): the plugin enforces it itself.
+        try:
+            hami, name = hami_limit(env or {}, d["index"])
+        except GaError:
+            hami = None  # reported by diagnose: a problem, or left out beside GPUARENA_LIMIT
+        if hami is not None and hami < cap:
+            cap, cap_from = hami, name
         share = int(cap * frac) & ~(GA_ALIGN - 1)
         if mode is None or values.get("refused"):
             arena, note = 0, ("no pool: the shim refuses " + ", ".join(values.get("refused") or
@@ -565,6 +566,18 @@ def plan(values, devices, env=None):
         out.append({"device": d["index"], "total": total, "cap": cap, "cap_from": cap_from,
                     "arena": arena, "note": note})
     return out
+
+
+def plugin_below(values, plan_):
+    """The warning the shim gives once when GPUARENA_LIMIT is above a device plugin's
+    CUDA_DEVICE_MEMORY_LIMIT[_i]: the plugin's is the cap (it enforces it itself, so reporting
+    more would mislead a framework that sizes itself from cuMemGetInfo); one per device here."""
+    if values["GPUARENA_LIMIT"] is None:
+        return []
+    return [f"device {p['device']}: GPUARENA_LIMIT is above the device plugin's {p['cap_from']} "
+            f"({human_bytes(p['cap'])}), which the plugin enforces itself: the cap is the "
+            "plugin's, and cuMemGetInfo reports no more; set GPUARENA_LIMIT at or below it (or "
+            "leave it unset)" for p in plan_ if p["cap_from"].startswith("CUDA_DEVICE_MEMORY_LIMIT")]
 
 
 # ------------------------------------------------------------------ the report
@@ -598,13 +611,17 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
     doc["warnings"] += warnings
     doc["settings"] = [{"name": n, "value": raw, "shown": s} for n, raw, s in shown]
     doc["mode"] = values["GPUARENA_MODE"]
-    if values["GPUARENA_LIMIT"] is None:  # the shim reads a device plugin's cap then
-        for d in machine.get("devices") or []:
-            try:
-                hami_limit(env, d["index"])
-            except GaError as e:
+    for d in machine.get("devices") or []:  # the shim reads a device plugin's cap
+        try:
+            hami_limit(env, d["index"])
+        except GaError as e:
+            if values["GPUARENA_LIMIT"] is None:
                 doc["problems"].append(f"{e}; the shim will not initialise CUDA")
+            else:  # as the shim says it: the cap is GPUARENA_LIMIT's
+                doc["warnings"].append(f"{e}; left out: the cap is GPUARENA_LIMIT's")
+            break
     doc["plan"] = plan(values, machine.get("devices") or [], env)
+    doc["warnings"] += plugin_below(values, doc["plan"])
     for p in doc["plan"]:  # the shim starts, but every allocation would fail
         if values["GPUARENA_MODE"] == "vmm" and p["cap"] < VMM_GRANULE:
             doc["warnings"].append(

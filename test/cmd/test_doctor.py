@@ -178,10 +178,26 @@ class Doctor(unittest.TestCase):
         p, doc = doctor("--sim", env={"CUDA_DEVICE_MEMORY_LIMIT": "lots"})
         self.assertEqual(p.returncode, 1)
         self.assertIn("CUDA_DEVICE_MEMORY_LIMIT='lots' is not a size", doc["problems"][0])
+        # Beside GPUARENA_LIMIT, the smaller of the two, as in the shim (the plugin enforces its
+        # own: GPUARENA_LIMIT above it won silently, helper-68 F7), said as a warning.
         p, doc = doctor("--sim", env={"CUDA_DEVICE_MEMORY_LIMIT": "1g", "GPUARENA_LIMIT": "3GiB",
                                       "SIMCUDA_TOTAL_MEM": "8GiB"})
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(doc["plan"][0]["cap"], 3 << 30)  # GPUARENA_LIMIT wins, as in the shim
+        self.assertTrue(doc["ok"], doc["problems"])  # the shim's 1 GiB agrees with the plan
+        self.assertEqual((doc["plan"][0]["cap"], doc["plan"][0]["cap_from"]),
+                         (1 << 30, "CUDA_DEVICE_MEMORY_LIMIT"))
+        self.assertTrue(any("GPUARENA_LIMIT is above the device plugin's CUDA_DEVICE_MEMORY_LIMIT"
+                            in w for w in doc["warnings"]), doc["warnings"])
+        p, doc = doctor("--sim", env={"CUDA_DEVICE_MEMORY_LIMIT": "2g", "GPUARENA_LIMIT": "1GiB",
+                                      "SIMCUDA_TOTAL_MEM": "8GiB"})
+        self.assertEqual((doc["plan"][0]["cap"], doc["plan"][0]["cap_from"]),
+                         (1 << 30, "GPUARENA_LIMIT"))
+        self.assertFalse([w for w in doc["warnings"] if "device plugin" in w], doc["warnings"])
+        p, doc = doctor("--sim", env={"CUDA_DEVICE_MEMORY_LIMIT": "lots", "GPUARENA_LIMIT": "1GiB",
+                                      "SIMCUDA_TOTAL_MEM": "8GiB"})
+        self.assertTrue(doc["ok"], doc["problems"])  # left out, as the shim leaves it
+        self.assertTrue(any("left out: the cap is GPUARENA_LIMIT's" in w
+                            for w in doc["warnings"]), doc["warnings"])
         prog = os.path.join(gatest.BUILD, "examples", "ex_direct")
         p = gatest.cli("run", "--sim", "--env", "CUDA_DEVICE_MEMORY_LIMIT=1024m", "--", prog,
                        "4", "4", "1")

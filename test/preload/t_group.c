@@ -730,6 +730,69 @@ START_TEST(hami_limit_is_the_cap)
 }
 END_TEST
 
+/* Beside GPUARENA_LIMIT, the device plugin's limit where it is the smaller: the plugin enforces it
+ * itself, and a GPUARENA_LIMIT above it won silently, reporting 900 MiB under a 64 MiB pod limit
+ * (helper-68 F7). arg: "GPUARENA_LIMIT=...,CUDA_DEVICE_MEMORY_LIMIT=...,<cap in MiB>". */
+static void plugin_pair_child(void *arg)
+{
+    static char spec[128], *gl, *hl;
+    snprintf(spec, sizeof spec, "%s", (const char *)arg);
+    gl = strtok(spec, ",");
+    hl = strtok(NULL, ",");
+    unsigned long long want = strtoull(strtok(NULL, ","), NULL, 10) * MiB;
+    putenv(gl);
+    putenv(hl);
+    putenv("SIMCUDA_TOTAL_MEM=4GiB");
+    member_start(NULL);
+    size_t fr, total;
+    CUdeviceptr p;
+    if (cuMemGetInfo(&fr, &total) || total != want)
+        exit(2);
+    if (cuMemAlloc(&p, want + MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(3);
+    exit(0);
+}
+
+START_TEST(plugin_limit_below_gpuarena_limit_is_the_cap)
+{
+    char err[4096], stats[] = "/tmp/gpuarena-plugin-XXXXXX", senv[128];
+    close(mkstemp(stats));
+    snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+    pt_env(senv, NULL);
+    int rc = pt_run_child(plugin_pair_child, "GPUARENA_LIMIT=900MiB,CUDA_DEVICE_MEMORY_LIMIT=64m,64",
+                          err, sizeof err);
+    ck_assert_msg(rc == 0, "GPUARENA_LIMIT=900MiB beside CUDA_DEVICE_MEMORY_LIMIT=64m: exit %d (2: "
+                  "cuMemGetInfo's total not 64 MiB, 3: more than 64 MiB served); %s", rc, err);
+    ck_assert_msg(strstr(err, "GPUARENA_LIMIT (943718400 bytes here) is above the device plugin's "
+                              "CUDA_DEVICE_MEMORY_LIMIT (67108864 bytes)") &&
+                      strstr(err, "the cap is CUDA_DEVICE_MEMORY_LIMIT's"),
+                  "not said: %s", err);
+    ck_assert_int_eq(pt_json_check(stats, "d['options']['limit'] == 64 * 2**20 and "
+                                          "d['options']['limit_from'] == "
+                                          "'CUDA_DEVICE_MEMORY_LIMIT' and "
+                                          "d['devices'][0]['cap'] == 64 * 2**20"), 0);
+    /* per device, and a percentage: the same */
+    rc = pt_run_child(plugin_pair_child, "GPUARENA_LIMIT=50%,CUDA_DEVICE_MEMORY_LIMIT_0=128m,128",
+                      err, sizeof err);
+    ck_assert_msg(rc == 0, "GPUARENA_LIMIT=50%% beside CUDA_DEVICE_MEMORY_LIMIT_0=128m: exit %d; %s",
+                  rc, err);
+    /* GPUARENA_LIMIT below the plugin's: its own, nothing said */
+    rc = pt_run_child(plugin_pair_child, "GPUARENA_LIMIT=32MiB,CUDA_DEVICE_MEMORY_LIMIT=64m,32",
+                      err, sizeof err);
+    ck_assert_msg(rc == 0 && !strstr(err, "device plugin"), "GPUARENA_LIMIT=32MiB: exit %d; %s",
+                  rc, err);
+    ck_assert_int_eq(pt_json_check(stats, "d['options']['limit'] == 32 * 2**20 and "
+                                          "d['options']['limit_from'] == 'GPUARENA_LIMIT'"), 0);
+    /* a plugin value that is no size beside GPUARENA_LIMIT: left out, said; CUDA still runs */
+    rc = pt_run_child(plugin_pair_child, "GPUARENA_LIMIT=32MiB,CUDA_DEVICE_MEMORY_LIMIT=lots,32",
+                      err, sizeof err);
+    ck_assert_msg(rc == 0 && strstr(err, "CUDA_DEVICE_MEMORY_LIMIT='lots' is not a size") &&
+                      strstr(err, "left out: the cap is GPUARENA_LIMIT's"),
+                  "exit %d; %s", rc, err);
+    unlink(stats);
+}
+END_TEST
+
 /* ---- a member that returns from main while its threads still allocate: the exit handler leaves
  * the group under them (it unmapped the ledger and freed its handle: SIGSEGV/SIGBUS in about half
  * the runs) ---- */
@@ -859,6 +922,7 @@ TCase *pt_tcase_group(void)
     tcase_add_test(tc, group_two_groups_independent);
     tcase_add_test(tc, group_bad_name_refused);
     tcase_add_test(tc, hami_limit_is_the_cap);
+    tcase_add_test(tc, plugin_limit_below_gpuarena_limit_is_the_cap);
     tcase_add_test(tc, group_exit_while_threads_allocate);
     tcase_add_test(tc, group_full_says_full);
     return tc;

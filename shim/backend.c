@@ -93,6 +93,7 @@ static int be_release(void *p, uintptr_t base, size_t size)
             r = CUDA_SUCCESS; /* gone by a call gpuarena did not see: freed with it */
         else
             c->counts.driver_free_calls++;
+        c->late_releases += c->has_final; /* after the entry's figures: the totals' (stats.c) */
     }
     if (r != CUDA_SUCCESS && !c->has_final) {
         static _Atomic int said;
@@ -307,6 +308,7 @@ static void be_va_release(void *p, uintptr_t base, size_t size)
     ga_ctx_t *c = p;
     if (c->driver_gone > 1)
         return;
+    c->late_releases += c->has_final; /* after the entry's figures: the totals' (stats.c) */
     int pushed = c->driver_gone ? 0 : ga_ctx_enter(c->ctx);
     if (GA_UNLIKELY(c->stuck.count)) { /* granules still mapped in the range: one more try */
         struct key_list l = {.lo = base, .hi = base + size, .n = 0};
@@ -414,6 +416,8 @@ static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
         memset(&c->granules, 0, sizeof c->granules);
     }
     if (c->driver_gone < 2) {
+        /* after the entry's figures (a teardown's, an orphan's): the totals' (stats.c) */
+        c->late_unmaps += c->has_final;
         int pushed = c->driver_gone ? 0 : ga_ctx_enter(c->ctx);
         if (c->unfenced && !c->driver_gone && ga_real.cuCtxSynchronize) {
             /* Under GPUARENA_FREE_SYNC=none a chunk comes back while queued work may still use it,

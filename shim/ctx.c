@@ -860,6 +860,7 @@ void ga_ctx_fork_child(void)
             dv->retired_n = 0; /* the parent's contexts */
             memset(&dv->retired_counts, 0, sizeof dv->retired_counts);
             memset(&dv->retired_final, 0, sizeof dv->retired_final);
+            dv->retired_late_unmaps = dv->retired_late_releases = 0;
             atomic_store(&dv->orph_n, 0); /* the parent's orphans were freed above */
             atomic_store(&dv->orph_bytes, 0);
             atomic_store(&dv->orph_mapped, 0);

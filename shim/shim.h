@@ -281,6 +281,7 @@ typedef struct ga_dev {
     uint64_t retired_n;
     ga_counts_t retired_counts;
     ga_stats_t retired_final;
+    uint64_t retired_late_unmaps, retired_late_releases; /* their late_unmaps, late_releases */
     uint8_t uuid[16];          /* cuDeviceGetUuid(_v2); zero when the driver has neither */
     ga_group_t *group;         /* GPUARENA_GROUP's ledger for this device, or NULL */
     /* Dead contexts' vmm pools kept for stream-ordered blocks (orphans, teardown.c): how many, the
@@ -366,6 +367,10 @@ typedef struct ga_ctx {
     ga_counts_t counts;
     ga_stats_t final;        /* the pool's statistics when it was dropped */
     int has_final;
+    /* The pool's driver calls after `final` was taken (its destroy, an orphan's trims; backend.c):
+     * granules unmapped, ranges and regions freed. Counted in the statistics' totals, not in the
+     * context's entry, which stays its pool as at teardown (helper-68 F9). */
+    uint64_t late_unmaps, late_releases;
     size_t granularity;      /* vmm: the driver's recommended granularity */
     int va_warned;           /* vmm: a refused address reservation was reported (backend.c) */
     int va_refused;          /* vmm: the last address reservation was refused (the OOM line) */

@@ -235,6 +235,8 @@ void ga_stats_retire(const ga_ctx_t *c)
         GA_STATS_LIST(GA_SUM)
 #undef GA_SUM
     }
+    d->retired_late_unmaps += c->late_unmaps;
+    d->retired_late_releases += c->late_releases;
     ga_mutex_unlock(&d->lock);
 }
 
@@ -246,9 +248,10 @@ void ga_stats_retire(const ga_ctx_t *c)
  * kept, or none, and says so ("incomplete"); the call counts, plain integers that the stopped
  * holder is not writing, are taken as they are. -1. */
 static int ga_ctx_snapshot_held(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_counts_t *cn,
-                                int *alive, int *holds)
+                                int *alive, int *holds, uint64_t late[2])
 {
     *alive = !atomic_load(&c->dead);
+    late[0] = c->late_unmaps, late[1] = c->late_releases; /* plain integers, as the counts */
     if (c->has_final && !*alive)
         *s = c->final;
     else
@@ -267,13 +270,15 @@ static int ga_ctx_snapshot_held(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_
 /* A context's figures: its pool's (live, or as they were when the context died, less the
  * program's later frees of the stream-ordered blocks an orphan pool kept: ctx.c, ga_orphan_free)
  * and its counts; *now: what its pool holds now (a live or orphan pool's own figures, else *s);
- * *holds: its pool still holds memory (alive, or a dead context's vmm pool kept for such blocks). */
+ * *holds: its pool still holds memory (alive, or a dead context's vmm pool kept for such blocks);
+ * late: the pool's unmaps and releases since *s was taken (c->late_unmaps, c->late_releases). */
 static int ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_counts_t *cn,
-                           int *alive, int *holds)
+                           int *alive, int *holds, uint64_t late[2])
 {
     if (ga_mutex_lock_for(&c->lock, GA_MUTEX_EXIT_WAIT_NS) != 0)
-        return ga_ctx_snapshot_held(c, s, now, cn, alive, holds);
+        return ga_ctx_snapshot_held(c, s, now, cn, alive, holds, late);
     *alive = !atomic_load(&c->dead);
+    late[0] = c->late_unmaps, late[1] = c->late_releases;
     if (c->pool)
         ga_pool_stats(c->pool, now);
     if (c->has_final && !*alive)
@@ -307,6 +312,8 @@ static const char *ga_json_retired(FILE *f, ga_counts_t *counts, ga_stats_t *poo
         n = dv->retired_n;
         cn = dv->retired_counts;
         s = dv->retired_final;
+        pool->backend_unmaps += dv->retired_late_unmaps; /* the totals', as for a dead context */
+        pool->backend_releases += dv->retired_late_releases;
         ga_mutex_unlock(&dv->lock);
         ga_counts_add(counts, &cn);
         uint64_t largest = pool->largest_free, free_sum = pool->total_free;
@@ -347,12 +354,18 @@ static void ga_json_devices(FILE *f, ga_counts_t *counts, ga_stats_t *pool, doub
         ga_stats_t s, now;
         ga_counts_t cn;
         int alive, holds;
-        int held = ga_ctx_snapshot(c, &s, &now, &cn, &alive, &holds) != 0;
+        uint64_t late[2];
+        int held = ga_ctx_snapshot(c, &s, &now, &cn, &alive, &holds, late) != 0;
         ga_counts_add(counts, &cn);
         uint64_t largest = pool->largest_free, free_sum = pool->total_free;
 #define GA_SUM(name, unit, desc) pool->name += s.name;
         GA_STATS_LIST(GA_SUM)
 #undef GA_SUM
+        /* The unmaps and releases of a dead context's pool after its entry's figures (its
+         * destroy's, an orphan's): real driver calls, in the totals (4 of the driver's 19 unmaps
+         * were: helper-68 F9); the entry stays the pool as at teardown. */
+        pool->backend_unmaps += late[0];
+        pool->backend_releases += late[1];
         if (!holds) {
             /* What a pool holds now: a destroyed context holds nothing (its entry below still
              * shows the pool as it was at teardown); counts and peaks stay summed. */

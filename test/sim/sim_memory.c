@@ -220,10 +220,32 @@ void sim_free_ctx_memory_locked(const sim_ctx_t *c)
     }
 }
 
+/* The host mapping behind an allocation. low32: a v1 allocation, whose CUdeviceptr_v1 is 32 bits,
+ * so the whole mapping must lie below 4 GiB: MAP_32BIT puts it in the first 2 GiB (x86-64 only);
+ * where that flag is missing or that space is full, none is made and the caller answers
+ * CUDA_ERROR_OUT_OF_MEMORY, the driver's answer for memory it cannot give. */
+static void *sim_map(size_t mapped, int low32)
+{
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (low32) {
+#ifdef MAP_32BIT
+        flags |= MAP_32BIT;
+#else
+        return MAP_FAILED;
+#endif
+    }
+    void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p != MAP_FAILED && low32 && (uintptr_t)p + (mapped - 1) > UINT32_MAX) {
+        munmap(p, mapped);
+        return MAP_FAILED;
+    }
+    return p;
+}
+
 /* hpool: a stream-ordered allocation's pool handle (sim_pool_for_locked); its memory is on the
- * pool's device (a created pool's may be another than the context's). */
+ * pool's device (a created pool's may be another than the context's). low32: sim_map. */
 static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kind, CUmemoryPool hpool,
-                                 CUdeviceptr *out)
+                                 int low32, CUdeviceptr *out)
 {
     long page = sysconf(_SC_PAGESIZE);
     if (size > SIZE_MAX - (size_t)page)
@@ -240,8 +262,7 @@ static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kin
             sim_pool_keep_locked(pool, reuse);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *p = sim_map(mapped, low32);
     sim_alloc_t a = {(CUdeviceptr)(uintptr_t)p, size, mapped, dev, c, kind, sim_next_id_locked(), 0,
                      pool};
     if (p == MAP_FAILED || sim_insert_locked(&a) != 0) {
@@ -261,8 +282,9 @@ static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kin
 }
 
 /* The common allocation path: context, arguments, latency, accounting (hpool: see
- * sim_alloc_locked). */
-static CUresult sim_alloc(CUdeviceptr *dptr, size_t size, sim_kind_t kind, CUmemoryPool hpool)
+ * sim_alloc_locked; low32: sim_map). */
+static CUresult sim_alloc(CUdeviceptr *dptr, size_t size, sim_kind_t kind, CUmemoryPool hpool,
+                          int low32)
 {
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
@@ -271,7 +293,7 @@ static CUresult sim_alloc(CUdeviceptr *dptr, size_t size, sim_kind_t kind, CUmem
     if (r == CUDA_SUCCESS) {
         sim_latency();
         pthread_mutex_lock(&sim_lock);
-        r = sim_alloc_locked(c, size, kind, hpool, dptr);
+        r = sim_alloc_locked(c, size, kind, hpool, low32, dptr);
         pthread_mutex_unlock(&sim_lock);
     }
     if (r != CUDA_SUCCESS)
@@ -327,7 +349,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     SIM_COUNT(alloc_calls);
     SIM_ENTER_ALLOC(cuMemAlloc_v2);
-    return sim_alloc(dptr, bytesize, SIM_PLAIN, NULL);
+    return sim_alloc(dptr, bytesize, SIM_PLAIN, NULL, 0);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -339,7 +361,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     int bad = !pPitch || WidthInBytes == 0 || Height == 0 || pitch < WidthInBytes ||
               (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
               pitch > SIZE_MAX / Height;
-    CUresult r = sim_alloc(dptr, bad ? 0 : pitch * Height, SIM_PLAIN, NULL);
+    CUresult r = sim_alloc(dptr, bad ? 0 : pitch * Height, SIM_PLAIN, NULL, 0);
     if (r == CUDA_SUCCESS)
         *pPitch = pitch;
     return r;
@@ -352,13 +374,54 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     return sim_free(dptr);
 }
 
+/* ---- the v1 ABI (before CUDA 3.2: 32-bit pointers and sizes), still exported by the driver and
+ * answered by cuGetProcAddress below version 3020. The documentation no longer describes these
+ * functions (cuda.h declares them only for the driver's own build); read here as the _v2 calls
+ * with 32-bit fields: an allocation placed below 4 GiB (or CUDA_ERROR_OUT_OF_MEMORY when it cannot
+ * be), the same table, so either free releases it, and figures above 4 GiB clamped to UINT_MAX. */
+
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    SIM_COUNT(v1_alloc_calls);
+    SIM_ENTER_ALLOC(cuMemAlloc);
+    CUdeviceptr p = 0;
+    CUresult r = sim_alloc(dptr ? &p : NULL, bytesize, SIM_PLAIN, NULL, 1);
+    if (r == CUDA_SUCCESS)
+        *dptr = (CUdeviceptr_v1)p;
+    return r;
+}
+
+CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                         unsigned int Height, unsigned int ElementSizeBytes)
+{
+    SIM_COUNT(v1_alloc_calls);
+    SIM_ENTER_ALLOC(cuMemAllocPitch);
+    unsigned long long pitch = ((unsigned long long)WidthInBytes + 511) & ~511ull;
+    int bad = !dptr || !pPitch || WidthInBytes == 0 || Height == 0 || pitch > UINT32_MAX ||
+              (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16);
+    CUdeviceptr p = 0;
+    CUresult r = sim_alloc(&p, bad ? 0 : (size_t)(pitch * Height), SIM_PLAIN, NULL, 1);
+    if (r == CUDA_SUCCESS) {
+        *dptr = (CUdeviceptr_v1)p;
+        *pPitch = (unsigned int)pitch;
+    }
+    return r;
+}
+
+CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    SIM_COUNT(v1_free_calls);
+    SIM_ENTER(cuMemFree);
+    return sim_free((CUdeviceptr)dptr);
+}
+
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     SIM_COUNT(managed_alloc_calls);
     SIM_ENTER_ALLOC(cuMemAllocManaged);
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         bytesize = 0; /* rejected as an invalid value by the common path */
-    return sim_alloc(dptr, bytesize, SIM_MANAGED, NULL);
+    return sim_alloc(dptr, bytesize, SIM_MANAGED, NULL, 0);
 }
 
 /* ---- stream-ordered allocation: memory is taken at the call (earlier than the stream needs it,
@@ -381,13 +444,13 @@ static CUresult sim_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, CUme
         if (r == CUDA_SUCCESS) {
             sim_latency();
             pthread_mutex_lock(&sim_lock);
-            r = sim_alloc_locked(c, size, SIM_ASYNC, hpool, dptr);
+            r = sim_alloc_locked(c, size, SIM_ASYNC, hpool, 0, dptr);
             pthread_mutex_unlock(&sim_lock);
         }
         if (r != CUDA_SUCCESS)
             SIM_COUNT(failed_allocs);
     } else {
-        r = sim_alloc(dptr, size, SIM_ASYNC, hpool);
+        r = sim_alloc(dptr, size, SIM_ASYNC, hpool, 0);
     }
     if (r == CUDA_SUCCESS)
         sim_hold_async_alloc();
@@ -651,10 +714,9 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 
 /* ---- information ---- */
 
-CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+/* cuMemGetInfo of either ABI, before the v1 call's clamp. */
+static CUresult sim_meminfo(size_t *free_bytes, size_t *total)
 {
-    SIM_COUNT(meminfo_calls);
-    SIM_ENTER(cuMemGetInfo_v2);
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
     if (r != CUDA_SUCCESS)
@@ -669,9 +731,16 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     return CUDA_SUCCESS;
 }
 
-CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
-    SIM_ENTER(cuMemGetAddressRange_v2);
+    SIM_COUNT(meminfo_calls);
+    SIM_ENTER(cuMemGetInfo_v2);
+    return sim_meminfo(free_bytes, total);
+}
+
+/* cuMemGetAddressRange of either ABI, before the v1 call's narrowing. */
+static CUresult sim_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
     if (r != CUDA_SUCCESS)
@@ -688,6 +757,46 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
     if (found && psize)
         *psize = size;
     return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    SIM_ENTER(cuMemGetAddressRange_v2);
+    return sim_range(pbase, psize, dptr);
+}
+
+/* The v1 queries: 32-bit fields, each figure clamped to UINT_MAX. */
+static unsigned int sim_clamp32(unsigned long long n)
+{
+    return n > UINT32_MAX ? UINT32_MAX : (unsigned int)n;
+}
+
+CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+{
+    SIM_COUNT(v1_meminfo_calls);
+    SIM_ENTER(cuMemGetInfo);
+    size_t f = 0, t = 0;
+    CUresult r = sim_meminfo(free_bytes ? &f : NULL, total ? &t : NULL);
+    if (r == CUDA_SUCCESS) {
+        *free_bytes = sim_clamp32(f);
+        *total = sim_clamp32(t);
+    }
+    return r;
+}
+
+/* An address below 4 GiB lies in an allocation below 4 GiB (a v1 one), whose base fits; its size
+ * is clamped as the other v1 figures are. */
+CUresult cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize, CUdeviceptr_v1 dptr)
+{
+    SIM_ENTER(cuMemGetAddressRange);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUresult r = sim_range(&base, &size, (CUdeviceptr)dptr);
+    if (r == CUDA_SUCCESS && pbase)
+        *pbase = (CUdeviceptr_v1)base;
+    if (r == CUDA_SUCCESS && psize)
+        *psize = sim_clamp32(size);
+    return r;
 }
 
 /* Writes one pointer attribute of allocation a (NULL: the defaults for an unknown pointer). */

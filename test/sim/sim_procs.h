@@ -50,10 +50,15 @@
     X(cuCtxGetDevice, 2000, 0, cuCtxGetDevice)                                        \
     X(cuCtxSynchronize, 13000, 0, cuCtxSynchronize_v2)                                \
     X(cuCtxSynchronize, 2000, 0, cuCtxSynchronize)                                    \
+    X(cuMemAlloc, 2000, 0, cuMemAlloc)                                                \
     X(cuMemAlloc, 3020, 0, cuMemAlloc_v2)                                             \
+    X(cuMemAllocPitch, 2000, 0, cuMemAllocPitch)                                      \
     X(cuMemAllocPitch, 3020, 0, cuMemAllocPitch_v2)                                   \
+    X(cuMemFree, 2000, 0, cuMemFree)                                                  \
     X(cuMemFree, 3020, 0, cuMemFree_v2)                                               \
+    X(cuMemGetInfo, 2000, 0, cuMemGetInfo)                                            \
     X(cuMemGetInfo, 3020, 0, cuMemGetInfo_v2)                                         \
+    X(cuMemGetAddressRange, 2000, 0, cuMemGetAddressRange)                            \
     X(cuMemGetAddressRange, 3020, 0, cuMemGetAddressRange_v2)                         \
     X(cuMemAllocManaged, 6000, 0, cuMemAllocManaged)                                  \
     X(cuMemAllocAsync, 11020, 0, cuMemAllocAsync)                                     \

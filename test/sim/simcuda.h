@@ -52,6 +52,11 @@
  *  - peak_bytes_in_use is updated under the same lock as bytes_in_use, so it is exact.
  *  - Destroying a context (cuCtxDestroy, cuDevicePrimaryCtxReset, last cuDevicePrimaryCtxRelease)
  *    frees its allocations, as the real driver does.
+ *  - The v1 ABI (cuMemAlloc, cuMemAllocPitch, cuMemFree, cuMemGetInfo, cuMemGetAddressRange: 32-bit
+ *    pointers and sizes, cuGetProcAddress below 3020) works on the same memory: a v1 allocation is
+ *    mapped below 4 GiB (MAP_32BIT, x86-64; CUDA_ERROR_OUT_OF_MEMORY where none can be), counted
+ *    in bytes_in_use like any other and freed by either cuMemFree; the v1 queries clamp figures
+ *    above 4 GiB to UINT_MAX. Its calls count in v1_alloc_calls, v1_free_calls, v1_meminfo_calls.
  *  - VMM (sim_vmm.c) is real on host memory: cuMemAddressReserve takes PROT_NONE address space,
  *    cuMemCreate a memfd (charged to its device: bytes_in_use, vmm_bytes_in_use), cuMemMap maps it
  *    MAP_SHARED into a reservation with no access, cuMemSetAccess mprotects it (per device),
@@ -141,6 +146,7 @@
     X(cuPointerGetAttributes)                                                                \
     X(cuIpcGetMemHandle)                                                                     \
     X(cuMemGetAddressRange_v2)                                                               \
+    X(cuMemGetAddressRange)                                                                  \
     X(cuMemAllocAsync)                                                                       \
     X(cuMemAllocAsync_ptsz)                                                                  \
     X(cuMemFreeAsync)                                                                        \
@@ -207,6 +213,9 @@ extern "C" {
     X(memcpy_calls, "cuMemcpy* calls")                                                       \
     X(memset_calls, "cuMemsetD8/D32 calls")                                                  \
     X(meminfo_calls, "cuMemGetInfo_v2 calls")                                                \
+    X(v1_alloc_calls, "cuMemAlloc + cuMemAllocPitch calls (the v1 ABI: 32-bit pointers)")    \
+    X(v1_free_calls, "cuMemFree calls (the v1 ABI)")                                         \
+    X(v1_meminfo_calls, "cuMemGetInfo calls (the v1 ABI: 32-bit figures, clamped)")         \
     X(ipc_calls, "cuIpcGetMemHandle calls")                                                  \
     X(granularity_calls, "cuMemGetAllocationGranularity calls")                              \
     X(reserve_calls, "cuMemAddressReserve calls")                                            \

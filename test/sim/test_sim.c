@@ -221,7 +221,11 @@ START_TEST(getproc_versions)
     ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_SUCCESS);
     CK(cuGetProcAddress_v2("cuMemAlloc", &fn, 3020, 0, &st));
     ck_assert_ptr_eq(fn, ts_sym("cuMemAlloc_v2"));
-    ck_assert_int_eq(cuGetProcAddress_v2("cuMemAlloc", &fn, 3010, 0, &st), CUDA_ERROR_NOT_FOUND);
+    /* below 3020 the v1 function (32-bit pointers), below 2000 nothing */
+    CK(cuGetProcAddress_v2("cuMemAlloc", &fn, 3010, 0, &st));
+    ck_assert_ptr_eq(fn, ts_sym("cuMemAlloc"));
+    ck_assert_ptr_ne(fn, ts_sym("cuMemAlloc_v2"));
+    ck_assert_int_eq(cuGetProcAddress_v2("cuMemAlloc", &fn, 1990, 0, &st), CUDA_ERROR_NOT_FOUND);
     ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     ck_assert_ptr_null(fn);
     ck_assert_int_eq(cuGetProcAddress_v2("cuNoSuchThing", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
@@ -264,7 +268,61 @@ START_TEST(getproc_versions)
     CUresult (*v1)(const char *, void **, int, cuuint64_t) = ts_sym("cuGetProcAddress");
     CK(v1("cuMemGetInfo", &fn, 11030, 0));
     ck_assert_ptr_eq(fn, ts_sym("cuMemGetInfo_v2"));
-    ck_assert_uint_eq(ts_counters().getproc_calls, 22);
+    ck_assert_uint_eq(ts_counters().getproc_calls, 23);
+}
+END_TEST
+
+/* The v1 ABI (32-bit pointers and sizes): allocations below 4 GiB in the same table as the _v2
+ * ones (either free releases them, copies reach them), refused when none can be placed there,
+ * figures above 4 GiB clamped, NULL out-parameters refused, and their own counters. */
+typedef CUresult (*ts_v1_alloc_t)(unsigned *, unsigned);
+typedef CUresult (*ts_v1_pitch_t)(unsigned *, unsigned *, unsigned, unsigned, unsigned);
+typedef CUresult (*ts_v1_free_t)(unsigned);
+typedef CUresult (*ts_v1_info_t)(unsigned *, unsigned *);
+typedef CUresult (*ts_v1_range_t)(unsigned *, unsigned *, unsigned);
+
+START_TEST(v1_abi)
+{
+    ts_start(); /* 8 GiB devices: more than 32 bits can say */
+    ts_v1_alloc_t alloc = (ts_v1_alloc_t)ts_sym("cuMemAlloc");
+    ts_v1_pitch_t pitch = (ts_v1_pitch_t)ts_sym("cuMemAllocPitch");
+    ts_v1_free_t v1free = (ts_v1_free_t)ts_sym("cuMemFree");
+    ts_v1_info_t info = (ts_v1_info_t)ts_sym("cuMemGetInfo");
+    ts_v1_range_t range = (ts_v1_range_t)ts_sym("cuMemGetAddressRange");
+    unsigned f = 0, t = 0, a = 0, b = 0, pp = 0, base = 0, size = 0;
+    CK(info(&f, &t));
+    ck_assert_uint_eq(t, 0xffffffffu);
+    ck_assert_uint_eq(f, 0xffffffffu);
+    CK(alloc(&a, MiB));
+    ck_assert_uint_ne(a, 0);
+    ck_assert_uint_eq(a % 512, 0);
+    CK(pitch(&b, &pp, 1000, 3, 4));
+    ck_assert_uint_eq(pp, 1024);
+    ck_assert_uint_eq(ts_counters().bytes_in_use, MiB + 3072);
+    CK(range(&base, &size, a + 100));
+    ck_assert_uint_eq(base, a);
+    ck_assert_uint_eq(size, MiB);
+    CK(cuMemsetD8(a, 0x5a, 16)); /* the same address, through the _v2 ABI */
+    unsigned char out[16];
+    CK(cuMemcpyDtoH(out, a, sizeof out));
+    ck_assert_int_eq(out[15], 0x5a);
+    ck_assert_int_eq(alloc(&a + 0, 0xffffffffu) == CUDA_ERROR_OUT_OF_MEMORY, 1); /* no room below 4 GiB */
+    ck_assert_int_eq(alloc(NULL, 512), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(pitch(&b + 0, NULL, 1000, 3, 4) == CUDA_ERROR_INVALID_VALUE, 1);
+    ck_assert_int_eq(info(NULL, &t), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(info(&f, NULL), CUDA_ERROR_INVALID_VALUE);
+    CK(v1free(a));
+    CK(cuMemFree(b)); /* a v1 allocation freed through the _v2 ABI */
+    ck_assert_int_eq(v1free(a), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(range(&base, &size, a), CUDA_ERROR_NOT_FOUND);
+    simcuda_counters_t c = ts_counters();
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+    ck_assert_uint_eq(c.v1_alloc_calls, 5);
+    ck_assert_uint_eq(c.v1_free_calls, 2);
+    ck_assert_uint_eq(c.v1_meminfo_calls, 3);
+    ck_assert_uint_eq(c.alloc_calls, 0);
+    ck_assert_uint_eq(c.free_calls, 1);
+    ck_assert_uint_eq(c.failed_allocs, 3);
 }
 END_TEST
 
@@ -780,6 +838,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, out_of_memory);
     tcase_add_test(tc, memcpy_round_trip);
     tcase_add_test(tc, getproc_versions);
+    tcase_add_test(tc, v1_abi);
     tcase_add_test(tc, getproc_log);
     tcase_add_test(tc, created_contexts);
     tcase_add_test(tc, attach_detach);

@@ -106,7 +106,7 @@ START_TEST(fail_bad_specs)
     static const char *bad[] = {
         "", "cuNoSuch:1", "cuMemAlloc_v2", "cuMemAlloc_v2:", "cuMemAlloc_v2:0", "cuMemAlloc_v2:x",
         "cuMemAlloc_v2:-1", "cuMemAlloc_v2:1:CUDA_ERROR_NOPE", "cuMemAlloc_v2:1:0", "cuMemAlloc_v2:1junk",
-        "cuMemAlloc_v2:1:", "cuMemAlloc:1", "cuMemAlloc_v2:99999999999999999999",
+        "cuMemAlloc_v2:1:", "cuDeviceTotalMem:1", "cuMemAlloc_v2:99999999999999999999",
         "cuMemAlloc_v2:1,,cuMemFree_v2:1", "cuMemAlloc_v2:1:CUDA_SUCCESS",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)

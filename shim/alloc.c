@@ -355,6 +355,7 @@ typedef struct ga_free_job {
     uint8_t api;
     uint64_t t0;
     CUresult (*real_free)(CUdeviceptr, CUstream); /* non-NULL: the stream-ordered call */
+    CUresult (*plain_free)(CUdeviceptr); /* else the driver's cuMemFree of the call's ABI */
     CUstream s;
     int synced;               /* the stream (or, for cuMemFree, the device) was synchronised */
     int sync_first;           /* out: synchronise first without the lock, then free: platform
@@ -390,7 +391,7 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
     }
     if (o->in_pass) {
         /* The driver first, and the record dropped only when the driver let it go. */
-        CUresult r = j->real_free ? j->real_free(j->p, j->s) : ga_real.cuMemFree_v2(j->p);
+        CUresult r = j->real_free ? j->real_free(j->p, j->s) : j->plain_free(j->p);
         if (r == CUDA_SUCCESS && ga_ptrmap_take(&c->pass, j->p, &j->gone)) {
             ga_count_free(&c->counts, j->api, j->t0);
             if (j->real_free)
@@ -437,14 +438,15 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
 
 #define GA_NO_OWNER (-1) /* no CUresult is negative */
 
-/* Shared by cuMemFree_v2 and the async frees (real_free non-NULL: the stream-ordered call). */
+/* Shared by cuMemFree_v2, the v1 cuMemFree and the async frees (real_free non-NULL: the
+ * stream-ordered call; else plain_free, the driver's cuMemFree of the caller's ABI). */
 static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CUdeviceptr, CUstream),
-                            CUstream s)
+                            CUstream s, CUresult (*plain_free)(CUdeviceptr))
 {
     if (ga_tl_api)
         api = ga_tl_api;
     ga_free_job_t j = {.p = p, .api = api, .t0 = ga_timing ? ga_now() : 0, .real_free = real_free,
-                       .s = s, .refused = GA_OK};
+                       .plain_free = plain_free, .s = s, .refused = GA_OK};
     int r = p ? ga_with_owner((uintptr_t)p, ga_free_owned, &j, GA_NO_OWNER) : GA_NO_OWNER;
     int dev = -1; /* the device of a free no context holds, when the shim knows it */
     if (r == CUDA_SUCCESS && j.sync_first) {
@@ -464,7 +466,7 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
         if ((dev = ga_dev_free_loose((uint64_t)p, api, j.t0, real_free, s, &lr)) >= 0)
             r = lr; /* a stream-ordered allocation whose context is gone */
         else
-            r = real_free ? real_free(p, s) : ga_real.cuMemFree_v2(p);
+            r = real_free ? real_free(p, s) : plain_free(p);
     }
     if (j.gone.key && j.gone_later) {
         ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size); /* the rest once the stream passed */
@@ -510,13 +512,13 @@ CUresult ga_do_free(CUdeviceptr p, uint8_t api)
         }
         ga_mutex_unlock(&c->lock);
     }
-    return ga_free_any(p, api, NULL, NULL);
+    return ga_free_any(p, api, NULL, NULL, ga_real.cuMemFree_v2);
 }
 
 CUresult ga_do_free_async(CUdeviceptr p, CUstream s, uint8_t api,
                           CUresult (*real_free)(CUdeviceptr, CUstream))
 {
-    return ga_free_any(p, api, real_free, s);
+    return ga_free_any(p, api, real_free, s, ga_real.cuMemFree_v2);
 }
 
 GA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -529,6 +531,21 @@ GA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     GA_HOOK_ENTER(cuMemFree_v2, (dptr));
     return ga_do_free(dptr, GA_API_CUMEMFREE);
+}
+
+/* The driver's v1 free, for what the v1 cuMemFree passes on: its pointer came in 32 bits. */
+static CUresult ga_real_free_v1(CUdeviceptr p)
+{
+    return ga_real.cuMemFree((CUdeviceptr_v1)p);
+}
+
+/* The v1 free (hooks.def says why): the _v2 free's path, the pointer widened. A v1 allocation is
+ * a pass-through record (passthrough.c), freed and given back here or by cuMemFree_v2 alike; what
+ * the shim does not own goes to the driver's v1 function, as the program asked. */
+GA_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    GA_HOOK_ENTER(cuMemFree, (dptr));
+    return ga_free_any((CUdeviceptr)dptr, GA_API_CUMEMFREE, NULL, NULL, ga_real_free_v1);
 }
 
 /* Pitch as the driver computes it on current GPUs: rows padded to 512 bytes. */

@@ -410,6 +410,21 @@ void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size)
  * said once. The case that showed it: JAX 0.11 takes its own pool (75% of the device) with
  * cuMemCreate, and in arena mode gpuarena's preallocation holds that memory already; JAX retried
  * smaller sizes down to what was left (scripts/gpu-check.sh on an H200, README "On a real GPU"). */
+/* The only cuMemAlloc(Pitch) passed to the driver is the v1 one (32-bit pointers, passthrough.c):
+ * the arena's free bytes cannot serve it because its addresses do not fit, not because a
+ * framework pools apart, so the advice is the modes whose pools hold only what they serve. */
+static void ga_oom_explain_v1(int dev, uint8_t api, size_t size, const ga_stats_t *s)
+{
+    char b[3][32];
+    ga_log(GA_LOG_WARN, "%s (v1, 32-bit pointers) of %s failed on device %d: that memory is held "
+           "by gpuarena's arena (%s reserved, %s of it free), whose addresses do not fit a v1 "
+           "pointer. For a program that allocates through the v1 entry points, use "
+           "GPUARENA_MODE=grow or vmm (their pools hold only what they serve) or a smaller "
+           "GPUARENA_MEM_FRACTION",
+           ga_api_name(api), ga_fmt_bytes(size, b[0], 32), dev, ga_fmt_bytes(s->reserved, b[1], 32),
+           ga_fmt_bytes(s->total_free, b[2], 32));
+}
+
 void ga_oom_explain_pass(ga_ctx_t *c, uint8_t api, size_t size)
 {
     if (!c || ga_opt.log < GA_LOG_WARN || /* no context on the device: no arena to hold it */
@@ -426,6 +441,10 @@ void ga_oom_explain_pass(ga_ctx_t *c, uint8_t api, size_t size)
     if (!arena || s.total_free < size / 2 || !ga_oom_first(&ga_oom_told_pass))
         return;
     char b[3][32];
+    if (api == GA_API_CUMEMALLOC || api == GA_API_CUMEMALLOCPITCH) {
+        ga_oom_explain_v1(c->dev, api, size, &s);
+        return;
+    }
     ga_log(GA_LOG_WARN, "%s of %s failed on device %d: that memory is held by gpuarena's arena "
            "(%s reserved, %s of it free), and memory the program allocates past the arena (%s) "
            "cannot come from it. A framework that pools with cuMemCreate (JAX 0.11 by default) "

@@ -221,6 +221,57 @@ GA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
                   ga_pass_flags_ok(flags), NULL);
 }
 
+/* ---- the v1 allocations (32-bit pointers, hooks.def says why): the driver's own v1 functions, as
+ * no pool address fits 32 bits, committed under the cap first and recorded in the context's
+ * pass-through table, where a cuMemFree of either ABI finds them (alloc.c). ---- */
+
+GA_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    GA_HOOK_ENTER(cuMemAlloc, (dptr, bytesize));
+    GA_PASS_ALLOC(cuMemAlloc, GA_API_CUMEMALLOC, (dptr, bytesize), CUDA_SUCCESS, NULL);
+}
+
+/* A v1 pitched allocation's bytes before the call, counted as the _v2 hook counts them (rows padded
+ * to GA_ALIGN, 512 bytes, as the driver pads them on current GPUs: alloc.c); 0 for arguments the
+ * driver refuses, a pitch past 32 bits included. */
+static uint64_t ga_v1_pitch_bytes(unsigned width, unsigned height, unsigned elem)
+{
+    uint64_t pitch = ((uint64_t)width + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
+    if (!width || !height || (elem != 4 && elem != 8 && elem != 16) || pitch > UINT32_MAX)
+        return 0;
+    return pitch * height;
+}
+
+/* The driver's pitch may not be the one assumed before the call (another GPU's row alignment):
+ * the commitment follows the bytes it gave, which the device holds whatever the cap says. */
+static void ga_pass_recount(int dev, uint64_t assumed, uint64_t got)
+{
+    if (got > assumed)
+        ga_dev_hold(dev, got - assumed);
+    else if (got < assumed)
+        ga_dev_uncommit(dev, assumed - got);
+}
+
+GA_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                                   unsigned int Height, unsigned int ElementSizeBytes)
+{
+    GA_HOOK_ENTER(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    uint64_t bytes = ga_v1_pitch_bytes(WidthInBytes, Height, ElementSizeBytes);
+    if (!dptr || !pPitch || !bytes)
+        return ga_count_refused(GA_API_CUMEMALLOCPITCH, 1), CUDA_ERROR_INVALID_VALUE;
+    uint64_t t0 = ga_timing ? ga_now() : 0;
+    ga_ctx_t *c = NULL;
+    int dev = -1, committed;
+    CUresult r = ga_pass_begin(bytes, -1, 0, &c, &dev, &committed);
+    if (r == CUDA_SUCCESS)
+        r = ga_real.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    uint64_t got = r == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : bytes;
+    if (committed)
+        ga_pass_recount(dev, bytes, got);
+    return ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, got,
+                       GA_API_CUMEMALLOCPITCH, t0, 0, NULL);
+}
+
 /* The stream-ordered allocations, each run with its stream's context current (ga_stream_ctx_enter:
  * the block is that context's, current or not). */
 static CUresult ga_alloc_async_hook(CUdeviceptr *dptr, size_t bytesize, CUstream hStream, int ptsz)

@@ -27,9 +27,9 @@ GA_EXPORT CUresult cuInit(unsigned int Flags)
     return r == CUDA_SUCCESS ? ga_init_error : r;
 }
 
-GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+/* cuMemGetInfo of either ABI, in full width: the capped view of the current context's device. */
+static CUresult ga_mem_info(size_t *free, size_t *total)
 {
-    GA_HOOK_ENTER(cuMemGetInfo_v2, (free, total));
     if (!free || !total) {
         /* The driver's error first (no context, not initialised), as it would answer; the
          * shim's own places for what it writes, so a NULL is never passed on. */
@@ -51,6 +51,35 @@ GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     *free = (size_t)f;
     *total = (size_t)t;
     return CUDA_SUCCESS;
+}
+
+GA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    GA_HOOK_ENTER(cuMemGetInfo_v2, (free, total));
+    return ga_mem_info(free, total);
+}
+
+static unsigned int ga_clamp32(uint64_t n)
+{
+    return n > UINT32_MAX ? UINT32_MAX : (unsigned int)n;
+}
+
+/* The v1 query (hooks.def): the same capped view, asked of the driver's _v2 query (its v1 answer
+ * is clamped already, and the view needs the device's true free bytes), each figure clamped to
+ * what 32 bits say: a cap above 4 GiB reads as UINT_MAX, as the driver's own v1 answer reads for
+ * a device that large. A driver without the _v2 query answers alone. */
+GA_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
+{
+    GA_HOOK_ENTER(cuMemGetInfo, (free, total));
+    if (!ga_real.cuMemGetInfo_v2)
+        return ga_real.cuMemGetInfo(free, total);
+    size_t f = 0, t = 0;
+    CUresult r = ga_mem_info(free ? &f : NULL, total ? &t : NULL);
+    if (r == CUDA_SUCCESS) {
+        *free = ga_clamp32(f);
+        *total = ga_clamp32(t);
+    }
+    return r;
 }
 
 typedef struct ga_range_job {
@@ -94,24 +123,53 @@ static int ga_pool_range(CUdeviceptr p, uintptr_t *base, size_t *size, CUcontext
     return found;
 }
 
+#define GA_NOT_POOL (-1) /* no CUresult is negative */
+
+/* A range query's answer for a pool pointer (the block's range in *base, *size), or GA_NOT_POOL
+ * for an address no pool holds, which the driver answers. */
+static int ga_pool_range_answer(CUdeviceptr dptr, uintptr_t *base, size_t *size)
+{
+    int found = ga_pool_range(dptr, base, size, NULL);
+    if (found == 0)
+        return GA_NOT_POOL;
+    CUcontext cur = NULL; /* the driver's call needs a current context (helper-49 F8) */
+    if (ga_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return found < 0 ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+}
+
 GA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     GA_HOOK_ENTER(cuMemGetAddressRange_v2, (pbase, psize, dptr));
     uintptr_t base = 0;
     size_t size = 0;
-    int found = ga_pool_range(dptr, &base, &size, NULL);
-    if (found == 0)
+    int r = ga_pool_range_answer(dptr, &base, &size);
+    if (r == GA_NOT_POOL)
         return ga_real.cuMemGetAddressRange_v2(pbase, psize, dptr);
-    CUcontext cur = NULL; /* the driver's call needs a current context (helper-49 F8) */
-    if (ga_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (found < 0)
-        return CUDA_ERROR_NOT_FOUND;
-    if (pbase)
+    if (r == CUDA_SUCCESS && pbase)
         *pbase = (CUdeviceptr)base;
-    if (psize)
+    if (r == CUDA_SUCCESS && psize)
         *psize = size;
-    return CUDA_SUCCESS;
+    return (CUresult)r;
+}
+
+/* The v1 query (hooks.def): a v1 allocation is the driver's, which answers it with its v1 function;
+ * a 32-bit address inside a pool block (never one on today's GPUs, whose pool addresses are above
+ * 4 GiB) answers with the block, its size clamped to 32 bits. Out-parameters are optional, as
+ * the _v2 query's are. */
+GA_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize, CUdeviceptr_v1 dptr)
+{
+    GA_HOOK_ENTER(cuMemGetAddressRange, (pbase, psize, dptr));
+    uintptr_t base = 0;
+    size_t size = 0;
+    int r = ga_pool_range_answer((CUdeviceptr)dptr, &base, &size);
+    if (r == GA_NOT_POOL)
+        return ga_real.cuMemGetAddressRange(pbase, psize, dptr);
+    if (r == CUDA_SUCCESS && pbase)
+        *pbase = (CUdeviceptr_v1)base;
+    if (r == CUDA_SUCCESS && psize)
+        *psize = ga_clamp32(size);
+    return (CUresult)r;
 }
 
 /* The attributes a live pool allocation answers itself: its own range, never the region (or

@@ -47,5 +47,6 @@ TCase *pt_tcase_group(void);
 TCase *pt_tcase_stream(void);
 TCase *pt_tcase_nvml(void);
 TCase *pt_tcase_mempool(void);
+TCase *pt_tcase_v1(void);
 
 #endif

@@ -49,7 +49,8 @@ static const char *pt_hooked_driver[] = {
     "cuIpcGetMemHandle", "cuGetProcAddress", "cuGetProcAddress_v2", "cuMemAllocManaged",
     "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
     "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemCreate",
-    "cuMemRelease", "cuMemPoolDestroy",
+    "cuMemRelease", "cuMemPoolDestroy", "cuMemAlloc", "cuMemAllocPitch", "cuMemFree",
+    "cuMemGetInfo", "cuMemGetAddressRange",
 };
 
 START_TEST(dlopen_dlsym)
@@ -83,6 +84,11 @@ static const struct {
 } pt_procs[] = {
     {"cuMemAlloc", 3020, 0, "cuMemAlloc_v2"},
     {"cuMemAlloc", 13000, 0, "cuMemAlloc_v2"},
+    {"cuMemAlloc", 2000, 0, "cuMemAlloc"}, /* the v1 ABI below 3020 */
+    {"cuMemAllocPitch", 3010, 0, "cuMemAllocPitch"},
+    {"cuMemFree", 2000, 0, "cuMemFree"},
+    {"cuMemGetInfo", 2000, 0, "cuMemGetInfo"},
+    {"cuMemGetAddressRange", 3000, 0, "cuMemGetAddressRange"},
     {"cuMemFree", 3020, 0, "cuMemFree_v2"},
     {"cuMemGetInfo", 12000, 0, "cuMemGetInfo_v2"},
     {"cuMemAllocPitch", 11020, 0, "cuMemAllocPitch_v2"},

@@ -65,6 +65,36 @@ static int r_range(void *f)
     size_t size;
     return ((CUresult (*)(CUdeviceptr *, size_t *, CUdeviceptr))f)(&base, &size, lean_alloc() + 8);
 }
+/* The v1 ABI (32-bit pointers and sizes): a v1 allocation to free or query. */
+static unsigned lean_alloc_v1(void)
+{
+    CUresult (*v1)(unsigned *, unsigned) = (CUresult (*)(unsigned *, unsigned))dlsym(RTLD_DEFAULT,
+                                                                                     "cuMemAlloc");
+    unsigned p = 0;
+    return v1 && v1(&p, 4096) == CUDA_SUCCESS ? p : 0;
+}
+static int r_alloc_v1(void *f)
+{
+    unsigned p = 0;
+    CUresult r = ((CUresult (*)(unsigned *, unsigned))f)(&p, 4096);
+    return r == CUDA_SUCCESS && !p ? -1 : (int)r;
+}
+static int r_pitch_v1(void *f)
+{
+    unsigned p, pitch;
+    return ((CUresult (*)(unsigned *, unsigned *, unsigned, unsigned, unsigned))f)(&p, &pitch, 1000, 4, 4);
+}
+static int r_free_v1(void *f) { return ((CUresult (*)(unsigned))f)(lean_alloc_v1()); }
+static int r_info_v1(void *f)
+{
+    unsigned fr, t;
+    return ((CUresult (*)(unsigned *, unsigned *))f)(&fr, &t);
+}
+static int r_range_v1(void *f)
+{
+    unsigned base, size;
+    return ((CUresult (*)(unsigned *, unsigned *, unsigned))f)(&base, &size, lean_alloc_v1() + 8);
+}
 static int r_attr(void *f)
 {
     CUdeviceptr start;
@@ -346,6 +376,11 @@ static const struct lean_recipe {
     {"cuMemFree_v2", r_free},
     {"cuMemGetInfo_v2", r_info},
     {"cuMemGetAddressRange_v2", r_range},
+    {"cuMemAlloc", r_alloc_v1},
+    {"cuMemAllocPitch", r_pitch_v1},
+    {"cuMemFree", r_free_v1},
+    {"cuMemGetInfo", r_info_v1},
+    {"cuMemGetAddressRange", r_range_v1},
     {"cuPointerGetAttribute", r_attr},
     {"cuPointerGetAttributes", r_attrs},
     {"cuCtxSynchronize", r_sync},

@@ -466,6 +466,39 @@ static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t i
  * level debug (helper-47 F9: a program making 4,000 contexts printed 4,000 lines). */
 static _Atomic int ga_prealloc_said[GA_MAX_DEVICES];
 
+/* Says what held the room a preallocation of `initial` bytes on dev did not find: other members of
+ * the device's group (whose cap every member shares, so lowering GPUARENA_LIMIT is refused
+ * there: an outside test, 2026-12-06), the process itself (another context's pool, the program's
+ * own managed, pool or cuMemCreate memory), where lowering the limit would not help either, or the
+ * device (an outside test, 2026-12-06: the advice was the same every way). */
+static void ga_prealloc_refused_say(int dev, size_t initial)
+{
+    ga_dev_t *d = ga_dev(dev);
+    uint64_t held = ga_dev_held(dev), cap = d->cap;
+    uint64_t used = d->group ? ga_group_used(d->group) : held;
+    uint64_t mine = d->group ? ga_group_mine(d->group) : held;
+    uint64_t others = used > mine ? used - mine : 0;
+    int first = !atomic_exchange(&ga_prealloc_said[dev], 1);
+    const char *more = first ? " (said once per device; later contexts: GPUARENA_LOG=debug)" : "";
+    ga_log_level_t lvl = first ? GA_LOG_WARN : GA_LOG_DEBUG;
+    if (others && used + initial > cap)
+        ga_log(lvl, "could not preallocate %zu bytes on device %d: group '%s' holds %llu of its "
+               "cap of %llu bytes there (other members %llu, this process %llu); growing on "
+               "demand instead (a smaller GPUARENA_MEM_FRACTION leaves room for every member, or "
+               "GPUARENA_MODE=vmm or grow: their pools take only what they serve)%s", initial, dev,
+               ga_opt.group, (unsigned long long)used, (unsigned long long)cap,
+               (unsigned long long)others, (unsigned long long)mine, more);
+    else if (held && held + initial > cap)
+        ga_log(lvl, "could not preallocate %zu bytes on device %d: the process already holds %llu "
+               "of its cap of %llu bytes there (other contexts' pools, or memory the program "
+               "allocated itself); growing on demand instead (a smaller GPUARENA_MEM_FRACTION "
+               "leaves room for both, or GPUARENA_MODE=grow)%s", initial, dev,
+               (unsigned long long)held, (unsigned long long)cap, more);
+    else
+        ga_log(lvl, "could not preallocate %zu bytes on device %d; growing on demand instead "
+               "(lower GPUARENA_MEM_FRACTION or GPUARENA_LIMIT)%s", initial, dev, more);
+}
+
 /* The context's pool, made at its first allocation: the arena preallocates fraction * cap. */
 ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
 {
@@ -486,23 +519,7 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
         return NULL;
     }
     if (!p && initial) {
-        /* Say what held the room: the process itself (another context's pool, the program's own
-         * managed, pool or cuMemCreate memory), where lowering the limit would not help, or the
-         * device (an outside test, 2026-12-06: the advice was the same either way). */
-        uint64_t held = ga_dev_held(c->dev), cap = ga_dev(c->dev)->cap;
-        int first = !atomic_exchange(&ga_prealloc_said[c->dev], 1);
-        const char *more = first ? " (said once per device; later contexts: GPUARENA_LOG=debug)" : "";
-        if (held && held + initial > cap)
-            ga_log(first ? GA_LOG_WARN : GA_LOG_DEBUG, "could not preallocate %zu bytes on "
-                   "device %d: the process already holds %llu of its cap of %llu bytes there "
-                   "(other contexts' pools, or memory the program allocated itself); growing on "
-                   "demand instead (a smaller GPUARENA_MEM_FRACTION leaves room for both, or "
-                   "GPUARENA_MODE=grow)%s", initial, c->dev, (unsigned long long)held,
-                   (unsigned long long)cap, more);
-        else
-            ga_log(first ? GA_LOG_WARN : GA_LOG_DEBUG, "could not preallocate %zu bytes on "
-                   "device %d; growing on demand instead (lower GPUARENA_MEM_FRACTION or "
-                   "GPUARENA_LIMIT)%s", initial, c->dev, more);
+        ga_prealloc_refused_say(c->dev, initial);
         p = ga_pool_new(c, &be, 0, &st);
     }
     if (!p && st == GA_ENOHOST)

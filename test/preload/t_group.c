@@ -242,6 +242,58 @@ START_TEST(group_idle_memory_of_members)
 }
 END_TEST
 
+/* ---- an arena member whose preallocation does not fit beside another member's arena is told that
+ * the other members hold the room, and to lower the fraction or change the mode, not the limit
+ * (which the group refuses: every member must give the same cap) ---- */
+static pid_t group_arena_holder(void)
+{
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        member_start("GPUARENA_MODE=arena");
+        CUdeviceptr p;
+        char ok = cuMemAlloc(&p, MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    ck_assert_msg(ok == 'y', "the first arena member allocated (its arena preallocated)");
+    close(up[0]);
+    close(up[1]);
+    return pid;
+}
+
+static void arena_second(void *arg)
+{
+    (void)arg;
+    member_start("GPUARENA_MODE=arena");
+    CUdeviceptr p;
+    _exit(cuMemAlloc(&p, MiB) == CUDA_SUCCESS ? 0 : 3);
+}
+
+START_TEST(group_prealloc_names_other_members)
+{
+    group_env("1GiB");
+    char err[4096];
+    pid_t holder = group_arena_holder();
+    int rc = pt_run_child(arena_second, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "the second member grows on demand (exit %d): %s", rc, err);
+    ck_assert_msg(strstr(err, "could not preallocate 805306368 bytes on device 0: group 'g") &&
+                      strstr(err, "(other members 805306368, this process 0)") &&
+                      strstr(err, "a smaller GPUARENA_MEM_FRACTION") &&
+                      strstr(err, "GPUARENA_MODE=vmm or grow") && !strstr(err, "GPUARENA_LIMIT"),
+                  "the warning names the other members' bytes and not the limit: %s", err);
+    int status = 0;
+    kill(holder, SIGKILL);
+    waitpid(holder, &status, 0);
+    group_cleanup();
+}
+END_TEST
+
 /* ---- pass-through memory freed with cuMemFreeAsync leaves the group's ledger when the member waits
  * for the free's stream or for an event after it (helper-42 F9: it stayed until the member's
  * next allocation, and the other member was refused for memory the driver had back) ---- */
@@ -925,5 +977,6 @@ TCase *pt_tcase_group(void)
     tcase_add_test(tc, plugin_limit_below_gpuarena_limit_is_the_cap);
     tcase_add_test(tc, group_exit_while_threads_allocate);
     tcase_add_test(tc, group_full_says_full);
+    tcase_add_test(tc, group_prealloc_names_other_members);
     return tc;
 }

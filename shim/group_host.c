@@ -27,11 +27,15 @@ int ga_group_name_ok(const char *name, char *err, size_t errlen)
         if (!ok)
             break;
     }
-    if (n > 0 && n <= GA_GROUP_NAME_MAX && name[n] == '\0' && strcmp(name, ".") && strcmp(name, ".."))
+    /* "." and ".." are made of those characters but name directories: said to be reserved, as the
+     * rule alone read as if they broke it (scripts/gpuarena_cli/doctor.py says the same). */
+    int reserved = !strcmp(name, ".") || !strcmp(name, "..");
+    if (n > 0 && n <= GA_GROUP_NAME_MAX && name[n] == '\0' && !reserved)
         return 1;
     if (err)
-        snprintf(err, errlen, "gpuarena: GPUARENA_GROUP='%.80s' is not a group name: use 1 to %d "
+        snprintf(err, errlen, "gpuarena: GPUARENA_GROUP='%.80s' is not a group name: %suse 1 to %d "
                  "letters, digits, '-', '_' or '.' (e.g. GPUARENA_GROUP=team-a)", name,
+                 reserved ? "'.' and '..' are reserved (they name directories); " : "",
                  GA_GROUP_NAME_MAX);
     return 0;
 }

@@ -405,9 +405,12 @@ GROUP_NAME_MAX = 64  # shim/ga_group.h GA_GROUP_NAME_MAX
 
 
 def _p_name(v):
-    # The shim's rule (shim/group_host.c ga_group_name_ok): the name is part of the ledger's file name.
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,%d}" % GROUP_NAME_MAX, v) or v in (".", ".."):
-        raise GaError(f"GPUARENA_GROUP='{v}' is not a group name: use 1 to {GROUP_NAME_MAX} "
+    # The shim's rule and wording (shim/group_host.c ga_group_name_ok): the name is part of the
+    # ledger's file name; "." and ".." are made of its characters but name directories.
+    reserved = v in (".", "..")
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,%d}" % GROUP_NAME_MAX, v) or reserved:
+        why = "'.' and '..' are reserved (they name directories); " if reserved else ""
+        raise GaError(f"GPUARENA_GROUP='{v}' is not a group name: {why}use 1 to {GROUP_NAME_MAX} "
                       "letters, digits, '-', '_' or '.' (e.g. GPUARENA_GROUP=team-a)")
     return v
 

@@ -304,12 +304,15 @@ class Doctor(unittest.TestCase):
             _, doc = doctor("--sim", env={"GPUARENA_STATS": same, "GPUARENA_TRACE": same})
             self.assertIn(f"GPUARENA_STATS and GPUARENA_TRACE name the same file {same}: the shim "
                           "keeps the trace and writes no statistics", " ".join(doc["warnings"]))
-        for bad in ("a/b", "..", "x" * 65, " team"):
+        for bad in ("a/b", "..", ".", "x" * 65, " team"):
             p, doc = doctor("--sim", env={"GPUARENA_GROUP": bad, "GPUARENA_LIMIT": "1GiB"})
             self.assertEqual(p.returncode, 1, bad)
             self.assertIn(f"GPUARENA_GROUP='{bad}' is not a group name", "\n".join(doc["problems"]))
             self.assertIn({"name": "GPUARENA_GROUP", "value": bad, "shown": f"{bad} (refused)"},
                           doc["settings"])
+            # "." and ".." are made of allowed characters: the refusal says they are reserved
+            self.assertEqual(bad in (".", ".."), "'.' and '..' are reserved (they name directories)"
+                             in "\n".join(doc["problems"]), bad)
         p, doc = doctor("--sim", env={"GPUARENA_MODE": "bogus"})
         self.assertEqual(p.returncode, 1)
         self.assertIsNone(doc["mode"])

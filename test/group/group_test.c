@@ -117,6 +117,14 @@ static void test_names(void)
         "names: 65 characters, empty, '..' and spaces refused");
     longname[64] = '\0';
     tap(ga_group_name_ok(longname, NULL, 0), "names: 64 characters accepted");
+    /* "." and "..": made of allowed characters, so the refusal says they are reserved */
+    for (int i = 0; i < 2; i++) {
+        const char *dots = i ? ".." : ".";
+        tap(!ga_group_name_ok(dots, err, sizeof err) && strstr(err, "'.' and '..' are reserved"),
+            "names: '%s' refused as reserved: %s", dots, err);
+    }
+    tap(!ga_group_name_ok("a/b", err, sizeof err) && !strstr(err, "reserved"),
+        "names: 'a/b' is not called reserved");
     tap(!ga_group_open(g_dir, "no way", DEV0, CAP, err, sizeof err) && strstr(err, "GPUARENA_GROUP"),
         "names: ga_group_open refuses a bad name");
 }

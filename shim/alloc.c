@@ -1,5 +1,5 @@
-/* gpuarena allocation hooks: cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemFree_v2, cuMemFreeAsync, and
- * cuMemAllocAsync when a pool serves it.
+/* gpuarena allocation hooks: cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemFree_v2 and the v1 cuMemFree,
+ * cuMemFreeAsync, and cuMemAllocAsync when a pool serves it.
  *
  * Every mode is the same path: the current context's pool (ctx.c) under the context's lock, one
  * lock per call and no process-wide lock (the counters are the context's; the in-use level is the

@@ -1,4 +1,5 @@
-/* gpuarena pass-through hooks: managed, pool and VMM allocations, and the runtime.
+/* gpuarena pass-through hooks: managed, pool and VMM allocations, the v1 allocations (32-bit
+ * pointers, which no pool can serve), and the runtime.
  *
  * cuMemAllocAsync (and _ptsz) is served by the context's pool in the arena, grow and vmm modes,
  * stream-ordered (alloc.c, fence.c); in platform mode it is passed through like the rest.

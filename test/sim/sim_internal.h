@@ -2,7 +2,8 @@
  *
  * The driver is split by concern: sim_state.c (configuration, lock, counters, report, test API),
  * sim_context.c (cuInit, devices, contexts, streams), sim_account.c (device bytes, the one charge
- * every kind of memory passes), sim_memory.c (allocations, pointer queries), sim_vmm.c (address
+ * every kind of memory passes), sim_memory.c (allocations, memory pools), sim_query.c (memory
+ * information, pointer queries), sim_vmm.c (address
  * reservations, physical handles, mappings), sim_copy.c (memcpy, memset, the stand-in kernels),
  * sim_stream.c (streams: queues run in order by worker threads, the legacy and per-thread default
  * streams, synchronisation), sim_event.c (events), sim_shared.c (device
@@ -204,7 +205,8 @@ unsigned long long sim_next_id_locked(void);        /* process-unique buffer ids
 
 /* sim_memory.c */
 void sim_free_ctx_memory_locked(const sim_ctx_t *c);
-/* [p, p+n) inside one live allocation, or in VMM mappings dev may read (write: and write). */
+/* sim_query.c: [p, p+n) inside one live allocation, or in VMM mappings dev may read (write: and
+ * write). */
 int sim_range_ok_locked(CUdeviceptr p, size_t n, int dev, int write);
 int sim_is_device_locked(CUdeviceptr p);         /* an allocation or a VMM reservation */
 

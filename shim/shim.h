@@ -4,7 +4,8 @@
  * ga_pool.h). Data flows one way: hook (alloc.c, passthrough.c, query.c) -> the context's pool
  * (ctx.c) -> the backend (backend.c) -> the real driver. Files by concern: init.c (lazy once-only
  * start, loading the real driver, fork), options.c (the options table, logging), interpose.c
- * (dlsym and cuGetProcAddress), ctx.c (devices and their caps, contexts and their pools),
+ * (dlsym and cuGetProcAddress), ctx.c (devices and their caps, contexts and their pools), sync.c
+ * (waits and trims over a device's contexts),
  * teardown.c (what a context's teardown does, and its hooks), backend.c (the pools' backend over the driver: regions, or VMM ranges and granules,
  * each under the device cap), alloc.c (the allocation hooks), query.c (cuInit, cuMemGetInfo,
  * pointer queries, IPC), passthrough.c (managed/async/pool/VMM calls of the program and the

@@ -114,7 +114,7 @@ START_TEST(group_four_by_four_under_cap)
 }
 END_TEST
 
-/* A member (grow mode) that holds `bytes` until it is killed; returns once it holds them. */
+/* A member in `mode` that holds `bytes` until it is killed; returns once it holds them. */
 static pid_t group_holder_in(const char *mode, size_t bytes)
 {
     int up[2];
@@ -245,28 +245,6 @@ END_TEST
 /* ---- an arena member whose preallocation does not fit beside another member's arena is told that
  * the other members hold the room, and to lower the fraction or change the mode, not the limit
  * (which the group refuses: every member must give the same cap) ---- */
-static pid_t group_arena_holder(void)
-{
-    int up[2];
-    ck_assert_int_eq(pipe(up), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        member_start("GPUARENA_MODE=arena");
-        CUdeviceptr p;
-        char ok = cuMemAlloc(&p, MiB) == CUDA_SUCCESS ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
-    }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
-    ck_assert_msg(ok == 'y', "the first arena member allocated (its arena preallocated)");
-    close(up[0]);
-    close(up[1]);
-    return pid;
-}
-
 static void arena_second(void *arg)
 {
     (void)arg;
@@ -279,7 +257,7 @@ START_TEST(group_prealloc_names_other_members)
 {
     group_env("1GiB");
     char err[4096];
-    pid_t holder = group_arena_holder();
+    pid_t holder = group_holder_in("GPUARENA_MODE=arena", MiB); /* its arena preallocated */
     int rc = pt_run_child(arena_second, NULL, err, sizeof err);
     ck_assert_msg(rc == 0, "the second member grows on demand (exit %d): %s", rc, err);
     ck_assert_msg(strstr(err, "could not preallocate 805306368 bytes on device 0: group 'g") &&

@@ -103,8 +103,16 @@ static int scan(const char *text, scan_t *s, char *why, size_t len)
     s->nunit = (size_t)(p - s->unit);
     while (is_space(*p))
         p++;
-    if (*p)
-        return why_f(why, len, "unexpected '%s' after the %s", p, s->nunit ? "unit" : "number");
+    if (*p) {
+        /* A no-break space (copied from a web page) looks like a space and is not one: said, or
+         * the message read as if spaces were refused (helper-67 F17.4). */
+        int wide = 0;
+        for (const char *q = p; *q; q++)
+            wide |= (unsigned char)*q >= 0x80;
+        return why_f(why, len, "unexpected '%s' after the %s%s", p, s->nunit ? "unit" : "number",
+                     wide ? " (a character that is not ASCII, such as a no-break space: write the "
+                            "size with plain spaces)" : "");
+    }
     return 0;
 }
 

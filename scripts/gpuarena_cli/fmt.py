@@ -77,8 +77,10 @@ def _scan(text):
     unit = text[start:p]
     while p < n and text[p] in _SPACE:
         p += 1
-    if p < n:
-        return f"unexpected '{text[p:]}' after the {'unit' if unit else 'number'}"
+    if p < n:  # a no-break space looks like a space: said (helper-67 F17.4), as size.c says it
+        wide = (" (a character that is not ASCII, such as a no-break space: write the size with "
+                "plain spaces)" if any(ord(ch) > 127 for ch in text[p:]) else "")
+        return f"unexpected '{text[p:]}' after the {'unit' if unit else 'number'}{wide}"
     return whole, frac, unit
 
 

@@ -239,6 +239,22 @@ class SizeTable(unittest.TestCase):
         self.assertNoMisses(misses)
 
 
+    def test_no_break_space_named(self):
+        """A no-break space looks like a space and is not one: the shim and the command both name
+        it (the message read as if spaces were refused: helper-67 F17.4); a plain space passes."""
+        hint = "a character that is not ASCII, such as a no-break space"
+        ok, _, err = probe("shim", {"GPUARENA_LIMIT": "1\u00a0GiB"})
+        self.assertFalse(ok)
+        self.assertIn(hint, err)
+        from gpuarena_cli import fmt
+        with self.assertRaises(Exception) as e:
+            fmt.parse_size("1\u00a0GiB")
+        self.assertIn(hint, str(e.exception))
+        self.assertEqual(fmt.parse_size("1 GiB"), 1 << 30)
+        ok, _, err = probe("shim", {"GPUARENA_LIMIT": "1GiBx"})
+        self.assertNotIn(hint, err)
+
+
 class ThousandsOfDigits(unittest.TestCase):
     """helper-60 F4: numbers of more than 4,300 digits (Python's int() limit) ended in a
     traceback (doctor), argparse's "invalid _limit value", or Python's advice to call

@@ -494,6 +494,11 @@ static void ga_prealloc_refused_say(int dev, size_t initial)
                "allocated itself); growing on demand instead (a smaller GPUARENA_MEM_FRACTION "
                "leaves room for both, or GPUARENA_MODE=grow)%s", initial, dev,
                (unsigned long long)held, (unsigned long long)cap, more);
+    else if (!d->group && cap >= d->physical_total) /* no cap below the device: none to lower */
+        ga_log(lvl, "could not preallocate %zu bytes on device %d: the device has less free "
+               "(other processes or contexts use it); growing on demand instead (lower "
+               "GPUARENA_MEM_FRACTION, or set GPUARENA_LIMIT to what the device can give)%s",
+               initial, dev, more);
     else
         ga_log(lvl, "could not preallocate %zu bytes on device %d; growing on demand instead "
                "(lower GPUARENA_MEM_FRACTION or GPUARENA_LIMIT)%s", initial, dev, more);

@@ -132,8 +132,24 @@ static void ga_oom_capture_why(char *buf, size_t len, uint64_t bytes)
              "reuses them), or allocate what the capture needs before it", ga_fmt_bytes(bytes, b, 32));
 }
 
+/* What bounds device d's pools, as the messages name it: the device itself when no cap lies below
+ * it (none set, 100%, a limit above the device), where "raise GPUARENA_LIMIT" could not help;
+ * else the cap, and the variable that set it (helper-68 F4, helper-72 NEW-5). */
+static int ga_oom_devcap(const ga_dev_t *d)
+{
+    return !d->group && d->cap >= d->physical_total;
+}
+
+static const char *ga_oom_raise(const ga_dev_t *d)
+{
+    return ga_oom_devcap(d) ? NULL
+           : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
+               ? "more memory from the device plugin (CUDA_DEVICE_MEMORY_LIMIT)"
+               : "a larger GPUARENA_LIMIT";
+}
+
 /* What to change, for the options in force. */
-static void ga_oom_put_hint(ga_oom_t *o)
+static void ga_oom_put_hint(ga_oom_t *o, const ga_dev_t *d)
 {
     ga_oom_put(o, "gpuarena: Try: ");
     if (!ga_opt.fraction_grow)
@@ -141,7 +157,10 @@ static void ga_oom_put_hint(ga_oom_t *o)
                    ga_opt.fraction);
     if (ga_opt.preallocate)
         ga_oom_put(o, "GPUARENA_PREALLOCATE=false (regions on demand, empty ones given back), ");
-    ga_oom_put(o, "a larger GPUARENA_LIMIT, or GPUARENA_MODE=platform.\n");
+    const char *raise = ga_oom_raise(d);
+    if (raise)
+        ga_oom_put(o, "%s, ", raise);
+    ga_oom_put(o, "or GPUARENA_MODE=platform.\n");
 }
 
 static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uint64_t rounded,
@@ -160,12 +179,14 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
      * as large as the block: said, since the pool's own fragmentation can read 0.00 (one hole
      * of 1 MiB and 1022 MiB of room, for a 1023 MiB block: helper-67 F12). */
     if (room && room < rounded && s->largest_free < rounded)
-        ga_oom_put(o, ", and neither the largest free block nor the room under the cap holds it");
+        ga_oom_put(o, ", and neither the largest free block nor the room %s holds it",
+                   ga_oom_devcap(d) ? "left on the device" : "under the cap");
     ga_oom_put(o, ";\ngpuarena: largest free block %s, fragmentation %.2f; in use %s, reserved %s "
-               "in this context, the process holds %s of cap %s on the device",
-               ga_fmt_bytes(s->largest_free, b[2], 32), ga_fragmentation(s),
-               ga_fmt_bytes(s->in_use, b[3], 32), ga_fmt_bytes(s->reserved, b[4], 32),
-               ga_fmt_bytes(held, b[5], 32), ga_fmt_bytes(d->cap, b[6], 32));
+               "in this context, the process holds %s of %s %s", ga_fmt_bytes(s->largest_free, b[2], 32),
+               ga_fragmentation(s), ga_fmt_bytes(s->in_use, b[3], 32),
+               ga_fmt_bytes(s->reserved, b[4], 32), ga_fmt_bytes(held, b[5], 32),
+               ga_oom_devcap(d) ? "the device's" : "cap", ga_fmt_bytes(d->cap, b[6], 32));
+    ga_oom_put(o, ga_oom_devcap(d) ? ", no cap set below it" : " on the device");
     ga_oom_put_refused(o, c);
     uint64_t capture_held = ga_fence_capture_held(c);
     if (capture_held) {
@@ -175,7 +196,7 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     }
     ga_oom_put(o, ". Arena occupancy ('#' used, '+' partly, '.' free):\n");
     ga_oom_put_map(o, c->pool, s->regions);
-    ga_oom_put_hint(o);
+    ga_oom_put_hint(o, d);
 }
 
 /* The one-line explanation. frag_free: vmm only, the mapped bytes no live block covers when they
@@ -250,7 +271,7 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
      * is: the free bytes are there, in holes, and less than the block is left to map anew. */
     /* No cap below the device (none set, or one at or above it: 100%, 9000TiB): the device's
      * own memory is the bound, and "raise GPUARENA_LIMIT" could not help (helper-68 F4). */
-    int devcap = !d->group && d->cap >= d->physical_total;
+    int devcap = ga_oom_devcap(d);
     char frag_why[400];
     snprintf(frag_why, sizeof frag_why, "the free bytes lie in holes smaller than the block, in "
              "granules that live blocks keep mapped, and %s leaves too little to map new granules "

@@ -249,7 +249,8 @@ static const ga_option_def_t ga_options[] = {
     {"GPUARENA_TRACE", "unset", parse_trace, "a file path",
      "record every allocation event (allocator/ga_trace.h format)"},
     {"GPUARENA_GROUP", "unset", parse_group,
-     "a name of letters, digits, '-', '_' and '.', at most 64 characters",
+     "a name of letters, digits, '-', '_' and '.', at most 64 characters, other than '.' and "
+     "'..' (they name directories)",
      "processes of one user naming the same group share GPUARENA_LIMIT on each device"},
     {"GPUARENA_GROUP_DIR", "/dev/shm", parse_group_dir, "an absolute path to a directory",
      "where group ledgers live (every member must name the same one; `gpuarena top --dir`)"},

@@ -481,13 +481,14 @@ def _not_over_command(option, out, cmd):
         if path and what == "the file" and not os.path.exists(path) and \
                 os.path.realpath(path) == os.path.realpath(out):
             raise UsageError(f"{option} {out} is named in the command ({path}), where the "
-                             "program may write it: the statistics or trace would replace what "
-                             "it writes; give another path")
+                             f"program may write it: what {option} writes would replace the "
+                             "program's file; give another path")
     # gpuarena's own pieces: statistics over the shim dropped it from every later run, which
     # then ran uncapped with exit 0 (helper-67 F11).
     for rel, what in (("lib/libgpuarena.so", "gpuarena's shim"),
                       ("bin/gpuarena-replay", "gpuarena's replay tool"),
-                      ("sim/libcuda.so.1", "the simulated driver")):
+                      ("sim/libcuda.so.1", "the simulated driver"),
+                      ("sim/libnvidia-ml.so.1", "the simulated NVML")):
         for piece in paths.candidates(rel):
             if os.path.isfile(piece) and runner.same_file(out, piece):
                 raise UsageError(f"{option} {out} is {what} ({piece}): writing it would replace "
@@ -548,6 +549,8 @@ def do_compare(a):
     _check_prefix("--plot", a.plot)
     a.plot = _strip_ext(a.plot) if a.plot else a.plot
     _check_out_folder("--plot", a.plot, "PREFIX")
+    if a.plot:  # the PNG over a file the program names, or gpuarena's own (helper-72 NEW-1)
+        _not_over_command("--plot", f"{a.plot}.png", cmd)
     extra = runner.parse_env_pairs(a.env)
     _check_env("compare", extra)
     trace = extra.get("GPUARENA_TRACE", os.environ.get("GPUARENA_TRACE"))

@@ -152,7 +152,11 @@ def exit_code(returncode):
     return 128 - returncode if returncode < 0 else returncode
 
 
-FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)
+# The terminal's keys (Ctrl-C, Ctrl-\): sent to the whole foreground process group, the program
+# included, so left to it; passed on only at the second (a kill of the command alone). Ctrl-\
+# killed the command and orphaned the program (helper-72 NEW-4).
+TERMINAL = (signal.SIGINT, signal.SIGQUIT)
 # Passed on and nothing more: requests to the program, not to stop (Slurm's --signal=USR1@60
 # asks for a checkpoint before preemption). They killed the command and left the program
 # running, unsignalled (helper-67 F2).
@@ -164,14 +168,14 @@ class Stopped(Exception):
 
     def __init__(self, signum):
         super().__init__(f"stopped by {signal.Signals(signum).name}, " +
-                         ("which the program got too (Ctrl-C reaches its whole process group)"
-                          if signum == signal.SIGINT else "passed on to the program"))
+                         ("which the program got too (the terminal's keys reach its whole "
+                          "process group)" if signum in TERMINAL else "passed on to the program"))
         self.code = 128 + signum
 
 
 class Forwarding:
-    """While in effect, SIGTERM and SIGHUP go to the program being run (spawn) instead of
-    killing this command; `got` is the last one received. SIGUSR1 and SIGUSR2 are passed on
+    """While in effect, SIGTERM, SIGHUP and SIGALRM go to the program being run (spawn) instead
+    of killing this command; `got` is the last one received. SIGUSR1 and SIGUSR2 are passed on
     too, and change nothing else. Handlers are in place before the
     program starts, so a signal that arrives while it is being started is passed on at once.
     SIGINT (Ctrl-C) is the terminal's, sent to its whole foreground process group, the program
@@ -181,10 +185,10 @@ class Forwarding:
     second SIGINT is passed on as well, for a SIGINT sent to the command alone (kill -INT)."""
 
     def __init__(self):
-        self.proc, self.got, self.old, self.interrupts = None, None, {}, 0
+        self.proc, self.got, self.old, self.interrupts = None, None, {}, {}
 
     def __enter__(self):
-        for s in FORWARDED + PASSED_ONLY + (signal.SIGINT,):
+        for s in FORWARDED + PASSED_ONLY + TERMINAL:
             self.old[s] = signal.signal(s, self._handle)
         return self
 
@@ -198,9 +202,9 @@ class Forwarding:
                 self.proc.send_signal(signum)
             return
         self.got = signum
-        if signum == signal.SIGINT:
-            self.interrupts += 1
-            if self.interrupts < 2:
+        if signum in TERMINAL:
+            self.interrupts[signum] = self.interrupts.get(signum, 0) + 1
+            if self.interrupts[signum] < 2:
                 return  # the program has it from the terminal
         if self.proc is not None:
             self.proc.send_signal(signum)  # a no-op once the program is reaped
@@ -228,7 +232,7 @@ class Forwarding:
                     "check the program")
             raise GaError(f"cannot execute {cmd[0]}: {e.strerror} ({hint})") from None
         try:
-            if self.got is not None and self.got != signal.SIGINT:
+            if self.got is not None and self.got not in TERMINAL:
                 self.proc.send_signal(self.got)
             self.proc.wait()
         finally:

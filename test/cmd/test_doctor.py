@@ -313,6 +313,10 @@ class Doctor(unittest.TestCase):
             # "." and ".." are made of allowed characters: the refusal says they are reserved
             self.assertEqual(bad in (".", ".."), "'.' and '..' are reserved (they name directories)"
                              in "\n".join(doc["problems"]), bad)
+            # and the shim's own refusal, which the program sees, says so too (helper-72 NEW-2)
+            shim = [x for x in doc["problems"] if x.startswith("under the shim, cuInit failed")]
+            self.assertEqual(len(shim), 1, doc["problems"])
+            self.assertIn("other than '.' and '..' (they name directories)", shim[0])
         p, doc = doctor("--sim", env={"GPUARENA_MODE": "bogus"})
         self.assertEqual(p.returncode, 1)
         self.assertIsNone(doc["mode"])

@@ -156,6 +156,7 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                 "    signal.signal(signal.SIGHUP, on)\n"
                 "    signal.signal(signal.SIGUSR1, on)\n"
                 "    signal.signal(signal.SIGUSR2, on)\n"
+                "    signal.signal(signal.SIGALRM, on)\n"
                 "open(marker + '.ready', 'a').write(f'{os.getpid()}\\n')\n"
                 "while True:\n    signal.pause()\n")
         full = dict(os.environ, **self.env, TMPDIR=tmpdir)
@@ -194,6 +195,7 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
 
     def test_run_passes_sigterm_and_sighup_on(self):
         for sig, code, want_rc in ((signal.SIGTERM, "7", 7), (signal.SIGHUP, "0", 0),
+                                   (signal.SIGALRM, "3", 3),
                                    (signal.SIGTERM, "default", 128 + signal.SIGTERM),
                                    (signal.SIGHUP, "default", 128 + signal.SIGHUP)):
             with self.subTest(sig=sig.name, program_exit=code):
@@ -272,16 +274,18 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         prog = ("import os, signal, sys, time\n"
                 "marker = sys.argv[1]\n"
                 "def on(sig, _):\n"
-                "    open(marker, 'a').write('INT\\n')\n"
+                "    open(marker, 'a').write(signal.Signals(sig).name + '\\n')\n"
                 "    while not os.path.exists(marker + '.release'):\n"
                 "        time.sleep(0.01)\n"
                 "    open(marker, 'a').write('saved\\n')\n"
                 "    sys.exit(5)\n"
                 "signal.signal(signal.SIGINT, on)\n"
+                "signal.signal(signal.SIGQUIT, on)\n"
                 "open(marker + '.ready', 'a').close()\n"
                 "while True:\n    signal.pause()\n")
-        for sub, group in (("run", True), ("compare", True), ("run", False)):
-            with self.subTest(sub=sub, group=group):
+        for sub, group, sig in (("run", True, signal.SIGINT), ("compare", True, signal.SIGINT),
+                                ("run", False, signal.SIGINT), ("run", True, signal.SIGQUIT)):
+            with self.subTest(sub=sub, group=group, sig=sig.name):
                 d = tempfile.mkdtemp(dir=self.tmp.name)
                 marker = os.path.join(d, "got")
                 extra = ("--modes", "arena,grow") if sub == "compare" else ()
@@ -295,14 +299,14 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                             break
                         time.sleep(0.05)
                     self.assertIsNone(proc.poll(), "the command ended before its program")
-                    if group:  # what a terminal's Ctrl-C does
-                        os.killpg(proc.pid, signal.SIGINT)
+                    if group:  # what a terminal's Ctrl-C (Ctrl-\\) does
+                        os.killpg(proc.pid, sig)
                     else:
-                        proc.send_signal(signal.SIGINT)
+                        proc.send_signal(sig)
                         time.sleep(0.2)
                         self.assertFalse(os.path.exists(marker), "a first SIGINT to the "
                                          "command alone was passed on")
-                        proc.send_signal(signal.SIGINT)
+                        proc.send_signal(sig)
                     for _ in range(1200):
                         if os.path.exists(marker):
                             break
@@ -320,7 +324,7 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                         os.killpg(proc.pid, signal.SIGKILL)
                         proc.wait()
                 with open(marker) as f:
-                    self.assertEqual(f.read().split(), ["INT", "saved"])
+                    self.assertEqual(f.read().split(), [sig.name, "saved"])
                 self.assertNotIn("Traceback", err)
                 if sub == "run":
                     self.assertEqual(proc.returncode, 5, err)
@@ -422,6 +426,35 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         p = self.run_cli("run", "--sim", "--stats", out, "--", sys.executable, FAKE, "0",
                          os.path.join(d, "sub", "result.json"))
         self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_plot_never_over_the_programs_files(self):
+        """compare --plot PREFIX: a PREFIX.png the command names (existing or not) is refused as
+        run's --stats is, nothing run (the plot replaced it, exit 0: helper-72 NEW-1); and
+        --stats over the simulated NVML (helper-72 NEW-3)."""
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        png = os.path.join(d, "mine.png")
+        marker = os.path.join(d, "ran")
+        prog = [sys.executable, "-c", f"open({marker!r}, 'w').close()"]
+        for exists in (False, True):
+            if exists:
+                with open(png, "w") as f:
+                    f.write("keep")
+            p = self.run_cli("compare", "--sim", "--modes", "arena", "--plot",
+                             os.path.join(d, "mine"), "--", *prog, png)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(f"--plot {png} is", p.stderr)
+            self.assertFalse(os.path.exists(marker))
+        with open(png) as f:
+            self.assertEqual(f.read(), "keep")
+        nvml = os.path.join(self.build, "sim", "libnvidia-ml.so.1")
+        open(nvml, "w").close()
+        try:
+            p = self.run_cli("run", "--sim", "--stats", nvml, "--", *prog)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("is the simulated NVML", p.stderr)
+            self.assertEqual(os.path.getsize(nvml), 0)
+        finally:
+            os.remove(nvml)
 
     def test_compare_repeats_that_fail(self):
         """--repeat: every run's exit code is in the table (0,7,0) and --json (`exits`), the

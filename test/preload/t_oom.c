@@ -85,8 +85,11 @@ START_TEST(frag_diagnosed_once)
     ck_assert_msg(strstr(err, "cuMemAlloc of 4.00 MiB failed on device 0 although 24.0 MiB are "
                               "free;"), "request and free bytes: %s", err);
     ck_assert_msg(strstr(err, "largest free block 3.00 MiB, fragmentation 0.88"), "holes: %s", err);
+    /* no cap set: the device is the bound, and no GPUARENA_LIMIT is suggested (helper-72 NEW-5) */
     ck_assert_msg(strstr(err, "in use 8.00 MiB, reserved 32.0 MiB in this context, the "
-                              "process holds 32.0 MiB of cap 64.0 MiB on the device."), "figures: %s", err);
+                              "process holds 32.0 MiB of the device's 64.0 MiB, no cap set below "
+                              "it."), "figures: %s", err);
+    ck_assert_msg(!strstr(err, "GPUARENA_LIMIT"), "no cap to raise: %s", err);
     /* One region, 64 cells of 512 KiB: 1 MiB used ("##"), 3 MiB free ("......"), eight times. */
     ck_assert_msg(strstr(err, "gpuarena:   [##......##......##......##......##......##......"
                               "##......##......]\n"), "occupancy map: %s", err);
@@ -568,9 +571,33 @@ START_TEST(oom_bound_by_the_device)
 }
 END_TEST
 
+/* The arena's preallocation refused by the device with no cap set (the context costs 300 MB here,
+ * as a real one costs some): the warning names the device, not a cap to lower (helper-72 NEW-5). */
+static void pt_prealloc_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p;
+    exit(cuMemAlloc(&p, MiB) == CUDA_SUCCESS ? 0 : 2);
+}
+
+START_TEST(prealloc_refused_by_the_device)
+{
+    char err[4096];
+    pt_env("GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", "SIMCUDA_CONTEXT_OVERHEAD=300000000",
+           NULL);
+    int status = pt_run_child(pt_prealloc_child, NULL, err, sizeof err);
+    ck_assert_msg(status == 0, "exit %d: %s", status, err);
+    ck_assert_msg(strstr(err, "could not preallocate 805306368 bytes on device 0: the device has "
+                              "less free"), "%s", err);
+    ck_assert_msg(!strstr(err, "lower GPUARENA_MEM_FRACTION or GPUARENA_LIMIT"), "%s", err);
+}
+END_TEST
+
 TCase *pt_tcase_oom(void)
 {
     TCase *tc = tcase_create("oom");
+    tcase_add_test(tc, prealloc_refused_by_the_device);
     tcase_add_loop_test(tc, oom_bound_by_the_device, 0, 4);
     tcase_add_test(tc, frag_diagnosed_once);
     tcase_add_test(tc, frag_counts_growth_room);

@@ -194,6 +194,46 @@ static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop, size_t size)
     return r == CUDA_SUCCESS && g && size % g ? CUDA_ERROR_INVALID_VALUE : r;
 }
 
+/* A live context on a device other than dev, or NULL: whether a pool block may have landed on a
+ * device gpuarena counts apart (one walk of the list; a one-device process never asks more). */
+static ga_ctx_t *ga_pass_other_device(int dev)
+{
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c))
+        if (c->dev != dev && !atomic_load(&c->dead))
+            return c;
+    return NULL;
+}
+
+/* A cuMemAllocFromPoolAsync's block lies on its pool's device, which need not be its stream's:
+ * counted on the stream's device, it escaped the pool device's cap and took the stream device's
+ * room (helper-68 F6, helper-72 NEW-7: 90 MiB held under a 64 MiB cap on device 1). When the
+ * driver puts it on another device where a live context has gpuarena's state, the commitment
+ * moves there and the block is recorded in that context, where every free finds it
+ * (ga_with_owner) and gives it back to that device; refused there, the block goes back to the
+ * driver and the call is an out-of-memory of that device. With no context on that device it
+ * stays counted on the stream's (README, Limits). Updates the call's context, device and
+ * commitment; returns the call's answer. */
+static CUresult ga_pass_pool_device(ga_ctx_t **cp, int *devp, int *committed, uint64_t units,
+                                    CUdeviceptr p, CUstream s)
+{
+    int bdev = -1;
+    if (!*committed || !ga_pass_other_device(*devp) || !ga_real.cuPointerGetAttribute ||
+        ga_real.cuPointerGetAttribute(&bdev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) !=
+            CUDA_SUCCESS || bdev == *devp || bdev < 0 || bdev >= GA_MAX_DEVICES)
+        return CUDA_SUCCESS;
+    ga_ctx_t *c1 = ga_pass_ctx_on(bdev);
+    if (!c1)
+        return CUDA_SUCCESS;
+    ga_dev_setup(bdev);
+    int moved = ga_dev_commit_pass(c1, bdev, units);
+    ga_dev_uncommit(*devp, units);
+    *cp = c1, *devp = bdev, *committed = moved;
+    if (moved)
+        return CUDA_SUCCESS;
+    ga_pass_undo(p, 0, 1, s); /* refused on its own device: the driver takes it back */
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* The common shape of every pointer-returning pass-through allocation; `check`: the driver's
  * checks of the other arguments, made when the cap refuses (above). */
 #define GA_PASS_ALLOC(name, api, call, check, stream)                                       \
@@ -211,6 +251,9 @@ static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop, size_t size)
         }                                                                                  \
         if (r == CUDA_SUCCESS)                                                             \
             r = ga_real.name call;                                                         \
+        if (r == CUDA_SUCCESS && (api) == GA_API_CUMEMALLOCFROMPOOL) /* a constant */      \
+            r = ga_pass_pool_device(&c, &dev, &committed, ga_pass_units(api, bytesize),    \
+                                    *dptr, (stream));                                      \
         return ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize, api, \
                            t0, 0, (stream));                                               \
     } while (0)

@@ -186,6 +186,62 @@ START_TEST(pool_destroy_bad_handles)
 }
 END_TEST
 
+/* A pool on device 1 used from a stream of device 0 (the driver places its blocks on the pool's
+ * device): the block counts against device 1's cap, not device 0's, once gpuarena has a context on
+ * device 1. Before, device 1 held 50 + 40 MiB under its 64 MiB cap, and device 0 refused 40 MiB
+ * it had (helper-68 F6, helper-72 NEW-7). */
+static void cross_device_child(void *arg)
+{
+    (void)arg;
+    CUcontext c0 = pt_start(), c1, got;
+    CUdevice d1;
+    CUstream s;
+    CUdeviceptr a, b, c, small;
+    int ord = -1;
+    CUmemPoolProps pp;
+    memset(&pp, 0, sizeof pp);
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pp.location.id = 1;
+    CUmemoryPool pool;
+    if (cuDeviceGet(&d1, 1) || cuCtxCreate(&c1, NULL, 0, d1) || cuMemAlloc(&small, MiB) ||
+        cuCtxPopCurrent(&got) || got != c1 || cuCtxGetCurrent(&got) || got != c0 ||
+        cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemPoolCreate(&pool, &pp))
+        exit(1);
+    if (cuMemAllocFromPoolAsync(&a, 50 * MiB, pool, s) ||
+        cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, a) || ord != 1)
+        exit(2);
+    if (cuMemAlloc(&b, 40 * MiB)) /* device 0 has its whole cap */
+        exit(3);
+    if (cuCtxPushCurrent(c1) || cuMemAlloc(&c, 40 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(4);
+    if (simcuda_device_bytes_in_use(1) > 64 * MiB)
+        exit(5);
+    /* a second pool block that does not fit on device 1: refused, nothing held */
+    if (cuMemAllocFromPoolAsync(&c, 20 * MiB, pool, s) != CUDA_ERROR_OUT_OF_MEMORY ||
+        simcuda_device_bytes_in_use(1) > 64 * MiB)
+        exit(6);
+    /* freed on device 0's stream: device 1 gets its bytes back */
+    if (cuMemFreeAsync(a, s) || cuStreamSynchronize(s) || cuMemAlloc(&c, 40 * MiB))
+        exit(7);
+    exit(0);
+}
+
+START_TEST(cross_device_pool_block_counted_on_its_device)
+{
+    /* modes whose pools take only what they serve: arena mode's preallocated 48 MiB on device 1
+     * leave no room for the 50 MiB block, which is then refused (as it should be) */
+    static const char *const modes[] = {"GPUARENA_MODE=grow", "GPUARENA_MODE=vmm",
+                                        "GPUARENA_MODE=platform"};
+    char err[4096];
+    pt_env(modes[_i], "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+    int rc = pt_run_child(cross_device_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s: exit %d (2: not on the pool's device, 3: device 0 refused, 4: device 1 "
+                  "served past its cap, 5/6: the driver holds more than the cap there, 7: not given "
+                  "back); %s", modes[_i], rc, err);
+}
+END_TEST
+
 TCase *pt_tcase_mempool(void)
 {
     TCase *tc = tcase_create("mempool");
@@ -193,5 +249,6 @@ TCase *pt_tcase_mempool(void)
     tcase_add_test(tc, many_pools_kept_memory_stays_capped);
     tcase_add_test(tc, destroyed_pool_leaves_the_cap);
     tcase_add_test(tc, pool_destroy_bad_handles);
+    tcase_add_loop_test(tc, cross_device_pool_block_counted_on_its_device, 0, 3);
     return tc;
 }

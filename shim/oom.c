@@ -148,6 +148,48 @@ static const char *ga_oom_raise(const ga_dev_t *d)
                : "a larger GPUARENA_LIMIT";
 }
 
+/* Reasons shared by the pool's true out-of-memory and a pass-through refusal. */
+static const char ga_oom_device_full[] =
+    "the cap has room, but the driver refused the memory: the device itself is full (other "
+    "processes or contexts use it); free memory there or set GPUARENA_LIMIT to what the device can "
+    "give";
+static const char ga_oom_group_full[] =
+    "the group is full: all its 256 slots are taken by live processes and this process, which "
+    "joins at its first allocation on the device, has none, so it cannot allocate there whatever "
+    "the bytes; use another GPUARENA_GROUP for more processes";
+
+/* Why too few bytes were left in total, by what bounds device d: its group's cap, a device
+ * plugin's, the device itself, or GPUARENA_LIMIT. */
+static const char *ga_oom_total_why(const ga_dev_t *d)
+{
+    return d->group ? "not enough free bytes in the group: raise GPUARENA_LIMIT for every member, "
+                      "or use less"
+           : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
+               ? "not enough free bytes in total: the cap is CUDA_DEVICE_MEMORY_LIMIT's (a device "
+                 "plugin such as HAMi sets it, and enforces it itself): ask it for more, or use less"
+           : ga_oom_devcap(d) ? "not enough free bytes in total: the device's own memory is the "
+                                "bound (no GPUARENA_LIMIT below it), so use less"
+                              : "not enough free bytes in total: raise GPUARENA_LIMIT or use less";
+}
+
+/* ", the process holds ... of cap ... on the device (why)": what the process (and its group)
+ * holds against what bounds the device. */
+static void ga_oom_put_holds(ga_oom_t *o, const ga_dev_t *d, uint64_t held, uint64_t used,
+                             const char *why)
+{
+    char b[3][32];
+    if (d->group)
+        ga_oom_put(o, ", the process holds %s and its group '%s' %s of the group's cap %s on the "
+                   "device (%s)", ga_fmt_bytes(held, b[0], 32), ga_opt.group,
+                   ga_fmt_bytes(used, b[1], 32), ga_fmt_bytes(d->cap, b[2], 32), why);
+    else if (ga_oom_devcap(d))
+        ga_oom_put(o, ", the process holds %s of the device's %s, no cap set below it (%s)",
+                   ga_fmt_bytes(held, b[0], 32), ga_fmt_bytes(d->cap, b[1], 32), why);
+    else
+        ga_oom_put(o, ", the process holds %s of cap %s on the device (%s)",
+                   ga_fmt_bytes(held, b[0], 32), ga_fmt_bytes(d->cap, b[1], 32), why);
+}
+
 /* What to change, for the options in force. */
 static void ga_oom_put_hint(ga_oom_t *o, const ga_dev_t *d)
 {
@@ -303,36 +345,13 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                                              "more to map: use less"
                                            : "vmm maps whole granules: raise GPUARENA_LIMIT or "
                                              "use less")
-                      : device ? "the cap has room, but the driver refused the memory: the device "
-                                 "itself is full (other processes or contexts use it); free memory "
-                                 "there or set GPUARENA_LIMIT to what the device can give"
+                      : device ? ga_oom_device_full
                       : regions_held ? "the pool's empty regions would make room for it, but the "
                                        "driver refused to free them"
-                      : d->group && !ga_group_member(d->group)
-                          ? "the group is full: all its 256 slots are taken by live processes and "
-                            "this process, which joins at its first allocation on the device, has "
-                            "none, so it cannot allocate there whatever the bytes; use another "
-                            "GPUARENA_GROUP for more processes"
+                      : d->group && !ga_group_member(d->group) ? ga_oom_group_full
                       : frag_free ? frag_why
-                      : d->group ? "not enough free bytes in the group: raise GPUARENA_LIMIT for "
-                                   "every member, or use less"
-                      : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
-                          ? "not enough free bytes in total: the cap is CUDA_DEVICE_MEMORY_LIMIT's "
-                            "(a device plugin such as HAMi sets it, and enforces it itself): ask "
-                            "it for more, or use less"
-                      : devcap ? "not enough free bytes in total: the device's own memory is "
-                                 "the bound (no GPUARENA_LIMIT below it), so use less"
-                          : "not enough free bytes in total: raise GPUARENA_LIMIT or use less";
-    if (d->group)
-        ga_oom_put(o, ", the process holds %s and its group '%s' %s of the group's cap %s on the "
-                   "device (%s)", ga_fmt_bytes(held, b[3], 32), ga_opt.group,
-                   ga_fmt_bytes(used, b[7], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
-    else if (devcap)
-        ga_oom_put(o, ", the process holds %s of the device's %s, no cap set below it (%s)",
-                   ga_fmt_bytes(held, b[3], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
-    else
-        ga_oom_put(o, ", the process holds %s of cap %s on the device (%s)",
-                   ga_fmt_bytes(held, b[3], 32), ga_fmt_bytes(d->cap, b[4], 32), why);
+                      : ga_oom_total_why(d);
+    ga_oom_put_holds(o, d, held, used, why);
     /* Other members' idle memory (held, not used) is theirs to give back: say so, and how. */
     if (d->group && ga_group_member(d->group) && !granules && !no_va && used > held)
         ga_oom_put(o, ";\ngpuarena: the group's other members hold %s; memory a member holds "
@@ -446,21 +465,51 @@ static void ga_oom_explain_v1(int dev, uint8_t api, size_t size, const ga_stats_
            ga_fmt_bytes(s->total_free, b[2], 32));
 }
 
-void ga_oom_explain_pass(ga_ctx_t *c, uint8_t api, size_t size)
+/* A pass-through allocation refused for want of memory that the arena does not explain: by the cap
+ * (cap_refused) or by the driver, with room under the cap. Said once, as a pool's true
+ * out-of-memory is, with what the process holds against what bounds the device; such a refusal
+ * printed nothing before (helper-72 NEW-6: a v1 cuMemAlloc past a 150 MiB cap, managed memory). */
+static void ga_oom_explain_pass_true(int dev, uint8_t api, size_t size, int cap_refused)
 {
-    if (!c || ga_opt.log < GA_LOG_WARN || /* no context on the device: no arena to hold it */
-        atomic_load_explicit(&ga_oom_told_pass, memory_order_relaxed))
+    if (!ga_oom_first(&ga_oom_told_true))
+        return;
+    const ga_dev_t *d = ga_dev(dev);
+    uint64_t held = ga_dev_held(dev);
+    uint64_t used = d->group ? ga_group_used(d->group) : held;
+    ga_oom_t o;
+    o.frag = 0, o.len = 0, o.msg[0] = '\0';
+    char b[32];
+    ga_oom_put(&o, "gpuarena: out of memory: %s of %s failed on device %d (memory the driver "
+               "allocates, counted under the cap)", ga_api_name(api), ga_fmt_bytes(size, b, 32),
+               dev);
+    ga_oom_put_holds(&o, d, held, used,
+                     !cap_refused ? ga_oom_device_full
+                     : d->group && !ga_group_member(d->group) ? ga_oom_group_full
+                                                              : ga_oom_total_why(d));
+    ga_oom_put(&o, "\n");
+    ga_oom_report(&o);
+}
+
+void ga_oom_explain_pass(ga_ctx_t *c, int dev, uint8_t api, size_t size, int cap_refused)
+{
+    if (ga_opt.log < GA_LOG_WARN || dev < 0 || dev >= GA_MAX_DEVICES)
         return;
     ga_stats_t s = {0};
     int arena = 0;
-    ga_mutex_lock(&c->lock);
-    if (c->pool && (ga_pool_mode(c->pool) == GA_MODE_ARENA || ga_pool_mode(c->pool) == GA_MODE_GROW)) {
-        arena = 1;
-        ga_pool_stats(c->pool, &s);
+    /* A context on the device whose arena holds the memory, free: the arena's own line. */
+    if (c && !atomic_load_explicit(&ga_oom_told_pass, memory_order_relaxed)) {
+        ga_mutex_lock(&c->lock);
+        if (c->pool &&
+            (ga_pool_mode(c->pool) == GA_MODE_ARENA || ga_pool_mode(c->pool) == GA_MODE_GROW)) {
+            arena = 1;
+            ga_pool_stats(c->pool, &s);
+        }
+        ga_mutex_unlock(&c->lock);
     }
-    ga_mutex_unlock(&c->lock);
-    if (!arena || s.total_free < size / 2 || !ga_oom_first(&ga_oom_told_pass))
+    if (!arena || s.total_free < size / 2 || !ga_oom_first(&ga_oom_told_pass)) {
+        ga_oom_explain_pass_true(dev, api, size, cap_refused);
         return;
+    }
     char b[3][32];
     if (api == GA_API_CUMEMALLOC || api == GA_API_CUMEMALLOCPITCH) {
         ga_oom_explain_v1(c->dev, api, size, &s);

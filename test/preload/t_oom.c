@@ -362,13 +362,45 @@ START_TEST(passthrough_refused_for_the_arena)
 }
 END_TEST
 
-START_TEST(passthrough_refused_platform_silent)
+/* A managed allocation past the cap, then one within it. */
+static void pt_managed_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAllocManaged(&p, 32 * MiB, CU_MEM_ATTACH_GLOBAL) != CUDA_ERROR_OUT_OF_MEMORY ||
+        cuMemAllocManaged(&p, 24 * MiB, CU_MEM_ATTACH_GLOBAL) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(3);
+    if (cuMemAllocManaged(&p, 8 * MiB, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS)
+        exit(4);
+    exit(0);
+}
+
+/* A pass-through allocation the cap refuses, with no arena holding memory: the true out-of-memory
+ * line, once, with what the process holds against the cap, and counted as one (it printed
+ * nothing and was counted in neither figure: helper-72 NEW-6). */
+START_TEST(passthrough_refused_by_the_cap_said)
 {
     static const char *env[] = {"GPUARENA_MODE=platform", "GPUARENA_LIMIT=16MiB",
                                 "SIMCUDA_TOTAL_MEM=64MiB", NULL};
+    static const char *env_vmm[] = {"GPUARENA_MODE=vmm", "GPUARENA_LIMIT=16MiB",
+                                    "SIMCUDA_TOTAL_MEM=64MiB", NULL};
     char err[16384];
-    pt_oom_run(pt_pass_child, env, err, sizeof err, "d['by_api']['cuMemCreate']['failed'] == 2");
+    pt_oom_run(pt_pass_child, env, err, sizeof err,
+               "d['by_api']['cuMemCreate']['failed'] == 2 and d['totals']['true_oom_failures'] == 2");
     ck_assert_msg(!strstr(err, PASS_MSG), "no arena, nothing held in it: %s", err);
+    ck_assert_msg(pt_count(err, "gpuarena: out of memory") == 1, "said once: %s", err);
+    ck_assert_msg(strstr(err, "gpuarena: out of memory: cuMemCreate of 32.0 MiB failed on device 0 "
+                              "(memory the driver allocates, counted under the cap), the process "
+                              "holds 1.00 MiB of cap 16.0 MiB on the device (not enough free bytes "
+                              "in total: raise GPUARENA_LIMIT or use less)"), "figures: %s", err);
+    pt_oom_run(pt_managed_child, env_vmm, err, sizeof err,
+               "d['by_api']['cuMemAllocManaged']['failed'] == 2 and "
+               "d['totals']['true_oom_failures'] == 2 and d['totals']['frag_failures'] == 0");
+    ck_assert_msg(pt_count(err, "gpuarena: out of memory") == 1, "said once: %s", err);
+    ck_assert_msg(strstr(err, "gpuarena: out of memory: cuMemAllocManaged of 32.0 MiB failed on "
+                              "device 0 (memory the driver allocates, counted under the cap), the "
+                              "process holds 0 B of cap 16.0 MiB"), "figures: %s", err);
 }
 END_TEST
 
@@ -609,7 +641,7 @@ TCase *pt_tcase_oom(void)
     tcase_add_test(tc, silent_at_log_error);
     tcase_add_test(tc, vmm_oom_names_orphans);
     tcase_add_test(tc, passthrough_refused_for_the_arena);
-    tcase_add_test(tc, passthrough_refused_platform_silent);
+    tcase_add_test(tc, passthrough_refused_by_the_cap_said);
     tcase_add_test(tc, device_full_before_cap_said);
     tcase_add_test(tc, refused_region_not_fragmentation);
     return tc;

@@ -75,7 +75,7 @@ static int scan_number(const char **pp, scan_t *s, char *why, size_t len)
             return why_f(why, len, "write a digit after the point: 5.0, not 5.");
     }
     if ((*p == 'e' || *p == 'E') && (is_digit(p[1]) || p[1] == '-' || p[1] == '+'))
-        return why_f(why, len, "exponents are not accepted: write 1GB, not 1e9");
+        return why_f(why, len, "exponents are not accepted: write the number out, as 1000 or 1GB, not 1e3 or 1e9");
     if ((*p == 'x' || *p == 'X') && s->nwhole == 1 && *s->whole == '0' && !s->nfrac)
         return why_f(why, len, "hexadecimal is not accepted");
     if (*p == ',' && is_digit(p[1]))

@@ -181,6 +181,9 @@ def build_parser():
     _add_shim_opts(p)
 
     p = sub.add_parser("compare", help="run a program under each mode, side by side",
+                       description="Runs the program once per mode (and repeat), side by side. "
+                       "Its standard input is /dev/null: the runs cannot share one input (give "
+                       "it a file as an argument, or use gpuarena run, which passes yours on).",
                        epilog=EPILOG, formatter_class=fmt,
                        usage="gpuarena compare [options] -- PROGRAM [ARGS...]")
     p.set_defaults(subparser=p)

@@ -49,7 +49,7 @@ def _scan_number(text, p):
             return "write a digit after the point: 5.0, not 5."
     nxt = text[p + 1:p + 2]
     if text[p:p + 1] in ("e", "E") and nxt and nxt in _DIGITS + "+-":
-        return "exponents are not accepted: write 1GB, not 1e9"
+        return "exponents are not accepted: write the number out, as 1000 or 1GB, not 1e3 or 1e9"
     if text[p:p + 1] in ("x", "X") and whole == "0" and not frac:
         return "hexadecimal is not accepted"
     if text[p:p + 1] == "," and nxt and nxt in _DIGITS:

@@ -480,6 +480,21 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(doc["arena"]["exit"], 7)
         self.assertEqual(len(doc["arena"]["walls_ns"]), 3)
 
+    def test_compare_stdin_is_dev_null(self):
+        """compare gives the program /dev/null as its standard input (several runs cannot share
+        one), and says so in its help and the README (helper-67 F17.12)."""
+        prog = ("import subprocess, sys\n"
+                "x = sys.stdin.read()\n"
+                f"subprocess.run([sys.executable, {FAKE!r}, '0'])\n"
+                "sys.exit(3 if x else 0)\n")
+        full = dict(os.environ, **self.env)
+        p = subprocess.run([sys.executable, gatest.SCRIPT, "compare", "--sim", "--modes", "arena",
+                            "--", sys.executable, "-c", prog], input="5\n", env=full, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)  # the program read nothing
+        self.assertEqual(p.stdout.splitlines()[-1].split(), ["exit", "code", "0"])
+        self.assertIn("standard input is /dev/null", " ".join(self.run_cli("compare", "--help").stdout.split()))
+
     def test_shim_path_the_loader_would_split(self):
         # ld.so splits LD_PRELOAD at spaces and colons and drops the pieces without a word: the
         # program would run uncapped, so the command refuses, and a link without them works.
@@ -530,14 +545,15 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(rows["driver alloc calls"], ["1", "5", "7", "100"])
         self.assertEqual(rows["peak reserved"], ["3.00 MiB", "2.00 MiB", "1.00 MiB", "1.00 MiB"])
         self.assertEqual(rows["failed allocs"], ["0", "2", "0", "2"])
-        self.assertEqual(rows["alloc time ns"], ["1 us", "5 us", "7 us", "100 us"])
+        self.assertEqual(rows["alloc time"], ["1 us", "5 us", "7 us", "100 us"])
         self.assertEqual(rows["max fragmentation"], ["0.250", "0.250", "0.125", "0.000"])
         # Rows are the statistics' own keys (union over modes, JSON order), between wall time and
         # the exit codes; a key only vmm has shows "-" elsewhere.
         self.assertEqual(rows["map calls"], ["-", "-", "42", "-"])
         _, units = fakeprog_totals("vmm")
         self.assertEqual([c[0] for c in cells],
-                         ["wall time (median)"] + [k.replace("_", " ") for k in units]
+                         ["wall time (median)"]
+                         + [(k[:-3] if units[k] == "ns" else k).replace("_", " ") for k in units]
                          + ["exit code"])
         self.assertNotIn("fakeprog", p.stdout)
 
@@ -548,7 +564,7 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         rows = {c[0]: c[1:] for c in (re.split(r"\s{2,}", ln.strip())
                                        for ln in p.stdout.splitlines()[2:])}
         self.assertEqual(rows["peak reserved"], ["3.00 MiB", "1.00 MiB"])
-        self.assertEqual(rows["free time ns"], ["500 ns", "50 us"])
+        self.assertEqual(rows["free time"], ["500 ns", "50 us"])
         self.assertEqual(rows["max fragmentation"], ["0.250", "0.000"])
         self.assertEqual(rows["driver free calls"], ["1", "100"])
 

@@ -346,6 +346,15 @@ def summary(stats, env=None):
              f"gpuarena: {human_count(t.get('driver_alloc_calls'))} driver allocs, "
              f"{human_ns(t.get('alloc_time_ns'))} in alloc calls, max fragmentation "
              f"{human_frac(t.get('max_fragmentation'))}"]
+    # The shim's out-of-memory line names GPUARENA_LIMIT, which `run` sets from --limit: the
+    # option to change, said once here (helper-67 F17.8).
+    oom = t.get("true_oom_failures")
+    if (isinstance(oom, int) and oom > 0 and limit_bytes and not per_device and
+            (not limit_from or limit_from == "GPUARENA_LIMIT") and
+            not (caps and caps[-1] < limit_bytes)):
+        lines.append(f"gpuarena: {human_count(oom)} of the failures found too few bytes left "
+                     "under the limit: raise --limit (the GPUARENA_LIMIT the shim's messages "
+                     "name) or use less")
     return "\n".join(lines)
 
 

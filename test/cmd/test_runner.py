@@ -103,6 +103,15 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
                        env={"SIMCUDA_TOTAL_MEM": "8GiB"})
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("limit 976.56 PiB (above the device: cap 8.00 GiB) per device", p.stderr)
+        self.assertNotIn("raise --limit", p.stderr)
+        # Out of memory under --limit: the summary names the option the user typed, where the
+        # shim's line names GPUARENA_LIMIT (helper-67 F17.8).
+        p = gatest.cli("run", "--sim", "--limit", "1MiB", "--",
+                       os.path.join(gatest.BUILD, "examples", "ex_train"), "1")
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertIn("raise GPUARENA_LIMIT", p.stderr)
+        self.assertIn("gpuarena: 1 of the failures found too few bytes left under the limit: "
+                      "raise --limit", p.stderr)
         # Two devices: the cap is each device's, the peaks are sums (helper-49 F3: "limit 512 MiB
         # ... peak reserved 768 MiB" read as a cap exceeded)
         from gpuarena_cli import runner

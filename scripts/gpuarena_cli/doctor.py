@@ -602,8 +602,13 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
         doc["problems"].append(f"no CUDA driver can be loaded ({machine['driver_error']}); "
                                "without a GPU, try gpuarena with --sim (the simulated driver)")
     elif machine.get("cuInit") not in (0, None):
+        # The simulated driver says why (a SIMCUDA_* setting it cannot read): its line is the
+        # reason, where the question about the GPU's visibility misled (helper-67 F17.10).
+        said = " ".join(ln.split("gpuarena: ", 1)[-1] for ln in (_err or "").splitlines()
+                        if ln.split("gpuarena: ", 1)[-1].startswith("simcuda: "))
         doc["problems"].append(f"the driver was found but cuInit failed with error "
-                               f"{machine['cuInit']} (is the GPU visible to this user/container?)")
+                               f"{machine['cuInit']} ("
+                               + (said or "is the GPU visible to this user/container?") + ")")
     doc["frameworks"] = frameworks(python or sys.executable, timeout)
     doc["python"] = python or sys.executable
     doc["framework_env"] = [{"name": n, "value": v, "meaning": m}
@@ -650,8 +655,10 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
         doc["problems"].append(runner.preload_problem(doc["shim"]))
     elif "driver_error" not in machine:
         doc["shim_check"] = shim_check(doc["shim"], lib, env, timeout)
-        doc["problems"] += shim_check_problems(doc["shim_check"], doc["plan"], doc["shim"],
-                                               values["GPUARENA_MODE"])
+        # cuInit failing without the shim too says it all: the check under the shim adds nothing
+        if machine.get("cuInit") in (0, None) or not doc["shim_check"].get("refused"):
+            doc["problems"] += shim_check_problems(doc["shim_check"], doc["plan"], doc["shim"],
+                                                   values["GPUARENA_MODE"])
         if doc["shim_check"].get("refused"):  # whatever the settings say, no pool is made
             for p in doc["plan"]:
                 if not p["note"].startswith("no pool"):

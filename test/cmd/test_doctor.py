@@ -317,6 +317,13 @@ class Doctor(unittest.TestCase):
             shim = [x for x in doc["problems"] if x.startswith("under the shim, cuInit failed")]
             self.assertEqual(len(shim), 1, doc["problems"])
             self.assertIn("other than '.' and '..' (they name directories)", shim[0])
+        # The simulated driver's own refusal is the reason given, once: it asked whether the GPU
+        # was visible, and the sim's line came second under the shim (helper-67 F17.10).
+        p, doc = doctor("--sim", env={"SIMCUDA_TOTAL_MEM": "abc"})
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(doc["problems"], [
+            "the driver was found but cuInit failed with error 1 (simcuda: SIMCUDA_TOTAL_MEM='abc' "
+            "is not a size (try 8GiB, 512MiB or 8G); cuInit will fail until it is fixed)"])
         p, doc = doctor("--sim", env={"GPUARENA_MODE": "bogus"})
         self.assertEqual(p.returncode, 1)
         self.assertIsNone(doc["mode"])

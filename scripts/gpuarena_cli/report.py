@@ -30,9 +30,28 @@ MAX_SLICES = 20000  # above this the viewer slows to a crawl and slices are unre
 UNPLACEABLE = 1 << 62
 
 
+def _put(pts, t, v):
+    """Appends level v at time t to a curve. Changes at one time stamp keep two points at most:
+    the highest level reached at t and the last, [(t, high), (t, last)], one point when they are
+    equal. Merged to the last alone, a peak reached and left within one stamp (an allocation and
+    its free in the same microsecond of an imported trace) was not drawn, and the curve's peak
+    read lower than the replay's peak_in_use."""
+    if not pts or pts[-1][0] != t:
+        pts.append((t, v))
+        return
+    high = pts.pop()[1]
+    if pts and pts[-1][0] == t:
+        high = max(high, pts.pop()[1])
+    high = max(high, v)
+    pts.append((t, high))
+    if v < high:
+        pts.append((t, v))
+
+
 def in_use_series(trace):
-    """{device: [(time_ns, bytes in use)]}, one point per change (same-time changes merged);
-    blocks of UNPLACEABLE bytes or more are left out, as the replay fails them."""
+    """{device: [(time_ns, bytes in use)]}, one point per change (same-time changes kept as their
+    highest and last level, _put); blocks of UNPLACEABLE bytes or more are left out, as the replay
+    fails them."""
     series, level, live = {}, {}, {}
     for ev in trace.events:
         kind, dev = ev[tf.T_KIND], ev[tf.T_DEVICE]
@@ -51,11 +70,7 @@ def in_use_series(trace):
             level[dev] -= live.pop(key)
         else:
             continue
-        pts = series.setdefault(dev, [])
-        if pts and pts[-1][0] == ev[tf.T_TIME]:
-            pts[-1] = (ev[tf.T_TIME], level[dev])
-        else:
-            pts.append((ev[tf.T_TIME], level[dev]))
+        _put(series.setdefault(dev, []), ev[tf.T_TIME], level[dev])
     return series
 
 
@@ -176,8 +191,8 @@ def write_png(path, trace, reserved=None, series=None):
 
 
 def read_timeline(path):
-    """([(time_ns, reserved)] with same-time points merged to the last, max reserved over every
-    point) from the CSV gpuarena-replay --timeline writes."""
+    """([(time_ns, reserved)] with same-time points kept as their highest and last (_put), max
+    reserved over every point) from the CSV gpuarena-replay --timeline writes."""
     pts, peak = [], 0
     with open(path, encoding="ascii") as f:
         if f.readline().strip() != "time_ns,in_use,reserved":
@@ -189,10 +204,7 @@ def read_timeline(path):
                 raise GaError(f"gpuarena-replay timeline line {n} is malformed: {line.strip()!r}"
                               "; rebuild the tool (`make`)") from None
             peak = max(peak, res)
-            if pts and pts[-1][0] == t:
-                pts[-1] = (t, res)
-            else:
-                pts.append((t, res))
+            _put(pts, t, res)
     return pts, peak
 
 

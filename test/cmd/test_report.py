@@ -177,6 +177,26 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         self.assertIn(f"gpuarena: {src}: the block of 18446744073709551615 bytes", p.stderr)
         self.assertNotIn("/tmp/gpuarena-", p.stderr.replace(self.dir, "DIR"))
 
+    def test_same_time_peak_drawn(self):
+        """A block allocated and freed within one time stamp (microsecond traces) still shows in
+        the curves: each stamp keeps its highest and its last level (merged to the last, the
+        in-use curve never reached the replay's peak_in_use)."""
+        evs = [tf.event(0, 0x1000, 4096, tf.ALLOC), tf.event(10, 0x2000, 1 << 20, tf.ALLOC),
+               tf.event(10, 0x2000, 0, tf.FREE), tf.event(10, 0x3000, 8192, tf.ALLOC),
+               tf.event(20, 0x1000, 0, tf.FREE), tf.event(20, 0x4000, 512, tf.ALLOC)]
+        self.assertEqual(report_mod.in_use_series(tf.Trace(evs))[0],
+                         [(0, 4096), (10, 4096 + (1 << 20)), (10, 4096 + 8192), (20, 8192 + 512)])
+        src = os.path.join(self.dir, "same.gatrace")
+        tf.write(src, tf.Trace(evs))
+        doc, _ = self.report(src, "--mode", "platform")
+        in_use = [e["args"]["in_use"] for e in doc["traceEvents"] if e["name"] == "in_use"]
+        self.assertEqual(max(in_use), 4096 + (1 << 20))
+        p = gatest.cli("replay", src, "--json", "--no-min", "--mode", "platform")
+        self.assertEqual(json.loads(p.stdout)["modes"]["platform"]["peak_in_use"],
+                         4096 + (1 << 20))
+        reserved = [e["args"]["reserved"] for e in doc["traceEvents"] if e["name"] == "reserved"]
+        self.assertEqual(max(reserved), 4096 + (1 << 20))
+
     def test_prefix_names_files(self):
         """-o and --plot take a PREFIX of files: a folder (DIR/ wrote DIR/.json, a hidden file)
         or an empty one (it fell back to the default name) is a usage error, and nothing is

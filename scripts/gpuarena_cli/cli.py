@@ -496,6 +496,16 @@ def _not_over_command(option, out, cmd):
             if os.path.isfile(piece) and runner.same_file(out, piece):
                 raise UsageError(f"{option} {out} is {what} ({piece}): writing it would replace "
                                  "it; give another path")
+    # Any other program or library (an installed copy's shim, which the checkout's command
+    # does not list above): statistics and traces are never written over an ELF file.
+    try:
+        with open(out, "rb") as f:
+            elf = os.path.isfile(out) and f.read(4) == b"\x7fELF"
+    except OSError:
+        elf = False
+    if elf:
+        raise UsageError(f"{option} {out} is a program or library (an ELF file): writing it would "
+                         "replace it; give another path")
 
 
 def _check_out_folder(option, path, what):

@@ -416,21 +416,27 @@ class RunCompare(unittest.TestCase, gatest.CliAsserts):
         prog = [sys.executable, "-c", f"open({marker!r}, 'w').close()"]
         with open(self.shim, "rb") as f:
             shim_bytes = f.read()
+        with open(os.path.join(d, "copy.so"), "wb") as f:
+            f.write(shim_bytes)
         for option, path, args, why in (
                 ("--stats", out, [out], "is named in the command"),
                 ("--trace", out, ["--output", out], "is named in the command"),
                 ("--stats", out, [f"--output={out}"], "is named in the command"),
                 ("--stats", self.shim, [], "is gpuarena's shim"),
                 ("--trace", os.path.join(self.build, "sim", "libcuda.so.1"), [],
-                 "is the simulated driver")):
+                 "is the simulated driver"),
+                # a copy of the shim elsewhere (an installed one), or any program: ELF files
+                ("--stats", os.path.join(d, "copy.so"), [], "is a program or library"),
+                ("--trace", os.path.join(d, "copy.so"), [], "is a program or library")):
             with self.subTest(option=option, args=args):
                 p = self.run_cli("run", "--sim", option, path, "--", *prog, *args)
                 self.assertEqual(p.returncode, 2, p.stderr)
                 self.assertIn(why, p.stderr)
                 self.assertFalse(os.path.exists(marker), "the program ran")
                 self.assertFalse(os.path.exists(out))
-        with open(self.shim, "rb") as f:
-            self.assertEqual(f.read(), shim_bytes)
+        for piece in (self.shim, os.path.join(d, "copy.so")):
+            with open(piece, "rb") as f:
+                self.assertEqual(f.read(), shim_bytes)
         # A file of another name, or the same name in another folder, is fine.
         p = self.run_cli("run", "--sim", "--stats", out, "--", sys.executable, FAKE, "0",
                          os.path.join(d, "sub", "result.json"))

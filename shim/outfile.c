@@ -41,6 +41,7 @@ typedef enum {
     GA_OUT_OWN,     /* one of this process's own descriptors: written through a dup of it */
     GA_OUT_DIR,     /* refused */
     GA_OUT_OTHER,   /* a block device or a socket: refused */
+    GA_OUT_PROGRAM, /* a regular file that is an ELF program or library: refused */
 } ga_out_kind_t;
 
 typedef struct ga_out {
@@ -186,6 +187,20 @@ static int ga_out_classify_own(int fd, ga_out_t *o)
     return 0;
 }
 
+/* Whether a regular file begins as an ELF program or library does: statistics or a trace written
+ * over one destroy it (GPUARENA_STATS naming the shim itself made every later run go uncapped:
+ * helper-67 F11; the command refuses such paths, a variable set by hand went unchecked). */
+static int ga_out_is_elf(const char *path)
+{
+    char magic[4] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, magic, sizeof magic);
+    close(fd);
+    return n == 4 && !memcmp(magic, "\177ELF", 4);
+}
+
 static int ga_out_classify(const char *path, ga_out_t *o)
 {
     int fdlink;
@@ -206,7 +221,9 @@ static int ga_out_classify(const char *path, ga_out_t *o)
     if (S_ISDIR(o->st.st_mode))
         o->kind = GA_OUT_DIR;
     else if (S_ISREG(o->st.st_mode))
-        o->kind = fdlink ? GA_OUT_THROUGH : GA_OUT_REGULAR;
+        o->kind = ga_out_is_elf(o->target) ? GA_OUT_PROGRAM
+                  : fdlink                 ? GA_OUT_THROUGH
+                                           : GA_OUT_REGULAR;
     else if (S_ISCHR(o->st.st_mode) || S_ISFIFO(o->st.st_mode))
         o->kind = GA_OUT_THROUGH;
     else
@@ -254,6 +271,8 @@ static const char *ga_out_refusal(const ga_out_t *o)
         return "is a directory";
     if (o->kind == GA_OUT_OTHER)
         return S_ISBLK(o->st.st_mode) ? "is a block device" : "is not a file, a device or a FIFO";
+    if (o->kind == GA_OUT_PROGRAM)
+        return "is a program or library (an ELF file), which the output would replace";
     return NULL;
 }
 

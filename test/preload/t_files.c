@@ -486,6 +486,35 @@ START_TEST(stats_directory_refused)
 }
 END_TEST
 
+/* A program or library (an ELF file) named as the statistics or the trace is left as it was, with
+ * the reason: written over, the shim itself became JSON and every later run went uncapped. */
+START_TEST(outputs_never_over_an_elf_file)
+{
+    static const char elf[] = "\177ELF\2\1\1\0 a library";
+    static const char *vars[] = {"GPUARENA_STATS", "GPUARENA_TRACE"};
+    for (int i = 0; i < 2; i++) {
+        tf_dir_t d;
+        char lib[128], err[8192], back[64] = {0};
+        tf_mkdir(&d);
+        FILE *f = fopen(tf_at(&d, "lib.so", lib, sizeof lib), "wb");
+        ck_assert_ptr_nonnull(f);
+        fwrite(elf, 1, sizeof elf, f);
+        fclose(f);
+        tf_setenv(vars[i], lib);
+        ck_assert_int_eq(tf_run(NULL, err, sizeof err, NULL), 0);
+        ck_assert_msg(strstr(err, "is a program or library (an ELF file), which the output would "
+                                  "replace"), "%s: %s", vars[i], err);
+        f = fopen(lib, "rb");
+        ck_assert_uint_eq(fread(back, 1, sizeof back, f), sizeof elf);
+        fclose(f);
+        ck_assert_msg(!memcmp(back, elf, sizeof elf), "%s: the file was changed", vars[i]);
+        ck_assert_int_eq(tf_entries(d.path, NULL, 0), 1); /* no temporary left beside it */
+        unsetenv(vars[i]);
+        tf_rmtree(d.path);
+    }
+}
+END_TEST
+
 /* ---- the process's own descriptors (/dev/stdout, /dev/stderr, /dev/fd/N), buffered output ----
  *
  * The program's stdout is a file or a pipe, so stdio buffers it fully, and exit() flushes it only
@@ -1562,6 +1591,7 @@ TCase *pt_tcase_files(void)
     tcase_add_test(tc, trace_claim_ends_with_the_writer);
     tcase_add_test(tc, trace_through_symlink_and_dev_null);
     tcase_add_test(tc, trace_directory_refused);
+    tcase_add_test(tc, outputs_never_over_an_elf_file);
     tcase_add_test(tc, trace_descriptor_closed_and_reused);
     tcase_add_test(tc, trace_disk_full_then_space_back);
     tcase_add_test(tc, trace_fifo_reader_gone);

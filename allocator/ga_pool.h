@@ -144,6 +144,9 @@ size_t ga_pool_idle(const ga_pool_t *pool);
 void ga_pool_stats(const ga_pool_t *pool, ga_stats_t *out);
 /* Invariant walk: failures counted, the first described in report (see ga_check). */
 int ga_pool_check(const ga_pool_t *pool, char *report, size_t len);
+/* What one ga_pool_check walks beyond the pool's chunks: a vmm pool's granules (every granule of
+ * its ranges: 2^23 for a 16 TiB range of 2 MiB granules), 0 for the other modes. */
+size_t ga_pool_check_granules(const ga_pool_t *pool);
 /* Occupancy picture (ga_occupancy_map) for arena, grow and vmm; 0 characters for platform. */
 size_t ga_pool_occupancy_map(const ga_pool_t *pool, char *buf, size_t len, unsigned width);
 

@@ -55,7 +55,10 @@ typedef struct ga_replay_opts {
     size_t granularity; /* VMM: granule size, 0 = GA_REPLAY_GRANULARITY */
     int stop_at_oom;    /* stop at the first allocation that fails in replay */
     int check;          /* call ga_check every `check` events and after the last (1 = after every
-                         * event; slow, for tests), 0 = never */
+                         * event; slow, for tests), 0 = never. A vmm pool's check walks its
+                         * granules: past GA_REPLAY_CHECK_BUDGET granules an event on average, the
+                         * checks asked for are thinned to that (`checks` says how many ran), and
+                         * the final state is always checked. */
     int no_frag_track;  /* skip per-event statistics (max_frag) so timing measures only replay */
     ga_replay_hook_t on_event; /* called after every replayed alloc or free; NULL = none. Not
                                 * called by ga_replay_min_size's trial runs. */
@@ -83,7 +86,13 @@ typedef struct ga_replay_opts {
     X(backend_maps, count, "vmm: granules mapped (cuMemCreate + cuMemMap + cuMemSetAccess)") \
     X(backend_unmaps, count, "vmm: granules unmapped (cuMemUnmap+cuMemRelease; not at teardown)") \
     X(check_failures, count, "invariant failures the pool check found (check option)")      \
+    X(checks, count, "pool checks run (check option; fewer than asked on a huge vmm pool)") \
     X(ns_total, ns, "wall time of the replay loop, nanoseconds")
+
+/* Granules a --check may walk per replayed event, on average (see `check`): a pool of up to
+ * 2^16 granules (a 128 GiB range of 2 MiB granules, twice a 64 GiB live peak) is checked after
+ * every event; a trace of 1,000 blocks of 1 TiB, a 20 TiB range, every 160 events. */
+#define GA_REPLAY_CHECK_BUDGET ((uint64_t)1 << 16)
 
 typedef struct ga_replay_result {
 #define GA_REPLAY_FIELD(name, unit, desc) uint64_t name;

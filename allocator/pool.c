@@ -220,6 +220,11 @@ void ga_pool_stats(const ga_pool_t *p, ga_stats_t *out)
     }
 }
 
+size_t ga_pool_check_granules(const ga_pool_t *p)
+{
+    return p && p->mode == GA_MODE_VMM ? ga_vmm_granules(p) : 0;
+}
+
 int ga_pool_check(const ga_pool_t *p, char *report, size_t len)
 {
     if (!p)

@@ -59,6 +59,7 @@ size_t ga_vmm_live_bases(const ga_pool_t *p, uintptr_t *out, size_t max);
 int ga_vmm_fits(ga_pool_t *p, size_t size);
 void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out);
 int ga_vmm_check(const ga_pool_t *p, char *report, size_t len);
+size_t ga_vmm_granules(const ga_pool_t *p);
 size_t ga_vmm_occupancy_map(const ga_pool_t *p, char *buf, size_t len, unsigned width);
 
 #endif

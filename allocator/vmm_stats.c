@@ -140,3 +140,11 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
                  (unsigned long long)unstacked, (unsigned long long)bits, p->cfg.keep);
     return bad + mine;
 }
+
+size_t ga_vmm_granules(const ga_pool_t *p)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->vmm->nranges; i++)
+        n += p->vmm->ranges[i].ngran;
+    return n;
+}

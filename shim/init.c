@@ -143,12 +143,25 @@ static void ga_init_once(void)
     } else if (!(ga_libcuda = ga_open_libcuda())) {
         /* A driver path that was asked for and is not there is a bad setting, like any other. */
         ga_init_error = ga_opt.libcuda ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    } else if (ga_real_dlsym(ga_libcuda, "cuMemAlloc_v2") == (void *)cuMemAlloc_v2) {
+        /* GPUARENA_LIBCUDA naming the shim: every call to "the driver" came back to the shim
+         * (cuGetProcAddress spun for ever: an outside check, 2026-12-06). */
+        ga_log(GA_LOG_ERROR, "GPUARENA_LIBCUDA='%s' is gpuarena's shim itself, not the CUDA "
+               "driver: point it at the driver's libcuda.so.1, or unset it; CUDA will not be "
+               "initialised", ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1");
+        ga_init_error = CUDA_ERROR_INVALID_VALUE;
     } else {
         ga_resolve_driver();
         if (!ga_real.cuMemAlloc_v2 || !ga_real.cuMemFree_v2 || !ga_real.cuCtxGetCurrent) {
-            ga_log(GA_LOG_ERROR, "the CUDA driver loaded lacks cuMemAlloc_v2/cuMemFree_v2; "
-                   "point GPUARENA_LIBCUDA at a real libcuda.so.1");
-            ga_init_error = CUDA_ERROR_NOT_INITIALIZED;
+            /* Asked for by GPUARENA_LIBCUDA, a library that loads but is no driver is a bad
+             * setting: NOT_INITIALIZED let the program's own dlsym and cuGetProcAddress reach
+             * the real driver past the shim, uncapped (an outside check, 2026-12-06: 200 MiB
+             * under a 64 MiB cap with GPUARENA_LIBCUDA=libm.so.6). */
+            ga_log(GA_LOG_ERROR, "the CUDA driver loaded (%s) lacks cuMemAlloc_v2, cuMemFree_v2 "
+                   "or cuCtxGetCurrent: point GPUARENA_LIBCUDA at a real libcuda.so.1%s",
+                   ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1",
+                   ga_opt.libcuda ? "; CUDA will not be initialised" : "");
+            ga_init_error = ga_opt.libcuda ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
         }
     }
     if (!ga_init_error && ga_opt.trace)

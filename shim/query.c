@@ -262,6 +262,9 @@ GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_
     GA_HOOK_ENTER(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
     if (numAttributes && (!attributes || !data))
         return CUDA_ERROR_INVALID_VALUE;
+    if (!numAttributes) /* nothing to copy or answer for: the driver's own answer (it was read as a
+                         * failed copy, an out-of-memory: an outside check, 2026-12-06) */
+        return ga_real.cuPointerGetAttributes(0, attributes, data, ptr);
     uintptr_t base = 0;
     size_t size = 0;
     CUcontext ctx = NULL;

@@ -27,6 +27,9 @@ START_TEST(null_out_params)
     ck_assert_int_eq(cuPointerGetAttribute(NULL, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p),
                      CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuPointerGetAttributes(1, NULL, NULL, p), CUDA_ERROR_INVALID_VALUE);
+    /* No attributes: the driver's answer (the simulated driver's INVALID_VALUE), not an
+     * out-of-memory for a copy of an empty list (an outside check, 2026-12-06). */
+    ck_assert_int_eq(cuPointerGetAttributes(0, NULL, NULL, p), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuIpcGetMemHandle(NULL, p), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuGetProcAddress("cuMemAlloc", NULL, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
     /* Both range out-parameters are optional, as in the driver. */

@@ -7,6 +7,7 @@
 #include "preload_test.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,8 +50,14 @@ static void bad_setting_child(void *arg)
 
 START_TEST(bad_setting_every_path)
 {
-    static char *const bad[] = {"GPUARENA_LIMIT=12XB", "GPUARENA_MODE=fast",
-                                "GPUARENA_LIBCUDA=/nonexistent/libcuda.so.1"};
+    /* A library that loads but is no driver, and the shim itself (their calls reached the real
+     * driver uncapped through dlsym and cuGetProcAddress, or spun in cuGetProcAddress for ever:
+     * an outside check, 2026-12-06). */
+    static char self[PATH_MAX + 32];
+    snprintf(self, sizeof self, "GPUARENA_LIBCUDA=%s", getenv("PT_SHIM"));
+    char *const bad[] = {"GPUARENA_LIMIT=12XB", "GPUARENA_MODE=fast",
+                         "GPUARENA_LIBCUDA=/nonexistent/libcuda.so.1",
+                         "GPUARENA_LIBCUDA=libm.so.6", self};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[4096];
         int rc = pt_run_child(bad_setting_child, bad[i], err, sizeof err);

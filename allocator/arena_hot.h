@@ -169,7 +169,7 @@ GA_HOT ga_status_t ga_alloc_body(ga_arena_t *a, size_t size, uintptr_t *out)
 {
     size_t rounded = ga_round_up(size);
     if (!rounded)
-        return GA_EINVAL;
+        return size ? GA_ETOOBIG : GA_EINVAL;
     unsigned bin;
     ga_chunk_t *c = ga_find_fit(a, rounded, &bin);
     if (!c) {

@@ -62,13 +62,14 @@ const char *ga_status_str(ga_status_t st)
 {
     switch (st) {
     case GA_OK: return "ok";
-    case GA_EINVAL: return "invalid argument (size 0, size too large, or NULL pointer)";
+    case GA_EINVAL: return "invalid argument (size 0, NULL pointer or bad configuration)";
     case GA_ENOMEM: return "out of memory (limit reached or the backend refused)";
     case GA_ENOTOWNED: return "address not owned by this arena";
     case GA_EDOUBLE: return "address is already free (double or stale free)";
     case GA_EINTERIOR: return "address is inside an allocation, not its start";
     case GA_EHELD: return "the backend refused to release it (still allocated)";
     case GA_ENOHOST: return "out of host memory for the allocator's records";
+    case GA_ETOOBIG: return "size too large to round up (within 511 bytes of SIZE_MAX)";
     }
     return "unknown status";
 }

@@ -23,7 +23,7 @@ extern "C" {
 /* Result codes. Each failure is distinct so the shim can map it to the driver's own code. */
 typedef enum ga_status {
     GA_OK = 0,
-    GA_EINVAL = 1,     /* size 0, size that overflows when rounded, NULL out-parameter */
+    GA_EINVAL = 1,     /* size 0, NULL out-parameter, bad configuration */
     GA_ENOMEM = 2,     /* no room: limit reached or the backend refused every size tried */
     GA_ENOTOWNED = 3,  /* free/lookup of an address in no region of this arena */
     GA_EDOUBLE = 4,    /* free of an address inside a free chunk (double or stale free) */
@@ -31,6 +31,9 @@ typedef enum ga_status {
     GA_EHELD = 6,      /* free of a platform block whose release the backend refused: still live */
     GA_ENOHOST = 7,    /* no host memory for the allocator's own records (not the device, not the
                           limit); nothing changed, and the same call may succeed later */
+    GA_ETOOBIG = 8,    /* a size within GA_ALIGN - 1 of SIZE_MAX, whose rounding up would wrap:
+                          no pool can place it; nothing changed (issue 2: each bad input its own
+                          error; it shared GA_EINVAL with size 0 until 2026-12-06) */
 } ga_status_t;
 
 /* The backend: where regions come from. Contract:

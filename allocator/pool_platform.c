@@ -16,7 +16,7 @@ ga_status_t ga_platform_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
 {
     size_t rounded = ga_pool_round(size);
     if (!rounded)
-        return GA_EINVAL;
+        return size ? GA_ETOOBIG : GA_EINVAL;
     ga_stats_t *s = &p->own;
     uintptr_t base = 0;
     int over = p->cfg.limit && (rounded > p->cfg.limit || s->reserved > p->cfg.limit - rounded);

@@ -477,7 +477,7 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
                                           uintptr_t *out)
 {
     if (!rounded)
-        return GA_EINVAL;
+        return size ? GA_ETOOBIG : GA_EINVAL;
     ga_vmm_t *v = p->vmm;
     int slot = -1;
     ga_varea_t *ar;

@@ -166,8 +166,8 @@ static int do_alloc(run_t *r, const op_t *op, size_t idx)
     uintptr_t ptr = 0;
     ga_status_t st = r->no_room ? GA_ENOMEM : ga_pool_alloc(r->pool, op->size, &ptr);
     if (r->no_room && (op->size == 0 || op->size > SIZE_MAX - (GA_ALIGN - 1)))
-        st = GA_EINVAL; /* what the pool says of these sizes, room or not */
-    if (st == GA_EINVAL && op->size != 0)
+        st = op->size ? GA_ETOOBIG : GA_EINVAL; /* what the pool says of these sizes, room or not */
+    if (st == GA_ETOOBIG)
         st = GA_ENOMEM; /* 2^64-511 up: its rounding wraps, and no address space places it, as
                          * none places 2^62: a failed allocation, not a silent "invalid" one */
     if (st == GA_EINVAL) {
@@ -204,7 +204,7 @@ static int do_try(run_t *r, const op_t *op, const ga_event_t *ev, size_t idx)
     r->res->recorded_failures++;
     uintptr_t ptr = 0;
     ga_status_t st = r->no_room ? GA_ENOMEM : ga_pool_alloc(r->pool, op->size, &ptr);
-    if (st != GA_OK) { /* GA_EINVAL: 2^64-511 up, as do_alloc counts it (size 0 is skipped) */
+    if (st != GA_OK) { /* GA_ETOOBIG: 2^64-511 up, as do_alloc counts it (size 0 is skipped) */
         r->res->failed_allocs++;
         if (r->res->first_oom == SIZE_MAX)
             r->res->first_oom = idx;

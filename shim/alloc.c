@@ -18,6 +18,7 @@ CUresult ga_status_to_cu(ga_status_t st)
     switch (st) {
     case GA_OK: return CUDA_SUCCESS;
     case GA_ENOMEM: return CUDA_ERROR_OUT_OF_MEMORY;
+    case GA_ETOOBIG: return CUDA_ERROR_OUT_OF_MEMORY; /* as the driver answers such a size */
     case GA_ENOHOST: return CUDA_ERROR_OUT_OF_MEMORY; /* the host's: said apart (c->alloc_st) */
     default: return CUDA_ERROR_INVALID_VALUE;
     }
@@ -41,8 +42,7 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p)
         return r;
     ga_status_t st = ga_pool_alloc(pool, size, p);
     c->alloc_st = st;
-    /* size is non-zero here, so EINVAL means too large to round: the driver says OOM. */
-    return st == GA_EINVAL ? CUDA_ERROR_OUT_OF_MEMORY : ga_status_to_cu(st);
+    return ga_status_to_cu(st); /* size is non-zero here: too large to round is an OOM */
 }
 
 /* The allocation path of every mode; s and async: a cuMemAllocAsync on stream s. tried: the

@@ -188,7 +188,7 @@ GA_HOT ga_status_t ga_alloc_body(ga_arena_t *a, size_t size, uintptr_t *out)
 /* ga_free_sized (ga_arena.h) for a non-NULL arena. */
 GA_HOT ga_status_t ga_free_body(ga_arena_t *a, uintptr_t ptr, size_t *size)
 {
-    ga_chunk_t *c = ga_live_take(&a->live, ptr);
+    ga_chunk_t *c = ga_live_take_made(&a->live, ptr); /* an arena's table: slots */
     if (!c)
         return ga_classify_bad_free(a, ptr);
     if (size)

@@ -286,7 +286,10 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->half = v->gran / 2;
     v->small_lim = v->half > GA_ALIGN ? v->half - GA_ALIGN : 0; /* half: a multiple of GA_ALIGN */
     v->nareas = AREA_FIRST_CLASS;
-    static const ga_livetab_t none; /* no entries: every probe answers NULL at once */
+    /* No entries: every probe answers NULL at its first slot. Two slots, so that the probe needs
+     * no count test (ga_live_find_made): a shift of 63 sends every key home to slot 0 or 1. */
+    static ga_live_slot_t none_slots[2];
+    static const ga_livetab_t none = {.slots = none_slots, .mask = 1, .shift = 63};
     for (size_t i = 0; i <= AREAS_MAX; i++)
         v->live_of[i] = &none;
     for (uint16_t i = 0; i < AREA_FIRST_CLASS; i++)
@@ -743,7 +746,7 @@ size_t ga_vmm_live_size(const ga_pool_t *p, uintptr_t ptr)
     const ga_vmm_t *v = p->vmm;
     size_t off = ptr - v->base0;
     if (off < v->size0) {
-        const ga_chunk_t *c = ga_live_find(v->live_of[v->owner0[off >> v->gshift]], ptr);
+        const ga_chunk_t *c = ga_live_find_made(v->live_of[v->owner0[off >> v->gshift]], ptr);
         return c ? c->size : 0;
     }
     ga_varea_t *ar = area_of(v, ptr, NULL);

@@ -82,7 +82,8 @@ struct ga_vmm {
     uint16_t *owner0;
     /* Each owner value's live table: its area's arena's (set when the arena is made; a granule
      * is lent only by an area whose arena exists), or for 0 (not lent) an empty one, so that
-     * ga_vmm_live_size goes from the owner to its answer in one probe with no test on the way. */
+     * ga_vmm_live_size goes from the owner to its answer in one probe with no test on the way
+     * (every one has slots: not even the count is tested). */
     const ga_livetab_t *live_of[AREAS_MAX + 1];
     size_t gran;       /* a power of two (checked at create) */
     unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a

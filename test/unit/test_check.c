@@ -86,7 +86,7 @@ START_TEST(test_check_sees_structure_damage)
     ck_assert(!a->sl_bitmap[40]);
     a->fl_bitmap |= 1ull << 40; /* a stale bit (cleared lazily) is allowed */
     ASSERT_HEALTHY(a);
-    ck_assert_ptr_eq(ga_live_take(&a->live, c->base), c);
+    ck_assert_ptr_eq(ga_live_take_made(&a->live, c->base), c);
     expect_failure(a, "live chunk missing from the table");
     ga_live_insert(&a->live, c);
     ASSERT_HEALTHY(a);

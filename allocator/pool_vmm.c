@@ -380,14 +380,15 @@ static OUT_OF_LINE ga_status_t place_tried(ga_pool_t *p, ga_varea_t **ar, size_t
     } else {
         ga_free(gen->arena, b);
     }
+    v->undone++; /* the loser, allocated and freed: not the pool's */
     return GA_OK;
 }
 
-/* The allocation's figures, once it is placed and covered. */
+/* The allocation's figures, once it is placed and covered (the count of allocations is its
+ * area's: ga_vmm_t's `allocs`). */
 static inline void count_alloc(ga_pool_t *p, size_t rounded)
 {
     ga_stats_t *s = &p->own;
-    s->allocs++;
     s->in_use += rounded;
     if (s->in_use > s->peak_in_use)
         s->peak_in_use = s->in_use;
@@ -400,6 +401,7 @@ static inline ga_status_t cover_placed(ga_pool_t *p, ga_varea_t *ar, int slot, u
 {
     if ((ar->id == AREA_ALIGNED ? ga_vmm_cover_whole(p, a, rounded) : cover(p, a, rounded)) != 0) {
         ga_free(ar->arena, a);
+        p->vmm->undone++;
         p->own.failed_allocs++;
         return GA_ENOMEM;
     }
@@ -634,8 +636,7 @@ static inline __attribute__((always_inline)) void count_free(ga_pool_t *p, const
         p->vmm->track[ar->slot].nlive--;
     else if (len >= p->vmm->half && class_size(p->vmm, len))
         untrack(p->vmm, len);
-    p->own.frees++;
-    p->own.in_use -= len;
+    p->own.in_use -= len; /* the frees are counted by the areas' live tables (ga_vmm_stats) */
     if (size)
         *size = len;
 }
@@ -656,7 +657,6 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
         mark_dirty(p->vmm, ar);
     if (aligned) { /* a granule multiple: never a class size, nothing to untrack */
         uncover_whole(p, r, (ptr - r->base) >> p->vmm->gshift, len);
-        p->own.frees++;
         p->own.in_use -= len;
         if (size)
             *size = len;

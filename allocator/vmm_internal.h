@@ -68,7 +68,7 @@ typedef struct ga_varea {
     uint16_t slot;     /* a class: its size's tracking entry (entries are never removed) */
     uint8_t dirty;     /* changed since `seen` was read */
     struct {
-        uint64_t requested, live, total_free, largest_free;
+        uint64_t requested, live, total_free, largest_free, allocs;
     } seen;            /* the arena's figures when last read (ga_vmm_stats) */
 } ga_varea_t;
 
@@ -114,6 +114,11 @@ struct ga_vmm {
     uint16_t dirty[AREAS_MAX];
     size_t ndirty;
     uint64_t requested, live, total_free, largest_free;
+    /* The pool's allocations and frees are not counted on its paths: each area's arena counts
+     * its own, so the pool's are the areas' allocations less those it took back at once (a
+     * losing trial in place_tried, a block whose granules were refused: `undone`), and its frees
+     * those less the live blocks (2 instructions a pair fewer, scripts/bench-shim-instr.sh vmm). */
+    uint64_t allocs, undone;
     int parent_dirty;  /* the parent lent or took back a region since `parent` was read */
     ga_stats_t parent;
 };

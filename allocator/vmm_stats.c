@@ -29,6 +29,7 @@ static void refresh_seen(ga_vmm_t *v)
         ga_get_stats(ar->arena, &a);
         v->requested += a.in_use_requested - ar->seen.requested;
         v->live += a.live - ar->seen.live;
+        v->allocs += a.allocs - ar->seen.allocs;
         v->total_free += a.total_free - ar->seen.total_free;
         rescan |= a.largest_free < ar->seen.largest_free &&
                   ar->seen.largest_free == v->largest_free;
@@ -36,6 +37,7 @@ static void refresh_seen(ga_vmm_t *v)
             v->largest_free = a.largest_free;
         ar->seen.requested = a.in_use_requested;
         ar->seen.live = a.live;
+        ar->seen.allocs = a.allocs;
         ar->seen.total_free = a.total_free;
         ar->seen.largest_free = a.largest_free;
         ar->dirty = 0;
@@ -58,6 +60,8 @@ void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
     ga_vmm_t *v = p->vmm; /* the cached figures change; the pool does not */
     refresh_seen(v);
     *out = p->own;
+    out->allocs = v->allocs - v->undone;
+    out->frees = out->allocs - v->live;
     out->in_use_requested = v->requested;
     out->live = v->live;
     out->total_free = v->parent.total_free + v->total_free;

@@ -389,6 +389,62 @@ START_TEST(pool_live_size_every_mode)
 }
 END_TEST
 
+/* The pool's allocation and free counts are its areas' less the blocks it took back at once (a
+ * losing trial in the general area, a block whose granules the backend refused): every figure
+ * is what the caller saw succeed, through trials, classes, granule multiples, a refused map, a
+ * refused free and a trim. */
+static void figures_are(ga_pool_t *p, uint64_t allocs, uint64_t frees, uint64_t failed)
+{
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    REQUIRE(s.allocs == allocs && s.frees == frees && s.live == allocs - frees &&
+                s.failed_allocs == failed,
+            "%llu allocs, %llu frees, %llu live, %llu failed; want %llu, %llu, %llu, %llu",
+            (unsigned long long)s.allocs, (unsigned long long)s.frees,
+            (unsigned long long)s.live, (unsigned long long)s.failed_allocs,
+            (unsigned long long)allocs, (unsigned long long)frees,
+            (unsigned long long)(allocs - frees), (unsigned long long)failed);
+    POOL_HEALTHY(p);
+}
+
+START_TEST(vmm_counts_through_trials_and_refusals)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 0);
+    uintptr_t small = pool_alloc(p, 10 * KIB); /* general */
+    figures_are(p, 1, 0, 0);
+    unsigned maps = f.maps;
+    uintptr_t big = pool_alloc(p, 3 * GRAN); /* aligned, its area's first: tried in general too */
+    ck_assert_uint_eq(f.maps - maps, 3);
+    figures_are(p, 2, 0, 0);
+    uintptr_t c[3];
+    for (int i = 0; i < 3; i++) /* the second and third get a class */
+        c[i] = pool_alloc(p, MIB + 512);
+    figures_are(p, 5, 0, 0);
+    uintptr_t x = 0;
+    f.fail_map_in = 1; /* placed, then its first granule refused: given back */
+    ck_assert_int_eq(ga_pool_alloc(p, 2 * GRAN, &x), GA_ENOMEM);
+    figures_are(p, 5, 0, 1);
+    f.fail_map_in = 1;
+    ck_assert_int_eq(ga_pool_alloc(p, 5 * MIB + 512, &x), GA_ENOMEM); /* general, across granules */
+    figures_are(p, 5, 0, 2);
+    ck_assert_int_eq(ga_pool_free(p, c[1], NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, c[1], NULL), GA_EDOUBLE); /* refused: no free counted */
+    ck_assert_int_eq(ga_pool_free(p, big, NULL), GA_OK);
+    figures_are(p, 5, 2, 2);
+    c[1] = pool_alloc(p, MIB + 512); /* back into the class's hole */
+    big = pool_alloc(p, 3 * GRAN);
+    figures_are(p, 7, 2, 2);
+    ga_pool_trim(p);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(ga_pool_free(p, c[i], NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, small, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, big, NULL), GA_OK);
+    figures_are(p, 7, 7, 2);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 START_TEST(vmm_cap_and_refusal_midway)
 {
     vfake_t f;
@@ -1079,6 +1135,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_lookup_and_bad_frees);
     tcase_add_test(tc, pool_live_size_every_mode);
     tcase_add_test(tc, vmm_cap_and_refusal_midway);
+    tcase_add_test(tc, vmm_counts_through_trials_and_refusals);
     tcase_add_test(tc, vmm_more_sizes_than_classes);
     tcase_add_test(tc, vmm_keep_and_trim);
     tcase_add_test(tc, vmm_aligned_blocks_reuse_kept_granules);

@@ -401,6 +401,7 @@ ga_arena_t *ga_arena_create(const ga_backend_t *backend, const ga_config_t *conf
     if (config)
         a->config = *config;
     ga_status_t st = normalise(&a->config);
+    a->lt = &a->live;
     if (st == GA_OK && ga_live_grow(&a->live) != 0) /* the table every arena needs, made now */
         st = GA_ENOHOST;
     if (st == GA_OK && a->config.initial)
@@ -410,6 +411,14 @@ ga_arena_t *ga_arena_create(const ga_backend_t *backend, const ga_config_t *conf
     if (status)
         *status = GA_OK;
     return a;
+}
+
+void ga_arena_share_live(ga_arena_t *a, ga_livetab_t *t, size_t area)
+{
+    ga_live_fini(&a->live); /* no entries: only its count is kept, 0 */
+    a->stats.frees = a->stats.allocs;
+    a->lt = t;
+    a->live_area = area;
 }
 
 void ga_arena_destroy(ga_arena_t *a)
@@ -467,7 +476,9 @@ __attribute__((noinline, cold)) ga_status_t ga_fail_nohost(ga_arena_t *a)
  * ga_alloc's short path is in arena_hot.h too (ga_alloc_short), for the vmm pool to inline. */
 __attribute__((noinline)) ga_status_t ga_alloc_full(ga_arena_t *a, size_t size, uintptr_t *out)
 {
-    return ga_alloc_body(a, size, out);
+    if (a->lt != &a->live) /* a vmm area's, on the pool's shared table */
+        return ga_alloc_body(a, a->lt, 1, a->live_area, size, out);
+    return ga_alloc_body(a, &a->live, 0, 0, size, out);
 }
 
 ga_status_t ga_alloc(ga_arena_t *a, size_t size, uintptr_t *out)
@@ -504,7 +515,7 @@ ga_status_t ga_free(ga_arena_t *a, uintptr_t ptr)
 
 static __attribute__((noinline)) ga_status_t free_full(ga_arena_t *a, uintptr_t ptr, size_t *size)
 {
-    return ga_free_body(a, ptr, size);
+    return ga_free_body(a, &a->live, 0, ptr, size);
 }
 
 /* Chunk x, merged into its lower neighbour, leaves its run and goes back to the pool: the run's

@@ -24,7 +24,7 @@ ga_status_t ga_fail_nomem(ga_arena_t *a, size_t rounded);
 /* A host-memory failure (GA_ENOHOST): counted as a failed allocation, never as fragmentation. */
 ga_status_t ga_fail_nohost(ga_arena_t *a);
 ga_status_t ga_classify_bad_free(const ga_arena_t *a, uintptr_t ptr);
-ga_status_t ga_alloc_full(ga_arena_t *a, size_t size, uintptr_t *out); /* ga_alloc_body */
+ga_status_t ga_alloc_full(ga_arena_t *a, size_t size, uintptr_t *out); /* ga_alloc_body, on lt */
 
 /* Size rounded up to GA_ALIGN; 0 when size is 0 or rounding would overflow, with no test: 0
  * rounds to 0, and a size within GA_ALIGN - 1 of SIZE_MAX wraps round to under GA_ALIGN, which
@@ -134,14 +134,18 @@ GA_HOT void ga_split(ga_arena_t *a, ga_chunk_t *c, size_t rounded, ga_chunk_t *r
     ga_bin_insert(a, rest);
 }
 
+/* The bodies below that enter or remove a live chunk take its table `t` and `shared` (a
+ * constant): arena mode passes the arena's own table and 0, the vmm pool its areas' shared
+ * table, 1, and the area (ga_arena_t's `lt`). */
+
 /* Turns free chunk c into a live allocation of `rounded` bytes (size asked: `size`). The two
  * things that can fail (room in the live table, a struct for the remainder) are secured first,
  * so a failure leaves the arena exactly as it was. */
-GA_HOT ga_status_t ga_take(ga_arena_t *a, ga_chunk_t *c, unsigned bin, size_t rounded,
-                           size_t size)
+GA_HOT ga_status_t ga_take_in(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
+                              ga_chunk_t *c, unsigned bin, size_t rounded, size_t size)
 {
     ga_item_t *rest = NULL, *fresh = NULL;
-    if (ga_live_reserve(&a->live) != 0)
+    if (ga_live_reserve(t) != 0)
         return GA_ENOHOST;
     if (c->size > rounded) {
         if (!(rest = ga_item_new(a)))
@@ -154,8 +158,10 @@ GA_HOT ga_status_t ga_take(ga_arena_t *a, ga_chunk_t *c, unsigned bin, size_t ro
     ga_bin_remove_at(a, c, bin);
     if (rest)
         ga_split(a, c, rounded, &rest->chunk, fresh ? &fresh->run : NULL);
-    ga_live_insert(&a->live, c);
+    ga_live_insert(t, c);
     c->u.requested = size;
+    if (shared)
+        c->u.area = area;
     ga_stats_t *s = &a->stats;
     s->in_use += rounded;
     s->in_use_requested += size;
@@ -164,8 +170,15 @@ GA_HOT ga_status_t ga_take(ga_arena_t *a, ga_chunk_t *c, unsigned bin, size_t ro
     return GA_OK;
 }
 
-/* ga_alloc (ga_arena.h) for a non-NULL arena and out-parameter. */
-GA_HOT ga_status_t ga_alloc_body(ga_arena_t *a, size_t size, uintptr_t *out)
+GA_HOT ga_status_t ga_take(ga_arena_t *a, ga_chunk_t *c, unsigned bin, size_t rounded,
+                           size_t size)
+{
+    return ga_take_in(a, &a->live, 0, 0, c, bin, rounded, size);
+}
+
+/* ga_alloc (ga_arena.h) for a non-NULL arena and out-parameter, on table t (ga_take_in). */
+GA_HOT ga_status_t ga_alloc_body(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
+                                 size_t size, uintptr_t *out)
 {
     size_t rounded = ga_round_up(size);
     if (!rounded)
@@ -179,18 +192,21 @@ GA_HOT ga_status_t ga_alloc_body(ga_arena_t *a, size_t size, uintptr_t *out)
         if (st != GA_OK || !(c = ga_find_fit(a, rounded, &bin)))
             return ga_fail_nomem(a, rounded);
     }
-    if (ga_take(a, c, bin, rounded, size) != GA_OK)
+    if (ga_take_in(a, t, shared, area, c, bin, rounded, size) != GA_OK)
         return ga_fail_nohost(a);
     *out = c->base;
     return GA_OK;
 }
 
-/* ga_free_sized (ga_arena.h) for a non-NULL arena. */
-GA_HOT ga_status_t ga_free_body(ga_arena_t *a, uintptr_t ptr, size_t *size)
+/* The live chunk c, found at slot i of table t, freed (ga_free_sized's work once the chunk is
+ * found): its entry removed, then merged with its free neighbours and binned. */
+GA_HOT void ga_free_at(ga_arena_t *a, ga_livetab_t *t, int shared, ga_chunk_t *c, size_t i,
+                       size_t *size)
 {
-    ga_chunk_t *c = ga_live_take_made(&a->live, ptr); /* an arena's table: slots */
-    if (!c)
-        return ga_classify_bad_free(a, ptr);
+    ga_live_close_hole(t, i);
+    t->count--;
+    if (shared)
+        a->stats.frees++;
     if (size)
         *size = c->size;
     ga_stats_t *s = &a->stats;
@@ -207,20 +223,35 @@ GA_HOT ga_status_t ga_free_body(ga_arena_t *a, uintptr_t ptr, size_t *size)
         c = prev;
     }
     ga_bin_insert(a, c);
+}
+
+/* ga_free_sized (ga_arena.h) for a non-NULL arena, on table t (whose slots exist: every table
+ * an arena uses has them). */
+GA_HOT ga_status_t ga_free_body(ga_arena_t *a, ga_livetab_t *t, int shared, uintptr_t ptr,
+                                size_t *size)
+{
+    size_t i = ga_live_home(t, ptr);
+    ga_chunk_t *c;
+    while ((c = t->slots[i].chunk) && c->base != ptr)
+        i = (i + 1) & t->mask;
+    if (!c)
+        return ga_classify_bad_free(a, ptr);
+    ga_free_at(a, t, shared, c, i, size);
     return GA_OK;
 }
 
 /* ga_alloc (ga_arena.h) for a non-NULL arena and out-parameter: the short path (arena.c says
  * why), the same placement as ga_alloc_body. The vmm pool's small blocks take it too, inline: 9
  * instructions fewer a pair than the body (scripts/bench-shim-instr.sh vmm). */
-GA_HOT ga_status_t ga_alloc_short(ga_arena_t *a, size_t size, uintptr_t *out)
+GA_HOT ga_status_t ga_alloc_short_in(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
+                                     size_t size, uintptr_t *out)
 {
     size_t rounded = ga_round_up(size);
     unsigned bin;
     ga_chunk_t *c = rounded ? ga_find_fit(a, rounded, &bin) : NULL;
     if (!c)
         goto full; /* growth, or a size that cannot be: the full path */
-    if (a->live.count >= a->live.limit)
+    if (t->count >= t->limit)
         goto full;
     size_t rest_size = c->size - rounded;
     ga_run_t *run = ga_chunk_run(c);
@@ -239,8 +270,10 @@ GA_HOT ga_status_t ga_alloc_short(ga_arena_t *a, size_t size, uintptr_t *out)
         run->count++;
         ga_bin_insert(a, rest);
     }
-    ga_live_insert(&a->live, c);
+    ga_live_insert(t, c);
     c->u.requested = size;
+    if (shared)
+        c->u.area = area;
     ga_stats_t *s = &a->stats;
     s->in_use += rounded;
     s->in_use_requested += size;
@@ -249,7 +282,12 @@ GA_HOT ga_status_t ga_alloc_short(ga_arena_t *a, size_t size, uintptr_t *out)
     *out = c->base;
     return GA_OK;
 full:
-    return ga_alloc_full(a, size, out);
+    return ga_alloc_full(a, size, out); /* on the arena's `lt` */
+}
+
+GA_HOT ga_status_t ga_alloc_short(ga_arena_t *a, size_t size, uintptr_t *out)
+{
+    return ga_alloc_short_in(a, &a->live, 0, 0, size, out);
 }
 
 #endif

@@ -91,7 +91,10 @@ typedef struct ga_chunk {
     uintptr_t run_free;      /* the run holding this chunk, | 1 while the chunk is free */
     union {
         ga_rbnode_t bin_node; /* free: in its bin's tree, ordered by (size, base) */
-        size_t requested;     /* live: bytes asked for */
+        struct {
+            size_t requested; /* live: bytes asked for */
+            size_t area;      /* live, in an arena on a shared live table: its live_area */
+        };
     } u;
 } ga_chunk_t;
 
@@ -220,6 +223,14 @@ struct ga_arena {
     ga_config_t config;      /* normalised: sizes rounded, min_region defaulted */
     ga_stats_t stats;        /* frees, live, total_free and largest_free: filled in by ga_get_stats */
     ga_livetab_t live;
+    /* The table the live chunks are entered in: `live`, or one a vmm pool shares among its
+     * placement areas (ga_arena_share_live), so that a free or a size query there finds the
+     * chunk, and from it the area, in one probe. On a shared table `live` holds no entries, the
+     * frees are counted (stats.frees; ga_get_stats derives them otherwise) and each live chunk
+     * says its area (u.area). Arena mode's hot paths use `live` directly: the pointer costs them
+     * nothing. */
+    ga_livetab_t *lt;
+    size_t live_area;
     uint64_t fl_bitmap;
     uint64_t sl_bitmap[GA_FL_COUNT];
     ga_region_t **regions;   /* sorted by base */
@@ -454,6 +465,10 @@ ga_chunk_t *ga_live_at(const ga_arena_t *a, uintptr_t p, int *in_region);
 /* Live table: growth in arena.c; the probe, insertion and removal inline, because every
  * allocation and free uses one of them (arena.c and the vmm pool, see arena_hot.h). */
 int ga_live_grow(ga_livetab_t *t); /* doubles the table: 0, or -1 out of host memory */
+/* Puts arena a, which has no live chunk, on table t, its chunks there marked `area`; a's own
+ * table is given back. Only the vmm pool's paths (which pass the table) may then allocate and
+ * free there: ga_alloc, ga_free and ga_live_size use the arena's own table. */
+void ga_arena_share_live(ga_arena_t *a, ga_livetab_t *t, size_t area);
 void ga_live_fini(ga_livetab_t *t);
 
 static inline size_t ga_live_home(const ga_livetab_t *t, uintptr_t key)

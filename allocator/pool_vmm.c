@@ -192,7 +192,7 @@ static OUT_OF_LINE void area_make(ga_vmm_t *v, ga_varea_t *ar)
     ar->arena = ga_arena_create(&be, &ac, NULL);
     if (!ar->arena)
         return;
-    v->live_of[ar->id + 1] = &ar->arena->live;
+    ga_arena_share_live(ar->arena, &v->ltab, ar->id);
     if (ar->id == AREA_GENERAL)
         v->small_cut = v->small_lim;
 }
@@ -286,12 +286,10 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->half = v->gran / 2;
     v->small_lim = v->half > GA_ALIGN ? v->half - GA_ALIGN : 0; /* half: a multiple of GA_ALIGN */
     v->nareas = AREA_FIRST_CLASS;
-    /* No entries: every probe answers NULL at its first slot. Two slots, so that the probe needs
-     * no count test (ga_live_find_made): a shift of 63 sends every key home to slot 0 or 1. */
-    static ga_live_slot_t none_slots[2];
-    static const ga_livetab_t none = {.slots = none_slots, .mask = 1, .shift = 63};
-    for (size_t i = 0; i <= AREAS_MAX; i++)
-        v->live_of[i] = &none;
+    if (ga_live_grow(&v->ltab) != 0) { /* slots from the start: no probe tests the count */
+        free(v);
+        return GA_ENOHOST;
+    }
     for (uint16_t i = 0; i < AREA_FIRST_CLASS; i++)
         v->area[i] = (ga_varea_t){.pool = p, .id = i};
     always_dirty(v);
@@ -299,6 +297,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     p->vmm = v;
     size_t va = gran_up(v, p->cfg.va_size);
     if (!va) {
+        ga_live_fini(&v->ltab);
         free(v);
         p->vmm = NULL;
         return GA_EINVAL;
@@ -320,6 +319,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
         va = gran_up(v, va / 2);
     }
     if (!p->arena) {
+        ga_live_fini(&v->ltab);
         free(v->ranges);
         free(v);
         p->vmm = NULL;
@@ -334,6 +334,7 @@ void ga_vmm_destroy(ga_pool_t *p)
     for (size_t i = 0; i < v->nareas; i++)
         ga_arena_destroy(v->area[i].arena); /* their regions go back to the parent */
     ga_arena_destroy(p->arena); /* releases every range, unmapping what is mapped there */
+    ga_live_fini(&v->ltab);
     free(v->ranges);
     free(v->stack);
     free(v);
@@ -355,6 +356,13 @@ static inline size_t unmapped_in(const ga_vmm_t *v, uintptr_t a, size_t len)
     return bits_all(r->mapped, g0, g1) ? 0 : g1 - g0 + 1 - bits_count(r->mapped, g0, g1);
 }
 
+/* Frees the live block at a of area ar: a trial that lost, or a block whose granules were
+ * refused (no granule or figure of the pool's changes). */
+static OUT_OF_LINE void area_free(ga_vmm_t *v, ga_varea_t *ar, uintptr_t a)
+{
+    (void)ga_free_body(ar->arena, &v->ltab, 1, a, NULL);
+}
+
 /* The rest of placing a block in area *ar once its own arena answered (st, *a). A block of the
  * aligned area or a class that would map new granules there is also tried in the general area,
  * and goes where fewer granules are new (its own area on a tie; the trial is freed, which leaves
@@ -371,14 +379,14 @@ static OUT_OF_LINE ga_status_t place_tried(ga_pool_t *p, ga_varea_t **ar, size_t
     size_t fresh = st == GA_OK ? unmapped_in(v, *a, rounded) : 0;
     ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
     uintptr_t b = 0;
-    if (!gen || ga_alloc(gen->arena, size, &b) != GA_OK)
+    if (!gen || ga_alloc_short_in(gen->arena, &v->ltab, 1, AREA_GENERAL, size, &b) != GA_OK)
         return st;
     mark_dirty(v, gen);
     if (unmapped_in(v, b, rounded) < fresh) {
-        ga_free((*ar)->arena, *a);
+        area_free(v, *ar, *a);
         *ar = gen, *a = b;
     } else {
-        ga_free(gen->arena, b);
+        area_free(v, gen, b);
     }
     v->undone++; /* the loser, allocated and freed: not the pool's */
     return GA_OK;
@@ -400,7 +408,7 @@ static inline ga_status_t cover_placed(ga_pool_t *p, ga_varea_t *ar, int slot, u
                                        size_t rounded, uintptr_t *out)
 {
     if ((ar->id == AREA_ALIGNED ? ga_vmm_cover_whole(p, a, rounded) : cover(p, a, rounded)) != 0) {
-        ga_free(ar->arena, a);
+        area_free(p->vmm, ar, a);
         p->vmm->undone++;
         p->own.failed_allocs++;
         return GA_ENOMEM;
@@ -450,11 +458,11 @@ static OUT_OF_LINE ga_status_t alloc_fresh(ga_pool_t *p, ga_varea_t *ar, int slo
     ga_chunk_t *gc = gen ? ga_find_fit(gen->arena, rounded, &gbin) : NULL;
     mark_dirty(v, ar);
     if (gc && unmapped_in(v, gc->base, rounded) < fresh &&
-        ga_take(gen->arena, gc, gbin, rounded, size) == GA_OK) {
+        ga_take_in(gen->arena, &v->ltab, 1, AREA_GENERAL, gc, gbin, rounded, size) == GA_OK) {
         mark_dirty(v, gen);
         return cover_placed(p, gen, slot, gc->base, rounded, out);
     }
-    if (ga_take(ar->arena, c, bin, rounded, size) != GA_OK)
+    if (ga_take_in(ar->arena, &v->ltab, 1, ar->id, c, bin, rounded, size) != GA_OK)
         return take_failed(p, ar, rounded);
     if (gen && !gc)
         place_tried(p, &ar, size, rounded, &a, GA_OK); /* GA_OK whatever it chooses */
@@ -468,7 +476,7 @@ static OUT_OF_LINE ga_status_t alloc_first(ga_pool_t *p, ga_varea_t *ar, int slo
                                            size_t rounded, uintptr_t *out)
 {
     uintptr_t a = 0;
-    ga_status_t st = ga_alloc_short(ar->arena, size, &a);
+    ga_status_t st = ga_alloc_short_in(ar->arena, &p->vmm->ltab, 1, ar->id, size, &a);
     if ((st = place_tried(p, &ar, size, rounded, &a, st)) != GA_OK) {
         p->own.failed_allocs++;
         return st == GA_ENOHOST ? st : GA_ENOMEM;
@@ -509,7 +517,7 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
         size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
         int shared = g0 == g1 && r->refs[g0]; /* inside a granule a live block uses: mapped */
         if (shared || bits_all(r->mapped, g0, g1)) {
-            if (ga_take(ar->arena, c, bin, rounded, size) != GA_OK)
+            if (ga_take_in(ar->arena, &v->ltab, 1, ar->id, c, bin, rounded, size) != GA_OK)
                 return take_failed(p, ar, rounded);
             mark_dirty(v, ar);
             if (shared) {
@@ -556,7 +564,8 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
         if (run_one_word(g0, n)) {
             uint64_t m = run_mask(g0, n);
             if ((r->mapped[g0 >> 6] & m) == m) {
-                if (ga_take(ar->arena, c, bin, rounded, size) != GA_OK)
+                if (ga_take_in(ar->arena, &v->ltab, 1, AREA_ALIGNED, c, bin, rounded, size) !=
+                    GA_OK)
                     return take_failed(p, ar, rounded);
                 r->inner[g0 >> 6] |= m;
                 p->own.kept -= rounded;
@@ -579,7 +588,8 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
     ga_vmm_t *v = p->vmm;
     size_t rounded = ga_pool_round(size);
     uintptr_t a = 0;
-    ga_status_t st = ga_alloc_short(v->area[AREA_GENERAL].arena, size, &a); /* ga_alloc, inlined */
+    ga_status_t st = ga_alloc_short_in(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
+                                       size, &a); /* ga_alloc, inlined */
     if (st != GA_OK) {
         p->own.failed_allocs++;
         return st == GA_ENOHOST ? st : GA_ENOMEM;
@@ -641,18 +651,18 @@ static inline __attribute__((always_inline)) void count_free(ga_pool_t *p, const
         *size = len;
 }
 
-/* Frees ptr in area ar of range r: an interior pointer or one not live there is refused with
- * nothing changed (a free one is a double free); else its granules and figures follow. With
- * `aligned` (a constant: the aligned area, whose blocks share no granule, so every granule of the
- * block is left with no user) they are given back by uncover_whole, inline in the common case. */
+/* Frees live block c, found at slot i of the shared table, of area ar in range r: its entry
+ * and chunk go back to the area, then its granules and figures follow. With `aligned` (a
+ * constant: the aligned area, whose blocks share no granule, so every granule of the block is
+ * left with no user) they are given back by uncover_whole, inline in the common case. */
 static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, ga_varea_t *ar,
-                                                                ga_vrange_t *r, uintptr_t ptr,
-                                                                size_t *size, int aligned)
+                                                                ga_vrange_t *r, ga_chunk_t *c,
+                                                                size_t i, size_t *size,
+                                                                int aligned)
 {
+    uintptr_t ptr = c->base;
     size_t len = 0;
-    ga_status_t st = ga_free_body(ar->arena, ptr, &len);
-    if (st != GA_OK)
-        return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
+    ga_free_at(ar->arena, &p->vmm->ltab, 1, c, i, &len);
     if (!aligned) /* the aligned area is always dirty */
         mark_dirty(p->vmm, ar);
     if (aligned) { /* a granule multiple: never a class size, nothing to untrack */
@@ -667,44 +677,52 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
     return GA_OK;
 }
 
-/* ga_vmm_free but for a block of the general or the aligned area in the first range. */
-static OUT_OF_LINE ga_status_t free_slow(ga_pool_t *p, uintptr_t ptr, size_t *size)
+/* Why ptr, a live base of no area, cannot be freed (nothing changes): as a single arena would
+ * answer, an address in the range but in no live allocation is a double free (an interior one
+ * is said so), one outside every range is not ours. */
+static OUT_OF_LINE ga_status_t free_refused(ga_pool_t *p, uintptr_t ptr)
 {
     ga_vrange_t *r = NULL;
     ga_varea_t *ar = area_of(p->vmm, ptr, &r);
     if (!ar)
         return r ? GA_EDOUBLE : GA_ENOTOWNED;
-    if (ar->id == AREA_ALIGNED) /* outside the first range */
-        return free_in(p, ar, r, ptr, size, 1);
-    return free_in(p, ar, r, ptr, size, 0);
+    ga_status_t st = ga_classify_bad_free(ar->arena, ptr);
+    return st == GA_ENOTOWNED ? GA_EDOUBLE : st;
 }
 
-/* ga_vmm_free of a pointer in the first range on a granule the aligned area holds: no search for
- * the area and the range, and its granules given back inline. */
-static OUT_OF_LINE ga_status_t free_aligned(ga_pool_t *p, uintptr_t ptr, size_t *size)
-{
-    return free_in(p, &p->vmm->area[AREA_ALIGNED], p->vmm->ranges, ptr, size, 1);
-}
-
-/* ga_vmm_free of a pointer in the first range on a granule a class holds: no search for the
- * range, and the size's live count found through the class. */
-static OUT_OF_LINE ga_status_t free_class(ga_pool_t *p, ga_varea_t *ar, uintptr_t ptr,
-                                          size_t *size)
-{
-    return free_in(p, ar, p->vmm->ranges, ptr, size, 0);
-}
-
-/* ga_vmm_free of a pointer in the first range on a granule the general area holds. The common
- * case (a block whose granule another live block still uses) costs an owner load and a count
- * beyond the arena's own free. */
-static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, uintptr_t ptr, size_t *size)
+/* A block of the aligned area: its granules given back inline. */
+static OUT_OF_LINE ga_status_t free_aligned(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
 {
     ga_vmm_t *v = p->vmm;
+    return free_in(p, &v->area[AREA_ALIGNED], range_of(v, c->base), c, i, size, 1);
+}
+
+/* A block of a class: the size's live count found through the class. */
+static OUT_OF_LINE ga_status_t free_class(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
+{
+    ga_vmm_t *v = p->vmm;
+    return free_in(p, &v->area[c->u.area], range_of(v, c->base), c, i, size, 0);
+}
+
+/* A block of the general area outside the first range: its granules. */
+static OUT_OF_LINE void uncover_far(ga_pool_t *p, uintptr_t ptr, size_t len)
+{
+    ga_vrange_t *r = range_of(p->vmm, ptr);
+    uncover(p, r, ptr - r->base, len);
+}
+
+/* A block of the general area. The common case (in the first range, a block whose granule
+ * another live block still uses) costs a range test and a count beyond the arena's own free. */
+static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
+{
+    ga_vmm_t *v = p->vmm;
+    uintptr_t ptr = c->base;
     size_t len = 0;
-    if (ga_free_body(v->area[AREA_GENERAL].arena, ptr, &len) != GA_OK)
-        return free_slow(p, ptr, size); /* says why */
+    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, &len);
     size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
-    if (g0 == g1 && v->refs0[g0] > 1)
+    if (off >= v->size0)
+        uncover_far(p, ptr, len);
+    else if (g0 == g1 && v->refs0[g0] > 1)
         v->refs0[g0]--;
     else
         ga_vmm_uncover_granules(p, v->ranges, g0, g1);
@@ -712,24 +730,24 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, uintptr_t ptr, size_t 
     return GA_OK;
 }
 
-/* As a single arena would answer: an address in the range but in no live allocation is a double
- * free, one outside every range is not ours. The owner of the pointer's granule in the first
- * range (nearly every pointer) picks the path before any frame is set up: each path is a
- * function of its own, entered by a jump. */
+/* One probe of the shared live table finds the block and, from its chunk, its area, which picks
+ * the path before any frame is set up: each path is a function of its own, entered by a jump.
+ * (The owner of the pointer's granule picked it before: 8 instructions more, and the area's
+ * table probed after.) */
 ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
-    ga_vmm_t *v = p->vmm;
-    size_t off = ptr - v->base0;
-    if (off < v->size0) {
-        uint16_t o = v->owner0[off >> v->gshift];
-        if (o == 1 + AREA_GENERAL) /* the area lent it: it exists */
-            return free_general(p, ptr, size);
-        if (o == 1 + AREA_ALIGNED)
-            return free_aligned(p, ptr, size);
-        if (o > 1 + AREA_ALIGNED) /* a class's granule: the class exists */
-            return free_class(p, &v->area[o - 1], ptr, size);
-    }
-    return free_slow(p, ptr, size); /* also says why a refused free was refused */
+    ga_livetab_t *t = &p->vmm->ltab;
+    size_t i = ga_live_home(t, ptr);
+    ga_chunk_t *c;
+    while ((c = t->slots[i].chunk) && c->base != ptr)
+        i = (i + 1) & t->mask;
+    if (!c)
+        return free_refused(p, ptr);
+    if (c->u.area == AREA_GENERAL)
+        return free_general(p, c, i, size);
+    if (c->u.area == AREA_ALIGNED)
+        return free_aligned(p, c, i, size);
+    return free_class(p, c, i, size);
 }
 
 ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, size_t *size)
@@ -738,19 +756,11 @@ ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, si
     return ar ? ga_lookup(ar->arena, ptr, base, size) : GA_ENOTOWNED;
 }
 
-/* The first range's owner table answers for nearly every pointer: no search over ranges, and
- * the owner indexes the live table to probe (live_of; 9 instructions fewer a pair than testing
- * the owner and the area's arena on the way, scripts/bench-shim-instr.sh vmm and vmm-large). */
+/* One probe of the shared live table, whatever the area or range. */
 size_t ga_vmm_live_size(const ga_pool_t *p, uintptr_t ptr)
 {
-    const ga_vmm_t *v = p->vmm;
-    size_t off = ptr - v->base0;
-    if (off < v->size0) {
-        const ga_chunk_t *c = ga_live_find_made(v->live_of[v->owner0[off >> v->gshift]], ptr);
-        return c ? c->size : 0;
-    }
-    ga_varea_t *ar = area_of(v, ptr, NULL);
-    return ar ? ga_live_size(ar->arena, ptr) : 0;
+    const ga_chunk_t *c = ga_live_find_made(&p->vmm->ltab, ptr);
+    return c ? c->size : 0;
 }
 
 /* Kept granules back to the device, then the areas' empty regions back to the parent (address

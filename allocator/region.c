@@ -302,7 +302,7 @@ ga_status_t ga_lookup(ga_arena_t *a, uintptr_t p, uintptr_t *base, size_t *size)
 {
     if (!a)
         return GA_EINVAL;
-    ga_chunk_t *c = ga_live_find(&a->live, p);
+    ga_chunk_t *c = ga_live_find(a->lt, p); /* a base in a shared table is this arena's too */
     if (!c) {
         int in_region;
         c = ga_live_at(a, p, &in_region);
@@ -316,6 +316,7 @@ ga_status_t ga_lookup(ga_arena_t *a, uintptr_t p, uintptr_t *base, size_t *size)
     return GA_OK;
 }
 
+/* On the arena's own table (ga_arena_share_live): arena mode asks on every free. */
 size_t ga_live_size(const ga_arena_t *a, uintptr_t p)
 {
     const ga_chunk_t *c = a ? ga_live_find(&a->live, p) : NULL;

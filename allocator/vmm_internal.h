@@ -80,11 +80,10 @@ struct ga_vmm {
     size_t size0;      /* lies in the first range, found then in two loads and a compare */
     uint32_t *refs0;   /* ranges[0]'s granule counts and owners, copied for the fast paths */
     uint16_t *owner0;
-    /* Each owner value's live table: its area's arena's (set when the arena is made; a granule
-     * is lent only by an area whose arena exists), or for 0 (not lent) an empty one, so that
-     * ga_vmm_live_size goes from the owner to its answer in one probe with no test on the way
-     * (every one has slots: not even the count is tested). */
-    const ga_livetab_t *live_of[AREAS_MAX + 1];
+    /* The live blocks of every area, one table (each area's arena enters its chunks here, and a
+     * chunk says its area: ga_arena_share_live): a free finds its block and area in one probe,
+     * and the live-size query its answer, with no owner looked up on the way. */
+    ga_livetab_t ltab;
     size_t gran;       /* a power of two (checked at create) */
     unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
                         * 64-bit division on every allocation and free cost more than the rest) */

@@ -7,11 +7,12 @@
 
 size_t ga_vmm_live_bases(const ga_pool_t *p, uintptr_t *out, size_t max)
 {
+    const ga_livetab_t *t = &p->vmm->ltab; /* every area's blocks */
     size_t n = 0;
-    for (size_t i = 0; i < p->vmm->nareas; i++) {
-        size_t got = ga_live_bases(p->vmm->area[i].arena, out ? out + (n < max ? n : max) : NULL,
-                                   n < max ? max - n : 0);
-        n += got;
+    for (size_t i = 0; i <= t->mask; i++) {
+        const ga_chunk_t *c = t->slots[i].chunk;
+        if (c && n++ < max)
+            out[n - 1] = c->base;
     }
     return n;
 }
@@ -101,6 +102,12 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
         ga_get_stats(v->area[i].arena, &a);
         requested += a.in_use_requested, live += a.live, total_free += a.total_free;
         largest = a.largest_free > largest ? a.largest_free : largest;
+    }
+    if (!bad && live != v->ltab.count) { /* the shared table holds each area's live blocks */
+        bad++;
+        if (report && len)
+            snprintf(report, len, "vmm pool: %zu blocks in the live table, the areas have %llu",
+                     v->ltab.count, (unsigned long long)live);
     }
     if (!bad && (requested != v->requested || live != v->live || total_free != v->total_free ||
                  largest != v->largest_free)) {

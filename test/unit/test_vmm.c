@@ -445,6 +445,54 @@ START_TEST(vmm_counts_through_trials_and_refusals)
 }
 END_TEST
 
+/* Every area's live blocks are in one table of the pool: a free and a live-size query find the
+ * block and its area there, in every range. A first range of 8 granules fills at once, so most
+ * blocks of each kind (small, class, granule multiple) land in later ranges; each answers its
+ * size at its base only, frees once (then a double free), and with nothing kept every granule
+ * goes back. */
+START_TEST(vmm_live_blocks_found_in_every_area_and_range)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool_va(&f, 0, 0, 8 * GRAN);
+    size_t sizes[] = {3000, 64 * KIB, MIB + 512, 3 * GRAN, 700 * KIB, 5 * MIB + 512, GRAN};
+    enum { N = 42 };
+    uintptr_t a[N];
+    size_t want[N];
+    for (int i = 0; i < N; i++) {
+        size_t sz = sizes[i % 7];
+        a[i] = pool_alloc(p, sz);
+        want[i] = (sz + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN;
+    }
+    ck_assert_uint_ge(f.va_reserves, 3);
+    for (int i = 0; i < N; i++) {
+        ck_assert_uint_eq(ga_pool_live_size(p, a[i]), want[i]);
+        ck_assert_uint_eq(ga_pool_live_size(p, a[i] + GA_ALIGN), 0);
+        uintptr_t base = 0;
+        ck_assert_int_eq(ga_pool_lookup(p, a[i] + want[i] - 1, &base, NULL), GA_OK);
+        ck_assert_uint_eq(base, a[i]);
+    }
+    POOL_HEALTHY(p);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = pass; i < N; i += 2) { /* every other block, then the rest */
+            ck_assert_int_eq(ga_pool_free(p, a[i] + GA_ALIGN, NULL), GA_EINTERIOR);
+            size_t got = 0;
+            ck_assert_int_eq(ga_pool_free(p, a[i], &got), GA_OK);
+            ck_assert_uint_eq(got, want[i]);
+            ck_assert_uint_eq(ga_pool_live_size(p, a[i]), 0);
+            ck_assert_int_eq(ga_pool_free(p, a[i], NULL), GA_EDOUBLE);
+        }
+        POOL_HEALTHY(p);
+    }
+    ck_assert_uint_eq(ga_pool_live_bases(p, NULL, 0), 0);
+    ck_assert_uint_eq(f.mapped, 0);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.allocs, N);
+    ck_assert_uint_eq(s.frees, N);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 START_TEST(vmm_cap_and_refusal_midway)
 {
     vfake_t f;
@@ -1136,6 +1184,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, pool_live_size_every_mode);
     tcase_add_test(tc, vmm_cap_and_refusal_midway);
     tcase_add_test(tc, vmm_counts_through_trials_and_refusals);
+    tcase_add_test(tc, vmm_live_blocks_found_in_every_area_and_range);
     tcase_add_test(tc, vmm_more_sizes_than_classes);
     tcase_add_test(tc, vmm_keep_and_trim);
     tcase_add_test(tc, vmm_aligned_blocks_reuse_kept_granules);

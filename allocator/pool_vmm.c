@@ -586,7 +586,7 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
 static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    size_t rounded = ga_pool_round(size);
+    size_t rounded = ga_round_up(size); /* 1 <= size <= small_lim: no overflow; the arena's own */
     uintptr_t a = 0;
     ga_status_t st = ga_alloc_short_in(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
                                        size, &a); /* ga_alloc, inlined */

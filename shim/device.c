@@ -266,8 +266,9 @@ int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, ui
         ga_dev_t *d = &ga_devs[dev];
         if (!atomic_load_explicit(&d->known, memory_order_acquire) || memcmp(d->uuid, uuid, 16))
             continue;
-        if (d->cap >= d->physical_total && !d->group)
-            return 0; /* not capped: the real answer */
+        /* Capped or not, cuMemGetInfo's view: without a cap it still counts the pools' idle
+         * bytes (an arena's preallocation) as free, where the driver's NVML counts them used
+         * (an outside check, 2026-12-06: NVML said 2 GiB free where cuMemGetInfo said 7.9). */
         size_t pfree = 0, ptotal = 0;
         CUresult r = ga_dev_driver_info(dev, &pfree, &ptotal);
         if (r != CUDA_SUCCESS) /* no context on that device yet: the cap against the total */

@@ -111,6 +111,30 @@ GA_NO_SANITIZE static void *ga_dlsym_lookup(void *handle, const char *symbol)
     return ga_dlsym_cuda(handle, symbol, found);
 }
 
+/* Whether found, a hooked driver function found somewhere else than in the driver the shim uses,
+ * lies in another CUDA driver (a file named libcuda.so*: GPUARENA_LIBCUDA naming a copy or the
+ * toolkit's stub while the program loads the system's). Its functions would run past the cap,
+ * silently (an outside check, 2026-12-06: 100 MiB under a 64 MiB cap, exit 0), so the hook
+ * answers instead, which calls the shim's driver; said once. Another library's function of a
+ * driver name (an interposer of its own, such as a device plugin's) is left to it. */
+static int ga_other_driver(const char *symbol, void *found)
+{
+    static _Atomic int said;
+    Dl_info info;
+    if (!dladdr(found, &info) || !info.dli_fname)
+        return 0;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    if (strncmp(base, "libcuda.so", 10) != 0)
+        return 0;
+    if (!atomic_exchange(&said, 1))
+        ga_log(GA_LOG_WARN, "the program looks up %s in %s, another CUDA driver than the one "
+               "gpuarena uses (%s): it gets gpuarena's hook, which calls gpuarena's driver, so the "
+               "cap holds; point GPUARENA_LIBCUDA at the driver the program loads, or unset it",
+               symbol, info.dli_fname, ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1");
+    return 1;
+}
+
 /* The instrumented part of dlsym: a CUDA name. */
 static void *ga_dlsym_cuda(void *handle, const char *symbol, void *found)
 {
@@ -132,6 +156,8 @@ static void *ga_dlsym_cuda(void *handle, const char *symbol, void *found)
         return ga_map_cudart(e, found);
     /* The libcuda handle itself answers by name too, even if the lookup failed there. */
     if (handle == ga_libcuda_handle() && *e->real)
+        return e->hook;
+    if (found && *e->real && ga_other_driver(symbol, found))
         return e->hook;
     return found;
 }

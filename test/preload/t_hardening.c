@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,45 @@ START_TEST(bad_setting_every_path)
                       bad[i], rc, err);
         ck_assert_msg(strstr(err, "gpuarena:"), "%s: a message: %s", bad[i], err);
     }
+}
+END_TEST
+
+/* GPUARENA_LIBCUDA naming a copy of the driver while the program loads the one on its library
+ * path: the program's lookups in its driver get the shim's hooks (they got that driver's own
+ * functions, uncapped and uncounted: an outside check, 2026-12-06), and a warning says why. */
+static void other_driver_child(void *arg)
+{
+    putenv((char *)arg);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        exit(10);
+    static const char *names[] = {"cuInit", "cuMemAlloc_v2", "cuMemFree_v2", "cuGetProcAddress_v2"};
+    for (int i = 0; i < 4; i++)
+        if (!pt_in_shim(dlsym(h, names[i]), NULL))
+            exit(11 + i);
+    exit(0);
+}
+
+START_TEST(other_driver_copy_gets_the_hooks)
+{
+    char dir[] = "/tmp/gpuarena-drv-XXXXXX", copy[128], cmd[512], env[160], err[4096];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(copy, sizeof copy, "%s/libcuda.so.1", dir);
+    /* The driver's file from the loader, not from a CUDA name: a dlsym of one would start the
+     * shim here, with the driver on the library path, before the child names the copy. */
+    struct link_map *lm = NULL;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(dlinfo(h, RTLD_DI_LINKMAP, &lm), 0);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", lm->l_name, copy);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(env, sizeof env, "GPUARENA_LIBCUDA=%s", copy);
+    int rc = pt_run_child(other_driver_child, env, err, sizeof err);
+    unlink(copy);
+    rmdir(dir);
+    ck_assert_msg(rc == 0, "exit %d (11-14: a lookup answered by the program's driver): %s", rc, err);
+    ck_assert_msg(strstr(err, "another CUDA driver than the one gpuarena uses") &&
+                  strstr(err, "so the cap holds"), "the warning: %s", err);
 }
 END_TEST
 
@@ -638,6 +678,7 @@ TCase *pt_tcase_hardening(void)
     TCase *tc = tcase_create("hardening");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, bad_setting_every_path);
+    tcase_add_test(tc, other_driver_copy_gets_the_hooks);
     tcase_add_test(tc, reset_race_no_phantom);
     tcase_add_test(tc, idle_memory_serves_other_context);
     tcase_add_test(tc, zero_share_or_cap_refused);

@@ -510,8 +510,20 @@ int ga_replay(const ga_trace_t *trace, const ga_replay_opts_t *opts, ga_replay_r
 
 /* Runs the trace with `size` as the region (ARENA) or limit (GROW, VMM); 1 if no allocation
  * failed. */
+static int fits_work(const ga_trace_t *t, const ga_replay_opts_t *base, size_t size,
+                     int *fits_out, uint64_t *work, char *err, size_t errlen);
+
 static int fits(const ga_trace_t *t, const ga_replay_opts_t *base, size_t size, int *fits_out,
                 char *err, size_t errlen)
+{
+    return fits_work(t, base, size, fits_out, NULL, err, errlen);
+}
+
+/* fits, and the trial's work: the trace's events (what the scan counted per trial before), and
+ * in vmm mode the granules it mapped and unmapped (a block of 1 TiB is 524,288 of them, the cost
+ * of the event many times over). */
+static int fits_work(const ga_trace_t *t, const ga_replay_opts_t *base, size_t size,
+                     int *fits_out, uint64_t *work, char *err, size_t errlen)
 {
     ga_replay_opts_t o = *base;
     o.stop_at_oom = 1;
@@ -526,6 +538,8 @@ static int fits(const ga_trace_t *t, const ga_replay_opts_t *base, size_t size, 
     if (ga_replay(t, &o, &res, err, errlen) != 0)
         return -1;
     *fits_out = res.failed_allocs == 0;
+    if (work)
+        *work = t->count + res.backend_maps + res.backend_unmaps;
     return 0;
 }
 
@@ -572,8 +586,11 @@ static int bisect(const ga_trace_t *t, const ga_replay_opts_t *o, size_t lo, siz
 }
 
 /* Replayed events the scan below may spend: about 0.2 s here, the whole window on every
- * minimalloc trace (at most 1.6 M events), a few hundred sizes above the peak on the SOMAS ones. */
-#define GA_MIN_SCAN_EVENTS ((size_t)1 << 22)
+ * minimalloc trace (at most 1.6 M events), a few hundred sizes above the peak on the SOMAS ones.
+ * In vmm mode each granule mapped or unmapped counts as an event: a trace of 1,000 blocks of
+ * 1 TiB and 512 bytes scanned 2,097 sizes of 3 s each (its 2,000 events alone fit the budget
+ * that often; an outside check, 2026-12-06). */
+#define GA_MIN_SCAN_EVENTS ((uint64_t)1 << 22)
 
 /* Bisection assumes that above a size that runs the trace every size does; a best fit whose region
  * or limit decides where blocks land is not monotone (minimalloc_K's arena: bisection stopped at
@@ -584,11 +601,13 @@ static int bisect(const ga_trace_t *t, const ga_replay_opts_t *o, size_t lo, siz
 static int scan_up(const ga_trace_t *t, const ga_replay_opts_t *o, size_t lo, size_t g,
                    size_t *size, char *err, size_t errlen)
 {
-    size_t per = t->count ? t->count : 1, trials = GA_MIN_SCAN_EVENTS / per;
-    for (size_t s = lo; s < *size && trials--; s += g) {
+    uint64_t spent = 0, per = t->count ? t->count : 1;
+    for (size_t s = lo; s < *size && spent + per <= GA_MIN_SCAN_EVENTS; s += g) {
         int ok;
-        if (fits(t, o, s, &ok, err, errlen) != 0)
+        uint64_t work = 0;
+        if (fits_work(t, o, s, &ok, &work, err, errlen) != 0)
             return -1;
+        spent += work > per ? work : per;
         if (ok) {
             *size = s;
             break;

@@ -424,6 +424,11 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
     }
     if (GA_UNLIKELY(ga_free_no_context(c, j)))
         return CUDA_ERROR_INVALID_CONTEXT;
+    /* The device wait GPUARENA_FREE_SYNC=device made for this free (ga_free_any, no lock held) is
+     * a free synchronisation as the fence's are: it was not counted (an outside check,
+     * 2026-12-06: free_syncs 0 after 20 frees that each synchronised the device). */
+    if (j->synced && !j->real_free && ga_opt.free_sync == GA_FREE_SYNC_DEVICE)
+        c->counts.free_syncs++;
     /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation); once
      * its stream was synchronised (no event to be had: GA_FENCE_WAIT_FIRST) it frees at once. */
     ga_freed_t f = ga_pool_free_held(c, j->p, j->api, j->t0, j->s, j->real_free && !j->synced,

@@ -268,6 +268,9 @@ START_TEST(free_sync_lazy_synchronises_less)
              "(t := d['totals']) and t['free_syncs'] == 999 and t['lazy_allocs'] == 0");
     lazy_run("GPUARENA_MODE=vmm", "GPUARENA_FREE_SYNC=lazy",
              "(t := d['totals']) and t['free_syncs'] == 999 and t['lazy_allocs'] == 0");
+    /* device: every free waits for the device itself, and each wait is counted (they were not) */
+    lazy_run("GPUARENA_MODE=arena", "GPUARENA_FREE_SYNC=device",
+             "(t := d['totals']) and t['free_syncs'] == 1000 and t['lazy_allocs'] == 0");
     g_lazy_size = 64u << 10; /* vmm, under half a granule: lazy while it maps nothing */
     lazy_run("GPUARENA_MODE=vmm", "GPUARENA_FREE_SYNC=lazy",
              "(t := d['totals']) and t['lazy_allocs'] > 900 and t['lazy_allocs'] + t['free_syncs'] == 999");

@@ -31,6 +31,16 @@ CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsub
 # The shared real traces (tests, benchmarks): beside the checkout unless GA_TRACES_DIR says where.
 GA_TRACES_DIR ?= $(CURDIR)/../shared/traces
 
+# Every C part includes the CUDA toolkit's cuda.h (headers only; no GPU, no driver needed): said
+# with the fix before anything builds, not as a compiler's "cuda.h: No such file" (an outside
+# check, 2026-12-06). Goals that build nothing go without.
+GA_NO_CUDA_GOALS := help version clean uninstall deps
+ifeq ($(wildcard $(CUDA)/include/cuda.h),)
+ifneq ($(or $(filter-out $(GA_NO_CUDA_GOALS),$(MAKECMDGOALS)),$(if $(MAKECMDGOALS),,all)),)
+$(error gpuarena: $(CUDA)/include/cuda.h not found: install the CUDA toolkit (its headers are enough: no GPU or driver is needed), or set CUDA=DIR to where it is (make CUDA=/opt/cuda ...))
+endif
+endif
+
 ALL :=
 TEST_TIERS :=
 BENCHES :=

@@ -143,6 +143,27 @@ class Install(unittest.TestCase):
         self.assertEqual(left, ["bin/gpuarena.tmp", "lib/gpuarena/MANIFEST.tmp",
                                 "lib/libgpuarena.so.tmp"])
 
+    def test_summary_says_skips_and_failures(self):
+        """scripts/test-summary.sh, which ends `make test`: a skipped test is counted as passed but
+        listed with its reason (issue 12: a test that cannot run says why in the summary; only
+        failures were listed), a failure with its reason, a tier with no results as a failure."""
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "a.tap"), "w") as f:
+                f.write("ok 1 - runs\nok 2 - full folder # SKIP no tmpfs here (mount one)\n"
+                        "not ok 3 - breaks\n# the reason\n")
+            with open(os.path.join(d, "b.tap"), "w") as f:
+                f.write("ok 1 - fine\n")
+            p = subprocess.run(["sh", os.path.join(gatest.REPO, "scripts", "test-summary.sh"), d,
+                                "a", "b", "c"], stdout=subprocess.PIPE, text=True, check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stdout.splitlines(), [
+            "a: 2 passed (1 of them skipped), 1 failed",
+            "  a: ok 2 - full folder # SKIP no tmpfs here (mount one)",
+            "  a: not ok 3 - breaks (the reason)",
+            "b: 1 passed, 0 failed",
+            f"c: no results (the tier did not run to the end; see {d}/c.log): 0 passed, 1 failed",
+            "3 passed, 2 failed"])
+
     def test_make_help_and_version(self):
         p = make("help")
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -150,6 +171,15 @@ class Install(unittest.TestCase):
                        "help", "version", "asan", "tsan"):
             self.assertRegex(p.stdout, rf"(?m)^  {target}\b")
         self.assertEqual(make("version").stdout, f"gpuarena {self.version}\n")
+        # No CUDA toolkit: said with the fix before anything builds (it was the compiler's bare
+        # "cuda.h: No such file or directory"); goals that build nothing still work.
+        with tempfile.TemporaryDirectory() as d:
+            p = make(f"CUDA={d}/none", "build-all")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn(f"gpuarena: {d}/none/include/cuda.h not found: install the CUDA toolkit",
+                          p.stderr)
+            self.assertIn("set CUDA=DIR", p.stderr)
+            self.assertEqual(make(f"CUDA={d}/none", "help").returncode, 0)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ static const char *pt_contract =
     "d['gpuarena_stats'] == 2 and d['pid'] > 0 and d['mode'] in ('arena', 'vmm', 'platform') and "
     "d['version'] and isinstance(d['options']['preallocate'], bool) and "
     "isinstance(d['options']['fraction_grow'], bool) and all(k in d['units'] for k in d['totals']) and "
+    /* every totals key's meaning in the file itself, and nothing else there */
+    "set(d['about']) == set(d['totals']) and all(len(v) > 10 for v in d['about'].values()) and "
     "d['options']['fraction'] == 0.75 and d['options']['limit'] == 64*1024*1024 and d['wall_ns'] > 0 and "
     "all(k in d['totals'] for k in ['alloc_calls','free_calls','failed_allocs','frag_failures',"
     "'driver_alloc_calls','driver_free_calls','alloc_time_ns','free_time_ns','in_use',"

@@ -48,11 +48,18 @@ __attribute__((constructor)) static void sim_fork_register(void)
 
 /* The one size grammar (allocator/ga_size.h), plus a plain 0, which the counts and latencies read
  * here may be (SIMCUDA_TOTAL_MEM=0 is then refused by its own check). Returns -1 on junk. */
-static int sim_parse_size(const char *s, unsigned long long *out)
+static int sim_parse_size(const char *s, unsigned long long *out, char *why, size_t len)
 {
     ga_size_t sz;
-    if (ga_size_parse(s, 0, &sz, NULL, 0) == 0)
+    char err[512] = "";
+    if (ga_size_parse(s, 0, &sz, err, sizeof err) == 0)
         return *out = sz.bytes, 0;
+    /* The grammar's reason alone ("exponents are not accepted: ..."), between its quote of the
+     * text and its examples: the refusal named no reason (an outside check, 2026-12-06). */
+    const char *r = strstr(err, " is not a size: ");
+    const char *e = r ? strstr(r, " (try ") : NULL;
+    if (r && e && why && len)
+        snprintf(why, len, "%.*s", (int)(e - r - 16), r + 16);
     if (strspn(s, " \t0") != strlen(s) || !strchr(s, '0'))
         return -1;
     *out = 0;
@@ -64,9 +71,10 @@ static void sim_read_size(const char *name, unsigned long long *dst, const char 
     const char *v = getenv(name);
     if (!v || !*v)
         return;
-    if (sim_parse_size(v, dst) != 0) {
-        fprintf(stderr, "gpuarena: simcuda: %s='%s' is not a %s; cuInit will fail until it is fixed\n",
-                name, v, hint);
+    char why[256] = "";
+    if (sim_parse_size(v, dst, why, sizeof why) != 0) {
+        fprintf(stderr, "gpuarena: simcuda: %s='%s' is not a %s%s%s; cuInit will fail until it is "
+                "fixed\n", name, v, hint, why[0] ? ": " : "", why);
         sim_cfg.bad = 1;
     }
 }

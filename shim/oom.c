@@ -202,7 +202,11 @@ static void ga_oom_put_hint(ga_oom_t *o, const ga_dev_t *d)
     const char *raise = ga_oom_raise(d);
     if (raise)
         ga_oom_put(o, "%s, ", raise);
-    ga_oom_put(o, "or GPUARENA_MODE=platform.\n");
+    /* vmm serves the block the arena could not (its address range never fragments across
+     * regions, memory is mapped where blocks lie): the demo's ex_fragment does so; it was not
+     * named (an outside check, 2026-12-06). */
+    ga_oom_put(o, "GPUARENA_MODE=vmm (one address range, memory mapped only where blocks lie), "
+               "or GPUARENA_MODE=platform.\n");
 }
 
 static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uint64_t rounded,

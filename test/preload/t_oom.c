@@ -94,6 +94,7 @@ START_TEST(frag_diagnosed_once)
     ck_assert_msg(strstr(err, "gpuarena:   [##......##......##......##......##......##......"
                               "##......##......]\n"), "occupancy map: %s", err);
     ck_assert_msg(strstr(err, "Try: ") && strstr(err, "GPUARENA_MODE=platform"), "hint: %s", err);
+    ck_assert_msg(strstr(err, "GPUARENA_MODE=vmm (one address range"), "vmm named: %s", err);
 }
 END_TEST
 

@@ -30,7 +30,7 @@ $(PRELOAD_CTOR): test/preload/ctor_lib.c $(BUILD)/sim/libcuda.so
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -o $@ $< -L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON)
 
-$(PRELOAD_TEST): $(PRELOAD_SRC) test/preload/preload_test.h $(PRELOAD_FAKE) $(PRELOAD_CTOR) \
+$(PRELOAD_TEST): $(PRELOAD_SRC) $(wildcard test/preload/*.h) $(PRELOAD_FAKE) $(PRELOAD_CTOR) \
                  $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -o $@ $(PRELOAD_SRC) \

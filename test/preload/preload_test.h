@@ -51,5 +51,6 @@ TCase *pt_tcase_v1(void);
 
 /* Tests a case's file leaves to a second file (added to that case, under its name). */
 void pt_teardown_edges_add(TCase *tc); /* t_teardown_edges.c, to "teardown" */
+void pt_vmm_contexts_add(TCase *tc);   /* t_vmm_contexts.c, to "vmm" */
 
 #endif

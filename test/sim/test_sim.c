@@ -2,7 +2,8 @@
  * and the simcuda.h instrument API. Each test runs in its own forked process (CK_FORK), so each can
  * set SIMCUDA_* variables before its first driver call: the driver reads them once per process.
  * This file holds the runner, the shared helpers and the core tests (devices, contexts, allocation,
- * copies, cuGetProcAddress); test_sim_*.c add one test case each (see test_sim.h).
+ * copies, cuGetProcAddress); test_sim_*.c add one test case each (see test_sim.h), but
+ * test_sim_driver.c, which adds to this file's "driver" case.
  */
 #include "test_sim.h"
 
@@ -634,197 +635,6 @@ START_TEST(pointer_queries)
 }
 END_TEST
 
-START_TEST(error_strings)
-{
-    const char *s;
-    CK(cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s));
-    ck_assert_str_eq(s, "CUDA_ERROR_OUT_OF_MEMORY");
-    CK(cuGetErrorString(CUDA_ERROR_INVALID_CONTEXT, &s));
-    ck_assert_str_eq(s, "invalid device context");
-    ck_assert_int_eq(cuGetErrorName((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
-    ck_assert_ptr_null(s);
-    ck_assert_int_eq(cuGetErrorString(CUDA_SUCCESS, NULL), CUDA_ERROR_INVALID_VALUE);
-}
-END_TEST
-
-START_TEST(bad_environment)
-{
-    setenv("SIMCUDA_TOTAL_MEM", "12XB", 1);
-    ck_assert_int_eq(cuInit(0), CUDA_ERROR_INVALID_VALUE);
-    int n;
-    ck_assert_int_eq(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
-}
-END_TEST
-
-START_TEST(bad_device_count)
-{
-    setenv("SIMCUDA_DEVICES", "0", 1);
-    ck_assert_int_eq(cuInit(0), CUDA_ERROR_INVALID_VALUE);
-}
-END_TEST
-
-START_TEST(size_units)
-{
-    setenv("SIMCUDA_TOTAL_MEM", "3GB", 1);
-    CK(cuInit(0));
-    size_t t;
-    CK(cuDeviceTotalMem(&t, 0));
-    ck_assert_uint_eq(t, 3000000000ULL);
-}
-END_TEST
-
-START_TEST(latency_setting)
-{
-    setenv("SIMCUDA_LATENCY_NS", "1000", 1); /* only that it is accepted: timings are never asserted */
-    ts_start();
-    CUdeviceptr p;
-    CK(cuMemAlloc(&p, 512));
-    CK(cuMemFree(p));
-}
-END_TEST
-
-START_TEST(bad_latency)
-{
-    setenv("SIMCUDA_LATENCY_NS", "-5", 1);
-    ck_assert_int_eq(cuInit(0), CUDA_ERROR_INVALID_VALUE);
-}
-END_TEST
-
-START_TEST(instrument_bad_input)
-{
-    simcuda_get_counters(NULL); /* ignored, no crash */
-    ck_assert_uint_eq(simcuda_device_bytes_in_use(-1), 0);
-    ck_assert_uint_eq(simcuda_device_bytes_in_use(16), 0);
-    ck_assert_int_eq(simcuda_getproc_log_entry(0, NULL, NULL, NULL, NULL), -1);
-    ck_assert_uint_eq(simcuda_getproc_log_count(), 0);
-}
-END_TEST
-
-START_TEST(reset_keeps_state)
-{
-    ts_start();
-    CUdeviceptr a, b;
-    CK(cuMemAlloc(&a, 4096));
-    CK(cuMemAlloc(&b, 8192));
-    CK(cuMemFree(b));
-    simcuda_reset_counters();
-    simcuda_counters_t c = ts_counters();
-    ck_assert_uint_eq(c.alloc_calls, 0);
-    ck_assert_uint_eq(c.bytes_in_use, 4096);
-    ck_assert_uint_eq(c.peak_bytes_in_use, 4096);
-    ck_assert_uint_eq(c.live_allocations, 1);
-}
-END_TEST
-
-/* The report is written at exit: a child process does the work, the test reads what it left. */
-START_TEST(report_at_exit)
-{
-    char path[] = "/tmp/simcuda-report-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    unlink(path);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("SIMCUDA_REPORT", path, 1);
-        CUdeviceptr p;
-        ts_start();
-        cuMemAlloc(&p, 3 * 512);
-        cuMemAlloc(&p, 512);
-        cuMemFree(p);
-        exit(0);
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    ck_assert_int_eq(WEXITSTATUS(st), 0);
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "SIMCUDA_REPORT file should exist after exit");
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    unlink(path);
-    ck_assert_ptr_nonnull(strstr(buf, "\"alloc_calls\": 2"));
-    ck_assert_ptr_nonnull(strstr(buf, "\"peak_bytes_in_use\": 2048"));
-    ck_assert_ptr_nonnull(strstr(buf, "\"bytes_in_use\": 1536"));
-    ck_assert_ptr_nonnull(strstr(buf, "\"devices\": [{\"total\": 8589934592"));
-}
-END_TEST
-
-/* The real CUDA runtime on this driver: it resolves its whole entry-point table through
- * cuGetProcAddress, then stops at cuGetExportTable (NVIDIA-private), so cudaMalloc fails cleanly.
- * The table requests are what a shim test needs; check the memory ones resolve to the right
- * variants. Skipped when the toolkit's libcudart is not there. */
-START_TEST(cuda_runtime_table)
-{
-    const char *dir = getenv("SIMCUDA_TEST_CUDART");
-    void *rt = dir ? dlopen(dir, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (!rt) {
-        fprintf(stderr, "cuda_runtime_table: skipped, no libcudart at SIMCUDA_TEST_CUDART\n");
-        return;
-    }
-    int (*cuda_malloc)(void **, size_t) = (int (*)(void **, size_t))dlsym(rt, "cudaMalloc");
-    ck_assert_ptr_nonnull(cuda_malloc);
-    void *p = NULL;
-    ck_assert_int_ne(cuda_malloc(&p, 4096), 0);
-    size_t n = simcuda_getproc_log_count();
-    ck_assert_uint_gt(n, 300);
-    int seen_alloc = 0, seen_ptsz = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *s;
-        int v;
-        unsigned long long fl;
-        void *ret;
-        ck_assert_int_eq(simcuda_getproc_log_entry(i, &s, &v, &fl, &ret), 0);
-        if (strcmp(s, "cuMemAlloc") == 0 && (seen_alloc = 1))
-            ck_assert_ptr_eq(ret, ts_sym("cuMemAlloc_v2"));
-        if (strcmp(s, "cuMemAllocAsync") == 0 && fl == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM &&
-            (seen_ptsz = 1))
-            ck_assert_ptr_eq(ret, ts_sym("cuMemAllocAsync_ptsz"));
-    }
-    ck_assert_msg(seen_alloc && seen_ptsz, "the runtime should ask for cuMemAlloc and cuMemAllocAsync");
-}
-END_TEST
-
-/* Threads allocate and free concurrently: counters must balance and the cap must hold. */
-static void *churn(void *arg)
-{
-    CUcontext ctx = arg;
-    cuCtxSetCurrent(ctx);
-    unsigned seed = 12345;
-    CUdeviceptr p[16] = {0};
-    for (int i = 0; i < 500; i++) {
-        int k = (int)(rand_r(&seed) % 16);
-        if (p[k]) {
-            ck_assert_int_eq(cuMemFree(p[k]), CUDA_SUCCESS);
-            p[k] = 0;
-        } else if (cuMemAlloc(&p[k], 512 + rand_r(&seed) % 65536) != CUDA_SUCCESS) {
-            p[k] = 0;
-        }
-    }
-    for (int k = 0; k < 16; k++)
-        if (p[k])
-            cuMemFree(p[k]);
-    return NULL;
-}
-
-START_TEST(threads)
-{
-    setenv("SIMCUDA_TOTAL_MEM", "1MiB", 1);
-    CUcontext ctx = ts_start();
-    pthread_t t[4];
-    for (int i = 0; i < 4; i++)
-        pthread_create(&t[i], NULL, churn, ctx);
-    for (int i = 0; i < 4; i++)
-        pthread_join(t[i], NULL);
-    simcuda_counters_t c = ts_counters();
-    ck_assert_uint_eq(c.bytes_in_use, 0);
-    ck_assert_uint_eq(c.live_allocations, 0);
-    ck_assert_uint_le(c.peak_bytes_in_use, MiB);
-    ck_assert_uint_eq(c.alloc_calls - c.failed_allocs, c.free_calls);
-}
-END_TEST
-
 static Suite *sim_suite(void)
 {
     Suite *s = suite_create("simcuda");
@@ -847,17 +657,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, pool_release_threshold);
     tcase_add_test(tc, vmm_handles);
     tcase_add_test(tc, pointer_queries);
-    tcase_add_test(tc, error_strings);
-    tcase_add_test(tc, bad_environment);
-    tcase_add_test(tc, bad_device_count);
-    tcase_add_test(tc, size_units);
-    tcase_add_test(tc, latency_setting);
-    tcase_add_test(tc, bad_latency);
-    tcase_add_test(tc, instrument_bad_input);
-    tcase_add_test(tc, reset_keeps_state);
-    tcase_add_test(tc, report_at_exit);
-    tcase_add_test(tc, cuda_runtime_table);
-    tcase_add_test(tc, threads);
+    ts_driver_more_add(tc); /* test_sim_driver.c */
     suite_add_tcase(s, tc);
     suite_add_tcase(s, ts_tcase_fault());
     suite_add_tcase(s, ts_tcase_lean());

@@ -31,4 +31,7 @@ TCase *ts_tcase_nvml(void);
 TCase *ts_tcase_stream(void);
 TCase *ts_tcase_pool(void);
 
+/* The driver case's tests in test_sim_driver.c, added to it. */
+void ts_driver_more_add(TCase *tc);
+
 #endif

@@ -64,7 +64,8 @@ $(SIM_LEAN_LIB): $(SIM_LEAN_OBJ) $(SIM_LEAN_MAP)
 $(BUILD)/sim-lean/libcuda.so: $(SIM_LEAN_LIB)
 	ln -sf libcuda.so.1 $@
 
-$(SIM_TEST): $(SIM_TEST_SRC) test/sim/test_sim.h test/sim/simcuda.h shim/ga_nvml.h $(BUILD)/sim/libcuda.so \
+$(SIM_TEST): $(SIM_TEST_SRC) test/sim/test_sim.h test/sim/test_sim_stream.h test/sim/simcuda.h \
+             shim/ga_nvml.h $(BUILD)/sim/libcuda.so \
              $(BUILD)/sim/libnvidia-ml.so
 	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -Ishim -o $@ $(SIM_TEST_SRC) \
 	  -L$(BUILD)/sim -lcuda -lnvidia-ml $(LDFLAGS_COMMON) $(CHECK_LIBS) -ldl

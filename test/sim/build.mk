@@ -9,8 +9,8 @@ SIM_TEST_SRC := $(wildcard test/sim/test_sim*.c)
 ALL += $(SIM_LIB) $(BUILD)/sim/libcuda.so $(SIM_TEST)
 TEST_TIERS += test-sim
 
-$(BUILD)/sim/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/sim_procs.h test/sim/simcuda.h \
-                      allocator/ga_size.h
+$(BUILD)/sim/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/sim_procs.h test/sim/sim_stream.h \
+                      test/sim/simcuda.h allocator/ga_size.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -c $< -o $@
 
@@ -47,8 +47,8 @@ SIM_LEAN_LIB := $(BUILD)/sim-lean/libcuda.so.1
 SIM_LEAN_MAP := $(BUILD)/sim-lean/lean.map
 ALL += $(SIM_LEAN_LIB) $(BUILD)/sim-lean/libcuda.so
 
-$(BUILD)/sim-lean/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/sim_procs.h test/sim/simcuda.h \
-                           allocator/ga_size.h
+$(BUILD)/sim-lean/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/sim_procs.h \
+                           test/sim/sim_stream.h test/sim/simcuda.h allocator/ga_size.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -DSIMCUDA_LEAN -I$(CUDA)/include -c $< -o $@
 

@@ -175,7 +175,7 @@ int sim_streams_drain_dev(int dev);              /* ... on every stream of dev; 
 void sim_streams_forget_ctx(const sim_ctx_t *c);
 void sim_events_forget_ctx(const sim_ctx_t *c);
 /* 1 (and the captures invalidated) when synchronising or querying `only` (NULL: the whole context
- * c) is refused because a stream it encompasses is capturing (sim_stream.c). */
+ * c) is refused because a stream it encompasses is capturing (sim_capture.c). */
 int sim_ctx_capture_check(const sim_ctx_t *c, const sim_stream_t *only);
 void sim_stream_fork_prepare(void);
 void sim_stream_fork_parent(void);

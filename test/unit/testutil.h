@@ -67,4 +67,7 @@ static inline ga_stats_t stats_of(const ga_arena_t *a)
     return s;
 }
 
+/* The arena suite's "regions" tests (test_arena_regions.c), added to that case. */
+void arena_regions_add(TCase *reg);
+
 #endif

@@ -18,10 +18,18 @@ $(GROUP_OBJ): $(BUILD)/obj/group/%.o: shim/%.c shim/ga_group.h shim/group_layout
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -c $< -o $@
 
-$(GROUP_TEST) $(GROUP_MEMBER): $(BUILD)/test/group_%: test/group/group_%.c $(GROUP_OBJ) \
+$(GROUP_MEMBER): $(BUILD)/test/group_%: test/group/group_%.c $(GROUP_OBJ) \
 		$(BUILD)/lib/libgaalloc.a shim/group_layout.h test/group/procstat.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -Ishim -o $@ $< $(GROUP_OBJ) $(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON) -lpthread
+
+# group_test is two files (group_test.c runs the cases, group_test_files.c holds the later ones).
+GROUP_TEST_SRC := test/group/group_test.c test/group/group_test_files.c
+$(GROUP_TEST): $(GROUP_TEST_SRC) test/group/group_test.h $(GROUP_OBJ) \
+		$(BUILD)/lib/libgaalloc.a shim/group_layout.h test/group/procstat.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -Ishim -o $@ $(GROUP_TEST_SRC) $(GROUP_OBJ) $(BUILD)/lib/libgaalloc.a \
+	  $(LDFLAGS_COMMON) -lpthread
 
 $(GROUP_NVML_LIB): shim/nvml.c test/group/nvml_view.c $(GROUP_OBJ) $(BUILD)/lib/libgaalloc.a shim/ga_nvml.h
 	@mkdir -p $(@D)

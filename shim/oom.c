@@ -494,14 +494,17 @@ static void ga_oom_explain_pass_true(int dev, uint8_t api, size_t size, int cap_
     ga_oom_report(&o);
 }
 
-void ga_oom_explain_pass(ga_ctx_t *c, int dev, uint8_t api, size_t size, int cap_refused)
+int ga_oom_explain_pass(ga_ctx_t *c, int dev, uint8_t api, size_t size, int cap_refused)
 {
-    if (ga_opt.log < GA_LOG_WARN || dev < 0 || dev >= GA_MAX_DEVICES)
-        return;
+    if (dev < 0 || dev >= GA_MAX_DEVICES)
+        return 1;
     ga_stats_t s = {0};
     int arena = 0;
-    /* A context on the device whose arena holds the memory, free: the arena's own line. */
-    if (c && !atomic_load_explicit(&ga_oom_told_pass, memory_order_relaxed)) {
+    /* A context on the device whose arena holds the memory, free: the arena's own line, once, and
+     * no true out-of-memory (the bytes are there). Decided at every refusal: after the first, the
+     * later ones got the "use less" line and were counted as true (an outside re-check,
+     * 2026-12-06). */
+    if (c) {
         ga_mutex_lock(&c->lock);
         if (c->pool &&
             (ga_pool_mode(c->pool) == GA_MODE_ARENA || ga_pool_mode(c->pool) == GA_MODE_GROW)) {
@@ -510,14 +513,16 @@ void ga_oom_explain_pass(ga_ctx_t *c, int dev, uint8_t api, size_t size, int cap
         }
         ga_mutex_unlock(&c->lock);
     }
-    if (!arena || s.total_free < size / 2 || !ga_oom_first(&ga_oom_told_pass)) {
+    if (!arena || s.total_free < size / 2) {
         ga_oom_explain_pass_true(dev, api, size, cap_refused);
-        return;
+        return 1;
     }
+    if (!ga_oom_first(&ga_oom_told_pass))
+        return 0;
     char b[3][32];
     if (api == GA_API_CUMEMALLOC || api == GA_API_CUMEMALLOCPITCH) {
         ga_oom_explain_v1(c->dev, api, size, &s);
-        return;
+        return 0;
     }
     ga_log(GA_LOG_WARN, "%s of %s failed on device %d: that memory is held by gpuarena's arena "
            "(%s reserved, %s of it free), and memory the program allocates past the arena (%s) "
@@ -526,6 +531,7 @@ void ga_oom_explain_pass(ga_ctx_t *c, int dev, uint8_t api, size_t size, int cap
            "through gpuarena), or a smaller GPUARENA_MEM_FRACTION", ga_api_name(api),
            ga_fmt_bytes(size, b[0], 32), c->dev, ga_fmt_bytes(s.reserved, b[1], 32),
            ga_fmt_bytes(s.total_free, b[2], 32), ga_api_name(api));
+    return 0;
 }
 
 void ga_oom_report(const ga_oom_t *o)

@@ -147,13 +147,9 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
         if (!back)
             committed = 0; /* the driver kept it: it stays under the cap for good */
     }
-    /* A refusal for want of memory (the cap's or the driver's) is a true out-of-memory: nothing of
-     * gpuarena's pools is fragmented by it. Counted and explained as the pool's are; it was
-     * neither (helper-72 NEW-6). */
     int oom = r == CUDA_ERROR_OUT_OF_MEMORY && !nohost && !nopool;
     ga_mutex_lock(lock);
     ga_count_alloc(counts, api, size, r == CUDA_SUCCESS, t0);
-    counts->true_oom_failures += oom;
     ga_mutex_unlock(lock);
     if (recorded) {
         ga_level_add(GA_LEVEL_RESERVED, (int64_t)held);
@@ -162,8 +158,14 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
     } else if (committed) {
         ga_dev_uncommit(dev, held); /* failed, given back, or gone with its context */
     }
-    if (oom) /* committed: the cap let it through, the driver refused it */
-        ga_oom_explain_pass(c ? c : ga_pass_ctx_on(dev), dev, api, size, !committed);
+    /* A refusal for want of memory (the cap's or the driver's) that no arena of gpuarena's holds
+     * free is a true out-of-memory: explained and counted as the pool's are (it was neither:
+     * helper-72 NEW-6). committed: the cap let it through, the driver refused it. */
+    if (oom && ga_oom_explain_pass(c ? c : ga_pass_ctx_on(dev), dev, api, size, !committed)) {
+        ga_mutex_lock(lock);
+        counts->true_oom_failures++;
+        ga_mutex_unlock(lock);
+    }
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
                        r == CUDA_SUCCESS ? key : 0, size, 0, dev, t0, r);

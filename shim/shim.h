@@ -675,8 +675,9 @@ void ga_oom_classify(ga_oom_t *o, ga_ctx_t *c, uint8_t api, size_t size);
 void ga_oom_report(const ga_oom_t *o); /* prints the explanation, if any; no lock held */
 /* A pass-through allocation (cuMemCreate, managed, pool, v1) on device dev refused for want of
  * memory, by the cap (cap_refused) or the driver: once, that c's arena holds it free (c: a context
- * on dev, or NULL), else what the process holds against the cap (oom.c). No lock held. */
-void ga_oom_explain_pass(ga_ctx_t *c, int dev, uint8_t api, size_t size, int cap_refused);
+ * on dev, or NULL; returns 0), else what the process holds against the cap (a true
+ * out-of-memory: returns 1) (oom.c). No lock held. */
+int ga_oom_explain_pass(ga_ctx_t *c, int dev, uint8_t api, size_t size, int cap_refused);
 void ga_oom_fork_child(void);            /* the child explains its own first failures */
 
 /* ---- alloc.c ---- */

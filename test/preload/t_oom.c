@@ -354,8 +354,11 @@ START_TEST(passthrough_refused_for_the_arena)
     static const char *env[] = {"GPUARENA_MEM_FRACTION=0.75", "SIMCUDA_TOTAL_MEM=64MiB", NULL};
     char err[16384];
     pt_oom_run(pt_pass_child, env, err, sizeof err,
-               "d['by_api']['cuMemCreate']['failed'] == 2 and d['by_api']['cuMemCreate']['calls'] == 3");
+               "d['by_api']['cuMemCreate']['failed'] == 2 and d['by_api']['cuMemCreate']['calls'] == 3 "
+               "and d['totals']['true_oom_failures'] == 0");
     ck_assert_msg(pt_count(err, PASS_MSG) == 1, "said once: %s", err);
+    /* the second refusal is the arena's too: no "use less" line (an outside re-check) */
+    ck_assert_msg(!strstr(err, "gpuarena: out of memory"), "no true out-of-memory line: %s", err);
     ck_assert_msg(strstr(err, "gpuarena: cuMemCreate of 32.0 MiB failed on device 0: " PASS_MSG
                               " (48.0 MiB reserved, 47.0 MiB of it free)"), "figures: %s", err);
     ck_assert_msg(strstr(err, "GPUARENA_MODE=vmm or grow") &&

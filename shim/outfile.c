@@ -187,18 +187,20 @@ static int ga_out_classify_own(int fd, ga_out_t *o)
     return 0;
 }
 
-/* Whether a regular file begins as an ELF program or library does: statistics or a trace written
- * over one destroy it (GPUARENA_STATS naming the shim itself made every later run go uncapped:
- * helper-67 F11; the command refuses such paths, a variable set by hand went unchecked). */
+/* Whether a regular file begins as a program or library does (ELF, a script's "#!", an archive's
+ * "!<arch>"): statistics or a trace written over one destroy it (GPUARENA_STATS naming the shim
+ * itself made every later run go uncapped: helper-67 F11; a script and gpuarena's own static
+ * library were still replaced: helper-77 R2). */
 static int ga_out_is_elf(const char *path)
 {
-    char magic[4] = {0};
+    char magic[8] = {0};
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return 0;
     ssize_t n = read(fd, magic, sizeof magic);
     close(fd);
-    return n == 4 && !memcmp(magic, "\177ELF", 4);
+    return (n >= 4 && !memcmp(magic, "\177ELF", 4)) || (n >= 2 && !memcmp(magic, "#!", 2)) ||
+           (n == 8 && !memcmp(magic, "!<arch>\n", 8));
 }
 
 static int ga_out_classify(const char *path, ga_out_t *o)
@@ -272,7 +274,8 @@ static const char *ga_out_refusal(const ga_out_t *o)
     if (o->kind == GA_OUT_OTHER)
         return S_ISBLK(o->st.st_mode) ? "is a block device" : "is not a file, a device or a FIFO";
     if (o->kind == GA_OUT_PROGRAM)
-        return "is a program or library (an ELF file), which the output would replace";
+        return "is a program or library (an ELF file, a script or an archive), which the output "
+               "would replace";
     return NULL;
 }
 

@@ -497,15 +497,16 @@ def _not_over_command(option, out, cmd):
                 raise UsageError(f"{option} {out} is {what} ({piece}): writing it would replace "
                                  "it; give another path")
     # Any other program or library (an installed copy's shim, which the checkout's command
-    # does not list above): statistics and traces are never written over an ELF file.
+    # does not list above, a script, an archive): statistics and traces are never written over
+    # one (a script and gpuarena's own static library were still replaced: helper-77 R2).
     try:
         with open(out, "rb") as f:
-            elf = os.path.isfile(out) and f.read(4) == b"\x7fELF"
+            head = f.read(8) if os.path.isfile(out) else b""
     except OSError:
-        elf = False
-    if elf:
-        raise UsageError(f"{option} {out} is a program or library (an ELF file): writing it would "
-                         "replace it; give another path")
+        head = b""
+    if head.startswith((b"\x7fELF", b"#!", b"!<arch>\n")):
+        raise UsageError(f"{option} {out} is a program or library (an ELF file, a script or an "
+                         "archive): writing it would replace it; give another path")
 
 
 def _check_out_folder(option, path, what):

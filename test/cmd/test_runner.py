@@ -376,6 +376,10 @@ class RunCompare(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
             shim_bytes = f.read()
         with open(os.path.join(d, "copy.so"), "wb") as f:
             f.write(shim_bytes)
+        with open(os.path.join(d, "train.sh"), "w") as f:
+            f.write("#!/bin/sh\necho training\n")
+        with open(os.path.join(d, "lib.a"), "wb") as f:
+            f.write(b"!<arch>\nmember/")
         for option, path, args, why in (
                 ("--stats", out, [out], "is named in the command"),
                 ("--trace", out, ["--output", out], "is named in the command"),
@@ -385,7 +389,9 @@ class RunCompare(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
                  "is the simulated driver"),
                 # a copy of the shim elsewhere (an installed one), or any program: ELF files
                 ("--stats", os.path.join(d, "copy.so"), [], "is a program or library"),
-                ("--trace", os.path.join(d, "copy.so"), [], "is a program or library")):
+                ("--trace", os.path.join(d, "copy.so"), [], "is a program or library"),
+                ("--stats", os.path.join(d, "train.sh"), [], "is a program or library"),
+                ("--trace", os.path.join(d, "lib.a"), [], "is a program or library")):
             with self.subTest(option=option, args=args):
                 p = self.run_cli("run", "--sim", option, path, "--", *prog, *args)
                 self.assertEqual(p.returncode, 2, p.stderr)

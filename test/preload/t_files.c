@@ -370,32 +370,38 @@ START_TEST(stats_directory_refused)
 }
 END_TEST
 
-/* A program or library (an ELF file) named as the statistics or the trace is left as it was, with
- * the reason: written over, the shim itself became JSON and every later run went uncapped. */
+/* A program or library (an ELF file, a script, an archive) named as the statistics or the trace is
+ * left as it was, with the reason: written over, the shim itself became JSON and every later run
+ * went uncapped (a script and a static library were still replaced: helper-77 R2). */
 START_TEST(outputs_never_over_an_elf_file)
 {
-    static const char elf[] = "\177ELF\2\1\1\0 a library";
+    static const char *const kinds[] = {"\177ELF\2\1\1\0 a library", "#!/bin/sh\necho a script",
+                                        "!<arch>\nmember/ an archive"};
     static const char *vars[] = {"GPUARENA_STATS", "GPUARENA_TRACE"};
-    for (int i = 0; i < 2; i++) {
-        tf_dir_t d;
-        char lib[128], err[8192], back[64] = {0};
-        tf_mkdir(&d);
-        FILE *f = fopen(tf_at(&d, "lib.so", lib, sizeof lib), "wb");
-        ck_assert_ptr_nonnull(f);
-        fwrite(elf, 1, sizeof elf, f);
-        fclose(f);
-        tf_setenv(vars[i], lib);
-        ck_assert_int_eq(tf_run(NULL, err, sizeof err, NULL), 0);
-        ck_assert_msg(strstr(err, "is a program or library (an ELF file), which the output would "
-                                  "replace"), "%s: %s", vars[i], err);
-        f = fopen(lib, "rb");
-        ck_assert_uint_eq(fread(back, 1, sizeof back, f), sizeof elf);
-        fclose(f);
-        ck_assert_msg(!memcmp(back, elf, sizeof elf), "%s: the file was changed", vars[i]);
-        ck_assert_int_eq(tf_entries(d.path, NULL, 0), 1); /* no temporary left beside it */
-        unsetenv(vars[i]);
-        tf_rmtree(d.path);
-    }
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 2; i++) {
+            tf_dir_t d;
+            char lib[128], err[8192], back[64] = {0};
+            size_t len = strlen(kinds[k]) + 1;
+            tf_mkdir(&d);
+            FILE *f = fopen(tf_at(&d, "lib.so", lib, sizeof lib), "wb");
+            ck_assert_ptr_nonnull(f);
+            fwrite(kinds[k], 1, len, f);
+            fclose(f);
+            tf_setenv(vars[i], lib);
+            ck_assert_int_eq(tf_run(NULL, err, sizeof err, NULL), 0);
+            ck_assert_msg(strstr(err, "is a program or library (an ELF file, a script or an "
+                                      "archive), which the output would replace"),
+                          "%s, kind %d: %s", vars[i], k, err);
+            f = fopen(lib, "rb");
+            ck_assert_uint_eq(fread(back, 1, sizeof back, f), len);
+            fclose(f);
+            ck_assert_msg(!memcmp(back, kinds[k], len), "%s, kind %d: the file was changed",
+                          vars[i], k);
+            ck_assert_int_eq(tf_entries(d.path, NULL, 0), 1); /* no temporary left beside it */
+            unsetenv(vars[i]);
+            tf_rmtree(d.path);
+        }
 }
 END_TEST
 

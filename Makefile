@@ -95,8 +95,10 @@ tsan: deps
 valgrind: deps
 	@$(MAKE) --no-print-directory valgrind-unit BUILD=build-valgrind OPT=-O1
 
+# $(BUILD), not build: `make BUILD=mine clean` removed the default folder another run may use and
+# left its own (an outside check, 2026-12-06).
 clean:
-	rm -rf build build-asan build-ubsan build-tsan build-valgrind
+	rm -rf $(BUILD) build-asan build-ubsan build-tsan build-valgrind
 
 version:
 	@echo "gpuarena $(VERSION)"
@@ -118,7 +120,7 @@ help:
 	@echo "  install           install under PREFIX (default /usr/local; DESTDIR stages a package)"
 	@echo "  uninstall         remove exactly what install put under PREFIX"
 	@echo "  deps              install missing Debian packages (scripts/setup.sh)"
-	@echo "  clean             remove every build folder (build, build-asan, ...)"
+	@echo "  clean             remove the build folder (BUILD, default build) and the sanitizers' (build-asan, ...)"
 	@echo "  version           print the version (the file VERSION)"
 	@echo "  help              this list"
 	@echo "variables: BUILD=DIR (build folder, default build), CC, CUDA (default /usr/local/cuda),"

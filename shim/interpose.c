@@ -11,7 +11,9 @@
 #include "shim.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* hooks.def as a table: real slot and hook, for the pointer map. */
 typedef struct ga_hook_entry {
@@ -111,27 +113,102 @@ GA_NO_SANITIZE static void *ga_dlsym_lookup(void *handle, const char *symbol)
     return ga_dlsym_cuda(handle, symbol, found);
 }
 
+/* The name an object gives itself (DT_SONAME), or "". A copy of the driver keeps libcuda.so.1
+ * whatever its file is called. Most loaders relocate the dynamic section in place; where one
+ * leaves it as linked (the address below the object's load bias), the bias is added. */
+static const char *ga_soname(const struct link_map *lm)
+{
+    const char *strtab = NULL;
+    size_t off = (size_t)-1;
+    for (const ElfW(Dyn) *d = lm->l_ld; d && d->d_tag != DT_NULL; d++) {
+        if (d->d_tag == DT_STRTAB)
+            strtab = (const char *)d->d_un.d_ptr;
+        else if (d->d_tag == DT_SONAME)
+            off = d->d_un.d_val;
+    }
+    if (!strtab || off == (size_t)-1)
+        return "";
+    if ((uintptr_t)strtab < lm->l_addr)
+        strtab += lm->l_addr;
+    return strtab + off;
+}
+
+/* Whether the object at base (its link map lm, which glibc's dlsym takes as a handle, in any
+ * namespace) defines name itself, not through a library it depends on. */
+static int ga_defines(struct link_map *lm, const void *base, const char *name)
+{
+    Dl_info in;
+    void *f = ga_real_dlsym(lm, name);
+    return f && dladdr(f, &in) && in.dli_fbase == base;
+}
+
+/* Whether the object that holds found is a CUDA driver: a file named libcuda.so*, or an object
+ * that calls itself so (DT_SONAME libcuda.so*) and defines the driver's cuDriverGetVersion and
+ * cuMemAlloc_v2 itself (a copy under another name: one named libnvcuda-compat.so was handed out
+ * unhooked, past the cap: an outside check, 2026-12-06). Exports alone would also take an
+ * interposer of its own (device plugins' hijack libraries define both names, under their own
+ * soname) for a driver. gpuarena's shim is never one. Cheap: only an object that calls itself
+ * libcuda gets the two lookups, and lookups of hooked names outside the shim's driver are few. */
+static int ga_is_driver(void *found, Dl_info *info)
+{
+    struct link_map *lm = NULL;
+    Dl_info self;
+    if (!dladdr1(found, info, (void **)&lm, RTLD_DL_LINKMAP) || !info->dli_fname || !lm)
+        return 0;
+    if (dladdr((void *)ga_is_driver, &self) && self.dli_fbase == info->dli_fbase)
+        return 0;
+    const char *base = strrchr(info->dli_fname, '/');
+    base = base ? base + 1 : info->dli_fname;
+    if (!strncmp(base, "libcuda.so", 10))
+        return 1;
+    return !strncmp(ga_soname(lm), "libcuda.so", 10) &&
+           ga_defines(lm, info->dli_fbase, "cuDriverGetVersion") &&
+           ga_defines(lm, info->dli_fbase, "cuMemAlloc_v2");
+}
+
+/* The file of the driver gpuarena uses, as the loader found it. */
+static const char *ga_own_driver_file(void)
+{
+    struct link_map *lm = NULL;
+    void *h = ga_libcuda_handle();
+    if (h && !dlinfo(h, RTLD_DI_LINKMAP, &lm) && lm && lm->l_name && lm->l_name[0])
+        return lm->l_name;
+    return ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1";
+}
+
+static int ga_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 /* Whether found, a hooked driver function found somewhere else than in the driver the shim uses,
- * lies in another CUDA driver (a file named libcuda.so*: GPUARENA_LIBCUDA naming a copy or the
- * toolkit's stub while the program loads the system's). Its functions would run past the cap,
- * silently (an outside check, 2026-12-06: 100 MiB under a 64 MiB cap, exit 0), so the hook
- * answers instead, which calls the shim's driver; said once. Another library's function of a
- * driver name (an interposer of its own, such as a device plugin's) is left to it. */
+ * lies in another CUDA driver (GPUARENA_LIBCUDA naming a copy or the toolkit's stub while the
+ * program loads the system's; a copy the program loads itself; the same file loaded again into
+ * another namespace by dlmopen). Its functions would run past the cap, silently (an outside
+ * check, 2026-12-06: 100 MiB under a 64 MiB cap, exit 0), so the hook answers instead, which
+ * calls the shim's driver; said once. Another library's function of a driver name (an
+ * interposer of its own, such as a device plugin's) is left to it. */
 static int ga_other_driver(const char *symbol, void *found)
 {
     static _Atomic int said;
     Dl_info info;
-    if (!dladdr(found, &info) || !info.dli_fname)
+    if (!ga_is_driver(found, &info))
         return 0;
-    const char *base = strrchr(info.dli_fname, '/');
-    base = base ? base + 1 : info.dli_fname;
-    if (strncmp(base, "libcuda.so", 10) != 0)
-        return 0;
-    if (!atomic_exchange(&said, 1))
+    if (atomic_exchange(&said, 1))
+        return 1;
+    const char *own = ga_own_driver_file();
+    if (ga_same_file(info.dli_fname, own))
+        ga_log(GA_LOG_WARN, "the program looks up %s in a second instance of the CUDA driver "
+               "gpuarena uses (%s, loaded again apart from it, as dlmopen does): it gets "
+               "gpuarena's hook, which calls gpuarena's instance, so the cap holds; nothing to "
+               "do", symbol, info.dli_fname);
+    else
         ga_log(GA_LOG_WARN, "the program looks up %s in %s, another CUDA driver than the one "
                "gpuarena uses (%s): it gets gpuarena's hook, which calls gpuarena's driver, so the "
-               "cap holds; point GPUARENA_LIBCUDA at the driver the program loads, or unset it",
-               symbol, info.dli_fname, ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1");
+               "cap holds; %s", symbol, info.dli_fname, own,
+               ga_opt.libcuda ? "point GPUARENA_LIBCUDA at the driver the program loads, or unset it"
+                              : "if the program needs that driver, set GPUARENA_LIBCUDA to it");
     return 1;
 }
 

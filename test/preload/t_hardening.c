@@ -86,19 +86,26 @@ static void other_driver_child(void *arg)
     exit(0);
 }
 
-START_TEST(other_driver_copy_gets_the_hooks)
+/* A copy of the simulated driver's file as dir/name; the driver's file from the loader, not from
+ * a CUDA name: a dlsym of one would start the shim here, with the driver on the library path,
+ * before the child names the copy. */
+static void copy_driver(char *dir, const char *name, char *copy, size_t len)
 {
-    char dir[] = "/tmp/gpuarena-drv-XXXXXX", copy[128], cmd[512], env[160], err[4096];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(copy, sizeof copy, "%s/libcuda.so.1", dir);
-    /* The driver's file from the loader, not from a CUDA name: a dlsym of one would start the
-     * shim here, with the driver on the library path, before the child names the copy. */
+    char cmd[512];
     struct link_map *lm = NULL;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(copy, len, "%s/%s", dir, name);
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     ck_assert_ptr_nonnull(h);
     ck_assert_int_eq(dlinfo(h, RTLD_DI_LINKMAP, &lm), 0);
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", lm->l_name, copy);
     ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(other_driver_copy_gets_the_hooks)
+{
+    char dir[] = "/tmp/gpuarena-drv-XXXXXX", copy[128], env[160], err[4096];
+    copy_driver(dir, "libcuda.so.1", copy, sizeof copy);
     snprintf(env, sizeof env, "GPUARENA_LIBCUDA=%s", copy);
     int rc = pt_run_child(other_driver_child, env, err, sizeof err);
     unlink(copy);
@@ -106,6 +113,39 @@ START_TEST(other_driver_copy_gets_the_hooks)
     ck_assert_msg(rc == 0, "exit %d (11-14: a lookup answered by the program's driver): %s", rc, err);
     ck_assert_msg(strstr(err, "another CUDA driver than the one gpuarena uses") &&
                   strstr(err, "so the cap holds"), "the warning: %s", err);
+}
+END_TEST
+
+/* The program loads the system's driver (as a framework does), then a copy of it under a file
+ * name that is not libcuda.so*: known as a driver by its soname and exports, its hooked names
+ * get the hooks (they were its own, uncapped, silently: an outside check, 2026-12-06). */
+static void renamed_driver_child(void *arg)
+{
+    void *sys = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    CUresult (*init)(unsigned) = sys ? (CUresult (*)(unsigned))dlsym(sys, "cuInit") : NULL;
+    if (!init || init(0) != CUDA_SUCCESS)
+        exit(10);
+    void *h = dlopen((const char *)arg, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        exit(9);
+    static const char *names[] = {"cuInit", "cuMemAlloc_v2", "cuMemFree_v2", "cuGetProcAddress_v2"};
+    for (int i = 0; i < 4; i++)
+        if (!pt_in_shim(dlsym(h, names[i]), NULL))
+            exit(11 + i);
+    exit(0);
+}
+
+START_TEST(renamed_driver_copy_gets_the_hooks)
+{
+    char dir[] = "/tmp/gpuarena-drv-XXXXXX", copy[128], err[4096];
+    copy_driver(dir, "libnvcuda-compat.so", copy, sizeof copy);
+    int rc = pt_run_child(renamed_driver_child, copy, err, sizeof err);
+    unlink(copy);
+    rmdir(dir);
+    ck_assert_msg(rc == 0, "exit %d (11-14: a lookup answered by the copy itself): %s", rc, err);
+    ck_assert_msg(strstr(err, "libnvcuda-compat.so, another CUDA driver than the one gpuarena uses") &&
+                  strstr(err, "so the cap holds") && !strstr(err, "GPUARENA_LIBCUDA at"),
+                  "the warning: %s", err);
 }
 END_TEST
 
@@ -679,6 +719,7 @@ TCase *pt_tcase_hardening(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, bad_setting_every_path);
     tcase_add_test(tc, other_driver_copy_gets_the_hooks);
+    tcase_add_test(tc, renamed_driver_copy_gets_the_hooks);
     tcase_add_test(tc, reset_race_no_phantom);
     tcase_add_test(tc, idle_memory_serves_other_context);
     tcase_add_test(tc, zero_share_or_cap_refused);

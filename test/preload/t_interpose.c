@@ -7,6 +7,7 @@
 #include "preload_test.h"
 
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
@@ -172,6 +173,33 @@ START_TEST(getproc_v1)
 }
 END_TEST
 
+/* The driver loaded a second time into a namespace of its own (dlmopen): its hooked names get the
+ * hooks, and the line says what it is, a second instance of the same file (it called the same
+ * file "another CUDA driver than the one gpuarena uses": an outside check, 2026-12-06). */
+static void dlmopen_child(void *arg)
+{
+    (void)arg;
+    if (cuInit(0) != CUDA_SUCCESS)
+        exit(10);
+    void *h = dlmopen(LM_ID_NEWLM, "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        exit(9);
+    if (!pt_in_shim(dlsym(h, "cuMemAlloc_v2"), NULL) || !pt_in_shim(dlsym(h, "cuInit"), NULL))
+        exit(11);
+    exit(0);
+}
+
+START_TEST(dlmopen_second_instance)
+{
+    char err[4096];
+    int rc = pt_run_child(dlmopen_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d (11: a lookup answered by the second instance): %s", rc, err);
+    ck_assert_msg(strstr(err, "a second instance of the CUDA driver gpuarena uses") &&
+                  strstr(err, "so the cap holds") && !strstr(err, "another CUDA driver"),
+                  "the line: %s", err);
+}
+END_TEST
+
 TCase *pt_tcase_interpose(void)
 {
     TCase *tc = tcase_create("interpose");
@@ -179,5 +207,6 @@ TCase *pt_tcase_interpose(void)
     tcase_add_test(tc, dlopen_dlsym);
     tcase_add_test(tc, getproc_v2_versions);
     tcase_add_test(tc, getproc_v1);
+    tcase_add_test(tc, dlmopen_second_instance);
     return tc;
 }

@@ -310,9 +310,10 @@ def _per_device_caps(stats, env):
     return ", ".join(f"{human_bytes(caps[d])} on device {d}" for d in sorted(caps))
 
 
-def summary(stats, env=None):
+def summary(stats, env=None, limit_set=None):
     """A few lines on what the shim saw, for `gpuarena run` without --stats; env: the program's
-    environment (HAMi's per-device caps are named from it)."""
+    environment (HAMi's per-device caps are named from it); limit_set: how GPUARENA_LIMIT was
+    given (limit_given(), below), named in the hint to raise it."""
     t = _totals(stats)
     every = stats.get("processes") or [stats]  # several processes: each one's devices
     entries = [e for d in every if isinstance(d, dict) for e in d.get("devices") or []]
@@ -346,15 +347,42 @@ def summary(stats, env=None):
              f"gpuarena: {human_count(t.get('driver_alloc_calls'))} driver allocs, "
              f"{human_ns(t.get('alloc_time_ns'))} in alloc calls, max fragmentation "
              f"{human_frac(t.get('max_fragmentation'))}"]
-    # The shim's out-of-memory line names GPUARENA_LIMIT, which `run` sets from --limit: the
-    # option to change, said once here (helper-67 F17.8).
+    # What to raise, named as the user set it (helper-67 F17.8: the shim's line names
+    # GPUARENA_LIMIT, which `run` sets from --limit; helper-51 R6: "raise --limit" was said for an
+    # exported GPUARENA_LIMIT and one given with --env, and nothing under a device plugin's cap).
     oom = t.get("true_oom_failures")
-    if (isinstance(oom, int) and oom > 0 and limit_bytes and not per_device and
-            (not limit_from or limit_from == "GPUARENA_LIMIT") and
-            not (caps and caps[-1] < limit_bytes)):
+    above = bool(limit_bytes and caps and caps[-1] < limit_bytes)
+    if isinstance(oom, int) and oom > 0 and (per_device or (limit_bytes and not above)):
+        what = _raise_what("CUDA_DEVICE_MEMORY_LIMIT_<i>" if per_device else limit_from, limit_set)
         lines.append(f"gpuarena: {human_count(oom)} of the failures found too few bytes left "
-                     "under the limit: raise --limit (the GPUARENA_LIMIT the shim's messages "
-                     "name) or use less")
+                     f"under the limit: raise {what} or use less")
+    return "\n".join(lines)
+
+
+def limit_given(settings, extra=None):
+    """How the program's GPUARENA_LIMIT was given, as child_env applies them (a later one wins):
+    '--env', '--limit', 'exported' or None."""
+    if "GPUARENA_LIMIT" in (extra or {}):
+        return "--env"
+    if settings.get("GPUARENA_LIMIT") is not None:
+        return "--limit"
+    return "exported" if os.environ.get("GPUARENA_LIMIT", "").strip() else None
+
+
+def _raise_what(limit_from, how):
+    """The closing hint's thing to raise: the variable the cap came from (stats' limit_from), as
+    the user gave it (how: limit_given's answer)."""
+    if limit_from and limit_from.startswith("CUDA_DEVICE_MEMORY_LIMIT"):
+        return (f"the device plugin's {limit_from} (HAMi, KAI: the GPU memory the pod asked "
+                "for; --limit cannot go above it)")
+    if how == "--env":
+        return "the GPUARENA_LIMIT given with --env (the one the shim's messages name)"
+    if how == "exported":
+        return ("the GPUARENA_LIMIT exported in the environment (the one the shim's messages "
+                "name; --limit takes its place)")
+    if how is None:  # the program set it in its own environment
+        return "the GPUARENA_LIMIT the program sets itself (neither --limit nor the environment gave it)"
+    return "--limit (the GPUARENA_LIMIT the shim's messages name)"
     return "\n".join(lines)
 
 
@@ -370,7 +398,7 @@ def run(cmd, settings, stats_path=None, sim=False, extra=None):
         if owned:
             try:
                 _report_run(statsfiles.collect(tmp, read_stats), stats_path, env,
-                            settings.get("GPUARENA_TRACE"))
+                            settings.get("GPUARENA_TRACE"), limit_given(settings, extra))
             except GaError as e:  # the program's own status still wins when it failed
                 print(f"gpuarena: {e}", file=sys.stderr)
                 return code or 1
@@ -389,7 +417,7 @@ def _no_stats(stats_path):
     return line + f"; --stats {stats_path} was not written"
 
 
-def _report_run(found, stats_path, env, trace):
+def _report_run(found, stats_path, env, trace, given=None):
     """The summary (no --stats) or the --stats file, from the documents found, and what a
     reader must know: several processes are summed, a trace path without %p kept one of them."""
     if not found:
@@ -415,7 +443,7 @@ def _report_run(found, stats_path, env, trace):
     if stats_path is not None:
         statsfiles.write(stats_path, (None, merged) if merged else found[0])
         return
-    print(summary(merged or docs[0], env), file=sys.stderr)
+    print(summary(merged or docs[0], env, given), file=sys.stderr)
     for doc in docs if merged else ():
         t = _totals(doc)
         print(f"gpuarena:   pid {doc.get('pid', '?')}: {human_count(t.get('alloc_calls'))} "

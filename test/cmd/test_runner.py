@@ -70,6 +70,22 @@ class RunCompare(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
         self.assertIn("raise GPUARENA_LIMIT", p.stderr)
         self.assertIn("gpuarena: 1 of the failures found too few bytes left under the limit: "
                       "raise --limit", p.stderr)
+        # ... and the way the cap was set when it was not --limit: an exported GPUARENA_LIMIT,
+        # one given with --env, a device plugin's variable (helper-51 R6: "raise --limit" for the
+        # first two, nothing for the last)
+        train = os.path.join(gatest.BUILD, "examples", "ex_train")
+        for args, env, what in (
+                ([], {"GPUARENA_LIMIT": "1MiB"}, "raise the GPUARENA_LIMIT exported in the environment"),
+                (["--env", "GPUARENA_LIMIT=1MiB"], {}, "raise the GPUARENA_LIMIT given with --env"),
+                ([], {"CUDA_DEVICE_MEMORY_LIMIT": "1m"},
+                 "raise the device plugin's CUDA_DEVICE_MEMORY_LIMIT (HAMi, KAI"),
+                ([], {"CUDA_DEVICE_MEMORY_LIMIT_0": "1m"},
+                 "raise the device plugin's CUDA_DEVICE_MEMORY_LIMIT_<i> (HAMi, KAI")):
+            p = gatest.cli("run", "--sim", *args, "--", train, "1", env=env)
+            self.assertNotEqual(p.returncode, 0, p.stderr)
+            self.assertIn("1 of the failures found too few bytes left under the limit: " + what,
+                          p.stderr)
+            self.assertNotIn("raise --limit", p.stderr)
         # Two devices: the cap is each device's, the peaks are sums (helper-49 F3: "limit 512 MiB
         # ... peak reserved 768 MiB" read as a cap exceeded)
         from gpuarena_cli import runner

@@ -16,6 +16,7 @@
 #include "outfile.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,55 @@ GA_NO_SANITIZE void *ga_real_dlsym(void *handle, const char *name)
 void *ga_libcuda_handle(void)
 {
     return ga_libcuda;
+}
+
+const char *ga_libcuda_file(void)
+{
+    struct link_map *lm = NULL;
+    if (ga_libcuda && !dlinfo(ga_libcuda, RTLD_DI_LINKMAP, &lm) && lm && lm->l_name && lm->l_name[0])
+        return lm->l_name;
+    return ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1";
+}
+
+/* The toolkit's stub (lib64/stubs/libcuda.so, for linking only) answers every call with
+ * CUDA_ERROR_STUB_LIBRARY: a program failed with that code and no word from gpuarena when
+ * GPUARENA_LIBCUDA named it (an outside check, 2026-12-06). */
+void ga_driver_is_stub(void)
+{
+    static _Atomic int said;
+    if (atomic_exchange(&said, 1))
+        return;
+    if (ga_opt.libcuda)
+        ga_log(GA_LOG_ERROR, "GPUARENA_LIBCUDA=%s is the CUDA toolkit's stub library, not a "
+               "driver: its cuInit answers CUDA_ERROR_STUB_LIBRARY, so CUDA cannot start; unset "
+               "it or name the real libcuda.so.1 (the NVIDIA driver's, for example "
+               "/usr/lib/x86_64-linux-gnu/libcuda.so.1)", ga_opt.libcuda);
+    else
+        ga_log(GA_LOG_ERROR, "the CUDA driver found as libcuda.so.1 (%s) is the CUDA toolkit's "
+               "stub library, not a driver: its cuInit answers CUDA_ERROR_STUB_LIBRARY; take the "
+               "toolkit's stubs folder out of LD_LIBRARY_PATH, or install the NVIDIA driver",
+               ga_libcuda_file());
+}
+
+/* GPUARENA_LIBCUDA naming another driver than the one the program is linked to: the hooked calls
+ * go to the named one, every other (a memset, a kernel launch) to the linked one, which nothing
+ * initialised: CUDA_ERROR_NOT_INITIALIZED, with no word from gpuarena (an outside check,
+ * 2026-12-06). Said once, at start; the first definition after the shim is the linked driver's
+ * (another interposer's is not a driver, and is left alone). */
+static void ga_check_linked_driver(void)
+{
+    const char *linked = NULL;
+    Dl_info own;
+    void *next = ga_real_dlsym(RTLD_NEXT, "cuInit");
+    if (!ga_opt.libcuda || !next || !ga_real.cuInit || next == (void *)ga_real.cuInit ||
+        !ga_is_cuda_driver(next, &linked) || !dladdr((void *)ga_real.cuInit, &own) ||
+        !strcmp(own.dli_fname, linked))
+        return;
+    ga_log(GA_LOG_WARN, "GPUARENA_LIBCUDA=%s is another CUDA driver than the one the program is "
+           "linked to (%s): gpuarena's hooks call the first, the program's other calls (copies, "
+           "kernel launches) go to the second, which may then fail with "
+           "CUDA_ERROR_NOT_INITIALIZED; point GPUARENA_LIBCUDA at %s, or unset it",
+           ga_opt.libcuda, linked, linked);
 }
 
 /* The real driver by soname, already loaded (the program links it) or loaded here. */
@@ -132,8 +182,20 @@ void ga_init_fail(CUresult error)
     ga_init_error = error;
 }
 
+/* 1 when h is gpuarena's shim, 2 when it is a copy of it (it defines dlsym itself, as no driver
+ * does), else 0. */
+static int ga_is_shim(void *h)
+{
+    void *alloc = ga_real_dlsym(h, "cuMemAlloc_v2"), *own = ga_real_dlsym(h, "dlsym");
+    Dl_info a, d;
+    if (alloc == (void *)cuMemAlloc_v2)
+        return 1;
+    return alloc && own && dladdr(alloc, &a) && dladdr(own, &d) && a.dli_fbase == d.dli_fbase ? 2 : 0;
+}
+
 static void ga_init_once(void)
 {
+    int shim;
     ga_tl_busy++;
     ga_find_real_dlsym();
     int bad = ga_options_load();
@@ -143,12 +205,14 @@ static void ga_init_once(void)
     } else if (!(ga_libcuda = ga_open_libcuda())) {
         /* A driver path that was asked for and is not there is a bad setting, like any other. */
         ga_init_error = ga_opt.libcuda ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-    } else if (ga_real_dlsym(ga_libcuda, "cuMemAlloc_v2") == (void *)cuMemAlloc_v2) {
+    } else if ((shim = ga_is_shim(ga_libcuda))) {
         /* GPUARENA_LIBCUDA naming the shim: every call to "the driver" came back to the shim
-         * (cuGetProcAddress spun for ever: an outside check, 2026-12-06). */
-        ga_log(GA_LOG_ERROR, "GPUARENA_LIBCUDA='%s' is gpuarena's shim itself, not the CUDA "
+         * (cuGetProcAddress spun for ever: an outside check, 2026-12-06); a copy of it was
+         * refused as lacking cuMemAlloc_v2, which it exports. */
+        ga_log(GA_LOG_ERROR, "GPUARENA_LIBCUDA='%s' is gpuarena's shim itself%s, not the CUDA "
                "driver: point it at the driver's libcuda.so.1, or unset it; CUDA will not be "
-               "initialised", ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1");
+               "initialised", ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1",
+               shim > 1 ? " (a copy of it)" : "");
         ga_init_error = CUDA_ERROR_INVALID_VALUE;
     } else {
         ga_resolve_driver();
@@ -162,6 +226,8 @@ static void ga_init_once(void)
                    ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1",
                    ga_opt.libcuda ? "; CUDA will not be initialised" : "");
             ga_init_error = ga_opt.libcuda ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        } else {
+            ga_check_linked_driver();
         }
     }
     if (!ga_init_error && ga_opt.trace)

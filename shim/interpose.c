@@ -149,31 +149,22 @@ static int ga_defines(struct link_map *lm, const void *base, const char *name)
  * interposer of its own (device plugins' hijack libraries define both names, under their own
  * soname) for a driver. gpuarena's shim is never one. Cheap: only an object that calls itself
  * libcuda gets the two lookups, and lookups of hooked names outside the shim's driver are few. */
-static int ga_is_driver(void *found, Dl_info *info)
+int ga_is_cuda_driver(void *found, const char **file)
 {
     struct link_map *lm = NULL;
-    Dl_info self;
-    if (!dladdr1(found, info, (void **)&lm, RTLD_DL_LINKMAP) || !info->dli_fname || !lm)
+    Dl_info info, self;
+    if (!dladdr1(found, &info, (void **)&lm, RTLD_DL_LINKMAP) || !info.dli_fname || !lm)
         return 0;
-    if (dladdr((void *)ga_is_driver, &self) && self.dli_fbase == info->dli_fbase)
+    if (dladdr((void *)ga_is_cuda_driver, &self) && self.dli_fbase == info.dli_fbase)
         return 0;
-    const char *base = strrchr(info->dli_fname, '/');
-    base = base ? base + 1 : info->dli_fname;
+    *file = info.dli_fname;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
     if (!strncmp(base, "libcuda.so", 10))
         return 1;
     return !strncmp(ga_soname(lm), "libcuda.so", 10) &&
-           ga_defines(lm, info->dli_fbase, "cuDriverGetVersion") &&
-           ga_defines(lm, info->dli_fbase, "cuMemAlloc_v2");
-}
-
-/* The file of the driver gpuarena uses, as the loader found it. */
-static const char *ga_own_driver_file(void)
-{
-    struct link_map *lm = NULL;
-    void *h = ga_libcuda_handle();
-    if (h && !dlinfo(h, RTLD_DI_LINKMAP, &lm) && lm && lm->l_name && lm->l_name[0])
-        return lm->l_name;
-    return ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1";
+           ga_defines(lm, info.dli_fbase, "cuDriverGetVersion") &&
+           ga_defines(lm, info.dli_fbase, "cuMemAlloc_v2");
 }
 
 static int ga_same_file(const char *a, const char *b)
@@ -192,21 +183,21 @@ static int ga_same_file(const char *a, const char *b)
 static int ga_other_driver(const char *symbol, void *found)
 {
     static _Atomic int said;
-    Dl_info info;
-    if (!ga_is_driver(found, &info))
+    const char *file = NULL;
+    if (!ga_is_cuda_driver(found, &file))
         return 0;
     if (atomic_exchange(&said, 1))
         return 1;
-    const char *own = ga_own_driver_file();
-    if (ga_same_file(info.dli_fname, own))
+    const char *own = ga_libcuda_file();
+    if (ga_same_file(file, own))
         ga_log(GA_LOG_WARN, "the program looks up %s in a second instance of the CUDA driver "
                "gpuarena uses (%s, loaded again apart from it, as dlmopen does): it gets "
                "gpuarena's hook, which calls gpuarena's instance, so the cap holds; nothing to "
-               "do", symbol, info.dli_fname);
+               "do", symbol, file);
     else
         ga_log(GA_LOG_WARN, "the program looks up %s in %s, another CUDA driver than the one "
                "gpuarena uses (%s): it gets gpuarena's hook, which calls gpuarena's driver, so the "
-               "cap holds; %s", symbol, info.dli_fname, own,
+               "cap holds; %s", symbol, file, own,
                ga_opt.libcuda ? "point GPUARENA_LIBCUDA at the driver the program loads, or unset it"
                               : "if the program needs that driver, set GPUARENA_LIBCUDA to it");
     return 1;

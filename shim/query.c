@@ -20,6 +20,8 @@ GA_EXPORT CUresult cuInit(unsigned int Flags)
 {
     GA_HOOK_ENTER(cuInit, (Flags));
     CUresult r = ga_real.cuInit(Flags);
+    if (GA_UNLIKELY(r == CUDA_ERROR_STUB_LIBRARY))
+        ga_driver_is_stub();
     int n = 0;
     if (r == CUDA_SUCCESS && ga_real.cuDeviceGetCount && ga_real.cuDeviceGetCount(&n) == CUDA_SUCCESS)
         for (int d = 0; d < n && d < GA_MAX_DEVICES; d++)

@@ -120,6 +120,14 @@ GA_NO_SANITIZE void *ga_real_dlsym(void *handle, const char *name);
 typedef void *(*ga_dlsym_fn_t)(void *, const char *);
 GA_NO_SANITIZE ga_dlsym_fn_t ga_real_dlsym_fn(void); /* never NULL */
 void *ga_libcuda_handle(void);
+/* The file of the driver gpuarena uses, as the loader found it (GPUARENA_LIBCUDA's value or
+ * libcuda.so.1 before it is loaded). */
+const char *ga_libcuda_file(void);
+/* Whether the object holding fn is a CUDA driver (interpose.c: by file name, or soname and exports;
+ * never the shim); *file is then its file, as the loader names it. */
+int ga_is_cuda_driver(void *fn, const char **file);
+/* cuInit answered CUDA_ERROR_STUB_LIBRARY: says once that the driver loaded is the toolkit's stub. */
+void ga_driver_is_stub(void);
 /* nvml.c: the hook for an NVML name found through dlsym (remembering found as the real one). */
 void *ga_nvml_hook_for(const char *symbol, void *found);
 /* Resolves a runtime (libcudart) function late: the runtime may be loaded after the shim. */

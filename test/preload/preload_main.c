@@ -2,6 +2,7 @@
 #include "preload_test.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,30 @@ int pt_in_shim(void *fn, const char **name)
     if (name)
         *name = info.dli_sname;
     return strstr(info.dli_fname, "libgpuarena.so") != NULL;
+}
+
+void pt_copy_lib(const char *src, char *dir, const char *name, char *copy, size_t len)
+{
+    char cmd[1024];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(copy, len, "%s/%s", dir, name);
+    if (!src) {
+        /* The driver's file from the loader, not from a CUDA name: a dlsym of one would start
+         * the shim here, with the driver on the library path, before a child names the copy. */
+        struct link_map *lm = NULL;
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        ck_assert_ptr_nonnull(h);
+        ck_assert_int_eq(dlinfo(h, RTLD_DI_LINKMAP, &lm), 0);
+        src = lm->l_name;
+    }
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, copy);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+void pt_copy_lib_remove(char *dir, char *copy)
+{
+    unlink(copy);
+    rmdir(dir);
 }
 
 int pt_run_child(void (*fn)(void *), void *arg, char *buf, size_t len)

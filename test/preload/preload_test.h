@@ -28,6 +28,12 @@ int pt_in_shim(void *fn, const char **name);
 /* Runs fn in a child process with stderr captured into buf; returns the child's exit status. */
 int pt_run_child(void (*fn)(void *), void *arg, char *buf, size_t len);
 
+/* A fresh folder (dir: a mkdtemp template) holding a copy of src named name; copy gets its path.
+ * src NULL: the simulated driver's file. */
+void pt_copy_lib(const char *src, char *dir, const char *name, char *copy, size_t len);
+/* Removes what pt_copy_lib made. */
+void pt_copy_lib_remove(char *dir, char *copy);
+
 /* Loads the JSON file at path as d and evaluates a Python expression on it: 0 when true. */
 int pt_json_check(const char *path, const char *expr);
 

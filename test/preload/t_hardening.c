@@ -86,30 +86,13 @@ static void other_driver_child(void *arg)
     exit(0);
 }
 
-/* A copy of the simulated driver's file as dir/name; the driver's file from the loader, not from
- * a CUDA name: a dlsym of one would start the shim here, with the driver on the library path,
- * before the child names the copy. */
-static void copy_driver(char *dir, const char *name, char *copy, size_t len)
-{
-    char cmd[512];
-    struct link_map *lm = NULL;
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(copy, len, "%s/%s", dir, name);
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    ck_assert_ptr_nonnull(h);
-    ck_assert_int_eq(dlinfo(h, RTLD_DI_LINKMAP, &lm), 0);
-    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", lm->l_name, copy);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 START_TEST(other_driver_copy_gets_the_hooks)
 {
     char dir[] = "/tmp/gpuarena-drv-XXXXXX", copy[128], env[160], err[4096];
-    copy_driver(dir, "libcuda.so.1", copy, sizeof copy);
+    pt_copy_lib(NULL, dir, "libcuda.so.1", copy, sizeof copy);
     snprintf(env, sizeof env, "GPUARENA_LIBCUDA=%s", copy);
     int rc = pt_run_child(other_driver_child, env, err, sizeof err);
-    unlink(copy);
-    rmdir(dir);
+    pt_copy_lib_remove(dir, copy);
     ck_assert_msg(rc == 0, "exit %d (11-14: a lookup answered by the program's driver): %s", rc, err);
     ck_assert_msg(strstr(err, "another CUDA driver than the one gpuarena uses") &&
                   strstr(err, "so the cap holds"), "the warning: %s", err);
@@ -138,10 +121,9 @@ static void renamed_driver_child(void *arg)
 START_TEST(renamed_driver_copy_gets_the_hooks)
 {
     char dir[] = "/tmp/gpuarena-drv-XXXXXX", copy[128], err[4096];
-    copy_driver(dir, "libnvcuda-compat.so", copy, sizeof copy);
+    pt_copy_lib(NULL, dir, "libnvcuda-compat.so", copy, sizeof copy);
     int rc = pt_run_child(renamed_driver_child, copy, err, sizeof err);
-    unlink(copy);
-    rmdir(dir);
+    pt_copy_lib_remove(dir, copy);
     ck_assert_msg(rc == 0, "exit %d (11-14: a lookup answered by the copy itself): %s", rc, err);
     ck_assert_msg(strstr(err, "libnvcuda-compat.so, another CUDA driver than the one gpuarena uses") &&
                   strstr(err, "so the cap holds") && !strstr(err, "GPUARENA_LIBCUDA at"),

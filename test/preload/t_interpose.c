@@ -7,6 +7,8 @@
 #include "preload_test.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,6 +202,83 @@ START_TEST(dlmopen_second_instance)
 }
 END_TEST
 
+/* ---- GPUARENA_LIBCUDA naming what the program does not use: said, once (an outside check,
+ * 2026-12-06: the program failed with the driver's code and no word from gpuarena) ---- */
+static void init_child(void *arg)
+{
+    pt_env((char *)arg, NULL);
+    exit(cuInit(0) == CUDA_SUCCESS ? 0 : 1);
+}
+
+static void init_child_env(char *const *env)
+{
+    for (int i = 0; env[i]; i++)
+        putenv(env[i]);
+    init_child((void *)"GPUARENA_LOG=warn");
+}
+
+/* The toolkit's stub (here the simulated driver answering CUDA_ERROR_STUB_LIBRARY), named by
+ * GPUARENA_LIBCUDA or found as libcuda.so.1. */
+static void stub_child(void *arg)
+{
+    char *env[] = {"SIMCUDA_FAIL=cuInit:1+:CUDA_ERROR_STUB_LIBRARY", arg, NULL};
+    init_child_env(env);
+}
+
+START_TEST(stub_driver_said)
+{
+    char dir[] = "/tmp/gpuarena-drv-XXXXXX", copy[128], env[160], err[4096];
+    pt_copy_lib(NULL, dir, "libcuda.so", copy, sizeof copy);
+    snprintf(env, sizeof env, "GPUARENA_LIBCUDA=%s", copy);
+    int rc = pt_run_child(stub_child, env, err, sizeof err);
+    pt_copy_lib_remove(dir, copy);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(strstr(err, "is the CUDA toolkit's stub library, not a driver") &&
+                  strstr(err, "unset it or name the real libcuda.so.1"), "the line: %s", err);
+    rc = pt_run_child(stub_child, "GPUARENA_LOG=warn", err, sizeof err);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(strstr(err, "is the CUDA toolkit's stub library, not a driver") &&
+                  strstr(err, "take the toolkit's stubs folder out of LD_LIBRARY_PATH"),
+                  "the line: %s", err);
+}
+END_TEST
+
+/* A copy of the driver named while the program is linked to the one on its library path: its
+ * unhooked calls go to the linked driver, which nothing initialised. */
+START_TEST(linked_driver_differs_said)
+{
+    char dir[] = "/tmp/gpuarena-drv-XXXXXX", copy[128], env[160], err[4096];
+    pt_copy_lib(NULL, dir, "libcuda.so.1", copy, sizeof copy);
+    snprintf(env, sizeof env, "GPUARENA_LIBCUDA=%s", copy);
+    int rc = pt_run_child(init_child, env, err, sizeof err);
+    pt_copy_lib_remove(dir, copy);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(strstr(err, "is another CUDA driver than the one the program is linked to") &&
+                  strstr(err, "CUDA_ERROR_NOT_INITIALIZED"), "the line: %s", err);
+    /* the driver the program is linked to, named: nothing to say */
+    struct link_map *lm = NULL;
+    ck_assert_int_eq(dlinfo(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), RTLD_DI_LINKMAP, &lm), 0);
+    snprintf(env, sizeof env, "GPUARENA_LIBCUDA=%s", lm->l_name);
+    rc = pt_run_child(init_child, env, err, sizeof err);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(!strstr(err, "gpuarena:"), "nothing said: %s", err);
+}
+END_TEST
+
+/* A copy of the shim is refused as the shim, not as a library lacking cuMemAlloc_v2. */
+START_TEST(shim_copy_refused_as_the_shim)
+{
+    char dir[] = "/tmp/gpuarena-shim-XXXXXX", copy[128], env[160], err[4096];
+    pt_copy_lib(getenv("PT_SHIM"), dir, "libcuda.so.1", copy, sizeof copy);
+    snprintf(env, sizeof env, "GPUARENA_LIBCUDA=%s", copy);
+    int rc = pt_run_child(init_child, env, err, sizeof err);
+    pt_copy_lib_remove(dir, copy);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(strstr(err, "is gpuarena's shim itself (a copy of it), not the CUDA driver") &&
+                  !strstr(err, "lacks"), "the line: %s", err);
+}
+END_TEST
+
 TCase *pt_tcase_interpose(void)
 {
     TCase *tc = tcase_create("interpose");
@@ -208,5 +287,8 @@ TCase *pt_tcase_interpose(void)
     tcase_add_test(tc, getproc_v2_versions);
     tcase_add_test(tc, getproc_v1);
     tcase_add_test(tc, dlmopen_second_instance);
+    tcase_add_test(tc, stub_driver_said);
+    tcase_add_test(tc, linked_driver_differs_said);
+    tcase_add_test(tc, shim_copy_refused_as_the_shim);
     return tc;
 }

@@ -322,6 +322,27 @@ static void ga_warn_unknown(void)
     }
 }
 
+/* What each key ga_options_json writes means, for the report's about_keys.options. */
+#define GA_OPTIONS_JSON_KEYS(X)                                                                 \
+    X(preallocate, "whether the arena takes its memory at the first allocation: GPUARENA_MODE arena, not grow") \
+    X(fraction, "the share of the cap taken then, GPUARENA_MEM_FRACTION")                       \
+    X(fraction_grow, "whether the arena grows past that share, GPUARENA_MEM_FRACTION ending in +") \
+    X(limit, "the cap in bytes per device, or null for none")                                   \
+    X(limit_from, "the variable that set limit: GPUARENA_LIMIT or a device plugin's CUDA_DEVICE_MEMORY_LIMIT") \
+    X(limit_percent, "present when GPUARENA_LIMIT is a percentage of the device: that percentage") \
+    X(vmm_keep, "bytes of wholly free granules vmm keeps mapped, GPUARENA_VMM_KEEP")           \
+    X(free_sync, "how freed memory waits for the device before reuse, GPUARENA_FREE_SYNC")
+
+void ga_options_json_about(FILE *f)
+{
+    const char *sep = "";
+    fputc('{', f);
+#define GA_OPTION_ABOUT(key, desc) fprintf(f, "%s\"%s\": \"%s\"", sep, #key, desc), sep = ", ";
+    GA_OPTIONS_JSON_KEYS(GA_OPTION_ABOUT)
+#undef GA_OPTION_ABOUT
+    fputc('}', f);
+}
+
 void ga_options_json(FILE *f, uint64_t percent_cap)
 {
     fprintf(f, "{\"preallocate\": %s, \"fraction\": %g, \"fraction_grow\": %s, \"limit\": ",

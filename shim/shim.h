@@ -178,6 +178,7 @@ void ga_options_print_help(void);
 /* The options in force as a JSON object (the statistics' "options"); percent_cap: the cap a
  * percentage limit gave device 0 (0: not known yet). */
 void ga_options_json(FILE *f, uint64_t percent_cap);
+void ga_options_json_about(FILE *f); /* what each key ga_options_json writes means */
 int ga_parse_size(const char *s, uint64_t *bytes, double *percent);
 void ga_log(ga_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -451,6 +451,69 @@ static int ga_is_shim_key(const char *name)
     return 0;
 }
 
+/* What every key outside "totals" means ("about" explains those), one list per object, written as
+ * "about_keys" so that the file explains each of its keys (wall_ns and the device entries' keys
+ * were explained nowhere: an outside check, 2026-12-06). X(key, description); a test checks every
+ * key written has one. No character JSON would escape. */
+#define GA_DOC_KEYS(X)                                                                          \
+    X(gpuarena_stats, "the format of this file: 2")                                               \
+    X(version, "the version of gpuarena that wrote it")                                           \
+    X(pid, "the process that wrote it")                                                          \
+    X(mode, "the allocation mode, GPUARENA_MODE")                                                \
+    X(options, "the settings in force, each key in about_keys.options")                          \
+    X(wall_ns, "nanoseconds from the shim's start to this report")                               \
+    X(totals, "the process's figures, summed over its contexts: what each counts in about, its unit in units") \
+    X(units, "the unit of each totals key: count, bytes, ns or ratio")                           \
+    X(about, "what each totals key counts")                                                      \
+    X(about_keys, "what every other key means: the document's, options', and each by_api and devices entry's") \
+    X(by_api, "calls by the CUDA entry point that made them, allocations and frees, each entry's keys in about_keys.by_api") \
+    X(devices, "one entry per context, and one per device for its destroyed contexts together, each entry's keys in about_keys.devices")
+#define GA_DEVICE_KEYS(X)                                                                       \
+    X(device, "the CUDA device ordinal")                                                         \
+    X(context, "the context's handle, or retired: the device's destroyed contexts together")    \
+    X(contexts, "retired entries: how many destroyed contexts the entry sums")                   \
+    X(cap, "bytes the process may hold on the device: GPUARENA_LIMIT, a device plugin's limit or the device's memory") \
+    X(alive, "whether the context still exists; a destroyed one's figures are its pool's at teardown") \
+    X(mode, "the allocation mode of the context's pool")                                         \
+    X(fragmentation, "1 - largest free block / free bytes of this pool, a ratio")                \
+    X(incomplete, "present when a call that cannot end held the context's lock at exit: its figures as they were")
+#define GA_BY_API_KEYS(X)                                                                       \
+    X(calls, "calls of this entry point")                                                        \
+    X(failed, "of those, the ones that failed")                                                  \
+    X(bytes, "bytes of its successful allocations")
+
+static const char *ga_shim_desc(const char *name)
+{
+#define GA_SHIM_DESC(n, unit, desc) if (!strcmp(name, #n)) return desc;
+    GA_SHIM_STATS_LIST(GA_SHIM_DESC)
+#undef GA_SHIM_DESC
+    return "";
+}
+
+static void ga_json_about_keys(FILE *f)
+{
+    const char *sep = "";
+#define GA_ABOUT_KEY(key, desc) fprintf(f, "%s\"%s\": \"%s\"", sep, #key, desc), sep = ", ";
+    fprintf(f, "  \"about_keys\": {\"document\": {");
+    GA_DOC_KEYS(GA_ABOUT_KEY)
+    fprintf(f, "},\n    \"options\": ");
+    ga_options_json_about(f);
+    fprintf(f, ",\n    \"by_api\": {");
+    sep = "";
+    GA_BY_API_KEYS(GA_ABOUT_KEY)
+    fprintf(f, "},\n    \"devices\": {");
+    sep = "";
+    GA_DEVICE_KEYS(GA_ABOUT_KEY)
+#undef GA_ABOUT_KEY
+    /* the pool's figures; the failures are the context's calls, as in totals (ga_json_devices) */
+#define GA_ABOUT_POOL(name, unit, desc)                                                         \
+    fprintf(f, ", \"%s\": \"%s (unit: %s)\"", #name,                                        \
+            ga_is_shim_key(#name) ? ga_shim_desc(#name) : desc, #unit);
+    GA_STATS_LIST(GA_ABOUT_POOL)
+#undef GA_ABOUT_POOL
+    fprintf(f, "}},\n");
+}
+
 /* The report, format 2: "totals" holds the shim's figures (GA_SHIM_STATS_LIST), the process
  * levels and their peaks (GA_LEVEL_LIST) and the pools' figures (GA_STATS_LIST) summed over
  * contexts; "units" names the unit of every totals key, so a reader needs no copy of the lists. */
@@ -536,6 +599,7 @@ static void ga_json_write(FILE *f)
     fprintf(f, ", \"fragmentation\": \"1 - largest free block / free bytes at the end, of the "
                "worst pool\", \"max_fragmentation\": \"the worst fragmentation seen at any free "
                "and at the end\"},\n");
+    ga_json_about_keys(f);
     ga_json_by_api(f, &cn);
     fputs(dev_buf ? dev_buf : "  \"devices\": []\n", f);
     fputs("}\n", f);

@@ -40,6 +40,13 @@ static const char *pt_contract =
     "isinstance(d['options']['fraction_grow'], bool) and all(k in d['units'] for k in d['totals']) and "
     /* every totals key's meaning in the file itself, and nothing else there */
     "set(d['about']) == set(d['totals']) and all(len(v) > 10 for v in d['about'].values()) and "
+    /* ... and every other key's, in about_keys (wall_ns, the device entries' keys were in
+     * neither about nor units: an outside check, 2026-12-06) */
+    "set(d['about_keys']['document']) == set(d) and "
+    "set(d['options']) <= set(d['about_keys']['options']) and "
+    "all(set(e) <= set(d['about_keys']['devices']) for e in d['devices']) and "
+    "all(set(v) <= set(d['about_keys']['by_api']) for v in d['by_api'].values()) and "
+    "all(len(v) > 10 for o in d['about_keys'].values() for v in o.values()) and "
     "d['options']['fraction'] == 0.75 and d['options']['limit'] == 64*1024*1024 and d['wall_ns'] > 0 and "
     "all(k in d['totals'] for k in ['alloc_calls','free_calls','failed_allocs','frag_failures',"
     "'driver_alloc_calls','driver_free_calls','alloc_time_ns','free_time_ns','in_use',"
@@ -552,6 +559,9 @@ START_TEST(stats_bounded_after_context_churn)
     ck_assert_msg(pt_run_child(churn_child, NULL, err, sizeof err) == 0, "%s: %s", modes[_i], err);
     ck_assert_msg(pt_json_check(stats, "len(d['devices']) <= 3") == 0,
                   "%s: one entry per context ever made", modes[_i]);
+    ck_assert_msg(pt_json_check(stats, "all(set(e) <= set(d['about_keys']['devices']) for e in "
+                                       "d['devices'])") == 0,
+                  "%s: a retired entry's keys explained in about_keys.devices", modes[_i]);
     snprintf(expr, sizeof expr,
              "(t := d['totals']) and t['alloc_calls'] == %d and t['free_calls'] == %d and "
              "sum(e['allocs'] for e in d['devices']) == t['allocs'] == %d and "

@@ -122,11 +122,10 @@ void ga_dev_uncommit(int dev, uint64_t bytes)
     }
 }
 
-void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free, uint64_t *total)
+/* The bytes dev's pools hold idle, which cuMemGetInfo's view counts as free: each live pool's
+ * free part, the freed chunks waiting for the device, and the driver pools' kept bytes. */
+static uint64_t ga_dev_idle(int dev)
 {
-    ga_dev_t *d = &ga_devs[dev];
-    uint64_t cap = d->cap < phys_total ? d->cap : phys_total;
-    uint64_t held = d->group ? ga_group_used(d->group) : ga_dev_held(dev);
     uint64_t inside = 0;
     for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
         if (c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
@@ -158,7 +157,15 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
         }
         ga_mutex_unlock(&c->lock);
     }
-    inside += ga_mempool_kept(dev); /* kept by the driver's pools: trimmed when needed */
+    return inside + ga_mempool_kept(dev); /* kept by the driver's pools: trimmed when needed */
+}
+
+void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free, uint64_t *total)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    uint64_t cap = d->cap < phys_total ? d->cap : phys_total;
+    uint64_t held = d->group ? ga_group_used(d->group) : ga_dev_held(dev);
+    uint64_t inside = ga_dev_idle(dev);
     uint64_t room = cap > held ? cap - held : 0;
     uint64_t g = ga_opt.mode == GA_MODE_VMM ? ga_vmm_granule(dev) : 0;
     if (g > 1) {
@@ -281,6 +288,25 @@ int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, ui
         return r == CUDA_SUCCESS ? 2 : 1;
     }
     return ga_mem_view_early(uuid, real_total, total, used); /* a device CUDA has not set up */
+}
+
+/* This process's use of a device in cuMemGetInfo's view, for NVML's process list (nvml.c): what
+ * it holds less its pools' idle bytes, which that view counts as free. The driver's figure is
+ * the whole reservation (an arena's preallocation): a tool summing the list saw more used than
+ * total - free (an outside check, 2026-12-06: 6 GiB listed, 100 MiB used). */
+int ga_mem_view_self(const uint8_t uuid[16], uint64_t *used)
+{
+    if (!atomic_load_explicit(&ga_init_done, memory_order_acquire) || ga_init_error)
+        return 0;
+    for (int dev = 0; dev < GA_MAX_DEVICES; dev++) {
+        if (!atomic_load_explicit(&ga_devs[dev].known, memory_order_acquire) ||
+            memcmp(ga_devs[dev].uuid, uuid, 16))
+            continue;
+        uint64_t held = ga_dev_held(dev), idle = ga_dev_idle(dev);
+        *used = held > idle ? held - idle : 0;
+        return 1;
+    }
+    return 0;
 }
 
 uint64_t ga_dev_held(int dev)

@@ -135,6 +135,9 @@ int ga_hami_limit(char *const *envp, int dev, uint64_t *bytes, char *err, size_t
  * bytes already in it: nothing more to apply), 1 when the device's free memory is not in it (before
  * the first CUDA call, or no context on the device: the caller bounds free by it). */
 int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, uint64_t *used);
+/* This process's own use of the device in that view (what it holds less its pools' idle bytes),
+ * for NVML's process list; 0 when the shim has not set the device up. Provided by the shim. */
+int ga_mem_view_self(const uint8_t uuid[16], uint64_t *used);
 
 /* shim/nvml.c's entry points for the interposition code: the hook for an NVML name, given what the
  * real dlsym found (returned unchanged for names nvml.c does not hook, or when found is NULL); and

@@ -27,8 +27,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #pragma weak ga_mem_view
+#pragma weak ga_mem_view_self
 
 #define GA_NVML_API __attribute__((visibility("default")))
 
@@ -241,7 +243,8 @@ static int ga_nvml_merged(nvmlDevice_t dev, int version, ga_proc_t *out, nvmlRet
     uint8_t uuid[16];
     ga_group_member_t m[GA_NVML_MAX];
     const char *group = ga_nvml_group();
-    int k = group && ga_nvml_uuid(dev, uuid) ? ga_group_list(ga_nvml_group_dir, group, uuid, m, GA_NVML_MAX) : -1;
+    int have = ga_nvml_uuid(dev, uuid);
+    int k = group && have ? ga_group_list(ga_nvml_group_dir, group, uuid, m, GA_NVML_MAX) : -1;
     for (int j = 0; j < k && j < GA_NVML_MAX && n < GA_NVML_MAX; j++) {
         unsigned i = 0;
         while (i < n && out[i].pid != m[j].pid)
@@ -249,6 +252,13 @@ static int ga_nvml_merged(nvmlDevice_t dev, int version, ga_proc_t *out, nvmlRet
         if (i == n)
             out[n++] = (ga_proc_t){m[j].pid, m[j].committed, 0xFFFFFFFFu, 0xFFFFFFFFu};
     }
+    /* This process's own entry in memory info's view (its pools' idle bytes free, not used), so
+     * the list never sums past total - free; other processes keep the driver's figure. */
+    uint64_t own;
+    if (have && ga_mem_view_self && ga_mem_view_self(uuid, &own))
+        for (unsigned i = 0; i < n; i++)
+            if (out[i].pid == (unsigned)getpid())
+                out[i].used = own;
     return (int)n;
 }
 

@@ -86,6 +86,36 @@ static void nvml_agrees(const char *when)
                   "%s: NVML v2 agrees", when);
 }
 
+typedef nvmlReturn_t (*procs1_fn)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_v1_t *);
+typedef nvmlReturn_t (*procs3_fn)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
+
+/* This process's entry in NVML's process lists (v1 and v3, which must agree; ~0 when it is not
+ * listed), and *sum (optional) the v3 list's total. */
+static unsigned long long nvml_own_used(unsigned long long *sum)
+{
+    procs1_fn p1 = (procs1_fn)dlsym(g_nvml, "nvmlDeviceGetComputeRunningProcesses");
+    procs3_fn p3 = (procs3_fn)dlsym(g_nvml, "nvmlDeviceGetComputeRunningProcesses_v3");
+    nvmlProcessInfo_v1_t a[16];
+    nvmlProcessInfo_t b[16];
+    unsigned int na = 16, nb = 16;
+    ck_assert(p1 && p3);
+    ck_assert_int_eq(p1(g_dev, &na, a), NVML_SUCCESS);
+    ck_assert_int_eq(p3(g_dev, &nb, b), NVML_SUCCESS);
+    unsigned long long own = ~0ull, own1 = ~0ull, total = 0;
+    for (unsigned i = 0; i < na; i++)
+        if (a[i].pid == (unsigned)getpid())
+            own1 = a[i].usedGpuMemory;
+    for (unsigned i = 0; i < nb; i++) {
+        total += b[i].usedGpuMemory;
+        if (b[i].pid == (unsigned)getpid())
+            own = b[i].usedGpuMemory;
+    }
+    ck_assert_uint_eq(own, own1);
+    if (sum)
+        *sum = total;
+    return own;
+}
+
 START_TEST(nvml_capped_view_agrees_with_meminfo)
 {
     pt_env("GPUARENA_LIMIT=256MiB", "GPUARENA_MODE=grow", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -100,6 +130,7 @@ START_TEST(nvml_capped_view_agrees_with_meminfo)
     nvmlMemory_t m;
     ck_assert_int_eq(((mem_fn)dlsym(g_nvml, "nvmlDeviceGetMemoryInfo"))(g_dev, &m), NVML_SUCCESS);
     ck_assert_uint_eq(m.total, 256 * MiB); /* the cap, not the device's 1 GiB */
+    ck_assert_uint_eq(nvml_own_used(NULL), 164 * MiB); /* not grow's regions, in the same view */
     ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
     nvml_agrees("after a free");
 }
@@ -124,6 +155,12 @@ START_TEST(nvml_uncapped_agrees_with_meminfo)
     ck_assert_int_eq(((mem_fn)dlsym(g_nvml, "nvmlDeviceGetMemoryInfo"))(g_dev, &m), NVML_SUCCESS);
     ck_assert_msg(m.total == 1 * GiB && m.used == 100 * MiB, "%s: total %llu used %llu",
                   limits[_i] ? limits[_i] : "no limit", m.total, m.used);
+    /* The process list in the same view: this process's entry is what memory info counts it as
+     * using, not the driver's reservation (the whole arena: 6 GiB listed beside 100 MiB used, an
+     * outside check, 2026-12-06), so the list never sums past total - free. */
+    unsigned long long sum, own = nvml_own_used(&sum);
+    ck_assert_msg(own == 100 * MiB && sum <= m.total - m.free, "%s: own entry %llu, list %llu, "
+                  "memory info used %llu", limits[_i] ? limits[_i] : "no limit", own, sum, m.used);
     ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
     nvml_agrees("after the free");
 }

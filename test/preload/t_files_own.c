@@ -338,7 +338,7 @@ END_TEST
 START_TEST(stats_own_stderr_stdout_reader_gone)
 {
     tf_dir_t d;
-    char link_path[128], err[8192];
+    char link_path[128], err[16384];
     tf_own_link(&d, "GPUARENA_STATS", "/dev/stderr", "err-link", link_path, sizeof link_path);
     int pfd[2];
     ck_assert_int_eq(pipe(pfd), 0);

@@ -3,11 +3,12 @@
 # (direct binding) and a stand-in runtime, and runs under LD_PRELOAD=libgpuarena.so in Check's fork mode; it writes
 # $(RESULTS)/preload.tap.
 PRELOAD_DIR     := $(BUILD)/preload
-PRELOAD_SRC     := $(filter-out test/preload/fake_cudart.c test/preload/ctor_lib.c test/preload/bench_%.c \
+PRELOAD_SRC     := $(filter-out test/preload/fake_cudart.c test/preload/fake_plugin.c test/preload/ctor_lib.c test/preload/bench_%.c \
                      test/preload/t_lean.c test/preload/hostfail_prog.c,$(wildcard test/preload/*.c))
 PRELOAD_TEST    := $(PRELOAD_DIR)/test_preload
 PRELOAD_FAKE    := $(PRELOAD_DIR)/libcudart.so
 PRELOAD_CTOR    := $(PRELOAD_DIR)/libgactor.so
+PRELOAD_PLUGIN  := $(PRELOAD_DIR)/libgaplugin.so
 PRELOAD_BENCH   := $(PRELOAD_DIR)/bench_shim
 PRELOAD_THREADS := $(PRELOAD_DIR)/bench_threads
 PRELOAD_NULLDRV := $(PRELOAD_DIR)/nulldrv/libcuda.so.1
@@ -30,7 +31,12 @@ $(PRELOAD_CTOR): test/preload/ctor_lib.c $(BUILD)/sim/libcuda.so
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -o $@ $< -L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON)
 
-$(PRELOAD_TEST): $(PRELOAD_SRC) $(wildcard test/preload/*.h) $(PRELOAD_FAKE) $(PRELOAD_CTOR) \
+# Under its own soname, linked to nothing: an interposer, not a driver (t_hardening.c).
+$(PRELOAD_PLUGIN): test/preload/fake_plugin.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -Wl,-soname,libgaplugin.so -o $@ $< $(LDFLAGS_COMMON)
+
+$(PRELOAD_TEST): $(PRELOAD_SRC) $(wildcard test/preload/*.h) $(PRELOAD_FAKE) $(PRELOAD_CTOR) $(PRELOAD_PLUGIN) \
                  $(BUILD)/sim/libcuda.so $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) -I$(CUDA)/include -Itest/sim -o $@ $(PRELOAD_SRC) \

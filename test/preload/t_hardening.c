@@ -131,6 +131,29 @@ START_TEST(renamed_driver_copy_gets_the_hooks)
 }
 END_TEST
 
+/* A device plugin's interposer (its own soname, driver names defined) keeps its functions: it is
+ * no driver, whatever it exports (test/preload/fake_plugin.c). */
+static void plugin_child(void *arg)
+{
+    (void)arg;
+    if (cuInit(0) != CUDA_SUCCESS)
+        exit(10);
+    void *h = dlopen("libgaplugin.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        exit(9);
+    void *f = dlsym(h, "cuMemAlloc_v2");
+    exit(!f ? 11 : pt_in_shim(f, NULL) ? 12 : 0);
+}
+
+START_TEST(plugin_interposer_keeps_its_functions)
+{
+    char err[4096];
+    int rc = pt_run_child(plugin_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d (12: the plugin's function was swapped for the hook): %s", rc, err);
+    ck_assert_msg(!strstr(err, "another CUDA driver"), "nothing said: %s", err);
+}
+END_TEST
+
 /* ---- item 2: teardown racing allocation leaves no phantom commitment ---- */
 static _Atomic int race_stop;
 
@@ -702,6 +725,7 @@ TCase *pt_tcase_hardening(void)
     tcase_add_test(tc, bad_setting_every_path);
     tcase_add_test(tc, other_driver_copy_gets_the_hooks);
     tcase_add_test(tc, renamed_driver_copy_gets_the_hooks);
+    tcase_add_test(tc, plugin_interposer_keeps_its_functions);
     tcase_add_test(tc, reset_race_no_phantom);
     tcase_add_test(tc, idle_memory_serves_other_context);
     tcase_add_test(tc, zero_share_or_cap_refused);

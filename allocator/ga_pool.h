@@ -63,6 +63,13 @@ int ga_mode_parse(const char *text, ga_mode_t *mode);
  *    mapped, nothing held) on failure, else sets *handle (non-zero) for the matching unmap.
  *  - unmap(ctx, addr, size, handle): takes it away and releases the physical memory.
  *  - granularity: a power of two, at least GA_ALIGN.
+ *  - map_run(ctx, addr, size, n), unmap_run(ctx, addr, size, n): optional, both or neither, for a
+ *    backend that needs no handle per granule (gpuarena-replay's, which only counts): the n
+ *    granules [addr, addr + n * size) mapped (all or nothing: non-zero, none mapped) or unmapped
+ *    in one call; granules mapped together may be unmapped apart, and the reverse. A pool whose
+ *    backend has them maps and unmaps through them only (map and unmap may be NULL) and keeps no
+ *    handles, and a block of n fresh granules costs a few bitmap words, not n calls. The
+ *    driver's backend leaves them NULL: each granule keeps its own handle, given back alone.
  * No call is made re-entrantly from inside another. */
 typedef struct ga_pool_backend {
     int (*reserve)(void *ctx, size_t size, uintptr_t *base);
@@ -73,6 +80,8 @@ typedef struct ga_pool_backend {
     void (*unmap)(void *ctx, uintptr_t addr, size_t size, uint64_t handle);
     size_t granularity;
     void *ctx;
+    int (*map_run)(void *ctx, uintptr_t addr, size_t size, size_t n);
+    void (*unmap_run)(void *ctx, uintptr_t addr, size_t size, size_t n);
 } ga_pool_backend_t;
 
 /* How a pool holds memory.

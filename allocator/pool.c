@@ -28,7 +28,8 @@ static int backend_ok(const ga_pool_backend_t *b, ga_mode_t mode)
     if (mode != GA_MODE_VMM)
         return b->reserve && b->release;
     size_t g = b->granularity;
-    return b->va_reserve && b->va_release && b->map && b->unmap && g >= GA_ALIGN && !(g & (g - 1));
+    int maps = b->map_run || b->unmap_run ? b->map_run && b->unmap_run : b->map && b->unmap;
+    return b->va_reserve && b->va_release && maps && g >= GA_ALIGN && !(g & (g - 1));
 }
 
 ga_pool_t *ga_pool_create(const ga_pool_backend_t *backend, const ga_pool_config_t *config,

@@ -27,7 +27,9 @@
 
 
 /* Fake backend: address ranges from a bump pointer, far from anything real, never reused.
- * Virtual ranges (vmm) come from the same bump pointer; granule maps only count. */
+ * Virtual ranges (vmm) come from the same bump pointer; granule maps only count, a run of them
+ * in one call (map_run, ga_pool.h): a trace of blocks of 1 TiB maps 524,288 granules a block,
+ * and granule by granule that was ~8 ns each, 4.2 s for 1,000 such blocks. */
 typedef struct fake_backend {
     uint64_t next, end;
     uint64_t reserves, releases, maps, unmaps;
@@ -64,20 +66,19 @@ static void fake_va_release(void *ctx, uintptr_t base, size_t size)
     (void)fake_release(ctx, base, size);
 }
 
-static int fake_map(void *ctx, uintptr_t addr, size_t size, uint64_t *handle)
+static int fake_map_run(void *ctx, uintptr_t addr, size_t size, size_t n)
 {
     fake_backend_t *fb = ctx;
-    (void)size;
-    *handle = (uint64_t)addr | 1;
-    fb->maps++;
+    (void)addr, (void)size;
+    fb->maps += n;
     return 0;
 }
 
-static void fake_unmap(void *ctx, uintptr_t addr, size_t size, uint64_t handle)
+static void fake_unmap_run(void *ctx, uintptr_t addr, size_t size, size_t n)
 {
     fake_backend_t *fb = ctx;
-    (void)addr, (void)size, (void)handle;
-    fb->unmaps++;
+    (void)addr, (void)size;
+    fb->unmaps += n;
 }
 
 /* What one trace allocation became. ENTRY_NONE: not yet replayed, or released; ENTRY_INVALID: the
@@ -431,8 +432,10 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
                              .align = o->mode == GA_MODE_VMM ? gran : GA_ALIGN};
     if (resolve(r, t, err, errlen) != 0)
         return -1;
-    ga_pool_backend_t be = {fake_reserve, fake_release, fake_reserve, fake_va_release, fake_map,
-                            fake_unmap, gran, &r->fb};
+    ga_pool_backend_t be = {.reserve = fake_reserve, .release = fake_release,
+                            .va_reserve = fake_reserve, .va_release = fake_va_release,
+                            .map_run = fake_map_run, .unmap_run = fake_unmap_run,
+                            .granularity = gran, .ctx = &r->fb};
     ga_pool_config_t cfg = pool_config(o);
     r->no_room = o->mode == GA_MODE_GROW && o->limit && o->limit < GA_ALIGN;
     ga_status_t st = GA_OK;

@@ -125,15 +125,17 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
         const ga_vrange_t *r = &v->ranges[i];
         for (size_t g = 0; g < r->ngran; g++) {
             int used = in_use(r, g);
-            mapped += r->handle[g] ? v->gran : 0;
-            orphan += used && !r->handle[g];
+            /* a backend that maps runs has no handles: the mapped bit is all there is */
+            uint64_t h = r->handle ? r->handle[g] : (uint64_t)bit_get(r->mapped, g);
+            mapped += h ? v->gran : 0;
+            orphan += used && !h;
             unlent += used && (!r->owner[g] || r->owner[g] > v->nareas);
             /* the mapped bit is the handle; an inner granule is no block's end; the aligned
              * area keeps no counts */
-            bits += bit_get(r->mapped, g) != (r->handle[g] != 0) ||
+            bits += bit_get(r->mapped, g) != (h != 0) ||
                     (bit_get(r->inner, g) && r->refs[g]) ||
                     (r->owner[g] == 1 + AREA_ALIGNED && r->refs[g]);
-            if (!used && r->handle[g]) {
+            if (!used && h) {
                 kept += v->gran;
                 unstacked += !bit_get(r->stacked, g);
             }

@@ -619,6 +619,57 @@ static int scan_up(const ga_trace_t *t, const ga_replay_opts_t *o, size_t lo, si
     return 0;
 }
 
+/* vmm over a virtual range of a fixed size (arena_size; gpuarena-replay gives twice the live
+ * peak): the limit then decides no placement, only refusals, so a trial under a limit L refuses
+ * nothing and is the run with no limit, or refuses first where that run's mapped bytes would pass
+ * L. Its mapped bytes only grow when no kept granule is left to give back, so L runs the trace
+ * exactly when L >= that run's peak of mapped bytes. After the bisection's first trial (lo, the
+ * live peak), one replay with no limit then gives the answer the bisection converges to (that
+ * peak rounded up to g), and two trials confirm it (it runs the trace, g less does not). Where
+ * the bisection made ~34 trials, each a whole replay when it fits (a trace of 1,000 blocks of
+ * 1 TiB + 512 bytes: 115 s before runs of granules were mapped in one call, 2.1 s after), this
+ * makes four. 1: *size set; 0: not this case, or the confirmation disagreed (the caller bisects
+ * as before); -1: error. */
+static int vmm_from_peak(const ga_trace_t *t, const ga_replay_opts_t *o, size_t lo, size_t g,
+                         size_t *size, char *err, size_t errlen)
+{
+    if (o->mode != GA_REPLAY_VMM || !o->arena_size)
+        return 0; /* no fixed range: the range is twice the limit, and placement follows it */
+    int ok;
+    if (fits(t, o, lo, &ok, err, errlen) != 0)
+        return -1;
+    if (ok) { /* as the bisection: lo runs it */
+        *size = lo;
+        return 1;
+    }
+    ga_replay_opts_t u = *o;
+    u.limit = 0;
+    u.stop_at_oom = 1;
+    u.check = 0;
+    u.no_frag_track = 1;
+    u.on_event = NULL;
+    ga_replay_result_t res;
+    if (ga_replay(t, &u, &res, err, errlen) != 0)
+        return -1;
+    if (res.failed_allocs || res.peak_reserved > ((uint64_t)1 << 60))
+        return 0; /* refused with no limit, or past the bisection's 2^60: as before */
+    size_t c = round_up((size_t)res.peak_reserved, g);
+    if (c <= lo) /* lo did not run it: not what the peak says */
+        return 0;
+    if (fits(t, o, c, &ok, err, errlen) != 0)
+        return -1;
+    if (!ok)
+        return 0;
+    if (c - g > lo) {
+        if (fits(t, o, c - g, &ok, err, errlen) != 0)
+            return -1;
+        if (ok)
+            return 0;
+    }
+    *size = c;
+    return 1;
+}
+
 int ga_replay_min_size(const ga_trace_t *trace, const ga_replay_opts_t *opts, size_t granularity,
                        size_t *size, char *err, size_t errlen)
 {
@@ -641,6 +692,9 @@ int ga_replay_min_size(const ga_trace_t *trace, const ga_replay_opts_t *opts, si
         *size = lo;
         return 0;
     }
-    int rc = bisect(trace, opts, lo, g, size, err, errlen);
+    int rc = vmm_from_peak(trace, opts, lo, g, size, err, errlen);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    rc = bisect(trace, opts, lo, g, size, err, errlen);
     return rc == 0 ? scan_up(trace, opts, lo + g, g, size, err, errlen) : rc;
 }

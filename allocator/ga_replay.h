@@ -119,7 +119,12 @@ int ga_replay(const ga_trace_t *trace, const ga_replay_opts_t *opts, ga_replay_r
  * sizes for PLATFORM. Bisection in steps of `granularity` (a multiple of GA_ALIGN; 0 means GA_ALIGN),
  * then, as success is not monotone in the size, every step from the peak live up in order while
  * 2^22 replayed events allow: the answer S runs without OOM and S - granularity does not (or S is
- * the peak live, below which nothing can fit); when the scan reached S, no smaller size runs it. Returns 0 with *size set; 1 when no size up to 2^60 bytes runs the trace
+ * the peak live, below which nothing can fit); when the scan reached S, no smaller size runs it.
+ * VMM with a fixed range (arena_size non-zero), where the limit decides refusals and no
+ * placement, so success is monotone: S is the peak of mapped bytes of one replay with no limit
+ * (rounded up to `granularity`, at least the peak live), confirmed by two trials, with the answer
+ * the bisection gives and three or four replays instead of ~34 (replay.c, vmm_from_peak).
+ * Returns 0 with *size set; 1 when no size up to 2^60 bytes runs the trace
  * (*size 0, err says so: a block the mode can never place, such as one past vmm's bound on a
  * range, GA_VMM_MAX_GRANULES); or -1 with a message in err. */
 int ga_replay_min_size(const ga_trace_t *trace, const ga_replay_opts_t *opts, size_t granularity,

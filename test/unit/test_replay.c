@@ -205,6 +205,40 @@ START_TEST(min_size_is_the_smallest)
 }
 END_TEST
 
+/* vmm over a range of fixed size (what gpuarena-replay gives): the limit decides no placement, so
+ * the smallest limit is the unlimited replay's peak of mapped bytes, rounded up to 512 (replay.c,
+ * vmm_from_peak), and every limit from the live peak up to it fails; with 64 KiB granules, kept
+ * granules or none, and 2 MiB ones. */
+START_TEST(min_size_vmm_is_the_unlimited_peak)
+{
+    const char *dir = getenv("GA_TRACES_DIR");
+    ck_assert_msg(dir && *dir, "GA_TRACES_DIR is not set: point it at shared/traces");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/lifetimes/minimalloc_K.csv", dir);
+    ga_trace_t t;
+    load(path, &t);
+    char err[256];
+    static const struct { size_t gran, keep; } cfg[] = {{64 * 1024, 0}, {64 * 1024, 1 << 20},
+                                                       {2 << 20, 64 << 20}};
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        ga_replay_opts_t o = {.mode = GA_REPLAY_VMM, .arena_size = 2 << 20,
+                              .granularity = cfg[i].gran, .keep = cfg[i].keep};
+        ga_replay_result_t r;
+        replay_ok(&t, &o, &r);
+        ck_assert_uint_eq(r.failed_allocs, 0);
+        size_t s = 0;
+        ck_assert_msg(ga_replay_min_size(&t, &o, 0, &s, err, sizeof err) == 0, "%s", err);
+        ck_assert_uint_eq(s, (r.peak_reserved + 511) / 512 * 512);
+        ck_assert_msg(s > 1048576, "granule %zu: min %zu, the live peak runs it", cfg[i].gran, s);
+        ck_assert_msg(!fails_at(&t, o, s), "granule %zu: min %zu fails", cfg[i].gran, s);
+        for (size_t x = 1048576; x < s; x += 512)
+            ck_assert_msg(fails_at(&t, o, x), "granule %zu: %zu runs the trace, below the min "
+                          "%zu", cfg[i].gran, x, s);
+    }
+    ga_trace_free(&t);
+}
+END_TEST
+
 static void push(ga_trace_t *t, uint8_t kind, uint64_t addr, uint64_t size, uint32_t result)
 {
     ga_event_t e = {.time_ns = t->count, .addr = addr, .size = size, .kind = kind,
@@ -612,6 +646,7 @@ Suite *replay_suite(void)
     tcase_add_test(tc, replay_every_lifetimes_trace_checked);
     tcase_add_test(tc, min_size_bisection);
     tcase_add_test(tc, min_size_is_the_smallest);
+    tcase_add_test(tc, min_size_vmm_is_the_unlimited_peak);
     tcase_add_test(tc, unmatched_reused_and_skipped);
     tcase_add_test(tc, invalid_and_failed_entries_at_one_address);
     tcase_add_test(tc, oom_counted_and_stop_at_first);

@@ -115,13 +115,16 @@ int ga_vmm_va_release(void *ctx, uintptr_t base, size_t size)
     ga_vrange_t *r = range_of(v, base);
     if (!r)
         return 0;
-    for (size_t w = 0; w < (r->ngran + 63) / 64; w++) { /* the mapped ones only: a word a step */
-        for (uint64_t m = r->mapped[w]; m; m &= m - 1) {
-            size_t g = w * 64 + (size_t)__builtin_ctzll(m);
-            if (!in_use(r, g))
+    /* The mapped ones only, a run at a time (a pool destroyed with ten blocks of 1 TiB live, as
+     * a failing trial of the smallest-size search leaves it, holds 5 million granules). */
+    size_t last = r->ngran - 1;
+    for (size_t g = bits_next(r->mapped, 0, last, 1); g <= last;) {
+        size_t end = g < last ? bits_next(r->mapped, g + 1, last, 0) : last + 1;
+        for (size_t i = g; i < end; i++)
+            if (!in_use(r, i))
                 p->own.kept -= v->gran;
-            unmap_granules(p, r, g, 1);
-        }
+        unmap_granules(p, r, g, end - g);
+        g = end < last ? bits_next(r->mapped, end + 1, last, 1) : last + 1;
     }
     p->be.va_release(p->be.ctx, r->base, r->size);
     p->own.backend_releases++;

@@ -59,11 +59,12 @@
 /* A block of the aligned area leaves its len / gran granules from g0: in the common case (one
  * bitmap word, room in the cache, the granules still on the kept stack from an earlier free)
  * three word operations and the kept bytes; else as uncover_body. */
-static inline __attribute__((always_inline)) void uncover_whole(ga_pool_t *p, ga_vrange_t *r,
-                                                                size_t g0, size_t len)
+static inline __attribute__((always_inline)) void uncover_whole(ga_pool_t *p, const ga_vmm_t *v,
+                                                                ga_vrange_t *r, size_t g0,
+                                                                size_t len)
 {
     ga_stats_t *s = &p->own;
-    size_t n = len >> p->vmm->gshift;
+    size_t n = len >> v->gshift;
     if (run_one_word(g0, n)) {
         uint64_t m = run_mask(g0, n);
         size_t w = g0 >> 6;
@@ -98,10 +99,10 @@ static inline __attribute__((always_inline)) int cover(ga_pool_t *p, uintptr_t a
 
 /* One live block fewer on the granules of the block of len bytes at offset off in r. In the
  * common case, inside one granule that another block still uses, there is nothing to give back. */
-static inline __attribute__((always_inline)) void uncover(ga_pool_t *p, ga_vrange_t *r, size_t off,
-                                                          size_t len)
+static inline __attribute__((always_inline)) void uncover(ga_pool_t *p, const ga_vmm_t *v,
+                                                          ga_vrange_t *r, size_t off, size_t len)
 {
-    unsigned sh = p->vmm->gshift;
+    unsigned sh = v->gshift;
     size_t g0 = off >> sh, g1 = (off + len - 1) >> sh;
     if (g0 == g1 && r->refs[g0] > 1)
         r->refs[g0]--;
@@ -639,13 +640,14 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
  * (NULL for the general area's fast path), a class's block counted through the class's own entry
  * (a class holds only blocks of its size), any other block of a size that may be tracked looked
  * up (blocks of a class size placed in the general area, before or after the class was made). */
-static inline __attribute__((always_inline)) void count_free(ga_pool_t *p, const ga_varea_t *ar,
-                                                             size_t len, size_t *size)
+static inline __attribute__((always_inline)) void count_free(ga_pool_t *p, ga_vmm_t *v,
+                                                             const ga_varea_t *ar, size_t len,
+                                                             size_t *size)
 {
     if (ar && ar->size)
-        p->vmm->track[ar->slot].nlive--;
-    else if (len >= p->vmm->half && class_size(p->vmm, len))
-        untrack(p->vmm, len);
+        v->track[ar->slot].nlive--;
+    else if (len >= v->half && class_size(v, len))
+        untrack(v, len);
     p->own.in_use -= len; /* the frees are counted by the areas' live tables (ga_vmm_stats) */
     if (size)
         *size = len;
@@ -660,19 +662,20 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
                                                                 size_t i, size_t *size,
                                                                 int aligned)
 {
+    ga_vmm_t *v = p->vmm; /* read once: the stores below could alias p->vmm for the compiler */
     uintptr_t ptr = c->base;
     size_t len = 0;
-    ga_free_at(ar->arena, &p->vmm->ltab, 1, c, i, &len);
+    ga_free_at(ar->arena, &v->ltab, 1, c, i, &len);
     if (!aligned) /* the aligned area is always dirty */
-        mark_dirty(p->vmm, ar);
+        mark_dirty(v, ar);
     if (aligned) { /* a granule multiple: never a class size, nothing to untrack */
-        uncover_whole(p, r, (ptr - r->base) >> p->vmm->gshift, len);
+        uncover_whole(p, v, r, (ptr - r->base) >> v->gshift, len);
         p->own.in_use -= len;
         if (size)
             *size = len;
     } else {
-        uncover(p, r, ptr - r->base, len);
-        count_free(p, ar, len, size);
+        uncover(p, v, r, ptr - r->base, len);
+        count_free(p, v, ar, len, size);
     }
     return GA_OK;
 }
@@ -708,7 +711,7 @@ static OUT_OF_LINE ga_status_t free_class(ga_pool_t *p, ga_chunk_t *c, size_t i,
 static OUT_OF_LINE void uncover_far(ga_pool_t *p, uintptr_t ptr, size_t len)
 {
     ga_vrange_t *r = range_of(p->vmm, ptr);
-    uncover(p, r, ptr - r->base, len);
+    uncover(p, p->vmm, r, ptr - r->base, len);
 }
 
 /* A block of the general area. The common case (in the first range, a block whose granule
@@ -726,7 +729,7 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
         v->refs0[g0]--;
     else
         ga_vmm_uncover_granules(p, v->ranges, g0, g1);
-    count_free(p, NULL, len, size);
+    count_free(p, v, NULL, len, size);
     return GA_OK;
 }
 

@@ -565,11 +565,16 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
         if (run_one_word(g0, n)) {
             uint64_t m = run_mask(g0, n);
             if ((r->mapped[g0 >> 6] & m) == m) {
-                if (ga_take_in(ar->arena, &v->ltab, 1, AREA_ALIGNED, c, bin, rounded, size) !=
-                    GA_OK)
-                    return take_failed(p, ar, rounded);
+                /* The granules first, taken back if the take fails: nothing is then kept in
+                 * registers across it (the mask and word were saved and reloaded: 4 a pair). */
                 r->inner[g0 >> 6] |= m;
                 p->own.kept -= rounded;
+                if (ga_take_in(ar->arena, &v->ltab, 1, AREA_ALIGNED, c, bin, rounded, size) !=
+                    GA_OK) {
+                    r->inner[g0 >> 6] &= ~m;
+                    p->own.kept += rounded;
+                    return take_failed(p, ar, rounded);
+                }
                 count_alloc(p, rounded);
                 *out = a;
                 return GA_OK;

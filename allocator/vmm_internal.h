@@ -144,7 +144,7 @@ static inline uint64_t span_mask(size_t lo, size_t hi)
 
 /* The same for the n granules from g (n >= 1), as a granule multiple knows them (its count by
  * one shift): whether they lie in one word, and then their mask, n low bits shifted once. */
-static inline int run_one_word(size_t g, size_t n) { return n <= 64 - (g & 63); }
+static inline int run_one_word(size_t g, size_t n) { return (g & 63) + n <= 64; }
 static inline uint64_t run_mask(size_t g, size_t n)
 {
     /* The n low bits from a table (n <= 64 once run_one_word holds): one load where computing

@@ -598,7 +598,7 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
 {
     ga_vmm_t *v = p->vmm;
     size_t rounded = ga_round_up(size); /* 1 <= size <= small_lim: no overflow; the arena's own */
-    uintptr_t a = 0;
+    uintptr_t a; /* set on GA_OK, the only answer it is read after (no store of 0: 1 a pair) */
     ga_status_t st = ga_alloc_short_in(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
                                        size, &a); /* ga_alloc, inlined */
     if (st != GA_OK) {

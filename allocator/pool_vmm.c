@@ -724,6 +724,16 @@ static OUT_OF_LINE void uncover_far(ga_pool_t *p, uintptr_t ptr, size_t len)
     uncover(p, p->vmm, r, ptr - r->base, len);
 }
 
+/* A block of the general area in the first range that leaves a granule or spans two: its count,
+ * taken down by the caller when the block lies in one granule, is given back to the slow path. */
+static OUT_OF_LINE void uncover_general(ga_pool_t *p, size_t g0, size_t g1)
+{
+    ga_vmm_t *v = p->vmm;
+    if (g0 == g1)
+        v->refs0[g0]++;
+    ga_vmm_uncover_granules(p, v->ranges, g0, g1);
+}
+
 /* A block of the general area. The common case (in the first range, a block whose granule
  * another live block still uses) costs a range test and a count beyond the arena's own free. */
 static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
@@ -735,10 +745,8 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
     size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
     if (off >= v->size0)
         uncover_far(p, ptr, len);
-    else if (g0 == g1 && v->refs0[g0] > 1)
-        v->refs0[g0]--;
-    else
-        ga_vmm_uncover_granules(p, v->ranges, g0, g1);
+    else if (g0 != g1 || --v->refs0[g0] == 0) /* taken down first: a subtraction, its test */
+        uncover_general(p, g0, g1);
     count_free(p, v, NULL, len, size);
     return GA_OK;
 }

@@ -283,6 +283,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
         free(v);
         return GA_EINVAL; /* drivers give powers of two; the shim and the replay check too */
     }
+    v->gmask = v->gran - 1;
     v->gshift = (unsigned)__builtin_ctzll((unsigned long long)v->gran);
     v->half = v->gran / 2;
     v->small_lim = v->half > GA_ALIGN ? v->half - GA_ALIGN : 0; /* half: a multiple of GA_ALIGN */
@@ -626,7 +627,7 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     if (size - 1 < v->small_cut)
         return alloc_small(p, size, out);
     size_t rounded = ga_pool_round(size);
-    if (rounded && !(rounded & (v->gran - 1)))
+    if (rounded && !(rounded & v->gmask))
         return alloc_aligned(p, size, rounded, out);
     return alloc_slow(p, size, rounded, out);
 }

@@ -85,6 +85,7 @@ struct ga_vmm {
      * and the live-size query its answer, with no owner looked up on the way. */
     ga_livetab_t ltab;
     size_t gran;       /* a power of two (checked at create) */
+    size_t gmask;      /* gran - 1: a granule multiple's test in ga_vmm_alloc is one AND */
     unsigned gshift;   /* log2(gran): granule arithmetic is shifts and masks, not divisions (a
                         * 64-bit division on every allocation and free cost more than the rest) */
     size_t half;       /* gran / 2: below it a size is neither a multiple nor a class */

@@ -165,7 +165,8 @@ GA_HOT ga_status_t ga_take_in(ga_arena_t *a, ga_livetab_t *t, int shared, size_t
     ga_stats_t *s = &a->stats;
     s->in_use += rounded;
     s->in_use_requested += size;
-    s->peak_in_use = s->in_use > s->peak_in_use ? s->in_use : s->peak_in_use; /* no branch */
+    if (!shared) /* a vmm area keeps no peak: the pool's is counted once, on its path */
+        s->peak_in_use = s->in_use > s->peak_in_use ? s->in_use : s->peak_in_use; /* no branch */
     s->allocs++;
     return GA_OK;
 }
@@ -277,7 +278,8 @@ GA_HOT ga_status_t ga_alloc_short_in(ga_arena_t *a, ga_livetab_t *t, int shared,
     ga_stats_t *s = &a->stats;
     s->in_use += rounded;
     s->in_use_requested += size;
-    s->peak_in_use = s->in_use > s->peak_in_use ? s->in_use : s->peak_in_use;
+    if (!shared)
+        s->peak_in_use = s->in_use > s->peak_in_use ? s->in_use : s->peak_in_use;
     s->allocs++;
     *out = c->base;
     return GA_OK;

@@ -226,8 +226,9 @@ struct ga_arena {
     /* The table the live chunks are entered in: `live`, or one a vmm pool shares among its
      * placement areas (ga_arena_share_live), so that a free or a size query there finds the
      * chunk, and from it the area, in one probe. On a shared table `live` holds no entries, the
-     * frees are counted (stats.frees; ga_get_stats derives them otherwise) and each live chunk
-     * says its area (u.area). Arena mode's hot paths use `live` directly: the pointer costs them
+     * frees are counted (stats.frees; ga_get_stats derives them otherwise), no peak_in_use is
+     * kept (the pool's is its own: 4-5 instructions an allocation) and each live chunk says its
+     * area (u.area). Arena mode's hot paths use `live` directly: the pointer costs them
      * nothing. */
     ga_livetab_t *lt;
     size_t live_area;
@@ -467,7 +468,8 @@ ga_chunk_t *ga_live_at(const ga_arena_t *a, uintptr_t p, int *in_region);
 int ga_live_grow(ga_livetab_t *t); /* doubles the table: 0, or -1 out of host memory */
 /* Puts arena a, which has no live chunk, on table t, its chunks there marked `area`; a's own
  * table is given back. Only the vmm pool's paths (which pass the table) may then allocate and
- * free there: ga_alloc, ga_free and ga_live_size use the arena's own table. */
+ * free there: ga_alloc, ga_free and ga_live_size use the arena's own table. Such an arena keeps
+ * no peak of its bytes in use (stats.peak_in_use stays 0): the pool counts its own, once. */
 void ga_arena_share_live(ga_arena_t *a, ga_livetab_t *t, size_t area);
 void ga_live_fini(ga_livetab_t *t);
 

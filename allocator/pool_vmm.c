@@ -607,7 +607,8 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
         return st == GA_ENOHOST ? st : GA_ENOMEM;
     }
     size_t off = a - v->base0, g0 = off >> v->gshift;
-    if (off < v->size0 && g0 == (off + rounded - 1) >> v->gshift && v->refs0[g0]) {
+    if (__builtin_expect(off < v->size0 && g0 == (off + rounded - 1) >> v->gshift &&
+                         v->refs0[g0], 1)) {
         v->refs0[g0]++;
         count_alloc(p, rounded);
         *out = a;

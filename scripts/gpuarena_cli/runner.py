@@ -324,6 +324,14 @@ def summary(stats, env=None, limit_set=None):
     limit_bytes, limit_from = _option(stats, "limit"), _option(stats, "limit_from")
     limit = human_bytes(limit_bytes) if limit_bytes else "none"
     per_device = _per_device_caps(stats, env or {})
+    caps = sorted({e["cap"] for e in stats.get("devices") or []
+                   if isinstance(e, dict) and isinstance(e.get("cap"), int)})
+    if (per_device and limit_from == "GPUARENA_LIMIT" and limit_bytes and caps and
+            caps[0] >= limit_bytes):
+        # GPUARENA_LIMIT is at or under every device's cap: it binds everywhere, and a per-device
+        # variable that is set did not (helper-81 F1: "raise CUDA_DEVICE_MEMORY_LIMIT_<i>" was
+        # said for a 64 MiB --limit beside a 1 GiB per-device variable)
+        per_device = None
     if per_device:
         limit = f"{per_device} (CUDA_DEVICE_MEMORY_LIMIT_<i>)"
         limit_bytes = None  # said per device: no "per device" or "above the device" below
@@ -331,8 +339,6 @@ def summary(stats, env=None, limit_set=None):
         limit += f" ({limit_from})"  # a device plugin's cap (HAMi, KAI)
     # The cap in force is the limit or the device, whichever is smaller: say so when it is the
     # device (a limit of 976 PiB read as if it held).
-    caps = sorted({e["cap"] for e in stats.get("devices") or []
-                   if isinstance(e, dict) and isinstance(e.get("cap"), int)})
     if limit_bytes and caps and caps[-1] < limit_bytes:
         limit += (f" (above the device: cap {', '.join(human_bytes(c) for c in caps)})")
     if limit_bytes:
@@ -383,7 +389,6 @@ def _raise_what(limit_from, how):
     if how is None:  # the program set it in its own environment
         return "the GPUARENA_LIMIT the program sets itself (neither --limit nor the environment gave it)"
     return "--limit (the GPUARENA_LIMIT the shim's messages name)"
-    return "\n".join(lines)
 
 
 def run(cmd, settings, stats_path=None, sim=False, extra=None):

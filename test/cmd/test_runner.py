@@ -86,6 +86,18 @@ class RunCompare(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
             self.assertIn("1 of the failures found too few bytes left under the limit: " + what,
                           p.stderr)
             self.assertNotIn("raise --limit", p.stderr)
+        # a per-device variable above the limit does not bind: the limit is named (helper-81 F1)
+        for args, env, what in (
+                (["--limit", "1MiB"], {}, "raise --limit"),
+                (["--env", "GPUARENA_LIMIT=1MiB"], {}, "raise the GPUARENA_LIMIT given with --env"),
+                ([], {"GPUARENA_LIMIT": "1MiB"}, "raise the GPUARENA_LIMIT exported")):
+            p = gatest.cli("run", "--sim", *args, "--", train, "1",
+                           env=dict(env, CUDA_DEVICE_MEMORY_LIMIT_0="1g"))
+            self.assertNotEqual(p.returncode, 0, p.stderr)
+            self.assertIn("gpuarena: mode arena, limit 1.00 MiB per device\n", p.stderr)
+            self.assertIn("1 of the failures found too few bytes left under the limit: " + what,
+                          p.stderr)
+            self.assertNotIn("CUDA_DEVICE_MEMORY_LIMIT_<i>", p.stderr)
         # Two devices: the cap is each device's, the peaks are sums (helper-49 F3: "limit 512 MiB
         # ... peak reserved 768 MiB" read as a cap exceeded)
         from gpuarena_cli import runner

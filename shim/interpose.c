@@ -203,6 +203,62 @@ static int ga_other_driver(const char *symbol, void *found)
     return 1;
 }
 
+/* The GNU build ID of the object loaded at fbase (its NT_GNU_BUILD_ID note), or 0 bytes. */
+static size_t ga_build_id(const void *fbase, const unsigned char **id)
+{
+    const ElfW(Ehdr) *eh = fbase;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+        return 0;
+    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)((const char *)fbase + eh->e_phoff);
+    uintptr_t bias = 0;
+    int have_bias = 0;
+    for (int i = 0; i < eh->e_phnum && !have_bias; i++)
+        if (ph[i].p_type == PT_LOAD) {
+            bias = (uintptr_t)fbase - (ph[i].p_vaddr & ~(uintptr_t)(ph[i].p_align ? ph[i].p_align - 1 : 0));
+            have_bias = 1;
+        }
+    for (int i = 0; have_bias && i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_NOTE)
+            continue;
+        const char *n = (const char *)(bias + ph[i].p_vaddr), *end = n + ph[i].p_memsz;
+        while (n + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)n;
+            const char *name = n + sizeof *nh;
+            const unsigned char *desc = (const unsigned char *)name + ((nh->n_namesz + 3) & ~3u);
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
+                (const char *)desc + nh->n_descsz <= end) {
+                *id = desc;
+                return nh->n_descsz;
+            }
+            n = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
+        }
+    }
+    return 0;
+}
+
+/* Whether found lies in a copy of gpuarena's shim (another object with this one's build ID) that
+ * the program loaded itself: its hooks would keep a second pool and a second cap (an outside
+ * check, 2026-12-06: 64 MiB through the copy and 64 MiB through this shim under a 64 MiB cap).
+ * The hook answers instead; said once. */
+static int ga_shim_copy(const char *symbol, void *found)
+{
+    static _Atomic int said;
+    Dl_info in, self;
+    const unsigned char *a = NULL, *b = NULL;
+    if (!dladdr(found, &in) || !in.dli_fbase || !dladdr((void *)ga_shim_copy, &self) ||
+        in.dli_fbase == self.dli_fbase)
+        return 0;
+    size_t na = ga_build_id(in.dli_fbase, &a), nb = ga_build_id(self.dli_fbase, &b);
+    if (!na || na != nb || memcmp(a, b, na) != 0)
+        return 0;
+    if (!atomic_exchange(&said, 1))
+        ga_log(GA_LOG_WARN, "the program looks up %s in %s, a copy of gpuarena's shim loaded "
+               "apart from the preloaded one: it gets the preloaded shim's hook, so one pool and "
+               "one cap hold; load only the preloaded shim", symbol,
+               in.dli_fname ? in.dli_fname : "?");
+    return 1;
+}
+
 /* The instrumented part of dlsym: a CUDA name. */
 static void *ga_dlsym_cuda(void *handle, const char *symbol, void *found)
 {
@@ -225,7 +281,7 @@ static void *ga_dlsym_cuda(void *handle, const char *symbol, void *found)
     /* The libcuda handle itself answers by name too, even if the lookup failed there. */
     if (handle == ga_libcuda_handle() && *e->real)
         return e->hook;
-    if (found && *e->real && ga_other_driver(symbol, found))
+    if (found && *e->real && (ga_other_driver(symbol, found) || ga_shim_copy(symbol, found)))
         return e->hook;
     return found;
 }

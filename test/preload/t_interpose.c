@@ -281,6 +281,36 @@ START_TEST(shim_copy_refused_as_the_shim)
 }
 END_TEST
 
+/* A copy of the shim that the program loads itself (by path, beside the preloaded one): its
+ * hooked names get the preloaded shim's hooks, said once; they were the copy's own, a second
+ * pool under a second cap (an outside check, 2026-12-06: 128 MiB held under a 64 MiB cap). */
+static void shim_copy_child(void *arg)
+{
+    if (cuInit(0) != CUDA_SUCCESS)
+        exit(10);
+    void *h = dlopen((const char *)arg, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        exit(9);
+    static const char *names[] = {"cuMemAlloc_v2", "cuMemFree_v2", "cuMemGetInfo_v2",
+                                  "cuGetProcAddress_v2"};
+    for (int i = 0; i < 4; i++)
+        if (!pt_in_shim(dlsym(h, names[i]), NULL))
+            exit(11 + i);
+    exit(0);
+}
+
+START_TEST(loaded_shim_copy_gets_the_hooks)
+{
+    char dir[] = "/tmp/gpuarena-shim-XXXXXX", copy[128], err[4096];
+    pt_copy_lib(getenv("PT_SHIM"), dir, "gacopy.so", copy, sizeof copy);
+    int rc = pt_run_child(shim_copy_child, copy, err, sizeof err);
+    pt_copy_lib_remove(dir, copy);
+    ck_assert_msg(rc == 0, "exit %d (11-14: a lookup answered by the copy itself): %s", rc, err);
+    ck_assert_msg(strstr(err, "gacopy.so, a copy of gpuarena's shim loaded apart from the "
+                              "preloaded one") && strstr(err, "one cap hold"), "the line: %s", err);
+}
+END_TEST
+
 TCase *pt_tcase_interpose(void)
 {
     TCase *tc = tcase_create("interpose");
@@ -297,5 +327,6 @@ TCase *pt_tcase_interpose(void)
     tcase_add_test(tc, stub_driver_said);
     tcase_add_test(tc, linked_driver_differs_said);
     tcase_add_test(tc, shim_copy_refused_as_the_shim);
+    tcase_add_test(tc, loaded_shim_copy_gets_the_hooks);
     return tc;
 }

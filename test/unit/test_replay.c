@@ -67,6 +67,16 @@ static void load(const char *path, ga_trace_t *t)
     ck_assert_msg(ga_lifetimes_read(path, t, err, sizeof err) == 0, "%s", err);
 }
 
+/* A shared trace by its path under GA_TRACES_DIR (../shared/traces). */
+static void load_shared(const char *rel, ga_trace_t *t)
+{
+    const char *dir = getenv("GA_TRACES_DIR");
+    ck_assert_msg(dir && *dir, "GA_TRACES_DIR is not set: point it at shared/traces");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    load(path, t);
+}
+
 static void replay_ok(const ga_trace_t *t, const ga_replay_opts_t *o, ga_replay_result_t *r)
 {
     char err[256];
@@ -184,12 +194,8 @@ END_TEST
  * the live peak up to it fails (checked here one by one), and it runs. */
 START_TEST(min_size_is_the_smallest)
 {
-    const char *dir = getenv("GA_TRACES_DIR");
-    ck_assert_msg(dir && *dir, "GA_TRACES_DIR is not set: point it at shared/traces");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/lifetimes/minimalloc_K.csv", dir);
     ga_trace_t t;
-    load(path, &t);
+    load_shared("lifetimes/minimalloc_K.csv", &t);
     char err[256];
     for (int m = GA_REPLAY_ARENA; m <= GA_REPLAY_GROW; m++) {
         ga_replay_opts_t o = {.mode = (ga_replay_mode_t)m};
@@ -211,12 +217,8 @@ END_TEST
  * granules or none, and 2 MiB ones. */
 START_TEST(min_size_vmm_is_the_unlimited_peak)
 {
-    const char *dir = getenv("GA_TRACES_DIR");
-    ck_assert_msg(dir && *dir, "GA_TRACES_DIR is not set: point it at shared/traces");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/lifetimes/minimalloc_K.csv", dir);
     ga_trace_t t;
-    load(path, &t);
+    load_shared("lifetimes/minimalloc_K.csv", &t);
     char err[256];
     static const struct { size_t gran, keep; } cfg[] = {{64 * 1024, 0}, {64 * 1024, 1 << 20},
                                                        {2 << 20, 64 << 20}};

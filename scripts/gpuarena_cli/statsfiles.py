@@ -68,6 +68,21 @@ def merge(docs, guess_unit):
     out = dict(docs[-1])
     out["totals"] = totals
     out["processes"] = list(docs)
+    # The shim's about_keys describe one process's file; say what differs here (an outside check,
+    # 2026-12-06: "processes" was explained nowhere, and pid, by_api and devices read as the
+    # whole run's while they are the last process's).
+    ak = out.get("about_keys")
+    if isinstance(ak, dict) and isinstance(ak.get("document"), dict):
+        doc = dict(ak["document"])
+        doc["processes"] = ("each CUDA process's whole statistics, as its shim wrote them, in the "
+                            "order they exited (written by gpuarena run for several processes)")
+        doc["totals"] = ("the processes' figures summed (a ratio: the largest): what each counts "
+                         "in about, its unit in units")
+        last = ("; here the last process to exit's (every process's in processes)")
+        for key in ("pid", "wall_ns", "by_api", "devices", "mode", "options"):
+            if isinstance(doc.get(key), str):
+                doc[key] += last
+        out["about_keys"] = dict(ak, document=doc)
     return out
 
 

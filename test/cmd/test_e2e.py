@@ -207,6 +207,13 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(len({d["pid"] for d in procs}), 2, how)
             self.assertEqual(doc["totals"]["peak_in_use"],
                              sum(d["totals"]["peak_in_use"] for d in procs))
+            # every key explained, the ones of the last process said so (helper-81 F6)
+            about = doc["about_keys"]["document"]
+            self.assertEqual(set(doc) - set(about), set(), how)
+            self.assertIn("in the order they exited", about["processes"])
+            self.assertIn("summed", about["totals"])
+            for key in ("pid", "by_api", "devices"):
+                self.assertIn("the last process to exit's", about[key], key)
         p = cli("compare", "--sim", "--json", "--modes", "grow,platform", "--", "sh", "-c",
                 f"{a}; {b}")
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -182,15 +182,16 @@ void ga_init_fail(CUresult error)
     ga_init_error = error;
 }
 
-/* 1 when h is gpuarena's shim, 2 when it is a copy of it (it defines dlsym itself, as no driver
- * does), else 0. */
+/* 1 when h is gpuarena's shim, 2 when it is a copy of it (the same GNU build ID: defining dlsym
+ * and cuMemAlloc_v2, as was asked before, also takes a device plugin's interposer for a copy, an
+ * outside check, 2026-12-06), else 0. */
 static int ga_is_shim(void *h)
 {
-    void *alloc = ga_real_dlsym(h, "cuMemAlloc_v2"), *own = ga_real_dlsym(h, "dlsym");
-    Dl_info a, d;
-    if (alloc == (void *)cuMemAlloc_v2)
-        return 1;
-    return alloc && own && dladdr(alloc, &a) && dladdr(own, &d) && a.dli_fbase == d.dli_fbase ? 2 : 0;
+    void *alloc = ga_real_dlsym(h, "cuMemAlloc_v2");
+    Dl_info a;
+    /* By the object, not by comparing with cuMemAlloc_v2, which in a shim loaded without
+     * LD_PRELOAD binds to the driver's: the driver was then called the shim itself. */
+    return alloc && dladdr(alloc, &a) ? ga_is_shim_build(a.dli_fbase) : 0;
 }
 
 static void ga_init_once(void)

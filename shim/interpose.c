@@ -192,8 +192,11 @@ static int ga_other_driver(const char *symbol, void *found)
     if (ga_same_file(file, own))
         ga_log(GA_LOG_WARN, "the program looks up %s in a second instance of the CUDA driver "
                "gpuarena uses (%s, loaded again apart from it, as dlmopen does): it gets "
-               "gpuarena's hook, which calls gpuarena's instance, so the cap holds; nothing to "
-               "do", symbol, file);
+               "gpuarena's hook, which calls gpuarena's instance, so the cap holds; but nothing "
+               "initialises that instance (its cuInit is gpuarena's too), so the calls gpuarena "
+               "does not hook (cuDeviceGet, copies, launches) fail there with "
+               "CUDA_ERROR_NOT_INITIALIZED: load the driver once (dlopen, not dlmopen)",
+               symbol, file);
     else
         ga_log(GA_LOG_WARN, "the program looks up %s in %s, another CUDA driver than the one "
                "gpuarena uses (%s): it gets gpuarena's hook, which calls gpuarena's driver, so the "
@@ -240,16 +243,23 @@ static size_t ga_build_id(const void *fbase, const unsigned char **id)
  * the program loaded itself: its hooks would keep a second pool and a second cap (an outside
  * check, 2026-12-06: 64 MiB through the copy and 64 MiB through this shim under a 64 MiB cap).
  * The hook answers instead; said once. */
+int ga_is_shim_build(const void *fbase)
+{
+    Dl_info self;
+    const unsigned char *a = NULL, *b = NULL;
+    if (!fbase || !dladdr((void *)ga_is_shim_build, &self))
+        return 0;
+    if (fbase == self.dli_fbase)
+        return 1;
+    size_t na = ga_build_id(fbase, &a), nb = ga_build_id(self.dli_fbase, &b);
+    return na && na == nb && !memcmp(a, b, na) ? 2 : 0;
+}
+
 static int ga_shim_copy(const char *symbol, void *found)
 {
     static _Atomic int said;
-    Dl_info in, self;
-    const unsigned char *a = NULL, *b = NULL;
-    if (!dladdr(found, &in) || !in.dli_fbase || !dladdr((void *)ga_shim_copy, &self) ||
-        in.dli_fbase == self.dli_fbase)
-        return 0;
-    size_t na = ga_build_id(in.dli_fbase, &a), nb = ga_build_id(self.dli_fbase, &b);
-    if (!na || na != nb || memcmp(a, b, na) != 0)
+    Dl_info in;
+    if (!dladdr(found, &in) || ga_is_shim_build(in.dli_fbase) != 2)
         return 0;
     if (!atomic_exchange(&said, 1))
         ga_log(GA_LOG_WARN, "the program looks up %s in %s, a copy of gpuarena's shim loaded "

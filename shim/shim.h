@@ -126,6 +126,8 @@ const char *ga_libcuda_file(void);
 /* Whether the object holding fn is a CUDA driver (interpose.c: by file name, or soname and exports;
  * never the shim); *file is then its file, as the loader names it. */
 int ga_is_cuda_driver(void *fn, const char **file);
+/* 1: the object loaded at fbase is this shim; 2: a copy of it (the same GNU build ID); 0: neither. */
+int ga_is_shim_build(const void *fbase);
 /* cuInit answered CUDA_ERROR_STUB_LIBRARY: says once that the driver loaded is the toolkit's stub. */
 void ga_driver_is_stub(void);
 /* nvml.c: the hook for an NVML name found through dlsym (remembering found as the real one). */

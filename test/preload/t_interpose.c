@@ -198,7 +198,8 @@ START_TEST(dlmopen_second_instance)
     int rc = pt_run_child(dlmopen_child, NULL, err, sizeof err);
     ck_assert_msg(rc == 0, "exit %d (11: a lookup answered by the second instance): %s", rc, err);
     ck_assert_msg(strstr(err, "a second instance of the CUDA driver gpuarena uses") &&
-                  strstr(err, "so the cap holds") && !strstr(err, "another CUDA driver"),
+                  strstr(err, "so the cap holds") && !strstr(err, "another CUDA driver") &&
+                  strstr(err, "load the driver once (dlopen, not dlmopen)"),
                   "the line: %s", err);
 }
 END_TEST
@@ -278,6 +279,12 @@ START_TEST(shim_copy_refused_as_the_shim)
     ck_assert_int_eq(rc, 1);
     ck_assert_msg(strstr(err, "is gpuarena's shim itself (a copy of it), not the CUDA driver") &&
                   !strstr(err, "lacks"), "the line: %s", err);
+    /* a device plugin's interposer (it defines dlsym and cuMemAlloc_v2 too) is no copy of the
+     * shim: it was called one (an outside check, 2026-12-06) */
+    rc = pt_run_child(init_child, "GPUARENA_LIBCUDA=libgaplugin.so", err, sizeof err);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(strstr(err, "GPUARENA_LIBCUDA") && !strstr(err, "shim itself"), "the line: %s",
+                  err);
 }
 END_TEST
 

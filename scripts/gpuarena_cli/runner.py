@@ -28,7 +28,7 @@ from . import GaError, UsageError
 from . import modes as modes_mod
 from . import paths
 from . import statsfiles
-from .fmt import human_bytes, human_count, human_frac, human_ns, table
+from .fmt import human_bytes, human_count, human_frac, human_ns, parse_size, table
 
 STATS_FORMATS = (1, 2)  # "gpuarena_stats" values this command reads
 
@@ -358,11 +358,28 @@ def summary(stats, env=None, limit_set=None):
     # exported GPUARENA_LIMIT and one given with --env, and nothing under a device plugin's cap).
     oom = t.get("true_oom_failures")
     above = bool(limit_bytes and caps and caps[-1] < limit_bytes)
+    if limit_set and limit_from == "GPUARENA_LIMIT" and not _limit_as_given(stats, env or {}):
+        limit_set = None  # the program set another GPUARENA_LIMIT itself (helper-81 F2)
     if isinstance(oom, int) and oom > 0 and (per_device or (limit_bytes and not above)):
         what = _raise_what("CUDA_DEVICE_MEMORY_LIMIT_<i>" if per_device else limit_from, limit_set)
         lines.append(f"gpuarena: {human_count(oom)} of the failures found too few bytes left "
                      f"under the limit: raise {what} or use less")
     return "\n".join(lines)
+
+
+def _limit_as_given(stats, env):
+    """Whether the limit the shim took is the GPUARENA_LIMIT the command gave the program (env):
+    a program that sets its own in its environment is named as such, not as --limit. Unknown
+    (not parseable here): taken as given."""
+    given = str(env.get("GPUARENA_LIMIT", "")).strip()
+    try:
+        want = parse_size(given, allow_percent=True)
+    except GaError:
+        return True
+    if isinstance(want, int):
+        return _option(stats, "limit") == want
+    percent = _option(stats, "limit_percent")
+    return percent is not None and abs(float(percent) - float(want)) < 1e-9
 
 
 def limit_given(settings, extra=None):

@@ -86,6 +86,14 @@ class RunCompare(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
             self.assertIn("1 of the failures found too few bytes left under the limit: " + what,
                           p.stderr)
             self.assertNotIn("raise --limit", p.stderr)
+        # a program that sets its own GPUARENA_LIMIT under --limit: named as such (helper-81 F2)
+        p = gatest.cli("run", "--sim", "--limit", "1GiB", "--", "sh", "-c",
+                       f"GPUARENA_LIMIT=1MiB {train} 1")
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertIn("raise the GPUARENA_LIMIT the program sets itself", p.stderr)
+        p = gatest.cli("run", "--sim", "--limit", "50%", "--", "sh", "-c",
+                       f"GPUARENA_LIMIT=1MiB {train} 1")
+        self.assertIn("raise the GPUARENA_LIMIT the program sets itself", p.stderr)
         # a per-device variable above the limit does not bind: the limit is named (helper-81 F1)
         for args, env, what in (
                 (["--limit", "1MiB"], {}, "raise --limit"),

@@ -100,6 +100,21 @@ def shim(required=True):
     return find("lib/libgpuarena.so", required, "the shim libgpuarena.so")
 
 
+def die_with_parent(parent):
+    """For preexec_fn (functools.partial(die_with_parent, os.getpid())) of a helper tool the
+    command waits for (gpuarena-replay): it gets SIGTERM when the command dies, as under a
+    `timeout` that kills the command alone (the replay went on, orphaned, to its end: helper-79,
+    2026-12-06). Linux's PR_SET_PDEATHSIG; elsewhere nothing."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the command died before the signal was asked for
+        os._exit(1)
+
+
 def replay_tool(required=True):
     return find("bin/gpuarena-replay", required, "the replay tool gpuarena-replay")
 

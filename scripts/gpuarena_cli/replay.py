@@ -8,6 +8,7 @@ field, in the tool's order, titled by the field's name and formatted by its unit
 side adds shows up here without a change.
 """
 
+import functools
 import json
 import os
 import subprocess
@@ -81,7 +82,8 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
         cmd += ["--device", str(device)]
     cmd += ["--", trace_path]  # a name starting with '-' is a file, not an option
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
+                              preexec_fn=functools.partial(paths.die_with_parent, os.getpid()))
     except OSError as e:
         raise GaError(f"cannot run {cmd[0]}: {e.strerror}; rebuild it with `make`") from None
     err = proc.stderr.decode("utf-8", "replace").strip()

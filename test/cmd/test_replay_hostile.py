@@ -6,9 +6,11 @@ and a tiny trace whose every figure is computed here by hand, in every mode."""
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import gatest
@@ -49,6 +51,46 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
 
     def path(self, name):
         return os.path.join(self.d, name)
+
+    def test_replay_tool_dies_with_the_command(self):
+        """The command killed alone (a `timeout` that sends SIGTERM to it, not to its group)
+        left gpuarena-replay running, orphaned, to its end (helper-79, 2026-12-06): the tool now
+        gets SIGTERM when the command dies. A stand-in tool that waits is the child here."""
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "bin"))
+            tool, pidfile = os.path.join(d, "bin", "gpuarena-replay"), os.path.join(d, "pid")
+            with open(tool, "w") as f:
+                f.write(f"#!/bin/sh\necho $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}\n"
+                        "exec sleep 600\n")
+            os.chmod(tool, 0o755)
+            trace = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+            cmd = subprocess.Popen([sys.executable, gatest.SCRIPT, "replay", trace],
+                                   env=dict(os.environ, GPUARENA_BUILD=d),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(6000):  # until the tool runs (at most 60 s)
+                if os.path.exists(pidfile) or cmd.poll() is not None:
+                    break
+                time.sleep(0.01)
+            self.assertTrue(os.path.exists(pidfile), "the stand-in tool never ran")
+            with open(pidfile) as f:
+                child = int(f.read())
+            cmd.send_signal(signal.SIGTERM)
+            cmd.wait(timeout=60)
+            for _ in range(6000):  # the tool gone (at most 60 s)
+                try:
+                    os.kill(child, 0)
+                except ProcessLookupError:
+                    break
+                try:
+                    with open(f"/proc/{child}/stat") as f:  # a zombie of init's is gone too
+                        if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                            break
+                except FileNotFoundError:
+                    break
+                time.sleep(0.01)
+            else:
+                os.kill(child, signal.SIGKILL)
+                self.fail("gpuarena-replay outlived the command")
 
     def test_streams_and_devices_refused(self):
         """A FIFO blocked the tool and the command for ever (no writer; with one, the format

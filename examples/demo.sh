@@ -47,7 +47,7 @@ run() {
     rc=$?
     t1=$(now)
     case $prog in
-        ex_train) result=$(sed -n 's/.* \([0-9.]* ms\/step\).*/\1/p' "$out/$tag.out") ;;
+        ex_train) result=$(sed -n 's/.* \([0-9.]* ms\/step\) (\([0-9.]* us\/step after the first\)).*/\1, \2/p' "$out/$tag.out") ;;
         *) result="big block $(sed -n 's/.*block: \(.*\)$/\1/p' "$out/$tag.out")" ;;
     esac
     # A failed run: gpuarena's first message if it said something, else the program's last line.

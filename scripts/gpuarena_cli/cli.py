@@ -2,9 +2,10 @@
 
 Every subcommand's work lives in its own module; this file turns arguments into calls, a GaError
 into "gpuarena: message" with exit code 1, a UsageError and argparse's usage errors into exit code
-2, a SIGTERM or SIGHUP that run/compare passed on to the program into 128+N, and an input too large
-for memory (MemoryError) into a message with exit code 1, so no user ever sees a traceback for bad
-input.
+2, a SIGTERM or SIGHUP that run/compare passed on to the program into 128+N, one that ends any
+other subcommand into its death by that signal once its temporary files are gone (ending), and an
+input too large for memory (MemoryError) into a message with exit code 1, so no user ever sees a
+traceback for bad input.
 """
 
 import argparse
@@ -18,6 +19,7 @@ import tempfile
 
 from . import GaError, UsageError
 from . import doctor as doctor_mod
+from . import ending
 from . import importers
 from . import modes as modes_mod
 from . import paths
@@ -640,8 +642,12 @@ def main(argv=None):
     if unknown:
         parser.subcommands.get(args.cmd, parser).error(
             f"unrecognized arguments: {' '.join(unknown)}")
+    old = ending.install()
     try:
         return COMMANDS[args.cmd](args)
+    except ending.Ended as e:  # the with blocks on the way here removed the temporary files
+        print(f"gpuarena: stopped by {e}", file=sys.stderr)
+        return ending.die(e.signum)
     except UsageError as e:
         print(f"gpuarena: {e}", file=sys.stderr)
         return 2
@@ -659,3 +665,5 @@ def main(argv=None):
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        ending.restore(old)

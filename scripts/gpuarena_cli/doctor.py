@@ -10,6 +10,7 @@ last child runs under the shim itself and asks cuMemGetInfo, so the cap it repor
 verdict, not this module's opinion; a setting the shim refuses shows up there with its message.
 """
 
+import contextlib
 import difflib
 import json
 import os
@@ -128,6 +129,20 @@ def probe_main(lib, what):
     return 0
 
 
+@contextlib.contextmanager
+def _killed_on_the_way_out(procs):
+    """Kills the process groups of procs still running when the command is ended meanwhile (a
+    SIGTERM, ending.Ended, or Ctrl-C): they run in sessions of their own, and a `timeout` that
+    ended doctor left them running up to --timeout, perhaps holding the GPU (helper-82)."""
+    try:
+        yield
+    except BaseException:
+        for p in procs:
+            if p.poll() is None:
+                _kill_group(p)
+        raise
+
+
 def _kill_group(p):
     """Kills a child started with start_new_session and every process it started (a framework
     import's workers, a wrapper script's interpreter): killing the child alone left them running,
@@ -183,7 +198,8 @@ def _run(argv, timeout, **kw):
     which keeps only the end of what the child prints (_communicate)."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          start_new_session=True, **kw)
-    out, err = _communicate(p, timeout)
+    with _killed_on_the_way_out([p]):
+        out, err = _communicate(p, timeout)
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
 
 
@@ -244,6 +260,13 @@ def frameworks(python, timeout):
                           "interpreter)") from None
     out = {}
     start = time.monotonic()
+    with _killed_on_the_way_out(procs.values()):
+        _collect(procs, timeout, start, out)
+    return out
+
+
+def _collect(procs, timeout, start, out):
+    """frameworks()'s answers into out, each child's as it ends."""
     for name, p in procs.items():
         try: # all started together: each has what is left of the one timeout
             so, se = _communicate(p, max(timeout - (time.monotonic() - start), 0.001))
@@ -259,7 +282,6 @@ def frameworks(python, timeout):
             out[name] = {"status": "absent", "detail": "not installed"}
         else:
             out[name] = {"status": "fails", "detail": last}
-    return out
 
 
 def framework_env(env):

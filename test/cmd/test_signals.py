@@ -1,0 +1,154 @@
+"""The command ended by a signal while it holds temporary files: replay, report and import waiting
+on a slow step. Python's default death by SIGTERM or SIGHUP ran no cleanup, and every
+/tmp/gpuarena-XXXXXXXX (an imported trace as large as the input) stayed (helper-82, 2026-12-06).
+A stand-in gpuarena-replay that waits keeps the command where it holds its folder."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import gatest
+
+LIFETIMES = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+
+
+class EndedBySignal(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="sig-")
+        self.d = self._tmp.name
+        os.makedirs(os.path.join(self.d, "build", "bin"))
+        self.tmpdir = os.path.join(self.d, "tmp")
+        os.mkdir(self.tmpdir)
+        self.pidfile = os.path.join(self.d, "pid")
+        tool = os.path.join(self.d, "build", "bin", "gpuarena-replay")
+        with open(tool, "w") as f:  # writes its pid once it runs, then waits to be killed
+            f.write(f"#!/bin/sh\necho $$ > {self.pidfile}.tmp && mv {self.pidfile}.tmp "
+                    f"{self.pidfile}\nexec sleep 600\n")
+        os.chmod(tool, 0o755)
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def start(self, *args, env=None):
+        """The command started with the stand-in tool and TMPDIR=self.tmpdir, once its tool runs
+        and its temporary folder exists."""
+        full = dict(os.environ, GPUARENA_BUILD=os.path.join(self.d, "build"),
+                    TMPDIR=self.tmpdir, **(env or {}))
+        proc = subprocess.Popen([sys.executable, gatest.SCRIPT] + list(args), env=full,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(6000):  # until the tool runs (at most 60 s)
+            if os.path.exists(self.pidfile) or proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        if not os.path.exists(self.pidfile):
+            proc.kill()
+            self.fail(f"the stand-in tool never ran: {proc.communicate()}")
+        self.assertTrue([n for n in os.listdir(self.tmpdir) if n.startswith("gpuarena-")],
+                        "the command made no temporary folder")
+        return proc
+
+    def ended(self, proc, sig):
+        proc.send_signal(sig)
+        try:
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        with open(self.pidfile) as f:
+            child = int(f.read())
+        try:
+            os.kill(child, signal.SIGKILL)  # the tool, should it have outlived the command
+        except ProcessLookupError:
+            pass
+        return proc.returncode, err
+
+    def test_replay_removes_its_folder(self):
+        """replay of a CSV (imported to a temporary trace first): SIGTERM and SIGHUP end it by
+        that signal, its folder removed; SIGINT (Ctrl-C, Python's KeyboardInterrupt) by 130."""
+        for sig, want in ((signal.SIGTERM, -signal.SIGTERM), (signal.SIGHUP, -signal.SIGHUP),
+                          (signal.SIGINT, 130)):
+            with self.subTest(sig=sig.name):
+                os.unlink(self.pidfile) if os.path.exists(self.pidfile) else None
+                proc = self.start("replay", LIFETIMES)
+                code, err = self.ended(proc, sig)
+                self.assertEqual(code, want, err)
+                self.assertNotIn("Traceback", err)
+                self.assertEqual(os.listdir(self.tmpdir), [], "temporary files left behind")
+                if sig != signal.SIGINT:
+                    self.assertIn(f"gpuarena: stopped by {sig.name}", err)
+
+    def test_report_removes_its_folder(self):
+        """report replays the trace for its reserved curve, in a temporary folder of its own;
+        nothing is written at -o either."""
+        out = os.path.join(self.d, "out")
+        proc = self.start("report", LIFETIMES, "-o", out)
+        code, err = self.ended(proc, signal.SIGTERM)
+        self.assertEqual(code, -signal.SIGTERM, err)
+        self.assertEqual(os.listdir(self.tmpdir), [])
+        self.assertEqual(sorted(n for n in os.listdir(self.d) if n.startswith("out")), [])
+
+    def test_nohup_keeps_sighup_ignored(self):
+        """A command started with SIGHUP ignored (nohup) goes on past one, as before."""
+        full = dict(os.environ, GPUARENA_BUILD=os.path.join(self.d, "build"),
+                    TMPDIR=self.tmpdir)
+        proc = subprocess.Popen(["nohup", sys.executable, gatest.SCRIPT, "replay", LIFETIMES],
+                                env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=self.d)
+        for _ in range(6000):
+            if os.path.exists(self.pidfile) or proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        self.assertTrue(os.path.exists(self.pidfile))
+        proc.send_signal(signal.SIGHUP)
+        with open(self.pidfile) as f:
+            child = int(f.read())
+        os.kill(child, signal.SIGTERM)  # the stand-in tool ends: the command goes on to fail
+        proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 1)  # the tool's death, not SIGHUP's
+        self.assertEqual(os.listdir(self.tmpdir), [])
+
+    def test_doctor_kills_its_children(self):
+        """doctor's children run in sessions of their own (its timeout kills their groups): a
+        SIGTERM to doctor left them running up to --timeout (120 s). Here --python is a stand-in
+        that waits."""
+        python = os.path.join(self.d, "python")
+        with open(python, "w") as f:
+            f.write(f"#!/bin/sh\necho $$ > {self.pidfile}.tmp && mv {self.pidfile}.tmp "
+                    f"{self.pidfile}\nexec sleep 600\n")
+        os.chmod(python, 0o755)
+        full = dict(os.environ, TMPDIR=self.tmpdir)
+        proc = subprocess.Popen([sys.executable, gatest.SCRIPT, "doctor", "--sim", "--python",
+                                 python], env=full, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        for _ in range(6000):  # until the stand-in runs (at most 60 s)
+            if os.path.exists(self.pidfile) or proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        self.assertTrue(os.path.exists(self.pidfile), proc.poll())
+        with open(self.pidfile) as f:
+            child = int(f.read())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, -signal.SIGTERM, err)
+        try:
+            os.kill(child, 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        if alive:  # init may not have reaped it yet: a zombie is gone too
+            try:
+                with open(f"/proc/{child}/stat") as f:
+                    alive = f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except FileNotFoundError:
+                alive = False
+        if alive:
+            os.kill(child, signal.SIGKILL)
+        self.assertFalse(alive, "doctor's child outlived it")
+
+
+if __name__ == "__main__":
+    unittest.main()

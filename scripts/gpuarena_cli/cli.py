@@ -9,6 +9,7 @@ traceback for bad input.
 """
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -634,7 +635,45 @@ COMMANDS = {"import": do_import, "replay": do_replay, "report": do_report, "run"
             "compare": do_compare, "doctor": do_doctor, "top": do_top}
 
 
+# errno values of a write that failed for want of room or a working device (/dev/full, a full disk)
+_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+
+
 def main(argv=None):
+    """The command: its exit code. What it prints is flushed before the code is returned, so an
+    output that could not be written (`--json > /dev/full`, a full disk) is a `gpuarena:` line and
+    exit 1: it was a traceback, or exit 0 with the output lost (--help, a short table)."""
+    try:
+        try:
+            code = _main(argv)
+        except SystemExit as e:  # argparse's --help and usage errors
+            code = e.code
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        _stdout_gone()
+        return 0
+    except OSError as e:
+        if e.errno not in _WRITE_ERRORS:
+            raise
+        _stdout_gone()
+        print(f"gpuarena: cannot write the output: {e.strerror}; free space where it goes or "
+              "send it elsewhere", file=sys.stderr)
+        return 1
+    return code
+
+
+def _stdout_gone():
+    """Standard output pointed at /dev/null, so that Python's own flush at exit, of what is
+    still buffered, fails no second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _main(argv):
     parser = build_parser()
     # An option the subcommand does not know is the subcommand's usage error, with its usage
     # (parse_args said it at the top level, with the top-level usage: helper-67 F17.1).
@@ -663,7 +702,5 @@ def main(argv=None):
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
     finally:
         ending.restore(old)

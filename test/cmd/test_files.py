@@ -205,5 +205,22 @@ class Files(unittest.TestCase, gatest.CliAsserts):
         self.assertNotIn("Traceback", p.stderr)
 
 
+class FullOutput(unittest.TestCase, gatest.CliAsserts):
+    """Standard output that cannot be written (/dev/full: a full disk) is one `gpuarena:` line
+    and exit 1: `replay --json`, `replay`, `top --once` and `doctor` ended in a traceback
+    (helper-82, 2026-12-06)."""
+
+    def test_stdout_on_a_full_device(self):
+        trace = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        with tempfile.TemporaryDirectory() as d, open("/dev/full", "w") as full:
+            for args in (("replay", trace, "--json", "--mode", "platform"),
+                         ("replay", trace, "--mode", "platform", "--no-min"),
+                         ("top", "--once", "--dir", d)):
+                with self.subTest(args=args[:2]):
+                    p = subprocess.run([sys.executable, gatest.SCRIPT, *args], stdout=full,
+                                       stderr=subprocess.PIPE, text=True, timeout=120)
+                    self.assertCleanError(p, "cannot write the output: No space left on device")
+
+
 if __name__ == "__main__":
     unittest.main()

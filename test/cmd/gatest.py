@@ -6,9 +6,12 @@ Locations come from the environment the tier rule sets (GA_TRACES_DIR, GPUARENA_
 defaults for a checkout so a test file also runs alone.
 """
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -17,6 +20,24 @@ TRACES = os.environ.get("GA_TRACES_DIR", os.path.join(REPO, "..", "shared", "tra
 BUILD = os.path.abspath(os.environ.get("GPUARENA_BUILD", os.path.join(REPO, "build")))
 
 sys.path.insert(0, os.path.join(REPO, "scripts"))
+
+# The commands the tests run make their temporary folders under TMPDIR: a folder of this test
+# run's own, so that one a command leaves is seen (leftovers(), checked after every test by
+# run_tests.py) and never piles up in /tmp (a killed command's folders did, one per run).
+if not os.environ.get("GA_TEST_TMPDIR"):
+    os.environ["GA_TEST_TMPDIR"] = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="gatest-")
+    tempfile.tempdir = None  # this process's own temporaries go there too
+    atexit.register(shutil.rmtree, os.environ["GA_TEST_TMPDIR"], True)
+
+
+def leftovers():
+    """What the command left in the test run's TMPDIR: its gpuarena-* folders; removed here, so
+    that the next test starts clean."""
+    d = os.environ["GA_TEST_TMPDIR"]
+    left = sorted(n for n in os.listdir(d) if n.startswith("gpuarena-"))
+    for n in left:
+        shutil.rmtree(os.path.join(d, n), ignore_errors=True)
+    return left
 
 # In a sanitizer build (make asan) the tier passes the ASan runtime, which a sanitizer-built shim
 # needs loaded first; leak checking is off because the Python interpreter itself is not clean.

@@ -2,7 +2,9 @@
 
 Usage: run_tests.py OUT.tap. The TAP file is what the tier summary counts; the exit status is 0
 even when tests fail (the summary decides), and non-zero only when the runner itself breaks.
-A skipped test is reported as "not ok": this tier must not pass by skipping.
+A skipped test is reported as "not ok": this tier must not pass by skipping. A test after which
+the command left a temporary folder in the run's TMPDIR (gatest.leftovers) gets a "not ok" line of
+its own.
 """
 
 import os
@@ -11,6 +13,8 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import gatest  # noqa: E402  (sets TMPDIR for every command the tests run)
 
 
 class TapResult(unittest.TextTestResult):
@@ -40,6 +44,15 @@ class TapResult(unittest.TextTestResult):
         super().addSubTest(test, subtest, err)
         if err is not None:
             self.lines.append((False, self._name(subtest), self._exc_info_to_string(err, test)))
+
+    def stopTest(self, test):
+        # A temporary folder the command left (test/cmd/gatest.py points every command's TMPDIR
+        # at the run's own folder) fails the test that left it, under its own line.
+        super().stopTest(test)
+        left = gatest.leftovers()
+        if left:
+            self.lines.append((False, self._name(test) + " left no temporary files",
+                               "the command left in TMPDIR: " + ", ".join(left)))
 
     def addSkip(self, test, reason):
         super().addSkip(test, reason)

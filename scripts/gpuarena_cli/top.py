@@ -39,6 +39,11 @@ HEADER = struct.Struct("<8s6IQ16s72s")   # magic .. name, 128 bytes (the mutex f
 SLOT = struct.Struct("<2I7Q16s")         # state .. mode, 80 of the slot's 128 bytes
 SLOT_LIVE = 1
 NAME_RE = re.compile(r"^gpuarena-(\d+)-(.+)-([0-9a-f]{32})$")
+# What the shim takes as a group name (shim/group_host.c, ga_group_name_ok) and writes as a mode:
+# a ledger's bytes are anyone's to forge in /dev/shm, and a name of escape codes was printed as
+# it was, into the terminal of whoever ran top (root sees every user's ledgers: helper-82).
+GROUP_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+MODE_RE = re.compile(r"[a-z0-9_-]{0,15}")
 
 
 def uuid_text(raw):
@@ -110,16 +115,23 @@ def read_ledger(path, own_ns=None, owner=None):
     if (magic != MAGIC or version != VERSION or ssize < SLOT.size or len(data) < hsize + nslots * ssize
             or st.st_size != hsize + nslots * ssize or uid != owner):
         return None
+    group = _cstr(name)
+    wanted = NAME_RE.match(os.path.basename(path))
+    if (not GROUP_RE.fullmatch(group) or group in (".", "..")
+            or (wanted and wanted.group(2) != group)):
+        return None  # not a name the shim writes, or not the one its file is named by
     members = []
     for i in range(min(hwm, nslots)):
         (state, pid, start, pidns, committed, committed_peak, in_use, reserved, peak,
          mode) = SLOT.unpack_from(data, hsize + i * ssize)
         if state != SLOT_LIVE:
             continue
-        members.append({"slot": i, "pid": pid, "alive": alive(pid, start, pidns, own_ns), "mode": _cstr(mode),
+        mode = _cstr(mode)
+        members.append({"slot": i, "pid": pid, "alive": alive(pid, start, pidns, own_ns),
+                        "mode": mode if MODE_RE.fullmatch(mode) else "?",
                         "committed": committed, "committed_peak": committed_peak,
                         "in_use": in_use, "reserved": reserved, "peak": peak})
-    return {"group": _cstr(name), "device": uuid_text(uuid), "uid": uid, "cap": cap,
+    return {"group": group, "device": uuid_text(uuid), "uid": uid, "cap": cap,
             "committed": sum(m["committed"] for m in members),
             "committed_dead": sum(m["committed"] for m in members if m["alive"] is False),
             "in_use": sum(m["in_use"] for m in members),

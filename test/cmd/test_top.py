@@ -237,6 +237,34 @@ class Ledgers(unittest.TestCase):
         self.assertEqual(samples[f'gpuarena_process_alive{{{base},slot="0",mode="arena"}}'], 1)
         self.assertEqual(samples[f'gpuarena_process_alive{{{base},slot="1",mode="arena"}}'], 0)
 
+    def test_forged_names_not_printed(self):
+        """A ledger's bytes can be forged by its user: a group name of terminal escape codes
+        (or one other than its file's) is not believed, and a mode that is not a word shows as ?;
+        both went to the terminal of whoever ran top (root reads every user's ledgers)."""
+        self.member("esc", DEV_A, 2 * MIB)
+        self.member("other", DEV_B, 2 * MIB)
+        paths = {n.split("-")[2]: os.path.join(self.dir, n) for n in os.listdir(self.dir)}
+        with open(paths["esc"], "r+b") as f:
+            data = bytearray(f.read())
+            data[56:56 + 72] = b"\x1b]0;owned\x07\x1b[2J".ljust(72, b"\0")  # the group name
+            f.seek(0)
+            f.write(data)
+        with open(paths["other"], "r+b") as f:
+            data = bytearray(f.read())
+            hsize = top.HEADER.unpack_from(data)[2]
+            data[hsize + 64:hsize + 80] = b"\x1b[31mred".ljust(16, b"\0")  # slot 0's mode
+            f.seek(0)
+            f.write(data)
+        for args in (("--once",), ("--json",), ("--prometheus",)):
+            with self.subTest(args=args):
+                p = self.top(*args)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertNotIn("\x1b", p.stdout)
+                self.assertNotIn("\\u001b", p.stdout)
+                self.assertNotIn("esc", p.stdout)
+                self.assertIn("other", p.stdout)
+        self.assertIn('"mode": "?"', self.top("--json").stdout)
+
     def test_errors_and_live_mode(self):
         p = self.top("--json", "--prometheus")
         self.assertEqual(p.returncode, 2)

@@ -648,7 +648,8 @@ def main(argv=None):
             code = _main(argv)
         except SystemExit as e:  # argparse's --help and usage errors
             code = e.code
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None when started with it closed (>&-)
+            sys.stdout.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         _stdout_gone()
         return 0
@@ -665,6 +666,8 @@ def main(argv=None):
 def _stdout_gone():
     """Standard output pointed at /dev/null, so that Python's own flush at exit, of what is
     still buffered, fails no second time."""
+    if sys.stdout is None:
+        return
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

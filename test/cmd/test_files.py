@@ -221,6 +221,16 @@ class FullOutput(unittest.TestCase, gatest.CliAsserts):
                                        stderr=subprocess.PIPE, text=True, timeout=120)
                     self.assertCleanError(p, "cannot write the output: No space left on device")
 
+    def test_stdout_closed(self):
+        """Started with standard output closed (>&-), `run` exits with its program's code: the
+        flush above met Python's sys.stdout None (a traceback, exit 1)."""
+        p = subprocess.run([sys.executable, gatest.SCRIPT, "run", "--sim", "--", "sh", "-c",
+                            "exit 3"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, timeout=120, pass_fds=(), close_fds=True,
+                           preexec_fn=lambda: os.close(1))
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -35,6 +35,8 @@ from .fmt import parse_size
 
 EPILOG = """exit codes: 0 success; 1 bad input or setup (the message says how to fix it);
 2 usage error; `run` exits with the program's own code (128+N if killed by signal N).
+SIGTERM, SIGHUP: run and compare pass them on to the program; any other subcommand removes its
+temporary files and ends by the signal. Output that cannot be written (a full disk): exit 1.
 Sizes: a number and an optional unit, any case: B; K/KiB, M/MiB, G/GiB, T/TiB (x1024);
 kB, MB, GB, TB (x1000); e.g. 8GiB, 512MiB, 1.5G, 4096; --limit of run/compare also takes 50%.
 Environment: GPUARENA_BUILD=DIR uses DIR/lib/libgpuarena.so and DIR/bin/gpuarena-replay (and

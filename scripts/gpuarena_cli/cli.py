@@ -449,8 +449,17 @@ def do_report(a):
     if report_mod.write_png(f"{prefix}.png", trace, reserved, series=series):
         print(f"gpuarena: wrote {prefix}.png")
     else:
-        print(f"gpuarena: {plot.MISSING}", file=sys.stderr)
+        _png_skipped(f"{prefix}.png")
     return 0
+
+
+def _png_skipped(path):
+    """The line for a chart not drawn (no matplotlib), naming a file already at its path: an
+    earlier run's chart, left beside this run's JSON or table without a word (helper-82)."""
+    line = f"gpuarena: {plot.MISSING}"
+    if os.path.lexists(path):
+        line += f"; {path} is from an earlier run, not this one"
+    print(line, file=sys.stderr)
 
 
 def _settings(a):
@@ -590,7 +599,7 @@ def do_compare(a):
         if plot.compare_png(f"{a.plot}.png", results):
             print(f"gpuarena: wrote {a.plot}.png", file=sys.stderr)
         else:
-            print(f"gpuarena: {plot.MISSING}", file=sys.stderr)
+            _png_skipped(f"{a.plot}.png")
     several = [f"{m} {r['processes']}" for m, r in results.items() if r["processes"] > 1]
     if several:
         print(f"gpuarena: the program started several CUDA processes ({', '.join(several)}); "

@@ -99,6 +99,27 @@ class RunCompareMore(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
         self.assertPlotSkipped(*self.compare_plot(sys.executable,
                                                   {"GPUARENA_NO_MATPLOTLIB": "1"}))
 
+    def test_plot_skipped_names_an_earlier_chart(self):
+        """Without matplotlib, a PREFIX.png already there (an earlier run's) is named as such:
+        it stayed beside the new table, or report's new JSON, without a word."""
+        prefix = os.path.join(self.tmp.name, "old")
+        with open(prefix + ".png", "wb") as f:
+            f.write(b"an earlier chart")
+        env = dict(os.environ, **self.env, GPUARENA_NO_MATPLOTLIB="1")
+        trace = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        for args in (("compare", "--sim", "--modes", "arena", "--plot", prefix, "--",
+                      sys.executable, FAKE, "0"), ("report", trace, "-o", prefix)):
+            with self.subTest(cmd=args[0]):
+                p = subprocess.run([sys.executable, gatest.SCRIPT, *args], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   timeout=120, check=False)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn(f"skipped the PNG (apt-get install python3-matplotlib for "
+                              f"/usr/bin/python3); {prefix}.png is from an earlier run, not this "
+                              "one", p.stderr)
+        p = self.compare_plot(sys.executable, {"GPUARENA_NO_MATPLOTLIB": "1"})[0]
+        self.assertNotIn("earlier run", p.stderr)  # nothing there: nothing said
+
     def test_compare_plot_import_fails(self):
         # A matplotlib package that raises on import, ahead of any real one on the path.
         shim = os.path.join(self.tmp.name, "nompl", "matplotlib")

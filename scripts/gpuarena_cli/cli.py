@@ -273,6 +273,9 @@ def _command(args):
     if not cmd:
         args.subparser.error("no program given: put it after --, e.g. "
                              f"gpuarena {args.cmd} -- python3 train.py")
+    if not cmd[0]:  # `-- "$PROG" ...` with PROG unset: "cannot execute : permission denied"
+        args.subparser.error("the program's name after -- is empty (an unset variable?); give "
+                             "the program to run, e.g. -- python3 train.py")
     return cmd
 
 

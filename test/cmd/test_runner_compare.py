@@ -166,6 +166,11 @@ class RunCompareMore(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
             for sub in ("run", "compare"):
                 p = self.run_cli(sub, "--sim", "--", path)
                 self.assertCleanError(p, f"cannot execute {path}: ", why)
+        # An empty name (`-- "$PROG"` with PROG unset) was "cannot execute : permission denied
+        # (chmod +x?)", exit 1: a usage error now, saying what is empty.
+        for sub in ("run", "compare"):
+            p = self.run_cli(sub, "--sim", "--", "", "train.py")
+            self.assertCleanError(p, "the program's name after -- is empty", code=2)
         work, elsewhere = os.path.join(d, "work"), os.path.join(d, "elsewhere")
         os.makedirs(work)
         os.makedirs(elsewhere)

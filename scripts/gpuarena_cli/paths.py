@@ -77,7 +77,8 @@ def find(rel, required=True, what=None):
         if not required:
             return None
         if not os.path.isdir(env):
-            raise GaError(f"GPUARENA_BUILD={env}: no such folder; point it at a build folder "
+            what_is = "not a folder" if os.path.exists(env) else "no such folder"
+            raise GaError(f"GPUARENA_BUILD={env}: {what_is}; point it at a build folder "
                           "(make BUILD=DIR builds one there) or unset it")
         raise GaError(f"{what or os.path.basename(rel)} not found in GPUARENA_BUILD={env} "
                       f"(looked for {path}); build it there (make BUILD={env}) or unset "

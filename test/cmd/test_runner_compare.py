@@ -28,6 +28,8 @@ class RunCompareMore(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
         # is an error, never a silent fall back to the checkout's build or to PATH.
         p = gatest.cli("run", "--sim", "--", "true", env={"GPUARENA_BUILD": "/no/build"})
         self.assertCleanError(p, "GPUARENA_BUILD=/no/build: no such folder")
+        p = gatest.cli("run", "--sim", "--", "true", env={"GPUARENA_BUILD": FAKE})  # a file
+        self.assertCleanError(p, f"GPUARENA_BUILD={FAKE}: not a folder;")
         p = gatest.cli("replay", os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv"),
                        env={"GPUARENA_BUILD": self.build})  # has lib/ and sim/, no bin/
         self.assertCleanError(p, "the replay tool gpuarena-replay not found in GPUARENA_BUILD=",

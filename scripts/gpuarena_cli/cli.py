@@ -294,6 +294,7 @@ def _not_over_input(src, out, what):
 def do_import(a):
     _check_out_path("-o", a.output, dash_ok=False)
     _not_over_input(a.file, a.output, "output")
+    _not_a_program("-o", a.output)
     trace, counts, used = importers.load_any(a.file, a.format, a.level, a.close, a.time_unit)
     tf.write(a.output, trace)
     print(f"gpuarena: imported {a.file} ({used}) -> {a.output}: {len(trace.events):,} events")
@@ -441,6 +442,7 @@ def do_report(a):
     prefix = _strip_ext(a.output) if a.output else _default_prefix(a.trace)
     for ext in (".json", ".png"):
         _not_over_input(a.trace, prefix + ext, "report file")
+        _not_a_program("-o", prefix + ext)
     trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
     reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace)
     if reserved is None:
@@ -516,6 +518,12 @@ def _not_over_command(option, out, cmd):
     # Any other program or library (an installed copy's shim, which the checkout's command
     # does not list above, a script, an archive): statistics and traces are never written over
     # one (a script and gpuarena's own static library were still replaced: helper-77 R2).
+    _not_a_program(option, out)
+
+
+def _not_a_program(option, out):
+    """UsageError when out is an ELF file, a script or an archive: writing it would replace a
+    program or library (import -o libgpuarena.so replaced the shim with a trace: helper-82)."""
     try:
         with open(out, "rb") as f:
             head = f.read(8) if os.path.isfile(out) else b""

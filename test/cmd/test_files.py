@@ -64,6 +64,33 @@ class Files(unittest.TestCase, gatest.CliAsserts):
         p = gatest.cli("import", "auto", sym, "-o", os.path.join(self.dir, "ok.gatrace"))
         self.assertEqual(p.returncode, 0, p.stderr)
 
+    def test_outputs_never_over_a_program(self):
+        """import -o and report -o refuse a program or library (an ELF file, a script, an
+        archive), as run --stats does: `import ... -o build/lib/libgpuarena.so` replaced the shim
+        with a trace, exit 0. A copy of the shim, a script and an archive here."""
+        src = gatest.traces("lifetimes")[0]
+        shim = os.path.join(self.dir, "libgpuarena.so")
+        shutil.copy(os.path.join(gatest.BUILD, "lib", "libgpuarena.so"), shim)
+        script, archive = os.path.join(self.dir, "train.sh"), os.path.join(self.dir, "lib.a")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho training\n")
+        with open(archive, "wb") as f:
+            f.write(b"!<arch>\n")
+        for path in (shim, script, archive):
+            with open(path, "rb") as f:
+                before = f.read()
+            with self.subTest(path=os.path.basename(path)):
+                p = gatest.cli("import", "lifetimes", src, "-o", path)
+                self.assertCleanError(p, "is a program or library", code=2)
+                with open(path, "rb") as f:
+                    self.assertEqual(f.read(), before)
+        png = os.path.join(self.dir, "chart.png")
+        shutil.copy(shim, png)
+        p = gatest.cli("report", src, "-o", os.path.join(self.dir, "chart"),
+                       env={"GPUARENA_NO_MATPLOTLIB": "1"})
+        self.assertCleanError(p, f"-o {png} is a program or library", code=2)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "chart.json")))
+
     def test_output_written_through_a_fresh_temporary(self):
         # The output once went through a fixed OUT.tmp: a link planted there was written
         # through, and an input named OUT.tmp was deleted. Now the temporary is a new name.

@@ -60,6 +60,26 @@ static void ga_capture_begun(CUstream s)
     atomic_fetch_add(&ga_cap_extra, 1); /* no ID, or the table is full */
 }
 
+/* Takes the captures of stream sid (with sid 0: of context ctx, every one) out of the table;
+ * returns how many. A stream's capture is its own: the first found is the only one. */
+static int ga_capture_drop(uint64_t sid, CUcontext ctx)
+{
+    int n = 0;
+    for (size_t i = 0; i < GA_CAPTURES; i++) {
+        uint64_t was = atomic_load(&ga_cap[i].sid);
+        if (!was || (sid ? was != sid : atomic_load(&ga_cap[i].ctx) != ctx))
+            continue;
+        atomic_store(&ga_cap[i].ctx, NULL);
+        if (atomic_compare_exchange_strong(&ga_cap[i].sid, &was, 0)) {
+            atomic_fetch_sub(&ga_cap_n, 1);
+            n++;
+            if (sid)
+                break;
+        }
+    }
+    return n;
+}
+
 /* After cuStreamEndCapture(s): the capture is over unless the stream says it still runs (a call
  * refused from the wrong thread, say). sid: the stream's ID, taken before the call. */
 static void ga_capture_ended(CUstream s, uint64_t sid, CUresult r)
@@ -71,16 +91,8 @@ static void ga_capture_ended(CUstream s, uint64_t sid, CUresult r)
         (!ga_real.cuStreamIsCapturing || (ga_real.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
                                           st != CU_STREAM_CAPTURE_STATUS_NONE)))
         return;
-    for (size_t i = 0; sid && i < GA_CAPTURES; i++) {
-        uint64_t want = sid;
-        if (atomic_load(&ga_cap[i].sid) == sid) {
-            atomic_store(&ga_cap[i].ctx, NULL);
-            if (atomic_compare_exchange_strong(&ga_cap[i].sid, &want, 0)) {
-                atomic_fetch_sub(&ga_cap_n, 1);
-                return;
-            }
-        }
-    }
+    if (sid && ga_capture_drop(sid, NULL))
+        return;
     int extra = atomic_load(&ga_cap_extra);
     while (extra > 0 && !atomic_compare_exchange_weak(&ga_cap_extra, &extra, extra - 1))
         ;
@@ -156,4 +168,38 @@ GA_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
     CUresult r = ga_real.cuStreamEndCapture_ptsz(hStream, phGraph);
     ga_capture_ended(GA_PTSZ_STREAM(hStream), sid, r);
     return r;
+}
+
+/* A capture also ends when its stream goes without cuStreamEndCapture: the stream destroyed, or
+ * its context (ga_capture_ctx_gone, from the teardown hooks). Left in the table, it kept every
+ * cuMemFree'd chunk of the device pending for good: allocations refused "for the end of the stream
+ * capture under way" under the cap, the bytes out of cuMemGetInfo's free figure (an outside test,
+ * 2026-12-06; test capture_ends_with_its_stream). One load when no capture runs. */
+static CUresult ga_stream_destroy(CUstream s, CUresult (*real_destroy)(CUstream))
+{
+    if (!atomic_load(&ga_cap_n))
+        return real_destroy(s);
+    uint64_t sid = ga_fence_stream_id(s);
+    CUresult r = real_destroy(s);
+    if (r == CUDA_SUCCESS && sid)
+        ga_capture_drop(sid, NULL);
+    return r;
+}
+
+GA_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    GA_HOOK_ENTER(cuStreamDestroy_v2, (hStream));
+    return ga_stream_destroy(hStream, ga_real.cuStreamDestroy_v2);
+}
+
+GA_EXPORT CUresult cuStreamDestroy(CUstream hStream)
+{
+    GA_HOOK_ENTER(cuStreamDestroy, (hStream));
+    return ga_stream_destroy(hStream, ga_real.cuStreamDestroy);
+}
+
+void ga_capture_ctx_gone(CUcontext ctx)
+{
+    if (ctx && atomic_load(&ga_cap_n))
+        ga_capture_drop(0, ctx);
 }

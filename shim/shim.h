@@ -665,6 +665,8 @@ uint64_t ga_fence_stream_id(CUstream s);
  * (a call there cost the arena hot path 12 instructions a pair, scripts/bench-shim-instr.sh). */
 extern _Atomic int ga_cap_n;
 int ga_capture_on_dev_slow(int dev);
+/* Context ctx is gone (a teardown the driver made): its streams' captures are over. */
+void ga_capture_ctx_gone(CUcontext ctx);
 /* 1 while a stream capture may be under way on a context of dev: nothing may synchronise those
  * contexts then. */
 static inline int ga_capture_on_dev(int dev)

@@ -449,6 +449,7 @@ static CUresult ga_ctx_teardown(CUcontext ctx, const ga_td_call_t *call)
     if (r == CUDA_SUCCESS) {
         ga_ctx_forget_cached();
         ga_ctx_drop_all(ctx, 1);
+        ga_capture_ctx_gone(ctx);
     }
     return r;
 }
@@ -603,8 +604,10 @@ static CUresult ga_primary_release(CUdevice dev, CUresult (*real_release)(CUdevi
     int active = 1;
     int gone = r == CUDA_SUCCESS && p &&
                ga_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active;
-    if (gone)
+    if (gone) {
         ga_ctx_drop_all(p, 1);
+        ga_capture_ctx_gone(p);
+    }
     ga_mutex_unlock(&ga_primary_lock);
     return r;
 }

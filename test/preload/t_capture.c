@@ -1,0 +1,97 @@
+/* Preload tests of stream captures that end without cuStreamEndCapture (case "capture"):
+ * the capturing stream destroyed, or its context destroyed or reset. The shim keeps the
+ * captures under way so that its fence synchronises no context of their device (capture.c); a
+ * capture whose stream is gone is over, and one left in the table held every cuMemFree'd chunk of
+ * the device pending for good (an outside test, 2026-12-06: 40 MiB freed, then refused "for the
+ * end of the stream capture under way" under a 64 MiB cap, and left out of cuMemGetInfo's free
+ * figure until exit). */
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "preload_test.h"
+
+/* How the capture's stream goes: 0 cuStreamDestroy (the cuda.h name, _v2), 1 the v1
+ * cuStreamDestroy, 2 cuCtxDestroy of a created context whose stream captures, 3
+ * cuDevicePrimaryCtxReset of the primary context whose stream captures, 4 a last
+ * cuDevicePrimaryCtxRelease of it. */
+static void capture_gone_child(void *arg)
+{
+    int how = (int)(intptr_t)arg;
+    CUresult (*destroy_v1)(CUstream) = NULL;
+    CUcontext prim = pt_start(), made = NULL;
+    CUdevice dev;
+    CUstream s;
+    CUdeviceptr p, q;
+    size_t f = 0, t = 0;
+    if (cuCtxGetDevice(&dev))
+        exit(1);
+    if (how == 2 && (cuCtxCreate(&made, NULL, 0, dev) || cuCtxSetCurrent(made)))
+        exit(1);
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED))
+        exit(1);
+    if (how != 0 && how != 1 && (cuCtxSetCurrent(prim)))
+        exit(1);
+    switch (how) {
+    case 0:
+        if (cuStreamDestroy(s))
+            exit(2);
+        break;
+    case 1:
+        if (cuGetProcAddress("cuStreamDestroy", (void **)&destroy_v1, 2000,
+                             CU_GET_PROC_ADDRESS_DEFAULT, NULL) || !destroy_v1 || destroy_v1(s))
+            exit(2);
+        break;
+    case 2:
+        if (cuCtxDestroy(made) || cuCtxSetCurrent(prim))
+            exit(2);
+        break;
+    case 3:
+        if (cuDevicePrimaryCtxReset(dev))
+            exit(2);
+        break;
+    case 4:
+        if (cuDevicePrimaryCtxRelease(dev) || cuDevicePrimaryCtxRetain(&prim, dev) ||
+            cuCtxSetCurrent(prim))
+            exit(2);
+        break;
+    }
+    /* No capture runs now: a freed chunk is waited for and served again under the cap. */
+    if (cuMemAlloc(&p, 40 * MiB) || cuMemsetD8(p, 1, 40 * MiB) || cuMemFree(p))
+        exit(3);
+    if (cuMemGetInfo(&f, &t) || f < 40 * MiB)
+        exit(4); /* the freed bytes left out of the free figure */
+    if (cuMemAlloc(&q, 40 * MiB))
+        exit(5); /* refused for a capture that is over */
+    if (cuMemFree(q))
+        exit(1);
+    exit(0);
+}
+
+START_TEST(capture_ends_with_its_stream)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    static const char *const hows[] = {"cuStreamDestroy", "cuStreamDestroy (v1)", "cuCtxDestroy",
+                                       "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRelease"};
+    for (int m = 0; m < 3; m++)
+        for (int h = 0; h < 5; h++) {
+            char err[4096];
+            pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+            int rc = pt_run_child(capture_gone_child, (void *)(intptr_t)h, err, sizeof err);
+            ck_assert_msg(rc == 0, "%s, capture's stream gone by %s: exit %d (2: the call "
+                          "failed, 3: allocation refused, 4: freed bytes not reported free, 5: "
+                          "the freed chunk held for a capture that is over); %s",
+                          modes[m], hows[h], rc, err);
+        }
+}
+END_TEST
+
+TCase *pt_tcase_capture(void)
+{
+    TCase *tc = tcase_create("capture");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, capture_ends_with_its_stream);
+    return tc;
+}

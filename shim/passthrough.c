@@ -116,9 +116,12 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
     int stream_ordered = api == GA_API_CUMEMALLOCASYNC || api == GA_API_CUMEMALLOCFROMPOOL;
     if (ga_tl_api)
         api = ga_tl_api;
-    ga_mutex_t *lock = handle ? &ga_dev(dev)->lock : &c->lock;
-    ga_ptrmap_t *table = handle ? &ga_dev(dev)->handles : &c->pass;
-    ga_counts_t *counts = handle ? &ga_dev(dev)->counts : &c->counts;
+    /* No context with a device: a pool block on a device where gpuarena has none
+     * (ga_pass_pool_device), kept in the device's table of blocks no context holds. */
+    int loose = !handle && !c;
+    ga_mutex_t *lock = handle || loose ? &ga_dev(dev)->lock : &c->lock;
+    ga_ptrmap_t *table = handle ? &ga_dev(dev)->handles : loose ? &ga_dev(dev)->loose : &c->pass;
+    ga_counts_t *counts = handle || loose ? &ga_dev(dev)->counts : &c->counts;
     int recorded = 0, nohost = 0;
     CUmemoryPool unlisted = NULL;
     int nopool = r == CUDA_SUCCESS && stream_ordered && !handle &&
@@ -131,7 +134,7 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
          * memory, which outlives it in the driver and so stays counted, on the device (an outside
          * test, 2026-12-06: a cuMemAllocFromPoolAsync served while another thread destroyed the
          * context left the cap, and 100 MiB were held under a 64 MiB one). */
-        if (handle || !atomic_load(&c->dead))
+        if (handle || loose || !atomic_load(&c->dead))
             nohost = !(recorded = ga_ptrmap_put(table, &e) == 0);
         else
             nohost = !(recorded = ga_pass_outlives(c, &e)) && stream_ordered;
@@ -201,36 +204,40 @@ static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop, size_t size)
     return r == CUDA_SUCCESS && g && size % g ? CUDA_ERROR_INVALID_VALUE : r;
 }
 
-/* A live context on a device other than dev, or NULL: whether a pool block may have landed on a
- * device gpuarena counts apart (one walk of the list; a one-device process never asks more). */
-static ga_ctx_t *ga_pass_other_device(int dev)
+/* Whether the driver has more than one device: whether a pool block may have landed on another
+ * device than its stream's (asked of the driver once; a one-device process never asks more). */
+static int ga_pass_several_devices(void)
 {
-    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c))
-        if (c->dev != dev && !atomic_load(&c->dead))
-            return c;
-    return NULL;
+    static _Atomic int several = -1;
+    int v = atomic_load_explicit(&several, memory_order_relaxed);
+    if (v < 0) {
+        int n = 0;
+        v = ga_real.cuDeviceGetCount && ga_real.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 1;
+        atomic_store_explicit(&several, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 /* A cuMemAllocFromPoolAsync's block lies on its pool's device, which need not be its stream's:
  * counted on the stream's device, it escaped the pool device's cap and took the stream device's
  * room (helper-68 F6, helper-72 NEW-7: 90 MiB held under a 64 MiB cap on device 1). When the
- * driver puts it on another device where a live context has gpuarena's state, the commitment
- * moves there and the block is recorded in that context, where every free finds it
- * (ga_with_owner) and gives it back to that device; refused there, the block goes back to the
- * driver and the call is an out-of-memory of that device. With no context on that device it
- * stays counted on the stream's (README, Limits). Updates the call's context, device and
- * commitment; returns the call's answer. */
+ * driver puts it on another device, the commitment moves there and the block is recorded in a
+ * live context of gpuarena's on that device, where every free finds it (ga_with_owner), or, with
+ * none there, in that device's own table (*cp NULL: ga_pass_end), where a free finds it too
+ * (ga_dev_free_loose); either gives it back to that device. Refused there, the block goes back to
+ * the driver and the call is an out-of-memory of that device. Until 2026-12-06 a device with no
+ * context of gpuarena's left the block on the stream's device: device 0 refused memory it had,
+ * and device 1 held the block and its cap besides (an outside test). Updates the call's context,
+ * device and commitment; returns the call's answer. */
 static CUresult ga_pass_pool_device(ga_ctx_t **cp, int *devp, int *committed, uint64_t units,
                                     CUdeviceptr p, CUstream s)
 {
     int bdev = -1;
-    if (!*committed || !ga_pass_other_device(*devp) || !ga_real.cuPointerGetAttribute ||
+    if (!*committed || !ga_pass_several_devices() || !ga_real.cuPointerGetAttribute ||
         ga_real.cuPointerGetAttribute(&bdev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) !=
             CUDA_SUCCESS || bdev == *devp || bdev < 0 || bdev >= GA_MAX_DEVICES)
         return CUDA_SUCCESS;
-    ga_ctx_t *c1 = ga_pass_ctx_on(bdev);
-    if (!c1)
-        return CUDA_SUCCESS;
+    ga_ctx_t *c1 = ga_pass_ctx_on(bdev); /* NULL: the device's own table */
     ga_dev_setup(bdev);
     int moved = ga_dev_commit_pass(c1, bdev, units);
     ga_dev_uncommit(*devp, units);

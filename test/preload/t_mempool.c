@@ -242,6 +242,60 @@ START_TEST(cross_device_pool_block_counted_on_its_device)
 }
 END_TEST
 
+/* The same with no context of gpuarena's on the pool's device when the block is served (the
+ * program only ever allocated on device 0): the block is counted on device 1 all the same, in that
+ * device's own table, and what the pool keeps after its free is trimmed for device 1's next
+ * allocation. Before, it was counted on device 0, which refused 40 MiB it had, and device 1 then
+ * held 50 + 40 MiB under its 64 MiB cap, and 50 kept + 40 after the free (an outside test,
+ * 2026-12-06). */
+static void cross_device_noctx_child(void *arg)
+{
+    (void)arg;
+    CUcontext c0 = pt_start(), c1;
+    CUdevice d1;
+    CUstream s;
+    CUdeviceptr a, b, c;
+    CUmemPoolProps pp;
+    memset(&pp, 0, sizeof pp);
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pp.location.id = 1;
+    CUmemoryPool pool;
+    cuuint64_t keep = ~(cuuint64_t)0;
+    if (cuDeviceGet(&d1, 1) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuMemPoolCreate(&pool, &pp) ||
+        cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep))
+        exit(1);
+    if (cuMemAllocFromPoolAsync(&a, 50 * MiB, pool, s) || cuStreamSynchronize(s))
+        exit(2);
+    if (cuMemAlloc(&b, 40 * MiB)) /* device 0 has its whole cap */
+        exit(3);
+    if (cuDevicePrimaryCtxRetain(&c1, d1) || cuCtxSetCurrent(c1))
+        exit(1);
+    if (cuMemAlloc(&c, 40 * MiB) != CUDA_ERROR_OUT_OF_MEMORY ||
+        simcuda_device_bytes_in_use(1) > 64 * MiB)
+        exit(4);
+    if (cuCtxSetCurrent(c0) || cuMemFreeAsync(a, s) || cuStreamSynchronize(s) ||
+        cuCtxSetCurrent(c1))
+        exit(5);
+    if (cuMemAlloc(&c, 40 * MiB) || simcuda_device_bytes_in_use(1) > 64 * MiB)
+        exit(6); /* the pool's kept 50 MiB not trimmed for device 1 */
+    exit(0);
+}
+
+START_TEST(cross_device_pool_block_without_context)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=grow", "GPUARENA_MODE=vmm",
+                                        "GPUARENA_MODE=platform"};
+    char err[4096];
+    pt_env(modes[_i], "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+    int rc = pt_run_child(cross_device_noctx_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s: exit %d (2: refused, 3: device 0 refused, 4: device 1 served past its "
+                  "cap, 5: the free failed, 6: device 1 past its cap after the free); %s",
+                  modes[_i], rc, err);
+}
+END_TEST
+
 TCase *pt_tcase_mempool(void)
 {
     TCase *tc = tcase_create("mempool");
@@ -250,5 +304,6 @@ TCase *pt_tcase_mempool(void)
     tcase_add_test(tc, destroyed_pool_leaves_the_cap);
     tcase_add_test(tc, pool_destroy_bad_handles);
     tcase_add_loop_test(tc, cross_device_pool_block_counted_on_its_device, 0, 3);
+    tcase_add_loop_test(tc, cross_device_pool_block_without_context, 0, 3);
     return tc;
 }

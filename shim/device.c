@@ -194,12 +194,12 @@ void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
 }
 
 /* The handles stay set: threads still allocating while the process exits go on calling in, and
- * ga_group_close leaves them a valid, mapped handle that refuses further commits. */
+ * ga_group_exit leaves them a valid, mapped handle that refuses further commits. */
 void ga_dev_close_groups(void)
 {
     for (int d = 0; d < GA_MAX_DEVICES; d++)
         if (atomic_load(&ga_devs[d].known) && ga_devs[d].group)
-            ga_group_close(ga_devs[d].group);
+            ga_group_exit(ga_devs[d].group);
 }
 
 /* ga_mem_view for a device the shim has not set up: the process has made no CUDA call yet (a tool

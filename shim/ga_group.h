@@ -102,6 +102,14 @@ int ga_group_member(const ga_group_t *g);
  * takes the mapping. NULL is accepted. */
 void ga_group_close(ga_group_t *g);
 
+/* ga_group_close for the process's exit (the shim's destructor). While other members live, the
+ * slot stays, with its share, for them to reclaim once the process is gone (ga_reclaim: its
+ * /proc entry gone, or a zombie): until then the driver holds the process's device memory, and
+ * the share given back at the destructor let another member be granted memory the device still
+ * held (66 MiB held under a 64 MiB group cap, an outside test, 2026-12-06). With none, as
+ * ga_group_close: the slot freed, the ledger removed by the last member out. NULL is accepted. */
+void ga_group_exit(ga_group_t *g);
+
 /* ga_group_close, then the mapping and g are freed: for an owner that knows no other thread can
  * call in any more (tests, a group given up early). NULL is accepted. */
 void ga_group_free(ga_group_t *g);

@@ -728,7 +728,8 @@ int ga_group_member(const ga_group_t *g)
     return LD(&g->left) || LD(&g->slot) != NULL || LD(&g->clash);
 }
 
-void ga_group_close(ga_group_t *g)
+/* at_exit: the process is exiting (ga_group_exit). */
+static void ga_group_leave(ga_group_t *g, int at_exit)
 {
     if (!g)
         return;
@@ -741,7 +742,13 @@ void ga_group_close(ga_group_t *g)
         }
         ST(&g->left, 1);
         ga_ledger_slot_t *s = LD(&g->slot);
+        /* counted before the slot is let go: ga_reclaim counts ours as live */
+        int others = at_exit && s && ga_reclaim(g) > 1;
         ST(&g->slot, NULL);
+        if (others) { /* kept, with its share, until the process is gone (ga_group_exit) */
+            ga_unlock(l);
+            return;
+        }
         if (s)
             ga_free_slot(s);
         /* Removed under the mutex, and a joiner checks the link count under it: nobody can join a
@@ -754,6 +761,16 @@ void ga_group_close(ga_group_t *g)
         ga_unlock(l);
         return;
     }
+}
+
+void ga_group_close(ga_group_t *g)
+{
+    ga_group_leave(g, 0);
+}
+
+void ga_group_exit(ga_group_t *g)
+{
+    ga_group_leave(g, 1);
 }
 
 void ga_group_free(ga_group_t *g)

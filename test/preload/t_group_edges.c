@@ -7,6 +7,7 @@
 #include "../../shim/group_layout.h"
 #include "../group/procstat.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -381,8 +382,80 @@ START_TEST(group_full_says_full)
 }
 END_TEST
 
+/* ---- a member that exits while others run keeps its share until it is gone: its device memory
+ * is the driver's until then (before, its share left the ledger in the shim's destructor, and
+ * another member was granted memory the device still held: 66 and 68 MiB held under a 64 MiB
+ * group cap in an outside test with members churning, 2026-12-06) ---- */
+
+/* Holds 40 MiB, then exits; libgactor's destructor, which runs after the shim's, says so on up[1]
+ * and holds the process there until a byte comes on down[0]. */
+static void exiting_member(int up, int down)
+{
+    void *h = dlopen("libgactor.so", RTLD_NOW | RTLD_LOCAL);
+    int *hold = h ? (int *)dlsym(h, "dtor_hold_fd") : NULL;
+    if (!hold)
+        _exit(20);
+    member_start("GPUARENA_MODE=grow");
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 40 * MiB) || cuMemsetD8(p, 1, 40 * MiB))
+        _exit(21);
+    hold[0] = up, hold[1] = down;
+    exit(0); /* p is never freed: the process's end gives it back */
+}
+
+START_TEST(group_exiting_member_keeps_its_share)
+{
+    group_env("64MiB");
+    pid_t stays = group_holder(1 * MiB); /* a member that outlives the exiting one */
+    int up[2], down[2];
+    ck_assert_int_eq(pipe(up), 0);
+    ck_assert_int_eq(pipe(down), 0);
+    pid_t a = fork();
+    if (a == 0)
+        exiting_member(up[1], down[0]);
+    char b = 0;
+    ck_assert_msg(read(up[0], &b, 1) == 1, "the exiting member reached its late destructor");
+    /* The member is in its exit, past the shim's destructor: the driver holds its 40 MiB. */
+    pid_t other = fork();
+    if (other == 0) {
+        member_start("GPUARENA_MODE=platform");
+        CUdeviceptr p;
+        size_t fr = 0, total = 0;
+        CUresult r = cuMemAlloc(&p, 40 * MiB);
+        if (r == CUDA_SUCCESS)
+            _exit(simcuda_device_peak_all(0) > 64 * MiB ? 3 : 2);
+        _exit(r == CUDA_ERROR_OUT_OF_MEMORY && cuMemGetInfo(&fr, &total) == CUDA_SUCCESS &&
+                      fr <= 24 * MiB ? 0 : 4);
+    }
+    int st = 0;
+    waitpid(other, &st, 0);
+    ck_assert_int_eq(write(down[1], &b, 1), 1);
+    int ast = 0;
+    waitpid(a, &ast, 0);
+    ck_assert_msg(WIFEXITED(ast) && WEXITSTATUS(ast) == 0, "the exiting member: status %d", ast);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "while a member exits, another is granted its share: exit %d (2: granted, "
+                  "3: granted and the device held more than the cap, 4: not an out-of-memory "
+                  "or its free figure counts the exiting member's bytes as free)",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    /* Once it is gone, its share is the others'. */
+    other = fork();
+    if (other == 0) {
+        member_start("GPUARENA_MODE=platform");
+        CUdeviceptr p;
+        _exit(cuMemAlloc(&p, 60 * MiB) == CUDA_SUCCESS ? 0 : 1);
+    }
+    waitpid(other, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "after the member's end its share returns");
+    kill(stays, SIGKILL);
+    waitpid(stays, &st, 0);
+    group_cleanup();
+}
+END_TEST
+
 void pt_group_edges_add(TCase *tc)
 {
+    tcase_add_test(tc, group_exiting_member_keeps_its_share);
     tcase_add_test(tc, group_joins_devices_it_uses);
     tcase_add_test(tc, group_two_groups_independent);
     tcase_add_test(tc, group_bad_name_refused);

@@ -106,8 +106,9 @@ void ga_group_close(ga_group_t *g);
  * slot stays, with its share, for them to reclaim once the process is gone (ga_reclaim: its
  * /proc entry gone, or a zombie): until then the driver holds the process's device memory, and
  * the share given back at the destructor let another member be granted memory the device still
- * held (66 MiB held under a 64 MiB group cap, an outside test, 2026-12-06). With none, as
- * ga_group_close: the slot freed, the ledger removed by the last member out. NULL is accepted. */
+ * held (66 MiB held under a 64 MiB group cap, an outside test, 2026-12-06). The slot is marked
+ * exiting. With no member staying (none, or all in their exit too), as ga_group_close: the slot
+ * freed, the ledger removed. NULL is accepted. */
 void ga_group_exit(ga_group_t *g);
 
 /* ga_group_close, then the mapping and g are freed: for an owner that knows no other thread can

@@ -728,6 +728,17 @@ int ga_group_member(const ga_group_t *g)
     return LD(&g->left) || LD(&g->slot) != NULL || LD(&g->clash);
 }
 
+/* Live members other than slot `mine` that are not in their exit (ga_reclaim first). */
+static unsigned ga_staying(const ga_group_t *g, const ga_ledger_slot_t *mine)
+{
+    unsigned n = 0;
+    for (uint32_t i = 0; i < g->l->hwm && i < GA_GROUP_SLOTS; i++) {
+        const ga_ledger_slot_t *s = &g->l->slots[i];
+        n += s != mine && LD(&s->state) == GA_SLOT_LIVE && !LD(&s->exiting);
+    }
+    return n;
+}
+
 /* at_exit: the process is exiting (ga_group_exit). */
 static void ga_group_leave(ga_group_t *g, int at_exit)
 {
@@ -742,10 +753,14 @@ static void ga_group_leave(ga_group_t *g, int at_exit)
         }
         ST(&g->left, 1);
         ga_ledger_slot_t *s = LD(&g->slot);
-        /* counted before the slot is let go: ga_reclaim counts ours as live */
-        int others = at_exit && s && ga_reclaim(g) > 1;
+        unsigned staying = 0;
+        if (at_exit) {
+            ga_reclaim(g);
+            staying = ga_staying(g, s);
+        }
         ST(&g->slot, NULL);
-        if (others) { /* kept, with its share, until the process is gone (ga_group_exit) */
+        if (s && staying) { /* kept, with its share, until the process is gone (ga_group_exit) */
+            ST(&s->exiting, 1);
             ga_unlock(l);
             return;
         }
@@ -753,10 +768,12 @@ static void ga_group_leave(ga_group_t *g, int at_exit)
             ga_free_slot(s);
         /* Removed under the mutex, and a joiner checks the link count under it: nobody can join a
          * removed ledger while a new one is made beside it. Only if the path still names our file:
-         * after a removal it names a newer group's live ledger, which is not ours to remove. */
+         * after a removal it names a newer group's live ledger, which is not ours to remove. At
+         * exit, members in their exit too do not keep it: with none staying, nobody is left to
+         * protect (they would leave the file behind, each keeping its slot for the others). */
         struct stat st;
-        if (ga_reclaim(g) == 0 && stat(g->path, &st) == 0 && st.st_dev == g->dev &&
-            st.st_ino == g->ino)
+        if ((at_exit ? staying : ga_reclaim(g)) == 0 && stat(g->path, &st) == 0 &&
+            st.st_dev == g->dev && st.st_ino == g->ino)
             unlink(g->path);
         ga_unlock(l);
         return;

@@ -36,7 +36,9 @@ typedef struct ga_ledger_slot {
     char mode[16];           /*  64 NUL-terminated mode name */
     uint64_t image;          /*  80 this process image's mark (exec keeps pid and start time);
                               *     0 in slots of gpuarena before it: top.py does not read it */
-    uint8_t spare[GA_LEDGER_SLOT - 88];
+    uint32_t exiting;        /*  88 1: the process is in its exit, past gpuarena's handler, and
+                              *     keeps its share until it is gone (ga_group_exit) */
+    uint8_t spare[GA_LEDGER_SLOT - 92];
 } ga_ledger_slot_t;
 
 typedef struct ga_ledger {

@@ -366,6 +366,13 @@ static int r_set_current(void *f) /* none current, then the context again: it al
     return r != CUDA_SUCCESS ? (int)r : lean_alloc() ? 0 : -1;
 }
 
+/* A created stream destroyed (a capture's end when one runs on it: capture.c). */
+static int r_stream_destroy(void *f)
+{
+    CUstream s = lean_capture_stream();
+    return s ? (int)((CUresult (*)(CUstream))f)(s) : -1;
+}
+
 static const struct lean_recipe {
     const char *name;
     lean_call_t call;
@@ -397,6 +404,8 @@ static const struct lean_recipe {
     {"cuStreamBeginCaptureToGraph_ptsz", r_capture_graph},
     {"cuStreamEndCapture", r_capture_end},
     {"cuStreamEndCapture_ptsz", r_capture_end},
+    {"cuStreamDestroy", r_stream_destroy},
+    {"cuStreamDestroy_v2", r_stream_destroy},
     {"cuEventSynchronize", r_event_sync},
     {"cuCtxDestroy_v2", r_ctx_destroy},
     {"cuCtxDestroy", r_ctx_destroy},

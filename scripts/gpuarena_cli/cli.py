@@ -13,7 +13,6 @@ import errno
 import json
 import math
 import os
-import stat
 import re
 import shutil
 import sys
@@ -525,20 +524,11 @@ def _not_over_command(option, out, cmd):
 def _not_a_program(option, out):
     """UsageError when out is an ELF file, a script or an archive: writing it would replace a
     program or library (import -o libgpuarena.so replaced the shim with a trace: helper-82)."""
-    # Opened without blocking and read only when a regular file: a FIFO's open waits for a writer
-    # (`import -o FIFO` hung in the open before the file type was looked at).
-    head = b""
     try:
-        fd = os.open(out, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with open(out, "rb") as f:
+            head = f.read(8) if os.path.isfile(out) else b""
     except OSError:
-        return
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            head = os.read(fd, 8)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        head = b""
     if head.startswith((b"\x7fELF", b"#!", b"!<arch>\n")):
         raise UsageError(f"{option} {out} is a program or library (an ELF file, a script or an "
                          "archive): writing it would replace it; give another path")

@@ -524,11 +524,16 @@ def _not_over_command(option, out, cmd):
 def _not_a_program(option, out):
     """UsageError when out is an ELF file, a script or an archive: writing it would replace a
     program or library (import -o libgpuarena.so replaced the shim with a trace: helper-82)."""
-    try:
-        with open(out, "rb") as f:
-            head = f.read(8) if os.path.isfile(out) else b""
-    except OSError:
-        head = b""
+    head = b""
+    if os.path.isfile(out):  # a FIFO is not opened: that blocked until a writer came (for ever)
+        try:
+            fd = os.open(out, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                head = os.read(fd, 8)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
     if head.startswith((b"\x7fELF", b"#!", b"!<arch>\n")):
         raise UsageError(f"{option} {out} is a program or library (an ELF file, a script or an "
                          "archive): writing it would replace it; give another path")

@@ -91,6 +91,16 @@ class Files(unittest.TestCase, gatest.CliAsserts):
         self.assertCleanError(p, f"-o {png} is a program or library", code=2)
         self.assertFalse(os.path.exists(os.path.join(self.dir, "chart.json")))
 
+    def test_run_stats_to_a_fifo(self):
+        """run --stats FIFO hung for ever before the program started: the check for a program
+        at that path opened the FIFO to read its first bytes. Now the shim's writer says that
+        nobody reads it (with a reader, the statistics go through: not tried here)."""
+        fifo = os.path.join(self.dir, "stats.fifo")
+        os.mkfifo(fifo)
+        p = gatest.cli("run", "--sim", "--stats", fifo, "--",
+                       os.path.join(gatest.BUILD, "examples", "ex_train"), "1", timeout=60)
+        self.assertCleanError(p, "is a FIFO that nobody is reading")
+
     def test_output_written_through_a_fresh_temporary(self):
         # The output once went through a fixed OUT.tmp: a link planted there was written
         # through, and an input named OUT.tmp was deleted. Now the temporary is a new name.

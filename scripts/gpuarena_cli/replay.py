@@ -11,6 +11,7 @@ side adds shows up here without a change.
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -89,6 +90,10 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
     err = proc.stderr.decode("utf-8", "replace").strip()
     if name:
         err = err.replace(trace_path, name)
+    if proc.returncode < 0:  # a crash, whatever it printed: its JSON cannot be trusted whole
+        raise GaError(f"gpuarena-replay was killed by {_signame(-proc.returncode)} (a crash, or "
+                      "killed from outside); " + (f"its stderr: {err}; " if err else "") +
+                      "if it crashed, report it with the input file")
     if proc.returncode != 0 and not proc.stdout.strip():
         raise GaError(f"gpuarena-replay failed (exit {proc.returncode}): "
                       f"{err.removeprefix('gpuarena: ') or 'no message'}")
@@ -104,6 +109,13 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
     if err:  # the tool's notes on a replay that ran (a block no mode can place)
         print(err, file=sys.stderr)
     return doc
+
+
+def _signame(n):
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
 
 
 def _cell(value, unit, field):

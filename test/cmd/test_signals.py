@@ -81,6 +81,23 @@ class EndedBySignal(unittest.TestCase):
                 if sig != signal.SIGINT:
                     self.assertIn(f"gpuarena: stopped by {sig.name}", err)
 
+    def test_tool_killed_by_a_signal_named(self):
+        """A replay tool killed by a signal (a crash) was "gpuarena-replay failed (exit -11):
+        no message"; now the signal is named, for replay and report, exit 1."""
+        tool = os.path.join(self.d, "build", "bin", "gpuarena-replay")
+        with open(tool, "w") as f:
+            f.write("#!/bin/sh\necho half a line >&2\nkill -SEGV $$\n")
+        env = dict(os.environ, GPUARENA_BUILD=os.path.join(self.d, "build"), TMPDIR=self.tmpdir)
+        for args in (("replay", LIFETIMES), ("report", LIFETIMES, "-o",
+                                             os.path.join(self.d, "r"))):
+            with self.subTest(cmd=args[0]):
+                p = subprocess.run([sys.executable, gatest.SCRIPT, *args], env=env, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn("gpuarena-replay was killed by SIGSEGV", p.stderr)
+                self.assertIn("its stderr: half a line", p.stderr)
+                self.assertEqual(os.listdir(self.tmpdir), [])
+
     def test_report_removes_its_folder(self):
         """report replays the trace for its reserved curve, in a temporary folder of its own;
         nothing is written at -o either."""

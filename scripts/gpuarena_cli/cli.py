@@ -443,6 +443,8 @@ def do_report(a):
     for ext in (".json", ".png"):
         _not_over_input(a.trace, prefix + ext, "report file")
         _not_a_program("-o", prefix + ext)
+        if not a.output:
+            _default_not_over_other(a.trace, prefix + ext)
     trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
     reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace)
     if reserved is None:
@@ -456,6 +458,36 @@ def do_report(a):
     else:
         _png_skipped(f"{prefix}.png")
     return 0
+
+
+# How the files report writes begin: a file there that begins otherwise is not an earlier report.
+_REPORT_HEADS = {".json": b'{"traceEvents":[', ".png": b"\x89PNG\r\n\x1a\n"}
+
+
+def _default_not_over_other(src, path):
+    """GaError when report's default output (no -o) would replace a file there that is not an
+    earlier report: `run --stats run.json --trace run.gatrace`, then `report run.gatrace`,
+    replaced the statistics run.json with the chart's JSON (helper-82). An earlier report's
+    files are replaced, as before."""
+    if not os.path.lexists(path):
+        return
+    head = b""
+    if os.path.isfile(path):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                head = os.read(fd, 32)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+    want = _REPORT_HEADS[os.path.splitext(path)[1]]
+    if not head.startswith(want):
+        what = (" (gpuarena's statistics, by its first bytes)"
+                if head.startswith(b'{"gpuarena_stats"') else "")
+        raise GaError(f"report {src} would write {path}, which is there and is not an earlier "
+                      f"report{what}; give -o PREFIX to write elsewhere, or -o "
+                      f"{_strip_ext(path)} to replace it (nothing was written)")
 
 
 def _png_skipped(path):

@@ -101,6 +101,36 @@ class Files(unittest.TestCase, gatest.CliAsserts):
                        os.path.join(gatest.BUILD, "examples", "ex_train"), "1", timeout=60)
         self.assertCleanError(p, "is a FIFO that nobody is reading")
 
+    def test_report_default_not_over_other_files(self):
+        """report without -o writes PREFIX.json and .png beside the input's name in the current
+        folder: after `run --stats run.json --trace run.gatrace`, `report run.gatrace` replaced
+        the statistics with the chart's JSON. A file there that is not an earlier report is
+        refused now (nothing written); an earlier report is replaced, and -o replaces anything."""
+        src = os.path.join(self.dir, "run.gatrace")
+        shutil.copy(gatest.traces("lifetimes")[0], os.path.join(self.dir, "run.csv"))
+        p = gatest.cli("import", "lifetimes", "run.csv", "-o", src, cwd=self.dir)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        stats = os.path.join(self.dir, "run.json")
+        with open(stats, "w") as f:
+            f.write('{"gpuarena_stats": 2, "totals": {}}\n')
+        env = {"GPUARENA_NO_MATPLOTLIB": "1"}
+        p = gatest.cli("report", "run.gatrace", cwd=self.dir, env=env)
+        self.assertCleanError(p, "would write run.json, which is there and is not an earlier "
+                              "report (gpuarena's statistics", "nothing was written")
+        with open(stats) as f:
+            self.assertTrue(f.read().startswith('{"gpuarena_stats"'))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "run.png")))
+        os.unlink(stats)
+        for _ in range(2):  # the second replaces the first's report
+            p = gatest.cli("report", "run.gatrace", cwd=self.dir, env=env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(self.dir, "run.png"), "w") as f:
+            f.write("not a picture")
+        p = gatest.cli("report", "run.gatrace", cwd=self.dir, env=env)
+        self.assertCleanError(p, "would write run.png, which is there and is not an earlier")
+        p = gatest.cli("report", "run.gatrace", "-o", "run", cwd=self.dir, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_output_written_through_a_fresh_temporary(self):
         # The output once went through a fixed OUT.tmp: a link planted there was written
         # through, and an input named OUT.tmp was deleted. Now the temporary is a new name.

@@ -20,7 +20,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -412,7 +411,7 @@ def run(cmd, settings, stats_path=None, sim=False, extra=None):
     """Runs cmd under the shim; prints a summary when no stats path was given. Returns the
     exit code to exit with. Every CUDA process under cmd writes its own statistics into a
     private folder (statsfiles), read here: the summary, or --stats, covers them all."""
-    with Forwarding() as fwd, tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
+    with Forwarding() as fwd, statsfiles.private_folder() as tmp:
         owned = stats_path is None or statsfiles.stats_owned(stats_path)
         path = statsfiles.template(tmp) if owned else stats_path
         env = child_env(dict(settings, GPUARENA_STATS=path), sim, extra)
@@ -576,7 +575,7 @@ def compare(cmd, modes, repeat=1, settings=None, sim=False, extra=None):
     if repeat < 1:
         raise UsageError(f"--repeat {repeat}: must be at least 1")
     results = {}
-    with Forwarding() as fwd, tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
+    with Forwarding() as fwd, statsfiles.private_folder() as tmp:
         for m in modes:
             env = child_env(dict(settings or {}, **modes_mod.ENV[m]), sim, extra)
             said = []

@@ -16,6 +16,7 @@ import errno
 import json
 import os
 import re
+import tempfile
 
 from . import GaError
 from . import tracefile as tf
@@ -27,6 +28,22 @@ _WRITTEN = re.compile(r"stats-(\d+)\.json\Z")
 
 def template(folder):
     return os.path.join(folder, TEMPLATE)
+
+
+def private_folder():
+    """The tempfile.TemporaryDirectory the shims write their statistics in: under TMPDIR, unless
+    its path holds %p, which the shim takes for the pid wherever it stands in GPUARENA_STATS (a
+    TMPDIR of /scratch/run%p lost every run's statistics, exit 0: helper-82); then under the
+    first of /tmp, /var/tmp and /dev/shm that this user can write."""
+    base = tempfile.gettempdir()
+    if "%p" in base:
+        base = next((d for d in ("/tmp", "/var/tmp", "/dev/shm")
+                     if os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)), None)
+        if base is None:
+            raise GaError(f"TMPDIR {tempfile.gettempdir()} holds %p, which the shim reads as the "
+                          "pid in the statistics path it is given; set TMPDIR to a folder "
+                          "without it")
+    return tempfile.TemporaryDirectory(prefix="gpuarena-", dir=base)
 
 
 def collect(folder, read):

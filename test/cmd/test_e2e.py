@@ -142,6 +142,21 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         self.assertIn("gpuarena: mode arena", p.stderr)
         self.assertIn("80 allocs, 0 failed", p.stderr)
 
+    def test_tmpdir_with_percent_p(self):
+        """The shim reads %p anywhere in GPUARENA_STATS as the pid, and the command's private
+        folder is under TMPDIR: a TMPDIR holding %p lost every run's statistics ("the program
+        wrote no statistics", exit 0) and every compare column. The folder goes elsewhere then."""
+        tmpdir = os.path.join(self.dir, "job%p dir")
+        os.mkdir(tmpdir)
+        env = {"TMPDIR": tmpdir}
+        p = cli("run", "--sim", "--", *DIRECT, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("80 allocs, 0 failed", p.stderr)
+        p = cli("compare", "--sim", "--json", "--modes", "platform", "--", *DIRECT, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["platform"]["stats"]["totals"]["allocs"], 80)
+        self.assertEqual(os.listdir(tmpdir), [])
+
     def test_compare_three_modes(self):
         p = cli("compare", "--sim", "--json", "--repeat", "2", "--modes", "arena,grow,platform",
                 "--", *DIRECT)

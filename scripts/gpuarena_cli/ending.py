@@ -11,12 +11,16 @@ or a supervisor sees what it sent: status 128+N, or "killed by signal N" to a pa
 A second signal while cleaning up is ignored, so the cleanup is not itself cut short.
 SIGINT keeps Python's KeyboardInterrupt, which unwinds the same way. A signal the command was
 started with ignored (nohup's SIGHUP) stays ignored. Where run and compare pass signals on to the
-program (runner.Forwarding), their own handlers are in place meanwhile.
+program (runner.Forwarding), their own handlers are in place meanwhile. temporary_folder() is the
+command's temporary folder, removed with these signals held back.
 """
 
+import contextlib
 import os
+import shutil
 import signal
 import sys
+import tempfile
 
 ENDING = (signal.SIGTERM, signal.SIGHUP)
 
@@ -70,3 +74,21 @@ def die(signum):
     except (OSError, ValueError):
         pass
     return 128 + signum
+
+
+@contextlib.contextmanager
+def temporary_folder(prefix="gpuarena-", dir=None):
+    """tempfile.TemporaryDirectory whose removal no signal cuts short: SIGTERM, SIGHUP and SIGINT
+    are held back while it is removed and arrive once it is gone (a first signal that came
+    during the removal on the way out of a finished command raised in the middle of it, and part
+    of the folder stayed)."""
+    path = tempfile.mkdtemp(prefix=prefix, dir=dir)
+    try:
+        yield path
+    finally:
+        held = ENDING + (signal.SIGINT,)
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -14,9 +14,9 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 from . import GaError
+from . import ending
 from . import importers
 from . import memory
 from . import paths
@@ -140,7 +140,7 @@ def render(doc):
 def replay(path, fmt="auto", level="tensor", mode="all", arena_size=None, limit=None,
            find_min=True, check=False, device=None, vmm_keep=None):
     """(tool JSON document, import counts or None) for any input file."""
-    with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
+    with ending.temporary_folder() as tmp:
         trace_path, counts, kind = as_trace_file(path, fmt, level, tmpdir=tmp)
         doc = run_tool(trace_path, mode, arena_size, limit, find_min, check, device=device,
                        name=path, vmm_keep=vmm_keep)

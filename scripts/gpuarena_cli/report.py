@@ -13,9 +13,9 @@ to stay readable. The PNG needs matplotlib (plot.py) and is skipped, with a mess
 
 import json
 import os
-import tempfile
 
 from . import GaError
+from . import ending
 from . import paths
 from . import plot
 from . import tracefile as tf
@@ -230,7 +230,7 @@ def reserved_series(trace, mode, vmm_keep=None, name=None):
     devices = sorted({ev[tf.T_DEVICE] for ev in trace.events
                       if not (ev[tf.T_DEVICE] == -1 and ev[tf.T_KIND] == tf.FREE)})
     out = {}
-    with tempfile.TemporaryDirectory(prefix="gpuarena-") as tmp:
+    with ending.temporary_folder() as tmp:
         path = os.path.join(tmp, "t.gatrace")
         tf.write(path, trace)
         for dev in devices:

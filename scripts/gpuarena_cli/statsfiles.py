@@ -19,6 +19,7 @@ import re
 import tempfile
 
 from . import GaError
+from . import ending
 from . import tracefile as tf
 
 # The name the shim is given (stats-%p.json) and the files it leaves: the pid in place of %p.
@@ -31,7 +32,7 @@ def template(folder):
 
 
 def private_folder():
-    """The tempfile.TemporaryDirectory the shims write their statistics in: under TMPDIR, unless
+    """The temporary folder (ending.temporary_folder) the shims write their statistics in: under TMPDIR, unless
     its path holds %p, which the shim takes for the pid wherever it stands in GPUARENA_STATS (a
     TMPDIR of /scratch/run%p lost every run's statistics, exit 0: helper-82); then under the
     first of /tmp, /var/tmp and /dev/shm that this user can write."""
@@ -43,7 +44,7 @@ def private_folder():
             raise GaError(f"TMPDIR {tempfile.gettempdir()} holds %p, which the shim reads as the "
                           "pid in the statistics path it is given; set TMPDIR to a folder "
                           "without it")
-    return tempfile.TemporaryDirectory(prefix="gpuarena-", dir=base)
+    return ending.temporary_folder(dir=base)
 
 
 def collect(folder, read):

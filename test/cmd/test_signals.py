@@ -167,5 +167,40 @@ class EndedBySignal(unittest.TestCase):
         self.assertFalse(alive, "doctor's child outlived it")
 
 
+
+class CleanupNotCutShort(unittest.TestCase):
+    def test_signal_during_removal_waits_for_it(self):
+        """A SIGTERM that arrives while the temporary folder is being removed (on the way out of
+        a command that finished) arrives once it is gone: it raised in the middle of the removal
+        and part of the folder stayed. In this process, with the command's handlers in place and
+        the removal made to send the signal itself before it starts."""
+        import shutil
+        from gpuarena_cli import ending
+        real = shutil.rmtree
+        calls = []
+
+        def rmtree_signalled(path, *a, **kw):
+            calls.append(path)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0)  # a bytecode boundary, where a Python handler would run
+            real(path, *a, **kw)
+
+        old = ending.install()
+        try:
+            with tempfile.TemporaryDirectory() as base:
+                shutil.rmtree = rmtree_signalled
+                try:
+                    with self.assertRaises(ending.Ended):
+                        with ending.temporary_folder(dir=base) as d:
+                            with open(os.path.join(d, "imported.gatrace"), "wb") as f:
+                                f.write(b"x" * 4096)
+                finally:
+                    shutil.rmtree = real
+                self.assertEqual(len(calls), 1)
+                self.assertEqual(os.listdir(base), [])
+        finally:
+            ending.restore(old)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -215,7 +215,7 @@ def _child(args, env, timeout):
     try:
         return json.loads(p.stdout), err, None
     except ValueError:
-        why = f"crashed (exit {p.returncode})" if p.returncode else "printed no answer"
+        why = f"crashed ({_ended(p.returncode)})" if p.returncode else "printed no answer"
         return None, err, why
 
 
@@ -280,8 +280,21 @@ def _collect(procs, timeout, start, out):
             out[name] = {"status": "imports", "detail": (said[-1][:200] if said else "") or "unknown"}
         elif p.returncode == 4:
             out[name] = {"status": "absent", "detail": "not installed"}
+        elif p.returncode < 0:  # a crash in the import (a framework's native library)
+            out[name] = {"status": "fails", "detail": f"the import {_ended(p.returncode)}" +
+                         (f"; its last line: {last}" if se.strip() else "")}
         else:
             out[name] = {"status": "fails", "detail": last}
+
+
+def _ended(code):
+    """A child's end in words: "exit 3", or "killed by SIGSEGV" for a negative returncode."""
+    if code >= 0:
+        return f"exit {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
 
 
 def framework_env(env):

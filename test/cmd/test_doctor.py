@@ -471,6 +471,19 @@ class Doctor(unittest.TestCase):
                 self.assertEqual(int(f.read()), proc.pid)
             self.assertNotIn("Traceback", err)
 
+    def test_framework_import_killed_by_a_signal(self):
+        """A framework whose import crashes (SIGSEGV in a native library) is said so, not as its
+        last stderr line alone ("no message" when it printed nothing)."""
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "torch"))
+            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+                f.write("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+            p, doc = doctor("--sim", env={"PYTHONPATH": d, "PYTHONFAULTHANDLER": ""})
+            self.assertIsNotNone(doc, p.stderr)
+            self.assertEqual(doc["frameworks"]["torch"]["status"], "fails")
+            self.assertTrue(doc["frameworks"]["torch"]["detail"].startswith(
+                "the import killed by SIGSEGV"), doc["frameworks"]["torch"])
+
     def test_framework_settings_explained(self):
         _, doc = doctor("--sim", env={"XLA_PYTHON_CLIENT_ALLOCATOR": "platform",
                                       "XLA_PYTHON_CLIENT_MEM_FRACTION": ".5",

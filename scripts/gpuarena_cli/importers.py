@@ -609,6 +609,9 @@ def check_regular(path):
     try:
         st = os.stat(path)
     except OSError:
+        if path == "-":  # "cannot read -: No such file or directory" said nothing of why
+            raise GaError("- (standard input) is not read: an input is read more than once; "
+                          "save it to a file first, e.g. cat ... > trace.gatrace") from None
         return
     if stat.S_ISREG(st.st_mode):
         return

@@ -141,6 +141,15 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
         p = gatest.cli("import", "lifetimes", src, "-o", out)
         self.assertCleanError(p, "cannot write", "dir.gatrace")
 
+    def test_standard_input_named(self):
+        """`-` as the input (standard input) was "cannot read -: No such file or directory"; it
+        is not read (an input is read more than once), and the message says so."""
+        for args in (["import", "lifetimes", "-", "-o", os.path.join(self.dir, "o.gatrace")],
+                     ["replay", "-"], ["report", "-", "-o", os.path.join(self.dir, "r")]):
+            with self.subTest(cmd=args[0]):
+                p = gatest.cli(*args, cwd=self.dir)
+                self.assertCleanError(p, "- (standard input) is not read", "save it to a file")
+
     def test_usage_errors_exit_2(self):
         for args in (["import", "nonsense", "f", "-o", "x"], ["import", "auto", "f"],
                      ["replay"], ["run", "--limit", "12XB", "--", "true"], ["run"],

@@ -641,6 +641,7 @@ def detect(path):
     if tf.is_trace_header(head):
         return "trace"
     if head[:2] == b"\x1f\x8b":
+        _gzip_of_json(path)
         return "kineto"
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
         return "pytorch-snapshot"
@@ -657,6 +658,26 @@ def detect(path):
                   "pickle snapshot, or a CSV with header id,lower,upper,size or "
                   "Thread,Time,Action,Pointer,Size,Stream); name the format: "
                   f"gpuarena import {{{'|'.join(FORMATS[:-1])}}} FILE -o OUT")
+
+
+def _gzip_of_json(path):
+    """GaError when a gzip file holds something other than JSON: only a Kineto trace is read
+    compressed, and a gzipped gpuarena trace, CSV or snapshot was "not valid JSON (... can't
+    decode byte 0xc0 ...); a Kineto trace is ..." (helper-82). Reads the first 4 KiB it holds."""
+    import gzip
+    import zlib
+    try:
+        with gzip.open(path, "rb") as f:
+            inner = f.read(4096)
+    except (OSError, EOFError, zlib.error):
+        return  # a damaged gzip: the Kineto reader says so
+    if inner.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[", b""):
+        return
+    what = ("a gpuarena trace" if tf.is_trace_header(inner) else
+            "a pickle (a PyTorch snapshot?)" if inner[:1] == b"\x80" else
+            "something other than JSON (a CSV?)")
+    raise GaError(f"{path}: a gzip file holding {what}; only a Kineto JSON trace is read "
+                  f"compressed: decompress it first (gunzip -k {path}) and give the file inside")
 
 
 def _memory_kind(path, fmt):

@@ -150,6 +150,29 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
                 p = gatest.cli(*args, cwd=self.dir)
                 self.assertCleanError(p, "- (standard input) is not read", "save it to a file")
 
+    def test_gzip_of_another_format_named(self):
+        """Any gzip file was taken for a Kineto trace, so a gzipped gpuarena trace, CSV or
+        snapshot read "not valid JSON (... can't decode byte ...)": it is named now, with the way
+        out (decompress it). A gzipped Kineto JSON is still read."""
+        import gzip
+        lifetimes = gatest.traces("lifetimes")[0]
+        trace = os.path.join(self.dir, "t.gatrace")
+        self.assertEqual(gatest.cli("import", "lifetimes", lifetimes, "-o", trace).returncode, 0)
+        snapshot = gatest.traces("pytorch-snapshot")[0]
+        for src, what in ((trace, "a gpuarena trace"), (lifetimes, "something other than JSON"),
+                          (snapshot, "a pickle")):
+            gz = os.path.join(self.dir, os.path.basename(src) + ".gz")
+            with open(src, "rb") as f, gzip.open(gz, "wb") as g:
+                g.write(f.read())
+            for args in (["replay", gz, "--no-min"], ["import", "auto", gz, "-o", trace + "2"]):
+                with self.subTest(src=os.path.basename(src), cmd=args[0]):
+                    p = gatest.cli(*args)
+                    self.assertCleanError(p, f"{gz}: a gzip file holding {what}",
+                                          f"gunzip -k {gz}")
+        kineto = gatest.traces("kineto")[0]
+        p = gatest.cli("import", "auto", kineto, "-o", trace + "3")
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_usage_errors_exit_2(self):
         for args in (["import", "nonsense", "f", "-o", "x"], ["import", "auto", "f"],
                      ["replay"], ["run", "--limit", "12XB", "--", "true"], ["run"],

@@ -1,5 +1,6 @@
-/* Preload tests of stream captures that end without cuStreamEndCapture (case "capture"):
- * the capturing stream destroyed, or its context destroyed or reset. The shim keeps the
+/* Preload tests of stream captures (case "capture"): captures that end without
+ * cuStreamEndCapture (the capturing stream destroyed, or its context destroyed or reset), and
+ * stream-ordered allocations made in a capture. The shim keeps the
  * captures under way so that its fence synchronises no context of their device (capture.c); a
  * capture whose stream is gone is over, and one left in the table held every cuMemFree'd chunk of
  * the device pending for good (an outside test, 2026-12-06: 40 MiB freed, then refused "for the
@@ -88,10 +89,61 @@ START_TEST(capture_ends_with_its_stream)
 }
 END_TEST
 
+/* A stream-ordered allocation on a capturing stream is the graph's (a graph memory node: the
+ * driver gives it an address of the graph's own, backed while the graph runs), and so is its
+ * captured free: both go to the driver, as the README's limits say (graph memory is outside the
+ * cap). Before (an outside test, 2026-12-06), arena, grow and vmm served it from their pool and
+ * kept its captured free pending on an event recorded into the graph: on a GPU the graph's
+ * launches write an address the pool hands out again once that event (never recorded outside the
+ * graph) answers done. After the capture the same calls are the pool's again. */
+static void capture_alloc_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s;
+    CUdeviceptr p, q;
+    CUgraph g = NULL;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL))
+        exit(1);
+    unsigned long long a0 = simcuda_entry_calls("cuMemAllocAsync"),
+                       f0 = simcuda_entry_calls("cuMemFreeAsync");
+    if (cuMemAllocAsync(&p, MiB, s) || cuMemFreeAsync(p, s))
+        exit(2);
+    if (simcuda_entry_calls("cuMemAllocAsync") != a0 + 1 ||
+        simcuda_entry_calls("cuMemFreeAsync") != f0 + 1)
+        exit(3); /* not the driver's: no graph memory node */
+    if (cuStreamEndCapture(s, &g) || !g)
+        exit(4);
+    const char *mode = getenv("GPUARENA_MODE");
+    int pooled = strcmp(mode, "platform") != 0;
+    if (cuMemAllocAsync(&q, MiB, s) || cuMemFreeAsync(q, s) || cuStreamSynchronize(s))
+        exit(5);
+    if (pooled && simcuda_entry_calls("cuMemAllocAsync") != a0 + 1)
+        exit(6); /* after the capture: the pool's again */
+    exit(0);
+}
+
+START_TEST(captured_async_alloc_is_the_graphs)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    for (int m = 0; m < 4; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+        int rc = pt_run_child(capture_alloc_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (2: refused, 3: not passed to the driver, 4: the "
+                      "capture invalidated, 5: refused after it, 6: not the pool's after it); %s",
+                      modes[m], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_capture(void)
 {
     TCase *tc = tcase_create("capture");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, capture_ends_with_its_stream);
+    tcase_add_test(tc, captured_async_alloc_is_the_graphs);
     return tc;
 }

@@ -146,14 +146,15 @@ static uint64_t ga_dev_idle(int dev)
              * a granule a live block uses serves blocks that fit beside it, as on the driver,
              * whose free figure leaves out the rest of a page a small allocation took: counted,
              * a block of the free figure needed one granule more than the cap left (helper-67
-             * F12: 1023 MiB free after a 1 MiB block under a 1 GiB cap, and refused). */
+             * F12: 1023 MiB free after a 1 MiB block under a 1 GiB cap, and refused). And the
+             * chunks freed by the program, waiting for the device (fence.c), unless a stream
+             * capture holds them back: no synchronisation passes them before it ends (helper-68
+             * F10); in vmm mode as what their return frees for certain, their whole granules. */
             if (ga_opt.mode == GA_MODE_VMM)
-                inside += s.kept;
+                inside += s.kept + ga_fence_pending_granules(c, ga_vmm_granule(dev));
             else
-                inside += s.reserved > s.in_use ? s.reserved - s.in_use : 0;
-            /* freed by the program, waiting for the device (fence.c), unless a stream capture
-             * holds them back: no synchronisation passes them before it ends (helper-68 F10) */
-            inside += c->pend_bytes - ga_fence_capture_held(c);
+                inside += (s.reserved > s.in_use ? s.reserved - s.in_use : 0) + c->pend_bytes -
+                          ga_fence_capture_held(c);
         }
         ga_mutex_unlock(&c->lock);
     }

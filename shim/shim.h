@@ -656,6 +656,9 @@ void ga_fence_passed(ga_ctx_t *c, ga_fence_mark_t m);
 /* cuMemFree's pending bytes of c while a stream capture runs on its device (nothing can return
  * them before it ends); 0 otherwise. c->lock held. */
 uint64_t ga_fence_capture_held(const ga_ctx_t *c);
+/* vmm: the bytes of whole granules (g bytes each) inside c's pending chunks, less those a capture
+ * holds back: what their return frees for certain. c->lock held. */
+uint64_t ga_fence_pending_granules(const ga_ctx_t *c, uint64_t g);
 /* Which stream s is, unique in the process (cuStreamGetId), 0 when not known (fence.c). */
 uint64_t ga_fence_stream_id(CUstream s);
 

@@ -446,7 +446,8 @@ START_TEST(group_exiting_member_keeps_its_share)
         _exit(cuMemAlloc(&p, 60 * MiB) == CUDA_SUCCESS ? 0 : 1);
     }
     waitpid(other, &st, 0);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "after the member's end its share returns");
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "after the member's end its share returns");
     kill(stays, SIGKILL);
     waitpid(stays, &st, 0);
     group_cleanup();

@@ -290,8 +290,8 @@ START_TEST(cross_device_pool_block_without_context)
     char err[4096];
     pt_env(modes[_i], "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
     int rc = pt_run_child(cross_device_noctx_child, NULL, err, sizeof err);
-    ck_assert_msg(rc == 0, "%s: exit %d (2: refused, 3: device 0 refused, 4: device 1 served past its "
-                  "cap, 5: the free failed, 6: device 1 past its cap after the free); %s",
+    ck_assert_msg(rc == 0, "%s: exit %d (2: refused, 3: device 0 refused, 4: device 1 served past "
+                  "its cap, 5: the free failed, 6: device 1 past its cap after the free); %s",
                   modes[_i], rc, err);
 }
 END_TEST

@@ -80,6 +80,19 @@ static int ga_capture_drop(uint64_t sid, CUcontext ctx)
     return n;
 }
 
+/* The capture of stream sid is over: out of the table, or, one the table does not hold, out of
+ * the count of those past it. */
+static void ga_capture_over(uint64_t sid)
+{
+    if (sid && ga_capture_drop(sid, NULL))
+        return;
+    int extra = atomic_load(&ga_cap_extra);
+    while (extra > 0 && !atomic_compare_exchange_weak(&ga_cap_extra, &extra, extra - 1))
+        ;
+    if (extra > 0)
+        atomic_fetch_sub(&ga_cap_n, 1);
+}
+
 /* After cuStreamEndCapture(s): the capture is over unless the stream says it still runs (a call
  * refused from the wrong thread, say). sid: the stream's ID, taken before the call. */
 static void ga_capture_ended(CUstream s, uint64_t sid, CUresult r)
@@ -91,13 +104,7 @@ static void ga_capture_ended(CUstream s, uint64_t sid, CUresult r)
         (!ga_real.cuStreamIsCapturing || (ga_real.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
                                           st != CU_STREAM_CAPTURE_STATUS_NONE)))
         return;
-    if (sid && ga_capture_drop(sid, NULL))
-        return;
-    int extra = atomic_load(&ga_cap_extra);
-    while (extra > 0 && !atomic_compare_exchange_weak(&ga_cap_extra, &extra, extra - 1))
-        ;
-    if (extra > 0)
-        atomic_fetch_sub(&ga_cap_n, 1);
+    ga_capture_over(sid);
 }
 
 /* Before a capture begins on s: the chunks the program freed with cuMemFree on s's device are
@@ -179,9 +186,15 @@ static CUresult ga_stream_destroy(CUstream s, CUresult (*real_destroy)(CUstream)
 {
     if (!atomic_load(&ga_cap_n))
         return real_destroy(s);
+    /* asked first: one past the table is known only by the stream's own word */
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    int capturing = ga_real.cuStreamIsCapturing && ga_real.cuStreamIsCapturing(s, &st) ==
+                    CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
     uint64_t sid = ga_fence_stream_id(s);
     CUresult r = real_destroy(s);
-    if (r == CUDA_SUCCESS && sid)
+    if (r == CUDA_SUCCESS && capturing)
+        ga_capture_over(sid);
+    else if (r == CUDA_SUCCESS && sid)
         ga_capture_drop(sid, NULL);
     return r;
 }

@@ -70,6 +70,41 @@ static void capture_gone_child(void *arg)
     exit(0);
 }
 
+/* More captures at once than the shim's table holds (64), every stream then destroyed: the
+ * captures past the table are over too. */
+static void many_captures_gone_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s[70];
+    CUdeviceptr p, q;
+    for (int i = 0; i < 70; i++)
+        if (cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING) ||
+            cuStreamBeginCapture(s[i], CU_STREAM_CAPTURE_MODE_RELAXED))
+            exit(1);
+    for (int i = 0; i < 70; i++)
+        if (cuStreamDestroy(s[i]))
+            exit(2);
+    if (cuMemAlloc(&p, 40 * MiB) || cuMemFree(p))
+        exit(3);
+    if (cuMemAlloc(&q, 40 * MiB))
+        exit(5); /* refused for a capture that is over */
+    exit(0);
+}
+
+START_TEST(captures_past_the_table_end_with_their_streams)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 2; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+        int rc = pt_run_child(many_captures_gone_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (1: setup, 2: destroy failed, 3: allocation refused, "
+                      "5: the freed chunk held for captures that are over); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
 START_TEST(capture_ends_with_its_stream)
 {
     static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
@@ -144,6 +179,7 @@ TCase *pt_tcase_capture(void)
     TCase *tc = tcase_create("capture");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, capture_ends_with_its_stream);
+    tcase_add_test(tc, captures_past_the_table_end_with_their_streams);
     tcase_add_test(tc, captured_async_alloc_is_the_graphs);
     return tc;
 }

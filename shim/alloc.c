@@ -364,6 +364,8 @@ typedef struct ga_free_job {
     ga_ctx_t *owner;          /* out */
     ga_pentry_t gone;         /* out: the pass-through record the driver let go */
     int gone_later;           /* out: freed async, its bytes held until the stream passes it */
+    int captured;             /* a cuMemFreeAsync on a stream being captured (ga_capture_stream) */
+    int kept;                 /* out: a pool block so freed, kept allocated (ga_free_owned) */
     ga_status_t refused;      /* out: why the pool refused the free (GA_OK if it did not) */
 } ga_free_job_t;
 
@@ -399,6 +401,15 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
         }
         return r;
     }
+    if (GA_UNLIKELY(j->captured) && o->live_size && !ga_fence_is_pending(c, j->p)) {
+        /* Freed into a graph: the driver frees such a block when the graph runs, after the
+         * graph's own work on it, which gpuarena does not see; its event, recorded into the
+         * graph, would answer done at once (a never recorded event is done), and platform
+         * mode's wait for the stream is refused during a capture and ends it invalidated. So the
+         * block stays allocated and counted, until its context goes (ga_free_any says so). */
+        j->kept = 1;
+        return CUDA_SUCCESS;
+    }
     if (GA_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed))) {
         /* An orphan pool's block (ctx.c): its granules go back at the free, so the device must
          * have passed the free first. */
@@ -413,8 +424,11 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
         j->sync_first = 1; /* the stream is synchronised without the lock, then again */
         return CUDA_SUCCESS;
     }
+    /* Not while a stream capture runs on the device: the synchronisation would be refused and
+     * end the capture invalidated (an outside test, 2026-12-06); the driver's own cuMemFree
+     * (platform) or the fence's pending list (device mode) then do as a capture allows. */
     if (!j->real_free && !j->synced && ga_opt.free_waits && o->live_size &&
-        !ga_fence_is_pending(c, j->p)) {
+        !ga_fence_is_pending(c, j->p) && !ga_capture_on_dev(c->dev)) {
         /* The device is waited for with no lock held: a thread whose free waits for work that
          * another thread must release (a stream waiting on the host) holds up no allocation,
          * memory query or fork of the others (helper-42 F4). In platform mode the driver's own
@@ -443,6 +457,19 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
 
 #define GA_NO_OWNER (-1) /* no CUresult is negative */
 
+/* Once per process, as the refused frees: a pool block freed on a capturing stream was kept
+ * (ga_free_owned). */
+__attribute__((noinline, cold)) static void ga_free_kept_say(CUdeviceptr p)
+{
+    static _Atomic int told;
+    ga_log(atomic_exchange(&told, 1) ? GA_LOG_DEBUG : GA_LOG_WARN,
+           "cuMemFreeAsync of %#llx on a stream being captured: the block stays allocated, and "
+           "counted, until its context is destroyed: the graph frees it only when it runs, which "
+           "gpuarena does not see, and its work may use the block until then; free it outside "
+           "the capture (after the graph's last launch), or allocate it inside the capture with "
+           "cuMemAllocAsync (graph memory) (said once)", (unsigned long long)p);
+}
+
 /* Shared by cuMemFree_v2, the v1 cuMemFree and the async frees (real_free non-NULL: the
  * stream-ordered call; else plain_free, the driver's cuMemFree of the caller's ABI). */
 static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CUdeviceptr, CUstream),
@@ -451,7 +478,8 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     if (ga_tl_api)
         api = ga_tl_api;
     ga_free_job_t j = {.p = p, .api = api, .t0 = ga_timing ? ga_now() : 0, .real_free = real_free,
-                       .plain_free = plain_free, .s = s, .refused = GA_OK};
+                       .plain_free = plain_free, .s = s, .refused = GA_OK,
+                       .captured = real_free && ga_capture_stream(s)};
     int r = p ? ga_with_owner((uintptr_t)p, ga_free_owned, &j, GA_NO_OWNER) : GA_NO_OWNER;
     int dev = -1; /* the device of a free no context holds, when the shim knows it */
     if (r == CUDA_SUCCESS && j.sync_first) {
@@ -483,6 +511,8 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)j.gone.size);
         ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size);
     }
+    if (GA_UNLIKELY(j.kept))
+        ga_free_kept_say(p);
     ga_free_refused(p, (ga_freed_t){(CUresult)r, j.refused});
     if (GA_UNLIKELY(r != CUDA_SUCCESS))
         ga_count_refused(api, 0);

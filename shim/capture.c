@@ -216,3 +216,20 @@ void ga_capture_ctx_gone(CUcontext ctx)
     if (ctx && atomic_load(&ga_cap_n))
         ga_capture_drop(0, ctx);
 }
+
+/* Whether s is capturing (or its capture was invalidated): a stream-ordered allocation on it is a
+ * graph memory node, the graph's own, which the driver backs while the graph runs. It goes to the
+ * driver uncounted, as graph memory is (README, Limits), and so does its captured free (no table
+ * holds it). Served by the pool (arena, grow, vmm) the graph kept a pool address, and the
+ * captured free an event recorded into the graph, which answers done though the graph never ran:
+ * the pool handed the address out again while each launch of the graph wrote it (an outside
+ * test, 2026-12-06); passed through and counted (platform, pools), its record asked the driver
+ * about an address with no memory behind it yet (passthrough.c). A pool block freed on such a
+ * stream is kept allocated (alloc.c). One load while no capture runs. */
+int ga_capture_stream(CUstream s)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return GA_UNLIKELY(atomic_load_explicit(&ga_cap_n, memory_order_acquire)) &&
+           ga_real.cuStreamIsCapturing && ga_real.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
+           st != CU_STREAM_CAPTURE_STATUS_NONE;
+}

@@ -330,28 +330,12 @@ GA_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, u
                        GA_API_CUMEMALLOCPITCH, t0, 0, NULL);
 }
 
-/* Whether s is capturing (or its capture was invalidated): a stream-ordered allocation on it is a
- * graph memory node, the graph's own, which the driver backs while the graph runs. It goes to the
- * driver uncounted, as graph memory is (README, Limits), and so does its captured free (no table
- * holds it). Served by the pool (arena, grow, vmm) the graph kept a pool address, and the
- * captured free an event recorded into the graph, which answers done though the graph never ran:
- * the pool handed the address out again while each launch of the graph wrote it (an outside
- * test, 2026-12-06); passed through and counted (platform, pools), its record asked the driver
- * about an address with no memory behind it yet. One load while no capture runs. */
-static int ga_captured(CUstream s)
-{
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    return GA_UNLIKELY(atomic_load_explicit(&ga_cap_n, memory_order_acquire)) &&
-           ga_real.cuStreamIsCapturing && ga_real.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
-           st != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 /* The stream-ordered allocations, each run with its stream's context current (ga_stream_ctx_enter:
  * the block is that context's, current or not). */
 static CUresult ga_alloc_async_hook(CUdeviceptr *dptr, size_t bytesize, CUstream hStream, int ptsz)
 {
     CUresult served;
-    if (ga_captured(hStream))
+    if (ga_capture_stream(hStream))
         return ptsz ? ga_real.cuMemAllocAsync_ptsz(dptr, bytesize, hStream)
                     : ga_real.cuMemAllocAsync(dptr, bytesize, hStream);
     if (ga_do_alloc_async(dptr, bytesize, hStream, GA_API_CUMEMALLOCASYNC, &served))
@@ -366,7 +350,7 @@ static CUresult ga_alloc_async_hook(CUdeviceptr *dptr, size_t bytesize, CUstream
 static CUresult ga_alloc_pool_hook(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                    CUstream hStream, int ptsz)
 {
-    if (ga_captured(ptsz ? GA_PTSZ_STREAM(hStream) : hStream))
+    if (ga_capture_stream(ptsz ? GA_PTSZ_STREAM(hStream) : hStream))
         return ptsz ? ga_real.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream)
                     : ga_real.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
     if (ptsz)

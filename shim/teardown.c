@@ -80,8 +80,10 @@ int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free
             ga_mutex_unlock(&c->lock);
         }
         if (!later) {
-            /* No context of that device current to wait on: the stream passes the free first. */
-            if (real_free && ga_real.cuStreamSynchronize)
+            /* No context of that device current to wait on: the stream passes the free first;
+             * not a capturing one, where the free is the graph's and a wait ends the capture
+             * invalidated (an outside test, 2026-12-06): its bytes leave the cap now. */
+            if (real_free && ga_real.cuStreamSynchronize && !ga_capture_stream(s))
                 ga_real.cuStreamSynchronize(s);
             ga_mempool_gone(dev, e.size); /* a driver pool may keep it (mempool.c) */
             ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);

@@ -269,6 +269,47 @@ START_TEST(capture_survives_a_sync_free)
 }
 END_TEST
 
+/* A pass-through block no context of the stream's device holds (a device-1 pool's block, served
+ * on a device-0 stream, kept in device 1's own table) freed with cuMemFreeAsync during a capture:
+ * the driver's free becomes the graph's; the stream is not synchronised for it (refused during a
+ * capture, which it ended invalidated: an outside test, 2026-12-06). */
+static void capture_loose_free_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s;
+    CUdeviceptr p;
+    CUgraph g = NULL;
+    CUmemPoolProps pp;
+    memset(&pp, 0, sizeof pp);
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pp.location.id = 1;
+    CUmemoryPool pool;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemPoolCreate(&pool, &pp) ||
+        cuMemAllocFromPoolAsync(&p, MiB, pool, s) || cuStreamSynchronize(s) ||
+        cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED))
+        exit(1);
+    if (cuMemFreeAsync(p, s))
+        exit(2);
+    if (cuStreamEndCapture(s, &g) || !g)
+        exit(3); /* the capture invalidated */
+    exit(0);
+}
+
+START_TEST(capture_survives_a_loose_free)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=platform"};
+    for (int m = 0; m < 2; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(capture_loose_free_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (2: the free refused, 3: the capture invalidated); %s",
+                      modes[m], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_capture(void)
 {
     TCase *tc = tcase_create("capture");
@@ -278,5 +319,6 @@ TCase *pt_tcase_capture(void)
     tcase_add_test(tc, captured_async_alloc_is_the_graphs);
     tcase_add_test(tc, capture_free_of_a_pool_block_keeps_it);
     tcase_add_test(tc, capture_survives_a_sync_free);
+    tcase_add_test(tc, capture_survives_a_loose_free);
     return tc;
 }

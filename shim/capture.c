@@ -14,6 +14,10 @@
  * (ga_capture_before), those freed during it leave cuMemGetInfo's free figure until it ends. Kept without a lock (slots claimed with a compare-and-swap), so that no
  * lock is taken inside a context's and a fork cannot inherit one held. A capture past the table
  * counts in ga_cap_extra, for every device, until a capture ends that the table does not hold.
+ * A capture also ends when its stream is destroyed (cuStreamDestroy is hooked here for that) or
+ * its context goes (ga_capture_ctx_gone). And what a program queues on a capturing stream is the
+ * graph's (ga_capture_stream): its stream-ordered allocations go to the driver (passthrough.c),
+ * and a pool block it frees there stays allocated (alloc.c).
  */
 #include "shim.h"
 

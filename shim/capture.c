@@ -21,6 +21,8 @@
  */
 #include "shim.h"
 
+#include <pthread.h>
+
 #define GA_CAPTURES 64
 static struct {
     _Atomic uint64_t sid;        /* 0: a free slot */
@@ -44,6 +46,42 @@ int ga_capture_on_dev_slow(int dev)
     return 0;
 }
 
+/* Captures this thread began on its per-thread stream: the thread takes that stream with it when
+ * it exits, and the capture goes with it, ended or not (a thread that began one and exited kept
+ * every cuMemFree'd chunk of the device pending for good: an outside test, 2026-12-06). Should the
+ * driver keep such a capture, nobody can end it, and a refused synchronisation passes nothing. */
+#define GA_THREAD_CAPTURES 4
+static __thread uint64_t ga_tl_cap[GA_THREAD_CAPTURES];
+static pthread_key_t ga_cap_key;
+static pthread_once_t ga_cap_key_once = PTHREAD_ONCE_INIT;
+
+static int ga_capture_drop(uint64_t sid, CUcontext ctx);
+
+static void ga_capture_thread_exit(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < GA_THREAD_CAPTURES; i++)
+        if (ga_tl_cap[i])
+            ga_capture_drop(ga_tl_cap[i], NULL), ga_tl_cap[i] = 0;
+}
+
+static void ga_capture_key_make(void)
+{
+    pthread_key_create(&ga_cap_key, ga_capture_thread_exit);
+}
+
+/* Notes a per-thread capture of this thread (one per context at most: the table's slots are few). */
+static void ga_capture_note_thread(uint64_t sid)
+{
+    pthread_once(&ga_cap_key_once, ga_capture_key_make);
+    for (int i = 0; i < GA_THREAD_CAPTURES; i++)
+        if (!ga_tl_cap[i] || ga_tl_cap[i] == sid) {
+            ga_tl_cap[i] = sid;
+            pthread_setspecific(ga_cap_key, (void *)1); /* the destructor runs at exit */
+            return;
+        }
+}
+
 /* After a capture began on s (the special handles already resolved: per-thread is
  * CU_STREAM_PER_THREAD). */
 static void ga_capture_begun(CUstream s)
@@ -58,6 +96,8 @@ static void ga_capture_begun(CUstream s)
         uint64_t free_slot = 0;
         if (atomic_compare_exchange_strong(&ga_cap[i].sid, &free_slot, sid)) {
             atomic_store(&ga_cap[i].ctx, ctx);
+            if (s == CU_STREAM_PER_THREAD)
+                ga_capture_note_thread(sid);
             return;
         }
     }

@@ -6,6 +6,7 @@
  * the device pending for good (an outside test, 2026-12-06: 40 MiB freed, then refused "for the
  * end of the stream capture under way" under a 64 MiB cap, and left out of cuMemGetInfo's free
  * figure until exit). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
@@ -101,6 +102,52 @@ START_TEST(captures_past_the_table_end_with_their_streams)
         int rc = pt_run_child(many_captures_gone_child, NULL, err, sizeof err);
         ck_assert_msg(rc == 0, "%s: exit %d (1: setup, 2: destroy failed, 3: allocation refused, "
                       "5: the freed chunk held for captures that are over); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
+/* A thread that began a capture on its per-thread stream and exits without ending it: the thread
+ * takes its per-thread streams with it, and the capture with them. */
+static CUcontext g_cap_ctx;
+static void *capture_and_exit(void *arg)
+{
+    int *ok = arg;
+    *ok = cuCtxSetCurrent(g_cap_ctx) == CUDA_SUCCESS &&
+          cuStreamBeginCapture(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_RELAXED) ==
+              CUDA_SUCCESS;
+    return NULL;
+}
+
+static void thread_capture_gone_child(void *arg)
+{
+    (void)arg;
+    g_cap_ctx = pt_start();
+    CUdeviceptr p, q;
+    size_t f = 0, t = 0;
+    pthread_t th;
+    int ok = 0;
+    if (pthread_create(&th, NULL, capture_and_exit, &ok) || pthread_join(th, NULL) || !ok)
+        exit(1);
+    if (cuMemAlloc(&p, 40 * MiB) || cuMemsetD8(p, 1, 40 * MiB) || cuMemFree(p))
+        exit(3);
+    if (cuMemGetInfo(&f, &t) || f < 40 * MiB)
+        exit(4);
+    if (cuMemAlloc(&q, 40 * MiB))
+        exit(5);
+    exit(0);
+}
+
+START_TEST(capture_ends_with_its_thread)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+        int rc = pt_run_child(thread_capture_gone_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (1: setup, 3: allocation refused, 4: freed bytes not "
+                      "reported free, 5: held for a capture whose thread is gone); %s", modes[m],
+                      rc, err);
     }
 }
 END_TEST
@@ -315,6 +362,7 @@ TCase *pt_tcase_capture(void)
     TCase *tc = tcase_create("capture");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, capture_ends_with_its_stream);
+    tcase_add_test(tc, capture_ends_with_its_thread);
     tcase_add_test(tc, captures_past_the_table_end_with_their_streams);
     tcase_add_test(tc, captured_async_alloc_is_the_graphs);
     tcase_add_test(tc, capture_free_of_a_pool_block_keeps_it);

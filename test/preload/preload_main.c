@@ -115,6 +115,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_files());
     suite_add_tcase(s, pt_tcase_vmm());
     suite_add_tcase(s, pt_tcase_vmm_hostile());
+    suite_add_tcase(s, pt_tcase_vmm_outside());
     suite_add_tcase(s, pt_tcase_hardening());
     suite_add_tcase(s, pt_tcase_group());
     suite_add_tcase(s, pt_tcase_stream());

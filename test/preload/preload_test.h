@@ -48,6 +48,7 @@ TCase *pt_tcase_oom(void);
 TCase *pt_tcase_files(void);
 TCase *pt_tcase_vmm(void);
 TCase *pt_tcase_vmm_hostile(void);
+TCase *pt_tcase_vmm_outside(void);
 TCase *pt_tcase_hardening(void);
 TCase *pt_tcase_group(void);
 TCase *pt_tcase_stream(void);

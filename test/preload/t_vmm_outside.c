@@ -1,0 +1,232 @@
+/* Preload tests: the promises of GPUARENA_MODE=vmm checked from outside (issue 10, part 2) where no
+ * other case looked: kept granules giving way to another context and to the program's own driver
+ * memory under the cap, no cuMemAlloc_v2 reaching the driver on any lookup path even when the
+ * driver refuses granules, and odd sizes' pointer queries at their edges. Each passed when it was
+ * written (an outside test, 2026-12-06): they hold the promises in place. What is checked is what
+ * the simulated driver saw (its counters) and what the queries answer.
+ */
+#include "preload_test.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define GRAN (2 * MiB)
+
+/* n blocks of one granule each allocated and freed in the current context: with the frees
+ * synchronised (GPUARENA_FREE_SYNC=device), their granules are then kept, up to the keep. */
+static void keep_granules(int n)
+{
+    CUdeviceptr p[64];
+    ck_assert_int_le(n, 64);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(cuMemAlloc(&p[i], GRAN), CUDA_SUCCESS);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(cuMemFree(p[i]), CUDA_SUCCESS);
+}
+
+/* One context keeps 60 MiB of granules under a 128 MiB cap; a second context on the device gets
+ * them: its free figure counts them and can be allocated, and so can 100 MiB, with the driver's
+ * device memory never above the cap. */
+START_TEST(vmmo_kept_serve_other_context)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=128MiB", "GPUARENA_VMM_KEEP=64MiB",
+           "GPUARENA_FREE_SYNC=device", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUdevice dev;
+    CUcontext a, b;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&a, NULL, 0, dev), CUDA_SUCCESS);
+    keep_granules(30);
+    ck_assert_uint_eq(pt_counters().vmm_mapped_bytes, 60 * MiB); /* all kept */
+    ck_assert_int_eq(cuCtxCreate(&b, NULL, 0, dev), CUDA_SUCCESS);
+    size_t fr = 0, tot = 0;
+    ck_assert_int_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    ck_assert_uint_eq(tot, 128 * MiB);
+    ck_assert_uint_eq(fr, 128 * MiB);
+    CUdeviceptr x;
+    ck_assert_int_eq(cuMemAlloc(&x, fr), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(x), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&x, 100 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8(x, 0x3c, 100 * MiB), CUDA_SUCCESS);
+    unsigned char last = 0;
+    ck_assert_int_eq(cuMemcpyDtoH(&last, x + 100 * MiB - 1, 1), CUDA_SUCCESS);
+    ck_assert_uint_eq(last, 0x3c);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_le(c.peak_bytes_in_use, 128 * MiB);
+    ck_assert_uint_le(c.peak_vmm_mapped_bytes, 128 * MiB);
+    ck_assert_int_eq(cuCtxDestroy(b), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(a), CUDA_SUCCESS);
+    c = pt_counters();
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+    ck_assert_uint_eq(c.vmm_reserved_bytes, 0);
+}
+END_TEST
+
+/* The pool keeps 60 MiB of granules under a 64 MiB cap; the program's own driver memory, which
+ * counts toward the same cap, gets them: cuMemCreate of 40 MiB, then cuMemAllocManaged of 40 MiB,
+ * each served with the device never above the cap. */
+START_TEST(vmmo_kept_give_way_to_passthrough)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=64MiB", "GPUARENA_VMM_KEEP=64MiB",
+           "GPUARENA_FREE_SYNC=device", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    keep_granules(30);
+    ck_assert_uint_eq(pt_counters().vmm_mapped_bytes, 60 * MiB);
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    ck_assert_int_eq(cuMemCreate(&h, 40 * MiB, &prop, 0), CUDA_SUCCESS);
+    ck_assert_uint_le(pt_counters().peak_bytes_in_use, 64 * MiB);
+    ck_assert_int_eq(cuMemRelease(h), CUDA_SUCCESS);
+    keep_granules(30);
+    CUdeviceptr m;
+    ck_assert_int_eq(cuMemAllocManaged(&m, 40 * MiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    ck_assert_uint_le(pt_counters().peak_bytes_in_use, 64 * MiB);
+    ck_assert_int_eq(cuMemFree(m), CUDA_SUCCESS);
+}
+END_TEST
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*pitch_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult *);
+
+static void *by_proc(const char *name, int version, cuuint64_t flags)
+{
+    getproc_fn gp = (getproc_fn)dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+    ck_assert_ptr_nonnull(gp);
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q;
+    ck_assert_int_eq(gp(name, &fn, version, flags, &q), CUDA_SUCCESS);
+    ck_assert_ptr_nonnull(fn);
+    return fn;
+}
+
+/* cuMemAlloc_v2 and cuMemAllocPitch_v2 by every way a program finds them (direct binding, dlsym on
+ * the driver's handle, RTLD_NEXT, RTLD_DEFAULT, cuGetProcAddress at 12000 and at 3020 with the
+ * per-thread stream flag) never reach the driver's cuMemAlloc_v2 in vmm mode: not when served,
+ * and not when the driver refuses every granule (no fallback to a plain allocation; nothing kept,
+ * so that no kept granule serves a block there). */
+START_TEST(vmmo_no_driver_alloc_any_path)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
+           "GPUARENA_LOG=error", NULL);
+    pt_start();
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(h);
+    alloc_fn fns[] = {
+        cuMemAlloc_v2,
+        (alloc_fn)dlsym(h, "cuMemAlloc_v2"),
+        (alloc_fn)dlsym(RTLD_NEXT, "cuMemAlloc_v2"),
+        (alloc_fn)dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"),
+        (alloc_fn)by_proc("cuMemAlloc", 12000, 0),
+        (alloc_fn)by_proc("cuMemAlloc", 3020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+    };
+    pitch_fn pitch = (pitch_fn)by_proc("cuMemAllocPitch", 12000, 0);
+    for (int refused = 0; refused < 2; refused++) {
+        if (refused)
+            ck_assert_int_eq(simcuda_fail_add("cuMemCreate:1+"), 0);
+        CUresult want = refused ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+        for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+            ck_assert_ptr_nonnull(fns[i]);
+            CUdeviceptr p = 0;
+            ck_assert_msg(fns[i](&p, 5 * MiB + 1) == want, "path %zu, refused %d", i, refused);
+            if (!refused)
+                ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+        }
+        CUdeviceptr p = 0;
+        size_t pt = 0;
+        ck_assert_int_eq(pitch(&p, &pt, 1000, 3000, 4), want);
+        if (!refused)
+            ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+        ck_assert_uint_eq(pt_counters().alloc_calls, 0);
+    }
+    simcuda_fail_clear();
+    dlclose(h);
+}
+END_TEST
+
+/* The range and attributes cuMemGetAddressRange and cuPointerGetAttribute give at p + off, p a
+ * live block of `rounded` bytes: the block's own, or, past its end, none. */
+static void check_range_at(CUdeviceptr p, size_t off, size_t rounded, CUcontext ctx)
+{
+    CUdeviceptr base = 0, start = 0;
+    size_t size = 0, rsize = 0;
+    CUcontext owner = NULL;
+    int ord = -1;
+    CUresult r = cuMemGetAddressRange(&base, &size, p + off);
+    if (off >= rounded) {
+        ck_assert_msg(r == CUDA_ERROR_NOT_FOUND, "range at +%zu of %zu: %d", off, rounded, r);
+        ck_assert_int_eq(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                               p + off), CUDA_ERROR_INVALID_VALUE);
+        return;
+    }
+    ck_assert_msg(r == CUDA_SUCCESS && base == p && size == rounded,
+                  "range at +%zu of %zu: %d, base %+lld, size %zu", off, rounded, r,
+                  (long long)(base - p), size);
+    ck_assert_int_eq(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p + off),
+                     CUDA_SUCCESS);
+    ck_assert_int_eq(cuPointerGetAttribute(&rsize, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p + off),
+                     CUDA_SUCCESS);
+    ck_assert_int_eq(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, p + off),
+                     CUDA_SUCCESS);
+    ck_assert_int_eq(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p + off),
+                     CUDA_SUCCESS);
+    ck_assert(start == p && rsize == rounded && owner == ctx && ord == 0);
+}
+
+/* Odd sizes around the granule and the 512-byte unit: each block answers queries as its own from
+ * its first byte to its last 512-byte unit, nothing past it, nothing once freed; its last byte
+ * reads back; a second free is refused; sizes no device holds are out of memory and 0 bytes an
+ * invalid value, with nothing left mapped. With nothing kept, the driver holds no granule at
+ * the end. */
+START_TEST(vmmo_odd_size_edges)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_FREE_SYNC=device",
+           "GPUARENA_LOG=error", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUcontext ctx = pt_start();
+    const size_t sizes[] = {1,        511,      512,          513,          GRAN / 2 - 1,
+                            GRAN / 2, GRAN / 2 + 1, GRAN - 1, GRAN,         GRAN + 1,
+                            2 * GRAN - 1, 2 * GRAN, 2 * GRAN + 1, 3 * GRAN + 7, 100 * MiB + 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i], rounded = (n + 511) & ~(size_t)511;
+        CUdeviceptr p = 0;
+        ck_assert_int_eq(cuMemAlloc(&p, n), CUDA_SUCCESS);
+        const size_t offs[] = {0, n / 2, n - 1, n, rounded - 1, rounded};
+        for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++)
+            check_range_at(p, offs[k], rounded, ctx);
+        ck_assert_int_eq(cuMemsetD8(p, 0xa5, n), CUDA_SUCCESS);
+        unsigned char last = 0;
+        ck_assert_int_eq(cuMemcpyDtoH(&last, p + n - 1, 1), CUDA_SUCCESS);
+        ck_assert_uint_eq(last, 0xa5);
+        ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+        check_range_at(p, 0, 0, ctx);
+        ck_assert_int_eq(cuMemFree(p), CUDA_ERROR_INVALID_VALUE);
+    }
+    const size_t huge[] = {SIZE_MAX, SIZE_MAX - 511, SIZE_MAX - GRAN + 1, (size_t)1 << 63,
+                           (size_t)1 << 40};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        CUdeviceptr p = 0;
+        ck_assert_int_eq(cuMemAlloc(&p, huge[i]), CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    CUdeviceptr p = 0;
+    ck_assert_int_eq(cuMemAlloc(&p, 0), CUDA_ERROR_INVALID_VALUE);
+    simcuda_counters_t c = pt_counters();
+    ck_assert_uint_eq(c.vmm_mappings, 0);
+    ck_assert_uint_eq(c.bytes_in_use, 0);
+    ck_assert_uint_eq(c.alloc_calls, 0);
+}
+END_TEST
+
+TCase *pt_tcase_vmm_outside(void)
+{
+    TCase *tc = tcase_create("vmm_outside");
+    tcase_add_test(tc, vmmo_kept_serve_other_context);
+    tcase_add_test(tc, vmmo_kept_give_way_to_passthrough);
+    tcase_add_test(tc, vmmo_no_driver_alloc_any_path);
+    tcase_add_test(tc, vmmo_odd_size_edges);
+    return tc;
+}

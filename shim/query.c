@@ -312,6 +312,14 @@ GA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
         return ga_real.cuIpcGetMemHandle(pHandle, dptr);
     if (ga_none_current()) /* the driver's answer; the pool block is not shown to it */
         return CUDA_ERROR_INVALID_CONTEXT;
+    /* Freed pool memory (a stale pointer, a free byte of a region or mapped granule, a block
+     * pending after its free) answers as memory the driver does not know, as the other queries
+     * do: it answered CUDA_ERROR_NOT_SUPPORTED and blamed sub-allocation (an outside test,
+     * 2026-12-06). */
+    uintptr_t base = 0;
+    size_t size = 0;
+    if (ga_pool_range(dptr, &base, &size, NULL) < 0)
+        return CUDA_ERROR_INVALID_VALUE;
     static _Atomic int said;
     if (!atomic_exchange(&said, 1))
         ga_log(GA_LOG_ERROR, "cuIpcGetMemHandle on a sub-allocated pointer (%#llx) is refused: "

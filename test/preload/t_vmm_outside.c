@@ -221,6 +221,44 @@ START_TEST(vmmo_odd_size_edges)
 }
 END_TEST
 
+/* cuIpcGetMemHandle of pool memory no live allocation holds (a freed block, one pending after its
+ * free, a free byte past a block) answers as the driver does for memory it does not know,
+ * CUDA_ERROR_INVALID_VALUE, as the other queries do; a live block is still refused as
+ * sub-allocated. It answered CUDA_ERROR_NOT_SUPPORTED for all of them. */
+static void ipc_freed_pool_memory(const char *mode)
+{
+    pt_env(mode, "GPUARENA_FREE_SYNC=deferred", "GPUARENA_LOG=error", "SIMCUDA_TOTAL_MEM=1GiB",
+           NULL);
+    pt_start();
+    CUdeviceptr live, gone, pending;
+    CUipcMemHandle h;
+    ck_assert_int_eq(cuMemAlloc(&live, 3 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&gone, 3 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&pending, 4096), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(gone), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS); /* one context: gone is free now */
+    ck_assert_int_eq(cuMemFree(pending), CUDA_SUCCESS); /* pending until the next allocation */
+    unsigned before = (unsigned)pt_counters().ipc_calls;
+    ck_assert_int_eq(cuIpcGetMemHandle(&h, gone), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuIpcGetMemHandle(&h, gone + 5000), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuIpcGetMemHandle(&h, pending), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuIpcGetMemHandle(&h, live + 100), CUDA_ERROR_NOT_SUPPORTED);
+    ck_assert_uint_eq(pt_counters().ipc_calls, before); /* the pool's memory never shown */
+    ck_assert_int_eq(cuMemFree(live), CUDA_SUCCESS);
+}
+
+START_TEST(vmmo_ipc_freed_pool_memory)
+{
+    ipc_freed_pool_memory("GPUARENA_MODE=vmm");
+}
+END_TEST
+
+START_TEST(vmmo_ipc_freed_arena_memory)
+{
+    ipc_freed_pool_memory("GPUARENA_MODE=arena");
+}
+END_TEST
+
 TCase *pt_tcase_vmm_outside(void)
 {
     TCase *tc = tcase_create("vmm_outside");
@@ -228,5 +266,7 @@ TCase *pt_tcase_vmm_outside(void)
     tcase_add_test(tc, vmmo_kept_give_way_to_passthrough);
     tcase_add_test(tc, vmmo_no_driver_alloc_any_path);
     tcase_add_test(tc, vmmo_odd_size_edges);
+    tcase_add_test(tc, vmmo_ipc_freed_pool_memory);
+    tcase_add_test(tc, vmmo_ipc_freed_arena_memory);
     return tc;
 }

@@ -1,9 +1,10 @@
 /* Preload tests: the promises of GPUARENA_MODE=vmm checked from outside (issue 10, part 2) where no
  * other case looked: kept granules giving way to another context and to the program's own driver
  * memory under the cap, no cuMemAlloc_v2 reaching the driver on any lookup path even when the
- * driver refuses granules, and odd sizes' pointer queries at their edges. Each passed when it was
- * written (an outside test, 2026-12-06): they hold the promises in place. What is checked is what
- * the simulated driver saw (its counters) and what the queries answer.
+ * driver refuses granules, and odd sizes' pointer queries at their edges; these passed when they
+ * were written (an outside test, 2026-12-06) and hold the promises in place. The last two cases,
+ * cuIpcGetMemHandle of freed pool memory, failed then (fixed in shim/query.c). What is checked is
+ * what the simulated driver saw (its counters) and what the queries answer.
  */
 #include "preload_test.h"
 
@@ -238,7 +239,7 @@ static void ipc_freed_pool_memory(const char *mode)
     ck_assert_int_eq(cuMemFree(gone), CUDA_SUCCESS);
     ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS); /* one context: gone is free now */
     ck_assert_int_eq(cuMemFree(pending), CUDA_SUCCESS); /* pending until the next allocation */
-    unsigned before = (unsigned)pt_counters().ipc_calls;
+    unsigned long long before = pt_counters().ipc_calls;
     ck_assert_int_eq(cuIpcGetMemHandle(&h, gone), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuIpcGetMemHandle(&h, gone + 5000), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuIpcGetMemHandle(&h, pending), CUDA_ERROR_INVALID_VALUE);

@@ -276,10 +276,16 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     int vmm_left = ga_opt.mode == GA_MODE_VMM && left >= size;
     int no_va = vmm_left && (!c->pool || !s->va_reserved || c->va_refused);
     /* Granules explain it only if the most it could map (its granules, one more where it straddles
-     * a boundary) is more than is left; past that the cap had room and the device refused. */
+     * a boundary) is more than is left; past that the cap had room and the device refused. A block
+     * whose 512-rounded size is a granule multiple lies on granule boundaries (vmm's aligned area,
+     * or wherever fewer granules are new) and maps no granule more than its size: a 64 MiB block
+     * the driver refused under a 64 MiB cap was said to need more granules than the cap holds (an
+     * outside test, 2026-12-06: helper-84 F2). */
     uint64_t gran = c->granularity, worst = UINT64_MAX;
-    if (gran && size <= UINT64_MAX - 2 * gran)
-        worst = ((size + gran - 1) / gran + 1) * gran;
+    if (gran && size <= UINT64_MAX - 2 * gran) {
+        uint64_t rounded = (size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
+        worst = rounded % gran == 0 ? rounded : ((size + gran - 1) / gran + 1) * gran;
+    }
     /* A fixed GPUARENA_MEM_FRACTION bounds the pool at its share of the cap (arena, grow, vmm):
      * with the cap's room left, that share is what ran out, and a larger GPUARENA_LIMIT would not
      * help as much as the fraction. vmm may need one granule more than its size. */

@@ -223,18 +223,24 @@ START_TEST(vmm_granules_explained)
     static const struct {
         const char *limit;
         size_t size;
-        const char *says, *not_says;
+        const char *says, *not_says, *extra;
     } cases[] = {
         {"GPUARENA_LIMIT=5MiB", 9 * MiB / 2, "granules of 2.00 MiB, and this allocation needed "
-                                             "more of them", "not enough free bytes"},
-        {"GPUARENA_LIMIT=5MiB", 6 * MiB, "not enough free bytes in total", "granules of"},
-        {"GPUARENA_LIMIT=1MiB", 256 * 1024, "the cap is below one granule", "not enough free"},
+                                             "more of them", "not enough free bytes", NULL},
+        {"GPUARENA_LIMIT=5MiB", 6 * MiB, "not enough free bytes in total", "granules of", NULL},
+        {"GPUARENA_LIMIT=1MiB", 256 * 1024, "the cap is below one granule", "not enough free", NULL},
         {"SIMCUDA_FAIL=cuMemAddressReserve:1+", 256 * 1024, "vmm has no address space, the driver "
-                                                           "refused", "granules of"},
+                                                           "refused", "granules of", NULL},
+        /* A granule multiple maps exactly its granules: the whole cap's worth refused by the
+         * driver is the device's refusal, not the granules' (it said "needed more of them"). */
+        {"GPUARENA_LIMIT=64MiB", 64 * MiB, "the driver refused the memory", "granules of",
+         "SIMCUDA_FAIL=cuMemCreate:1+"},
+        {"GPUARENA_LIMIT=64MiB", 64 * MiB - 100, "the driver refused the memory", "granules of",
+         "SIMCUDA_FAIL=cuMemCreate:1+"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char err[16384];
-        pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", cases[i].limit, NULL);
+        pt_env("GPUARENA_MODE=vmm", "SIMCUDA_TOTAL_MEM=1GiB", cases[i].limit, cases[i].extra, NULL);
         int status = pt_run_child(pt_vmm_granule_child, (void *)(uintptr_t)cases[i].size, err,
                                   sizeof err);
         ck_assert_msg(status == 0, "case %zu: exit %d: %s", i, status, err);

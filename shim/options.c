@@ -418,6 +418,12 @@ int ga_options_load(void)
     else if (ga_opt.mode != GA_MODE_ARENA && !ga_preallocate_given)
         ga_opt.preallocate = 0;
     ga_opt.free_waits = ga_opt.free_sync == GA_FREE_SYNC_DEVICE || ga_opt.mode == GA_MODE_PLATFORM;
+    /* A keep set for another mode does nothing: said, as the command refuses --vmm-keep outside
+     * vmm mode (it was ignored without a word: an outside test, 2026-12-06, helper-84 F7). */
+    const char *keep = getenv("GPUARENA_VMM_KEEP");
+    if (!bad && keep && *keep && ga_opt.mode != GA_MODE_VMM)
+        ga_log(GA_LOG_WARN, "GPUARENA_VMM_KEEP applies to vmm mode only and is ignored in %s mode: "
+               "set GPUARENA_MODE=vmm to use it, or unset it", ga_mode_name(ga_opt.mode));
     ga_warn_unknown();
     return bad;
 }

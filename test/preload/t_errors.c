@@ -257,6 +257,32 @@ START_TEST(good_option_values)
 }
 END_TEST
 
+/* GPUARENA_VMM_KEEP outside vmm mode does nothing: said once, with the fix, and CUDA starts (it was
+ * ignored without a word while `gpuarena run --vmm-keep` refuses it outside vmm: helper-84 F7);
+ * in vmm mode it is silent. */
+START_TEST(keep_outside_vmm_said)
+{
+    static const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                  "GPUARENA_MODE=platform", "GPUARENA_MODE=vmm"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char err[4096];
+        pt_env(modes[i], NULL);
+        ck_assert_msg(pt_run_child(pt_good_option_child, "GPUARENA_VMM_KEEP=0", err, sizeof err) ==
+                          0, "%s: CUDA starts: %s", modes[i], err);
+        if (strcmp(modes[i], "GPUARENA_MODE=vmm") == 0) {
+            ck_assert_msg(err[0] == '\0', "vmm: silent, got: %s", err);
+            continue;
+        }
+        char want[160];
+        snprintf(want, sizeof want, "gpuarena: GPUARENA_VMM_KEEP applies to vmm mode only and is "
+                 "ignored in %s mode: set GPUARENA_MODE=vmm", modes[i] + strlen("GPUARENA_MODE="));
+        const char *at = strstr(err, want);
+        ck_assert_msg(at && !strstr(at + strlen(want), "GPUARENA_VMM_KEEP applies"),
+                      "%s: said once: %s", modes[i], err);
+    }
+}
+END_TEST
+
 static void pt_libcuda_child(void *arg)
 {
     putenv((char *)arg);
@@ -513,6 +539,7 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, ipc_passes_in_platform);
     tcase_add_test(tc, bad_option_values);
     tcase_add_test(tc, good_option_values);
+    tcase_add_test(tc, keep_outside_vmm_said);
     tcase_add_test(tc, missing_driver_is_explained);
     tcase_add_test(tc, refused_calls_counted);
     return tc;

@@ -66,7 +66,7 @@ def die(signum):
     for f in (sys.stdout, sys.stderr):
         try:
             f.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):  # AttributeError: started with it closed
             pass
     try:
         signal.signal(signum, signal.SIG_DFL)

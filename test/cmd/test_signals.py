@@ -98,6 +98,23 @@ class EndedBySignal(unittest.TestCase):
                 self.assertIn("its stderr: half a line", p.stderr)
                 self.assertEqual(os.listdir(self.tmpdir), [])
 
+    def test_stdout_closed_then_signalled(self):
+        """Started with standard output closed (>&-) and then ended by SIGTERM: the flush before
+        dying met Python's None stdout."""
+        full = dict(os.environ, GPUARENA_BUILD=os.path.join(self.d, "build"),
+                    TMPDIR=self.tmpdir)
+        proc = subprocess.Popen([sys.executable, gatest.SCRIPT, "replay", LIFETIMES], env=full,
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: os.close(1))
+        for _ in range(6000):
+            if os.path.exists(self.pidfile) or proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        code, err = self.ended(proc, signal.SIGTERM)
+        self.assertEqual(code, -signal.SIGTERM, err)
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(os.listdir(self.tmpdir), [])
+
     def test_report_removes_its_folder(self):
         """report replays the trace for its reserved curve, in a temporary folder of its own;
         nothing is written at -o either."""

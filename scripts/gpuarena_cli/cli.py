@@ -295,6 +295,7 @@ def do_import(a):
     _check_out_path("-o", a.output, dash_ok=False)
     _not_over_input(a.file, a.output, "output")
     _not_a_program("-o", a.output)
+    _check_out_folder("-o", a.output, "path", "the input is read")
     trace, counts, used = importers.load_any(a.file, a.format, a.level, a.close, a.time_unit)
     tf.write(a.output, trace)
     print(f"gpuarena: imported {a.file} ({used}) -> {a.output}: {len(trace.events):,} events")
@@ -445,6 +446,8 @@ def do_report(a):
         _not_a_program("-o", prefix + ext)
         if not a.output:
             _default_not_over_other(a.trace, prefix + ext)
+    # a folder that is not there failed the write after the whole input was read and replayed
+    _check_out_folder("-o", prefix + ".json", "PREFIX", "the input is read")
     trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
     reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace)
     if reserved is None:
@@ -571,7 +574,7 @@ def _not_a_program(option, out):
                          "archive): writing it would replace it; give another path")
 
 
-def _check_out_folder(option, path, what):
+def _check_out_folder(option, path, what, before="the program runs"):
     """GaError, before any program runs, when the folder an output goes to is missing or cannot
     be written: a training run of hours lost its statistics or trace at the end (helper-67 F1).
     A real file is made and removed, not os.access: root passes that check where sysfs still
@@ -581,14 +584,14 @@ def _check_out_folder(option, path, what):
     folder = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
         raise GaError(f"{option} {path}: the folder {folder} does not exist; create it or give "
-                      f"another {what} (checked before the program runs)")
+                      f"another {what} (checked before {before})")
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuarena-check-"):
             pass
     except OSError as e:
         raise GaError(f"{option} {path}: cannot write in the folder {folder} ({e.strerror}); "
-                      f"give a {what} in a folder you can write (checked before the program "
-                      "runs)") from None
+                      f"give a {what} in a folder you can write (checked before {before})") \
+            from None
 
 
 def do_run(a):

@@ -139,7 +139,11 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
         src = gatest.traces("lifetimes")[0]
         out = os.path.join(self.dir, "no", "such", "dir.gatrace")
         p = gatest.cli("import", "lifetimes", src, "-o", out)
-        self.assertCleanError(p, "cannot write", "dir.gatrace")
+        # said before the input is read (a large one was read whole first, then "cannot write")
+        self.assertCleanError(p, f"-o {out}: the folder {os.path.dirname(out)} does not exist",
+                              "checked before the input is read")
+        p = gatest.cli("report", src, "-o", out[:-len(".gatrace")])
+        self.assertCleanError(p, "the folder", "does not exist", "checked before the input")
 
     def test_standard_input_named(self):
         """`-` as the input (standard input) was "cannot read -: No such file or directory"; it

@@ -12,6 +12,7 @@ verdict, not this module's opinion; a setting the shim refuses shows up there wi
 
 import contextlib
 import difflib
+import functools
 import json
 import os
 import re
@@ -129,6 +130,13 @@ def probe_main(lib, what):
     return 0
 
 
+def _dies_with_us():
+    """preexec_fn of a check's child: SIGTERM when the command dies, however it dies (a SIGKILL,
+    `timeout -s KILL`): a child of its own session is killed by nothing else, and a hung
+    framework import ran on for good (helper-82)."""
+    return functools.partial(paths.die_with_parent, os.getpid())
+
+
 @contextlib.contextmanager
 def _killed_on_the_way_out(procs):
     """Kills the process groups of procs still running when the command is ended meanwhile (a
@@ -197,7 +205,7 @@ def _run(argv, timeout, **kw):
     """subprocess.run(argv, timeout=...) whose timeout kills the child's whole process group, and
     which keeps only the end of what the child prints (_communicate)."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         start_new_session=True, **kw)
+                         start_new_session=True, preexec_fn=_dies_with_us(), **kw)
     with _killed_on_the_way_out([p]):
         out, err = _communicate(p, timeout)
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
@@ -254,7 +262,8 @@ def frameworks(python, timeout):
         try:
             procs[name] = subprocess.Popen([python, "-c", _IMPORT, name], stdout=subprocess.PIPE,
                                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                           start_new_session=True)
+                                           start_new_session=True,
+                                           preexec_fn=_dies_with_us())
         except OSError as e:
             raise GaError(f"cannot run {python}: {e.strerror} (give --python a Python "
                           "interpreter)") from None

@@ -145,7 +145,7 @@ class EndedBySignal(unittest.TestCase):
         self.assertEqual(proc.returncode, 1)  # the tool's death, not SIGHUP's
         self.assertEqual(os.listdir(self.tmpdir), [])
 
-    def test_doctor_kills_its_children(self):
+    def test_doctor_kills_its_children(self, sig=signal.SIGTERM):
         """doctor's children run in sessions of their own (its timeout kills their groups): a
         SIGTERM to doctor left them running up to --timeout (120 s). Here --python is a stand-in
         that waits."""
@@ -165,23 +165,29 @@ class EndedBySignal(unittest.TestCase):
         self.assertTrue(os.path.exists(self.pidfile), proc.poll())
         with open(self.pidfile) as f:
             child = int(f.read())
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
-        self.assertEqual(proc.returncode, -signal.SIGTERM, err)
-        try:
-            os.kill(child, 0)
-            alive = True
-        except ProcessLookupError:
-            alive = False
-        if alive:  # init may not have reaped it yet: a zombie is gone too
+        self.assertEqual(proc.returncode, -sig, err)
+        alive = True
+        for _ in range(6000):  # the child gone (at most 60 s; at once when it was killed)
             try:
-                with open(f"/proc/{child}/stat") as f:
+                os.kill(child, 0)
+                with open(f"/proc/{child}/stat") as f:  # a zombie of init's is gone too
                     alive = f.read().rsplit(")", 1)[1].split()[0] != "Z"
-            except FileNotFoundError:
+            except (ProcessLookupError, FileNotFoundError):
                 alive = False
+            if not alive:
+                break
+            time.sleep(0.01)
         if alive:
             os.kill(child, signal.SIGKILL)
         self.assertFalse(alive, "doctor's child outlived it")
+
+    def test_doctor_killed_takes_its_children(self):
+        """The same when doctor is killed outright (SIGKILL, `timeout -s KILL`), which no
+        handler sees: its children, in sessions of their own, ran on; now each gets SIGTERM
+        when the command dies (PR_SET_PDEATHSIG)."""
+        self.test_doctor_kills_its_children(signal.SIGKILL)
 
 
 

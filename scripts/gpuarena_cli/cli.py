@@ -581,6 +581,8 @@ def _check_out_folder(option, path, what, before="the program runs"):
     refuses."""
     if not path or path == "-":
         return
+    if os.path.exists(path) and not os.path.isfile(path):
+        return  # a device, FIFO or descriptor (/dev/null, /proc/self/fd/1): written through
     folder = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
         raise GaError(f"{option} {path}: the folder {folder} does not exist; create it or give "

@@ -5,6 +5,7 @@ import gzip
 import os
 import pickle
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -144,6 +145,18 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
                               "checked before the input is read")
         p = gatest.cli("report", src, "-o", out[:-len(".gatrace")])
         self.assertCleanError(p, "the folder", "does not exist", "checked before the input")
+        # A descriptor or device is written through, whatever its folder allows: the folder
+        # check refused /proc/self/fd/1 (no file can be made in /proc/self/fd), for run --stats
+        # /proc/self/fd/2 too.
+        p = subprocess.run([sys.executable, gatest.SCRIPT, "import", "lifetimes", src, "-o",
+                            "/proc/self/fd/1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=120, check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.startswith(b"GATRACE"))
+        p = gatest.cli("run", "--sim", "--stats", "/proc/self/fd/1", "--",
+                       os.path.join(gatest.BUILD, "examples", "ex_train"), "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn('"gpuarena_stats"', p.stdout)
 
     def test_standard_input_named(self):
         """`-` as the input (standard input) was "cannot read -: No such file or directory"; it
@@ -158,7 +171,6 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
         """Any gzip file was taken for a Kineto trace, so a gzipped gpuarena trace, CSV or
         snapshot read "not valid JSON (... can't decode byte ...)": it is named now, with the way
         out (decompress it). A gzipped Kineto JSON is still read."""
-        import gzip
         lifetimes = gatest.traces("lifetimes")[0]
         trace = os.path.join(self.dir, "t.gatrace")
         self.assertEqual(gatest.cli("import", "lifetimes", lifetimes, "-o", trace).returncode, 0)

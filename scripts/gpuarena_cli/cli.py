@@ -474,16 +474,7 @@ def _default_not_over_other(src, path):
     files are replaced, as before."""
     if not os.path.lexists(path):
         return
-    head = b""
-    if os.path.isfile(path):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-            try:
-                head = os.read(fd, 32)
-            finally:
-                os.close(fd)
-        except OSError:
-            pass
+    head = _head(path, 32)
     want = _REPORT_HEADS[os.path.splitext(path)[1]]
     if not head.startswith(want):
         what = (" (gpuarena's statistics, by its first bytes)"
@@ -556,19 +547,25 @@ def _not_over_command(option, out, cmd):
     _not_a_program(option, out)
 
 
+def _head(path, n):
+    """The first n bytes of a regular file at path, else b"": a FIFO is never opened (that
+    blocked until a writer came, for ever: `run --stats FIFO`)."""
+    if not os.path.isfile(path):
+        return b""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            return os.read(fd, n)
+        finally:
+            os.close(fd)
+    except OSError:
+        return b""
+
+
 def _not_a_program(option, out):
     """UsageError when out is an ELF file, a script or an archive: writing it would replace a
     program or library (import -o libgpuarena.so replaced the shim with a trace: helper-82)."""
-    head = b""
-    if os.path.isfile(out):  # a FIFO is not opened: that blocked until a writer came (for ever)
-        try:
-            fd = os.open(out, os.O_RDONLY | os.O_NONBLOCK)
-            try:
-                head = os.read(fd, 8)
-            finally:
-                os.close(fd)
-        except OSError:
-            pass
+    head = _head(out, 8)
     if head.startswith((b"\x7fELF", b"#!", b"!<arch>\n")):
         raise UsageError(f"{option} {out} is a program or library (an ELF file, a script or an "
                          "archive): writing it would replace it; give another path")

@@ -52,17 +52,25 @@ int ga_capture_on_dev_slow(int dev)
  * driver keep such a capture, nobody can end it, and a refused synchronisation passes nothing. */
 #define GA_THREAD_CAPTURES 4
 static __thread uint64_t ga_tl_cap[GA_THREAD_CAPTURES];
+/* 1: that capture lies past the table (counted in ga_cap_extra): its end lowers that count */
+static __thread uint8_t ga_tl_past[GA_THREAD_CAPTURES];
 static pthread_key_t ga_cap_key;
 static pthread_once_t ga_cap_key_once = PTHREAD_ONCE_INIT;
 
 static int ga_capture_drop(uint64_t sid, CUcontext ctx);
+static void ga_capture_over(uint64_t sid);
 
 static void ga_capture_thread_exit(void *unused)
 {
     (void)unused;
-    for (int i = 0; i < GA_THREAD_CAPTURES; i++)
-        if (ga_tl_cap[i])
-            ga_capture_drop(ga_tl_cap[i], NULL), ga_tl_cap[i] = 0;
+    for (int i = 0; i < GA_THREAD_CAPTURES; i++) {
+        uint64_t sid = ga_tl_cap[i];
+        if (sid && ga_tl_past[i])
+            ga_capture_over(sid); /* clears the note */
+        else if (sid)
+            ga_capture_drop(sid, NULL);
+        ga_tl_cap[i] = 0, ga_tl_past[i] = 0;
+    }
 }
 
 static void ga_capture_key_make(void)
@@ -70,13 +78,15 @@ static void ga_capture_key_make(void)
     pthread_key_create(&ga_cap_key, ga_capture_thread_exit);
 }
 
-/* Notes a per-thread capture of this thread (one per context at most: the table's slots are few). */
-static void ga_capture_note_thread(uint64_t sid)
+/* Notes a per-thread capture of this thread (one per context at most: the table's slots are few;
+ * past: it lies past the table). Its end clears the note (ga_capture_over). */
+static void ga_capture_note_thread(uint64_t sid, int past)
 {
     pthread_once(&ga_cap_key_once, ga_capture_key_make);
     for (int i = 0; i < GA_THREAD_CAPTURES; i++)
         if (!ga_tl_cap[i] || ga_tl_cap[i] == sid) {
             ga_tl_cap[i] = sid;
+            ga_tl_past[i] = (uint8_t)past;
             pthread_setspecific(ga_cap_key, (void *)1); /* the destructor runs at exit */
             return;
         }
@@ -97,11 +107,15 @@ static void ga_capture_begun(CUstream s)
         if (atomic_compare_exchange_strong(&ga_cap[i].sid, &free_slot, sid)) {
             atomic_store(&ga_cap[i].ctx, ctx);
             if (s == CU_STREAM_PER_THREAD)
-                ga_capture_note_thread(sid);
+                ga_capture_note_thread(sid, 0);
             return;
         }
     }
     atomic_fetch_add(&ga_cap_extra, 1); /* no ID, or the table is full */
+    /* one past the table too ends with its thread (it stayed counted for good: every device's
+     * fence off, an outside re-check, 2026-12-06) */
+    if (s == CU_STREAM_PER_THREAD && sid)
+        ga_capture_note_thread(sid, 1);
 }
 
 /* Takes the captures of stream sid (with sid 0: of context ctx, every one) out of the table;
@@ -128,6 +142,10 @@ static int ga_capture_drop(uint64_t sid, CUcontext ctx)
  * the count of those past it. */
 static void ga_capture_over(uint64_t sid)
 {
+    /* a note of this thread's for it goes: its per-thread capture ends on this thread only */
+    for (int i = 0; sid && i < GA_THREAD_CAPTURES; i++)
+        if (ga_tl_cap[i] == sid)
+            ga_tl_cap[i] = 0, ga_tl_past[i] = 0;
     if (sid && ga_capture_drop(sid, NULL))
         return;
     int extra = atomic_load(&ga_cap_extra);

@@ -152,6 +152,104 @@ START_TEST(capture_ends_with_its_thread)
 }
 END_TEST
 
+/* The table full (64 captures on created streams), a thread's capture on its per-thread stream
+ * lies past it; the thread exits, then the 64 streams are destroyed: no capture runs. The one past
+ * the table stayed counted for good, and every freed chunk stayed pending (an outside re-check,
+ * 2026-12-06). */
+static void thread_capture_past_table_child(void *arg)
+{
+    (void)arg;
+    g_cap_ctx = pt_start();
+    CUstream s[64];
+    CUdeviceptr p, q;
+    size_t f = 0, t = 0;
+    pthread_t th;
+    int ok = 0;
+    for (int i = 0; i < 64; i++)
+        if (cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING) ||
+            cuStreamBeginCapture(s[i], CU_STREAM_CAPTURE_MODE_RELAXED))
+            exit(1);
+    if (pthread_create(&th, NULL, capture_and_exit, &ok) || pthread_join(th, NULL) || !ok)
+        exit(1);
+    for (int i = 0; i < 64; i++)
+        if (cuStreamDestroy(s[i]))
+            exit(2);
+    if (cuMemAlloc(&p, 40 * MiB) || cuMemsetD8(p, 1, 40 * MiB) || cuMemFree(p))
+        exit(3);
+    if (cuMemGetInfo(&f, &t) || f < 40 * MiB)
+        exit(4);
+    if (cuMemAlloc(&q, 40 * MiB))
+        exit(5);
+    exit(0);
+}
+
+/* A thread captures on its per-thread stream in five contexts, ending the first four: the fifth,
+ * left running at its exit, ends with the thread too. The ended ones' notes stayed and filled
+ * the thread's four, and the fifth was kept for good (an outside re-check, 2026-12-06). */
+static void *five_contexts_capture_and_exit(void *arg)
+{
+    CUcontext *cs = arg;
+    CUgraph g;
+    for (int i = 0; i < 5; i++) {
+        if (cuCtxSetCurrent(cs[i]) ||
+            cuStreamBeginCapture(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_RELAXED))
+            return NULL;
+        if (i < 4 && cuStreamEndCapture(CU_STREAM_PER_THREAD, &g))
+            return NULL;
+    }
+    return arg;
+}
+
+static void thread_captures_in_five_contexts_child(void *arg)
+{
+    (void)arg;
+    CUcontext prim = pt_start(), cs[5];
+    CUdevice dev;
+    CUdeviceptr p, q;
+    size_t f = 0, t = 0;
+    pthread_t th;
+    void *ok = NULL;
+    if (cuCtxGetDevice(&dev))
+        exit(1);
+    for (int i = 0; i < 5; i++)
+        if (cuCtxCreate(&cs[i], NULL, 0, dev))
+            exit(1);
+    if (cuCtxSetCurrent(prim) || pthread_create(&th, NULL, five_contexts_capture_and_exit, cs) ||
+        pthread_join(th, &ok) || !ok)
+        exit(1);
+    if (cuMemAlloc(&p, 40 * MiB) || cuMemsetD8(p, 1, 40 * MiB) || cuMemFree(p))
+        exit(3);
+    if (cuMemGetInfo(&f, &t) || f < 40 * MiB)
+        exit(4);
+    if (cuMemAlloc(&q, 40 * MiB))
+        exit(5);
+    exit(0);
+}
+
+START_TEST(capture_in_a_fifth_context_ends_with_its_thread)
+{
+    char err[4096];
+    pt_env("GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+    int rc = pt_run_child(thread_captures_in_five_contexts_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d (1: setup, 3: allocation refused, 4: freed bytes not reported "
+                  "free, 5: held for a capture whose thread is gone); %s", rc, err);
+}
+END_TEST
+
+START_TEST(capture_past_the_table_ends_with_its_thread)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 2; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+        int rc = pt_run_child(thread_capture_past_table_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (1: setup, 2: destroy failed, 3: allocation refused, "
+                      "4: freed bytes not reported free, 5: held for a capture whose thread is "
+                      "gone); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
 START_TEST(capture_ends_with_its_stream)
 {
     static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
@@ -364,6 +462,8 @@ TCase *pt_tcase_capture(void)
     tcase_add_test(tc, capture_ends_with_its_stream);
     tcase_add_test(tc, capture_ends_with_its_thread);
     tcase_add_test(tc, captures_past_the_table_end_with_their_streams);
+    tcase_add_test(tc, capture_past_the_table_ends_with_its_thread);
+    tcase_add_test(tc, capture_in_a_fifth_context_ends_with_its_thread);
     tcase_add_test(tc, captured_async_alloc_is_the_graphs);
     tcase_add_test(tc, capture_free_of_a_pool_block_keeps_it);
     tcase_add_test(tc, capture_survives_a_sync_free);

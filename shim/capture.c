@@ -31,6 +31,65 @@ static struct {
 _Atomic int ga_cap_n; /* captures under way: the test every fence makes first (shim.h) */
 static _Atomic int ga_cap_extra; /* of them, not in the table */
 
+/* Of those past the table, how many each context has (a few contexts; one past these is counted
+ * in ga_cap_extra alone), so that a context's going ends them too (ga_capture_ctx_gone): they
+ * stayed counted for good, and every device's fence stayed off (an outside re-check,
+ * 2026-12-06). A context's entry goes with the context. */
+#define GA_PAST_CTXS 16
+static struct {
+    _Atomic(CUcontext) ctx;
+    _Atomic int n;
+} ga_cap_past[GA_PAST_CTXS];
+
+static void ga_past_add(CUcontext ctx)
+{
+    for (int pass = 0; ctx && pass < 2; pass++)
+        for (size_t i = 0; i < GA_PAST_CTXS; i++) {
+            CUcontext was = pass ? NULL : ctx;
+            if (pass ? atomic_compare_exchange_strong(&ga_cap_past[i].ctx, &was, ctx) || was == ctx
+                     : atomic_load(&ga_cap_past[i].ctx) == ctx) {
+                atomic_fetch_add(&ga_cap_past[i].n, 1);
+                return;
+            }
+        }
+}
+
+/* 1 when one of ctx's captures past the table was counted here, and now is not. */
+static int ga_past_take(CUcontext ctx)
+{
+    for (size_t i = 0; ctx && i < GA_PAST_CTXS; i++)
+        if (atomic_load(&ga_cap_past[i].ctx) == ctx) {
+            int n = atomic_load(&ga_cap_past[i].n);
+            while (n > 0 && !atomic_compare_exchange_weak(&ga_cap_past[i].n, &n, n - 1))
+                ;
+            return n > 0;
+        }
+    return 0;
+}
+
+/* Lowers the count of captures past the table, and the count of all, by up to n. */
+static void ga_past_end(int n)
+{
+    while (n-- > 0) {
+        int extra = atomic_load(&ga_cap_extra);
+        while (extra > 0 && !atomic_compare_exchange_weak(&ga_cap_extra, &extra, extra - 1))
+            ;
+        if (extra <= 0)
+            return;
+        atomic_fetch_sub(&ga_cap_n, 1);
+    }
+}
+
+/* The context of stream s, as a capture's is taken (special handles: the current one). */
+static CUcontext ga_capture_ctx_of(CUstream s)
+{
+    CUcontext ctx = NULL;
+    if (s == CU_STREAM_PER_THREAD || !ga_real.cuStreamGetCtx ||
+        ga_real.cuStreamGetCtx(s, &ctx) != CUDA_SUCCESS)
+        ga_real.cuCtxGetCurrent(&ctx);
+    return ctx;
+}
+
 int ga_capture_on_dev_slow(int dev)
 {
     if (atomic_load(&ga_cap_extra))
@@ -54,22 +113,23 @@ int ga_capture_on_dev_slow(int dev)
 static __thread uint64_t ga_tl_cap[GA_THREAD_CAPTURES];
 /* 1: that capture lies past the table (counted in ga_cap_extra): its end lowers that count */
 static __thread uint8_t ga_tl_past[GA_THREAD_CAPTURES];
+static __thread CUcontext ga_tl_ctx[GA_THREAD_CAPTURES]; /* its context, for one past the table */
 static pthread_key_t ga_cap_key;
 static pthread_once_t ga_cap_key_once = PTHREAD_ONCE_INIT;
 
 static int ga_capture_drop(uint64_t sid, CUcontext ctx);
-static void ga_capture_over(uint64_t sid);
+static void ga_capture_over(uint64_t sid, CUcontext ctx, int strict);
 
 static void ga_capture_thread_exit(void *unused)
 {
     (void)unused;
     for (int i = 0; i < GA_THREAD_CAPTURES; i++) {
         uint64_t sid = ga_tl_cap[i];
-        if (sid && ga_tl_past[i])
-            ga_capture_over(sid); /* clears the note */
+        if (sid && ga_tl_past[i]) /* not if its context went first, and took it */
+            ga_capture_over(sid, ga_tl_ctx[i], 1); /* clears the note */
         else if (sid)
             ga_capture_drop(sid, NULL);
-        ga_tl_cap[i] = 0, ga_tl_past[i] = 0;
+        ga_tl_cap[i] = 0, ga_tl_past[i] = 0, ga_tl_ctx[i] = NULL;
     }
 }
 
@@ -80,13 +140,14 @@ static void ga_capture_key_make(void)
 
 /* Notes a per-thread capture of this thread (one per context at most: the table's slots are few;
  * past: it lies past the table). Its end clears the note (ga_capture_over). */
-static void ga_capture_note_thread(uint64_t sid, int past)
+static void ga_capture_note_thread(uint64_t sid, int past, CUcontext ctx)
 {
     pthread_once(&ga_cap_key_once, ga_capture_key_make);
     for (int i = 0; i < GA_THREAD_CAPTURES; i++)
         if (!ga_tl_cap[i] || ga_tl_cap[i] == sid) {
             ga_tl_cap[i] = sid;
             ga_tl_past[i] = (uint8_t)past;
+            ga_tl_ctx[i] = ctx;
             pthread_setspecific(ga_cap_key, (void *)1); /* the destructor runs at exit */
             return;
         }
@@ -97,25 +158,23 @@ static void ga_capture_note_thread(uint64_t sid, int past)
 static void ga_capture_begun(CUstream s)
 {
     uint64_t sid = ga_fence_stream_id(s);
-    CUcontext ctx = NULL;
-    if (s == CU_STREAM_PER_THREAD || !ga_real.cuStreamGetCtx ||
-        ga_real.cuStreamGetCtx(s, &ctx) != CUDA_SUCCESS)
-        ga_real.cuCtxGetCurrent(&ctx);
+    CUcontext ctx = ga_capture_ctx_of(s);
     atomic_fetch_add(&ga_cap_n, 1);
     for (size_t i = 0; sid && i < GA_CAPTURES; i++) {
         uint64_t free_slot = 0;
         if (atomic_compare_exchange_strong(&ga_cap[i].sid, &free_slot, sid)) {
             atomic_store(&ga_cap[i].ctx, ctx);
             if (s == CU_STREAM_PER_THREAD)
-                ga_capture_note_thread(sid, 0);
+                ga_capture_note_thread(sid, 0, ctx);
             return;
         }
     }
+    ga_past_add(ctx); /* first: ga_past_end lowers ga_cap_extra only while it counts one */
     atomic_fetch_add(&ga_cap_extra, 1); /* no ID, or the table is full */
     /* one past the table too ends with its thread (it stayed counted for good: every device's
      * fence off, an outside re-check, 2026-12-06) */
     if (s == CU_STREAM_PER_THREAD && sid)
-        ga_capture_note_thread(sid, 1);
+        ga_capture_note_thread(sid, 1, ctx);
 }
 
 /* Takes the captures of stream sid (with sid 0: of context ctx, every one) out of the table;
@@ -138,21 +197,18 @@ static int ga_capture_drop(uint64_t sid, CUcontext ctx)
     return n;
 }
 
-/* The capture of stream sid is over: out of the table, or, one the table does not hold, out of
- * the count of those past it. */
-static void ga_capture_over(uint64_t sid)
+/* The capture of stream sid (of context ctx) is over: out of the table, or, one the table does not
+ * hold, out of the count of those past it (strict: only if ctx's count held it). */
+static void ga_capture_over(uint64_t sid, CUcontext ctx, int strict)
 {
     /* a note of this thread's for it goes: its per-thread capture ends on this thread only */
     for (int i = 0; sid && i < GA_THREAD_CAPTURES; i++)
         if (ga_tl_cap[i] == sid)
-            ga_tl_cap[i] = 0, ga_tl_past[i] = 0;
+            ga_tl_cap[i] = 0, ga_tl_past[i] = 0, ga_tl_ctx[i] = NULL;
     if (sid && ga_capture_drop(sid, NULL))
         return;
-    int extra = atomic_load(&ga_cap_extra);
-    while (extra > 0 && !atomic_compare_exchange_weak(&ga_cap_extra, &extra, extra - 1))
-        ;
-    if (extra > 0)
-        atomic_fetch_sub(&ga_cap_n, 1);
+    if (ga_past_take(ctx) || !strict)
+        ga_past_end(1);
 }
 
 /* After cuStreamEndCapture(s): the capture is over unless the stream says it still runs (a call
@@ -166,7 +222,7 @@ static void ga_capture_ended(CUstream s, uint64_t sid, CUresult r)
         (!ga_real.cuStreamIsCapturing || (ga_real.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
                                           st != CU_STREAM_CAPTURE_STATUS_NONE)))
         return;
-    ga_capture_over(sid);
+    ga_capture_over(sid, ga_capture_ctx_of(s), 0);
 }
 
 /* Before a capture begins on s: the chunks the program freed with cuMemFree on s's device are
@@ -253,9 +309,10 @@ static CUresult ga_stream_destroy(CUstream s, CUresult (*real_destroy)(CUstream)
     int capturing = ga_real.cuStreamIsCapturing && ga_real.cuStreamIsCapturing(s, &st) ==
                     CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
     uint64_t sid = ga_fence_stream_id(s);
+    CUcontext ctx = capturing ? ga_capture_ctx_of(s) : NULL;
     CUresult r = real_destroy(s);
     if (r == CUDA_SUCCESS && capturing)
-        ga_capture_over(sid);
+        ga_capture_over(sid, ctx, 0);
     else if (r == CUDA_SUCCESS && sid)
         ga_capture_drop(sid, NULL);
     return r;
@@ -275,8 +332,15 @@ GA_EXPORT CUresult cuStreamDestroy(CUstream hStream)
 
 void ga_capture_ctx_gone(CUcontext ctx)
 {
-    if (ctx && atomic_load(&ga_cap_n))
-        ga_capture_drop(0, ctx);
+    if (!ctx || !atomic_load(&ga_cap_n))
+        return;
+    ga_capture_drop(0, ctx);
+    for (size_t i = 0; i < GA_PAST_CTXS; i++)
+        if (atomic_load(&ga_cap_past[i].ctx) == ctx) {
+            int n = atomic_exchange(&ga_cap_past[i].n, 0);
+            atomic_store(&ga_cap_past[i].ctx, NULL);
+            ga_past_end(n);
+        }
 }
 
 /* Whether s is capturing (or its capture was invalidated): a stream-ordered allocation on it is a

@@ -250,6 +250,56 @@ START_TEST(capture_past_the_table_ends_with_its_thread)
 }
 END_TEST
 
+/* A created context with 70 captures at once, destroyed: the 6 past the shim's table end with it
+ * too (they stayed counted for good, and every freed chunk of every device stayed pending: an
+ * outside re-check, 2026-12-06). Then cuStreamDestroy's refusals come back as the driver's. */
+static void ctx_many_captures_gone_child(void *arg)
+{
+    (void)arg;
+    CUcontext prim = pt_start(), made;
+    CUdevice dev;
+    CUstream s[70];
+    CUdeviceptr p, q;
+    size_t f = 0, t = 0;
+    if (cuCtxGetDevice(&dev) || cuCtxCreate(&made, NULL, 0, dev))
+        exit(1);
+    for (int i = 0; i < 70; i++)
+        if (cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING) ||
+            cuStreamBeginCapture(s[i], CU_STREAM_CAPTURE_MODE_RELAXED))
+            exit(1);
+    if (cuCtxDestroy(made) || cuCtxSetCurrent(prim))
+        exit(2);
+    if (cuMemAlloc(&p, 40 * MiB) || cuMemsetD8(p, 1, 40 * MiB) || cuMemFree(p))
+        exit(3);
+    if (cuMemGetInfo(&f, &t) || f < 40 * MiB)
+        exit(4);
+    if (cuMemAlloc(&q, 40 * MiB))
+        exit(5);
+    /* error codes of cuStreamDestroy pass unchanged */
+    CUstream x;
+    if (cuStreamCreate(&x, 0) || cuStreamBeginCapture(x, CU_STREAM_CAPTURE_MODE_RELAXED))
+        exit(1);
+    if (cuStreamDestroy(NULL) != CUDA_ERROR_INVALID_HANDLE ||
+        cuStreamDestroy(CU_STREAM_LEGACY) != CUDA_ERROR_INVALID_HANDLE ||
+        cuStreamDestroy(CU_STREAM_PER_THREAD) != CUDA_ERROR_INVALID_HANDLE ||
+        cuStreamDestroy((CUstream)(uintptr_t)0x1234) != CUDA_ERROR_INVALID_HANDLE)
+        exit(6);
+    if (cuStreamDestroy(x) || cuStreamDestroy(x) != CUDA_ERROR_INVALID_HANDLE)
+        exit(7);
+    exit(0);
+}
+
+START_TEST(captures_past_the_table_end_with_their_context)
+{
+    char err[4096];
+    pt_env("GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+    int rc = pt_run_child(ctx_many_captures_gone_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d (1: setup, 2: destroy failed, 3: allocation refused, 4: freed "
+                  "bytes not reported free, 5: held for captures whose context is gone, 6 and 7: "
+                  "cuStreamDestroy's answers changed); %s", rc, err);
+}
+END_TEST
+
 START_TEST(capture_ends_with_its_stream)
 {
     static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
@@ -460,6 +510,7 @@ TCase *pt_tcase_capture(void)
     TCase *tc = tcase_create("capture");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, capture_ends_with_its_stream);
+    tcase_add_test(tc, captures_past_the_table_end_with_their_context);
     tcase_add_test(tc, capture_ends_with_its_thread);
     tcase_add_test(tc, captures_past_the_table_end_with_their_streams);
     tcase_add_test(tc, capture_past_the_table_ends_with_its_thread);

@@ -359,3 +359,18 @@ int ga_capture_stream(CUstream s)
            ga_real.cuStreamIsCapturing && ga_real.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
            st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
+
+/* The child of a fork: the parent's contexts are not its own (ga_ctx_fork_child), nor their
+ * captures; kept, they held every chunk the child freed pending for good (an outside re-check,
+ * 2026-12-06; test fork_during_capture_child_has_none). One thread runs: plain stores. */
+void ga_capture_fork_child(void)
+{
+    for (size_t i = 0; i < GA_CAPTURES; i++)
+        atomic_store(&ga_cap[i].ctx, NULL), atomic_store(&ga_cap[i].sid, 0);
+    for (size_t i = 0; i < GA_PAST_CTXS; i++)
+        atomic_store(&ga_cap_past[i].ctx, NULL), atomic_store(&ga_cap_past[i].n, 0);
+    for (int i = 0; i < GA_THREAD_CAPTURES; i++)
+        ga_tl_cap[i] = 0, ga_tl_past[i] = 0, ga_tl_ctx[i] = NULL;
+    atomic_store(&ga_cap_extra, 0);
+    atomic_store(&ga_cap_n, 0);
+}

@@ -170,6 +170,7 @@ static void ga_atfork_parent(void)
 static void ga_atfork_child(void)
 {
     ga_ctx_fork_child();
+    ga_capture_fork_child();
     ga_stats_fork_child();
     ga_trace_fork_child();
     ga_oom_fork_child();

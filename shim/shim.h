@@ -670,6 +670,8 @@ extern _Atomic int ga_cap_n;
 int ga_capture_on_dev_slow(int dev);
 /* Context ctx is gone (a teardown the driver made): its streams' captures are over. */
 void ga_capture_ctx_gone(CUcontext ctx);
+/* The child of a fork: no capture of the parent's is its own. */
+void ga_capture_fork_child(void);
 /* 1 when s is a stream being captured (or whose capture was invalidated): what is queued on it
  * goes into a graph. One load while no capture runs. */
 int ga_capture_stream(CUstream s);

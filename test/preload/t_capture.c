@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "preload_test.h"
 
@@ -300,6 +302,57 @@ START_TEST(captures_past_the_table_end_with_their_context)
 }
 END_TEST
 
+/* A fork while the parent captures: the child has none of the parent's contexts, nor its
+ * captures, and its frees come back under the cap (the child kept the parent's captures as its
+ * own, and every freed chunk of the device stayed pending: an outside re-check, 2026-12-06). The
+ * child works in a context of its own (the simulated driver lets a child go on with the parent's,
+ * whose stream still captures there). */
+static void fork_during_capture_child(void *arg)
+{
+    (void)arg;
+    CUcontext prim = pt_start(), mine;
+    CUdevice dev;
+    CUstream s;
+    if (cuCtxGetDevice(&dev) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED))
+        exit(1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        CUdeviceptr p, q;
+        size_t f = 0, t = 0;
+        if (cuCtxCreate(&mine, NULL, 0, dev))
+            _exit(1);
+        if (cuMemAlloc(&p, 40 * MiB) || cuMemsetD8(p, 1, 40 * MiB) || cuMemFree(p))
+            _exit(3);
+        if (cuMemGetInfo(&f, &t) || f < 40 * MiB)
+            _exit(4);
+        if (cuMemAlloc(&q, 40 * MiB))
+            _exit(5);
+        _exit(0);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+        exit(1);
+    CUgraph g;
+    if (cuCtxSetCurrent(prim) || cuStreamEndCapture(s, &g))
+        exit(6);
+    exit(WEXITSTATUS(st));
+}
+
+START_TEST(fork_during_capture_child_has_none)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=vmm"};
+    for (int m = 0; m < 2; m++) {
+        char err[4096];
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+        int rc = pt_run_child(fork_during_capture_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (1: setup, 3: the child's allocation refused, 4: its "
+                      "freed bytes not reported free, 5: held for the parent's capture, 6: the "
+                      "parent's capture ended badly); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
 START_TEST(capture_ends_with_its_stream)
 {
     static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
@@ -511,6 +564,7 @@ TCase *pt_tcase_capture(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, capture_ends_with_its_stream);
     tcase_add_test(tc, captures_past_the_table_end_with_their_context);
+    tcase_add_test(tc, fork_during_capture_child_has_none);
     tcase_add_test(tc, capture_ends_with_its_thread);
     tcase_add_test(tc, captures_past_the_table_end_with_their_streams);
     tcase_add_test(tc, capture_past_the_table_ends_with_its_thread);

@@ -27,6 +27,8 @@
 static struct {
     _Atomic uint64_t sid;        /* 0: a free slot */
     _Atomic(CUcontext) ctx;      /* NULL while being filled: taken as on every device */
+    _Atomic int dev1;            /* the context's device + 1, 0 unknown: for a context gpuarena
+                                  * has no state of (set before ctx) */
 } ga_cap[GA_CAPTURES];
 _Atomic int ga_cap_n; /* captures under way: the test every fence makes first (shim.h) */
 static _Atomic int ga_cap_extra; /* of them, not in the table */
@@ -99,7 +101,8 @@ int ga_capture_on_dev_slow(int dev)
             continue;
         CUcontext ctx = atomic_load(&ga_cap[i].ctx);
         ga_ctx_t *o = ctx ? ga_ctx_of(ctx) : NULL;
-        if (!o || o->dev == dev) /* a context without state: its device is not known */
+        int d = o ? o->dev : ctx ? atomic_load(&ga_cap[i].dev1) - 1 : -1;
+        if (d < 0 || d == dev) /* a context whose device is not known: every device */
             return 1;
     }
     return 0;
@@ -153,6 +156,23 @@ static void ga_capture_note_thread(uint64_t sid, int past, CUcontext ctx)
         }
 }
 
+/* The device of a capture's context, -1 unknown: asked of the driver when it is the current one.
+ * A capture in a context gpuarena has no state of (the program never allocated there: another
+ * device's) was taken as on every device, and held every device's freed chunks until it ended
+ * (an outside re-check, 2026-12-06; test capture_on_another_device_holds_nothing_here). */
+static int ga_capture_dev_of(CUcontext ctx)
+{
+    CUcontext cur = NULL;
+    CUdevice d = -1;
+    ga_ctx_t *o = ctx ? ga_ctx_of(ctx) : NULL;
+    if (o)
+        return o->dev;
+    if (!ctx || ga_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx ||
+        ga_real.cuCtxGetDevice(&d) != CUDA_SUCCESS || d < 0)
+        return -1;
+    return (int)d;
+}
+
 /* After a capture began on s (the special handles already resolved: per-thread is
  * CU_STREAM_PER_THREAD). */
 static void ga_capture_begun(CUstream s)
@@ -163,6 +183,7 @@ static void ga_capture_begun(CUstream s)
     for (size_t i = 0; sid && i < GA_CAPTURES; i++) {
         uint64_t free_slot = 0;
         if (atomic_compare_exchange_strong(&ga_cap[i].sid, &free_slot, sid)) {
+            atomic_store(&ga_cap[i].dev1, ga_capture_dev_of(ctx) + 1);
             atomic_store(&ga_cap[i].ctx, ctx);
             if (s == CU_STREAM_PER_THREAD)
                 ga_capture_note_thread(sid, 0, ctx);

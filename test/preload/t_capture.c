@@ -558,6 +558,43 @@ START_TEST(capture_survives_a_loose_free)
 }
 END_TEST
 
+/* A capture on device 1, in a context where the program never allocated (gpuarena has no state
+ * of it), holds nothing of device 0's: device 0's freed chunk comes back under its cap. It was
+ * taken as a capture on every device, and the chunk stayed out of cuMemGetInfo and refused until
+ * the capture ended (an outside re-check, 2026-12-06). */
+static void capture_other_device_child(void *arg)
+{
+    (void)arg;
+    CUcontext c0 = pt_start(), c1;
+    CUdevice d1;
+    CUstream s;
+    CUdeviceptr p, q;
+    size_t f = 0, t = 0;
+    if (cuDeviceGet(&d1, 1) || cuDevicePrimaryCtxRetain(&c1, d1) || cuCtxSetCurrent(c1) ||
+        cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED) || cuCtxSetCurrent(c0))
+        exit(1);
+    if (cuMemAlloc(&p, 40 * MiB) || cuMemsetD8(p, 1, 40 * MiB) || cuMemFree(p))
+        exit(3);
+    if (cuMemGetInfo(&f, &t) || f < 40 * MiB)
+        exit(4);
+    if (cuMemAlloc(&q, 40 * MiB))
+        exit(5);
+    exit(0);
+}
+
+START_TEST(capture_on_another_device_holds_nothing_here)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm"};
+    char err[4096];
+    pt_env(modes[_i], "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+    int rc = pt_run_child(capture_other_device_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s: exit %d (1: setup, 3: allocation refused, 4: the freed bytes not "
+                  "reported free, 5: held for another device's capture); %s", modes[_i], rc, err);
+}
+END_TEST
+
 TCase *pt_tcase_capture(void)
 {
     TCase *tc = tcase_create("capture");
@@ -565,6 +602,7 @@ TCase *pt_tcase_capture(void)
     tcase_add_test(tc, capture_ends_with_its_stream);
     tcase_add_test(tc, captures_past_the_table_end_with_their_context);
     tcase_add_test(tc, fork_during_capture_child_has_none);
+    tcase_add_loop_test(tc, capture_on_another_device_holds_nothing_here, 0, 3);
     tcase_add_test(tc, capture_ends_with_its_thread);
     tcase_add_test(tc, captures_past_the_table_end_with_their_streams);
     tcase_add_test(tc, capture_past_the_table_ends_with_its_thread);

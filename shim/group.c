@@ -27,6 +27,8 @@
 #include "../allocator/ga_size.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -739,6 +741,69 @@ static unsigned ga_staying(const ga_group_t *g, const ga_ledger_slot_t *mine)
     return n;
 }
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434 /* the same number on every architecture (Linux 5.3) */
+#endif
+#define GA_EXIT_WAIT_MS 2000
+#define GA_EXIT_WAIT_MAX 16
+
+/* At exit with no member staying: the live slots of members still in their exit (their pids, at
+ * most GA_EXIT_WAIT_MAX, in pids; those of another pid namespace make it -1: not waited for).
+ * Under the mutex. */
+static int ga_exiting_pids(const ga_group_t *g, pid_t *pids)
+{
+    int n = 0;
+    for (uint32_t i = 0; i < g->l->hwm && i < GA_GROUP_SLOTS; i++) {
+        const ga_ledger_slot_t *s = &g->l->slots[i];
+        if (LD(&s->state) != GA_SLOT_LIVE)
+            continue;
+        if (n == GA_EXIT_WAIT_MAX || (s->pidns && g->pidns && s->pidns != g->pidns))
+            return -1;
+        pids[n++] = (pid_t)s->pid;
+    }
+    return n;
+}
+
+/* Waits, up to GA_EXIT_WAIT_MS in all, for processes pids to be gone (a zombie is: its device
+ * memory went with its files), without the mutex. 1: all gone. */
+static int ga_wait_gone(const pid_t *pids, int n)
+{
+    struct pollfd fds[GA_EXIT_WAIT_MAX];
+    int open = 0, ok = 1;
+    for (int i = 0; i < n; i++) {
+        int fd = (int)syscall(SYS_pidfd_open, pids[i], 0);
+        if (fd >= 0)
+            fds[open++] = (struct pollfd){.fd = fd, .events = POLLIN};
+        else if (errno != ESRCH)
+            ok = 0; /* no pidfd (an older kernel): not waited for */
+    }
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int left = open; ok && left > 0;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long ms = GA_EXIT_WAIT_MS - ((now.tv_sec - t0.tv_sec) * 1000L +
+                                     (now.tv_nsec - t0.tv_nsec) / 1000000L);
+        if (ms <= 0) {
+            ok = 0;
+            break;
+        }
+        int r = poll(fds, (nfds_t)open, (int)ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            ok = 0;
+            break;
+        }
+        for (int i = 0; i < open; i++)
+            if (fds[i].fd >= 0 && fds[i].revents)
+                close(fds[i].fd), fds[i].fd = -fds[i].fd - 1, left--; /* poll skips it now */
+    }
+    for (int i = 0; i < open; i++)
+        if (fds[i].fd >= 0)
+            close(fds[i].fd);
+    return ok;
+}
+
 /* at_exit: the process is exiting (ga_group_exit). */
 static void ga_group_leave(ga_group_t *g, int at_exit)
 {
@@ -766,14 +831,30 @@ static void ga_group_leave(ga_group_t *g, int at_exit)
         }
         if (s)
             ga_free_slot(s);
+        /* At exit with members still in their exit (none staying): they hold their device memory
+         * until they are gone, and a ledger removed now let a process joining meanwhile be
+         * granted it (40 + 40 MiB held under a 64 MiB cap: an outside re-check, 2026-12-06;
+         * test group_last_out_waits_for_exiting_members). Waited for, up to GA_EXIT_WAIT_MS,
+         * without the mutex; the ledger is then removed if nobody is left, else left for them
+         * (the next process to join takes their slots back once they are gone). */
+        pid_t pids[GA_EXIT_WAIT_MAX];
+        int n = at_exit ? ga_exiting_pids(g, pids) : 0;
+        if (n != 0) {
+            ga_unlock(l);
+            if (n < 0 || !ga_wait_gone(pids, n))
+                return;
+            ga_lock(l);
+            if (LD(&g->l) != l) { /* moved meanwhile: the path names another ledger */
+                ga_unlock(l);
+                return;
+            }
+        }
         /* Removed under the mutex, and a joiner checks the link count under it: nobody can join a
          * removed ledger while a new one is made beside it. Only if the path still names our file:
-         * after a removal it names a newer group's live ledger, which is not ours to remove. At
-         * exit, members in their exit too do not keep it: with none staying, nobody is left to
-         * protect (they would leave the file behind, each keeping its slot for the others). */
+         * after a removal it names a newer group's live ledger, which is not ours to remove. */
         struct stat st;
-        if ((at_exit ? staying : ga_reclaim(g)) == 0 && stat(g->path, &st) == 0 &&
-            st.st_dev == g->dev && st.st_ino == g->ino)
+        if (ga_reclaim(g) == 0 && stat(g->path, &st) == 0 && st.st_dev == g->dev &&
+            st.st_ino == g->ino)
             unlink(g->path);
         ga_unlock(l);
         return;

@@ -454,9 +454,85 @@ START_TEST(group_exiting_member_keeps_its_share)
 }
 END_TEST
 
+/* ---- the last member out while another is still in its exit: the ledger stays until that one is
+ * gone, or removed as soon as it is (before, it was removed at once, and a process joining then
+ * was granted the whole cap while the driver still held the exiting member's memory: 40 + 40 MiB
+ * under a 64 MiB cap, an outside re-check, 2026-12-06) ---- */
+
+/* A member holding 1 MiB that exits normally (its exit handler runs) when a byte comes on go. */
+static pid_t member_exiting_on(int go)
+{
+    pid_t b = fork();
+    if (b == 0) {
+        member_start("GPUARENA_MODE=grow");
+        CUdeviceptr p;
+        char c;
+        if (cuMemAlloc(&p, 1 * MiB) || read(go, &c, 1) != 1)
+            _exit(1);
+        exit(0);
+    }
+    return b;
+}
+
+static int ledger_files(void)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -q gpuarena-", g_dir);
+    return system(cmd) == 0;
+}
+
+START_TEST(group_last_out_waits_for_exiting_members)
+{
+    for (int together = 0; together < 2; together++) {
+        group_env("64MiB");
+        int up[2], down[2], go[2];
+        ck_assert_int_eq(pipe(up), 0);
+        ck_assert_int_eq(pipe(down), 0);
+        ck_assert_int_eq(pipe(go), 0);
+        pid_t b = member_exiting_on(go[0]);
+        pid_t a = fork();
+        if (a == 0)
+            exiting_member(up[1], down[0]);
+        char c = 0;
+        ck_assert_msg(read(up[0], &c, 1) == 1, "the exiting member reached its late destructor");
+        /* b is the last member out, a still in its exit (held there, or let go at once) */
+        ck_assert_int_eq(write(go[1], &c, 1), 1);
+        if (together)
+            ck_assert_int_eq(write(down[1], &c, 1), 1);
+        int st = 0, ast = 0;
+        waitpid(b, &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the last member out: %d", st);
+        if (together) {
+            waitpid(a, &ast, 0);
+            ck_assert_msg(!ledger_files(), "members exiting together leave no ledger behind");
+            group_cleanup();
+            continue;
+        }
+        pid_t other = fork();
+        if (other == 0) {
+            member_start("GPUARENA_MODE=platform");
+            CUdeviceptr p;
+            CUresult r = cuMemAlloc(&p, 40 * MiB);
+            if (r == CUDA_SUCCESS)
+                _exit(simcuda_device_peak_all(0) > 64 * MiB ? 3 : 2);
+            _exit(r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 4);
+        }
+        waitpid(other, &st, 0);
+        ck_assert_int_eq(write(down[1], &c, 1), 1);
+        waitpid(a, &ast, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "a process joining while a member is still in its exit is granted its "
+                      "share: exit %d (2: granted, 3: granted and the device held more than the "
+                      "cap, 4: not an out-of-memory)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        group_cleanup();
+    }
+}
+END_TEST
+
 void pt_group_edges_add(TCase *tc)
 {
     tcase_add_test(tc, group_exiting_member_keeps_its_share);
+    tcase_add_test(tc, group_last_out_waits_for_exiting_members);
     tcase_add_test(tc, group_joins_devices_it_uses);
     tcase_add_test(tc, group_two_groups_independent);
     tcase_add_test(tc, group_bad_name_refused);

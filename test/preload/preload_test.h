@@ -18,6 +18,13 @@
 #define MiB (1024ull * 1024ull)
 #define GiB (1024ull * MiB)
 
+/* The modes a test runs its child under, one list each (an array's initializer, so that `sizeof`
+ * counts them where it is used): every mode, and the modes that serve blocks from a pool of their
+ * own (platform passes each to the driver). */
+#define PT_ALL_MODES                                                                               \
+    {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"}
+#define PT_POOL_MODES {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=vmm"}
+
 /* Sets a list of NAME=VALUE strings (NULL-terminated) in the environment. */
 void pt_env(const char *first, ...);
 /* cuInit, device 0's primary context retained and made current; returns it. */

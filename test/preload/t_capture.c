@@ -141,8 +141,7 @@ static void thread_capture_gone_child(void *arg)
 
 START_TEST(capture_ends_with_its_thread)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     for (int m = 0; m < 3; m++) {
         char err[4096];
         pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
@@ -355,8 +354,7 @@ END_TEST
 
 START_TEST(capture_ends_with_its_stream)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     static const char *const hows[] = {"cuStreamDestroy", "cuStreamDestroy (v1)", "cuCtxDestroy",
                                        "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRelease"};
     for (int m = 0; m < 3; m++)
@@ -409,8 +407,7 @@ static void capture_alloc_child(void *arg)
 
 START_TEST(captured_async_alloc_is_the_graphs)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     for (int m = 0; m < 4; m++) {
         char err[4096];
         pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
@@ -461,8 +458,7 @@ static void capture_free_child(void *arg)
 
 START_TEST(capture_free_of_a_pool_block_keeps_it)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     for (int m = 0; m < 4; m++) {
         char err[4096];
         pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=256MiB", NULL);
@@ -585,8 +581,7 @@ static void capture_other_device_child(void *arg)
 
 START_TEST(capture_on_another_device_holds_nothing_here)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     char err[4096];
     pt_env(modes[_i], "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
     int rc = pt_run_child(capture_other_device_child, NULL, err, sizeof err);

@@ -164,8 +164,7 @@ static void ipc_capable_is(CUdeviceptr p, unsigned want)
 
 START_TEST(ipc_refused_for_arena)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     pt_env(modes[_i], NULL);
     pt_start();
     CUdeviceptr p;
@@ -344,8 +343,7 @@ static void *noctx_calls(void *arg)
 
 START_TEST(no_context_pool_calls_are_the_drivers)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     pt_env(modes[_i], "GPUARENA_LOG=error", NULL);
     pt_start();
     ck_assert_int_eq(cuStreamCreate(&noctx_s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -374,8 +372,7 @@ END_TEST
  * asking the driver. cuCtxPopCurrent and cuCtxSetCurrent(NULL) now make the thread forget it. */
 START_TEST(no_context_after_pop_free_is_the_drivers)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     pt_env(modes[_i], "GPUARENA_LOG=error", NULL);
     CUcontext ctx = pt_start(), out;
     CUdeviceptr p, q;
@@ -414,8 +411,7 @@ static void *nocur_other(void *arg)
 
 START_TEST(no_context_after_own_destroy_free_is_the_drivers)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     pt_env(modes[_i], "GPUARENA_LOG=error", NULL);
     CUdevice dev;
     CUcontext x, cur = (CUcontext)1;

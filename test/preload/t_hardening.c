@@ -18,8 +18,7 @@
 
 #include "../../allocator/ga_trace.h"
 
-static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                    "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+static const char *const modes[] = PT_ALL_MODES;
 
 /* ---- item 1: a bad setting stops every path ---- */
 static void bad_setting_child(void *arg)

@@ -128,8 +128,7 @@ END_TEST
  * (helper-49 F8: answered the block's range with none current). */
 START_TEST(range_query_needs_a_context)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     pt_env(modes[_i], NULL);
     CUcontext c = pt_start(), popped;
     CUdeviceptr a, b, base = 0;
@@ -272,8 +271,7 @@ END_TEST
  * the driver's figure was passed as it was, up to a granule short in vmm mode (helper-68 F3). */
 START_TEST(info_free_device_bound)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     pt_env(modes[_i], "SIMCUDA_TOTAL_MEM=1GiB", "SIMCUDA_CONTEXT_OVERHEAD=300000000", NULL);
     pt_start();
     size_t f, t;

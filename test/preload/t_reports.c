@@ -131,8 +131,7 @@ static void frag_pools_child(void *arg)
 
 START_TEST(stats_fragmentation_of_several_pools)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     for (int m = 0; m < 3; m++)
         for (int contexts = 0; contexts < 2; contexts++) {
             char stats[] = "/tmp/gpuarena-stats-XXXXXX", env[128], err[8192];
@@ -550,8 +549,7 @@ static void churn_child(void *arg)
 
 START_TEST(stats_bounded_after_context_churn)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     char stats[] = "/tmp/gpuarena-churn-XXXXXX", senv[128], err[4096], expr[512];
     close(mkstemp(stats));
     snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);

@@ -318,8 +318,7 @@ static void program_sync_child(void *arg)
 
 START_TEST(program_sync_returns_pending)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     for (int m = 0; m < 3; m++)
         for (int how = 0; how < 4; how++) {
             char stats[] = "/tmp/gpuarena-psync-XXXXXX", senv[128], err[4096];
@@ -401,8 +400,7 @@ static void xctx_async_child(void *arg)
 
 START_TEST(program_sync_passes_no_async_free_of_another_context)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     static const char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy",
                                         "GPUARENA_FREE_SYNC=device", "GPUARENA_FREE_SYNC=none"};
     static char *const from[] = {"async", "sync"};
@@ -475,8 +473,7 @@ static void xctx_free_child(void *arg)
 
 START_TEST(free_waits_for_other_contexts_on_the_device)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     static const char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy",
                                         "GPUARENA_FREE_SYNC=device"};
     static char *const program[] = {NULL, "sync", "sync_v2"};

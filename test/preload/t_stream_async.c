@@ -100,8 +100,7 @@ static void per_thread_child(void *arg)
 
 START_TEST(async_per_thread_streams_not_shared)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     for (int m = 0; m < 3; m++)
         for (int ptsz = 0; ptsz < 2; ptsz++) {
             char err[4096];
@@ -391,8 +390,7 @@ static void streams_ctx_child(void *arg)
 
 START_TEST(async_alloc_is_the_streams_context)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     for (int m = 0; m < 4; m++) {
         char err[4096];
         pt_env(modes[m], "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB",
@@ -450,8 +448,7 @@ static void capture_child(void *arg)
 
 START_TEST(capture_after_free_keeps_the_capture)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     for (int m = 0; m < 3; m++) {
         char err[4096];
         pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_FREE_SYNC=deferred", NULL);
@@ -504,8 +501,7 @@ static void capture_held_child(void *arg)
 
 START_TEST(capture_held_frees_not_reported_free)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     static const char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy"};
     for (int m = 0; m < 3; m++)
         for (int y = 0; y < 2; y++) {

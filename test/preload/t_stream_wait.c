@@ -139,8 +139,7 @@ static void trim_child(void *arg)
 
 START_TEST(trim_waits_without_other_contexts_lock)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     for (int m = 0; m < 3; m++) {
         char err[4096];
         pt_env(modes[m], "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -285,8 +284,7 @@ static void evfw_child(void *arg)
 
 START_TEST(async_free_without_event_waits_without_the_lock)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     for (int m = 0; m < 4; m++) {
         char err[4096];
         pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -317,8 +315,7 @@ static void dead_stream_child(void *arg)
 
 START_TEST(async_double_free_on_dead_stream_is_the_stream_error)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     for (int m = 0; m < 4; m++) {
         char err[4096];
         pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -385,8 +382,7 @@ static void evctx_child(void *arg)
 
 START_TEST(async_free_event_in_the_streams_context)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     for (int m = 0; m < 3; m++) {
         char stats[] = "/tmp/gpuarena-evctx-XXXXXX", senv[128], err[4096];
         close(mkstemp(stats));
@@ -459,8 +455,7 @@ static void fev_child(void *arg)
 
 START_TEST(foreign_event_dies_with_its_context)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     static const char *const hows[] = {"cuCtxDestroy", "primary reset", "last primary release",
                                        "cuCtxDetach"};
     int how = _i % 4, m = _i / 4;
@@ -519,8 +514,7 @@ static void evfail_child(void *arg)
 
 START_TEST(async_free_survives_a_failed_event_record)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"};
+    static const char *const modes[] = PT_POOL_MODES;
     for (int m = 0; m < 3; m++) {
         char stats[] = "/tmp/gpuarena-evfail-XXXXXX", senv[128], err[4096];
         close(mkstemp(stats));

@@ -52,8 +52,7 @@ END_TEST
  * 2026-12-06). Loop: mode (arena, grow, vmm, platform) x call (v1 destroy, detach). */
 START_TEST(ctx_destroy_v1_and_detach_drop_pool)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     int detach = _i % 2;
     pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", modes[_i / 2], NULL);
     CUdevice dev;
@@ -94,8 +93,7 @@ END_TEST
  * gone context (the simulated driver counts such calls). Loop: mode. */
 START_TEST(ctx_detach_counts_attaches)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", modes[_i], NULL);
     CUdevice dev;
     CUcontext x, y, att;
@@ -383,8 +381,7 @@ END_TEST
  * live block's address); after those, the call is made again and goes through. */
 START_TEST(ctx_destroy_refused_keeps_pool)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     static const char *const entry[] = {NULL, "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2"};
     for (int m = 0; m < 4; m++) {
         pid_t pid = fork();
@@ -452,8 +449,7 @@ static void *held_teardown(void *arg)
 
 static void teardown_held_child(void *arg)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     int v = (int)(uintptr_t)arg, reset = v & 1, managed = (v >> 1) & 1;
     pt_env("SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", modes[v >> 2], NULL);
     CUdevice dev;

@@ -296,8 +296,7 @@ static void *prace_other(void *arg)
     return NULL;
 }
 
-static const char *const prace_modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                          "GPUARENA_MODE=vmm"};
+static const char *const prace_modes[] = PT_POOL_MODES;
 
 START_TEST(primary_retain_races_last_release)
 {
@@ -433,8 +432,7 @@ END_TEST
  * count of B's live events, and no call naming the gone context. */
 START_TEST(teardown_destroys_foreign_events)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm"}; /* platform: the driver's free */
+    static const char *const modes[] = PT_POOL_MODES; /* platform: the driver's free */
     static const char *const hows[] = {"cuCtxDestroy", "cuCtxDetach", "cuDevicePrimaryCtxRelease"};
     const char *mode = modes[_i % 3], *how = hows[_i / 3];
     pt_env(mode, "SIMCUDA_TOTAL_MEM=1GiB", NULL);
@@ -553,8 +551,7 @@ static void closing_child(void *arg)
 
 START_TEST(views_and_fork_pass_a_closing_context)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
-                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = PT_ALL_MODES;
     for (int m = 0; m < 4; m++) {
         char err[4096];
         pt_env(modes[m], "GPUARENA_LIMIT=512MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);

@@ -16,6 +16,15 @@ import gatest
 LIFETIMES = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
 
 
+def default_signals():
+    """preexec_fn: the signals these tests send at their default action in the command, whatever
+    the test run inherited. A run started as `nohup ... &` has SIGHUP and SIGINT ignored, which
+    the command rightly keeps ignored (nohup's promise, a background job's immunity to Ctrl-C):
+    the SIGHUP and SIGINT cases then waited 60 s for a command that went on."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 class EndedBySignal(unittest.TestCase):
     def setUp(self):
         self._tmp = tempfile.TemporaryDirectory(prefix="sig-")
@@ -39,7 +48,8 @@ class EndedBySignal(unittest.TestCase):
         full = dict(os.environ, GPUARENA_BUILD=os.path.join(self.d, "build"),
                     TMPDIR=self.tmpdir, **(env or {}))
         proc = subprocess.Popen([sys.executable, gatest.SCRIPT] + list(args), env=full,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=default_signals)
         for _ in range(6000):  # until the tool runs (at most 60 s)
             if os.path.exists(self.pidfile) or proc.poll() is not None:
                 break
@@ -105,7 +115,7 @@ class EndedBySignal(unittest.TestCase):
                     TMPDIR=self.tmpdir)
         proc = subprocess.Popen([sys.executable, gatest.SCRIPT, "replay", LIFETIMES], env=full,
                                 stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: os.close(1))
+                                preexec_fn=lambda: (default_signals(), os.close(1)))
         for _ in range(6000):
             if os.path.exists(self.pidfile) or proc.poll() is not None:
                 break
@@ -157,7 +167,7 @@ class EndedBySignal(unittest.TestCase):
         full = dict(os.environ, TMPDIR=self.tmpdir)
         proc = subprocess.Popen([sys.executable, gatest.SCRIPT, "doctor", "--sim", "--python",
                                  python], env=full, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
         for _ in range(6000):  # until the stand-in runs (at most 60 s)
             if os.path.exists(self.pidfile) or proc.poll() is not None:
                 break

@@ -4,7 +4,9 @@ shim keeps in /dev/shm, as a table refreshed like top, as JSON, or as Prometheus
 A ledger is one file per (user, group, device): /dev/shm/gpuarena-<uid>-<group>-<uuid hex>, whose
 layout is shim/group_layout.h's (format 1): a header {magic "GAGROUP", version, header size, slot
 size, slot count, slots in use, uid, cap, device UUID, group name} and one 128-byte slot per member
-{state, pid, start time, pid namespace, committed, committed peak, in use, reserved, peak, mode}.
+{state, pid, start time, pid namespace, committed, committed peak, in use, reserved, peak, mode,
+image, exiting}; exiting (0 in ledgers of gpuarena before it) marks a member in its exit that keeps
+its share until its process is gone, shown as "exiting" rather than as an ordinary live member.
 The files are only read, never locked: every figure is one aligned word the shim stores atomically.
 A member is alive when its pid still runs with the start time it joined with (a reused pid is a
 different process), exactly the test the shim applies before taking a dead member's share back;
@@ -36,7 +38,7 @@ from .fmt import human_bytes, table
 MAGIC = b"GAGROUP\0"
 VERSION = 1
 HEADER = struct.Struct("<8s6IQ16s72s")   # magic .. name, 128 bytes (the mutex follows, unread)
-SLOT = struct.Struct("<2I7Q16s")         # state .. mode, 80 of the slot's 128 bytes
+SLOT = struct.Struct("<2I7Q16sQI")       # state .. mode, image, exiting: 92 of the slot's 128 bytes
 SLOT_LIVE = 1
 NAME_RE = re.compile(r"^gpuarena-(\d+)-(.+)-([0-9a-f]{32})$")
 # What the shim takes as a group name (shim/group_host.c, ga_group_name_ok) and writes as a mode:
@@ -84,6 +86,16 @@ def alive(pid, start, pidns, own_ns):
     return s is not None and s == start
 
 
+def _state(a, exiting):
+    """A member's state: "dead" once its process is gone (its slot not yet taken back), "exiting"
+    while it runs its exit holding its share, else "running" (or "unknown": another namespace)."""
+    if a is False:
+        return "dead"
+    if exiting:
+        return "exiting"
+    return "running" if a else "unknown"
+
+
 def read_ledger(path, own_ns=None, owner=None):
     """One ledger as a dict (group, device, cap, members...), or None if the file is not one;
     owner: the uid it must belong to (default: this user's)."""
@@ -123,17 +135,20 @@ def read_ledger(path, own_ns=None, owner=None):
     members = []
     for i in range(min(hwm, nslots)):
         (state, pid, start, pidns, committed, committed_peak, in_use, reserved, peak,
-         mode) = SLOT.unpack_from(data, hsize + i * ssize)
+         mode, _image, exiting) = SLOT.unpack_from(data, hsize + i * ssize)
         if state != SLOT_LIVE:
             continue
         mode = _cstr(mode)
-        members.append({"slot": i, "pid": pid, "alive": alive(pid, start, pidns, own_ns),
+        a = alive(pid, start, pidns, own_ns)
+        members.append({"slot": i, "pid": pid, "alive": a, "exiting": exiting != 0,
+                        "state": _state(a, exiting != 0),
                         "mode": mode if MODE_RE.fullmatch(mode) else "?",
                         "committed": committed, "committed_peak": committed_peak,
                         "in_use": in_use, "reserved": reserved, "peak": peak})
     return {"group": group, "device": uuid_text(uuid), "uid": uid, "cap": cap,
             "committed": sum(m["committed"] for m in members),
             "committed_dead": sum(m["committed"] for m in members if m["alive"] is False),
+            "committed_exiting": sum(m["committed"] for m in members if m["state"] == "exiting"),
             "in_use": sum(m["in_use"] for m in members),
             "reserved": sum(m["reserved"] for m in members),
             "members": members, "path": path}
@@ -170,7 +185,10 @@ def _others_text(others):
             "gpuarena top as root, or as that user, to see them)")
 
 
-def _alive_text(a):
+def _alive_text(m):
+    if m["state"] == "exiting":
+        return "exiting"
+    a = m["alive"]
     return "yes" if a else ("?" if a is None else "no")
 
 
@@ -190,7 +208,10 @@ def render(groups, directory, others=0):
         if g["committed_dead"]:
             out.append(f"  {human_bytes(g['committed_dead'])} held by dead members: taken back "
                        "at the next refusal")
-        rows = [[str(m["pid"]), _alive_text(m["alive"]), m["mode"] or "-",
+        if g["committed_exiting"]:
+            out.append(f"  {human_bytes(g['committed_exiting'])} held by exiting members: theirs "
+                       "until their processes are gone (the driver holds their memory until then)")
+        rows = [[str(m["pid"]), _alive_text(m), m["mode"] or "-",
                  human_bytes(m["committed"]), human_bytes(m["in_use"]),
                  human_bytes(m["reserved"]), human_bytes(m["peak"])] for m in g["members"]]
         if rows:
@@ -234,6 +255,8 @@ METRICS = (
      "(the peak of reserved_bytes, not of in_use_bytes).", "process", "peak"),
     ("gpuarena_process_alive", "1 if the member process runs, 0 if it died (-1: another pid "
      "namespace, unknown).", "process", "alive"),
+    ("gpuarena_process_exiting", "1 if the member is in its exit, keeping its share until its "
+     "process is gone, else 0.", "process", "exiting"),
     ("gpuarena_device_cap_bytes", "Sum of the caps of the groups on the device, bytes.",
      "device", "cap"),
     ("gpuarena_device_committed_bytes", "Bytes all groups hold on the device.", "device",
@@ -253,6 +276,8 @@ def _samples(kind, key, groups):
                 v = m[key]
                 if key == "alive":
                     v = -1 if v is None else int(v)
+                elif key == "exiting":
+                    v = int(v)
                 yield _labels(group=g["group"], uid=g["uid"], device=g["device"], pid=m["pid"],
                               slot=m["slot"], mode=m["mode"]), v
     else:

@@ -237,6 +237,48 @@ class Ledgers(unittest.TestCase):
         self.assertEqual(samples[f'gpuarena_process_alive{{{base},slot="0",mode="arena"}}'], 1)
         self.assertEqual(samples[f'gpuarena_process_alive{{{base},slot="1",mode="arena"}}'], 0)
 
+    def test_exiting_member(self):
+        """A member in its exit keeps its slot and share until its process is gone, its slot
+        marked exiting (shim/group_layout.h, offset 88): top showed it as an ordinary live member.
+        It shows as exiting; one whose process is gone as dead, its slot not yet taken back."""
+        leaving = self.member("ex", DEV_A, 40 * MIB)
+        staying = self.member("ex", DEV_A, 10 * MIB)
+        gone = self.member("ex", DEV_A, 5 * MIB)
+        self.procs[-1].kill()
+        self.procs[-1].wait(timeout=30)
+        path = [os.path.join(self.dir, n) for n in os.listdir(self.dir) if "-ex-" in n][0]
+        with open(path, "r+b") as f:
+            data = bytearray(f.read())
+            hsize, ssize = top.HEADER.unpack_from(data)[2:4]
+            for slot in (0, 2):  # the shim marks a slot exiting with its process still there
+                struct.pack_into("<I", data, hsize + slot * ssize + 88, 1)
+            f.seek(0)
+            f.write(data)
+        p = self.top("--once")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = {line.split()[0]: line.split() for line in p.stdout.splitlines()
+                if line.split() and line.split()[0].isdigit()}
+        self.assertEqual(rows[str(leaving)][1:3], ["exiting", "arena"])
+        self.assertEqual(rows[str(staying)][1], "yes")
+        self.assertEqual(rows[str(gone)][1], "no")
+        self.assertIn("40.00 MiB held by exiting members: theirs until their processes are gone",
+                      p.stdout)
+        self.assertIn("5.00 MiB held by dead members", p.stdout)
+        g = json.loads(self.top("--json").stdout)["groups"][0]
+        members = {m["pid"]: m for m in g["members"]}
+        self.assertEqual([(members[pid]["state"], members[pid]["alive"], members[pid]["exiting"])
+                          for pid in (leaving, staying, gone)],
+                         [("exiting", True, True), ("running", True, False), ("dead", False, True)])
+        self.assertEqual((g["committed"], g["committed_exiting"], g["committed_dead"]),
+                         (55 * MIB, 40 * MIB, 5 * MIB))
+        samples = parse_exposition(self, self.top("--prometheus").stdout)
+        base = f'group="ex",uid="{os.getuid()}",device="{gpu(DEV_A)}"'
+        self.assertEqual([samples[f'gpuarena_process_exiting{{{base},pid="{pid}",slot="{slot}",'
+                                  'mode="arena"}'] for slot, pid in enumerate((leaving, staying, gone))],
+                         [1, 0, 1])
+        self.assertEqual(samples[f'gpuarena_process_alive{{{base},pid="{leaving}",slot="0",'
+                                 'mode="arena"}'], 1)
+
     def test_forged_names_not_printed(self):
         """A ledger's bytes can be forged by its user: a group name of terminal escape codes
         (or one other than its file's) is not believed, and a mode that is not a word shows as ?;

@@ -734,6 +734,29 @@ static void print_table(const options_t *o, const ga_trace_t *t, const mode_run_
     putchar('\n');
 }
 
+/* After the output: each mode whose replay found invariant failures (--check's ga_check, or the
+ * pool refusing a pointer it gave) said on stderr, and exit 1. The checker never fails on correct
+ * code, so a failure is a bug; it was printed as a count in the output only, and the tool exited 0,
+ * which a script or CI run of --check took for a pass. */
+static int report_check_failures(const options_t *o, const mode_run_t *runs)
+{
+    int rc = 0;
+    for (int m = 0; m < GA_MODE_COUNT; m++) {
+        const ga_replay_result_t *r = &runs[m].res;
+        if (!o->modes[m] || !r->check_failures)
+            continue;
+        fprintf(stderr, "gpuarena: %s mode: the invariant checker found %" PRIu64 " failure%s",
+                ga_replay_mode_name((ga_replay_mode_t)m), r->check_failures,
+                r->check_failures == 1 ? "" : "s");
+        if (r->first_check_fail != SIZE_MAX)
+            fprintf(stderr, " (first after event %zu: %s)", r->first_check_fail, r->check_report);
+        fprintf(stderr, "; this is a bug in gpuarena's allocator: please report it with the trace "
+                "'%s' and this command line\n", o->path);
+        rc = 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     options_t o = {.device = 0};
@@ -777,7 +800,8 @@ int main(int argc, char **argv)
             print_json(&o, &t, runs, peak);
         else
             print_table(&o, &t, runs);
-        rc = 0;
+        fflush(stdout);
+        rc = report_check_failures(&o, runs);
     }
     ga_trace_free(&t);
     return rc;

@@ -388,9 +388,10 @@ def do_replay(a):
     mode = "all" if tuple(a.mode) == modes_mod.MODES else ",".join(a.mode)
     doc, counts = replay_mod.replay(a.trace, a.format, a.level, mode, a.arena_size,
                                     a.limit, not a.no_min, a.check, a.device, a.vmm_keep)
+    failures = replay_mod.check_failure_messages(doc, a.trace)
     if a.json:
         print(json.dumps(doc, indent=2))
-        return 0
+        return _say_check_failures(failures)
     if counts:
         print(f"imported {a.trace}:")
         _print_counts(counts)
@@ -400,7 +401,17 @@ def do_replay(a):
               "cut: its process was killed, or is still writing); the events before it are "
               "replayed")
     print(replay_mod.render(doc))
-    return 0
+    return _say_check_failures(failures)
+
+
+def _say_check_failures(lines):
+    """After the output: the modes whose invariant checks failed, and exit 1 if any (it was 0)."""
+    if not lines:
+        return 0
+    sys.stdout.flush()
+    for line in lines:
+        print(line, file=sys.stderr)
+    return 1
 
 
 def _check_prefix(option, prefix):

@@ -106,9 +106,28 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
         raise GaError(f"gpuarena-replay {what} (exit {proc.returncode}); its stderr: "
                       f"{err or 'empty'}; check that {cmd[0]} is up to date (`make`)") from None
     mode_results(doc)  # checks its shape (and brings an older tool's JSON to the nested form)
+    # The tool's own lines on check failures are left out: the caller says them after its output
+    # (check_failure_messages), as the tool does after its own.
+    err = "\n".join(line for line in err.splitlines() if _CHECK_LINE not in line).strip()
     if err:  # the tool's notes on a replay that ran (a block no mode can place)
         print(err, file=sys.stderr)
     return doc
+
+
+_CHECK_LINE = "the invariant checker found"
+
+
+def check_failure_messages(doc, trace):
+    """One `gpuarena:` line per mode whose replay found invariant failures (check_failures > 0 in
+    the tool's JSON): a bug in the allocator, never a property of the trace."""
+    out = []
+    for mode, r in mode_results(doc):
+        n = r.get("check_failures")
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            out.append(f"gpuarena: {mode} mode: {_CHECK_LINE} {n} failure{'s' if n != 1 else ''};"
+                       f" this is a bug in gpuarena's allocator: please report it with the trace "
+                       f"'{trace}' and this command line")
+    return out
 
 
 def _signame(n):

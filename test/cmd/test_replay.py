@@ -26,6 +26,63 @@ def rounded_peak(rows):
     return peak
 
 
+class CheckFailures(unittest.TestCase):
+    """Invariant failures found in a replay (check_failures > 0) are a bug in the allocator: the
+    command exited 0 with them only as a count in its output, which a CI run of --check took for a
+    pass. The checker never fails on correct code, so a stand-in gpuarena-replay prints them."""
+
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="checkfail-")
+        self.build = os.path.join(self._tmp.name, "build")
+        os.makedirs(os.path.join(self.build, "bin"))
+        self.trace = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def stand_in(self, failures, rc, stderr=""):
+        """A tool printing a replay of arena and vmm with these check_failures, then stderr."""
+        doc = {"trace": "t", "format": "trace", "events": 4, "modes": {
+            m: {"size_limit": 1 << 20, "events": 4, "checks": 4, "check_failures": n}
+            for m, n in zip(("arena", "vmm"), failures)}}
+        tool = os.path.join(self.build, "bin", "gpuarena-replay")
+        with open(tool, "w") as f:
+            f.write(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(doc)}\nEOF\n"
+                    f"printf '%s' '{stderr}' >&2\nexit {rc}\n")
+        os.chmod(tool, 0o755)
+
+    def replay(self, *args):
+        return gatest.cli("replay", self.trace, "--mode", "arena", "--mode", "vmm", "--check",
+                          *args, env={"GPUARENA_BUILD": self.build})
+
+    def test_failures_exit_1_after_the_output(self):
+        # A tool of this version exits 1 and says so itself; an older one exited 0: both the same.
+        tool_line = ("gpuarena: vmm mode: the invariant checker found 3 failures (first after "
+                     "event 1: x); this is a bug")
+        for rc, err in ((1, tool_line), (0, "")):
+            self.stand_in((0, 3), rc, err)
+            for args in ((), ("--json",)):
+                with self.subTest(rc=rc, args=args):
+                    p = self.replay(*args)
+                    self.assertEqual(p.returncode, 1, p.stderr)
+                    if args:
+                        doc = json.loads(p.stdout)
+                        self.assertEqual(doc["modes"]["vmm"]["check_failures"], 3)
+                    else:
+                        self.assertIn("check failures", p.stdout)  # the table, printed whole
+                    lines = [ln for ln in p.stderr.splitlines() if "invariant checker" in ln]
+                    self.assertEqual(lines, [
+                        "gpuarena: vmm mode: the invariant checker found 3 failures; this is a "
+                        "bug in gpuarena's allocator: please report it with the trace "
+                        f"'{self.trace}' and this command line"])
+
+    def test_no_failures_exit_0(self):
+        self.stand_in((0, 0), 0)
+        p = self.replay("--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("invariant checker", p.stderr)
+
+
 class Replay(unittest.TestCase, gatest.CliAsserts):
     def test_tool_is_built(self):
         path = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")

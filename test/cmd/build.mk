@@ -4,7 +4,16 @@
 # (test/stress/build.mk) is the ASan runtime in an ASan build, preloaded ahead of the shim.
 CMD_TEST_DEPS := $(BUILD)/bin/gpuarena-replay $(BUILD)/lib/libgpuarena.so \
 	$(BUILD)/sim/libcuda.so.1 $(BUILD)/examples/ex_direct $(BUILD)/examples/ex_dlsym \
-	$(BUILD)/examples/ex_getproc $(BUILD)/test/sizeprobe $(BUILD)/bin/bench-scale $(BUILD)/bin/bench-alloc
+	$(BUILD)/examples/ex_getproc $(BUILD)/test/sizeprobe $(BUILD)/bin/bench-scale $(BUILD)/bin/bench-alloc \
+	$(BUILD)/test/replay_checkfail
+
+# gpuarena-replay with invariant failures forged in vmm mode under --check (ga_replay wrapped at
+# link time; the allocator has no switch for it), for test_replay.py's CheckFailures.
+$(BUILD)/test/replay_checkfail: test/cmd/replay_checkfail.c scripts/replay_main.c \
+		allocator/ga_replay.h $(BUILD)/lib/libgaalloc.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -Iallocator -o $@ scripts/replay_main.c test/cmd/replay_checkfail.c \
+		-Wl,--wrap=ga_replay $(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON)
 
 # What a program sees of device memory, for the size-grammar table (test_sizes.py).
 $(BUILD)/test/sizeprobe: test/cmd/sizeprobe.c

@@ -29,7 +29,8 @@ def rounded_peak(rows):
 class CheckFailures(unittest.TestCase):
     """Invariant failures found in a replay (check_failures > 0) are a bug in the allocator: the
     command exited 0 with them only as a count in its output, which a CI run of --check took for a
-    pass. The checker never fails on correct code, so a stand-in gpuarena-replay prints them."""
+    pass. The checker never fails on correct code, so a stand-in gpuarena-replay prints them, and
+    replay_checkfail (the real tool with ga_replay wrapped at link time) forges them."""
 
     def setUp(self):
         self._tmp = tempfile.TemporaryDirectory(prefix="checkfail-")
@@ -75,6 +76,40 @@ class CheckFailures(unittest.TestCase):
                         "gpuarena: vmm mode: the invariant checker found 3 failures; this is a "
                         "bug in gpuarena's allocator: please report it with the trace "
                         f"'{self.trace}' and this command line"])
+
+    def test_tool_exits_1_after_its_output(self):
+        """gpuarena-replay's own code path (scripts/replay_main.c), linked with ga_replay wrapped to
+        add 2 failures in vmm mode under --check (replay_checkfail): exit 1 after the output, one
+        line naming the mode, the count and the first failure; the command with it the same."""
+        tool = os.path.join(gatest.BUILD, "test", "replay_checkfail")
+        self.assertTrue(os.access(tool, os.X_OK), f"{tool} missing: make test-cmd builds it")
+        for args in ((), ("--json",)):
+            with self.subTest(args=args):
+                p = subprocess.run([tool, "--check", "--mode", "arena", "--mode", "vmm", *args,
+                                    self.trace], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, timeout=60, check=False)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                if args:
+                    modes = json.loads(p.stdout)["modes"]
+                    self.assertEqual((modes["arena"]["check_failures"],
+                                      modes["vmm"]["check_failures"]), (0, 2))
+                else:
+                    self.assertIn("check_failures", p.stdout)
+                self.assertEqual(p.stderr.splitlines(), [
+                    "gpuarena: vmm mode: the invariant checker found 2 failures (first after "
+                    "event 1: forged by replay_checkfail); this is a bug in gpuarena's allocator: "
+                    f"please report it with the trace '{self.trace}' and this command line"])
+        p = subprocess.run([tool, "--mode", "vmm", "--json", self.trace], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))  # no --check: none forged
+        os.symlink(tool, os.path.join(self.build, "bin", "gpuarena-replay"))
+        p = self.replay("--json")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["modes"]["vmm"]["check_failures"], 2)
+        self.assertEqual([ln for ln in p.stderr.splitlines() if "invariant checker" in ln], [
+            "gpuarena: vmm mode: the invariant checker found 2 failures; this is a bug in "
+            f"gpuarena's allocator: please report it with the trace '{self.trace}' and this "
+            "command line"])
 
     def test_no_failures_exit_0(self):
         self.stand_in((0, 0), 0)

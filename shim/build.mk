@@ -7,7 +7,7 @@ SHIM_LIB := $(BUILD)/lib/libgpuarena.so
 # The group ledger's objects compiled apart from the shim's (no -fvisibility, no CUDA), for the
 # test tiers that link the ledger alone (test/group, test/unit); defined here because
 # test/unit/build.mk is read before test/group/build.mk, which has their rule.
-GROUP_OBJ := $(BUILD)/obj/group/group.o $(BUILD)/obj/group/group_host.o
+GROUP_OBJ := $(BUILD)/obj/group/group.o $(BUILD)/obj/group/group_join.o $(BUILD)/obj/group/group_host.o
 SHIM_MAP := $(BUILD)/gen/libgpuarena.map
 SHIM_HOOK_NAMES := $(BUILD)/gen/hooks.txt
 

@@ -1,7 +1,7 @@
-/* group_host.c: what the group ledger (group.c) reads from the host rather than from the ledger:
+/* group_host.c: what the group ledger (group.c, group_join.c) reads from the host, not the ledger:
  * group names and ledger paths, a process's start time and pid namespace from /proc, this process
  * image's mark, and the device plugins' CUDA_DEVICE_MEMORY_LIMIT[_i] in an environment. Apart
- * from group.c to keep each file short; nothing here touches a ledger or its mutex.
+ * from the ledger's files to keep each short; nothing here touches a ledger or its mutex.
  */
 #define _GNU_SOURCE
 #include "ga_group.h"

@@ -1,4 +1,5 @@
-/* group_host.h: group_host.c's helpers that group.c calls (not part of the shim's interface). */
+/* group_host.h: group_host.c's helpers that group.c and group_join.c call (not part of the shim's
+ * interface). */
 #ifndef GA_GROUP_HOST_H
 #define GA_GROUP_HOST_H
 

@@ -1,6 +1,6 @@
-/* group_layout.h: the bytes of a group ledger file (format GA_GROUP_VERSION), private to group.c
- * and the tests that forge slots; `gpuarena top` (scripts/gpuarena_cli/top.py) reads the same
- * offsets with struct.unpack, so every field has a fixed size and offset, checked below.
+/* group_layout.h: the bytes of a group ledger file (format GA_GROUP_VERSION), private to group.c,
+ * group_join.c and the tests that forge slots; `gpuarena top` (scripts/gpuarena_cli/top.py) reads
+ * the same offsets with struct.unpack, so every field has a fixed size and offset, checked below.
  *
  * File = header (GA_LEDGER_HEADER bytes) + GA_GROUP_SLOTS slots of GA_LEDGER_SLOT bytes, all
  * integers little-endian as the machine writes them (x86-64 and aarch64 Linux).

@@ -12,7 +12,7 @@
  * runtime hooks), oom.c (the out-of-memory explainer), stats.c (counters and the JSON report),
  * tracer.c (GPUARENA_TRACE), outfile.c (writing both files safely), fence.c (freed memory kept
  * from reuse until the device has passed the free), capture.c (stream captures under way, which
- * the fence must not synchronise), group.c (GPUARENA_GROUP's shared ledger) and
+ * the fence must not synchronise), group.c and group_join.c (GPUARENA_GROUP's shared ledger) and
  * nvml.c (NVML's memory queries under the cap).
  * Shared state and its owner, each declared below with why: ga_real and the start flags (init.c,
  * written once before any hook proceeds), the thread flags ga_tl_busy and ga_tl_api (init.c), ga_opt (options.c, written once at start), ga_timing and

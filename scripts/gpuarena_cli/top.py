@@ -101,7 +101,7 @@ def read_ledger(path, own_ns=None, owner=None):
     owner: the uid it must belong to (default: this user's)."""
     own_ns = _own_pidns() if own_ns is None else own_ns
     owner = os.getuid() if owner is None else owner
-    # The shim's own test of a ledger (shim/group.c): a regular file of its user, mode 0600, of
+    # The shim's own test of a ledger (shim/group_join.c, ga_map): a regular file of its user, mode 0600, of
     # the size its header gives. /dev/shm is anyone's to write: a FIFO there blocked the open
     # for ever, and a file another user made was believed (opened without following links and
     # without blocking, then checked on the descriptor).

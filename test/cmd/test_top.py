@@ -1,5 +1,5 @@
 """`gpuarena top`: ledgers written by the real ledger code (group_member, test/group/group_member.c,
-one process per member joining through shim/group.c), read back by --once, --json and
+one process per member joining through shim/group_join.c), read back by --once, --json and
 --prometheus; a member killed with SIGKILL shows as dead; files of other users and other formats
 are ignored; live mode redraws. Each test works in its own directory (--dir), never /dev/shm."""
 

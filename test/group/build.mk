@@ -1,5 +1,5 @@
-# test/group/: the group ledger (shim/group.c, shim/group_host.c) and the NVML hooks (shim/nvml.c) on their own, without
-# the shim: tier test-group -> $(RESULTS)/group.tap.
+# test/group/: the group ledger (shim/group.c, shim/group_join.c, shim/group_host.c) and the NVML
+# hooks (shim/nvml.c) on their own, without the shim: tier test-group -> $(RESULTS)/group.tap.
 #   group_test    real processes and threads against the ledger (no CUDA)
 #   nvml_test     nvml.c over the simulated NVML, preloaded as libganvml.so (nvml.c, the ledger and
 #                 nvml_view.c's stand-in ga_mem_view), one case per run
@@ -14,7 +14,7 @@ ALL += $(GROUP_TEST) $(GROUP_MEMBER) $(GROUP_NVML_LIB) $(GROUP_NVML_TEST)
 TEST_TIERS += test-group
 
 $(GROUP_OBJ): $(BUILD)/obj/group/%.o: shim/%.c shim/ga_group.h shim/group_layout.h shim/group_host.h \
-		allocator/ga_size.h
+		shim/group_internal.h allocator/ga_size.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -c $< -o $@
 

@@ -1,4 +1,4 @@
-/* group_test: the group ledger (shim/group.c) driven by real processes and threads, no CUDA.
+/* group_test: the group ledger (shim/group.c, shim/group_join.c) driven by real processes and threads, no CUDA.
  *
  * Prints TAP lines ("ok N - what", no plan: the tier appends nvml_test's) to stdout and exits 0 when it ran to the end; the tier (build.mk)
  * counts the lines. Every case works in its own directory (argv[1]) so runs never meet the user's

@@ -1,4 +1,4 @@
-/* Unit tests for ga_hami_limit (shim/group.c): the device plugins' CUDA_DEVICE_MEMORY_LIMIT and
+/* Unit tests for ga_hami_limit (shim/group_host.c): the device plugins' CUDA_DEVICE_MEMORY_LIMIT and
  * CUDA_DEVICE_MEMORY_LIMIT_<i>, read from an environ-style array so nothing here touches the
  * process's environment.
  *

@@ -10,10 +10,10 @@
  * each under the device cap), alloc.c (the allocation hooks), query.c (cuInit, cuMemGetInfo,
  * pointer queries, IPC), passthrough.c (managed/async/pool/VMM calls of the program and the
  * runtime hooks), oom.c (the out-of-memory explainer), stats.c (counters and the JSON report),
- * tracer.c (GPUARENA_TRACE), outfile.c (writing both files safely), fence.c (freed memory kept
- * from reuse until the device has passed the free), capture.c (stream captures under way, which
- * the fence must not synchronise), group.c and group_join.c (GPUARENA_GROUP's shared ledger) and
- * nvml.c (NVML's memory queries under the cap).
+ * tracer.c (GPUARENA_TRACE), outfile.c (writing both files safely), fence.c and fence_event.c
+ * (freed memory kept from reuse until the device has passed the free), capture.c (stream
+ * captures under way, which the fence must not synchronise), group.c and group_join.c
+ * (GPUARENA_GROUP's shared ledger) and nvml.c (NVML's memory queries under the cap).
  * Shared state and its owner, each declared below with why: ga_real and the start flags (init.c,
  * written once before any hook proceeds), the thread flags ga_tl_busy and ga_tl_api (init.c), ga_opt (options.c, written once at start), ga_timing and
  * ga_tracing (stats.c, tracer.c: set at start, and at exit for the report, read by every hook to
@@ -335,7 +335,7 @@ typedef struct ga_pending {
 } ga_pending_t;
 
 /* An event a free of a context's block made in another context (the free's stream's): it dies
- * with that context, so the context it was made in is kept with it (fence.c). */
+ * with that context, so the context it was made in is kept with it (fence_event.c). */
 typedef struct ga_fevent {
     CUevent ev;
     CUcontext made_in;
@@ -343,7 +343,7 @@ typedef struct ga_fevent {
 
 /* A pass-through allocation freed with cuMemFreeAsync: the driver has it back, but the device
  * may still be using it until ev shows the stream passed the free, so its bytes stay committed
- * against the cap until then (fence.c). */
+ * against the cap until then (fence_event.c). */
 typedef struct ga_passfree {
     size_t size;
     CUevent ev;
@@ -404,9 +404,9 @@ typedef struct ga_ctx {
     uint64_t pend_gen;       /* changes whenever an entry leaves the list (frees only append) */
     uint64_t pend_bytes;
     ga_ptrmap_t pend_set;    /* the pending pointers, for double-free checks */
-    ga_passfree_t *pfree;    /* pass-through memory freed async, still committed (fence.c) */
+    ga_passfree_t *pfree;    /* pass-through memory freed async, still committed (fence_event.c) */
     size_t npfree, cap_pfree;
-    CUevent events[32];      /* a free list of events, all made in ctx (fence.c) */
+    CUevent events[32];      /* a free list of events, all made in ctx (fence_event.c) */
     size_t nevents;
     ga_fevent_t *fev;        /* events made in other contexts, held by entries above (a free on
                                 another context's stream): destroyed when done, never kept, and
@@ -563,7 +563,7 @@ void ga_mempool_fork_child(ga_dev_t *dv);
 /* Context `dying` is about to be torn down (no lock held, before the driver's call): its events
  * die with it, and the driver may give their handles to new ones, so every pending entry of
  * another context whose event was made in it is waited for now and done with, the event destroyed
- * while it is still valid (ctx.c, with fence.c's ga_fence_foreign_dying). */
+ * while it is still valid (ctx.c, with fence_event.c's ga_fence_foreign_dying). */
 void ga_ctx_foreign_dying(CUcontext dying);
 /* ga_dev_commit for a pass-through allocation of context c (may be NULL): what the device has
  * passed, then the device's idle memory, before a refusal (ctx.c). */
@@ -599,7 +599,9 @@ int ga_backend_for(ga_ctx_t *c, ga_pool_backend_t *be, CUresult *err);
 /* vmm: dev's granule (what a pool maps at a time), asked of the driver once; 0 when not known. */
 uint64_t ga_vmm_granule(int dev);
 
-/* ---- fence.c: freed memory is reused only once the device has passed the free; c->lock held ---- */
+/* ---- fence.c (the pending list, its synchronisations) and fence_event.c (the events of
+ * stream-ordered frees, pass-through memory freed async, a context's entries at its teardown):
+ * freed memory is reused only once the device has passed the free; c->lock held ---- */
 /* Records ptr (a live pool chunk of rounded size) as freed: stream-ordered on s (an event), or for
  * the next allocation's synchronisation. An error (a stream the driver refuses) frees nothing. */
 CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered);
@@ -659,7 +661,7 @@ uint64_t ga_fence_capture_held(const ga_ctx_t *c);
 /* vmm: the bytes of whole granules (g bytes each) inside c's pending chunks, less those a capture
  * holds back: what their return frees for certain. c->lock held. */
 uint64_t ga_fence_pending_granules(const ga_ctx_t *c, uint64_t g);
-/* Which stream s is, unique in the process (cuStreamGetId), 0 when not known (fence.c). */
+/* Which stream s is, unique in the process (cuStreamGetId), 0 when not known (fence_event.c). */
 uint64_t ga_fence_stream_id(CUstream s);
 
 /* ---- capture.c: stream captures under way ---- */

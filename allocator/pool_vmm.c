@@ -81,6 +81,86 @@ static inline __attribute__((always_inline)) void uncover_whole(ga_pool_t *p, co
     ga_vmm_uncover_whole_slow(p, r, g0, g0 + n - 1);
 }
 
+/* A block that is not the aligned area's takes granules g0..g1 of r when nothing has to be
+ * mapped for it and they lie in one bitmap word: its two end counts, its inner granules' bits, and
+ * the granules it is the first user of (kept ones, all mapped) leave the kept bytes. 1 when done;
+ * 0 with nothing changed (a granule to map, or granules across words: ga_vmm_cover_granules).
+ * A training step's blocks mostly find their granules so, used by a neighbour or kept since the
+ * last step: out of line, a granule it was the first user of cost ~120 instructions where arena
+ * mode's whole allocation costs ~180 (the shared traces' ex_train loop, pool calls only). */
+static inline __attribute__((always_inline)) int cover_kept(ga_pool_t *p, const ga_vmm_t *v,
+                                                            ga_vrange_t *r, size_t g0, size_t g1)
+{
+    uint32_t *refs = r->refs;
+    size_t w = g0 >> 6;
+    if (g0 == g1) {
+        if (refs[g0]) {
+            refs[g0]++;
+            return 1;
+        }
+        if (!((r->mapped[w] >> (g0 & 63)) & 1))
+            return 0;
+        refs[g0] = 1;
+        p->own.kept -= v->gran;
+        return 1;
+    }
+    if (!one_word(g0, g1))
+        return 0;
+    uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), m = span_mask(g0, g1), fresh = m;
+    size_t n = g1 - g0 + 1;
+    if (refs[g0])
+        fresh &= ~b0, n--;
+    if (refs[g1])
+        fresh &= ~b1, n--;
+    if ((r->mapped[w] & fresh) != fresh)
+        return 0;
+    refs[g0]++;
+    refs[g1]++;
+    r->inner[w] |= m & ~(b0 | b1);
+    p->own.kept -= (uint64_t)n << v->gshift;
+    return 1;
+}
+
+/* The reverse, for a freed block on granules g0..g1 of r: the granules it was the last user of
+ * become kept when the keep has room for all of them and they are on the kept stack already (as
+ * after the first step of a loop), else 0 with nothing changed (ga_vmm_uncover_granules). */
+static inline __attribute__((always_inline)) int uncover_kept(ga_pool_t *p, const ga_vmm_t *v,
+                                                              ga_vrange_t *r, size_t g0, size_t g1)
+{
+    uint32_t *refs = r->refs;
+    ga_stats_t *s = &p->own;
+    size_t w = g0 >> 6;
+    if (g0 == g1) {
+        if (refs[g0] > 1) {
+            refs[g0]--;
+            return 1;
+        }
+        if (s->kept + v->gran > p->cfg.keep || !((r->stacked[w] >> (g0 & 63)) & 1))
+            return 0;
+        refs[g0] = 0;
+        s->kept += v->gran;
+    } else {
+        if (!one_word(g0, g1))
+            return 0;
+        uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), m = span_mask(g0, g1), freed = m;
+        size_t n = g1 - g0 + 1;
+        if (refs[g0] > 1)
+            freed &= ~b0, n--;
+        if (refs[g1] > 1)
+            freed &= ~b1, n--;
+        uint64_t bytes = (uint64_t)n << v->gshift;
+        if (s->kept + bytes > p->cfg.keep || (r->stacked[w] & freed) != freed)
+            return 0;
+        refs[g0]--;
+        refs[g1]--;
+        r->inner[w] &= ~(m & ~(b0 | b1));
+        s->kept += bytes;
+    }
+    if (s->kept > s->peak_kept)
+        s->peak_kept = s->kept;
+    return 1;
+}
+
 /* One live block more on the granules of [a, a + len). Most blocks lie inside one granule that
  * a live block already uses: one count more, nothing to map, the limit not concerned. */
 static inline __attribute__((always_inline)) int cover(ga_pool_t *p, uintptr_t a, size_t len)
@@ -90,10 +170,8 @@ static inline __attribute__((always_inline)) int cover(ga_pool_t *p, uintptr_t a
     if (!r)
         return -1;
     size_t off = a - r->base, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
-    if (g0 == g1 && r->refs[g0]) {
-        r->refs[g0]++;
+    if (cover_kept(p, v, r, g0, g1))
         return 0;
-    }
     return ga_vmm_cover_granules(p, r, g0, g1);
 }
 
@@ -104,9 +182,7 @@ static inline __attribute__((always_inline)) void uncover(ga_pool_t *p, const ga
 {
     unsigned sh = v->gshift;
     size_t g0 = off >> sh, g1 = (off + len - 1) >> sh;
-    if (g0 == g1 && r->refs[g0] > 1)
-        r->refs[g0]--;
-    else
+    if (!uncover_kept(p, v, r, g0, g1))
         ga_vmm_uncover_granules(p, r, g0, g1);
 }
 
@@ -424,7 +500,7 @@ static inline void count_alloc(ga_pool_t *p, size_t rounded)
 
 /* A block placed at `a` in area ar: its granules taken (a refusal gives the block back to the
  * area and is an out-of-memory), its size's live count and the figures kept. */
-static inline ga_status_t cover_placed(ga_pool_t *p, ga_varea_t *ar, int slot, uintptr_t a,
+static inline __attribute__((always_inline)) ga_status_t cover_placed(ga_pool_t *p, ga_varea_t *ar, int slot, uintptr_t a,
                                        size_t rounded, uintptr_t *out)
 {
     if ((ar->id == AREA_ALIGNED ? ga_vmm_cover_whole(p, a, rounded) : cover(p, a, rounded)) != 0) {
@@ -620,9 +696,15 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
         return st == GA_ENOHOST ? st : GA_ENOMEM;
     }
     size_t off = a - v->base0, g0 = off >> v->gshift;
-    if (__builtin_expect(off < v->size0 && g0 == (off + rounded - 1) >> v->gshift &&
-                         v->refs0[g0], 1)) {
-        v->refs0[g0]++;
+    if (__builtin_expect(off < v->size0 && g0 == (off + rounded - 1) >> v->gshift, 1)) {
+        if (__builtin_expect(v->refs0[g0] != 0, 1)) {
+            v->refs0[g0]++;
+        } else if ((v->mapped0[g0 >> 6] >> (g0 & 63)) & 1) { /* a kept granule */
+            v->refs0[g0] = 1;
+            p->own.kept -= v->gran;
+        } else {
+            return alloc_cover(p, rounded, a, out);
+        }
         count_alloc(p, rounded);
         *out = a;
         return GA_OK;
@@ -746,7 +828,8 @@ static OUT_OF_LINE void uncover_general(ga_pool_t *p, size_t g0, size_t g1)
     ga_vmm_t *v = p->vmm;
     if (g0 == g1)
         v->refs0[g0]++;
-    ga_vmm_uncover_granules(p, v->ranges, g0, g1);
+    if (!uncover_kept(p, v, v->ranges, g0, g1))
+        ga_vmm_uncover_granules(p, v->ranges, g0, g1);
 }
 
 /* A block of the general area. The common case (in the first range, a block whose granule

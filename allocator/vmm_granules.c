@@ -27,6 +27,7 @@ static void first_range_changed(ga_vmm_t *v)
     v->size0 = v->nranges ? v->ranges[0].size : 0;
     v->refs0 = v->nranges ? v->ranges[0].refs : NULL;
     v->owner0 = v->nranges ? v->ranges[0].owner : NULL;
+    v->mapped0 = v->nranges ? v->ranges[0].mapped : NULL;
 }
 
 static void range_free_host(ga_vrange_t *r)

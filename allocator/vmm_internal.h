@@ -80,6 +80,7 @@ struct ga_vmm {
     size_t size0;      /* lies in the first range, found then in two loads and a compare */
     uint32_t *refs0;   /* ranges[0]'s granule counts and owners, copied for the fast paths */
     uint16_t *owner0;
+    uint64_t *mapped0; /* and its mapped bits */
     /* The live blocks of every area, one table (each area's arena enters its chunks here, and a
      * chunk says its area: ga_arena_share_live): a free finds its block and area in one probe,
      * and the live-size query its answer, with no owner looked up on the way. */

@@ -67,6 +67,8 @@ typedef struct ga_varea {
     uint16_t id;
     uint16_t slot;     /* a class: its size's tracking entry (entries are never removed) */
     uint8_t dirty;     /* changed since `seen` was read */
+    uint8_t unmapped_fit; /* a class: its best fit was found to lie on unmapped granules, and
+                           * the area has not changed since (mark_dirty clears it) */
     struct {
         uint64_t requested, live, total_free, largest_free, allocs;
     } seen;            /* the arena's figures when last read (ga_vmm_stats) */
@@ -240,6 +242,7 @@ static inline __attribute__((always_inline)) void take_mapped(ga_pool_t *p, ga_v
 
 static inline void mark_dirty(ga_vmm_t *v, ga_varea_t *ar)
 {
+    ar->unmapped_fit = 0;
     if (!ar->dirty) {
         ar->dirty = 1;
         v->dirty[v->ndirty++] = ar->id;

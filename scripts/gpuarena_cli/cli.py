@@ -460,7 +460,9 @@ def do_report(a):
     # a folder that is not there failed the write after the whole input was read and replayed
     _check_out_folder("-o", prefix + ".json", "PREFIX", "the input is read")
     trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
-    reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace)
+    failures = []
+    reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace,
+                                               failures=failures)
     if reserved is None:
         print(f"gpuarena: drawing bytes in use only, not reserved: {why}", file=sys.stderr)
     series = report_mod.in_use_series(trace)
@@ -471,7 +473,7 @@ def do_report(a):
         print(f"gpuarena: wrote {prefix}.png")
     else:
         _png_skipped(f"{prefix}.png")
-    return 0
+    return _say_check_failures(failures)
 
 
 # How the files report writes begin: a file there that begins otherwise is not an earlier report.

@@ -208,7 +208,7 @@ def read_timeline(path):
     return pts, peak
 
 
-def reserved_series(trace, mode, vmm_keep=None, name=None):
+def reserved_series(trace, mode, vmm_keep=None, name=None, failures=None):
     """({device: [(time_ns, reserved bytes)]}, None), or (None, why not).
 
     The replay tool replays the trace in `mode` (arena: one region of its default size, twice the
@@ -218,7 +218,10 @@ def reserved_series(trace, mode, vmm_keep=None, name=None):
     device's contexts replay as one pool), and
     writes reserved bytes after every event; its maximum is checked against the tool's
     peak_reserved before it is drawn. name: the user's file, which the tool's messages name
-    instead of the temporary it replays (they named a deleted /tmp file: an outside test)."""
+    instead of the temporary it replays (they named a deleted /tmp file: an outside test).
+    failures: a list that gets the `gpuarena:` line of each device's replay whose pool checks
+    failed (replay.check_failure_messages: a bug in the allocator; `report` said nothing of them,
+    the lead, 2026-12-06)."""
     from . import replay
     if not trace.events:
         return None, "the trace is empty"
@@ -238,6 +241,8 @@ def reserved_series(trace, mode, vmm_keep=None, name=None):
             doc = replay.run_tool(path, mode, find_min=False, timeline=csv,
                                   device=dev if len(devices) > 1 else None, vmm_keep=vmm_keep,
                                   name=name)
+            if failures is not None:
+                failures += replay.check_failure_messages(doc, name or path)
             pts, peak = read_timeline(csv)
             if not pts:
                 continue

@@ -111,6 +111,37 @@ class CheckFailures(unittest.TestCase):
             f"gpuarena's allocator: please report it with the trace '{self.trace}' and this "
             "command line"])
 
+    def test_report_says_failures_exit_1(self):
+        """`report` replays the trace for its reserved curve: a replay whose pool checks failed
+        is said as `replay` says it, after the files are written, and the exit is 1 (it was 0
+        with nothing said). The stand-in writes the timeline the report asks for."""
+        tool = os.path.join(self.build, "bin", "gpuarena-replay")
+        doc = {"trace": "t", "format": "trace", "events": 2, "modes": {
+            "vmm": {"events": 2, "checks": 2, "check_failures": 2, "peak_reserved": 2097152}}}
+        with open(tool, "w") as f:
+            f.write("#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = --timeline ] && tl=$2; shift; "
+                    "done\nprintf 'time_ns,in_use,reserved\\n1000,512,2097152\\n2000,0,2097152\\n' "
+                    f"> \"$tl\"\ncat <<'EOF'\n{json.dumps(doc)}\nEOF\nexit 1\n")
+        os.chmod(tool, 0o755)
+        prefix = os.path.join(self._tmp.name, "out")
+        p = gatest.cli("report", self.trace, "--mode", "vmm", "-o", prefix,
+                       env={"GPUARENA_BUILD": self.build})
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertTrue(os.path.exists(prefix + ".json"))
+        self.assertIn("wrote", p.stdout)
+        self.assertEqual([ln for ln in p.stderr.splitlines() if "invariant checker" in ln], [
+            "gpuarena: vmm mode: the invariant checker found 2 failures; this is a bug in "
+            f"gpuarena's allocator: please report it with the trace '{self.trace}' and this "
+            "command line"])
+        with open(tool, "w") as f:  # the same with no failure: exit 0, nothing said
+            f.write("#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = --timeline ] && tl=$2; shift; "
+                    "done\nprintf 'time_ns,in_use,reserved\\n1000,512,2097152\\n' > \"$tl\"\n"
+                    f"cat <<'EOF'\n{json.dumps(dict(doc, modes={'vmm': dict(doc['modes']['vmm'], check_failures=0)}))}\nEOF\n")
+        p = gatest.cli("report", self.trace, "--mode", "vmm", "-o", prefix,
+                       env={"GPUARENA_BUILD": self.build})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("invariant checker", p.stderr)
+
     def test_no_failures_exit_0(self):
         self.stand_in((0, 0), 0)
         p = self.replay("--json")

@@ -251,6 +251,15 @@ for mode in arena vmm platform; do
     fwcheck "jax cuda_async allocator ($mode)" jax_async "$mode" XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async -- python3 examples/jax_small.py
 done
 
+# CUDA graphs: temporaries allocated and freed inside a capture, the graph replayed (the capture
+# rules: graph memory passed to the driver, pool blocks freed in a capture kept; not run by the
+# simulated driver, which has no graphs).
+for mode in arena vmm platform; do
+    fwcheck "torch CUDA graph ($mode)" torch_graph "$mode" -- python3 examples/torch_graph.py
+    fwcheck "torch CUDA graph, cudaMallocAsync backend ($mode)" torch_graph_async "$mode" \
+        PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- python3 examples/torch_graph.py
+done
+
 say ""; say "$pass passed, $fail failed"
 save
 [ "$fail" = 0 ]

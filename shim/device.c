@@ -61,13 +61,18 @@ void ga_dev_in_use_add(int dev, int64_t delta)
 }
 
 /* The process's own cap first (one atomic add), then, in a group, the group's ledger: the cap then
- * holds for the sum over every member (group.c). */
+ * holds for the sum over every member (group.c). A request larger than the cap is refused before
+ * the add: added, a size of 2^63 bytes or more (cuMemAllocManaged of SIZE_MAX - 63 MiB) is a
+ * negative int64, which lowered `committed` until it was taken back, and another thread's commit
+ * in that moment passed the cap (120 MiB held under a 64 MiB cap, an outside test, 2026-12-06). */
 int ga_dev_commit(int dev, uint64_t bytes)
 {
     ga_dev_t *d = &ga_devs[dev];
+    if (GA_UNLIKELY(bytes > d->cap))
+        return 0;
     int64_t after = atomic_fetch_add_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
                     + (int64_t)bytes;
-    if (GA_UNLIKELY((uint64_t)after > d->cap || bytes > d->cap ||
+    if (GA_UNLIKELY((uint64_t)after > d->cap ||
                     (d->group && !ga_group_commit(d->group, bytes)))) {
         atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
         static _Atomic int told_full;

@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include "outfile.h"
 
+#include "group_layout.h"
 #include "shim.h"
 
 #include <ctype.h>
@@ -42,6 +43,7 @@ typedef enum {
     GA_OUT_DIR,     /* refused */
     GA_OUT_OTHER,   /* a block device or a socket: refused */
     GA_OUT_PROGRAM, /* a regular file that is an ELF program or library: refused */
+    GA_OUT_LEDGER,  /* a regular file that is a group's ledger (group_layout.h): refused */
 } ga_out_kind_t;
 
 typedef struct ga_out {
@@ -191,16 +193,30 @@ static int ga_out_classify_own(int fd, ga_out_t *o)
  * "!<arch>"): statistics or a trace written over one destroy it (GPUARENA_STATS naming the shim
  * itself made every later run go uncapped: helper-67 F11; a script and gpuarena's own static
  * library were still replaced: helper-77 R2). */
-static int ga_out_is_elf(const char *path)
+static int ga_out_is_elf(const char *magic, ssize_t n)
+{
+    return (n >= 4 && !memcmp(magic, "\177ELF", 4)) || (n >= 2 && !memcmp(magic, "#!", 2)) ||
+           (n == 8 && !memcmp(magic, "!<arch>\n", 8));
+}
+
+/* A regular file's kind by its first bytes: a program or library (above), a group's ledger (its
+ * magic: a trace opened over one truncated it under the members' mappings and a report replaced
+ * it, and the next process to join made a new, empty ledger beside the members still holding
+ * memory, 81 MiB held by the group under its 64 MiB cap: an outside re-test, 2026-12-06), or
+ * neither (GA_OUT_REGULAR). */
+static ga_out_kind_t ga_out_regular_kind(const char *path)
 {
     char magic[8] = {0};
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return 0;
+        return GA_OUT_REGULAR;
     ssize_t n = read(fd, magic, sizeof magic);
     close(fd);
-    return (n >= 4 && !memcmp(magic, "\177ELF", 4)) || (n >= 2 && !memcmp(magic, "#!", 2)) ||
-           (n == 8 && !memcmp(magic, "!<arch>\n", 8));
+    if (ga_out_is_elf(magic, n))
+        return GA_OUT_PROGRAM;
+    if (n == 8 && !memcmp(magic, GA_LEDGER_MAGIC, 8))
+        return GA_OUT_LEDGER;
+    return GA_OUT_REGULAR;
 }
 
 static int ga_out_classify(const char *path, ga_out_t *o)
@@ -222,10 +238,11 @@ static int ga_out_classify(const char *path, ga_out_t *o)
     }
     if (S_ISDIR(o->st.st_mode))
         o->kind = GA_OUT_DIR;
-    else if (S_ISREG(o->st.st_mode))
-        o->kind = ga_out_is_elf(o->target) ? GA_OUT_PROGRAM
-                  : fdlink                 ? GA_OUT_THROUGH
-                                           : GA_OUT_REGULAR;
+    else if (S_ISREG(o->st.st_mode)) {
+        o->kind = ga_out_regular_kind(o->target);
+        if (o->kind == GA_OUT_REGULAR && fdlink)
+            o->kind = GA_OUT_THROUGH;
+    }
     else if (S_ISCHR(o->st.st_mode) || S_ISFIFO(o->st.st_mode))
         o->kind = GA_OUT_THROUGH;
     else
@@ -276,6 +293,9 @@ static const char *ga_out_refusal(const ga_out_t *o)
     if (o->kind == GA_OUT_PROGRAM)
         return "is a program or library (an ELF file, a script or an archive), which the output "
                "would replace";
+    if (o->kind == GA_OUT_LEDGER)
+        return "is a gpuarena group's ledger (GPUARENA_GROUP), which the output would destroy, "
+               "and with it the group's count of the memory its members hold";
     return NULL;
 }
 

@@ -1,6 +1,14 @@
 /* Preload tests: hostile sizes and arguments from an outside re-test of issue 8 (helper-90,
  * 2026-12-06), each a fault that passed before its fix. */
 #include "preload_test.h"
+#include "t_group.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -76,9 +84,78 @@ START_TEST(huge_size_never_lowers_the_cap)
 }
 END_TEST
 
+/* ---- outputs never over a group's ledger ---- */
+
+static char ledger_path[400];
+
+/* A member that allocates 1 MiB and exits: its trace and statistics go to GPUARENA_TRACE and
+ * GPUARENA_STATS, which the test has pointed at the ledger. */
+static void ledger_writer_child(void *arg)
+{
+    (void)arg;
+    member_start(NULL);
+    CUdeviceptr p;
+    exit(cuMemAlloc(&p, 1 * MiB) == CUDA_SUCCESS ? 0 : 2);
+}
+
+/* The ledger file in the test's ledger folder (one device, one group: one file). */
+static void find_ledger(void)
+{
+    DIR *d = opendir(g_dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    ledger_path[0] = 0;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "gpuarena-", 9))
+            snprintf(ledger_path, sizeof ledger_path, "%s/%s", g_dir, e->d_name);
+    closedir(d);
+    ck_assert_msg(ledger_path[0], "a ledger in %s", g_dir);
+}
+
+static int ledger_whole(void)
+{
+    char magic[8] = {0};
+    FILE *f = fopen(ledger_path, "rb");
+    size_t n = f ? fread(magic, 1, sizeof magic, f) : 0;
+    if (f)
+        fclose(f);
+    return n == 8 && !memcmp(magic, "GAGROUP", 8);
+}
+
+/* GPUARENA_TRACE or GPUARENA_STATS naming the group's ledger: the trace truncated it under the
+ * members' mappings, the statistics replaced it, and the next process to join made a new, empty
+ * ledger while a member still held 40 MiB: 81 MiB held by the group under its 64 MiB cap. Now each
+ * is refused with a message and the ledger and the cap stay whole. */
+START_TEST(outputs_never_over_a_ledger)
+{
+    static const char *const which[] = {"GPUARENA_TRACE", "GPUARENA_STATS"};
+    group_env("64MiB");
+    putenv("GPUARENA_MODE=grow");
+    putenv("GPUARENA_LOG=error");
+    pid_t holder = group_holder(40 * MiB);
+    find_ledger();
+    static char var[200];
+    snprintf(var, sizeof var, "%s=%s", which[_i], ledger_path);
+    putenv(var);
+    char err[4096];
+    int status = pt_run_child(ledger_writer_child, NULL, err, sizeof err);
+    ck_assert_msg(status == 0, "%s: the writer exited %d: %s", which[_i], status, err);
+    ck_assert_msg(strstr(err, "is a gpuarena group's ledger"), "%s: said: %s", which[_i], err);
+    ck_assert_msg(ledger_whole(), "%s: the ledger is whole", which[_i]);
+    unsetenv(which[_i]);
+    member_start(NULL); /* the test process joins: 40 MiB more cannot fit beside the holder's */
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 40 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    group_cleanup();
+}
+END_TEST
+
 TCase *pt_tcase_hostile(void)
 {
     TCase *tc = tcase_create("hostile");
     tcase_add_loop_test(tc, huge_size_never_lowers_the_cap, 0, sizeof modes / sizeof *modes);
+    tcase_add_loop_test(tc, outputs_never_over_a_ledger, 0, 2);
     return tc;
 }

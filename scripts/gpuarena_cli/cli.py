@@ -582,6 +582,10 @@ def _not_a_program(option, out):
     if head.startswith((b"\x7fELF", b"#!", b"!<arch>\n")):
         raise UsageError(f"{option} {out} is a program or library (an ELF file, a script or an "
                          "archive): writing it would replace it; give another path")
+    if head == b"GAGROUP\0":  # shim/group_layout.h's GA_LEDGER_MAGIC (an outside re-test)
+        raise UsageError(f"{option} {out} is a gpuarena group's ledger (GPUARENA_GROUP): writing "
+                         "it would destroy the group's count of its members' memory; give "
+                         "another path")
 
 
 def _check_out_folder(option, path, what, before="the program runs"):

@@ -91,6 +91,24 @@ class Files(unittest.TestCase, gatest.CliAsserts):
         self.assertCleanError(p, f"-o {png} is a program or library", code=2)
         self.assertFalse(os.path.exists(os.path.join(self.dir, "chart.json")))
 
+    def test_outputs_never_over_a_ledger(self):
+        """import -o, run --stats and run --trace refuse a group's ledger (a file that begins
+        with GAGROUP and a NUL): each replaced it, and the group's members then lost the count
+        of one another's memory (an outside re-test, 2026-12-06)."""
+        src = gatest.traces("lifetimes")[0]
+        ledger = os.path.join(self.dir, "gpuarena-0-g-0123")
+        before = b"GAGROUP\0" + bytes(504)
+        with open(ledger, "wb") as f:
+            f.write(before)
+        for args in (("import", "lifetimes", src, "-o", ledger),
+                     ("run", "--sim", "--stats", ledger, "--", "true"),
+                     ("run", "--sim", "--trace", ledger, "--", "true")):
+            with self.subTest(args=args[:3]):
+                p = gatest.cli(*args)
+                self.assertCleanError(p, "is a gpuarena group's ledger", code=2)
+                with open(ledger, "rb") as f:
+                    self.assertEqual(f.read(), before)
+
     def test_run_stats_to_a_fifo(self):
         """run --stats FIFO hung for ever before the program started: the check for a program
         at that path opened the FIFO to read its first bytes. Now the shim's writer says that

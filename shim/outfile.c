@@ -44,6 +44,7 @@ typedef enum {
     GA_OUT_OTHER,   /* a block device or a socket: refused */
     GA_OUT_PROGRAM, /* a regular file that is an ELF program or library: refused */
     GA_OUT_LEDGER,  /* a regular file that is a group's ledger (group_layout.h): refused */
+    GA_OUT_TRACE,   /* a regular file that is a trace: a trace replaces it, statistics refuse it */
 } ga_out_kind_t;
 
 typedef struct ga_out {
@@ -216,6 +217,8 @@ static ga_out_kind_t ga_out_regular_kind(const char *path)
         return GA_OUT_PROGRAM;
     if (n == 8 && !memcmp(magic, GA_LEDGER_MAGIC, 8))
         return GA_OUT_LEDGER;
+    if (n == 8 && !memcmp(magic, GA_TRACE_MAGIC, 8))
+        return GA_OUT_TRACE;
     return GA_OUT_REGULAR;
 }
 
@@ -240,7 +243,7 @@ static int ga_out_classify(const char *path, ga_out_t *o)
         o->kind = GA_OUT_DIR;
     else if (S_ISREG(o->st.st_mode)) {
         o->kind = ga_out_regular_kind(o->target);
-        if (o->kind == GA_OUT_REGULAR && fdlink)
+        if ((o->kind == GA_OUT_REGULAR || o->kind == GA_OUT_TRACE) && fdlink)
             o->kind = GA_OUT_THROUGH;
     }
     else if (S_ISCHR(o->st.st_mode) || S_ISFIFO(o->st.st_mode))
@@ -418,6 +421,8 @@ int ga_outfile_open_log(const char *var, const char *path)
         ga_out_open_failed(var, path, &o, errno, untraced);
         return -1;
     }
+    if (o.kind == GA_OUT_TRACE) /* an old trace: a new run replaces it */
+        o.kind = GA_OUT_REGULAR;
     const char *why = ga_out_refusal(&o);
     if (why) {
         ga_log(GA_LOG_ERROR, "%s='%s' %s: %s; name a file, e.g. '%s/trace-%%p.gatrace'", var, path,
@@ -609,7 +614,7 @@ int ga_outfile_is_file(const char *tmpl)
     if (!tmpl || !strcmp(tmpl, "-") || ga_out_expand(tmpl, path, sizeof path) != 0 ||
         ga_out_classify(path, &o) != 0)
         return 0;
-    return o.kind == GA_OUT_NEW || o.kind == GA_OUT_REGULAR;
+    return o.kind == GA_OUT_NEW || o.kind == GA_OUT_REGULAR || o.kind == GA_OUT_TRACE;
 }
 
 int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
@@ -630,6 +635,15 @@ int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
     if (why) {
         ga_log(GA_LOG_ERROR, "%s='%s' %s: nothing was written; name a file, e.g. "
                "'%s/stats-%%p.json'", var, path, why, o.kind == GA_OUT_DIR ? path : "/tmp");
+        return -1;
+    }
+    /* A trace, this run's or another's (one still being written too: the rename left that
+     * process writing into a file no name reached, an outside re-test, 2026-12-06), is what
+     * cannot be made again; the statistics can (gpuarena replay of the trace). */
+    if (o.kind == GA_OUT_TRACE) {
+        ga_log(GA_LOG_ERROR, "%s='%s' is a gpuarena trace (GPUARENA_TRACE of this or another "
+               "run), which the statistics would replace: nothing was written; name another file, "
+               "e.g. '%s.json'", var, path, path);
         return -1;
     }
     if (o.kind == GA_OUT_OWN)

@@ -152,10 +152,73 @@ START_TEST(outputs_never_over_a_ledger)
 }
 END_TEST
 
+/* ---- statistics never over a trace ---- */
+
+static char trace_path[64];
+
+/* Allocates 1 MiB and exits: its statistics go to GPUARENA_STATS, the other process's trace. */
+static void stats_writer_child(void *arg)
+{
+    (void)arg;
+    static char var[96];
+    snprintf(var, sizeof var, "GPUARENA_STATS=%s", trace_path);
+    putenv(var);
+    pt_start();
+    CUdeviceptr p;
+    exit(cuMemAlloc(&p, 1 * MiB) == CUDA_SUCCESS ? 0 : 2);
+}
+
+/* GPUARENA_STATS naming a trace another process is still writing: the statistics replaced it
+ * (write, then rename), and that process's records went on into a file no name reached. The
+ * trace is what cannot be made again: the statistics are refused with a message, and the trace
+ * holds every record of its process (a header of 32 bytes and 3 records of 48). */
+START_TEST(stats_never_over_a_trace)
+{
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LOG=error", NULL);
+    snprintf(trace_path, sizeof trace_path, "/tmp/gpuarena-hostile-%d.gatrace", (int)getpid());
+    int up[2], go[2];
+    ck_assert_int_eq(pipe(up), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    pid_t tracer = fork();
+    if (tracer == 0) {
+        static char var[96];
+        snprintf(var, sizeof var, "GPUARENA_TRACE=%s", trace_path);
+        putenv(var);
+        pt_start();
+        CUdeviceptr p, q;
+        char c = cuMemAlloc(&p, 1 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+            _exit(2);
+        exit(cuMemAlloc(&q, 1 * MiB) || cuMemFree(q) ? 3 : 0); /* exit() writes the trace */
+    }
+    char c = 0;
+    ck_assert_int_eq(read(up[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'y');
+    char err[4096];
+    int status = pt_run_child(stats_writer_child, NULL, err, sizeof err);
+    ck_assert_msg(status == 0, "the statistics writer exited %d: %s", status, err);
+    ck_assert_msg(strstr(err, "is a gpuarena trace"), "said: %s", err);
+    ck_assert_int_eq(write(go[1], "g", 1), 1);
+    ck_assert_int_eq(waitpid(tracer, &status, 0), tracer);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the tracer: status %d", status);
+    struct stat st;
+    char magic[8] = {0};
+    FILE *f = fopen(trace_path, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fread(magic, 1, 8, f), 8);
+    fclose(f);
+    ck_assert_int_eq(stat(trace_path, &st), 0);
+    unlink(trace_path);
+    ck_assert_msg(!memcmp(magic, "GATRACE", 8), "the trace is still a trace: %.8s", magic);
+    ck_assert_int_eq(st.st_size, 32 + 3 * 48);
+}
+END_TEST
+
 TCase *pt_tcase_hostile(void)
 {
     TCase *tc = tcase_create("hostile");
     tcase_add_loop_test(tc, huge_size_never_lowers_the_cap, 0, sizeof modes / sizeof *modes);
     tcase_add_loop_test(tc, outputs_never_over_a_ledger, 0, 2);
+    tcase_add_test(tc, stats_never_over_a_trace);
     return tc;
 }

@@ -558,6 +558,9 @@ def _not_over_command(option, out, cmd):
     # does not list above, a script, an archive): statistics and traces are never written over
     # one (a script and gpuarena's own static library were still replaced: helper-77 R2).
     _not_a_program(option, out)
+    if option == "--stats" and _head(out, 8) == b"GATRACE\0":  # as the shim refuses it
+        raise UsageError(f"--stats {out} is a gpuarena trace, which the statistics would "
+                         "replace; give another path")
 
 
 def _head(path, n):

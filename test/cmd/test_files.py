@@ -109,6 +109,18 @@ class Files(unittest.TestCase, gatest.CliAsserts):
                 with open(ledger, "rb") as f:
                     self.assertEqual(f.read(), before)
 
+    def test_run_stats_never_over_a_trace(self):
+        """run --stats naming a trace (a file that begins GATRACE: another run's) is refused
+        before the program runs, as the shim refuses GPUARENA_STATS there; it replaced it."""
+        trace = os.path.join(self.dir, "old.gatrace")
+        before = b"GATRACE\0" + bytes(24)
+        with open(trace, "wb") as f:
+            f.write(before)
+        p = gatest.cli("run", "--sim", "--stats", trace, "--", "true")
+        self.assertCleanError(p, "is a gpuarena trace", code=2)
+        with open(trace, "rb") as f:
+            self.assertEqual(f.read(), before)
+
     def test_run_stats_to_a_fifo(self):
         """run --stats FIFO hung for ever before the program started: the check for a program
         at that path opened the FIFO to read its first bytes. Now the shim's writer says that

@@ -43,8 +43,10 @@ GA_NO_SANITIZE static void ga_find_real_dlsym(void)
     if (ga_dlsym_fn)
         return;
     void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!f)
+    if (!f) {
+        dlerror(); /* the shim's own failed lookup leaves no error behind (ga_real_dlsym) */
         f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    }
     ga_dlsym_fn = (void *(*)(void *, const char *))f;
 }
 
@@ -55,11 +57,20 @@ GA_NO_SANITIZE ga_dlsym_fn_t ga_real_dlsym_fn(void)
     return ga_dlsym_fn ? ga_dlsym_fn : ga_dlsym_missing;
 }
 
+/* A lookup of the shim's own (an optional entry point, the runtime, what follows the shim): one
+ * that fails takes its error back off dlerror's, which the program reads after its own dlsym. A
+ * program that cleared dlerror, looked up cuMemAlloc_v2 and then asked dlerror, the POSIX way to
+ * tell a failed lookup, was told "libgpuarena.so: undefined symbol: cuInit" (the shim's start
+ * looking for a linked driver) and took its successful lookup for a failure (an outside re-test,
+ * 2026-12-06). The program's own lookups go through ga_real_dlsym_fn (interpose.c). */
 GA_NO_SANITIZE void *ga_real_dlsym(void *handle, const char *name)
 {
     if (GA_UNLIKELY(!ga_dlsym_fn))
         ga_find_real_dlsym();
-    return ga_dlsym_fn ? ga_dlsym_fn(handle, name) : NULL;
+    void *f = ga_dlsym_fn ? ga_dlsym_fn(handle, name) : NULL;
+    if (!f)
+        dlerror();
+    return f;
 }
 
 void *ga_libcuda_handle(void)
@@ -121,8 +132,10 @@ static void *ga_open_libcuda(void)
 {
     const char *path = ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1";
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (!h)
+    if (!h) {
+        dlerror(); /* not loaded yet: no error of the shim's left for the program */
         h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
     if (!h)
         ga_log(GA_LOG_ERROR, "cannot load the CUDA driver '%s' (%s); install the NVIDIA driver "
                "or set GPUARENA_LIBCUDA=/path/to/libcuda.so.1", path, dlerror());

@@ -94,15 +94,28 @@ void *dlsym(void *handle, const char *symbol)
  * RTLD_NEXT got the driver's own, past the cap and uncounted (an outside test, 2026-12-06). */
 static void *ga_dlsym_next_cuda(const char *symbol)
 {
-    void *found = ga_real_dlsym(RTLD_NEXT, symbol);
+    void *found = ga_real_dlsym_fn()(RTLD_NEXT, symbol);
     if (!found || ga_tl_busy)
         return found;
     return ga_dlsym_cuda(RTLD_NEXT, symbol, found);
 }
 
+/* dlerror after a CUDA name's lookup is the program's lookup's, as without the shim: the shim's
+ * start and checks in between make lookups of their own (which leave no error, ga_real_dlsym),
+ * so a failed lookup is made again last for its error, and a hook answered where the driver's
+ * lookup failed (the libcuda handle answers every hooked name) leaves none. */
+static void *ga_dlsym_answer(void *handle, const char *symbol, void *found, void *answer)
+{
+    if (!answer)
+        return found ? NULL : ga_real_dlsym_fn()(handle, symbol);
+    if (!found)
+        dlerror();
+    return answer;
+}
+
 GA_NO_SANITIZE static void *ga_dlsym_lookup(void *handle, const char *symbol)
 {
-    void *found = ga_real_dlsym(handle, symbol);
+    void *found = ga_real_dlsym_fn()(handle, symbol);
     if (found && ga_is_dlsym_name(symbol))
         return (void *)dlsym; /* a caller fetching dlsym itself keeps going through us */
     if (symbol[0] == 'n' && symbol[1] == 'v' && symbol[2] == 'm' && symbol[3] == 'l' && !ga_tl_busy)
@@ -110,7 +123,7 @@ GA_NO_SANITIZE static void *ga_dlsym_lookup(void *handle, const char *symbol)
     /* Only CUDA names concern us; anything else (and the loader's own early calls) is untouched. */
     if (symbol[0] != 'c' || symbol[1] != 'u' || ga_tl_busy)
         return found;
-    return ga_dlsym_cuda(handle, symbol, found);
+    return ga_dlsym_answer(handle, symbol, found, ga_dlsym_cuda(handle, symbol, found));
 }
 
 /* The name an object gives itself (DT_SONAME), or "". A copy of the driver keeps libcuda.so.1

@@ -80,7 +80,11 @@ static void *ga_nvml_lookup(const char *name)
         f = ga_nvml_dlsym(h, name);
         dlclose(h); /* NOLOAD took one more reference; the program's own stays */
     }
-    return f ? f : ga_nvml_dlsym(RTLD_NEXT, name);
+    if (!f)
+        f = ga_nvml_dlsym(RTLD_NEXT, name);
+    if (!h || !f)
+        dlerror(); /* the shim's own failed lookups leave the program's dlerror as it was */
+    return f;
 }
 
 static void *ga_nvml_get(int which)

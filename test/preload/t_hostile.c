@@ -4,6 +4,7 @@
 #include "t_group.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -214,11 +215,55 @@ START_TEST(stats_never_over_a_trace)
 }
 END_TEST
 
+/* ---- dlerror after a lookup is the program's ---- */
+
+/* The POSIX way to tell a failed lookup: clear dlerror, dlsym, then ask dlerror. The shim's start,
+ * made at the first lookup of a CUDA name, left its own failed lookups' error behind, so a
+ * program's successful lookup of cuMemAlloc_v2 read as a failure ("libgpuarena.so: undefined
+ * symbol: ..."), and a failed one named another symbol than the one asked for. */
+static void dlerror_child(void *arg)
+{
+    const char *first = arg;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        exit(2);
+    dlerror();
+    void *f = dlsym(h, first);
+    const char *e = dlerror();
+    if (!strcmp(first, "cuMemAlloc_v2") && (!f || e)) {
+        fprintf(stderr, "cuMemAlloc_v2: %p, dlerror '%s'\n", f, e ? e : "");
+        exit(3);
+    }
+    if (strcmp(first, "cuMemAlloc_v2") && (f || !e || !strstr(e, first))) {
+        fprintf(stderr, "%s: %p, dlerror '%s'\n", first, f, e ? e : "");
+        exit(4);
+    }
+    dlerror();
+    f = dlsym(h, "cuMemFree_v2"); /* and later lookups, once started */
+    e = dlerror();
+    if (!f || e) {
+        fprintf(stderr, "cuMemFree_v2: %p, dlerror '%s'\n", f, e ? e : "");
+        exit(5);
+    }
+    exit(0);
+}
+
+START_TEST(dlerror_after_lookup_is_the_programs)
+{
+    static char *const first[] = {"cuMemAlloc_v2", "cuMemAlloc_v2x"};
+    pt_env("GPUARENA_LOG=error", NULL);
+    char err[4096];
+    int status = pt_run_child(dlerror_child, first[_i], err, sizeof err);
+    ck_assert_msg(status == 0, "%s first: exit %d: %s", first[_i], status, err);
+}
+END_TEST
+
 TCase *pt_tcase_hostile(void)
 {
     TCase *tc = tcase_create("hostile");
     tcase_add_loop_test(tc, huge_size_never_lowers_the_cap, 0, sizeof modes / sizeof *modes);
     tcase_add_loop_test(tc, outputs_never_over_a_ledger, 0, 2);
     tcase_add_test(tc, stats_never_over_a_trace);
+    tcase_add_loop_test(tc, dlerror_after_lookup_is_the_programs, 0, 2);
     return tc;
 }

@@ -57,7 +57,7 @@ static void huge_child(void *arg)
     if (pthread_create(&t, NULL, huge_asker, NULL))
         exit(3);
     int passed = 0;
-    for (int i = 0; i < 400000 && !passed; i++) /* 60 + 60 MiB never fit under 64 MiB */
+    for (int i = 0; i < 200000 && !passed; i++) /* 60 + 60 MiB never fit under 64 MiB */
         if (cuMemAllocManaged(&p, 60 * MiB, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS)
             passed = i + 1;
     atomic_store(&huge_stop, 1);

@@ -70,6 +70,10 @@ int ga_mode_parse(const char *text, ga_mode_t *mode);
  *    backend has them maps and unmaps through them only (map and unmap may be NULL) and keeps no
  *    handles, and a block of n fresh granules costs a few bitmap words, not n calls. The
  *    driver's backend leaves them NULL: each granule keeps its own handle, given back alone.
+ *  - device_free(ctx): optional, vmm: the bytes of physical memory the device could give now (the
+ *    driver's free figure); asked before a block maps GA_VMM_PRECHECK granules or more, which is
+ *    refused at once (nothing mapped) when they cannot all fit: mapped one by one until the driver
+ *    refused, a block of 64 GiB on a device with less took 3 s to fail (an outside test).
  * No call is made re-entrantly from inside another. */
 typedef struct ga_pool_backend {
     int (*reserve)(void *ctx, size_t size, uintptr_t *base);
@@ -82,7 +86,11 @@ typedef struct ga_pool_backend {
     void *ctx;
     int (*map_run)(void *ctx, uintptr_t addr, size_t size, size_t n);
     void (*unmap_run)(void *ctx, uintptr_t addr, size_t size, size_t n);
+    size_t (*device_free)(void *ctx);
 } ga_pool_backend_t;
+
+/* vmm: a block that maps this many granules or more asks the backend's device_free first. */
+#define GA_VMM_PRECHECK 16
 
 /* How a pool holds memory.
  *  mode        which pool

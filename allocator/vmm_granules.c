@@ -346,6 +346,16 @@ static int over_limit(const ga_pool_t *p, uint64_t need, uint64_t reuse)
     return p->own.reserved + grows * p->vmm->gran > p->cfg.limit;
 }
 
+/* Whether the device has room for `need` new granules while `reuse` kept ones are reused: as
+ * many other kept granules are given back first (map_granule), so only the rest must fit in what
+ * the driver has free. */
+static int device_has_room(const ga_pool_t *p, uint64_t need, uint64_t reuse)
+{
+    uint64_t other_kept = (p->own.kept >> p->vmm->gshift) - reuse;
+    uint64_t grows = need > other_kept ? need - other_kept : 0;
+    return grows <= (uint64_t)(p->be.device_free(p->be.ctx) >> p->vmm->gshift);
+}
+
 /* Granules a..b of a block on g0..g1 get the block as a user (on), or lose it, as use_one and
  * unuse_one do one by one: the ends a count, the rest their inner bit, a word at a time. */
 static void use_run(ga_vrange_t *r, size_t a, size_t b, size_t g0, size_t g1, int whole, int on)
@@ -430,6 +440,8 @@ static OUT_OF_LINE int cover_mapping(ga_pool_t *p, ga_vrange_t *r, size_t g0, si
     ga_vmm_t *v = p->vmm;
     size_t need = fresh - bits_count(r->mapped, u0, u1);
     if (p->cfg.limit && over_limit(p, need, fresh - need))
+        return -1;
+    if (need >= GA_VMM_PRECHECK && p->be.device_free && !device_has_room(p, need, fresh - need))
         return -1;
     if (p->be.map_run)
         return cover_runs(p, r, g0, g1, u0, u1, whole);

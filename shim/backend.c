@@ -341,6 +341,21 @@ static void be_va_release(void *p, uintptr_t base, size_t size)
                (unsigned long long)base, (int)r);
 }
 
+/* The driver's free memory on the pool's device (its context pushed): the pool refuses a block of
+ * many granules at once when they cannot fit, instead of mapping them one by one until the driver
+ * refuses. SIZE_MAX when the driver does not answer: then the granules are tried. */
+static size_t be_device_free(void *p)
+{
+    ga_ctx_t *c = p;
+    size_t fr = 0, total = 0;
+    int pushed = ga_ctx_enter(c->ctx);
+    ga_tl_busy++;
+    CUresult r = ga_real.cuMemGetInfo_v2(&fr, &total);
+    ga_tl_busy--;
+    ga_ctx_leave(pushed);
+    return r == CUDA_SUCCESS ? fr : SIZE_MAX;
+}
+
 static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
 {
     ga_ctx_t *c = p;
@@ -540,6 +555,7 @@ int ga_backend_for(ga_ctx_t *c, ga_pool_backend_t *be, CUresult *err)
     be->va_release = be_va_release;
     be->map = be_map;
     be->unmap = be_unmap;
+    be->device_free = be_device_free;
     be->granularity = c->granularity;
     return 0;
 }

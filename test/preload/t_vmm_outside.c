@@ -9,8 +9,14 @@
 #include "preload_test.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define GRAN (2 * MiB)
 
@@ -260,6 +266,71 @@ START_TEST(vmmo_ipc_freed_arena_memory)
 }
 END_TEST
 
+/* A block the cap allows and the device cannot hold (another process holds 800 MiB of the
+ * device's 1 GiB: the process's own cap, the device's total, sees none of it) is refused before
+ * anything is mapped: one cuMemGetInfo, no cuMemCreate (it was mapped granule by granule until the
+ * driver refused, then unmapped: 100 cuMemCreate here; on a GPU one driver round trip each). A
+ * block that fits only with the pool's kept granules given back still fits. */
+static void too_large_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr keep = 0, big = 0, x = 0;
+    if (cuMemAlloc(&keep, 20 * MiB) != CUDA_SUCCESS)
+        exit(2);
+    keep_granules(30); /* 60 MiB kept */
+    simcuda_counters_t before = pt_counters();
+    if (cuMemAlloc(&big, 400 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(3);
+    if (pt_counters().create_calls != before.create_calls)
+        exit(4); /* mapped granules to find out */
+    /* 224 MiB free on the device less 20 live: 60 of it kept, so 200 fits */
+    if (cuMemAlloc(&x, 200 * MiB) != CUDA_SUCCESS)
+        exit(5);
+    if (cuMemsetD8(x, 0x5a, 200 * MiB) != CUDA_SUCCESS)
+        exit(6);
+    unsigned char last = 0;
+    if (cuMemcpyDtoH(&last, x + 200 * MiB - 1, 1) != CUDA_SUCCESS || last != 0x5a)
+        exit(7);
+    if (simcuda_device_peak_all(0) > 1 * GiB)
+        exit(8);
+    exit(0);
+}
+
+START_TEST(vmmo_too_large_refused_at_once)
+{
+    char shared[64];
+    snprintf(shared, sizeof shared, "SIMCUDA_SHARED=vbig%d", (int)getpid());
+    pt_env(shared, "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=64MiB",
+           "GPUARENA_FREE_SYNC=device", NULL);
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t holder = fork();
+    if (holder == 0) { /* another process on the device */
+        CUdeviceptr p;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        pt_start();
+        char ok = cuMemAlloc(&p, 800 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char err[16384];
+    int status = pt_run_child(too_large_child, NULL, err, sizeof err);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -f /dev/shm/simcuda-vbig%d", (int)getpid());
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(ok, 'y');
+    ck_assert_msg(status == 0, "exit %d: %s", status, err);
+    ck_assert_msg(strstr(err, "the device itself is full"), "%s", err); /* as when mapped */
+}
+END_TEST
+
 TCase *pt_tcase_vmm_outside(void)
 {
     TCase *tc = tcase_create("vmm_outside");
@@ -269,5 +340,6 @@ TCase *pt_tcase_vmm_outside(void)
     tcase_add_test(tc, vmmo_odd_size_edges);
     tcase_add_test(tc, vmmo_ipc_freed_pool_memory);
     tcase_add_test(tc, vmmo_ipc_freed_arena_memory);
+    tcase_add_test(tc, vmmo_too_large_refused_at_once);
     return tc;
 }

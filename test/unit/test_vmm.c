@@ -416,6 +416,42 @@ START_TEST(vmm_cap_and_refusal_midway)
 }
 END_TEST
 
+/* A block of GA_VMM_PRECHECK granules or more that the device cannot hold beside what is mapped
+ * (its free bytes, from the backend's device_free, plus the kept granules that would be given back
+ * first) is refused with nothing mapped; one that fits with the kept granules given back is
+ * served; smaller blocks do not ask. */
+START_TEST(vmm_device_free_checked_first)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 8 * GRAN);
+    f.device = 32 * GRAN;
+    pool_alloc(p, 10 * GRAN);
+    uintptr_t k[8];
+    for (int i = 0; i < 8; i++)
+        k[i] = pool_alloc(p, GRAN);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(ga_pool_free(p, k[i], NULL), GA_OK);
+    ck_assert_uint_eq(f.mapped, 18 * GRAN); /* 10 live, 8 kept; the device has 14 free */
+    ck_assert_uint_eq(f.free_asks, 0);
+    unsigned maps = f.maps;
+    uintptr_t x = 0;
+    ck_assert_int_eq(ga_pool_alloc(p, 23 * GRAN, &x), GA_ENOMEM);
+    ck_assert_uint_eq(f.maps, maps);
+    ck_assert_uint_eq(f.free_asks, 1);
+    POOL_HEALTHY(p);
+    x = pool_alloc(p, 22 * GRAN); /* the kept granules taken or given back, 14 new */
+    ck_assert_uint_eq(f.mapped, 32 * GRAN);
+    POOL_HEALTHY(p);
+    ck_assert_int_eq(ga_pool_free(p, x, NULL), GA_OK);
+    f.device = 0;
+    unsigned asks = f.free_asks;
+    pool_alloc(p, 15 * GRAN); /* under GA_VMM_PRECHECK granules to map: not asked */
+    ck_assert_uint_eq(f.free_asks, asks);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 /* Sizes past the last class (GA_VMM_CLASSES), and past the sizes tracked for one, go to the
  * general area, and everything still checks out. */
 START_TEST(vmm_more_sizes_than_classes)
@@ -588,6 +624,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_counts_through_trials_and_refusals);
     tcase_add_test(tc, vmm_live_blocks_found_in_every_area_and_range);
     tcase_add_test(tc, vmm_more_sizes_than_classes);
+    tcase_add_test(tc, vmm_device_free_checked_first);
     tcase_add_test(tc, vmm_keep_and_trim);
     tcase_add_test(tc, vmm_aligned_blocks_reuse_kept_granules);
     tcase_add_test(tc, vmm_random_workload_checked);

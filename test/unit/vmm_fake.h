@@ -18,7 +18,16 @@ typedef struct vfake {
     size_t mapped, peak_mapped;
     size_t va_held, va_peak, va_largest; /* address space reserved now, at most, in one range */
     int fail_map_in; /* > 0: the map call that many calls from now fails */
+    size_t device;   /* > 0: the device's bytes, which device_free answers from (less mapped) */
+    unsigned free_asks;
 } vfake_t;
+
+static inline size_t vf_device_free(void *ctx)
+{
+    vfake_t *f = ctx;
+    f->free_asks++;
+    return f->device ? f->device - f->mapped : SIZE_MAX;
+}
 
 static inline int vf_va_reserve(void *ctx, size_t size, uintptr_t *base)
 {
@@ -67,7 +76,8 @@ static inline ga_pool_t *vmm_pool_va(vfake_t *f, size_t limit, size_t keep, size
     memset(f, 0, sizeof *f);
     f->next = (uint64_t)1 << 40;
     ga_pool_backend_t be = {.va_reserve = vf_va_reserve, .va_release = vf_va_release,
-                            .map = vf_map, .unmap = vf_unmap, .granularity = GRAN, .ctx = f};
+                            .map = vf_map, .unmap = vf_unmap, .granularity = GRAN, .ctx = f,
+                            .device_free = vf_device_free};
     ga_pool_config_t cfg = {.mode = GA_MODE_VMM, .limit = limit, .va_size = va_size,
                             .keep = keep};
     ga_status_t st = GA_EINVAL;

@@ -15,13 +15,15 @@
  * invalidated, so cuStreamEndCapture answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. The legacy
  * stream encompasses the context's blocking streams. Only that is modelled: work queued on a
  * capturing stream still runs (the driver records it into the graph instead), and the capture
- * mode's limits on other calls are not checked. */
+ * mode's limits on other calls are not checked. A destroyed stream (a thread's per-thread stream
+ * once the thread has exited) captures nothing: its capture ended with it. Until 2026-12-06 such a
+ * capture refused every later cuCtxSynchronize of the context (helper-91). */
 int sim_ctx_capture_check(const sim_ctx_t *c, const sim_stream_t *only)
 {
     int hit = 0;
     pthread_mutex_lock(&sim_stream_mu);
     for (sim_stream_t *t = c->streams; t; t = t->ctx_next)
-        if (t->capturing &&
+        if (t->capturing && t->alive &&
             (!only || only == t || (only->kind == SIM_LEGACY && !(t->flags & CU_STREAM_NON_BLOCKING)))) {
             t->invalidated = 1;
             hit = 1;

@@ -119,7 +119,8 @@
  * a capturing stream's own work still runs, but synchronising or querying it, the legacy stream over
  * a capturing blocking stream, or its context (cuCtxSynchronize(_v2)) answers
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture, as the driver does; its
- * cuStreamEndCapture then answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+ * cuStreamEndCapture then answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. A destroyed stream's capture
+ * (a per-thread stream's, once its thread exited) ends with it.
  *
  * The simulated NVML, $(BUILD)/sim/libnvidia-ml.so.1 (test/sim/nvml_sim.c, ABI from
  * shim/ga_nvml.h), answers from the same state: devices, totals and UUIDs as the driver has them,

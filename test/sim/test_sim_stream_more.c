@@ -350,6 +350,13 @@ START_TEST(stream_capture_rules)
     }
     CK(cuCtxSynchronize_v2(a));
     CK(cuCtxSynchronize());
+    /* a destroyed stream's capture ends with it: the context synchronises again (it was refused
+     * for good until 2026-12-06) */
+    CUstream gone;
+    CK(cuStreamCreate(&gone, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamBeginCapture(gone, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CK(cuStreamDestroy(gone));
+    CK(cuCtxSynchronize());
 }
 END_TEST
 

@@ -358,6 +358,7 @@ typedef struct ga_free_job {
     CUresult (*plain_free)(CUdeviceptr); /* else the driver's cuMemFree of the call's ABI */
     CUstream s;
     int synced;               /* the stream (or, for cuMemFree, the device) was synchronised */
+    int sync_refused;         /* that synchronisation of the device was refused: nothing passed */
     int sync_first;           /* out: synchronise first without the lock, then free: platform
                                  memory freed async, any free of an orphan pool's block, and a
                                  cuMemFree under GPUARENA_FREE_SYNC=device */
@@ -441,12 +442,13 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
     /* The device wait GPUARENA_FREE_SYNC=device made for this free (ga_free_any, no lock held) is
      * a free synchronisation as the fence's are: it was not counted (an outside check,
      * 2026-12-06: free_syncs 0 after 20 frees that each synchronised the device). */
-    if (j->synced && !j->real_free && ga_opt.free_sync == GA_FREE_SYNC_DEVICE)
+    int synced = j->synced && !j->sync_refused;
+    if (synced && !j->real_free && ga_opt.free_sync == GA_FREE_SYNC_DEVICE)
         c->counts.free_syncs++;
     /* A pool pointer: cuMemFreeAsync is stream-ordered (an event on s, no synchronisation); once
      * its stream was synchronised (no event to be had: GA_FENCE_WAIT_FIRST) it frees at once. */
     ga_freed_t f = ga_pool_free_held(c, j->p, j->api, j->t0, j->s, j->real_free && !j->synced,
-                                     j->synced, o->live_size);
+                                     synced, o->live_size);
     j->refused = f.refused;
     if (GA_UNLIKELY(f.r == GA_FENCE_WAIT_FIRST) && !j->synced) {
         j->sync_first = 1; /* the stream synchronised with the lock let go (ga_free_any) */
@@ -489,8 +491,9 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
          * use it, and its granules go back at the free. */
         if (real_free)
             r = ga_real.cuStreamSynchronize ? ga_real.cuStreamSynchronize(s) : CUDA_SUCCESS;
-        else
-            ga_ctx_sync_device(j.owner); /* as the driver's cuMemFree waits for the device */
+        else /* as the driver's cuMemFree waits for the device; a refused wait passed nothing,
+              * so the chunk is left to the fence (pending) instead of going back at once */
+            j.sync_refused = ga_ctx_sync_device(j.owner) != CUDA_SUCCESS;
         j.synced = 1;
         if (r == CUDA_SUCCESS)
             r = ga_with_owner((uintptr_t)p, ga_free_owned, &j, CUDA_ERROR_INVALID_VALUE);

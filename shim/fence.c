@@ -149,8 +149,9 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
         int pushed = ga_ctx_enter(c->ctx);
         CUresult r = ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
         ga_ctx_leave(pushed);
+        if (r == CUDA_SUCCESS)
+            r = ga_dev_sync_others(c->dev, c); /* refused: another context's work may go on */
         if (r == CUDA_SUCCESS) {
-            ga_dev_sync_others(c->dev, c);
             c->counts.free_syncs++;
             ga_pool_free(c->pool, ptr, NULL);
             return CUDA_SUCCESS;
@@ -232,10 +233,10 @@ static CUresult ga_fence_sync(ga_ctx_t *c, int current)
     int pushed = current ? ga_nocancel_begin() << 1 : ga_ctx_enter(c->ctx);
     CUresult r = ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
     ga_ctx_leave(pushed);
+    if (r == CUDA_SUCCESS && atomic_load_explicit(&c->peers, memory_order_relaxed))
+        r = ga_dev_sync_others(c->dev, c);
     if (r != CUDA_SUCCESS)
-        return r; /* nothing passed */
-    if (atomic_load_explicit(&c->peers, memory_order_relaxed))
-        ga_dev_sync_others(c->dev, c);
+        return r; /* nothing known to have passed */
     c->counts.free_syncs++;
     return CUDA_SUCCESS;
 }
@@ -429,11 +430,9 @@ CUresult ga_fence_sync_unlocked(ga_ctx_t *c)
     if (ga_capture_on_dev(c->dev)) /* one began meanwhile */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     CUresult r = ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
-    if (r != CUDA_SUCCESS)
-        return r; /* nothing is known to have passed: the entries stay pending */
-    if (atomic_load_explicit(&c->peers, memory_order_relaxed))
-        ga_dev_sync_others(c->dev, c);
-    return CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && atomic_load_explicit(&c->peers, memory_order_relaxed))
+        r = ga_dev_sync_others(c->dev, c); /* a refused one: that context's work may go on */
+    return r; /* not CUDA_SUCCESS: nothing is known to have passed, the entries stay pending */
 }
 
 void ga_fence_passed(ga_ctx_t *c, ga_fence_mark_t m)

@@ -530,13 +530,15 @@ size_t ga_ctx_give_back(ga_ctx_t *c);
 void ga_dev_settle_pending(int dev);
 /* Synchronises every live context on dev, one at a time (no context lock is taken: the caller may
  * hold one, though a wait under a lock stalls every thread that needs it). */
-void ga_dev_sync(int dev);
+CUresult ga_dev_sync(int dev);
 /* The same but for self: the fence's synchronisation of a cuMemFree covers the other contexts on
  * the device too, whose work may use the memory, as the driver's own cuMemFree waits for the
- * device (helper-42 F2). Nothing to do, and no driver call, when self is the device's only one. */
-void ga_dev_sync_others(int dev, const ga_ctx_t *self);
+ * device (helper-42 F2). Nothing to do, and no driver call, when self is the device's only one.
+ * Each returns the first synchronisation the driver refused (CUDA_SUCCESS when none was), after
+ * trying every context: a refused one waited for nothing. */
+CUresult ga_dev_sync_others(int dev, const ga_ctx_t *self);
 /* c's context first (when alive), then the others on its device: a cuMemFree's wait. */
-void ga_ctx_sync_device(const ga_ctx_t *c);
+CUresult ga_ctx_sync_device(const ga_ctx_t *c);
 /* Gives back, without waiting, the async-freed pass-through memory of dev's contexts (every
  * device's for -1) whose streams have passed the free, so that a view of the device (cuMemGetInfo)
  * does not count it (ctx.c). */

@@ -29,9 +29,9 @@ void ga_ctx_foreign_dying(CUcontext dying)
     }
 }
 
-void ga_dev_sync(int dev)
+CUresult ga_dev_sync(int dev)
 {
-    ga_dev_sync_others(dev, NULL);
+    return ga_dev_sync_others(dev, NULL);
 }
 
 /* Synchronises c's context for a walk that holds no lock of c (dev: c's device; -1 any), unless
@@ -45,45 +45,55 @@ void ga_dev_sync(int dev)
  * A dead state may be reused for a new context meanwhile (ga_ctx_reuse): the handle is read before
  * the look and again after it, so a walk names the state's new context only when it is alive,
  * never the old one. Nothing of such a context's needs waiting for: its queued work passed at the
- * quiesce, before closing 2. */
-static void ga_ctx_sync_named(ga_ctx_t *c, int dev)
+ * quiesce, before closing 2.
+ * The driver's answer is returned (CUDA_SUCCESS for a context passed by): a refused
+ * synchronisation waited for nothing, and a chunk freed before it has not been passed by it. */
+static CUresult ga_ctx_sync_named(ga_ctx_t *c, int dev)
 {
+    CUresult r = CUDA_SUCCESS;
     CUcontext ctx = atomic_load(&c->ctx);
     atomic_fetch_add(&c->users, 1);
     if (atomic_load(&c->closing) < 2 && !atomic_load(&c->dead) && atomic_load(&c->ctx) == ctx &&
         (dev < 0 || atomic_load(&c->dev) == dev)) {
         int pushed = ga_ctx_enter(ctx);
         if (ga_real.cuCtxSynchronize)
-            ga_real.cuCtxSynchronize();
+            r = ga_real.cuCtxSynchronize();
         ga_ctx_leave(pushed);
     }
     atomic_fetch_sub(&c->users, 1);
+    return r;
 }
 
-void ga_ctx_sync_device(const ga_ctx_t *c)
+CUresult ga_ctx_sync_device(const ga_ctx_t *c)
 {
-    ga_ctx_sync_named((ga_ctx_t *)c, c->dev);
-    ga_dev_sync_others(c->dev, c);
+    CUresult r = ga_ctx_sync_named((ga_ctx_t *)c, c->dev), o = ga_dev_sync_others(c->dev, c);
+    return r != CUDA_SUCCESS ? r : o;
 }
 
-void ga_dev_sync_others(int dev, const ga_ctx_t *self)
+CUresult ga_dev_sync_others(int dev, const ga_ctx_t *self)
 {
+    CUresult r = CUDA_SUCCESS;
     for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
         if (c == self || c->dev != dev || atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
-        ga_ctx_sync_named(c, dev);
+        CUresult cr = ga_ctx_sync_named(c, dev);
+        r = r != CUDA_SUCCESS ? r : cr; /* the others are still waited for */
     }
+    return r;
 }
 
 /* Every live context of the process, each synchronised: for a stream-ordered free of one device's
  * block on another device's stream, whose event the device's own synchronisation does not pass. */
-static void ga_sync_every_context(void)
+static CUresult ga_sync_every_context(void)
 {
+    CUresult r = CUDA_SUCCESS;
     for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
         if (atomic_load_explicit(&c->dead, memory_order_acquire))
             continue;
-        ga_ctx_sync_named(c, -1);
+        CUresult cr = ga_ctx_sync_named(c, -1);
+        r = r != CUDA_SUCCESS ? r : cr;
     }
+    return r;
 }
 
 /* What c's pending frees and async-freed pass-through memory give back once waited for, with c's
@@ -95,7 +105,11 @@ static void ga_sync_every_context(void)
  * events the device's synchronisation did not pass (a free on another device's stream) get a
  * second round that synchronises every context. Entries freed meanwhile stay pending. Nothing is
  * waited for while a stream capture may be under way (the synchronisation would end it): the
- * entries the device has passed are returned all the same. */
+ * entries the device has passed are returned all the same, and so when the driver refuses a
+ * synchronisation (it waited for nothing: a cuMemFree's chunk goes back only after one that
+ * succeeded, as in the allocation's own fence; until 2026-12-06 the answer was not looked at, and
+ * a chunk a held kernel still wrote was handed to the allocation that needed its room, or its vmm
+ * granules unmapped under the kernel: an outside test, helper-91). */
 static size_t ga_ctx_trim_pending(ga_ctx_t *c)
 {
     size_t freed = 0;
@@ -108,12 +122,10 @@ static size_t ga_ctx_trim_pending(ga_ctx_t *c)
         if (!waits)
             break;
         int waited = !(round ? atomic_load(&ga_cap_n) != 0 : ga_capture_on_dev(c->dev));
+        if (waited) /* no lock held: left cancellable, as the allocation's own wait is */
+            waited = (round ? ga_sync_every_context() : ga_ctx_sync_device(c)) == CUDA_SUCCESS;
         if (!waited)
             m.n = 0; /* no wait: only what has passed goes back below */
-        else if (round) /* no lock held: left cancellable, as the allocation's own wait is */
-            ga_sync_every_context();
-        else
-            ga_ctx_sync_device(c);
         ga_mutex_lock(&c->lock);
         int left = 0;
         if (!atomic_load(&c->dead)) {

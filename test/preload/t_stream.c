@@ -490,6 +490,107 @@ START_TEST(free_waits_for_other_contexts_on_the_device)
 }
 END_TEST
 
+/* A synchronisation the driver refuses waited for nothing, so a chunk freed before it is still
+ * pending: here every cuCtxSynchronize is refused (injected) while a gate holds the kernel that
+ * writes a freed 32 MiB block, under a 64 MiB cap with 8 MiB live, and an allocation of 32 MiB
+ * needs that block's room. It must be refused (or placed elsewhere), never given the block: the
+ * out-of-memory path's wait ignored the refusal and returned the block, and in vmm mode could
+ * unmap its granules under the kernel (an outside test, helper-91); under GPUARENA_FREE_SYNC=device
+ * the free's own refused wait returned the block at once. arg: the GPUARENA_FREE_SYNC setting.
+ * No timing: the refused calls return at once, the gate opens after the check. */
+static void refused_sync_child(void *arg)
+{
+    putenv((char *)arg);
+    pt_start();
+    CUstream s;
+    CUdeviceptr live, a, b = 0;
+    unsigned gate;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&live, 8 * MiB) ||
+        cuMemAlloc(&a, 32 * MiB) || simcuda_gate(s, &gate) ||
+        simcuda_launch(s, a, 0xAA, 32 * MiB, 0))
+        exit(2);
+    if (simcuda_fail_add("cuCtxSynchronize:1+:CUDA_ERROR_UNKNOWN") ||
+        simcuda_fail_add("cuCtxSynchronize_v2:1+:CUDA_ERROR_UNKNOWN") || cuMemFree(a))
+        exit(2);
+    CUresult r = cuMemAlloc(&b, 32 * MiB);
+    simcuda_fail_clear();
+    int overlap = r == CUDA_SUCCESS && b < a + 32 * MiB && a < b + 32 * MiB;
+    simcuda_gate_open(gate);
+    if (cuCtxSynchronize())
+        exit(2);
+    exit(overlap ? 3 : pt_counters().stream_faults ? 4 : 0);
+}
+
+START_TEST(refused_sync_keeps_pending)
+{
+    static const char *const modes[] = PT_POOL_MODES;
+    static char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy",
+                                  "GPUARENA_FREE_SYNC=device"};
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < 3; k++) {
+            char err[4096];
+            pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LIMIT=64MiB", NULL);
+            int rc = pt_run_child(refused_sync_child, syncs[k], err, sizeof err);
+            ck_assert_msg(rc == 0, "%s %s: exit %d (3: the allocation got the freed block while "
+                          "its kernel was held, 4: the kernel found its memory unmapped); %s",
+                          modes[m], syncs[k], rc, err);
+        }
+}
+END_TEST
+
+/* The same for the other contexts of the device: context B's kernel, held by a gate, writes A's
+ * freed block; A's own synchronisation succeeds and B's is refused (injected, that call alone).
+ * The block is still pending: the allocation that follows gets other memory, and under
+ * GPUARENA_FREE_SYNC=device the free leaves it pending (the next allocation's wait, B's
+ * synchronisation answered this time, returns once a thread opens the gate). Before, the refusal
+ * was not looked at: the allocation got the block, and the kernel's bytes landed in it. */
+static void refused_peer_sync_child(void *arg)
+{
+    putenv((char *)arg);
+    CUcontext a = pt_start(), b;
+    CUdevice dev;
+    CUstream sb;
+    CUdeviceptr p, q;
+    opener_t o = {.stop = 0};
+    pthread_t t;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&b, NULL, 0, dev) || cuCtxSetCurrent(a) ||
+        cuMemAlloc(&p, N) || cuCtxSetCurrent(b) || cuMemAlloc(&q, 4096) ||
+        cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) || simcuda_gate(sb, &o.gate) ||
+        simcuda_launch(sb, p, 0xAA, N, 0) || cuCtxSetCurrent(a))
+        exit(2);
+    unsigned long long n0 = simcuda_entry_calls("cuCtxSynchronize");
+    char rule[64];
+    snprintf(rule, sizeof rule, "cuCtxSynchronize:%llu:CUDA_ERROR_UNKNOWN", n0 + 2);
+    if (simcuda_fail_add(rule))
+        exit(2);
+    o.calls = n0 + 4; /* A, B refused, then A and B again at the allocation's wait */
+    if (pthread_create(&t, NULL, open_at_sync, &o))
+        exit(2);
+    if (cuMemFree(p) || cuMemAlloc(&q, N) || cuMemsetD8(q, 0x55, N))
+        exit(4);
+    atomic_store(&o.stop, 1);
+    pthread_join(t, NULL);
+    simcuda_fail_clear();
+    if (cuCtxSetCurrent(b) || cuStreamSynchronize(sb) || cuCtxSetCurrent(a))
+        exit(5);
+    exit(all_bytes(q, 0x55) ? 0 : 3);
+}
+
+START_TEST(refused_peer_sync_keeps_pending)
+{
+    static const char *const modes[] = PT_POOL_MODES;
+    static char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=device"};
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < 2; k++) {
+            char err[4096];
+            pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            int rc = pt_run_child(refused_peer_sync_child, syncs[k], err, sizeof err);
+            ck_assert_msg(rc == 0, "%s %s: exit %d (3: the new block read the other context's "
+                          "kernel's bytes); %s", modes[m], syncs[k], rc, err);
+        }
+}
+END_TEST
+
 TCase *pt_tcase_stream(void)
 {
     TCase *tc = tcase_create("stream");
@@ -505,6 +606,8 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, program_sync_of_another_context_passes_nothing);
     tcase_add_test(tc, program_sync_passes_no_async_free_of_another_context);
     tcase_add_test(tc, free_waits_for_other_contexts_on_the_device);
+    tcase_add_test(tc, refused_sync_keeps_pending);
+    tcase_add_test(tc, refused_peer_sync_keeps_pending);
     pt_stream_wait_add(tc);  /* t_stream_wait.c */
     pt_stream_async_add(tc); /* t_stream_async.c */
     return tc;

@@ -250,7 +250,7 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
 static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uint64_t size,
                                 const ga_stats_t *s, uint64_t frag_free)
 {
-    char b[8][32];
+    char b[9][32];
     const ga_dev_t *d = ga_dev(c->dev);
     uint64_t held = ga_dev_held(c->dev);
     if (frag_free)
@@ -342,7 +342,15 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     char capture_why[400];
     ga_oom_capture_why(capture_why, sizeof capture_why, capture_held);
     int captured = capture_held && capture_held + left >= size;
-    const char *why = captured ? capture_why
+    /* Bytes freed but still pending because the driver refused the wait that would pass them. */
+    char unsynced_why[400];
+    int unsynced = !captured && c->sync_refused && c->pend_bytes && c->pend_bytes + left >= size;
+    snprintf(unsynced_why, sizeof unsynced_why, "%s freed are still waiting for the device: the "
+             "synchronisation that would pass them was refused (cuCtxSynchronize answered "
+             "CUresult %d), so they are not reused while the device may still use them; look for "
+             "the driver's error (a failed kernel makes every later call fail)",
+             ga_fmt_bytes(c->pend_bytes, b[8], 32), (int)c->sync_refused);
+    const char *why = captured ? capture_why : unsynced ? unsynced_why
                       : no_va && s->va_reserved
                           ? "vmm's address space has no room for this block and the driver "
                             "refused to reserve more: lower GPUARENA_LIMIT (vmm reserves twice the "

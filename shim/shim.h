@@ -403,6 +403,8 @@ typedef struct ga_ctx {
     size_t npend_ev;         /* of them, stream-ordered (with an event) */
     uint64_t pend_gen;       /* changes whenever an entry leaves the list (frees only append) */
     uint64_t pend_bytes;
+    CUresult sync_refused;   /* the last wait for them before an out-of-memory was refused with
+                                this (sync.c; 0: it was not): what the out-of-memory says (oom.c) */
     ga_ptrmap_t pend_set;    /* the pending pointers, for double-free checks */
     ga_passfree_t *pfree;    /* pass-through memory freed async, still committed (fence_event.c) */
     size_t npfree, cap_pfree;

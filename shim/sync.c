@@ -122,11 +122,13 @@ static size_t ga_ctx_trim_pending(ga_ctx_t *c)
         if (!waits)
             break;
         int waited = !(round ? atomic_load(&ga_cap_n) != 0 : ga_capture_on_dev(c->dev));
+        CUresult sr = CUDA_SUCCESS;
         if (waited) /* no lock held: left cancellable, as the allocation's own wait is */
-            waited = (round ? ga_sync_every_context() : ga_ctx_sync_device(c)) == CUDA_SUCCESS;
+            waited = (sr = round ? ga_sync_every_context() : ga_ctx_sync_device(c)) == CUDA_SUCCESS;
         if (!waited)
             m.n = 0; /* no wait: only what has passed goes back below */
         ga_mutex_lock(&c->lock);
+        c->sync_refused = sr;
         int left = 0;
         if (!atomic_load(&c->dead)) {
             size_t before = c->pend_bytes;

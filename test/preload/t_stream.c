@@ -496,7 +496,8 @@ END_TEST
  * needs that block's room. It must be refused (or placed elsewhere), never given the block: the
  * out-of-memory path's wait ignored the refusal and returned the block, and in vmm mode could
  * unmap its granules under the kernel (an outside test, helper-91); under GPUARENA_FREE_SYNC=device
- * the free's own refused wait returned the block at once. arg: the GPUARENA_FREE_SYNC setting.
+ * the free's own refused wait returned the block at once. The out-of-memory says why (it said to
+ * raise GPUARENA_LIMIT). arg: the GPUARENA_FREE_SYNC setting.
  * No timing: the refused calls return at once, the gate opens after the check. */
 static void refused_sync_child(void *arg)
 {
@@ -534,6 +535,9 @@ START_TEST(refused_sync_keeps_pending)
             ck_assert_msg(rc == 0, "%s %s: exit %d (3: the allocation got the freed block while "
                           "its kernel was held, 4: the kernel found its memory unmapped); %s",
                           modes[m], syncs[k], rc, err);
+            ck_assert_msg(strstr(err, "32.0 MiB freed are still waiting for the device: the "
+                                 "synchronisation that would pass them was refused"),
+                          "%s %s: the out-of-memory does not say why: %s", modes[m], syncs[k], err);
         }
 }
 END_TEST

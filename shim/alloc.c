@@ -358,7 +358,8 @@ typedef struct ga_free_job {
     CUresult (*plain_free)(CUdeviceptr); /* else the driver's cuMemFree of the call's ABI */
     CUstream s;
     int synced;               /* the stream (or, for cuMemFree, the device) was synchronised */
-    int sync_refused;         /* that synchronisation of the device was refused: nothing passed */
+    CUresult sync_refused;    /* that synchronisation of the device was refused (the driver's
+                                 answer): nothing passed */
     int sync_first;           /* out: synchronise first without the lock, then free: platform
                                  memory freed async, any free of an orphan pool's block, and a
                                  cuMemFree under GPUARENA_FREE_SYNC=device */
@@ -418,6 +419,8 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
             j->sync_first = 1;
             return CUDA_SUCCESS;
         }
+        if (j->sync_refused) /* nothing passed, and an orphan has no pending list: not freed */
+            return j->sync_refused;
         return ga_free_no_context(c, j) ? CUDA_ERROR_INVALID_CONTEXT
                                          : ga_orphan_free(c, j->p, j->api, j->t0, &j->refused);
     }
@@ -493,7 +496,7 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
             r = ga_real.cuStreamSynchronize ? ga_real.cuStreamSynchronize(s) : CUDA_SUCCESS;
         else /* as the driver's cuMemFree waits for the device; a refused wait passed nothing,
               * so the chunk is left to the fence (pending) instead of going back at once */
-            j.sync_refused = ga_ctx_sync_device(j.owner) != CUDA_SUCCESS;
+            j.sync_refused = ga_ctx_sync_device(j.owner);
         j.synced = 1;
         if (r == CUDA_SUCCESS)
             r = ga_with_owner((uintptr_t)p, ga_free_owned, &j, CUDA_ERROR_INVALID_VALUE);

@@ -595,6 +595,47 @@ START_TEST(refused_peer_sync_keeps_pending)
 }
 END_TEST
 
+/* vmm: a stream-ordered block kept past its context's destroy (an orphan), written by a kernel of
+ * the primary context that a gate holds, freed with cuMemFree while every cuCtxSynchronize is
+ * refused (injected). An orphan's granules go back at its free, and it has no pending list: the
+ * free answers the refusal and frees nothing, and a later free succeeds. Before, the refusal was
+ * not looked at and the granules were unmapped under the kernel (stream_faults 1; on a GPU an
+ * illegal address): an outside test, helper-91. */
+static void refused_sync_orphan_child(void *arg)
+{
+    (void)arg;
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUcontext prim = pt_start(), made;
+    CUdevice dev;
+    CUstream sm, sp;
+    CUdeviceptr p, q;
+    unsigned gate;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&made, NULL, 0, dev) ||
+        cuStreamCreate(&sm, CU_STREAM_NON_BLOCKING) || cuMemAllocAsync(&p, 8 * MiB, sm) ||
+        cuStreamSynchronize(sm) || cuCtxDestroy(made) || cuCtxSetCurrent(prim) ||
+        cuMemAlloc(&q, 4096) || cuStreamCreate(&sp, CU_STREAM_NON_BLOCKING) ||
+        simcuda_gate(sp, &gate) || simcuda_launch(sp, p, 0xAA, 8 * MiB, 0) ||
+        simcuda_fail_add("cuCtxSynchronize:1+:CUDA_ERROR_UNKNOWN"))
+        exit(2);
+    CUresult r = cuMemFree(p);
+    simcuda_fail_clear();
+    simcuda_gate_open(gate);
+    if (cuCtxSynchronize())
+        exit(2);
+    if (pt_counters().stream_faults)
+        exit(3);
+    exit(r == CUDA_ERROR_UNKNOWN && cuMemFree(p) == CUDA_SUCCESS ? 0 : 4);
+}
+
+START_TEST(refused_sync_keeps_orphan_block)
+{
+    char err[4096];
+    int rc = pt_run_child(refused_sync_orphan_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d (3: the kernel found the block's granules unmapped, 4: the free "
+                  "did not answer the refusal, or the later free failed); %s", rc, err);
+}
+END_TEST
+
 TCase *pt_tcase_stream(void)
 {
     TCase *tc = tcase_create("stream");
@@ -612,6 +653,7 @@ TCase *pt_tcase_stream(void)
     tcase_add_test(tc, free_waits_for_other_contexts_on_the_device);
     tcase_add_test(tc, refused_sync_keeps_pending);
     tcase_add_test(tc, refused_peer_sync_keeps_pending);
+    tcase_add_test(tc, refused_sync_keeps_orphan_block);
     pt_stream_wait_add(tc);  /* t_stream_wait.c */
     pt_stream_async_add(tc); /* t_stream_async.c */
     return tc;

@@ -135,7 +135,7 @@ START_TEST(outputs_never_over_a_ledger)
     putenv("GPUARENA_LOG=error");
     pid_t holder = group_holder(40 * MiB);
     find_ledger();
-    static char var[200];
+    static char var[sizeof "GPUARENA_STATS=" + sizeof ledger_path]; /* -O1 warned at 200 */
     snprintf(var, sizeof var, "%s=%s", which[_i], ledger_path);
     putenv(var);
     char err[4096];

@@ -594,6 +594,31 @@ static OUT_OF_LINE ga_status_t alloc_first(ga_pool_t *p, ga_varea_t *ar, int slo
     return cover_placed(p, ar, slot, a, rounded, out);
 }
 
+/* A block of the general area from alloc_slow (from half a granule up, of a size with no class):
+ * as alloc_small, its granules taken inline when it lies in the first range on mapped ones. */
+static OUT_OF_LINE ga_status_t alloc_general(ga_pool_t *p, int slot, size_t size, size_t rounded,
+                                             uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    uintptr_t a;
+    ga_status_t st = ga_alloc_short_in(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
+                                       size, &a);
+    if (st != GA_OK) {
+        p->own.failed_allocs++;
+        return st == GA_ENOHOST ? st : GA_ENOMEM;
+    }
+    size_t off = a - v->base0;
+    if (off < v->size0 && cover_kept(p, v, v->ranges, off >> v->gshift,
+                                     (off + rounded - 1) >> v->gshift)) {
+        if (slot >= 0)
+            v->track[slot].nlive++;
+        count_alloc(p, rounded);
+        *out = a;
+        return GA_OK;
+    }
+    return cover_placed(p, &v->area[AREA_GENERAL], slot, a, rounded, out);
+}
+
 /* A class block whose class's best fit lies on unmapped granules, found so by alloc_fresh with
  * the class unchanged since (no allocation, free or trim there: its best fit is the same chunk,
  * with no granule mapped there since): when the general area's best fit maps nothing, the block
@@ -642,8 +667,10 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
     unsigned bin = 0;
     if (ar->unmapped_fit) /* the class's best fit would map: the general area's may not */
         return alloc_general_first(p, ar, slot, size, rounded, out);
-    ga_chunk_t *c = ar->size ? ga_find_fit(ar->arena, rounded, &bin) : NULL;
-    if (!c) /* the general area, or a class that grows */
+    if (!ar->size) /* the general area: a size seen alone */
+        return alloc_general(p, slot, size, rounded, out);
+    ga_chunk_t *c = ga_find_fit(ar->arena, rounded, &bin);
+    if (!c) /* a class that grows */
         return alloc_first(p, ar, slot, size, rounded, out);
     uintptr_t a = c->base; /* the class's best fit, taken below once the area is settled */
     size_t off = a - v->base0;

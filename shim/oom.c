@@ -197,8 +197,11 @@ static void ga_oom_put_hint(ga_oom_t *o, const ga_dev_t *d)
     if (!ga_opt.fraction_grow)
         ga_oom_put(o, "GPUARENA_MEM_FRACTION=%g+ (the arena may grow past its share), ",
                    ga_opt.fraction);
+    /* The mode by its one name (grow), as the README, the command and the statistics call it:
+     * it was GPUARENA_PREALLOCATE=false, which `gpuarena run` refuses as an exported setting
+     * (use --mode grow) (an outside check, 2026-12-06). */
     if (ga_opt.preallocate)
-        ga_oom_put(o, "GPUARENA_PREALLOCATE=false (regions on demand, empty ones given back), ");
+        ga_oom_put(o, "GPUARENA_MODE=grow (regions on demand, empty ones given back), ");
     const char *raise = ga_oom_raise(d);
     if (raise)
         ga_oom_put(o, "%s, ", raise);

@@ -95,6 +95,9 @@ START_TEST(frag_diagnosed_once)
                               "##......##......]\n"), "occupancy map: %s", err);
     ck_assert_msg(strstr(err, "Try: ") && strstr(err, "GPUARENA_MODE=platform"), "hint: %s", err);
     ck_assert_msg(strstr(err, "GPUARENA_MODE=vmm (one address range"), "vmm named: %s", err);
+    /* grow by its one name, not GPUARENA_PREALLOCATE=false (an outside check, 2026-12-06) */
+    ck_assert_msg(strstr(err, "GPUARENA_MODE=grow (regions on demand"), "grow named: %s", err);
+    ck_assert_msg(!strstr(err, "GPUARENA_PREALLOCATE"), "grow by its name: %s", err);
 }
 END_TEST
 

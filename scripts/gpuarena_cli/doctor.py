@@ -644,7 +644,8 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
     doc["machine"] = machine
     if "driver_error" in machine:
         doc["problems"].append(f"no CUDA driver can be loaded ({machine['driver_error']}); "
-                               "without a GPU, try gpuarena with --sim (the simulated driver)")
+                               "to try gpuarena without a GPU, add --sim (the simulated driver): "
+                               "gpuarena doctor --sim")
     elif machine.get("cuInit") not in (0, None):
         # The simulated driver says why (a SIMCUDA_* setting it cannot read): its line is the
         # reason, where the question about the GPU's visibility misled (helper-67 F17.10).

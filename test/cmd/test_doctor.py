@@ -441,7 +441,10 @@ class Doctor(unittest.TestCase):
         p, doc = doctor(env={"GPUARENA_LIBCUDA": "/nonexistent/libcuda.so.1"})
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("driver_error", doc["machine"])
-        self.assertIn("--sim", "\n".join(doc["problems"]))
+        # The command to type, as run's message gives it: it said "try gpuarena with --sim"
+        # (an outside check, 2026-12-06).
+        self.assertIn("add --sim (the simulated driver): gpuarena doctor --sim",
+                      "\n".join(doc["problems"]))
         self.assertEqual(doc["plan"], [])
 
     def test_frameworks_in_children(self):

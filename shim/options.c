@@ -282,43 +282,65 @@ static size_t ga_edit_distance(const char *a, const char *b)
     return row[lb];
 }
 
+/* The known name an unknown GPUARENA_* name most likely means, or NULL: the rule gpuarena doctor
+ * applies too (doctor.closest_setting; test test_doctor.py UnknownSettings runs one list of names
+ * through both). Compared in capitals and after the GPUARENA_ prefix, a known name is near when
+ * the edit distance is at most a third of the shorter of the two parts (at least 1: LIMT, MODES,
+ * GROUPDIR), or when one part holds the other and the shorter has 3 characters or more (PREALLOC,
+ * FRACTION, KEEP, SYNC, MEMORY_LIMIT, LIMIT_GB); the nearest by distance wins, then the first in
+ * alphabetical order. Distance alone up to 3 on the whole name named GPUARENA_LOG for
+ * GPUARENA_FOO and GPUARENA_CAP and nothing for GPUARENA_FRACTION, and doctor (difflib) named
+ * another setting for 8 of 13 such names (an outside check, 2026-12-06). */
+static const char *ga_closest_setting(const char *upper, const char *const *known, size_t n)
+{
+    const char *t = upper + 9, *best = NULL;
+    size_t lt = strlen(t), best_d = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        const char *k = known[i] + 9;
+        size_t lk = strlen(k), shorter = lt < lk ? lt : lk, d = ga_edit_distance(t, k);
+        if (d == (size_t)-1)
+            continue;
+        int near = d <= (shorter / 3 > 1 ? shorter / 3 : 1) ||
+                   (shorter >= 3 && (strstr(t, k) || strstr(k, t)));
+        if (near && (d < best_d || (d == best_d && strcmp(known[i], best) < 0)))
+            best_d = d, best = known[i];
+    }
+    return best;
+}
+
 /* GPUARENA_* variables this table does not know (a typo would otherwise be silently ignored),
  * and the names other gpuarena parts read (the command, the groups). */
 static void ga_warn_unknown(void)
 {
+    enum { NOPT = sizeof ga_options / sizeof ga_options[0] };
     static const char *const others[] = {"GPUARENA_BUILD", "GPUARENA_NO_MATPLOTLIB"};
+    const char *known[NOPT + sizeof others / sizeof others[0]];
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        known[i] = i < NOPT ? ga_options[i].env : others[i - NOPT];
     extern char **environ;
     for (char **e = environ; e && *e; e++) {
         if (strncmp(*e, "GPUARENA_", 9) != 0)
             continue;
-        size_t n = strcspn(*e, "=");
-        char name[64];
-        if (n >= sizeof name)
+        size_t n = strcspn(*e, "="), i;
+        for (i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strlen(known[i]) == n && !strncmp(*e, known[i], n))
+                break;
+        if (i < sizeof known / sizeof known[0])
             continue;
-        memcpy(name, *e, n);
-        name[n] = '\0';
         char upper[64]; /* names are compared in capitals: GPUARENA_mode means GPUARENA_MODE */
-        for (size_t i = 0; i <= n; i++)
-            upper[i] = (char)toupper((unsigned char)name[i]);
         const char *best = NULL;
-        size_t best_d = (size_t)-1;
-        int known = 0;
-        for (size_t i = 0; i < sizeof ga_options / sizeof ga_options[0] + sizeof others / sizeof others[0] && !known; i++) {
-            const char *k = i < sizeof ga_options / sizeof ga_options[0]
-                                ? ga_options[i].env
-                                : others[i - sizeof ga_options / sizeof ga_options[0]];
-            known = strcmp(name, k) == 0;
-            size_t d = ga_edit_distance(upper, k);
-            if (d < best_d)
-                best_d = d, best = k;
+        if (n < sizeof upper) {
+            for (i = 0; i < n; i++)
+                upper[i] = (char)toupper((unsigned char)(*e)[i]);
+            upper[n] = '\0';
+            best = ga_closest_setting(upper, known, sizeof known / sizeof known[0]);
         }
-        if (known)
-            continue;
-        if (best && best_d <= 3)
-            ga_log(GA_LOG_WARN, "unknown setting %s (did you mean %s?); it is ignored", name, best);
+        if (best)
+            ga_log(GA_LOG_WARN, "unknown setting %.*s (did you mean %s?); it is ignored", (int)n, *e,
+                   best);
         else
-            ga_log(GA_LOG_WARN, "unknown setting %s; it is ignored (the README's Options table "
-                   "lists the settings; gpuarena doctor checks them)", name);
+            ga_log(GA_LOG_WARN, "unknown setting %.*s; it is ignored (the README's Options table "
+                   "lists the settings; gpuarena doctor checks them)", (int)n, *e);
     }
 }
 

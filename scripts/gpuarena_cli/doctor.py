@@ -11,7 +11,6 @@ verdict, not this module's opinion; a setting the shim refuses shows up there wi
 """
 
 import contextlib
-import difflib
 import functools
 import json
 import os
@@ -489,6 +488,38 @@ OPTIONS = (
 COMMAND_VARS = ("GPUARENA_BUILD", "GPUARENA_NO_MATPLOTLIB")
 
 
+def _edit_distance(a, b):
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        diag, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            diag, row[j] = row[j], min(diag + (ca != cb), row[j] + 1, row[j - 1] + 1)
+    return row[-1]
+
+
+def closest_setting(name, known):
+    """The known name an unknown GPUARENA_* name most likely means, or None: the shim's rule
+    (ga_closest_setting, shim/options.c), word for word. In capitals (GPUARENA_mode means
+    GPUARENA_MODE) and after the prefix, a name is near when the edit distance is at most a third
+    of the shorter part (at least 1), or one part holds the other and the shorter has 3 characters
+    or more; the nearest wins, then the first alphabetically. Names of 64 characters or more get
+    no suggestion, as in the shim. difflib named another setting than the shim for 8 of 13
+    likely mistakes (GPUARENA_CAP: GPUARENA_LIBCUDA here, GPUARENA_LOG there)."""
+    if len(name) >= 64:
+        return None
+    t = "".join(c.upper() if "a" <= c <= "z" else c for c in name)[9:]  # ASCII, as toupper
+    best = None
+    for k in known:
+        kk = k[9:]
+        if len(t) >= 63 or len(kk) >= 63:
+            continue
+        d, shorter = _edit_distance(t, kk), min(len(t), len(kk))
+        near = d <= max(1, shorter // 3) or (shorter >= 3 and (kk in t or t in kk))
+        if near and (best is None or (d, k) < best):
+            best = (d, k)
+    return best[1] if best else None
+
+
 def settings(env):
     """({name: parsed value}, [(name, raw value or None, shown value)], [problems], [warnings])
     for the GPUARENA_* variables in env, as the shim would read them."""
@@ -508,9 +539,8 @@ def settings(env):
             shown.append((name, raw, f"{raw} (refused)"))
     known = [n for n, _, _ in OPTIONS] + list(COMMAND_VARS)
     for name in sorted(k for k in env if k.startswith("GPUARENA_") and k not in known):
-        # In capitals, as the shim compares: GPUARENA_mode means GPUARENA_MODE.
-        near = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.6)
-        hint = (f" (did you mean {near[0]}?)" if near else
+        near = closest_setting(name, known)
+        hint = (f" (did you mean {near}?)" if near else
                 " (the README's Options table lists the settings)")
         warnings.append(f"{name} is not a gpuarena setting{hint}; the shim ignores it")
     if values["GPUARENA_MODE"] == "arena" and values["GPUARENA_PREALLOCATE"] is False:

@@ -149,8 +149,8 @@ class Doctor(unittest.TestCase):
         _, doc2 = doctor("--sim", env={"GPUARENA_mode": "vmm", "GPUARENA_SIM": "1",
                                        "GPUARENA_ZZZZZZZZZZZZZZZZ": "1"})
         self.assertEqual(doc2["warnings"], [
-            "GPUARENA_SIM is not a gpuarena setting (did you mean GPUARENA_LIMIT?); the shim "
-            "ignores it",
+            "GPUARENA_SIM is not a gpuarena setting (the README's Options table lists the "
+            "settings); the shim ignores it",
             "GPUARENA_ZZZZZZZZZZZZZZZZ is not a gpuarena setting (the README's Options table lists "
             "the settings); the shim ignores it",
             "GPUARENA_mode is not a gpuarena setting (did you mean GPUARENA_MODE?); the shim "
@@ -161,6 +161,39 @@ class Doctor(unittest.TestCase):
         chk = doc["shim_check"]
         said = chk.get("refused", "") + " ".join(chk.get("messages") or [])
         self.assertIn("GPUARENA_LIMIT='12XB'", said)
+
+    # Likely mistakes and the setting each should suggest (None: none is near). The shim and the
+    # doctor named different settings for 8 of the first 13 (difflib here, an edit distance up
+    # to 3 on the whole name there), and both named GPUARENA_LOG for GPUARENA_CAP (an outside
+    # check, 2026-12-06).
+    NEAR = (("GPUARENA_LIMT", "GPUARENA_LIMIT"), ("GPUARENA_MEMORY_LIMIT", "GPUARENA_LIMIT"),
+            ("GPUARENA_LIMIT_GB", "GPUARENA_LIMIT"), ("GPUARENA_FRACTION", "GPUARENA_MEM_FRACTION"),
+            ("GPUARENA_KEEP", "GPUARENA_VMM_KEEP"), ("GPUARENA_SYNC", "GPUARENA_FREE_SYNC"),
+            ("GPUARENA_PREALLOC", "GPUARENA_PREALLOCATE"), ("GPUARENA_STAT", "GPUARENA_STATS"),
+            ("GPUARENA_MODES", "GPUARENA_MODE"), ("GPUARENA_mode", "GPUARENA_MODE"),
+            ("GPUARENA_GROUPDIR", "GPUARENA_GROUP_DIR"), ("GPUARENA_GROUP_NAME", "GPUARENA_GROUP"),
+            ("GPUARENA_LIBCUDA_PATH", "GPUARENA_LIBCUDA"), ("GPUARENA_LOGLEVEL", "GPUARENA_LOG"),
+            ("GPUARENA_CAP", None), ("GPUARENA_FOO", None), ("GPUARENA_DEBUG", None),
+            ("GPUARENA_VERBOSE", None), ("GPUARENA_MAX_MEMORY", None),
+            ("GPUARENA_" + "LIMIT" * 12, None))
+
+    def test_unknown_names_one_rule(self):
+        """The shim (its lines under doctor's check) and the doctor suggest the same setting for
+        each misspelt name, the one in NEAR; a name of 64 characters or more is warned about too
+        (the shim skipped it without a word)."""
+        env = {name: "1" for name, _ in self.NEAR}
+        p, doc = doctor("--sim", env=env)
+        self.assertIsNotNone(doc, p.stderr)
+        shim_said = {m.split("unknown setting ", 1)[1].split()[0].rstrip(";"): m
+                     for m in doc["shim_check"].get("messages") or [] if "unknown setting " in m}
+        doctor_said = {w.split()[0]: w for w in doc["warnings"]}
+        misses = []
+        for name, near in self.NEAR:
+            hint = f"(did you mean {near}?)" if near else "Options table lists the settings"
+            for who, said in (("shim", shim_said), ("doctor", doctor_said)):
+                if hint not in said.get(name, ""):
+                    misses.append(f"{who} on {name}: {said.get(name, 'nothing')!r}, want {hint!r}")
+        self.assertEqual(misses, [])
 
     def test_device_plugin_cap(self):
         """Without GPUARENA_LIMIT, HAMi's and KAI's CUDA_DEVICE_MEMORY_LIMIT[_i] is the cap the

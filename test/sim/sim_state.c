@@ -9,7 +9,6 @@
 #include "sim_internal.h"
 #include "../../allocator/ga_size.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,58 +45,104 @@ __attribute__((constructor)) static void sim_fork_register(void)
     pthread_atfork(sim_fork_prepare, sim_fork_parent, sim_fork_child);
 }
 
-/* The one size grammar (allocator/ga_size.h), plus a plain 0, which the counts and latencies read
- * here may be (SIMCUDA_TOTAL_MEM=0 is then refused by its own check). Returns -1 on junk. */
-static int sim_parse_size(const char *s, unsigned long long *out, char *why, size_t len)
+/* SIMCUDA_* settings read with the grammar of the shim's GPUARENA_* ones: sizes by the one size
+ * grammar (allocator/ga_size.h; zero in every spelling where zero is a value), whole numbers as
+ * digits alone, yes/no as the shim's GPUARENA_PREALLOCATE words, blanks around ignored in all.
+ * Until 2026-12-06 each read its own way: SIMCUDA_CONTEXT_OVERHEAD took 0 but refused 0MiB, the
+ * counts took units and fractions (SIMCUDA_DEVICES=1.5 was 1 device, 2B was 2, SIMCUDA_LATENCY_NS=
+ * 20kB was 20000), SIMCUDA_STREAM_DELAY_US and SIMCUDA_VMM refused a blank, SIMCUDA_VMM took only
+ * 0 and 1 (an outside check). Each bad value says so and makes cuInit fail. */
+static void sim_bad(const char *name, const char *v, const char *what, const char *why)
 {
-    ga_size_t sz;
-    char err[512] = "";
-    if (ga_size_parse(s, 0, &sz, err, sizeof err) == 0)
-        return *out = sz.bytes, 0;
-    /* The grammar's reason alone ("exponents are not accepted: ..."), between its quote of the
-     * text and its examples: the refusal named no reason (an outside check, 2026-12-06). */
-    const char *r = strstr(err, " is not a size: ");
-    const char *e = r ? strstr(r, " (try ") : NULL;
-    if (r && e && why && len)
-        snprintf(why, len, "%.*s", (int)(e - r - 16), r + 16);
-    if (strspn(s, " \t0") != strlen(s) || !strchr(s, '0'))
-        return -1;
-    *out = 0;
-    return 0;
+    fprintf(stderr, "gpuarena: simcuda: %s='%s' is not %s%s%s; cuInit will fail until it is fixed\n",
+            name, v, what, why && *why ? ": " : "", why ? why : "");
+    sim_cfg.bad = 1;
 }
 
-static void sim_read_size(const char *name, unsigned long long *dst, const char *hint)
+static void sim_read_size(const char *name, unsigned long long *dst, unsigned flags, const char *hint)
 {
     const char *v = getenv(name);
     if (!v || !*v)
         return;
-    char why[256] = "";
-    if (sim_parse_size(v, dst, why, sizeof why) != 0) {
-        fprintf(stderr, "gpuarena: simcuda: %s='%s' is not a %s%s%s; cuInit will fail until it is "
-                "fixed\n", name, v, hint, why[0] ? ": " : "", why);
-        sim_cfg.bad = 1;
+    ga_size_t sz;
+    char err[512] = "", why[256] = "", what[128];
+    if (ga_size_parse(v, flags, &sz, err, sizeof err) == 0) {
+        *dst = sz.bytes;
+        return;
     }
+    /* The grammar's reason alone ("exponents are not accepted: ..."), between its quote of the
+     * text and its examples. */
+    const char *r = strstr(err, " is not a size: ");
+    const char *e = r ? strstr(r, " (try ") : NULL;
+    if (r && e)
+        snprintf(why, sizeof why, "%.*s", (int)(e - r - 16), r + 16);
+    snprintf(what, sizeof what, "a size (try %s)", hint);
+    sim_bad(name, v, what, why);
 }
 
-/* SIMCUDA_STREAM_DELAY_US: microseconds, a plain whole number (a duration, not a size, so the size
- * grammar's units do not apply), at most 10 s so that a typo cannot hang a test run. */
-#define SIM_MAX_STREAM_DELAY_US 10000000ULL
-static void sim_read_stream_delay(void)
+/* v without the blanks around it, in buf (NULL when it does not fit). */
+static const char *sim_trim(const char *v, char *buf, size_t len)
 {
-    const char *v = getenv("SIMCUDA_STREAM_DELAY_US");
-    if (!v || !*v)
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (n >= len)
+        return NULL;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* A count or a duration: digits alone (no unit, sign, fraction or exponent), lo..hi. */
+static void sim_read_count(const char *name, unsigned long long *dst, unsigned long long lo,
+                           unsigned long long hi, const char *example)
+{
+    const char *raw = getenv(name);
+    if (!raw || !*raw)
         return;
-    char *end;
-    errno = 0;
-    unsigned long long us = strtoull(v, &end, 10);
-    if (!isdigit((unsigned char)v[0]) || *end || errno || us > SIM_MAX_STREAM_DELAY_US) {
-        fprintf(stderr, "gpuarena: simcuda: SIMCUDA_STREAM_DELAY_US='%s' is not a whole number of microseconds "
-                "from 0 to %llu (try 1000); cuInit will fail until it is fixed\n", v, SIM_MAX_STREAM_DELAY_US);
-        sim_cfg.bad = 1;
+    char buf[32], what[160];
+    const char *v = sim_trim(raw, buf, sizeof buf);
+    unsigned long long n = 0;
+    int ok = v && *v && strspn(v, "0123456789") == strlen(v);
+    for (const char *c = v; ok && *c; c++) {
+        if (n > (hi - (unsigned long long)(*c - '0')) / 10)
+            ok = 0; /* above hi, also before it would overflow */
+        else
+            n = n * 10 + (unsigned long long)(*c - '0');
+    }
+    if (!ok || n < lo) {
+        snprintf(what, sizeof what, "a whole number from %llu to %llu (digits alone, no unit; try %s)",
+                 lo, hi, example);
+        sim_bad(name, raw, what, NULL);
         return;
     }
-    sim_cfg.stream_delay_us = us;
+    *dst = n;
 }
+
+/* On or off, in the words of the shim's GPUARENA_PREALLOCATE (shim/options.c), any case. */
+static void sim_read_bool(const char *name, int *dst, const char *meaning)
+{
+    static const char *yes[] = {"true", "1", "yes", "on"}, *no[] = {"false", "0", "no", "off"};
+    const char *raw = getenv(name);
+    if (!raw || !*raw)
+        return;
+    char buf[16];
+    const char *v = sim_trim(raw, buf, sizeof buf);
+    for (size_t i = 0; v && i < 4; i++) {
+        if (!strcasecmp(v, yes[i]))
+            return (void)(*dst = 1);
+        if (!strcasecmp(v, no[i]))
+            return (void)(*dst = 0);
+    }
+    sim_bad(name, raw, "true/false, 1/0, yes/no or on/off", meaning);
+}
+
+/* SIMCUDA_STREAM_DELAY_US and SIMCUDA_LATENCY_NS: at most 10 s, so that a typo cannot hang a
+ * test run. */
+#define SIM_MAX_STREAM_DELAY_US 10000000ULL
+#define SIM_MAX_LATENCY_NS 10000000000ULL
 
 /* FNV-1a of a setting (NULL or empty: the fixed default), so any text can seed the UUIDs. */
 static unsigned long long sim_hash(const char *s)
@@ -112,7 +157,7 @@ static unsigned long long sim_hash(const char *s)
 static void sim_read_granularity(void)
 {
     unsigned long long g = sim_cfg.vmm_granularity;
-    sim_read_size("SIMCUDA_VMM_GRANULARITY", &g, "size (try 2MiB)");
+    sim_read_size("SIMCUDA_VMM_GRANULARITY", &g, 0, "2MiB");
     if (g < (unsigned long long)sysconf(_SC_PAGESIZE) || (g & (g - 1))) {
         fprintf(stderr, "gpuarena: simcuda: SIMCUDA_VMM_GRANULARITY=%llu must be a power of two of at least "
                 "%ld bytes (try 2MiB or 64KiB)\n", g, sysconf(_SC_PAGESIZE));
@@ -125,31 +170,18 @@ static void sim_read_granularity(void)
 static void sim_read_env(void)
 {
     unsigned long long devices = 1;
-    sim_read_size("SIMCUDA_DEVICES", &devices, "device count (try 1 or 2)");
-    if (devices < 1 || devices > SIM_MAX_DEVICES) {
-        fprintf(stderr, "gpuarena: simcuda: SIMCUDA_DEVICES=%llu is out of range (1..%d)\n", devices,
-                SIM_MAX_DEVICES);
-        sim_cfg.bad = 1;
-        devices = 1;
-    }
+    sim_read_count("SIMCUDA_DEVICES", &devices, 1, SIM_MAX_DEVICES, "1 or 2");
     sim_cfg.devices = (int)devices;
-    sim_read_size("SIMCUDA_TOTAL_MEM", &sim_cfg.total_mem, "size (try 8GiB, 512MiB or 8G)");
-    if (sim_cfg.total_mem == 0) {
-        fprintf(stderr, "gpuarena: simcuda: SIMCUDA_TOTAL_MEM must be more than 0 (try 8GiB)\n");
-        sim_cfg.bad = 1;
-        sim_cfg.total_mem = 8ULL << 30;
-    }
-    sim_read_size("SIMCUDA_LATENCY_NS", &sim_cfg.latency_ns, "number of nanoseconds (try 20000)");
-    sim_read_size("SIMCUDA_CONTEXT_OVERHEAD", &sim_cfg.ctx_overhead, "size (try 300MiB)");
+    sim_read_size("SIMCUDA_TOTAL_MEM", &sim_cfg.total_mem, 0, "8GiB, 512MiB or 8G");
+    sim_read_count("SIMCUDA_LATENCY_NS", &sim_cfg.latency_ns, 0, SIM_MAX_LATENCY_NS, "20000");
+    sim_read_size("SIMCUDA_CONTEXT_OVERHEAD", &sim_cfg.ctx_overhead, GA_SIZE_ZERO, "300MiB or 0");
     sim_read_granularity();
-    sim_read_stream_delay();
-    const char *vmm = getenv("SIMCUDA_VMM");
-    if (vmm && strcmp(vmm, "0") && strcmp(vmm, "1")) {
-        fprintf(stderr, "gpuarena: simcuda: SIMCUDA_VMM='%s' must be 0 (no virtual memory "
-                "management) or 1 (the default)\n", vmm);
-        sim_cfg.bad = 1;
-    }
-    sim_cfg.no_vmm = vmm && !strcmp(vmm, "0");
+    sim_read_count("SIMCUDA_STREAM_DELAY_US", &sim_cfg.stream_delay_us, 0, SIM_MAX_STREAM_DELAY_US,
+                   "1000");
+    int vmm = 1;
+    sim_read_bool("SIMCUDA_VMM", &vmm, "0 for devices without virtual memory management, 1 (the "
+                  "default) for devices with it");
+    sim_cfg.no_vmm = !vmm;
     sim_cfg.uuid_seed = sim_hash(getenv("SIMCUDA_UUID_SEED"));
     const char *shared = getenv("SIMCUDA_SHARED");
     if (shared && *shared && !sim_cfg.bad && sim_shared_open(shared) != 0)

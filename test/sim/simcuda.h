@@ -7,12 +7,17 @@
  * functions below: an independent observer that tells a test what actually reached the driver. This
  * header needs no cuda.h, so any test can include it.
  *
- * Configuration (environment, read once at first driver call):
+ * Configuration (environment, read once at first driver call), in the grammar of the shim's
+ * GPUARENA_* settings: sizes by the one size grammar (allocator/ga_size.h, test/sizes.tsv), counts
+ * and durations as digits alone (no unit, sign or fraction), on/off as true/false, 1/0, yes/no or
+ * on/off in any case, blanks around ignored in every one (test settings_one_grammar):
  *   SIMCUDA_DEVICES           number of devices, 1..16 (default 1)
  *   SIMCUDA_TOTAL_MEM         bytes per device, plain or with a unit: 8GiB, 512MiB, 8G (binary),
  *                             8GB (decimal) (default 8GiB)
- *   SIMCUDA_LATENCY_NS        busy-wait added to every allocation and free call (default 0)
- *   SIMCUDA_CONTEXT_OVERHEAD  bytes each live context takes from its device total (default 0)
+ *   SIMCUDA_LATENCY_NS        busy-wait added to every allocation and free call, nanoseconds,
+ *                             0..10000000000 (default 0)
+ *   SIMCUDA_CONTEXT_OVERHEAD  bytes each live context takes from its device total, a size or zero
+ *                             in any spelling (0, 0MiB) (default 0)
  *   SIMCUDA_SHARED            a name: device memory is counted across every process started with
  *                             it, in /dev/shm/simcuda-NAME (see sim_shared.c): each device's total
  *                             holds for all of them together, cuMemGetInfo shows what all use, and
@@ -23,10 +28,10 @@
  *                             ordinal and this seed, the same in every process (default: fixed)
  *   SIMCUDA_VMM_GRANULARITY   cuMemGetAllocationGranularity's answer, minimum and recommended alike:
  *                             a power of two of at least a host page (default 2MiB, as on GPUs)
- *   SIMCUDA_VMM               0: the devices have no virtual memory management (the attribute
+ *   SIMCUDA_VMM               off (0, false, no): the devices have no virtual memory management (the attribute
  *                             CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0,
  *                             cuMemCreate and cuMemAddressReserve answer CUDA_ERROR_NOT_SUPPORTED),
- *                             as some vGPU and WSL setups; 1 (default): they have it
+ *                             as some vGPU and WSL setups; on (1, the default): they have it
  *   SIMCUDA_STREAM_DELAY_US   microseconds, a whole number 0..10000000 (default 0): how long every
  *                             copy, set, stand-in kernel and cuMemFreeAsync waits on its stream's
  *                             worker before it acts (see Streams below). 0: such work runs at once

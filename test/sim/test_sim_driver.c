@@ -69,6 +69,86 @@ START_TEST(bad_latency)
 }
 END_TEST
 
+/* The SIMCUDA_* settings read with the shim's grammar: sizes by the size grammar (zero in every
+ * spelling where zero is a value), counts as digits alone, yes/no in the words of
+ * GPUARENA_PREALLOCATE, blanks around ignored (test/sizes.tsv has the size rows; these are the
+ * rest). Before 2026-12-06: CONTEXT_OVERHEAD refused 0MiB, DEVICES took 1.5 as 1 and 2B as 2,
+ * LATENCY_NS took 20kB, STREAM_DELAY_US and VMM refused a blank, VMM refused false and off. */
+enum { Q_INIT, Q_DEVICES, Q_VMM, Q_NO_OVERHEAD, REFUSED = 100 };
+static const struct setting_row {
+    const char *name, *value;
+    int query, want; /* the child's exit: the query's answer, or REFUSED (cuInit INVALID_VALUE) */
+} setting_rows[] = {
+    {"SIMCUDA_DEVICES", " 2 ", Q_DEVICES, 2},
+    {"SIMCUDA_DEVICES", "\t3", Q_DEVICES, 3},
+    {"SIMCUDA_DEVICES", "1.5", Q_INIT, REFUSED},
+    {"SIMCUDA_DEVICES", "2B", Q_INIT, REFUSED},
+    {"SIMCUDA_DEVICES", "2K", Q_INIT, REFUSED},
+    {"SIMCUDA_DEVICES", "1e1", Q_INIT, REFUSED},
+    {"SIMCUDA_DEVICES", "+2", Q_INIT, REFUSED},
+    {"SIMCUDA_DEVICES", "17", Q_INIT, REFUSED},
+    {"SIMCUDA_DEVICES", "99999999999999999999999", Q_INIT, REFUSED},
+    {"SIMCUDA_LATENCY_NS", " 1000 ", Q_INIT, 0},
+    {"SIMCUDA_LATENCY_NS", "20kB", Q_INIT, REFUSED},
+    {"SIMCUDA_LATENCY_NS", "1.5", Q_INIT, REFUSED},
+    {"SIMCUDA_LATENCY_NS", "10000000001", Q_INIT, REFUSED},
+    {"SIMCUDA_STREAM_DELAY_US", " 5 ", Q_INIT, 0},
+    {"SIMCUDA_CONTEXT_OVERHEAD", "0", Q_NO_OVERHEAD, 1},
+    {"SIMCUDA_CONTEXT_OVERHEAD", "0MiB", Q_NO_OVERHEAD, 1},
+    {"SIMCUDA_CONTEXT_OVERHEAD", " 0.0 GiB ", Q_NO_OVERHEAD, 1},
+    {"SIMCUDA_CONTEXT_OVERHEAD", "0B", Q_NO_OVERHEAD, 1},
+    {"SIMCUDA_CONTEXT_OVERHEAD", "1MiB", Q_NO_OVERHEAD, 0},
+    {"SIMCUDA_CONTEXT_OVERHEAD", "0.5", Q_INIT, REFUSED},
+    {"SIMCUDA_CONTEXT_OVERHEAD", "50%", Q_INIT, REFUSED},
+    {"SIMCUDA_TOTAL_MEM", "0MiB", Q_INIT, REFUSED},
+    {"SIMCUDA_VMM", "0", Q_VMM, 0},
+    {"SIMCUDA_VMM", " 0 ", Q_VMM, 0},
+    {"SIMCUDA_VMM", "false", Q_VMM, 0},
+    {"SIMCUDA_VMM", "OFF", Q_VMM, 0},
+    {"SIMCUDA_VMM", "no", Q_VMM, 0},
+    {"SIMCUDA_VMM", "Yes", Q_VMM, 1},
+    {"SIMCUDA_VMM", "1", Q_VMM, 1},
+    {"SIMCUDA_VMM", "maybe", Q_INIT, REFUSED},
+    {"SIMCUDA_VMM", "2", Q_INIT, REFUSED},
+};
+
+static int setting_child(const struct setting_row *r)
+{
+    setenv(r->name, r->value, 1);
+    CUresult rc = cuInit(0);
+    if (rc != CUDA_SUCCESS)
+        return rc == CUDA_ERROR_INVALID_VALUE ? REFUSED : REFUSED + 1;
+    int n = 0;
+    size_t free_b = 0, total = 0;
+    switch (r->query) {
+    case Q_DEVICES:
+        return cuDeviceGetCount(&n) == CUDA_SUCCESS ? n : -1;
+    case Q_VMM:
+        return cuDeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0) ==
+                       CUDA_SUCCESS ? n : -1;
+    case Q_NO_OVERHEAD:
+        ts_start();
+        return cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS ? free_b == total : -1;
+    default:
+        return 0;
+    }
+}
+
+START_TEST(settings_one_grammar)
+{
+    for (size_t i = 0; i < sizeof setting_rows / sizeof setting_rows[0]; i++) {
+        const struct setting_row *r = &setting_rows[i];
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(setting_child(r) & 0xff);
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == r->want, "%s='%s': child exit %d, want %d",
+                      r->name, r->value, WIFEXITED(st) ? WEXITSTATUS(st) : -1, r->want);
+    }
+}
+END_TEST
+
 START_TEST(instrument_bad_input)
 {
     simcuda_get_counters(NULL); /* ignored, no crash */
@@ -212,6 +292,7 @@ void ts_driver_more_add(TCase *tc)
     tcase_add_test(tc, size_units);
     tcase_add_test(tc, latency_setting);
     tcase_add_test(tc, bad_latency);
+    tcase_add_test(tc, settings_one_grammar);
     tcase_add_test(tc, instrument_bad_input);
     tcase_add_test(tc, reset_keeps_state);
     tcase_add_test(tc, report_at_exit);

@@ -72,7 +72,7 @@ END_TEST
 
 START_TEST(stream_delay_bad)
 {
-    static const char *const bad[] = {"abc", "-1", "1.5", "10ms", " 5", "20000000", "99999999999999999999"};
+    static const char *const bad[] = {"abc", "-1", "1.5", "10ms", "1e3", "20000000", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pid_t pid = fork();
         if (pid == 0) {

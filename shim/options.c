@@ -258,36 +258,39 @@ static const ga_option_def_t ga_options[] = {
      "where the real driver is, for unusual installs"},
 };
 
-/* Levenshtein distance, for the closest known name to a misspelt one (short names only). */
+/* Edit distance with a swap of two neighbours as one edit (LMIIT, MDOE), for the closest known
+ * name to a misspelt one (short names only). */
 static size_t ga_edit_distance(const char *a, const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b), row[64];
+    size_t la = strlen(a), lb = strlen(b), rows[3][64];
     if (la >= 63 || lb >= 63)
         return (size_t)-1;
     for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
+        rows[0][j] = j;
     for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
+        size_t *cur = rows[i % 3], *up = rows[(i - 1) % 3], *up2 = rows[(i + 1) % 3];
+        cur[0] = i;
         for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
+            size_t best = up[j - 1] + (a[i - 1] != b[j - 1]);
+            if (up[j] + 1 < best)
+                best = up[j] + 1;
+            if (cur[j - 1] + 1 < best)
+                best = cur[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && up2[j - 2] + 1 < best)
+                best = up2[j - 2] + 1;
+            cur[j] = best;
         }
     }
-    return row[lb];
+    return rows[la % 3][lb];
 }
 
 /* The known name an unknown GPUARENA_* name most likely means, or NULL: the rule gpuarena doctor
- * applies too (doctor.closest_setting; test test_doctor.py UnknownSettings runs one list of names
- * through both). Compared in capitals and after the GPUARENA_ prefix, a known name is near when
- * the edit distance is at most a third of the shorter of the two parts (at least 1: LIMT, MODES,
- * GROUPDIR), or when one part holds the other and the shorter has 3 characters or more (PREALLOC,
- * FRACTION, KEEP, SYNC, MEMORY_LIMIT, LIMIT_GB); the nearest by distance wins, then the first in
+ * and the command's unknown options apply too (scripts/gpuarena_cli/names.py; test
+ * test_unknown_names_one_rule runs one list of names through the shim and doctor). Compared in
+ * capitals and after the GPUARENA_ prefix, a known name is near when the edit distance is at most
+ * a third of the shorter of the two parts (at least 1: LIMT, MODES, GROUPDIR, LMIIT), or when one
+ * part holds the other and the shorter has 3 characters or more (PREALLOC, FRACTION, KEEP, SYNC,
+ * MEMORY_LIMIT, LIMIT_GB); the nearest by distance wins, then the first in
  * alphabetical order. Distance alone up to 3 on the whole name named GPUARENA_LOG for
  * GPUARENA_FOO and GPUARENA_CAP and nothing for GPUARENA_FRACTION, and doctor (difflib) named
  * another setting for 8 of 13 such names (an outside check, 2026-12-06). */

@@ -23,6 +23,7 @@ from . import doctor as doctor_mod
 from . import ending
 from . import importers
 from . import modes as modes_mod
+from . import names
 from . import paths
 from . import plot
 from . import replay as replay_mod
@@ -763,8 +764,15 @@ def _main(argv):
     # (parse_args said it at the top level, with the top-level usage: helper-67 F17.1).
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        parser.subcommands.get(args.cmd, parser).error(
-            f"unrecognized arguments: {' '.join(unknown)}")
+        sub = parser.subcommands.get(args.cmd, parser)
+        # A misspelt option names the one it most likely means, by the rule of the shim's
+        # misspelt settings (names.closest): `--limt` said only "unrecognized arguments".
+        options = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
+        near = [(f"{u}: " if len(unknown) > 1 else "") + f"did you mean {n}?"
+                for u in unknown if u.startswith("--")
+                for n in [names.closest(u.split("=", 1)[0], options, "--", fold=False)] if n]
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}"
+                  + (f" ({'; '.join(near)})" if near else ""))
     old = ending.install()
     try:
         return COMMANDS[args.cmd](args)

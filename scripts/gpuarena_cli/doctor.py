@@ -24,6 +24,7 @@ from fractions import Fraction
 
 from . import GaError
 from . import modes as modes_mod
+from . import names
 from . import paths
 from . import runner
 from .fmt import human_bytes, parse_size, percent_of
@@ -488,36 +489,11 @@ OPTIONS = (
 COMMAND_VARS = ("GPUARENA_BUILD", "GPUARENA_NO_MATPLOTLIB")
 
 
-def _edit_distance(a, b):
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        diag, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            diag, row[j] = row[j], min(diag + (ca != cb), row[j] + 1, row[j - 1] + 1)
-    return row[-1]
-
-
 def closest_setting(name, known):
-    """The known name an unknown GPUARENA_* name most likely means, or None: the shim's rule
-    (ga_closest_setting, shim/options.c), word for word. In capitals (GPUARENA_mode means
-    GPUARENA_MODE) and after the prefix, a name is near when the edit distance is at most a third
-    of the shorter part (at least 1), or one part holds the other and the shorter has 3 characters
-    or more; the nearest wins, then the first alphabetically. Names of 64 characters or more get
-    no suggestion, as in the shim. difflib named another setting than the shim for 8 of 13
-    likely mistakes (GPUARENA_CAP: GPUARENA_LIBCUDA here, GPUARENA_LOG there)."""
-    if len(name) >= 64:
-        return None
-    t = "".join(c.upper() if "a" <= c <= "z" else c for c in name)[9:]  # ASCII, as toupper
-    best = None
-    for k in known:
-        kk = k[9:]
-        if len(t) >= 63 or len(kk) >= 63:
-            continue
-        d, shorter = _edit_distance(t, kk), min(len(t), len(kk))
-        near = d <= max(1, shorter // 3) or (shorter >= 3 and (kk in t or t in kk))
-        if near and (best is None or (d, k) < best):
-            best = (d, k)
-    return best[1] if best else None
+    """The known GPUARENA_* name an unknown one most likely means, or None: the shim's rule
+    (names.closest). difflib named another setting than the shim for 8 of 13 likely mistakes
+    (GPUARENA_CAP: GPUARENA_LIBCUDA here, GPUARENA_LOG there)."""
+    return names.closest(name, known, "GPUARENA_")
 
 
 def settings(env):

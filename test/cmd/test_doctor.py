@@ -166,7 +166,8 @@ class Doctor(unittest.TestCase):
     # doctor named different settings for 8 of the first 13 (difflib here, an edit distance up
     # to 3 on the whole name there), and both named GPUARENA_LOG for GPUARENA_CAP (an outside
     # check, 2026-12-06).
-    NEAR = (("GPUARENA_LIMT", "GPUARENA_LIMIT"), ("GPUARENA_MEMORY_LIMIT", "GPUARENA_LIMIT"),
+    NEAR = (("GPUARENA_LIMT", "GPUARENA_LIMIT"), ("GPUARENA_LMIIT", "GPUARENA_LIMIT"),
+            ("GPUARENA_MDOE", "GPUARENA_MODE"), ("GPUARENA_MEMORY_LIMIT", "GPUARENA_LIMIT"),
             ("GPUARENA_LIMIT_GB", "GPUARENA_LIMIT"), ("GPUARENA_FRACTION", "GPUARENA_MEM_FRACTION"),
             ("GPUARENA_KEEP", "GPUARENA_VMM_KEEP"), ("GPUARENA_SYNC", "GPUARENA_FREE_SYNC"),
             ("GPUARENA_PREALLOC", "GPUARENA_PREALLOCATE"), ("GPUARENA_STAT", "GPUARENA_STATS"),

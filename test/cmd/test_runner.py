@@ -244,6 +244,24 @@ class RunCompare(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
             self.assertIn(f"(see gpuarena {sub[0]} --help)", p.stderr)
             self.assertIn(f"usage: gpuarena {sub[0]} ", p.stderr)
 
+    def test_misspelt_option_named(self):
+        """A misspelt option names the one it most likely means, by the rule of the shim's
+        misspelt settings (it said "unrecognized arguments: --limt" alone: an outside check,
+        2026-12-06); one nothing is near gets no guess."""
+        for sub, rest in ((("run", "--sim"), ("--", "true")), (("compare", "--sim"), ("--", "true")),
+                          (("replay", "x.csv"), ())):
+            for typed, want in (("--limt=1GiB", "--limit"), ("--limit-gb=1", "--limit"),
+                                ("--lmiit=1GiB", "--limit")):
+                p = self.run_cli(*sub, typed, *rest)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(f"gpuarena: unrecognized arguments: {typed} (did you mean {want}?) "
+                              f"(see gpuarena {sub[0]} --help)", p.stderr)
+        p = self.run_cli("run", "--sim", "--mdoe", "vmm", "--", "true")
+        self.assertIn("--mdoe (did you mean --mode?)", p.stderr)
+        p = self.run_cli("run", "--sim", "--foo", "--", "true")
+        self.assertIn("gpuarena: unrecognized arguments: --foo (see gpuarena run --help)",
+                      p.stderr)
+
     def test_stats_into_a_closed_pipe(self):
         """--stats /dev/stdout into a pipe whose reader is gone: the hint names the pipe, not the
         folder (helper-67 F17.5)."""

@@ -58,7 +58,8 @@ static const char usage_head[] =
     "FILE is a gpuarena trace (GATRACE magic) or a buffer-lifetime CSV (id,lower,upper,size);\n"
     "the format is detected from the magic or a .csv extension unless --format is given.\n"
     "\n"
-    "  --mode M        a mode (repeatable; any case), or all (the default):\n";
+    "  --mode M        a mode, or a comma-separated list (repeatable; any case), or all\n"
+    "                  (the default):\n";
 
 static const char usage_tail[] =
     "  --arena-size N  arena: the preallocated region (default: twice the trace's peak live\n"
@@ -145,6 +146,15 @@ static int is_all(const char *m)
 
 static int set_mode(options_t *o, const char *m)
 {
+    /* A list, as gpuarena replay --mode takes it (arena,vmm was refused until 2026-12-06). */
+    char buf[256], *save, *part;
+    if (m && strchr(m, ',') && strlen(m) < sizeof buf) {
+        int seen = 0;
+        for (part = strtok_r(strcpy(buf, m), ",", &save); part; part = strtok_r(NULL, ",", &save))
+            if (strspn(part, " \t") < strlen(part) && (seen = 1, set_mode(o, part) != 0))
+                return -1; /* blank parts skipped, as the command skips them */
+        return seen ? 0 : -1;
+    }
     ga_replay_mode_t mode;
     if (m && is_all(m)) {
         for (int i = 0; i < GA_MODE_COUNT; i++)

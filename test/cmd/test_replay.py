@@ -438,6 +438,18 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
         p = subprocess.run([tool, "--mode", "VMM", "--mode", " All", "--json", src],
                            stdout=subprocess.PIPE, text=True, check=True)
         self.assertEqual(tuple(json.loads(p.stdout)["modes"]), modes.MODES)
+        # The tool takes the command's comma-separated list too, blank parts skipped (it refused
+        # "arena,vmm", which the command takes: an outside check, 2026-12-06).
+        p = subprocess.run([tool, "--mode", " Platform,,GROW ", "--json", src],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(list(json.loads(p.stdout)["modes"]), ["grow", "platform"])
+        for bad in (",", "arena,fast"):
+            p = subprocess.run([tool, "--mode", bad, src], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, check=False)
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn(f"--mode takes arena, grow, vmm or platform, or all, not: {bad}",
+                          p.stderr)
         p = gatest.cli("replay", src, "--mode", "arena-nopre")
         self.assertEqual(p.returncode, 2)
         self.assertIn("unknown mode 'arena-nopre' (use arena, grow, vmm, platform or all)",

@@ -31,7 +31,7 @@ from . import report as report_mod
 from . import runner
 from . import top as top_mod
 from . import tracefile as tf
-from .fmt import parse_size
+from .fmt import is_unit, parse_size
 
 
 EPILOG = """exit codes: 0 success; 1 bad input or setup (the message says how to fix it);
@@ -758,11 +758,25 @@ def _stdout_gone():
         pass
 
 
+def _split_size(sub, argv):
+    """A usage error for a size the shell split at its space (`--limit 8 GiB`): GiB was taken for
+    the program ("command not found: GiB"), the trace, or an unknown argument (an outside check,
+    2026-12-06). Only a unit word right after a size option's number, before any --."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for i, word in enumerate(argv[:argv.index("--") if "--" in argv else len(argv)]):
+        if i >= 2 and is_unit(word) and argv[i - 2] in ("--limit", "--vmm-keep", "--arena-size") \
+                and argv[i - 1].strip(" \t").replace(".", "", 1).isdigit():
+            sub.error(f"{argv[i - 2]} {argv[i - 1]} {word}: the shell splits a size written with "
+                      f"a space in two; write it without the space ({argv[i - 1]}{word}) or quote "
+                      f"it ('{argv[i - 1]} {word}')")
+
+
 def _main(argv):
     parser = build_parser()
     # An option the subcommand does not know is the subcommand's usage error, with its usage
     # (parse_args said it at the top level, with the top-level usage: helper-67 F17.1).
     args, unknown = parser.parse_known_args(argv)
+    _split_size(parser.subcommands.get(args.cmd, parser), argv)
     if unknown:
         sub = parser.subcommands.get(args.cmd, parser)
         # A misspelt option names the one it most likely means, by the rule of the shim's

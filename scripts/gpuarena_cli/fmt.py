@@ -21,6 +21,12 @@ _UNITS = {"b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 1000, "m": 1 << 20, "mib":
           "mb": 1000**2, "g": 1 << 30, "gib": 1 << 30, "gb": 1000**3, "t": 1 << 40,
           "tib": 1 << 40, "tb": 1000**4}
 U64_MAX = (1 << 64) - 1
+
+
+def is_unit(word):
+    """Whether `word` alone is a unit of the grammar, or %: what the shell leaves as a word of its
+    own from `--limit 8 GiB`."""
+    return word.lower() in _UNITS or word == "%"
 PERCENT_DIGITS = 17  # digits after the point kept in a percentage (GA_SIZE_PERCENT_DIGITS)
 _PCT_RANGE = "a percentage must be more than 0 and at most 100"
 

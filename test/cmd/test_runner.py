@@ -244,6 +244,27 @@ class RunCompare(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
             self.assertIn(f"(see gpuarena {sub[0]} --help)", p.stderr)
             self.assertIn(f"usage: gpuarena {sub[0]} ", p.stderr)
 
+    def test_size_split_by_the_shell(self):
+        """`--limit 8 GiB` (the grammar's 8 GiB, unquoted) is a usage error that says the shell
+        split it, in run, compare and replay: GiB was "command not found", the trace, or an
+        unknown argument (an outside check, 2026-12-06). After --, a program may be named GiB."""
+        for args in (("run", "--sim", "--limit", "8", "GiB", "--", "true"),
+                     ("compare", "--sim", "--limit", "50", "%", "--", "true"),
+                     ("run", "--sim", "--mode", "vmm", "--vmm-keep", "0", "MiB", "--", "true"),
+                     ("replay", "x.csv", "--limit", "1.5", "g"),
+                     ("replay", "--arena-size", "8", "GiB", "x.csv")):
+            i = args.index("--limit") if "--limit" in args else \
+                args.index("--vmm-keep") if "--vmm-keep" in args else args.index("--arena-size")
+            opt, num, unit = args[i:i + 3]
+            p = self.run_cli(*args)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(f"gpuarena: {opt} {num} {unit}: the shell splits a size written with a "
+                          f"space in two; write it without the space ({num}{unit}) or quote it "
+                          f"('{num} {unit}') (see gpuarena {args[0]} --help)", p.stderr)
+        p = self.run_cli("run", "--sim", "--limit", "8", "--", "GiB")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("command not found: GiB", p.stderr)
+
     def test_misspelt_option_named(self):
         """A misspelt option names the one it most likely means, by the rule of the shim's
         misspelt settings (it said "unrecognized arguments: --limt" alone: an outside check,

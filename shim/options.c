@@ -435,13 +435,20 @@ int ga_options_load(void)
         ga_log(GA_LOG_ERROR, "%s=%s %s%s (%s); CUDA will not be initialised", o->env, quoted, what,
                why, o->accepted);
     }
-    /* One name per mode: the arena without preallocation is grow, and grow never preallocates. */
+    /* One name per mode: the arena without preallocation is grow, and only arena preallocates.
+     * Preallocation asked for in another mode does nothing: said, as a keep outside vmm mode is
+     * (GPUARENA_MODE=grow GPUARENA_PREALLOCATE=true ran grow without a word: an outside check,
+     * 2026-12-06). GPUARENA_PREALLOCATE=false there is what gpuarena run sets, and is silent. */
+    const char *pre = ga_preallocate_given && ga_opt.preallocate ? getenv("GPUARENA_PREALLOCATE")
+                                                                   : NULL;
     if (ga_opt.mode == GA_MODE_ARENA && !ga_opt.preallocate)
         ga_opt.mode = GA_MODE_GROW;
-    else if (ga_opt.mode == GA_MODE_GROW)
+    else if (ga_opt.mode != GA_MODE_ARENA)
         ga_opt.preallocate = 0;
-    else if (ga_opt.mode != GA_MODE_ARENA && !ga_preallocate_given)
-        ga_opt.preallocate = 0;
+    if (!bad && pre && ga_opt.mode != GA_MODE_ARENA)
+        ga_log(GA_LOG_WARN, "GPUARENA_PREALLOCATE=%.16s applies to arena mode only and does nothing in "
+               "%s mode: set GPUARENA_MODE=arena to preallocate, or unset it", pre,
+               ga_mode_name(ga_opt.mode));
     ga_opt.free_waits = ga_opt.free_sync == GA_FREE_SYNC_DEVICE || ga_opt.mode == GA_MODE_PLATFORM;
     /* A keep set for another mode does nothing: said, as the command refuses --vmm-keep outside
      * vmm mode (it was ignored without a word: an outside test, 2026-12-06, helper-84 F7). */

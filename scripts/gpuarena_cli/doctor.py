@@ -688,7 +688,10 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
                 f"{human_bytes(VMM_GRANULE)} (current GPUs), and a cap of {human_bytes(p['cap'])} "
                 "holds none: every allocation would fail; raise GPUARENA_LIMIT to at least "
                 f"{human_bytes(VMM_GRANULE)}, or use GPUARENA_MODE=grow or platform")
-    unused = ["GPUARENA_PREALLOCATE"] if values["GPUARENA_MODE"] in ("vmm", "platform") else []
+    # Grow by its name, not by GPUARENA_PREALLOCATE=false, does not use the setting either.
+    named = (env.get("GPUARENA_MODE") or "").strip(" \t").lower()
+    unused = ["GPUARENA_PREALLOCATE"] if values["GPUARENA_MODE"] in ("vmm", "platform") or (
+        values["GPUARENA_MODE"] == "grow" and named == "grow") else []
     if values["GPUARENA_MODE"] not in ("vmm", None):  # kept granules are vmm mode's alone
         unused.append("GPUARENA_VMM_KEEP")
     doc["settings"] = [dict(e, shown=e["shown"] + f" (not used in {values['GPUARENA_MODE']} "

@@ -278,6 +278,21 @@ class Doctor(unittest.TestCase):
         _, doc = doctor("--sim", env={"GPUARENA_MODE": "vmm", "GPUARENA_LIMIT": "2MiB"})
         self.assertEqual(doc["warnings"], [])
 
+    def test_preallocate_outside_arena(self):
+        """GPUARENA_PREALLOCATE=true with GPUARENA_MODE=grow does nothing: marked as not used and
+        the shim's line about it shown (grow ran without a word: an outside check, 2026-12-06);
+        GPUARENA_PREALLOCATE=false, which makes arena into grow, is used."""
+        p, doc = doctor("--sim", env={"GPUARENA_MODE": "Grow", "GPUARENA_PREALLOCATE": "true"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn({"name": "GPUARENA_PREALLOCATE", "value": "true",
+                       "shown": "true (not used in grow mode)"}, doc["settings"])
+        self.assertIn("GPUARENA_PREALLOCATE=true applies to arena mode only and does nothing in "
+                      "grow mode", " ".join(doc["shim_check"].get("messages") or []))
+        _, doc = doctor("--sim", env={"GPUARENA_PREALLOCATE": "false"})
+        self.assertIn({"name": "GPUARENA_PREALLOCATE", "value": "false", "shown": "false"},
+                      doc["settings"])
+        self.assertEqual(doc["shim_check"].get("messages") or [], [])
+
     def test_framework_values_jax_refuses(self):
         p, doc = doctor("--sim", env={"XLA_PYTHON_CLIENT_MEM_FRACTION": "abc",
                                       "XLA_PYTHON_CLIENT_ALLOCATOR": "bogus"})

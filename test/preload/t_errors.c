@@ -282,6 +282,33 @@ START_TEST(keep_outside_vmm_said)
 }
 END_TEST
 
+/* Preallocation asked for outside arena mode is said once, as a keep outside vmm mode is; false
+ * there (what gpuarena run sets for grow, vmm and platform) is silent, and so is arena. */
+START_TEST(preallocate_outside_arena_said)
+{
+    static const char *modes[] = {"GPUARENA_MODE=grow", "GPUARENA_MODE=platform",
+                                  "GPUARENA_MODE=vmm", "GPUARENA_MODE=arena"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char err[4096], want[200];
+        const char *mode = modes[i] + strlen("GPUARENA_MODE=");
+        pt_env(modes[i], NULL);
+        ck_assert_msg(pt_run_child(pt_good_option_child, "GPUARENA_PREALLOCATE= Yes", err,
+                                   sizeof err) == 0, "%s: CUDA starts: %s", mode, err);
+        snprintf(want, sizeof want, "gpuarena: GPUARENA_PREALLOCATE= Yes applies to arena mode only "
+                 "and does nothing in %s mode: set GPUARENA_MODE=arena", mode);
+        const char *at = strstr(err, want);
+        if (!strcmp(mode, "arena"))
+            ck_assert_msg(err[0] == '\0', "arena: silent, got: %s", err);
+        else
+            ck_assert_msg(at && !strstr(at + strlen(want), "GPUARENA_PREALLOCATE="),
+                          "%s: said once: %s", mode, err);
+        ck_assert_msg(pt_run_child(pt_good_option_child, "GPUARENA_PREALLOCATE=false", err,
+                                   sizeof err) == 0 && err[0] == '\0', "%s, false: silent: %s", mode,
+                      err);
+    }
+}
+END_TEST
+
 static void pt_libcuda_child(void *arg)
 {
     putenv((char *)arg);
@@ -536,6 +563,7 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, bad_option_values);
     tcase_add_test(tc, good_option_values);
     tcase_add_test(tc, keep_outside_vmm_said);
+    tcase_add_test(tc, preallocate_outside_arena_said);
     tcase_add_test(tc, missing_driver_is_explained);
     tcase_add_test(tc, refused_calls_counted);
     return tc;

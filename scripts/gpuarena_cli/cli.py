@@ -131,10 +131,16 @@ def _fraction(text):
     return text.strip()
 
 
+def _word(text):
+    """A name from a list (a format, a level, a time unit) as modes are read: any case, blanks
+    around ignored (`--format Kineto` was an invalid choice while `--mode Grow` was taken)."""
+    return text.strip(" \t").lower()
+
+
 def _add_input_opts(p):
     p.add_argument("--format", default="auto", choices=importers.FORMATS + ("trace",),
-                   help="input format (default: detect)")
-    p.add_argument("--level", default="tensor", choices=("tensor", "segment"),
+                   type=_word, help="input format (default: detect)")
+    p.add_argument("--level", default="tensor", choices=("tensor", "segment"), type=_word,
                    help="PyTorch snapshots: tensor blocks or the caching allocator's segments")
 
 
@@ -212,15 +218,15 @@ def build_parser():
 
     p = sub.add_parser("import", help="convert a foreign allocation record to a gpuarena trace",
                        epilog=IMPORT_HELP + "\n\n" + EPILOG, formatter_class=fmt)
-    p.add_argument("format", choices=importers.FORMATS, metavar="FORMAT",
+    p.add_argument("format", choices=importers.FORMATS, metavar="FORMAT", type=_word,
                    help="pytorch-snapshot | kineto | lifetimes | rmm | auto")
     p.add_argument("file", metavar="FILE")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="trace to write")
-    p.add_argument("--level", default="tensor", choices=("tensor", "segment"),
+    p.add_argument("--level", default="tensor", choices=("tensor", "segment"), type=_word,
                    help="snapshots: tensor (alloc/free_completed, default) or segment "
                         "(segment_alloc/segment_free: what a driver-level allocator sees)")
     p.add_argument("--close", action="store_true", help="free blocks still live at the end")
-    p.add_argument("--time-unit", default="s", choices=tuple(importers.TIME_UNITS),
+    p.add_argument("--time-unit", default="s", choices=tuple(importers.TIME_UNITS), type=_word,
                    help="rmm: unit of numeric Time values (default s)")
 
     p = sub.add_parser("replay", help="replay a trace through the allocator (no GPU needed)",

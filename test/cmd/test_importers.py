@@ -223,6 +223,28 @@ class Lifetimes(unittest.TestCase):
                          [(0, tf.ALLOC, 0), (5, tf.FREE, 0), (5, tf.ALLOC, 1), (9, tf.FREE, 1)])
 
 
+class NamesAnyCase(unittest.TestCase):
+    def test_formats_levels_units_any_case(self):
+        """A format, a level and a time unit are read as modes are, any case and blanks around
+        ignored (`import Kineto` and `--format Lifetimes` were invalid choices while `--mode
+        Grow` was taken: an outside check, 2026-12-06); a name not in the list is still refused."""
+        snap = os.path.join(gatest.TRACES, "pytorch-snapshot", "cs336_forward_fp32.pickle")
+        csv_in = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "t.gatrace")
+            p = gatest.cli_inproc("import", " Pytorch-Snapshot", snap, "-o", out, "--level",
+                                  "SEGMENT", "--time-unit", "S ")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("(pytorch-snapshot)", p.stdout + p.stderr)
+            p = gatest.cli_inproc("replay", csv_in, "--format", "Lifetimes", "--mode", "grow",
+                                  "--no-min", "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(json.loads(p.stdout)["format"], "lifetimes")
+            p = gatest.cli_inproc("import", "Kinetoo", snap, "-o", out)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("invalid choice: 'kinetoo'", p.stderr)
+
+
 class WholeNumbers(unittest.TestCase):
     """helper-40 F8: a fractional Kineto Bytes (1000.9) or snapshot size (512.7) / time_us (1.9)
     was cut to its whole part without a word, where a lifetimes CSV refuses 1.5. Each is refused

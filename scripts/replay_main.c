@@ -218,10 +218,14 @@ static int parse_opt(options_t *o, const char *a, const char *v)
         if (o->granularity < GA_ALIGN || o->granularity > MAX_GRANULARITY ||
             (o->granularity & (o->granularity - 1)))
             return usage_error("--granularity takes a power of two from 512 bytes to 1TiB, not", v);
-    } else if (!strcmp(a, "--format")) {
-        if (strcmp(v, "trace") && strcmp(v, "lifetimes"))
+    } else if (!strcmp(a, "--format")) { /* any case, blanks around ignored, as --mode */
+        size_t b = strspn(v, " \t"), n = strlen(v + b);
+        while (n && (v[b + n - 1] == ' ' || v[b + n - 1] == '\t'))
+            n--;
+        if ((n != 5 || strncasecmp(v + b, "trace", 5)) &&
+            (n != 9 || strncasecmp(v + b, "lifetimes", 9)))
             return usage_error("--format takes trace or lifetimes, not", v);
-        o->format = v;
+        o->format = n == 5 ? "trace" : "lifetimes";
     } else if (!strcmp(a, "--timeline")) {
         /* '-' made a file named '-' in the current folder (the JSON owns stdout) */
         if (!v[0] || !strcmp(v, "-"))

@@ -444,6 +444,11 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(list(json.loads(p.stdout)["modes"]), ["grow", "platform"])
+        # --format likewise, any case with blanks around (it took the exact word only)
+        p = subprocess.run([tool, "--format", " Lifetimes ", "--mode", "grow", "--json", src],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["format"], "lifetimes")
         for bad in (",", "arena,fast"):
             p = subprocess.run([tool, "--mode", bad, src], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, check=False)

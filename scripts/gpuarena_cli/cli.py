@@ -765,16 +765,19 @@ def _stdout_gone():
 
 
 def _split_size(sub, argv):
-    """A usage error for a size the shell split at its space (`--limit 8 GiB`): GiB was taken for
-    the program ("command not found: GiB"), the trace, or an unknown argument (an outside check,
-    2026-12-06). Only a unit word right after a size option's number, before any --."""
+    """A usage error for a size the shell split at its space (`--limit 8 GiB`, `--env
+    SIMCUDA_TOTAL_MEM=4 GiB`): GiB was taken for the program ("command not found: GiB"), the trace,
+    or an unknown argument (an outside check, 2026-12-06). Only a unit word right after a size
+    option's number, before any --."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    for i, word in enumerate(argv[:argv.index("--") if "--" in argv else len(argv)]):
-        if i >= 2 and is_unit(word) and argv[i - 2] in ("--limit", "--vmm-keep", "--arena-size") \
-                and argv[i - 1].strip(" \t").replace(".", "", 1).isdigit():
-            sub.error(f"{argv[i - 2]} {argv[i - 1]} {word}: the shell splits a size written with "
-                      f"a space in two; write it without the space ({argv[i - 1]}{word}) or quote "
-                      f"it ('{argv[i - 1]} {word}')")
+    opts = ("--limit", "--vmm-keep", "--arena-size", "--env")
+    for i in range(2, argv.index("--") if "--" in argv else len(argv)):
+        opt, value, word = argv[i - 2:i + 1]
+        num = value.split("=", 1)[-1] if opt == "--env" else value
+        if opt in opts and is_unit(word) and num.strip(" \t").replace(".", "", 1).isdigit():
+            sub.error(f"{opt} {value} {word}: the shell splits a size written with a space in "
+                      f"two; write it without the space ({value}{word}) or quote it ('{value} "
+                      f"{word}')")
 
 
 def _main(argv):

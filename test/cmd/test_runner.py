@@ -261,6 +261,11 @@ class RunCompare(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
             self.assertIn(f"gpuarena: {opt} {num} {unit}: the shell splits a size written with a "
                           f"space in two; write it without the space ({num}{unit}) or quote it "
                           f"('{num} {unit}') (see gpuarena {args[0]} --help)", p.stderr)
+        p = self.run_cli("compare", "--sim", "--env", "SIMCUDA_TOTAL_MEM=4", "GiB", "--", "true")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("gpuarena: --env SIMCUDA_TOTAL_MEM=4 GiB: the shell splits a size written "
+                      "with a space in two; write it without the space (SIMCUDA_TOTAL_MEM=4GiB)",
+                      p.stderr)
         p = self.run_cli("run", "--sim", "--limit", "8", "--", "GiB")
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("command not found: GiB", p.stderr)

@@ -8,7 +8,7 @@ DESTDIR ?=
 ALL += $(REPLAY_TOOL)
 
 $(REPLAY_TOOL): scripts/replay_main.c allocator/ga_replay.h allocator/ga_trace.h \
-		allocator/ga_arena.h allocator/ga_size.h $(BUILD)/lib/libgaalloc.a
+		allocator/ga_arena.h allocator/ga_size.h allocator/ga_names.h $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -Iallocator -o $@ scripts/replay_main.c $(BUILD)/lib/libgaalloc.a \
 		$(LDFLAGS_COMMON)

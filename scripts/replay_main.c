@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ga_replay.h"
+#include "ga_names.h"
 #include "ga_size.h"
 
 /* The largest --granularity: 1 TiB, far above any GPU's (2 MiB). Past 2^57 vmm's smallest first
@@ -112,6 +113,21 @@ static int usage_error(const char *msg, const char *arg)
 {
     fprintf(stderr, "gpuarena: %s%s%s (see gpuarena-replay --help)\n", msg, arg ? ": " : "",
             arg ? arg : "");
+    return 2;
+}
+
+/* An unknown option, with the one it most likely means (allocator/ga_names.h, the rule of the
+ * shim's misspelt settings and of the command's options: --limt said "unknown option" alone). */
+static int unknown_option(const char *a)
+{
+    static const char *const known[] = {"--mode", "--arena-size", "--limit", "--vmm-keep",
+        "--granularity", "--min", "--check", "--device", "--json", "--format", "--timeline",
+        "--list-modes", "--version", "--help"};
+    const char *near = ga_closest_name(a, known, sizeof known / sizeof known[0], 2, 0);
+    if (!near)
+        return usage_error("unknown option", a);
+    fprintf(stderr, "gpuarena: unknown option: %s (did you mean %s?) (see gpuarena-replay "
+            "--help)\n", a, near);
     return 2;
 }
 
@@ -300,7 +316,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
-            return usage_error("unknown option", a);
+            return unknown_option(a);
         } else if (o->path) {
             return usage_error("more than one FILE given", a);
         } else {

@@ -8,6 +8,7 @@
 #include "shim.h"
 
 #include <ctype.h>
+#include "../allocator/ga_names.h"
 #include "../allocator/ga_size.h"
 
 #include <errno.h>
@@ -258,59 +259,6 @@ static const ga_option_def_t ga_options[] = {
      "where the real driver is, for unusual installs"},
 };
 
-/* Edit distance with a swap of two neighbours as one edit (LMIIT, MDOE), for the closest known
- * name to a misspelt one (short names only). */
-static size_t ga_edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b), rows[3][64];
-    if (la >= 63 || lb >= 63)
-        return (size_t)-1;
-    for (size_t j = 0; j <= lb; j++)
-        rows[0][j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t *cur = rows[i % 3], *up = rows[(i - 1) % 3], *up2 = rows[(i + 1) % 3];
-        cur[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t best = up[j - 1] + (a[i - 1] != b[j - 1]);
-            if (up[j] + 1 < best)
-                best = up[j] + 1;
-            if (cur[j - 1] + 1 < best)
-                best = cur[j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && up2[j - 2] + 1 < best)
-                best = up2[j - 2] + 1;
-            cur[j] = best;
-        }
-    }
-    return rows[la % 3][lb];
-}
-
-/* The known name an unknown GPUARENA_* name most likely means, or NULL: the rule gpuarena doctor
- * and the command's unknown options apply too (scripts/gpuarena_cli/names.py; test
- * test_unknown_names_one_rule runs one list of names through the shim and doctor). Compared in
- * capitals and after the GPUARENA_ prefix, a known name is near when the edit distance is at most
- * a third of the shorter of the two parts (at least 1: LIMT, MODES, GROUPDIR, LMIIT), or when one
- * part holds the other and the shorter has 3 characters or more (PREALLOC, FRACTION, KEEP, SYNC,
- * MEMORY_LIMIT, LIMIT_GB); the nearest by distance wins, then the first in
- * alphabetical order. Distance alone up to 3 on the whole name named GPUARENA_LOG for
- * GPUARENA_FOO and GPUARENA_CAP and nothing for GPUARENA_FRACTION, and doctor (difflib) named
- * another setting for 8 of 13 such names (an outside check, 2026-12-06). */
-static const char *ga_closest_setting(const char *upper, const char *const *known, size_t n)
-{
-    const char *t = upper + 9, *best = NULL;
-    size_t lt = strlen(t), best_d = (size_t)-1;
-    for (size_t i = 0; i < n; i++) {
-        const char *k = known[i] + 9;
-        size_t lk = strlen(k), shorter = lt < lk ? lt : lk, d = ga_edit_distance(t, k);
-        if (d == (size_t)-1)
-            continue;
-        int near = d <= (shorter / 3 > 1 ? shorter / 3 : 1) ||
-                   (shorter >= 3 && (strstr(t, k) || strstr(k, t)));
-        if (near && (d < best_d || (d == best_d && strcmp(known[i], best) < 0)))
-            best_d = d, best = known[i];
-    }
-    return best;
-}
-
 /* GPUARENA_* variables this table does not know (a typo would otherwise be silently ignored),
  * and the names other gpuarena parts read (the command, the groups). */
 static void ga_warn_unknown(void)
@@ -330,17 +278,18 @@ static void ga_warn_unknown(void)
                 break;
         if (i < sizeof known / sizeof known[0])
             continue;
-        char upper[64]; /* names are compared in capitals: GPUARENA_mode means GPUARENA_MODE */
+        /* The rule of allocator/ga_names.h, which gpuarena doctor follows too (test
+         * test_unknown_names_one_rule runs one list of names through both). */
+        char name[64];
         const char *best = NULL;
-        if (n < sizeof upper) {
-            for (i = 0; i < n; i++)
-                upper[i] = (char)toupper((unsigned char)(*e)[i]);
-            upper[n] = '\0';
-            best = ga_closest_setting(upper, known, sizeof known / sizeof known[0]);
+        if (n < sizeof name) {
+            memcpy(name, *e, n);
+            name[n] = '\0';
+            best = ga_closest_name(name, known, sizeof known / sizeof known[0], 9, 1);
         }
         if (best)
-            ga_log(GA_LOG_WARN, "unknown setting %.*s (did you mean %s?); it is ignored", (int)n, *e,
-                   best);
+            ga_log(GA_LOG_WARN, "unknown setting %.*s (did you mean %s?); it is ignored", (int)n,
+                   *e, best);
         else
             ga_log(GA_LOG_WARN, "unknown setting %.*s; it is ignored (the README's Options table "
                    "lists the settings; gpuarena doctor checks them)", (int)n, *e);

@@ -1,5 +1,5 @@
 """The name a misspelt one most likely means: one rule for the shim's unknown GPUARENA_* settings
-(ga_closest_setting in shim/options.c, which this follows word for word), `gpuarena doctor`'s
+(ga_closest_name in allocator/ga_names.h, which this follows word for word), `gpuarena doctor`'s
 warnings about them and the command's unknown options (`--limt`: did you mean --limit?)."""
 
 

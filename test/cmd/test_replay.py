@@ -460,6 +460,19 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
         self.assertIn("unknown mode 'arena-nopre' (use arena, grow, vmm, platform or all)",
                       p.stderr)
 
+    def test_tool_misspelt_option_named(self):
+        """The replay tool names the option a misspelt one most likely means, by the rule of the
+        shim's settings and the command's options (it said "unknown option" alone)."""
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        for typed, want in (("--limt", "--limit"), ("--mdoe", "--mode"),
+                            ("--list-mode", "--list-modes"), ("--foo", None)):
+            p = subprocess.run([tool, typed, "x"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, check=False)
+            self.assertEqual(p.returncode, 2, typed)
+            self.assertEqual(p.stderr, f"gpuarena: unknown option: {typed}"
+                             + (f" (did you mean {want}?)" if want else "")
+                             + " (see gpuarena-replay --help)\n")
+
     def test_tool_version(self):
         tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
         p = subprocess.run([tool, "--version"], stdout=subprocess.PIPE, text=True, check=True)

@@ -235,8 +235,8 @@ static int parse_opt(options_t *o, const char *a, const char *v)
             (o->granularity & (o->granularity - 1)))
             return usage_error("--granularity takes a power of two from 512 bytes to 1TiB, not", v);
     } else if (!strcmp(a, "--format")) { /* any case, blanks around ignored, as --mode */
-        size_t b = strspn(v, " \t"), n = strlen(v + b);
-        while (n && (v[b + n - 1] == ' ' || v[b + n - 1] == '\t'))
+        size_t b = strspn(v, " \t\n\v\f\r"), n = strlen(v + b);
+        while (n && strchr(" \t\n\v\f\r", v[b + n - 1]))
             n--;
         if ((n != 5 || strncasecmp(v + b, "trace", 5)) &&
             (n != 9 || strncasecmp(v + b, "lifetimes", 9)))

@@ -37,13 +37,17 @@ typedef struct ga_option_def {
 } ga_option_def_t;
 
 /* v without the blanks around it, copied into buf; NULL when it does not fit. Words and numbers
- * are read this way ("spaces around ignored", as sizes and mode names are); paths are not. */
+ * are read this way ("spaces around ignored", as sizes and mode names are); paths are not. Blanks
+ * are the size grammar's and ga_mode_parse's: space and \t to \r. They were space and tab alone
+ * here, so a value from a file with CRLF line ends (GPUARENA_PREALLOCATE=false\r) was refused
+ * while GPUARENA_MODE=vmm\r and GPUARENA_LIMIT=8GiB\r were taken (an outside check, 2026-12-06). */
+#define GA_OPT_BLANK(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r'))
 static const char *ga_opt_trim(const char *v, char *buf, size_t len)
 {
-    while (*v == ' ' || *v == '\t')
+    while (GA_OPT_BLANK(*v))
         v++;
     size_t n = strlen(v);
-    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+    while (n && GA_OPT_BLANK(v[n - 1]))
         n--;
     if (n >= len)
         return NULL;

@@ -31,7 +31,7 @@ from . import report as report_mod
 from . import runner
 from . import top as top_mod
 from . import tracefile as tf
-from .fmt import is_unit, parse_size
+from .fmt import BLANKS, is_unit, parse_size
 
 
 EPILOG = """exit codes: 0 success; 1 bad input or setup (the message says how to fix it);
@@ -79,7 +79,7 @@ def _device(text):
 def _limit(text):
     """GPUARENA_LIMIT syntax: a size or a percentage of the device; passed on as written."""
     _argtype(lambda t: parse_size(t, allow_percent=True))(text)
-    return text.strip()
+    return text.strip(BLANKS)
 
 
 _mode = _argtype(modes_mod.parse)
@@ -128,13 +128,13 @@ def _fraction(text):
     except GaError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1] (try 0.75, or "
                                          "0.75+ to let the arena grow past it up to the limit)")
-    return text.strip()
+    return text.strip(BLANKS)
 
 
 def _word(text):
     """A name from a list (a format, a level, a time unit) as modes are read: any case, blanks
     around ignored (`--format Kineto` was an invalid choice while `--mode Grow` was taken)."""
-    return text.strip(" \t").lower()
+    return text.strip(BLANKS).lower()
 
 
 def _add_input_opts(p):
@@ -774,7 +774,8 @@ def _split_size(sub, argv):
     for i in range(2, argv.index("--") if "--" in argv else len(argv)):
         opt, value, word = argv[i - 2:i + 1]
         num = value.split("=", 1)[-1] if opt == "--env" else value
-        if opt in opts and is_unit(word) and num.strip(" \t").replace(".", "", 1).isdigit():
+        number = re.fullmatch(r"[0-9]*\.?[0-9]+", num.strip(BLANKS))
+        if opt in opts and is_unit(word) and number:
             sub.error(f"{opt} {value} {word}: the shell splits a size written with a space in "
                       f"two; write it without the space ({value}{word}) or quote it ('{value} "
                       f"{word}')")

@@ -27,7 +27,7 @@ from . import modes as modes_mod
 from . import names
 from . import paths
 from . import runner
-from .fmt import human_bytes, parse_size, percent_of
+from .fmt import BLANKS, human_bytes, parse_size, percent_of
 
 FRAMEWORKS = ("torch", "jax", "cupy", "tensorflow")
 CUDART_NAMES = ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0")
@@ -390,7 +390,7 @@ def _p_mode(v):
 
 
 def _p_bool(v):
-    t = v.strip().lower()
+    t = v.strip(BLANKS).lower()
     if t in ("true", "1", "yes", "on"):
         return True
     if t in ("false", "0", "no", "off"):
@@ -398,11 +398,12 @@ def _p_bool(v):
     raise GaError(f"GPUARENA_PREALLOCATE='{v}' is not valid (true/false, 1/0, yes/no, on/off)")
 
 
-FRACTION = re.compile(r"(\d*\.?\d+)(\+?)")  # the shim's (parse_fraction) and --fraction's
+# The shim's (parse_fraction) and --fraction's: ASCII digits (\d took ٠.٥, which the shim refuses).
+FRACTION = re.compile(r"([0-9]*\.?[0-9]+)(\+?)")
 
 
 def _p_fraction(v):
-    m = FRACTION.fullmatch(v.strip())
+    m = FRACTION.fullmatch(v.strip(BLANKS))
     try:  # Fraction() of more than 4,300 digits raised Python's ValueError (helper-60 F4)
         ok = m is not None and 0 < Fraction(m.group(1)) <= 1
     except ValueError:
@@ -414,7 +415,7 @@ def _p_fraction(v):
 
 
 def _p_log(v):
-    t = v.strip().lower()
+    t = v.strip(BLANKS).lower()
     if t not in ("error", "warn", "info", "debug"):
         raise GaError(f"GPUARENA_LOG='{v}' is not valid (error, warn, info or debug)")
     return t
@@ -439,7 +440,7 @@ def _p_group_dir(v):
 
 
 def _p_free_sync(v):
-    t = v.strip().lower()
+    t = v.strip(BLANKS).lower()
     if t not in ("deferred", "lazy", "device", "none"):
         raise GaError(f"GPUARENA_FREE_SYNC='{v}' is not valid (deferred, lazy, device or none)")
     return t

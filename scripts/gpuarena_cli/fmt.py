@@ -15,6 +15,8 @@ from fractions import Fraction
 from . import GaError
 
 _SPACE = " \t\n\v\f\r"  # the C parser's white space: ASCII only, whatever the locale
+BLANKS = _SPACE  # around every value a user types: sizes, names, fractions (str.strip() took any
+#                  Unicode space, a no-break space the shim refuses)
 _DIGITS = "0123456789"
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _UNITS = {"b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 1000, "m": 1 << 20, "mib": 1 << 20,

@@ -9,6 +9,7 @@ pool, and the statistics say "grow"), so it works with shims before and after th
 """
 
 from . import GaError
+from .fmt import BLANKS
 
 MODES = ("arena", "grow", "vmm", "platform")
 
@@ -30,7 +31,7 @@ ENV = {
 def parse(text, allow_all=False):
     """A mode name as a user types it (any case, spaces around) -> its canonical name; 'all'
     where allowed. GaError naming the accepted names otherwise."""
-    name = str(text).strip().lower()
+    name = str(text).strip(BLANKS).lower()
     if name in MODES or (allow_all and name == "all"):
         return name
     accepted = ", ".join(MODES) + (" or all" if allow_all else "")
@@ -42,7 +43,7 @@ def parse_list(text):
     MODES order); duplicates dropped."""
     out = []
     for part in str(text).split(","):
-        if not part.strip():
+        if not part.strip(BLANKS):
             continue
         name = parse(part, allow_all=True)
         for m in (MODES if name == "all" else (name,)):

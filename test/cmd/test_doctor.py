@@ -293,6 +293,28 @@ class Doctor(unittest.TestCase):
                       doc["settings"])
         self.assertEqual(doc["shim_check"].get("messages") or [], [])
 
+    def test_blanks_and_digits_as_the_shim(self):
+        """Blanks around a value are the size grammar's ASCII white space for every setting, as
+        the shim reads them: a CR (an environment file with CRLF line ends) is taken after every
+        word, and a no-break space or non-ASCII digits are refused by doctor itself, not only
+        under the shim (doctor took 'vmm\\xa0' and '٠.٥'; the shim refused a CR after
+        GPUARENA_PREALLOCATE: an outside check, 2026-12-06)."""
+        p, doc = doctor("--sim", env={"GPUARENA_PREALLOCATE": "false\r", "GPUARENA_LOG": "warn\r",
+                                      "GPUARENA_FREE_SYNC": "device\r",
+                                      "GPUARENA_MEM_FRACTION": "0.5\r"})
+        self.assertEqual(p.returncode, 0, doc["problems"] if doc else p.stderr)
+        for env, said in (({"GPUARENA_MODE": "vmm\xa0"}, "unknown mode 'vmm\xa0'"),
+                          ({"GPUARENA_MEM_FRACTION": "٠.٥"}, "GPUARENA_MEM_FRACTION='٠.٥' is not "
+                                                             "valid")):
+            p, doc = doctor("--sim", env=env)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn(said + " (", doc["problems"][0])
+            self.assertTrue(doc["problems"][0].endswith("; the shim will not initialise CUDA"))
+        # The command's own options, likewise: a usage error before the program runs.
+        for args in (("--fraction", "٠.٥"), ("--mode", "vmm\xa0")):
+            p = gatest.cli("run", "--sim", *args, "--", "true")
+            self.assertEqual(p.returncode, 2, p.stderr)
+
     def test_framework_values_jax_refuses(self):
         p, doc = doctor("--sim", env={"XLA_PYTHON_CLIENT_MEM_FRACTION": "abc",
                                       "XLA_PYTHON_CLIENT_ALLOCATOR": "bogus"})

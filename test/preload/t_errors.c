@@ -246,6 +246,11 @@ START_TEST(good_option_values)
         "GPUARENA_LIMIT=1.5GiB", "GPUARENA_LIMIT=50%", "GPUARENA_LIMIT=4096", "GPUARENA_LIMIT=2TiB",
         "GPUARENA_LIMIT=100KB", "GPUARENA_PREALLOCATE=no", "GPUARENA_PREALLOCATE=1",
         "GPUARENA_MEM_FRACTION=0.9", "GPUARENA_MEM_FRACTION=1+", "GPUARENA_LOG=error",
+        /* The size grammar's blanks around every value: a CRLF line end of an environment file
+         * was refused after these (not after GPUARENA_MODE or GPUARENA_LIMIT) until 2026-12-06. */
+        "GPUARENA_PREALLOCATE=false\r", "GPUARENA_LOG=warn\r", "GPUARENA_FREE_SYNC=device\r",
+        "GPUARENA_MEM_FRACTION=0.5\r", "GPUARENA_MEM_FRACTION=\v0.5+\f", "GPUARENA_MODE=vmm\r",
+        "GPUARENA_LIMIT=1GiB\r",
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         char err[4096];

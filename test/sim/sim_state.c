@@ -80,13 +80,15 @@ static void sim_read_size(const char *name, unsigned long long *dst, unsigned fl
     sim_bad(name, v, what, why);
 }
 
-/* v without the blanks around it, in buf (NULL when it does not fit). */
+/* v without the blanks around it (the size grammar's: space, \t to \r), in buf (NULL when it
+ * does not fit). */
+#define SIM_BLANK(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r'))
 static const char *sim_trim(const char *v, char *buf, size_t len)
 {
-    while (*v == ' ' || *v == '\t')
+    while (SIM_BLANK(*v))
         v++;
     size_t n = strlen(v);
-    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+    while (n && SIM_BLANK(v[n - 1]))
         n--;
     if (n >= len)
         return NULL;

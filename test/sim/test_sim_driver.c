@@ -108,6 +108,8 @@ static const struct setting_row {
     {"SIMCUDA_VMM", "no", Q_VMM, 0},
     {"SIMCUDA_VMM", "Yes", Q_VMM, 1},
     {"SIMCUDA_VMM", "1", Q_VMM, 1},
+    {"SIMCUDA_VMM", "off\r", Q_VMM, 0},
+    {"SIMCUDA_DEVICES", "2\r\n", Q_DEVICES, 2},
     {"SIMCUDA_VMM", "maybe", Q_INIT, REFUSED},
     {"SIMCUDA_VMM", "2", Q_INIT, REFUSED},
 };

@@ -30,11 +30,13 @@ $(FUZZ_DIR)/fuzz_lifetimes: test/fuzz/fuzz_lifetimes.c test/fuzz/fuzz_util.h all
 # options.c is compiled alone: it has the shim's types but calls nothing of CUDA or the loader.
 # shim.h is written for gcc; clang does not know every gcc attribute name it uses.
 $(FUZZ_DIR)/fuzz_options: test/fuzz/fuzz_options.c test/fuzz/fuzz_util.h shim/options.c shim/shim.h \
-		allocator/size.c allocator/ga_size.h allocator/mode.c allocator/ga_pool.h shim/group.c shim/group_join.c \
+		allocator/size.c allocator/ga_size.h allocator/mode.c allocator/ga_pool.h allocator/names.c \
+		allocator/ga_names.h shim/group.c shim/group_join.c \
 		shim/group_host.c shim/ga_group.h shim/group_host.h shim/group_internal.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(CUDA)/include -o $@ \
-	  test/fuzz/fuzz_options.c shim/options.c shim/group.c shim/group_join.c shim/group_host.c allocator/size.c allocator/mode.c -lm -lpthread
+	  test/fuzz/fuzz_options.c shim/options.c shim/group.c shim/group_join.c shim/group_host.c \
+	  allocator/size.c allocator/mode.c allocator/names.c -lm -lpthread
 
 # The allocator as a whole: every allocator/*.c, instrumented, behind ga_replay.
 $(FUZZ_DIR)/fuzz_replay: test/fuzz/fuzz_replay.c test/fuzz/fuzz_util.h $(wildcard allocator/*.c) \

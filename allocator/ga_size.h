@@ -47,6 +47,11 @@ typedef struct ga_size {
  * name in front. */
 int ga_size_parse(const char *text, unsigned flags, ga_size_t *out, char *err, size_t errlen);
 
+/* Whether word alone is a unit of the grammar (any case) or %: what the shell leaves as a word of
+ * its own from an unquoted "--limit 8 GiB" (gpuarena-replay says so; the command's twin is
+ * fmt.is_unit). */
+int ga_size_is_unit(const char *word);
+
 /* text quoted as the messages quote a value: 'text', or for more than GA_SIZE_QUOTE_MAX characters
  * its head, its tail and its length, so a message stays whole in any buffer. */
 #define GA_SIZE_QUOTE_MAX 64

@@ -133,6 +133,12 @@ static uint64_t unit_mult(const scan_t *s)
     return 0;
 }
 
+int ga_size_is_unit(const char *word)
+{
+    scan_t s = {.unit = word, .nunit = word ? strlen(word) : 0};
+    return word && (!strcmp(word, "%") || (s.nunit && unit_mult(&s) != 0));
+}
+
 /* The whole digits as a number; -1 when above 2^64 - 1. */
 static int whole_value(const scan_t *s, uint64_t *out)
 {

@@ -279,6 +279,12 @@ static int check_modes_used(const options_t *o)
     return -1;
 }
 
+static int size_opt(const char *a)
+{
+    return !strcmp(a, "--limit") || !strcmp(a, "--arena-size") || !strcmp(a, "--vmm-keep") ||
+           !strcmp(a, "--granularity");
+}
+
 /* Returns -1 to continue, or an exit status (0 after --help, --version, --list-modes). */
 static int parse_args(int argc, char **argv, options_t *o)
 {
@@ -317,6 +323,13 @@ static int parse_args(int argc, char **argv, options_t *o)
             o->json = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
             return unknown_option(a);
+        } else if (i >= 3 && ga_size_is_unit(a) && size_opt(argv[i - 2]) &&
+                   strspn(argv[i - 1], "0123456789.") == strlen(argv[i - 1])) {
+            fprintf(stderr, "gpuarena: %s %s %s: the shell splits a size written with a space in "
+                    "two; write it without the space (%s%s) or quote it ('%s %s') (see "
+                    "gpuarena-replay --help)\n", argv[i - 2], argv[i - 1], a, argv[i - 1], a,
+                    argv[i - 1], a);
+            return 2;
         } else if (o->path) {
             return usage_error("more than one FILE given", a);
         } else {

@@ -473,6 +473,25 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
                              + (f" (did you mean {want}?)" if want else "")
                              + " (see gpuarena-replay --help)\n")
 
+    def test_tool_size_split_by_the_shell(self):
+        """gpuarena-replay --limit 8 GiB FILE says the shell split the size, as the command does
+        (it took GiB for the FILE: "more than one FILE given"); after --, GiB is a FILE."""
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        for args in (("--limit", "8", "GiB", "x.csv"), ("x.csv", "--arena-size", "1.5", "g"),
+                     ("--mode", "vmm", "--vmm-keep", "0", "MiB", "x.csv")):
+            i = [a.startswith("--") and a != "--mode" for a in args].index(True)
+            opt, num, unit = args[i:i + 3]
+            p = subprocess.run([tool, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, check=False)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertEqual(p.stderr, f"gpuarena: {opt} {num} {unit}: the shell splits a size "
+                             f"written with a space in two; write it without the space "
+                             f"({num}{unit}) or quote it ('{num} {unit}') (see gpuarena-replay "
+                             "--help)\n")
+        p = subprocess.run([tool, "--limit", "8", "--", "GiB"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, check=False)
+        self.assertIn("cannot open GiB", p.stderr)
+
     def test_tool_version(self):
         tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
         p = subprocess.run([tool, "--version"], stdout=subprocess.PIPE, text=True, check=True)

@@ -160,6 +160,19 @@ START_TEST(size_messages)
 }
 END_TEST
 
+/* A unit word alone, what the shell leaves of an unquoted "8 GiB" (gpuarena-replay's hint). */
+START_TEST(size_is_unit)
+{
+    static const char *const units[] = {"B", "k", "KiB", "mb", "GiB", "gIb", "T", "TB", "%"};
+    static const char *const not_units[] = {"", "8GiB", "GiBs", "XB", "%%", " GiB", "gi", NULL};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        ck_assert_msg(ga_size_is_unit(units[i]), "'%s' is a unit", units[i]);
+    for (size_t i = 0; i < sizeof not_units / sizeof not_units[0]; i++)
+        ck_assert_msg(!ga_size_is_unit(not_units[i]), "'%s' is not a unit",
+                      not_units[i] ? not_units[i] : "(null)");
+}
+END_TEST
+
 Suite *size_suite(void)
 {
     Suite *s = suite_create("size");
@@ -167,6 +180,7 @@ Suite *size_suite(void)
     tcase_add_test(tc, size_table);
     tcase_add_test(tc, size_percent_exact);
     tcase_add_test(tc, size_messages);
+    tcase_add_test(tc, size_is_unit);
     suite_add_tcase(s, tc);
     return s;
 }

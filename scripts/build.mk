@@ -7,10 +7,12 @@ DESTDIR ?=
 
 ALL += $(REPLAY_TOOL)
 
-$(REPLAY_TOOL): scripts/replay_main.c allocator/ga_replay.h allocator/ga_trace.h \
+$(REPLAY_TOOL): scripts/replay_main.c scripts/replay_args.c scripts/replay_args.h \
+		allocator/ga_replay.h allocator/ga_trace.h \
 		allocator/ga_arena.h allocator/ga_size.h allocator/ga_names.h $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -Iallocator -o $@ scripts/replay_main.c $(BUILD)/lib/libgaalloc.a \
+	$(CC) $(CFLAGS_COMMON) -Iallocator -o $@ scripts/replay_main.c scripts/replay_args.c \
+		$(BUILD)/lib/libgaalloc.a \
 		$(LDFLAGS_COMMON)
 
 .PHONY: install uninstall

@@ -10,9 +10,10 @@ CMD_TEST_DEPS := $(BUILD)/bin/gpuarena-replay $(BUILD)/lib/libgpuarena.so \
 # gpuarena-replay with invariant failures forged in vmm mode under --check (ga_replay wrapped at
 # link time; the allocator has no switch for it), for test_replay.py's CheckFailures.
 $(BUILD)/test/replay_checkfail: test/cmd/replay_checkfail.c scripts/replay_main.c \
-		allocator/ga_replay.h $(BUILD)/lib/libgaalloc.a
+		scripts/replay_args.c scripts/replay_args.h allocator/ga_replay.h $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -Iallocator -o $@ scripts/replay_main.c test/cmd/replay_checkfail.c \
+	$(CC) $(CFLAGS_COMMON) -Iallocator -o $@ scripts/replay_main.c scripts/replay_args.c \
+		test/cmd/replay_checkfail.c \
 		-Wl,--wrap=ga_replay $(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON)
 
 # What a program sees of device memory, for the size-grammar table (test_sizes.py).

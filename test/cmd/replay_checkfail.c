@@ -1,4 +1,4 @@
-/* replay_checkfail: gpuarena-replay (scripts/replay_main.c, unchanged) linked with
+/* replay_checkfail: gpuarena-replay (scripts/replay_main.c and replay_args.c, unchanged) linked with
  * -Wl,--wrap=ga_replay, so that a replay with the check option in vmm mode reports 2 invariant
  * failures. The checker never fails on correct code; this lets test_replay.py see what the tool
  * does when it does (exit 1 after its output, a gpuarena: line on stderr) without a test-only

@@ -57,6 +57,11 @@ int ga_size_is_unit(const char *word);
 #define GA_SIZE_QUOTE_MAX 64
 void ga_size_quote(const char *text, char *out, size_t len);
 
+/* v without the grammar's blanks around it (space, \t to \r: what every setting, size or not,
+ * ignores around its value) copied into buf; NULL when it does not fit. The shim's settings and
+ * the simulated driver's read their values through it. */
+const char *ga_size_trim(const char *v, char *buf, size_t len);
+
 /* floor(total * percent / 100) for a parsed percentage, exactly (0 when the share rounds to
  * nothing: callers refuse a zero cap). For a byte size, returns its bytes. */
 uint64_t ga_size_percent_of(const ga_size_t *size, uint64_t total);

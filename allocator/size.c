@@ -254,3 +254,17 @@ uint64_t ga_size_percent_of(const ga_size_t *size, uint64_t total)
     /* total * num < 2^128 and 100 * den <= 10^19 < 2^64: no overflow. */
     return (uint64_t)((ga_u128)total * size->pct_num / ((ga_u128)size->pct_den * 100));
 }
+
+const char *ga_size_trim(const char *v, char *buf, size_t len)
+{
+    while (is_space(*v))
+        v++;
+    size_t n = strlen(v);
+    while (n && is_space(v[n - 1]))
+        n--;
+    if (n >= len)
+        return NULL;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return buf;
+}

@@ -36,25 +36,11 @@ typedef struct ga_option_def {
     const char *help;
 } ga_option_def_t;
 
-/* v without the blanks around it, copied into buf; NULL when it does not fit. Words and numbers
- * are read this way ("spaces around ignored", as sizes and mode names are); paths are not. Blanks
- * are the size grammar's and ga_mode_parse's: space and \t to \r. They were space and tab alone
- * here, so a value from a file with CRLF line ends (GPUARENA_PREALLOCATE=false\r) was refused
- * while GPUARENA_MODE=vmm\r and GPUARENA_LIMIT=8GiB\r were taken (an outside check, 2026-12-06). */
-#define GA_OPT_BLANK(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r'))
-static const char *ga_opt_trim(const char *v, char *buf, size_t len)
-{
-    while (GA_OPT_BLANK(*v))
-        v++;
-    size_t n = strlen(v);
-    while (n && GA_OPT_BLANK(v[n - 1]))
-        n--;
-    if (n >= len)
-        return NULL;
-    memcpy(buf, v, n);
-    buf[n] = '\0';
-    return buf;
-}
+/* Words and numbers are read without the blanks around them (ga_size_trim: "spaces around
+ * ignored", as sizes and mode names are); paths are not. Blanks are the size grammar's and
+ * ga_mode_parse's: space and \t to \r. They were space and tab alone here, so a value from a file
+ * with CRLF line ends (GPUARENA_PREALLOCATE=false\r) was refused while GPUARENA_MODE=vmm\r and
+ * GPUARENA_LIMIT=8GiB\r were taken (an outside check, 2026-12-06). */
 
 static int parse_mode(const char *v)
 {
@@ -66,7 +52,7 @@ static int parse_bool(const char *raw, int *out)
     /* The words GPUARENA_PREALLOCATE's hint in ga_options lists: keep the two together. */
     static const char *yes[] = {"true", "1", "yes", "on"}, *no[] = {"false", "0", "no", "off"};
     char buf[16];
-    const char *v = ga_opt_trim(raw, buf, sizeof buf);
+    const char *v = ga_size_trim(raw, buf, sizeof buf);
     if (!v)
         return -1;
     for (size_t i = 0; i < 4; i++) {
@@ -87,7 +73,7 @@ static int parse_preallocate(const char *v)
 static int parse_free_sync(const char *raw)
 {
     char buf[16];
-    const char *v = ga_opt_trim(raw, buf, sizeof buf);
+    const char *v = ga_size_trim(raw, buf, sizeof buf);
     if (!v)
         return -1;
     if (!strcasecmp(v, "deferred"))
@@ -119,7 +105,7 @@ static int parse_keep(const char *v)
 static int parse_fraction(const char *raw)
 {
     char buf[64];
-    const char *v = ga_opt_trim(raw, buf, sizeof buf);
+    const char *v = ga_size_trim(raw, buf, sizeof buf);
     if (!v)
         return -1;
     size_t n = strlen(v), i = 0, before = 0, after = 0;
@@ -216,7 +202,7 @@ static int parse_group(const char *v)
 static int parse_log(const char *raw)
 {
     char buf[16];
-    const char *v = ga_opt_trim(raw, buf, sizeof buf);
+    const char *v = ga_size_trim(raw, buf, sizeof buf);
     if (!v)
         return -1;
     static const char *names[] = {"error", "warn", "info", "debug"};

@@ -80,23 +80,6 @@ static void sim_read_size(const char *name, unsigned long long *dst, unsigned fl
     sim_bad(name, v, what, why);
 }
 
-/* v without the blanks around it (the size grammar's: space, \t to \r), in buf (NULL when it
- * does not fit). */
-#define SIM_BLANK(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r'))
-static const char *sim_trim(const char *v, char *buf, size_t len)
-{
-    while (SIM_BLANK(*v))
-        v++;
-    size_t n = strlen(v);
-    while (n && SIM_BLANK(v[n - 1]))
-        n--;
-    if (n >= len)
-        return NULL;
-    memcpy(buf, v, n);
-    buf[n] = '\0';
-    return buf;
-}
-
 /* A count or a duration: digits alone (no unit, sign, fraction or exponent), lo..hi. */
 static void sim_read_count(const char *name, unsigned long long *dst, unsigned long long lo,
                            unsigned long long hi, const char *example)
@@ -105,7 +88,7 @@ static void sim_read_count(const char *name, unsigned long long *dst, unsigned l
     if (!raw || !*raw)
         return;
     char buf[32], what[160];
-    const char *v = sim_trim(raw, buf, sizeof buf);
+    const char *v = ga_size_trim(raw, buf, sizeof buf);
     unsigned long long n = 0;
     int ok = v && *v && strspn(v, "0123456789") == strlen(v);
     for (const char *c = v; ok && *c; c++) {
@@ -131,7 +114,7 @@ static void sim_read_bool(const char *name, int *dst, const char *meaning)
     if (!raw || !*raw)
         return;
     char buf[16];
-    const char *v = sim_trim(raw, buf, sizeof buf);
+    const char *v = ga_size_trim(raw, buf, sizeof buf);
     for (size_t i = 0; v && i < 4; i++) {
         if (!strcasecmp(v, yes[i]))
             return (void)(*dst = 1);

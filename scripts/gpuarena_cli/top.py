@@ -99,6 +99,11 @@ def _state(a, exiting):
 def read_ledger(path, own_ns=None, owner=None):
     """One ledger as a dict (group, device, cap, members...), or None if the file is not one;
     owner: the uid it must belong to (default: this user's)."""
+    return read_ledger_why(path, own_ns, owner)[0]
+
+
+def read_ledger_why(path, own_ns=None, owner=None):
+    """(ledger, None), or (None, why the file is not believed as a ledger: a few words)."""
     own_ns = _own_pidns() if own_ns is None else own_ns
     owner = os.getuid() if owner is None else owner
     # The shim's own test of a ledger (shim/group_join.c, ga_map): a regular file of its user, mode 0600, of
@@ -107,31 +112,42 @@ def read_ledger(path, own_ns=None, owner=None):
     # without blocking, then checked on the descriptor).
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
+    except OSError as e:
+        return None, ("a symbolic link" if os.path.islink(path) else f"cannot open: {e.strerror}")
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != owner or st.st_mode & 0o077:
-            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+        if st.st_uid != owner:
+            return None, f"a file of uid {st.st_uid}, not of uid {owner}"
+        if st.st_mode & 0o077:
+            return None, f"mode {stat.S_IMODE(st.st_mode):04o}, a ledger has 0600"
         with os.fdopen(fd, "rb") as f:
             fd = -1
             data = f.read(1 << 20)
-    except OSError:
-        return None
+    except OSError as e:
+        return None, f"cannot read: {e.strerror}"
     finally:
         if fd >= 0:
             os.close(fd)
+    damaged = f"{len(data)} bytes, damaged or not a gpuarena ledger"
     if len(data) < HEADER.size:
-        return None
+        return None, damaged
     magic, version, hsize, ssize, nslots, hwm, uid, cap, uuid, name = HEADER.unpack_from(data)
-    if (magic != MAGIC or version != VERSION or ssize < SLOT.size or len(data) < hsize + nslots * ssize
-            or st.st_size != hsize + nslots * ssize or uid != owner):
-        return None
+    if magic != MAGIC:
+        return None, damaged
+    if version != VERSION:
+        return None, f"format version {version}, this gpuarena reads {VERSION}"
+    if ssize < SLOT.size or len(data) < hsize + nslots * ssize or st.st_size != hsize + nslots * ssize:
+        return None, damaged
+    if uid != owner:
+        return None, f"its header names uid {uid}, its file uid {owner}"
     group = _cstr(name)
     wanted = NAME_RE.match(os.path.basename(path))
     if (not GROUP_RE.fullmatch(group) or group in (".", "..")
             or (wanted and wanted.group(2) != group)):
-        return None  # not a name the shim writes, or not the one its file is named by
+        # not a name the shim writes, or not the one its file is named by (never printed)
+        return None, "its header's group name is not its file's"
     members = []
     for i in range(min(hwm, nslots)):
         (state, pid, start, pidns, committed, committed_peak, in_use, reserved, peak,
@@ -151,15 +167,30 @@ def read_ledger(path, own_ns=None, owner=None):
             "committed_exiting": sum(m["committed"] for m in members if m["state"] == "exiting"),
             "in_use": sum(m["in_use"] for m in members),
             "reserved": sum(m["reserved"] for m in members),
-            "members": members, "path": path}
+            "members": members, "path": path}, None
 
 
 def scan(directory):
     """(ledgers, others): every ledger this user may read in directory (root: every user's),
     sorted by user, group, device; and how many files named as other users' ledgers were left
     unread (a user other than root cannot check them)."""
+    groups, others, _ = scan_all(directory)
+    return groups, others
+
+
+def _safe_name(n):
+    """A file name as top prints it: as it is when it is plain, else Python's ascii() of it
+    (anyone may name a file in /dev/shm; escape codes must not reach a terminal)."""
+    return n if re.fullmatch(r"[A-Za-z0-9._-]+", n) else ascii(n)
+
+
+def scan_all(directory):
+    """(ledgers, others, not_read): as scan, and the files named as ledgers of this user (root:
+    any user's) that are not believed, each {"file", "why"}: a damaged, cut or planted file
+    there makes the shim refuse that group, and top showed nothing of it."""
     uid = os.getuid()
     others = 0
+    not_read = []
     try:
         names = sorted(os.listdir(directory))
     except OSError as e:
@@ -174,10 +205,20 @@ def scan(directory):
         if uid != 0 and int(m.group(1)) != uid:
             others += 1
             continue
-        g = read_ledger(os.path.join(directory, n), own_ns, int(m.group(1)))
+        g, why = read_ledger_why(os.path.join(directory, n), own_ns, int(m.group(1)))
         if g is not None:
             groups.append(g)
-    return sorted(groups, key=lambda g: (g["uid"], g["group"], g["device"])), others
+        else:
+            not_read.append({"file": _safe_name(n), "why": why})
+    return sorted(groups, key=lambda g: (g["uid"], g["group"], g["device"])), others, not_read
+
+
+def _not_read_text(not_read):
+    n = len(not_read)
+    return (f"{n} file{'s' if n != 1 else ''} named as group ledgers not read: "
+            + "; ".join(f"{f['file']} ({f['why']})" for f in not_read)
+            + ". The shim refuses a group whose ledger path holds such a file: stop the group's "
+            "processes and remove it")
 
 
 def _others_text(others):
@@ -192,11 +233,12 @@ def _alive_text(m):
     return "yes" if a else ("?" if a is None else "no")
 
 
-def render(groups, directory, others=0):
+def render(groups, directory, others=0, not_read=()):
+    tail = f"\n{_not_read_text(not_read)}" if not_read else ""
     if not groups:
         return (f"no gpuarena groups in {directory} (a process started with GPUARENA_GROUP=NAME "
                 "and GPUARENA_LIMIT makes one; members given GPUARENA_GROUP_DIR keep their ledgers "
-                "there: --dir DIR)" + (f"; {_others_text(others)}" if others else ""))
+                "there: --dir DIR)" + (f"; {_others_text(others)}" if others else "") + tail)
     out = [_others_text(others), ""] if others else []
     users = {g["uid"] for g in groups}
     for g in groups:
@@ -218,17 +260,18 @@ def render(groups, directory, others=0):
             out.append(table(["PID", "ALIVE", "MODE", "COMMITTED", "IN USE", "RESERVED",
                               "PEAK RESERVED"], rows))
         out.append("")
-    return "\n".join(out).rstrip()
+    return "\n".join(out).rstrip() + tail
 
 
 def render_scan(directory):
-    groups, others = scan(directory)
-    return render(groups, directory, others)
+    groups, others, not_read = scan_all(directory)
+    return render(groups, directory, others, not_read)
 
 
-def to_json(groups, directory, others=0):
+def to_json(groups, directory, others=0, not_read=()):
     return json.dumps({"format": 1, "dir": directory, "groups": groups,
-                       "other_users_ledgers_unread": others}, indent=2)
+                       "other_users_ledgers_unread": others, "not_read": list(not_read)},
+                      indent=2)
 
 
 def _esc(v):
@@ -291,13 +334,18 @@ def _samples(kind, key, groups):
             yield _labels(device=dev), devices[dev][key]
 
 
-def to_prometheus(groups, others=0):
+def to_prometheus(groups, others=0, not_read=()):
     lines = [f"# gpuarena: {_others_text(others)}"] if others else []
+    lines += [f"# gpuarena: {_not_read_text(not_read)}"] if not_read else []
     for name, text, kind, key in METRICS:
         lines.append(f"# HELP {name} {text}")
         lines.append(f"# TYPE {name} gauge")
         for labels, value in _samples(kind, key, groups):
             lines.append(f"{name}{labels} {value}")
+    lines.append("# HELP gpuarena_ledgers_not_read Files named as group ledgers that are not "
+                 "ledgers top can read (the shim refuses their groups until they are removed).")
+    lines.append("# TYPE gpuarena_ledgers_not_read gauge")
+    lines.append(f"gpuarena_ledgers_not_read {len(not_read)}")
     return "\n".join(lines) + "\n"
 
 
@@ -306,9 +354,9 @@ def run(directory, once, as_json, prometheus, interval, iterations=None):
     if interval <= 0:
         raise GaError(f"--interval {interval}: must be above 0 seconds")
     if as_json or prometheus:
-        groups, others = scan(directory)
-        sys.stdout.write(to_prometheus(groups, others) if prometheus else
-                         to_json(groups, directory, others) + "\n")
+        groups, others, not_read = scan_all(directory)
+        sys.stdout.write(to_prometheus(groups, others, not_read) if prometheus else
+                         to_json(groups, directory, others, not_read) + "\n")
         return 0
     if once:
         print(render_scan(directory))

@@ -168,6 +168,51 @@ class Ledgers(unittest.TestCase):
                 self.assertNotIn(f"group {bad} ", p.stdout)
             self.assertIn("real", p.stdout)
 
+    def test_files_not_read_are_named(self):
+        """A file with a ledger's name that top does not believe (cut short, another format, a
+        FIFO) is named with why, in every output: the shim refuses that group while the file is
+        there, and top said only "no gpuarena groups" (an outside check, 2026-12-06)."""
+        self.member("real", DEV_A, MIB)
+        uid = os.getuid()
+        real = [n for n in os.listdir(self.dir) if "-real-" in n][0]
+        with open(os.path.join(self.dir, real), "rb") as f:
+            data = f.read()
+        cut = f"gpuarena-{uid}-cut-{DEV_A}"
+        newer = f"gpuarena-{uid}-newer-{DEV_A}"
+        fifo = f"gpuarena-{uid}-fifo-{DEV_A}"
+        for name, body in ((cut, data[:100]), (newer, data[:8] + (2).to_bytes(4, "little") + data[12:])):
+            with open(os.path.join(self.dir, name), "wb") as f:
+                f.write(body)
+            os.chmod(os.path.join(self.dir, name), 0o600)
+        os.mkfifo(os.path.join(self.dir, fifo), 0o600)
+        odd = f"gpuarena-{uid}-\x1b[2J-{DEV_A}"  # a name anyone may give a file: never printed raw
+        with open(os.path.join(self.dir, odd), "wb") as f:
+            f.write(data)
+        os.chmod(os.path.join(self.dir, odd), 0o600)
+        for args in (("--once",), ("--json",), ("--prometheus",)):
+            out = self.top(*args).stdout
+            self.assertNotIn("\x1b", out)
+            self.assertIn("x1b[2J", out)
+        os.unlink(os.path.join(self.dir, odd))
+        p = self.top("--once")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("group real ", p.stdout)
+        self.assertIn("3 files named as group ledgers not read", p.stdout)
+        self.assertIn(f"{cut} (100 bytes", p.stdout)
+        self.assertIn(f"{newer} (format version 2", p.stdout)
+        self.assertIn(f"{fifo} (not a regular file", p.stdout)
+        doc = json.loads(self.top("--json").stdout)
+        self.assertEqual([g["group"] for g in doc["groups"]], ["real"])
+        self.assertEqual(sorted(f["file"] for f in doc["not_read"]), sorted([cut, fifo, newer]))
+        self.assertTrue(all(f["why"] for f in doc["not_read"]))
+        prom = self.top("--prometheus").stdout
+        self.assertIn("\ngpuarena_ledgers_not_read 3\n", prom)
+        self.procs[0].stdin.close()
+        self.procs[0].wait(timeout=30)
+        p = self.top("--once")
+        self.assertIn("no gpuarena groups in", p.stdout)
+        self.assertIn("3 files named as group ledgers not read", p.stdout)
+
     def copy_as(self, real, uid, name):
         """A copy of ledger `real` made to be user uid's: its name, owner and header say uid."""
         with open(os.path.join(self.dir, real), "rb") as f:
@@ -303,7 +348,9 @@ class Ledgers(unittest.TestCase):
                 self.assertEqual(p.returncode, 0, p.stderr)
                 self.assertNotIn("\x1b", p.stdout)
                 self.assertNotIn("\\u001b", p.stdout)
-                self.assertNotIn("esc", p.stdout)
+                # not believed as a group; its file (named plainly) is listed as not read
+                for believed in ("group esc ", '"group": "esc"', 'group="esc"'):
+                    self.assertNotIn(believed, p.stdout)
                 self.assertIn("other", p.stdout)
         self.assertIn('"mode": "?"', self.top("--json").stdout)
 

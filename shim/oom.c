@@ -160,10 +160,21 @@ static const char ga_oom_group_full[] =
 
 /* Why too few bytes were left in total, by what bounds device d: its group's cap, a device
  * plugin's, the device itself, or GPUARENA_LIMIT. */
+static int ga_oom_plugin_cap(const ga_dev_t *d)
+{
+    return d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT");
+}
+
 static const char *ga_oom_total_why(const ga_dev_t *d)
 {
-    return d->group ? "not enough free bytes in the group: raise GPUARENA_LIMIT for every member, "
-                      "or use less"
+    /* A group's cap from the device plugin: GPUARENA_LIMIT is unset or above it, and raising it
+     * cannot help (the message said to until an outside check on 2026-12-06). */
+    return d->group && ga_oom_plugin_cap(d)
+               ? "not enough free bytes in the group: the group's cap is CUDA_DEVICE_MEMORY_LIMIT's "
+                 "(a device plugin such as HAMi sets it, and enforces it itself): ask it for more "
+                 "for every member, or use less"
+           : d->group ? "not enough free bytes in the group: raise GPUARENA_LIMIT for every member, "
+                        "or use less"
            : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
                ? "not enough free bytes in total: the cap is CUDA_DEVICE_MEMORY_LIMIT's (a device "
                  "plugin such as HAMi sets it, and enforces it itself): ask it for more, or use less"
@@ -336,9 +347,8 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
              : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
                  ? "the cap (CUDA_DEVICE_MEMORY_LIMIT's, which a device plugin such as HAMi sets)"
                  : "the cap",
-             devcap ? "use less" : d->group ? "raise GPUARENA_LIMIT for every member"
-             : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
-                 ? "ask the plugin for more"
+             devcap ? "use less" : ga_oom_plugin_cap(d) ? "ask the plugin for more"
+             : d->group ? "raise GPUARENA_LIMIT for every member"
                  : "raise GPUARENA_LIMIT");
     /* Bytes freed but held back by a stream capture that would have made the room. */
     uint64_t capture_held = ga_fence_capture_held(c);

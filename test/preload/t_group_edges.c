@@ -207,6 +207,33 @@ START_TEST(hami_limit_is_the_cap)
 }
 END_TEST
 
+/* A group whose cap is the device plugin's: its out-of-memory says so, as a lone process's does; it
+ * told the member to raise GPUARENA_LIMIT, which is unset (an outside check, 2026-12-06). */
+static void hami_group_child(void *arg)
+{
+    (void)arg;
+    unsetenv("GPUARENA_LIMIT");
+    putenv("CUDA_DEVICE_MEMORY_LIMIT=512m");
+    member_start("GPUARENA_MODE=vmm");
+    CUdeviceptr p, q;
+    if (cuMemAlloc(&p, 400 * MiB) != CUDA_SUCCESS)
+        exit(2);
+    exit(cuMemAlloc(&q, 200 * MiB) == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 3);
+}
+
+START_TEST(hami_limit_in_a_group_named)
+{
+    char err[4096];
+    group_env("1GiB");
+    int rc = pt_run_child(hami_group_child, NULL, err, sizeof err);
+    group_cleanup();
+    ck_assert_msg(rc == 0, "the plugin's 512 MiB is the group's cap: exit %d; %s", rc, err);
+    ck_assert_msg(strstr(err, "group's cap 512 MiB") &&
+                  strstr(err, "the group's cap is CUDA_DEVICE_MEMORY_LIMIT's") &&
+                  !strstr(err, "raise GPUARENA_LIMIT"), "%s", err);
+}
+END_TEST
+
 /* Beside GPUARENA_LIMIT, the device plugin's limit where it is the smaller: the plugin enforces it
  * itself, and a GPUARENA_LIMIT above it won silently, reporting 900 MiB under a 64 MiB pod limit
  * (helper-68 F7). arg: "GPUARENA_LIMIT=...,CUDA_DEVICE_MEMORY_LIMIT=...,<cap in MiB>". */
@@ -537,6 +564,7 @@ void pt_group_edges_add(TCase *tc)
     tcase_add_test(tc, group_two_groups_independent);
     tcase_add_test(tc, group_bad_name_refused);
     tcase_add_test(tc, hami_limit_is_the_cap);
+    tcase_add_test(tc, hami_limit_in_a_group_named);
     tcase_add_test(tc, plugin_limit_below_gpuarena_limit_is_the_cap);
     tcase_add_test(tc, group_exit_while_threads_allocate);
     tcase_add_test(tc, group_full_says_full);

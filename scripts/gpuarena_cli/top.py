@@ -103,7 +103,8 @@ def read_ledger(path, own_ns=None, owner=None):
 
 
 def read_ledger_why(path, own_ns=None, owner=None):
-    """(ledger, None), or (None, why the file is not believed as a ledger: a few words)."""
+    """(ledger, None), or (None, why the file is not believed as a ledger: a few words), or
+    (None, None) for a file gone since the directory was listed."""
     own_ns = _own_pidns() if own_ns is None else own_ns
     owner = os.getuid() if owner is None else owner
     # The shim's own test of a ledger (shim/group_join.c, ga_map): a regular file of its user, mode 0600, of
@@ -112,6 +113,8 @@ def read_ledger_why(path, own_ns=None, owner=None):
     # without blocking, then checked on the descriptor).
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None, None  # removed since the listing (its last member left): nothing to say
     except OSError as e:
         return None, ("a symbolic link" if os.path.islink(path) else f"cannot open: {e.strerror}")
     try:
@@ -208,7 +211,7 @@ def scan_all(directory):
         g, why = read_ledger_why(os.path.join(directory, n), own_ns, int(m.group(1)))
         if g is not None:
             groups.append(g)
-        else:
+        elif why:
             not_read.append({"file": _safe_name(n), "why": why})
     return sorted(groups, key=lambda g: (g["uid"], g["group"], g["device"])), others, not_read
 

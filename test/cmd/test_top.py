@@ -205,6 +205,8 @@ class Ledgers(unittest.TestCase):
         self.assertEqual([g["group"] for g in doc["groups"]], ["real"])
         self.assertEqual(sorted(f["file"] for f in doc["not_read"]), sorted([cut, fifo, newer]))
         self.assertTrue(all(f["why"] for f in doc["not_read"]))
+        gone = os.path.join(self.dir, f"gpuarena-{uid}-gone-{DEV_A}")  # removed after the listing
+        self.assertEqual(top.read_ledger_why(gone), (None, None))
         prom = self.top("--prometheus").stdout
         self.assertIn("\ngpuarena_ledgers_not_read 3\n", prom)
         self.procs[0].stdin.close()

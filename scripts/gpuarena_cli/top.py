@@ -218,7 +218,8 @@ def scan_all(directory):
 
 def _not_read_text(not_read):
     n = len(not_read)
-    return (f"{n} file{'s' if n != 1 else ''} named as group ledgers not read: "
+    return (f"{n} " + ("files named as group ledgers" if n != 1 else "file named as a group ledger")
+            + " not read: "
             + "; ".join(f"{f['file']} ({f['why']})" for f in not_read)
             + ". The shim refuses a group whose ledger path holds such a file: stop the group's "
             "processes and remove it")

@@ -341,9 +341,12 @@ static void be_va_release(void *p, uintptr_t base, size_t size)
                (unsigned long long)base, (int)r);
 }
 
-/* The driver's free memory on the pool's device (its context pushed): the pool refuses a block of
- * many granules at once when they cannot fit, instead of mapping them one by one until the driver
- * refuses. SIZE_MAX when the driver does not answer: then the granules are tried. */
+/* What the pool's device can give it now: the driver's free memory there (its context pushed;
+ * unknown when the driver does not answer) and the room the cap and the group's leave. The pool
+ * refuses a block of many granules at once when they cannot fit, instead of mapping them one by
+ * one until the driver or the cap refuses: meanwhile each granule counted against the cap, and a
+ * group member's doomed block refused other members' blocks that fit (an outside check: 184 of
+ * 3,000 refused). */
 static size_t be_device_free(void *p)
 {
     ga_ctx_t *c = p;
@@ -353,7 +356,10 @@ static size_t be_device_free(void *p)
     CUresult r = ga_real.cuMemGetInfo_v2(&fr, &total);
     ga_tl_busy--;
     ga_ctx_leave(pushed);
-    return r == CUDA_SUCCESS ? fr : SIZE_MAX;
+    uint64_t room = ga_dev_room(c->dev);
+    if (r != CUDA_SUCCESS || fr > room)
+        fr = room > SIZE_MAX ? SIZE_MAX : (size_t)room;
+    return fr;
 }
 
 static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)

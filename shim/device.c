@@ -88,6 +88,22 @@ int ga_dev_commit(int dev, uint64_t bytes)
     return 1;
 }
 
+/* What the cap lets this process commit on dev now: its cap less what it holds and, in a group,
+ * the group's cap less every member's share (read under the ledger's lock). What ga_dev_commit
+ * would refuse past; another thread or member may take some of it meanwhile. */
+uint64_t ga_dev_room(int dev)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    int64_t held = atomic_load_explicit(&d->committed, memory_order_relaxed);
+    uint64_t room = held <= 0 ? d->cap : (uint64_t)held < d->cap ? d->cap - (uint64_t)held : 0;
+    if (d->group) {
+        uint64_t used = ga_group_used(d->group), cap = ga_group_cap(d->group);
+        uint64_t group_room = used < cap ? cap - used : 0;
+        room = group_room < room ? group_room : room;
+    }
+    return room;
+}
+
 void ga_dev_hold(int dev, uint64_t bytes)
 {
     ga_dev_t *d = &ga_devs[dev];

@@ -434,6 +434,7 @@ int ga_dev_commit(int dev, uint64_t bytes);   /* 1 ok, 0 past the cap */
 void ga_dev_uncommit(int dev, uint64_t bytes);
 void ga_dev_hold(int dev, uint64_t bytes);     /* committed whatever the cap says: held already */
 uint64_t ga_dev_held(int dev);
+uint64_t ga_dev_room(int dev); /* what the cap (and the group's) lets the process commit now */
 /* backend.c: bytes of vmm granules the driver refused to give back, held against the cap (this
  * context's still mapped ones and the device's unreleased ones). c->lock held. */
 uint64_t ga_vmm_refused_bytes(const ga_ctx_t *c);

@@ -176,6 +176,36 @@ START_TEST(group_killed_member_share_returns)
 }
 END_TEST
 
+/* ---- a vmm member's block the group cannot hold is refused before anything is mapped ----
+ * Another member holds 800 MiB of the 1 GiB group: a vmm member's 400 MiB block was mapped
+ * granule by granule, each counted against the group, until the group refused (112 cuMemCreate),
+ * and while it lasted other members' blocks that fit were refused (an outside check: 184 of 3,000).
+ * It is refused at once now: no cuMemCreate; 200 MiB, which fits, is served. */
+START_TEST(group_vmm_block_too_large_refused_at_once)
+{
+    group_env("1GiB");
+    pid_t hog = group_holder(800 * MiB);
+    pid_t other = fork();
+    if (other == 0) {
+        member_start("GPUARENA_MODE=vmm");
+        CUdeviceptr p;
+        unsigned long long creates = pt_counters().create_calls;
+        if (cuMemAlloc(&p, 400 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+            _exit(1);
+        if (pt_counters().create_calls != creates)
+            _exit(2); /* mapped granules to find out */
+        _exit(cuMemAlloc(&p, 200 * MiB) == CUDA_SUCCESS ? 0 : 3);
+    }
+    int status = 0;
+    waitpid(other, &status, 0);
+    kill(hog, SIGKILL);
+    waitpid(hog, NULL, 0);
+    group_cleanup();
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the vmm member exited %d",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+END_TEST
+
 /* ---- idle memory of a member: said in the others' out-of-memory line, and given back by a vmm
  * member with GPUARENA_VMM_KEEP=0 at its own cuCtxSynchronize ---- */
 
@@ -576,6 +606,7 @@ TCase *pt_tcase_group(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, group_four_by_four_under_cap);
     tcase_add_test(tc, group_killed_member_share_returns);
+    tcase_add_test(tc, group_vmm_block_too_large_refused_at_once);
     tcase_add_test(tc, group_idle_memory_of_members);
     tcase_add_test(tc, group_async_free_leaves_ledger_at_wait);
     tcase_add_test(tc, group_fork_keeps_parent_share);

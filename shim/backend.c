@@ -350,6 +350,7 @@ static void be_va_release(void *p, uintptr_t base, size_t size)
 static size_t be_device_free(void *p)
 {
     ga_ctx_t *c = p;
+    release_refused(c); /* as be_map does first: granules the driver refused come off the cap */
     size_t fr = 0, total = 0;
     int pushed = ga_ctx_enter(c->ctx);
     ga_tl_busy++;

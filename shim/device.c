@@ -144,8 +144,13 @@ void ga_dev_uncommit(int dev, uint64_t bytes)
 }
 
 /* The bytes dev's pools hold idle, which cuMemGetInfo's view counts as free: each live pool's
- * free part, the freed chunks waiting for the device, and the driver pools' kept bytes. */
-static uint64_t ga_dev_idle(int dev)
+ * free part, the freed chunks waiting for the device, and the driver pools' kept bytes. With self
+ * (cuMemGetInfo's context), another arena or grow pool counts only while all it holds is free or
+ * freed: its regions are then given back before an out-of-memory (ga_dev_trim), while the rest
+ * of a region beside a live block serves its own context alone. Counted, a second context was told
+ * 63 MiB free under a 64 MiB cap beside the first one's 1 MiB block and its 48 MiB arena, and
+ * refused an allocation of it (helper-94). vmm's kept granules are given back the same way. */
+static uint64_t ga_dev_idle(int dev, const ga_ctx_t *self)
 {
     uint64_t inside = 0;
     for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
@@ -173,7 +178,7 @@ static uint64_t ga_dev_idle(int dev)
              * F10); in vmm mode as what their return frees for certain, their whole granules. */
             if (ga_opt.mode == GA_MODE_VMM)
                 inside += s.kept + ga_fence_pending_granules(c, ga_vmm_granule(dev));
-            else
+            else if (!self || c == self || s.in_use <= c->pend_bytes - ga_fence_capture_held(c))
                 inside += (s.reserved > s.in_use ? s.reserved - s.in_use : 0) + c->pend_bytes -
                           ga_fence_capture_held(c);
         }
@@ -182,12 +187,13 @@ static uint64_t ga_dev_idle(int dev)
     return inside + ga_mempool_kept(dev); /* kept by the driver's pools: trimmed when needed */
 }
 
-void ga_dev_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free, uint64_t *total)
+void ga_dev_view(int dev, const ga_ctx_t *self, uint64_t phys_free, uint64_t phys_total,
+                 uint64_t *free, uint64_t *total)
 {
     ga_dev_t *d = &ga_devs[dev];
     uint64_t cap = d->cap < phys_total ? d->cap : phys_total;
     uint64_t held = d->group ? ga_group_used(d->group) : ga_dev_held(dev);
-    uint64_t inside = ga_dev_idle(dev);
+    uint64_t inside = ga_dev_idle(dev, self);
     uint64_t room = cap > held ? cap - held : 0;
     uint64_t g = ga_opt.mode == GA_MODE_VMM ? ga_vmm_granule(dev) : 0;
     if (g > 1) {
@@ -303,7 +309,7 @@ int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, ui
         if (r != CUDA_SUCCESS) /* no context on that device yet: the cap against the total */
             pfree = ptotal = d->physical_total == UINT64_MAX ? d->cap : d->physical_total;
         uint64_t f, t;
-        ga_dev_view(dev, pfree, ptotal, &f, &t);
+        ga_dev_view(dev, NULL, pfree, ptotal, &f, &t);
         *total = t;
         *used = t - f;
         /* With a context, cuMemGetInfo's view: the device's free memory is in it already. */
@@ -324,7 +330,7 @@ int ga_mem_view_self(const uint8_t uuid[16], uint64_t *used)
         if (!atomic_load_explicit(&ga_devs[dev].known, memory_order_acquire) ||
             memcmp(ga_devs[dev].uuid, uuid, 16))
             continue;
-        uint64_t held = ga_dev_held(dev), idle = ga_dev_idle(dev);
+        uint64_t held = ga_dev_held(dev), idle = ga_dev_idle(dev, NULL);
         *used = held > idle ? held - idle : 0;
         return 1;
     }

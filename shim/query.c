@@ -49,7 +49,7 @@ static CUresult ga_mem_info(size_t *free, size_t *total)
     uint64_t f, t;
     ga_dev_pass_passed(dev);
     ga_mempool_settle(dev, 0);
-    ga_dev_view(dev, pfree, ptotal, &f, &t);
+    ga_dev_view(dev, c, pfree, ptotal, &f, &t);
     *free = (size_t)f;
     *total = (size_t)t;
     return CUDA_SUCCESS;

@@ -308,8 +308,16 @@ int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, ui
         CUresult r = ga_dev_driver_info(dev, &pfree, &ptotal);
         if (r != CUDA_SUCCESS) /* no context on that device yet: the cap against the total */
             pfree = ptotal = d->physical_total == UINT64_MAX ? d->cap : d->physical_total;
+        /* The calling thread's context, where it is one of this device's (never made here):
+         * cuMemGetInfo's view from that thread, which counts another context's busy pool's free
+         * part as that context's alone (helper-94); none: every pool's free part. */
+        CUcontext cur = NULL;
+        ga_ctx_t *self = r == CUDA_SUCCESS && ga_real.cuCtxGetCurrent &&
+                                 ga_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS
+                             ? ga_ctx_of(cur)
+                             : NULL;
         uint64_t f, t;
-        ga_dev_view(dev, NULL, pfree, ptotal, &f, &t);
+        ga_dev_view(dev, self && self->dev == dev ? self : NULL, pfree, ptotal, &f, &t);
         *total = t;
         *used = t - f;
         /* With a context, cuMemGetInfo's view: the device's free memory is in it already. */

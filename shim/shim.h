@@ -442,7 +442,7 @@ uint64_t ga_vmm_refused_bytes(const ga_ctx_t *c);
  * process (in a group: the group) holds, plus what is free inside this process's pools, never
  * above the driver's own free bytes plus that (phys_free, phys_total: the driver's answer). self:
  * the asking context, for which another pool's free part counts only when it could be given back
- * (device.c); NULL (NVML, which knows no context): every pool's free part counts. */
+ * (device.c); NULL (NVML from a thread with no context on dev): every pool's free part counts. */
 void ga_dev_view(int dev, const ga_ctx_t *self, uint64_t phys_free, uint64_t phys_total,
                  uint64_t *free, uint64_t *total);
 /* Leaves every group ledger (at exit). */

@@ -139,6 +139,26 @@ END_TEST
 /* No cap (none set, or one at or above the device): still cuMemGetInfo's view, in which the
  * arena's preallocation is free, not the driver's, in which it is used (an outside check,
  * 2026-12-06: NVML said 2 GiB free of 8 where cuMemGetInfo said 7.9; only the total was tested). */
+/* NVML asked from a thread whose context is the device's second one answers that context's view,
+ * as cuMemGetInfo there does: the first context's arena, which holds a live block, serves no one
+ * else. It counted every pool's free part: 63 MiB free where cuMemGetInfo said 16 (helper-94). */
+START_TEST(nvml_agrees_in_a_second_context)
+{
+    pt_env("GPUARENA_LIMIT=64MiB", "GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    nvml_open();
+    CUdeviceptr p;
+    CUdevice dev;
+    CUcontext b;
+    ck_assert_int_eq(cuMemAlloc(&p, 1 * MiB), CUDA_SUCCESS);
+    nvml_agrees("the first context, 1 MiB live");
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&b, NULL, 0, dev), CUDA_SUCCESS);
+    nvml_agrees("a second context");
+    ck_assert_int_eq(cuCtxDestroy(b), CUDA_SUCCESS);
+}
+END_TEST
+
 START_TEST(nvml_uncapped_agrees_with_meminfo)
 {
     static const char *limits[] = {NULL, "GPUARENA_LIMIT=100%", "GPUARENA_LIMIT=4GiB"};
@@ -256,6 +276,7 @@ TCase *pt_tcase_nvml(void)
     tcase_add_test(tc, nvml_capped_before_cuinit);
     tcase_add_test(tc, nvml_group_before_cuinit);
     tcase_add_test(tc, nvml_capped_view_agrees_with_meminfo);
+    tcase_add_test(tc, nvml_agrees_in_a_second_context);
     tcase_add_loop_test(tc, nvml_uncapped_agrees_with_meminfo, 0, 3);
     tcase_add_test(tc, nvml_agrees_when_others_hold_the_device);
     return tc;

@@ -677,6 +677,13 @@ void ga_ctx_fork_child(void)
     for (int d = 0; d < GA_MAX_DEVICES; d++)
         if (atomic_load(&ga_dev(d)->known) && ga_dev(d)->group)
             ga_group_fork_child(ga_dev(d)->group);
+    /* The driver pools' accounting goes before the contexts: giving up a context's async-freed
+     * pass-through blocks (ga_fence_drop) goes through it, and its lock, which the prepare handler
+     * does not take, may have been copied held by a parent thread inside a pool query (the child
+     * hung in fork(): test fork_while_pool_lock_held). With no pool listed they are uncommitted. */
+    for (int d = 0; d < GA_MAX_DEVICES; d++)
+        if (atomic_load(&ga_dev(d)->known))
+            ga_mempool_fork_child(ga_dev(d));
     ga_ctx_t *c = atomic_load(&ga_ctx_list);
     atomic_store(&ga_ctx_list, NULL);
     atomic_store(&ga_lvl_owner, NULL); /* the child's first context keeps its level */
@@ -717,7 +724,6 @@ void ga_ctx_fork_child(void)
             atomic_store(&dv->orph_mapped, 0);
             atomic_store(&dv->orph_va, 0);
             atomic_store(&dv->unrecorded, 0); /* the parent's granules */
-            ga_mempool_fork_child(dv);
         }
     }
     ga_tl_cache.ctx = NULL;

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NPOOLS 12
@@ -296,6 +299,71 @@ START_TEST(cross_device_pool_block_without_context)
 }
 END_TEST
 
+/* Asks cuMemGetInfo, which reads the driver's pools' figures with the device's pool lock held. */
+static void *mp_query(void *arg)
+{
+    size_t f, t;
+    if (cuCtxSetCurrent((CUcontext)arg) == CUDA_SUCCESS)
+        cuMemGetInfo(&f, &t);
+    return NULL;
+}
+
+/* A pass-through block freed on a stream that has not passed the free (its memory held under the
+ * cap until it does), and another thread inside the driver's pool query with the pool lock held
+ * when the process forks: the child's fork handler gives the parent's held block up through the
+ * pool accounting, and took that lock, copied held, for ever (found by an outside storm of forks
+ * during async frees, platform mode). The child must come back from fork() and exit. */
+static void fork_pool_lock_child(void *arg)
+{
+    (void)arg;
+    CUcontext ctx = pt_start();
+    CUstream s, s2;
+    CUdeviceptr p, q;
+    unsigned held, hold;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING) ||
+        cuMemAllocAsync(&p, 4 * MiB, s) || cuStreamSynchronize(s) || simcuda_gate(s, &held) ||
+        cuMemFreeAsync(p, s) || cuMemAllocAsync(&q, 1 * MiB, s2)) /* q: the pool's figures stale */
+        exit(2);
+    unsigned long long before = simcuda_entry_calls("cuMemPoolGetAttribute");
+    if (simcuda_hold_next_pool_query(&hold))
+        exit(2);
+    pthread_t th;
+    if (pthread_create(&th, NULL, mp_query, ctx))
+        exit(2);
+    for (int i = 0; simcuda_entry_calls("cuMemPoolGetAttribute") == before; i++)
+        if (i < 2000)
+            usleep(10000); /* until the query is inside the driver, the pool lock held */
+        else
+            exit(5);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    int st = 0, waited = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &st, WNOHANG)) == 0 && waited++ < 2000)
+        usleep(10000); /* a hang bound, not a timing assertion: 20 s for a child that does nothing */
+    if (w == 0)
+        kill(pid, SIGKILL), waitpid(pid, &st, 0);
+    simcuda_gate_open(hold);
+    pthread_join(th, NULL);
+    simcuda_gate_open(held);
+    if (cuStreamSynchronize(s))
+        exit(3);
+    exit(w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 4);
+}
+
+/* Platform mode: the pools' stream-ordered blocks are the driver's there (in the other modes they
+ * come from gpuarena's own pools, and no driver pool is asked). */
+START_TEST(fork_while_pool_lock_held)
+{
+    char err[4096];
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=64MiB", NULL);
+    int rc = pt_run_child(fork_pool_lock_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d (2: setup refused, 3: the stream failed after, 4: the "
+                  "forked child hung in its fork handler or failed, 5: no pool query); %s", rc, err);
+}
+END_TEST
+
 TCase *pt_tcase_mempool(void)
 {
     TCase *tc = tcase_create("mempool");
@@ -305,5 +373,6 @@ TCase *pt_tcase_mempool(void)
     tcase_add_test(tc, pool_destroy_bad_handles);
     tcase_add_loop_test(tc, cross_device_pool_block_counted_on_its_device, 0, 3);
     tcase_add_loop_test(tc, cross_device_pool_block_without_context, 0, 3);
+    tcase_add_test(tc, fork_while_pool_lock_held);
     return tc;
 }

@@ -698,5 +698,6 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     SIM_ENTER(cuMemPoolGetAttribute);
+    sim_hold_pool_query();
     return sim_pool_attr(pool, attr, value, 0);
 }

@@ -675,6 +675,33 @@ void sim_hold_ctx_teardown(void)
     pthread_mutex_unlock(&sim_stream_mu);
 }
 
+static unsigned sim_hold_pq_gate; /* under sim_stream_mu: the gate the next pool query waits for */
+
+int simcuda_hold_next_pool_query(unsigned *gate)
+{
+    if (!gate)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_stream_mu);
+    unsigned g = sim_gate_next < SIM_GATES ? sim_gate_next++ : 0;
+    if (g)
+        sim_hold_pq_gate = g;
+    pthread_mutex_unlock(&sim_stream_mu);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *gate = g;
+    return CUDA_SUCCESS;
+}
+
+void sim_hold_pool_query(void)
+{
+    pthread_mutex_lock(&sim_stream_mu);
+    unsigned g = sim_hold_pq_gate;
+    sim_hold_pq_gate = 0;
+    while (g && !sim_gate_opened[g])
+        pthread_cond_wait(&sim_stream_cv, &sim_stream_mu);
+    pthread_mutex_unlock(&sim_stream_mu);
+}
+
 void simcuda_gate_open(unsigned gate)
 {
     pthread_mutex_lock(&sim_stream_mu);

@@ -340,6 +340,10 @@ int simcuda_hold_next_async_alloc(unsigned *gate);
  * teardown takes milliseconds, and a test can act while it is under way (the context's memory is
  * still held then, and the call has not returned). Returns a CUresult. */
 int simcuda_hold_next_ctx_teardown(unsigned *gate);
+/* The next cuMemPoolGetAttribute waits inside the driver until simcuda_gate_open(*gate): a test can
+ * hold a caller that asks a pool's figures with its own locks held (gpuarena's pool accounting,
+ * shim/mempool.c), and fork meanwhile. Returns a CUresult. */
+int simcuda_hold_next_pool_query(unsigned *gate);
 
 /* Calls of one exported entry point ("cuMemAlloc_v2") since start or reset; 0 for a name this
  * driver does not export. */

@@ -240,6 +240,24 @@ GA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
     return CUDA_SUCCESS;
 }
 
+/* Whether the attribute is one this build's cuda.h names: a list's first unknown entry may be where
+ * the driver stops (it answers in order and refuses an attribute it does not know), so nothing
+ * after it is read before the driver has taken it. */
+static int ga_is_known_attr(CUpointer_attribute a)
+{
+    return a >= CU_POINTER_ATTRIBUTE_CONTEXT && a <= CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE;
+}
+
+/* The length of the list's next piece for the driver: up to and including its first unknown
+ * attribute, or all n. */
+static unsigned ga_attrs_piece(unsigned n, const CUpointer_attribute *attrs)
+{
+    unsigned i = 0;
+    while (i < n && ga_is_known_attr(attrs[i]))
+        i++;
+    return i < n ? i + 1 : n;
+}
+
 /* cuPointerGetAttributes' list for the driver: attrs itself, or (for a pool allocation whose list
  * names a block attribute) a copy in buf (n entries) or in *heap with each block attribute
  * replaced by GA_BLOCK_ATTR_STANDIN. NULL: no host memory for the copy. */
@@ -258,6 +276,29 @@ static CUpointer_attribute *ga_attrs_for_driver(unsigned n, CUpointer_attribute 
     return out;
 }
 
+/* One piece of a pool allocation's list (ga_attrs_piece): asked of the driver, then its own range
+ * and block attributes written. */
+static CUresult ga_attrs_pool_piece(unsigned n, CUpointer_attribute *attributes, void **data,
+                                    CUdeviceptr ptr, uintptr_t base, size_t size, CUcontext ctx)
+{
+    CUpointer_attribute buf[32], *heap = NULL;
+    CUpointer_attribute *asked = ga_attrs_for_driver(n, attributes, buf, 32, &heap);
+    if (!asked)
+        return ga_refuse_nohost("cuPointerGetAttributes", "a copy of its attribute list",
+                                n * sizeof *attributes);
+    CUresult r = ga_real.cuPointerGetAttributes(n, asked, data, ptr);
+    free(heap);
+    for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
+        if (!data[i])
+            continue;
+        if (ga_is_block_attr(attributes[i]))
+            *(CUmemoryPool *)data[i] = NULL;
+        else if (ga_is_range_attr(attributes[i], ctx))
+            ga_write_range_attr(attributes[i], data[i], base, size, ctx);
+    }
+    return r;
+}
+
 GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
                                           void **data, CUdeviceptr ptr)
 {
@@ -271,27 +312,21 @@ GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_
     size_t size = 0;
     CUcontext ctx = NULL;
     int found = ga_pool_range(ptr, &base, &size, &ctx);
-    CUpointer_attribute buf[32], *heap = NULL, *asked = attributes;
-    if (found > 0)
-        asked = ga_attrs_for_driver(numAttributes, attributes, buf, 32, &heap);
-    if (!asked)
-        return ga_refuse_nohost("cuPointerGetAttributes", "a copy of its attribute list",
-                                numAttributes * sizeof *attributes);
-    /* Freed pool memory: every attribute as the driver answers for a pointer it does not know,
-     * which is what it answers for 0 (defaults, in each attribute's own width). */
-    CUresult r = ga_real.cuPointerGetAttributes(numAttributes, asked, data, found < 0 ? 0 : ptr);
-    free(heap);
+    /* Freed pool memory, or memory the pools do not hold: the list as it is. Freed pool memory
+     * answers every attribute as the driver answers for a pointer it does not know, which is what
+     * it answers for 0 (defaults, in each attribute's own width). */
+    if (found <= 0)
+        return ga_real.cuPointerGetAttributes(numAttributes, attributes, data, found < 0 ? 0 : ptr);
     /* A live pool allocation: its own range, never the whole region the driver sees, and the
-     * block attributes as a cuMemAlloc block answers them. */
-    if (r != CUDA_SUCCESS || found <= 0)
-        return r;
-    for (unsigned i = 0; i < numAttributes; i++) {
-        if (!data[i])
-            continue;
-        if (ga_is_block_attr(attributes[i]))
-            *(CUmemoryPool *)data[i] = NULL;
-        else if (ga_is_range_attr(attributes[i], ctx))
-            ga_write_range_attr(attributes[i], data[i], base, size, ctx);
+     * block attributes as a cuMemAlloc block answers them. Read and asked piece by piece, each
+     * ending at an attribute this build does not know, where the driver may stop: the list was
+     * read to numAttributes first, past the end of a shorter array that the driver refused at
+     * its bad entry (a crash: an outside check, 2026-12-06, test
+     * pointer_attributes_read_no_further_than_the_driver). */
+    CUresult r = CUDA_SUCCESS;
+    for (unsigned at = 0, n; r == CUDA_SUCCESS && at < numAttributes; at += n) {
+        n = ga_attrs_piece(numAttributes - at, attributes + at);
+        r = ga_attrs_pool_piece(n, attributes + at, data + at, ptr, base, size, ctx);
     }
     return r;
 }

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -258,6 +259,48 @@ START_TEST(dlerror_after_lookup_is_the_programs)
 }
 END_TEST
 
+/* ---- cuPointerGetAttributes reads the list no further than the driver ---- */
+
+/* A count larger than the program's list, whose last entry the driver refuses (it answers in
+ * order and stops there): the list ends at a page nothing may read. The shim read all 1,000
+ * entries first, past the page (SIGSEGV: an outside check, 2026-12-06); now it answers as the
+ * driver, CUDA_ERROR_INVALID_VALUE, with or without a block attribute in the list. Exits 2 on a
+ * setup failure, 3 and 4 on a wrong answer for each list. */
+static void attrs_bounded_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p;
+    long pg = sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED || mprotect(m + pg, (size_t)pg, PROT_NONE) || cuMemAlloc(&p, 4096))
+        exit(2);
+    CUpointer_attribute *list = (CUpointer_attribute *)(m + pg) - 3;
+    static size_t out[1000][2];
+    static void *data[1000];
+    for (int i = 0; i < 1000; i++)
+        data[i] = out[i];
+    list[0] = CU_POINTER_ATTRIBUTE_RANGE_SIZE, list[1] = CU_POINTER_ATTRIBUTE_RANGE_START_ADDR;
+    list[2] = (CUpointer_attribute)9999;
+    if (cuPointerGetAttributes(1000, list, data, p + 64) != CUDA_ERROR_INVALID_VALUE)
+        exit(3);
+    list[0] = CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE;
+    if (cuPointerGetAttributes(1000, list, data, p + 64) != CUDA_ERROR_INVALID_VALUE)
+        exit(4);
+    exit(0);
+}
+
+START_TEST(pointer_attributes_read_no_further_than_the_driver)
+{
+    char err[4096];
+    pt_env(modes[_i], "GPUARENA_LIMIT=64MiB", NULL);
+    int rc = pt_run_child(attrs_bounded_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s: exit %d (2: setup, 3: a list without, 4: with a block attribute "
+                  "not refused as the driver refuses it; a signal: read past the list); %s",
+                  modes[_i], rc, err);
+}
+END_TEST
+
 TCase *pt_tcase_hostile(void)
 {
     TCase *tc = tcase_create("hostile");
@@ -265,5 +308,7 @@ TCase *pt_tcase_hostile(void)
     tcase_add_loop_test(tc, outputs_never_over_a_ledger, 0, 2);
     tcase_add_test(tc, stats_never_over_a_trace);
     tcase_add_loop_test(tc, dlerror_after_lookup_is_the_programs, 0, 2);
+    tcase_add_loop_test(tc, pointer_attributes_read_no_further_than_the_driver, 0,
+                        sizeof modes / sizeof *modes);
     return tc;
 }

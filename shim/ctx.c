@@ -144,10 +144,10 @@ int ga_dev_setup(int dev)
             while (ga_share_of(need) == 0)
                 need++;
             ga_log(GA_LOG_ERROR, "device %d: %s gives a cap of %llu bytes, and GPUARENA_MEM_FRACTION "
-                   "(%g%s) a share of it that rounds to 0 bytes, which bounds the %s pool; nothing "
+                   "(%s%s) a share of it that rounds to 0 bytes, which bounds the %s pool; nothing "
                    "could ever be allocated (raise %s to at least %llu bytes or "
                    "GPUARENA_MEM_FRACTION, or use GPUARENA_MODE=platform); CUDA will not be used",
-                   dev, cap_from, (unsigned long long)cap, ga_opt.fraction,
+                   dev, cap_from, (unsigned long long)cap, ga_opt.fraction_text,
                    ga_opt.fraction_grow ? "+" : "", ga_mode_name(ga_opt.mode), cap_var,
                    (unsigned long long)need);
             ga_init_fail(CUDA_ERROR_INVALID_VALUE);

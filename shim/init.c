@@ -251,9 +251,9 @@ static void ga_init_once(void)
     /* quick_exit runs no destructor: the report and the threads' buffered trace records were
      * lost (helper-43 F10). _exit and a fatal signal still lose them. */
     at_quick_exit(ga_fini);
-    ga_log(GA_LOG_INFO, "started: mode=%s preallocate=%d fraction=%g%s",
+    ga_log(GA_LOG_INFO, "started: mode=%s preallocate=%d fraction=%s%s",
            ga_mode_name(ga_opt.mode), ga_opt.preallocate,
-           ga_opt.fraction, ga_opt.fraction_grow ? "+" : "");
+           ga_opt.fraction_text, ga_opt.fraction_grow ? "+" : "");
     atomic_store_explicit(&ga_init_done, 1, memory_order_release);
     ga_tl_busy--;
 }

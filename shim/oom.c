@@ -206,8 +206,8 @@ static void ga_oom_put_hint(ga_oom_t *o, const ga_dev_t *d)
 {
     ga_oom_put(o, "gpuarena: Try: ");
     if (!ga_opt.fraction_grow)
-        ga_oom_put(o, "GPUARENA_MEM_FRACTION=%g+ (the arena may grow past its share), ",
-                   ga_opt.fraction);
+        ga_oom_put(o, "GPUARENA_MEM_FRACTION=%s+ (the arena may grow past its share), ",
+                   ga_opt.fraction_text);
     /* The mode by its one name (grow), as the README, the command and the statistics call it:
      * it was GPUARENA_PREALLOCATE=false, which `gpuarena run` refuses as an exported setting
      * (use --mode grow) (an outside check, 2026-12-06). */
@@ -309,9 +309,9 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                      !no_va && (s->reserved > share || needs > share - s->reserved);
     char share_why[320];
     snprintf(share_why, sizeof share_why, "the pool is bounded by its share of the cap, %s "
-             "(GPUARENA_MEM_FRACTION=%g, a fixed fraction), not by the cap: raise the fraction, or "
-             "use GPUARENA_MEM_FRACTION=%g+ to let the pool grow up to the cap",
-             ga_fmt_bytes(share, b[7], 32), ga_opt.fraction, ga_opt.fraction);
+             "(GPUARENA_MEM_FRACTION=%s, a fixed fraction), not by the cap: raise the fraction, or "
+             "use GPUARENA_MEM_FRACTION=%s+ to let the pool grow up to the cap",
+             ga_fmt_bytes(share, b[7], 32), ga_opt.fraction_text, ga_opt.fraction_text);
     /* Empty regions the driver refused to free would have made the room (arena, grow). */
     uint64_t refused_idle = c->pool ? ga_pool_refused_idle(c->pool, NULL) : 0;
     int regions_held = refused_idle && left < size && size - left <= refused_idle;

@@ -22,6 +22,7 @@
 
 ga_options_t ga_opt = {
     .mode = GA_MODE_ARENA, .preallocate = 1, .fraction = 0.75, .fraction_grow = 1,
+    .fraction_text = "0.75",
     .vmm_keep = GA_VMM_KEEP_DEFAULT, .log = GA_LOG_WARN,
 };
 static int ga_preallocate_given; /* GPUARENA_PREALLOCATE was set: it decides arena vs grow */
@@ -134,6 +135,7 @@ static int parse_fraction(const char *raw)
     double f = whole ? 1.0 : mant ? (double)mant / (double)pow10 : 1e-300;
     ga_opt.fraction = f;
     ga_opt.fraction_grow = grow;
+    snprintf(ga_opt.fraction_text, sizeof ga_opt.fraction_text, "%.*s", (int)n, v);
     return 0;
 }
 

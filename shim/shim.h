@@ -158,6 +158,9 @@ typedef struct ga_options {
     int preallocate;
     double fraction;
     int fraction_grow;       /* "0.75+": may grow past the fraction up to the cap */
+    char fraction_text[64];  /* the fraction as typed, blanks and '+' off ("0.75" by default):
+                                what messages print, since %g wrote 1e-07, a value the parser
+                                refuses, into the fix it gave */
     uint64_t limit_bytes;    /* 0: none given as bytes */
     double limit_percent;    /* 0: none given as a percentage */
     uint64_t vmm_keep;       /* vmm: wholly free granules kept mapped, bytes */

@@ -335,6 +335,10 @@ START_TEST(sub_block_cap_refused)
          "nothing could ever be allocated (raise CUDA_DEVICE_MEMORY_LIMIT to 512 bytes or more)"},
         {"GPUARENA_MODE=arena", "CUDA_DEVICE_MEMORY_LIMIT_0=512",
          "nothing could ever be allocated (raise CUDA_DEVICE_MEMORY_LIMIT to at least 683 bytes"},
+        /* the README's example; the fraction as typed (it said 1e-07, refused as a value) */
+        {"GPUARENA_MEM_FRACTION=0.0000001", "GPUARENA_LIMIT=4MiB",
+         "GPUARENA_LIMIT gives a cap of 4194304 bytes, and GPUARENA_MEM_FRACTION (0.0000001) a "
+         "share of it that rounds to 0 bytes"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char err[4096];

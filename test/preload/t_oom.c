@@ -317,8 +317,11 @@ START_TEST(hard_share_explained)
          "bounded by its share of the cap, 512 MiB (GPUARENA_MEM_FRACTION=0.5, a fixed fraction)"},
         {"GPUARENA_MODE=grow", "GPUARENA_MEM_FRACTION=0.01", 20 * MiB,
          "bounded by its share of the cap, 10.2 MiB (GPUARENA_MEM_FRACTION=0.01"},
+        /* the fraction as typed: %g wrote 1e-06, and the fix "GPUARENA_MEM_FRACTION=1e-06+",
+         * which the parser refuses (exponents are not accepted) */
         {"GPUARENA_MODE=vmm", "GPUARENA_MEM_FRACTION=0.000001", MiB,
-         "bounded by its share of the cap, 1.00 KiB (GPUARENA_MEM_FRACTION=1e-06"},
+         "bounded by its share of the cap, 1.00 KiB (GPUARENA_MEM_FRACTION=0.000001, a fixed "
+         "fraction), not by the cap: raise the fraction, or use GPUARENA_MEM_FRACTION=0.000001+ "},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char err[16384];

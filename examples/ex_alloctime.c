@@ -16,14 +16,14 @@ int main(int argc, char **argv)
 {
     ex_prog = "ex_alloctime";
     ex_error_name = cuGetErrorName;
-    size_t pairs = (size_t)ex_arg(argc, argv, 1, 10000);
+    size_t pairs = (size_t)ex_count(argc, argv, 1, 10000, 1);
     size_t max = (size_t)(ex_arg(argc, argv, 2, 4096) * 1024);
     CUcontext ctx;
     EX_CHECK(cuInit(0));
     EX_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
     EX_CHECK(cuCtxSetCurrent(ctx));
 
-    size_t hold = (size_t)ex_arg(argc, argv, 3, 0) << 20, held = 0, nheld = 0;
+    size_t hold = (size_t)ex_count(argc, argv, 3, 0, 0) << 20, held = 0, nheld = 0;
     CUdeviceptr p, blocks[64];
     while (held < hold && nheld < 64) {
         size_t n = hold - held < (1ull << 30) ? hold - held : (1ull << 30);

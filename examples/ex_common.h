@@ -54,6 +54,35 @@ static inline double ex_arg(int argc, char **argv, int i, double def)
     return v;
 }
 
+/* argv[i] as a whole number of at least min (0 or 1; a count: steps, layers, blocks, rounds,
+ * pairs, a multiple, or whole MiB), or def when absent. A fraction was cut to its whole part:
+ * ex_train 1.5 ran 1 step, and ex_train 0.5 ran none and blamed the driver's memory figures; and
+ * ex_alloctime's hold, 0 by default, refused an explicit 0. */
+static inline double ex_count(int argc, char **argv, int i, double def, int min)
+{
+    if (i >= argc)
+        return def;
+    const char *c = argv[i];
+    while (*c >= '0' && *c <= '9')
+        c++;
+    if (*c || c == argv[i]) {
+        fprintf(stderr, "%s: argument %d '%s' is not a whole number (digits only, %d or more)\n",
+                ex_prog, i, argv[i], min);
+        exit(2);
+    }
+    double v = strtod(argv[i], NULL);
+    if (v < min) {
+        fprintf(stderr, "%s: argument %d '%s' is not a positive number\n", ex_prog, i, argv[i]);
+        exit(2);
+    }
+    if (v > 2147483647.0) {
+        fprintf(stderr, "%s: argument %d '%s' is too large (at most 2147483647)\n", ex_prog, i,
+                argv[i]);
+        exit(2);
+    }
+    return v;
+}
+
 /* xorshift64: deterministic sizes from a fixed seed, the same on every machine. */
 static inline unsigned long long ex_rand(unsigned long long *s)
 {

@@ -27,9 +27,9 @@ int main(int argc, char **argv)
 {
     ex_prog = "ex_direct";
     ex_error_name = cuGetErrorName;
-    size_t blocks = (size_t)ex_arg(argc, argv, 1, 200);
+    size_t blocks = (size_t)ex_count(argc, argv, 1, 200, 1);
     size_t max = (size_t)(ex_arg(argc, argv, 2, 1024) * 1024);
-    int rounds = (int)ex_arg(argc, argv, 3, 3);
+    int rounds = (int)ex_count(argc, argv, 3, 3, 1);
     CUcontext ctx;
     EX_CHECK(cuInit(0));
     EX_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));

@@ -48,7 +48,7 @@ static void resolve(void *lib)
 int main(int argc, char **argv)
 {
     ex_prog = "ex_dlsym";
-    size_t blocks = (size_t)ex_arg(argc, argv, 1, 64);
+    size_t blocks = (size_t)ex_count(argc, argv, 1, 64, 1);
     size_t size = (size_t)(ex_arg(argc, argv, 2, 256) * 1024);
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {

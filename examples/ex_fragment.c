@@ -18,7 +18,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: argument 2 (the fill fraction) is %g: at most 1\n", ex_prog, fill);
         return 2;
     }
-    size_t big = large * (size_t)ex_arg(argc, argv, 3, 4);
+    size_t big = large * (size_t)ex_count(argc, argv, 3, 4, 1);
     size_t small = large / 4;
     CUcontext ctx;
     EX_CHECK(cuInit(0));

@@ -32,7 +32,7 @@ static void *proc(const char *name, int version, cuuint64_t flags)
 int main(int argc, char **argv)
 {
     ex_prog = "ex_getproc";
-    size_t blocks = (size_t)ex_arg(argc, argv, 1, 32);
+    size_t blocks = (size_t)ex_count(argc, argv, 1, 32, 1);
     size_t size = (size_t)(ex_arg(argc, argv, 2, 64) * 1024);
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib || !(getproc = (getproc_t)dlsym(lib, "cuGetProcAddress_v2"))) {

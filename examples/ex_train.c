@@ -77,8 +77,8 @@ int main(int argc, char **argv)
 {
     ex_prog = "ex_train";
     ex_error_name = cuGetErrorName;
-    int steps = (int)ex_arg(argc, argv, 1, 50);
-    model_t m = {(int)ex_arg(argc, argv, 2, 16), (size_t)(ex_arg(argc, argv, 3, 1024) * 1024), 0, 0};
+    int steps = (int)ex_count(argc, argv, 1, 50, 1);
+    model_t m = {(int)ex_count(argc, argv, 2, 16, 1), (size_t)(ex_arg(argc, argv, 3, 1024) * 1024), 0, 0};
     CUcontext ctx;
     EX_CHECK(cuInit(0));
     EX_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));

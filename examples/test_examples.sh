@@ -72,6 +72,14 @@ run ex_train 2 4294967296
 grep_out "is too large (at most 2147483647)"
 run ex_fragment 2 64 1.5
 grep_out "the fill fraction) is 1.5: at most 1"
+# counts are whole numbers: ex_train 0.5 ran no step and blamed the driver's figures, 1.5 ran 1
+run ex_train 2 0.5
+grep_out "argument 1 '0.5' is not a whole number"
+run ex_train 2 1.5
+run ex_fragment 2 64 0.9 2.5
+# ex_alloctime's hold is 0 by default, and 0 given is the same (it was refused, exit 2)
+run ex_alloctime 0 100 64 0
+expect alloc_calls 101; grep_out "0 MiB held"
 # no memory at all for the weights: the error is printed by name, exit 1
 MEM=1MiB run ex_train 1 2 4 1024
 grep_out "CUDA_ERROR_OUT_OF_MEMORY"

@@ -239,7 +239,9 @@ static const ga_option_def_t ga_options[] = {
      "vmm: bytes of wholly free granules kept mapped to avoid remapping (0: give each back at once)"},
     {"GPUARENA_STATS", "unset", parse_stats, "a file path, or - for stderr",
      "write statistics as JSON at exit; %p in the path becomes the process id"},
-    {"GPUARENA_TRACE", "unset", parse_trace, "a file path",
+    {"GPUARENA_TRACE", "unset", parse_trace,
+     "a file path, not -: the trace is binary records for a file; GPUARENA_STATS=- is the one "
+     "that writes to stderr",
      "record every allocation event (allocator/ga_trace.h format)"},
     {"GPUARENA_GROUP", "unset", parse_group,
      "a name of letters, digits, '-', '_' and '.', at most 64 characters, other than '.' and "

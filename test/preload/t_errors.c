@@ -227,6 +227,11 @@ START_TEST(bad_option_values)
     ck_assert_msg(strstr(err, "GPUARENA_PREALLOCATE='maybe'") &&
                   strstr(err, "true/false, 1/0, yes/no, on/off"),
                   "every word the shim takes is named: %s", err);
+    /* - is stderr for the statistics alone: said (it said "(a file path)", and the README's
+     * table, path for both, did not tell why - was refused) */
+    pt_run_child(pt_bad_option_child, "GPUARENA_TRACE=-", err, sizeof err);
+    ck_assert_msg(strstr(err, "GPUARENA_TRACE='-' is not valid (a file path, not -: the trace is "
+                              "binary records for a file; GPUARENA_STATS=- is the one"), "%s", err);
     pt_run_child(pt_bad_option_child, "GPUARENA_VMM_KEEP=0.5", err, sizeof err);
     ck_assert_msg(strstr(err, "'0.5' is not a size: it rounds down to 0 bytes; write 0 for none (try 64MiB"), "%s",
                   err);

@@ -1,0 +1,97 @@
+"""The README's reference tables against what the code does, from the outside: the Options table
+against the shim's one table of settings (shim/options.c: every variable, its default), and the
+statistics table against the file a run under GPUARENA_STATS writes (every totals key, in order,
+with its unit and its sentence). A README check on 2026-12-06 found the statistics text naming 25
+of the 39 totals keys; these keep the tables from drifting again."""
+
+import json
+import os
+import re
+import subprocess
+import unittest
+
+import gatest
+
+README = os.path.join(gatest.REPO, "README.md")
+OPTIONS_C = os.path.join(gatest.REPO, "shim", "options.c")
+
+
+def section(title):
+    """The README's text from the heading `## title` to the next `## ` heading."""
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("\n## " + title + "\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else len(text)]
+
+
+def table(text, header):
+    """The rows of the markdown table whose header row starts with `header`, as lists of cells
+    (backticks kept)."""
+    lines = text.splitlines()
+    i = next(n for n, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[i + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def plain(cell):
+    return cell.replace("`", "").strip()
+
+
+class OptionsTable(unittest.TestCase):
+    def code_options(self):
+        """(variable, default) of every entry of ga_options[] in shim/options.c."""
+        with open(OPTIONS_C, encoding="utf-8") as f:
+            src = f.read()
+        body = src[src.index("ga_options[] = {"):]
+        body = body[:body.index("\n};")]
+        return re.findall(r'\{"(GPUARENA_[A-Z_]+)",\s*"([^"]*)"', body)
+
+    def test_every_setting_in_the_table_with_its_default(self):
+        code = self.code_options()
+        self.assertGreaterEqual(len(code), 12, "the scanner found the table")
+        rows = table(section("Options"), "| variable |")
+        readme = {plain(r[0]): plain(r[2]) for r in rows}
+        self.assertEqual(sorted(readme), sorted(name for name, _ in code),
+                         "the README's Options table lists exactly shim/options.c's settings")
+        for name, default in code:
+            self.assertEqual(readme[name], default, f"{name}: README default against options.c")
+
+    def test_scanner_reads_a_sample(self):
+        rows = table("x\n| variable | values | default | meaning |\n|---|---|---|---|\n"
+                     "| `GPUARENA_A` | a | `1` | m |\n\nafter\n", "| variable |")
+        self.assertEqual(rows, [["`GPUARENA_A`", "a", "`1`", "m"]])
+
+
+class StatisticsTable(unittest.TestCase):
+    def test_readme_statistics_table(self):
+        """ex_direct on the simulated driver under GPUARENA_STATS, in vmm mode (every key is
+        written in every mode); the README's table equals the file's totals, units and about."""
+        out = os.path.join(os.environ["GA_TEST_TMPDIR"], "readme-stats.json")
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(gatest.BUILD, "sim"),
+                   LD_PRELOAD=" ".join(filter(None, [gatest.SAN_RUNTIME, os.path.join(
+                       gatest.BUILD, "lib", "libgpuarena.so")])),
+                   GPUARENA_MODE="vmm", GPUARENA_STATS=out, SIMCUDA_TOTAL_MEM="1GiB")
+        if gatest.SAN_RUNTIME:
+            env["ASAN_OPTIONS"] = "detect_leaks=0"
+        r = subprocess.run([os.path.join(gatest.BUILD, "examples", "ex_direct"), "20", "64", "1"],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=60, check=False)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out, encoding="utf-8") as f:
+            doc = json.load(f)
+        rows = table(section("Statistics and traces"), "| key | unit | meaning |")
+        self.assertEqual([plain(r[0]) for r in rows], list(doc["totals"]),
+                         "the table's keys are the file's totals, in its order")
+        for key, unit, meaning in rows:
+            key = plain(key)
+            self.assertEqual(unit, doc["units"][key], key)
+            self.assertEqual(meaning, doc["about"][key], key)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -67,6 +67,23 @@ class OptionsTable(unittest.TestCase):
         self.assertEqual(rows, [["`GPUARENA_A`", "a", "`1`", "m"]])
 
 
+class HookedList(unittest.TestCase):
+    def test_every_hook_named_in_how_it_works(self):
+        """Every function the shim exports (the build's hook list, from shim/hooks.def) is named
+        in How it works, each by its base name (the _v2, _v3 and _ptsz forms are listed beside
+        it); cuStreamSynchronize, cuEventSynchronize and the capture hooks were missing there."""
+        with open(os.path.join(gatest.BUILD, "gen", "hooks.txt"), encoding="utf-8") as f:
+            hooks = f.read().split()
+        self.assertIn("cuMemAlloc_v2", hooks)
+        # "cuCtxSynchronize(_v2)", "cuPointerGetAttribute(s)": each form written out
+        text = re.sub(r"\b(\w+)\(([\w, ]+)\)", lambda m: " ".join(
+            [m.group(1)] + [m.group(1) + x.strip() for x in m.group(2).split(",")]),
+            section("How it works"))
+        missing = [h for h in hooks
+                   if not re.search(r"\b" + re.sub(r"(_v\d)?(_ptsz)?$", "", h) + r"\b", text)]
+        self.assertEqual(missing, [], "hooks the README's How it works does not name")
+
+
 class StatisticsTable(unittest.TestCase):
     def test_readme_statistics_table(self):
         """ex_direct on the simulated driver under GPUARENA_STATS, in vmm mode (every key is

@@ -329,6 +329,10 @@ static void ga_out_open_failed(const char *var, const char *path, const ga_out_t
     else if (err == ENOMEM)
         ga_log(GA_LOG_ERROR, "cannot write %s='%s' (%s): %s; the process was out of memory",
                var, path, strerror(err), consequence);
+    else if (err == EPIPE) /* the path was fine: it said to check for a writable directory */
+        ga_log(GA_LOG_ERROR, "cannot write %s='%s' (%s): the pipe's reader went away (a `| head` "
+               "that has read enough, say), so the report is cut short or missing; keep the "
+               "reader until the program exits, or give a file path", var, path, strerror(err));
     else
         ga_log(GA_LOG_ERROR, "cannot write %s='%s' (%s): %s; check that the path names a file "
                "in a writable directory", var, path, strerror(err), consequence);

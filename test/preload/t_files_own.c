@@ -357,6 +357,29 @@ START_TEST(stats_own_stderr_stdout_reader_gone)
 }
 END_TEST
 
+/* The report itself to a pipe nobody reads any more (GPUARENA_STATS=/dev/stdout | head): a
+ * message that says so; it said to check that the path names a file in a writable directory. */
+START_TEST(stats_own_stdout_reader_gone)
+{
+    tf_dir_t d;
+    char link_path[128], err[16384];
+    tf_own_link(&d, "GPUARENA_STATS", "/dev/stdout", "out-link", link_path, sizeof link_path);
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    close(pfd[0]);
+    tf_own_t w = TF_OWN_INIT;
+    w.out_fd = pfd[1];
+    FILE *ef;
+    pid_t pid = tf_own_spawn(&w, &ef);
+    close(pfd[1]);
+    tf_wait(pid, ef, err, sizeof err);
+    ck_assert_msg(strstr(err, "(Broken pipe): the pipe's reader went away") &&
+                  strstr(err, "keep the reader until the program exits, or give a file path") &&
+                  !strstr(err, "writable directory"), "%s", err);
+    tf_rmtree(d.path);
+}
+END_TEST
+
 /* A trace on stdout, alone there: it reads back whole, from a file and from a pipe. */
 START_TEST(trace_own_stdout_file_and_pipe)
 {
@@ -422,6 +445,7 @@ void pt_files_own_add(TCase *tc)
     tcase_add_test(tc, stats_own_stdout_number_reused);
     tcase_add_test(tc, stats_own_stdout_no_terminal);
     tcase_add_test(tc, stats_own_stderr_stdout_reader_gone);
+    tcase_add_test(tc, stats_own_stdout_reader_gone);
     tcase_add_test(tc, trace_own_stdout_file_and_pipe);
     tcase_add_test(tc, trace_own_stdout_with_program_output);
     tcase_add_test(tc, trace_own_stdout_closed);

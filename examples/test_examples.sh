@@ -83,6 +83,14 @@ expect alloc_calls 101; grep_out "0 MiB held"
 # no memory at all for the weights: the error is printed by name, exit 1
 MEM=1MiB run ex_train 1 2 4 1024
 grep_out "CUDA_ERROR_OUT_OF_MEMORY"
+# torch_hazard.py with no GPU to see (or no PyTorch, as on this machine): exit 2, not 1, which
+# means corrupted (an ImportError ended it with 1)
+if command -v python3 >/dev/null; then
+    CUDA_VISIBLE_DEVICES= python3 examples/torch_hazard.py >"$tmp/out" 2>&1
+    rc=$?
+    if [ $rc = 2 ]; then ok "torch_hazard.py without a GPU or PyTorch exits 2"
+    else notok "torch_hazard.py without a GPU or PyTorch exits $rc, wanted 2"; fi
+fi
 # no driver on the path: a clear message, exit 1
 LD_LIBRARY_PATH=/nonexistent "$b/examples/ex_dlsym" >"$tmp/out" 2>&1
 if [ $? = 1 ] && grep -q "cannot load libcuda.so.1" "$tmp/out"; then ok "ex_dlsym without a driver says so"

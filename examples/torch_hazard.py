@@ -10,7 +10,11 @@ Prints one line; exit 0 intact, 1 corrupted, 2 no GPU.
 """
 import sys
 
-import torch
+try:
+    import torch
+except ImportError as e:  # exit 1 means corrupted: a machine without PyTorch said that
+    print(f"torch_hazard: no PyTorch ({e}); nothing was checked")
+    sys.exit(2)
 
 if not torch.cuda.is_available():
     print("torch_hazard: no GPU")

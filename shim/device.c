@@ -289,6 +289,29 @@ static CUresult ga_dev_driver_info(int dev, size_t *pfree, size_t *ptotal)
     return r;
 }
 
+/* The view of a thread with no context on dev (NVML's, ga_mem_view): the most any one live
+ * context of the process on dev could still allocate, as cuMemGetInfo says in that context. A
+ * busy pool's free part serves its own context alone, so the sum of every pool's free part was
+ * no context's figure: 62 MiB free where cuMemGetInfo said 61 in one context and 15 in the other
+ * (an outside check, 2026-12-06). No live context: every pool's (none busy) free part. */
+static void ga_dev_view_best(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free,
+                             uint64_t *total)
+{
+    int any = 0;
+    *free = 0;
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
+        if (c->dev != dev || atomic_load(&c->dead) || atomic_load(&c->closing))
+            continue;
+        uint64_t f, t;
+        ga_dev_view(dev, c, phys_free, phys_total, &f, &t);
+        if (!any || f > *free)
+            *free = f, *total = t;
+        any = 1;
+    }
+    if (!any)
+        ga_dev_view(dev, NULL, phys_free, phys_total, free, total);
+}
+
 /* NVML's hooks (nvml.c) answer with the same view as cuMemGetInfo. */
 int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, uint64_t *used)
 {
@@ -310,14 +333,17 @@ int ga_mem_view(const uint8_t uuid[16], uint64_t real_total, uint64_t *total, ui
             pfree = ptotal = d->physical_total == UINT64_MAX ? d->cap : d->physical_total;
         /* The calling thread's context, where it is one of this device's (never made here):
          * cuMemGetInfo's view from that thread, which counts another context's busy pool's free
-         * part as that context's alone (helper-94); none: every pool's free part. */
+         * part as that context's alone (helper-94); none: the best placed context's view. */
         CUcontext cur = NULL;
         ga_ctx_t *self = r == CUDA_SUCCESS && ga_real.cuCtxGetCurrent &&
                                  ga_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS
                              ? ga_ctx_of(cur)
                              : NULL;
         uint64_t f, t;
-        ga_dev_view(dev, self && self->dev == dev ? self : NULL, pfree, ptotal, &f, &t);
+        if (self && self->dev == dev)
+            ga_dev_view(dev, self, pfree, ptotal, &f, &t);
+        else
+            ga_dev_view_best(dev, pfree, ptotal, &f, &t);
         *total = t;
         *used = t - f;
         /* With a context, cuMemGetInfo's view: the device's free memory is in it already. */

@@ -159,6 +159,47 @@ START_TEST(nvml_agrees_in_a_second_context)
 }
 END_TEST
 
+/* NVML asked from a thread with no context current (a monitoring thread, vLLM's NVML reads) while
+ * two contexts on the device hold a block each: the free figure is the most any one of the
+ * process's contexts could still allocate, as cuMemGetInfo says in the best placed of them. Each
+ * busy pool's free part serves its own context alone, so their sum is no context's: NVML said
+ * 62 MiB free beside cuMemGetInfo's 61 in the first context and 15 in the second (the first's
+ * arena and the second's grown region counted both). */
+static mem_fn nvml_mem(void)
+{
+    return (mem_fn)dlsym(g_nvml, "nvmlDeviceGetMemoryInfo");
+}
+
+START_TEST(nvml_without_context_is_a_contexts_view)
+{
+    pt_env("GPUARENA_LIMIT=64MiB", "GPUARENA_MODE=arena", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    CUcontext a = pt_start(), b, got;
+    nvml_open();
+    CUdeviceptr p, q;
+    CUdevice dev;
+    size_t fa, fb, total;
+    ck_assert_int_eq(cuMemAlloc(&p, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxCreate(&b, NULL, 0, dev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&q, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetInfo(&fb, &total), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxPopCurrent(&got), CUDA_SUCCESS);
+    ck_assert_ptr_eq(got, b);
+    ck_assert_int_eq(cuMemGetInfo(&fa, &total), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxGetCurrent(&got), CUDA_SUCCESS);
+    ck_assert_ptr_null(got);
+    nvmlMemory_t m;
+    ck_assert_int_eq(nvml_mem()(g_dev, &m), NVML_SUCCESS);
+    size_t best = fa > fb ? fa : fb;
+    ck_assert_msg(m.total == total && m.free == best && m.used == total - best,
+                  "no context current: NVML free %llu used %llu of %llu; cuMemGetInfo says %zu in "
+                  "the first context, %zu in the second", m.free, m.used, m.total, fa, fb);
+    ck_assert_int_eq(cuCtxSetCurrent(a), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(b), CUDA_SUCCESS);
+}
+END_TEST
+
 START_TEST(nvml_uncapped_agrees_with_meminfo)
 {
     static const char *limits[] = {NULL, "GPUARENA_LIMIT=100%", "GPUARENA_LIMIT=4GiB"};
@@ -277,6 +318,7 @@ TCase *pt_tcase_nvml(void)
     tcase_add_test(tc, nvml_group_before_cuinit);
     tcase_add_test(tc, nvml_capped_view_agrees_with_meminfo);
     tcase_add_test(tc, nvml_agrees_in_a_second_context);
+    tcase_add_test(tc, nvml_without_context_is_a_contexts_view);
     tcase_add_loop_test(tc, nvml_uncapped_agrees_with_meminfo, 0, 3);
     tcase_add_test(tc, nvml_agrees_when_others_hold_the_device);
     return tc;

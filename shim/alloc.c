@@ -13,6 +13,8 @@
  */
 #include "shim.h"
 
+#include <string.h>
+
 CUresult ga_status_to_cu(ga_status_t st)
 {
     switch (st) {
@@ -27,6 +29,60 @@ CUresult ga_status_to_cu(ga_status_t st)
 static uint64_t ga_round(uint64_t n)
 {
     return (n + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
+}
+
+/* ---- the records of stream-ordered blocks the pool served (c->async), and of those in a chunk
+ * handed over whole (c->handed). The pool never sees a handover (fence.c): the chunk stays live
+ * in it with the requested bytes of the allocation that made it, so its in_use_requested said 48
+ * MiB for a 32 MiB block that took a freed 48 MiB chunk on its stream (an outside check). The
+ * pool's invariant that a live chunk's requested bytes round to its size (check.c) stays true
+ * there; the difference is kept here, per block, and taken off the pool's figure where the
+ * statistics read it (ga_ctx_pool_stats). c->lock held. ---- */
+
+uint64_t ga_async_asked(const ga_pentry_t *e)
+{
+    return ga_round(e->aux);
+}
+
+/* The bytes the pool counts as requested for the live stream-ordered block at p: its own request,
+ * or for a handed-over chunk the request that made the chunk. 0: no such block (a cuMemAlloc
+ * block freed with cuMemFreeAsync, whose figure the pool alone knows). */
+size_t ga_async_pool_req(const ga_ctx_t *c, uintptr_t p)
+{
+    const ga_pentry_t *e = c->async.count ? ga_ptrmap_get(&c->async, p) : NULL;
+    const ga_pentry_t *h = e && c->handed.count ? ga_ptrmap_get(&c->handed, p) : NULL;
+    return h ? (size_t)h->aux : e ? (size_t)e->aux : 0;
+}
+
+/* p took a chunk whole whose requested bytes in the pool are pool_req; it asked for size. */
+static void ga_async_handed(ga_ctx_t *c, uintptr_t p, size_t pool_req, size_t size)
+{
+    int64_t excess = (int64_t)pool_req - (int64_t)size;
+    ga_ptrmap_put(&c->handed, &(ga_pentry_t){.key = p, .size = (uint64_t)excess, .aux = pool_req});
+    c->req_excess += excess;
+}
+
+void ga_async_forget(ga_ctx_t *c, uintptr_t p)
+{
+    ga_pentry_t h;
+    ga_ptrmap_take(&c->async, p, NULL);
+    if (GA_UNLIKELY(c->handed.count) && ga_ptrmap_take(&c->handed, p, &h))
+        c->req_excess -= (int64_t)h.size;
+}
+
+void ga_async_fini(ga_ctx_t *c)
+{
+    ga_ptrmap_fini(&c->async);
+    ga_ptrmap_fini(&c->handed);
+    memset(&c->async, 0, sizeof c->async);
+    memset(&c->handed, 0, sizeof c->handed);
+    c->req_excess = 0;
+}
+
+void ga_ctx_pool_stats(const ga_ctx_t *c, ga_stats_t *out)
+{
+    ga_pool_stats(c->pool, out);
+    out->in_use_requested -= (uint64_t)c->req_excess;
 }
 
 /* One allocation from c's pool; c->lock held. Nothing here waits for the device: what comes back
@@ -53,6 +109,7 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
 {
     uintptr_t p = 0;
     size_t got = 0; /* a pending chunk taken whole: its size, not size rounded */
+    size_t req = 0; /* and the bytes the pool counts as requested for it */
     ga_mutex_lock(&c->lock);
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     /* A stream-ordered block is recorded, or not served: the record is what keeps it past
@@ -67,8 +124,9 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         /* out-of-memory, unless the context went while the lock was let go: the retries below */
         if (atomic_load_explicit(&c->dead, memory_order_relaxed))
             r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    } else if (async && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
-        ga_fence_take_same_stream(c, s, size, &p, &got)) {
+    } else if (async && !atomic_load_explicit(&c->dead, memory_order_relaxed) && c->npend_ev &&
+               ga_ptrmap_reserve(&c->handed, 1) == 0 &&
+               ga_fence_take_same_stream(c, s, size, &p, &got, &req)) {
         r = CUDA_SUCCESS; /* freed on s, not yet passed: later work on s comes after the free */
         c->counts.async_same_stream++;
     } else {
@@ -107,12 +165,14 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
     }
     if (async && r == CUDA_SUCCESS &&
         ga_ptrmap_put(&c->async, &(ga_pentry_t){.key = p, .size = got ? got : ga_round(size),
-                                               .aux = ga_round(size)}) != 0) {
+                                               .aux = size}) != 0) {
         /* Only a block the pool served after the lock was let go (another thread's record took
          * the room meanwhile): never handed out, so back to the pool at once. */
         ga_pool_free(c->pool, p, NULL);
         r = CUDA_ERROR_OUT_OF_MEMORY;
         norecord = 1;
+    } else if (got && r == CUDA_SUCCESS && req != size) {
+        ga_async_handed(c, p, req, size); /* room reserved before the take */
     }
     ga_oom_t oom; /* not zeroed: 2 KiB on the hot path; classify fills it on failure */
     oom.frag = 0, oom.len = 0;
@@ -282,7 +342,8 @@ ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream
         if (st == GA_OK)
             st = GA_EINVAL; /* not reached: the pool had no live allocation at p */
     } else if (fence) {
-        CUresult fr = ga_fence_free(c, (uintptr_t)p, size, s, stream_ordered);
+        CUresult fr = ga_fence_free(c, (uintptr_t)p, size, s, stream_ordered,
+                                    stream_ordered ? ga_async_pool_req(c, (uintptr_t)p) : 0);
         if (fr != CUDA_SUCCESS)
             return (ga_freed_t){fr, GA_OK}; /* a stream the driver refuses: nothing freed */
     } else {
@@ -301,7 +362,7 @@ ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream
     if (st != GA_OK)
         return (ga_freed_t){CUDA_ERROR_INVALID_VALUE, st};
     if (GA_UNLIKELY(c->async.count))
-        ga_ptrmap_take(&c->async, p, NULL);
+        ga_async_forget(c, p);
     if (!leveled)
         ga_ctx_level_add(c, -(int64_t)size);
     ga_count_free(&c->counts, api, t0);

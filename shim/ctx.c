@@ -283,7 +283,7 @@ static ga_ctx_t *ga_ctx_reuse(CUcontext ctx, int dev)
         ga_stats_retire(c);
         ga_ptrmap_fini(&c->stuck);
         ga_ptrmap_fini(&c->pass);
-        ga_ptrmap_fini(&c->async);
+        ga_async_fini(c);
         ga_ptrmap_fini(&c->pend_set);
         ga_ctx_clear(c);
         c->driver_gone = 0;
@@ -698,7 +698,7 @@ void ga_ctx_fork_child(void)
         if (c->pool)
             ga_pool_destroy(c->pool);
         ga_ptrmap_fini(&c->pass);
-        ga_ptrmap_fini(&c->async);
+        ga_async_fini(c);
         free(c);
         c = next;
     }

@@ -136,7 +136,7 @@ static CUresult ga_fence_sync(ga_ctx_t *c, int current);
 /* ga_fence_free for everything but the common case below. */
 __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintptr_t ptr,
                                                              size_t size, CUstream s,
-                                                             int stream_ordered)
+                                                             int stream_ordered, size_t req)
 {
     CUevent ev = NULL;
     uint64_t sid = 0;
@@ -194,7 +194,8 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
         ga_pool_free(c->pool, ptr, NULL);
         return CUDA_SUCCESS;
     }
-    c->pend[c->npend++] = (ga_pending_t){.ptr = ptr, .size = size, .sid = sid, .ev = ev};
+    c->pend[c->npend++] = (ga_pending_t){.ptr = ptr, .size = size, .sid = sid, .ev = ev,
+                                         .req = ev ? req : 0};
     c->npend_ev += ev != NULL;
     c->pend_bytes += size;
     c->counts.pending_bytes = c->pend_bytes;
@@ -206,7 +207,8 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
 /* The common case is a cuMemFree under GPUARENA_FREE_SYNC=deferred while the list is short and
  * has room: one entry appended, in a function small enough that it saves no registers for the
  * events, the index and the synchronisations of the rare cases. */
-CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered)
+CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered,
+                       size_t req)
 {
     size_t n = c->npend;
     if (GA_LIKELY(!stream_ordered && ga_opt.free_sync <= GA_FREE_SYNC_LAZY &&
@@ -220,7 +222,7 @@ CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int 
                                            ? bytes : c->counts.peak_pending_bytes;
         return CUDA_SUCCESS;
     }
-    return ga_fence_free_slow(c, ptr, size, s, stream_ordered);
+    return ga_fence_free_slow(c, ptr, size, s, stream_ordered, req);
 }
 
 /* The synchronisation that passes every cuMemFree of the context: the context, then any other
@@ -242,7 +244,7 @@ static CUresult ga_fence_sync(ga_ctx_t *c, int current)
 }
 
 int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out,
-                              size_t *got)
+                              size_t *got, size_t *req)
 {
     if (!c->npend_ev)
         return 0;
@@ -250,7 +252,7 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
     size_t best = (size_t)-1, want = (size + GA_ALIGN - 1) & ~(GA_ALIGN - 1);
     for (size_t i = 0; sid && i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];
-        if (e->ev && e->sid == sid && e->size >= want && e->size / 2 <= want &&
+        if (e->ev && e->req && e->sid == sid && e->size >= want && e->size / 2 <= want &&
             (best == (size_t)-1 || e->size < c->pend[best].size))
             best = i;
     }
@@ -266,6 +268,7 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
     ga_event_put(c, e.ev);
     *out = e.ptr;
     *got = e.size;
+    *req = e.req;
     return 1;
 }
 

@@ -99,11 +99,13 @@ static int ga_range_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
     if (st == GA_OK && ga_fence_is_pending(c, *j->base))
         st = GA_ENOTOWNED; /* freed by the program, waiting for the device */
     const ga_pentry_t *e = st == GA_OK && c->async.count ? ga_ptrmap_get(&c->async, *j->base) : NULL;
-    if (e && e->aux < *j->size) {
+    size_t asked = e ? (size_t)ga_async_asked(e) : 0;
+    if (e && asked < *j->size) {
         /* A chunk handed over whole to a smaller stream-ordered allocation (fence.c): the
-         * allocation is what the program asked for; the rest is no allocation's. */
-        if (j->p - *j->base < e->aux)
-            *j->size = (size_t)e->aux;
+         * allocation is what the program asked for (rounded, as the pool rounds every block);
+         * the rest is no allocation's. */
+        if (j->p - *j->base < asked)
+            *j->size = asked;
         else
             st = GA_ENOTOWNED;
     }

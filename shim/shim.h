@@ -335,6 +335,8 @@ typedef struct ga_pending {
     size_t size;      /* rounded */
     uint64_t sid;     /* the stream-ordered free's stream (ga_fence_stream_id; 0: none) */
     CUevent ev;       /* recorded on stream at the free; NULL: the next allocation synchronises */
+    size_t req;       /* stream-ordered: the bytes the pool counts as requested for the chunk; 0:
+                         not known (a cuMemAlloc block), so never handed over (fence.c) */
 } ga_pending_t;
 
 /* An event a free of a context's block made in another context (the free's stream's): it dies
@@ -363,9 +365,14 @@ typedef struct ga_ctx {
     ga_pool_t *pool;         /* made at the first allocation; read unlocked only by ga_ctx_peek */
     ga_ptrmap_t pass;        /* pass-through allocations: key pointer, size, aux api */
     ga_ptrmap_t async;       /* stream-ordered allocations the pool served, live: key pointer,
-                                size held, aux the size asked for, rounded (less than size for a
-                                chunk handed over whole, fence.c); the driver keeps such memory
+                                size held, aux the bytes asked for (less than size for a chunk
+                                handed over whole, fence.c); the driver keeps such memory
                                 past cuCtxDestroy (teardown.c) */
+    ga_ptrmap_t handed;      /* those of them in a chunk handed over whole (alloc.c): key pointer,
+                                size (an int64_t) the bytes the pool counts as requested for the
+                                chunk beyond the allocation's own, aux what the pool counts */
+    int64_t req_excess;      /* the sum of handed's sizes: the pool's in_use_requested less it is
+                                the live allocations' (ga_ctx_pool_stats) */
     _Atomic int orphan;      /* dead, but its vmm pool kept for those until they are freed */
     _Atomic int closing;     /* inside a teardown call, its lock held through it (teardown.c):
                                 1 from the start, so that nothing waits for that lock but what
@@ -614,17 +621,32 @@ uint64_t ga_vmm_granule(int dev);
  * stream-ordered frees, pass-through memory freed async, a context's entries at its teardown):
  * freed memory is reused only once the device has passed the free; c->lock held ---- */
 /* Records ptr (a live pool chunk of rounded size) as freed: stream-ordered on s (an event), or for
- * the next allocation's synchronisation. An error (a stream the driver refuses) frees nothing. */
-CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered);
+ * the next allocation's synchronisation. An error (a stream the driver refuses) frees nothing.
+ * req: stream-ordered, the bytes the pool counts as requested for the chunk (0: not known). */
+CUresult ga_fence_free(ga_ctx_t *c, uintptr_t ptr, size_t size, CUstream s, int stream_ordered,
+                       size_t req);
 /* ga_fence_free's answer for a stream-ordered free it could not fence with an event (none to be
  * had, a record refused, no host memory to remember it): nothing freed; the caller synchronises s
  * with no lock held and frees again, synchronised. Not a driver code. */
 #define GA_FENCE_WAIT_FIRST ((CUresult)0x7ffffff0)
 int ga_fence_is_pending(const ga_ctx_t *c, uintptr_t ptr);
 /* A pending chunk freed on stream s, of at least size bytes (and at most twice), taken whole;
- * *got: its size (the live allocation it becomes). */
+ * *got: its size (the live allocation it becomes), *req: the bytes the pool counts as requested
+ * for it. Only chunks whose requested bytes are known (ga_pending_t.req) are taken. */
 int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *out,
-                              size_t *got);
+                              size_t *got, size_t *req);
+/* ---- alloc.c: the stream-ordered blocks' records (c->async, c->handed), c->lock held ---- */
+/* A c->async record's allocation as the range queries give it: the bytes asked for, rounded to
+ * GA_ALIGN as the pool rounds every block. */
+uint64_t ga_async_asked(const ga_pentry_t *e);
+/* The bytes the pool counts as requested for the live stream-ordered block at p; 0: none. */
+size_t ga_async_pool_req(const ga_ctx_t *c, uintptr_t p);
+/* p's records dropped (freed, or gone with an orphan pool). */
+void ga_async_forget(ga_ctx_t *c, uintptr_t p);
+/* Every record dropped, their tables freed. */
+void ga_async_fini(ga_ctx_t *c);
+/* The pool's figures with in_use_requested the live allocations' (less c->req_excess). */
+void ga_ctx_pool_stats(const ga_ctx_t *c, ga_stats_t *out);
 /* A pass-through allocation of size bytes that cuMemFreeAsync gave back to the driver on s: 1 when
  * it is kept committed until the device passes the free (an event), 0 when the caller gives its
  * bytes back once it has synchronised s, with no lock held. */

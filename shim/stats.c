@@ -280,7 +280,7 @@ static int ga_ctx_snapshot(ga_ctx_t *c, ga_stats_t *s, ga_stats_t *now, ga_count
     *alive = !atomic_load(&c->dead);
     late[0] = c->late_unmaps, late[1] = c->late_releases;
     if (c->pool)
-        ga_pool_stats(c->pool, now);
+        ga_ctx_pool_stats(c, now);
     if (c->has_final && !*alive)
         *s = c->final;
     else if (c->pool)

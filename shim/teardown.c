@@ -124,7 +124,7 @@ static uint64_t ga_ctx_orphan(ga_ctx_t *c, int driver_gone)
     ga_ptrmap_t *as = &c->async;
     for (size_t i = 0; as->slots && i <= as->mask; i++)
         if (as->slots[i].key)
-            kept += as->slots[i].size, asked += as->slots[i].aux;
+            kept += as->slots[i].size, asked += ga_async_asked(&as->slots[i]);
     if (!as->count || driver_gone == 2)
         return 0;
     if (ga_pool_mode(c->pool) != GA_MODE_VMM) {
@@ -174,7 +174,7 @@ CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga
      * optimisation turns into a cheaper arena free, 5 instructions a pair) */
     ga_status_t st = GA_EINVAL;
     ga_stats_t before, after;
-    ga_pool_stats(c->pool, &before);
+    ga_ctx_pool_stats(c, &before);
     if (e || !ga_pool_live_size(c->pool, p)) /* every live block has its record: without one, */
         st = ga_pool_free(c->pool, p, NULL); /* the pool only says why it refuses (interior...) */
     if (st != GA_OK) {
@@ -184,12 +184,12 @@ CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga
     /* The context's entry is its pool as at teardown (c->final) less what the program freed
      * since: the blocks the teardown dropped stay live there, as for a context without an orphan
      * (the pool's own figures count them as frees; an outside test, 2026-12-05). */
-    ga_pool_stats(c->pool, &after);
+    ga_async_forget(c, p); /* before the figures after: the block's requested bytes leave both */
+    ga_ctx_pool_stats(c, &after);
     c->final.frees += after.frees - before.frees;
     c->final.live -= before.live - after.live;
     c->final.in_use -= before.in_use - after.in_use;
     c->final.in_use_requested -= before.in_use_requested - after.in_use_requested;
-    ga_ptrmap_take(&c->async, p, NULL);
     ga_ctx_level_add(c, -(int64_t)size);
     ga_count_free(&c->counts, api, t0);
     ga_pool_trim(c->pool);
@@ -200,8 +200,7 @@ CUresult ga_orphan_free(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, ga
         __atomic_store_n(&c->pool, NULL, __ATOMIC_RELEASE);
         atomic_store(&c->orphan, 0);
         ga_pool_destroy(pool); /* the range back to the driver */
-        ga_ptrmap_fini(&c->async);
-        memset(&c->async, 0, sizeof c->async);
+        ga_async_fini(c);
     }
     return CUDA_SUCCESS;
 }
@@ -323,7 +322,7 @@ static void ga_ctx_release(ga_ctx_t *c, int driver_gone, ga_gone_t *gone)
          * driver's 39 (an outside test, 2026-12-06). */
         if (c->driver_gone < 2)
             ga_pool_trim(c->pool);
-        ga_pool_stats(c->pool, &c->final);
+        ga_ctx_pool_stats(c, &c->final);
         c->has_final = 1;
         if (gone)
             ga_gone_pool(c, gone);
@@ -342,10 +341,8 @@ static void ga_ctx_release(ga_ctx_t *c, int driver_gone, ga_gone_t *gone)
             ga_pool_destroy(p); /* releases through the backend: uncommits every byte */
         }
     }
-    if (!atomic_load(&c->orphan)) {
-        ga_ptrmap_fini(&c->async);
-        memset(&c->async, 0, sizeof c->async);
-    }
+    if (!atomic_load(&c->orphan))
+        ga_async_fini(c);
     if (gone && c->pass.count && !ga_gone_room(gone, c->pass.count, 1))
         gone = NULL;
     for (size_t i = 0; c->pass.slots && i <= c->pass.mask; i++) {

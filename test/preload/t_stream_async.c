@@ -305,6 +305,51 @@ START_TEST(async_same_stream_handover_counts_its_size)
 }
 END_TEST
 
+/* The requested bytes of a chunk handed over are the live allocation's: 48 MiB + 1000 freed, then
+ * 32 MiB + 100 and 30 MiB + 7 on the same stream (each taking the chunk whole), beside a 1 MiB
+ * cuMemAlloc block: in_use_requested at exit is 31 MiB + 7. It said 49 MiB + 1000, the first
+ * request, which the pool keeps for the chunk it never saw change hands (an outside check). Then
+ * an 8 MiB cuMemAlloc block freed with cuMemFreeAsync and 6 MiB + 5 on its stream: whose requested
+ * bytes only the pool knows, it is never handed over, and the figure is still exact. */
+static void handover_requested_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s;
+    CUdeviceptr a, b, c, d;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&d, MiB) ||
+        cuMemAllocAsync(&a, 48 * MiB + 1000, s) || cuMemFreeAsync(a, s) ||
+        cuMemAllocAsync(&b, 32 * MiB + 100, s) || cuMemFreeAsync(b, s) ||
+        cuMemAllocAsync(&c, 30 * MiB + 7, s))
+        exit(2);
+    if (a != b || b != c)
+        exit(3); /* not handed over: the test shows nothing */
+    CUdeviceptr m, n;
+    if (cuMemAlloc(&m, 8 * MiB) || cuMemFreeAsync(m, s) || cuMemAllocAsync(&n, 6 * MiB + 5, s))
+        exit(4);
+    exit(0);
+}
+
+START_TEST(async_same_stream_handover_requested_is_the_live_ones)
+{
+    static const char *const modes[] = PT_POOL_MODES;
+    for (int m = 0; m < 3; m++) {
+        char stats[] = "/tmp/gpuarena-hreq-XXXXXX", senv[128], err[4096];
+        close(mkstemp(stats));
+        snprintf(senv, sizeof senv, "GPUARENA_STATS=%s", stats);
+        pt_env(senv, modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(handover_requested_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d; %s", modes[m], rc, err);
+        ck_assert_msg(pt_json_check(stats, "(t := d['totals']) and t['async_same_stream'] == 2 and "
+                                           "t['in_use_requested'] == 37 * 2**20 + 12 and "
+                                           "sum(e['in_use_requested'] for e in d['devices']) == "
+                                           "37 * 2**20 + 12") == 0,
+                      "%s: 30 MiB + 7, 6 MiB + 5 and 1 MiB live, as requested", modes[m]);
+        unlink(stats);
+    }
+}
+END_TEST
+
 /* The chunk handed over whole is 1 MiB, but the allocation is the 600 KiB asked for: range
  * queries say so (they said 1 MiB, so a program sizing a copy or a checksum by the range read
  * 424 KiB it never wrote), and an address past it is in no allocation. */
@@ -529,6 +574,7 @@ void pt_stream_async_add(TCase *tc)
     tcase_add_test(tc, driver_pool_kept_memory_stays_capped);
     tcase_add_test(tc, async_same_stream_handover_counts_its_size);
     tcase_add_test(tc, async_same_stream_handover_range_is_its_own);
+    tcase_add_test(tc, async_same_stream_handover_requested_is_the_live_ones);
     tcase_add_test(tc, async_alloc_is_the_streams_context);
     tcase_add_test(tc, capture_after_free_keeps_the_capture);
     tcase_add_test(tc, capture_held_frees_not_reported_free);

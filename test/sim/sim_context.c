@@ -43,6 +43,13 @@ int sim_ctx_known_locked(const sim_ctx_t *c)
     return 0;
 }
 
+/* The calling thread's current context, for the calls that need one. None: CUDA_ERROR_INVALID_CONTEXT.
+ * One that is no longer alive (destroyed by another thread, where it stays current, or a primary
+ * context released to its end or never retained): CUDA_ERROR_CONTEXT_IS_DESTROYED, as cuda.h says
+ * of that code ("the context current to the calling thread has been destroyed using cuCtxDestroy,
+ * or is a primary context which has not yet been initialized") and cuCtxDestroy's reference of
+ * the other threads ("attempting to access ctx from those threads will result in the error
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED"). It answered CUDA_ERROR_INVALID_CONTEXT until 2026-12-06. */
 CUresult sim_current(sim_ctx_t **out)
 {
     CUresult r = sim_check_init();
@@ -54,7 +61,7 @@ CUresult sim_current(sim_ctx_t **out)
     int alive = tls_stack[tls_depth - 1]->alive;
     pthread_mutex_unlock(&sim_lock);
     if (!alive)
-        return CUDA_ERROR_INVALID_CONTEXT;
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     *out = tls_stack[tls_depth - 1];
     return CUDA_SUCCESS;
 }

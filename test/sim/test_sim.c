@@ -102,6 +102,36 @@ START_TEST(no_context)
 }
 END_TEST
 
+/* A context destroyed by another thread stays current to this one, and the calls that need a
+ * current context answer CUDA_ERROR_CONTEXT_IS_DESTROYED there (cuCtxDestroy's reference), not
+ * CUDA_ERROR_INVALID_CONTEXT, which is for a thread with none (no_context above). */
+static void *destroy_it(void *ctx)
+{
+    return (void *)(intptr_t)cuCtxDestroy((CUcontext)ctx);
+}
+
+START_TEST(destroyed_context_current_elsewhere)
+{
+    CUcontext c, cur = NULL;
+    CUdeviceptr p;
+    size_t f, t;
+    void *r;
+    pthread_t th;
+    CK(cuInit(0));
+    CK(cuCtxCreate(&c, NULL, 0, 0));
+    ck_assert_int_eq(pthread_create(&th, NULL, destroy_it, c), 0);
+    ck_assert_int_eq(pthread_join(th, &r), 0);
+    ck_assert_int_eq((int)(intptr_t)r, CUDA_SUCCESS);
+    CK(cuCtxGetCurrent(&cur));
+    ck_assert_ptr_eq(cur, c); /* not popped in this thread */
+    ck_assert_int_eq(cuMemGetInfo(&f, &t), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    ck_assert_int_eq(cuMemAlloc(&p, 512), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    CK(cuCtxPopCurrent(&cur));
+    ck_assert_int_eq(cuMemGetInfo(&f, &t), CUDA_ERROR_INVALID_CONTEXT); /* none now */
+}
+END_TEST
+
 START_TEST(alloc_free)
 {
     ts_start();
@@ -461,7 +491,8 @@ START_TEST(primary_context)
     CK(cuDevicePrimaryCtxGetState(0, &flags, &active));
     ck_assert_int_eq(active, 0);
     ck_assert_uint_eq(ts_counters().bytes_in_use, 0);
-    ck_assert_int_eq(cuMemAlloc(&p, 4096), CUDA_ERROR_INVALID_CONTEXT);
+    /* still current here, but no longer initialised: the driver's CUDA_ERROR_CONTEXT_IS_DESTROYED */
+    ck_assert_int_eq(cuMemAlloc(&p, 4096), CUDA_ERROR_CONTEXT_IS_DESTROYED);
     ck_assert_int_eq(cuDevicePrimaryCtxGetState(0, NULL, &active), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(cuDevicePrimaryCtxRetain(&p1, 1), CUDA_ERROR_INVALID_DEVICE);
     simcuda_counters_t c = ts_counters();
@@ -643,6 +674,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, before_init);
     tcase_add_test(tc, devices);
     tcase_add_test(tc, no_context);
+    tcase_add_test(tc, destroyed_context_current_elsewhere);
     tcase_add_test(tc, alloc_free);
     tcase_add_test(tc, pitch);
     tcase_add_test(tc, out_of_memory);

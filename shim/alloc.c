@@ -401,13 +401,15 @@ static inline CUresult ga_free_refused(CUdeviceptr p, ga_freed_t f)
     return f.r;
 }
 
-/* For ga_free_no_context, out of the free's path: 1 when the call needs a current context (cuMemFree,
- * or a stream that names the current one; a created stream names its own) and none is current. */
-static __attribute__((noinline, cold)) int
+/* For ga_free_no_context, out of the free's path: when the call needs a current context (cuMemFree,
+ * or a stream that names the current one; a created stream names its own), the driver's error for
+ * the thread's (ga_current_status); else CUDA_SUCCESS. */
+static __attribute__((noinline, cold)) CUresult
 ga_free_no_context_cold(CUresult (*real_free)(CUdeviceptr, CUstream), CUstream s)
 {
-    return (!real_free || !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) &&
-           ga_none_current();
+    if (real_free && s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD)
+        return CUDA_SUCCESS;
+    return ga_current_status();
 }
 
 /* One free of a pointer some context holds, for ga_with_owner (the owner's lock held). */
@@ -433,15 +435,16 @@ typedef struct ga_free_job {
 } ga_free_job_t;
 
 /* With no context current the driver refuses cuMemFree, and cuMemFreeAsync on the current
- * context's stream, with CUDA_ERROR_INVALID_CONTEXT and frees nothing; so is a pool block of c
- * kept: 1 then (it was freed, and the program's later free refused as a double free: helper-46
- * F5). The pointer is not shown to the driver: a pool block may start a region the driver would
+ * context's stream, with CUDA_ERROR_INVALID_CONTEXT and frees nothing (with a destroyed one current,
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED); so is a pool block of c kept: the driver's error then (it was
+ * freed, and the program's later free refused as a double free: helper-46 F5). The pointer is not shown to the driver: a pool block may start a region the driver would
  * free whole. Not asked for a block of the thread's last context, which is current unless the
  * thread popped it (a driver call per free: ga_do_free's path skips it likewise; the pop hooks
  * make the thread forget that context, ctx.c). Called where the block is freed. */
-static inline int ga_free_no_context(const ga_ctx_t *c, const ga_free_job_t *j)
+static inline CUresult ga_free_no_context(const ga_ctx_t *c, const ga_free_job_t *j)
 {
-    return GA_UNLIKELY(c != ga_ctx_last()) && ga_free_no_context_cold(j->real_free, j->s);
+    return GA_UNLIKELY(c != ga_ctx_last()) ? ga_free_no_context_cold(j->real_free, j->s)
+                                            : CUDA_SUCCESS;
 }
 
 static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
@@ -482,8 +485,8 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
         }
         if (j->sync_refused) /* nothing passed, and an orphan has no pending list: not freed */
             return j->sync_refused;
-        return ga_free_no_context(c, j) ? CUDA_ERROR_INVALID_CONTEXT
-                                         : ga_orphan_free(c, j->p, j->api, j->t0, &j->refused);
+        CUresult nc = ga_free_no_context(c, j);
+        return nc != CUDA_SUCCESS ? nc : ga_orphan_free(c, j->p, j->api, j->t0, &j->refused);
     }
     if (j->real_free && !j->synced && ga_pool_mode(c->pool) == GA_MODE_PLATFORM) {
         j->sync_first = 1; /* the stream is synchronised without the lock, then again */
@@ -501,8 +504,9 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
         j->sync_first = 1;
         return CUDA_SUCCESS;
     }
-    if (GA_UNLIKELY(ga_free_no_context(c, j)))
-        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult nc = ga_free_no_context(c, j);
+    if (GA_UNLIKELY(nc != CUDA_SUCCESS))
+        return nc;
     /* The device wait GPUARENA_FREE_SYNC=device made for this free (ga_free_any, no lock held) is
      * a free synchronisation as the fence's are: it was not counted (an outside check,
      * 2026-12-06: free_syncs 0 after 20 frees that each synchronised the device). */

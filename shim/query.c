@@ -136,9 +136,10 @@ static int ga_pool_range_answer(CUdeviceptr dptr, uintptr_t *base, size_t *size)
     int found = ga_pool_range(dptr, base, size, NULL);
     if (found == 0)
         return GA_NOT_POOL;
-    CUcontext cur = NULL; /* the driver's call needs a current context (helper-49 F8) */
-    if (ga_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
-        return CUDA_ERROR_INVALID_CONTEXT;
+    /* the driver's call needs a live current context, and says why not (helper-49 F8) */
+    CUresult cr = ga_current_status();
+    if (cr != CUDA_SUCCESS)
+        return cr;
     return found < 0 ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
 }
 
@@ -343,12 +344,15 @@ static int ga_whole_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
 GA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     GA_HOOK_ENTER(cuIpcGetMemHandle, (pHandle, dptr));
-    if (!pHandle) /* as the driver checks: the context first */
-        return ga_none_current() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_VALUE;
+    if (!pHandle) { /* as the driver checks: the context first */
+        CUresult cr = ga_current_status();
+        return cr != CUDA_SUCCESS ? cr : CUDA_ERROR_INVALID_VALUE;
+    }
     if (ga_with_owner((uintptr_t)dptr, ga_whole_owned, NULL, 1)) /* the driver's own allocation */
         return ga_real.cuIpcGetMemHandle(pHandle, dptr);
-    if (ga_none_current()) /* the driver's answer; the pool block is not shown to it */
-        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult cr = ga_current_status(); /* the driver's answer; the pool block is not shown to it */
+    if (cr != CUDA_SUCCESS)
+        return cr;
     /* Freed pool memory (a stale pointer, a free byte of a region or mapped granule, a block
      * pending after its free) answers as memory the driver does not know, as the other queries
      * do: it answered CUDA_ERROR_NOT_SUPPORTED and blamed sub-allocation (an outside test,

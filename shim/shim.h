@@ -475,6 +475,19 @@ static inline int ga_none_current(void)
     CUcontext cur = NULL;
     return ga_real.cuCtxGetCurrent && ga_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && !cur;
 }
+/* The driver's own answer, for a call on a pool pointer that needs a live current context, to
+ * whether this thread has one: CUDA_SUCCESS, or its error (CUDA_ERROR_INVALID_CONTEXT: none;
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED: one another thread destroyed, which stays current here, or a
+ * primary context released to its end). Asked of cuCtxGetDevice, which needs one as those calls
+ * do: a context that is current but destroyed was taken for a live one, and the call answered
+ * from the pools (an outside check, 2026-12-06). A driver without it: ga_none_current. */
+static inline CUresult ga_current_status(void)
+{
+    CUdevice dev;
+    if (ga_real.cuCtxGetDevice)
+        return ga_real.cuCtxGetDevice(&dev);
+    return ga_none_current() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+}
 /* Writes the message and returns CUDA_ERROR_OUT_OF_MEMORY for an allocation of bytes by `what`
  * refused because the current context's state could not be made. */
 CUresult ga_refuse_unmade(const char *what, size_t bytes);

@@ -404,6 +404,61 @@ START_TEST(no_context_pool_calls_are_the_drivers)
 }
 END_TEST
 
+/* The same from a thread whose current context another thread destroyed: it stays current there,
+ * and the driver answers the calls that need one CUDA_ERROR_CONTEXT_IS_DESTROYED (cuCtxDestroy's
+ * reference; the simulated driver too). The shim asked only whether a context was current, found
+ * one and answered from its pools: the range given, IPC refused with CUDA_ERROR_NOT_SUPPORTED, and
+ * the other context's block freed, so that its owner's own free was refused as a double free. */
+static CUdeviceptr dead_p, dead_pa;
+static CUcontext dead_c;
+static CUresult dead_r[7];
+static pthread_barrier_t dead_bar;
+
+static void *dead_calls(void *arg)
+{
+    (void)arg;
+    CUdeviceptr b = 0;
+    size_t n = 0;
+    CUipcMemHandle h;
+    dead_r[0] = cuCtxCreate(&dead_c, NULL, 0, 0);
+    pthread_barrier_wait(&dead_bar); /* made, current here */
+    pthread_barrier_wait(&dead_bar); /* destroyed by the main thread */
+    dead_r[0] = dead_r[0] ? dead_r[0] : cuMemGetAddressRange(&b, &n, dead_p + 100);
+    dead_r[1] = cuIpcGetMemHandle(&h, dead_p);
+    dead_r[2] = cuIpcGetMemHandle(NULL, dead_p);
+    dead_r[3] = cuMemFreeAsync(dead_pa, NULL);
+    dead_r[4] = cuMemFree(dead_p);
+    dead_r[5] = cuMemFree(dead_p);
+    dead_r[6] = b || n;
+    return NULL;
+}
+
+START_TEST(destroyed_current_context_calls_are_the_drivers)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    pt_env(modes[_i], "GPUARENA_LOG=error", NULL);
+    pt_start();
+    ck_assert_int_eq(cuMemAlloc(&dead_p, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAllocAsync(&dead_pa, MiB, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    ck_assert_int_eq(pthread_barrier_init(&dead_bar, NULL, 2), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, dead_calls, NULL), 0);
+    pthread_barrier_wait(&dead_bar);
+    ck_assert_int_eq(cuCtxDestroy(dead_c), CUDA_SUCCESS);
+    pthread_barrier_wait(&dead_bar);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(dead_r[i] == CUDA_ERROR_CONTEXT_IS_DESTROYED, "%s: call %d answered %d",
+                      modes[_i], i, (int)dead_r[i]);
+    ck_assert_msg(!dead_r[6], "%s: the range written", modes[_i]);
+    /* Kept: the program's own frees, with its context current, succeed. */
+    ck_assert_int_eq(cuMemFree(dead_p), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFreeAsync(dead_pa, NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+}
+END_TEST
+
 /* The same for the thread that allocated, once it has made no context current itself: cuMemFree's
  * fast path knows the block's context from the thread's last allocation, and freed it without
  * asking the driver. cuCtxPopCurrent and cuCtxSetCurrent(NULL) now make the thread forget it. */
@@ -562,6 +617,7 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, no_context_errors_are_the_drivers);
     tcase_add_loop_test(tc, no_context_pool_calls_are_the_drivers, 0, 4);
     tcase_add_loop_test(tc, no_context_after_pop_free_is_the_drivers, 0, 4);
+    tcase_add_loop_test(tc, destroyed_current_context_calls_are_the_drivers, 0, 4);
     tcase_add_loop_test(tc, no_context_after_own_destroy_free_is_the_drivers, 0, 4);
     tcase_add_test(tc, size_zero);
     tcase_add_test(tc, bad_frees_arena);

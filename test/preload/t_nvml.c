@@ -197,6 +197,11 @@ START_TEST(nvml_without_context_is_a_contexts_view)
                   "the first context, %zu in the second", m.free, m.used, m.total, fa, fb);
     ck_assert_int_eq(cuCtxSetCurrent(a), CUDA_SUCCESS);
     ck_assert_int_eq(cuCtxDestroy(b), CUDA_SUCCESS);
+    /* One context left: its view, the arena's free part counted free as cuMemGetInfo counts it. */
+    ck_assert_int_eq(cuMemGetInfo(&fa, &total), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    ck_assert_int_eq(nvml_mem()(g_dev, &m), NVML_SUCCESS);
+    ck_assert_msg(m.free == fa, "one context: NVML free %llu, cuMemGetInfo %zu", m.free, fa);
 }
 END_TEST
 

@@ -6,7 +6,11 @@
  * times alloc+free pairs two ways. "pair": allocate the size of a random hole and free that block
  * at once (the issue's measure: the search itself, N constant). "churn": allocate the size of a
  * random free hole, then free a random allocated hole, so each pair lands on random holes and
- * the figure includes the cache misses of a large arena (N stays constant too). Best fit finds a
+ * the figure includes the cache misses of a large arena (N stays constant too); churn runs on an
+ * arena of its own with N more holes allocated (4N slots), the allocated holes it frees from.
+ * (Until 2026-12-06 churn started with no allocated hole, so the random one it freed was always
+ * the block it had just allocated, and churn was pair with random sizes: an outside check; the
+ * JSON's churn_freed_just_allocated counts such pairs.) Best fit finds a
  * hole of exactly the size asked either way. Pair reads its sizes from a small ring drawn
  * beforehand; churn's bookkeeping (arrays of N holes read at random) adds misses of its own at
  * large N. Two shapes: every hole of one size (one bin holds all N), and mixed sizes
@@ -38,6 +42,7 @@ typedef struct shape_run {
     double ns_pair, ns_churn, ns_lookup;    /* the best repeat: what the table shows */
     double med_pair, med_churn, med_lookup; /* the median repeat, in the JSON */
     unsigned check_failures;
+    size_t churn_same;                      /* churn pairs that freed the block they allocated */
 } shape_run_t;
 
 static uint64_t next_rand(uint64_t *s) /* splitmix64 */
@@ -88,37 +93,51 @@ typedef struct state {
     size_t nfree, nused;
 } state_t;
 
-/* Lays out 2N slots and frees the holes; 0 on success. */
-static int build(state_t *st, size_t n, int mixed, uint64_t *rng, uintptr_t *next_base)
+/* Lays out 2N slots (a separator, then a hole) and frees the holes; 0 on success. With `used`,
+ * 2N more slots whose holes stay allocated, in st->used (churn frees from them): every slot's
+ * hole is drawn, and N of the 2N chosen at random are freed. */
+static int build(state_t *st, size_t n, int used, int mixed, uint64_t *rng, uintptr_t *next_base)
 {
-    size_t *sizes = malloc(n * sizeof *sizes);
+    size_t m = used ? 2 * n : n;
+    size_t *sizes = malloc(m * sizeof *sizes);
     size_t total = 1 << 20;
     if (!sizes)
         return -1;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < m; i++) {
         sizes[i] = hole_size(mixed, rng);
         total += sizes[i] + SEPARATOR;
     }
     ga_backend_t b = {fake_reserve, fake_release, next_base};
     ga_config_t cfg = {.initial = total};
     st->arena = ga_arena_create(&b, &cfg, NULL);
-    st->free_holes = malloc(n * sizeof *st->free_holes);
-    st->used = malloc(n * sizeof *st->used);
-    uintptr_t *hole_at = malloc(n * sizeof *hole_at);
+    st->free_holes = malloc(m * sizeof *st->free_holes);
+    st->used = malloc(m * sizeof *st->used);
+    uintptr_t *hole_at = malloc(m * sizeof *hole_at);
     int rc = st->arena && st->free_holes && st->used && hole_at ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    for (size_t i = 0; rc == 0 && i < m; i++) {
         uintptr_t sep;
         if (ga_alloc(st->arena, SEPARATOR, &sep) != GA_OK ||
             ga_alloc(st->arena, sizes[i], &hole_at[i]) != GA_OK)
             rc = -1;
     }
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    for (size_t i = m; rc == 0 && used && i > 1; i--) { /* which N of the 2N are freed */
+        size_t j = (size_t)(next_rand(rng) % i);
+        uintptr_t a = hole_at[i - 1];
+        size_t sz = sizes[i - 1];
+        hole_at[i - 1] = hole_at[j], sizes[i - 1] = sizes[j];
+        hole_at[j] = a, sizes[j] = sz;
+    }
+    st->nused = 0;
+    for (size_t i = 0; rc == 0 && i < m; i++) {
+        if (i >= n) {
+            st->used[st->nused++] = (hole_t){hole_at[i], sizes[i]};
+            continue;
+        }
         if (ga_free(st->arena, hole_at[i]) != GA_OK)
             rc = -1;
         st->free_holes[i] = (hole_t){0, sizes[i]};
     }
     st->nfree = n;
-    st->nused = 0;
     free(hole_at);
     free(sizes);
     return rc;
@@ -149,9 +168,11 @@ static int time_pairs(state_t *st, size_t pairs, uint64_t *rng, uint64_t *ns)
     return 0;
 }
 
-/* `pairs` times: allocate the size of a random free hole, free a random allocated one. */
-static int time_churn(state_t *st, size_t pairs, uint64_t *rng, uint64_t *ns)
+/* `pairs` times: allocate the size of a random free hole, free a random allocated one; *same
+ * counts the pairs whose free was the block just allocated (1 in nused + 1). */
+static int time_churn(state_t *st, size_t pairs, uint64_t *rng, uint64_t *ns, size_t *same)
 {
+    *same = 0;
     uint64_t t0 = now_ns();
     for (size_t p = 0; p < pairs; p++) {
         size_t i = (size_t)(next_rand(rng) % st->nfree);
@@ -161,6 +182,7 @@ static int time_churn(state_t *st, size_t pairs, uint64_t *rng, uint64_t *ns)
             return -1;
         st->used[st->nused++] = h;
         size_t j = (size_t)(next_rand(rng) % st->nused);
+        *same += j == st->nused - 1;
         h = st->used[j];
         st->used[j] = st->used[--st->nused];
         if (ga_free(st->arena, h.addr) != GA_OK)
@@ -197,7 +219,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One repeat of one cell: an arena of n holes built, the three loops timed, the arena torn down.
+/* One repeat of one cell: an arena of n holes built, pairs and lookups timed, the arena torn
+ * down; then churn on an arena of n free and n allocated holes.
  * Repeat r always uses the same seed, so every run of the benchmark times the same work. */
 static int measure_once(size_t n, int mixed, size_t pairs, int r, shape_run_t *out)
 {
@@ -206,14 +229,25 @@ static int measure_once(size_t n, int mixed, size_t pairs, int r, shape_run_t *o
     state_t st;
     uint64_t tp = 0, tc = 0, tl = 0;
     size_t lookups = pairs / 2;
-    if (build(&st, n, mixed, &rng, &next_base) != 0 || time_pairs(&st, pairs, &rng, &tp) != 0 ||
-        time_churn(&st, pairs, &rng, &tc) != 0 || time_lookups(&st, lookups, &rng, &tl) != 0) {
+    size_t same = 0;
+    int rc = build(&st, n, 0, mixed, &rng, &next_base) != 0 || time_pairs(&st, pairs, &rng, &tp) != 0 ||
+             time_lookups(&st, lookups, &rng, &tl) != 0;
+    if (r == 0 && !rc)
+        out->check_failures = (unsigned)ga_check(st.arena, NULL, 0);
+    teardown(&st);
+    if (!rc) {
+        next_base = (uintptr_t)1 << 40;
+        rc = build(&st, n, 1, mixed, &rng, &next_base) != 0 || time_churn(&st, pairs, &rng, &tc, &same) != 0;
+        if (r == 0 && !rc)
+            out->check_failures += (unsigned)ga_check(st.arena, NULL, 0);
+        teardown(&st);
+    }
+    if (rc) {
         fprintf(stderr, "gpuarena: bench-scale: an allocation failed at %zu holes\n", n);
         return -1;
     }
     if (r == 0)
-        out->check_failures = (unsigned)ga_check(st.arena, NULL, 0);
-    teardown(&st);
+        out->churn_same = same;
     out->holes = n;
     out->pair_ns[r] = (double)tp / (double)pairs;
     out->churn_ns[r] = (double)tc / (double)pairs;
@@ -254,10 +288,11 @@ static void json_shape(FILE *f, const char *name, const shape_run_t *v, size_t r
         fprintf(f, "%s\n    {\"holes\": %zu, \"ns_per_pair\": %.2f, \"pair_ratio\": %.3f, "
                    "\"ns_per_churn_pair\": %.2f, \"churn_ratio\": %.3f, \"ns_per_lookup\": %.2f, "
                    "\"median_ns_per_pair\": %.2f, \"median_ns_per_churn_pair\": %.2f, "
-                   "\"median_ns_per_lookup\": %.2f, \"check_failures\": %u}",
+                   "\"median_ns_per_lookup\": %.2f, \"check_failures\": %u, "
+                   "\"churn_freed_just_allocated\": %zu}",
                 i ? "," : "", v[i].holes, v[i].ns_pair, v[i].ns_pair / v[0].ns_pair,
                 v[i].ns_churn, v[i].ns_churn / v[0].ns_churn, v[i].ns_lookup, v[i].med_pair,
-                v[i].med_churn, v[i].med_lookup, v[i].check_failures);
+                v[i].med_churn, v[i].med_lookup, v[i].check_failures, v[i].churn_same);
     fprintf(f, "\n  ]");
 }
 

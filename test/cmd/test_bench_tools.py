@@ -4,7 +4,8 @@ Checked from outside: `-h` prints the usage and exits 0 without writing anything
 where the output path goes, a bad number and a missing argument are refused with exit status 2,
 a `gpuarena:` message and no file left behind (an earlier bench-scale took `-h` for its output
 path and wrote a file of that name); a short bench-scale run writes its JSON with a row per hole
-count and the same rows in its table."""
+count and the same rows in its table; its churn frees a random one of many allocated holes, not
+the block it has just allocated."""
 
 import json
 import os
@@ -67,6 +68,21 @@ class BenchToolsTest(unittest.TestCase):
             for row in data[shape]:
                 self.assertGreater(row["ns_per_pair"], 0)
                 self.assertEqual(row["check_failures"], 0)
+
+    def test_scale_churn_frees_other_blocks(self):
+        # churn: allocate the size of a random free hole, free a random allocated hole. Until
+        # 2026-12-06 it started with no allocated hole, so the hole it freed was always the block
+        # it had just allocated (churn was pair with random sizes); the JSON counts such pairs.
+        out = os.path.join(self.tmp.name, "scale.json")
+        r = run(SCALE, out, "1000", "2000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            data = json.load(f)
+        for shape in ("one_size", "mixed_sizes"):
+            for row in data[shape]:
+                same = row.get("churn_freed_just_allocated", data["pairs"])
+                # one in holes + 1 by chance: 2000 / 101 at 100 holes, about 2 at 1000
+                self.assertLess(same, data["pairs"] // 10, (shape, row))
 
 
 if __name__ == "__main__":

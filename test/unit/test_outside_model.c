@@ -11,10 +11,10 @@
  * statistic, ga_fragmentation, ga_idle and ga_refused_idle must equal the model's, every ga_alloc,
  * ga_arena_fits, ga_free, ga_lookup, ga_live_size and ga_owns answer must be the model's, and
  * ga_check must be clean. Six workloads (mixed sizes; one size; many sizes inside one 64 MiB bin,
- * which slices it; 32 sizes of a 1 MiB bin; powers of two and their neighbours; sizes near SIZE_MAX)
- * under seven configurations, two seeds each. test_random.c's model is the arena's authors' own;
- * this one adds the backend's calls, refused releases, keep_empty, max_region, adjacent regions and
- * the queries. */
+ * which slices it; 32 sizes of a 1 MiB bin; powers of two and their neighbours; sizes near
+ * SIZE_MAX) under seven configurations, two seeds each. test_random.c's model is the arena's
+ * authors' own; this one adds the backend's calls, refused releases, keep_empty, max_region,
+ * adjacent regions and the queries. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,14 +40,18 @@ static uint64_t rnd(void)
     return z ^ (z >> 31);
 }
 
-
 /* Backend ------------------------------------------------------------------------------------- */
 typedef struct {
     uintptr_t next;
     size_t capacity, held;
-    int adjacent;          /* ranges back to back */
+    int adjacent; /* ranges back to back */
     unsigned release_refuse_every, release_calls;
-    struct { int rel; size_t size; uintptr_t base; int ok; } log[4096];
+    struct {
+        int rel;
+        size_t size;
+        uintptr_t base;
+        int ok;
+    } log[4096];
     unsigned nlog;
 } be_t;
 static be_t be;
@@ -95,8 +99,18 @@ static int be_release(void *ctx, uintptr_t base, size_t size)
 }
 
 /* Model --------------------------------------------------------------------------------------- */
-typedef struct { uintptr_t base; size_t size, req; int live; } mc_t;
-typedef struct { uintptr_t base; size_t size; mc_t *c; size_t n, cap; int refused; } mr_t;
+typedef struct {
+    uintptr_t base;
+    size_t size, req;
+    int live;
+} mc_t;
+typedef struct {
+    uintptr_t base;
+    size_t size;
+    mc_t *c;
+    size_t n, cap;
+    int refused;
+} mr_t;
 #define MAX_REGIONS 4096
 static mr_t R[MAX_REGIONS];
 static size_t NR;
@@ -122,7 +136,10 @@ static void del(mr_t *r, size_t at)
     memmove(&r->c[at], &r->c[at + 1], (r->n - at - 1) * sizeof *r->c);
     r->n--;
 }
-static int region_empty(const mr_t *r) { return r->n == 1 && !r->c[0].live; }
+static int region_empty(const mr_t *r)
+{
+    return r->n == 1 && !r->c[0].live;
+}
 
 static void m_add_region(uintptr_t base, size_t size)
 {
@@ -202,7 +219,10 @@ static size_t m_release_empty(void)
     return bytes;
 }
 
-static size_t rup(size_t s) { return (s + AL - 1) & ~(AL - 1); }
+static size_t rup(size_t s)
+{
+    return (s + AL - 1) & ~(AL - 1);
+}
 
 static int m_try_grow(size_t rounded)
 {
@@ -358,12 +378,13 @@ static void compare_stats(ga_arena_t *a)
 #define ST(f, v)                                                                                   \
     if (s.f != (uint64_t)(v))                                                                      \
         FAIL("stat %s: arena %" PRIu64 " model %" PRIu64, #f, (uint64_t)s.f, (uint64_t)(v));
-    ST(in_use, M.in_use) ST(in_use_requested, M.req) ST(peak_in_use, M.peak)
-    ST(reserved, M.reserved) ST(peak_reserved, M.peak_reserved) ST(allocs, M.allocs)
-    ST(frees, M.frees) ST(failed_allocs, M.failed) ST(frag_failures, M.frag)
-    ST(backend_reserves, M.reserves) ST(backend_releases, M.releases) ST(regions, NR)
-    ST(live, live) ST(largest_free, largest) ST(total_free, total)
-    double fr = total ? 1.0 - (double)largest / (double)total : 0.0;
+    ST(in_use, M.in_use)
+    ST(in_use_requested, M.req) ST(peak_in_use, M.peak) ST(reserved, M.reserved)
+        ST(peak_reserved, M.peak_reserved) ST(allocs, M.allocs) ST(frees, M.frees)
+            ST(failed_allocs, M.failed) ST(frag_failures, M.frag) ST(backend_reserves, M.reserves)
+                ST(backend_releases, M.releases) ST(regions, NR) ST(live, live)
+                    ST(largest_free, largest) ST(total_free, total) double fr =
+                        total ? 1.0 - (double)largest / (double)total : 0.0;
     if (ga_fragmentation(&s) != fr)
         FAIL("fragmentation %f model %f", ga_fragmentation(&s), fr);
     size_t idle = 0, ridle = 0, rtop = 0;
@@ -419,21 +440,22 @@ static size_t pick_size(int wl)
     case 0: /* mixed small to large */
         switch (r % 10) {
         case 0: return 256 * KIB + (r >> 8) % (4 * MIB);
-        case 1: case 2: case 3: return 4 * KIB + (r >> 8) % (252 * KIB);
+        case 1:
+        case 2:
+        case 3: return 4 * KIB + (r >> 8) % (252 * KIB);
         default: return 1 + (r >> 8) % (4 * KIB);
         }
-    case 1: /* one size and a separator */
-        return r % 2 ? 4096 : 512 * (1 + (r >> 8) % 3);
+    case 1: /* one size and a separator */ return r % 2 ? 4096 : 512 * (1 + (r >> 8) % 3);
     case 2: /* many sizes within one large bin (64 MiB .. 65 MiB) and small separators */
         return r % 3 ? 64 * MIB + 512 * ((r >> 8) % 2048) - (r >> 40) % 512 : 512;
     case 3: /* sizes within one medium bin (1 MiB .. 1 MiB + 16 KiB, 32 sizes) */
         return r % 3 ? 1 * MIB + 512 * ((r >> 8) % 32) : 1 + (r >> 8) % 2048;
     case 4: /* powers of two and their neighbours */
-        {
-            size_t p = (size_t)1 << (9 + (r >> 8) % 16);
-            int d = (int)((r >> 20) % 3) - 1;
-            return d < 0 ? p - 1 : d > 0 ? p + 1 : p;
-        }
+    {
+        size_t p = (size_t)1 << (9 + (r >> 8) % 16);
+        int d = (int)((r >> 20) % 3) - 1;
+        return d < 0 ? p - 1 : d > 0 ? p + 1 : p;
+    }
     default: /* huge, near the limit */
         return (r % 4 == 0) ? SIZE_MAX - (r >> 8) % 1024 : (size_t)1 << (20 + (r >> 8) % 20);
     }
@@ -464,10 +486,22 @@ static void run_model(uint64_t seed, long steps, int wl, int cfgi)
     case 0: CFG = (ga_config_t){.grow = 1}; break;
     case 1: CFG = (ga_config_t){.initial = 256 * MIB}; break;
     case 2: CFG = (ga_config_t){.initial = 8 * MIB, .grow = 1, .limit = 200 * MIB}; break;
-    case 3: CFG = (ga_config_t){.grow = 1, .max_region = 16 * MIB}; be.adjacent = 1; break;
-    case 4: CFG = (ga_config_t){.grow = 1}; be.capacity = 300 * MIB; be.release_refuse_every = 3; break;
-    case 5: CFG = (ga_config_t){.grow = 1, .keep_empty = 1, .limit = 100 * MIB + 1, .min_region = 1000}; break;
-    default: CFG = (ga_config_t){.initial = 20 * GA_ALIGN + 3, .grow = 1, .limit = 1000 * MIB}; be.adjacent = 1; break;
+    case 3:
+        CFG = (ga_config_t){.grow = 1, .max_region = 16 * MIB};
+        be.adjacent = 1;
+        break;
+    case 4:
+        CFG = (ga_config_t){.grow = 1};
+        be.capacity = 300 * MIB;
+        be.release_refuse_every = 3;
+        break;
+    case 5:
+        CFG = (ga_config_t){.grow = 1, .keep_empty = 1, .limit = 100 * MIB + 1, .min_region = 1000};
+        break;
+    default:
+        CFG = (ga_config_t){.initial = 20 * GA_ALIGN + 3, .grow = 1, .limit = 1000 * MIB};
+        be.adjacent = 1;
+        break;
     }
     if (wl == 2 || wl == 5) { /* large sizes: more room */
         CFG.limit = CFG.limit ? CFG.limit * 64 : 0;
@@ -513,7 +547,8 @@ static void run_model(uint64_t seed, long steps, int wl, int cfgi)
                      (unsigned long)got, ga_status_str(ms), (unsigned long)want);
             if (st == GA_OK) {
                 if (nlive == caplive)
-                    lives = realloc(lives, (caplive = caplive ? caplive * 2 : 1024) * sizeof *lives);
+                    lives =
+                        realloc(lives, (caplive = caplive ? caplive * 2 : 1024) * sizeof *lives);
                 lives[nlive++] = got;
             }
             end("alloc");

@@ -184,7 +184,8 @@ static void run_vmm(uint64_t seed_in, long steps, int wl, size_t keep, size_t li
             ga_pool_trim(p);
         }
         /* checks */
-        qsort(L, nl, sizeof *L, cmpb);
+        if (nl) /* qsort of a NULL array: undefined even when empty */
+            qsort(L, nl, sizeof *L, cmpb);
         size_t need = 0;
         uintptr_t last_g = 0;
         int have = 0;

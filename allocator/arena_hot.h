@@ -187,6 +187,19 @@ GA_HOT ga_status_t ga_alloc_body(ga_arena_t *a, ga_livetab_t *t, int shared, siz
     unsigned bin;
     ga_chunk_t *c = ga_find_fit(a, rounded, &bin);
     if (!c) {
+        /* The host memory ga_take_in may need, secured before a region is added for this call
+         * (region_new takes two items, the split two more): else a GA_ENOHOST after ga_grow kept
+         * the new region. */
+        ga_item_t *it[4];
+        int k = 0;
+        if (ga_live_reserve(t) != 0)
+            return ga_fail_nohost(a);
+        while (k < 4 && (it[k] = ga_item_new(a)))
+            k++;
+        for (int j = k; j-- > 0;)
+            ga_item_put(a, it[j]);
+        if (k < 4)
+            return ga_fail_nohost(a);
         ga_status_t st = ga_grow(a, rounded);
         if (st == GA_ENOHOST)
             return ga_fail_nohost(a);

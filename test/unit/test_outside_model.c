@@ -633,12 +633,52 @@ START_TEST(test_arena_matches_outside_model)
 }
 END_TEST
 
+/* ga_arena.h: GA_ENOHOST means "nothing changed". The 513th block of 4 KiB needs a new region
+ * and a larger live table at once; with host memory failing after the k-th host allocation of
+ * that call, an allocation that fails must leave the regions and the reserved bytes as they were
+ * (before the fix, k = 1 kept a 4 MiB region reserved from the backend: the table's growth failed
+ * after ga_grow). */
+extern long ga_host_fail_after; /* internal.h: the allocator's host-failure hook for tests */
+START_TEST(test_enohost_changes_nothing)
+{
+    for (long k = 0; k < 8; k++) {
+        model_reset();
+        be.next = (uintptr_t)1 << 40;
+        ga_backend_t b = {be_reserve, be_release, NULL};
+        ga_arena_t *a = ga_arena_create(&b, NULL, NULL);
+        ck_assert_ptr_nonnull(a);
+        uintptr_t p;
+        for (int i = 0; i < 512; i++)
+            ck_assert_int_eq(ga_alloc(a, 4096, &p), GA_OK);
+        ga_stats_t s0, s1;
+        ga_get_stats(a, &s0);
+        ga_host_fail_after = k;
+        ga_status_t st = ga_alloc(a, 4096, &p);
+        ga_host_fail_after = -1;
+        ga_get_stats(a, &s1);
+        if (st != GA_OK) {
+            ck_assert_msg(st == GA_ENOHOST, "host failing after %ld: %s", k, ga_status_str(st));
+            ck_assert_msg(s1.regions == s0.regions && s1.reserved == s0.reserved &&
+                              be.held == s0.reserved,
+                          "host failing after %ld: GA_ENOHOST, yet regions %lu -> %lu, reserved "
+                          "%lu -> %lu (the backend holds %zu)",
+                          k, (unsigned long)s0.regions, (unsigned long)s1.regions,
+                          (unsigned long)s0.reserved, (unsigned long)s1.reserved, be.held);
+        }
+        ASSERT_HEALTHY(a);
+        ga_arena_destroy(a);
+    }
+    model_reset();
+}
+END_TEST
+
 Suite *outside_model_suite(void)
 {
     Suite *s = suite_create("outside_model");
     TCase *tc = tcase_create("outside_model");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_arena_matches_outside_model, 0, WORKLOADS * CONFIGS);
+    tcase_add_test(tc, test_enohost_changes_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -129,7 +129,10 @@ void ga_pool_destroy(ga_pool_t *pool);
 ga_mode_t ga_pool_mode(const ga_pool_t *pool);
 
 /* size bytes, rounded up to GA_ALIGN; *out is GA_ALIGN-aligned. GA_ENOMEM: no room (the limit, or
- * the backend refused); GA_ENOHOST: no host memory for the pool's records. */
+ * the backend refused); GA_ENOHOST: no host memory for the pool's records, nothing mapped or
+ * counted, except that a vmm pool may keep a further address range it reserved on the way (empty,
+ * reused by the next allocation, counted in va_reserved: address space, not memory; an outside
+ * check, helper-95, 2026-12-06, saw 64 -> 264 MiB of it once, never more on retries). */
 ga_status_t ga_pool_alloc(ga_pool_t *pool, size_t size, uintptr_t *out);
 /* 1 when ga_pool_alloc of size would be served from memory the pool holds now, with no backend
  * call (vmm: a size under half a granule landing in mapped granules; platform: never); changes

@@ -127,6 +127,16 @@ def _int(value, path, where, what):
     return _too_large(n, path, where, what)
 
 
+def _span(ns, path, where, what):
+    """ns after the trace's first event, or the refusal when a trace's 64-bit time cannot hold
+    it: it was clamped to 2^64-1 without a word (events far apart ran together), and a Kineto
+    ts of 1e308 ended in "report it as a gpuarena bug" (an outside check)."""
+    if not ns <= tf.U64:
+        raise GaError(f"{path}: {where}: {what} is more than 2^64 ns (584 years), past what "
+                      "a trace's time holds; fix or remove that entry")
+    return ns
+
+
 def _device(value, path, where, what):
     """A device number as a trace stores it (16 bits): one outside -32768..32767 was clamped to
     the edge, and two devices (40000 and 50000) merged into one pool without a word."""
@@ -269,7 +279,7 @@ def import_snapshot(path, level="tensor", close=False):
         p.counts["blocks_live_before_trace"] = len(pre)
         p.counts["bytes_live_before_trace"] = sum(b[2] for b in pre)
     for t, dev, _i, act, e, where in rows:
-        tns = (t - t0) * 1000
+        tns = _span((t - t0) * 1000, path, where, f"time_us {t} (from the first event's {t0})")
         stream = _int(e.get("stream", 0) or 0, path, where, "stream")
         size = _int(e.get("size", 0) or 0, path, where, "size")
         if act == "oom":
@@ -343,6 +353,7 @@ def _kineto_rows(path, doc):
             ts = _float(ts, path, where)
         if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
             raise GaError(f"{path}: {where}: 'ts' {ts!r} is not a number (microseconds)")
+        _span(abs(ts) * 1000, path, where, f"'ts' {ts!r}")
         nbytes = _int(args.get("Bytes"), path, where, "Bytes")
         addr = args.get("Addr")
         addr = None if addr is None else _int(addr, path, where, "Addr")
@@ -396,8 +407,9 @@ def import_kineto(path, close=False):
     by_size = {}  # (device, size) -> keys of address-less live blocks, newest last
     anon = 1 << 63  # keys for address-less blocks, far from any real pointer
     zero = 0
-    for ts, _i, dev, addr, nbytes, tid, _total in rows:
-        tns = round((ts - t0) * 1000)
+    for ts, i, dev, addr, nbytes, tid, _total in rows:
+        tns = round(_span((ts - t0) * 1000, path, f"traceEvents[{i}]",
+                               f"'ts' {ts!r} (from the first event's {t0!r})"))
         if nbytes == 0:
             zero += 1
         elif nbytes > 0:
@@ -524,13 +536,13 @@ def _rmm_time(text, unit, path, where):
         ns = int(frac.ljust(9, "0")) if frac else 0
         return ((int(h) * 60 + int(mi)) * 60 + int(s)) * 10**9 + ns
     try:
-        value = float(text) * TIME_UNITS[unit]
+        value = float(text)
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
         raise GaError(f"{path}: {where}: Time {text!r} is neither HH:MM:SS:ffffff nor a "
                       "non-negative number")
-    return round(value)
+    return round(_span(value * TIME_UNITS[unit], path, where, f"Time {text!r} ({unit})"))
 
 
 def _hex_or_int(text, path, where, what):

@@ -70,6 +70,22 @@ CASES = [
     ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,0x10,-5,0\n").encode(), "Size"),
     ("rmm", (RMM_HEAD + "1,inf,allocate,0x10,5,0\n").encode(), "Time 'inf'"),
     ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,0x10,5,0,extra\n").encode(), "7 fields"),
+    # Times past a trace's 64-bit ns were clamped to 2^64-1 without a word (events far apart ran
+    # together), and a Kineto ts of 1e308 ended in "report it as a gpuarena bug"
+    ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": 1e308, "args": '
+               b'{"Device Type": 1, "Addr": 16, "Bytes": 5}}]}', "'ts' 1e+308 is more than 2^64 ns"),
+    ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": 0, "args": {"Device Type": 1, '
+               b'"Addr": 16, "Bytes": 5}}, {"name": "[memory]", "ts": 100000000000000000, "args":'
+               b' {"Device Type": 1, "Addr": 32, "Bytes": 5}}]}', "traceEvents[1]: 'ts' 1000"),
+    ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": -1e16, "args": {"Device Type": 1, '
+               b'"Addr": 16, "Bytes": 5}}, {"name": "[memory]", "ts": 1e16, "args":'
+               b' {"Device Type": 1, "Addr": 16, "Bytes": -5}}]}', "first event's -1e+16"),
+    ("pytorch-snapshot", snap([ALLOC, dict(ALLOC, addr=8192, time_us=2**62)]),
+     "device_traces[0][1] (alloc): time_us 4611686018427387904 (from the first event's 1) is "
+     "more than 2^64 ns (584 years)"),
+    ("rmm", (RMM_HEAD + "1,0,allocate,0x10,5,0\n1,1e15,free,0x10,5,0\n").encode(),
+     "line 3: Time '1e15' (s) is more than 2^64 ns"),
+    ("rmm", (RMM_HEAD + "1,1e300,allocate,0x10,5,0\n").encode(), "Time '1e300' (s) is more"),
     ("auto", b"hello world\n", "cannot tell its format"),
     ("auto", b"GATRACE\0" + b"\x02\0\0\0" + b"\x30\0\0\0" + bytes(16), "version 2"),
     ("auto", b"GATRACE\0" + b"\x01\0\0\0" + b"\x28\0\0\0" + bytes(16), "record size 40"),

@@ -533,6 +533,9 @@ def _rmm_time(text, unit, path, where):
     m = _HMS.match(text)
     if m:
         h, mi, s, frac = m.groups()
+        if int(h) > 23 or int(mi) > 59 or int(s) > 60:  # 99:99:99 read as 4 days (outside check)
+            raise GaError(f"{path}: {where}: Time {text!r} is not a clock time (hours 0-23, "
+                          "minutes 0-59, seconds 0-60, as RMM's log writes them); fix that row")
         ns = int(frac.ljust(9, "0")) if frac else 0
         return ((int(h) * 60 + int(mi)) * 60 + int(s)) * 10**9 + ns
     try:

@@ -86,6 +86,11 @@ CASES = [
     ("rmm", (RMM_HEAD + "1,0,allocate,0x10,5,0\n1,1e15,free,0x10,5,0\n").encode(),
      "line 3: Time '1e15' (s) is more than 2^64 ns"),
     ("rmm", (RMM_HEAD + "1,1e300,allocate,0x10,5,0\n").encode(), "Time '1e300' (s) is more"),
+    # read as 99 h + 99 min + 99 s, 4 days past midnight
+    ("rmm", (RMM_HEAD + "1,99:99:99.9,allocate,0x10,5,0\n").encode(),
+     "line 2: Time '99:99:99.9' is not a clock time"),
+    ("rmm", (RMM_HEAD + "1,10:00:00.1,allocate,0x10,5,0\n1,10:60:00.1,free,0x10,5,0\n").encode(),
+     "line 3: Time '10:60:00.1' is not a clock time"),
     ("auto", b"hello world\n", "cannot tell its format"),
     ("auto", b"GATRACE\0" + b"\x02\0\0\0" + b"\x30\0\0\0" + bytes(16), "version 2"),
     ("auto", b"GATRACE\0" + b"\x01\0\0\0" + b"\x28\0\0\0" + bytes(16), "record size 40"),

@@ -321,6 +321,10 @@ def _load_json(path, data):
             raise GaError(f"{path}: damaged gzip data ({e}); re-export the trace") from None
     try:
         return json.loads(data, parse_int=_json_int)
+    except RecursionError:  # said "report it as a gpuarena bug" (an outside check)
+        raise GaError(f"{path}: JSON nested deeper than {sys.getrecursionlimit():,} levels, where "
+                      "a Kineto trace's events lie 3 deep: not a Kineto trace, or a damaged "
+                      "one; re-export it") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise GaError(f"{path}: not valid JSON ({e}); a Kineto trace is the .json(.gz) that "
                       "torch.profiler writes with profile_memory=True") from None

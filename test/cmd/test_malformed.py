@@ -91,6 +91,8 @@ CASES = [
      "line 2: Time '99:99:99.9' is not a clock time"),
     ("rmm", (RMM_HEAD + "1,10:00:00.1,allocate,0x10,5,0\n1,10:60:00.1,free,0x10,5,0\n").encode(),
      "line 3: Time '10:60:00.1' is not a clock time"),
+    ("kineto", b"[" * 100000 + b"]" * 100000, "JSON nested deeper than"),
+    ("auto", b'{"traceEvents": ' + b"[" * 100000 + b"]" * 100000 + b"}", "not a Kineto trace"),
     ("auto", b"hello world\n", "cannot tell its format"),
     ("auto", b"GATRACE\0" + b"\x02\0\0\0" + b"\x30\0\0\0" + bytes(16), "version 2"),
     ("auto", b"GATRACE\0" + b"\x01\0\0\0" + b"\x28\0\0\0" + bytes(16), "record size 40"),

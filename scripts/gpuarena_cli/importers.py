@@ -455,8 +455,10 @@ def _csv_rows(path, expected, raw=False):
         header = next(reader, None)
         norm = [h.strip().lower() for h in header] if header else None
         if norm != [x.lower() for x in expected]:
-            raise GaError(f"{path}: first line is {','.join(header) if header else 'empty'!s}, "
-                          f"expected the header {','.join(expected)}")
+            first = ",".join(header) if header else ""  # shown escaped and cut: it was
+            first = repr(first[:60]) + ("..." if len(first) > 60 else "")  # raw NULs, any length
+            raise GaError(f"{path}: first line is {first if header else 'empty'}, expected the "
+                          f"header {','.join(expected)}")
         last = 0
         for n, row in enumerate(reader, start=2):
             if not row or all(not c.strip() for c in row):
@@ -727,10 +729,27 @@ def check_named_trace(path, fmt):
                       "out (the format is detected and the file imported), or name its format")
 
 
+def _looks_like(path, fmt):
+    """What a file named in the wrong format looks like: a snapshot given as kineto said only
+    "not valid JSON ('utf-8' codec can't decode byte 0x80 ...)" (an outside check)."""
+    try:
+        found = detect(path)
+    except GaError:
+        return ""
+    if found == fmt:
+        return ""
+    if found == "trace":
+        return "; it looks like a gpuarena trace: name auto as the format (or leave it out)"
+    what = {"pytorch-snapshot": "a PyTorch memory snapshot", "kineto": "a Kineto trace",
+            "lifetimes": "a buffer-lifetimes CSV", "rmm": "an RMM log"}[found]
+    return f"; it looks like {what}: name {found} or auto as the format"
+
+
 def load_any(path, fmt="auto", level="tensor", close=False, time_unit="s"):
     """Any supported input -> (Trace, counts, format actually used). A file too large for the
     memory this process may use is refused before it is read."""
     check_regular(path)
+    named = fmt != "auto"
     if fmt == "auto":
         fmt = detect(path)
     check_named_trace(path, fmt)
@@ -739,6 +758,10 @@ def load_any(path, fmt="auto", level="tensor", close=False, time_unit="s"):
         memory.check_fits(path, _memory_kind(path, fmt))
     try:
         return _load(path, fmt, level, close, time_unit)
+    except UsageError:
+        raise
+    except GaError as e:
+        raise GaError(f"{e}{_looks_like(path, fmt) if named else ''}") from None
     except (TypeError, ValueError, OverflowError, KeyError, AttributeError, IndexError,
             RecursionError) as e:
         # Each known defect has its own message above; this net keeps an unforeseen one from

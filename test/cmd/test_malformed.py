@@ -212,6 +212,46 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
         p = gatest.cli("import", "auto", kineto, "-o", trace + "3")
         self.assertEqual(p.returncode, 0, p.stderr)
 
+    def test_wrong_format_named_says_what_the_file_is(self):
+        """A file given under another format's name said only that format's complaint (a
+        snapshot as kineto: "not valid JSON ('utf-8' codec can't decode byte 0x80 ...)"), and a
+        CSV reader echoed the whole first line raw, NUL bytes of a gpuarena trace included
+        (an outside check)."""
+        trace = os.path.join(self.dir, "t.gatrace")
+        lifetimes = gatest.traces("lifetimes")[0]
+        self.assertEqual(gatest.cli("import", "lifetimes", lifetimes, "-o", trace).returncode, 0)
+        rmm = os.path.join(self.dir, "r.csv")
+        with open(rmm, "w") as f:
+            f.write(RMM_HEAD + "1,0.5,allocate,0x10,5,0\n")
+        snapshot = os.path.join(self.dir, "s.pickle")
+        with open(snapshot, "wb") as f:
+            f.write(snap([ALLOC]))
+        out = os.path.join(self.dir, "o.gatrace")
+        for fmt, src, said in (("kineto", snapshot, "a PyTorch memory snapshot: name "
+                                "pytorch-snapshot or auto"),
+                               ("pytorch-snapshot", lifetimes, "a buffer-lifetimes CSV: name "
+                                "lifetimes or auto"),
+                               ("lifetimes", rmm, "an RMM log: name rmm or auto"),
+                               ("rmm", trace, "a gpuarena trace: name auto")):
+            with self.subTest(fmt=fmt):
+                p = gatest.cli_inproc("import", fmt, src, "-o", out)
+                self.assertCleanError(p, f"; it looks like {said} as the format")
+                self.assertFalse(os.path.exists(out))
+        p = gatest.cli("replay", "--format", "kineto", snapshot)
+        self.assertCleanError(p, "it looks like a PyTorch memory snapshot")
+        with open(trace, "rb") as f:
+            head = f.read(32)
+        with open(trace, "wb") as f:  # the header alone: UTF-8 text, NULs and all
+            f.write(head)
+        p = gatest.cli("import", "lifetimes", trace, "-o", out)
+        self.assertCleanError(p, "first line is 'GATRACE\\x00\\x01")
+        self.assertNotIn("\0", p.stderr)
+        with open(rmm, "w") as f:  # a long first line is cut
+            f.write(",".join(["x" * 50] * 1000) + "\n")
+        p = gatest.cli_inproc("import", "lifetimes", rmm, "-o", out)
+        self.assertCleanError(p, "'...,")
+        self.assertLess(len(p.stderr), 400)
+
     def test_usage_errors_exit_2(self):
         for args in (["import", "nonsense", "f", "-o", "x"], ["import", "auto", "f"],
                      ["replay"], ["run", "--limit", "12XB", "--", "true"], ["run"],

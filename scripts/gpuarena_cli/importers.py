@@ -474,7 +474,14 @@ def _csv_rows(path, expected, raw=False):
                   f"short there, its last number is cut too (check the row against the source)",
                   file=sys.stderr)
     except csv.Error as e:
+        if "new-line character" in str(e):  # Python's advice: "open it in universal-newline mode"
+            raise GaError(_lone_cr(path, f"line {reader.line_num}")) from None
         raise GaError(f"{path}: line {reader.line_num}: bad CSV ({e})") from None
+
+
+def _lone_cr(path, where):
+    return (f"{path}: {where}: a carriage return (CR) not followed by a line feed: a CSV's lines "
+            f"end in LF or CRLF; convert CR line ends (old Mac): tr '\\r' '\\n' < {path} > F.csv")
 
 
 _LIFETIMES_NUMBER = re.compile(r"[ \t]*([0-9]+)[ \t]*")
@@ -675,6 +682,9 @@ def detect(path):
         return "lifetimes"
     if cols == [c.lower() for c in RMM_HEADER]:
         return "rmm"
+    if "\r" in first.rstrip("\r") and first.split("\r")[0].strip().lower() in (
+            "id,lower,upper,size", ",".join(RMM_HEADER).lower()):
+        raise GaError(_lone_cr(path, "line 1"))  # said "cannot tell its format"
     raise GaError(f"{path}: cannot tell its format (not a gpuarena trace, gzip/JSON Kineto trace, "
                   "pickle snapshot, or a CSV with header id,lower,upper,size or "
                   "Thread,Time,Action,Pointer,Size,Stream); name the format: "

@@ -93,6 +93,12 @@ CASES = [
      "line 3: Time '10:60:00.1' is not a clock time"),
     ("kineto", b"[" * 100000 + b"]" * 100000, "JSON nested deeper than"),
     ("auto", b'{"traceEvents": ' + b"[" * 100000 + b"]" * 100000 + b"}", "not a Kineto trace"),
+    # CR line ends (old Mac): "cannot tell its format", or Python's "open the file in
+    # universal-newline mode" for a named format
+    ("auto", b"id,lower,upper,size\r0,0,3,100\r", "line 1: a carriage return (CR) not followed"),
+    ("lifetimes", b"id,lower,upper,size\r0,0,3,100\r", "tr '\\r' '\\n' < "),
+    ("rmm", (RMM_HEAD + "1,0.1,allocate,0x10,5,0\r1,0.2,free,0x10,5,0\r").encode(),
+     "line 2: a carriage return (CR) not followed by a line feed"),
     ("auto", b"hello world\n", "cannot tell its format"),
     ("auto", b"GATRACE\0" + b"\x02\0\0\0" + b"\x30\0\0\0" + bytes(16), "version 2"),
     ("auto", b"GATRACE\0" + b"\x01\0\0\0" + b"\x28\0\0\0" + bytes(16), "record size 40"),

@@ -699,6 +699,9 @@ def do_compare(a):
 
 
 def do_doctor(a):
+    if a.python is not None and not a.python.strip():  # `--python "$PY"`, PY unset: it checked
+        raise UsageError("--python is empty: give an interpreter, e.g. --python "  # its own
+                         "/usr/bin/python3, or leave the option out for the one running gpuarena")
     doc = doctor_mod.diagnose(a.sim, a.python, a.timeout)
     print(json.dumps(doc, indent=2) if a.json else doctor_mod.render(doc))
     return 0 if doc["ok"] else 1

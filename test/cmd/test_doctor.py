@@ -424,6 +424,17 @@ class Doctor(unittest.TestCase):
             self.assertIn(f"gpuarena: {py} did not run as a Python 3 interpreter (exit status "
                           f"{1 if py == '/bin/false' else 0}", p.stderr)
 
+    def test_empty_python_is_a_usage_error(self):
+        """`--python "$PY"` with PY unset checked the command's own interpreter, exit 0, as if
+        the one asked for had been checked (an outside check); an empty program after `run --`
+        is a usage error the same way."""
+        for py in ("", " "):
+            p, doc = doctor("--sim", "--python", py)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertTrue(p.stderr.startswith("gpuarena: --python is empty: give an "
+                                                "interpreter"), p.stderr)
+            self.assertIsNone(doc)
+
     def test_timeout_kills_the_whole_check(self):
         """A check past --timeout is killed with every process it started: a wrapper whose own
         child hangs (a conda shim, a framework import's workers) left that child running."""

@@ -634,6 +634,9 @@ def check_regular(path):
     more than once (its first bytes tell the format, then it is read whole, here or by the
     replay tool), so a FIFO lost its first bytes or blocked for ever with no writer, and a
     device such as /dev/zero was read without end."""
+    if not path:  # "cannot read : No such file or directory" (an outside check)
+        raise UsageError("the input file name is empty (a \"$VAR\" that is unset?): give a "
+                         "trace or record file")
     try:
         st = os.stat(path)
     except OSError:

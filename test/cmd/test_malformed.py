@@ -196,6 +196,16 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
                 p = gatest.cli(*args, cwd=self.dir)
                 self.assertCleanError(p, "- (standard input) is not read", "save it to a file")
 
+    def test_empty_input_name_is_a_usage_error(self):
+        """`replay "$T"` with T unset said "cannot read : No such file or directory" (exit 1),
+        naming nothing (an outside check); an empty name is a usage error as an empty -o is."""
+        for args in (["import", "auto", "", "-o", os.path.join(self.dir, "o.gatrace")],
+                     ["replay", ""], ["report", "", "-o", os.path.join(self.dir, "r")]):
+            with self.subTest(cmd=args[0]):
+                p = gatest.cli(*args, cwd=self.dir)
+                self.assertCleanError(p, "the input file name is empty", code=2)
+        self.assertEqual(os.listdir(self.dir), [])
+
     def test_gzip_of_another_format_named(self):
         """Any gzip file was taken for a Kineto trace, so a gzipped gpuarena trace, CSV or
         snapshot read "not valid JSON (... can't decode byte ...)": it is named now, with the way

@@ -141,6 +141,11 @@ static int read_rows(FILE *f, const char *path, row_t **rows, size_t *n, size_t 
         if (strlen(buf) < end)
             return ga_errorf(err, errlen, "%s:%zu: a NUL byte; not a text CSV", path, lineno);
         int ended = strchr(buf, '\n') != NULL;
+        const char *cr = strchr(buf, '\r');
+        if (cr && cr[1] != '\n' && cr[1] != '\0') /* CR line ends read as one wrong header */
+            return ga_errorf(err, errlen, "%s:%zu: a carriage return (CR) not followed by a line "
+                             "feed: a CSV's lines end in LF or CRLF; convert CR line ends (old "
+                             "Mac) with tr '\\r' '\\n'", path, lineno);
         if (!ended && !feof(f))
             return ga_errorf(err, errlen, "%s:%zu: line too long", path, lineno);
         char *s = trim(buf);

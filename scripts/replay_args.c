@@ -299,6 +299,9 @@ int replay_parse_args(int argc, char **argv, options_t *o)
     }
     if (!o->path)
         return usage_error("no trace FILE given", NULL);
+    if (!*o->path) /* it said "cannot open : No such file or directory" */
+        return usage_error("the FILE name is empty (a \"$VAR\" that is unset?): give a trace "
+                           "or CSV file", NULL);
     int nmodes = 0;
     for (int i = 0; i < GA_MODE_COUNT; i++)
         nmodes += o->modes[i];

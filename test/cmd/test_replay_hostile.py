@@ -184,6 +184,28 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(json.loads(p.stdout)["peak_live"], 512 + 4096)
 
+    def test_tool_cr_line_ends_and_empty_name(self):
+        """A CSV with CR line ends (old Mac) was one wrong header to the tool ("header must be
+        'id,lower,upper,size'"), or "line too long" past 511 bytes; an empty FILE (`"$F"`, F
+        unset) was "cannot open : No such file or directory", exit 1 (an outside check)."""
+        for rows in (1, 100):
+            cr = self.path(f"cr{rows}.csv")
+            with open(cr, "wb") as f:
+                f.write(b"id,lower,upper,size\r" + b"".join(b"%d,0,5,100\r" % i
+                                                          for i in range(rows)))
+            p = tool("--json", cr)
+            self.assertEqual(p.returncode, 1, p.stdout)
+            self.assertIn(f"cr{rows}.csv:1: a carriage return (CR) not followed by a line feed",
+                          p.stderr)
+            self.assertIn("tr '\\r' '\\n'", p.stderr)
+        crlf = self.path("crlf.csv")  # CRLF still reads
+        with open(crlf, "wb") as f:
+            f.write(b"id,lower,upper,size\r\n0,0,5,100\r\n")
+        self.assertEqual(tool("--json", crlf).returncode, 0)
+        p = tool("--json", "")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("gpuarena: the FILE name is empty", p.stderr)
+
     def test_csv_same_figures_either_way(self):
         """`gpuarena replay x.csv` (imported in Python) and `gpuarena-replay x.csv` (read in C)
         replay one event order: buffers starting together in file order. The importer sorted

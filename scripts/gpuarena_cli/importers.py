@@ -86,8 +86,10 @@ def _too_large(n, path, where, what):
     """n, or the replay tool's refusal when it does not fit a trace field (64 bits): clamping
     it would change the figures without a word."""
     if abs(n) > tf.U64:
-        raise GaError(f"{path}: {where}: {what} {n} is too large (over 2^64-1); fix or remove "
-                      "that entry")
+        # A pickle's int of 4,301+ digits has no str(): "report it as a gpuarena bug" (outside check)
+        shown = n if n.bit_length() < 1000 else f"of {n.bit_length():,} bits"
+        raise GaError(f"{path}: {where}: {what} {shown} is too large (over 2^64-1); fix or "
+                      "remove that entry")
     return n
 
 

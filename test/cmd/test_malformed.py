@@ -99,6 +99,11 @@ CASES = [
     ("lifetimes", b"id,lower,upper,size\r0,0,3,100\r", "tr '\\r' '\\n' < "),
     ("rmm", (RMM_HEAD + "1,0.1,allocate,0x10,5,0\r1,0.2,free,0x10,5,0\r").encode(),
      "line 2: a carriage return (CR) not followed by a line feed"),
+    # an int of 4,301+ digits has no str(): Python's "use sys.set_int_max_str_digits()"
+    ("pytorch-snapshot", snap([dict(ALLOC, size=1 << 20000)]), "size of 20,001 bits is too large"),
+    ("pytorch-snapshot", pickle.dumps({"segments": [{"address": 4096, "stream": -(1 << 20000),
+                                                     "blocks": []}], "device_traces": [[]]}),
+     "segments[0]: stream of 20,001 bits is too large"),
     ("auto", b"hello world\n", "cannot tell its format"),
     ("auto", b"GATRACE\0" + b"\x02\0\0\0" + b"\x30\0\0\0" + bytes(16), "version 2"),
     ("auto", b"GATRACE\0" + b"\x01\0\0\0" + b"\x28\0\0\0" + bytes(16), "record size 40"),

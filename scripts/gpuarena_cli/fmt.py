@@ -10,6 +10,7 @@ is exact (integers and Fractions), as in C. Tables are plain text, one column pe
 modes are compared on one screen.
 """
 
+import reprlib
 from fractions import Fraction
 
 from . import GaError
@@ -221,3 +222,21 @@ def table(header, rows):
         lines.append("  ".join(cells).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+class _Short(reprlib.Repr):
+    """repr cut short: strings and other values to about 60 characters, containers to a few items
+    and levels, ints of 1,000+ bits by their size (their str() raises past 4,300 digits)."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxstring = self.maxother = 60
+
+    def repr_int(self, x, level):
+        return f"<an int of {x.bit_length():,} bits>" if x.bit_length() >= 1000 else repr(x)
+
+
+def shown(value):
+    """A value from an input file as a message quotes it: a string of a million characters in a
+    snapshot or a Kineto trace was printed whole (an outside check)."""
+    return _Short().repr(value)

@@ -22,6 +22,7 @@ import sys
 import zlib
 
 from . import GaError, UsageError
+from .fmt import shown as _shown
 from . import memory
 from . import tracefile as tf
 
@@ -86,7 +87,7 @@ def _too_large(n, path, where, what):
     """n, or the replay tool's refusal when it does not fit a trace field (64 bits): clamping
     it would change the figures without a word."""
     if abs(n) > tf.U64:
-        # A pickle's int of 4,301+ digits has no str(): "report it as a gpuarena bug" (outside check)
+        # a pickle's int of 4,301+ digits has no str(): "report it as a gpuarena bug" (outside)
         shown = n if n.bit_length() < 1000 else f"of {n.bit_length():,} bits"
         raise GaError(f"{path}: {where}: {what} {shown} is too large (over 2^64-1); fix or "
                       "remove that entry")
@@ -124,8 +125,8 @@ def _int(value, path, where, what):
     try:
         n = int(value)
     except (TypeError, ValueError, OverflowError):
-        raise GaError(f"{path}: {where}: {what} {shown!r} is not an integer; fix or remove that "
-                      "entry") from None
+        raise GaError(f"{path}: {where}: {what} {_shown(shown)} is not an integer; fix or remove "
+                      "that entry") from None
     return _too_large(n, path, where, what)
 
 
@@ -234,7 +235,9 @@ def _snapshot_blocks_before(path, snap, rows):
             where = f"segments[{j}].blocks[{k}]"
             if not isinstance(b, dict):
                 raise GaError(f"{path}: {where} is not a dict; the snapshot is damaged")
-            if not str(b.get("state", "")).startswith("active") or b.get("address") is None:
+            state = b.get("state")  # str() of an int of 4,301+ digits raised
+            if not (isinstance(state, str) and state.startswith("active")) or (
+                    b.get("address") is None):
                 continue
             addr = _int(b.get("address"), path, where, "address")
             size = _int(b.get("size"), path, where, "size")
@@ -298,7 +301,7 @@ def import_snapshot(path, level="tensor", close=False):
     t_end = (rows[-1][0] - t0) * 1000 if rows else 0
     trace, counts = p.finish(close, t_end, t0 * 1000)
     for act, n in sorted(ignored.items()):
-        counts[f"ignored_{act}"] = n
+        counts[f"ignored_{act if len(act) <= 60 else _shown(act)}"] = n
     return trace, counts
 
 
@@ -358,7 +361,7 @@ def _kineto_rows(path, doc):
         if isinstance(ts, str):
             ts = _float(ts, path, where)
         if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
-            raise GaError(f"{path}: {where}: 'ts' {ts!r} is not a number (microseconds)")
+            raise GaError(f"{path}: {where}: 'ts' {_shown(ts)} is not a number (microseconds)")
         _span(abs(ts) * 1000, path, where, f"'ts' {ts!r}")
         nbytes = _int(args.get("Bytes"), path, where, "Bytes")
         addr = args.get("Addr")
@@ -377,7 +380,7 @@ def _float(text, path, where):
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise GaError(f"{path}: {where}: {text!r} is not a finite number")
+        raise GaError(f"{path}: {where}: {_shown(text)} is not a finite number")
     return value
 
 
@@ -497,9 +500,9 @@ def _lifetimes_int(cell, path, where, what):
     if m is None:
         why = ("is negative" if cell.strip(" \t").startswith("-") else
                "is empty" if not cell.strip(" \t") else "is not a number")
-        raise GaError(f"{path}: {where}: {what} {cell!r} {why}; a lifetimes field is the digits "
-                      "0-9 only (no sign, '_', quotes, fraction or exponent; spaces and tabs "
-                      "around it are fine): fix that row")
+        raise GaError(f"{path}: {where}: {what} {_shown(cell)} {why}; a lifetimes field is the "
+                      "digits 0-9 only (no sign, '_', quotes, fraction or exponent; spaces and "
+                      "tabs around it are fine): fix that row")
     _digits_fit(m.group(1), path, where, what)
     return _too_large(int(m.group(1)), path, where, what)
 
@@ -558,7 +561,7 @@ def _rmm_time(text, unit, path, where):
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise GaError(f"{path}: {where}: Time {text!r} is neither HH:MM:SS:ffffff nor a "
+        raise GaError(f"{path}: {where}: Time {_shown(text)} is neither HH:MM:SS:ffffff nor a "
                       "non-negative number")
     return round(_span(value * TIME_UNITS[unit], path, where, f"Time {text!r} ({unit})"))
 
@@ -570,7 +573,7 @@ def _hex_or_int(text, path, where, what):
         try:
             n = int(text, 16)
         except ValueError:
-            raise GaError(f"{path}: {where}: {what} {text!r} is not a number (hex 0x... or "
+            raise GaError(f"{path}: {where}: {what} {_shown(text)} is not a number (hex 0x... or "
                           "decimal)") from None
     return _too_large(n, path, where, what)
 
@@ -604,7 +607,7 @@ def import_rmm(path, close=False, time_unit="s"):
             if size <= 0:
                 raise GaError(f"{path}: {where}: allocate of {size} bytes; Size must be > 0")
         elif act not in ("free", "allocate failure"):
-            raise GaError(f"{path}: {where}: Action {action!r} is not allocate, free or "
+            raise GaError(f"{path}: {where}: Action {_shown(action)} is not allocate, free or "
                           "allocate failure")
         key = _hex_or_int(ptr, path, where, "Pointer") if act != "allocate failure" else 0
         rows.append((t, len(rows), act, key, size, stream, tid))

@@ -73,7 +73,8 @@ CASES = [
     # Times past a trace's 64-bit ns were clamped to 2^64-1 without a word (events far apart ran
     # together), and a Kineto ts of 1e308 ended in "report it as a gpuarena bug"
     ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": 1e308, "args": '
-               b'{"Device Type": 1, "Addr": 16, "Bytes": 5}}]}', "'ts' 1e+308 is more than 2^64 ns"),
+               b'{"Device Type": 1, "Addr": 16, "Bytes": 5}}]}',
+     "'ts' 1e+308 is more than 2^64 ns"),
     ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": 0, "args": {"Device Type": 1, '
                b'"Addr": 16, "Bytes": 5}}, {"name": "[memory]", "ts": 100000000000000000, "args":'
                b' {"Device Type": 1, "Addr": 32, "Bytes": 5}}]}', "traceEvents[1]: 'ts' 1000"),
@@ -135,6 +136,38 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
                 self.assertCleanError(p, needle, src)
                 self.assertFalse(os.path.exists(out))
                 self.assertFalse(os.path.exists(out + ".tmp"))
+
+    def test_values_quoted_short(self):
+        """A value an importer refuses is quoted cut short: a snapshot's addr of a million
+        characters made a message of a megabyte, so did a Kineto ts that is a long list, and an
+        unknown action of that length a summary line; a block state that is an int of 4,301+
+        digits ended in "report it as a gpuarena bug" (an outside check)."""
+        long = "x" * 1000000
+        cases = [("pytorch-snapshot", snap([dict(ALLOC, addr=long)]), "addr 'xxx"),
+                 ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": [' + b"1," * 100000
+                  + b'1], "args": {"Device Type": 1, "Bytes": 5}}]}', "'ts' [1, 1, 1"),
+                 ("rmm", (RMM_HEAD + "1,0,allocate,0x10,5," + "9" * 100000 + "z\n").encode(),
+                  "Stream '999")]
+        out = os.path.join(self.dir, "o.gatrace")
+        for fmt, data, needle in cases:
+            with self.subTest(fmt=fmt):
+                src = os.path.join(self.dir, "in")
+                with open(src, "wb") as f:
+                    f.write(data)
+                p = gatest.cli_inproc("import", fmt, src, "-o", out)
+                self.assertCleanError(p, needle, "...")
+                self.assertLess(len(p.stderr), 400)
+        src = os.path.join(self.dir, "act.pickle")
+        with open(src, "wb") as f:
+            f.write(snap([dict(ALLOC, action=long)]))
+        p = gatest.cli_inproc("import", "auto", src, "-o", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertLess(len(p.stdout), 1000)
+        with open(src, "wb") as f:
+            f.write(pickle.dumps({"device_traces": [[ALLOC]], "segments": [{
+                "address": 0, "blocks": [{"state": 1 << 20000, "address": 0, "size": 512}]}]}))
+        p = gatest.cli_inproc("import", "auto", src, "-o", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
 
     def test_numbers_past_64_bits_refused_like_the_replay_tool(self):
         # They were clamped to 2^64-1 without a word; gpuarena-replay refuses them (exit 1).

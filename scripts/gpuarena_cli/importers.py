@@ -302,6 +302,12 @@ def import_snapshot(path, level="tensor", close=False):
     trace, counts = p.finish(close, t_end, t0 * 1000)
     for act, n in sorted(ignored.items()):
         counts[f"ignored_{act if len(act) <= 60 else _shown(act)}"] = n
+    mapped = ignored.get("segment_map", 0) + ignored.get("segment_unmap", 0)
+    if level == "segment" and mapped:  # was silent (an outside check)
+        print(f"gpuarena: {path}: {mapped:,} segment_map/segment_unmap events: PyTorch ran with "
+              "expandable_segments and mapped that memory itself (cuMemCreate + cuMemMap, which "
+              "gpuarena passes through), so the segment level leaves it out; --level tensor "
+              "replays every tensor", file=sys.stderr)
     return trace, counts
 
 

@@ -169,6 +169,24 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
         p = gatest.cli_inproc("import", "auto", src, "-o", out)
         self.assertEqual(p.returncode, 0, p.stderr)
 
+    def test_expandable_segments_said_at_segment_level(self):
+        """A snapshot recorded with expandable_segments logs segment_map/segment_unmap, memory
+        PyTorch maps itself: the segment level imported it without a word, as if PyTorch had
+        made no such call (an outside check). Said now; the tensor level says nothing."""
+        seg = {"action": "segment_map", "addr": 1 << 30, "size": 2 << 20, "stream": 0,
+               "time_us": 1}
+        src = os.path.join(self.dir, "exp.pickle")
+        with open(src, "wb") as f:
+            f.write(snap([seg, ALLOC, dict(seg, action="segment_unmap", time_us=5)]))
+        out = os.path.join(self.dir, "o.gatrace")
+        p = gatest.cli("import", "pytorch-snapshot", src, "--level", "segment", "-o", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"gpuarena: {src}: 2 segment_map/segment_unmap events: PyTorch ran with "
+                      "expandable_segments", p.stderr)
+        self.assertIn("--level tensor replays every tensor", p.stderr)
+        p = gatest.cli("import", "pytorch-snapshot", src, "-o", out)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+
     def test_numbers_past_64_bits_refused_like_the_replay_tool(self):
         # They were clamped to 2^64-1 without a word; gpuarena-replay refuses them (exit 1).
         src = os.path.join(self.dir, "huge.csv")

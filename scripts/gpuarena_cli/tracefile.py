@@ -220,8 +220,21 @@ def write_filled(path, fill):
     try:
         replace_from_temp(path, fill)
     except OSError as e:
-        raise GaError(f"cannot write {path}: {e.strerror} (check the folder exists and is "
-                      "writable)") from None
+        raise GaError(f"cannot write {path}: {e.strerror} ({_write_hint(path, e.errno)})") \
+            from None
+
+
+def _write_hint(path, err):
+    """What to do when a write failed: a full disk was told to "check the folder exists and is
+    writable", a full TMPDIR too, named by a temporary path the user never gave (outside check)."""
+    if err not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return "check the folder exists and is writable"
+    tmp = os.path.realpath(tempfile.gettempdir())
+    folder = os.path.dirname(os.path.realpath(path))
+    if os.path.dirname(folder) == tmp and os.path.basename(folder).startswith("gpuarena-"):
+        return (f"free space in {tmp}, or set TMPDIR to a folder with room: the command keeps a "
+                "trace of the input there while it runs")
+    return "free space there, or give a path on a file system with room"
 
 
 def write(path, trace):

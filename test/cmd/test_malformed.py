@@ -1,6 +1,7 @@
 """Malformed input to every importer and to the trace reader, through the command as a user runs
 it: exit code 1, one `gpuarena:` message naming the file, no traceback, no output file left."""
 
+import errno
 import gzip
 import os
 import pickle
@@ -186,6 +187,29 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
         self.assertIn("--level tensor replays every tensor", p.stderr)
         p = gatest.cli("import", "pytorch-snapshot", src, "-o", out)
         self.assertEqual((p.returncode, p.stderr), (0, ""))
+
+    def test_full_disk_says_free_space(self):
+        """A write that failed for want of room said "check the folder exists and is writable",
+        and a full TMPDIR did so naming the command's own temporary (an outside check with a
+        64 KiB tmpfs as TMPDIR): the hint now fits the cause."""
+        src = gatest.traces("lifetimes")[0]
+        p = gatest.cli("import", "lifetimes", src, "-o", "/dev/full")
+        self.assertCleanError(p, "cannot write /dev/full: No space left on device (free space "
+                              "there, or give a path on a file system with room)")
+        # A temporary of the command's own folder under TMPDIR (a tmpfs cannot be mounted
+        # here): tracefile's writer, in this process, with a write that finds no room.
+        from gpuarena_cli import GaError, ending, tracefile
+
+        def full(_f):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        with ending.temporary_folder() as tmp:
+            with self.assertRaises(GaError) as e:
+                tracefile.write_filled(os.path.join(tmp, "imported.gatrace"), full)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "imported.gatrace")))
+        self.assertIn("or set TMPDIR to a folder with room", str(e.exception))
+        with self.assertRaises(GaError) as e:
+            tracefile.write_filled(os.path.join(self.dir, "t.gatrace"), full)
+        self.assertIn("(free space there", str(e.exception))
 
     def test_numbers_past_64_bits_refused_like_the_replay_tool(self):
         # They were clamped to 2^64-1 without a word; gpuarena-replay refuses them (exit 1).

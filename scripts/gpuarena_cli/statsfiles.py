@@ -139,7 +139,7 @@ def write(path, found):
         tf.replace_from_temp(target, lambda f: f.write(data))
     except OSError as e:  # the hint fits the cause (a pipe's reader gone is no folder's fault)
         hint = ("the reader of the pipe went away before the statistics were written"
-                if e.errno == errno.EPIPE else "check the folder exists and is writable")
+                if e.errno == errno.EPIPE else tf.write_hint(target, e.errno))
         raise GaError(f"--stats {path}: cannot write the statistics: {e.strerror} ({hint})") \
             from None
 

@@ -220,11 +220,11 @@ def write_filled(path, fill):
     try:
         replace_from_temp(path, fill)
     except OSError as e:
-        raise GaError(f"cannot write {path}: {e.strerror} ({_write_hint(path, e.errno)})") \
+        raise GaError(f"cannot write {path}: {e.strerror} ({write_hint(path, e.errno)})") \
             from None
 
 
-def _write_hint(path, err):
+def write_hint(path, err):
     """What to do when a write failed: a full disk was told to "check the folder exists and is
     writable", a full TMPDIR too, named by a temporary path the user never gave (outside check)."""
     if err not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):

@@ -196,6 +196,10 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
         p = gatest.cli("import", "lifetimes", src, "-o", "/dev/full")
         self.assertCleanError(p, "cannot write /dev/full: No space left on device (free space "
                               "there, or give a path on a file system with room)")
+        p = gatest.cli("run", "--sim", "--stats", "/dev/full", "--",
+                       os.path.join(gatest.BUILD, "examples", "ex_train"), "1")
+        self.assertCleanError(p, "--stats /dev/full: cannot write the statistics: No space left "
+                              "on device (free space there")
         # A temporary of the command's own folder under TMPDIR (a tmpfs cannot be mounted
         # here): tracefile's writer, in this process, with a write that finds no room.
         from gpuarena_cli import GaError, ending, tracefile

@@ -5,7 +5,7 @@
 CMD_TEST_DEPS := $(BUILD)/bin/gpuarena-replay $(BUILD)/lib/libgpuarena.so \
 	$(BUILD)/sim/libcuda.so.1 $(BUILD)/examples/ex_direct $(BUILD)/examples/ex_dlsym \
 	$(BUILD)/examples/ex_getproc $(BUILD)/test/sizeprobe $(BUILD)/bin/bench-scale $(BUILD)/bin/bench-alloc \
-	$(BUILD)/test/replay_checkfail
+	$(BUILD)/test/replay_checkfail $(BUILD)/test/traceplay
 
 # gpuarena-replay with invariant failures forged in vmm mode under --check (ga_replay wrapped at
 # link time; the allocator has no switch for it), for test_replay.py's CheckFailures.
@@ -20,6 +20,12 @@ $(BUILD)/test/replay_checkfail: test/cmd/replay_checkfail.c scripts/replay_main.
 $(BUILD)/test/sizeprobe: test/cmd/sizeprobe.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -o $@ $< -ldl $(LDFLAGS_COMMON)
+
+# A trace played through cuMemAlloc/cuMemFree, under the shim on the simulated driver, for
+# test_vmm_traces.py (vmm's mapped peak on the shared traces, as the driver counts it).
+$(BUILD)/test/traceplay: test/cmd/traceplay.c test/sim/simcuda.h $(BUILD)/sim/libcuda.so.1
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ $< -L$(BUILD)/sim -lcuda -ldl $(LDFLAGS_COMMON)
 
 TEST_TIERS += test-cmd
 BENCHES += bench-cmd

@@ -27,6 +27,16 @@ ENV = {
     "platform": {"GPUARENA_MODE": "platform", "GPUARENA_PREALLOCATE": "false"},
 }
 
+# Settings that apply to one mode alone: `compare` gives them to that mode's runs only. Given to
+# every run, `--vmm-keep` made the shim say in each other column that GPUARENA_VMM_KEEP was
+# ignored there and should be unset (an outside check, 2026-12-06).
+ONLY_IN = {"GPUARENA_VMM_KEEP": "vmm"}
+
+
+def settings_for(mode, settings):
+    """The settings a run in mode takes: those that apply to it (every one not in ONLY_IN)."""
+    return {k: v for k, v in (settings or {}).items() if ONLY_IN.get(k, mode) == mode}
+
 
 def parse(text, allow_all=False):
     """A mode name as a user types it (any case, spaces around) -> its canonical name; 'all'

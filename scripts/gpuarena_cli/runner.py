@@ -577,7 +577,8 @@ def compare(cmd, modes, repeat=1, settings=None, sim=False, extra=None):
     results = {}
     with Forwarding() as fwd, statsfiles.private_folder() as tmp:
         for m in modes:
-            env = child_env(dict(settings or {}, **modes_mod.ENV[m]), sim, extra)
+            env = child_env(dict(modes_mod.settings_for(m, settings), **modes_mod.ENV[m]), sim,
+                            extra)
             said = []
             runs = [_one_run(fwd, cmd, env, tmp, f"{m}-{i}", said) for i in range(repeat)]
             # The median over the runs that succeeded (exit 0, statistics written), when any

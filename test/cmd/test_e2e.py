@@ -104,6 +104,11 @@ class EndToEnd(unittest.TestCase, gatest.CliAsserts):
         p = cli("compare", "--sim", "--modes", "arena,vmm", "--vmm-keep", "0", "--json", "--",
                 *DIRECT)
         self.assertEqual(p.returncode, 0, p.stderr)
+        # --vmm-keep goes to the vmm runs alone: given to every run, the arena column said
+        # "GPUARENA_VMM_KEEP applies to vmm mode only ... unset it" (an outside check)
+        doc = json.loads(p.stdout)
+        self.assertEqual(option(doc["vmm"]["stats"], "vmm_keep"), 0)
+        self.assertEqual(doc["arena"]["shim_said"], [])
 
     def test_every_interposition_path_under_run(self):
         for name in ("ex_dlsym", "ex_getproc"):

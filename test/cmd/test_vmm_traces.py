@@ -5,7 +5,9 @@ are held against the replay tool's figures for the same trace and against issue 
 most 1.02x the live peak on traces of 1 GiB and more, 1.05x on smaller ones, and where one granule
 is already more than that (the minimalloc traces peak at 1 MiB, a 2 MiB granule is twice that), no
 more than the granule bound. The replay's pools and the shim's are meant to be the very same
-(issue 10, part 1): the peaks and the maps must be equal, not just close."""
+(issue 10, part 1): the peaks and the maps must be equal, not just close; and under a cap, the
+replay's smallest size runs the trace through the shim with no failure, a granule less fails the
+same allocations in both."""
 
 import json
 import os
@@ -38,7 +40,7 @@ class VmmTracesThroughTheShim(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def play(self, trace, keep):
+    def play(self, trace, keep, limit=None):
         # nothing of the caller's shim or driver settings: the replay has none of them
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("GPUARENA_", "SIMCUDA_")) and k != "LD_PRELOAD"}
@@ -48,13 +50,15 @@ class VmmTracesThroughTheShim(unittest.TestCase):
                     "GPUARENA_MODE": "vmm", "GPUARENA_VMM_KEEP": keep,
                     # frees take effect at once, as in the replay (no pending chunks)
                     "GPUARENA_FREE_SYNC": "none", "SIMCUDA_TOTAL_MEM": "64GiB"})
+        if limit is not None:
+            env["GPUARENA_LIMIT"] = str(limit)
         p = subprocess.run([PLAY, trace], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, timeout=300, check=False)
         self.assertEqual(p.returncode, 0, p.stderr)
         return json.loads(p.stdout)
 
-    def replay(self, trace, keep):
-        p = subprocess.run([TOOL, "--mode", "vmm", "--vmm-keep", keep, "--json", trace],
+    def replay(self, trace, keep, *args):
+        p = subprocess.run([TOOL, "--mode", "vmm", "--vmm-keep", keep, "--json", *args, trace],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            timeout=300, check=False)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -79,6 +83,15 @@ class VmmTracesThroughTheShim(unittest.TestCase):
                     target = max(1.02 if live >= GIB else 1.05, bound)
                     ratio = shim["peak_vmm_mapped"] / live
                     self.assertLessEqual(ratio, target, f"{name}: {ratio:.4f}x the live peak")
+            with self.subTest(trace=name, cap="the replay's smallest size, and a granule less"):
+                least = self.replay(trace, "64MiB", "--min")["min_size"]
+                self.assertEqual(self.play(trace, "64MiB", least)["failed"], 0)
+                if least > GRANULE:
+                    rep = self.replay(trace, "64MiB", "--limit", str(least - GRANULE))
+                    shim = self.play(trace, "64MiB", least - GRANULE)
+                    self.assertGreater(shim["failed"], 0)
+                    self.assertEqual(shim["failed"], rep["failed_allocs"])
+                    self.assertEqual(shim["peak_vmm_mapped"], rep["peak_reserved"])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
  * usage: traceplay FILE.gatrace   (GATRACE v1, as `gpuarena import` writes it)
  * Events are taken in time order, equal times in file order (as gpuarena-replay reads a trace);
  * allocations of size 0 and frees of keys never allocated are skipped. Prints one JSON line:
- * {"allocs", "failed", "live_peak" (bytes live at most, each block rounded up to 512 as the pools
+ * {"allocs", "failed", "first_failed" (the index of the first failed event, in time order; -1:
+ * none), "live_peak" (bytes live at most, each block rounded up to 512 as the pools
  * count them), "peak_vmm_mapped", "create_calls", "alloc_calls"} (the last three the simulated
  * driver's counters). Exit 0, or 2 for a bad file or a driver call that failed.
  */
@@ -110,6 +111,7 @@ int main(int argc, char **argv)
     }
     uint64_t live = 0, peak = 0;
     size_t allocs = 0, failed = 0;
+    long long first_failed = -1;
     for (size_t i = 0; i < n; i++) {
         if (e[i].kind == 1 && e[i].size) {
             slot_t *s = find(tab, cap, e[i].key, 1);
@@ -117,7 +119,8 @@ int main(int argc, char **argv)
                 continue; /* a key allocated twice while live: the trace's own error */
             CUdeviceptr p;
             if (cuMemAlloc(&p, e[i].size) != CUDA_SUCCESS) {
-                failed++;
+                if (!failed++)
+                    first_failed = (long long)i;
                 continue;
             }
             *s = (slot_t){e[i].key + 1, p, (e[i].size + 511) & ~(uint64_t)511};
@@ -144,10 +147,10 @@ int main(int argc, char **argv)
     }
     simcuda_counters_t c;
     get(&c);
-    printf("{\"allocs\": %zu, \"failed\": %zu, \"live_peak\": %llu, \"peak_vmm_mapped\": %llu, "
-           "\"create_calls\": %llu, \"alloc_calls\": %llu}\n",
-           allocs, failed, (unsigned long long)peak, c.peak_vmm_mapped_bytes, c.create_calls,
-           c.alloc_calls);
+    printf("{\"allocs\": %zu, \"failed\": %zu, \"first_failed\": %lld, \"live_peak\": %llu, "
+           "\"peak_vmm_mapped\": %llu, \"create_calls\": %llu, \"alloc_calls\": %llu}\n",
+           allocs, failed, first_failed, (unsigned long long)peak, c.peak_vmm_mapped_bytes,
+           c.create_calls, c.alloc_calls);
     free(tab);
     free(e);
     return 0;

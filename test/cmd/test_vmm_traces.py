@@ -7,7 +7,7 @@ is already more than that (the minimalloc traces peak at 1 MiB, a 2 MiB granule 
 more than the granule bound. The replay's pools and the shim's are meant to be the very same
 (issue 10, part 1): the peaks and the maps must be equal, not just close; and under a cap, the
 replay's smallest size runs the trace through the shim with no failure, a granule less fails the
-same allocations in both."""
+same allocations in both, and so do caps of 90% and 12.5% of it."""
 
 import json
 import os
@@ -92,6 +92,20 @@ class VmmTracesThroughTheShim(unittest.TestCase):
                     self.assertGreater(shim["failed"], 0)
                     self.assertEqual(shim["failed"], rep["failed_allocs"])
                     self.assertEqual(shim["peak_vmm_mapped"], rep["peak_reserved"])
+            # caps well under the peak: the replay's range is twice the cap, as the shim's
+            for share in (0.9, 0.125):
+                cap = max(int(least * share) // 512 * 512, 64 * GRANULE)
+                if cap >= least:
+                    continue
+                with self.subTest(trace=name, cap=cap):
+                    rep = self.replay(trace, "64MiB", "--limit", str(cap))
+                    shim = self.play(trace, "64MiB", cap)
+                    first = -1 if rep["first_oom"] is None else rep["first_oom"]
+                    # the maps differ by up to 4 of thousands under some of these caps (not
+                    # explained yet: see the README); the refusals and the peak do not
+                    self.assertEqual((shim["failed"], shim["first_failed"],
+                                      shim["peak_vmm_mapped"]),
+                                     (rep["failed_allocs"], first, rep["peak_reserved"]))
 
 
 if __name__ == "__main__":

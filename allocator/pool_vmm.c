@@ -792,17 +792,36 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     return alloc_slow(p, size, rounded, out);
 }
 
-/* Whether ga_vmm_alloc would serve size with no backend call: said for the fast path's sizes only
- * (under half a granule, the general area), when the general area's best fit lies in the first
- * range on granules all mapped; 0 otherwise (the caller then takes the safe way). */
+/* Whether ga_vmm_alloc would serve size with no backend call; changes nothing. Said from the place
+ * the allocation would take without a choice to make: the best fit of the area the size goes to
+ * (or, for a class whose own fit is known to map, the general area's, which alloc_general_first
+ * takes when it maps nothing), on granules all mapped. 0 whenever the allocation would have to
+ * choose (a fit that maps, a class about to be made, an area with no fit: it would grow): the
+ * caller then takes the safe way. Under GPUARENA_FREE_SYNC=lazy this decides whether an
+ * allocation needs the pending frees first; it said so only for sizes under half a granule, so
+ * a loop of granule multiples and class sizes on kept granules synchronised at every allocation
+ * (an outside check, helper-94, 2026-12-06). */
 int ga_vmm_fits(ga_pool_t *p, size_t size)
 {
     ga_vmm_t *v = p->vmm;
     size_t rounded = ga_pool_round(size);
-    ga_arena_t *gen = v->area[AREA_GENERAL].arena;
+    if (!rounded)
+        return 0;
+    uint16_t id = AREA_GENERAL;
+    if (!(rounded & v->gmask)) {
+        id = AREA_ALIGNED;
+    } else if (class_size(v, rounded)) {
+        int slot = track_find(v, rounded, 0);
+        if (slot >= 0 && v->track[slot].area)
+            id = v->track[slot].area;
+        else if (slot >= 0 && v->track[slot].nlive && v->nareas < AREAS_MAX)
+            return 0; /* this allocation makes the size's class, empty: it grows */
+    }
+    if (v->area[id].unmapped_fit)
+        id = AREA_GENERAL;
+    ga_arena_t *ar = v->area[id].arena;
     uintptr_t a = 0;
-    if (rounded - 1 >= v->half - 1 || !gen || !ga_arena_fits(gen, size, &a) ||
-        a - v->base0 >= v->size0 || v->size0 - (a - v->base0) < rounded)
+    if (!ar || !ga_arena_fits(ar, size, &a) || !range_of(v, a))
         return 0;
     return unmapped_in(v, a, rounded) == 0;
 }

@@ -280,8 +280,8 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
  * that finds them past GA_LAZY_BYTES or GA_LAZY_COUNT (then one synchronisation returns them all,
  * as under deferred). Safe for the same reason deferred is: a pending chunk stays allocated in the
  * pool until the device has passed its free. "Can serve" is ga_pool_fits: the arena modes, and
- * in vmm mode a size under half a granule placed on mapped granules (anything else may map);
- * never in platform mode, where lazy is deferred. */
+ * in vmm mode a place on granules already mapped (anything else would map); never in platform
+ * mode, where lazy is deferred. */
 #define GA_LAZY_BYTES (256ull << 20)
 #define GA_LAZY_COUNT 1024
 

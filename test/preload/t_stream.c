@@ -227,14 +227,24 @@ END_TEST
  * the pending chunks or they grew past their bounds (256 MiB): 1,000 pairs of 1 MiB in a 6 GiB
  * arena synchronise about every 256 pairs, where deferred synchronises at every allocation but
  * the first; grow mode, whose regions hold little spare memory, in between (every other pair
- * here); in vmm mode lazy is deferred from half a granule up (1 MiB here) and lazy below it while
- * the place is on mapped granules (64 KiB). Counted from the statistics file. */
+ * here); in vmm mode lazy while the place is on mapped granules (64 KiB, 1 MiB, 4 MiB). Counted
+ * from the statistics file. */
 static size_t g_lazy_size = 1u << 20;
+static int g_lazy_warm; /* blocks allocated, freed and synchronised first (vmm: kept granules) */
 
 static void lazy_child(void *arg)
 {
     (void)arg;
     pt_start();
+    CUdeviceptr warm[64];
+    for (int i = 0; i < g_lazy_warm; i++)
+        if (cuMemAlloc(&warm[i], g_lazy_size) != CUDA_SUCCESS)
+            exit(3);
+    for (int i = 0; i < g_lazy_warm; i++)
+        if (cuMemFree(warm[i]) != CUDA_SUCCESS)
+            exit(3);
+    if (g_lazy_warm && cuCtxSynchronize() != CUDA_SUCCESS)
+        exit(3);
     for (int i = 0; i < 1000; i++) {
         CUdeviceptr p;
         if (cuMemAlloc(&p, g_lazy_size) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
@@ -264,8 +274,21 @@ START_TEST(free_sync_lazy_synchronises_less)
              "(t := d['totals']) and t['lazy_allocs'] > 0 and t['lazy_allocs'] + t['free_syncs'] == 999");
     lazy_run("GPUARENA_MODE=arena", "GPUARENA_FREE_SYNC=deferred",
              "(t := d['totals']) and t['free_syncs'] == 999 and t['lazy_allocs'] == 0");
+    /* vmm: one block at a time; the next one's place is beside the pending one, on granules
+     * never mapped: every allocation would map, so each synchronises first */
     lazy_run("GPUARENA_MODE=vmm", "GPUARENA_FREE_SYNC=lazy",
              "(t := d['totals']) and t['free_syncs'] == 999 and t['lazy_allocs'] == 0");
+    /* vmm after 32 blocks were freed and passed (granules kept, 32 MiB of the 64 MiB keep):
+     * lazy while the place is on them, whatever the size (1 MiB: half a granule, a class; 4 MiB,
+     * 16 blocks: a granule multiple); it synchronised at every allocation from half a granule up
+     * until 2026-12-06 (999 of 999) */
+    g_lazy_warm = 32;
+    lazy_run("GPUARENA_MODE=vmm", "GPUARENA_FREE_SYNC=lazy",
+             "(t := d['totals']) and t['lazy_allocs'] > 900 and t['lazy_allocs'] + t['free_syncs'] == 999");
+    g_lazy_size = 4u << 20, g_lazy_warm = 16;
+    lazy_run("GPUARENA_MODE=vmm", "GPUARENA_FREE_SYNC=lazy",
+             "(t := d['totals']) and t['lazy_allocs'] > 900 and t['lazy_allocs'] + t['free_syncs'] == 999");
+    g_lazy_size = 1u << 20, g_lazy_warm = 0;
     /* device: every free waits for the device itself, and each wait is counted (they were not) */
     lazy_run("GPUARENA_MODE=arena", "GPUARENA_FREE_SYNC=device",
              "(t := d['totals']) and t['free_syncs'] == 1000 and t['lazy_allocs'] == 0");

@@ -33,8 +33,8 @@ START_TEST(vmm_small_allocations_share_a_granule)
 }
 END_TEST
 
-/* ga_pool_fits in vmm mode (the lazy free fence asks it): yes for a small size whose place is on
- * mapped granules, no when it would map one, no for sizes from half a granule up; nothing changes. */
+/* ga_pool_fits in vmm mode (the lazy free fence asks it): yes for a size whose place is on mapped
+ * granules, no when it would map one; nothing changes. */
 START_TEST(vmm_fits_only_on_mapped_granules)
 {
     vfake_t f;
@@ -43,8 +43,10 @@ START_TEST(vmm_fits_only_on_mapped_granules)
     uintptr_t a = pool_alloc(p, 32 * KIB);
     unsigned maps = f.maps;
     ck_assert_int_eq(ga_pool_fits(p, 32 * KIB), 1); /* next to a, in its granule */
-    ck_assert_int_eq(ga_pool_fits(p, GRAN - 64 * KIB), 0); /* would reach the next granule */
-    ck_assert_int_eq(ga_pool_fits(p, GRAN / 2), 0); /* not a fast-path size */
+    ck_assert_int_eq(ga_pool_fits(p, GRAN - 16 * KIB), 0); /* would reach the next granule */
+    ck_assert_int_eq(ga_pool_fits(p, GRAN - 64 * KIB), 1); /* ends inside a's granule */
+    ck_assert_int_eq(ga_pool_fits(p, GRAN / 2), 1); /* general area, inside a's granule */
+    ck_assert_int_eq(ga_pool_fits(p, GRAN), 0);     /* a granule multiple: its area maps */
     ck_assert_int_eq(ga_pool_fits(p, 0), 0);
     ck_assert_uint_eq(f.maps, maps);
     uintptr_t b = pool_alloc(p, 32 * KIB); /* where fits said: no map */
@@ -53,6 +55,52 @@ START_TEST(vmm_fits_only_on_mapped_granules)
     POOL_HEALTHY(p);
     ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
     ck_assert_int_eq(ga_pool_free(p, b, NULL), GA_OK);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* ga_pool_fits against what the allocation then does, over a seeded mix of every kind of size
+ * (small, half a granule to 3 granules, classes made as sizes repeat, granule multiples), frees
+ * and a keep: whenever it says yes, the allocation maps, unmaps and reserves nothing. It said yes
+ * only under half a granule until 2026-12-06 (GPUARENA_FREE_SYNC=lazy then synchronised at every
+ * larger allocation); here it must also say yes often. */
+START_TEST(vmm_fits_means_no_backend_call)
+{
+    static const size_t sizes[] = {4 * KIB,       96 * KIB + 512, 700 * KIB,   GRAN / 2,
+                                   GRAN / 2 + 4 * KIB, 3 * MIB / 2, 3 * MIB, 4 * MIB + KIB,
+                                   2 * MIB,       4 * MIB,        10 * MIB};
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 64 * MIB);
+    uintptr_t live[64] = {0};
+    unsigned seed = 12345, yes = 0, asked = 0;
+    for (int step = 0; step < 20000; step++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned i = (seed >> 8) % 64;
+        if (live[i]) {
+            ck_assert_int_eq(ga_pool_free(p, live[i], NULL), GA_OK);
+            live[i] = 0;
+            continue;
+        }
+        size_t size = sizes[(seed >> 16) % (sizeof sizes / sizeof *sizes)];
+        unsigned maps = f.maps, unmaps = f.unmaps, res = f.va_reserves;
+        int fits = ga_pool_fits(p, size);
+        ck_assert_uint_eq(f.maps + f.unmaps + f.va_reserves, maps + unmaps + res);
+        ck_assert_int_eq(ga_pool_alloc(p, size, &live[i]), GA_OK);
+        asked++;
+        if (fits) {
+            yes++;
+            ck_assert_msg(f.maps == maps && f.unmaps == unmaps && f.va_reserves == res,
+                          "step %d: fits said yes for %zu bytes, yet maps %u -> %u, unmaps %u -> "
+                          "%u, reserves %u -> %u", step, size, maps, f.maps, unmaps, f.unmaps,
+                          res, f.va_reserves);
+        }
+        if (step % 500 == 0)
+            POOL_HEALTHY(p);
+    }
+    ck_assert_msg(yes > asked / 2, "fits said yes %u times of %u", yes, asked);
+    for (int i = 0; i < 64; i++)
+        if (live[i])
+            ck_assert_int_eq(ga_pool_free(p, live[i], NULL), GA_OK);
     destroy_clean(p, &f);
 }
 END_TEST
@@ -614,6 +662,7 @@ Suite *vmm_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, vmm_small_allocations_share_a_granule);
     tcase_add_test(tc, vmm_fits_only_on_mapped_granules);
+    tcase_add_test(tc, vmm_fits_means_no_backend_call);
     tcase_add_test(tc, vmm_equal_sizes_tile_granules);
     tcase_add_test(tc, vmm_class_hole_refilled);
     tcase_add_test(tc, vmm_sizes_do_not_cut_each_others_holes);

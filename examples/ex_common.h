@@ -33,6 +33,24 @@ static inline void ex_fail(const char *what, CUresult r, const char *file, int l
             ex_fail(#call, ex_r_, __FILE__, __LINE__);           \
     } while (0)
 
+/* v, read from argv[i]: refused (exit 2) unless ok (the caller's test: a positive number, or a
+ * whole number of at least its least) and at most 2147483647. Counts and
+ * sizes in KiB or MiB: beyond int they overflowed the callers' conversions (a step count of 2^32
+ * ran no step and blamed the driver's figures). */
+static inline double ex_bounded(char **argv, int i, double v, int ok)
+{
+    if (!ok) {
+        fprintf(stderr, "%s: argument %d '%s' is not a positive number\n", ex_prog, i, argv[i]);
+        exit(2);
+    }
+    if (v > 2147483647.0) {
+        fprintf(stderr, "%s: argument %d '%s' is too large (at most 2147483647)\n", ex_prog, i,
+                argv[i]);
+        exit(2);
+    }
+    return v;
+}
+
 /* argv[i] as a positive number, or def when absent. Junk is an error, not a silent default. */
 static inline double ex_arg(int argc, char **argv, int i, double def)
 {
@@ -40,18 +58,7 @@ static inline double ex_arg(int argc, char **argv, int i, double def)
         return def;
     char *end;
     double v = strtod(argv[i], &end);
-    if (*end || !(v > 0)) {
-        fprintf(stderr, "%s: argument %d '%s' is not a positive number\n", ex_prog, i, argv[i]);
-        exit(2);
-    }
-    /* Counts and sizes in KiB or MiB: beyond int they overflowed the callers' conversions (a
-     * step count of 2^32 ran no step and blamed the driver's figures). */
-    if (v > 2147483647.0) {
-        fprintf(stderr, "%s: argument %d '%s' is too large (at most 2147483647)\n", ex_prog, i,
-                argv[i]);
-        exit(2);
-    }
-    return v;
+    return ex_bounded(argv, i, v, !*end && v > 0);
 }
 
 /* argv[i] as a whole number of at least min (0 or 1; a count: steps, layers, blocks, rounds,
@@ -71,16 +78,7 @@ static inline double ex_count(int argc, char **argv, int i, double def, int min)
         exit(2);
     }
     double v = strtod(argv[i], NULL);
-    if (v < min) {
-        fprintf(stderr, "%s: argument %d '%s' is not a positive number\n", ex_prog, i, argv[i]);
-        exit(2);
-    }
-    if (v > 2147483647.0) {
-        fprintf(stderr, "%s: argument %d '%s' is too large (at most 2147483647)\n", ex_prog, i,
-                argv[i]);
-        exit(2);
-    }
-    return v;
+    return ex_bounded(argv, i, v, v >= min);
 }
 
 /* xorshift64: deterministic sizes from a fixed seed, the same on every machine. */

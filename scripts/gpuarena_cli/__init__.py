@@ -1,7 +1,7 @@
 """gpuarena command-line tools: import, replay, report, run and compare (Python 3 standard library).
 
 The package is split by concern: tracefile (the binary trace format), importers (foreign formats to
-traces), paths (where the built shim and replay tool live), replay, report, runner (run/compare), plot
+traces; the CSV ones in csvformats, the pairing and field checks they share in importbase), paths (where the built shim and replay tool live), replay, report, runner (run/compare), plot
 (the optional matplotlib charts), ending (cleanup on SIGTERM and SIGHUP), names (the name a misspelt
 one most likely means) and cli (argument parsing, exit codes). Every module raises GaError for a problem in the user's input
 or setup (UsageError for options that cannot be used as given); only cli turns it into a

@@ -57,9 +57,10 @@ static const char usage_tail[] =
     "null), min_size (null without --min, or when no size up to 2^60 runs the trace),\n"
     "events_per_s}}}. Byte figures are integers.\n"
     "\n"
-    "Exit status: 0 ok, 1 unreadable or malformed FILE, events on several devices without\n"
-    "--device (or none on the one given), or an unwritable timeline; 2 usage error (also a\n"
-    "--timeline that is FILE itself or a link to it).\n";
+    "Exit status: 0 ok, 1 unreadable or malformed FILE, a FILE that holds no allocation\n"
+    "(nothing to replay), events on several devices without --device (or none on the one\n"
+    "given), or an unwritable timeline; 2 usage error (also a --timeline that is FILE itself\n"
+    "or a link to it).\n";
 
 static void usage(void)
 {

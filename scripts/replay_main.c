@@ -6,8 +6,8 @@
  * extension), run each mode asked for, print a table for people or one JSON document for the
  * Python command, nested per mode with a "units" map, so the Python side takes field names and
  * units from it and never keeps a copy of the list; and with --timeline a per-event CSV through
- * replay's hook (what `gpuarena report` draws). Exit codes: 0 ok, 1 bad input file or an
- * unwritable timeline, 2 usage error.
+ * replay's hook (what `gpuarena report` draws). Exit codes: 0 ok, 1 bad input file (one that
+ * holds no allocation too) or an unwritable timeline, 2 usage error.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -116,6 +116,26 @@ static int pick_device(const options_t *o, ga_trace_t *t)
     return 0;
 }
 
+/* A trace that holds no allocation (a header alone, a CSV of its header line, an import of a file
+ * with none) has nothing to replay: every mode printed zeros and a min_size of 512 bytes, which
+ * read as a result. Refused as a 0-byte input and a device without events are (exit 1), in the
+ * words `gpuarena replay` and `report` use for it (replay.py). */
+static int holds_allocation(const options_t *o, const ga_trace_t *t)
+{
+    for (size_t i = 0; i < t->count; i++)
+        if (t->events[i].kind != GA_EV_FREE)
+            return 1;
+    char on[32] = "", only[48] = ", nor any free";
+    if (o->has_device)
+        snprintf(on, sizeof on, " on device %d", o->device);
+    if (t->count)
+        snprintf(only, sizeof only, ", only %zu free%s", t->count, t->count == 1 ? "" : "s");
+    fprintf(stderr, "gpuarena: %s holds no allocation%s%s: nothing to replay; record a run that "
+            "allocates GPU memory (a process that ends before its first allocation leaves none), "
+            "or give the file meant\n", o->path, on, only);
+    return 0;
+}
+
 static int load(options_t *o, ga_trace_t *t)
 {
     char err[512];
@@ -133,7 +153,7 @@ static int load(options_t *o, ga_trace_t *t)
         fprintf(stderr, "gpuarena: %s:%zu: the last row has no line end; if the file was cut "
                 "short there, its last number is cut too (check the row against the source)\n",
                 o->path, t->open_last_line);
-    if (pick_device(o, t) != 0) {
+    if (pick_device(o, t) != 0 || !holds_allocation(o, t)) {
         ga_trace_free(t);
         return -1;
     }

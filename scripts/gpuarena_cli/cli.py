@@ -467,6 +467,7 @@ def do_report(a):
     # a folder that is not there failed the write after the whole input was read and replayed
     _check_out_folder("-o", prefix + ".json", "PREFIX", "the input is read")
     trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
+    replay_mod.check_allocates(a.trace, trace.events, "draw")  # it drew an empty chart
     failures = []
     reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace,
                                                failures=failures)

@@ -47,11 +47,32 @@ def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
     importers.check_named_trace(path, fmt)
     if kind == "trace":
         memory.check_fits(path, "replay-tool", child=True)
+        frees = tf.frees_only(path)
+        if frees is not None:
+            raise GaError(no_allocation(path, frees))
         return path, None, kind
     trace, counts, _ = importers.load_any(path, kind, level, close)
+    check_allocates(path, trace.events)
     out = os.path.join(tmpdir, "imported.gatrace")
     tf.write(out, trace)
     return out, counts, kind
+
+
+def no_allocation(path, frees, doing="replay"):
+    """What is said of an input that holds no allocation, `frees` frees at most: every mode
+    replayed it to zeros and a min size of 512 B, exit 0, which read as a result (an outside
+    check). The words gpuarena-replay says it in (scripts/replay_main.c); exit 1, as a 0-byte
+    input and a device without events."""
+    only = f", only {frees} free{'s' if frees != 1 else ''}" if frees else ", nor any free"
+    return (f"{path} holds no allocation{only}: nothing to {doing}; record a run that allocates "
+            "GPU memory (a process that ends before its first allocation leaves none), or give "
+            "the file meant")
+
+
+def check_allocates(path, events, doing="replay"):
+    """GaError (no_allocation) when every event is a free, or there is none."""
+    if all(ev[tf.T_KIND] == tf.FREE for ev in events):
+        raise GaError(no_allocation(path, len(events), doing))
 
 
 def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True, check=False,

@@ -154,9 +154,10 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(tool("--mode", "vmm", "--vmm-keep", keep, src).returncode, 2, keep)
 
     def test_peak_live_zero_when_nothing_lives(self):
-        """An empty trace, or one whose only allocations are of 0 bytes or 2^64-1 bytes (refused
-        as invalid), has no live bytes: peak_live said 512."""
-        cases = {"empty": [], "zero": [tf.event(0, 1, 0, tf.ALLOC), tf.event(1, 1, 0, tf.FREE)],
+        """A trace whose only allocations are of 0 bytes or 2^64-1 bytes (refused as invalid)
+        has no live bytes: peak_live said 512. (An empty trace has nothing to replay at all:
+        test_no_allocation_nothing_to_replay.)"""
+        cases = {"zero": [tf.event(0, 1, 0, tf.ALLOC), tf.event(1, 1, 0, tf.FREE)],
                  "max": [tf.event(0, 1, tf.U64, tf.ALLOC), tf.event(1, 1, 0, tf.FREE)]}
         for name, evs in cases.items():
             src = write_trace(self.path(name + ".gatrace"), evs)
@@ -166,6 +167,47 @@ class Hostile(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(doc["peak_live"], 0, name)
             for m, r in doc["modes"].items():
                 self.assertEqual((r["peak_in_use"], r["allocs"]), (0, 0), (name, m))
+
+    def test_no_allocation_nothing_to_replay(self):
+        """A trace with no allocation (a header alone, a lifetimes CSV of its header line, an
+        import of a file with none, frees alone) printed a full table, a min size of 512 B in
+        every mode, exit 0, through `replay`, `report` (an empty chart) and gpuarena-replay (an
+        outside check). Each now says it in one `gpuarena:` line naming the file, exit 1, as a
+        0-byte input and a device without events are, and `report` writes nothing."""
+        empty = write_trace(self.path("empty.gatrace"), [])
+        frees = write_trace(self.path("frees.gatrace"), [tf.event(0, 0x1000, 0, tf.FREE),
+                                                         tf.event(1, 0x2000, 0, tf.FREE)])
+        csv, kineto = self.path("empty.csv"), self.path("cpu.json")
+        with open(csv, "w") as f:
+            f.write("id,lower,upper,size\n")
+        with open(kineto, "w") as f:  # a CPU memory event only: an import with no allocation
+            json.dump({"traceEvents": [{"name": "[memory]", "ts": 1, "args": {
+                "Device Type": 0, "Addr": 4096, "Bytes": 512}}]}, f)
+        nothing = ", nor any free: nothing to "
+        for src, said in ((empty, nothing), (frees, ", only 2 frees: nothing to "),
+                          (csv, nothing), (kineto, nothing)):
+            with self.subTest(src=os.path.basename(src)):
+                line = f"gpuarena: {src} holds no allocation{said}"
+                if src != kineto:  # the tool reads traces and lifetimes CSVs
+                    p = tool("--json", "--min", src)
+                    self.assertEqual((p.returncode, p.stdout), (1, ""), p.stderr)
+                    self.assertEqual(p.stderr.splitlines()[0][:len(line) + 6],
+                                     line + "replay")
+                p = gatest.cli("replay", src)
+                self.assertCleanError(p, line + "replay", "record a run that allocates")
+                self.assertEqual(p.stdout, "")
+                self.assertNotIn("512 B", p.stderr)
+                prefix = self.path("rep")
+                p = gatest.cli("report", src, "-o", prefix)
+                self.assertCleanError(p, line + "draw")
+                self.assertFalse(os.path.exists(prefix + ".json"))
+                self.assertFalse(os.path.exists(prefix + ".png"))
+        p = tool("--device", "0", frees)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("frees.gatrace holds no allocation on device 0, only 2 frees", p.stderr)
+        one = write_trace(self.path("one.gatrace"), [tf.event(0, 0x1000, 0, tf.FREE),
+                                                     tf.event(1, 0x1000, 512, tf.ALLOC)])
+        self.assertEqual(gatest.cli("replay", one, "--no-min").returncode, 0)
 
     def test_lifetimes_nul_byte_and_bom(self):
         """A NUL byte in the last line of a CSV cut the size "1\\0002" to 1 without a word; a byte

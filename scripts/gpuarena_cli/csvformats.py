@@ -13,7 +13,7 @@ import sys
 from . import GaError, UsageError
 from .fmt import shown as _shown
 from . import tracefile as tf
-from .importbase import Pairer, _digits_fit, _int, _read_bytes, _span, _too_large
+from .importbase import Pairer, _address, _digits_fit, _int, _read_bytes, _span, _too_large
 
 
 def _csv_rows(path, expected, raw=False):
@@ -179,7 +179,8 @@ def import_rmm(path, close=False, time_unit="s"):
         elif act not in ("free", "allocate failure"):
             raise GaError(f"{path}: {where}: Action {_shown(action)} is not allocate, free or "
                           "allocate failure")
-        key = _hex_or_int(ptr, path, where, "Pointer") if act != "allocate failure" else 0
+        key = (_address(ptr, path, where, "Pointer", _hex_or_int) if act != "allocate failure"
+               else 0)
         rows.append((t, len(rows), act, key, size, stream, tid))
     # Threads write an RMM log out of time order: the rows are paired in time order (file order
     # where times are equal) from the earliest time. Paired in file order from the first row's

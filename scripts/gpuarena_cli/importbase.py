@@ -131,3 +131,14 @@ def _device(value, path, where, what):
         raise GaError(f"{path}: {where}: {what} {n} is outside -32768..32767, the device numbers "
                       "a gpuarena trace holds (16 bits); renumber the devices of the file")
     return n
+
+
+def _address(value, path, where, what, parse=_int):
+    """An address (a pointer, 0 or more) read by parse, or the refusal of a negative one: it was
+    taken as 2^64 less it without a word (an outside check), a key no free of the same pointer
+    written unsigned would match."""
+    n = parse(value, path, where, what)
+    if n < 0:
+        raise GaError(f"{path}: {where}: {what} {n} is negative; an address is 0 or more (a "
+                      "pointer): fix or remove that entry")
+    return n

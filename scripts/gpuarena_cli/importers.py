@@ -3,8 +3,9 @@ RMM logs) turned into gpuarena traces, so every allocation pattern replays throu
 
 Each importer returns (Trace, counts): counts is an ordered dict of what was read, kept, paired and
 dropped, so the user sees what the conversion lost. Pairing is the common core (Pairer, in
-importbase.py with the checks of a field every reader applies): an alloc opens a key, the matching free closes it; a free of an unknown key is dropped and counted (traces
-recorded as ring buffers lose the allocs of their first frees). Every malformed input raises
+importbase.py with the checks of a field every reader applies): an alloc opens a key, the matching
+free closes it; a free of an unknown key is dropped and counted (traces recorded as ring buffers
+lose the allocs of their first frees). Every malformed input raises
 GaError naming the file, the place and the fix; nothing here writes files (cli does, atomically).
 Pickles are loaded with an Unpickler that refuses every global, so a snapshot cannot run code.
 This module reads snapshots and Kineto traces, detects formats and dispatches; the CSV formats
@@ -27,7 +28,7 @@ from . import memory
 from . import tracefile as tf
 # TIME_UNITS and the CSV importers are named here too, where cli and the tests have found them.
 from .csvformats import RMM_HEADER, TIME_UNITS, _lone_cr, import_lifetimes, import_rmm  # noqa: F401
-from .importbase import Pairer, _device, _int, _read_bytes, _span
+from .importbase import Pairer, _address, _device, _int, _read_bytes, _span
 
 FORMATS = ("pytorch-snapshot", "kineto", "lifetimes", "rmm", "auto")
 
@@ -84,7 +85,7 @@ def _snapshot_segments_before(path, snap, seen_allocs):
         if not isinstance(seg, dict):
             raise GaError(f"{path}: segments[{j}] is not a dict; the snapshot is damaged")
         dev = _device(seg.get("device", 0), path, f"segments[{j}]", "device")
-        addr = _int(seg.get("address"), path, f"segments[{j}]", "address")
+        addr = _address(seg.get("address"), path, f"segments[{j}]", "address")
         if (dev, addr) not in seen_allocs:
             size = _int(seg.get("total_size"), path, f"segments[{j}]", "total_size")
             out.append((dev, addr, size, _int(seg.get("stream", 0) or 0, path,
@@ -102,7 +103,7 @@ def _snapshot_blocks_before(path, snap, rows):
     for _t, dev, _i, act, e, where in rows:
         if act == "oom":
             continue
-        key = (dev, _int(e.get("addr"), path, where, "addr"))
+        key = (dev, _address(e.get("addr"), path, where, "addr"))
         if key not in first:
             first[key] = act
             if act == "free_completed":
@@ -121,7 +122,7 @@ def _snapshot_blocks_before(path, snap, rows):
             if not (isinstance(state, str) and state.startswith("active")) or (
                     b.get("address") is None):
                 continue
-            addr = _int(b.get("address"), path, where, "address")
+            addr = _address(b.get("address"), path, where, "address")
             size = _int(b.get("size"), path, where, "size")
             if (dev, addr) not in first and size > 0:
                 out.append((dev, addr, size, stream))
@@ -153,8 +154,8 @@ def import_snapshot(path, level="tensor", close=False):
     t0 = rows[0][0] if rows else 0
     p = Pairer()
     if level == "segment":
-        pre = _snapshot_segments_before(path, snap, {(r[1], _int(r[4].get("addr"), path, r[5],
-                                                                   "addr"))
+        pre = _snapshot_segments_before(path, snap, {(r[1], _address(r[4].get("addr"), path, r[5],
+                                                                       "addr"))
                                                      for r in rows if r[3] == "segment_alloc"})
         for dev, addr, size, stream in pre:
             p.alloc(0, dev, addr, size, stream)
@@ -172,7 +173,7 @@ def import_snapshot(path, level="tensor", close=False):
         if act == "oom":
             p.failed(tns, dev, size, stream)
             continue
-        addr = _int(e.get("addr"), path, where, "addr")
+        addr = _address(e.get("addr"), path, where, "addr")
         if actions[act] == tf.ALLOC:
             if size <= 0:
                 raise GaError(f"{path}: {where}: allocation of {size} bytes; the snapshot is "
@@ -253,7 +254,7 @@ def _kineto_rows(path, doc):
         _span(abs(ts) * 1000, path, where, f"'ts' {ts!r}")
         nbytes = _int(args.get("Bytes"), path, where, "Bytes")
         addr = args.get("Addr")
-        addr = None if addr is None else _int(addr, path, where, "Addr")
+        addr = None if addr is None else _address(addr, path, where, "Addr")
         dev = _device(args.get("Device Id", 0), path, where, "Device Id")
         total = args.get("Total Allocated")
         total = None if total is None else _int(total, path, where, "Total Allocated")

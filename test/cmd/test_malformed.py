@@ -106,6 +106,20 @@ CASES = [
     ("pytorch-snapshot", pickle.dumps({"segments": [{"address": 4096, "stream": -(1 << 20000),
                                                      "blocks": []}], "device_traces": [[]]}),
      "segments[0]: stream of 20,001 bits is too large"),
+    # a negative address was taken, wrapped to 2^64 less it (an outside check)
+    ("pytorch-snapshot", snap([dict(ALLOC, addr=-4096)]),
+     "device_traces[0][0] (alloc): addr -4096 is negative"),
+    ("pytorch-snapshot", pickle.dumps({"segments": [{"address": 0, "blocks": [
+        {"state": "active_allocated", "address": -512, "size": 512}]}], "device_traces": [[]]}),
+     "segments[0].blocks[0]: address -512 is negative"),
+    ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": 1, "args": {"Device Type": 1, '
+               b'"Addr": -16, "Bytes": 5}}]}', "traceEvents[0]: Addr -16 is negative"),
+    ("kineto", b'{"traceEvents": [{"name": "[memory]", "ts": 1, "args": {"Device Type": 1, '
+               b'"Addr": 16, "Bytes": 5}}, {"name": "[memory]", "ts": 2, "args": '
+               b'{"Device Type": 1, "Addr": "-16", "Bytes": -5}}]}',
+     "traceEvents[1]: Addr -16 is negative"),
+    ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,-0x10,5,0\n").encode(),
+     "line 2: Pointer -16 is negative"),
     ("auto", b"hello world\n", "cannot tell its format"),
     ("auto", b"GATRACE\0" + b"\x02\0\0\0" + b"\x30\0\0\0" + bytes(16), "version 2"),
     ("auto", b"GATRACE\0" + b"\x01\0\0\0" + b"\x28\0\0\0" + bytes(16), "record size 40"),
@@ -137,6 +151,18 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
                 self.assertCleanError(p, needle, src)
                 self.assertFalse(os.path.exists(out))
                 self.assertFalse(os.path.exists(out + ".tmp"))
+
+    def test_negative_segment_address_refused(self):
+        """A snapshot segment's negative address (read at the segment level) was taken as 2^64
+        less it, as a negative addr was (an outside check)."""
+        src = os.path.join(self.dir, "seg.pickle")
+        with open(src, "wb") as f:
+            f.write(pickle.dumps({"segments": [{"address": -1, "total_size": 512, "blocks": []}],
+                                  "device_traces": [[]]}))
+        out = os.path.join(self.dir, "o.gatrace")
+        p = gatest.cli_inproc("import", "pytorch-snapshot", src, "--level", "segment", "-o", out)
+        self.assertCleanError(p, f"{src}: segments[0]: address -1 is negative")
+        self.assertFalse(os.path.exists(out))
 
     def test_values_quoted_short(self):
         """A value an importer refuses is quoted cut short: a snapshot's addr of a million

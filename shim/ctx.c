@@ -430,11 +430,20 @@ int ga_ctx_enter(CUcontext ctx)
     return nocancel | (ga_real.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS);
 }
 
+/* A pop forgets the thread's cached state too: a call made while ctx was pushed (cuMemAllocAsync on
+ * another context's stream: GA_IN_STREAM_CTX) cached ctx's, and ga_ctx_last went on naming it
+ * after the pop, so cuMemFree's fast path freed that context's block for a thread with none
+ * current, or with a destroyed one current, which the driver refuses (201, 709) and the owner's
+ * own free was then refused as a double free (an outside check, 2026-12-06). ga_current refills
+ * it at the next call. */
 void ga_ctx_leave(int pushed)
 {
     CUcontext dummy;
-    if (pushed & 1)
+    if (pushed & 1) {
         ga_real.cuCtxPopCurrent_v2(&dummy);
+        ga_tl_cache.ctx = NULL;
+        ga_tl_cache.st = NULL;
+    }
     ga_nocancel_end(pushed >> 1);
 }
 

@@ -485,6 +485,60 @@ START_TEST(no_context_after_pop_free_is_the_drivers)
 }
 END_TEST
 
+/* The same after a stream-ordered allocation on another context's stream: the shim makes the
+ * stream's context current for it (pushed, then popped), and the thread went on naming that
+ * context as its own, so its next cuMemFree of that context's block took the fast path and freed
+ * it, with no context current (201) or a destroyed one (709), and the owner's free was then
+ * refused as a double free (an outside check, 2026-12-06). */
+static CUstream oth_s;
+static CUdeviceptr oth_p, oth_q;
+static CUcontext oth_x;
+static CUresult oth_r[3];
+static pthread_barrier_t oth_bar;
+
+static void *oth_calls(void *arg)
+{
+    (void)arg;
+    oth_r[0] = cuCtxCreate(&oth_x, NULL, 0, 0);
+    pthread_barrier_wait(&oth_bar); /* made, current here */
+    pthread_barrier_wait(&oth_bar); /* destroyed by the main thread */
+    oth_r[1] = cuMemAllocAsync(&oth_q, MiB, oth_s);
+    oth_r[2] = cuMemFree(oth_p);
+    return NULL;
+}
+
+START_TEST(free_after_other_streams_alloc_is_the_drivers)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    pt_env(modes[_i], "GPUARENA_LOG=error", NULL);
+    CUcontext ctx = pt_start(), out;
+    CUdeviceptr q;
+    ck_assert_int_eq(cuStreamCreate(&oth_s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&oth_p, MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxPopCurrent(&out), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAllocAsync(&q, MiB, oth_s), CUDA_SUCCESS); /* in the stream's context */
+    ck_assert_msg(cuMemFree(oth_p) == CUDA_ERROR_INVALID_CONTEXT, "%s: no context current",
+                  modes[_i]);
+    ck_assert_int_eq(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    ck_assert_int_eq(pthread_barrier_init(&oth_bar, NULL, 2), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, oth_calls, NULL), 0);
+    pthread_barrier_wait(&oth_bar);
+    ck_assert_int_eq(cuCtxDestroy(oth_x), CUDA_SUCCESS);
+    pthread_barrier_wait(&oth_bar);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(oth_r[0], CUDA_SUCCESS);
+    ck_assert_int_eq(oth_r[1], CUDA_SUCCESS);
+    ck_assert_msg(oth_r[2] == CUDA_ERROR_CONTEXT_IS_DESTROYED, "%s: destroyed context current: "
+                  "%d", modes[_i], (int)oth_r[2]);
+    ck_assert_int_eq(cuMemFree(oth_p), CUDA_SUCCESS); /* the owner's own free succeeds */
+    ck_assert_int_eq(cuMemFreeAsync(q, oth_s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFreeAsync(oth_q, oth_s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    pthread_barrier_destroy(&oth_bar);
+}
+END_TEST
+
 /* The same after the thread destroyed its own current context (the driver pops it): another
  * thread's context made since reuses the destroyed one's state, and a cuMemFree of its block from
  * the first thread, with no context current, answers CUDA_ERROR_INVALID_CONTEXT and frees nothing.
@@ -619,6 +673,7 @@ TCase *pt_tcase_errors(void)
     tcase_add_loop_test(tc, no_context_after_pop_free_is_the_drivers, 0, 4);
     tcase_add_loop_test(tc, destroyed_current_context_calls_are_the_drivers, 0, 4);
     tcase_add_loop_test(tc, no_context_after_own_destroy_free_is_the_drivers, 0, 4);
+    tcase_add_loop_test(tc, free_after_other_streams_alloc_is_the_drivers, 0, 4);
     tcase_add_test(tc, size_zero);
     tcase_add_test(tc, bad_frees_arena);
     tcase_add_test(tc, double_frees_while_pending);

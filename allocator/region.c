@@ -71,9 +71,11 @@ static int region_insert(ga_arena_t *a, ga_region_t *r)
 
 /* Builds the host-side region for a range the backend gave: one free chunk in one run; NULL if
  * host memory ran out. */
-static ga_region_t *region_new(ga_arena_t *a, uintptr_t base, size_t size)
+static ga_region_t *region_new(ga_arena_t *a, uintptr_t base, size_t size, ga_region_t **rec)
 {
-    ga_region_t *r = ga_host_calloc(1, sizeof *r);
+    ga_region_t *r = rec && *rec ? *rec : ga_host_calloc(1, sizeof *r);
+    if (rec)
+        *rec = NULL; /* taken: freed below on failure, else the region's */
     ga_item_t *ci = r ? ga_item_new(a) : NULL;
     ga_item_t *ri = ci ? ga_item_new(a) : NULL;
     if (!ri) {
@@ -106,7 +108,9 @@ static void region_free(ga_arena_t *a, ga_region_t *r)
     free(r);
 }
 
-ga_status_t ga_region_add(ga_arena_t *a, size_t size)
+/* ga_region_add with the region's record made beforehand (*rec, zeroed; NULL: made here), which
+ * it takes whenever it builds a region (*rec then NULL). */
+static ga_status_t region_add_rec(ga_arena_t *a, size_t size, ga_region_t **rec)
 {
     uintptr_t base = 0;
     int got = a->backend.reserve(a->backend.ctx, size, &base);
@@ -116,7 +120,7 @@ ga_status_t ga_region_add(ga_arena_t *a, size_t size)
     ga_region_t *r = NULL;
     int sound = base % GA_ALIGN == 0 && base + size > base && !overlaps(a, base, size);
     if (sound)
-        r = region_new(a, base, size);
+        r = region_new(a, base, size, rec);
     if (!r || region_insert(a, r) != 0) {
         if (r)
             region_free(a, r);
@@ -134,6 +138,11 @@ ga_status_t ga_region_add(ga_arena_t *a, size_t size)
         s->peak_reserved = s->reserved;
     a->last_region_size = size;
     return GA_OK;
+}
+
+ga_status_t ga_region_add(ga_arena_t *a, size_t size)
+{
+    return region_add_rec(a, size, NULL);
 }
 
 /* The backend first: a region it refuses to release (the driver would not free it) stays as it
@@ -173,7 +182,7 @@ size_t ga_release_empty(ga_arena_t *a)
 
 /* One growth attempt: the geometric size (at most max_region) clipped to the limit, halving on
  * backend refusal down to the request itself. */
-static ga_status_t try_grow(ga_arena_t *a, size_t rounded)
+static ga_status_t try_grow(ga_arena_t *a, size_t rounded, ga_region_t **rec)
 {
     const ga_config_t *cfg = &a->config;
     size_t held = (size_t)a->stats.reserved;
@@ -191,7 +200,7 @@ static ga_status_t try_grow(ga_arena_t *a, size_t rounded)
     if (want > room)
         want = room & ~(GA_ALIGN - 1);
     for (;;) {
-        ga_status_t st = ga_region_add(a, want);
+        ga_status_t st = region_add_rec(a, want, rec);
         if (st == GA_OK || st == GA_ENOHOST) /* host memory: a smaller region needs as much */
             return st;
         if (want == rounded)
@@ -210,12 +219,24 @@ ga_status_t ga_grow(ga_arena_t *a, size_t rounded)
             return ga_region_add(a, a->config.initial);
         return GA_ENOMEM;
     }
-    ga_status_t st = try_grow(a, rounded);
+    ga_status_t st = try_grow(a, rounded, NULL);
     if (st == GA_OK || st == GA_ENOHOST || a->config.keep_empty)
         return st;
-    if (ga_release_empty(a) == 0)
+    /* The record of the region to come made before an empty one goes: else a GA_ENOHOST after
+     * ga_release_empty had given an empty region back (ga_arena.h: GA_ENOHOST changes nothing;
+     * an outside check, 2026-12-06: grow under a limit, regions 2 -> 1). The other host memory
+     * it needs is there already: ga_alloc_body's items, and the regions array's slot the
+     * released region leaves. */
+    ga_region_t *rec = ga_host_calloc(1, sizeof *rec);
+    if (!rec)
+        return GA_ENOHOST;
+    if (ga_release_empty(a) == 0) {
+        free(rec);
         return GA_ENOMEM;
-    return try_grow(a, rounded);
+    }
+    st = try_grow(a, rounded, &rec);
+    free(rec); /* NULL once a region took it */
+    return st;
 }
 
 /* Runs ---------------------------------------------------------------------------------------- */

@@ -672,6 +672,46 @@ START_TEST(test_enohost_changes_nothing)
 }
 END_TEST
 
+/* The same where the growth first gives an empty region back to make room under the limit (grow
+ * mode, ga_grow's second try): the 3 MiB block needs a region, the 10 MiB limit has 2 MiB of room
+ * and an empty 2 MiB region; host memory failing at the first host allocation of the call made
+ * GA_ENOHOST after that region had gone (regions 2 -> 1, reserved 8 -> 6 MiB; an outside check,
+ * 2026-12-06). */
+START_TEST(test_enohost_after_release_changes_nothing)
+{
+    for (long k = 0; k < 6; k++) {
+        model_reset();
+        be.next = (uintptr_t)1 << 40;
+        ga_backend_t b = {be_reserve, be_release, NULL};
+        ga_config_t cfg = {.grow = 1, .limit = 10 * MIB, .min_region = MIB};
+        ga_arena_t *a = ga_arena_create(&b, &cfg, NULL);
+        ck_assert_ptr_nonnull(a);
+        uintptr_t p, q, r;
+        ck_assert_int_eq(ga_alloc(a, 2 * MIB, &p), GA_OK);
+        ck_assert_int_eq(ga_alloc(a, 6 * MIB, &q), GA_OK);
+        ck_assert_int_eq(ga_free(a, p), GA_OK);
+        ga_stats_t s0, s1;
+        ga_get_stats(a, &s0);
+        ga_host_fail_after = k;
+        ga_status_t st = ga_alloc(a, 3 * MIB, &r);
+        ga_host_fail_after = -1;
+        ga_get_stats(a, &s1);
+        if (st != GA_OK) {
+            ck_assert_msg(st == GA_ENOHOST, "host failing after %ld: %s", k, ga_status_str(st));
+            ck_assert_msg(s1.regions == s0.regions && s1.reserved == s0.reserved &&
+                              be.held == s0.reserved,
+                          "host failing after %ld: GA_ENOHOST, yet regions %lu -> %lu, reserved "
+                          "%lu -> %lu (the backend holds %zu)",
+                          k, (unsigned long)s0.regions, (unsigned long)s1.regions,
+                          (unsigned long)s0.reserved, (unsigned long)s1.reserved, be.held);
+        }
+        ASSERT_HEALTHY(a);
+        ga_arena_destroy(a);
+    }
+    model_reset();
+}
+END_TEST
+
 Suite *outside_model_suite(void)
 {
     Suite *s = suite_create("outside_model");
@@ -679,6 +719,7 @@ Suite *outside_model_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_arena_matches_outside_model, 0, WORKLOADS * CONFIGS);
     tcase_add_test(tc, test_enohost_changes_nothing);
+    tcase_add_test(tc, test_enohost_after_release_changes_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,7 +13,8 @@ import sys
 from . import GaError, UsageError
 from .fmt import shown as _shown
 from . import tracefile as tf
-from .importbase import Pairer, _address, _digits_fit, _int, _read_bytes, _span, _too_large
+from .importbase import (Pairer, _address, _digits_fit, _int, _not_negative, _read_bytes, _span,
+                         _stream, _too_large)
 
 
 def _csv_rows(path, expected, raw=False):
@@ -170,8 +171,10 @@ def import_rmm(path, close=False, time_unit="s"):
         prev = t
         t0 = t if t0 is None else min(t0, t)
         size = _int(size or 0, path, where, "Size")
-        stream = _hex_or_int(stream, path, where, "Stream")
-        tid = _hex_or_int(thread, path, where, "Thread") if thread else 0
+        stream = _stream(stream, path, where, "Stream", _hex_or_int)
+        tid = (_not_negative(thread, path, where, "Thread",
+                             "a thread is 0 or more (an id)", _hex_or_int)
+               if thread else 0)
         act = action.strip().lower().replace("_", " ")
         if act == "allocate":
             if size <= 0:

@@ -133,12 +133,24 @@ def _device(value, path, where, what):
     return n
 
 
+def _not_negative(value, path, where, what, rule, parse=_int):
+    """A number that is 0 or more (rule says so, for the message) read by parse, or the
+    refusal of a negative one: it was taken as 2^64 less it without a word (an outside check)."""
+    n = parse(value, path, where, what)
+    if n < 0:
+        raise GaError(f"{path}: {where}: {what} {n} is negative; {rule}: fix or "
+                      "remove that entry")
+    return n
+
+
 def _address(value, path, where, what, parse=_int):
     """An address (a pointer, 0 or more) read by parse, or the refusal of a negative one: it was
     taken as 2^64 less it without a word (an outside check), a key no free of the same pointer
     written unsigned would match."""
-    n = parse(value, path, where, what)
-    if n < 0:
-        raise GaError(f"{path}: {where}: {what} {n} is negative; an address is 0 or more (a "
-                      "pointer): fix or remove that entry")
-    return n
+    return _not_negative(value, path, where, what, "an address is 0 or more (a pointer)", parse)
+
+
+def _stream(value, path, where, what="stream", parse=_int):
+    """A stream number (a handle, 0 or more; None, 0 or missing is the default stream) read by
+    parse, or the refusal of a negative one: it was wrapped to 2^64 less it without a word."""
+    return _not_negative(value, path, where, what, "a stream is 0 or more (a handle)", parse)

@@ -28,7 +28,7 @@ from . import memory
 from . import tracefile as tf
 # TIME_UNITS and the CSV importers are named here too, where cli and the tests have found them.
 from .csvformats import RMM_HEADER, TIME_UNITS, _lone_cr, import_lifetimes, import_rmm  # noqa: F401
-from .importbase import Pairer, _address, _device, _int, _read_bytes, _span
+from .importbase import Pairer, _address, _device, _int, _read_bytes, _span, _stream
 
 FORMATS = ("pytorch-snapshot", "kineto", "lifetimes", "rmm", "auto")
 
@@ -88,8 +88,8 @@ def _snapshot_segments_before(path, snap, seen_allocs):
         addr = _address(seg.get("address"), path, f"segments[{j}]", "address")
         if (dev, addr) not in seen_allocs:
             size = _int(seg.get("total_size"), path, f"segments[{j}]", "total_size")
-            out.append((dev, addr, size, _int(seg.get("stream", 0) or 0, path,
-                                              f"segments[{j}]", "stream")))
+            out.append((dev, addr, size, _stream(seg.get("stream", 0) or 0, path,
+                                                 f"segments[{j}]")))
     return out
 
 
@@ -108,12 +108,12 @@ def _snapshot_blocks_before(path, snap, rows):
             first[key] = act
             if act == "free_completed":
                 out.append((dev, key[1], _int(e.get("size", 0) or 0, path, where, "size"),
-                            _int(e.get("stream", 0) or 0, path, where, "stream")))
+                            _stream(e.get("stream", 0) or 0, path, where)))
     for j, seg in enumerate(snap.get("segments") or []):
         if not isinstance(seg, dict):
             raise GaError(f"{path}: segments[{j}] is not a dict; the snapshot is damaged")
         dev = _device(seg.get("device", 0), path, f"segments[{j}]", "device")
-        stream = _int(seg.get("stream", 0) or 0, path, f"segments[{j}]", "stream")
+        stream = _stream(seg.get("stream", 0) or 0, path, f"segments[{j}]")
         for k, b in enumerate(seg.get("blocks") or []):
             where = f"segments[{j}].blocks[{k}]"
             if not isinstance(b, dict):
@@ -168,7 +168,7 @@ def import_snapshot(path, level="tensor", close=False):
         p.counts["bytes_live_before_trace"] = sum(b[2] for b in pre)
     for t, dev, _i, act, e, where in rows:
         tns = _span((t - t0) * 1000, path, where, f"time_us {t} (from the first event's {t0})")
-        stream = _int(e.get("stream", 0) or 0, path, where, "stream")
+        stream = _stream(e.get("stream", 0) or 0, path, where)
         size = _int(e.get("size", 0) or 0, path, where, "size")
         if act == "oom":
             p.failed(tns, dev, size, stream)

@@ -120,6 +120,18 @@ CASES = [
      "traceEvents[1]: Addr -16 is negative"),
     ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,-0x10,5,0\n").encode(),
      "line 2: Pointer -16 is negative"),
+    # a negative stream or RMM thread was wrapped to 2^64 less it without a word, as an address
+    ("pytorch-snapshot", snap([dict(ALLOC, stream=-7)]),
+     "device_traces[0][0] (alloc): stream -7 is negative"),
+    ("pytorch-snapshot", pickle.dumps({"segments": [{"address": 0, "stream": -1, "blocks": [
+        {"state": "active_allocated", "address": 512, "size": 512}]}], "device_traces": [[]]}),
+     "segments[0]: stream -1 is negative"),
+    ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,0x10,5,-0x1\n").encode(),
+     "line 2: Stream -1 is negative"),
+    ("rmm", (RMM_HEAD + "1,00:00:01:000000,allocate,0x10,5,0\n"
+             "1,00:00:02:000000,free,0x10,5,-3\n").encode(), "line 3: Stream -3 is negative"),
+    ("rmm", (RMM_HEAD + "-12,00:00:01:000000,allocate,0x10,5,0\n").encode(),
+     "line 2: Thread -12 is negative"),
     ("auto", b"hello world\n", "cannot tell its format"),
     ("auto", b"GATRACE\0" + b"\x02\0\0\0" + b"\x30\0\0\0" + bytes(16), "version 2"),
     ("auto", b"GATRACE\0" + b"\x01\0\0\0" + b"\x28\0\0\0" + bytes(16), "record size 40"),
@@ -162,6 +174,18 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
         out = os.path.join(self.dir, "o.gatrace")
         p = gatest.cli_inproc("import", "pytorch-snapshot", src, "--level", "segment", "-o", out)
         self.assertCleanError(p, f"{src}: segments[0]: address -1 is negative")
+        self.assertFalse(os.path.exists(out))
+
+    def test_negative_segment_stream_refused(self):
+        """A snapshot segment's negative stream read at the segment level was wrapped to 2^64
+        less it without a word, as a negative address was."""
+        src = os.path.join(self.dir, "seg.pickle")
+        with open(src, "wb") as f:
+            f.write(pickle.dumps({"segments": [{"address": 4096, "total_size": 512, "stream": -2,
+                                                "blocks": []}], "device_traces": [[]]}))
+        out = os.path.join(self.dir, "o.gatrace")
+        p = gatest.cli_inproc("import", "pytorch-snapshot", src, "--level", "segment", "-o", out)
+        self.assertCleanError(p, f"{src}: segments[0]: stream -2 is negative")
         self.assertFalse(os.path.exists(out))
 
     def test_values_quoted_short(self):

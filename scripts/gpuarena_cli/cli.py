@@ -11,7 +11,6 @@ traceback for bad input.
 import argparse
 import errno
 import json
-import math
 import os
 import re
 import shutil
@@ -31,7 +30,9 @@ from . import report as report_mod
 from . import runner
 from . import top as top_mod
 from . import tracefile as tf
-from .fmt import BLANKS, is_unit, parse_size
+from .argtypes import (KEEP_HELP, _argtype, _device, _fraction, _keep, _limit, _mode, _mode_list,
+                       _repeat, _seconds, _size, _word)
+from .fmt import BLANKS, is_unit
 
 
 EPILOG = """exit codes: 0 success; 1 bad input or setup (the message says how to fix it);
@@ -49,92 +50,6 @@ IMPORT_HELP = """formats:
   lifetimes         CSV id,lower,upper,size (buffer live over [lower, upper))
   rmm               RMM logging CSV Thread,Time,Action,Pointer,Size,Stream
   auto              detect from the content"""
-
-
-def _argtype(parse):
-    """An argparse type from a parser that raises GaError (usage error, exit 2)."""
-    def convert(text):
-        try:
-            return parse(text)
-        except GaError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    return convert
-
-
-_size = _argtype(parse_size)
-_keep = _argtype(lambda t: parse_size(t, allow_zero=True))  # GPUARENA_VMM_KEEP: 0 is a value
-KEEP_HELP = ("vmm: wholly free granules kept mapped, as GPUARENA_VMM_KEEP (e.g. 0, 256MiB; "
-             "default 64MiB)")
-
-
-def _device(text):
-    """A device number, -32768 to 32767 (a trace records it in 16 bits), as gpuarena-replay
-    takes: ASCII digits with an optional minus."""
-    # at most 6 digits before int(): more than 4,300 raised Python's ValueError (helper-60 F4)
-    if not re.fullmatch(r"-?[0-9]{1,6}", text) or not -32768 <= int(text) <= 32767:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a device number (-32768 to 32767)")
-    return int(text)
-
-
-def _limit(text):
-    """GPUARENA_LIMIT syntax: a size or a percentage of the device; passed on as written."""
-    _argtype(lambda t: parse_size(t, allow_percent=True))(text)
-    return text.strip(BLANKS)
-
-
-_mode = _argtype(modes_mod.parse)
-_mode_list = _argtype(modes_mod.parse_list)
-
-
-MAX_SECONDS = 86400  # a day: longer is a typo, and time.sleep/timeouts overflow far past it
-
-
-def _seconds(convert, examples):
-    """An argparse type for a time in seconds: finite, above 0, at most MAX_SECONDS."""
-    def parse(text):
-        try:
-            value = convert(text)
-        except (ValueError, OverflowError):
-            value = None
-        if value is None or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
-            what = ("a whole number of seconds from 1 to" if convert is int
-                    else "a number of seconds above 0 and at most")
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what} {MAX_SECONDS} (a day); "
-                                             f"try {examples}")
-        return value
-    return parse
-
-
-# At most this many runs per mode: each run's results are kept to the end (its statistics and
-# output tail, about 20 KB), and --repeat 10^20 was taken, and grew for ever (helper-60 F11),
-# where doctor's --timeout and top's --interval are bounded.
-MAX_REPEAT = 10000
-
-
-def _repeat(text):
-    try:
-        n = int(text) if len(text.strip()) <= 12 else MAX_REPEAT + 1
-    except ValueError:
-        n = 0
-    if not 1 <= n <= MAX_REPEAT:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of runs from 1 to "
-                                         f"{MAX_REPEAT:,} (try --repeat 5)")
-    return n
-
-
-def _fraction(text):
-    try:
-        doctor_mod._p_fraction(text)  # one grammar with the shim's and doctor's
-    except GaError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1] (try 0.75, or "
-                                         "0.75+ to let the arena grow past it up to the limit)")
-    return text.strip(BLANKS)
-
-
-def _word(text):
-    """A name from a list (a format, a level, a time unit) as modes are read: any case, blanks
-    around ignored (`--format Kineto` was an invalid choice while `--mode Grow` was taken)."""
-    return text.strip(BLANKS).lower()
 
 
 def _add_input_opts(p):

@@ -633,12 +633,29 @@ START_TEST(test_arena_matches_outside_model)
 }
 END_TEST
 
+extern long ga_host_fail_after; /* internal.h: the allocator's host-failure hook for tests */
+
+/* A call made with host memory failing after k host allocations (st its answer, s0 and s1 the
+ * arena's figures before and after): a failure is GA_ENOHOST and changed no region, nothing
+ * reserved, nothing the backend holds. */
+static void enohost_unchanged(long k, ga_status_t st, const ga_stats_t *s0, const ga_stats_t *s1)
+{
+    if (st == GA_OK)
+        return;
+    ck_assert_msg(st == GA_ENOHOST, "host failing after %ld: %s", k, ga_status_str(st));
+    ck_assert_msg(s1->regions == s0->regions && s1->reserved == s0->reserved &&
+                      be.held == s0->reserved,
+                  "host failing after %ld: GA_ENOHOST, yet regions %lu -> %lu, reserved %lu -> %lu "
+                  "(the backend holds %zu)",
+                  k, (unsigned long)s0->regions, (unsigned long)s1->regions,
+                  (unsigned long)s0->reserved, (unsigned long)s1->reserved, be.held);
+}
+
 /* ga_arena.h: GA_ENOHOST means "nothing changed". The 513th block of 4 KiB needs a new region
  * and a larger live table at once; with host memory failing after the k-th host allocation of
  * that call, an allocation that fails must leave the regions and the reserved bytes as they were
  * (before the fix, k = 1 kept a 4 MiB region reserved from the backend: the table's growth failed
  * after ga_grow). */
-extern long ga_host_fail_after; /* internal.h: the allocator's host-failure hook for tests */
 START_TEST(test_enohost_changes_nothing)
 {
     for (long k = 0; k < 8; k++) {
@@ -656,15 +673,7 @@ START_TEST(test_enohost_changes_nothing)
         ga_status_t st = ga_alloc(a, 4096, &p);
         ga_host_fail_after = -1;
         ga_get_stats(a, &s1);
-        if (st != GA_OK) {
-            ck_assert_msg(st == GA_ENOHOST, "host failing after %ld: %s", k, ga_status_str(st));
-            ck_assert_msg(s1.regions == s0.regions && s1.reserved == s0.reserved &&
-                              be.held == s0.reserved,
-                          "host failing after %ld: GA_ENOHOST, yet regions %lu -> %lu, reserved "
-                          "%lu -> %lu (the backend holds %zu)",
-                          k, (unsigned long)s0.regions, (unsigned long)s1.regions,
-                          (unsigned long)s0.reserved, (unsigned long)s1.reserved, be.held);
-        }
+        enohost_unchanged(k, st, &s0, &s1);
         ASSERT_HEALTHY(a);
         ga_arena_destroy(a);
     }
@@ -696,15 +705,7 @@ START_TEST(test_enohost_after_release_changes_nothing)
         ga_status_t st = ga_alloc(a, 3 * MIB, &r);
         ga_host_fail_after = -1;
         ga_get_stats(a, &s1);
-        if (st != GA_OK) {
-            ck_assert_msg(st == GA_ENOHOST, "host failing after %ld: %s", k, ga_status_str(st));
-            ck_assert_msg(s1.regions == s0.regions && s1.reserved == s0.reserved &&
-                              be.held == s0.reserved,
-                          "host failing after %ld: GA_ENOHOST, yet regions %lu -> %lu, reserved "
-                          "%lu -> %lu (the backend holds %zu)",
-                          k, (unsigned long)s0.regions, (unsigned long)s1.regions,
-                          (unsigned long)s0.reserved, (unsigned long)s1.reserved, be.held);
-        }
+        enohost_unchanged(k, st, &s0, &s1);
         ASSERT_HEALTHY(a);
         ga_arena_destroy(a);
     }

@@ -270,8 +270,10 @@ static OUT_OF_LINE void area_make(ga_vmm_t *v, ga_varea_t *ar)
     if (!ar->arena)
         return;
     ga_arena_share_live(ar->arena, &v->ltab, ar->id);
-    if (ar->id == AREA_GENERAL)
+    if (ar->id == AREA_GENERAL) {
         v->small_cut = v->small_lim;
+        v->general_cut = v->class_end;
+    }
 }
 
 /* Area `id`, its arena made at first use; NULL when host memory ran out. */
@@ -283,9 +285,12 @@ static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
     return ar->arena ? ar : NULL;
 }
 
-static int class_size(const ga_vmm_t *v, size_t rounded)
+/* From half a granule up to (not including) 3 granules, no granule multiple. Compared with a
+ * precomputed end, not by dividing by 3: 17 instructions a call, on every allocation and free of
+ * a size from half a granule up (pool level, 7 MiB + 4 KiB blocks). */
+static inline int class_size(const ga_vmm_t *v, size_t rounded)
 {
-    return rounded >= v->half && (rounded & (v->gran - 1)) && rounded / 3 < v->gran;
+    return rounded >= v->half && (rounded & v->gmask) && rounded < v->class_end;
 }
 
 /* The tracking entry of a size that may get a class; with `add`, made at first sight while
@@ -363,6 +368,8 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->gshift = (unsigned)__builtin_ctzll((unsigned long long)v->gran);
     v->half = v->gran / 2;
     v->small_lim = v->half > GA_ALIGN ? v->half - GA_ALIGN : 0; /* half: a multiple of GA_ALIGN */
+    v->class_end = v->gran <= SIZE_MAX / 3 ? 3 * v->gran : SIZE_MAX;
+    v->general_cut = SIZE_MAX;
     v->nareas = AREA_FIRST_CLASS;
     if (ga_live_grow(&v->ltab) != 0) { /* slots from the start: no probe tests the count */
         free(v);
@@ -789,6 +796,9 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     size_t rounded = ga_pool_round(size);
     if (rounded && !(rounded & v->gmask))
         return alloc_aligned(p, size, rounded, out);
+    if (rounded >= v->general_cut) /* 3 granules or more, no multiple: the general area's, as
+                                    * alloc_slow would say after looking the size up */
+        return alloc_general(p, -1, size, rounded, out);
     return alloc_slow(p, size, rounded, out);
 }
 

@@ -95,6 +95,10 @@ struct ga_vmm {
     size_t small_lim;  /* sizes 1 .. small_lim round up to under half: half - GA_ALIGN, or 0 */
     size_t small_cut;  /* small_lim once the general area's arena is made, 0 before: the fast
                         * path's one test */
+    size_t class_end;  /* 3 granules: a size from it up is never a class (class_size) */
+    size_t general_cut; /* class_end once the general area's arena is made, SIZE_MAX before:
+                         * sizes from it up that are no granule multiple go to the general area
+                         * with nothing looked up (ga_vmm_alloc) */
     ga_kslot_t *stack;
     size_t nstack, capstack;
     size_t region;     /* an area's first region at most: the first range */

@@ -8,16 +8,24 @@
 # BENCH_SCALE_ARGS="MAX_HOLES PAIRS" shortens it. Both are always built with -O2.
 BENCH_ALLOC := $(BUILD)/bin/bench-alloc
 BENCH_SCALE := $(BUILD)/bin/bench-scale
+# bench-pairs: one size freed and allocated again at the pool (arena or vmm), for
+# scripts/bench-pool-instr.sh's instruction counts (not part of make bench: it times nothing).
+BENCH_PAIRS := $(BUILD)/bin/bench-pairs
 BENCH_TRACES ?=
 BENCH_SCALE_ARGS ?=
 
-ALL += $(BENCH_ALLOC) $(BENCH_SCALE)
+ALL += $(BENCH_ALLOC) $(BENCH_SCALE) $(BENCH_PAIRS)
 BENCHES += bench-alloc bench-scale
 
 $(BENCH_ALLOC): test/bench/bench_alloc.c allocator/ga_replay.h allocator/ga_trace.h \
 		allocator/ga_arena.h $(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -O2 -Iallocator -o $@ test/bench/bench_alloc.c \
+		$(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON)
+
+$(BENCH_PAIRS): test/bench/bench_pairs.c allocator/ga_pool.h $(BUILD)/lib/libgaalloc.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -O2 -Iallocator -o $@ test/bench/bench_pairs.c \
 		$(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON)
 
 $(BENCH_SCALE): test/bench/bench_scale.c allocator/ga_arena.h $(BUILD)/lib/libgaalloc.a

@@ -1,0 +1,105 @@
+/* bench-pairs: one size freed and allocated again, at the pool, in any mode, for instruction counts.
+ *
+ *   bench-pairs MODE SIZE PAIRS [LIVE]
+ * makes a pool of MODE (arena: a 64 GiB first region; vmm: a 64 GiB first range of 2 MiB granules,
+ * the default keep) on a host backend that hands out address space only, allocates LIVE blocks of
+ * SIZE bytes (16 unless said; 1 to 64), then PAIRS times frees block i % LIVE and allocates SIZE
+ * again in its place. After the first round nothing is mapped or reserved any more in either mode
+ * (the freed granules stay kept in vmm mode while the keep has room for them): the loop is the cost
+ * of an allocation and a free that map nothing. scripts/bench-pool-instr.sh counts its
+ * instructions per pair under callgrind (two runs of different length, their difference); the
+ * program itself only runs the loop and says how much memory the pool held at the end.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ga_pool.h"
+
+static uintptr_t next_va = (uintptr_t)1 << 40;
+
+static int reserve(void *ctx, size_t size, uintptr_t *base)
+{
+    (void)ctx;
+    *base = next_va;
+    next_va += (size + 4095) & ~(size_t)4095;
+    return 0;
+}
+static int release(void *ctx, uintptr_t base, size_t size)
+{
+    (void)ctx, (void)base, (void)size;
+    return 0;
+}
+static int va_reserve(void *ctx, size_t size, uintptr_t *base)
+{
+    (void)ctx;
+    next_va = (next_va + ((uintptr_t)1 << 21) - 1) & ~(((uintptr_t)1 << 21) - 1);
+    *base = next_va;
+    next_va += size;
+    return 0;
+}
+static void va_release(void *ctx, uintptr_t base, size_t size)
+{
+    (void)ctx, (void)base, (void)size;
+}
+static int map_run(void *ctx, uintptr_t addr, size_t size, size_t n)
+{
+    (void)ctx, (void)addr, (void)size, (void)n;
+    return 0;
+}
+static void unmap_run(void *ctx, uintptr_t addr, size_t size, size_t n)
+{
+    (void)ctx, (void)addr, (void)size, (void)n;
+}
+
+int main(int argc, char **argv)
+{
+    ga_mode_t mode;
+    char *end = NULL;
+    if (argc < 4 || argc > 5 || ga_mode_parse(argv[1], &mode) != 0 ||
+        (mode != GA_MODE_ARENA && mode != GA_MODE_VMM)) {
+        fprintf(stderr, "usage: bench-pairs arena|vmm SIZE PAIRS [LIVE]\n");
+        return 2;
+    }
+    size_t size = strtoull(argv[2], &end, 0);
+    long pairs = atol(argv[3]);
+    int live = argc > 4 ? atoi(argv[4]) : 16;
+    if (!size || *end || pairs < 0 || live < 1 || live > 64) {
+        fprintf(stderr, "gpuarena: bench-pairs: SIZE must be a byte count, PAIRS >= 0, LIVE 1-64\n");
+        return 2;
+    }
+    ga_pool_backend_t be = {.reserve = reserve, .release = release, .va_reserve = va_reserve,
+                            .va_release = va_release, .map_run = map_run, .unmap_run = unmap_run,
+                            .granularity = (size_t)1 << 21};
+    ga_pool_config_t cfg = {.mode = mode, .grow = 1, .keep = GA_VMM_KEEP_DEFAULT};
+    if (mode == GA_MODE_VMM)
+        cfg.va_size = (size_t)1 << 36;
+    else
+        cfg.initial = (size_t)1 << 36;
+    ga_status_t st = GA_OK;
+    ga_pool_t *pool = ga_pool_create(&be, &cfg, &st);
+    if (!pool) {
+        fprintf(stderr, "gpuarena: bench-pairs: no pool (status %d)\n", (int)st);
+        return 1;
+    }
+    uintptr_t block[64];
+    for (int i = 0; i < live; i++)
+        if (ga_pool_alloc(pool, size, &block[i]) != GA_OK) {
+            fprintf(stderr, "gpuarena: bench-pairs: the first %d blocks do not fit\n", live);
+            return 1;
+        }
+    for (long i = 0; i < pairs; i++) {
+        int k = (int)(i % live);
+        if (ga_pool_free(pool, block[k], NULL) != GA_OK ||
+            ga_pool_alloc(pool, size, &block[k]) != GA_OK) {
+            fprintf(stderr, "gpuarena: bench-pairs: pair %ld failed\n", i);
+            return 1;
+        }
+    }
+    ga_stats_t s;
+    ga_pool_stats(pool, &s);
+    printf("%s %zu x %d: %llu bytes held, %llu backend maps\n", argv[1], size, live,
+           (unsigned long long)s.reserved, (unsigned long long)s.backend_maps);
+    ga_pool_destroy(pool);
+    return 0;
+}

@@ -5,7 +5,7 @@
 # each freed and allocated again in turn), and the difference over 10,000 is one pair.
 #   scripts/bench-pool-instr.sh BUILD [LIVE [SIZE...]]
 # LIVE: blocks kept live (default 16; 1 = one block freed and allocated again). SIZE: bytes, as
-# many as wanted (default: 4 KiB, 300 KB, 1 MiB, 1.5 MiB, 2 MiB, 3 MiB, 8 MiB, 7 MiB + 4 KiB).
+# many as wanted, in the sizes grammar (default: 4KiB 300kB 1MiB 1.5MiB 2MiB 3MiB 8MiB 7172KiB).
 # BUILD must hold bin/bench-pairs (make BUILD=DIR DIR/bin/bench-pairs).
 set -u
 if [ $# -lt 1 ]; then
@@ -17,7 +17,7 @@ B=$(cd "$1" && pwd)/bin/bench-pairs
 [ -x "$B" ] || { echo "gpuarena: $B is missing (build it: make BUILD=$1 $1/bin/bench-pairs)" >&2; exit 2; }
 LIVE=${2:-16}
 shift $(( $# > 1 ? 2 : 1 ))
-SIZES=${*:-4096 300000 1048576 1572864 2097152 3145728 8388608 7344128}
+SIZES=${*:-4KiB 300kB 1MiB 1.5MiB 2MiB 3MiB 8MiB 7172KiB}
 tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT
 count() { # mode size pairs -> instructions of the whole run
@@ -26,7 +26,7 @@ count() { # mode size pairs -> instructions of the whole run
     sed -n 's/^==[0-9]*== Collected : //p' "$tmp/err"
 }
 per() { local a b; a=$(count "$1" "$2" 2000) && b=$(count "$1" "$2" 12000) && echo $(( (b - a) / 10000 )); }
-echo "| size (bytes), $LIVE live | arena | vmm | vmm / arena |"
+echo "| size, $LIVE live | arena | vmm | vmm / arena |"
 echo "|---:|---:|---:|---:|"
 for s in $SIZES; do
     a=$(per arena "$s") && v=$(per vmm "$s") || { echo "| $s | - | - | - |"; continue; }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ga_pool.h"
+#include "ga_size.h"
 
 static uintptr_t next_va = (uintptr_t)1 << 40;
 
@@ -54,18 +55,44 @@ static void unmap_run(void *ctx, uintptr_t addr, size_t size, size_t n)
 
 int main(int argc, char **argv)
 {
-    ga_mode_t mode;
-    char *end = NULL;
-    if (argc < 4 || argc > 5 || ga_mode_parse(argv[1], &mode) != 0 ||
-        (mode != GA_MODE_ARENA && mode != GA_MODE_VMM)) {
-        fprintf(stderr, "usage: bench-pairs arena|vmm SIZE PAIRS [LIVE]\n");
-        return 2;
+    static const char usage[] = "usage: bench-pairs arena|vmm SIZE PAIRS [LIVE]\n"
+                                "  LIVE blocks of SIZE (a size: 4096, 3MiB, ...; 16 blocks unless\n"
+                                "  said, 1-64), each freed and\n"
+                                "  allocated again in turn, PAIRS times in all, at the pool\n";
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        fputs(usage, stdout);
+        return 0;
     }
-    size_t size = strtoull(argv[2], &end, 0);
-    long pairs = atol(argv[3]);
-    int live = argc > 4 ? atoi(argv[4]) : 16;
-    if (!size || *end || pairs < 0 || live < 1 || live > 64) {
-        fprintf(stderr, "gpuarena: bench-pairs: SIZE must be a byte count, PAIRS >= 0, LIVE 1-64\n");
+    ga_mode_t mode;
+    char *e2 = NULL, *e3 = NULL;
+    const char *why = NULL;
+    size_t size = 0;
+    long pairs = 0, live = 16;
+    if (argc < 4 || argc > 5) {
+        why = "MODE, SIZE and PAIRS are needed";
+    } else if (ga_mode_parse(argv[1], &mode) != 0 ||
+               (mode != GA_MODE_ARENA && mode != GA_MODE_VMM)) {
+        why = "MODE is arena or vmm";
+    } else {
+        ga_size_t sz;
+        char err[200];
+        pairs = strtol(argv[3], &e2, 10);
+        if (argc > 4)
+            live = strtol(argv[4], &e3, 10);
+        if (ga_size_parse(argv[2], 0, &sz, err, sizeof err) != 0) {
+            fprintf(stderr, "gpuarena: bench-pairs: SIZE: %s\n%s", err, usage);
+            return 2;
+        }
+        size = (size_t)sz.bytes;
+        if (size > ((size_t)1 << 32))
+            why = "SIZE is from 1 byte to 4 GiB";
+        else if (*e2 || pairs < 0 || e2 == argv[3])
+            why = "PAIRS is a count, 0 or more";
+        else if ((e3 && (*e3 || e3 == argv[4])) || live < 1 || live > 64)
+            why = "LIVE is a count from 1 to 64";
+    }
+    if (why) {
+        fprintf(stderr, "gpuarena: bench-pairs: %s\n%s", why, usage);
         return 2;
     }
     ga_pool_backend_t be = {.reserve = reserve, .release = release, .va_reserve = va_reserve,
@@ -83,9 +110,9 @@ int main(int argc, char **argv)
         return 1;
     }
     uintptr_t block[64];
-    for (int i = 0; i < live; i++)
+    for (long i = 0; i < live; i++)
         if (ga_pool_alloc(pool, size, &block[i]) != GA_OK) {
-            fprintf(stderr, "gpuarena: bench-pairs: the first %d blocks do not fit\n", live);
+            fprintf(stderr, "gpuarena: bench-pairs: the first %ld blocks do not fit\n", live);
             return 1;
         }
     for (long i = 0; i < pairs; i++) {
@@ -98,7 +125,7 @@ int main(int argc, char **argv)
     }
     ga_stats_t s;
     ga_pool_stats(pool, &s);
-    printf("%s %zu x %d: %llu bytes held, %llu backend maps\n", argv[1], size, live,
+    printf("%s %zu x %ld: %llu bytes held, %llu backend maps\n", argv[1], size, live,
            (unsigned long long)s.reserved, (unsigned long long)s.backend_maps);
     ga_pool_destroy(pool);
     return 0;

@@ -4,7 +4,7 @@
 # (test/stress/build.mk) is the ASan runtime in an ASan build, preloaded ahead of the shim.
 CMD_TEST_DEPS := $(BUILD)/bin/gpuarena-replay $(BUILD)/lib/libgpuarena.so \
 	$(BUILD)/sim/libcuda.so.1 $(BUILD)/examples/ex_direct $(BUILD)/examples/ex_dlsym \
-	$(BUILD)/examples/ex_getproc $(BUILD)/test/sizeprobe $(BUILD)/bin/bench-scale $(BUILD)/bin/bench-alloc \
+	$(BUILD)/examples/ex_getproc $(BUILD)/test/sizeprobe $(BUILD)/bin/bench-scale $(BUILD)/bin/bench-alloc $(BUILD)/bin/bench-pairs \
 	$(BUILD)/test/replay_checkfail $(BUILD)/test/traceplay
 
 # gpuarena-replay with invariant failures forged in vmm mode under --check (ga_replay wrapped at

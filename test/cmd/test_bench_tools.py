@@ -5,7 +5,9 @@ where the output path goes, a bad number and a missing argument are refused with
 a `gpuarena:` message and no file left behind (an earlier bench-scale took `-h` for its output
 path and wrote a file of that name); a short bench-scale run writes its JSON with a row per hole
 count and the same rows in its table; its churn frees a random one of many allocated holes, not
-the block it has just allocated."""
+the block it has just allocated. bench-pairs (scripts/bench-pool-instr.sh's loop) takes sizes in
+the one grammar, refuses bad arguments the same way, and in vmm mode maps nothing after its first
+round: the loop it counts is one of allocations and frees that map nothing."""
 
 import json
 import os
@@ -17,6 +19,7 @@ import gatest
 
 SCALE = os.path.join(gatest.BUILD, "bin", "bench-scale")
 ALLOC = os.path.join(gatest.BUILD, "bin", "bench-alloc")
+PAIRS = os.path.join(gatest.BUILD, "bin", "bench-pairs")
 
 
 def run(prog, *args, env=None, cwd=None):
@@ -35,7 +38,7 @@ class BenchToolsTest(unittest.TestCase):
         return sorted(os.listdir(self.tmp.name))
 
     def test_help_prints_usage_and_writes_nothing(self):
-        for prog in (SCALE, ALLOC):
+        for prog in (SCALE, ALLOC, PAIRS):
             for flag in ("-h", "--help"):
                 r = run(prog, flag, cwd=self.tmp.name, env={"GA_TRACES_DIR": gatest.TRACES})
                 self.assertEqual(r.returncode, 0, (prog, flag, r.stderr))
@@ -46,13 +49,32 @@ class BenchToolsTest(unittest.TestCase):
         env = {"GA_TRACES_DIR": gatest.TRACES}
         cases = [(SCALE, []), (SCALE, ["--bogus"]), (SCALE, ["out.json", "abc"]),
                  (SCALE, ["out.json", "50"]), (SCALE, ["out.json", "1000", "0"]),
-                 (SCALE, ["out.json", "1000", "-5"]), (ALLOC, []), (ALLOC, ["-x"])]
+                 (SCALE, ["out.json", "1000", "-5"]), (ALLOC, []), (ALLOC, ["-x"]),
+                 (PAIRS, []), (PAIRS, ["platform", "4KiB", "10"]), (PAIRS, ["vmm", "0", "10"]),
+                 (PAIRS, ["vmm", "3XB", "10"]), (PAIRS, ["vmm", "-1", "10"]),
+                 (PAIRS, ["vmm", "5GiB", "10"]), (PAIRS, ["vmm", "4KiB", "x"]),
+                 (PAIRS, ["vmm", "4KiB", "10", "0"]), (PAIRS, ["vmm", "4KiB", "10", "65"]),
+                 (PAIRS, ["arena", "4KiB", "10", "2x"])]
         for prog, args in cases:
             r = run(prog, *args, cwd=self.tmp.name, env=env)
             self.assertEqual(r.returncode, 2, (prog, args, r.stderr))
             self.assertIn("gpuarena:", r.stderr, (prog, args))
             self.assertIn("usage:", r.stderr, (prog, args))
         self.assertEqual(self.left_behind(), [])
+
+    def test_pairs_map_nothing_after_the_first_round(self):
+        # 16 blocks of 3 MiB tile 24 granules of 2 MiB: mapped in the first round, never again,
+        # however many pairs follow; arena mode holds its one region and maps nothing.
+        for pairs in ("0", "5000"):
+            r = run(PAIRS, "vmm", "3MiB", pairs)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("50331648 bytes held, 24 backend maps", r.stdout)
+        r = run(PAIRS, "vmm", "1.5MiB", "3000", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("2097152 bytes held, 1 backend maps", r.stdout)
+        r = run(PAIRS, "arena", "4096", "3000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(" 0 backend maps", r.stdout)
 
     def test_short_scale_run(self):
         out = os.path.join(self.tmp.name, "scale.json")

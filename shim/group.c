@@ -33,10 +33,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/futex.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,14 +56,85 @@ static int ga_slot_alive(const ga_group_t *g, const ga_ledger_slot_t *s)
 
 /* ---- the mutex ---- */
 
+/* The robust mutex's futex word as glibc keeps it (its first int): the owner's thread id, and the
+ * kernel's bits for "waiters" and "owner died" (futex(2), robust futexes). */
+#define GA_FUTEX_WAITERS 0x80000000u
+#define GA_FUTEX_OWNER_DIED 0x40000000u
+#define GA_FUTEX_TID 0x3fffffffu
+#define GA_LOCK_STALE_SLICES 10 /* 1 s of one unchanged word held by a thread gone: taken over */
+#define GA_LOCK_SAY_SLICES 30   /* 3 s: said once, with what to do */
+
+/* Whether a live slot of the ledger is of another pid namespace than `ns` (thread ids there are
+ * not ours to judge). Read without the mutex: a hint, the slots' states are single stores. */
+static int ga_foreign_member(const ga_ledger_t *l, uint64_t ns)
+{
+    uint32_t hwm = LD(&l->hwm);
+    for (uint32_t i = 0; i < hwm && i < GA_GROUP_SLOTS; i++) {
+        const ga_ledger_slot_t *s = &l->slots[i];
+        if (LD(&s->state) == GA_SLOT_LIVE && s->pidns && ns && s->pidns != ns)
+            return 1;
+    }
+    return !ns;
+}
+
+/* A slice of ga_lock timed out: the mutex is held. The kernel marks a robust mutex "owner died"
+ * when its owner exits, but only then: a ledger whose word still names a thread that is gone (a
+ * machine that crashed with a member inside the lock, a ledger kept on disk through GPUARENA_GROUP_DIR
+ * and used after a reboot, a damaged or copied file) waited for ever, every member hanging in its
+ * next allocation without a word (an outside check, 2026-12-07). Such a word, unchanged for
+ * GA_LOCK_STALE_SLICES slices, is marked as the kernel marks it, so the next lock returns
+ * EOWNERDEAD and the ledger is used as after any member's death; never when a live member is of
+ * another pid namespace, whose thread ids say nothing here. A lock held for longer by a thread
+ * that runs (a stopped process, a debugger) is said once. seen/same: the word last seen and for
+ * how many slices; slices: how many timed out. */
+static void ga_lock_stalled(ga_ledger_t *l, uint32_t *seen, unsigned *same, unsigned slices)
+{
+#ifdef __GLIBC__
+    uint32_t *word = (uint32_t *)(void *)&l->lock.__data.__lock;
+    uint32_t v = LD(word);
+    *same = v == *seen ? *same + 1 : 0;
+    *seen = v;
+    pid_t tid = (pid_t)(v & GA_FUTEX_TID);
+    int gone = v != 0 && !(v & GA_FUTEX_OWNER_DIED) && (tid == 0 || (kill(tid, 0) != 0 && errno == ESRCH));
+    uint64_t ns = ga_pidns("/proc/self/ns/pid");
+    if (gone && *same >= GA_LOCK_STALE_SLICES && !ga_foreign_member(l, ns)) {
+        uint32_t want = (v & GA_FUTEX_WAITERS) | GA_FUTEX_OWNER_DIED;
+        if (__atomic_compare_exchange_n(word, &v, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0); /* shared: no PRIVATE flag */
+        return;
+    }
+#else
+    uint32_t v = 0;
+    pid_t tid = 0;
+    int gone = 0;
+    (void)seen;
+    (void)same;
+#endif
+    if (slices != GA_LOCK_SAY_SLICES)
+        return;
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", l->uuid[i]);
+    fprintf(stderr, "gpuarena: group '%.64s': this process (pid %d) has waited %d s for the lock of "
+            "the group's ledger (gpuarena-%u-%.64s-%s in GPUARENA_GROUP_DIR, default /dev/shm), "
+            "held by thread %d%s: if that process is stopped, resume it (kill -CONT); if no member "
+            "of the group runs any more, remove the ledger file (this process keeps waiting)\n", l->name,
+            (int)getpid(), GA_LOCK_SAY_SLICES / 10, (unsigned)l->uid, l->name, hex, (int)tid,
+            gone ? ", which does not run in this pid namespace (a member of another one, or a "
+            "ledger kept from before a reboot)" : v ? "" : " (unknown)");
+}
+
 /* Taken in slices of 100 ms: a waiter that misses its wake-up looks at the lock again then instead
  * of sleeping for ever. Seen once (2026-12-06, a clean-clone CI run): test/group's stress run
  * stalled for 150 s with the mutex free and its waiters asleep, until a debugger's attach woke
  * them; the cause (robust process-shared futexes, threads of several processes) was not found, so
- * a lost wake-up now costs one slice. */
+ * a lost wake-up now costs one slice. Each slice that times out looks at the holder
+ * (ga_lock_stalled). */
 void ga_lock(ga_ledger_t *l)
 {
     int rc;
+    uint32_t seen = 0;
+    unsigned same = 0, slices = 0;
     do {
         struct timespec t;
         clock_gettime(CLOCK_REALTIME, &t);
@@ -70,6 +144,8 @@ void ga_lock(ga_ledger_t *l)
             t.tv_nsec -= 1000000000;
         }
         rc = pthread_mutex_timedlock(&l->lock, &t);
+        if (rc == ETIMEDOUT)
+            ga_lock_stalled(l, &seen, &same, ++slices);
     } while (rc == ETIMEDOUT);
     if (rc == EOWNERDEAD)
         pthread_mutex_consistent(&l->lock); /* every change under it is one store: nothing to undo */

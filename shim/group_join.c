@@ -318,8 +318,18 @@ static ga_group_t *ga_group_open_as(const char *dir, const char *name, const uin
         return NULL;
     }
     ga_group_t *g = calloc(1, sizeof *g);
-    if (!g || ga_group_path(dir, name, uuid, g->path, sizeof g->path) != 0) {
-        snprintf(err, errlen, "gpuarena: GPUARENA_GROUP=%s: out of memory or ledger path too long", name);
+    if (!g) {
+        snprintf(err, errlen, "gpuarena: GPUARENA_GROUP=%s: out of memory", name);
+        return NULL;
+    }
+    /* Said apart, with the fix: "out of memory or ledger path too long" left a user with a deep
+     * GPUARENA_GROUP_DIR guessing which (an outside check, 2026-12-07). */
+    if (ga_group_path(dir, name, uuid, g->path, sizeof g->path) != 0) {
+        const char *d = dir ? dir : GA_GROUP_DIR_DEFAULT;
+        snprintf(err, errlen, "gpuarena: GPUARENA_GROUP=%s: the group's ledger path in %.60s%s (%zu "
+                 "bytes) would pass the %zu bytes gpuarena keeps for it: set GPUARENA_GROUP_DIR to "
+                 "a shorter folder (every member must name the same one)", name, d,
+                 strlen(d) > 60 ? "..." : "", strlen(d), sizeof g->path - 1);
         free(g);
         return NULL;
     }

@@ -23,8 +23,9 @@ $(GROUP_MEMBER): $(BUILD)/test/group_%: test/group/group_%.c $(GROUP_OBJ) \
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -Ishim -o $@ $< $(GROUP_OBJ) $(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON) -lpthread
 
-# group_test is two files (group_test.c runs the cases, group_test_files.c holds the later ones).
-GROUP_TEST_SRC := test/group/group_test.c test/group/group_test_files.c
+# group_test is three files (group_test.c runs the cases, group_test_files.c and
+# group_test_stale.c hold the later ones).
+GROUP_TEST_SRC := test/group/group_test.c test/group/group_test_files.c test/group/group_test_stale.c
 $(GROUP_TEST): $(GROUP_TEST_SRC) test/group/group_test.h $(GROUP_OBJ) \
 		$(BUILD)/lib/libgaalloc.a shim/group_layout.h test/group/procstat.h
 	@mkdir -p $(@D)

@@ -14,7 +14,8 @@
  * (damaged, another version, a link, a folder, a FIFO, another user's file); a ledger removed under
  * its members (an old member's exit leaves the new one; shares move to it), a forked child
  * outliving its parent; exec; a full folder (in a tmpfs of a mount namespace of its own, skipped
- * where none can be made); leaving the group while threads still call in. The cases from the
+ * where none can be made); leaving the group while threads still call in; a lock whose holder is
+ * gone (taken over) or stopped (said), a ledger path too long (group_test_stale.c). The cases from the
  * removed ledger on are in group_test_files.c (helpers shared through group_test.h).
  */
 #define _GNU_SOURCE
@@ -553,5 +554,8 @@ int main(int argc, char **argv)
     test_full_folder();
     test_full_folder_join();
     test_exit_threads();
+    test_stale_lock();
+    test_held_lock_said();
+    test_long_path();
     return 0;
 }

@@ -38,4 +38,9 @@ void test_full_folder_join(void);
 void test_exit_threads(void);
 void test_files(void);
 
+/* group_test_stale.c */
+void test_stale_lock(void);
+void test_held_lock_said(void);
+void test_long_path(void);
+
 #endif

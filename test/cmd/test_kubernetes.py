@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import unittest
 
 import gatest
@@ -98,6 +99,43 @@ class Manifests(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertEqual(int(p.stdout.split()[-1]), parse_size(env["GPUARENA_LIMIT"]),
                              f"{c['name']}: {p.stdout} {p.stderr}")
+
+    def test_daemonset_install_runs_and_gives_the_command(self):
+        """The init container's script, run here with its two folders moved into a temporary one
+        (the image's /opt/gpuarena staged by `make install`, as the README's Dockerfile makes it,
+        and the node's hostPath), twice (an upgrade): the node gets the library the pods preload
+        and the `gpuarena` command that the README runs in a pod (`gpuarena top`). Until
+        2026-12-07 it copied the library alone, so `gpuarena top`, which the README says to run
+        in the container and in a metrics sidecar, was nowhere on the node (an outside check)."""
+        init = load("daemonset.yaml")["spec"]["template"]["spec"]["initContainers"][0]
+        self.assertEqual(init["command"][:2], ["/bin/sh", "-c"])
+        with tempfile.TemporaryDirectory() as tmp:
+            image, host = os.path.join(tmp, "image"), os.path.join(tmp, "host")
+            os.makedirs(host)
+            subprocess.run(["sh", os.path.join(gatest.REPO, "scripts", "install.sh"), "install",
+                            gatest.BUILD, "/opt/gpuarena", image], cwd=gatest.REPO, check=True,
+                           stdout=subprocess.DEVNULL, timeout=60)
+            script = init["command"][2].replace("/opt/gpuarena", image + "/opt/gpuarena")
+            script = script.replace("/host/gpuarena", host)
+            for _ in range(2):
+                p = subprocess.run(["/bin/sh", "-c", script], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+                self.assertEqual(p.returncode, 0, p.stderr)
+            with open(SHIM, "rb") as a, open(os.path.join(host, "libgpuarena.so"), "rb") as b:
+                self.assertEqual(a.read(), b.read(), "the node's library is the image's")
+            # The command as a pod reaches it (the hostPath mounted at /opt/gpuarena).
+            cmd = os.path.join(host, "cmd", "bin", "gpuarena")
+            self.assertTrue(os.access(cmd, os.X_OK), f"no command on the node: {sorted(os.listdir(host))}")
+            empty = os.path.join(tmp, "shm")
+            os.makedirs(empty)
+            p = subprocess.run([cmd, "top", "--once", "--dir", empty], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("no gpuarena groups", p.stdout)
+            left = sorted(os.listdir(host))
+            self.assertEqual(left, ["cmd", "libgpuarena.so"], "nothing half-made left behind")
+        with open(os.path.join(K8S, "README.md")) as f:
+            self.assertIn("/opt/gpuarena/cmd/bin/gpuarena top", f.read())
 
     def test_readme_names_the_files_and_variables(self):
         with open(os.path.join(K8S, "README.md")) as f:

@@ -158,13 +158,17 @@ void ga_unlock(ga_ledger_t *l)
 
 /* ---- slots (under the mutex) ---- */
 
+/* Saturating: a slot's count damaged to near 2^64 (a stray write, a forged file) wrapped the sum
+ * past zero, and a commit beside it was granted above the cap (an outside check, 2026-12-07). */
 static uint64_t ga_sum(const ga_ledger_t *l)
 {
     uint64_t sum = 0;
     uint32_t hwm = l->hwm;
     for (uint32_t i = 0; i < hwm && i < GA_GROUP_SLOTS; i++)
-        if (LD(&l->slots[i].state) == GA_SLOT_LIVE)
-            sum += LD(&l->slots[i].committed);
+        if (LD(&l->slots[i].state) == GA_SLOT_LIVE) {
+            uint64_t c = LD(&l->slots[i].committed);
+            sum = c > UINT64_MAX - sum ? UINT64_MAX : sum + c;
+        }
     return sum;
 }
 

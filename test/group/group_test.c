@@ -557,5 +557,6 @@ int main(int argc, char **argv)
     test_stale_lock();
     test_held_lock_said();
     test_long_path();
+    test_corrupt_sum();
     return 0;
 }

@@ -42,5 +42,6 @@ void test_files(void);
 void test_stale_lock(void);
 void test_held_lock_said(void);
 void test_long_path(void);
+void test_corrupt_sum(void);
 
 #endif

@@ -1,5 +1,5 @@
-/* group_test, continued: a ledger whose lock names a thread that is gone, and a ledger path too
- * long for gpuarena (cases run from group_test.c's main; helpers in group_test.h).
+/* group_test, continued: a ledger whose lock names a thread that is gone, a ledger path too long
+ * for gpuarena, and a slot's count damaged to near 2^64 (cases run from group_test.c's main; helpers in group_test.h).
  *
  * The kernel marks a robust mutex "owner died" only when its owner exits; a ledger whose lock word
  * still names a thread gone without that (a machine that crashed with a member inside the lock, a
@@ -142,4 +142,26 @@ void test_long_path(void)
     ga_group_t *g = ga_group_open(dir, "team", DEV0, CAP, err, sizeof err);
     tap(!g && strstr(err, "GPUARENA_GROUP_DIR to a shorter folder") && !strstr(err, "out of memory"),
         "long path: a ledger path past gpuarena's room is said as such, with the fix: %s", err);
+}
+
+/* A slot whose committed bytes were damaged to near 2^64 (a stray write, a forged file): the
+ * group's sum wrapped past zero and let a commit through above the cap. */
+void test_corrupt_sum(void)
+{
+    ga_group_t *a = open_or_die("wrap", DEV0, CAP);
+    ga_group_commit(a, 20 * MIB);
+    ga_ledger_t *l = map_ledger("wrap", DEV0);
+    if (!l)
+        abort();
+    /* a live slot (this process's pid and start time) holding 2^64 - 10 MiB + 1 bytes */
+    ga_ledger_slot_t *s = forge(l, (uint32_t)getpid(), own_start(), 0, UINT64_MAX - 10 * MIB + 1);
+    int ok = s ? ga_group_commit(a, 1000 * MIB) : 1;
+    tap(s && !ok, "corrupt slot: a slot's count damaged to near 2^64 does not wrap the group's sum "
+        "below the cap (1000 MiB refused beside 20 MiB under a 1 GiB cap; it was granted)");
+    if (s) {
+        __atomic_store_n(&s->state, GA_SLOT_FREE, __ATOMIC_RELEASE);
+        s->committed = 0;
+    }
+    munmap(l, GA_LEDGER_SIZE);
+    ga_group_free(a);
 }

@@ -11,6 +11,7 @@ a volume of the pod, env entries are {name, value} with unique names.
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -136,6 +137,41 @@ class Manifests(unittest.TestCase):
             self.assertEqual(left, ["cmd", "libgpuarena.so"], "nothing half-made left behind")
         with open(os.path.join(K8S, "README.md")) as f:
             self.assertIn("/opt/gpuarena/cmd/bin/gpuarena top", f.read())
+
+    def test_loaded_through_etc_ld_so_preload(self):
+        """Issue 11 item 4 for real: the shim named in /etc/ld.so.preload (as HAMi's device plugin
+        mounts it), not LD_PRELOAD. In a private mount namespace /etc gets an overlay holding that
+        file, so nothing outside the test sees it. A process that never touches CUDA prints
+        nothing, whatever settings it has; a CUDA program under the plugin's variables is capped
+        (the simulated device has 80 GiB)."""
+        if os.geteuid() != 0 or not shutil.which("unshare") or gatest.SAN_RUNTIME:
+            self.skipTest("needs root, unshare and a build without sanitizers to overlay /etc")
+        with tempfile.TemporaryDirectory() as tmp:
+            up, work, ledgers = (os.path.join(tmp, d) for d in ("up", "work", "shm"))
+            for d in (up, work, ledgers):
+                os.makedirs(d)
+            with open(os.path.join(up, "ld.so.preload"), "w") as f:
+                f.write(SHIM + "\n")
+            script = (f"mount -t overlay overlay -o lowerdir=/etc,upperdir={up},workdir={work} /etc"
+                      " 2>/dev/null || exit 77; exec \"$@\"")
+            base = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("GPUARENA_", "CUDA_DEVICE_MEMORY_LIMIT")) and k != "LD_PRELOAD"}
+
+            def run(argv, **env):
+                return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh"] + argv,
+                                      env=dict(base, **env), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+
+            p = run(["python3", "-c", "print('plain')"], GPUARENA_GROUP="bad/name",
+                    CUDA_DEVICE_MEMORY_LIMIT="junk", GPUARENA_LIMT="1g")
+            if p.returncode == 77:
+                self.skipTest("no overlay mount here")
+            self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "plain\n", ""))
+            p = run([PROBE, "shim"], LD_LIBRARY_PATH=SIM_DIR, SIMCUDA_TOTAL_MEM="80GiB",
+                    CUDA_DEVICE_MEMORY_LIMIT="8192m", GPUARENA_GROUP=f"k8s-{os.getpid()}",
+                    GPUARENA_GROUP_DIR=ledgers)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(int(p.stdout.split()[-1]), 8 << 30, f"{p.stdout} {p.stderr}")
 
     def test_readme_names_the_files_and_variables(self):
         with open(os.path.join(K8S, "README.md")) as f:

@@ -113,12 +113,17 @@ static int ga_hexval(char c)
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-/* The 16 UUID bytes of an NVML device; 0 for a MIG instance or anything not "GPU-" + 32 digits. */
+/* The 16 UUID bytes of an NVML device: "GPU-" or "MIG-" and 32 hex digits (dashes between). A MIG
+ * instance's handle (nvmlDeviceGetMigDeviceHandleByIndex; the "MIG-" form of drivers since R470)
+ * is the CUDA device cuDeviceGetUuid_v2 names with the same bytes, so it gets the same view; until
+ * 2026-12-07 it passed through, the whole instance beside cuMemGetInfo's cap (an outside check).
+ * 0 for anything else (the older "MIG-GPU-<uuid>/gi/ci" form): passed through. */
 static int ga_nvml_uuid(nvmlDevice_t dev, uint8_t uuid[16])
 {
     nvmlReturn_t (*get)(nvmlDevice_t, char *, unsigned int) = ga_nvml_get(GA_NVML_UUID);
     char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    if (!get || get(dev, text, sizeof text) != NVML_SUCCESS || strncmp(text, "GPU-", 4) != 0)
+    if (!get || get(dev, text, sizeof text) != NVML_SUCCESS ||
+        (strncmp(text, "GPU-", 4) != 0 && strncmp(text, "MIG-", 4) != 0))
         return 0;
     int n = 0;
     for (const char *p = text + 4; *p && n < 32; p++) {

@@ -58,6 +58,7 @@ test-group: $(GROUP_TEST) $(GROUP_NVML_LIB) $(GROUP_NVML_TEST)
 	    echo "not ok - nvml $$1: nvml_test exited with $$? (see $(RESULTS)/group.log)" >>$(RESULTS)/group.tap; }; \
 	  n pass; \
 	  GA_TEST_VIEW="1073741824 314572800" n cap; \
+	  GA_TEST_VIEW="1073741824 314572800" SIMCUDA_NVML_MIG=1 n mig; \
 	  GA_TEST_VIEW="68719476736 1073741824" n big; \
 	  GA_TEST_VIEW="1073741824 2147483648" n over; \
 	  GA_TEST_VIEW="8589934592 0" n crowded; \

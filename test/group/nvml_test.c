@@ -8,6 +8,7 @@
  *   over     used above the cap: used = total, free = 0, no underflow
  *   crowded  the device's real free below cap - used: free = real free, total = used + free
  *   procs    GPUARENA_GROUP member missing from the driver's list (SIMCUDA_NVML_HIDE_PIDS=1)
+ *   mig      as cap, the device a MIG instance (SIMCUDA_NVML_MIG=1: its UUID "MIG-..."): capped too
  */
 #define _GNU_SOURCE
 #include "ga_group.h"
@@ -73,7 +74,15 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "cap"))
         tap(same && m.total == GIB && m.used == 300 * MIB && m.free == 724 * MIB,
             "capped: total = cap, used = the view's, free = total - used (v1 and v2)", why);
-    else if (!strcmp(c, "big"))
+    else if (!strcmp(c, "mig")) {
+        char u[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+        nvmlDeviceGetUUID(d, u, sizeof u);
+        char both[640];
+        snprintf(both, sizeof both, "uuid %s; %s", u, why);
+        tap(same && !strncmp(u, "MIG-", 4) && m.total == GIB && m.used == 300 * MIB &&
+                m.free == 724 * MIB,
+            "a MIG instance (UUID MIG-...) capped as a GPU: total = cap, used, free (v1 and v2)", both);
+    } else if (!strcmp(c, "big"))
         tap(same && m.total == real_total && m.used == GIB, "a cap above the device: its real total",
             why);
     else if (!strcmp(c, "over"))

@@ -8,7 +8,8 @@
  * SIMCUDA_SHARED the processes of the shared segment, otherwise this process alone; the compute
  * process list is the same set of processes with the memory each holds. SIMCUDA_NVML_HIDE_PIDS=1
  * makes that list come back empty, as NVML does in a container that does not share the host's pid
- * namespace. The ABI (return codes, struct layouts, version words) is shim/ga_nvml.h's.
+ * namespace. SIMCUDA_NVML_MIG=1 makes the devices' UUIDs "MIG-..." (MIG instances, drivers since
+ * R470). The ABI (return codes, struct layouts, version words) is shim/ga_nvml.h's.
  */
 #define _GNU_SOURCE
 #pragma GCC visibility push(default)
@@ -140,12 +141,15 @@ static int nvml_dev(nvmlDevice_t device)
     return -1;
 }
 
-/* "GPU-" and the driver's 16 UUID bytes in the 8-4-4-4-12 form nvidia-smi prints. */
+/* "GPU-" and the driver's 16 UUID bytes in the 8-4-4-4-12 form nvidia-smi prints; "MIG-" with
+ * SIMCUDA_NVML_MIG=1, the devices standing for MIG instances (the form drivers since R470 give a
+ * MIG device, whose 16 bytes cuDeviceGetUuid_v2 returns for it). */
 static void nvml_uuid_text(int dev, char out[NVML_DEVICE_UUID_V2_BUFFER_SIZE])
 {
     unsigned char u[16];
     simcuda_device_uuid(dev, u);
-    int n = snprintf(out, NVML_DEVICE_UUID_V2_BUFFER_SIZE, "GPU-");
+    const char *mig = getenv("SIMCUDA_NVML_MIG");
+    int n = snprintf(out, NVML_DEVICE_UUID_V2_BUFFER_SIZE, mig && !strcmp(mig, "1") ? "MIG-" : "GPU-");
     for (int i = 0; i < 16; i++)
         n += snprintf(out + n, (size_t)(NVML_DEVICE_UUID_V2_BUFFER_SIZE - n), "%s%02x",
                       i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);

@@ -133,6 +133,7 @@
  * or this process alone, free = total - used, reserved = 0, and the compute process list from the
  * same processes. SIMCUDA_NVML_HIDE_PIDS=1 empties that list, as in a container without the host's
  * pid namespace (0 or unset: shown; anything else makes nvmlInit fail with NVML_ERROR_UNKNOWN).
+ * SIMCUDA_NVML_MIG=1 gives the devices' UUIDs as MIG instances' ("MIG-" and the same bytes).
  *
  * SIMCUDA_REPORT JSON: {"counters": {"alloc_calls": N, ...every counter below...},
  *                       "devices": [{"total": N, "bytes_in_use": N}, ...]}

@@ -1,6 +1,6 @@
 /* group_join.c: joining and leaving a group ledger (group.c has its mutex, its slots and the
- * members' accounting; ga_group.h the interface). A ledger is made complete under a temporary name
- * and linked into place, so no process maps a half-made one; one found at the path is believed
+ * members' accounting; ga_group.h the interface). A ledger is made complete in a file with no name
+ * yet and linked into place, so no process maps a half-made one; one found at the path is believed
  * only when it is a regular file of this user, mode 0600, of the ledger's size, format and keys.
  * A ledger removed under its members (a /dev/shm cleanup, systemd-logind's RemoveIPC) is left for
  * the one the path names now, with this process's share (ga_move, called by a commit in group.c).
@@ -64,14 +64,24 @@ static int ga_back_existing(int fd)
     return rc == EOPNOTSUPP || rc == EINVAL || rc == ENOSYS ? 0 : rc;
 }
 
-/* Makes a complete ledger under a temporary name and links it into place, so no process ever maps
- * a half-made one. 0: it is there now (ours or a racing creator's); -1 with a message. */
+/* Makes a complete ledger in a file with no name yet (O_TMPFILE) and links it into place, so no
+ * process ever maps a half-made one, and a process killed while making it leaves nothing behind:
+ * the temporary name it had before (".gpuarena-UID-new-XXXXXX") stayed in the folder for good when
+ * the process died between making and removing it, 33 KiB of /dev/shm each time (an outside check,
+ * 2026-12-07). A folder whose file system has no O_TMPFILE gets the named temporary as before.
+ * 0: it is there now (ours or a racing creator's); -1 with a message. */
 static int ga_create(const char *dir, const char *path, const char *name, const uint8_t uuid[16],
                      uint64_t cap, char *err, size_t errlen)
 {
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s/.gpuarena-%u-new-XXXXXX", dir, (unsigned)getuid());
-    int fd = mkostemp(tmp, O_CLOEXEC);
+    char tmp[600] = "";
+    int fd = -1;
+#ifdef O_TMPFILE
+    fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+    if (fd < 0) {
+        snprintf(tmp, sizeof tmp, "%s/.gpuarena-%u-new-XXXXXX", dir, (unsigned)getuid());
+        fd = mkostemp(tmp, O_CLOEXEC);
+    }
     int e = fd < 0 ? errno : ftruncate(fd, GA_LEDGER_SIZE) != 0 ? errno : ga_back_new(fd);
     if (e) {
         const char *fix = e == ENOENT || e == ENOTDIR ? "create that folder, or set "
@@ -84,16 +94,18 @@ static int ga_create(const char *dir, const char *path, const char *name, const 
                  "needs a writable %s with %d KiB free (%s; every member must name the same one)",
                  dir, strerror(e), dir, (GA_LEDGER_SIZE + 1023) / 1024, fix);
         if (fd >= 0) {
-            unlink(tmp);
+            if (tmp[0])
+                unlink(tmp);
             close(fd);
         }
         return -1;
     }
     ga_ledger_t *l = mmap(NULL, GA_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
     if (l == MAP_FAILED) {
-        snprintf(err, errlen, "gpuarena: cannot map %s (%s)", tmp, strerror(errno));
-        unlink(tmp);
+        snprintf(err, errlen, "gpuarena: cannot map a new group ledger in %s (%s)", dir, strerror(errno));
+        if (tmp[0])
+            unlink(tmp);
+        close(fd);
         return -1;
     }
     memcpy(l->magic, GA_LEDGER_MAGIC, sizeof GA_LEDGER_MAGIC);
@@ -112,11 +124,23 @@ static int ga_create(const char *dir, const char *path, const char *name, const 
     pthread_mutex_init(&l->lock, &a);
     pthread_mutexattr_destroy(&a);
     munmap(l, GA_LEDGER_SIZE);
-    int rc = link(tmp, path);
-    e = errno;
-    unlink(tmp);
+    fchmod(fd, 0600); /* whatever the umask: every member opens it for writing */
+    int rc;
+    if (tmp[0]) {
+        rc = link(tmp, path);
+        e = errno;
+        unlink(tmp);
+    } else { /* a file without a name is linked through its /proc entry (no privilege needed) */
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        rc = linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+        e = errno;
+    }
+    close(fd);
     if (rc != 0 && e != EEXIST) {
-        snprintf(err, errlen, "gpuarena: cannot create the group ledger %s (%s)", path, strerror(e));
+        snprintf(err, errlen, "gpuarena: cannot create the group ledger %s (%s): GPUARENA_GROUP_DIR "
+                 "must be a folder on a file system that has hard links (a tmpfs such as /dev/shm, "
+                 "ext4, xfs): set it to one (every member must name the same one)", path, strerror(e));
         return -1;
     }
     return 0;

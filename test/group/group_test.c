@@ -558,5 +558,6 @@ int main(int argc, char **argv)
     test_held_lock_said();
     test_long_path();
     test_corrupt_sum();
+    test_killed_while_making();
     return 0;
 }

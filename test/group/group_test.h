@@ -43,5 +43,6 @@ void test_stale_lock(void);
 void test_held_lock_said(void);
 void test_long_path(void);
 void test_corrupt_sum(void);
+void test_killed_while_making(void);
 
 #endif

@@ -1,5 +1,6 @@
 /* group_test, continued: a ledger whose lock names a thread that is gone, a ledger path too long
- * for gpuarena, and a slot's count damaged to near 2^64 (cases run from group_test.c's main; helpers in group_test.h).
+ * for gpuarena, a slot's count damaged to near 2^64, and a process killed while it makes a ledger
+ * (cases run from group_test.c's main; helpers in group_test.h).
  *
  * The kernel marks a robust mutex "owner died" only when its owner exits; a ledger whose lock word
  * still names a thread gone without that (a machine that crashed with a member inside the lock, a
@@ -9,12 +10,16 @@
 #define _GNU_SOURCE
 #include "group_test.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -164,4 +169,87 @@ void test_corrupt_sum(void)
     }
     munmap(l, GA_LEDGER_SIZE);
     ga_group_free(a);
+}
+
+/* ---- a process killed while it makes a ledger ---- */
+
+/* This program's posix_fallocate, which the ledger's code (linked in, not a shared library) calls
+ * while it makes a new ledger, between making its file and linking it into place: in a child that
+ * sets die_in_fallocate, the process is killed exactly there. Otherwise the same call. */
+static volatile int die_in_fallocate;
+
+int posix_fallocate(int fd, off_t offset, off_t len)
+{
+    if (die_in_fallocate)
+        raise(SIGKILL);
+    return fallocate(fd, 0, offset, len) == 0 ? 0 : errno;
+}
+
+/* And its linkat and link, which fail with EPERM while fail_link is set: a folder on a file system
+ * without hard links (vfat, some network and FUSE file systems). */
+static volatile int fail_link;
+
+int linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags)
+{
+    if (fail_link)
+        return errno = EPERM, -1;
+    return (int)syscall(SYS_linkat, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+int link(const char *oldpath, const char *newpath)
+{
+    return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+}
+
+static int entries(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    return n;
+}
+
+void test_killed_while_making(void)
+{
+    char dir[600], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/making", g_dir);
+    if (mkdir(dir, 0700) != 0)
+        abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        die_in_fallocate = 1;
+        ga_group_open(dir, "making", DEV0, CAP, err, sizeof err);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    int left = entries(dir);
+    tap(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && left == 0, "killed while making: a process "
+        "killed between making a ledger's file and linking it into place leaves nothing in the "
+        "folder (%d files left; its .gpuarena-*-new-* file stayed for good)", left);
+    ga_group_t *g = ga_group_open(dir, "making", DEV0, CAP, err, sizeof err);
+    tap(g && ga_group_commit(g, CAP) && entries(dir) == 1, "killed while making: the next process "
+        "makes the ledger and holds the whole cap: %s", g ? "" : err);
+    ga_group_free(g);
+    fail_link = 1;
+    g = ga_group_open(dir, "nolinks", DEV0, CAP, err, sizeof err);
+    fail_link = 0;
+    tap(!g && strstr(err, "file system that has hard links") && strstr(err, "GPUARENA_GROUP_DIR"),
+        "no hard links: a folder whose file system cannot link the new ledger into place is named "
+        "with the fix: %s", err);
+    ga_group_free(g);
+    /* whatever a failure left */
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char f[900];
+        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlink(f);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
 }

@@ -146,6 +146,9 @@ class Manifests(unittest.TestCase):
         (the simulated device has 80 GiB)."""
         if os.geteuid() != 0 or not shutil.which("unshare") or gatest.SAN_RUNTIME:
             self.skipTest("needs root, unshare and a build without sanitizers to overlay /etc")
+        if subprocess.run(["unshare", "-m", "true"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=30, check=False).returncode != 0:
+            self.skipTest("no private mount namespace here (unshare -m refused)")
         with tempfile.TemporaryDirectory() as tmp:
             up, work, ledgers = (os.path.join(tmp, d) for d in ("up", "work", "shm"))
             for d in (up, work, ledgers):

@@ -165,8 +165,20 @@ static int ga_oom_plugin_cap(const ga_dev_t *d)
     return d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT");
 }
 
-static const char *ga_oom_total_why(const ga_dev_t *d)
+static const char *ga_oom_total_why(const ga_dev_t *d, uint64_t size)
 {
+    /* A block larger than the device's whole memory under a cap below it: no cap (gpuarena's, a
+     * group's, a device plugin's) could hold it, and the message said to raise one (an outside
+     * check, 2026-12-07: 2 GiB on a 1 GiB device under a 256 MiB cap). Said with the device's
+     * size. With no cap below the device, the sentence below says the device is the bound. */
+    static __thread char past[200];
+    if (!ga_oom_devcap(d) && d->physical_total != UINT64_MAX && size > d->physical_total) {
+        char b[32];
+        snprintf(past, sizeof past, "not enough free bytes in total: the block alone is larger "
+                 "than the device's whole memory, %s, which no cap can change: use less",
+                 ga_fmt_bytes(d->physical_total, b, sizeof b));
+        return past;
+    }
     /* A group's cap from the device plugin: GPUARENA_LIMIT is unset or above it, and raising it
      * cannot help (the message said to until an outside check on 2026-12-06). */
     return d->group && ga_oom_plugin_cap(d)
@@ -381,7 +393,7 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                                        "driver refused to free them"
                       : d->group && !ga_group_member(d->group) ? ga_oom_group_full
                       : frag_free ? frag_why
-                      : ga_oom_total_why(d);
+                      : ga_oom_total_why(d, size);
     ga_oom_put_holds(o, d, held, used, why);
     /* Other members' idle memory (held, not used) is theirs to give back: say so, and how. */
     if (d->group && ga_group_member(d->group) && !granules && !no_va && used > held)
@@ -516,7 +528,7 @@ static void ga_oom_explain_pass_true(int dev, uint8_t api, size_t size, int cap_
     ga_oom_put_holds(&o, d, held, used,
                      !cap_refused ? ga_oom_device_full
                      : d->group && !ga_group_member(d->group) ? ga_oom_group_full
-                                                              : ga_oom_total_why(d));
+                                                              : ga_oom_total_why(d, size));
     ga_oom_put(&o, "\n");
     ga_oom_report(&o);
 }

@@ -20,6 +20,7 @@
  * ga_mem_view is referenced weakly: until the shim defines it every answer passes through.
  */
 #define _GNU_SOURCE
+#include "../allocator/ga_size.h"
 #include "ga_group.h"
 #include "ga_nvml.h"
 
@@ -207,7 +208,9 @@ static pthread_once_t ga_nvml_group_once = PTHREAD_ONCE_INIT;
 
 static void ga_nvml_read_group(void)
 {
+    static char name[GA_GROUP_NAME_MAX + 1];
     const char *g = getenv("GPUARENA_GROUP"), *d = getenv("GPUARENA_GROUP_DIR");
+    g = g ? ga_size_trim(g, name, sizeof name) : NULL; /* blanks around it ignored, as options.c */
     ga_nvml_group_name = g && *g ? g : NULL;
     ga_nvml_group_dir = d && *d ? d : NULL; /* NULL: /dev/shm */
     if (d && *d && *d != '/')

@@ -192,10 +192,15 @@ static int parse_group_dir(const char *v)
     return v[0] == '/' ? parse_path(v, &ga_opt.group_dir) : -1;
 }
 
-static int parse_group(const char *v)
+/* The name without the blanks around it, as every other value (a CR from an environment file
+ * with CRLF line ends was refused, by a message that showed it as nothing: an outside check,
+ * 2026-12-07); nvml.c reads the name the same way. */
+static int parse_group(const char *raw)
 {
+    static char buf[GA_GROUP_NAME_MAX + 1];
     char err[256];
-    if (!ga_group_name_ok(v, err, sizeof err))
+    const char *v = ga_size_trim(raw, buf, sizeof buf);
+    if (!v || !ga_group_name_ok(v, err, sizeof err))
         return -1;
     ga_opt.group = v;
     return 0;

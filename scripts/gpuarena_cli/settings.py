@@ -80,9 +80,11 @@ def _p_free_sync(v):
 GROUP_NAME_MAX = 64  # shim/ga_group.h GA_GROUP_NAME_MAX
 
 
-def _p_name(v):
+def _p_name(raw):
     # The shim's rule and wording (shim/group_host.c ga_group_name_ok): the name is part of the
-    # ledger's file name; "." and ".." are made of its characters but name directories.
+    # ledger's file name; "." and ".." are made of its characters but name directories. Blanks
+    # around it are ignored, as the shim ignores them (shim/options.c parse_group).
+    v = raw.strip(BLANKS)
     reserved = v in (".", "..")
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,%d}" % GROUP_NAME_MAX, v) or reserved:
         why = "'.' and '..' are reserved (they name directories); " if reserved else ""

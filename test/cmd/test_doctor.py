@@ -298,10 +298,12 @@ class Doctor(unittest.TestCase):
         the shim reads them: a CR (an environment file with CRLF line ends) is taken after every
         word, and a no-break space or non-ASCII digits are refused by doctor itself, not only
         under the shim (doctor took 'vmm\\xa0' and '٠.٥'; the shim refused a CR after
-        GPUARENA_PREALLOCATE: an outside check, 2026-12-06)."""
+        GPUARENA_PREALLOCATE: an outside check, 2026-12-06). A group name too: the shim and doctor
+        refused 'o3doc\\r' (an outside check, 2026-12-07)."""
         p, doc = doctor("--sim", env={"GPUARENA_PREALLOCATE": "false\r", "GPUARENA_LOG": "warn\r",
                                       "GPUARENA_FREE_SYNC": "device\r",
-                                      "GPUARENA_MEM_FRACTION": "0.5\r"})
+                                      "GPUARENA_MEM_FRACTION": "0.5\r",
+                                      "GPUARENA_GROUP": "o3doc\r"})
         self.assertEqual(p.returncode, 0, doc["problems"] if doc else p.stderr)
         for env, said in (({"GPUARENA_MODE": "vmm\xa0"}, "unknown mode 'vmm\xa0'"),
                           ({"GPUARENA_MEM_FRACTION": "٠.٥"}, "GPUARENA_MEM_FRACTION='٠.٥' is not "

@@ -49,13 +49,17 @@ def lifetimes_seeds(shared):
 
 
 def options_seeds():
-    # First byte of a line selects the variable (see fuzz_options.c: index mod 8).
+    # First byte of a line selects the variable (see fuzz_options.c: index mod 15).
     return {
         "limit": b"\x04512MiB\n\x030.5+\n\x01platform",
         "percent": b"\x0450%\n\x02no",
         "units": b"\x041.5GiB\n\x0412345\n\x048G",
         "decimal": b"\x0410GB\n\x00debug\n\x05-",
         "paths": b"\x06/tmp/t.gat\n\x07/usr/lib/libcuda.so.1\n\x030.75",
+        # 10 GPUARENA_GROUP, 11 GPUARENA_GROUP_DIR, 12 CUDA_DEVICE_MEMORY_LIMIT, 13 its _0, 14 free form
+        "group": b"\x0ateam-a\r\n\x0b/dev/shm\n\x04 8GiB",
+        "plugin": b"\x0c8g\n\x0d1024m\n\x0e_LIMT=4GiB",
+        "unknown": b"\x0eMEMORY_LIMIT=1\n\x0efraction\n\x0eGROUPDIR=/x",
     }
 
 

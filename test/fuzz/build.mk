@@ -1,6 +1,7 @@
 # test/fuzz/: libFuzzer targets (clang, ASan+UBSan) for the trace and lifetimes readers and the
 # shim's option parsers, the allocator driven through ga_replay (ga_check after every event), plus
-# a seeded mutation fuzz of the Python importers.
+# a seeded mutation fuzz of the Python importers, and fuzz_hooks: seeded random sequences of the
+# shim's hooked calls with hostile arguments, under LD_PRELOAD in every mode (gcc, no libFuzzer).
 #   make test-fuzz    tier: each target FUZZ_TIME seconds (default 20), seeded; writes fuzz.tap
 #   make fuzz-long    each target FUZZ_LONG_TIME seconds (default 600), keeping its corpus
 # The fuzzers are not in ALL: they need clang and libclang-rt (scripts/setup.sh installs both),
@@ -10,6 +11,7 @@ FUZZ_DIR       := $(BUILD)/fuzz
 FUZZ_TIME      ?= 20
 FUZZ_LONG_TIME ?= 600
 FUZZ_IMPORT_COUNT ?= 300
+FUZZ_HOOK_OPS  ?= 20000
 FUZZ_TARGETS   := trace lifetimes options replay
 FUZZ_CFLAGS    := -std=gnu11 -g -O1 -fvisibility=hidden $(WARN) -fno-omit-frame-pointer \
                   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
@@ -44,6 +46,11 @@ $(FUZZ_DIR)/fuzz_replay: test/fuzz/fuzz_replay.c test/fuzz/fuzz_util.h $(wildcar
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Iallocator -o $@ test/fuzz/fuzz_replay.c $(wildcard allocator/*.c)
 
+# Built as the preload tests are (the simulated driver linked directly); run under the shim.
+$(FUZZ_DIR)/fuzz_hooks: test/fuzz/fuzz_hooks.c test/sim/simcuda.h $(BUILD)/sim/libcuda.so $(SHIM_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -Itest/sim -o $@ $< -L$(BUILD)/sim -lcuda $(LDFLAGS_COMMON)
+
 $(FUZZ_DIR)/seeds/.done: test/fuzz/make_seeds.py
 	@mkdir -p $(@D)
 	python3 test/fuzz/make_seeds.py $(FUZZ_DIR)/seeds && touch $@
@@ -60,6 +67,12 @@ define ga_fuzz_run
 	      "libclang-rt come from scripts/setup.sh)" >>$(3); \
 	  fi; \
 	done
+	@if $(MAKE) --no-print-directory -s $(FUZZ_DIR)/fuzz_hooks >$(FUZZ_DIR)/build-hooks.log 2>&1; then \
+	  sh test/fuzz/run-hooks.sh $(FUZZ_DIR) $(abspath $(BUILD)/sim) $(abspath $(SHIM_LIB)) \
+	    $(if $(2),30,3) $(FUZZ_HOOK_OPS) >>$(3); \
+	else \
+	  echo "not ok - fuzz hooks: does not build (see $(FUZZ_DIR)/build-hooks.log)" >>$(3); \
+	fi
 	@python3 test/fuzz/fuzz_import.py --count $(FUZZ_IMPORT_COUNT) --seed 1 \
 	  --crash-dir $(FUZZ_DIR)/import-crashes --tap $(3) >$(FUZZ_DIR)/import.log 2>&1 || \
 	  echo "not ok - import fuzz: did not run to the end (see $(FUZZ_DIR)/import.log)" >>$(3)

@@ -2,12 +2,16 @@
 against the shim's one table of settings (shim/options.c: every variable, its default), and the
 statistics table against the file a run under GPUARENA_STATS writes (every totals key, in order,
 with its unit and its sentence). A README check on 2026-12-06 found the statistics text naming 25
-of the 39 totals keys; these keep the tables from drifting again."""
+of the 39 totals keys; these keep the tables from drifting again. The demo's table and out-of-memory explanation, the
+first output a newcomer compares with the README, against a run of examples/demo.sh: on
+2026-12-07 they still showed the arena's ex_fragment before 2bbf493 (3 driver allocations and a
+4032 MiB peak, where `make demo` printed 2 and 4096, and another explanation)."""
 
 import json
 import os
 import re
 import subprocess
+import tempfile
 import unittest
 
 import gatest
@@ -108,6 +112,42 @@ class StatisticsTable(unittest.TestCase):
             key = plain(key)
             self.assertEqual(unit, doc["units"][key], key)
             self.assertEqual(meaning, doc["about"][key], key)
+
+
+class Demo(unittest.TestCase):
+    @staticmethod
+    def figures(text):
+        """The demo table's rows without the timings (mode, program, driver allocs, peak, the
+        result less its ms/step), then every `gpuarena:` line of the explanation."""
+        rows, said = [], []
+        for line in text.splitlines():
+            cells = line.split()
+            if len(cells) > 5 and cells[0] in ("arena", "grow", "vmm", "platform"):
+                result = " ".join(cells[5:])
+                rows.append(cells[:2] + cells[3:5] + ([] if "ms/step" in result else [result]))
+            elif line.startswith("gpuarena:"):
+                said.append(line)
+        return rows, said
+
+    def test_readme_demo_output_is_the_demos(self):
+        with tempfile.TemporaryDirectory() as b:
+            for d in ("lib", "sim", "examples"):
+                os.symlink(os.path.join(gatest.BUILD, d), os.path.join(b, d))
+            r = subprocess.run(["sh", os.path.join(gatest.REPO, "examples", "demo.sh"), b],
+                               cwd=gatest.REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, timeout=300, check=False)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        text = section("The demo")
+        block = text[text.index("\n```\nmode ") + 5:]
+        block = block[:block.index("```")]
+        got, want = self.figures(r.stdout), self.figures(block)
+        self.assertEqual(len(got[0]), 8, r.stdout)
+        self.assertEqual(want, got, "the README's demo table and explanation against the demo's")
+        text = section("Statistics and traces")
+        text = text[text.index("**The OOM explainer.**"):]
+        block = text[text.index("\n```\n") + 5:]
+        self.assertEqual(self.figures(block[:block.index("```")])[1], got[1],
+                         "the OOM explainer's example (the demo's) against the demo's")
 
 
 if __name__ == "__main__":

@@ -66,8 +66,14 @@ all: deps
 
 build-all: $(ALL)
 
+# What the goals need of scripts/setup.sh's packages: where it cannot install them (a user, no
+# apt-get) it stops only for one the goal needs; `make demo` for a user lacking valgrind stopped
+# at once although the demo needs none of them (an outside check, 2026-12-07).
+GA_GOALS := $(or $(MAKECMDGOALS),all)
+GA_DEPS_FOR := $(if $(filter deps valgrind,$(GA_GOALS)),all,$(if $(filter test bench asan ubsan tsan,\
+	$(GA_GOALS)),test,$(if $(filter-out demo,$(GA_GOALS)),build,demo)))
 deps:
-	@sh scripts/setup.sh
+	@sh scripts/setup.sh $(GA_DEPS_FOR)
 
 test: deps
 	@$(MAKE) --no-print-directory build-all

@@ -1,31 +1,69 @@
 #!/bin/sh
 # Installs what building and testing gpuarena needs, from Debian's archive, when it is missing.
-# Quiet and quick when everything is there; as root it installs, otherwise it says what to run.
+# Quiet and quick when everything is there; as root on Debian it installs everything missing,
+# otherwise (a user, or a machine without apt-get) it says what to install and stops only when
+# the goal needs one of them.
+# usage: sh scripts/setup.sh [GOAL]   GOAL: demo, build, test or all (the default)
+#   demo   needs none of them (cc, make and the CUDA headers only)
+#   build  `make`, the sanitizer builds: check, uthash-dev, pkg-config
+#   test   `make test`, `make bench`: and python3, python3-matplotlib, clang, libclang-rt-dev, g++
+#   all    `make deps`, `make valgrind`: and valgrind
 set -e
-need=""
-[ -f /usr/include/check.h ] || need="$need check"
-[ -f /usr/include/uthash.h ] || need="$need uthash-dev"
-command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+goal=${1:-all}
+case $goal in
+    demo|build|test|all) ;;
+    *) echo "usage: sh scripts/setup.sh [demo|build|test|all]" >&2; exit 2 ;;
+esac
+need="" needed=""
+# miss PACKAGE LEVEL: PACKAGE is missing; LEVEL is the first goal that needs it
+miss() {
+    need="$need $1"
+    case $goal:$2 in
+        build:build|test:build|test:test|all:*) needed="$needed $1" ;;
+    esac
+}
+[ -f /usr/include/check.h ] || miss check build
+[ -f /usr/include/uthash.h ] || miss uthash-dev build
+command -v pkg-config >/dev/null 2>&1 || miss pkg-config build
 # The command and its tests run under any python3 on PATH (standard library only); charts are
 # drawn by Debian's /usr/bin/python3, for which python3-matplotlib installs, whatever python3 comes
 # first on PATH (scripts/gpuarena_cli/plot.py).
-[ -x /usr/bin/python3 ] || need="$need python3"
-/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || need="$need python3-matplotlib"
+[ -x /usr/bin/python3 ] || miss python3 test
+/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || miss python3-matplotlib test
 # Hardening tiers (test/fuzz, test/stress): clang with libFuzzer for the fuzz tier, valgrind for
 # `make valgrind`; gcc's own ASan/TSan runtimes come with gcc.
-command -v clang >/dev/null 2>&1 || need="$need clang"
+command -v clang >/dev/null 2>&1 || miss clang test
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
-    need="$need libclang-rt-dev"
-command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
+    miss libclang-rt-dev test
+command -v valgrind >/dev/null 2>&1 || miss valgrind all
 # scripts/side-by-side.sh (issue 9's yardstick, OffsetAllocator, is C++) and its test.
-command -v g++ >/dev/null 2>&1 || need="$need g++"
+command -v g++ >/dev/null 2>&1 || miss g++ test
 [ -n "$need" ] || exit 0
+
+# Said when nothing is installed here: stop only when the goal needs one of the packages.
+give_up() {
+    if [ -n "$needed" ]; then
+        echo "gpuarena: make stops here: it needs$needed" >&2
+        exit 1
+    fi
+    echo "gpuarena: going on without them: this goal ($goal) needs none of them" >&2
+    exit 0
+}
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "gpuarena: missing packages (Debian's names):$need; this machine has no apt-get (it is" \
+        "not Debian or Ubuntu): install the same packages with its own package manager, then" \
+        "run make again" >&2
+    give_up
+fi
 if [ "$(id -u)" != 0 ]; then
     echo "gpuarena: missing packages:$need; install them with: sudo apt-get install$need" >&2
-    exit 1
+    give_up
 fi
 echo "gpuarena: installing missing packages:$need" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
 # shellcheck disable=SC2086
-apt-get install -y -qq $need >/dev/null
+if ! { apt-get update -qq >/dev/null && apt-get install -y -qq $need >/dev/null; }; then
+    echo "gpuarena: apt-get could not install$need (its message is above: no network, or" \
+        "another apt-get running?); install them yourself with: apt-get install$need" >&2
+    give_up
+fi

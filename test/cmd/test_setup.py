@@ -1,0 +1,135 @@
+"""scripts/setup.sh, the packages `make`, `make demo` and `make test` install first, run from the
+outside on a PATH of the test's own: stand-ins for the tools it looks for (a missing one is left
+out), for `id` (root or a user) and for `apt-get` (absent, as off Debian, or one that records what
+it was asked and succeeds or fails). Nothing is installed on the machine.
+
+An outside check on 2026-12-07 found that off Debian, as root, the script ended in
+`apt-get: not found` (exit 127, no word of what to do), that a user was told to run a
+`sudo apt-get` the machine does not have, and that `make demo` stopped for a user lacking valgrind
+although the demo needs none of the packages."""
+
+import glob
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import unittest
+
+import gatest
+
+SETUP = os.path.join(gatest.REPO, "scripts", "setup.sh")
+TOOLS = ("pkg-config", "clang", "g++", "valgrind")
+
+
+def files_present():
+    """Whether the packages setup.sh finds by file (not on PATH) are here, so that a missing tool
+    on the stand-in PATH is the only thing missing."""
+    mpl = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"], check=False,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0 \
+        if os.path.exists("/usr/bin/python3") else False
+    return (os.path.exists("/usr/include/check.h") and os.path.exists("/usr/include/uthash.h")
+            and mpl and bool(glob.glob(
+                "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a")))
+
+
+class Setup(unittest.TestCase):
+    def setUp(self):
+        if not files_present():
+            self.skipTest("check, uthash, matplotlib or libclang-rt missing here: run make deps")
+        self.tmp = tempfile.TemporaryDirectory()
+        self.bin = os.path.join(self.tmp.name, "bin")
+        self.log = os.path.join(self.tmp.name, "apt.log")
+        os.makedirs(self.bin)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def stub(self, name, body):
+        path = os.path.join(self.bin, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("#!/bin/sh\n" + body + "\n")
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+    def setup_sh(self, goal, missing=(), uid=0, apt=None):
+        """setup.sh GOAL with the tools in `missing` absent, `id -u` saying uid, and apt-get
+        absent (None) or exiting with `apt` after logging its arguments."""
+        for t in TOOLS:
+            if t not in missing:
+                self.stub(t, "exit 0")
+        self.stub("id", f"echo {uid}")
+        if apt is not None:
+            self.stub("apt-get", f'echo "$*" >>"{self.log}"; exit {apt}')
+        os.symlink(shutil.which("ls"), os.path.join(self.bin, "ls"))
+        args = ["/bin/sh", SETUP] + ([goal] if goal else [])
+        return subprocess.run(args, env={"PATH": self.bin}, cwd=gatest.REPO, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                              check=False)
+
+    def apt_calls(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log, encoding="utf-8") as f:
+            return f.read().splitlines()
+
+    def test_nothing_missing_is_quiet(self):
+        r = self.setup_sh("all", uid=1000, apt=0)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+
+    def test_user_stops_only_for_what_the_goal_needs(self):
+        for goal, missing, rc in (("demo", ["valgrind"], 0), ("build", ["valgrind"], 0),
+                                  ("test", ["valgrind"], 0), ("all", ["valgrind"], 1),
+                                  (None, ["valgrind"], 1), ("demo", ["clang"], 0),
+                                  ("build", ["clang"], 0), ("test", ["clang"], 1),
+                                  ("demo", ["pkg-config"], 0), ("build", ["pkg-config"], 1)):
+            with self.subTest(goal=goal, missing=missing):
+                self.tearDown()
+                self.setUp()
+                r = self.setup_sh(goal, missing, uid=1000, apt=0)
+                self.assertEqual(r.returncode, rc, r.stderr)
+                self.assertIn(f"gpuarena: missing packages: {missing[0]}; install them with: "
+                              f"sudo apt-get install {missing[0]}", r.stderr)
+                self.assertIn(f"it needs {missing[0]}" if rc else "going on without them",
+                              r.stderr)
+                self.assertEqual(self.apt_calls(), [], "a user's run installs nothing")
+
+    def test_root_installs_everything_missing(self):
+        r = self.setup_sh("demo", ["valgrind", "g++"], uid=0, apt=0)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.apt_calls(), ["update -qq", "install -y -qq valgrind g++"])
+        self.assertIn("gpuarena: installing missing packages: valgrind g++", r.stderr)
+
+    def test_off_debian_says_so(self):
+        for uid in (0, 1000):
+            for goal, rc in (("all", 1), ("demo", 0)):
+                with self.subTest(uid=uid, goal=goal):
+                    self.tearDown()
+                    self.setUp()
+                    r = self.setup_sh(goal, ["valgrind"], uid=uid, apt=None)
+                    self.assertEqual(r.returncode, rc, r.stderr)
+                    self.assertTrue(r.stderr.startswith("gpuarena: missing packages (Debian's "
+                                                        "names): valgrind; this machine has no "
+                                                        "apt-get"), r.stderr)
+                    self.assertNotIn("sudo apt-get", r.stderr)
+                    self.assertNotIn("not found", r.stderr)
+
+    def test_apt_get_failing_says_what_to_do(self):
+        r = self.setup_sh("all", ["valgrind"], uid=0, apt=100)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("gpuarena: apt-get could not install valgrind", r.stderr)
+        self.assertIn("apt-get install valgrind", r.stderr)
+
+    def test_make_asks_for_what_the_goal_needs(self):
+        """`make -n GOAL` shows the setup.sh line the goal runs (nothing is built)."""
+        for goals, want in ((["demo"], "demo"), ([], "build"),
+                            (["valgrind"], "all"), (["deps"], "all")):
+            with self.subTest(goals=goals):
+                r = subprocess.run(["make", "-n", "-C", gatest.REPO, f"BUILD={gatest.BUILD}"]
+                                   + goals, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, timeout=300, check=False)
+                lines = [x for x in r.stdout.splitlines() if "scripts/setup.sh" in x]
+                self.assertEqual(lines[:1], [f"sh scripts/setup.sh {want}"], r.stderr[-2000:])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -28,8 +28,18 @@ CFLAGS_COMMON += -DGA_VERSION='"$(VERSION)"'
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
-# The shared real traces (tests, benchmarks): beside the checkout unless GA_TRACES_DIR says where.
+# The shared real traces (tests, benchmarks): beside the checkout unless GA_TRACES_DIR says where
+# (a relative one from the checkout). Goals that replay them stop at once, saying so, where they are
+# not: a clone elsewhere ran `make test` for minutes to fail 6 unit tests and most of cmd's, each
+# saying "cannot open .../lifetimes" (an outside check, 2026-12-07).
 GA_TRACES_DIR ?= $(CURDIR)/../shared/traces
+override GA_TRACES_DIR := $(abspath $(GA_TRACES_DIR))
+GA_TRACES_GOALS := test bench asan ubsan valgrind test-unit test-cmd bench-alloc bench-cmd
+ifneq ($(filter $(GA_TRACES_GOALS),$(MAKECMDGOALS)),)
+ifeq ($(wildcard $(GA_TRACES_DIR)/lifetimes),)
+$(error gpuarena: no shared traces at $(GA_TRACES_DIR) (make $(filter $(GA_TRACES_GOALS),$(MAKECMDGOALS)) replays them): put the shared folder beside the checkout (../shared/traces) or name where it is: make $(filter $(GA_TRACES_GOALS),$(MAKECMDGOALS)) GA_TRACES_DIR=/path/to/shared/traces)
+endif
+endif
 
 # Every C part includes the CUDA toolkit's cuda.h (headers only; no GPU, no driver needed): said
 # with the fix before anything builds, not as a compiler's "cuda.h: No such file" (an outside

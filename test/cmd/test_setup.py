@@ -131,5 +131,35 @@ class Setup(unittest.TestCase):
                 self.assertEqual(lines[:1], [f"sh scripts/setup.sh {want}"], r.stderr[-2000:])
 
 
+class Traces(unittest.TestCase):
+    """Goals that replay the shared traces stop at once where there are none, naming
+    GA_TRACES_DIR (a clone away from ../shared ran the whole of `make test` to fail 6 unit tests
+    and most of cmd's); a relative GA_TRACES_DIR is from the checkout, passed on absolute."""
+
+    def make_n(self, *args):
+        return subprocess.run(["make", "-n", "--no-print-directory", "-C", gatest.REPO, f"BUILD={gatest.BUILD}"]
+                              + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=300, check=False)
+
+    def test_no_traces_stops_at_once(self):
+        with tempfile.TemporaryDirectory() as d:
+            for goal in ("test-unit", "test-cmd", "bench-alloc"):
+                with self.subTest(goal=goal):
+                    r = self.make_n(goal, f"GA_TRACES_DIR={d}/none")
+                    self.assertEqual(r.returncode, 2, r.stdout[-2000:])
+                    self.assertIn(f"gpuarena: no shared traces at {d}/none (make {goal} replays "
+                                  "them)", r.stderr)
+                    self.assertIn(f"make {goal} GA_TRACES_DIR=/path/to/shared/traces", r.stderr)
+                    self.assertEqual(r.stdout, "", "nothing was to run")
+
+    def test_relative_traces_dir_from_the_checkout(self):
+        rel = os.path.relpath(os.path.abspath(gatest.TRACES), gatest.REPO)
+        r = self.make_n("test-unit", f"GA_TRACES_DIR={rel}")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"GA_TRACES_DIR={os.path.realpath(gatest.TRACES)} ",
+                      r.stdout.replace(os.path.abspath(gatest.TRACES),
+                                       os.path.realpath(gatest.TRACES)))
+
+
 if __name__ == "__main__":
     unittest.main()

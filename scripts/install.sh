@@ -29,6 +29,16 @@ case $prefix in
        exit 2 ;;
 esac
 root="$destdir$prefix"
+
+# folder DIR: made with its parents, or said with what to do: as a user, the default /usr/local
+# ended in mkdir's own "Permission denied" and nothing else (an outside check, 2026-12-07).
+folder() {
+    err=$(mkdir -p "$1" 2>&1) || {
+        echo "gpuarena: cannot create $1 (${err##*: }): install where you may write" \
+            "(make install PREFIX=\$HOME/.local), or as root" >&2
+        exit 1
+    }
+}
 share="$root/lib/gpuarena"
 manifest="$share/MANIFEST"
 
@@ -37,8 +47,12 @@ manifest="$share/MANIFEST"
 # a rename, so a file in use is replaced, never rewritten in place.
 put() {
     [ -f "$2" ] || { echo "gpuarena: $2 is not built; run make BUILD=$build first" >&2; exit 1; }
-    mkdir -p "$(dirname "$root/$3")"
-    tmp=$(mktemp "$root/$3.XXXXXX")
+    folder "$(dirname "$root/$3")"
+    tmp=$(mktemp "$root/$3.XXXXXX" 2>/dev/null) || {
+        echo "gpuarena: cannot write in $(dirname "$root/$3"): install where you may write" \
+            "(make install PREFIX=\$HOME/.local), or as root" >&2
+        exit 1
+    }
     cp "$2" "$tmp" && chmod "$1" "$tmp" && mv -f "$tmp" "$root/$3" || {
         rm -f "$tmp"
         echo "gpuarena: cannot install $root/$3 (is $root writable?)" >&2
@@ -48,8 +62,12 @@ put() {
 }
 
 install_all() {
-    mkdir -p "$share"
-    newlist=$(mktemp "$manifest.XXXXXX")
+    folder "$share"
+    newlist=$(mktemp "$manifest.XXXXXX" 2>/dev/null) || {
+        echo "gpuarena: cannot write in $share: install where you may write" \
+            "(make install PREFIX=\$HOME/.local), or as root" >&2
+        exit 1
+    }
     trap 'rm -f "$newlist"' EXIT
     put 755 scripts/gpuarena bin/gpuarena
     put 755 "$build/bin/gpuarena-replay" bin/gpuarena-replay

@@ -113,6 +113,18 @@ class Install(unittest.TestCase):
         self.assertIn("PREFIX must be an absolute path", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(gatest.REPO, "relative")))
 
+    def test_prefix_that_cannot_be_made_says_what_to_do(self):
+        """A PREFIX whose folders cannot be made (a user's default /usr/local; here, one under a
+        file, which root cannot make either) ended in mkdir's own message alone."""
+        afile = os.path.join(self.dir, "afile")
+        open(afile, "w").close()
+        p = make(f"PREFIX={afile}/p", "install")
+        self.assertEqual(p.returncode, 2, p.stderr)  # make's code for a failed recipe
+        self.assertIn(f"gpuarena: cannot create {afile}/p/lib/gpuarena (Not a directory): install "
+                      "where you may write (make install PREFIX=$HOME/.local), or as root",
+                      p.stderr)
+        self.assertNotIn("mkdir:", p.stderr)
+
     def test_prefix_the_loader_would_split_and_planted_links(self):
         for name in ("with space", "co:lon"):
             prefix = os.path.join(self.dir, name)

@@ -161,5 +161,29 @@ class Traces(unittest.TestCase):
                                        os.path.realpath(gatest.TRACES)))
 
 
+class BuildFolder(unittest.TestCase):
+    """A build folder that cannot be made or written (a read-only checkout's build/; here one
+    under a file, which root cannot make either) stops make before anything builds, saying to
+    build elsewhere; it ended in mkdir's "cannot create directory 'build'" and make's errors."""
+
+    def test_unwritable_build_folder_said_first(self):
+        with tempfile.TemporaryDirectory() as d:
+            afile = os.path.join(d, "afile")
+            open(afile, "w").close()
+            for goal in ("demo", "build-all"):
+                r = subprocess.run(["make", "-n", "--no-print-directory", "-C", gatest.REPO,
+                                    f"BUILD={afile}/b", goal], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, timeout=300, check=False)
+                self.assertEqual(r.returncode, 2, r.stdout[-2000:])
+                self.assertIn(f"gpuarena: cannot write the build folder {afile}/b (Not a "
+                              "directory): a read-only checkout? build elsewhere with make "
+                              f"BUILD=DIR (make BUILD=$HOME/gpuarena-build {goal})", r.stderr)
+                self.assertEqual(r.stdout, "")
+            r = subprocess.run(["make", "-s", "-C", gatest.REPO, f"BUILD={afile}/b", "help"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=60, check=False)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

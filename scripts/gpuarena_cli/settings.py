@@ -150,9 +150,11 @@ def settings(env):
     known = [n for n, _, _ in OPTIONS] + list(COMMAND_VARS)
     for name in sorted(k for k in env if k.startswith("GPUARENA_") and k not in known):
         near = closest_setting(name, known)
-        hint = (f" (did you mean {near}?)" if near else
-                " (the README's Options table lists the settings)")
-        warnings.append(f"{name} is not a gpuarena setting{hint}; the shim ignores it")
+        # The shim's words for the same warning (shim/options.c), which doctor also shows from
+        # its check under the shim: they were two phrasings of one thing until 2026-12-07.
+        warnings.append(f"unknown setting {name} (did you mean {near}?); it is ignored" if near
+                        else f"unknown setting {name}; it is ignored (the README's Options table "
+                        "lists the settings)")
     if values["GPUARENA_MODE"] == "arena" and values["GPUARENA_PREALLOCATE"] is False:
         values["GPUARENA_MODE"] = "grow"  # the same pool, by its name
     if "GPUARENA_MODE" in env and any(n == "GPUARENA_MODE" and s.endswith("(refused)")

@@ -142,19 +142,23 @@ class Doctor(unittest.TestCase):
         self.assertIn("GPUARENA_PREALLOCATE='maybe' is not valid", problems)
         self.assertIn("unknown mode 'fast'", problems)
         self.assertIn("a percentage is not accepted here", problems)
-        self.assertEqual(doc["warnings"], ["GPUARENA_LIMT is not a gpuarena setting (did you mean "
-                                           "GPUARENA_LIMIT?); the shim ignores it"])
+        self.assertEqual(doc["warnings"], ["unknown setting GPUARENA_LIMT (did you mean "
+                                           "GPUARENA_LIMIT?); it is ignored"])
         # A name in the wrong case is matched in capitals, as the shim matches it; GPUARENA_SIM,
-        # which nothing reads, is not a setting either.
+        # which nothing reads, is not a setting either. The words are the shim's (one language:
+        # doctor said "GPUARENA_LIMT is not a gpuarena setting ...; the shim ignores it" beside
+        # the shim's "unknown setting GPUARENA_LIMT ...; it is ignored" until 2026-12-07).
         _, doc2 = doctor("--sim", env={"GPUARENA_mode": "vmm", "GPUARENA_SIM": "1",
                                        "GPUARENA_ZZZZZZZZZZZZZZZZ": "1"})
         self.assertEqual(doc2["warnings"], [
-            "GPUARENA_SIM is not a gpuarena setting (the README's Options table lists the "
-            "settings); the shim ignores it",
-            "GPUARENA_ZZZZZZZZZZZZZZZZ is not a gpuarena setting (the README's Options table lists "
-            "the settings); the shim ignores it",
-            "GPUARENA_mode is not a gpuarena setting (did you mean GPUARENA_MODE?); the shim "
-            "ignores it"])
+            "unknown setting GPUARENA_SIM; it is ignored (the README's Options table lists the "
+            "settings)",
+            "unknown setting GPUARENA_ZZZZZZZZZZZZZZZZ; it is ignored (the README's Options table "
+            "lists the settings)",
+            "unknown setting GPUARENA_mode (did you mean GPUARENA_MODE?); it is ignored"])
+        said2 = " ".join(doc2["shim_check"].get("messages") or [])
+        for w in doc2["warnings"]:
+            self.assertIn(w.split(" (the README")[0], said2, "the shim's words")
         said2 = " ".join(doc2["shim_check"].get("messages") or [])
         self.assertIn("unknown setting GPUARENA_mode (did you mean GPUARENA_MODE?)", said2)
         # The shim's own verdict on the same settings is in the report too.
@@ -187,7 +191,8 @@ class Doctor(unittest.TestCase):
         self.assertIsNotNone(doc, p.stderr)
         shim_said = {m.split("unknown setting ", 1)[1].split()[0].rstrip(";"): m
                      for m in doc["shim_check"].get("messages") or [] if "unknown setting " in m}
-        doctor_said = {w.split()[0]: w for w in doc["warnings"]}
+        doctor_said = {w.split("unknown setting ", 1)[1].split()[0].rstrip(";"): w
+                       for w in doc["warnings"] if w.startswith("unknown setting ")}
         misses = []
         for name, near in self.NEAR:
             hint = f"(did you mean {near}?)" if near else "Options table lists the settings"

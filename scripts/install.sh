@@ -15,6 +15,16 @@
 # usage: sh scripts/install.sh install|uninstall BUILD PREFIX [DESTDIR]
 set -e
 what=$1 build=$2 prefix=$3 destdir=$4
+# From any directory: BUILD as the caller named it, the sources from the checkout this script is
+# in (run from elsewhere, it said scripts/gpuarena "is not built"; an outside check, 2026-12-07).
+if [ "$what" = install ]; then
+    build=$(cd "$build" 2>/dev/null && pwd) || {
+        echo "gpuarena: no build folder '$2' here: build first (make BUILD=$2), or name it" >&2
+        exit 1
+    }
+fi
+case $destdir in ""|/*) ;; *) destdir="$(pwd)/$destdir" ;; esac
+cd "$(dirname "$0")/.."
 case $prefix in
     /*) ;;
     *) echo "gpuarena: PREFIX must be an absolute path, not '$prefix' (try PREFIX=\$HOME/.local)" >&2

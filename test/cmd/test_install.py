@@ -113,6 +113,29 @@ class Install(unittest.TestCase):
         self.assertIn("PREFIX must be an absolute path", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(gatest.REPO, "relative")))
 
+    def test_script_from_another_directory(self):
+        """scripts/install.sh run from elsewhere (its usage line's way): BUILD and DESTDIR as the
+        caller names them, the sources from its own checkout; it said scripts/gpuarena "is not
+        built"."""
+        script = os.path.join(gatest.REPO, "scripts", "install.sh")
+        rel = os.path.relpath(gatest.BUILD, self.elsewhere)
+        p = subprocess.run(["sh", script, "install", rel, "/opt/ga", "stage"], cwd=self.elsewhere,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300,
+                           check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        exe = os.path.join(self.elsewhere, "stage", "opt", "ga", "bin", "gpuarena")
+        self.assertEqual(self.installed(exe, "--version").stdout, f"gpuarena {self.version}\n")
+        p = subprocess.run(["sh", script, "uninstall", rel, "/opt/ga", "stage"],
+                           cwd=self.elsewhere, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=300, check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(files_under(os.path.join(self.elsewhere, "stage")), [])
+        p = subprocess.run(["sh", script, "install", "nowhere", "/opt/ga", "stage"],
+                           cwd=self.elsewhere, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=300, check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("gpuarena: no build folder 'nowhere' here", p.stderr)
+
     def test_prefix_that_cannot_be_made_says_what_to_do(self):
         """A PREFIX whose folders cannot be made (a user's default /usr/local; here, one under a
         file, which root cannot make either) ended in mkdir's own message alone."""

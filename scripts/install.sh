@@ -107,7 +107,12 @@ uninstall_all() {
     while IFS= read -r rel; do
         case $rel in
             ""|/*|*..*) ;;  # never outside the prefix, whatever the file says
-            *) rm -f "$root/$rel" ;;
+            *) err=$(rm -f "$root/$rel" 2>&1) || {
+                   echo "gpuarena: cannot remove $root/$rel (${err##*: }): uninstall as the" \
+                       "user who installed it (root for /usr/local); the files after it" \
+                       "are left in place" >&2
+                   exit 1
+               } ;;
         esac
     done <"$manifest"
     rm -f "$manifest"

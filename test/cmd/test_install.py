@@ -113,6 +113,22 @@ class Install(unittest.TestCase):
         self.assertIn("PREFIX must be an absolute path", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(gatest.REPO, "relative")))
 
+    def test_uninstall_that_cannot_remove_says_so(self):
+        """A file uninstall cannot remove (a user's uninstall of root's install; here a folder
+        planted where a file was, which root cannot rm -f either) ended in rm's message alone."""
+        prefix = os.path.join(self.dir, "prefix")
+        self.assertEqual(make(f"PREFIX={prefix}", "install").returncode, 0)
+        planted = os.path.join(prefix, "lib", "gpuarena", "VERSION")
+        os.remove(planted)
+        os.mkdir(planted)
+        p = make(f"PREFIX={prefix}", "uninstall")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(f"gpuarena: cannot remove {planted} (Is a directory): uninstall as the user "
+                      "who installed it (root for /usr/local)", p.stderr)
+        self.assertNotIn("rm:", p.stderr)
+        self.assertTrue(os.path.exists(os.path.join(prefix, "lib", "gpuarena", "MANIFEST")),
+                        "the list stays for a second try")
+
     def test_script_from_another_directory(self):
         """scripts/install.sh run from elsewhere (its usage line's way): BUILD and DESTDIR as the
         caller names them, the sources from its own checkout; it said scripts/gpuarena "is not

@@ -54,9 +54,10 @@ endif
 # The build folder, checked before anything builds: in a read-only checkout `make demo` ended in
 # mkdir's "cannot create directory 'build'" and make's errors (an outside check, 2026-12-07).
 ifneq ($(or $(filter-out $(GA_NO_CUDA_GOALS),$(MAKECMDGOALS)),$(if $(MAKECMDGOALS),,all)),)
-GA_BUILD_ERR := $(shell mkdir -p '$(BUILD)' 2>&1 | sed 's/.*: //' | head -1; \
-	[ -w '$(BUILD)' ] || [ ! -d '$(BUILD)' ] || [ "$(filter-out install,$(MAKECMDGOALS))" = "" ] || \
-	echo 'Permission denied')
+GA_BUILD_ERR := $(shell d='$(BUILD)'; while [ ! -e "$$d" ] && [ "$$d" != . ] && [ "$$d" != / ]; do \
+	d=$$(dirname "$$d"); done; if [ ! -d "$$d" ]; then echo 'Not a directory'; \
+	elif [ ! -w "$$d" ] && [ -n "$(filter-out install,$(MAKECMDGOALS))$(if $(MAKECMDGOALS),,all)" ]; \
+	then echo 'Permission denied'; fi)
 ifneq ($(strip $(GA_BUILD_ERR)),)
 $(error gpuarena: cannot write the build folder $(abspath $(BUILD)) ($(strip $(GA_BUILD_ERR))): a read-only checkout? build elsewhere with make BUILD=DIR (make BUILD=$$HOME/gpuarena-build $(or $(MAKECMDGOALS),all)), and point the command at it with GPUARENA_BUILD=DIR)
 endif

@@ -152,4 +152,5 @@ help:
 	@echo "  version           print the version (the file VERSION)"
 	@echo "  help              this list"
 	@echo "variables: BUILD=DIR (build folder, default build), CC, CUDA (default /usr/local/cuda),"
-	@echo "  PREFIX, DESTDIR, OPT (default -O2), FUZZ_TIME (seconds per fuzz target)"
+	@echo "  PREFIX, DESTDIR, OPT (default -O2), FUZZ_TIME (seconds per fuzz target),"
+	@echo "  GA_TRACES_DIR (the shared traces the tests replay, default ../shared/traces)"

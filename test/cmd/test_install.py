@@ -221,6 +221,10 @@ class Install(unittest.TestCase):
         for target in ("all", "demo", "test", "test-cmd", "bench", "install", "uninstall",
                        "help", "version", "asan", "tsan"):
             self.assertRegex(p.stdout, rf"(?m)^  {target}\b")
+        # Every variable a newcomer may need to set, GA_TRACES_DIR too (make test stops without
+        # the traces and names it; help did not list it until 2026-12-07).
+        for var in ("BUILD=", "CUDA", "PREFIX", "DESTDIR", "GA_TRACES_DIR"):
+            self.assertIn(var, p.stdout)
         self.assertEqual(make("version").stdout, f"gpuarena {self.version}\n")
         # No CUDA toolkit: said with the fix before anything builds (it was the compiler's bare
         # "cuda.h: No such file or directory"); goals that build nothing still work.

@@ -403,8 +403,8 @@ class Doctor(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertEqual(doc["problems"], [
             "the driver was found but cuInit failed with error 1 (simcuda: SIMCUDA_TOTAL_MEM='abc' "
-            "is not a size (try 8GiB, 512MiB or 8G): it does not start with a number; cuInit will "
-            "fail until it is fixed)"])
+            "is not a size: it does not start with a number (try 8GiB, 512MiB or 8G); cuInit will "
+            "fail until it is fixed)"])  # the reason, then the examples, as the shim says it
         p, doc = doctor("--sim", env={"GPUARENA_MODE": "bogus"})
         self.assertEqual(p.returncode, 1)
         self.assertIsNone(doc["mode"])

@@ -65,19 +65,23 @@ static void sim_read_size(const char *name, unsigned long long *dst, unsigned fl
     if (!v || !*v)
         return;
     ga_size_t sz;
-    char err[512] = "", why[256] = "", what[128];
+    char err[512] = "", why[256] = "", what[400];
     if (ga_size_parse(v, flags, &sz, err, sizeof err) == 0) {
         *dst = sz.bytes;
         return;
     }
     /* The grammar's reason alone ("exponents are not accepted: ..."), between its quote of the
-     * text and its examples. */
+     * text and its examples, said in the shim's order: the reason, then what to try (it was
+     * "is not a size (try ...): reason" until 2026-12-07, an outside check). */
     const char *r = strstr(err, " is not a size: ");
     const char *e = r ? strstr(r, " (try ") : NULL;
     if (r && e)
         snprintf(why, sizeof why, "%.*s", (int)(e - r - 16), r + 16);
-    snprintf(what, sizeof what, "a size (try %s)", hint);
-    sim_bad(name, v, what, why);
+    if (why[0])
+        snprintf(what, sizeof what, "a size: %s (try %s)", why, hint);
+    else
+        snprintf(what, sizeof what, "a size (try %s)", hint);
+    sim_bad(name, v, what, NULL);
 }
 
 /* A count or a duration: digits alone (no unit, sign, fraction or exponent), lo..hi. */

@@ -33,7 +33,7 @@ BENCHES += bench-cmd
 .PHONY: test-cmd bench-cmd
 test-cmd: $(CMD_TEST_DEPS)
 	@mkdir -p $(RESULTS)
-	@GA_TRACES_DIR=$(GA_TRACES_DIR) GPUARENA_BUILD=$(abspath $(BUILD)) \
+	@GA_TRACES_DIR=$(GA_TRACES_DIR) GPUARENA_BUILD=$(abspath $(BUILD)) GA_CUDA=$(abspath $(CUDA)) \
 	  GA_SAN_RUNTIME="$(GA_SAN_RUNTIME)" python3 test/cmd/run_tests.py $(RESULTS)/cmd.tap \
 	  2>$(RESULTS)/cmd.log || true
 

@@ -19,6 +19,7 @@ import unittest
 import gatest
 
 SETUP = os.path.join(gatest.REPO, "scripts", "setup.sh")
+CUDA_DIR = os.environ.get("GA_CUDA", "/usr/local/cuda")
 TOOLS = ("pkg-config", "clang", "g++", "valgrind")
 
 
@@ -183,6 +184,38 @@ class BuildFolder(unittest.TestCase):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                timeout=60, check=False)
             self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class HeadersOnlyToolkit(unittest.TestCase):
+    """With a toolkit of headers alone (the README's minimum, or make CUDA=DIR elsewhere), the two
+    tests that load the CUDA runtime cannot run: their TAP lines say `# SKIP` and why, and so
+    does the summary. They passed without a word, and the preload one looked only under
+    /usr/local/cuda whatever CUDA said."""
+
+    def test_runtime_tests_skipped_with_the_reason(self):
+        with tempfile.TemporaryDirectory() as d:
+            cuda = os.path.join(d, "cuda")
+            os.makedirs(cuda)
+            os.symlink(os.path.join(CUDA_DIR, "include"), os.path.join(cuda, "include"))
+            res = os.path.join(d, "results")
+            env = dict(os.environ, CK_RUN_CASE="runtime")
+            for tier, test in (("sim", "cuda_runtime_table"),
+                               ("preload", "real_cudart_gets_hooks")):
+                r = subprocess.run(["make", "-s", "--no-print-directory", "-C", gatest.REPO,
+                                    f"BUILD={gatest.BUILD}", f"CUDA={cuda}", f"RESULTS={res}",
+                                    f"test-{tier}"], env=env if tier == "preload" else None,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   timeout=600, check=False)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                with open(os.path.join(res, tier + ".tap"), encoding="utf-8") as f:
+                    line = [x for x in f if f":{test}:" in x]
+                self.assertEqual(len(line), 1)
+                self.assertIn(f"# SKIP no {cuda}/lib64/libcudart.so.13 (the CUDA runtime; a "
+                              "toolkit of headers alone lacks it)", line[0])
+                r = subprocess.run(["sh", os.path.join(gatest.REPO, "scripts", "test-summary.sh"),
+                                    res, tier], stdout=subprocess.PIPE, text=True, check=False)
+                self.assertIn("(1 of them skipped)", r.stdout)
+                self.assertIn(test, r.stdout)
 
 
 if __name__ == "__main__":

@@ -70,9 +70,10 @@ $(PRELOAD_THREADS): test/preload/bench_threads.c $(PRELOAD_NULLDRV)
 test-preload: $(PRELOAD_TEST) $(PRELOAD_HOSTFAIL) $(SHIM_LIB) $(SHIM_HOOK_NAMES) $(SIM_NVML)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/preload.tap CK_FORK=yes CK_DEFAULT_TIMEOUT=20 \
-	  PT_SHIM=$(SHIM_LIB) PT_HOOKS=$(SHIM_HOOK_NAMES) $(PRELOAD_ENV) $(PRELOAD_TEST) \
-	  >$(RESULTS)/preload.log 2>&1 || true; \
+	  PT_SHIM=$(SHIM_LIB) PT_HOOKS=$(SHIM_HOOK_NAMES) PT_CUDART=$(GA_CUDART) $(PRELOAD_ENV) \
+	  $(PRELOAD_TEST) >$(RESULTS)/preload.log 2>&1 || true; \
 	  grep -E '^[0-9]+%: Checks' $(RESULTS)/preload.log | sed 's/^/preload: /' || true
+	@$(call ga_skip_without_cudart,preload,real_cudart_gets_hooks)
 
 # Per-call cost of the shim against the driver called directly (see bench_shim.c).
 bench-shim: $(PRELOAD_BENCH) $(SHIM_LIB) $(PRELOAD_NULLDRV)

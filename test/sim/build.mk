@@ -81,8 +81,9 @@ $(SIM_HAZARD): test/sim/hazard.c test/sim/simcuda.h $(BUILD)/sim/libcuda.so
 test-sim: $(SIM_TEST) $(SIM_LEAN_LIB) $(SIM_HAZARD)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/sim.tap CK_FORK=yes LD_LIBRARY_PATH=$(BUILD)/sim \
-	  SIMCUDA_TEST_CUDART=$(CUDA)/lib64/libcudart.so.13 SIMCUDA_TEST_LEAN=$(abspath $(SIM_LEAN_LIB)) \
+	  SIMCUDA_TEST_CUDART=$(GA_CUDART) SIMCUDA_TEST_LEAN=$(abspath $(SIM_LEAN_LIB)) \
 	  SIMCUDA_TEST_HAZARD=$(abspath $(SIM_HAZARD)) \
 	  $(SIM_TEST) \
 	  >$(RESULTS)/sim.log 2>&1 || true; \
 	  grep -E '^[0-9]+%: Checks' $(RESULTS)/sim.log | sed 's/^/sim: /' || true
+	@$(call ga_skip_without_cudart,sim,cuda_runtime_table)

@@ -68,7 +68,7 @@ endif
 # their TAP line is marked `# SKIP` with the reason, so the summary says so: they passed without
 # a word until 2026-12-07, and the preload one looked only under /usr/local/cuda whatever CUDA said.
 GA_CUDART := $(abspath $(CUDA))/lib64/libcudart.so.13
-ga_skip_without_cudart = [ -r $(GA_CUDART) ] || sed -i '/^ok .*:$(2)\b/s|$$| \# SKIP no $(GA_CUDART) (the CUDA runtime; a toolkit of headers alone lacks it)|' $(RESULTS)/$(1).tap
+ga_skip_without_cudart = [ -r $(GA_CUDART) ] || [ ! -f $(RESULTS)/$(1).tap ] || sed -i '/^ok .*:$(2)\b/s|$$| \# SKIP no $(GA_CUDART) (the CUDA runtime; a toolkit of headers alone lacks it)|' $(RESULTS)/$(1).tap
 
 ALL :=
 TEST_TIERS :=

@@ -285,12 +285,9 @@ int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, C
         *r = ga_refuse_unmade(ga_api_name(ga_tl_api ? ga_tl_api : api), size);
         return 1;
     }
-    if (!dptr || !size) {
-        ga_count_refused(ga_tl_api ? ga_tl_api : api, 1);
-        *r = CUDA_ERROR_INVALID_VALUE;
-        return 1;
-    }
-    /* The stream must be one the driver knows, as its own cuMemAllocAsync checks; asked without
+    /* The stream must be one the driver knows, as its own cuMemAllocAsync checks, before the
+     * other arguments (a NULL dptr with an unknown stream answered CUDA_ERROR_INVALID_VALUE where
+     * the driver answers CUDA_ERROR_INVALID_HANDLE: an outside check, 2026-12-07); asked without
      * querying it while a capture runs on the device (a query of a capturing stream is refused and
      * ends the capture, fence.c). */
     if (ga_real.cuStreamQuery) {
@@ -298,9 +295,16 @@ int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, C
         CUresult q = ga_capture_on_dev(c->dev) && ga_real.cuStreamGetCtx ? ga_real.cuStreamGetCtx(s, &sc)
                                                                           : ga_real.cuStreamQuery(s);
         if (q != CUDA_SUCCESS && q != CUDA_ERROR_NOT_READY) {
+            if (!dptr || !size)
+                ga_count_refused(ga_tl_api ? ga_tl_api : api, 1);
             *r = q;
             return 1;
         }
+    }
+    if (!dptr || !size) {
+        ga_count_refused(ga_tl_api ? ga_tl_api : api, 1);
+        *r = CUDA_ERROR_INVALID_VALUE;
+        return 1;
     }
     if (ga_tl_api)
         api = ga_tl_api;
@@ -623,10 +627,22 @@ CUresult ga_do_free(CUdeviceptr p, uint8_t api)
     return ga_free_any(p, api, NULL, NULL, ga_real.cuMemFree_v2);
 }
 
+/* A free the pools refuse for its pointer (interior, twice, unknown) answers as the driver does
+ * when its stream is one the driver does not know either: the stream's code, checked first by
+ * the driver (it answered CUDA_ERROR_INVALID_VALUE where the driver answers
+ * CUDA_ERROR_INVALID_HANDLE: an outside check, 2026-12-07). Asked on that path only, and never of a
+ * capturing stream (a query ends the capture). */
 CUresult ga_do_free_async(CUdeviceptr p, CUstream s, uint8_t api,
                           CUresult (*real_free)(CUdeviceptr, CUstream))
 {
-    return ga_free_any(p, api, real_free, s, ga_real.cuMemFree_v2);
+    CUresult r = ga_free_any(p, api, real_free, s, ga_real.cuMemFree_v2);
+    if (GA_UNLIKELY(r == CUDA_ERROR_INVALID_VALUE) && ga_real.cuStreamQuery && !ga_capture_stream(s)) {
+        CUresult q = ga_real.cuStreamQuery(s);
+        if (q == CUDA_ERROR_INVALID_HANDLE || q == CUDA_ERROR_INVALID_CONTEXT ||
+            q == CUDA_ERROR_CONTEXT_IS_DESTROYED || q == CUDA_ERROR_NOT_INITIALIZED)
+            r = q;
+    }
+    return r;
 }
 
 GA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)

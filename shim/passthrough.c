@@ -252,8 +252,8 @@ static CUresult ga_pass_pool_device(ga_ctx_t **cp, int *devp, int *committed, ui
  * checks of the other arguments, made when the cap refuses (above). */
 #define GA_PASS_ALLOC(name, api, call, check, stream)                                       \
     do {                                                                                   \
-        if (!dptr || !bytesize)                                                            \
-            return ga_count_refused(api, 1), CUDA_ERROR_INVALID_VALUE;                     \
+        if (!dptr || !bytesize) /* in the driver's order: state, stream, context, arguments */ \
+            return ga_count_refused(api, 1), GA_REFUSAL_CODE(ga_pass_stream_ok(stream), 1);  \
         uint64_t t0 = ga_timing ? ga_now() : 0;                                            \
         ga_ctx_t *c = NULL;                                                                \
         int dev = -1, committed;                                                           \
@@ -316,7 +316,7 @@ GA_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, u
     GA_HOOK_ENTER(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
     uint64_t bytes = ga_v1_pitch_bytes(WidthInBytes, Height, ElementSizeBytes);
     if (!dptr || !pPitch || !bytes)
-        return ga_count_refused(GA_API_CUMEMALLOCPITCH, 1), CUDA_ERROR_INVALID_VALUE;
+        return ga_count_refused(GA_API_CUMEMALLOCPITCH, 1), GA_REFUSAL_CODE(CUDA_SUCCESS, 1);
     uint64_t t0 = ga_timing ? ga_now() : 0;
     ga_ctx_t *c = NULL;
     int dev = -1, committed;
@@ -412,8 +412,10 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
                                const CUmemAllocationProp *prop, unsigned long long flags)
 {
     GA_HOOK_ENTER(cuMemCreate, (handle, size, prop, flags));
-    if (!handle || !prop || !size)
-        return ga_count_refused(GA_API_CUMEMCREATE, 1), CUDA_ERROR_INVALID_VALUE;
+    /* prop is read only once the driver would read it: initialised, and flags 0 (which it must be,
+     * its documentation says; the driver refuses others before reading prop). */
+    if (!handle || !prop || !size || flags || ga_init_status() != CUDA_SUCCESS)
+        return ga_count_refused(GA_API_CUMEMCREATE, 1), GA_REFUSAL_CODE(CUDA_SUCCESS, 0);
     uint64_t t0 = ga_timing ? ga_now() : 0;
     int want = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
     ga_ctx_t *c = NULL;
@@ -521,7 +523,7 @@ GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
 {
     GA_HOOK_ENTER(cuMemRetainAllocationHandle, (handle, addr));
     if (!handle)
-        return CUDA_ERROR_INVALID_VALUE;
+        return GA_REFUSAL_CODE(CUDA_SUCCESS, 0);
     /* A vmm pool's memory is the program's cuMemAlloc memory, for which the driver has no handle
      * to give: the granule's handle would outlive the pool's release of it (bytes off the cap)
      * and spans other allocations. The driver's answer for cuMemAlloc memory, then. */

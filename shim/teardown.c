@@ -525,8 +525,8 @@ static void ga_attach_forget(CUcontext ctx)
 GA_EXPORT CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
 {
     GA_HOOK_ENTER(cuCtxAttach, (pctx, flags));
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pctx) /* the driver attaches the current context: its state is checked first */
+        return GA_REFUSAL_CODE(CUDA_SUCCESS, 1);
     CUresult r = ga_real.cuCtxAttach(pctx, flags);
     if (r == CUDA_SUCCESS && *pctx)
         ga_attach_add(*pctx);

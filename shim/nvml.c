@@ -277,6 +277,16 @@ static int ga_nvml_merged(nvmlDevice_t dev, int version, ga_proc_t *out, nvmlRet
 /* NVML's contract: a count too small gets INSUFFICIENT_SIZE with the count needed. */
 static nvmlReturn_t ga_nvml_running(nvmlDevice_t dev, unsigned int *count, void *infos, int version)
 {
+    /* NVML's own checks first, in its order: initialised, a device it knows (its answer to
+     * nvmlDeviceGetUUID), then the arguments. *count was read first: a bad device with a bad
+     * count pointer ended in SIGSEGV where NVML answers NVML_ERROR_INVALID_ARGUMENT, and a NULL
+     * count before nvmlInit answered that where NVML answers NVML_ERROR_UNINITIALIZED (an
+     * outside check, helper-102). */
+    nvmlReturn_t (*get)(nvmlDevice_t, char *, unsigned int) = ga_nvml_get(GA_NVML_UUID);
+    char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    nvmlReturn_t st = get ? get(dev, text, sizeof text) : NVML_SUCCESS;
+    if (st != NVML_SUCCESS)
+        return st;
     if (!count || (*count && !infos))
         return NVML_ERROR_INVALID_ARGUMENT;
     /* On the heap, not a thread-local: 12 KiB of initial-exec TLS is more than glibc keeps spare

@@ -417,6 +417,22 @@ static int ga_out_dup_own(const char *var, const char *path, const ga_out_t *o,
     return fd;
 }
 
+/* 1 when the regular file at path holds bytes that are not the start of a trace: a file of the
+ * user's, which a trace would replace (a trace cut short before its 8th byte, or an empty file,
+ * is not such a file). */
+static int ga_out_not_a_trace(const char *path, const struct stat *st)
+{
+    if (st->st_size == 0)
+        return 0;
+    char head[8] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, head, sizeof head);
+    close(fd);
+    return n > 0 && memcmp(head, GA_TRACE_MAGIC, (size_t)n) != 0;
+}
+
 int ga_outfile_open_log(const char *var, const char *path)
 {
     static const char *untraced = "this process runs untraced";
@@ -427,6 +443,14 @@ int ga_outfile_open_log(const char *var, const char *path)
     }
     if (o.kind == GA_OUT_TRACE) /* an old trace: a new run replaces it */
         o.kind = GA_OUT_REGULAR;
+    /* Any other file that holds something is the user's: a trace replaced it, a typo
+     * (GPUARENA_TRACE=notes.txt) destroying the file (an outside check, helper-102). */
+    else if (o.kind == GA_OUT_REGULAR && ga_out_not_a_trace(o.target, &o.st)) {
+        ga_log(GA_LOG_ERROR, "%s='%s' is there and is not a gpuarena trace: %s, and the file is "
+               "left as it was; name another path (e.g. '%s.gatrace'), or remove the file first",
+               var, path, untraced, path);
+        return -1;
+    }
     const char *why = ga_out_refusal(&o);
     if (why) {
         ga_log(GA_LOG_ERROR, "%s='%s' %s: %s; name a file, e.g. '%s/trace-%%p.gatrace'", var, path,

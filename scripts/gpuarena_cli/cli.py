@@ -217,6 +217,7 @@ def do_import(a):
     _check_out_path("-o", a.output, dash_ok=False)
     _not_over_input(a.file, a.output, "output")
     _not_a_program("-o", a.output)
+    _trace_only_over_a_trace("-o", a.output, link_replaced=True)
     _check_out_folder("-o", a.output, "path", "the input is read")
     trace, counts, used = importers.load_any(a.file, a.format, a.level, a.close, a.time_unit)
     tf.write(a.output, trace)
@@ -377,6 +378,7 @@ def do_report(a):
     for ext in (".json", ".png"):
         _not_over_input(a.trace, prefix + ext, "report file")
         _not_a_program("-o", prefix + ext)
+        _never_over_a_trace("-o", prefix + ext)
         if not a.output:
             _default_not_over_other(a.trace, prefix + ext)
     # a folder that is not there failed the write after the whole input was read and replayed
@@ -484,6 +486,34 @@ def _not_over_command(option, out, cmd):
     if option == "--stats" and _head(out, 8) == b"GATRACE\0":  # as the shim refuses it
         raise UsageError(f"--stats {out} is a gpuarena trace, which the statistics would "
                          "replace; give another path")
+    if option == "--trace":
+        _trace_only_over_a_trace(option, out)
+
+
+_TRACE_MAGIC = b"GATRACE\0"  # allocator/ga_trace.h's GA_TRACE_MAGIC, with its NUL
+
+
+def _trace_only_over_a_trace(option, out, link_replaced=False):
+    """UsageError when a trace would replace a file there that holds something and is not a
+    trace (nor the first bytes of one, a run cut short): `run --trace notes.txt` and
+    `import X -o notes.txt` replaced a user's file with binary records (an outside check,
+    helper-102). An empty file, or an earlier trace, is replaced as before; so is a symbolic
+    link where the writer replaces the link, not its target (link_replaced: import's)."""
+    if link_replaced and os.path.islink(out):
+        return
+    head = _head(out, 8)
+    if head and not _TRACE_MAGIC.startswith(head):
+        raise UsageError(f"{option} {out} is there and is not a gpuarena trace: writing the "
+                         "trace would replace it; give another path, or remove the file first")
+
+
+def _never_over_a_trace(option, out):
+    """UsageError when an output that is not a trace (report's JSON and PNG, compare's chart)
+    would replace a trace: the one file that cannot be made again, which the statistics never
+    replace either (`report t.gatrace -o other` replaced the trace other.json: helper-102)."""
+    if _head(out, 8) == _TRACE_MAGIC:
+        raise UsageError(f"{option} {out} is a gpuarena trace, which this output would replace; "
+                         "give another path")
 
 
 def _head(path, n):
@@ -572,6 +602,7 @@ def do_compare(a):
     _check_out_folder("--plot", a.plot, "PREFIX")
     if a.plot:  # the PNG over a file the program names, or gpuarena's own (helper-72 NEW-1)
         _not_over_command("--plot", f"{a.plot}.png", cmd)
+        _never_over_a_trace("--plot", f"{a.plot}.png")
     extra = runner.parse_env_pairs(a.env)
     _check_env("compare", extra)
     trace = extra.get("GPUARENA_TRACE", os.environ.get("GPUARENA_TRACE"))

@@ -131,6 +131,43 @@ class Files(unittest.TestCase, gatest.CliAsserts):
                        os.path.join(gatest.BUILD, "examples", "ex_train"), "1", timeout=60)
         self.assertCleanError(p, "is a FIFO that nobody is reading")
 
+    def test_trace_only_over_a_trace_and_never_under_other_outputs(self):
+        """A trace never replaces a file that holds something else (run --trace notes.txt,
+        import -o notes.txt: the user's file was replaced by binary records), and no other
+        output replaces a trace (report -o X over X.json, compare --plot X over X.png, both
+        traces: replaced, where --stats refuses it). Each refused before anything runs or is
+        read, exit 2, the file as it was; an earlier trace and an empty file are still replaced."""
+        notes = os.path.join(self.dir, "notes.txt")
+        with open(notes, "wb") as f:
+            f.write(b"precious notes\n")
+        ex = os.path.join(gatest.BUILD, "examples", "ex_train")
+        p = gatest.cli("run", "--sim", "--trace", notes, "--", ex, "1")
+        self.assertCleanError(p, "is there and is not a gpuarena trace", code=2)
+        csv = os.path.join(self.dir, "run.csv")
+        shutil.copy(gatest.traces("lifetimes")[0], csv)
+        p = gatest.cli("import", "lifetimes", csv, "-o", notes)
+        self.assertCleanError(p, "is there and is not a gpuarena trace", code=2)
+        with open(notes, "rb") as f:
+            self.assertEqual(f.read(), b"precious notes\n")
+        src = os.path.join(self.dir, "run.gatrace")
+        open(src, "wb").close()  # an empty file: replaced
+        p = gatest.cli("import", "lifetimes", csv, "-o", src)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(src, "rb") as f:
+            trace = f.read()
+        self.assertTrue(trace.startswith(b"GATRACE\0"))
+        for name in ("other.json", "chart.png"):
+            shutil.copy(src, os.path.join(self.dir, name))
+        p = gatest.cli("report", src, "-o", os.path.join(self.dir, "other"))
+        self.assertCleanError(p, "is a gpuarena trace, which this output would replace", code=2)
+        p = gatest.cli("compare", "--sim", "--plot", os.path.join(self.dir, "chart"), "--", ex, "1")
+        self.assertCleanError(p, "is a gpuarena trace, which this output would replace", code=2)
+        for name in ("other.json", "chart.png"):
+            with open(os.path.join(self.dir, name), "rb") as f:
+                self.assertEqual(f.read(), trace)
+        p = gatest.cli("run", "--sim", "--trace", src, "--", ex, "1")  # an earlier trace: replaced
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_report_default_not_over_other_files(self):
         """report without -o writes PREFIX.json and .png beside the input's name in the current
         folder: after `run --stats run.json --trace run.gatrace`, `report run.gatrace` replaced

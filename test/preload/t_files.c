@@ -186,7 +186,7 @@ START_TEST(stats_hard_link_to_trace)
     char trace[128], hard[128];
     tf_mkdir(&d);
     FILE *f = fopen(tf_at(&d, "t.gatrace", trace, sizeof trace), "w");
-    fputs("an older trace", f);
+    fwrite("GATRACE\0an older trace", 1, 22, f); /* a trace's head: another file is refused */
     fclose(f);
     ck_assert_int_eq(link(trace, tf_at(&d, "stats.json", hard, sizeof hard)), 0);
     tf_clash(&d, trace, hard, 2);

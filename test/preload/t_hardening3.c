@@ -4,9 +4,14 @@
  * test here failed before its fix. */
 #include "preload_test.h"
 
+#include "../../shim/ga_nvml.h"
+
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static const char *const modes[] = PT_ALL_MODES;
 
@@ -104,6 +109,101 @@ START_TEST(stream_checked_before_arguments)
 }
 END_TEST
 
+/* ---- a trace never replaces a file of the user's ---- */
+
+static void traced_run(void *path)
+{
+    char env[600];
+    snprintf(env, sizeof env, "GPUARENA_TRACE=%s", (const char *)path);
+    pt_env(env, "GPUARENA_LOG=warn", NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+}
+
+/* The first bytes of the file at path (n of them at most) in buf; how many. */
+static size_t file_head(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    size_t got = fread(buf, 1, n, f);
+    fclose(f);
+    return got;
+}
+
+/* GPUARENA_TRACE naming a file that holds something other than a trace (a typo for another
+ * path: notes.txt, the program's script) left nothing of it: the trace replaced it. Now the
+ * process runs untraced and says so; an empty file, an earlier trace and a trace cut before its
+ * 8th byte are replaced as before. */
+START_TEST(trace_never_over_a_users_file)
+{
+    char dir[] = "/tmp/gpuarena-h3-XXXXXX", path[600], err[4096], head[16];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static const char *const contents[] = {"precious notes\n", "", "GATRACE\0", "GATR"};
+    static const size_t lens[] = {15, 0, 8, 4};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/file%d", dir, i);
+        FILE *f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        fwrite(contents[i], 1, lens[i], f);
+        fclose(f);
+        ck_assert_int_eq(pt_run_child(traced_run, path, err, sizeof err), 0);
+        size_t n = file_head(path, head, sizeof head);
+        if (i == 0) {
+            ck_assert_uint_eq(n, lens[0]);
+            ck_assert_int_eq(memcmp(head, contents[0], lens[0]), 0);
+            ck_assert_msg(strstr(err, "is there and is not a gpuarena trace") &&
+                              strstr(err, "left as it was"),
+                          "no message: %s", err);
+        } else {
+            ck_assert_uint_ge(n, 8);
+            ck_assert_int_eq(memcmp(head, "GATRACE", 8), 0);
+            ck_assert_ptr_null(strstr(err, "not a gpuarena trace"));
+        }
+        unlink(path);
+    }
+    rmdir(dir);
+}
+END_TEST
+
+/* ---- NVML's process list: NVML's own checks first ---- */
+
+typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, void *);
+
+/* The hooked process lists read *count before NVML saw the device: a bad device with a bad count
+ * pointer ended in SIGSEGV where NVML answers NVML_ERROR_INVALID_ARGUMENT, and a NULL count before
+ * nvmlInit answered NVML_ERROR_INVALID_ARGUMENT where NVML answers NVML_ERROR_UNINITIALIZED. */
+START_TEST(nvml_process_list_checks_in_nvmls_order)
+{
+    static const char *const names[] = {"nvmlDeviceGetComputeRunningProcesses",
+                                        "nvmlDeviceGetComputeRunningProcesses_v2",
+                                        "nvmlDeviceGetComputeRunningProcesses_v3"};
+    pt_env("GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", NULL);
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(h);
+    procs_fn f = (procs_fn)dlsym(h, names[_i]);
+    ck_assert_ptr_nonnull(f);
+    ck_assert(pt_in_shim((void *)f, NULL));
+    unsigned int *bad_count = (unsigned int *)(uintptr_t)0x10;
+    ck_assert_int_eq(f(NULL, NULL, NULL), NVML_ERROR_UNINITIALIZED);
+    nvmlReturn_t (*init)(void) = (nvmlReturn_t (*)(void))dlsym(h, "nvmlInit_v2");
+    ck_assert_ptr_nonnull(init);
+    ck_assert_int_eq(init(), NVML_SUCCESS);
+    ck_assert_int_eq(f((nvmlDevice_t)(uintptr_t)0x10, bad_count, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(f(NULL, bad_count, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    nvmlDevice_t dev;
+    nvmlReturn_t (*get)(unsigned int, nvmlDevice_t *) =
+        (nvmlReturn_t (*)(unsigned int, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    ck_assert_ptr_nonnull(get);
+    ck_assert_int_eq(get(0, &dev), NVML_SUCCESS);
+    unsigned int n = 0;
+    ck_assert_int_eq(f(dev, NULL, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    nvmlReturn_t r = f(dev, &n, NULL);
+    ck_assert(r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE);
+}
+END_TEST
+
 TCase *pt_tcase_hardening3(void)
 {
     TCase *tc = tcase_create("hardening3");
@@ -111,5 +211,7 @@ TCase *pt_tcase_hardening3(void)
     tcase_add_loop_test(tc, refused_calls_answer_the_drivers_state, 0, n);
     tcase_add_loop_test(tc, mem_create_bad_flags_prop_unread, 0, n);
     tcase_add_loop_test(tc, stream_checked_before_arguments, 0, n);
+    tcase_add_test(tc, trace_never_over_a_users_file);
+    tcase_add_loop_test(tc, nvml_process_list_checks_in_nvmls_order, 0, 3);
     return tc;
 }

@@ -168,11 +168,36 @@ static unsigned be_access(int dev, CUmemAccessDesc d[GA_MAX_DEVICES])
 
 /* A granule now mapped at addr, for a later peer's access (c->lock held). Without host memory to
  * note it, a device that enables peer access later cannot reach it: said at debug level. */
-static void be_note_granule(ga_ctx_t *c, uintptr_t addr, size_t size)
+static void be_note_granule(ga_ctx_t *c, uintptr_t addr, size_t size, uint64_t handle)
 {
-    if (ga_ptrmap_put(&c->granules, &(ga_pentry_t){.key = addr, .size = size}) != 0)
+    if (ga_ptrmap_put(&c->granules, &(ga_pentry_t){.key = addr, .size = size, .aux = handle}) != 0)
         ga_log(GA_LOG_DEBUG, "vmm: no host memory to note the granule at %#llx: a device that "
                "enables peer access later will not reach it", (unsigned long long)addr);
+}
+
+struct be_handle_find {
+    uint64_t handle;
+    int found;
+};
+
+static void be_handle_match(void *arg, const ga_pentry_t *e)
+{
+    struct be_handle_find *f = arg;
+    f->found |= e->aux == f->handle;
+}
+
+int ga_vmm_holds_handle(uint64_t handle)
+{
+    struct be_handle_find f = {handle, 0};
+    for (ga_ctx_t *c = ga_ctx_first(); c && handle && !f.found; c = atomic_load(&c->next)) {
+        ga_mutex_lock(&c->lock);
+        if (c->granules.count)
+            ga_ptrmap_each(&c->granules, be_handle_match, &f);
+        if (c->stuck.count)
+            ga_ptrmap_each(&c->stuck, be_handle_match, &f);
+        ga_mutex_unlock(&c->lock);
+    }
+    return f.found;
 }
 
 /* Granules the driver would not give back. A refused cuMemUnmap leaves the granule mapped: its
@@ -377,7 +402,7 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
             if (ga_real.cuMemSetAccess((CUdeviceptr)addr, size, access, n) == CUDA_SUCCESS) {
                 *handle = e->aux;
                 ga_ptrmap_take(&c->stuck, addr, NULL);
-                be_note_granule(c, addr, size);
+                be_note_granule(c, addr, size, *handle);
                 reused = 1;
             }
         }
@@ -425,7 +450,7 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
     c->map_err = CUDA_SUCCESS;
     ga_ctx_leave(pushed);
     ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
-    be_note_granule(c, addr, size);
+    be_note_granule(c, addr, size, (uint64_t)h);
     *handle = (uint64_t)h;
     return 0;
 }

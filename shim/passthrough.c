@@ -493,6 +493,15 @@ GA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     GA_HOOK_ENTER(cuMemRelease, (handle));
     uint64_t t0 = ga_timing ? ga_now() : 0;
     int d = ga_handle_dev((uint64_t)handle);
+    /* A handle of a vmm pool's granule is none of the program's (its memory is the program's
+     * cuMemAlloc memory, which has no handle to release): refused as the driver refuses a handle
+     * it does not know. Passed on, the driver took the pool's reference, and the pool's own
+     * release later was refused (its bytes counted for good, and tried again on a value the
+     * driver may have given to another handle since): a program's second release of its own
+     * handle, whose value the driver had reused for a granule, reached it (an outside check,
+     * helper-102). Asked only of handles that are not the program's. */
+    if (d < 0 && ga_opt.mode == GA_MODE_VMM && ga_vmm_holds_handle((uint64_t)handle))
+        return CUDA_ERROR_INVALID_VALUE;
     if (d < 0)
         return ga_real.cuMemRelease(handle); /* not one of the program's handles: untouched */
     ga_dev_t *dv = ga_dev(d);

@@ -448,6 +448,10 @@ uint64_t ga_dev_room(int dev); /* what the cap (and the group's) lets the proces
 /* backend.c: bytes of vmm granules the driver refused to give back, held against the cap (this
  * context's still mapped ones and the device's unreleased ones). c->lock held. */
 uint64_t ga_vmm_refused_bytes(const ga_ctx_t *c);
+/* 1 when a vmm pool holds the driver handle h for one of its granules (mapped, or kept mapped
+ * after a refused unmap): none of the program's to release. Takes each context's lock in turn;
+ * none held by the caller. */
+int ga_vmm_holds_handle(uint64_t h);
 /* What the program may still allocate on dev and the total it is told: the cap less what the
  * process (in a group: the group) holds, plus what is free inside this process's pools, never
  * above the driver's own free bytes plus that (phys_free, phys_total: the driver's answer). self:

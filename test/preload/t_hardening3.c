@@ -167,6 +167,48 @@ START_TEST(trace_never_over_a_users_file)
 }
 END_TEST
 
+/* ---- a vmm pool's granule handles are not the program's to release ---- */
+
+/* The program never gets a granule's handle (cuMemRetainAllocationHandle of pool memory is
+ * refused), but a handle value can come to it: its own second release of a handle whose value the
+ * driver had reused for a granule. That release was passed on, and took the pool's reference:
+ * the pool's own release was then refused, its bytes held against the cap for good. Here the
+ * pool's handles are found as the driver's live ones the program did not make. */
+START_TEST(vmm_granule_handle_release_refused)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=warn",
+           NULL);
+    pt_start();
+    CUdeviceptr p;
+    ck_assert_int_eq(cuMemAlloc(&p, 1 * MiB), CUDA_SUCCESS);
+    int found = 0;
+    for (CUmemGenericAllocationHandle h = 1; h < 4096; h++) {
+        CUmemAllocationProp prop;
+        if (cuMemGetAllocationPropertiesFromHandle(&prop, h) != CUDA_SUCCESS)
+            continue;
+        found++;
+        ck_assert_int_eq(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+        ck_assert_int_eq(cuMemGetAllocationPropertiesFromHandle(&prop, h), CUDA_SUCCESS);
+    }
+    ck_assert_int_ge(found, 1);
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&p, 1 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    /* the pool's own releases went through: nothing of its granules is left on the device */
+    ck_assert_uint_eq(pt_counters().vmm_bytes_in_use, 0);
+    /* the program's own handles are still released as before */
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle mine;
+    ck_assert_int_eq(cuMemCreate(&mine, 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemRelease(mine), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemRelease(mine), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
 /* ---- NVML's process list: NVML's own checks first ---- */
 
 typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, void *);
@@ -212,6 +254,7 @@ TCase *pt_tcase_hardening3(void)
     tcase_add_loop_test(tc, mem_create_bad_flags_prop_unread, 0, n);
     tcase_add_loop_test(tc, stream_checked_before_arguments, 0, n);
     tcase_add_test(tc, trace_never_over_a_users_file);
+    tcase_add_test(tc, vmm_granule_handle_release_refused);
     tcase_add_loop_test(tc, nvml_process_list_checks_in_nvmls_order, 0, 3);
     return tc;
 }

@@ -630,14 +630,16 @@ CUresult ga_do_free(CUdeviceptr p, uint8_t api)
 /* A free the pools refuse for its pointer (interior, twice, unknown) answers as the driver does
  * when its stream is one the driver does not know either: the stream's code, checked first by
  * the driver (it answered CUDA_ERROR_INVALID_VALUE where the driver answers
- * CUDA_ERROR_INVALID_HANDLE: an outside check, 2026-12-07). Asked on that path only, and never of a
- * capturing stream (a query ends the capture). */
+ * CUDA_ERROR_INVALID_HANDLE: an outside check, 2026-12-07). Asked on that path only, of
+ * cuStreamGetCtx (a query of a stream could end a capture); the special handles need no asking. */
 CUresult ga_do_free_async(CUdeviceptr p, CUstream s, uint8_t api,
                           CUresult (*real_free)(CUdeviceptr, CUstream))
 {
     CUresult r = ga_free_any(p, api, real_free, s, ga_real.cuMemFree_v2);
-    if (GA_UNLIKELY(r == CUDA_ERROR_INVALID_VALUE) && ga_real.cuStreamQuery && !ga_capture_stream(s)) {
-        CUresult q = ga_real.cuStreamQuery(s);
+    CUcontext sc;
+    if (GA_UNLIKELY(r == CUDA_ERROR_INVALID_VALUE) && s && s != CU_STREAM_LEGACY &&
+        s != CU_STREAM_PER_THREAD && ga_real.cuStreamGetCtx) {
+        CUresult q = ga_real.cuStreamGetCtx(s, &sc); /* no query: it could end a capture */
         if (q == CUDA_ERROR_INVALID_HANDLE || q == CUDA_ERROR_INVALID_CONTEXT ||
             q == CUDA_ERROR_CONTEXT_IS_DESTROYED || q == CUDA_ERROR_NOT_INITIALIZED)
             r = q;

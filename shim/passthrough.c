@@ -186,6 +186,17 @@ static CUresult ga_pass_stream_ok(CUstream s)
     return q == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : q;
 }
 
+/* For a call refused for its arguments: whether its stream is one the driver knows, asked
+ * without a query (cuStreamGetCtx): a query of the legacy stream, or of any while a capture runs,
+ * can end another stream's capture (capture.c). The special handles need no asking. */
+static CUresult ga_pass_stream_known(CUstream s)
+{
+    CUcontext sc;
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !ga_real.cuStreamGetCtx)
+        return CUDA_SUCCESS;
+    return ga_real.cuStreamGetCtx(s, &sc);
+}
+
 static CUresult ga_pass_flags_ok(unsigned flags)
 {
     return flags == CU_MEM_ATTACH_GLOBAL || flags == CU_MEM_ATTACH_HOST ? CUDA_SUCCESS
@@ -253,7 +264,7 @@ static CUresult ga_pass_pool_device(ga_ctx_t **cp, int *devp, int *committed, ui
 #define GA_PASS_ALLOC(name, api, call, check, stream)                                       \
     do {                                                                                   \
         if (!dptr || !bytesize) /* in the driver's order: state, stream, context, arguments */ \
-            return ga_count_refused(api, 1), GA_REFUSAL_CODE(ga_pass_stream_ok(stream), 1);  \
+            return ga_count_refused(api, 1), GA_REFUSAL_CODE(ga_pass_stream_known(stream), 1); \
         uint64_t t0 = ga_timing ? ga_now() : 0;                                            \
         ga_ctx_t *c = NULL;                                                                \
         int dev = -1, committed;                                                           \

@@ -383,6 +383,14 @@ static void ga_ctx_drop_all(CUcontext ctx, int driver_gone)
         ga_ctx_drop(c, driver_gone);
 }
 
+/* Drops every live state of ctx but keep (whose lock the caller holds, alive). */
+static void ga_ctx_drop_others(CUcontext ctx, ga_ctx_t *keep, int driver_gone)
+{
+    for (ga_ctx_t *s = ga_ctx_first(); s; s = atomic_load(&s->next))
+        if (s != keep && s->ctx == ctx && !atomic_load_explicit(&s->dead, memory_order_acquire))
+            ga_ctx_drop(s, driver_gone);
+}
+
 /* ---- the teardown hooks ---- */
 static CUcontext ga_primary_of(CUdevice dev);
 
@@ -439,15 +447,24 @@ static CUresult ga_ctx_teardown(CUcontext ctx, const ga_td_call_t *call)
     }
     CUresult r = call->ctx_fn ? call->ctx_fn(call->ctx) : call->dev_fn(call->dev);
     if (c) {
-        if (r == CUDA_SUCCESS)
+        /* Any other state of ctx goes while c is still alive, so that none is made meanwhile
+         * (ga_current finds c): dropped after c, a state another thread made for ctx once c was
+         * dead was taken for one made during the call, and its memory for memory the driver had
+         * freed. After a cuDevicePrimaryCtxReset the context lives on, and such a state's region
+         * was the driver's, uncounted: 128 MiB held under a 64 MiB cap with two threads
+         * allocating while a third reset (an outside check, helper-102). */
+        if (r == CUDA_SUCCESS) {
+            ga_ctx_drop_others(ctx, c, 1);
             ga_ctx_release(c, 1, traced ? &gone : NULL);
+        }
         atomic_store(&c->closing, 0);
         ga_mutex_unlock(&c->lock);
         ga_gone_trace(&gone, c->dev);
     }
     if (r == CUDA_SUCCESS) {
         ga_ctx_forget_cached();
-        ga_ctx_drop_all(ctx, 1);
+        if (!c) /* no state to hold: those made while the call was under way */
+            ga_ctx_drop_all(ctx, 1);
         ga_capture_ctx_gone(ctx);
     }
     return r;

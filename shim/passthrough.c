@@ -99,6 +99,36 @@ static uint64_t ga_pass_units(uint8_t api, size_t size)
     return ((uint64_t)size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
 }
 
+/* A block the driver served in a context whose state died during the call: gone with it when the
+ * context was destroyed, but a primary context lives on after cuDevicePrimaryCtxReset, and a
+ * block the driver made after the reset is still its (1: the driver knows the pointer). */
+static int ga_pass_survived(uint64_t key)
+{
+    CUcontext x = NULL;
+    return ga_real.cuPointerGetAttribute &&
+           ga_real.cuPointerGetAttribute(&x, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)key) ==
+               CUDA_SUCCESS;
+}
+
+/* Records e in the live state of the current context (the block's, made anew after a reset),
+ * else in dev's table of blocks no context holds, where a free finds it; 1 when recorded. */
+static int ga_pass_record_live(int dev, const ga_pentry_t *e)
+{
+    ga_ctx_t *n = ga_current();
+    if (n && n->dev == dev) {
+        ga_mutex_lock(&n->lock);
+        int ok = !atomic_load(&n->dead) && ga_ptrmap_put(&n->pass, e) == 0;
+        ga_mutex_unlock(&n->lock);
+        if (ok)
+            return 1;
+    }
+    ga_dev_t *dv = ga_dev(dev);
+    ga_mutex_lock(&dv->lock);
+    int ok = ga_ptrmap_put(&dv->loose, e) == 0;
+    ga_mutex_unlock(&dv->lock);
+    return ok;
+}
+
 /* After the driver call: record it where its free will find it (the context's table, or the
  * device's for a cuMemCreate handle, which outlives contexts), or give the commitment back. An
  * allocation the driver served but that cannot be recorded (no host memory for the table) is
@@ -122,24 +152,30 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
     ga_mutex_t *lock = handle || loose ? &ga_dev(dev)->lock : &c->lock;
     ga_ptrmap_t *table = handle ? &ga_dev(dev)->handles : loose ? &ga_dev(dev)->loose : &c->pass;
     ga_counts_t *counts = handle || loose ? &ga_dev(dev)->counts : &c->counts;
-    int recorded = 0, nohost = 0;
+    int recorded = 0, nohost = 0, survived = 0;
+    ga_pentry_t e = {.key = key, .size = held, .aux = handle ? GA_HANDLE_AUX(api, 1, 0) : api};
     CUmemoryPool unlisted = NULL;
     int nopool = r == CUDA_SUCCESS && stream_ordered && !handle &&
                  !ga_mempool_note(dev, (CUdeviceptr)key, &unlisted); /* its pool may keep memory */
     ga_mutex_lock(lock);
     if (r == CUDA_SUCCESS && !nopool) {
-        ga_pentry_t e = {.key = key, .size = held,
-                         .aux = handle ? GA_HANDLE_AUX(api, 1, 0) : api};
         /* A context that died during the call: its memory went with it, except stream-ordered
          * memory, which outlives it in the driver and so stays counted, on the device (an outside
          * test, 2026-12-06: a cuMemAllocFromPoolAsync served while another thread destroyed the
-         * context left the cap, and 100 MiB were held under a 64 MiB one). */
+         * context left the cap, and 100 MiB were held under a 64 MiB one), and a block made after
+         * a cuDevicePrimaryCtxReset, which the context outlives: it was taken for gone, and
+         * managed blocks made while another thread reset held 5.4 GiB under a 64 MiB cap (an
+         * outside check, helper-102). */
         if (handle || loose || !atomic_load(&c->dead))
             nohost = !(recorded = ga_ptrmap_put(table, &e) == 0);
+        else if (!stream_ordered && ga_pass_survived(key))
+            survived = 1;
         else
             nohost = !(recorded = ga_pass_outlives(c, &e)) && stream_ordered;
     }
     ga_mutex_unlock(lock);
+    if (survived)
+        nohost = !(recorded = ga_pass_record_live(dev, &e));
     if (nohost || nopool) {
         int back = ga_pass_undo(key, handle, stream_ordered, s);
         if (nopool)

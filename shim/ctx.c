@@ -308,12 +308,28 @@ static void ga_ctx_peers_locked(ga_ctx_t *c, int dev)
         }
 }
 
+static ga_ctx_t *ga_ctx_create_on(CUcontext ctx, CUdevice dev);
+
 static ga_ctx_t *ga_ctx_create(CUcontext ctx)
 {
     CUdevice dev = 0;
     ga_tl_unmade = -1;
     if (ga_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= GA_MAX_DEVICES)
         return NULL;
+    return ga_ctx_create_on(ctx, dev);
+}
+
+ga_ctx_t *ga_ctx_make(CUcontext ctx, int dev)
+{
+    if (!ctx || dev < 0 || dev >= GA_MAX_DEVICES)
+        return NULL;
+    ga_ctx_t *c = ga_ctx_create_on(ctx, dev);
+    ga_tl_unmade = -1; /* this thread's current context is not the one made */
+    return c;
+}
+
+static ga_ctx_t *ga_ctx_create_on(CUcontext ctx, CUdevice dev)
+{
     ga_dev_setup(dev);
     pthread_mutex_lock(&ga_ctx_list_lock);
     ga_ctx_t *c = ga_ctx_find(ctx);

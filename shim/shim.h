@@ -527,6 +527,9 @@ ga_ctx_t *ga_ctx_last(void);
 ga_ctx_t *ga_ctx_last_fresh(void);
 /* The context list, newest first (never freed: stale handles never match, dead ones are marked). */
 ga_ctx_t *ga_ctx_first(void);
+/* The state of ctx, a context of device dev that need not be current, made if it has none (the
+ * live one if it has); NULL without host memory for it. */
+ga_ctx_t *ga_ctx_make(CUcontext ctx, int dev);
 /* The live context state of ctx, or NULL when gpuarena has none for it. */
 ga_ctx_t *ga_ctx_of(CUcontext ctx);
 static inline ga_ctx_t *ga_ctx_next(ga_ctx_t *c)

@@ -421,6 +421,14 @@ static CUresult ga_ctx_teardown(CUcontext ctx, const ga_td_call_t *call)
     /* Other contexts' events made in it go while it lives, before its lock is taken (that walk
      * takes the other contexts' locks one at a time). */
     ga_ctx_foreign_dying(ctx);
+    /* A primary context reset that gpuarena has no state of (none made since the last reset, or
+     * ever): one is made, to be held through the call, as no other thread can make one while it
+     * is found live. Without it, a state another thread made just as the driver's call returned
+     * (the context lives on after a reset) was dropped as made during the call, its region
+     * uncounted (an outside check, helper-102: a single thread allocating while another reset
+     * the primary context took the driver to 120 MiB under a 64 MiB cap). */
+    if (ctx && call->dev_fn && !ga_ctx_of(ctx))
+        (void)ga_ctx_make(ctx, call->dev);
     ga_ctx_t *c;
     while ((c = ga_ctx_of(ctx))) {
         /* The process's first context keeps the in-use level itself, and the next state made

@@ -588,6 +588,8 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)j.gone.size);
         ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size);
     }
+    if (GA_UNLIKELY(ga_tl_unseen != NULL))
+        ga_ctx_meet_unseen(); /* the free's stream's context, known from now (sync.c) */
     if (GA_UNLIKELY(j.kept))
         ga_free_kept_say(p);
     ga_free_refused(p, (ga_freed_t){(CUresult)r, j.refused});

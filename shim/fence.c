@@ -364,13 +364,13 @@ ga_fence_mark_t ga_fence_mark(ga_ctx_t *c)
  * waited for too, or there are none: the program's own cuCtxSynchronize waits for its context
  * alone, while another context's kernel may still write the block (helper-49 F1); such entries
  * stay for the next allocation's fence, which waits for them all. The entries kept stay first, in
- * order. 1 when m still held (c->lock held). */
-static int ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_passed)
+ * order. Returns how many went back (0 when m no longer holds; c->lock held). */
+static size_t ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_passed)
 {
     if (!m.n || c->pend_gen != m.gen || m.n > c->npend || !c->pool || atomic_load(&c->dead))
         return 0;
     int keep_plain = !peers_passed && atomic_load_explicit(&c->peers, memory_order_relaxed);
-    size_t kept = 0;
+    size_t kept = 0, n = c->npend;
     for (size_t i = 0; i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];
         if (i >= m.n || (e->ev ? !ga_event_passed(ga_real.cuEventQuery(e->ev)) : keep_plain)) {
@@ -387,7 +387,7 @@ static int ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_pas
     c->counts.pending_bytes = c->pend_bytes;
     if (c->pend_set.count) /* rebuilt by the next free that needs it (ga_pend_index) */
         ga_pend_unindex(c);
-    return 1;
+    return n - kept;
 }
 
 void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m)
@@ -395,7 +395,11 @@ void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m)
     if (!c || (!m.n && !m.npfree))
         return;
     ga_mutex_lock(&c->lock);
-    c->counts.program_syncs += ga_fence_release_marked(c, m, 0);
+    /* Counted only when it returned something: a synchronisation that passed none of the
+     * pending chunks (another context's kernel may still use them, or their streams are another
+     * context's) was counted all the same until an outside check (2026-12-07; test
+     * program_syncs_count_only_returns). */
+    c->counts.program_syncs += ga_fence_release_marked(c, m, 0) != 0;
     if (c->npfree && !atomic_load(&c->dead))
         ga_fence_pass_reclaim(c, 0); /* passed by the synchronisation: no wait */
     ga_mutex_unlock(&c->lock);

@@ -156,10 +156,24 @@ static CUcontext ga_fence_stream_ctx(ga_ctx_t *c, CUstream s, uint64_t sid)
     return sc;
 }
 
+/* ga_fence_stream_ctx's answer, noted for ga_ctx_meet_unseen when gpuarena has no state for it: a
+ * context made with cuCtxCreate and used only for its streams. The free's event is then made
+ * there, and only the waits over the contexts gpuarena knows pass it: before an out-of-memory,
+ * a chunk freed on such a stream behind a running kernel was not waited for, and the allocation
+ * that needed its room was refused (an outside check, 2026-12-07; test
+ * oom_waits_for_async_free_on_unseen_context). */
+static CUcontext ga_fence_stream_ctx_noted(ga_ctx_t *c, CUstream s, uint64_t sid)
+{
+    CUcontext sc = ga_fence_stream_ctx(c, s, sid);
+    if (GA_UNLIKELY(sc != c->ctx) && !ga_ctx_of(sc))
+        ga_tl_unseen = sc;
+    return sc;
+}
+
 /* An event to record on stream s for a free of c's memory: one of c's own if s is c's. */
 CUevent ga_fence_event_for(ga_ctx_t *c, CUstream s, uint64_t sid)
 {
-    CUcontext sc = ga_fence_stream_ctx(c, s, sid);
+    CUcontext sc = ga_fence_stream_ctx_noted(c, s, sid);
     return sc == c->ctx ? ga_event_get(c) : ga_event_get_foreign(c, sc);
 }
 

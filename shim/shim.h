@@ -532,6 +532,11 @@ ga_ctx_t *ga_ctx_first(void);
 ga_ctx_t *ga_ctx_make(CUcontext ctx, int dev);
 /* The live context state of ctx, or NULL when gpuarena has none for it. */
 ga_ctx_t *ga_ctx_of(CUcontext ctx);
+/* A context gpuarena had no state for, found by this thread's stream-ordered free as its stream's
+ * (fence_event.c); met (given state, so that the waits over the device's and the process's
+ * contexts include it) by ga_ctx_meet_unseen once the free has let every lock go (sync.c). */
+extern __thread CUcontext ga_tl_unseen;
+void ga_ctx_meet_unseen(void);
 static inline ga_ctx_t *ga_ctx_next(ga_ctx_t *c)
 {
     return atomic_load(&c->next);

@@ -29,6 +29,26 @@ void ga_ctx_foreign_dying(CUcontext dying)
     }
 }
 
+__thread CUcontext ga_tl_unseen;
+
+/* With no lock held: the context this thread's stream-ordered free found without state (a stream
+ * of a context made with cuCtxCreate and used only for its streams) gets state, as any context
+ * current for an allocation does (ga_current). From then on the waits over the device's contexts
+ * (the fence of cuMemFree, the wait before an out-of-memory) and over every context include it,
+ * so the free's event there is passed by them. The program is freeing on that context's stream
+ * now, so the context is alive. */
+void ga_ctx_meet_unseen(void)
+{
+    CUcontext ctx = ga_tl_unseen, cur = NULL;
+    ga_tl_unseen = NULL;
+    if (!ctx || ga_ctx_of(ctx))
+        return;
+    int pushed = ga_ctx_enter(ctx);
+    if ((pushed & 1) || (ga_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ctx))
+        (void)ga_current();
+    ga_ctx_leave(pushed);
+}
+
 CUresult ga_dev_sync(int dev)
 {
     return ga_dev_sync_others(dev, NULL);

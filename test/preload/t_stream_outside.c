@@ -1,0 +1,190 @@
+/* Preload tests: an outside check of stream-ordered safety (issue 13) on the simulated driver's
+ * real streams: event chains, the legacy and per-thread streams, streams destroyed with frees
+ * pending, contexts gpuarena never saw, the waits a program that synchronises itself pays, and the
+ * statistics of pending frees. Each scenario runs in a child (pt_run_child) and answers with its
+ * exit status; a gate holds a stream where the order matters, so nothing depends on timing.
+ */
+#include "t_stream.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const pool_modes[] = PT_POOL_MODES;
+static const char *const all_syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy",
+                                        "GPUARENA_FREE_SYNC=device", "GPUARENA_FREE_SYNC=none"};
+
+/* ---- an out-of-memory waits for a cuMemFreeAsync on a stream of a context gpuarena never saw ----
+ * A's 40 MiB block (of a 64 MiB cap) is freed with cuMemFreeAsync on a stream of context B, made
+ * with cuCtxCreate and used only for that stream, behind a kernel that writes the block for
+ * 300 ms. A then asks for 40 MiB at once: the room is the freed block's, and the README promises
+ * that every pending chunk is waited for before an out-of-memory is reported. So the allocation
+ * must succeed, and the bytes read back after the kernel must be the new buffer's. (The delay
+ * matters only before the fix, which refused the allocation well within it; with the wait in
+ * place the outcome does not depend on it.) */
+static void unknown_ctx_oom_child(void *arg)
+{
+    (void)arg;
+    alarm(30);
+    CUcontext a = pt_start(), b;
+    CUdevice dev;
+    CUstream sb;
+    CUdeviceptr p, q = 0;
+    if (cuDeviceGet(&dev, 0) || cuMemAlloc(&p, 40 * MiB) || cuCtxCreate(&b, NULL, 0, dev) ||
+        cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) ||
+        simcuda_launch(sb, p, 0xAA, 40 * MiB, 300000) || cuMemFreeAsync(p, sb) || cuCtxSetCurrent(a))
+        exit(2);
+    if (cuMemAlloc(&q, 40 * MiB) != CUDA_SUCCESS)
+        exit(10); /* refused while the freed block's room was only waiting for B's stream */
+    if (cuMemsetD8(q, 0x55, 40 * MiB) || cuCtxSetCurrent(b) || cuStreamSynchronize(sb) ||
+        cuCtxSetCurrent(a))
+        exit(4);
+    exit(all_bytes(q, 0x55) ? 0 : 11);
+}
+
+START_TEST(oom_waits_for_async_free_on_unseen_context)
+{
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        pt_env(pool_modes[m], "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(unknown_ctx_oom_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (10: out of memory while the block freed on the other "
+                      "context's stream was pending; 11: the new buffer read the kernel's bytes); %s",
+                      pool_modes[m], rc, err);
+    }
+}
+END_TEST
+
+/* ---- event chains, the legacy stream, destroyed streams: no chunk before its work passed ----
+ * kind 0: a kernel on W (held) writes a; an event on W; S waits for it; a freed on S. A later
+ *         cuMemAllocAsync on a third stream X must not get a; one on S may (S waits for W).
+ * kind 1: a kernel on blocking stream S (held) writes a; a freed on the legacy stream (which waits
+ *         for S); the legacy stream's next allocation may get it, a non-blocking X's must not.
+ * kind 2: a kernel on S (held) writes a; a freed on S; S destroyed; a new stream S2 (whose handle
+ *         may be S's) must not get a.
+ * kind 3: as 2, the new stream's allocation a cuMemAlloc (synchronous) in the same thread.
+ * Every buffer allocated meanwhile is written 0x55 in its stream's order after the gate opens (or,
+ * for X, S2, at once), and must read 0x55 once all work is done. */
+static void chain_child(void *arg)
+{
+    int kind = (int)(intptr_t)arg;
+    alarm(30);
+    pt_start();
+    CUstream s, w, x, s2;
+    CUevent e;
+    CUdeviceptr a, b = 0, c = 0;
+    unsigned gate;
+    if (cuStreamCreate(&s, kind == 1 ? 0 : CU_STREAM_NON_BLOCKING) ||
+        cuStreamCreate(&w, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&x, CU_STREAM_NON_BLOCKING) ||
+        cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) || cuMemAllocAsync(&a, N, s) ||
+        cuStreamSynchronize(s))
+        exit(2);
+    CUstream ks = kind == 0 ? w : s; /* the kernel's stream */
+    if (simcuda_gate(ks, &gate) || simcuda_launch(ks, a, 0xAA, N, 0))
+        exit(3);
+    if (kind == 0 && (cuEventRecord(e, w) || cuStreamWaitEvent(s, e, 0)))
+        exit(3);
+    CUstream fs = kind == 1 ? CU_STREAM_LEGACY : s; /* the free's stream */
+    if (cuMemFreeAsync(a, fs))
+        exit(4);
+    if (kind >= 2 && (cuStreamDestroy(s) || cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING)))
+        exit(4);
+    /* another stream: never a's bytes while the kernel may still write them */
+    CUstream other = kind >= 2 ? s2 : x;
+    if ((kind == 3 ? cuMemAlloc(&c, N) : cuMemAllocAsync(&c, N, other)) ||
+        cuMemsetD8Async(c, 0x55, N, other) || cuStreamSynchronize(other))
+        exit(5);
+    /* the free's own stream: comes after the kernel, so a's chunk is fine there */
+    if (kind <= 1 && (cuMemAllocAsync(&b, N, fs) || cuMemsetD8Async(b, 0x55, N, fs)))
+        exit(6);
+    simcuda_gate_open(gate);
+    if (cuCtxSynchronize())
+        exit(7);
+    if (!all_bytes(c, 0x55))
+        exit(10);
+    if (b && !all_bytes(b, 0x55))
+        exit(11);
+    exit(0);
+}
+
+START_TEST(async_free_chains_and_destroyed_streams)
+{
+    static const char *const kinds[] = {"event chain", "legacy stream", "destroyed stream",
+                                        "destroyed stream, cuMemAlloc"};
+    for (int m = 0; m < 3; m++)
+        for (int y = 0; y < 4; y++)
+            for (int k = 0; k < 4; k++) {
+                char err[4096];
+                pt_env(pool_modes[m], all_syncs[y], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+                int rc = pt_run_child(chain_child, (void *)(intptr_t)k, err, sizeof err);
+                ck_assert_msg(rc == 0, "%s %s, %s: exit %d (10: another stream's buffer read the "
+                              "kernel's bytes; 11: the free's stream's); %s", pool_modes[m],
+                              all_syncs[y], kinds[k], rc, err);
+            }
+}
+END_TEST
+
+/* ---- statistics: program_syncs counts only synchronisations that returned chunks ----
+ * Two contexts gpuarena knows on the device: A's cuMemFree'd chunk stays pending through A's own
+ * cuCtxSynchronize (B's work may still use it), so that synchronisation returned nothing. Then a
+ * chunk freed with cuMemFreeAsync on a stream of B, held by a gate: A's synchronisation does not
+ * pass it either. Neither may be counted in program_syncs ("the program's own cuCtxSynchronize
+ * calls that returned pending chunks to the pool"). */
+static void program_syncs_child(void *arg)
+{
+    (void)arg;
+    CUcontext a = pt_start(), b;
+    CUdevice dev;
+    CUstream sb;
+    CUdeviceptr p, q, r2;
+    unsigned gate;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&b, NULL, 0, dev) || cuMemAlloc(&q, 4096) ||
+        cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) || cuCtxSetCurrent(a) || cuMemAlloc(&p, N) ||
+        cuMemAlloc(&r2, N))
+        exit(2);
+    if (cuMemFree(p) || cuCtxSynchronize()) /* kept: B is known */
+        exit(3);
+    if (cuCtxSetCurrent(b) || simcuda_gate(sb, &gate) || simcuda_launch(sb, r2, 0xAA, N, 0) ||
+        cuMemFreeAsync(r2, sb) || cuCtxSetCurrent(a) || cuCtxSynchronize())
+        exit(4);
+    simcuda_gate_open(gate);
+    if (cuCtxSetCurrent(b) || cuStreamSynchronize(sb) || cuCtxSetCurrent(a))
+        exit(5);
+    exit(0);
+}
+
+START_TEST(program_syncs_count_only_returns)
+{
+    char path[] = "/tmp/gpuarena-psync-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    char env[128], err[4096];
+    snprintf(env, sizeof env, "GPUARENA_STATS=%s", path);
+    pt_env(env, "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    int rc = pt_run_child(program_syncs_child, path, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d; %s", rc, err);
+    int bad = pt_json_check(path, "d['totals']['program_syncs'] == 0");
+    if (bad) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "grep -o '\"program_syncs\": [0-9]*' %s >&2", path);
+        (void)!system(cmd);
+    }
+    unlink(path);
+    ck_assert_msg(bad == 0, "program_syncs counted synchronisations that returned nothing");
+}
+END_TEST
+
+TCase *pt_tcase_stream_outside(void)
+{
+    TCase *tc = tcase_create("stream_outside");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, oom_waits_for_async_free_on_unseen_context);
+    tcase_add_test(tc, async_free_chains_and_destroyed_streams);
+    tcase_add_test(tc, program_syncs_count_only_returns);
+    return tc;
+}

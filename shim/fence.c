@@ -140,24 +140,13 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
 {
     CUevent ev = NULL;
     uint64_t sid = 0;
-    if (!stream_ordered && ga_opt.free_sync == GA_FREE_SYNC_DEVICE && !ga_capture_on_dev(c->dev)) {
-        /* As the driver's own cuMemFree: the device synchronised, the chunk back at once. The
-         * hooks synchronise before they take the lock (alloc.c, ga_free_owned), so that a thread
-         * waiting for the device holds up no other; this is the same wait for any other caller.
-         * A refused synchronisation (or a capture under way) leaves the chunk pending instead,
-         * for the next allocation's fence. */
-        int pushed = ga_ctx_enter(c->ctx);
-        CUresult r = ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
-        ga_ctx_leave(pushed);
-        if (r == CUDA_SUCCESS)
-            r = ga_dev_sync_others(c->dev, c); /* refused: another context's work may go on */
-        if (r == CUDA_SUCCESS) {
-            c->counts.free_syncs++;
-            ga_pool_free(c->pool, ptr, NULL);
-            return CUDA_SUCCESS;
-        }
-        ga_log(GA_LOG_DEBUG, "cuCtxSynchronize before a free answered %d", (int)r);
-    }
+    /* A cuMemFree under GPUARENA_FREE_SYNC=device reaches here only when its wait for the device,
+     * made by the hook with no lock held (alloc.c, ga_free_owned), was refused or not made (a
+     * capture under way): the chunk is left pending, for the next allocation's fence. It asked
+     * the driver again here, under the context's lock: two calls per free while the driver
+     * refused, and when the second was answered it waited for the device with the lock held, so
+     * the context's other threads' queries and allocations waited too (an outside check,
+     * 2026-12-07; test device_refused_wait_not_retried_under_the_lock). */
     if (stream_ordered) {
         sid = ga_fence_stream_id(s);
         ev = ga_fence_event_for(c, s, sid);

@@ -2,7 +2,7 @@
  * real streams: event chains, the legacy and per-thread streams, streams destroyed with frees
  * pending, contexts gpuarena never saw, the waits a program that synchronises itself pays, and the
  * statistics of pending frees. Each scenario runs in a child (pt_run_child) and answers with its
- * exit status; a gate holds a stream where the order matters, so nothing depends on timing.
+ * exit status; a gate holds a stream where the order matters (one test's delay is said there).
  */
 #include "t_stream.h"
 
@@ -36,7 +36,8 @@ static void unknown_ctx_oom_child(void *arg)
     CUdeviceptr p, q = 0;
     if (cuDeviceGet(&dev, 0) || cuMemAlloc(&p, 40 * MiB) || cuCtxCreate(&b, NULL, 0, dev) ||
         cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) ||
-        simcuda_launch(sb, p, 0xAA, 40 * MiB, 300000) || cuMemFreeAsync(p, sb) || cuCtxSetCurrent(a))
+        simcuda_launch(sb, p, 0xAA, 40 * MiB, 300000) || cuMemFreeAsync(p, sb) ||
+        cuCtxSetCurrent(a))
         exit(2);
     if (cuMemAlloc(&q, 40 * MiB) != CUDA_SUCCESS)
         exit(10); /* refused while the freed block's room was only waiting for B's stream */
@@ -53,7 +54,8 @@ START_TEST(oom_waits_for_async_free_on_unseen_context)
         pt_env(pool_modes[m], "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
         int rc = pt_run_child(unknown_ctx_oom_child, NULL, err, sizeof err);
         ck_assert_msg(rc == 0, "%s: exit %d (10: out of memory while the block freed on the other "
-                      "context's stream was pending; 11: the new buffer read the kernel's bytes); %s",
+                      "context's stream was pending; 11: the new buffer read the kernel's "
+                      "bytes); %s",
                       pool_modes[m], rc, err);
     }
 }
@@ -179,6 +181,69 @@ START_TEST(program_syncs_count_only_returns)
 }
 END_TEST
 
+/* ---- GPUARENA_FREE_SYNC=device: a refused wait is not made again under the context's lock ----
+ * The free's wait for the device is made with no lock held (ga_free_any); when the driver refuses
+ * it, the chunk is left pending. The free then asked the driver again, with the context's lock
+ * held: twice the calls (20 for 10 frees when every one is refused), and when the second call
+ * succeeds it waits for the device under the lock, so another thread's range query blocked for
+ * ever behind a stream that thread was to release. Here the first wait is refused (injected),
+ * a gate holds the stream, thread 2 frees; the main thread asks cuMemGetInfo and
+ * cuMemGetAddressRange once thread 2 has made its call or returned, then opens the gate. */
+static _Atomic int freed_flag;
+static CUdeviceptr refused_x;
+static void *refused_free_thread(void *arg)
+{
+    if (cuCtxSetCurrent((CUcontext)arg) || cuMemFree(refused_x))
+        exit(20);
+    atomic_store(&freed_flag, 1);
+    return NULL;
+}
+
+static void refused_once_child(void *arg)
+{
+    putenv((char *)arg);
+    putenv("GPUARENA_FREE_SYNC=device");
+    alarm(20);
+    CUcontext ctx = pt_start();
+    CUstream s;
+    CUdeviceptr held, base;
+    size_t fr, tot, len;
+    unsigned gate;
+    pthread_t t;
+    char spec[64];
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&held, N) ||
+        cuMemAlloc(&refused_x, N) || simcuda_gate(s, &gate) || simcuda_launch(s, held, 0xAA, N, 0))
+        exit(2);
+    unsigned long long calls = simcuda_entry_calls("cuCtxSynchronize");
+    snprintf(spec, sizeof spec, "cuCtxSynchronize:%llu:CUDA_ERROR_UNKNOWN", calls + 1);
+    if (simcuda_fail_add(spec) || pthread_create(&t, NULL, refused_free_thread, ctx))
+        exit(3);
+    while (!atomic_load(&freed_flag) && simcuda_entry_calls("cuCtxSynchronize") < calls + 2)
+        sched_yield(); /* thread 2 returned, or asks the driver a second time */
+    if (cuMemGetInfo(&fr, &tot) || cuMemGetAddressRange(&base, &len, held) || base != held)
+        exit(4);
+    simcuda_gate_open(gate);
+    pthread_join(t, NULL);
+    if (simcuda_entry_calls("cuCtxSynchronize") != calls + 1)
+        exit(5); /* the free asked for the wait again */
+    if (cuStreamSynchronize(s) || !all_bytes(held, 0xAA))
+        exit(6);
+    exit(0);
+}
+
+START_TEST(device_refused_wait_not_retried_under_the_lock)
+{
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        atomic_store(&freed_flag, 0);
+        int rc = pt_run_child(refused_once_child, (void *)pool_modes[m], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (killed, or 142 by the alarm: the main thread "
+                      "blocked behind the free's second wait, made under the context's lock; 5: "
+                      "the free asked the driver twice); %s", pool_modes[m], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_stream_outside(void)
 {
     TCase *tc = tcase_create("stream_outside");
@@ -186,5 +251,6 @@ TCase *pt_tcase_stream_outside(void)
     tcase_add_test(tc, oom_waits_for_async_free_on_unseen_context);
     tcase_add_test(tc, async_free_chains_and_destroyed_streams);
     tcase_add_test(tc, program_syncs_count_only_returns);
+    tcase_add_test(tc, device_refused_wait_not_retried_under_the_lock);
     return tc;
 }

@@ -244,6 +244,76 @@ START_TEST(device_refused_wait_not_retried_under_the_lock)
 }
 END_TEST
 
+/* ---- threads freeing while others allocate, every mode and setting ----
+ * Four threads, each with its own non-blocking streams K (kernels) and W (its writes): a kernel on
+ * K writes its block for 2 ms, the thread frees the block (cuMemFree, or cuMemFreeAsync on K) and
+ * at once allocates a new one (cuMemAlloc, or cuMemAllocAsync on W), which it fills with 0x55 on
+ * W. The blocks any thread freed may reach any other thread's allocation. Every new block is kept
+ * to the end and must read 0x55 once all the kernels have run: a block handed out while a kernel
+ * still wrote it reads 0xAA. (The kernel's 2 ms keeps it queued while the others allocate; the
+ * outcome with the fences in place does not depend on it.) */
+#define XT_THREADS 4
+#define XT_ROUNDS 4
+static int xt_async;
+static void *xt_thread(void *arg)
+{
+    CUdeviceptr *kept = arg;
+    CUstream k, w;
+    if (cuCtxSetCurrent((CUcontext)(uintptr_t)kept[XT_ROUNDS]) ||
+        cuStreamCreate(&k, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&w, CU_STREAM_NON_BLOCKING))
+        exit(2);
+    for (int r = 0; r < XT_ROUNDS; r++) {
+        CUdeviceptr a;
+        if (cuMemAlloc(&a, N) || simcuda_launch(k, a, 0xAA, N, 2000))
+            exit(3);
+        if (xt_async ? cuMemFreeAsync(a, k) || cuMemAllocAsync(&kept[r], N, w)
+                     : cuMemFree(a) || cuMemAlloc(&kept[r], N))
+            exit(4);
+        if (cuMemsetD8Async(kept[r], 0x55, N, w) || cuStreamSynchronize(w))
+            exit(5);
+    }
+    return NULL;
+}
+
+static void xt_child(void *arg)
+{
+    xt_async = arg != NULL;
+    alarm(60);
+    CUcontext ctx = pt_start();
+    CUdeviceptr kept[XT_THREADS][XT_ROUNDS + 1];
+    pthread_t t[XT_THREADS];
+    for (int i = 0; i < XT_THREADS; i++) {
+        kept[i][XT_ROUNDS] = (CUdeviceptr)(uintptr_t)ctx;
+        if (pthread_create(&t[i], NULL, xt_thread, kept[i]))
+            exit(6);
+    }
+    for (int i = 0; i < XT_THREADS; i++)
+        pthread_join(t[i], NULL);
+    if (cuCtxSynchronize())
+        exit(7);
+    for (int i = 0; i < XT_THREADS; i++)
+        for (int r = 0; r < XT_ROUNDS; r++)
+            if (!all_bytes(kept[i][r], 0x55))
+                exit(10);
+    exit(0);
+}
+
+START_TEST(threads_free_while_others_allocate)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    for (int m = 0; m < 4; m++)
+        for (int y = 0; y < 3; y++) /* none is unsafe by its definition */
+            for (int k = 0; k < 2; k++) {
+                char err[4096];
+                pt_env(modes[m], all_syncs[y], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+                int rc = pt_run_child(xt_child, k ? "async" : NULL, err, sizeof err);
+                ck_assert_msg(rc == 0, "%s %s, %s frees: exit %d (10: a block read a kernel's "
+                              "bytes written after it was handed out); %s", modes[m], all_syncs[y],
+                              k ? "stream-ordered" : "cuMemFree", rc, err);
+            }
+}
+END_TEST
+
 TCase *pt_tcase_stream_outside(void)
 {
     TCase *tc = tcase_create("stream_outside");
@@ -252,5 +322,6 @@ TCase *pt_tcase_stream_outside(void)
     tcase_add_test(tc, async_free_chains_and_destroyed_streams);
     tcase_add_test(tc, program_syncs_count_only_returns);
     tcase_add_test(tc, device_refused_wait_not_retried_under_the_lock);
+    tcase_add_test(tc, threads_free_while_others_allocate);
     return tc;
 }

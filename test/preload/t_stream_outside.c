@@ -117,14 +117,15 @@ START_TEST(async_free_chains_and_destroyed_streams)
 {
     static const char *const kinds[] = {"event chain", "legacy stream", "destroyed stream",
                                         "destroyed stream, cuMemAlloc"};
-    for (int m = 0; m < 3; m++)
+    static const char *const modes[] = PT_ALL_MODES;
+    for (int m = 0; m < 4; m++)
         for (int y = 0; y < 4; y++)
             for (int k = 0; k < 4; k++) {
                 char err[4096];
-                pt_env(pool_modes[m], all_syncs[y], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+                pt_env(modes[m], all_syncs[y], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
                 int rc = pt_run_child(chain_child, (void *)(intptr_t)k, err, sizeof err);
                 ck_assert_msg(rc == 0, "%s %s, %s: exit %d (10: another stream's buffer read the "
-                              "kernel's bytes; 11: the free's stream's); %s", pool_modes[m],
+                              "kernel's bytes; 11: the free's stream's); %s", modes[m],
                               all_syncs[y], kinds[k], rc, err);
             }
 }
@@ -244,6 +245,64 @@ START_TEST(device_refused_wait_not_retried_under_the_lock)
 }
 END_TEST
 
+/* ---- a thread's per-thread stream: its frees outlive the thread ----
+ * Thread T allocates on its per-thread default stream, holds it with a gate behind a kernel that
+ * writes the block, frees the block there (cuMemFreeAsync on CU_STREAM_PER_THREAD, or through
+ * cuMemFreeAsync_ptsz with NULL) and exits: its per-thread stream goes with it, its queued work
+ * does not. The main thread's allocations (on its own per-thread stream, and cuMemAlloc) must not
+ * get the block before the gate opens. */
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream); /* cuda.h names it by a macro */
+static unsigned pts_gate;
+static CUdeviceptr pts_block;
+static int pts_ptsz;
+static void *pts_thread(void *arg)
+{
+    if (cuCtxSetCurrent((CUcontext)arg) || cuMemAllocAsync(&pts_block, N, CU_STREAM_PER_THREAD) ||
+        cuStreamSynchronize(CU_STREAM_PER_THREAD) ||
+        simcuda_gate(CU_STREAM_PER_THREAD, &pts_gate) ||
+        simcuda_launch(CU_STREAM_PER_THREAD, pts_block, 0xAA, N, 0) ||
+        (pts_ptsz ? cuMemFreeAsync_ptsz(pts_block, NULL)
+                  : cuMemFreeAsync(pts_block, CU_STREAM_PER_THREAD)))
+        exit(2);
+    return NULL;
+}
+
+static void pts_child(void *arg)
+{
+    pts_ptsz = arg != NULL;
+    alarm(30);
+    CUcontext ctx = pt_start();
+    CUdeviceptr b, c;
+    CUstream w; /* non-blocking: the legacy stream would wait for T's held per-thread stream */
+    pthread_t t;
+    if (cuStreamCreate(&w, CU_STREAM_NON_BLOCKING) || pthread_create(&t, NULL, pts_thread, ctx) ||
+        pthread_join(t, NULL))
+        exit(3);
+    if (cuMemAllocAsync(&b, N, CU_STREAM_PER_THREAD) || cuMemAlloc(&c, N) ||
+        cuMemsetD8Async(b, 0x55, N, CU_STREAM_PER_THREAD) || cuMemsetD8Async(c, 0x55, N, w) ||
+        cuStreamSynchronize(CU_STREAM_PER_THREAD) || cuStreamSynchronize(w))
+        exit(4);
+    simcuda_gate_open(pts_gate);
+    if (cuCtxSynchronize())
+        exit(5);
+    exit(all_bytes(b, 0x55) && all_bytes(c, 0x55) ? 0 : 10);
+}
+
+START_TEST(per_thread_stream_frees_outlive_the_thread)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    for (int m = 0; m < 4; m++)
+        for (int k = 0; k < 2; k++) {
+            char err[4096];
+            pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            int rc = pt_run_child(pts_child, k ? "ptsz" : NULL, err, sizeof err);
+            ck_assert_msg(rc == 0, "%s, %s: exit %d (10: the main thread's block read the exited "
+                          "thread's kernel's bytes); %s", modes[m],
+                          k ? "cuMemFreeAsync_ptsz(NULL)" : "CU_STREAM_PER_THREAD", rc, err);
+        }
+}
+END_TEST
+
 /* ---- threads freeing while others allocate, every mode and setting ----
  * Four threads, each with its own non-blocking streams K (kernels) and W (its writes): a kernel on
  * K writes its block for 2 ms, the thread frees the block (cuMemFree, or cuMemFreeAsync on K) and
@@ -323,5 +382,6 @@ TCase *pt_tcase_stream_outside(void)
     tcase_add_test(tc, program_syncs_count_only_returns);
     tcase_add_test(tc, device_refused_wait_not_retried_under_the_lock);
     tcase_add_test(tc, threads_free_while_others_allocate);
+    tcase_add_test(tc, per_thread_stream_frees_outlive_the_thread);
     return tc;
 }

@@ -624,10 +624,13 @@ int ga_dev_commit_pass(ga_ctx_t *c, int dev, uint64_t bytes)
     return ga_dev_trim(dev) && ga_dev_commit(dev, bytes);
 }
 
+/* Also the pool's stream-ordered frees whose streams passed them: the report counted them in
+ * pending_bytes (2 MiB freed with cuMemFreeAsync, the stream synchronised by the program, then
+ * exit) until an outside check, 2026-12-07 (test async_free_passed_not_pending_at_exit). */
 void ga_pass_passed_at_exit(void)
 {
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
-        if (atomic_load_explicit(&c->dead, memory_order_acquire) || !c->npfree)
+        if (atomic_load_explicit(&c->dead, memory_order_acquire) || (!c->npfree && !c->npend_ev))
             continue;
         /* Never waited for: its holder may be this thread, interrupted, or one that never lets go
          * (the statistics writer says so); its bytes then stay in the report. */
@@ -635,6 +638,8 @@ void ga_pass_passed_at_exit(void)
             continue;
         if (c->npfree && !atomic_load(&c->dead) && !c->driver_gone)
             ga_fence_pass_reclaim(c, 0);
+        if (c->npend_ev && !atomic_load(&c->dead) && !c->driver_gone)
+            ga_fence_events_passed(c);
         ga_mutex_unlock(&c->lock);
     }
 }

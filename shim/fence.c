@@ -394,6 +394,17 @@ void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m)
     ga_mutex_unlock(&c->lock);
 }
 
+void ga_fence_events_passed(ga_ctx_t *c)
+{
+    for (size_t i = 0; c->pool && i < c->npend;) {
+        const ga_pending_t *e = &c->pend[i];
+        if (e->ev && ga_event_passed(ga_real.cuEventQuery(e->ev)))
+            ga_pend_release(c, i); /* entry i now holds another one: look at i again */
+        else
+            i++;
+    }
+}
+
 /* The allocation's synchronisation (alloc.c), in three steps so that the wait holds no lock:
  * ga_fence_before_alloc said one is needed (c->lock held), ga_fence_mark_held notes the entries
  * (held), the caller lets the lock go and ga_fence_sync_unlocked waits (the allocating thread's
@@ -407,13 +418,7 @@ int ga_fence_before_alloc(ga_ctx_t *c, size_t size)
     if (GA_UNLIKELY(ga_opt.free_sync == GA_FREE_SYNC_LAZY) && ga_fence_lazy_ok(c, size))
         return 0;
     if (GA_UNLIKELY(c->npend_ev)) /* cuMemFreeAsync's: their events, queried, never waited for */
-        for (size_t i = 0; i < c->npend;) {
-            const ga_pending_t *e = &c->pend[i];
-            if (e->ev && ga_event_passed(ga_real.cuEventQuery(e->ev)))
-                ga_pend_release(c, i); /* entry i now holds another one: look at i again */
-            else
-                i++;
-        }
+        ga_fence_events_passed(c);
     /* cuMemFree's: only a synchronisation passes them, and none is made while a stream of the
      * device is capturing (the driver refuses it and the capture is lost: helper-48 F5, PyTorch's
      * CUDA graphs allocate during capture after emptying the cache). The pool serves the

@@ -709,6 +709,9 @@ int ga_fence_lazy_ok(ga_ctx_t *c, size_t size);
  * when ga_fence_lazy_ok says no). The caller then waits with the lock let go: ga_fence_mark_held,
  * unlock, ga_fence_sync_unlocked, lock, ga_fence_passed (fence.c says why). */
 int ga_fence_before_alloc(ga_ctx_t *c, size_t size);
+/* Returns to the pool the stream-ordered frees whose events say their streams passed them
+ * (queried, never waited for; c->lock held): before an allocation, and at exit for the report. */
+void ga_fence_events_passed(ga_ctx_t *c);
 void ga_fence_drop(ga_ctx_t *c);
 /* Events made in other contexts held by any context's entries: a hint (ga_ctx_foreign_dying
  * costs one load without them). */

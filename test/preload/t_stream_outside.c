@@ -373,6 +373,49 @@ START_TEST(threads_free_while_others_allocate)
 }
 END_TEST
 
+/* ---- statistics at exit: a stream-ordered free its stream passed is not pending ----
+ * 2 MiB freed with cuMemFreeAsync behind a kernel, the program synchronises the stream and exits:
+ * the device has passed the free, so the report's pending_bytes is 0 (pass-through memory is
+ * treated so already, test async_free_pass_through_synced_not_reported_held). A 1 MiB cuMemFree
+ * whose context was never synchronised stays pending: 1 MiB. */
+static void passed_at_exit_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s;
+    CUdeviceptr a, y;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&a, N) ||
+        cuMemAllocAsync(&y, 2 * N, s) || simcuda_launch(s, y, 0xAA, 2 * N, 1000) ||
+        cuMemFreeAsync(y, s) || cuMemFree(a) || cuStreamSynchronize(s))
+        exit(2);
+    exit(0);
+}
+
+START_TEST(async_free_passed_not_pending_at_exit)
+{
+    for (int m = 0; m < 3; m++) {
+        char path[] = "/tmp/gpuarena-pexit-XXXXXX";
+        int fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        char env[128], err[4096];
+        snprintf(env, sizeof env, "GPUARENA_STATS=%s", path);
+        pt_env(pool_modes[m], env, "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(passed_at_exit_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d; %s", pool_modes[m], rc, err);
+        int bad = pt_json_check(path, "d['totals']['pending_bytes'] == 1048576");
+        if (bad) {
+            char cmd[512];
+            snprintf(cmd, sizeof cmd, "grep -o '\"pending_bytes\": [0-9]*' %s >&2", path);
+            (void)!system(cmd);
+        }
+        unlink(path);
+        ck_assert_msg(bad == 0, "%s: pending_bytes at exit is not the cuMemFree's 1 MiB alone",
+                      pool_modes[m]);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_stream_outside(void)
 {
     TCase *tc = tcase_create("stream_outside");
@@ -383,5 +426,6 @@ TCase *pt_tcase_stream_outside(void)
     tcase_add_test(tc, device_refused_wait_not_retried_under_the_lock);
     tcase_add_test(tc, threads_free_while_others_allocate);
     tcase_add_test(tc, per_thread_stream_frees_outlive_the_thread);
+    tcase_add_test(tc, async_free_passed_not_pending_at_exit);
     return tc;
 }

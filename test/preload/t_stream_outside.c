@@ -174,7 +174,7 @@ START_TEST(program_syncs_count_only_returns)
     int bad = pt_json_check(path, "d['totals']['program_syncs'] == 0");
     if (bad) {
         char cmd[512];
-        snprintf(cmd, sizeof cmd, "grep -o '\"program_syncs\": [0-9]*' %s >&2", path);
+        snprintf(cmd, sizeof cmd, "grep -o '\"program_syncs\": [^,}]*' %s >&2", path);
         (void)!system(cmd);
     }
     unlink(path);
@@ -406,7 +406,7 @@ START_TEST(async_free_passed_not_pending_at_exit)
         int bad = pt_json_check(path, "d['totals']['pending_bytes'] == 1048576");
         if (bad) {
             char cmd[512];
-            snprintf(cmd, sizeof cmd, "grep -o '\"pending_bytes\": [0-9]*' %s >&2", path);
+            snprintf(cmd, sizeof cmd, "grep -o '\"pending_bytes\": [^,}]*' %s >&2", path);
             (void)!system(cmd);
         }
         unlink(path);

@@ -358,7 +358,12 @@ static size_t ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_
 {
     if (!m.n || c->pend_gen != m.gen || m.n > c->npend || !c->pool || atomic_load(&c->dead))
         return 0;
-    int keep_plain = !peers_passed && atomic_load_explicit(&c->peers, memory_order_relaxed);
+    /* c->peers is never cleared; once every other context of the device is destroyed, the
+     * program's synchronisation passes all that may use the chunks (until an outside check,
+     * 2026-12-07, they stayed pending and each next allocation synchronised again: 200
+     * cuCtxSynchronize for the program's 100; test program_sync_after_peer_destroyed). */
+    int keep_plain = !peers_passed && atomic_load_explicit(&c->peers, memory_order_relaxed) &&
+                     ga_dev_live_peer(c);
     size_t kept = 0, n = c->npend;
     for (size_t i = 0; i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];

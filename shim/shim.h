@@ -600,6 +600,8 @@ CUresult ga_dev_sync(int dev);
  * Each returns the first synchronisation the driver refused (CUDA_SUCCESS when none was), after
  * trying every context: a refused one waited for nothing. */
 CUresult ga_dev_sync_others(int dev, const ga_ctx_t *self);
+/* 1 if a context other than self, not destroyed, is on self's device (a walk, no lock). */
+int ga_dev_live_peer(const ga_ctx_t *self);
 /* c's context first (when alive), then the others on its device: a cuMemFree's wait. */
 CUresult ga_ctx_sync_device(const ga_ctx_t *c);
 /* Gives back, without waiting, the async-freed pass-through memory of dev's contexts (every

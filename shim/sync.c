@@ -49,6 +49,14 @@ void ga_ctx_meet_unseen(void)
     ga_ctx_leave(pushed);
 }
 
+int ga_dev_live_peer(const ga_ctx_t *self)
+{
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c))
+        if (c != self && c->dev == self->dev && !atomic_load_explicit(&c->dead, memory_order_acquire))
+            return 1;
+    return 0;
+}
+
 CUresult ga_dev_sync(int dev)
 {
     return ga_dev_sync_others(dev, NULL);

@@ -416,6 +416,44 @@ START_TEST(async_free_passed_not_pending_at_exit)
 }
 END_TEST
 
+/* ---- the program's synchronisation after the device's other context is gone ----
+ * A second context B on the device, known to gpuarena (it allocated), then destroyed. A then runs
+ * 100 x (cuMemFree, cuCtxSynchronize, cuMemAlloc): with no other context left, the program's own
+ * synchronisation passes the free, and the allocation has nothing to wait for: the driver sees
+ * the program's 100 cuCtxSynchronize and no more (with B alive the fence must also wait for B). */
+static void dead_peer_child(void *arg)
+{
+    (void)arg;
+    CUcontext a = pt_start(), b;
+    CUdevice dev;
+    CUdeviceptr p, q;
+    if (cuDeviceGet(&dev, 0) || cuMemAlloc(&p, N) || cuCtxCreate(&b, NULL, 0, dev) ||
+        cuMemAlloc(&q, N) || cuMemFree(q) || cuCtxDestroy(b) || cuCtxSetCurrent(a))
+        exit(2);
+    unsigned long long c0 = simcuda_entry_calls("cuCtxSynchronize");
+    for (int i = 0; i < 100; i++)
+        if (cuMemFree(p) || cuCtxSynchronize() || cuMemAlloc(&p, N))
+            exit(3);
+    unsigned long long n = simcuda_entry_calls("cuCtxSynchronize") - c0;
+    if (n != 100) {
+        fprintf(stderr, "%llu cuCtxSynchronize for the program's 100\n", n);
+        exit(10);
+    }
+    exit(0);
+}
+
+START_TEST(program_sync_after_peer_destroyed)
+{
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        pt_env(pool_modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(dead_peer_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (10: synchronisations beyond the program's); %s",
+                      pool_modes[m], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_stream_outside(void)
 {
     TCase *tc = tcase_create("stream_outside");
@@ -427,5 +465,6 @@ TCase *pt_tcase_stream_outside(void)
     tcase_add_test(tc, threads_free_while_others_allocate);
     tcase_add_test(tc, per_thread_stream_frees_outlive_the_thread);
     tcase_add_test(tc, async_free_passed_not_pending_at_exit);
+    tcase_add_test(tc, program_sync_after_peer_destroyed);
     return tc;
 }

@@ -135,7 +135,7 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
             /* cuMemFree's pending chunks: the device waited for with the lock let go (fence.c) */
             ga_fence_mark_t m = ga_fence_mark_held(c);
             ga_mutex_unlock(&c->lock);
-            CUresult sr = ga_fence_sync_unlocked(c);
+            CUresult sr = ga_fence_sync_unlocked(c, m);
             ga_mutex_lock(&c->lock);
             if (sr == CUDA_SUCCESS)
                 ga_fence_passed(c, m);
@@ -222,7 +222,7 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
          * context is looked at again below */
         ga_fence_mark_t m = ga_fence_mark_held(c);
         ga_mutex_unlock(&c->lock);
-        CUresult sr = ga_fence_sync_unlocked(c);
+        CUresult sr = ga_fence_sync_unlocked(c, m);
         ga_mutex_lock(&c->lock);
         if (sr == CUDA_SUCCESS) /* else nothing passed: the chunks stay pending */
             ga_fence_passed(c, m);

@@ -364,10 +364,11 @@ static size_t ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_
      * cuCtxSynchronize for the program's 100; test program_sync_after_peer_destroyed). */
     int keep_plain = !peers_passed && atomic_load_explicit(&c->peers, memory_order_relaxed) &&
                      ga_dev_live_peer(c);
-    size_t kept = 0, n = c->npend;
+    size_t kept = 0, kept_marked = 0, n = c->npend;
     for (size_t i = 0; i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];
         if (i >= m.n || (e->ev ? !ga_event_passed(ga_real.cuEventQuery(e->ev)) : keep_plain)) {
+            kept_marked += i < m.n;
             c->pend[kept++] = *e;
             continue;
         }
@@ -381,6 +382,10 @@ static size_t ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_
     c->counts.pending_bytes = c->pend_bytes;
     if (c->pend_set.count) /* rebuilt by the next free that needs it (ga_pend_index) */
         ga_pend_unindex(c);
+    if (keep_plain && kept_marked == kept && !c->npend_ev) {
+        c->own_gen = c->pend_gen; /* every entry left was passed by this context's own wait */
+        c->own_n = kept;
+    }
     return n - kept;
 }
 
@@ -431,11 +436,15 @@ int ga_fence_before_alloc(ga_ctx_t *c, size_t size)
     return c->npend > c->npend_ev && !ga_capture_on_dev(c->dev);
 }
 
-CUresult ga_fence_sync_unlocked(ga_ctx_t *c)
+CUresult ga_fence_sync_unlocked(ga_ctx_t *c, ga_fence_mark_t m)
 {
     if (ga_capture_on_dev(c->dev)) /* one began meanwhile */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    CUresult r = ga_real.cuCtxSynchronize ? ga_real.cuCtxSynchronize() : CUDA_SUCCESS;
+    /* Entries the program's own cuCtxSynchronize passed, kept only for the device's other
+     * contexts (ga_fence_release_marked), need those alone: the context was synchronised again
+     * here until an outside check, 2026-12-07 (300 cuCtxSynchronize where 200 wait for all; test
+     * program_sync_then_alloc_waits_for_the_others_alone). */
+    CUresult r = m.others || !ga_real.cuCtxSynchronize ? CUDA_SUCCESS : ga_real.cuCtxSynchronize();
     if (r == CUDA_SUCCESS && atomic_load_explicit(&c->peers, memory_order_relaxed))
         r = ga_dev_sync_others(c->dev, c); /* a refused one: that context's work may go on */
     return r; /* not CUDA_SUCCESS: nothing is known to have passed, the entries stay pending */

@@ -412,6 +412,8 @@ typedef struct ga_ctx {
     size_t npend, cap_pend;
     size_t npend_ev;         /* of them, stream-ordered (with an event) */
     uint64_t pend_gen;       /* changes whenever an entry leaves the list (frees only append) */
+    uint64_t own_gen;        /* the list as the program's cuCtxSynchronize left it: own_n entries */
+    size_t own_n;            /* kept only for the device's other contexts (own context passed) */
     uint64_t pend_bytes;
     CUresult sync_refused;   /* the last wait for them before an out-of-memory was refused with
                                 this (sync.c; 0: it was not): what the out-of-memory says (oom.c) */
@@ -727,6 +729,7 @@ typedef struct ga_fence_mark {
     size_t n;
     uint64_t gen;
     size_t npfree; /* async-freed pass-through allocations waiting then (ga_fence_pass_free) */
+    int others;    /* every entry was passed by its own context already: wait for the others */
 } ga_fence_mark_t;
 ga_fence_mark_t ga_fence_mark(ga_ctx_t *c);
 void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m);
@@ -734,11 +737,12 @@ void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m);
  * the marked entries back with it held again. */
 static inline ga_fence_mark_t ga_fence_mark_held(const ga_ctx_t *c)
 {
-    ga_fence_mark_t m = {.n = c->npend, .gen = c->pend_gen, .npfree = 0};
+    ga_fence_mark_t m = {.n = c->npend, .gen = c->pend_gen, .npfree = 0,
+                         .others = c->own_gen == c->pend_gen && c->own_n == c->npend};
     return m;
 }
 /* 0 when the wait succeeded: only then may ga_fence_passed return the marked entries. */
-CUresult ga_fence_sync_unlocked(ga_ctx_t *c);
+CUresult ga_fence_sync_unlocked(ga_ctx_t *c, ga_fence_mark_t m);
 void ga_fence_passed(ga_ctx_t *c, ga_fence_mark_t m);
 /* cuMemFree's pending bytes of c while a stream capture runs on its device (nothing can return
  * them before it ends); 0 otherwise. c->lock held. */

@@ -479,10 +479,14 @@ static void xctx_free_child(void *arg)
         simcuda_gate(sb, &o.gate) != CUDA_SUCCESS || simcuda_launch(sb, p, 0xAA, N, 0) != CUDA_SUCCESS ||
         cuCtxSetCurrent(a))
         exit(2);
-    o.calls = simcuda_entry_calls("cuCtxSynchronize") + 2;
+    const char *sync = arg, *fs = getenv("GPUARENA_FREE_SYNC");
+    /* The gate opens at B's synchronisation: the second cuCtxSynchronize (A's, then B's), or the
+     * first where the program synchronised A with cuCtxSynchronize_v2 (another entry point) and the
+     * allocation's fence then waits for B alone (GPUARENA_FREE_SYNC=device waits at the free). */
+    int v2_only = sync && !strcmp(sync, "sync_v2") && !(fs && !strcmp(fs, "device"));
+    o.calls = simcuda_entry_calls("cuCtxSynchronize") + (v2_only ? 1 : 2);
     if (pthread_create(&t, NULL, open_at_sync, &o))
         exit(3);
-    const char *sync = arg;
     if (cuMemFree(p) || (sync && !strcmp(sync, "sync") && cuCtxSynchronize()) ||
         (sync && !strcmp(sync, "sync_v2") && cuCtxSynchronize_v2(a)) || cuMemAlloc(&q, N) ||
         cuMemsetD8(q, 0x55, N))

@@ -423,19 +423,19 @@ END_TEST
  * the program's 100 cuCtxSynchronize and no more (with B alive the fence must also wait for B). */
 static void dead_peer_child(void *arg)
 {
-    (void)arg;
+    int alive = arg != NULL;
     CUcontext a = pt_start(), b;
     CUdevice dev;
     CUdeviceptr p, q;
     if (cuDeviceGet(&dev, 0) || cuMemAlloc(&p, N) || cuCtxCreate(&b, NULL, 0, dev) ||
-        cuMemAlloc(&q, N) || cuMemFree(q) || cuCtxDestroy(b) || cuCtxSetCurrent(a))
+        cuMemAlloc(&q, N) || cuMemFree(q) || (!alive && cuCtxDestroy(b)) || cuCtxSetCurrent(a))
         exit(2);
     unsigned long long c0 = simcuda_entry_calls("cuCtxSynchronize");
     for (int i = 0; i < 100; i++)
         if (cuMemFree(p) || cuCtxSynchronize() || cuMemAlloc(&p, N))
             exit(3);
     unsigned long long n = simcuda_entry_calls("cuCtxSynchronize") - c0;
-    if (n != 100) {
+    if (n != (alive ? 200u : 100u)) {
         fprintf(stderr, "%llu cuCtxSynchronize for the program's 100\n", n);
         exit(10);
     }
@@ -454,6 +454,21 @@ START_TEST(program_sync_after_peer_destroyed)
 }
 END_TEST
 
+/* The same with B alive: each allocation must wait for B (its kernels may use A's freed block:
+ * test free_waits_for_other_contexts_on_the_device), but not for A again, which the program has
+ * just synchronised: 200 cuCtxSynchronize in all (the program's 100, B's 100). */
+START_TEST(program_sync_then_alloc_waits_for_the_others_alone)
+{
+    for (int m = 0; m < 3; m++) {
+        char err[4096];
+        pt_env(pool_modes[m], "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        int rc = pt_run_child(dead_peer_child, "alive", err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (10: not the program's and B's alone); %s",
+                      pool_modes[m], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_stream_outside(void)
 {
     TCase *tc = tcase_create("stream_outside");
@@ -466,5 +481,6 @@ TCase *pt_tcase_stream_outside(void)
     tcase_add_test(tc, per_thread_stream_frees_outlive_the_thread);
     tcase_add_test(tc, async_free_passed_not_pending_at_exit);
     tcase_add_test(tc, program_sync_after_peer_destroyed);
+    tcase_add_test(tc, program_sync_then_alloc_waits_for_the_others_alone);
     return tc;
 }

@@ -34,6 +34,11 @@ typedef struct fake_backend {
     uint64_t next, end;
     uint64_t reserves, releases, maps, unmaps;
     size_t align; /* vmm: ranges aligned to the granularity */
+    /* grow: the limit, enforced here as the shim's backend enforces the cap (a region that would
+     * pass it refused, the arena halving), not as the pool's own limit, which sizes a region to the
+     * room left at once: a replay under --limit then took other regions than a run under
+     * GPUARENA_LIMIT and refused other allocations (an outside check, 2026-12-07). 0: none. */
+    uint64_t cap, held;
 } fake_backend_t;
 
 #define FAKE_BASE ((uint64_t)1 << 40)
@@ -46,8 +51,11 @@ static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
     uint64_t at = (fb->next + a - 1) & ~(a - 1);
     if (size == 0 || at > fb->end || size > fb->end - at)
         return -1;
+    if (fb->cap && (size > fb->cap || fb->held > fb->cap - size))
+        return -1;
     *base = (uintptr_t)at;
     fb->next = at + (((uint64_t)size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1));
+    fb->held += size;
     fb->reserves++;
     return 0;
 }
@@ -56,7 +64,7 @@ static int fake_release(void *ctx, uintptr_t base, size_t size)
 {
     fake_backend_t *fb = ctx;
     (void)base;
-    (void)size;
+    fb->held -= size;
     fb->releases++;
     return 0;
 }
@@ -436,6 +444,8 @@ static ga_pool_config_t pool_config(const ga_replay_opts_t *o)
                           .keep = o->keep};
     if (o->mode == GA_MODE_ARENA)
         c.initial = o->arena_size, c.grow = 0, c.limit = 0;
+    if (o->mode == GA_MODE_GROW)
+        c.limit = 0; /* the backend refuses past it (fake_backend_t's cap), as the shim's does */
     if (o->mode == GA_MODE_VMM)
         c.va_size = o->arena_size ? o->arena_size : o->limit ? 2 * o->limit : (size_t)1 << 40;
     return c;
@@ -446,7 +456,8 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
     const ga_replay_opts_t *o = r->opts;
     size_t gran = o->granularity ? o->granularity : GA_REPLAY_GRANULARITY;
     r->fb = (fake_backend_t){.next = FAKE_BASE, .end = FAKE_END,
-                             .align = o->mode == GA_MODE_VMM ? gran : GA_ALIGN};
+                             .align = o->mode == GA_MODE_VMM ? gran : GA_ALIGN,
+                             .cap = o->mode == GA_MODE_GROW ? o->limit : 0};
     if (resolve(r, t, err, errlen) != 0)
         return -1;
     ga_pool_backend_t be = {.reserve = fake_reserve, .release = fake_release,

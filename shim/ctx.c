@@ -473,10 +473,6 @@ static ga_pool_t *ga_pool_new(ga_ctx_t *c, const ga_pool_backend_t *be, size_t i
                             .keep_empty = 1 /* given back by ga_ctx_give_back, not under the lock */};
     if (cfg.mode == GA_MODE_PLATFORM)
         cfg.limit = 0; /* the cap alone, as the driver would */
-    else if (!cfg.limit && cfg.mode != GA_MODE_VMM)
-        cfg.limit = (size_t)cap; /* a growing fraction ("0.75+", grow mode's default): regions
-                                  * sized to the room under the cap, as gpuarena-replay --limit
-                                  * sizes them, not halved until the backend stops refusing */
     if (cfg.mode == GA_MODE_VMM) {
         /* Twice the cap of address space: best fit in a range twice the most that can be live
          * leaves room whatever the holes; the pool adds ranges should one ever fill. */

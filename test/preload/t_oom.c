@@ -569,14 +569,9 @@ static void refused_region_child(void *arg)
 
 START_TEST(refused_region_not_fragmentation)
 {
-    /* arena: a preallocation of a quarter of the cap, given back at the 200 MiB allocation's
-     * out-of-memory, so that the region then taken is the block's own 200 MiB; at the default
-     * 0.75+ it would be the whole room under the cap (regions are sized to it, as
-     * gpuarena-replay --limit sizes them), and the 240 MiB block would fit in it. */
     static const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow"};
     for (int m = 0; m < 2; m++) {
-        const char *env[] = {modes[m], "GPUARENA_LIMIT=256MiB", "SIMCUDA_TOTAL_MEM=1GiB",
-                             "GPUARENA_MEM_FRACTION=0.25+", NULL};
+        const char *env[] = {modes[m], "GPUARENA_LIMIT=256MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL};
         char err[16384];
         pt_oom_run(refused_region_child, env, err, sizeof err,
                    "d['totals']['frag_failures'] == 0 and d['totals']['true_oom_failures'] == 1");

@@ -41,13 +41,15 @@ def _disabled():
     return os.environ.get("GPUARENA_NO_MATPLOTLIB", "") not in ("", "0")
 
 
-def save(plt, fig, path):
+def save(plt, fig, path, title=None):
     """Writes the figure atomically (a fresh temporary beside it, then a rename), so a PNG that
-    exists is complete and nothing already at a temporary name is written through."""
+    exists is complete and nothing already at a temporary name is written through; title, when
+    given, also goes in the PNG's Title text chunk."""
     from . import tracefile
     fig.tight_layout()
+    meta = {"Title": title} if title else None
     try:
-        tracefile.replace_from_temp(path, lambda f: fig.savefig(f, format="png"))
+        tracefile.replace_from_temp(path, lambda f: fig.savefig(f, format="png", metadata=meta))
     finally:
         plt.close(fig)
 
@@ -80,7 +82,10 @@ def _draw_timeline(plt, path, data):
     ax.set_xlabel("time (s)")
     ax.set_ylabel("MiB")
     ax.legend()
-    save(plt, fig, path)
+    title = data.get("title")
+    if title:
+        ax.set_title(title if len(title) <= 100 else "..." + title[-97:], fontsize=9)
+    save(plt, fig, path, title)
 
 
 _DRAWERS = {"compare": _draw_compare, "timeline": _draw_timeline}

@@ -96,13 +96,17 @@ def _counter(name, dev, t_ns, value):
             f'"args":{{"{name}":{value}}}}}')
 
 
-def _event_strings(trace, reserved, title, series):
+def _event_strings(trace, reserved, title, series, mode=None, name=None):
     """Every trace event of the document as its compact JSON text, in document order; then,
-    as the last item, the otherData dict."""
+    as the last item, the otherData dict. mode: the replay the reserved track comes from, said
+    in each device's name and in otherData with the input's name (two reports of one trace in
+    two modes could not be told apart: an outside check, helper-109)."""
     devices = sorted(set(series) | set(reserved or {}))
+    said = f", reserved in {mode} mode" if mode and reserved is not None else ""
     for dev in devices:
         yield json.dumps({"name": "process_name", "ph": "M", "pid": dev,
-                          "args": {"name": f"{title} device {dev}"}}, separators=(",", ":"))
+                          "args": {"name": f"{title} device {dev}{said}"}},
+                         separators=(",", ":"))
         for t, v in series.get(dev, []):
             yield _counter("in_use", dev, t, v)
         for t, v in (reserved or {}).get(dev, []):
@@ -116,11 +120,13 @@ def _event_strings(trace, reserved, title, series):
                                   args={"addr": hex(addr), "size": size}), separators=(",", ":"))
             yield json.dumps(dict(common, ph="e", ts=(end if stop is None else stop) / 1000.0),
                              separators=(",", ":"))
-    yield {"generator": "gpuarena report", "allocations": allocs,
+    yield {"generator": "gpuarena report", "trace": name,
+           "mode": mode if reserved is not None else None, "allocations": allocs,
            "slices_included": allocs <= MAX_SLICES, "reserved_included": reserved is not None}
 
 
-def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None):
+def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None, mode=None,
+                       name=None):
     """Writes the Chrome trace-event document (reserved: {device: [(time_ns, bytes)]} or None;
     series: in_use_series(trace) if already computed) to path, streamed in pieces and renamed
     into place as write_json does: a million events take seconds and no more memory than the
@@ -130,7 +136,7 @@ def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None
     def fill(f):
         f.write(b'{"traceEvents":[')
         batch, sep = [], ""
-        for item in _event_strings(trace, reserved, title, series):
+        for item in _event_strings(trace, reserved, title, series, mode, name):
             if isinstance(item, dict):
                 other = item
                 break
@@ -145,9 +151,9 @@ def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None
     tf.write_filled(path, fill)
 
 
-def chrome_trace(trace, reserved=None, title="gpuarena"):
+def chrome_trace(trace, reserved=None, title="gpuarena", mode=None, name=None):
     """The Chrome trace-event document as a dict (what write_chrome_trace writes)."""
-    items = list(_event_strings(trace, reserved, title, in_use_series(trace)))
+    items = list(_event_strings(trace, reserved, title, in_use_series(trace), mode, name))
     return {"traceEvents": [json.loads(x) for x in items[:-1]], "displayTimeUnit": "ns",
             "otherData": items[-1]}
 
@@ -180,14 +186,20 @@ def downsample_steps(pts, buckets=PNG_BUCKETS):
     return out
 
 
-def write_png(path, trace, reserved=None, series=None):
+def write_png(path, trace, reserved=None, series=None, mode=None, name=None):
     """Draws the timeline (plot.py), each series downsampled to its envelope; returns False
-    (nothing written) without matplotlib."""
+    (nothing written) without matplotlib. mode and name (the input) go in the title, the
+    legend and the PNG's Title text chunk, as in write_chrome_trace."""
     series = in_use_series(trace) if series is None else series
+    how = f" ({mode} mode)" if mode else ""
     lines = [[f"in use, device {dev}", downsample_steps(pts)] for dev, pts in sorted(series.items())]
-    lines += [[f"reserved, device {dev}", downsample_steps(pts)]
+    lines += [[f"reserved{how}, device {dev}", downsample_steps(pts)]
               for dev, pts in sorted((reserved or {}).items())]
-    return plot.draw("timeline", path, {"lines": lines})
+    title = "bytes in use" + (f", and reserved in {mode} mode" if mode and reserved else "")
+    if name:  # a file name's bytes that are not UTF-8 (surrogateescape) cannot be drawn
+        name = os.fsencode(name).decode("utf-8", "replace")
+        title = f"{name}: {title}"
+    return plot.draw("timeline", path, {"lines": lines, "title": title})
 
 
 def read_timeline(path):

@@ -13,7 +13,7 @@ import sys
 from . import GaError, UsageError
 from .fmt import shown as _shown
 from . import tracefile as tf
-from .importbase import (Pairer, _address, _digits_fit, _int, _not_negative, _read_bytes, _span,
+from .importbase import (Pairer, wide_encoding, wide_text_error, _address, _digits_fit, _int, _not_negative, _read_bytes, _span,
                          _stream, _too_large)
 
 
@@ -21,6 +21,9 @@ def _csv_rows(path, expected, raw=False):
     """Rows of a CSV whose header must be exactly `expected` (case and spaces ignored). With raw,
     quotes are plain characters and cells keep their blanks (as gpuarena-replay reads a CSV)."""
     data = _read_bytes(path)
+    enc = wide_encoding(data)
+    if enc:
+        raise wide_text_error(path, enc)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:

@@ -5,6 +5,7 @@ value with a GaError that names the file, the entry and the fix. Apart from impo
 the CSV readers can use them without an import cycle."""
 
 import math
+import os
 import re
 
 from . import GaError
@@ -64,6 +65,25 @@ def _read_bytes(path):
             return f.read()
     except OSError as e:
         raise GaError(f"cannot read {path}: {e.strerror}") from None
+
+
+def wide_encoding(head):
+    """"UTF-32" or "UTF-16" when the bytes begin with that byte-order mark (Windows tools save
+    text so), else None; the UTF-32 marks are tested first, as FF FE 00 00 begins with FF FE."""
+    if head[:4] in (b"\xff\xfe\0\0", b"\0\0\xfe\xff"):
+        return "UTF-32"
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "UTF-16"
+    return None
+
+
+def wide_text_error(path, enc):
+    """The GaError for a CSV saved as UTF-16 or UTF-32: its name, and the line that converts it
+    (it was "not UTF-8 text", or "cannot tell its format", with no way out: helper-109)."""
+    import shlex
+    stem, ext = os.path.splitext(path)
+    return GaError(f"{path}: {enc} text, not UTF-8; convert it first: iconv -f {enc} -t UTF-8 "
+                   f"{shlex.quote(path)} > {shlex.quote(stem + '.utf8' + ext)}")
 
 
 def _too_large(n, path, where, what):

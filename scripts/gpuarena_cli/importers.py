@@ -25,6 +25,7 @@ import zlib
 from . import GaError, UsageError
 from .fmt import shown as _shown
 from . import memory
+from . import importbase
 from . import tracefile as tf
 # TIME_UNITS and the CSV importers are named here too, where cli and the tests have found them.
 from .csvformats import RMM_HEADER, TIME_UNITS, _lone_cr, import_lifetimes, import_rmm  # noqa: F401
@@ -382,6 +383,12 @@ def detect(path):
         return "kineto"
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
         return "pytorch-snapshot"
+    enc = importbase.wide_encoding(head)
+    if enc:  # UTF-16/32 JSON is read by the Kineto reader (json.loads takes it); a CSV is not
+        text = head.decode(enc.lower().replace("-", ""), "ignore").lstrip("\ufeff \t\r\n")
+        if text[:1] in ("{", "["):
+            return "kineto"
+        raise importbase.wide_text_error(path, enc)
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if stripped[:1] in (b"{", b"["):
         return "kineto"

@@ -3,6 +3,7 @@ it: exit code 1, one `gpuarena:` message naming the file, no traceback, no outpu
 
 import errno
 import gzip
+import json
 import os
 import pickle
 import subprocess
@@ -163,6 +164,40 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
                 self.assertCleanError(p, needle, src)
                 self.assertFalse(os.path.exists(out))
                 self.assertFalse(os.path.exists(out + ".tmp"))
+
+    def test_utf16_and_utf32_inputs(self):
+        # A Kineto JSON saved as UTF-16 or UTF-32 with a byte-order mark (Windows PowerShell's
+        # `>`): `import kineto` read it, but `auto`, `replay` and `report` said "cannot tell its
+        # format ... name the format"; a CSV so saved was "not UTF-8 text" with no way out (an
+        # outside check of issue 4, helper-109). JSON is now detected as Kineto; a CSV is named
+        # as UTF-16 or UTF-32 with the iconv line that converts it.
+        ev = [{"ph": "i", "name": "[memory]", "ts": t, "pid": 1, "tid": 1,
+               "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": b}}
+              for t, b in ((1.0, 1000), (2.0, -1000))]
+        text = json.dumps({"traceEvents": ev})
+        csv_text = "id,lower,upper,size\n1,0,3,100\n"
+        for enc in ("utf-16", "utf-16-be", "utf-32", "utf-32-be"):
+            bom = {"utf-16": "", "utf-32": ""}.get(enc, "\ufeff")
+            with self.subTest(enc=enc):
+                src = os.path.join(self.dir, f"k-{enc}.json")
+                with open(src, "wb") as f:
+                    f.write((bom + text).encode(enc))
+                out = os.path.join(self.dir, f"k-{enc}.gatrace")
+                p = gatest.cli("import", "auto", src, "-o", out)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("(kineto)", p.stdout)
+                p = gatest.cli("replay", src, "--mode", "platform", "--no-min", "--json")
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(json.loads(p.stdout)["modes"]["platform"]["allocs"], 1)
+                name = enc.upper().replace("-BE", "")
+                src = os.path.join(self.dir, f"l-{enc}.csv")
+                with open(src, "wb") as f:
+                    f.write((bom + csv_text).encode(enc))
+                for args in (("import", "auto", src, "-o", out), ("replay", src),
+                             ("import", "lifetimes", src, "-o", out)):
+                    p = gatest.cli(*args)
+                    self.assertCleanError(p, f"{src}: {name} text, not UTF-8; convert it first: "
+                                          f"iconv -f {name} -t UTF-8 {src} > ", src)
 
     def test_negative_segment_address_refused(self):
         """A snapshot segment's negative address (read at the segment level) was taken as 2^64

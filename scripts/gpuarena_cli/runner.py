@@ -415,7 +415,12 @@ def run(cmd, settings, stats_path=None, sim=False, extra=None):
         owned = stats_path is None or statsfiles.stats_owned(stats_path)
         path = statsfiles.template(tmp) if owned else stats_path
         env = child_env(dict(settings, GPUARENA_STATS=path), sim, extra)
+        trace = env.get("GPUARENA_TRACE", "")
+        trace = trace if trace and "%p" not in trace else None
+        before = _file_signature(trace)
         code = exit_code(fwd.spawn(cmd, env).returncode)
+        if trace and _file_signature(trace) == before:
+            _say_trace_not_written(settings.get("GPUARENA_TRACE") or trace, before)
         if owned:
             try:
                 _report_run(statsfiles.collect(tmp, read_stats), stats_path, env,
@@ -424,6 +429,27 @@ def run(cmd, settings, stats_path=None, sim=False, extra=None):
                 print(f"gpuarena: {e}", file=sys.stderr)
                 return code or 1
     return code
+
+
+def _file_signature(path):
+    """What tells a file rewritten from the one that was there: None when there is none."""
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return st and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _say_trace_not_written(shown, before):
+    """The line for a --trace (or GPUARENA_TRACE) the run did not write: a program that made no
+    allocation writes none, and an earlier run's trace left there was replayed as this run's
+    (an outside check, helper-109), where --stats already said so."""
+    if before is None:
+        line = f"gpuarena: --trace {shown} was not written (no allocation was recorded)"
+    else:
+        line = (f"gpuarena: --trace {shown} was not written by this run (no allocation was "
+                "recorded): what it holds is from before")
+    print(line, file=sys.stderr)
 
 
 def _no_stats(stats_path):

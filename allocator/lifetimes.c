@@ -138,6 +138,18 @@ static int read_rows(FILE *f, const char *path, row_t **rows, size_t *n, size_t 
         size_t end = sizeof buf - 1;
         while (buf[end] != '\0')
             end--;
+        if (lineno == 1 && end >= 2) { /* a byte-order mark: saved by a Windows tool */
+            const unsigned char *u = (const unsigned char *)buf;
+            const char *enc = (end >= 4 && ((u[0] == 0xff && u[1] == 0xfe && !u[2] && !u[3]) ||
+                                            (!u[0] && !u[1] && u[2] == 0xfe && u[3] == 0xff)))
+                                  ? "UTF-32"
+                              : ((u[0] == 0xff && u[1] == 0xfe) || (u[0] == 0xfe && u[1] == 0xff))
+                                  ? "UTF-16"
+                                  : NULL;
+            if (enc)
+                return ga_errorf(err, errlen, "%s: %s text, not UTF-8; convert it first: iconv "
+                                 "-f %s -t UTF-8 FILE > FILE.utf8.csv", path, enc, enc);
+        }
         if (strlen(buf) < end)
             return ga_errorf(err, errlen, "%s:%zu: a NUL byte; not a text CSV", path, lineno);
         int ended = strchr(buf, '\n') != NULL;

@@ -198,6 +198,12 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
                     p = gatest.cli(*args)
                     self.assertCleanError(p, f"{src}: {name} text, not UTF-8; convert it first: "
                                           f"iconv -f {name} -t UTF-8 {src} > ", src)
+                # the replay tool too (it said "a NUL byte; not a text CSV")
+                tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+                p = subprocess.run([tool, src], capture_output=True, text=True, check=False)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn(f"gpuarena: {src}: {name} text, not UTF-8; convert it first: iconv "
+                              f"-f {name} -t UTF-8 FILE > FILE.utf8.csv", p.stderr)
 
     def test_negative_segment_address_refused(self):
         """A snapshot segment's negative address (read at the segment level) was taken as 2^64

@@ -675,6 +675,9 @@ COMMANDS = {"import": do_import, "replay": do_replay, "report": do_report, "run"
             "compare": do_compare, "doctor": do_doctor, "top": do_top}
 
 
+# The subcommands whose result is what they print (an outside check, helper-109).
+_RESULT_ON_STDOUT = ("replay", "compare", "doctor", "top")
+
 # errno values of a write that failed for want of room or a working device (/dev/full, a full disk)
 _WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
@@ -751,6 +754,10 @@ def _main(argv):
                   + (f" ({'; '.join(near)})" if near else ""))
     old = ending.install()
     try:
+        if sys.stdout is None and args.cmd in _RESULT_ON_STDOUT:
+            # started with it closed (>&-): the whole run went by and exit 0 lost its result
+            raise GaError("standard output is closed (>&-), and the result is printed there: "
+                          "send it to a file or to /dev/null")
         return COMMANDS[args.cmd](args)
     except ending.Ended as e:  # the with blocks on the way here removed the temporary files
         print(f"gpuarena: stopped by {e}", file=sys.stderr)

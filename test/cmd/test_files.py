@@ -365,6 +365,23 @@ class FullOutput(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(p.returncode, 3, p.stderr)
         self.assertNotIn("Traceback", p.stderr)
 
+    def test_stdout_closed_where_the_output_is_the_result(self):
+        """replay, compare, doctor and top print their result on standard output: started with
+        it closed (>&-) they ran to the end and exited 0 with the result lost, where a full
+        device is exit 1 (an outside check, helper-109). They now refuse at once, exit 1."""
+        trace = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+        with tempfile.TemporaryDirectory() as d:
+            for args in (("replay", trace, "--mode", "platform", "--no-min"),
+                         ("compare", "--sim", "--", "true"), ("doctor", "--sim"),
+                         ("top", "--once", "--dir", d)):
+                with self.subTest(args=args[:2]):
+                    p = subprocess.run([sys.executable, gatest.SCRIPT, *args],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       text=True, timeout=120, preexec_fn=lambda: os.close(1))
+                    self.assertCleanError(p, "gpuarena: standard output is closed (>&-), and "
+                                          "the result is printed there: send it to a file or "
+                                          "to /dev/null")
+
 
 if __name__ == "__main__":
     unittest.main()

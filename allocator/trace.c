@@ -193,8 +193,10 @@ static int check_header(const char *path, const unsigned char *b, size_t len, ch
                                "with this one"
                              : "re-record it with this gpuarena (or import its source again)");
     if (rsize != GA_TRACE_RECORD_SIZE)
-        return ga_errorf(err, errlen, "%s: record size %u in header, version %u uses %u", path, rsize,
-                    GA_TRACE_VERSION, GA_TRACE_RECORD_SIZE);
+        return ga_errorf(err, errlen, "%s: record size %u in the header, expected %u (trace "
+                         "format version %u); the file is damaged or from another tool: re-record "
+                         "it, or import its source again", path, rsize, GA_TRACE_RECORD_SIZE,
+                         GA_TRACE_VERSION);
     return 0;
 }
 

@@ -205,6 +205,19 @@ class Malformed(unittest.TestCase, gatest.CliAsserts):
                 self.assertIn(f"gpuarena: {src}: {name} text, not UTF-8; convert it first: iconv "
                               f"-f {name} -t UTF-8 FILE > FILE.utf8.csv", p.stderr)
 
+    def test_record_size_says_what_to_do(self):
+        # A header whose record size is not 48: `replay` said "gpuarena-replay failed (exit 1):
+        # X: record size 64 in header, version 1 uses 48", with no way out, where `report` and
+        # `import` say the file is damaged or from another tool (an outside check, helper-109).
+        src = os.path.join(self.dir, "rs64.gatrace")
+        with open(src, "wb") as f:
+            f.write(b"GATRACE\0" + (1).to_bytes(4, "little") + (64).to_bytes(4, "little")
+                    + bytes(16) + bytes(64))
+        p = gatest.cli("replay", src, "--no-min")
+        self.assertCleanError(p, f"{src}: record size 64 in the header, expected 48 (trace "
+                              "format version 1); the file is damaged or from another tool: "
+                              "re-record it, or import its source again", src)
+
     def test_negative_segment_address_refused(self):
         """A snapshot segment's negative address (read at the segment level) was taken as 2^64
         less it, as a negative addr was (an outside check)."""

@@ -383,7 +383,7 @@ def do_report(a):
             _default_not_over_other(a.trace, prefix + ext)
     # a folder that is not there failed the write after the whole input was read and replayed
     _check_out_folder("-o", prefix + ".json", "PREFIX", "the input is read")
-    trace, _counts, _ = importers.load_any(a.trace, a.format, a.level)
+    trace, _counts, used = importers.load_any(a.trace, a.format, a.level)
     replay_mod.check_allocates(a.trace, trace.events, "draw")  # it drew an empty chart
     failures = []
     reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace,
@@ -396,7 +396,7 @@ def do_report(a):
     print(f"gpuarena: wrote {prefix}.json ({len(trace.events):,} events; open it in "
           "https://ui.perfetto.dev or chrome://tracing)")
     if report_mod.write_png(f"{prefix}.png", trace, reserved, series=series, mode=a.mode,
-                            name=a.trace):
+                            name=a.trace, logical=used == "lifetimes"):
         print(f"gpuarena: wrote {prefix}.png")
     else:
         _png_skipped(f"{prefix}.png")

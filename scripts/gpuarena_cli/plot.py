@@ -41,13 +41,13 @@ def _disabled():
     return os.environ.get("GPUARENA_NO_MATPLOTLIB", "") not in ("", "0")
 
 
-def save(plt, fig, path, title=None):
+def save(plt, fig, path, title=None, description=None):
     """Writes the figure atomically (a fresh temporary beside it, then a rename), so a PNG that
     exists is complete and nothing already at a temporary name is written through; title, when
     given, also goes in the PNG's Title text chunk."""
     from . import tracefile
     fig.tight_layout()
-    meta = {"Title": title} if title else None
+    meta = {k: v for k, v in (("Title", title), ("Description", description)) if v} or None
     try:
         tracefile.replace_from_temp(path, lambda f: fig.savefig(f, format="png", metadata=meta))
     finally:
@@ -77,15 +77,16 @@ def _draw_compare(plt, path, data):
 def _draw_timeline(plt, path, data):
     """Step lines of bytes over time: [[label, [[t_ns, bytes], ...]], ...]."""
     fig, ax = plt.subplots(figsize=(10, 4))
+    scale, xlabel = data.get("xscale", 1e9), data.get("xlabel", "time (s)")
     for label, pts in data["lines"]:
-        ax.step([t / 1e9 for t, _ in pts], [v / 2**20 for _, v in pts], where="post", label=label)
-    ax.set_xlabel("time (s)")
+        ax.step([t / scale for t, _ in pts], [v / 2**20 for _, v in pts], where="post", label=label)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("MiB")
     ax.legend()
     title = data.get("title")
     if title:
         ax.set_title(title if len(title) <= 100 else "..." + title[-97:], fontsize=9)
-    save(plt, fig, path, title)
+    save(plt, fig, path, title, f"x axis: {xlabel}; y axis: MiB")
 
 
 _DRAWERS = {"compare": _draw_compare, "timeline": _draw_timeline}

@@ -186,7 +186,7 @@ def downsample_steps(pts, buckets=PNG_BUCKETS):
     return out
 
 
-def write_png(path, trace, reserved=None, series=None, mode=None, name=None):
+def write_png(path, trace, reserved=None, series=None, mode=None, name=None, logical=False):
     """Draws the timeline (plot.py), each series downsampled to its envelope; returns False
     (nothing written) without matplotlib. mode and name (the input) go in the title, the
     legend and the PNG's Title text chunk, as in write_chrome_trace."""
@@ -199,7 +199,10 @@ def write_png(path, trace, reserved=None, series=None, mode=None, name=None):
     if name:  # a file name's bytes that are not UTF-8 (surrogateescape) cannot be drawn
         name = os.fsencode(name).decode("utf-8", "replace")
         title = f"{name}: {title}"
-    return plot.draw("timeline", path, {"lines": lines, "title": title})
+    data = {"lines": lines, "title": title}
+    if logical:  # a lifetimes CSV's steps, imported as ns: "time (s)" ran to about 1e-6 s
+        data.update(xlabel="logical time (the CSV's lower and upper)", xscale=1)
+    return plot.draw("timeline", path, data)
 
 
 def read_timeline(path):

@@ -144,6 +144,11 @@ class Report(unittest.TestCase, gatest.CliAsserts):
                 if HAVE_MPL:
                     self.assertEqual(png_text(os.path.join(self.dir, "rep.png")).get("Title"),
                                      f"{src}: bytes in use, and reserved in {mode} mode")
+        # A lifetimes CSV's times are logical steps, not seconds: the axis says so (it read
+        # "time (s)" and ran to about 1e-6 s).
+        if HAVE_MPL:
+            self.assertIn("logical time (the CSV's lower and upper)", png_text(os.path.join(
+                self.dir, "rep.png")).get("Description", ""))
         # A name that is not UTF-8 is drawn with a replacement character, not refused.
         odd = os.path.join(os.fsencode(self.dir), b"odd\xff.csv")
         with open(src, "rb") as f, open(odd, "wb") as g:

@@ -640,7 +640,7 @@ void ga_pass_passed_at_exit(void)
     }
 }
 
-void ga_dev_pass_passed(int dev)
+void ga_dev_pass_passed(int dev, int pool)
 {
     for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next)) {
         if ((dev >= 0 && c->dev != dev) || atomic_load_explicit(&c->dead, memory_order_acquire))
@@ -653,6 +653,8 @@ void ga_dev_pass_passed(int dev)
             continue;
         if (c->npfree && !atomic_load(&c->dead) && !c->driver_gone) /* not in a forked child */
             ga_fence_pass_reclaim(c, 0);
+        if (pool && c->npend_ev && !atomic_load(&c->dead) && !c->driver_gone)
+            ga_fence_events_passed(c);
         ga_mutex_unlock(&c->lock);
     }
 }

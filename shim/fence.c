@@ -126,6 +126,8 @@ void ga_pend_release(ga_ctx_t *c, size_t i)
     c->pend_bytes -= e.size;
     c->counts.pending_bytes = c->pend_bytes;
     c->npend_ev -= e.ev != NULL;
+    if (e.ev)
+        ga_pend_ev_note(-1);
     ga_event_put(c, e.ev);
     if (c->pool)
         ga_pool_free(c->pool, e.ptr, NULL);
@@ -186,6 +188,8 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
     c->pend[c->npend++] = (ga_pending_t){.ptr = ptr, .size = size, .sid = sid, .ev = ev,
                                          .req = ev ? req : 0};
     c->npend_ev += ev != NULL;
+    if (ev)
+        ga_pend_ev_note(1);
     c->pend_bytes += size;
     c->counts.pending_bytes = c->pend_bytes;
     if (c->pend_bytes > c->counts.peak_pending_bytes)
@@ -251,6 +255,7 @@ int ga_fence_take_same_stream(ga_ctx_t *c, CUstream s, size_t size, uintptr_t *o
     c->pend[best] = c->pend[--c->npend];
     c->pend_gen++;
     c->npend_ev--; /* only stream-ordered entries are taken */
+    ga_pend_ev_note(-1);
     ga_pend_forget(c, e.ptr);
     c->pend_bytes -= e.size;
     c->counts.pending_bytes = c->pend_bytes;
@@ -374,6 +379,8 @@ static size_t ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_
         }
         c->pend_bytes -= e->size;
         c->npend_ev -= e->ev != NULL;
+        if (e->ev)
+            ga_pend_ev_note(-1);
         ga_event_put(c, e->ev);
         ga_pool_free(c->pool, e->ptr, NULL);
     }

@@ -183,6 +183,15 @@ CUevent ga_fence_event_for(ga_ctx_t *c, CUstream s, uint64_t sid)
  * costs a walk, never a wrong answer. */
 static _Atomic long ga_pfree_held;
 
+/* Stream-ordered pool entries pending in the process, over every context: the same kind of hint
+ * (ga_pend_ev_note, fence.c's entries). */
+static _Atomic long ga_pend_ev_held;
+
+void ga_pend_ev_note(long delta)
+{
+    atomic_fetch_add_explicit(&ga_pend_ev_held, delta, memory_order_relaxed);
+}
+
 /* ---- pass-through memory freed with cuMemFreeAsync ----
  * cuMemAllocFromPoolAsync (any mode) and cuMemAllocAsync in platform mode are the driver's: the
  * driver's cuMemFreeAsync puts the memory back in its pool in stream order, and until the stream
@@ -285,6 +294,7 @@ void ga_fence_drop(ga_ctx_t *c)
     free(c->pend);
     ga_ptrmap_fini(&c->pend_set);
     c->pend = NULL;
+    ga_pend_ev_note(-(long)c->npend_ev);
     c->npend = c->cap_pend = c->nevents = c->npend_ev = 0;
     c->pend_gen++;
     c->pend_bytes = 0;
@@ -333,11 +343,15 @@ void ga_fence_foreign_dying(ga_ctx_t *c, CUcontext dying)
 /* The program waited for a stream or an event: async frees of pass-through memory that the device
  * has passed give their bytes back now (queried, never waited for). Without it they stayed
  * counted after the program's cuStreamSynchronize until its next allocation, and a group's other
- * member was refused for memory the driver had back (helper-42 F9). */
+ * member was refused for memory the driver had back (helper-42 F9). So do the pool's own
+ * stream-ordered frees: in vmm mode with GPUARENA_VMM_KEEP=0 their granules stayed mapped until
+ * the next allocation or cuCtxSynchronize (an outside check, 2026-12-07; test
+ * vmmo_async_free_given_back_at_stream_wait). */
 static void ga_fence_program_waited(void)
 {
-    if (atomic_load_explicit(&ga_pfree_held, memory_order_relaxed) > 0)
-        ga_dev_pass_passed(-1);
+    int pool = atomic_load_explicit(&ga_pend_ev_held, memory_order_relaxed) > 0;
+    if (pool || atomic_load_explicit(&ga_pfree_held, memory_order_relaxed) > 0)
+        ga_dev_pass_passed(-1, pool);
     ga_mempool_settle_all(); /* the driver's pools may give memory back at a synchronisation */
 }
 

@@ -19,6 +19,9 @@ CUevent ga_fence_event_for(ga_ctx_t *c, CUstream s, uint64_t sid);
 void ga_event_put(ga_ctx_t *c, CUevent ev);
 /* An event's answer says the device passed it (done, or the stream and its work gone). */
 int ga_event_passed(CUresult r);
+/* The process's count of stream-ordered pending entries (every context's npend_ev) moves by
+ * delta: a hint, so that the program's stream and event waits cost one load when there are none. */
+void ga_pend_ev_note(long delta);
 
 /* ---- fence.c ---- */
 /* Returns pending entry i to the pool (swap-remove): entry i then holds another one. */

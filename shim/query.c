@@ -47,7 +47,7 @@ static CUresult ga_mem_info(size_t *free, size_t *total)
     if (dev < 0)
         return r == CUDA_SUCCESS ? (*free = pfree, *total = ptotal, r) : r;
     uint64_t f, t;
-    ga_dev_pass_passed(dev);
+    ga_dev_pass_passed(dev, 0);
     ga_mempool_settle(dev, 0);
     ga_dev_view(dev, c, pfree, ptotal, &f, &t);
     *free = (size_t)f;

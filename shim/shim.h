@@ -608,8 +608,9 @@ int ga_dev_live_peer(const ga_ctx_t *self);
 CUresult ga_ctx_sync_device(const ga_ctx_t *c);
 /* Gives back, without waiting, the async-freed pass-through memory of dev's contexts (every
  * device's for -1) whose streams have passed the free, so that a view of the device (cuMemGetInfo)
- * does not count it (ctx.c). */
-void ga_dev_pass_passed(int dev);
+ * does not count it (ctx.c); pool: also the pool's stream-ordered frees so passed
+ * (ga_fence_events_passed), after the program's stream and event waits. */
+void ga_dev_pass_passed(int dev, int pool);
 /* The same for every device from the exit path: a context whose lock is held is skipped. */
 void ga_pass_passed_at_exit(void);
 /* ---- mempool.c: what the driver's memory pools keep of pass-through stream-ordered memory ---- */

@@ -331,6 +331,37 @@ START_TEST(vmmo_too_large_refused_at_once)
 }
 END_TEST
 
+/* GPUARENA_VMM_KEEP=0: a block freed with cuMemFreeAsync gives its granules back once the program
+ * has waited for the stream (cuStreamSynchronize) or for an event recorded after the free
+ * (cuEventSynchronize), as cuCtxSynchronize does, not at the next allocation: a group member
+ * waiting for the memory got it only then (an outside check, 2026-12-07; the granules stayed
+ * mapped through both waits). */
+START_TEST(vmmo_async_free_given_back_at_stream_wait)
+{
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=0", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    CUstream s;
+    CUevent ev;
+    CUdeviceptr p;
+    ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ck_assert_int_eq(cuEventCreate(&ev, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAllocAsync(&p, 10 * MiB, s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemsetD8Async(p, 0x5a, 10 * MiB, s), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_mapped_bytes, 10 * MiB);
+    ck_assert_int_eq(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_mapped_bytes, 0);
+    ck_assert_int_eq(cuMemAllocAsync(&p, 6 * MiB, s), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_mapped_bytes, 6 * MiB);
+    ck_assert_int_eq(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuEventRecord(ev, s), CUDA_SUCCESS);
+    ck_assert_int_eq(cuEventSynchronize(ev), CUDA_SUCCESS);
+    ck_assert_uint_eq(pt_counters().vmm_mapped_bytes, 0);
+    ck_assert_int_eq(cuEventDestroy(ev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+END_TEST
+
 TCase *pt_tcase_vmm_outside(void)
 {
     TCase *tc = tcase_create("vmm_outside");
@@ -341,5 +372,6 @@ TCase *pt_tcase_vmm_outside(void)
     tcase_add_test(tc, vmmo_ipc_freed_pool_memory);
     tcase_add_test(tc, vmmo_ipc_freed_arena_memory);
     tcase_add_test(tc, vmmo_too_large_refused_at_once);
+    tcase_add_test(tc, vmmo_async_free_given_back_at_stream_wait);
     return tc;
 }

@@ -22,8 +22,10 @@
 
 /* The process's reserved level counts a reservation as the pools count it, in GA_ALIGN units: in
  * platform mode a block of the exact size asked is reserved, and counted exact here it left
- * reserved below in use, which is 512-rounded (an outside test, 2026-12-06). The cap counts the
- * exact bytes the driver was asked for. */
+ * reserved below in use, which is 512-rounded (an outside test, 2026-12-06). The cap counts it so
+ * too, as gpuarena-replay's platform pool does under --limit: counted exact, 513-byte blocks under
+ * a 1 MiB cap were 2,044, the statistics said 2 MiB reserved, and the replay refused from the
+ * 1,025th (an outside check of issue 10, 2026-12-07; test platform_cap_in_512_byte_units). */
 static int64_t be_units(size_t size)
 {
     return (int64_t)(((uint64_t)size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1));
@@ -32,7 +34,7 @@ static int64_t be_units(size_t size)
 static int be_reserve(void *p, size_t size, uintptr_t *base)
 {
     ga_ctx_t *c = p;
-    if (!ga_dev_commit(c->dev, size))
+    if (!ga_dev_commit(c->dev, (uint64_t)be_units(size)))
         return 1;
     CUdeviceptr d = 0;
     int pushed = ga_ctx_enter(c->ctx);
@@ -40,7 +42,7 @@ static int be_reserve(void *p, size_t size, uintptr_t *base)
     ga_ctx_leave(pushed);
     c->counts.driver_alloc_calls++;
     if (r != CUDA_SUCCESS) {
-        ga_dev_uncommit(c->dev, size);
+        ga_dev_uncommit(c->dev, (uint64_t)be_units(size));
         return 1;
     }
     ga_level_add(GA_LEVEL_RESERVED, be_units(size));
@@ -111,7 +113,7 @@ static int be_release(void *p, uintptr_t base, size_t size)
                "the context is going, and its memory with it", size, (unsigned long long)base,
                (int)r);
     ga_level_add(GA_LEVEL_RESERVED, -be_units(size));
-    ga_dev_uncommit(c->dev, size);
+    ga_dev_uncommit(c->dev, (uint64_t)be_units(size));
     return 0;
 }
 

@@ -94,10 +94,39 @@ START_TEST(group_name_blanks_ignored)
 }
 END_TEST
 
+/* Platform mode under a cap counts each block as its statistics and gpuarena-replay's platform pool
+ * do, in 512-byte units: 513-byte blocks under a 1 MiB cap are 1,024 of them. The cap counted the
+ * exact bytes, so 2,044 were served, the statistics said 2 MiB reserved under the 1 MiB cap, and
+ * the replay of the same trace under --limit 1MiB refused from the 1,025th (an outside check of
+ * issue 10, 2026-12-07). */
+START_TEST(platform_cap_in_512_byte_units)
+{
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=1MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+    pt_start();
+    static CUdeviceptr p[4096];
+    int n = 0;
+    while (n < 4096 && cuMemAlloc(&p[n], 513) == CUDA_SUCCESS)
+        n++;
+    ck_assert_int_eq(n, 1024);
+    size_t fr = 1, tot = 0;
+    ck_assert_int_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    ck_assert_uint_eq(tot, MiB);
+    ck_assert_uint_eq(fr, 0);
+    ck_assert_int_eq(cuMemFree(p[0]), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&p[0], 1024), CUDA_SUCCESS); /* the unit it gave back */
+    ck_assert_int_ne(cuMemAlloc(&p[n], 1), CUDA_SUCCESS);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(cuMemFree(p[i]), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    ck_assert_uint_eq(fr, MiB);
+}
+END_TEST
+
 TCase *pt_tcase_outside3(void)
 {
     TCase *tc = tcase_create("outside3");
     tcase_add_loop_test(tc, oom_past_the_device_names_no_cap_to_raise, 0, 8);
     tcase_add_loop_test(tc, group_name_blanks_ignored, 0, 3);
+    tcase_add_test(tc, platform_cap_in_512_byte_units);
     return tc;
 }

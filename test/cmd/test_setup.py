@@ -161,6 +161,25 @@ class Traces(unittest.TestCase):
                       r.stdout.replace(os.path.abspath(gatest.TRACES),
                                        os.path.realpath(gatest.TRACES)))
 
+    def test_fuzz_seeds_read_the_traces_named(self):
+        # make test-fuzz's seeds take rows of the real lifetime sets: from GA_TRACES_DIR, as every
+        # other goal; they were read from ../shared beside the checkout alone, so a clone elsewhere
+        # fuzzed without them and said nothing (an outside check, 2026-12-07)
+        with tempfile.TemporaryDirectory() as d:
+            # a copy three folders down: no shared/ beside "its checkout" (d)
+            script = os.path.join(d, "clone", "test", "fuzz", "make_seeds.py")
+            os.makedirs(os.path.dirname(script))
+            shutil.copy(os.path.join(gatest.REPO, "test", "fuzz", "make_seeds.py"), script)
+            env = dict(os.environ, GA_TRACES_DIR=os.path.abspath(gatest.TRACES))
+            out = os.path.join(d, "seeds")
+            r = subprocess.run(["python3", script, out], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            real = [f for f in os.listdir(os.path.join(out, "lifetimes")) if f.startswith("real_")]
+            self.assertTrue(real, "no rows of " + gatest.TRACES + "/lifetimes among the seeds")
+        r = self.make_n("-B", f"{gatest.BUILD}/fuzz/seeds/.done", "GA_TRACES_DIR=/somewhere/traces")
+        self.assertIn("GA_TRACES_DIR=/somewhere/traces python3 test/fuzz/make_seeds.py", r.stdout)
+
 
 class BuildFolder(unittest.TestCase):
     """A build folder that cannot be made or written (a read-only checkout's build/; here one

@@ -53,7 +53,7 @@ $(FUZZ_DIR)/fuzz_hooks: test/fuzz/fuzz_hooks.c test/sim/simcuda.h $(BUILD)/sim/l
 
 $(FUZZ_DIR)/seeds/.done: test/fuzz/make_seeds.py
 	@mkdir -p $(@D)
-	python3 test/fuzz/make_seeds.py $(FUZZ_DIR)/seeds && touch $@
+	GA_TRACES_DIR=$(GA_TRACES_DIR) python3 test/fuzz/make_seeds.py $(FUZZ_DIR)/seeds && touch $@
 
 # $(1): seconds per target, $(2): "keep" to keep the corpus between runs, $(3): TAP file.
 define ga_fuzz_run

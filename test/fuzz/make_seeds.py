@@ -3,8 +3,9 @@
 
 Seeds are generated rather than committed: they are small, they follow the formats in
 allocator/ga_trace.h and shim/options.c, and regenerating them keeps binary files out of the
-repository. A few rows of the real lifetime sets in ../shared/traces/lifetimes are added when that
-folder is there, so the CSV fuzzer starts from what real files look like.
+repository. A few rows of the real lifetime sets in GA_TRACES_DIR/lifetimes (default
+../shared/traces beside the checkout) are added when that folder is there, so the CSV fuzzer
+starts from what real files look like.
 
 Usage: make_seeds.py OUTDIR    (writes OUTDIR/trace, lifetimes, options, replay)
 """
@@ -79,7 +80,9 @@ def main():
         sys.exit("usage: make_seeds.py OUTDIR")
     out = sys.argv[1]
     here = os.path.dirname(os.path.abspath(__file__))
-    shared = os.path.join(here, "..", "..", "..", "shared", "traces")
+    # the traces make names (GA_TRACES_DIR, absolute), else ../shared beside the checkout
+    shared = os.environ.get("GA_TRACES_DIR") or os.path.join(here, "..", "..", "..", "shared",
+                                                               "traces")
     for name, seeds in (("trace", trace_seeds()), ("lifetimes", lifetimes_seeds(shared)),
                         ("options", options_seeds()), ("replay", replay_seeds())):
         os.makedirs(os.path.join(out, name), exist_ok=True)

@@ -36,12 +36,12 @@ $(BENCH_SCALE): test/bench/bench_scale.c allocator/ga_arena.h $(BUILD)/lib/libga
 .PHONY: bench-alloc bench-scale
 bench-alloc: $(BENCH_ALLOC)
 	@mkdir -p $(BUILD)/bench
-	@GA_TRACES_DIR=$(GA_TRACES_DIR) ./$(BENCH_ALLOC) $(BUILD)/bench/alloc.json \
+	@GA_TRACES_DIR=$(GA_TRACES_DIR) $(abspath $(BENCH_ALLOC)) $(BUILD)/bench/alloc.json \
 		$(BENCH_TRACES)
 
 bench-scale: $(BENCH_SCALE)
 	@mkdir -p $(BUILD)/bench
-	@./$(BENCH_SCALE) $(BUILD)/bench/scale.json $(BENCH_SCALE_ARGS)
+	@$(abspath $(BENCH_SCALE)) $(BUILD)/bench/scale.json $(BENCH_SCALE_ARGS)
 
 # bench-free: the cost of safe reuse per GPUARENA_FREE_SYNC choice, and gpuarena's stream-ordered
 # pool against the driver's own, under the shim on the simulated driver (markdown table).
@@ -56,4 +56,4 @@ $(BENCH_FREE): test/bench/bench_free.c $(BUILD)/sim/libcuda.so
 
 .PHONY: bench-free
 bench-free: $(BENCH_FREE) $(SHIM_LIB)
-	@LD_LIBRARY_PATH=$(BUILD)/sim ./$(BENCH_FREE) $(abspath $(SHIM_LIB)) $(abspath $(BUILD)/sim) $(BENCH_FREE_PAIRS)
+	@LD_LIBRARY_PATH=$(BUILD)/sim $(abspath $(BENCH_FREE)) $(abspath $(SHIM_LIB)) $(abspath $(BUILD)/sim) $(BENCH_FREE_PAIRS)

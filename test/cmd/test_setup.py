@@ -204,6 +204,24 @@ class BuildFolder(unittest.TestCase):
                                timeout=60, check=False)
             self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_absolute_build_folder_runs_the_tiers(self):
+        # The advice above names an absolute folder ($HOME/gpuarena-build); the tiers and benchmarks
+        # that ran ./$(BUILD)/... then ran .//home/.../unit_tests, "not found": make test-unit
+        # printed that, wrote no TAP and exited 0 (an outside check, 2026-12-07).
+        with tempfile.TemporaryDirectory() as d:
+            build = os.path.join(d, "gpuarena-build")
+            for goal in ("test-unit", "test-group", "valgrind-unit", "bench-alloc", "bench-scale",
+                         "bench-free"):
+                with self.subTest(goal=goal):
+                    r = subprocess.run(["make", "-n", "--no-print-directory", "-C", gatest.REPO,
+                                        f"BUILD={build}", f"GA_TRACES_DIR={gatest.TRACES}", goal],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       timeout=300, check=False)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertNotIn("./" + build, r.stdout)
+                    self.assertIn(build + "/", r.stdout)
+            self.assertFalse(os.path.exists(build), "make -n made nothing")
+
 
 class HeadersOnlyToolkit(unittest.TestCase):
     """With a toolkit of headers alone (the README's minimum, or make CUDA=DIR elsewhere), the two

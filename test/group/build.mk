@@ -49,12 +49,12 @@ $(GROUP_NVML_TEST): test/group/nvml_test.c $(GROUP_OBJ) $(BUILD)/lib/libgaalloc.
 test-group: $(GROUP_TEST) $(GROUP_NVML_LIB) $(GROUP_NVML_TEST)
 	@mkdir -p $(RESULTS)
 	@d=$$(mktemp -d /dev/shm/gpuarena-test-XXXXXX 2>/dev/null || mktemp -d); \
-	  timeout 300 ./$(GROUP_TEST) $$d >$(RESULTS)/group.tap 2>$(RESULTS)/group.log; rc=$$?; \
+	  timeout 300 $(abspath $(GROUP_TEST)) $$d >$(RESULTS)/group.tap 2>$(RESULTS)/group.log; rc=$$?; \
 	  rm -rf $$d; \
 	  if [ $$rc != 0 ]; then echo "not ok - group: group_test exited with $$rc (see $(RESULTS)/group.log)" \
 	    >>$(RESULTS)/group.tap; fi; \
 	  n() { LD_LIBRARY_PATH=$(BUILD)/sim SIMCUDA_TOTAL_MEM=16GiB LD_PRELOAD=$(GROUP_NVML_LIB) \
-	    timeout 60 ./$(GROUP_NVML_TEST) "$$@" >>$(RESULTS)/group.tap 2>>$(RESULTS)/group.log || \
+	    timeout 60 $(abspath $(GROUP_NVML_TEST)) "$$@" >>$(RESULTS)/group.tap 2>>$(RESULTS)/group.log || \
 	    echo "not ok - nvml $$1: nvml_test exited with $$? (see $(RESULTS)/group.log)" >>$(RESULTS)/group.tap; }; \
 	  n pass; \
 	  GA_TEST_VIEW="1073741824 314572800" n cap; \

@@ -72,10 +72,10 @@ VALGRIND := valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kind
 valgrind-unit: $(BUILD)/test/unit_tests
 	@mkdir -p $(RESULTS)
 	@GA_TRACES_DIR=$(GA_TRACES_DIR) CK_FORK=no CK_TAP_LOG_FILE_NAME=$(RESULTS)/valgrind.tap \
-	  $(VALGRIND) ./$(BUILD)/test/unit_tests; rc=$$?; \
+	  $(VALGRIND) $(abspath $(BUILD)/test/unit_tests); rc=$$?; \
 	  bad=$$(grep -c '^not ok' $(RESULTS)/valgrind.tap 2>/dev/null); \
 	  if [ $$rc = 0 ]; then echo "valgrind: unit tests clean ($$(grep -c '^ok' $(RESULTS)/valgrind.tap) passed)"; \
 	  elif [ "$${bad:-0}" != 0 ]; then echo "gpuarena: $$bad unit tests failed under valgrind" \
 	    "(see $(RESULTS)/valgrind.tap)" >&2; exit 1; \
 	  else echo "gpuarena: valgrind reported memory errors in the unit tests (above); rerun:" \
-	    "$(VALGRIND) ./$(BUILD)/test/unit_tests" >&2; exit 1; fi
+	    "$(VALGRIND) $(abspath $(BUILD)/test/unit_tests)" >&2; exit 1; fi

@@ -25,6 +25,6 @@ test-unit: $(UNIT_BIN)
 	@mkdir -p $(RESULTS)
 	@rm -f $(RESULTS)/unit.tap
 	@GA_TRACES_DIR=$(GA_TRACES_DIR) CK_TAP_LOG_FILE_NAME=$(RESULTS)/unit.tap \
-	  ./$(UNIT_BIN) || true
+	  $(abspath $(UNIT_BIN)) || true
 
 -include $(UNIT_OBJ:.o=.d)

@@ -70,13 +70,14 @@ static int ga_back_existing(int fd)
  * the process died between making and removing it, 33 KiB of /dev/shm each time (an outside check,
  * 2026-12-07). A folder whose file system has no O_TMPFILE gets the named temporary as before.
  * 0: it is there now (ours or a racing creator's); -1 with a message. */
-static int ga_create(const char *dir, const char *path, const char *name, const uint8_t uuid[16],
-                     uint64_t cap, char *err, size_t errlen)
+static int ga_create_as(const char *dir, const char *path, const char *name, const uint8_t uuid[16],
+                        uint64_t cap, char *err, size_t errlen, int named)
 {
     char tmp[600] = "";
     int fd = -1;
 #ifdef O_TMPFILE
-    fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (!named)
+        fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 #endif
     if (fd < 0) {
         snprintf(tmp, sizeof tmp, "%s/.gpuarena-%u-new-XXXXXX", dir, (unsigned)getuid());
@@ -137,6 +138,11 @@ static int ga_create(const char *dir, const char *path, const char *name, const 
         e = errno;
     }
     close(fd);
+    /* The /proc entry is missing where /proc is not mounted (a chroot, a sandbox): the named
+     * temporary then, as before O_TMPFILE (that said "a file system that has hard links" of one
+     * that has them, and CUDA was not used: an outside check, 2026-12-07) */
+    if (rc != 0 && e != EEXIST && !tmp[0])
+        return ga_create_as(dir, path, name, uuid, cap, err, errlen, 1);
     if (rc != 0 && e != EEXIST) {
         snprintf(err, errlen, "gpuarena: cannot create the group ledger %s (%s): GPUARENA_GROUP_DIR "
                  "must be a folder on a file system that has hard links (a tmpfs such as /dev/shm, "
@@ -144,6 +150,12 @@ static int ga_create(const char *dir, const char *path, const char *name, const 
         return -1;
     }
     return 0;
+}
+
+static int ga_create(const char *dir, const char *path, const char *name, const uint8_t uuid[16],
+                     uint64_t cap, char *err, size_t errlen)
+{
+    return ga_create_as(dir, path, name, uuid, cap, err, errlen, 0);
 }
 
 /* Why the thing at path is no ledger of ours, with what to do, in err. open_errno: open's error,

@@ -633,6 +633,110 @@ START_TEST(test_arena_matches_outside_model)
 }
 END_TEST
 
+/* Thousands of free holes at once (bench-scale's pattern, which the random workloads above never
+ * reach: they keep a few hundred chunks): N blocks allocated back to back in one preallocated
+ * region, every other one freed (or a random half), then random allocations and frees. Each
+ * ga_arena_fits and ga_alloc must land where the brute-force scan says (smallest hole that fits,
+ * lowest address among equal sizes), with hundreds to thousands of holes tied on one size or
+ * packed into one bin. Kinds: 0 one size; 1 sixteen mixed sizes (bench-scale's mix); 2 sizes
+ * inside one subdivided 64 MiB bin; 3 one size with a random half freed. */
+static size_t holes_size(int kind, uint64_t r)
+{
+    switch (kind) {
+    case 1: return 4096 * (1 + r % 16);
+    case 2: return 64 * MIB + 512 * (r % 2048);
+    default: return 4096;
+    }
+}
+
+static void run_many_holes(int kind, uint64_t seed, size_t n, long steps)
+{
+    model_reset();
+    seed_now = seed;
+    step = -1;
+    rs = seed;
+    be.next = (uintptr_t)1 << 40;
+    size_t region = (kind == 2 ? 66 * MIB : 64 * KIB) * (n + 8);
+    CFG = (ga_config_t){.initial = region};
+    ga_backend_t b = {be_reserve, be_release, NULL};
+    begin();
+    ga_status_t st;
+    ga_arena_t *a = ga_arena_create(&b, &CFG, &st);
+    if (!a)
+        FAIL("create: %s", ga_status_str(st));
+    m_reserve(rup(region));
+    M.last_region = rup(region);
+    end("create");
+    lives = malloc(n * 2 * sizeof *lives);
+    caplive = n * 2;
+    for (size_t i = 0; i < n; i++) { /* fill */
+        size_t size = holes_size(kind, rnd());
+        uintptr_t got = 0, want = 0;
+        begin();
+        st = ga_alloc(a, size, &got);
+        if (st != m_alloc(size, &want) || got != want)
+            FAIL("fill %zu: ga_alloc(%zu) at %#lx, model %#lx", i, size, (unsigned long)got,
+                 (unsigned long)want);
+        end("fill");
+        lives[nlive++] = got;
+    }
+    size_t keep = 0;
+    for (size_t i = 0; i < nlive; i++) { /* free every other (kind 3: a random half) */
+        int drop = kind == 3 ? (int)(rnd() % 2) : (int)(i % 2);
+        if (!drop) {
+            lives[keep++] = lives[i];
+            continue;
+        }
+        begin();
+        if (ga_free(a, lives[i]) != GA_OK || m_free(lives[i]) != GA_OK)
+            FAIL("hole %zu: free %#lx", i, (unsigned long)lives[i]);
+        end("hole");
+    }
+    nlive = keep;
+    compare_stats(a);
+    for (step = 0; step < steps; step++) {
+        begin();
+        if (rnd() % 2 || !nlive) {
+            size_t size = holes_size(kind, rnd()), ri, ci;
+            uintptr_t at = 0, got = 0, want = 0;
+            int mf = m_fit(rup(size), &ri, &ci);
+            if (ga_arena_fits(a, size, &at) != mf || (mf && at != R[ri].c[ci].base))
+                FAIL("ga_arena_fits(%zu) at %#lx, model %d at %#lx", size, (unsigned long)at, mf,
+                     mf ? (unsigned long)R[ri].c[ci].base : 0ul);
+            st = ga_alloc(a, size, &got);
+            ga_status_t ms = m_alloc(size, &want);
+            if (st != ms || (st == GA_OK && got != want))
+                FAIL("ga_alloc(%zu): %s at %#lx, model %s at %#lx", size, ga_status_str(st),
+                     (unsigned long)got, ga_status_str(ms), (unsigned long)want);
+            if (st == GA_OK && nlive < caplive)
+                lives[nlive++] = got;
+            else if (st == GA_OK && ga_free(a, got) == GA_OK)
+                m_free(got);
+        } else {
+            size_t k = rnd() % nlive;
+            uintptr_t p = lives[k];
+            lives[k] = lives[--nlive];
+            if (ga_free(a, p) != GA_OK || m_free(p) != GA_OK)
+                FAIL("free %#lx", (unsigned long)p);
+        }
+        end("step");
+        if (step % 64 == 0)
+            compare_stats(a);
+    }
+    compare_stats(a);
+    char rep[400];
+    if (ga_check(a, rep, sizeof rep))
+        FAIL("ga_check: %s", rep);
+    ga_arena_destroy(a);
+    model_reset();
+}
+
+START_TEST(test_many_holes_match_outside_model)
+{
+    run_many_holes(_i, 0x401e5ull + (uint64_t)_i, 3000, 3000);
+}
+END_TEST
+
 extern long ga_host_fail_after; /* internal.h: the allocator's host-failure hook for tests */
 
 /* A call made with host memory failing after k host allocations (st its answer, s0 and s1 the
@@ -719,6 +823,7 @@ Suite *outside_model_suite(void)
     TCase *tc = tcase_create("outside_model");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_arena_matches_outside_model, 0, WORKLOADS * CONFIGS);
+    tcase_add_loop_test(tc, test_many_holes_match_outside_model, 0, 4);
     tcase_add_test(tc, test_enohost_changes_nothing);
     tcase_add_test(tc, test_enohost_after_release_changes_nothing);
     suite_add_tcase(s, tc);

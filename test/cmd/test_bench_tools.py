@@ -107,5 +107,19 @@ class BenchToolsTest(unittest.TestCase):
                 self.assertLess(same, data["pairs"] // 10, (shape, row))
 
 
+    def test_scale_pairs_draw_a_hole_each(self):
+        # pair: allocate the size of a random hole, free it. Until 2026-12-07 the sizes came from a
+        # ring of 4,096 draws repeated over all the pairs (200,000 by default), so at 100,000 holes
+        # the pairs touched at most 4% of the holes and read a warm subset of the bins (an outside
+        # check of issue 9); each pair now draws its own hole.
+        out = os.path.join(self.tmp.name, "scale.json")
+        r = run(SCALE, out, "1000", "10000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            data = json.load(f)
+        for shape in ("one_size", "mixed_sizes"):
+            for row in data[shape]:
+                self.assertEqual(row.get("pair_draws", 4096), data["pairs"], (shape, row))
+
 if __name__ == "__main__":
     unittest.main()

@@ -375,8 +375,8 @@ int main(int argc, char **argv)
         failures += one[i].check_failures + mix[i].check_failures;
     }
     print_table(one, mix, rows);
-    printf("\nns per alloc+free pair (pair: the block just allocated; churn: a random allocated "
-           "hole) and per interior lookup, best of %d interleaved runs of %zu pairs; ratio to %zu holes "
+    printf("\nns per alloc+free pair (pair: a random hole's size, each pair its own draw, and the "
+           "block just allocated; churn: a random allocated hole) and per interior lookup, best of %d interleaved runs of %zu pairs; ratio to %zu holes "
            "(target: pair ratio <= 2 at 100,000)%s\n", REPEATS, pairs, one[0].holes,
            failures ? "; ga_check FAILED" : "");
     return write_json(argv[1], one, mix, rows, pairs) != 0 || failures ? 1 : 0;

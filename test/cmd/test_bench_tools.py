@@ -91,32 +91,31 @@ class BenchToolsTest(unittest.TestCase):
                 self.assertGreater(row["ns_per_pair"], 0)
                 self.assertEqual(row["check_failures"], 0)
 
+    def scale_json(self, pairs):
+        # a short bench-scale run (up to 1,000 holes): its JSON
+        out = os.path.join(self.tmp.name, "scale.json")
+        r = run(SCALE, out, "1000", pairs)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            return json.load(f)
+
     def test_scale_churn_frees_other_blocks(self):
         # churn: allocate the size of a random free hole, free a random allocated hole. Until
         # 2026-12-06 it started with no allocated hole, so the hole it freed was always the block
         # it had just allocated (churn was pair with random sizes); the JSON counts such pairs.
-        out = os.path.join(self.tmp.name, "scale.json")
-        r = run(SCALE, out, "1000", "2000")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        with open(out) as f:
-            data = json.load(f)
+        data = self.scale_json("2000")
         for shape in ("one_size", "mixed_sizes"):
             for row in data[shape]:
                 same = row.get("churn_freed_just_allocated", data["pairs"])
                 # one in holes + 1 by chance: 2000 / 101 at 100 holes, about 2 at 1000
                 self.assertLess(same, data["pairs"] // 10, (shape, row))
 
-
     def test_scale_pairs_draw_a_hole_each(self):
         # pair: allocate the size of a random hole, free it. Until 2026-12-07 the sizes came from a
         # ring of 4,096 draws repeated over all the pairs (200,000 by default), so at 100,000 holes
         # the pairs touched at most 4% of the holes and read a warm subset of the bins (an outside
         # check of issue 9); each pair now draws its own hole.
-        out = os.path.join(self.tmp.name, "scale.json")
-        r = run(SCALE, out, "1000", "10000")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        with open(out) as f:
-            data = json.load(f)
+        data = self.scale_json("10000")
         for shape in ("one_size", "mixed_sizes"):
             for row in data[shape]:
                 self.assertEqual(row.get("pair_draws", 4096), data["pairs"], (shape, row))

@@ -475,13 +475,19 @@ static void model_reset(void)
     nlive = caplive = 0;
 }
 
-static void run_model(uint64_t seed, long steps, int wl, int cfgi)
+/* A fresh model, backend and random stream for one run of the given seed. */
+static void model_start(uint64_t seed)
 {
     model_reset();
     seed_now = seed;
     step = -1;
     rs = seed;
     be.next = (uintptr_t)1 << 40;
+}
+
+static void run_model(uint64_t seed, long steps, int wl, int cfgi)
+{
+    model_start(seed);
     switch (cfgi) {
     case 0: CFG = (ga_config_t){.grow = 1}; break;
     case 1: CFG = (ga_config_t){.initial = 256 * MIB}; break;
@@ -651,11 +657,7 @@ static size_t holes_size(int kind, uint64_t r)
 
 static void run_many_holes(int kind, uint64_t seed, size_t n, long steps)
 {
-    model_reset();
-    seed_now = seed;
-    step = -1;
-    rs = seed;
-    be.next = (uintptr_t)1 << 40;
+    model_start(seed);
     size_t region = (kind == 2 ? 66 * MIB : 64 * KIB) * (n + 8);
     CFG = (ga_config_t){.initial = region};
     ga_backend_t b = {be_reserve, be_release, NULL};

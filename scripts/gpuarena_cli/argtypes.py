@@ -50,20 +50,28 @@ _mode_list = _argtype(modes_mod.parse_list)
 MAX_SECONDS = 86400  # a day: longer is a typo, and time.sleep/timeouts overflow far past it
 
 
-def _seconds(convert, examples):
-    """An argparse type for a time in seconds: finite, above 0, at most MAX_SECONDS."""
+def _seconds(convert, examples, least=0):
+    """An argparse type for a time in seconds: finite, above 0 (at least `least` where one is
+    given), at most MAX_SECONDS."""
     def parse(text):
         try:
             value = convert(text)
         except (ValueError, OverflowError):
             value = None
-        if value is None or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+        if (value is None or not math.isfinite(value) or not 0 < value <= MAX_SECONDS
+                or value < least):
             what = ("a whole number of seconds from 1 to" if convert is int
+                    else f"a number of seconds from {least:g} to" if least
                     else "a number of seconds above 0 and at most")
             raise argparse.ArgumentTypeError(f"{text!r} is not {what} {MAX_SECONDS} (a day); "
                                              f"try {examples}")
         return value
     return parse
+
+
+# top's live view redraws at most ten times a second: --interval 1e-9 was taken and redrew in a
+# busy loop, a core's worth of reading ledgers (an outside check, 2026-12-07).
+TOP_LEAST_INTERVAL = 0.1
 
 
 # At most this many runs per mode: each run's results are kept to the end (its statistics and

@@ -31,7 +31,7 @@ from . import runner
 from . import top as top_mod
 from . import tracefile as tf
 from .argtypes import (KEEP_HELP, _argtype, _device, _fraction, _keep, _limit, _mode, _mode_list,
-                       _repeat, _seconds, _size, _word)
+                       _repeat, _seconds, _size, _word, TOP_LEAST_INTERVAL)
 from .fmt import BLANKS, is_unit
 
 
@@ -183,8 +183,9 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print the groups as JSON and exit")
     p.add_argument("--prometheus", action="store_true", help="print Prometheus text exposition "
                    "(gauges per group, process and device) and exit")
-    p.add_argument("--interval", type=_seconds(float, "2 or 0.5"), metavar="S",
-                   help="seconds between refreshes of the live view (default 2)")
+    p.add_argument("--interval", type=_seconds(float, "2 or 0.5", TOP_LEAST_INTERVAL),
+                   metavar="S", help="seconds between refreshes of the live view (default 2, at "
+                   "least 0.1)")
     p.add_argument("--dir", help="where the ledgers are (default: $GPUARENA_GROUP_DIR, as the "
                    "members were told, else /dev/shm)")
     return top

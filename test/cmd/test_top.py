@@ -363,11 +363,16 @@ class Ledgers(unittest.TestCase):
         p = gatest.cli("top", "--once", "--dir", os.path.join(self.dir, "missing"))
         self.assertEqual(p.returncode, 1)
         self.assertRegex(p.stderr, r"^gpuarena: cannot read .*--dir")
-        for bad in ("0", "-1", "nan", "inf", "1e300", "86401", "soon"):
+        # 1e-9 and 0.09: the live view redrew in a busy loop (an outside check, 2026-12-07);
+        # at least 0.1 s now
+        for bad in ("0", "-1", "nan", "inf", "1e300", "86401", "soon", "1e-9", "0.09"):
             p = self.top("--once", "--interval", bad)  # a usage error, never a traceback
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertIn(f"argument --interval: '{bad}' is not a number of seconds", p.stderr)
             self.assertNotIn("Traceback", p.stderr)
+        p = self.top("--once", "--interval", "0.1")  # the least taken as a number of seconds
+        self.assertIn("--interval applies to the live view only", p.stderr)
+        self.assertNotIn("is not a number of seconds", p.stderr)
         for args, why in ((("--once", "--interval", "5"), "--interval applies to the live view "
                            "only, and --once prints once"),
                           (("--json", "--interval", "5"), "and --json prints once"),

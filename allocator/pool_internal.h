@@ -47,7 +47,7 @@ GA_MODE_FN ga_status_t ga_platform_alloc(ga_pool_t *p, size_t size, uintptr_t *o
 GA_MODE_FN ga_status_t ga_platform_free(ga_pool_t *p, uintptr_t ptr, size_t *size);
 void ga_platform_destroy(ga_pool_t *p);
 
-/* pool_vmm.c */
+/* pool_vmm.c; ga_vmm_alloc and ga_vmm_fits: vmm_alloc.c */
 ga_status_t ga_vmm_create(ga_pool_t *p);
 void ga_vmm_destroy(ga_pool_t *p);
 GA_MODE_FN ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out);

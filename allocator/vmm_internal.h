@@ -1,7 +1,8 @@
 /* gpuarena vmm pool internals: the structures and granule bitmaps shared by pool_vmm.c (placement
- * areas, allocation and free), vmm_granules.c (address ranges, mapping, the kept cache) and
- * vmm_stats.c (figures, invariant walker, occupancy map). pool_vmm.c's head comment says how the
- * pool works. Nothing outside these three files includes this header.
+ * areas, the pool, free), vmm_alloc.c (placement and allocation), vmm_granules.c (address ranges,
+ * mapping, the kept cache) and vmm_stats.c (figures, invariant walker, occupancy map).
+ * pool_vmm.c's head comment says how the pool works. Nothing outside these four files includes
+ * this header.
  */
 #ifndef GA_VMM_INTERNAL_H
 #define GA_VMM_INTERNAL_H
@@ -263,6 +264,29 @@ static inline void always_dirty(ga_vmm_t *v)
         mark_dirty(v, &v->area[i]);
     }
 }
+
+/* pool_vmm.c: an area's arena made at its first use; a size's tracking entry (vmm_alloc.c's
+ * area choice and pool_vmm.c's free both look sizes up). */
+void ga_vmm_area_make(ga_vmm_t *v, ga_varea_t *ar);
+int ga_vmm_track_find(ga_vmm_t *v, size_t size, int add);
+
+/* Area `id`, its arena made at first use; NULL when host memory ran out. */
+static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
+{
+    ga_varea_t *ar = &v->area[id];
+    if (!ar->arena)
+        ga_vmm_area_make(v, ar);
+    return ar->arena ? ar : NULL;
+}
+
+/* From half a granule up to (not including) 3 granules, no granule multiple. Compared with a
+ * precomputed end, not by dividing by 3: 17 instructions a call, on every allocation and free of
+ * a size from half a granule up (pool level, 7 MiB + 4 KiB blocks). */
+static inline int class_size(const ga_vmm_t *v, size_t rounded)
+{
+    return rounded >= v->half && (rounded & v->gmask) && rounded < v->class_end;
+}
+
 
 /* vmm_granules.c: the parent arena's backend (address ranges), the kept cache, and the out-of-line
  * paths of covering and uncovering granules (pool_vmm.c inlines the common cases). */

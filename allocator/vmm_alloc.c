@@ -1,0 +1,495 @@
+/* gpuarena vmm pool: placement and allocation. pool_vmm.c's head comment says how the pool works
+ * (the areas, the granules, the kept cache); this file chooses a block's area and place, takes
+ * its granules (mapping through vmm_granules.c where some are unmapped) and counts it. The free
+ * paths, the pool's making and its areas' backends are in pool_vmm.c.
+ *
+ * The paths are split by what they do, each entered by a jump from ga_vmm_alloc before a frame
+ * is set up (scripts/bench-pool-instr.sh and scripts/bench-shim-instr.sh count them): a size
+ * under half a granule (alloc_small), a granule multiple (alloc_aligned), a size of 3 granules
+ * or more (alloc_general), and the sizes that may have a class (alloc_slow).
+ */
+#include <stdint.h>
+
+#include "vmm_internal.h"
+
+/* A block that is not the aligned area's takes granules g0..g1 of r when nothing has to be
+ * mapped for it and they lie in one bitmap word: its two end counts, its inner granules' bits, and
+ * the granules it is the first user of (kept ones, all mapped) leave the kept bytes. 1 when done;
+ * 0 with nothing changed (a granule to map, or granules across words: ga_vmm_cover_granules).
+ * A training step's blocks mostly find their granules so, used by a neighbour or kept since the
+ * last step: out of line, a granule it was the first user of cost ~120 instructions where arena
+ * mode's whole allocation costs ~180 (the shared traces' ex_train loop, pool calls only). */
+static inline __attribute__((always_inline)) int cover_kept(ga_pool_t *p, const ga_vmm_t *v,
+                                                            ga_vrange_t *r, size_t g0, size_t g1)
+{
+    uint32_t *refs = r->refs;
+    size_t w = g0 >> 6;
+    if (g0 == g1) {
+        if (refs[g0]) {
+            refs[g0]++;
+            return 1;
+        }
+        if (!((r->mapped[w] >> (g0 & 63)) & 1))
+            return 0;
+        refs[g0] = 1;
+        p->own.kept -= v->gran;
+        return 1;
+    }
+    if (!one_word(g0, g1))
+        return 0;
+    uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), m = span_mask(g0, g1), fresh = m;
+    size_t n = g1 - g0 + 1;
+    if (refs[g0])
+        fresh &= ~b0, n--;
+    if (refs[g1])
+        fresh &= ~b1, n--;
+    if ((r->mapped[w] & fresh) != fresh)
+        return 0;
+    refs[g0]++;
+    refs[g1]++;
+    r->inner[w] |= m & ~(b0 | b1);
+    p->own.kept -= (uint64_t)n << v->gshift;
+    return 1;
+}
+
+/* One live block more on the granules of [a, a + len). Most blocks lie inside one granule that
+ * a live block already uses: one count more, nothing to map, the limit not concerned. */
+static inline __attribute__((always_inline)) int cover(ga_pool_t *p, uintptr_t a, size_t len)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_vrange_t *r = range_of(v, a);
+    if (!r)
+        return -1;
+    size_t off = a - r->base, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
+    if (cover_kept(p, v, r, g0, g1))
+        return 0;
+    return ga_vmm_cover_granules(p, r, g0, g1);
+}
+
+/* The area an allocation of `rounded` bytes goes to, its arena made if need be; NULL when host
+ * memory ran out. *slot: the size's tracking entry (-1: none), whose live count the caller keeps.
+ * A size gets a class when a second block of it is asked for while one is live (while fewer than
+ * GA_VMM_CLASSES have one): sizes that never coexist, such as a layer's activations in a
+ * training step, stay in the general area, where their freed granules serve other sizes. */
+static ga_varea_t *area_for(ga_pool_t *p, size_t rounded, int *slot)
+{
+    ga_vmm_t *v = p->vmm;
+    uint16_t id = AREA_GENERAL;
+    *slot = -1;
+    if ((rounded & (v->gran - 1)) == 0) {
+        id = AREA_ALIGNED;
+    } else if (class_size(v, rounded) && (*slot = ga_vmm_track_find(v, rounded, 1)) >= 0) {
+        if (!v->track[*slot].area && v->track[*slot].nlive && v->nareas < AREAS_MAX) {
+            uint16_t c = (uint16_t)v->nareas++;
+            v->area[c] = (ga_varea_t){.pool = v->pool, .size = rounded, .id = c,
+                                      .slot = (uint16_t)*slot};
+            v->track[*slot].area = c;
+        }
+        if (v->track[*slot].area)
+            id = v->track[*slot].area;
+    }
+    return area_ready(v, id);
+}
+
+/* Granules of [a, a + len) with nothing mapped: what a block placed there would map, for any
+ * block in any range (the bits counted a word at a time). */
+static OUT_OF_LINE size_t unmapped_slow(const ga_vmm_t *v, uintptr_t a, size_t len)
+{
+    const ga_vrange_t *r = range_of(v, a);
+    size_t g0 = (a - r->base) >> v->gshift, g1 = (a + len - 1 - r->base) >> v->gshift;
+    return bits_all(r->mapped, g0, g1) ? 0 : g1 - g0 + 1 - bits_count(r->mapped, g0, g1);
+}
+
+/* The same, inline for the common case: a block in the first range within one bitmap word (up to
+ * 64 granules, usually one to three), whose unmapped bits are counted one at a time, three
+ * instructions a bit. Out of line with a range lookup, it cost 40-53 instructions a call, two
+ * calls on every class block whose own area would map something (ex_train's 1 MiB blocks). */
+static inline __attribute__((always_inline)) size_t unmapped_in(const ga_vmm_t *v, uintptr_t a,
+                                                                size_t len)
+{
+    size_t off = a - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
+    if (off >= v->size0 || !one_word(g0, g1))
+        return unmapped_slow(v, a, len);
+    size_t n = 0;
+    for (uint64_t x = ~v->ranges->mapped[g0 >> 6] & span_mask(g0, g1); x; x &= x - 1)
+        n++;
+    return n;
+}
+
+/* Frees the live block at a of area ar: a trial that lost, or a block whose granules were
+ * refused (no granule or figure of the pool's changes). */
+static OUT_OF_LINE void area_free(ga_vmm_t *v, ga_varea_t *ar, uintptr_t a)
+{
+    (void)ga_free_body(ar->arena, &v->ltab, 1, a, NULL);
+}
+
+/* The rest of placing a block in area *ar once its own arena answered (st, *a). A block of the
+ * aligned area or a class that would map new granules there is also tried in the general area,
+ * and goes where fewer granules are new (its own area on a tie; the trial is freed, which leaves
+ * the general area's free space as it was). alloc_fresh makes the same choice without the
+ * trial where it can; this is for the rest (an area that grows first, the general area's own
+ * blocks, the general area growing for the trial). */
+static OUT_OF_LINE ga_status_t place_tried(ga_pool_t *p, ga_varea_t **ar, size_t size,
+                                           size_t rounded, uintptr_t *a, ga_status_t st)
+{
+    ga_vmm_t *v = p->vmm;
+    mark_dirty(v, *ar);
+    if ((*ar)->id == AREA_GENERAL)
+        return st;
+    size_t fresh = st == GA_OK ? unmapped_in(v, *a, rounded) : 0;
+    ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
+    uintptr_t b = 0;
+    if (!gen || ga_alloc_short_in(gen->arena, &v->ltab, 1, AREA_GENERAL, size, &b) != GA_OK)
+        return st;
+    mark_dirty(v, gen);
+    if (unmapped_in(v, b, rounded) < fresh) {
+        area_free(v, *ar, *a);
+        *ar = gen, *a = b;
+    } else {
+        area_free(v, gen, b);
+    }
+    v->undone++; /* the loser, allocated and freed: not the pool's */
+    return GA_OK;
+}
+
+/* The allocation's figures, once it is placed and covered (the count of allocations is its
+ * area's: ga_vmm_t's `allocs`). */
+static inline void count_alloc(ga_pool_t *p, size_t rounded)
+{
+    ga_stats_t *s = &p->own;
+    s->in_use += rounded;
+    if (s->in_use > s->peak_in_use)
+        s->peak_in_use = s->in_use;
+}
+
+/* A block placed at `a` in area ar: its granules taken (a refusal gives the block back to the
+ * area and is an out-of-memory), its size's live count and the figures kept. */
+static inline __attribute__((always_inline)) ga_status_t cover_placed(ga_pool_t *p, ga_varea_t *ar, int slot, uintptr_t a,
+                                       size_t rounded, uintptr_t *out)
+{
+    if ((ar->id == AREA_ALIGNED ? ga_vmm_cover_whole(p, a, rounded) : cover(p, a, rounded)) != 0) {
+        area_free(p->vmm, ar, a);
+        p->vmm->undone++;
+        p->own.failed_allocs++;
+        return GA_ENOMEM;
+    }
+    if (slot >= 0)
+        p->vmm->track[slot].nlive++;
+    count_alloc(p, rounded);
+    *out = a;
+    return GA_OK;
+}
+
+/* A block the fast path of ga_vmm_alloc placed in the general area that maps or reuses a
+ * granule, or lies outside the first range. */
+static OUT_OF_LINE ga_status_t alloc_cover(ga_pool_t *p, size_t rounded, uintptr_t a,
+                                           uintptr_t *out)
+{
+    return cover_placed(p, &p->vmm->area[AREA_GENERAL], -1, a, rounded, out);
+}
+
+/* A best fit the area's arena found could not be taken (out of host memory): as ga_alloc fails. */
+static OUT_OF_LINE ga_status_t take_failed(ga_pool_t *p, ga_varea_t *ar, size_t rounded)
+{
+    (void)rounded;
+    ga_fail_nohost(ar->arena);
+    mark_dirty(p->vmm, ar);
+    p->own.failed_allocs++;
+    return GA_ENOHOST;
+}
+
+/* A block of a class or the aligned area whose best fit there, chunk c (of bin `bin`), maps new
+ * granules or lies outside the first range: the choice place_tried makes, from the two areas'
+ * best fits found but not yet taken, so that neither the losing area's block nor its free is
+ * paid for (an allocation and a free in an arena, about 300 instructions, on every such block).
+ * Finding a best fit changes nothing and taking it is what the allocation would do, so the block
+ * lands where it did with the trial. Only when the general area has no fit (it would grow, and a
+ * region it takes may come from the own area's empty ones) is the own block taken first and the
+ * trial made as before. */
+static inline __attribute__((always_inline)) ga_status_t
+fresh_choose(ga_pool_t *p, ga_varea_t *ar, int slot, ga_chunk_t *c, unsigned bin, size_t size,
+             size_t rounded, uintptr_t *out, size_t fresh, ga_varea_t *gen, ga_chunk_t *gc,
+             unsigned gbin)
+{
+    ga_vmm_t *v = p->vmm;
+    uintptr_t a = c->base;
+    mark_dirty(v, ar);
+    if (gc && unmapped_in(v, gc->base, rounded) < fresh &&
+        ga_take_in(gen->arena, &v->ltab, 1, AREA_GENERAL, gc, gbin, rounded, size) == GA_OK) {
+        mark_dirty(v, gen);
+        ar->unmapped_fit = ar->size != 0; /* unchanged: alloc_slow may skip its fit next time */
+        return cover_placed(p, gen, slot, gc->base, rounded, out);
+    }
+    if (ga_take_in(ar->arena, &v->ltab, 1, ar->id, c, bin, rounded, size) != GA_OK)
+        return take_failed(p, ar, rounded);
+    if (gen && !gc)
+        place_tried(p, &ar, size, rounded, &a, GA_OK); /* GA_OK whatever it chooses */
+    return cover_placed(p, ar, slot, a, rounded, out);
+}
+
+static OUT_OF_LINE ga_status_t alloc_fresh(ga_pool_t *p, ga_varea_t *ar, int slot, ga_chunk_t *c,
+                                           unsigned bin, size_t size, size_t rounded,
+                                           uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t fresh = unmapped_in(v, c->base, rounded);
+    ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
+    unsigned gbin = 0;
+    ga_chunk_t *gc = gen ? ga_find_fit(gen->arena, rounded, &gbin) : NULL;
+    return fresh_choose(p, ar, slot, c, bin, size, rounded, out, fresh, gen, gc, gbin);
+}
+
+/* A block for area ar that its arena has no best fit for yet (it grows, or fails), or any block of
+ * the general area from alloc_slow: the allocation first, as ga_alloc, and the placement from its
+ * answer. Out of line, so that the callers' fast paths take no local's address. */
+static OUT_OF_LINE ga_status_t alloc_first(ga_pool_t *p, ga_varea_t *ar, int slot, size_t size,
+                                           size_t rounded, uintptr_t *out)
+{
+    uintptr_t a = 0;
+    ga_status_t st = ga_alloc_short_in(ar->arena, &p->vmm->ltab, 1, ar->id, size, &a);
+    /* The general area's own blocks have no trial to make, and the area is always dirty: no call
+     * (26 instructions on each, ex_train's activations). */
+    if (ar->id != AREA_GENERAL)
+        st = place_tried(p, &ar, size, rounded, &a, st);
+    if (st != GA_OK) {
+        p->own.failed_allocs++;
+        return st == GA_ENOHOST ? st : GA_ENOMEM;
+    }
+    return cover_placed(p, ar, slot, a, rounded, out);
+}
+
+/* A block of the general area from alloc_slow (from half a granule up, of a size with no class):
+ * as alloc_small, its granules taken inline when it lies in the first range on mapped ones. */
+static OUT_OF_LINE ga_status_t alloc_general(ga_pool_t *p, int slot, size_t size, size_t rounded,
+                                             uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    uintptr_t a;
+    ga_status_t st = ga_alloc_short_in(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
+                                       size, &a);
+    if (st != GA_OK) {
+        p->own.failed_allocs++;
+        return st == GA_ENOHOST ? st : GA_ENOMEM;
+    }
+    size_t off = a - v->base0;
+    if (off < v->size0 && cover_kept(p, v, v->ranges, off >> v->gshift,
+                                     (off + rounded - 1) >> v->gshift)) {
+        if (slot >= 0)
+            v->track[slot].nlive++;
+        count_alloc(p, rounded);
+        *out = a;
+        return GA_OK;
+    }
+    return cover_placed(p, &v->area[AREA_GENERAL], slot, a, rounded, out);
+}
+
+/* A class block whose class's best fit lies on unmapped granules, found so by alloc_fresh with
+ * the class unchanged since (no allocation, free or trim there: its best fit is the same chunk,
+ * with no granule mapped there since): when the general area's best fit maps nothing, the block
+ * goes there, as alloc_fresh would choose (fewer new granules), without the class's fit found
+ * again (ex_train's gradients, every step: 16 of its 96 allocations). Otherwise as before. */
+static OUT_OF_LINE ga_status_t alloc_general_first(ga_pool_t *p, ga_varea_t *ar, int slot,
+                                                   size_t size, size_t rounded, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_varea_t *gen = area_ready(v, AREA_GENERAL);
+    unsigned gbin = 0, bin = 0;
+    ga_chunk_t *gc = gen ? ga_find_fit(gen->arena, rounded, &gbin) : NULL;
+    if (gc && unmapped_in(v, gc->base, rounded) == 0 &&
+        ga_take_in(gen->arena, &v->ltab, 1, AREA_GENERAL, gc, gbin, rounded, size) == GA_OK) {
+        mark_dirty(v, gen);
+        return cover_placed(p, gen, slot, gc->base, rounded, out);
+    }
+    ga_chunk_t *c = ga_find_fit(ar->arena, rounded, &bin);
+    if (!c) /* cannot be while the mark holds; as alloc_slow would */
+        return alloc_first(p, ar, slot, size, rounded, out);
+    size_t fresh = unmapped_in(v, c->base, rounded); /* >= 1 while the mark holds */
+    return fresh_choose(p, ar, slot, c, bin, size, rounded, out, fresh, fresh ? gen : NULL, gc,
+                        gbin);
+}
+
+/* Everything else ga_vmm_alloc does not do itself: sizes from half a granule up (an area to
+ * choose), and any size before the general area's first use. */
+static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t rounded,
+                                          uintptr_t *out)
+{
+    if (!rounded)
+        return size ? GA_ETOOBIG : GA_EINVAL;
+    ga_vmm_t *v = p->vmm;
+    int slot = -1;
+    ga_varea_t *ar;
+    if (rounded == v->hot_size) {
+        ar = &v->area[v->hot_area];
+        slot = v->hot_slot;
+    } else if ((ar = area_for(p, rounded, &slot)) && ar->size) {
+        v->hot_size = rounded, v->hot_area = ar->id, v->hot_slot = slot;
+    }
+    if (!ar) { /* its area's arena could not be made */
+        p->own.failed_allocs++;
+        return GA_ENOHOST;
+    }
+    unsigned bin = 0;
+    if (ar->unmapped_fit) /* the class's best fit would map: the general area's may not */
+        return alloc_general_first(p, ar, slot, size, rounded, out);
+    if (!ar->size) /* the general area: a size seen alone */
+        return alloc_general(p, slot, size, rounded, out);
+    ga_chunk_t *c = ga_find_fit(ar->arena, rounded, &bin);
+    if (!c) /* a class that grows */
+        return alloc_first(p, ar, slot, size, rounded, out);
+    uintptr_t a = c->base; /* the class's best fit, taken below once the area is settled */
+    size_t off = a - v->base0;
+    if (off < v->size0) {
+        /* A class's block in the first range on granules all mapped: nothing new to map, so no
+         * trial in the general area (place_tried would make none) and nothing the limit sees. */
+        ga_vrange_t *r = v->ranges;
+        size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
+        int shared = g0 == g1 && r->refs[g0]; /* inside a granule a live block uses: mapped */
+        if (shared || bits_all(r->mapped, g0, g1)) {
+            if (ga_take_in(ar->arena, &v->ltab, 1, ar->id, c, bin, rounded, size) != GA_OK)
+                return take_failed(p, ar, rounded);
+            mark_dirty(v, ar);
+            if (shared) {
+                r->refs[g0]++;
+            } else {
+                size_t u0 = g0 + (r->refs[g0] != 0), u1 = g1 - (g1 != g0 && r->refs[g1] != 0);
+                take_mapped(p, r, g0, g1, u0 <= u1 ? (uint64_t)(u1 - u0 + 1) << v->gshift : 0);
+            }
+            v->track[slot].nlive++;
+            count_alloc(p, rounded);
+            *out = a;
+            return GA_OK;
+        }
+    }
+    return alloc_fresh(p, ar, slot, c, bin, size, rounded, out);
+}
+
+/* A granule multiple (the aligned area). Its blocks start and end on granule boundaries and
+ * share no granule, so when the one its area's best fit gives lies in the first range on granules
+ * all still mapped (kept since a block there was freed: a training step's large buffers), the
+ * block takes them in a few word operations: no area choice, no second best fit, nothing mapped.
+ * Otherwise the placement goes on as alloc_slow's would from the same first answer. */
+static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t rounded,
+                                             uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_varea_t *ar = &v->area[AREA_ALIGNED]; /* made with the pool */
+    unsigned bin = 0;
+    ga_chunk_t *c = ga_find_fit(ar->arena, rounded, &bin);
+    if (!c) /* the area grows */
+        return alloc_first(p, ar, -1, size, rounded, out);
+    uintptr_t a = c->base; /* the area's best fit, taken below once the area is settled */
+    size_t off = a - v->base0;
+    if (off < v->size0) {
+        ga_vrange_t *r = v->ranges;
+        size_t g0 = off >> v->gshift, n = rounded >> v->gshift;
+        /* No other user there: every granule a kept one. Granules in one bitmap word (a block
+         * of up to 64, nearly always) are tested and taken with one mask; a block across words
+         * takes alloc_fresh's way, which with nothing to map places it here all the same. */
+        if (run_one_word(g0, n)) {
+            uint64_t m = run_mask(g0, n);
+            if ((r->mapped[g0 >> 6] & m) == m) {
+                /* The granules first, taken back if the take fails: nothing is then kept in
+                 * registers across it (the mask and word were saved and reloaded: 4 a pair). */
+                r->inner[g0 >> 6] |= m;
+                p->own.kept -= rounded;
+                if (ga_take_in(ar->arena, &v->ltab, 1, AREA_ALIGNED, c, bin, rounded, size) !=
+                    GA_OK) {
+                    r->inner[g0 >> 6] &= ~m;
+                    p->own.kept += rounded;
+                    return take_failed(p, ar, rounded);
+                }
+                count_alloc(p, rounded);
+                *out = a;
+                return GA_OK;
+            }
+        }
+    }
+    return alloc_fresh(p, ar, -1, c, bin, size, rounded, out);
+}
+
+/* The common case is kept to what arena mode does plus one granule count: a size under half a
+ * granule (neither a multiple nor a class) goes to the general area with nothing looked up, and
+ * when it lands in the first range inside one granule another live block uses, nothing is
+ * mapped. The general area is always reread for statistics (refresh_seen), so nothing is marked
+ * here either. A block that maps or reuses a granule takes alloc_cover. */
+static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t rounded = ga_round_up(size); /* 1 <= size <= small_lim: no overflow; the arena's own */
+    uintptr_t a; /* set on GA_OK, the only answer it is read after (no store of 0: 1 a pair) */
+    ga_status_t st = ga_alloc_short_in(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
+                                       size, &a); /* ga_alloc, inlined */
+    if (st != GA_OK) {
+        p->own.failed_allocs++;
+        return st == GA_ENOHOST ? st : GA_ENOMEM;
+    }
+    size_t off = a - v->base0, g0 = off >> v->gshift;
+    if (__builtin_expect(off < v->size0 && g0 == (off + rounded - 1) >> v->gshift, 1)) {
+        if (__builtin_expect(v->refs0[g0] != 0, 1)) {
+            v->refs0[g0]++;
+        } else if ((v->mapped0[g0 >> 6] >> (g0 & 63)) & 1) { /* a kept granule */
+            v->refs0[g0] = 1;
+            p->own.kept -= v->gran;
+        } else {
+            return alloc_cover(p, rounded, a, out);
+        }
+        count_alloc(p, rounded);
+        *out = a;
+        return GA_OK;
+    }
+    return alloc_cover(p, rounded, a, out);
+}
+
+/* Only chooses the path and jumps to it, before any frame is set up: a granule-multiple or class
+ * block does not pay for the registers the general fast path saves (measured alone: vmm-large
+ * -22 instructions a pair, small blocks -2 with the one-compare size test). The size test is on
+ * the unrounded size: 1 <= size <= small_lim is exactly a rounded size under half a granule; it
+ * also says the general area exists (small_cut is 0 before). */
+ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    if (size - 1 < v->small_cut)
+        return alloc_small(p, size, out);
+    size_t rounded = ga_pool_round(size);
+    if (rounded && !(rounded & v->gmask))
+        return alloc_aligned(p, size, rounded, out);
+    if (rounded >= v->general_cut) /* 3 granules or more, no multiple: the general area's, as
+                                    * alloc_slow would say after looking the size up */
+        return alloc_general(p, -1, size, rounded, out);
+    return alloc_slow(p, size, rounded, out);
+}
+
+/* Whether ga_vmm_alloc would serve size with no backend call; changes nothing. Said from the place
+ * the allocation would take without a choice to make: the best fit of the area the size goes to
+ * (or, for a class whose own fit is known to map, the general area's, which alloc_general_first
+ * takes when it maps nothing), on granules all mapped. 0 whenever the allocation would have to
+ * choose (a fit that maps, a class about to be made, an area with no fit: it would grow): the
+ * caller then takes the safe way. Under GPUARENA_FREE_SYNC=lazy this decides whether an
+ * allocation needs the pending frees first; it said so only for sizes under half a granule, so
+ * a loop of granule multiples and class sizes on kept granules synchronised at every allocation
+ * (an outside check, helper-94, 2026-12-06). */
+int ga_vmm_fits(ga_pool_t *p, size_t size)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t rounded = ga_pool_round(size);
+    if (!rounded)
+        return 0;
+    uint16_t id = AREA_GENERAL;
+    if (!(rounded & v->gmask)) {
+        id = AREA_ALIGNED;
+    } else if (class_size(v, rounded)) {
+        int slot = ga_vmm_track_find(v, rounded, 0);
+        if (slot >= 0 && v->track[slot].area)
+            id = v->track[slot].area;
+        else if (slot >= 0 && v->track[slot].nlive && v->nareas < AREAS_MAX)
+            return 0; /* this allocation makes the size's class, empty: it grows */
+    }
+    if (v->area[id].unmapped_fit)
+        id = AREA_GENERAL;
+    ga_arena_t *ar = v->area[id].arena;
+    uintptr_t a = 0;
+    if (!ar || !ga_arena_fits(ar, size, &a) || !range_of(v, a))
+        return 0;
+    return unmapped_in(v, a, rounded) == 0;
+}
+

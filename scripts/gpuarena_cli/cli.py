@@ -313,19 +313,24 @@ def do_replay(a):
     doc, counts = replay_mod.replay(a.trace, a.format, a.level, mode, a.arena_size,
                                     a.limit, not a.no_min, a.check, a.device, a.vmm_keep)
     failures = replay_mod.check_failure_messages(doc, a.trace)
+    _say_cut(a.trace, doc.get("truncated_bytes") if isinstance(doc, dict) else None)
     if a.json:
         print(json.dumps(doc, indent=2))
         return _say_check_failures(failures)
     if counts:
         print(f"imported {a.trace}:")
         _print_counts(counts)
-    cut = doc.get("truncated_bytes") if isinstance(doc, dict) else None
-    if cut:  # as gpuarena-replay's header says it (helper-67 F7)
-        print(f"{a.trace}: {cut} trailing bytes of a partial record ignored (the recording was "
-              "cut: its process was killed, or is still writing); the events before it are "
-              "replayed")
     print(replay_mod.render(doc))
     return _say_check_failures(failures)
+
+
+def _say_cut(path, cut, doing="replayed"):
+    """A trace cut short, said on stderr as a message (`gpuarena:`), with --json too: it was a
+    line of the table's stdout without the prefix (helper-67 F7, then an outside check)."""
+    if cut:
+        print(f"gpuarena: {path}: {cut} trailing bytes of a partial record ignored (the "
+              "recording was cut: its process was killed, or is still writing); the events "
+              f"before it are {doing}", file=sys.stderr)
 
 
 def _say_check_failures(lines):
@@ -386,6 +391,7 @@ def do_report(a):
     _check_out_folder("-o", prefix + ".json", "PREFIX", "the input is read")
     trace, _counts, used = importers.load_any(a.trace, a.format, a.level)
     replay_mod.check_allocates(a.trace, trace.events, "draw")  # it drew an empty chart
+    _say_cut(a.trace, getattr(trace, "truncated_bytes", 0), "drawn")
     failures = []
     reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace,
                                                failures=failures)

@@ -205,10 +205,13 @@ class Replay(unittest.TestCase, gatest.CliAsserts):
             self.assertEqual(doc["modes"]["arena"]["failed_allocs"], 4)
             self.assertEqual(doc["modes"]["arena"]["first_oom"], 4)
             self.assertEqual(doc["modes"]["arena"]["min_size"], 8 << 20)
-            # The table says it too, as gpuarena-replay's header does (helper-67 F7).
+            # Said too, as gpuarena-replay's header does (helper-67 F7), as a message on stderr
+            # with the prefix (it was a line of stdout without it: an outside check).
             p = gatest.cli("replay", trace, "--mode", "arena", "--arena-size", "4MiB")
             self.assertEqual(p.returncode, 0, p.stderr)
-            self.assertIn(f"{trace}: 17 trailing bytes of a partial record ignored", p.stdout)
+            self.assertIn(f"gpuarena: {trace}: 17 trailing bytes of a partial record ignored",
+                          p.stderr)
+            self.assertNotIn("trailing bytes", p.stdout)
             # An empty file is named as such, by replay and report alike (helper-67 F6: "cannot
             # tell its format ... name the format").
             empty = os.path.join(d, "empty.gatrace")

@@ -33,8 +33,23 @@ command -v pkg-config >/dev/null 2>&1 || miss pkg-config build
 # Hardening tiers (test/fuzz, test/stress): clang with libFuzzer for the fuzz tier, valgrind for
 # `make valgrind`; gcc's own ASan/TSan runtimes come with gcc.
 command -v clang >/dev/null 2>&1 || miss clang test
-ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
-    miss libclang-rt-dev test
+# libFuzzer is compiler-rt's, named by the machine: libclang_rt.fuzzer-x86_64.a, and on arm64
+# (Debian's libclang-rt-14-dev) libclang_rt.fuzzer-aarch64.a, in lib/linux of clang's resource
+# folder, or libclang_rt.fuzzer.a in a folder per target (lib/aarch64-unknown-linux-gnu) where
+# LLVM is built that way. Asked of clang first (its --print-runtime-dir), then of every llvm-*;
+# only the x86-64 name was known until 2026-12-07 (an outside check).
+fuzzer_found() {
+    arch=$(uname -m 2>/dev/null) || arch=
+    rt=$(clang --print-runtime-dir 2>/dev/null) || rt=
+    [ -n "$arch" ] || return 1
+    for f in "$rt/libclang_rt.fuzzer-$arch.a" "$rt/libclang_rt.fuzzer.a" \
+             /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-"$arch".a \
+             /usr/lib/llvm-*/lib/clang/*/lib/"$arch"-*/libclang_rt.fuzzer.a; do
+        [ -f "$f" ] && return 0
+    done
+    return 1
+}
+fuzzer_found || miss libclang-rt-dev test
 command -v valgrind >/dev/null 2>&1 || miss valgrind all
 # scripts/side-by-side.sh (issue 9's yardstick, OffsetAllocator, is C++) and its test.
 command -v g++ >/dev/null 2>&1 || miss g++ test

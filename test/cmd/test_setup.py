@@ -31,7 +31,7 @@ def files_present():
         if os.path.exists("/usr/bin/python3") else False
     return (os.path.exists("/usr/include/check.h") and os.path.exists("/usr/include/uthash.h")
             and mpl and bool(glob.glob(
-                "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a")))
+                f"/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-{os.uname().machine}.a")))
 
 
 class Setup(unittest.TestCase):
@@ -52,13 +52,15 @@ class Setup(unittest.TestCase):
             f.write("#!/bin/sh\n" + body + "\n")
         os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
-    def setup_sh(self, goal, missing=(), uid=0, apt=None):
+    def setup_sh(self, goal, missing=(), uid=0, apt=None, machine=None, clang=None):
         """setup.sh GOAL with the tools in `missing` absent, `id -u` saying uid, and apt-get
-        absent (None) or exiting with `apt` after logging its arguments."""
+        absent (None) or exiting with `apt` after logging its arguments; `uname -m` says machine
+        (None: this one's), clang's stand-in runs the shell text `clang` (None: exit 0)."""
         for t in TOOLS:
             if t not in missing:
-                self.stub(t, "exit 0")
+                self.stub(t, clang if t == "clang" and clang else "exit 0")
         self.stub("id", f"echo {uid}")
+        self.stub("uname", f"echo {machine or os.uname().machine}")
         if apt is not None:
             self.stub("apt-get", f'echo "$*" >>"{self.log}"; exit {apt}')
         os.symlink(shutil.which("ls"), os.path.join(self.bin, "ls"))
@@ -119,6 +121,26 @@ class Setup(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("gpuarena: apt-get could not install valgrind", r.stderr)
         self.assertIn("apt-get install valgrind", r.stderr)
+
+    def test_libfuzzer_named_by_the_machine(self):
+        """libFuzzer's file is named by the machine (libclang_rt.fuzzer-aarch64.a on arm64):
+        setup.sh knew the x86-64 name alone, so on arm64 it never installed libclang-rt-dev, or
+        here it took the x86-64 file for an arm64 one (an outside check, 2026-12-07)."""
+        r = self.setup_sh("test", machine="aarch64", apt=0)  # only the x86-64 file here
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("gpuarena: installing missing packages: libclang-rt-dev", r.stderr)
+        for name, sub in (("libclang_rt.fuzzer-aarch64.a", "linux"),
+                          ("libclang_rt.fuzzer.a", "aarch64-unknown-linux-gnu")):
+            with self.subTest(layout=sub):
+                for f in os.listdir(self.bin):  # the stand-ins of the run before
+                    os.remove(os.path.join(self.bin, f))
+                rt = os.path.join(self.tmp.name, "rt", sub)
+                os.makedirs(rt, exist_ok=True)
+                open(os.path.join(rt, name), "w").close()
+                clang = f'[ "$1" = --print-runtime-dir ] && echo "{rt}"; exit 0'
+                r = self.setup_sh("test", machine="aarch64", clang=clang)
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                shutil.rmtree(os.path.join(self.tmp.name, "rt"))
 
     def test_make_asks_for_what_the_goal_needs(self):
         """`make -n GOAL` shows the setup.sh line the goal runs (nothing is built)."""
@@ -221,6 +243,29 @@ class BuildFolder(unittest.TestCase):
                     self.assertNotIn("./" + build, r.stdout)
                     self.assertIn(build + "/", r.stdout)
             self.assertFalse(os.path.exists(build), "make -n made nothing")
+
+
+class DryRun(unittest.TestCase):
+    """`make -n` makes nothing: the sanitizer goals ran their results folder's rm and mkdir on the
+    line of their sub-makes, which make runs even in a dry run, so `make -n tsan` left an empty
+    build-tsan (an outside check, 2026-12-07). Run in a copy of the checkout, whose build-*
+    folders are its own."""
+
+    def test_sanitizer_goals_dry_run_make_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            repo = os.path.join(d, "clone")
+            shutil.copytree(gatest.REPO, repo, symlinks=True,
+                            ignore=shutil.ignore_patterns(".git", "build", "build-*"))
+            for goal in ("tsan", "asan", "ubsan"):
+                with self.subTest(goal=goal):
+                    r = subprocess.run(["make", "-n", "--no-print-directory", "-C", repo,
+                                        f"GA_TRACES_DIR={os.path.abspath(gatest.TRACES)}", goal],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       timeout=300, check=False)
+                    self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                    self.assertIn(f"build-{goal}/results", r.stdout)  # shown, not run
+                    made = [n for n in os.listdir(repo) if n.startswith("build")]
+                    self.assertEqual(made, [], "make -n made nothing")
 
 
 class HeadersOnlyToolkit(unittest.TestCase):

@@ -399,7 +399,7 @@ def do_report(a):
         print(f"gpuarena: drawing bytes in use only, not reserved: {why}", file=sys.stderr)
     series = report_mod.in_use_series(trace)
     report_mod.write_chrome_trace(f"{prefix}.json", trace, reserved, series=series,
-                                  mode=a.mode, name=a.trace)
+                                  mode=a.mode, name=a.trace, logical=used == "lifetimes")
     print(f"gpuarena: wrote {prefix}.json ({len(trace.events):,} events; open it in "
           "https://ui.perfetto.dev or chrome://tracing)")
     if report_mod.write_png(f"{prefix}.png", trace, reserved, series=series, mode=a.mode,

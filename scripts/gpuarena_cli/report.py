@@ -89,54 +89,74 @@ def allocation_slices(trace):
     return out
 
 
-def _counter(name, dev, t_ns, value):
+# A lifetimes CSV's times are logical steps (its lower and upper), imported as nanoseconds: the
+# viewer showed step 12 as 12 ns. In the JSON a step is 1 s of the viewer's clock (ts is in
+# microseconds), so its ruler reads steps as seconds, and the names and otherData say so.
+STEP_US = 1_000_000
+STEPS_SAID = "time: the CSV's logical steps, each shown as 1 s"
+
+
+def _ts(t, logical):
+    """The JSON's ts (microseconds) of a trace time: ns, or a lifetimes CSV's step."""
+    return t * STEP_US if logical else t / 1000.0
+
+
+def _counter(name, dev, t_ns, value, logical=False):
     # Formatted as json.dumps(..., separators=(",", ":")) would write the same dict, without
     # building one: a long trace has millions of points, and the dicts alone took gigabytes.
-    return (f'{{"name":"{name}","ph":"C","ts":{t_ns / 1000.0!r},"pid":{dev},"tid":0,'
+    return (f'{{"name":"{name}","ph":"C","ts":{_ts(t_ns, logical)!r},"pid":{dev},"tid":0,'
             f'"args":{{"{name}":{value}}}}}')
 
 
-def _event_strings(trace, reserved, title, series, mode=None, name=None):
+def _event_strings(trace, reserved, title, series, mode=None, name=None, logical=False):
     """Every trace event of the document as its compact JSON text, in document order; then,
     as the last item, the otherData dict. mode: the replay the reserved track comes from, said
     in each device's name and in otherData with the input's name (two reports of one trace in
-    two modes could not be told apart: an outside check, helper-109)."""
+    two modes could not be told apart: an outside check, helper-109). logical: the trace's times
+    are a lifetimes CSV's steps (STEP_US)."""
     devices = sorted(set(series) | set(reserved or {}))
     said = f", reserved in {mode} mode" if mode and reserved is not None else ""
+    said += f" ({STEPS_SAID})" if logical else ""
     for dev in devices:
         yield json.dumps({"name": "process_name", "ph": "M", "pid": dev,
                           "args": {"name": f"{title} device {dev}{said}"}},
                          separators=(",", ":"))
         for t, v in series.get(dev, []):
-            yield _counter("in_use", dev, t, v)
+            yield _counter("in_use", dev, t, v, logical)
         for t, v in (reserved or {}).get(dev, []):
-            yield _counter("reserved", dev, t, v)
+            yield _counter("reserved", dev, t, v, logical)
     allocs = sum(1 for ev in trace.events if ev[tf.T_KIND] == tf.ALLOC)  # one slice each
     end = trace.events[-1][tf.T_TIME] if trace.events else 0
     if allocs <= MAX_SLICES:
         for i, (dev, start, stop, addr, size) in enumerate(allocation_slices(trace)):
             common = {"name": f"{size} B", "cat": "allocation", "id": i, "pid": dev, "tid": 1}
-            yield json.dumps(dict(common, ph="b", ts=start / 1000.0,
-                                  args={"addr": hex(addr), "size": size}), separators=(",", ":"))
-            yield json.dumps(dict(common, ph="e", ts=(end if stop is None else stop) / 1000.0),
+            args = {"addr": hex(addr), "size": size}
+            if logical:  # the CSV's own numbers beside the viewer's seconds
+                args.update(lower=start, upper=end if stop is None else stop)
+            yield json.dumps(dict(common, ph="b", ts=_ts(start, logical), args=args),
+                             separators=(",", ":"))
+            yield json.dumps(dict(common, ph="e", ts=_ts(end if stop is None else stop, logical)),
                              separators=(",", ":"))
     yield {"generator": "gpuarena report", "trace": name,
            "mode": mode if reserved is not None else None, "allocations": allocs,
-           "slices_included": allocs <= MAX_SLICES, "reserved_included": reserved is not None}
+           "slices_included": allocs <= MAX_SLICES, "reserved_included": reserved is not None,
+           "time_unit": "step" if logical else "ns",
+           **({"time_said": STEPS_SAID} if logical else {})}
 
 
 def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None, mode=None,
-                       name=None):
+                       name=None, logical=False):
     """Writes the Chrome trace-event document (reserved: {device: [(time_ns, bytes)]} or None;
     series: in_use_series(trace) if already computed) to path, streamed in pieces and renamed
     into place as write_json does: a million events take seconds and no more memory than the
-    trace itself."""
+    trace itself. logical: a lifetimes CSV's steps, each 1 s of the viewer's clock."""
     series = in_use_series(trace) if series is None else series
+    unit = "ms" if logical else "ns"
 
     def fill(f):
         f.write(b'{"traceEvents":[')
         batch, sep = [], ""
-        for item in _event_strings(trace, reserved, title, series, mode, name):
+        for item in _event_strings(trace, reserved, title, series, mode, name, logical):
             if isinstance(item, dict):
                 other = item
                 break
@@ -146,16 +166,17 @@ def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None
                 f.write("".join(batch).encode())
                 batch = []
         f.write("".join(batch).encode())
-        f.write(('],"displayTimeUnit":"ns","otherData":'
+        f.write((f'],"displayTimeUnit":"{unit}","otherData":'
                  + json.dumps(other, separators=(",", ":")) + "}").encode())
     tf.write_filled(path, fill)
 
 
-def chrome_trace(trace, reserved=None, title="gpuarena", mode=None, name=None):
+def chrome_trace(trace, reserved=None, title="gpuarena", mode=None, name=None, logical=False):
     """The Chrome trace-event document as a dict (what write_chrome_trace writes)."""
-    items = list(_event_strings(trace, reserved, title, in_use_series(trace), mode, name))
-    return {"traceEvents": [json.loads(x) for x in items[:-1]], "displayTimeUnit": "ns",
-            "otherData": items[-1]}
+    items = list(_event_strings(trace, reserved, title, in_use_series(trace), mode, name,
+                                logical))
+    return {"traceEvents": [json.loads(x) for x in items[:-1]],
+            "displayTimeUnit": "ms" if logical else "ns", "otherData": items[-1]}
 
 
 PNG_BUCKETS = 4000  # a 10-inch figure is about 1,000-1,500 pixels wide

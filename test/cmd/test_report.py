@@ -140,7 +140,8 @@ class Report(unittest.TestCase, gatest.CliAsserts):
                 self.assertEqual(doc["otherData"]["mode"], mode)
                 self.assertEqual(doc["otherData"]["trace"], src)
                 names = [e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"]
-                self.assertEqual(names, [f"gpuarena device 0, reserved in {mode} mode"])
+                self.assertEqual(names, [f"gpuarena device 0, reserved in {mode} mode (time: "
+                                         "the CSV's logical steps, each shown as 1 s)"])
                 if HAVE_MPL:
                     self.assertEqual(png_text(os.path.join(self.dir, "rep.png")).get("Title"),
                                      f"{src}: bytes in use, and reserved in {mode} mode")
@@ -158,6 +159,38 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         if HAVE_MPL:
             self.assertTrue(png_text(os.path.join(self.dir, "rep.png"))["Title"].endswith(
                 "odd\ufffd.csv: bytes in use, and reserved in arena mode"))
+
+    def test_lifetimes_steps_in_the_json(self):
+        """A lifetimes CSV's lower and upper are logical steps: the Perfetto/Chrome JSON showed
+        them as nanoseconds (step 7 at 0.007 us; an outside check, 2026-12-07), where the PNG's
+        axis already said steps. Each step is now 1 s of the viewer's clock, said in each
+        device's name and in otherData, and each slice carries the CSV's lower and upper; a
+        trace's times stay nanoseconds."""
+        src = os.path.join(self.dir, "steps.csv")
+        with open(src, "w") as f:
+            f.write("id,lower,upper,size\n1,3,7,1024\n2,5,9,512\n")
+        doc, _p = self.report(src, "--mode", "platform")
+        use = [(e["ts"], e["args"]["in_use"]) for e in doc["traceEvents"]
+               if e["ph"] == "C" and e["name"] == "in_use"]
+        self.assertEqual(use, [(3e6, 1024), (5e6, 1536), (7e6, 512), (9e6, 0)])
+        self.assertEqual(doc["otherData"]["time_unit"], "step")
+        self.assertIn("logical steps, each shown as 1 s", doc["otherData"]["time_said"])
+        names = [e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"]
+        self.assertTrue(names[0].endswith("(time: the CSV's logical steps, each shown as 1 s)"))
+        begins = [e for e in doc["traceEvents"] if e["ph"] == "b"]
+        self.assertEqual([(e["ts"], e["args"]["lower"], e["args"]["upper"]) for e in begins],
+                         [(3e6, 3, 7), (5e6, 5, 9)])
+        self.assertEqual(sorted(e["ts"] for e in doc["traceEvents"] if e["ph"] == "e"),
+                         [7e6, 9e6])
+        # a trace's times are nanoseconds, shown as such (ts in microseconds)
+        trace = os.path.join(self.dir, "t.gatrace")
+        tf.write(trace, tf.Trace([tf.event(3000, 1, 1024, tf.ALLOC),
+                                  tf.event(7000, 1, 0, tf.FREE)]))
+        doc, _p = self.report(trace, "--mode", "platform")
+        self.assertEqual([e["ts"] for e in doc["traceEvents"] if e.get("name") == "in_use"],
+                         [3.0, 7.0])
+        self.assertEqual((doc["otherData"]["time_unit"], doc["displayTimeUnit"]), ("ns", "ns"))
+        self.assertNotIn("time_said", doc["otherData"])
 
     def test_png_not_writable_says_why(self):
         """A PNG that cannot be written (a link to /dev/full, written through as devices are:

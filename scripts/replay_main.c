@@ -511,6 +511,21 @@ static int report_check_failures(const options_t *o, const mode_run_t *runs)
     return rc;
 }
 
+/* vmm maps whole granules: under a --limit of less than one, every allocation is refused, and
+ * the replay said nothing of why (an outside check, 2026-12-07). Said before the figures, which
+ * stand: it is what vmm does under such a cap (the shim explains each such out-of-memory). */
+static void say_limit_under_granule(const options_t *o)
+{
+    size_t g = o->granularity ? o->granularity : GA_REPLAY_GRANULARITY;
+    if (!o->modes[GA_REPLAY_VMM] || !o->limit || o->limit >= g)
+        return;
+    fprintf(stderr, "gpuarena: vmm mode: --limit %zu is under one granule (%zu bytes: %s): vmm "
+            "maps whole granules, so every allocation is refused; give a --limit of at least "
+            "%zu, or (gpuarena-replay) a smaller --granularity to model a device with smaller "
+            "granules\n",
+            o->limit, g, o->granularity ? "--granularity" : "2 MiB, current GPUs' granule", g);
+}
+
 int main(int argc, char **argv)
 {
     options_t o = {.device = 0};
@@ -546,6 +561,7 @@ int main(int argc, char **argv)
                 big > ((uint64_t)1 << 63) ? " (over 2^63: a negative size written unsigned?)" : "",
                 pr.failed_allocs);
     }
+    say_limit_under_granule(&o);
     for (int m = 0; m < GA_MODE_COUNT && rc < 0; m++)
         if (o.modes[m] && run_mode(&t, &o, (ga_replay_mode_t)m, peak, &runs[m]) != 0)
             rc = 1;

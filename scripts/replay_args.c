@@ -27,8 +27,8 @@ static const char usage_tail[] =
     "  --arena-size N  arena: the preallocated region (default: twice the trace's peak live\n"
     "                  bytes); rounded up to 512 bytes\n"
     "  --limit N       grow, vmm, platform: cap on bytes held (vmm: mapped); default none;\n"
-    "                  at least 512 (one block); vmm under one granule refuses every\n"
-    "                  allocation, and says so\n"
+    "                  under 512 (one block; vmm: one granule) every allocation is\n"
+    "                  refused, and that is said\n"
     "  --vmm-keep N    vmm: wholly free granules kept mapped (GPUARENA_VMM_KEEP; default 64MiB)\n"
     "  --granularity N vmm: the granule, a power of two, 512 to 1TiB (default 2MiB, current GPUs)\n"
     "  --device N      replay the events of device N only; a trace with events on several\n"
@@ -231,15 +231,6 @@ static int parse_opt(options_t *o, const char *a, const char *v)
  * continue, or 2. */
 static int check_modes_used(const options_t *o)
 {
-    /* Nothing fits under one block: every allocation failed without a word. GPUARENA_LIMIT under
-     * 512 is refused the same way (shim/ctx.c), and so is it here. */
-    if (o->limit && o->limit < GA_ALIGN) {
-        char what[160];
-        snprintf(what, sizeof what, "--limit %zu is under one block of %zu bytes, so no "
-                 "allocation fits (GPUARENA_LIMIT under %zu is refused too): give at least %zu",
-                 o->limit, (size_t)GA_ALIGN, (size_t)GA_ALIGN, (size_t)GA_ALIGN);
-        return usage_error(what, NULL);
-    }
     if (o->arena_size && !o->modes[GA_MODE_ARENA])
         return usage_error("--arena-size applies to arena mode only: add --mode arena", NULL);
     if (o->limit && !o->modes[GA_MODE_GROW] && !o->modes[GA_MODE_VMM] &&

@@ -517,6 +517,15 @@ static int report_check_failures(const options_t *o, const mode_run_t *runs)
 static void say_limit_under_granule(const options_t *o)
 {
     size_t g = o->granularity ? o->granularity : GA_REPLAY_GRANULARITY;
+    /* Under one block no region, block or granule fits in any mode (README, "Choices": the replay
+     * models such a cap, which the shim refuses at cuInit): said once for every mode. */
+    if (o->limit && o->limit < GA_ALIGN) {
+        fprintf(stderr, "gpuarena: --limit %zu is under one block of %zu bytes: every allocation "
+                "is refused in every mode given it (the shim refuses GPUARENA_LIMIT under %zu at "
+                "cuInit); give a --limit of at least %zu\n", o->limit, (size_t)GA_ALIGN,
+                (size_t)GA_ALIGN, (size_t)GA_ALIGN);
+        return;
+    }
     if (!o->modes[GA_REPLAY_VMM] || !o->limit || o->limit >= g)
         return;
     fprintf(stderr, "gpuarena: vmm mode: --limit %zu is under one granule (%zu bytes: %s): vmm "

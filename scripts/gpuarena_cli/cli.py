@@ -309,9 +309,6 @@ def do_replay(a):
     if a.limit and not {"grow", "vmm", "platform"} & set(a.mode):
         raise UsageError("--limit applies to grow, vmm and platform (an arena is bounded by "
                          "--arena-size): add one of them to --mode")
-    if a.limit and a.limit < 512:  # as gpuarena-replay says it (replay_args.c)
-        raise UsageError(f"--limit {a.limit} is under one block of 512 bytes, so no allocation "
-                         "fits (GPUARENA_LIMIT under 512 is refused too): give at least 512")
     mode = "all" if tuple(a.mode) == modes_mod.MODES else ",".join(a.mode)
     doc, counts = replay_mod.replay(a.trace, a.format, a.level, mode, a.arena_size,
                                     a.limit, not a.no_min, a.check, a.device, a.vmm_keep)

@@ -213,26 +213,37 @@ static void ga_oom_put_holds(ga_oom_t *o, const ga_dev_t *d, uint64_t held, uint
                    ga_fmt_bytes(held, b[0], 32), ga_fmt_bytes(d->cap, b[1], 32), why);
 }
 
-/* What to change, for the options in force. */
-static void ga_oom_put_hint(ga_oom_t *o, const ga_dev_t *d)
+/* What to change, for the options in force, a fragmentation failure of `rounded` bytes: only
+ * what serves it, and grow with what it depends on. vmm and platform hold only what is live, so
+ * holes between blocks cost them nothing; the arena's growth past a hard share helps only where
+ * the cap has room for the block. Grow mode was named first, as if it would serve the block, but
+ * its regions follow the program's order of allocations and may fragment the same way (ex_fragment
+ * 64 0.95 12 under GPUARENA_LIMIT=1GiB fails in grow mode too: an outside check, 2026-12-07); the
+ * shim keeps no history to tell, a replay of a recorded trace does, so the hint says how. */
+static void ga_oom_put_hint(ga_oom_t *o, const ga_dev_t *d, uint64_t rounded, uint64_t held)
 {
     ga_oom_put(o, "gpuarena: Try: ");
-    if (!ga_opt.fraction_grow)
+    if (!ga_opt.fraction_grow && d->cap > held && d->cap - held >= rounded)
         ga_oom_put(o, "GPUARENA_MEM_FRACTION=%s+ (the arena may grow past its share), ",
                    ga_opt.fraction_text);
+    /* vmm serves the block the arena could not (its address range never fragments across
+     * regions, memory is mapped where blocks lie): the demo's ex_fragment does so; it was not
+     * named (an outside check, 2026-12-06). */
+    ga_oom_put(o, "GPUARENA_MODE=vmm (one address range, memory mapped only where blocks lie) or "
+               "GPUARENA_MODE=platform (one driver allocation per block)");
+    const char *raise = ga_oom_raise(d);
+    if (raise)
+        ga_oom_put(o, ", or %s", raise);
     /* The mode by its one name (grow), as the README, the command and the statistics call it:
      * it was GPUARENA_PREALLOCATE=false, which `gpuarena run` refuses as an exported setting
      * (use --mode grow) (an outside check, 2026-12-06). */
     if (ga_opt.preallocate)
-        ga_oom_put(o, "GPUARENA_MODE=grow (regions on demand, empty ones given back), ");
-    const char *raise = ga_oom_raise(d);
-    if (raise)
-        ga_oom_put(o, "%s, ", raise);
-    /* vmm serves the block the arena could not (its address range never fragments across
-     * regions, memory is mapped where blocks lie): the demo's ex_fragment does so; it was not
-     * named (an outside check, 2026-12-06). */
-    ga_oom_put(o, "GPUARENA_MODE=vmm (one address range, memory mapped only where blocks lie), "
-               "or GPUARENA_MODE=platform.\n");
+        ga_oom_put(o, ". GPUARENA_MODE=grow (regions on demand, empty ones given back) may serve "
+                   "it or fragment the same way, as the order of the program's allocations "
+                   "decides: to know before switching, record a run (gpuarena run --trace T.gatrace "
+                   "...) and replay it: gpuarena replay T.gatrace --mode grow --limit %llu",
+                   (unsigned long long)d->cap);
+    ga_oom_put(o, ".\n");
 }
 
 static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uint64_t rounded,
@@ -268,7 +279,7 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     }
     ga_oom_put(o, ". Arena occupancy ('#' used, '+' partly, '.' free):\n");
     ga_oom_put_map(o, c->pool, s->regions);
-    ga_oom_put_hint(o, d);
+    ga_oom_put_hint(o, d, rounded, held);
 }
 
 /* The one-line explanation. frag_free: vmm only, the mapped bytes no live block covers when they

@@ -49,7 +49,14 @@ typedef struct ga_replay_opts {
     ga_replay_mode_t mode;
     size_t arena_size;  /* ARENA: bytes of the single region (required, multiple of GA_ALIGN);
                          * VMM: bytes of the virtual range (0: twice the limit, else 2^40) */
-    size_t limit;       /* GROW, VMM and PLATFORM: cap on bytes reserved (vmm: mapped), 0 = none */
+    size_t limit;       /* GROW, VMM and PLATFORM: cap on bytes reserved (vmm: mapped), 0 = none;
+                         * with a fraction, the cap of every mode (ARENA too) */
+    double fraction;    /* ARENA, GROW, VMM: the shim's GPUARENA_MEM_FRACTION against `limit` as
+                         * the cap (ga_fraction_share): ARENA takes the share at creation (no
+                         * arena_size), grows past it up to the cap with fraction_grow, else stops
+                         * there; GROW and VMM are bounded by a fixed share, by the cap alone with
+                         * fraction_grow. 0 = none (arena_size and limit as given). Needs limit. */
+    int fraction_grow;  /* with fraction: the "0.75+" form (the shim's default) */
     size_t min_region;  /* GROW: smallest growth region, 0 = arena default (2 MiB) */
     size_t keep;        /* VMM: wholly free granules kept mapped, bytes */
     size_t granularity; /* VMM: granule size, 0 = GA_REPLAY_GRANULARITY */
@@ -116,7 +123,7 @@ int ga_replay(const ga_trace_t *trace, const ga_replay_opts_t *opts, ga_replay_r
 
 /* Smallest size that runs the trace with no OOM in replay: the region size for ARENA, the limit
  * for GROW and VMM (other fields of opts are used as given), the peak of the sum of rounded live
- * sizes for PLATFORM. Bisection in steps of `granularity` (a multiple of GA_ALIGN; 0 means GA_ALIGN),
+ * sizes for PLATFORM; with a fraction, the cap (limit) in ARENA, GROW and VMM, the share following it. Bisection in steps of `granularity` (a multiple of GA_ALIGN; 0 means GA_ALIGN),
  * then, as success is not monotone in the size, every step from the peak live up in order while
  * 2^22 replayed events allow: the answer S runs without OOM and S - granularity does not (or S is
  * the peak live, below which nothing can fit); when the scan reached S, no smaller size runs it.

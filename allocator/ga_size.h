@@ -66,6 +66,23 @@ const char *ga_size_trim(const char *v, char *buf, size_t len);
  * nothing: callers refuse a zero cap). For a byte size, returns its bytes. */
 uint64_t ga_size_percent_of(const ga_size_t *size, uint64_t total);
 
+/* GPUARENA_MEM_FRACTION's grammar, one for the shim, gpuarena-replay --fraction and the command
+ * (scripts/gpuarena_cli/settings.py): "0.75" (a fixed share of the cap) or "0.75+" (a share the
+ * arena may grow past, up to the cap); 0 < F <= 1; plain decimals only (DIGITS, DIGITS.DIGITS or
+ * .DIGITS), blanks around ignored; no exponent, sign or hexadecimal, and no locale. */
+typedef struct ga_fraction {
+    double value; /* F, rounded once as strtod would; a value under 10^-15 stays above 0 */
+    int grow;     /* the text ended in '+' */
+    char text[64]; /* the number as typed, without blanks or '+', for messages */
+} ga_fraction_t;
+
+/* 0 and *out filled, or -1 (nothing said: callers name the setting or option). */
+int ga_fraction_parse(const char *text, ga_fraction_t *out);
+
+/* The share of cap a fraction gives, as the shim sizes its arena: floor(cap * F) rounded down to
+ * a multiple of align (a power of two), cap itself (so rounded) for F = 1. */
+uint64_t ga_fraction_share(uint64_t cap, double value, uint64_t align);
+
 #ifdef __cplusplus
 }
 #endif

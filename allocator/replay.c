@@ -18,6 +18,7 @@
  */
 #include "errmsg.h"
 #include "ga_replay.h"
+#include "ga_size.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -161,6 +162,8 @@ static void release_entry(run_t *r, entry_t *e)
     e->state = ENTRY_NONE;
 }
 
+static int has_fraction(const ga_replay_opts_t *o);
+
 /* One allocation as the shim makes it in vmm mode: before an out-of-memory is reported the
  * pool's idle memory is given back (ga_pool_trim; shim/sync.c, ga_ctx_give_back) and the
  * allocation tried again when that freed anything. The trim also changes where later blocks go
@@ -168,11 +171,13 @@ static void release_entry(run_t *r, entry_t *e)
  * refused other allocations than the shim: 10 against the shim's 4 on cs336_forward_fp32 a granule
  * under its smallest size (an outside check, 2026-12-06; test_vmm_traces.py). Arena and grow
  * replays keep their pools as they were at an out-of-memory (an unused preallocated arena stays:
- * test timeline_hand_built), where the shim would give it back too. */
+ * test timeline_hand_built), where the shim would give it back too; under a fraction (the shim's
+ * own configuration, --fraction) they are trimmed and tried again as the shim does. */
 static ga_status_t pool_alloc(run_t *r, size_t size, uintptr_t *ptr)
 {
     ga_status_t st = ga_pool_alloc(r->pool, size, ptr);
-    if (st != GA_OK && st != GA_EINVAL && ga_pool_mode(r->pool) == GA_MODE_VMM &&
+    if (st != GA_OK && st != GA_EINVAL &&
+        (ga_pool_mode(r->pool) == GA_MODE_VMM || has_fraction(r->opts)) &&
         ga_pool_trim(r->pool))
         st = ga_pool_alloc(r->pool, size, ptr);
     return st;
@@ -437,11 +442,39 @@ static int resolve(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
     return 0;
 }
 
+/* Whether a fraction sizes this replay's pool (platform answers to the cap alone, as the shim). */
+static int has_fraction(const ga_replay_opts_t *o)
+{
+    return o->fraction > 0 && o->mode != GA_MODE_PLATFORM;
+}
+
+/* The share that bounds the pool under a fraction, or 0 where none does ("F+" outside arena
+ * mode: the cap alone), as shim/ctx.c's ga_pool_new configures it. */
+static size_t fraction_share(const ga_replay_opts_t *o)
+{
+    if (!has_fraction(o) || (o->fraction_grow && o->mode != GA_MODE_ARENA))
+        return 0;
+    return (size_t)ga_fraction_share(o->limit, o->fraction, GA_ALIGN);
+}
+
 /* The pool the mode asks for, over the fake backend. */
 static ga_pool_config_t pool_config(const ga_replay_opts_t *o)
 {
     ga_pool_config_t c = {.mode = o->mode, .limit = o->limit, .min_region = o->min_region,
                           .keep = o->keep};
+    if (has_fraction(o)) { /* the shim's ga_pool_new: the cap is the backend's (fake cap) */
+        size_t share = fraction_share(o);
+        c.initial = o->mode == GA_MODE_ARENA ? share : 0;
+        c.grow = o->fraction_grow;
+        c.keep_empty = 1; /* trimmed before an out-of-memory (pool_alloc), as the shim does */
+        c.limit = o->fraction_grow ? 0 : share;
+        if (o->mode == GA_MODE_VMM) {
+            c.va_size = o->arena_size ? o->arena_size : 2 * o->limit;
+            if (!c.limit) /* "F+": the pool is told the cap, as the shim tells it */
+                c.limit = o->limit;
+        }
+        return c;
+    }
     if (o->mode == GA_MODE_ARENA)
         c.initial = o->arena_size, c.grow = 0, c.limit = 0;
     if (o->mode == GA_MODE_GROW)
@@ -457,7 +490,8 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
     size_t gran = o->granularity ? o->granularity : GA_REPLAY_GRANULARITY;
     r->fb = (fake_backend_t){.next = FAKE_BASE, .end = FAKE_END,
                              .align = o->mode == GA_MODE_VMM ? gran : GA_ALIGN,
-                             .cap = o->mode == GA_MODE_GROW ? o->limit : 0};
+                             .cap = o->mode == GA_MODE_GROW ||
+                                    (o->mode == GA_MODE_ARENA && has_fraction(o)) ? o->limit : 0};
     if (resolve(r, t, err, errlen) != 0)
         return -1;
     ga_pool_backend_t be = {.reserve = fake_reserve, .release = fake_release,
@@ -509,7 +543,14 @@ static int check_opts(const ga_replay_opts_t *o, char *err, size_t errlen)
     if ((unsigned)o->mode >= GA_MODE_COUNT)
         return ga_errorf(err, errlen, "unknown replay mode %d (arena, grow, vmm or platform)",
                          (int)o->mode);
-    if (o->mode == GA_MODE_ARENA && (o->arena_size == 0 || o->arena_size % GA_ALIGN))
+    if (has_fraction(o) && (!o->limit || o->fraction > 1))
+        return ga_errorf(err, errlen, "a fraction needs a cap (limit) to take its share of, and "
+                         "is at most 1");
+    if (has_fraction(o) && (o->mode == GA_MODE_ARENA || !o->fraction_grow) && !fraction_share(o))
+        return ga_errorf(err, errlen, "a fraction of %g of the cap %zu bytes is a share of no "
+                         "512-byte block: give a larger fraction or cap", o->fraction, o->limit);
+    if (o->mode == GA_MODE_ARENA && !has_fraction(o) &&
+        (o->arena_size == 0 || o->arena_size % GA_ALIGN))
         return ga_errorf(err, errlen, "arena size %zu must be a non-zero multiple of %zu bytes",
                          o->arena_size, GA_ALIGN);
     size_t g = o->granularity;
@@ -561,10 +602,19 @@ static int fits_work(const ga_trace_t *t, const ga_replay_opts_t *base, size_t s
     o.check = 0;
     o.no_frag_track = 1;
     o.on_event = NULL; /* trial runs are not the timeline the caller asked for */
-    if (o.mode == GA_REPLAY_ARENA)
-        o.arena_size = size;
-    else
+    if (has_fraction(&o)) { /* the cap varies, the share follows it */
         o.limit = size;
+        if ((o.mode == GA_REPLAY_ARENA || !o.fraction_grow) && !fraction_share(&o)) {
+            *fits_out = 0; /* a share of no block: nothing fits */
+            if (work)
+                *work = 1;
+            return 0;
+        }
+    } else if (o.mode == GA_REPLAY_ARENA) {
+        o.arena_size = size;
+    } else {
+        o.limit = size;
+    }
     ga_replay_result_t res;
     if (ga_replay(t, &o, &res, err, errlen) != 0)
         return -1;
@@ -661,8 +711,9 @@ static int scan_up(const ga_trace_t *t, const ga_replay_opts_t *o, size_t lo, si
 static int vmm_from_peak(const ga_trace_t *t, const ga_replay_opts_t *o, size_t lo, size_t g,
                          size_t *size, char *err, size_t errlen)
 {
-    if (o->mode != GA_REPLAY_VMM || !o->arena_size)
-        return 0; /* no fixed range: the range is twice the limit, and placement follows it */
+    if (o->mode != GA_REPLAY_VMM || !o->arena_size || has_fraction(o))
+        return 0; /* no fixed range: the range is twice the limit, and placement follows it; or
+                   * a fixed share of the cap, which the peak does not give */
     int ok;
     if (fits(t, o, lo, &ok, err, errlen) != 0)
         return -1;

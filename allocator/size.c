@@ -268,3 +268,49 @@ const char *ga_size_trim(const char *v, char *buf, size_t len)
     buf[n] = '\0';
     return buf;
 }
+
+/* The shim's parse_fraction, moved here so that gpuarena-replay --fraction reads the same text
+ * the same way. strtod took hex floats and exponents the command refuses, and would read "0.75"
+ * by the program's LC_NUMERIC: digits are read by hand. */
+int ga_fraction_parse(const char *raw, ga_fraction_t *out)
+{
+    char buf[64];
+    const char *v = ga_size_trim(raw, buf, sizeof buf);
+    if (!v)
+        return -1;
+    size_t n = strlen(v), i = 0, before = 0, after = 0;
+    int grow = n && v[n - 1] == '+';
+    n -= (size_t)grow;
+    uint64_t whole = 0, mant = 0, pow10 = 1;
+    int tail = 0; /* a non-zero digit past the 15 kept */
+    for (; i < n && is_digit(v[i]); i++, before++)
+        whole = whole > 1 ? whole : whole * 10 + (uint64_t)(v[i] - '0'); /* past 1: too large */
+    if (i < n && v[i] == '.') {
+        for (i++; i < n && is_digit(v[i]); i++, after++) {
+            if (after < 15) { /* 15 digits: the integer and 10^15 are exact in a double */
+                mant = mant * 10 + (uint64_t)(v[i] - '0');
+                pow10 *= 10;
+            } else {
+                tail |= v[i] != '0';
+            }
+        }
+    }
+    if (i != n || (!before && !after) || v[i - 1] == '.')
+        return -1;
+    if (whole > 1 || (whole == 1 && (mant || tail)) || (!whole && !mant && !tail))
+        return -1; /* outside (0, 1], exactly as the command's Fraction reads it */
+    /* One division of exact doubles rounds as strtod would: 0.75 is 0.75, not 0.7 + 0.05. A value
+     * below 10^-15 stays above 0 (its share of any cap rounds to nothing, refused as such). */
+    out->value = whole ? 1.0 : mant ? (double)mant / (double)pow10 : 1e-300;
+    out->grow = grow;
+    snprintf(out->text, sizeof out->text, "%.*s", (int)n, v);
+    return 0;
+}
+
+uint64_t ga_fraction_share(uint64_t cap, double value, uint64_t align)
+{
+    double share = (double)cap * value;
+    if (share >= (double)cap)
+        return cap & ~(align - 1);
+    return (uint64_t)share & ~(align - 1);
+}

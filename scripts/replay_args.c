@@ -11,8 +11,8 @@
 #include "replay_args.h"
 
 static const char usage_head[] =
-    "usage: gpuarena-replay [--mode MODE]... [--arena-size SIZE] [--limit SIZE] [--vmm-keep SIZE]\n"
-    "                       [--granularity SIZE] [--min] [--check] [--device N]\n"
+    "usage: gpuarena-replay [--mode MODE]... [--arena-size SIZE] [--limit SIZE] [--fraction F]\n"
+    "                       [--vmm-keep SIZE] [--granularity SIZE] [--min] [--check] [--device N]\n"
     "                       [--json] [--format trace|lifetimes] [--timeline CSV] [--] FILE\n"
     "       gpuarena-replay --list-modes | --version | --help\n"
     "\n"
@@ -29,6 +29,12 @@ static const char usage_tail[] =
     "  --limit N       grow, vmm, platform: cap on bytes held (vmm: mapped); default none;\n"
     "                  under 512 (one block; vmm: one granule) every allocation is\n"
     "                  refused, and that is said\n"
+    "  --fraction F    as GPUARENA_MEM_FRACTION, of --limit as the cap (give the device's\n"
+    "                  memory, e.g. 80GiB, for a run without GPUARENA_LIMIT): arena takes\n"
+    "                  F x the cap at once; 0.75+ (the shim's default) then grows past it up\n"
+    "                  to the cap, 0.75 stops there; grow and vmm are bounded by a fixed F,\n"
+    "                  by the cap alone with F+; platform by the cap. --min then finds the\n"
+    "                  smallest cap\n"
     "  --vmm-keep N    vmm: wholly free granules kept mapped (GPUARENA_VMM_KEEP; default 64MiB)\n"
     "  --granularity N vmm: the granule, a power of two, 512 to 1TiB (default 2MiB, current GPUs)\n"
     "  --device N      replay the events of device N only; a trace with events on several\n"
@@ -52,7 +58,8 @@ static const char usage_tail[] =
     "\n"
     "JSON: {\"trace\" (a name's bytes that are not UTF-8 as \\udcXX, Python's surrogateescape),\n"
     "\"format\", \"version\", \"events\" (in the file; with --device, that device's),\n"
-    "\"truncated_bytes\", \"device\" (with --device only),\n"
+    "\"truncated_bytes\", \"device\" (with --device only), \"fraction\" (with --fraction only,\n"
+    "as typed: size_limit and min_size are then caps),\n"
     "\"peak_live\" (peak of 512-rounded live bytes), \"units\": {field: bytes|count|ns|ratio|\n"
     "index|rate}, \"modes\": {MODE: {size_limit (null: none), the replay figures\n"
     "(GA_REPLAY_RESULT_LIST in ga_replay.h), final_frag, max_frag, first_oom (event index or\n"
@@ -84,7 +91,7 @@ static int usage_error(const char *msg, const char *arg)
  * shim's misspelt settings and of the command's options: --limt said "unknown option" alone). */
 static int unknown_option(const char *a)
 {
-    static const char *const known[] = {"--mode", "--arena-size", "--limit", "--vmm-keep",
+    static const char *const known[] = {"--mode", "--arena-size", "--limit", "--fraction", "--vmm-keep",
         "--granularity", "--min", "--check", "--device", "--json", "--format", "--timeline",
         "--list-modes", "--version", "--help"};
     const char *near = ga_closest_name(a, known, sizeof known / sizeof known[0], 2, 0);
@@ -188,6 +195,11 @@ static int parse_opt(options_t *o, const char *a, const char *v)
     } else if (!strcmp(a, "--limit")) {
         if (parse_size_opt(a, v, 0, &o->limit) != 0)
             return 2;
+    } else if (!strcmp(a, "--fraction")) { /* GPUARENA_MEM_FRACTION's grammar, one parser */
+        if (ga_fraction_parse(v, &o->fraction) != 0)
+            return usage_error("--fraction takes a fraction in (0, 1] as GPUARENA_MEM_FRACTION "
+                               "does (0.75, or 0.75+ to grow past it up to the cap), not", v);
+        o->has_fraction = 1;
     } else if (!strcmp(a, "--vmm-keep")) {
         if (parse_size_opt(a, v, GA_SIZE_ZERO, &o->keep) != 0) /* 0: keep nothing */
             return 2;
@@ -226,6 +238,38 @@ static int parse_opt(options_t *o, const char *a, const char *v)
     return 0;
 }
 
+/* --fraction: a share of the cap, so --limit gives the cap; the arena's size is the share, so
+ * not --arena-size too; and, as `gpuarena run --fraction`, a mode it changes among those replayed
+ * ("F+" changes arena mode only: grow and vmm answer to the cap alone then). -1 or an exit. */
+static int check_fraction(const options_t *o)
+{
+    char what[300];
+    if (!o->has_fraction)
+        return -1;
+    const char *f = o->fraction.text, *plus = o->fraction.grow ? "+" : "";
+    if (!o->limit) {
+        snprintf(what, sizeof what, "--fraction %s%s is a share of the cap: give the cap with "
+                 "--limit (GPUARENA_LIMIT, or the device's memory for a run without it, e.g. "
+                 "--limit 80GiB)", f, plus);
+        return usage_error(what, NULL);
+    }
+    if (o->arena_size) {
+        snprintf(what, sizeof what, "--fraction %s%s sizes the arena (%s of --limit): give "
+                 "--fraction or --arena-size, not both", f, plus, f);
+        return usage_error(what, NULL);
+    }
+    if (o->fraction.grow && !o->modes[GA_MODE_ARENA]) {
+        snprintf(what, sizeof what, "--fraction %s+ changes arena mode only (grow and vmm then "
+                 "answer to the cap alone, --limit): add --mode arena, or give a fixed fraction "
+                 "such as %s", f, f);
+        return usage_error(what, NULL);
+    }
+    if (!o->modes[GA_MODE_ARENA] && !o->modes[GA_MODE_GROW] && !o->modes[GA_MODE_VMM])
+        return usage_error("--fraction applies to arena, grow and vmm (platform takes no share): "
+                           "add one of them to --mode", NULL);
+    return -1;
+}
+
 /* An option whose mode is not among those replayed would be ignored, and the user would read
  * figures of what they did not ask for: a usage error naming the mode to add. Returns -1 to
  * continue, or 2. */
@@ -233,7 +277,10 @@ static int check_modes_used(const options_t *o)
 {
     if (o->arena_size && !o->modes[GA_MODE_ARENA])
         return usage_error("--arena-size applies to arena mode only: add --mode arena", NULL);
-    if (o->limit && !o->modes[GA_MODE_GROW] && !o->modes[GA_MODE_VMM] &&
+    int rc = check_fraction(o);
+    if (rc >= 0)
+        return rc;
+    if (o->limit && !o->has_fraction && !o->modes[GA_MODE_GROW] && !o->modes[GA_MODE_VMM] &&
         !o->modes[GA_MODE_PLATFORM])
         return usage_error("--limit applies to grow, vmm and platform (an arena is bounded by "
                            "--arena-size): add one of them to --mode", NULL);
@@ -267,6 +314,7 @@ int replay_parse_args(int argc, char **argv, options_t *o)
             continue;
         }
         int takes = !strcmp(a, "--mode") || !strcmp(a, "--arena-size") || !strcmp(a, "--limit") ||
+                    !strcmp(a, "--fraction") ||
                     !strcmp(a, "--format") || !strcmp(a, "--timeline") ||
                     !strcmp(a, "--vmm-keep") || !strcmp(a, "--granularity") ||
                     !strcmp(a, "--device");

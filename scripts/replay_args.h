@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "ga_replay.h"
+#include "ga_size.h"
 
 /* The largest --granularity: 1 TiB, far above any GPU's (2 MiB). Past 2^57 vmm's smallest first
  * range (64 granules) no longer fits 64 bits and creating the pool never ended; replay.c refuses
@@ -24,6 +25,8 @@
 typedef struct options {
     int modes[GA_MODE_COUNT]; /* indexed by ga_mode_t */
     size_t arena_size, limit;
+    ga_fraction_t fraction; /* --fraction: the shim's GPUARENA_MEM_FRACTION; has_fraction: given */
+    int has_fraction;
     size_t keep, granularity; /* vmm; keep_set: --vmm-keep given (0 is a value) */
     int keep_set;
     int device, has_device; /* --device N: only that device's events */

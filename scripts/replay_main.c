@@ -287,7 +287,13 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
     char err[512];
     size_t min_range = 0;
     ga_replay_opts_t ro = {.mode = m, .check = o->check};
-    if (m == GA_REPLAY_ARENA) {
+    int frac = o->has_fraction && m != GA_REPLAY_PLATFORM; /* platform: the cap alone */
+    if (frac) { /* the shim's pool under GPUARENA_MEM_FRACTION and a cap of --limit */
+        ro.fraction = o->fraction.value;
+        ro.fraction_grow = o->fraction.grow;
+        ro.limit = o->limit;
+        mr->size = o->limit; /* size_limit: the cap; --min's answer is a cap too */
+    } else if (m == GA_REPLAY_ARENA) {
         /* Twice the peak, and the rounding up, saturate rather than wrap (a 2^63-byte block).
          * The default stays within replay's address space (2^62 - 2^40 bytes): twice a 2^61-byte
          * peak was a region no backend call could give, and the whole replay failed with it. */
@@ -327,8 +333,8 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
     if (o->timeline && timeline_close(o->timeline, &tl, rc == 0) != 0)
         return -1;
     ro.on_event = NULL;
-    if (m == GA_REPLAY_VMM)
-        ro.arena_size = min_range;
+    if (m == GA_REPLAY_VMM) /* under a fraction the range follows the cap, twice it */
+        ro.arena_size = frac ? 0 : min_range;
     int mrc = rc == 0 && o->want_min ? ga_replay_min_size(t, &ro, 0, &mr->min_size, err, sizeof err)
                                      : 0;
     if (rc != 0 || mrc < 0) {
@@ -428,6 +434,8 @@ static void print_json(const options_t *o, const ga_trace_t *t, const mode_run_t
            o->format, GA_VERSION, t->count, t->truncated_bytes, peak);
     if (o->has_device)
         printf(", \"device\": %d", o->device);
+    if (o->has_fraction) /* as typed, "0.75+": the arena's share of size_limit */
+        printf(", \"fraction\": \"%s%s\"", o->fraction.text, o->fraction.grow ? "+" : "");
     print_json_units();
     printf(", \"modes\": {");
     for (int m = 0, first = 1; m < GA_MODE_COUNT; m++) {
@@ -453,6 +461,8 @@ static void print_row_u64(const char *label, const options_t *o, const mode_run_
 static void print_table(const options_t *o, const ga_trace_t *t, const mode_run_t *runs)
 {
     printf("%s (%s, %zu events", o->path, o->format, t->count);
+    if (o->has_fraction)
+        printf(", fraction %s%s of the cap", o->fraction.text, o->fraction.grow ? "+" : "");
     if (t->truncated_bytes)
         printf(", %zu trailing bytes of a partial record ignored", t->truncated_bytes);
     printf(")\n%-20s", "");

@@ -8,6 +8,7 @@
  * over every member (group.c), and shows each member's figures on the device.
  */
 #include "shim.h"
+#include "../allocator/ga_size.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +25,8 @@ ga_dev_t *ga_dev(int dev)
 
 uint64_t ga_share_of(uint64_t cap)
 {
-    double share = (double)cap * ga_opt.fraction;
-    if (share >= (double)cap)
-        return cap & ~(uint64_t)(GA_ALIGN - 1);
-    return (uint64_t)share & ~(uint64_t)(GA_ALIGN - 1);
+    /* one computation with gpuarena-replay --fraction's (allocator/size.c) */
+    return ga_fraction_share(cap, ga_opt.fraction, GA_ALIGN);
 }
 
 

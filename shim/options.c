@@ -99,43 +99,17 @@ static int parse_keep(const char *v)
     return 0;
 }
 
-/* "0.75" (hard) or "0.75+" (may grow past it up to the cap); 0 < f <= 1. Plain decimals only
- * (DIGITS, DIGITS.DIGITS or .DIGITS), blanks around ignored: the grammar of the command's
- * --fraction and of gpuarena doctor. strtod took hex floats and exponents the other two refuse,
- * and would read "0.75" by the program's LC_NUMERIC. */
+/* "0.75" (hard) or "0.75+" (may grow past it up to the cap); 0 < f <= 1, with the grammar of the
+ * command's --fraction, of gpuarena doctor and of gpuarena-replay --fraction (ga_fraction_parse,
+ * allocator/size.c: plain decimals only, no locale). */
 static int parse_fraction(const char *raw)
 {
-    char buf[64];
-    const char *v = ga_size_trim(raw, buf, sizeof buf);
-    if (!v)
+    ga_fraction_t f;
+    if (ga_fraction_parse(raw, &f) != 0)
         return -1;
-    size_t n = strlen(v), i = 0, before = 0, after = 0;
-    int grow = n && v[n - 1] == '+';
-    n -= (size_t)grow;
-    uint64_t whole = 0, mant = 0, pow10 = 1;
-    int tail = 0; /* a non-zero digit past the 15 kept */
-    for (; i < n && isdigit((unsigned char)v[i]); i++, before++)
-        whole = whole > 1 ? whole : whole * 10 + (uint64_t)(v[i] - '0'); /* past 1: too large */
-    if (i < n && v[i] == '.') {
-        for (i++; i < n && isdigit((unsigned char)v[i]); i++, after++) {
-            if (after < 15) { /* 15 digits: the integer and 10^15 are exact in a double */
-                mant = mant * 10 + (uint64_t)(v[i] - '0');
-                pow10 *= 10;
-            } else {
-                tail |= v[i] != '0';
-            }
-        }
-    }
-    if (i != n || (!before && !after) || v[i - 1] == '.')
-        return -1;
-    if (whole > 1 || (whole == 1 && (mant || tail)) || (!whole && !mant && !tail))
-        return -1; /* outside (0, 1], exactly as the command's Fraction reads it */
-    /* One division of exact doubles rounds as strtod would: 0.75 is 0.75, not 0.7 + 0.05. A value
-     * below 10^-15 stays above 0 (its share of any cap rounds to nothing, refused as such). */
-    double f = whole ? 1.0 : mant ? (double)mant / (double)pow10 : 1e-300;
-    ga_opt.fraction = f;
-    ga_opt.fraction_grow = grow;
-    snprintf(ga_opt.fraction_text, sizeof ga_opt.fraction_text, "%.*s", (int)n, v);
+    ga_opt.fraction = f.value;
+    ga_opt.fraction_grow = f.grow;
+    snprintf(ga_opt.fraction_text, sizeof ga_opt.fraction_text, "%s", f.text);
     return 0;
 }
 

@@ -32,7 +32,7 @@ from . import top as top_mod
 from . import tracefile as tf
 from .argtypes import (KEEP_HELP, _argtype, _device, _fraction, _keep, _limit, _mode, _mode_list,
                        _repeat, _seconds, _size, _word, TOP_LEAST_INTERVAL)
-from .fmt import BLANKS, is_unit
+from .fmt import BLANKS, human_bytes, is_unit
 
 
 EPILOG = """exit codes: 0 success; 1 bad input or setup (the message says how to fix it);
@@ -153,7 +153,12 @@ def build_parser():
     p.add_argument("--arena-size", type=_size, help="arena: the preallocated region (e.g. "
                    "2GiB; default twice the peak in use)")
     p.add_argument("--limit", type=_size, help="grow, vmm, platform: cap on bytes held (e.g. "
-                   "8GiB)")
+                   "8GiB); with --fraction the cap of every mode (GPUARENA_LIMIT, or the "
+                   "device's memory)")
+    p.add_argument("--fraction", type=_fraction, help="the shim's GPUARENA_MEM_FRACTION, of "
+                   "--limit as the cap: 0.75+ (the shim's default) preallocates 75%% of it in "
+                   "arena mode and grows past it up to the cap, 0.75 stops there and bounds grow "
+                   "and vmm; the smallest size found is then a cap")
     p.add_argument("--vmm-keep", type=_keep, metavar="SIZE", help=KEEP_HELP)
     p.add_argument("--no-min", action="store_true",
                    help="skip the search for the smallest arena that runs without OOM")
@@ -306,31 +311,27 @@ def do_replay(a):
     # As --vmm-keep: an option of a mode not replayed would be ignored without a word.
     if a.arena_size and "arena" not in a.mode:
         raise UsageError("--arena-size applies to arena mode only: add arena to --mode")
-    if a.limit and not {"grow", "vmm", "platform"} & set(a.mode):
+    replay_mod.check_fraction(a, _fraction_needs_pool)
+    if a.limit and not a.fraction and not {"grow", "vmm", "platform"} & set(a.mode):
         raise UsageError("--limit applies to grow, vmm and platform (an arena is bounded by "
-                         "--arena-size): add one of them to --mode")
+                         "--arena-size, or by --fraction of --limit): add one of them to --mode")
     mode = "all" if tuple(a.mode) == modes_mod.MODES else ",".join(a.mode)
     doc, counts = replay_mod.replay(a.trace, a.format, a.level, mode, a.arena_size,
-                                    a.limit, not a.no_min, a.check, a.device, a.vmm_keep)
+                                    a.limit, not a.no_min, a.check, a.device, a.vmm_keep,
+                                    a.fraction)
     failures = replay_mod.check_failure_messages(doc, a.trace)
-    _say_cut(a.trace, doc.get("truncated_bytes") if isinstance(doc, dict) else None)
+    replay_mod.say_cut(a.trace, doc.get("truncated_bytes") if isinstance(doc, dict) else None)
     if a.json:
         print(json.dumps(doc, indent=2))
         return _say_check_failures(failures)
     if counts:
         print(f"imported {a.trace}:")
         _print_counts(counts)
+    if a.fraction:  # what the arena's and the min size's rows mean then
+        print(f"GPUARENA_MEM_FRACTION={a.fraction} of a cap (--limit) of {human_bytes(a.limit)}: "
+              "size limit is the cap, min size the smallest cap")
     print(replay_mod.render(doc))
     return _say_check_failures(failures)
-
-
-def _say_cut(path, cut, doing="replayed"):
-    """A trace cut short, said on stderr as a message (`gpuarena:`), with --json too: it was a
-    line of the table's stdout without the prefix (helper-67 F7, then an outside check)."""
-    if cut:
-        print(f"gpuarena: {path}: {cut} trailing bytes of a partial record ignored (the "
-              "recording was cut: its process was killed, or is still writing); the events "
-              f"before it are {doing}", file=sys.stderr)
 
 
 def _say_check_failures(lines):
@@ -391,7 +392,7 @@ def do_report(a):
     _check_out_folder("-o", prefix + ".json", "PREFIX", "the input is read")
     trace, _counts, used = importers.load_any(a.trace, a.format, a.level)
     replay_mod.check_allocates(a.trace, trace.events, "draw")  # it drew an empty chart
-    _say_cut(a.trace, getattr(trace, "truncated_bytes", 0), "drawn")
+    replay_mod.say_cut(a.trace, getattr(trace, "truncated_bytes", 0), "drawn")
     failures = []
     reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace,
                                                failures=failures)

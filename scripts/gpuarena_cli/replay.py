@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 
-from . import GaError
+from . import GaError, UsageError
 from . import ending
 from . import importers
 from . import memory
@@ -76,12 +76,13 @@ def check_allocates(path, events, doing="replay"):
 
 
 def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True, check=False,
-             timeline=None, device=None, name=None, vmm_keep=None):
+             timeline=None, device=None, name=None, vmm_keep=None, fraction=None):
     """Runs gpuarena-replay --json and returns its parsed JSON document. mode: a name or a
     comma-separated list; timeline: a path where the tool writes its per-event CSV
     time_ns,in_use,reserved (one mode only); device: replay that device's events only; name:
     the user's file, named in the tool's messages instead of an imported temporary; vmm_keep:
-    bytes of wholly free granules vmm keeps mapped (None: the tool's default, 0 a value)."""
+    bytes of wholly free granules vmm keeps mapped (None: the tool's default, 0 a value);
+    fraction: GPUARENA_MEM_FRACTION's text ("0.75+") of limit as the cap."""
     # Every input reaches the tool as a gpuarena trace (imported first when it is not one), so
     # the tool is told so: left to guess, it read a file named .csv as a lifetimes CSV although
     # the user had said --format trace.
@@ -94,6 +95,8 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
         cmd += ["--arena-size", str(arena_size)]
     if limit:
         cmd += ["--limit", str(limit)]
+    if fraction:
+        cmd += ["--fraction", fraction]
     if vmm_keep is not None:
         cmd += ["--vmm-keep", str(vmm_keep)]
     if find_min:
@@ -178,13 +181,39 @@ def render(doc):
 
 
 def replay(path, fmt="auto", level="tensor", mode="all", arena_size=None, limit=None,
-           find_min=True, check=False, device=None, vmm_keep=None):
+           find_min=True, check=False, device=None, vmm_keep=None, fraction=None):
     """(tool JSON document, import counts or None) for any input file."""
     with ending.temporary_folder() as tmp:
         trace_path, counts, kind = as_trace_file(path, fmt, level, tmpdir=tmp)
         doc = run_tool(trace_path, mode, arena_size, limit, find_min, check, device=device,
-                       name=path, vmm_keep=vmm_keep)
+                       name=path, vmm_keep=vmm_keep, fraction=fraction)
     # The user's file and its format, not the imported temporary (deleted by now) and "trace".
     if isinstance(doc, dict) and "trace" in doc:
         doc["trace"], doc["format"] = path, kind
     return doc, counts
+
+
+def check_fraction(a, needs_pool):
+    """UsageError unless replay's --fraction can be used as given (`a`, the parsed options): a
+    share of the cap, so the cap (--limit) is needed and --arena-size (which the share replaces)
+    is not; and, as run's, a mode it changes among --mode (needs_pool: cli's check of that). The
+    tool refuses the same (scripts/replay_args.c)."""
+    if a.fraction is None:
+        return
+    if not a.limit:
+        raise UsageError(f"--fraction {a.fraction} is a share of the cap: give the cap with "
+                         "--limit (GPUARENA_LIMIT, or the device's memory for a run without it, "
+                         "e.g. --limit 80GiB)")
+    if a.arena_size:
+        raise UsageError(f"--fraction {a.fraction} sizes the arena ({a.fraction.rstrip('+')} of "
+                         "--limit): give --fraction or --arena-size, not both")
+    needs_pool(a, a.mode, "--mode")
+
+
+def say_cut(path, cut, doing="replayed"):
+    """A trace cut short, said on stderr as a message (`gpuarena:`), with --json too: it was a
+    line of the table's stdout without the prefix (helper-67 F7, then an outside check)."""
+    if cut:
+        print(f"gpuarena: {path}: {cut} trailing bytes of a partial record ignored (the "
+              "recording was cut: its process was killed, or is still writing); the events "
+              f"before it are {doing}", file=sys.stderr)

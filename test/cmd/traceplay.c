@@ -7,8 +7,9 @@
  * allocations of size 0 and frees of keys never allocated are skipped. Prints one JSON line:
  * {"allocs", "failed", "first_failed" (the index of the first failed event, in time order; -1:
  * none), "live_peak" (bytes live at most, each block rounded up to 512 as the pools
- * count them), "peak_vmm_mapped", "create_calls", "alloc_calls"} (the last three the simulated
- * driver's counters). Exit 0, or 2 for a bad file or a driver call that failed.
+ * count them), "peak_vmm_mapped", "create_calls", "alloc_calls", "peak_bytes" (the highest
+ * bytes the driver held for the process, every kind: an arena's regions)} (the last four the
+ * simulated driver's counters). Exit 0, or 2 for a bad file or a driver call that failed.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -148,9 +149,10 @@ int main(int argc, char **argv)
     simcuda_counters_t c;
     get(&c);
     printf("{\"allocs\": %zu, \"failed\": %zu, \"first_failed\": %lld, \"live_peak\": %llu, "
-           "\"peak_vmm_mapped\": %llu, \"create_calls\": %llu, \"alloc_calls\": %llu}\n",
+           "\"peak_vmm_mapped\": %llu, \"create_calls\": %llu, \"alloc_calls\": %llu, "
+           "\"peak_bytes\": %llu}\n",
            allocs, failed, first_failed, (unsigned long long)peak, c.peak_vmm_mapped_bytes,
-           c.create_calls, c.alloc_calls);
+           c.create_calls, c.alloc_calls, c.peak_bytes_in_use);
     free(tab);
     free(e);
     return 0;

@@ -226,6 +226,7 @@ def do_import(a):
     _trace_only_over_a_trace("-o", a.output, link_replaced=True)
     _check_out_folder("-o", a.output, "path", "the input is read")
     trace, counts, used = importers.load_any(a.file, a.format, a.level, a.close, a.time_unit)
+    replay_mod.say_cut(a.file, getattr(trace, "truncated_bytes", 0), "imported")
     tf.write(a.output, trace)
     print(f"gpuarena: imported {a.file} ({used}) -> {a.output}: {len(trace.events):,} events")
     _print_counts(counts)

@@ -64,7 +64,8 @@ class MessagesPrefixed(unittest.TestCase):
     def test_cut_trace_said_with_the_prefix(self):
         cut = dict((n, p) for n, p, _ in self.odd_inputs())["cut"]
         for args in (("replay", cut, "--no-min"), ("replay", cut, "--no-min", "--json"),
-                     ("report", cut, "-o", self.path("r"))):
+                     ("report", cut, "-o", self.path("r")),
+                     ("import", "auto", cut, "-o", self.path("whole.gatrace"))):
             with self.subTest(args=args[0:1] + args[2:]):
                 p = gatest.cli(*args, env={"GPUARENA_NO_MATPLOTLIB": "1"})
                 self.assertEqual(p.returncode, 0, p.stderr)

@@ -536,7 +536,18 @@ static void say_limit_under_granule(const options_t *o)
                 (size_t)GA_ALIGN, (size_t)GA_ALIGN);
         return;
     }
-    if (!o->modes[GA_REPLAY_VMM] || !o->limit || o->limit >= g)
+    if (!o->modes[GA_REPLAY_VMM] || !o->limit)
+        return;
+    if (o->has_fraction && !o->fraction.grow) { /* a fixed share bounds vmm's mapped bytes */
+        uint64_t share = ga_fraction_share(o->limit, o->fraction.value, GA_ALIGN);
+        if (share && share < g)
+            fprintf(stderr, "gpuarena: vmm mode: --fraction %s of --limit %zu is %" PRIu64
+                    " bytes, under one granule (%zu bytes): vmm maps whole granules, so every "
+                    "allocation is refused; give a larger fraction or --limit\n",
+                    o->fraction.text, o->limit, share, g);
+        return;
+    }
+    if (o->limit >= g)
         return;
     fprintf(stderr, "gpuarena: vmm mode: --limit %zu is under one granule (%zu bytes: %s): vmm "
             "maps whole granules, so every allocation is refused; give a --limit of at least "

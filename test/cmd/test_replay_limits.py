@@ -35,10 +35,17 @@ class TinyLimits(unittest.TestCase):
         p = gatest.cli("replay", SRC, "--mode", "vmm", "--limit", "1MiB", "--no-min", "--json")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("gpuarena: vmm mode: --limit 1048576 is under one granule", p.stderr)
+        # a fixed share of the cap under a granule is said the same way
+        p = tool("--mode", "vmm", "--json", "--fraction", "0.25", "--limit", "4MiB", SRC)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("gpuarena: vmm mode: --fraction 0.25 of --limit 4194304 is 1048576 bytes, "
+                      "under one granule (2097152 bytes)", p.stderr)
+        self.assertEqual(json.loads(p.stdout)["modes"]["vmm"]["allocs"], 0)
         # a granule or more, a smaller granule, or vmm not replayed: nothing said
         for args in (("--mode", "vmm", "--limit", "2MiB"),
                      ("--mode", "vmm", "--limit", "1MiB", "--granularity", "512KiB"),
-                     ("--mode", "grow,platform", "--limit", "1MiB")):
+                     ("--mode", "grow,platform", "--limit", "1MiB"),
+                     ("--mode", "vmm", "--fraction", "0.5", "--limit", "4MiB")):
             with self.subTest(args=args):
                 p = tool(*args, "--json", SRC)
                 self.assertEqual(p.returncode, 0, p.stderr)

@@ -179,6 +179,9 @@ def build_parser():
     p.add_argument("--mode", type=_mode, default="arena",
                    help=f"mode whose reserved bytes are drawn, from a replay of the trace: "
                    f"{', '.join(modes_mod.MODES)} (default arena)")
+    p.add_argument("--limit", type=_size, help="the replay's cap, as replay's --limit")
+    p.add_argument("--fraction", type=_fraction, help="the shim's GPUARENA_MEM_FRACTION of "
+                   "--limit, as replay's --fraction (0.75+: the shim's default arena)")
     p.add_argument("--vmm-keep", type=_keep, metavar="SIZE", help=KEEP_HELP)
     _add_input_opts(p)
 
@@ -381,6 +384,12 @@ def _default_prefix(path):
 
 def do_report(a):
     _keep_needs_vmm(a, (a.mode,))
+    a.arena_size = None
+    replay_mod.check_fraction(a, lambda a, _m, _o: _fraction_needs_pool(a, (a.mode,), "--mode one"))
+    if a.limit and not a.fraction and a.mode == "arena":
+        raise UsageError("--limit applies to grow, vmm and platform (an arena is bounded by "
+                         "--fraction of --limit): use --mode grow, vmm or platform, or give "
+                         "--fraction")
     _check_prefix("-o", a.output)
     prefix = _strip_ext(a.output) if a.output else _default_prefix(a.trace)
     for ext in (".json", ".png"):
@@ -396,16 +405,21 @@ def do_report(a):
     replay_mod.say_cut(a.trace, getattr(trace, "truncated_bytes", 0), "drawn")
     failures = []
     reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace,
-                                               failures=failures)
+                                               failures=failures, limit=a.limit,
+                                               fraction=a.fraction)
     if reserved is None:
         print(f"gpuarena: drawing bytes in use only, not reserved: {why}", file=sys.stderr)
     series = report_mod.in_use_series(trace)
+    # the replay's settings beside its mode, so two reports of one trace tell them apart
+    setting = ", ".join(filter(None, (a.fraction and f"GPUARENA_MEM_FRACTION={a.fraction}",
+                                      a.limit and f"cap {a.limit} bytes")))
     report_mod.write_chrome_trace(f"{prefix}.json", trace, reserved, series=series,
-                                  mode=a.mode, name=a.trace, logical=used == "lifetimes")
+                                  mode=a.mode, name=a.trace, logical=used == "lifetimes",
+                                  setting=setting)
     print(f"gpuarena: wrote {prefix}.json ({len(trace.events):,} events; open it in "
           "https://ui.perfetto.dev or chrome://tracing)")
     if report_mod.write_png(f"{prefix}.png", trace, reserved, series=series, mode=a.mode,
-                            name=a.trace, logical=used == "lifetimes"):
+                            name=a.trace, logical=used == "lifetimes", setting=setting):
         print(f"gpuarena: wrote {prefix}.png")
     else:
         _png_skipped(f"{prefix}.png")

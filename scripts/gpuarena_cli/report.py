@@ -108,14 +108,17 @@ def _counter(name, dev, t_ns, value, logical=False):
             f'"args":{{"{name}":{value}}}}}')
 
 
-def _event_strings(trace, reserved, title, series, mode=None, name=None, logical=False):
+def _event_strings(trace, reserved, title, series, mode=None, name=None, logical=False,
+                   setting=""):
     """Every trace event of the document as its compact JSON text, in document order; then,
     as the last item, the otherData dict. mode: the replay the reserved track comes from, said
     in each device's name and in otherData with the input's name (two reports of one trace in
     two modes could not be told apart: an outside check, helper-109). logical: the trace's times
-    are a lifetimes CSV's steps (STEP_US)."""
+    are a lifetimes CSV's steps (STEP_US). setting: the replay's cap and fraction, said beside
+    the mode ("GPUARENA_MEM_FRACTION=0.75+, cap 1073741824 bytes")."""
     devices = sorted(set(series) | set(reserved or {}))
     said = f", reserved in {mode} mode" if mode and reserved is not None else ""
+    said += f" ({setting})" if said and setting else ""
     said += f" ({STEPS_SAID})" if logical else ""
     for dev in devices:
         yield json.dumps({"name": "process_name", "ph": "M", "pid": dev,
@@ -141,11 +144,12 @@ def _event_strings(trace, reserved, title, series, mode=None, name=None, logical
            "mode": mode if reserved is not None else None, "allocations": allocs,
            "slices_included": allocs <= MAX_SLICES, "reserved_included": reserved is not None,
            "time_unit": "step" if logical else "ns",
+           **({"setting": setting} if setting and reserved is not None else {}),
            **({"time_said": STEPS_SAID} if logical else {})}
 
 
 def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None, mode=None,
-                       name=None, logical=False):
+                       name=None, logical=False, setting=""):
     """Writes the Chrome trace-event document (reserved: {device: [(time_ns, bytes)]} or None;
     series: in_use_series(trace) if already computed) to path, streamed in pieces and renamed
     into place as write_json does: a million events take seconds and no more memory than the
@@ -156,7 +160,8 @@ def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None
     def fill(f):
         f.write(b'{"traceEvents":[')
         batch, sep = [], ""
-        for item in _event_strings(trace, reserved, title, series, mode, name, logical):
+        for item in _event_strings(trace, reserved, title, series, mode, name, logical,
+                                   setting):
             if isinstance(item, dict):
                 other = item
                 break
@@ -207,16 +212,18 @@ def downsample_steps(pts, buckets=PNG_BUCKETS):
     return out
 
 
-def write_png(path, trace, reserved=None, series=None, mode=None, name=None, logical=False):
+def write_png(path, trace, reserved=None, series=None, mode=None, name=None, logical=False,
+              setting=""):
     """Draws the timeline (plot.py), each series downsampled to its envelope; returns False
     (nothing written) without matplotlib. mode and name (the input) go in the title, the
     legend and the PNG's Title text chunk, as in write_chrome_trace."""
     series = in_use_series(trace) if series is None else series
-    how = f" ({mode} mode)" if mode else ""
+    how = f" ({mode} mode{', ' + setting if setting else ''})" if mode else ""
     lines = [[f"in use, device {dev}", downsample_steps(pts)] for dev, pts in sorted(series.items())]
     lines += [[f"reserved{how}, device {dev}", downsample_steps(pts)]
               for dev, pts in sorted((reserved or {}).items())]
-    title = "bytes in use" + (f", and reserved in {mode} mode" if mode and reserved else "")
+    title = "bytes in use" + (f", and reserved in {mode} mode" if mode and reserved else "") \
+        + (f" ({setting})" if mode and reserved and setting else "")
     if name:  # a file name's bytes that are not UTF-8 (surrogateescape) cannot be drawn
         name = os.fsencode(name).decode("utf-8", "replace")
         title = f"{name}: {title}"
@@ -244,7 +251,8 @@ def read_timeline(path):
     return pts, peak
 
 
-def reserved_series(trace, mode, vmm_keep=None, name=None, failures=None):
+def reserved_series(trace, mode, vmm_keep=None, name=None, failures=None, limit=None,
+                    fraction=None):
     """({device: [(time_ns, reserved bytes)]}, None), or (None, why not).
 
     The replay tool replays the trace in `mode` (arena: one region of its default size, twice the
@@ -257,7 +265,8 @@ def reserved_series(trace, mode, vmm_keep=None, name=None, failures=None):
     instead of the temporary it replays (they named a deleted /tmp file: an outside test).
     failures: a list that gets the `gpuarena:` line of each device's replay whose pool checks
     failed (replay.check_failure_messages: a bug in the allocator; `report` said nothing of them,
-    the lead, 2026-12-06)."""
+    the lead, 2026-12-06). limit, fraction: the cap (--limit) and GPUARENA_MEM_FRACTION
+    (--fraction) the replay runs under, as `gpuarena replay` takes them."""
     from . import replay
     if not trace.events:
         return None, "the trace is empty"
@@ -276,7 +285,7 @@ def reserved_series(trace, mode, vmm_keep=None, name=None, failures=None):
             csv = os.path.join(tmp, f"timeline{dev}.csv")
             doc = replay.run_tool(path, mode, find_min=False, timeline=csv,
                                   device=dev if len(devices) > 1 else None, vmm_keep=vmm_keep,
-                                  name=name)
+                                  name=name, limit=limit, fraction=fraction)
             if failures is not None:
                 failures += replay.check_failure_messages(doc, name or path)
             pts, peak = read_timeline(csv)

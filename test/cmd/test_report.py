@@ -160,6 +160,39 @@ class Report(unittest.TestCase, gatest.CliAsserts):
             self.assertTrue(png_text(os.path.join(self.dir, "rep.png"))["Title"].endswith(
                 "odd\ufffd.csv: bytes in use, and reserved in arena mode"))
 
+    def test_reserved_under_the_shims_settings(self):
+        """--fraction and --limit, as replay takes them: the reserved curve of the shim's default
+        arena (0.75+ of the cap, grown past it) or of a pool under a cap; report drew arena mode
+        as one region of twice the peak only (an outside check, 2026-12-07). The settings are said
+        beside the mode, and misused they are usage errors as in replay."""
+        src = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_C.csv")
+        for mode, opts in (("arena", ("--fraction", "0.75+", "--limit", "1MiB")),
+                           ("arena", ("--fraction", "0.75", "--limit", "4MiB")),
+                           ("grow", ("--limit", "1MiB"))):
+            with self.subTest(mode=mode, opts=opts):
+                tool = json.loads(gatest.cli("replay", src, "--json", "--no-min", "--mode", mode,
+                                             *opts).stdout)["modes"][mode]
+                doc, _p = self.report(src, "--mode", mode, *opts)
+                res = [e["args"]["reserved"] for e in doc["traceEvents"]
+                       if e["ph"] == "C" and e["name"] == "reserved"]
+                self.assertEqual(max(res), tool["peak_reserved"])
+                setting = ", ".join(filter(None, (
+                    "--fraction" in opts and f"GPUARENA_MEM_FRACTION={opts[1]}",
+                    f"cap {tool['size_limit']} bytes")))
+                self.assertEqual(doc["otherData"]["setting"], setting)
+                names = [e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"]
+                self.assertIn(f"reserved in {mode} mode ({setting})", names[0])
+        # 0.75+ of 1 MiB: a 768 KiB arena, grown past it (the live peak is above it)
+        self.assertGreater(max(res), 0)
+        for args, why in ((("--limit", "1MiB"), "--limit applies to grow, vmm and platform"),
+                          (("--fraction", "0.75+"), "is a share of the cap"),
+                          (("--mode", "grow", "--fraction", "0.75+", "--limit", "1MiB"),
+                           "--fraction 0.75+ changes arena mode only")):
+            with self.subTest(args=args):
+                p = gatest.cli("report", src, "-o", os.path.join(self.dir, "bad"), *args)
+                self.assertCleanError(p, why, code=2)
+                self.assertFalse(os.path.exists(os.path.join(self.dir, "bad.json")))
+
     def test_lifetimes_steps_in_the_json(self):
         """A lifetimes CSV's lower and upper are logical steps: the Perfetto/Chrome JSON showed
         them as nanoseconds (step 7 at 0.007 us; an outside check, 2026-12-07), where the PNG's

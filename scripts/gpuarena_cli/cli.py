@@ -315,10 +315,7 @@ def do_replay(a):
     # As --vmm-keep: an option of a mode not replayed would be ignored without a word.
     if a.arena_size and "arena" not in a.mode:
         raise UsageError("--arena-size applies to arena mode only: add arena to --mode")
-    replay_mod.check_fraction(a, _fraction_needs_pool)
-    if a.limit and not a.fraction and not {"grow", "vmm", "platform"} & set(a.mode):
-        raise UsageError("--limit applies to grow, vmm and platform (an arena is bounded by "
-                         "--arena-size, or by --fraction of --limit): add one of them to --mode")
+    replay_mod.check_fraction(a, a.mode, lambda a, m: _fraction_needs_pool(a, m, "--mode"))
     mode = "all" if tuple(a.mode) == modes_mod.MODES else ",".join(a.mode)
     doc, counts = replay_mod.replay(a.trace, a.format, a.level, mode, a.arena_size,
                                     a.limit, not a.no_min, a.check, a.device, a.vmm_keep,
@@ -385,11 +382,7 @@ def _default_prefix(path):
 def do_report(a):
     _keep_needs_vmm(a, (a.mode,))
     a.arena_size = None
-    replay_mod.check_fraction(a, lambda a, _m, _o: _fraction_needs_pool(a, (a.mode,), "--mode one"))
-    if a.limit and not a.fraction and a.mode == "arena":
-        raise UsageError("--limit applies to grow, vmm and platform (an arena is bounded by "
-                         "--fraction of --limit): use --mode grow, vmm or platform, or give "
-                         "--fraction")
+    replay_mod.check_fraction(a, (a.mode,), lambda a, m: _fraction_needs_pool(a, m, "--mode one"))
     _check_prefix("-o", a.output)
     prefix = _strip_ext(a.output) if a.output else _default_prefix(a.trace)
     for ext in (".json", ".png"):

@@ -193,11 +193,16 @@ def replay(path, fmt="auto", level="tensor", mode="all", arena_size=None, limit=
     return doc, counts
 
 
-def check_fraction(a, needs_pool):
-    """UsageError unless replay's --fraction can be used as given (`a`, the parsed options): a
-    share of the cap, so the cap (--limit) is needed and --arena-size (which the share replaces)
-    is not; and, as run's, a mode it changes among --mode (needs_pool: cli's check of that). The
-    tool refuses the same (scripts/replay_args.c)."""
+def check_fraction(a, modes, needs_pool):
+    """UsageError unless replay's or report's --limit and --fraction can be used as given (`a`,
+    the parsed options; `modes`, those replayed): --limit needs a mode it bounds, or a fraction
+    to take a share of; a fraction is a share of the cap, so the cap (--limit) is needed and
+    --arena-size (which the share replaces) is not; and, as run's, a mode it changes among the
+    modes (needs_pool(a, modes): cli's check of that). The tool refuses the same
+    (scripts/replay_args.c)."""
+    if a.limit and not a.fraction and not {"grow", "vmm", "platform"} & set(modes):
+        raise UsageError("--limit applies to grow, vmm and platform (an arena is bounded by "
+                         "--arena-size, or by --fraction of --limit): add one of them to --mode")
     if a.fraction is None:
         return
     if not a.limit:
@@ -207,7 +212,7 @@ def check_fraction(a, needs_pool):
     if a.arena_size:
         raise UsageError(f"--fraction {a.fraction} sizes the arena ({a.fraction.rstrip('+')} of "
                          "--limit): give --fraction or --arena-size, not both")
-    needs_pool(a, a.mode, "--mode")
+    needs_pool(a, modes)
 
 
 def say_cut(path, cut, doing="replayed"):

@@ -266,6 +266,16 @@ class DryRun(unittest.TestCase):
                     self.assertIn(f"build-{goal}/results", r.stdout)  # shown, not run
                     made = [n for n in os.listdir(repo) if n.startswith("build")]
                     self.assertEqual(made, [], "make -n made nothing")
+            # test-asan (a tier of make test) wrote its log and TAP into a results folder there
+            results = os.path.join(repo, "build", "results")
+            os.makedirs(results)
+            r = subprocess.run(["make", "-n", "--no-print-directory", "-C", repo,
+                                f"GA_TRACES_DIR={os.path.abspath(gatest.TRACES)}", "test-asan"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=300, check=False)
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            self.assertIn("san-tiers BUILD=build-asan", r.stdout)
+            self.assertEqual(os.listdir(results), [], "make -n test-asan wrote nothing")
 
 
 class HeadersOnlyToolkit(unittest.TestCase):

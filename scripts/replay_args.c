@@ -238,6 +238,31 @@ static int parse_opt(options_t *o, const char *a, const char *v)
     return 0;
 }
 
+/* A share that rounds to no block where it bounds the pool (arena; grow and vmm under a fixed
+ * fraction) leaves nothing to allocate: said as the shim says it at cuInit, with the smallest cap
+ * that gives a share of one block, the fraction as typed. -1 or an exit. */
+static int share_of_nothing(const options_t *o)
+{
+    int bounds = o->modes[GA_MODE_ARENA] ||
+                 (!o->fraction.grow && (o->modes[GA_MODE_GROW] || o->modes[GA_MODE_VMM]));
+    if (!bounds || ga_fraction_share(o->limit, o->fraction.value, GA_ALIGN))
+        return -1;
+    char what[400];
+    double least = (double)GA_ALIGN / o->fraction.value;
+    int n = snprintf(what, sizeof what, "--fraction %s%s of --limit %zu is a share that rounds to "
+                     "0 bytes, which bounds the %s pool: nothing could ever be allocated; give a "
+                     "larger --fraction", o->fraction.text, o->fraction.grow ? "+" : "", o->limit,
+                     o->modes[GA_MODE_ARENA] ? "arena" : o->modes[GA_MODE_GROW] ? "grow" : "vmm");
+    if (least < 1e19) { /* the smallest cap whose share is one block, as the shim names it */
+        uint64_t need = (uint64_t)least;
+        while (!ga_fraction_share(need, o->fraction.value, GA_ALIGN))
+            need++;
+        snprintf(what + n, sizeof what - (size_t)n, ", or a --limit of at least %llu bytes",
+                 (unsigned long long)need);
+    }
+    return usage_error(what, NULL);
+}
+
 /* --fraction: a share of the cap, so --limit gives the cap; the arena's size is the share, so
  * not --arena-size too; and, as `gpuarena run --fraction`, a mode it changes among those replayed
  * ("F+" changes arena mode only: grow and vmm answer to the cap alone then). -1 or an exit. */
@@ -267,7 +292,7 @@ static int check_fraction(const options_t *o)
     if (!o->modes[GA_MODE_ARENA] && !o->modes[GA_MODE_GROW] && !o->modes[GA_MODE_VMM])
         return usage_error("--fraction applies to arena, grow and vmm (platform takes no share): "
                            "add one of them to --mode", NULL);
-    return -1;
+    return share_of_nothing(o);
 }
 
 /* An option whose mode is not among those replayed would be ignored, and the user would read

@@ -213,6 +213,24 @@ def check_fraction(a, modes, needs_pool):
         raise UsageError(f"--fraction {a.fraction} sizes the arena ({a.fraction.rstrip('+')} of "
                          "--limit): give --fraction or --arena-size, not both")
     needs_pool(a, modes)
+    grow = a.fraction.endswith("+")
+    bounds = [m for m in ("arena", "grow", "vmm") if m in modes and (m == "arena" or not grow)]
+    frac = float(a.fraction.rstrip("+"))
+    if bounds and not _share(a.limit, frac):  # as the tool says it (replay_args.c)
+        least = 512 / frac
+        need = int(least) if least < 1e19 else None
+        while need is not None and not _share(need, frac):
+            need += 1
+        raise UsageError(f"--fraction {a.fraction} of --limit {a.limit} is a share that rounds to "
+                         f"0 bytes, which bounds the {bounds[0]} pool: nothing could ever be "
+                         "allocated; give a larger --fraction"
+                         + (f", or a --limit of at least {need} bytes" if need else ""))
+
+
+def _share(cap, frac):
+    """ga_fraction_share (allocator/size.c): floor(cap x F) in whole 512-byte blocks."""
+    share = cap * frac
+    return (cap if share >= cap else int(share)) & ~511
 
 
 def say_cut(path, cut, doing="replayed"):

@@ -203,10 +203,25 @@ class DefaultArena(unittest.TestCase):
                        "2MiB", "--no-min")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("GPUARENA_MEM_FRACTION=0.75+ of a cap (--limit) of 2.00 MiB", p.stdout)
-        # a share of no block, where the share bounds the pool
-        p = tool("--mode", "arena", "--fraction", "0.0001", "--limit", "1MiB", SRC)
-        self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertIn("is a share of no 512-byte block", p.stderr)
+        # a share of no block, where the share bounds the pool, as the shim refuses it at cuInit
+        # (the fraction as typed, and the smallest cap that gives a block); with 0.0001+ outside
+        # arena mode the cap alone bounds the pool
+        p = tool("--mode", "arena,vmm", "--fraction", "0.0001", "--limit", "1MiB", SRC)
+        self.assertEqual((p.returncode, p.stdout), (2, ""), p.stderr)
+        self.assertIn("gpuarena: --fraction 0.0001 of --limit 1048576 is a share that rounds to "
+                      "0 bytes, which bounds the arena pool: nothing could ever be allocated; give "
+                      "a larger --fraction, or a --limit of at least 5120000 bytes", p.stderr)
+        p = gatest.cli("replay", SRC, "--mode", "arena,vmm", "--fraction", "0.0001", "--limit",
+                       "1MiB")
+        self.assertEqual((p.returncode, p.stdout), (2, ""), p.stderr)
+        self.assertIn("a --limit of at least 5120000 bytes", p.stderr)
+        p = tool("--mode", "grow", "--fraction", "0.0000001", "--limit", "1MiB", SRC)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--fraction 0.0000001 of --limit 1048576", p.stderr)  # not 1e-07
+        p = tool("--mode", "arena,vmm", "--fraction", "0.0001+", "--limit", "1MiB", SRC)
+        self.assertEqual(p.returncode, 2, p.stderr)  # arena's share still bounds it
+        p = tool("--mode", "vmm", "--fraction", "0.0001", "--limit", "4GiB", "--json", SRC)
+        self.assertEqual(p.returncode, 0, p.stderr)
 
 
 if __name__ == "__main__":

@@ -88,13 +88,17 @@ static int ga_pass_undo(uint64_t key, int handle, int stream_ordered, CUstream s
     return ga_real.cuMemFree_v2((CUdeviceptr)key) == CUDA_SUCCESS;
 }
 
-/* The bytes a pass-through allocation counts: cuMemAllocAsync, which the pools serve in the other
- * modes and count in GA_ALIGN units, is counted so in platform mode too, so modes compare (it
- * counted the exact size there: 2024 bytes in use where the others had 2048, helper-46 F2). The
- * rest count what was asked. */
+/* The bytes a pass-through allocation counts: GA_ALIGN units, as the pools count their blocks and
+ * as gpuarena-replay counts every allocation of a trace (--mode platform --limit), so that modes
+ * compare and a trace replays to the refusals the shim made. cuMemAllocAsync counted its exact size
+ * in platform mode until helper-46 F2 (2024 bytes in use where the others had 2048); managed,
+ * cuMemAllocFromPoolAsync and v1 blocks did until 2026-12-07: 513-byte blocks under a 1 MiB cap
+ * were 2,044 where cuMemAlloc and the replay take 1,024 (an outside check; test
+ * pass_through_cap_in_512_byte_units). A cuMemCreate's size is the driver's granularity, counted
+ * as asked. */
 static uint64_t ga_pass_units(uint8_t api, size_t size)
 {
-    if (api != GA_API_CUMEMALLOCASYNC || size > SIZE_MAX - (GA_ALIGN - 1))
+    if (api == GA_API_CUMEMCREATE || size > SIZE_MAX - (GA_ALIGN - 1))
         return size;
     return ((uint64_t)size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1);
 }
@@ -371,8 +375,8 @@ GA_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, u
     if (r == CUDA_SUCCESS)
         r = ga_real.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     uint64_t got = r == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : bytes;
-    if (committed)
-        ga_pass_recount(dev, bytes, got);
+    if (committed) /* in the units ga_pass_end counts: a pitch off GA_ALIGN rounds up */
+        ga_pass_recount(dev, bytes, ga_pass_units(GA_API_CUMEMALLOCPITCH, got));
     return ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, got,
                        GA_API_CUMEMALLOCPITCH, t0, 0, NULL);
 }

@@ -125,6 +125,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_capture());
     suite_add_tcase(s, pt_tcase_hostile());
     suite_add_tcase(s, pt_tcase_outside3());
+    suite_add_tcase(s, pt_tcase_outside4());
     suite_add_tcase(s, pt_tcase_hardening3());
     suite_add_tcase(s, pt_tcase_stream_outside());
     SRunner *sr = srunner_create(s);

@@ -65,6 +65,7 @@ TCase *pt_tcase_v1(void);
 TCase *pt_tcase_capture(void);
 TCase *pt_tcase_hostile(void);
 TCase *pt_tcase_outside3(void); /* t_outside3.c */
+TCase *pt_tcase_outside4(void); /* t_outside4.c */
 TCase *pt_tcase_hardening3(void);
 TCase *pt_tcase_stream_outside(void);
 

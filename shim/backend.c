@@ -42,9 +42,10 @@ static int be_reserve(void *p, size_t size, uintptr_t *base)
     ga_ctx_leave(pushed);
     c->counts.driver_alloc_calls++;
     if (r != CUDA_SUCCESS) {
-        ga_dev_uncommit(c->dev, (uint64_t)be_units(size));
+        ga_dev_refused(c->dev, (uint64_t)be_units(size));
         return 1;
     }
+    ga_dev_granted(c->dev, (uint64_t)be_units(size));
     ga_level_add(GA_LEVEL_RESERVED, be_units(size));
     *base = (uintptr_t)d;
     return 0;
@@ -442,15 +443,16 @@ static int be_map(void *p, uintptr_t addr, size_t size, uint64_t *handle)
                 held = 1;
         }
         ga_ctx_leave(pushed);
-        if (held)
-            ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
+        if (held) /* the driver keeps them */
+            ga_dev_granted(c->dev, size), ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
         else
-            ga_dev_uncommit(c->dev, size);
+            ga_dev_refused(c->dev, size);
         c->map_err = r; /* the out-of-memory line names it when it is not a lack of memory */
         return 1;
     }
     c->map_err = CUDA_SUCCESS;
     ga_ctx_leave(pushed);
+    ga_dev_granted(c->dev, size);
     ga_level_add(GA_LEVEL_RESERVED, (int64_t)size);
     be_note_granule(c, addr, size, (uint64_t)h);
     *handle = (uint64_t)h;

@@ -45,8 +45,16 @@ static uint64_t ga_dev_in_use(ga_dev_t *d)
  * in 512-byte units in use and reserved (as its statistics do), the cap and `committed` in exact
  * bytes, and `gpuarena top` showed IN USE 3.00 KiB beside RESERVED 2.93 KiB (an outside check,
  * 2026-12-06). */
+/* reserved: the bytes committed; those whose driver call has not answered (d->asking) are left
+ * out, so a request the driver then refuses never shows, as reserved nor as the ledger's peak:
+ * written at the commit, a refused 700 MiB request showed a PEAK RESERVED of 700 MiB in `gpuarena
+ * top` that the process never held (helper-104 F8; test group_peak_counts_only_what_the_driver_
+ * granted). The commit itself still comes first, so members cannot over-commit the cap. */
 static void ga_dev_show(ga_dev_t *d, uint64_t reserved)
 {
+    int64_t asking = atomic_load_explicit(&d->asking, memory_order_relaxed);
+    if (asking > 0)
+        reserved = (uint64_t)asking < reserved ? reserved - (uint64_t)asking : 0;
     uint64_t in_use = ga_dev_in_use(d);
     ga_group_set_figures(d->group, in_use, reserved > in_use ? reserved : in_use, 0,
                          ga_mode_name(ga_opt.mode));
@@ -69,11 +77,15 @@ int ga_dev_commit(int dev, uint64_t bytes)
     ga_dev_t *d = &ga_devs[dev];
     if (GA_UNLIKELY(bytes > d->cap))
         return 0;
+    if (d->group) /* before the bytes are committed: a figure shown meanwhile leaves them out */
+        atomic_fetch_add_explicit(&d->asking, (int64_t)bytes, memory_order_relaxed);
     int64_t after = atomic_fetch_add_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
                     + (int64_t)bytes;
     if (GA_UNLIKELY((uint64_t)after > d->cap ||
                     (d->group && !ga_group_commit(d->group, bytes)))) {
         atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
+        if (d->group)
+            atomic_fetch_sub_explicit(&d->asking, (int64_t)bytes, memory_order_relaxed);
         static _Atomic int told_full;
         if (d->group && !ga_group_member(d->group) && !atomic_exchange(&told_full, 1))
             ga_log(GA_LOG_WARN, "device %d: group %s is full (%d processes); this process, which "
@@ -85,6 +97,29 @@ int ga_dev_commit(int dev, uint64_t bytes)
     if (d->group)
         ga_dev_show(d, (uint64_t)after);
     return 1;
+}
+
+void ga_dev_granted(int dev, uint64_t bytes)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    if (d->group) {
+        atomic_fetch_sub_explicit(&d->asking, (int64_t)bytes, memory_order_relaxed);
+        ga_dev_show(d, ga_dev_held(dev));
+    }
+}
+
+void ga_dev_refused(int dev, uint64_t bytes)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    if (!d->group) {
+        ga_dev_uncommit(dev, bytes);
+        return;
+    }
+    /* committed first, then asking: a figure shown between them is low, never high */
+    atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
+    ga_group_uncommit(d->group, bytes);
+    atomic_fetch_sub_explicit(&d->asking, (int64_t)bytes, memory_order_relaxed);
+    ga_dev_show(d, ga_dev_held(dev));
 }
 
 /* What the cap lets this process commit on dev now: its cap less what it holds and, in a group,

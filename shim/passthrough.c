@@ -187,19 +187,26 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
         r = ga_refuse_nohost(ga_api_name(api), nopool ? "the device's list of memory pools"
                                                : handle ? "the device's handle table"
                                                         : "the context's pass-through table", size);
+        if (!back && committed == 1)
+            ga_dev_granted(dev, held); /* the driver kept it: it stays under the cap for good */
         if (!back)
-            committed = 0; /* the driver kept it: it stays under the cap for good */
+            committed = 0;
     }
     int oom = r == CUDA_ERROR_OUT_OF_MEMORY && !nohost && !nopool;
     ga_mutex_lock(lock);
     ga_count_alloc(counts, api, size, r == CUDA_SUCCESS, t0);
     ga_mutex_unlock(lock);
+    /* committed 1: the bytes were committed for this call, not yet granted; 2: granted already */
     if (recorded) {
+        if (committed == 1)
+            ga_dev_granted(dev, held);
         ga_level_add(GA_LEVEL_RESERVED, (int64_t)held);
         ga_level_add(GA_LEVEL_PASSTHROUGH, (int64_t)held);
         ga_dev_in_use_add(dev, (int64_t)held);
+    } else if (committed == 1) {
+        ga_dev_refused(dev, held); /* failed, given back, or gone with its context */
     } else if (committed) {
-        ga_dev_uncommit(dev, held); /* failed, given back, or gone with its context */
+        ga_dev_uncommit(dev, held);
     }
     /* A refusal for want of memory (the cap's or the driver's) that no arena of gpuarena's holds
      * free is a true out-of-memory: explained and counted as the pool's are (it was neither:
@@ -291,7 +298,7 @@ static CUresult ga_pass_pool_device(ga_ctx_t **cp, int *devp, int *committed, ui
     ga_ctx_t *c1 = ga_pass_ctx_on(bdev); /* NULL: the device's own table */
     ga_dev_setup(bdev);
     int moved = ga_dev_commit_pass(c1, bdev, units);
-    ga_dev_uncommit(*devp, units);
+    ga_dev_refused(*devp, units); /* never held there */
     *cp = c1, *devp = bdev, *committed = moved;
     if (moved)
         return CUDA_SUCCESS;
@@ -375,8 +382,11 @@ GA_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, u
     if (r == CUDA_SUCCESS)
         r = ga_real.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     uint64_t got = r == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : bytes;
-    if (committed) /* in the units ga_pass_end counts: a pitch off GA_ALIGN rounds up */
+    if (committed && r == CUDA_SUCCESS) { /* granted; in the units ga_pass_end counts */
+        ga_dev_granted(dev, bytes);
         ga_pass_recount(dev, bytes, ga_pass_units(GA_API_CUMEMALLOCPITCH, got));
+        committed = 2;
+    }
     return ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, got,
                        GA_API_CUMEMALLOCPITCH, t0, 0, NULL);
 }

@@ -310,6 +310,9 @@ typedef struct ga_dev {
      * it), kept only in a group: its ledger slot shows this device's figures, not the process's
      * (ga_dev_in_use_add, ga_ctx_publish). */
     _Atomic int64_t in_use;
+    /* Bytes committed whose driver call has not answered yet, kept only in a group: the ledger's
+     * reserved figure and its peak leave them out (ga_dev_granted, ga_dev_refused). */
+    _Atomic int64_t asking;
     _Atomic uint64_t granule;  /* vmm: the driver's recommended granularity, once known
                                   (ga_vmm_granule) */
     _Atomic uint64_t peers;    /* vmm: bit d set while a context on device d has peer access to a
@@ -443,6 +446,10 @@ ga_dev_t *ga_dev(int dev);
 /* Computes the cap of dev once (the driver must be initialised); 0 when it is not known. */
 int ga_dev_setup(int dev);
 int ga_dev_commit(int dev, uint64_t bytes);   /* 1 ok, 0 past the cap */
+/* Every commit is answered by one of these once the driver answered: granted (it holds them: the
+ * ledger's reserved figure and peak count them from now on), or refused (uncommitted). */
+void ga_dev_granted(int dev, uint64_t bytes);
+void ga_dev_refused(int dev, uint64_t bytes);
 void ga_dev_uncommit(int dev, uint64_t bytes);
 void ga_dev_hold(int dev, uint64_t bytes);     /* committed whatever the cap says: held already */
 uint64_t ga_dev_held(int dev);

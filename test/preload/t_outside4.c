@@ -1,8 +1,13 @@
 /* Findings of the outside checks of 2026-12-07 left open in the shim (helper-108 F2's residue,
  * helper-103 F5, helper-104 F8), each a test that failed before its fix. */
 #include "preload_test.h"
+#include "t_group.h"
 
+#include "../../shim/group_layout.h"
+
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -77,9 +82,61 @@ START_TEST(pass_through_cap_in_512_byte_units)
 }
 END_TEST
 
+/* `gpuarena top`'s PEAK RESERVED (and RESERVED) count only what the driver granted: the figures
+ * were written at the commit, before the driver call, so a 700 MiB request the driver then refused
+ * showed as a peak of 700 MiB that never existed (helper-104 F8), while the process's own
+ * statistics said nothing was reserved. Each member takes 1 MiB, then asks 700 MiB, which the
+ * cap lets through and the driver refuses (SIMCUDA_FAIL from its second call on). Loops: platform,
+ * grow, vmm, and managed memory (passed through) in platform mode. */
+START_TEST(group_peak_counts_only_what_the_driver_granted)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=platform", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const fails[] = {"SIMCUDA_FAIL=cuMemAlloc_v2:2+", "SIMCUDA_FAIL=cuMemAlloc_v2:2+",
+                                        "SIMCUDA_FAIL=cuMemCreate:2+",
+                                        "SIMCUDA_FAIL=cuMemAllocManaged:2+"};
+    group_env("1GiB");
+    pt_env(fails[_i], "GPUARENA_LOG=error", NULL);
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t member = fork();
+    if (member == 0) {
+        member_start(modes[_i]);
+        CUdeviceptr p, q = 0;
+        int managed = _i == 3;
+        CUresult r1 = managed ? cuMemAllocManaged(&p, MiB, CU_MEM_ATTACH_GLOBAL) : cuMemAlloc(&p, MiB);
+        CUresult r2 = managed ? cuMemAllocManaged(&q, 700 * MiB, CU_MEM_ATTACH_GLOBAL)
+                              : cuMemAlloc(&q, 700 * MiB);
+        char ok = r1 == CUDA_SUCCESS && r2 == CUDA_ERROR_OUT_OF_MEMORY ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    uint64_t peak = ledger_figure_on(0, member, offsetof(ga_ledger_slot_t, peak));
+    uint64_t reserved = ledger_figure_on(0, member, offsetof(ga_ledger_slot_t, reserved));
+    uint64_t committed = ledger_figure_on(0, member, offsetof(ga_ledger_slot_t, committed));
+    int status = 0;
+    kill(member, SIGKILL);
+    waitpid(member, &status, 0);
+    close(up[0]);
+    close(up[1]);
+    group_cleanup();
+    ck_assert_msg(ok == 'y', "%s: 1 MiB served, 700 MiB refused by the driver", modes[_i]);
+    ck_assert_msg(reserved >= MiB && reserved == committed && peak == reserved,
+                  "%s (loop %d): the ledger shows peak %llu, reserved %llu, committed %llu after a "
+                  "refused 700 MiB request: the peak counts only what the driver granted",
+                  modes[_i], _i, (unsigned long long)peak, (unsigned long long)reserved,
+                  (unsigned long long)committed);
+}
+END_TEST
+
 TCase *pt_tcase_outside4(void)
 {
     TCase *tc = tcase_create("outside4");
     tcase_add_loop_test(tc, pass_through_cap_in_512_byte_units, 0, 6);
+    tcase_add_loop_test(tc, group_peak_counts_only_what_the_driver_granted, 0, 4);
     return tc;
 }

@@ -578,11 +578,12 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     }
     if (j.gone.key && j.gone_later) {
         ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size); /* the rest once the stream passed */
+    } else if (j.gone.key && real_free && !j.captured && !ga_pass_unwaited(j.owner, s, j.gone.size)) {
+        ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size); /* the rest once a wait passed it */
     } else if (j.gone.key) {
-        /* no event: the stream passes the free first, with no lock held (not a capturing one:
-         * refused, and the capture ended invalidated; the graph's free, its bytes leave now) */
-        if (real_free && ga_real.cuStreamSynchronize && !j.captured)
-            ga_real.cuStreamSynchronize(s);
+        /* no event: the stream passed the free first (ga_pass_unwaited), with no lock held (not a
+         * capturing one: refused, and the capture ended invalidated; the graph's free, its bytes
+         * leave now) */
         ga_mempool_gone(j.owner->dev, j.gone.size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)j.gone.size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)j.gone.size);

@@ -354,7 +354,8 @@ typedef struct ga_fevent {
  * against the cap until then (fence_event.c). */
 typedef struct ga_passfree {
     size_t size;
-    CUevent ev;
+    CUevent ev;   /* NULL: none could be recorded nor the stream waited for (ga_fence_pass_hold) */
+    uint64_t seq; /* such an entry's place in c->pf_seq */
 } ga_passfree_t;
 
 typedef struct ga_ctx {
@@ -423,6 +424,7 @@ typedef struct ga_ctx {
     ga_ptrmap_t pend_set;    /* the pending pointers, for double-free checks */
     ga_passfree_t *pfree;    /* pass-through memory freed async, still committed (fence_event.c) */
     size_t npfree, cap_pfree;
+    uint64_t pf_seq;         /* entries with no event made so far (ga_fence_pass_hold) */
     CUevent events[32];      /* a free list of events, all made in ctx (fence_event.c) */
     size_t nevents;
     ga_fevent_t *fev;        /* events made in other contexts, held by entries above (a free on
@@ -713,6 +715,14 @@ int ga_fence_pass_free(ga_ctx_t *c, size_t size, CUstream s);
 /* Gives back the bytes of every async-freed pass-through allocation the device has passed (wait:
  * waits for all of them); returns how many. */
 uint64_t ga_fence_pass_reclaim(ga_ctx_t *c, int wait);
+/* A pass-through free whose stream could not be waited for: its bytes kept on c's list, with no
+ * event, until a synchronisation of the device made after it passes them (ga_fence_pass_synced
+ * with the c->pf_seq read before that synchronisation). c->lock held; 0: no host memory. */
+int ga_fence_pass_hold(ga_ctx_t *c, size_t size);
+uint64_t ga_fence_pass_synced(ga_ctx_t *c, uint64_t seq);
+/* A pass-through free on s with no event: s waited for (no lock held); 1 when it passed, so its
+ * bytes go back; 0 when refused: they stay committed, held on c's list (c may be NULL: for good). */
+int ga_pass_unwaited(ga_ctx_t *c, CUstream s, size_t size);
 /* GPUARENA_FREE_SYNC=lazy: 1 when an allocation of size may go ahead with chunks still pending
  * (the pool serves it without them, and they are within bounds); counted. */
 int ga_fence_lazy_ok(ga_ctx_t *c, size_t size);

@@ -145,6 +145,7 @@ static size_t ga_ctx_trim_pending(ga_ctx_t *c)
         ga_mutex_lock(&c->lock);
         int live = !atomic_load(&c->dead);
         ga_fence_mark_t m = ga_fence_mark_held(c);
+        uint64_t held_seq = c->pf_seq; /* frees with no event listed before the wait */
         int waits = live && ((c->pool && c->npend) || c->npfree);
         ga_mutex_unlock(&c->lock);
         if (!waits)
@@ -165,6 +166,8 @@ static size_t ga_ctx_trim_pending(ga_ctx_t *c)
             freed += before - c->pend_bytes;
             if (c->npfree)
                 freed += ga_fence_pass_reclaim(c, 0); /* queried: the wait was above */
+            if (c->npfree && waited) /* those the wait passed (helper-103 F5) */
+                freed += ga_fence_pass_synced(c, held_seq);
             left = waited && (c->npend_ev || c->npfree);
         }
         ga_mutex_unlock(&c->lock);

@@ -133,10 +133,52 @@ START_TEST(group_peak_counts_only_what_the_driver_granted)
 }
 END_TEST
 
+/* A pass-through stream-ordered free whose event record and stream synchronisation the driver
+ * both refuses may not have passed: its bytes left the cap at once all the same, and the driver
+ * held 96 MiB under a 64 MiB cap (helper-103 F5). They stay on the cap now until a
+ * synchronisation passes them: gpuarena's own, before it refuses an allocation for the cap. The
+ * stream is held by a gate, so the free cannot have run when the figures are read. Loops:
+ * cuMemAllocAsync in platform mode, cuMemAllocFromPoolAsync in grow mode. */
+START_TEST(async_free_unwaited_stays_on_the_cap)
+{
+    pt_env(_i ? "GPUARENA_MODE=grow" : "GPUARENA_MODE=platform", "GPUARENA_LIMIT=64MiB",
+           "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LOG=error", NULL);
+    pt_start();
+    CUstream s = NULL;
+    CUmemoryPool pool = NULL;
+    ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ck_assert_int_eq(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+    CUdeviceptr y = 0, b = 0;
+    ck_assert_int_eq(_i ? cuMemAllocFromPoolAsync(&y, 48 * MiB, pool, s)
+                        : cuMemAllocAsync(&y, 48 * MiB, s), CUDA_SUCCESS);
+    unsigned gate = 0;
+    ck_assert_int_eq(simcuda_gate(s, &gate), CUDA_SUCCESS);
+    ck_assert_int_eq(simcuda_fail_add("cuEventRecord:1+:CUDA_ERROR_UNKNOWN"), 0);
+    ck_assert_int_eq(simcuda_fail_add("cuStreamSynchronize:1+:CUDA_ERROR_UNKNOWN"), 0);
+    ck_assert_int_eq(cuMemFreeAsync(y, s), CUDA_SUCCESS);
+    simcuda_fail_clear();
+    size_t fr = 0, tot = 0;
+    ck_assert_int_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    ck_assert_msg(fr == 16 * MiB, "loop %d: %zu bytes free under the 64 MiB cap while the driver "
+                  "may still hold the freed 48 MiB (16 MiB expected)", _i, fr);
+    /* The stream passes; the next allocation that needs the room waits for the device first. */
+    simcuda_gate_open(gate);
+    ck_assert_int_eq(cuMemAlloc(&b, 48 * MiB), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    ck_assert_uint_eq(fr, 16 * MiB);
+    ck_assert_int_eq(cuMemFree(b), CUDA_SUCCESS);
+    simcuda_counters_t k;
+    simcuda_get_counters(&k);
+    ck_assert_msg(k.peak_bytes_in_use <= 64 * MiB, "loop %d: the driver held %llu bytes under a "
+                  "64 MiB cap", _i, (unsigned long long)k.peak_bytes_in_use);
+}
+END_TEST
+
 TCase *pt_tcase_outside4(void)
 {
     TCase *tc = tcase_create("outside4");
     tcase_add_loop_test(tc, pass_through_cap_in_512_byte_units, 0, 6);
     tcase_add_loop_test(tc, group_peak_counts_only_what_the_driver_granted, 0, 4);
+    tcase_add_loop_test(tc, async_free_unwaited_stays_on_the_cap, 0, 2);
     return tc;
 }

@@ -34,7 +34,8 @@ static int64_t be_units(size_t size)
 static int be_reserve(void *p, size_t size, uintptr_t *base)
 {
     ga_ctx_t *c = p;
-    if (!ga_dev_commit(c->dev, (uint64_t)be_units(size)))
+    int grouped = ga_dev_commit(c->dev, (uint64_t)be_units(size)); /* 2: in a group */
+    if (!grouped)
         return 1;
     CUdeviceptr d = 0;
     int pushed = ga_ctx_enter(c->ctx);
@@ -45,7 +46,8 @@ static int be_reserve(void *p, size_t size, uintptr_t *base)
         ga_dev_refused(c->dev, (uint64_t)be_units(size));
         return 1;
     }
-    ga_dev_granted(c->dev, (uint64_t)be_units(size));
+    if (grouped > 1)
+        ga_dev_granted(c->dev, (uint64_t)be_units(size));
     ga_level_add(GA_LEVEL_RESERVED, be_units(size));
     *base = (uintptr_t)d;
     return 0;

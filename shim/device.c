@@ -72,30 +72,42 @@ void ga_dev_in_use_add(int dev, int64_t delta)
  * the add: added, a size of 2^63 bytes or more (cuMemAllocManaged of SIZE_MAX - 63 MiB) is a
  * negative int64, which lowered `committed` until it was taken back, and another thread's commit
  * in that moment passed the cap (120 MiB held under a 64 MiB cap, an outside test, 2026-12-06). */
-int ga_dev_commit(int dev, uint64_t bytes)
+/* In a group: the bytes are counted as asked for (d->asking) before they are committed, so a figure
+ * shown meanwhile leaves them out; 2 when committed (the caller answers with ga_dev_granted or
+ * ga_dev_refused once the driver has answered). */
+__attribute__((noinline)) static int ga_dev_commit_group(ga_dev_t *d, int dev, uint64_t bytes)
 {
-    ga_dev_t *d = &ga_devs[dev];
-    if (GA_UNLIKELY(bytes > d->cap))
-        return 0;
-    if (d->group) /* before the bytes are committed: a figure shown meanwhile leaves them out */
-        atomic_fetch_add_explicit(&d->asking, (int64_t)bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&d->asking, (int64_t)bytes, memory_order_relaxed);
     int64_t after = atomic_fetch_add_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
                     + (int64_t)bytes;
-    if (GA_UNLIKELY((uint64_t)after > d->cap ||
-                    (d->group && !ga_group_commit(d->group, bytes)))) {
+    if (GA_UNLIKELY((uint64_t)after > d->cap || !ga_group_commit(d->group, bytes))) {
         atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
-        if (d->group)
-            atomic_fetch_sub_explicit(&d->asking, (int64_t)bytes, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&d->asking, (int64_t)bytes, memory_order_relaxed);
         static _Atomic int told_full;
-        if (d->group && !ga_group_member(d->group) && !atomic_exchange(&told_full, 1))
+        if (!ga_group_member(d->group) && !atomic_exchange(&told_full, 1))
             ga_log(GA_LOG_WARN, "device %d: group %s is full (%d processes); this process, which "
                    "joins a device's group at its first allocation there, cannot allocate on that "
                    "device (use another GPUARENA_GROUP for more processes)",
                    dev, ga_opt.group, GA_GROUP_SLOTS);
         return 0;
     }
+    ga_dev_show(d, (uint64_t)after);
+    return 2;
+}
+
+int ga_dev_commit(int dev, uint64_t bytes)
+{
+    ga_dev_t *d = &ga_devs[dev];
+    if (GA_UNLIKELY(bytes > d->cap))
+        return 0;
     if (d->group)
-        ga_dev_show(d, (uint64_t)after);
+        return ga_dev_commit_group(d, dev, bytes);
+    int64_t after = atomic_fetch_add_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed)
+                    + (int64_t)bytes;
+    if (GA_UNLIKELY((uint64_t)after > d->cap)) {
+        atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
+        return 0;
+    }
     return 1;
 }
 

@@ -447,7 +447,7 @@ typedef struct ga_ctx {
 ga_dev_t *ga_dev(int dev);
 /* Computes the cap of dev once (the driver must be initialised); 0 when it is not known. */
 int ga_dev_setup(int dev);
-int ga_dev_commit(int dev, uint64_t bytes);   /* 1 ok, 0 past the cap */
+int ga_dev_commit(int dev, uint64_t bytes);   /* 1 ok (2: in a group), 0 past the cap */
 /* Every commit is answered by one of these once the driver answered: granted (it holds them: the
  * ledger's reserved figure and peak count them from now on), or refused (uncommitted). */
 void ga_dev_granted(int dev, uint64_t bytes);

@@ -280,6 +280,7 @@ static ga_ctx_t *ga_ctx_reuse(CUcontext ctx, int dev)
             ga_mutex_unlock(&c->lock);
             continue;
         }
+        atomic_fetch_add(&c->life, 1); /* first: a reader of ctx and dev sees it move (ga_current_life) */
         ga_stats_retire(c);
         ga_ptrmap_fini(&c->stuck);
         ga_ptrmap_fini(&c->pass);
@@ -374,6 +375,33 @@ ga_ctx_t *ga_current(void)
         ga_tl_cache.gen = gen;
     }
     return c;
+}
+
+/* ga_current, with the state's life and device read together: the state found may die and be
+ * reused for another context (another device maybe) before the caller reads its device, and a
+ * pass-through allocation then committed its bytes on the other device, the driver's block on
+ * this one left uncounted (an outside check, helper-102 F9: 65-71 MiB held under a 64 MiB cap on
+ * two devices while a thread reset the primary contexts). The reuse bumps life before it changes
+ * ctx and dev, and the state is dead meanwhile: an unchanged life around the reads, a live state
+ * and the current context's handle make them one state's. */
+ga_ctx_t *ga_current_life(unsigned *life, int *dev)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        ga_ctx_t *c = ga_current();
+        if (!c)
+            return NULL;
+        unsigned l = atomic_load_explicit(&c->life, memory_order_acquire);
+        CUcontext x = atomic_load(&c->ctx);
+        int d = atomic_load(&c->dev), dead = atomic_load(&c->dead);
+        CUcontext cur = NULL;
+        if (l == atomic_load(&c->life) && !dead && ga_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS &&
+            cur == x) {
+            *life = l, *dev = d;
+            return c;
+        }
+        ga_tl_cache.ctx = NULL; /* look it up again */
+    }
+    return NULL;
 }
 
 /* A thread left with no context current (its last popped, cuCtxSetCurrent(NULL)) forgets the

@@ -48,12 +48,14 @@ static int ga_dev_exists(int dev)
  * device) whatever context is current, none included. *devp -1: nothing to count (no context, or
  * not a device the driver has), the driver answers alone. */
 static CUresult ga_pass_begin(size_t size, int dev, int handle, ga_ctx_t **cp, int *devp,
-                              int *committed)
+                              int *committed, unsigned *lifep)
 {
-    ga_ctx_t *c = ga_current();
+    int cdev = -1;
+    *lifep = 0;
+    ga_ctx_t *c = ga_current_life(lifep, &cdev);
     *cp = c;
     *committed = 0;
-    *devp = handle ? (ga_dev_exists(dev) ? dev : -1) : (c ? c->dev : -1);
+    *devp = handle ? (ga_dev_exists(dev) ? dev : -1) : cdev;
     if (!c && !handle && ga_current_unmade() >= 0) /* would escape the cap: refused */
         return ga_refuse_unmade("an allocation passed to the driver", size);
     if (*devp < 0)
@@ -141,8 +143,9 @@ static int ga_pass_record_live(int dev, const ga_pentry_t *e)
  * stream-ordered block whose pool the device cannot list (mempool.c), noted before the record;
  * its pool is trimmed once the block is back. If the driver will not take it back (or trim the
  * pool), its bytes stay committed for good. Returns the call's answer. */
-static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uint64_t key,
-                            size_t size, uint8_t api, uint64_t t0, int handle, CUstream s)
+static CUresult ga_pass_end(ga_ctx_t *c, unsigned life, int dev, int committed, CUresult r,
+                            uint64_t key, size_t size, uint8_t api, uint64_t t0, int handle,
+                            CUstream s)
 {
     uint64_t held = ga_pass_units(api, size); /* what the record, the levels and the cap count */
     if (dev < 0 || (!committed && r != CUDA_ERROR_OUT_OF_MEMORY))
@@ -169,11 +172,17 @@ static CUresult ga_pass_end(ga_ctx_t *c, int dev, int committed, CUresult r, uin
          * context left the cap, and 100 MiB were held under a 64 MiB one), and a block made after
          * a cuDevicePrimaryCtxReset, which the context outlives: it was taken for gone, and
          * managed blocks made while another thread reset held 5.4 GiB under a 64 MiB cap (an
-         * outside check, helper-102). */
-        if (handle || loose || !atomic_load(&c->dead))
+         * outside check, helper-102). A state that died and was reused for another context
+         * meanwhile (ga_ctx_reuse: c->life moved) is dead too for this call: found alive, the
+         * block was recorded in the other context's table, on another device maybe, whose
+         * teardown then took its bytes off that device's cap while the driver kept them (an
+         * outside check, helper-102 F9: 65-71 MiB held under a 64 MiB cap on two devices with
+         * managed memory while a thread reset the primary contexts). */
+        int same = handle || loose || atomic_load(&c->life) == life;
+        if (same && (handle || loose || !atomic_load(&c->dead)))
             nohost = !(recorded = ga_ptrmap_put(table, &e) == 0);
-        else if (!stream_ordered && ga_pass_survived(key))
-            survived = 1;
+        else if (stream_ordered ? !same : ga_pass_survived(key))
+            survived = 1; /* kept by the driver: recorded where its free finds it, below */
         else
             nohost = !(recorded = ga_pass_outlives(c, &e)) && stream_ordered;
     }
@@ -287,8 +296,8 @@ static int ga_pass_several_devices(void)
  * context of gpuarena's left the block on the stream's device: device 0 refused memory it had,
  * and device 1 held the block and its cap besides (an outside test). Updates the call's context,
  * device and commitment; returns the call's answer. */
-static CUresult ga_pass_pool_device(ga_ctx_t **cp, int *devp, int *committed, uint64_t units,
-                                    CUdeviceptr p, CUstream s)
+static CUresult ga_pass_pool_device(ga_ctx_t **cp, unsigned *lifep, int *devp, int *committed,
+                                    uint64_t units, CUdeviceptr p, CUstream s)
 {
     int bdev = -1;
     if (!*committed || !ga_pass_several_devices() || !ga_real.cuPointerGetAttribute ||
@@ -296,6 +305,7 @@ static CUresult ga_pass_pool_device(ga_ctx_t **cp, int *devp, int *committed, ui
             CUDA_SUCCESS || bdev == *devp || bdev < 0 || bdev >= GA_MAX_DEVICES)
         return CUDA_SUCCESS;
     ga_ctx_t *c1 = ga_pass_ctx_on(bdev); /* NULL: the device's own table */
+    *lifep = c1 ? atomic_load(&c1->life) : 0;
     ga_dev_setup(bdev);
     int moved = ga_dev_commit_pass(c1, bdev, units);
     ga_dev_refused(*devp, units); /* never held there */
@@ -315,7 +325,9 @@ static CUresult ga_pass_pool_device(ga_ctx_t **cp, int *devp, int *committed, ui
         uint64_t t0 = ga_timing ? ga_now() : 0;                                            \
         ga_ctx_t *c = NULL;                                                                \
         int dev = -1, committed;                                                           \
-        CUresult r = ga_pass_begin(ga_pass_units(api, bytesize), -1, 0, &c, &dev, &committed); \
+        unsigned life;                                                                     \
+        CUresult r = ga_pass_begin(ga_pass_units(api, bytesize), -1, 0, &c, &dev, &committed, \
+                                   &life);                                                 \
         if (r == CUDA_ERROR_OUT_OF_MEMORY) {                                               \
             CUresult bad_ = (check);                                                       \
             if (bad_ != CUDA_SUCCESS)                                                      \
@@ -324,10 +336,10 @@ static CUresult ga_pass_pool_device(ga_ctx_t **cp, int *devp, int *committed, ui
         if (r == CUDA_SUCCESS)                                                             \
             r = ga_real.name call;                                                         \
         if (r == CUDA_SUCCESS && (api) == GA_API_CUMEMALLOCFROMPOOL) /* a constant */      \
-            r = ga_pass_pool_device(&c, &dev, &committed, ga_pass_units(api, bytesize),    \
-                                    *dptr, (stream));                                      \
-        return ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize, api, \
-                           t0, 0, (stream));                                               \
+            r = ga_pass_pool_device(&c, &life, &dev, &committed,                          \
+                                    ga_pass_units(api, bytesize), *dptr, (stream));        \
+        return ga_pass_end(c, life, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, bytesize, \
+                           api, t0, 0, (stream));                                          \
     } while (0)
 
 GA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -378,7 +390,8 @@ GA_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, u
     uint64_t t0 = ga_timing ? ga_now() : 0;
     ga_ctx_t *c = NULL;
     int dev = -1, committed;
-    CUresult r = ga_pass_begin(bytes, -1, 0, &c, &dev, &committed);
+    unsigned life;
+    CUresult r = ga_pass_begin(bytes, -1, 0, &c, &dev, &committed, &life);
     if (r == CUDA_SUCCESS)
         r = ga_real.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     uint64_t got = r == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : bytes;
@@ -387,7 +400,7 @@ GA_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, u
         ga_pass_recount(dev, bytes, ga_pass_units(GA_API_CUMEMALLOCPITCH, got));
         committed = 2;
     }
-    return ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, got,
+    return ga_pass_end(c, life, dev, committed, r, r == CUDA_SUCCESS ? *dptr : 0, got,
                        GA_API_CUMEMALLOCPITCH, t0, 0, NULL);
 }
 
@@ -481,13 +494,14 @@ GA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     int want = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
     ga_ctx_t *c = NULL;
     int dev = -1, committed;
-    CUresult r = ga_pass_begin(size, want, 1, &c, &dev, &committed);
+    unsigned life;
+    CUresult r = ga_pass_begin(size, want, 1, &c, &dev, &committed, &life);
     CUresult bad = r == CUDA_ERROR_OUT_OF_MEMORY ? ga_pass_prop_ok(prop, size) : CUDA_SUCCESS;
     if (bad != CUDA_SUCCESS)
         return ga_count_refused(GA_API_CUMEMCREATE, 1), bad;
     if (r == CUDA_SUCCESS)
         r = ga_real.cuMemCreate(handle, size, prop, flags);
-    return ga_pass_end(c, dev, committed, r, r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size,
+    return ga_pass_end(c, life, dev, committed, r, r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size,
                        GA_API_CUMEMCREATE, t0, 1, NULL);
 }
 

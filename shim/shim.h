@@ -441,6 +441,10 @@ typedef struct ga_ctx {
     _Atomic uint64_t lvl_peak;   /* under the lock, read by the statistics without it */
     uint64_t orph_mapped, orph_va; /* an orphan: its share of its device's orph_ figures */
     struct ga_ctx *_Atomic next;
+    /* Which context the state is for: bumped each time a dead state is reused (ga_ctx_reuse), so
+     * a caller that let the lock go (a pass-through driver call) can tell the state it started
+     * from from another context's that took its place (passthrough.c, ga_pass_end). */
+    _Atomic unsigned life;
 } ga_ctx_t;
 
 /* The device table (ctx.c owns it): dev must be in [0, GA_MAX_DEVICES). */
@@ -477,6 +481,8 @@ uint64_t ga_share_of(uint64_t cap);
 /* The calling thread's current context state, NULL without a current context, or when the state
  * of the current context could not be made (no host memory): ga_current_unmade then says so. */
 ga_ctx_t *ga_current(void);
+/* ga_current with the state's life and device as one state's (both NULL-safe on no state). */
+ga_ctx_t *ga_current_life(unsigned *life, int *dev);
 /* After ga_current gave NULL on this thread: the device of a current context whose state could not
  * be made, or -1 (no context current). A hook then refuses what it would have counted, as
  * ga_refuse_unmade does: passed to the driver it escaped the cap (helper-47 F2). */

@@ -5,6 +5,8 @@
 
 #include "../../shim/group_layout.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -174,11 +176,79 @@ START_TEST(async_free_unwaited_stays_on_the_cap)
 }
 END_TEST
 
+/* A pass-through block served while its context died and the context's state was reused for a
+ * context on another device: the state, found alive again, took the record, on the other device,
+ * and that context's destroy took the block's bytes off that device's cap while the driver kept
+ * them on the first (helper-102 F9, the two-device overshoot: 65-71 MiB held under a 64 MiB cap).
+ * Here: a 16 MiB cuMemAllocAsync (platform mode: the driver's) of context A on device 1, held
+ * inside the driver while A is destroyed and context B made on device 0, which takes A's state;
+ * B is destroyed once the block is back, the block freed, then device 0 is filled: it takes its cap,
+ * no more (before, the free took the 16 MiB off device 0's count, below zero: every allocation there
+ * was refused, and device 1 kept them counted for good; with blocks of device 0 live, the count
+ * sat below what the driver held, and device 0 passed its cap). */
+static CUcontext o4_a;
+static CUdeviceptr o4_p;
+
+static void *o4_alloc(void *arg)
+{
+    (void)arg;
+    if (cuCtxSetCurrent(o4_a) || cuMemAllocAsync(&o4_p, 16 * MiB, NULL) != CUDA_SUCCESS)
+        o4_p = 0;
+    return NULL;
+}
+
+static void reused_state_child(void *arg)
+{
+    (void)arg;
+    CUdevice d0, d1;
+    CUcontext p0, b;
+    CUdeviceptr q;
+    unsigned gate;
+    if (cuInit(0) || cuDeviceGet(&d0, 0) || cuDeviceGet(&d1, 1) || cuDevicePrimaryCtxRetain(&p0, d0) ||
+        cuCtxSetCurrent(p0) || cuMemAlloc(&q, MiB) || cuMemFree(q) || /* the first context's state */
+        cuCtxCreate(&o4_a, NULL, 0, d1) || cuMemAlloc(&q, MiB) || cuMemFree(q) || /* A's */
+        simcuda_hold_next_async_alloc(&gate))
+        exit(2);
+    pthread_t t;
+    pthread_create(&t, NULL, o4_alloc, NULL);
+    while (simcuda_device_bytes_in_use(1) < 16 * MiB)
+        sched_yield(); /* served, and held inside the driver */
+    if (cuCtxDestroy(o4_a) || cuCtxCreate(&b, NULL, 0, d0) || cuMemAlloc(&q, MiB) || cuMemFree(q))
+        exit(3); /* B's state: A's, reused */
+    simcuda_gate_open(gate);
+    pthread_join(t, NULL);
+    if (!o4_p)
+        exit(4);
+    if (cuCtxDestroy(b) || cuCtxSetCurrent(p0) || cuMemFreeAsync(o4_p, NULL) || cuCtxSynchronize())
+        exit(5); /* the block outlived A (stream-ordered), and goes now */
+    static CUdeviceptr blk[128];
+    int n = 0;
+    while (n < 128 && cuMemAlloc(&blk[n], MiB) == CUDA_SUCCESS)
+        n++;
+    if (n != 64 || simcuda_device_bytes_in_use(0) > 64 * MiB) {
+        fprintf(stderr, "device 0 took %d blocks of 1 MiB under its 64 MiB cap and holds %llu bytes "
+                "(its count had the block of device 1 taken off)\n", n, simcuda_device_bytes_in_use(0));
+        exit(6);
+    }
+    exit(0);
+}
+
+START_TEST(pass_through_record_not_in_a_reused_state)
+{
+    pt_env("GPUARENA_MODE=platform", "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB",
+           "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", NULL);
+    char err[4096];
+    int st = pt_run_child(reused_state_child, NULL, err, sizeof err);
+    ck_assert_msg(st == 0, "exit %d: %s", st, err);
+}
+END_TEST
+
 TCase *pt_tcase_outside4(void)
 {
     TCase *tc = tcase_create("outside4");
     tcase_add_loop_test(tc, pass_through_cap_in_512_byte_units, 0, 6);
     tcase_add_loop_test(tc, group_peak_counts_only_what_the_driver_granted, 0, 4);
     tcase_add_loop_test(tc, async_free_unwaited_stays_on_the_cap, 0, 2);
+    tcase_add_test(tc, pass_through_record_not_in_a_reused_state);
     return tc;
 }

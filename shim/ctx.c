@@ -766,6 +766,7 @@ void ga_ctx_fork_child(void)
         ga_dev_t *dv = ga_dev(d);
         atomic_store(&dv->committed, 0);
         atomic_store(&dv->in_use, 0);
+        atomic_store(&dv->asking, 0); /* parent threads' calls in flight answer in the parent */
         if (atomic_load(&dv->known)) {
             ga_mutex_init(&dv->lock); /* a parent thread's sleep on it is not the child's */
             ga_ptrmap_fini(&dv->handles);

@@ -401,7 +401,10 @@ ga_ctx_t *ga_current_life(unsigned *life, int *dev)
         }
         ga_tl_cache.ctx = NULL; /* look it up again */
     }
-    return NULL;
+    ga_ctx_t *c = ga_current(); /* states reused 8 times over meanwhile: as read, never uncounted */
+    if (c)
+        *life = atomic_load(&c->life), *dev = atomic_load(&c->dev);
+    return c;
 }
 
 /* A thread left with no context current (its last popped, cuCtxSetCurrent(NULL)) forgets the

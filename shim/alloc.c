@@ -431,6 +431,8 @@ typedef struct ga_free_job {
                                  memory freed async, any free of an orphan pool's block, and a
                                  cuMemFree under GPUARENA_FREE_SYNC=device */
     ga_ctx_t *owner;          /* out */
+    int owner_dev;            /* out: owner's device and life, read under its lock: once the lock */
+    unsigned owner_life;      /* is let go the state may die and be reused on another device */
     ga_pentry_t gone;         /* out: the pass-through record the driver let go */
     int gone_later;           /* out: freed async, its bytes held until the stream passes it */
     int captured;             /* a cuMemFreeAsync on a stream being captured (ga_capture_stream) */
@@ -455,6 +457,8 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
 {
     ga_free_job_t *j = arg;
     j->owner = c;
+    j->owner_dev = c->dev;
+    j->owner_life = atomic_load(&c->life);
     if (o->in_pass && !j->real_free && !j->synced) {
         /* The driver's cuMemFree may wait for the device: it waits first, with no lock held
          * (managed memory, say: helper-42 F4), then the free finds nothing to wait for. */
@@ -577,17 +581,18 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
             r = real_free ? real_free(p, s) : plain_free(p);
     }
     if (j.gone.key && j.gone_later) {
-        ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size); /* the rest once the stream passed */
-    } else if (j.gone.key && real_free && !j.captured && !ga_pass_unwaited(j.owner, s, j.gone.size)) {
-        ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size); /* the rest once a wait passed it */
+        ga_dev_in_use_add(j.owner_dev, -(int64_t)j.gone.size); /* the rest once the stream passed */
+    } else if (j.gone.key && real_free && !j.captured &&
+               !ga_pass_unwaited(j.owner, j.owner_life, s, j.gone.size)) {
+        ga_dev_in_use_add(j.owner_dev, -(int64_t)j.gone.size); /* the rest once a wait passed it */
     } else if (j.gone.key) {
         /* no event: the stream passed the free first (ga_pass_unwaited), with no lock held (not a
          * capturing one: refused, and the capture ended invalidated; the graph's free, its bytes
          * leave now) */
-        ga_mempool_gone(j.owner->dev, j.gone.size);
+        ga_mempool_gone(j.owner_dev, j.gone.size);
         ga_level_add(GA_LEVEL_RESERVED, -(int64_t)j.gone.size);
         ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)j.gone.size);
-        ga_dev_in_use_add(j.owner->dev, -(int64_t)j.gone.size);
+        ga_dev_in_use_add(j.owner_dev, -(int64_t)j.gone.size);
     }
     if (GA_UNLIKELY(ga_tl_unseen != NULL))
         ga_ctx_meet_unseen(); /* the free's stream's context, known from now (sync.c) */
@@ -597,7 +602,7 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     if (GA_UNLIKELY(r != CUDA_SUCCESS))
         ga_count_refused(api, 0);
     if (GA_UNLIKELY(ga_tracing) && p)
-        ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s, j.owner ? j.owner->dev : dev,
+        ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s, j.owner ? j.owner_dev : dev,
                        j.t0, (CUresult)r);
     return (CUresult)r;
 }

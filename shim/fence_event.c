@@ -258,14 +258,14 @@ int ga_fence_pass_hold(ga_ctx_t *c, size_t size)
     return 1;
 }
 
-int ga_pass_unwaited(ga_ctx_t *c, CUstream s, size_t size)
+int ga_pass_unwaited(ga_ctx_t *c, unsigned life, CUstream s, size_t size)
 {
     if (!ga_real.cuStreamSynchronize || ga_real.cuStreamSynchronize(s) == CUDA_SUCCESS)
         return 1;
     int held = 0;
     if (c) {
         ga_mutex_lock(&c->lock);
-        held = !atomic_load(&c->dead) && ga_fence_pass_hold(c, size);
+        held = !atomic_load(&c->dead) && atomic_load(&c->life) == life && ga_fence_pass_hold(c, size);
         ga_mutex_unlock(&c->lock);
     }
     static _Atomic int said;

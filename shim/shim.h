@@ -727,8 +727,9 @@ uint64_t ga_fence_pass_reclaim(ga_ctx_t *c, int wait);
 int ga_fence_pass_hold(ga_ctx_t *c, size_t size);
 uint64_t ga_fence_pass_synced(ga_ctx_t *c, uint64_t seq);
 /* A pass-through free on s with no event: s waited for (no lock held); 1 when it passed, so its
- * bytes go back; 0 when refused: they stay committed, held on c's list (c may be NULL: for good). */
-int ga_pass_unwaited(ga_ctx_t *c, CUstream s, size_t size);
+ * bytes go back; 0 when refused: they stay committed, held on c's list while c is still in the
+ * life the caller read (c may be NULL: for good). */
+int ga_pass_unwaited(ga_ctx_t *c, unsigned life, CUstream s, size_t size);
 /* GPUARENA_FREE_SYNC=lazy: 1 when an allocation of size may go ahead with chunks still pending
  * (the pool serves it without them, and they are within bounds); counted. */
 int ga_fence_lazy_ok(ga_ctx_t *c, size_t size);

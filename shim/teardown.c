@@ -83,8 +83,9 @@ int ga_dev_free_loose(uint64_t p, uint8_t api, uint64_t t0, CUresult (*real_free
             /* No context of that device current to wait on: the stream passes the free first;
              * not a capturing one, where the free is the graph's and a wait ends the capture
              * invalidated (an outside test, 2026-12-06): its bytes leave the cap now. */
+            unsigned life = c ? atomic_load(&c->life) : 0; /* before dev: a reuse moves it first */
             if (real_free && !ga_capture_stream(s) &&
-                !ga_pass_unwaited(c && c->dev == dev ? c : NULL, s, e.size))
+                !ga_pass_unwaited(c && c->dev == dev ? c : NULL, life, s, e.size))
                 return dev; /* refused: the bytes stay committed (helper-103 F5) */
             ga_mempool_gone(dev, e.size); /* a driver pool may keep it (mempool.c) */
             ga_level_add(GA_LEVEL_RESERVED, -(int64_t)e.size);

@@ -243,6 +243,79 @@ START_TEST(pass_through_record_not_in_a_reused_state)
 }
 END_TEST
 
+/* The free's side of the same reuse: a cuMemFreeAsync of context A's pass-through block (device
+ * 1) whose event was refused waits for its stream with no lock held, then gave the bytes back on
+ * the device of A's state, read after the wait: A destroyed meanwhile and its state reused by
+ * context B on device 0, they came off device 0's count (16 MiB below zero there) and stayed on
+ * device 1's (the two-device overshoot's last window: helper-102 F9's mask 0xfff, 1-2 MiB past
+ * the cap in 2 runs of 6 in arena mode). The stream is another context's (C, device 1), held by a
+ * gate until B has A's state. */
+static CUstream o4_sc;
+
+static void *o4_free(void *arg)
+{
+    (void)arg;
+    if (cuCtxSetCurrent(o4_a) || cuMemFreeAsync(o4_p, o4_sc) != CUDA_SUCCESS)
+        o4_p = 0;
+    return NULL;
+}
+
+static void reused_state_free_child(void *arg)
+{
+    (void)arg;
+    CUdevice d0, d1;
+    CUcontext p0, b, cc;
+    CUdeviceptr q;
+    unsigned gate;
+    if (cuInit(0) || cuDeviceGet(&d0, 0) || cuDeviceGet(&d1, 1) || cuDevicePrimaryCtxRetain(&p0, d0) ||
+        cuCtxSetCurrent(p0) || cuMemAlloc(&q, MiB) || cuMemFree(q) || /* the first context's state */
+        cuCtxCreate(&cc, NULL, 0, d1) || cuStreamCreate(&o4_sc, CU_STREAM_NON_BLOCKING) ||
+        simcuda_gate(o4_sc, &gate) || cuCtxCreate(&o4_a, NULL, 0, d1) ||
+        cuMemAllocAsync(&o4_p, 16 * MiB, NULL) || cuCtxSynchronize())
+        exit(2);
+    unsigned long long syncs = simcuda_entry_calls("cuStreamSynchronize");
+    if (simcuda_fail_add("cuEventRecord:1+:CUDA_ERROR_UNKNOWN"))
+        exit(3);
+    pthread_t t;
+    pthread_create(&t, NULL, o4_free, NULL);
+    while (simcuda_entry_calls("cuStreamSynchronize") == syncs)
+        sched_yield(); /* the free's wait for the gated stream, no lock held */
+    simcuda_fail_clear();
+    if (cuCtxDestroy(o4_a) || cuCtxCreate(&b, NULL, 0, d0) || cuMemAllocAsync(&q, MiB, NULL) ||
+        cuMemFreeAsync(q, NULL) || cuCtxSynchronize())
+        exit(4); /* B's state: A's, reused */
+    simcuda_gate_open(gate);
+    pthread_join(t, NULL);
+    if (!o4_p)
+        exit(5);
+    if (cuCtxDestroy(b) || cuCtxSetCurrent(p0))
+        exit(6);
+    static CUdeviceptr blk[128];
+    int n = 0;
+    while (n < 128 && cuMemAlloc(&blk[n], MiB) == CUDA_SUCCESS)
+        n++;
+    size_t fr = 1, tot = 0;
+    if (cuCtxSetCurrent(cc) || cuMemGetInfo(&fr, &tot))
+        exit(7);
+    if (n != 64 || simcuda_device_bytes_in_use(0) > 64 * MiB || fr != 64 * MiB) {
+        fprintf(stderr, "device 0 took %d blocks of 1 MiB under its 64 MiB cap (driver %llu bytes); "
+                "device 1 shows %zu bytes free of 64 MiB with nothing allocated\n", n,
+                simcuda_device_bytes_in_use(0), fr);
+        exit(8);
+    }
+    exit(0);
+}
+
+START_TEST(async_free_after_state_reused_counts_its_own_device)
+{
+    pt_env("GPUARENA_MODE=platform", "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB",
+           "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", NULL);
+    char err[4096];
+    int st = pt_run_child(reused_state_free_child, NULL, err, sizeof err);
+    ck_assert_msg(st == 0, "exit %d: %s", st, err);
+}
+END_TEST
+
 TCase *pt_tcase_outside4(void)
 {
     TCase *tc = tcase_create("outside4");
@@ -250,5 +323,6 @@ TCase *pt_tcase_outside4(void)
     tcase_add_loop_test(tc, group_peak_counts_only_what_the_driver_granted, 0, 4);
     tcase_add_loop_test(tc, async_free_unwaited_stays_on_the_cap, 0, 2);
     tcase_add_test(tc, pass_through_record_not_in_a_reused_state);
+    tcase_add_test(tc, async_free_after_state_reused_counts_its_own_device);
     return tc;
 }

@@ -417,20 +417,65 @@ static int ga_out_dup_own(const char *var, const char *path, const ga_out_t *o,
     return fd;
 }
 
+/* The first bytes of the regular file at path into head (len - 1 at most, NUL-terminated);
+ * how many, or 0 for an empty file or one that cannot be read. */
+static size_t ga_out_head(const char *path, const struct stat *st, char *head, size_t len)
+{
+    memset(head, 0, len);
+    if (st->st_size == 0)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, head, len - 1);
+    close(fd);
+    return n > 0 ? (size_t)n : 0;
+}
+
 /* 1 when the regular file at path holds bytes that are not the start of a trace: a file of the
  * user's, which a trace would replace (a trace cut short before its 8th byte, or an empty file,
  * is not such a file). */
 static int ga_out_not_a_trace(const char *path, const struct stat *st)
 {
-    if (st->st_size == 0)
+    char head[9];
+    size_t n = ga_out_head(path, st, head, sizeof head);
+    return n > 0 && memcmp(head, GA_TRACE_MAGIC, n) != 0;
+}
+
+/* 1 when the regular file at path holds bytes that are not an earlier statistics report ('{',
+ * blanks, then "gpuarena_stats", as every format begins): a file of the user's, which the report
+ * would replace (GPUARENA_STATS=notes.txt, or /etc/hostname as root, replaced it silently while
+ * the trace refused such a file: an outside check, helper-114). An empty file is not one. */
+static int ga_out_not_a_report(const char *path, const struct stat *st)
+{
+    static const char key[] = "\"gpuarena_stats\"";
+    char head[64];
+    size_t n = ga_out_head(path, st, head, sizeof head);
+    if (n == 0)
         return 0;
-    char head[8] = {0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, head, sizeof head);
-    close(fd);
-    return n > 0 && memcmp(head, GA_TRACE_MAGIC, (size_t)n) != 0;
+    const char *s = head + 1;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    return head[0] != '{' || strncmp(s, key, sizeof key - 1) != 0;
+}
+
+/* 1 when a regular file that is there must not be replaced or truncated for being read-only: the
+ * process may not write it, or nobody may (no write bit at all, which root's access() passes; a
+ * rename replaced such a file, as the process needs write access to its folder alone: an outside
+ * check, helper-114). */
+static int ga_out_read_only(const ga_out_t *o)
+{
+    if (!(o->st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)))
+        return 1;
+    return faccessat(AT_FDCWD, o->target, W_OK, AT_EACCESS) != 0 && errno == EACCES;
+}
+
+static void ga_out_said_read_only(const char *var, const char *path, const ga_out_t *o,
+                                  const char *consequence)
+{
+    ga_log(GA_LOG_ERROR, "%s='%s' is read-only (mode %04o): %s, and the file is left as it was; "
+           "make it writable (chmod u+w) or name another path", var, path,
+           (unsigned)(o->st.st_mode & 07777), consequence);
 }
 
 int ga_outfile_open_log(const char *var, const char *path)
@@ -455,6 +500,10 @@ int ga_outfile_open_log(const char *var, const char *path)
     if (why) {
         ga_log(GA_LOG_ERROR, "%s='%s' %s: %s; name a file, e.g. '%s/trace-%%p.gatrace'", var, path,
                why, untraced, o.kind == GA_OUT_DIR ? path : "/tmp");
+        return -1;
+    }
+    if (o.kind == GA_OUT_REGULAR && ga_out_read_only(&o)) {
+        ga_out_said_read_only(var, path, &o, untraced);
         return -1;
     }
     if (o.kind == GA_OUT_OWN) { /* written through, never locked nor truncated */
@@ -672,6 +721,16 @@ int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
         ga_log(GA_LOG_ERROR, "%s='%s' is a gpuarena trace (GPUARENA_TRACE of this or another "
                "run), which the statistics would replace: nothing was written; name another file, "
                "e.g. '%s.json'", var, path, path);
+        return -1;
+    }
+    if (o.kind == GA_OUT_REGULAR && ga_out_not_a_report(o.target, &o.st)) {
+        ga_log(GA_LOG_ERROR, "%s='%s' is there and is not a gpuarena statistics file: nothing was "
+               "written, and the file is left as it was; name another path (e.g. '%s.json'), or "
+               "remove the file first", var, path, path);
+        return -1;
+    }
+    if (o.kind == GA_OUT_REGULAR && ga_out_read_only(&o)) {
+        ga_out_said_read_only(var, path, &o, "nothing was written");
         return -1;
     }
     if (o.kind == GA_OUT_OWN)

@@ -504,8 +504,24 @@ def _not_over_command(option, out, cmd):
     if option == "--stats" and _head(out, 8) == b"GATRACE\0":  # as the shim refuses it
         raise UsageError(f"--stats {out} is a gpuarena trace, which the statistics would "
                          "replace; give another path")
+    if option == "--stats":
+        _stats_only_over_stats(out)
     if option == "--trace":
         _trace_only_over_a_trace(option, out)
+
+
+def _stats_only_over_stats(out):
+    """UsageError, as the shim refuses GPUARENA_STATS there, when --stats names a file that
+    holds something other than an earlier report, or a read-only file (no write bit, or one
+    this user may not write): both were replaced (helper-114)."""
+    head = _head(out, 64)
+    if head and not re.match(rb'\{\s*"gpuarena_stats"', head):
+        raise UsageError(f"--stats {out} is there and is not a gpuarena statistics file: writing "
+                         "the statistics would replace it; give another path, or remove the file "
+                         "first")
+    if os.path.isfile(out) and (not os.stat(out).st_mode & 0o222 or not os.access(out, os.W_OK)):
+        raise UsageError(f"--stats {out} is read-only: writing the statistics would replace it; "
+                         "make it writable (chmod u+w) or give another path")
 
 
 _TRACE_MAGIC = b"GATRACE\0"  # allocator/ga_trace.h's GA_TRACE_MAGIC, with its NUL

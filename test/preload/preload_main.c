@@ -128,6 +128,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_outside4());
     suite_add_tcase(s, pt_tcase_hardening3());
     suite_add_tcase(s, pt_tcase_stream_outside());
+    suite_add_tcase(s, pt_tcase_hostile2());
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);

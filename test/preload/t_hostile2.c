@@ -1,0 +1,111 @@
+/* Preload tests: findings of a second hostile outside check of issues 8 and 5 (helper-114), each
+ * failing on the code before its fix.
+ *
+ * Files: GPUARENA_STATS replaced any regular file it named (a user's notes, /etc/hostname as
+ * root) while GPUARENA_TRACE refused such a file, and both outputs replaced or truncated a file
+ * nobody may write (mode 0444), since a rename needs write access to the folder alone.
+ */
+#include "t_files.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+/* The program: one allocation and its free, then exit() (the report is written at exit). */
+static void th_workload(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
+        exit(2);
+    exit(0);
+}
+
+static void th_write(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+/* The file at path holds exactly text. */
+static void th_expect(const char *path, const char *text)
+{
+    char buf[256] = {0};
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    ck_assert_msg(n == (ssize_t)strlen(text) && !memcmp(buf, text, (size_t)n),
+                  "%s is left as it was: '%s'", path, buf);
+}
+
+/* GPUARENA_STATS naming a file of the user's (not an earlier report, not empty): left as it was,
+ * one message, no temporary file beside it; an earlier report (pretty-printed too) and an empty
+ * file are replaced as before. */
+START_TEST(stats_never_over_a_users_file)
+{
+    tf_dir_t d;
+    char notes[128], old[128], empty[128], err[8192];
+    tf_mkdir(&d);
+    th_write(tf_at(&d, "notes.txt", notes, sizeof notes), "important notes\n", 0644);
+    tf_setenv("GPUARENA_STATS", notes);
+    ck_assert_int_eq(pt_run_child(th_workload, NULL, err, sizeof err), 0);
+    th_expect(notes, "important notes\n");
+    ck_assert_msg(strstr(err, "gpuarena: GPUARENA_STATS=") &&
+                  strstr(err, "is there and is not a gpuarena statistics file") &&
+                  strstr(err, "the file is left as it was"), "said: %s", err);
+    ck_assert_msg(!strstr(strstr(err, "is not a gpuarena statistics") + 1, "is not a gpuarena "
+                  "statistics"), "said once: %s", err);
+    ck_assert_int_eq(tf_entries(d.path, NULL, 0), 1);
+
+    th_write(tf_at(&d, "old.json", old, sizeof old), "{\n  \"gpuarena_stats\": 2\n}\n", 0644);
+    tf_setenv("GPUARENA_STATS", old);
+    ck_assert_int_eq(pt_run_child(th_workload, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(pt_json_check(old, "d['totals']['allocs'] == 1"), 0);
+    th_write(tf_at(&d, "empty.json", empty, sizeof empty), "", 0644);
+    tf_setenv("GPUARENA_STATS", empty);
+    ck_assert_int_eq(pt_run_child(th_workload, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(pt_json_check(empty, "d['totals']['allocs'] == 1"), 0);
+    ck_assert_int_eq(tf_entries(d.path, NULL, 0), 3);
+    tf_rmtree(d.path);
+}
+END_TEST
+
+/* A read-only file (mode 0444: root's access() passes it, a rename needs only the folder) is
+ * neither replaced by the statistics nor truncated by a trace, even when it is an earlier one;
+ * each says so once and the program runs on. */
+START_TEST(outputs_never_over_a_read_only_file)
+{
+    tf_dir_t d;
+    char stats[128], trace[128], err[8192];
+    static const char report[] = "{\"gpuarena_stats\": 2}\n";
+    static const char head[] = "GATRACE"; /* an earlier trace cut short: a new one would replace it */
+    tf_mkdir(&d);
+    th_write(tf_at(&d, "s.json", stats, sizeof stats), report, 0444);
+    th_write(tf_at(&d, "t.gatrace", trace, sizeof trace), head, 0444);
+    tf_setenv("GPUARENA_STATS", stats);
+    tf_setenv("GPUARENA_TRACE", trace);
+    ck_assert_int_eq(pt_run_child(th_workload, NULL, err, sizeof err), 0);
+    th_expect(stats, report);
+    th_expect(trace, head);
+    ck_assert_msg(strstr(err, "GPUARENA_STATS='") && strstr(err, "GPUARENA_TRACE='"),
+                  "both said: %s", err);
+    ck_assert_msg(strstr(err, "is read-only (mode 0444)") &&
+                  strstr(strstr(err, "is read-only (mode 0444)") + 1, "is read-only (mode 0444)"),
+                  "read-only said for each: %s", err);
+    ck_assert_int_eq(tf_entries(d.path, NULL, 0), 2);
+    tf_rmtree(d.path);
+}
+END_TEST
+
+TCase *pt_tcase_hostile2(void)
+{
+    TCase *tc = tcase_create("hostile2");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, stats_never_over_a_users_file);
+    tcase_add_test(tc, outputs_never_over_a_read_only_file);
+    return tc;
+}

@@ -240,6 +240,84 @@ static void ga_mempool_forget(int dev, CUmemoryPool pool)
     ga_mutex_unlock(&dv->pool_lock);
 }
 
+/* ---- which device a pool's blocks come from ----
+ * cuMemAllocFromPoolAsync takes its block on the pool's device, which need not be the stream's.
+ * Counted on the stream's device before the call and moved after it (passthrough.c), the block
+ * lay on the pool's device past its cap while the driver held it, and the stream's device
+ * refused a block that its cap had no part in (an outside check, helper-114: 96 MiB on device 1
+ * under a 64 MiB cap, the call then refused). So the pools the program creates are remembered
+ * with their device (cuMemPoolCreate is hooked for this alone), and a device's default pool is
+ * asked of the driver: the block is counted on its own device before the call. A pool not known
+ * (no host memory to remember it, one made before the shim started) is still moved after. */
+typedef struct ga_made_pool {
+    CUmemoryPool pool;
+    int dev;
+} ga_made_pool_t;
+
+static ga_mutex_t ga_made_lock;
+static ga_made_pool_t *ga_made;
+static size_t ga_nmade, ga_made_cap;
+
+/* pool's entry, or NULL. ga_made_lock held. */
+static ga_made_pool_t *ga_made_find(CUmemoryPool pool)
+{
+    for (size_t i = 0; i < ga_nmade; i++)
+        if (ga_made[i].pool == pool)
+            return &ga_made[i];
+    return NULL;
+}
+
+static void ga_made_forget(CUmemoryPool pool)
+{
+    ga_mutex_lock(&ga_made_lock);
+    ga_made_pool_t *e = ga_made_find(pool);
+    if (e)
+        *e = ga_made[--ga_nmade];
+    ga_mutex_unlock(&ga_made_lock);
+}
+
+GA_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    GA_HOOK_ENTER(cuMemPoolCreate, (pool, poolProps));
+    CUresult r = ga_real.cuMemPoolCreate(pool, poolProps);
+    if (r != CUDA_SUCCESS || !pool || !poolProps ||
+        poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return r;
+    ga_mutex_lock(&ga_made_lock);
+    ga_made_pool_t *e = ga_made_find(*pool); /* a handle the driver gave again after a destroy */
+    if (!e && ga_nmade == ga_made_cap && ga_made_cap < (1u << 24)) {
+        size_t cap = ga_made_cap ? ga_made_cap * 2 : 8;
+        ga_made_pool_t *m = realloc(ga_made, cap * sizeof *m);
+        if (m)
+            ga_made = m, ga_made_cap = cap;
+    }
+    if (!e && ga_nmade < ga_made_cap)
+        e = &ga_made[ga_nmade++];
+    if (e)
+        *e = (ga_made_pool_t){*pool, poolProps->location.id};
+    ga_mutex_unlock(&ga_made_lock);
+    return r;
+}
+
+int ga_mempool_device(CUmemoryPool pool)
+{
+    int dev = -1, n = 0;
+    ga_mutex_lock(&ga_made_lock);
+    ga_made_pool_t *e = pool ? ga_made_find(pool) : NULL;
+    if (e)
+        dev = e->dev;
+    ga_mutex_unlock(&ga_made_lock);
+    if (dev >= 0 || !pool || !ga_real.cuDeviceGetDefaultMemPool || !ga_real.cuDeviceGetCount ||
+        ga_real.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        return dev;
+    for (int d = 0; d < n && d < GA_MAX_DEVICES; d++) {
+        CUmemoryPool def = NULL;
+        if (ga_real.cuDeviceGetDefaultMemPool(&def, d) == CUDA_SUCCESS && def == pool)
+            return d;
+    }
+    return -1;
+}
+
 /* A pool is listed by the device whose context's stream took a block from it, which may be more
  * than one device: each forgets it. A pool no device lists (none of its blocks was counted),
  * NULL, or a handle that is no pool goes to the driver untouched, which answers it. A listed pool
@@ -253,13 +331,19 @@ GA_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     int listed = 0;
     for (int d = 0; pool && d < GA_MAX_DEVICES && !listed; d++)
         listed = ga_mempool_listed(d, pool);
-    if (!listed)
-        return ga_real.cuMemPoolDestroy(pool);
+    if (!listed) {
+        CUresult r0 = ga_real.cuMemPoolDestroy(pool);
+        if (r0 == CUDA_SUCCESS)
+            ga_made_forget(pool);
+        return r0;
+    }
     if (ga_real.cuMemPoolTrimTo)
         ga_real.cuMemPoolTrimTo(pool, 0);
     CUresult r = ga_real.cuMemPoolDestroy(pool);
     for (int d = 0; r == CUDA_SUCCESS && d < GA_MAX_DEVICES; d++)
         ga_mempool_forget(d, pool);
+    if (r == CUDA_SUCCESS)
+        ga_made_forget(pool);
     if (r != CUDA_SUCCESS)
         ga_mempool_settle_all(); /* still listed, and trimmed: the figures are asked again */
     return r;
@@ -267,6 +351,8 @@ GA_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 
 void ga_mempool_fork_child(ga_dev_t *dv)
 {
+    ga_mutex_init(&ga_made_lock); /* a parent thread may have held it; its pools are not ours */
+    ga_nmade = 0;
     ga_mutex_init(&dv->pool_lock); /* a parent thread may have held it */
     atomic_store(&dv->npools, 0); /* the parent's pools: a CUDA context is not the child's */
     dv->pool_kept = 0;

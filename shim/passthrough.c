@@ -47,6 +47,8 @@ static int ga_dev_exists(int dev)
  * they were committed. handle: a cuMemCreate, whose device is dev (-1: a location that is not a
  * device) whatever context is current, none included. *devp -1: nothing to count (no context, or
  * not a device the driver has), the driver answers alone. */
+static ga_ctx_t *ga_pass_ctx_on(int dev);
+
 static CUresult ga_pass_begin(size_t size, int dev, int handle, ga_ctx_t **cp, int *devp,
                               int *committed, unsigned *lifep)
 {
@@ -58,6 +60,14 @@ static CUresult ga_pass_begin(size_t size, int dev, int handle, ga_ctx_t **cp, i
     *devp = handle ? (ga_dev_exists(dev) ? dev : -1) : cdev;
     if (!c && !handle && ga_current_unmade() >= 0) /* would escape the cap: refused */
         return ga_refuse_unmade("an allocation passed to the driver", size);
+    /* A pool's block on another device than the stream's (dev: the pool's, mempool.c): counted
+     * there from the start, recorded in a context of gpuarena's on that device or, with none, in
+     * the device's own table (ga_pass_end), as ga_pass_pool_device does after the call. */
+    if (!handle && c && dev >= 0 && dev != c->dev && ga_dev_exists(dev)) {
+        *devp = dev;
+        *cp = c = ga_pass_ctx_on(dev);
+        *lifep = c ? atomic_load(&c->life) : 0; /* the life of the context it is recorded in */
+    }
     if (*devp < 0)
         return CUDA_SUCCESS;
     ga_dev_setup(*devp);
@@ -318,7 +328,7 @@ static CUresult ga_pass_pool_device(ga_ctx_t **cp, unsigned *lifep, int *devp, i
 
 /* The common shape of every pointer-returning pass-through allocation; `check`: the driver's
  * checks of the other arguments, made when the cap refuses (above). */
-#define GA_PASS_ALLOC(name, api, call, check, stream)                                       \
+#define GA_PASS_ALLOC(name, api, call, check, stream, want)                                 \
     do {                                                                                   \
         if (!dptr || !bytesize) /* in the driver's order: state, stream, context, arguments */ \
             return ga_count_refused(api, 1), GA_REFUSAL_CODE(ga_pass_stream_known(stream), 1); \
@@ -326,7 +336,7 @@ static CUresult ga_pass_pool_device(ga_ctx_t **cp, unsigned *lifep, int *devp, i
         ga_ctx_t *c = NULL;                                                                \
         int dev = -1, committed;                                                           \
         unsigned life;                                                                     \
-        CUresult r = ga_pass_begin(ga_pass_units(api, bytesize), -1, 0, &c, &dev, &committed, \
+        CUresult r = ga_pass_begin(ga_pass_units(api, bytesize), (want), 0, &c, &dev, &committed, \
                                    &life);                                                 \
         if (r == CUDA_ERROR_OUT_OF_MEMORY) {                                               \
             CUresult bad_ = (check);                                                       \
@@ -346,7 +356,7 @@ GA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 {
     GA_HOOK_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
     GA_PASS_ALLOC(cuMemAllocManaged, GA_API_CUMEMALLOCMANAGED, (dptr, bytesize, flags),
-                  ga_pass_flags_ok(flags), NULL);
+                  ga_pass_flags_ok(flags), NULL, -1);
 }
 
 /* ---- the v1 allocations (32-bit pointers, hooks.def says why): the driver's own v1 functions, as
@@ -356,7 +366,7 @@ GA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 GA_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
     GA_HOOK_ENTER(cuMemAlloc, (dptr, bytesize));
-    GA_PASS_ALLOC(cuMemAlloc, GA_API_CUMEMALLOC, (dptr, bytesize), CUDA_SUCCESS, NULL);
+    GA_PASS_ALLOC(cuMemAlloc, GA_API_CUMEMALLOC, (dptr, bytesize), CUDA_SUCCESS, NULL, -1);
 }
 
 /* A v1 pitched allocation's bytes before the call, counted as the _v2 hook counts them (rows padded
@@ -416,9 +426,9 @@ static CUresult ga_alloc_async_hook(CUdeviceptr *dptr, size_t bytesize, CUstream
         return served;
     if (ptsz)
         GA_PASS_ALLOC(cuMemAllocAsync_ptsz, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream),
-                      ga_pass_stream_ok(hStream), hStream);
+                      ga_pass_stream_ok(hStream), hStream, -1);
     GA_PASS_ALLOC(cuMemAllocAsync, GA_API_CUMEMALLOCASYNC, (dptr, bytesize, hStream),
-                  ga_pass_stream_ok(hStream), hStream);
+                  ga_pass_stream_ok(hStream), hStream, -1);
 }
 
 static CUresult ga_alloc_pool_hook(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
@@ -427,11 +437,12 @@ static CUresult ga_alloc_pool_hook(CUdeviceptr *dptr, size_t bytesize, CUmemoryP
     if (ga_capture_stream(ptsz ? GA_PTSZ_STREAM(hStream) : hStream))
         return ptsz ? ga_real.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream)
                     : ga_real.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
+    int want = ga_pass_several_devices() ? ga_mempool_device(pool) : -1; /* the pool's device */
     if (ptsz)
         GA_PASS_ALLOC(cuMemAllocFromPoolAsync_ptsz, GA_API_CUMEMALLOCFROMPOOL,
-                      (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream), hStream);
+                      (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream), hStream, want);
     GA_PASS_ALLOC(cuMemAllocFromPoolAsync, GA_API_CUMEMALLOCFROMPOOL,
-                  (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream), hStream);
+                  (dptr, bytesize, pool, hStream), ga_pass_stream_ok(hStream), hStream, want);
 }
 
 #define GA_IN_STREAM_CTX(s, call)                                                            \

@@ -89,7 +89,8 @@ typedef struct ga_real {
     X(cuMemGetAllocationGranularity,                                                          \
       (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))                \
     X(cuMemPoolGetAttribute, (CUmemoryPool, CUmemPool_attribute, void *))                     \
-    X(cuMemPoolTrimTo, (CUmemoryPool, size_t))
+    X(cuMemPoolTrimTo, (CUmemoryPool, size_t))                                                \
+    X(cuDeviceGetDefaultMemPool, (CUmemoryPool *, CUdevice))
 #define GA_UNHOOKED_FIELD(name, params) CUresult(*name) params;
     GA_UNHOOKED_LIST(GA_UNHOOKED_FIELD)
 #undef GA_UNHOOKED_FIELD
@@ -645,6 +646,9 @@ uint64_t ga_mempool_settle(int dev, int trim);
 void ga_mempool_settle_all(void); /* after the program's synchronisations */
 uint64_t ga_mempool_kept(int dev);
 void ga_mempool_fork_child(ga_dev_t *dv);
+/* The device whose memory pool blocks come from (a pool the program created, or a device's
+ * default pool), or -1 when not known: asked before a cuMemAllocFromPoolAsync is counted. */
+int ga_mempool_device(CUmemoryPool pool);
 /* Context `dying` is about to be torn down (no lock held, before the driver's call): its events
  * die with it, and the driver may give their handles to new ones, so every pending entry of
  * another context whose event was made in it is waited for now and done with, the event destroyed

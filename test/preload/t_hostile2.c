@@ -4,6 +4,9 @@
  * Files: GPUARENA_STATS replaced any regular file it named (a user's notes, /etc/hostname as
  * root) while GPUARENA_TRACE refused such a file, and both outputs replaced or truncated a file
  * nobody may write (mode 0444), since a rename needs write access to the folder alone.
+ * The cap: a cuMemAllocFromPoolAsync from a pool on another device than its stream's was counted
+ * on the stream's device until the driver had served it, so the pool's device held more than its
+ * cap meanwhile, and the stream's device refused blocks its cap had no part in.
  */
 #include "t_files.h"
 
@@ -101,11 +104,68 @@ START_TEST(outputs_never_over_a_read_only_file)
 }
 END_TEST
 
+/* Two devices under 64 MiB each; a stream of device 0; pools of device 1 (one the program made,
+ * and the device's default pool). */
+static void th_pool_device_child(void *arg)
+{
+    CUdevice d0, d1;
+    CUcontext c0, c1;
+    CUstream s;
+    CUdeviceptr held, p;
+    CUmemoryPool made, def;
+    CUmemPoolProps pp = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                         .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1}};
+    setenv("GPUARENA_MODE", arg, 1);
+    if (cuInit(0) || cuDeviceGet(&d0, 0) || cuDeviceGet(&d1, 1) ||
+        cuDevicePrimaryCtxRetain(&c0, d0) || cuDevicePrimaryCtxRetain(&c1, d1) ||
+        cuCtxSetCurrent(c0) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuMemPoolCreate(&made, &pp) || cuDeviceGetDefaultMemPool(&def, d1))
+        exit(10);
+    /* Device 0 holds 48 MiB: a 48 MiB block from a pool of device 1 still fits there. */
+    if (cuMemAlloc(&held, 48 * MiB))
+        exit(11);
+    CUmemoryPool pools[2] = {made, def};
+    for (int i = 0; i < 2; i++) {
+        CUresult r = cuMemAllocFromPoolAsync(&p, 48 * MiB, pools[i], s);
+        if (r != CUDA_SUCCESS) {
+            fprintf(stderr, "pool %d of device 1 refused from device 0's stream: %d\n", i, r);
+            exit(12);
+        }
+        if (cuMemFreeAsync(p, s) || cuStreamSynchronize(s) || cuMemPoolTrimTo(pools[i], 0))
+            exit(13);
+    }
+    if (cuMemFree(held) || cuCtxSetCurrent(c1) || cuMemAlloc(&held, 48 * MiB) || cuCtxSetCurrent(c0))
+        exit(14);
+    /* Device 1 holds 48 MiB: the pool's 48 MiB does not fit there, and never reaches it. */
+    for (int i = 0; i < 2; i++)
+        if (cuMemAllocFromPoolAsync(&p, 48 * MiB, pools[i], s) != CUDA_ERROR_OUT_OF_MEMORY)
+            exit(15);
+    unsigned long long peak = simcuda_device_peak_all(1);
+    if (peak > 64 * MiB) {
+        fprintf(stderr, "device 1 held %llu MiB under a 64 MiB cap\n", peak / MiB);
+        exit(16);
+    }
+    exit(0);
+}
+
+START_TEST(pool_block_counted_on_the_pools_device)
+{
+    static const char *modes[] = {"arena", "grow", "vmm", "platform"};
+    char err[8192];
+    pt_env("SIMCUDA_DEVICES=2", "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", NULL);
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        int rc = pt_run_child(th_pool_device_child, (void *)modes[i], err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", modes[i], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_hostile2(void)
 {
     TCase *tc = tcase_create("hostile2");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, stats_never_over_a_users_file);
     tcase_add_test(tc, outputs_never_over_a_read_only_file);
+    tcase_add_test(tc, pool_block_counted_on_the_pools_device);
     return tc;
 }

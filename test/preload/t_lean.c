@@ -187,6 +187,13 @@ static int r_pool_destroy(void *f) /* a pool made for it, then destroyed by the 
     CUresult r = cuMemPoolCreate(&pool, &pp);
     return r != CUDA_SUCCESS ? -1 : (int)((CUresult (*)(CUmemoryPool))f)(pool);
 }
+static int r_pool_create(void *f)
+{
+    CUmemPoolProps pp = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                         .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemoryPool pool;
+    return (int)((CUresult (*)(CUmemoryPool *, const CUmemPoolProps *))f)(&pool, &pp);
+}
 static int r_free_async(void *f) { return ((CUresult (*)(CUdeviceptr, CUstream))f)(lean_alloc(), NULL); }
 static int r_create(void *f)
 {
@@ -428,6 +435,7 @@ static const struct lean_recipe {
     {"cuMemAllocFromPoolAsync", r_pool},
     {"cuMemAllocFromPoolAsync_ptsz", r_pool},
     {"cuMemPoolDestroy", r_pool_destroy},
+    {"cuMemPoolCreate", r_pool_create},
     {"cuMemFreeAsync", r_free_async},
     {"cuMemFreeAsync_ptsz", r_free_async},
     {"cuMemCreate", r_create},

@@ -72,11 +72,15 @@ static sim_pool_t *sim_created_find_locked(CUmemoryPool h)
     return NULL;
 }
 
-/* The pool a stream-ordered allocation on dev takes from: h if it is a live created pool, else
- * dev's default pool (see above). */
+/* The pool a stream-ordered allocation on dev takes from: h if it is a live created pool or a
+ * device's default pool (another device's too: the block lies on the pool's device, whatever the
+ * stream's; it took dev's default pool until helper-114), else dev's default pool (see above). */
 static sim_pool_t *sim_pool_for_locked(CUmemoryPool h, int dev)
 {
     sim_pool_t *p = h ? sim_created_find_locked(h) : NULL;
+    for (int d = 0; h && !p && d < sim_cfg.devices; d++)
+        if (h == (CUmemoryPool)&sim_pools[d])
+            p = sim_default_pool_locked(d);
     return p ? p : sim_default_pool_locked(dev);
 }
 

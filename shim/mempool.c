@@ -36,6 +36,7 @@
  */
 #include "shim.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 /* Index of pool in dv's list, or -1. pool_lock held. */
@@ -276,13 +277,28 @@ static void ga_made_forget(CUmemoryPool pool)
     ga_mutex_unlock(&ga_made_lock);
 }
 
+/* A forked child: a parent thread may have held the lock, and the parent's pools are not the
+ * child's (registered at the first pool, whether or not any device is set up then). */
+static void ga_made_fork_child(void)
+{
+    ga_mutex_init(&ga_made_lock);
+    ga_nmade = 0;
+}
+
+static void ga_made_at_fork(void)
+{
+    pthread_atfork(NULL, NULL, ga_made_fork_child);
+}
+
 GA_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     GA_HOOK_ENTER(cuMemPoolCreate, (pool, poolProps));
     CUresult r = ga_real.cuMemPoolCreate(pool, poolProps);
     if (r != CUDA_SUCCESS || !pool || !poolProps ||
         poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return r;
+    pthread_once(&once, ga_made_at_fork);
     ga_mutex_lock(&ga_made_lock);
     ga_made_pool_t *e = ga_made_find(*pool); /* a handle the driver gave again after a destroy */
     if (!e && ga_nmade == ga_made_cap && ga_made_cap < (1u << 24)) {
@@ -351,8 +367,6 @@ GA_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 
 void ga_mempool_fork_child(ga_dev_t *dv)
 {
-    ga_mutex_init(&ga_made_lock); /* a parent thread may have held it; its pools are not ours */
-    ga_nmade = 0;
     ga_mutex_init(&dv->pool_lock); /* a parent thread may have held it */
     atomic_store(&dv->npools, 0); /* the parent's pools: a CUDA context is not the child's */
     dv->pool_kept = 0;

@@ -19,6 +19,7 @@
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 ga_real_t ga_real;
 _Atomic int ga_init_done;
@@ -131,6 +132,17 @@ static void ga_check_linked_driver(void)
 static void *ga_open_libcuda(void)
 {
     const char *path = ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1";
+    struct stat st;
+    /* A path the loader would open is a regular file: dlopen opens a FIFO or a terminal and
+     * waits for a writer or input, for ever (GPUARENA_LIBCUDA naming a FIFO hung the program at
+     * its first CUDA call: an outside check, helper-114). A bad setting, said as such. */
+    if (strchr(path, '/') && stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        ga_log(GA_LOG_ERROR, "cannot load the CUDA driver '%s': it is %s, not a library file; "
+               "set GPUARENA_LIBCUDA=/path/to/libcuda.so.1, or unset it", path,
+               S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
+               : S_ISSOCK(st.st_mode) ? "a socket" : "a block device");
+        return NULL;
+    }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (!h) {
         dlerror(); /* not loaded yet: no error of the shim's left for the program */

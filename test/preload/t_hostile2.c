@@ -7,11 +7,13 @@
  * The cap: a cuMemAllocFromPoolAsync from a pool on another device than its stream's was counted
  * on the stream's device until the driver had served it, so the pool's device held more than its
  * cap meanwhile, and the stream's device refused blocks its cap had no part in.
+ * Settings: GPUARENA_LIBCUDA naming a FIFO hung the program at its first CUDA call.
  */
 #include "t_files.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 
 /* The program: one allocation and its free, then exit() (the report is written at exit). */
 static void th_workload(void *arg)
@@ -160,6 +162,32 @@ START_TEST(pool_block_counted_on_the_pools_device)
 }
 END_TEST
 
+/* GPUARENA_LIBCUDA naming a FIFO: dlopen opened it and waited for a writer, for ever, at the
+ * program's first CUDA call. Now a bad setting: cuInit answers CUDA_ERROR_INVALID_VALUE after one
+ * message (an alarm ends a child that hangs). */
+static void th_libcuda_fifo_child(void *arg)
+{
+    (void)arg;
+    signal(SIGALRM, SIG_DFL); /* not Check's handler, which kills the whole group */
+    alarm(10);
+    exit(cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+}
+
+START_TEST(libcuda_fifo_is_a_bad_setting)
+{
+    tf_dir_t d;
+    char fifo[128], err[8192];
+    tf_mkdir(&d);
+    ck_assert_int_eq(mkfifo(tf_at(&d, "libcuda.so.1", fifo, sizeof fifo), 0600), 0);
+    tf_setenv("GPUARENA_LIBCUDA", fifo);
+    int rc = pt_run_child(th_libcuda_fifo_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "cuInit with GPUARENA_LIBCUDA a FIFO: exit %d (142: hung): %s", rc, err);
+    ck_assert_msg(strstr(err, "gpuarena: cannot load the CUDA driver") && strstr(err, "it is a FIFO"),
+                  "said: %s", err);
+    tf_rmtree(d.path);
+}
+END_TEST
+
 TCase *pt_tcase_hostile2(void)
 {
     TCase *tc = tcase_create("hostile2");
@@ -167,5 +195,6 @@ TCase *pt_tcase_hostile2(void)
     tcase_add_test(tc, stats_never_over_a_users_file);
     tcase_add_test(tc, outputs_never_over_a_read_only_file);
     tcase_add_test(tc, pool_block_counted_on_the_pools_device);
+    tcase_add_test(tc, libcuda_fifo_is_a_bad_setting);
     return tc;
 }

@@ -156,8 +156,34 @@ static int parse_path(const char *v, const char **out)
     return 0;
 }
 
-static int parse_stats(const char *v) { return parse_path(v, &ga_opt.stats); }
-static int parse_trace(const char *v) { return !strcmp(v, "-") ? -1 : parse_path(v, &ga_opt.trace); }
+/* An output path that is relative is taken from the folder the program is in when the settings
+ * are read (its first CUDA call), the folder it was named in: the statistics, written at exit,
+ * landed in whatever folder the program had moved to by then (a data folder, where a report of
+ * another run was replaced), and the trace in the folder of its first allocation, without a word
+ * (an outside check, helper-114; the command made its own paths absolute for this). A folder
+ * that cannot be named (removed, or too long) leaves the path as given. */
+static int parse_out_path(const char *v, const char **out, char *buf, size_t len)
+{
+    char cwd[4096];
+    if (parse_path(v, out) != 0)
+        return -1;
+    if (v[0] == '/' || !strcmp(v, "-") || !getcwd(cwd, sizeof cwd))
+        return 0;
+    int n = snprintf(buf, len, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", v);
+    if (n > 0 && (size_t)n < len)
+        *out = buf;
+    return 0;
+}
+
+static char ga_stats_abs[4096], ga_trace_abs[4096];
+static int parse_stats(const char *v)
+{
+    return parse_out_path(v, &ga_opt.stats, ga_stats_abs, sizeof ga_stats_abs);
+}
+static int parse_trace(const char *v)
+{
+    return !strcmp(v, "-") ? -1 : parse_out_path(v, &ga_opt.trace, ga_trace_abs, sizeof ga_trace_abs);
+}
 static int parse_libcuda(const char *v) { return parse_path(v, &ga_opt.libcuda); }
 
 /* Absolute only: members started in different directories must find the same ledgers. */

@@ -7,7 +7,8 @@
  * The cap: a cuMemAllocFromPoolAsync from a pool on another device than its stream's was counted
  * on the stream's device until the driver had served it, so the pool's device held more than its
  * cap meanwhile, and the stream's device refused blocks its cap had no part in.
- * Settings: GPUARENA_LIBCUDA naming a FIFO hung the program at its first CUDA call.
+ * Settings: GPUARENA_LIBCUDA naming a FIFO hung the program at its first CUDA call; a relative
+ * GPUARENA_STATS or GPUARENA_TRACE was written into whatever folder the program had moved to.
  */
 #include "t_files.h"
 
@@ -188,6 +189,42 @@ START_TEST(libcuda_fifo_is_a_bad_setting)
 }
 END_TEST
 
+/* Relative output paths: named in one folder, written there, whatever folder the program is in
+ * by its allocations and its exit (the statistics landed in the folder it had moved to by exit,
+ * the trace in the one of its first allocation). */
+static void th_moving_child(void *arg)
+{
+    char **dirs = arg; /* where the paths were named, where the program goes */
+    if (chdir(dirs[0]) != 0)
+        exit(20);
+    setenv("GPUARENA_STATS", "s.json", 1);
+    setenv("GPUARENA_TRACE", "t.gatrace", 1);
+    pt_start();
+    if (chdir(dirs[1]) != 0)
+        exit(21);
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
+        exit(22);
+    exit(0);
+}
+
+START_TEST(relative_outputs_where_named)
+{
+    tf_dir_t named, moved;
+    char err[8192], stats[128], trace[128];
+    tf_mkdir(&named);
+    tf_mkdir(&moved);
+    char *dirs[2] = {named.path, moved.path};
+    ck_assert_int_eq(pt_run_child(th_moving_child, dirs, err, sizeof err), 0);
+    ck_assert_msg(tf_entries(moved.path, NULL, 0) == 0, "nothing in the folder moved to: %s", err);
+    ck_assert_int_eq(pt_json_check(tf_at(&named, "s.json", stats, sizeof stats),
+                                   "d['totals']['allocs'] == 1"), 0);
+    ck_assert_int_eq(tf_trace_events(tf_at(&named, "t.gatrace", trace, sizeof trace), 0), 2);
+    tf_rmtree(named.path);
+    tf_rmtree(moved.path);
+}
+END_TEST
+
 TCase *pt_tcase_hostile2(void)
 {
     TCase *tc = tcase_create("hostile2");
@@ -196,5 +233,6 @@ TCase *pt_tcase_hostile2(void)
     tcase_add_test(tc, outputs_never_over_a_read_only_file);
     tcase_add_test(tc, pool_block_counted_on_the_pools_device);
     tcase_add_test(tc, libcuda_fifo_is_a_bad_setting);
+    tcase_add_test(tc, relative_outputs_where_named);
     return tc;
 }

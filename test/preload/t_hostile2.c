@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 /* The program: one allocation and its free, then exit() (the report is written at exit). */
 static void th_workload(void *arg)
@@ -225,6 +226,62 @@ START_TEST(relative_outputs_where_named)
 }
 END_TEST
 
+/* A trace whose 32-byte header passes the file size limit (`ulimit -f` of 1 byte): the message
+ * blamed the disk ("check the disk") and a 1-byte file was left. Now the cause and its fix, and
+ * the file cut back to nothing. */
+static void th_fsize_child(void *arg)
+{
+    struct rlimit rl = {1, 1};
+    int p[2];
+    /* stderr (a file) would pass the limit too: it goes through a pipe to a process without one */
+    if (pipe(p) != 0)
+        exit(30);
+    pid_t copier = fork();
+    if (copier == 0) {
+        char buf[512];
+        ssize_t n;
+        close(p[1]);
+        while ((n = read(p[0], buf, sizeof buf)) > 0)
+            if (write(2, buf, (size_t)n) != n)
+                _exit(1);
+        _exit(0);
+    }
+    close(p[0]);
+    dup2(p[1], 2);
+    close(p[1]);
+    signal(SIGXFSZ, SIG_DFL);
+    setenv("GPUARENA_TRACE", arg, 1);
+    if (copier < 0 || setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        exit(31);
+    /* no ck_assert from here: Check notes each one in a file of its own, past the limit too */
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr q;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx) || cuMemAlloc(&q, 1 << 20) || cuMemFree(q))
+        exit(32);
+    int fd = open("/dev/null", O_WRONLY);
+    dup2(fd, 2); /* the pipe's last writer gone: the copier ends */
+    waitpid(copier, NULL, 0);
+    exit(0);
+}
+
+START_TEST(trace_header_past_file_size_limit)
+{
+    tf_dir_t d;
+    char trace[128], err[8192];
+    tf_mkdir(&d);
+    int rc = pt_run_child(th_fsize_child, tf_at(&d, "t.gatrace", trace, sizeof trace), err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "gpuarena: cannot write the trace") && strstr(err, "ulimit -f") &&
+                  !strstr(err, "check the disk"), "said: %s", err);
+    struct stat st;
+    ck_assert_int_eq(stat(trace, &st), 0);
+    ck_assert_int_eq(st.st_size, 0);
+    tf_rmtree(d.path);
+}
+END_TEST
+
 TCase *pt_tcase_hostile2(void)
 {
     TCase *tc = tcase_create("hostile2");
@@ -234,5 +291,6 @@ TCase *pt_tcase_hostile2(void)
     tcase_add_test(tc, pool_block_counted_on_the_pools_device);
     tcase_add_test(tc, libcuda_fifo_is_a_bad_setting);
     tcase_add_test(tc, relative_outputs_where_named);
+    tcase_add_test(tc, trace_header_past_file_size_limit);
     return tc;
 }

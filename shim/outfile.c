@@ -473,9 +473,11 @@ static int ga_out_read_only(const ga_out_t *o)
 static void ga_out_said_read_only(const char *var, const char *path, const ga_out_t *o,
                                   const char *consequence)
 {
-    ga_log(GA_LOG_ERROR, "%s='%s' is read-only (mode %04o): %s, and the file is left as it was; "
+    int none = !(o->st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH));
+    ga_log(GA_LOG_ERROR, "%s='%s' is %s (mode %04o): %s, and the file is left as it was; "
            "make it writable (chmod u+w) or name another path", var, path,
-           (unsigned)(o->st.st_mode & 07777), consequence);
+           none ? "read-only" : "not writable by this process", (unsigned)(o->st.st_mode & 07777),
+           consequence);
 }
 
 int ga_outfile_open_log(const char *var, const char *path)

@@ -108,6 +108,36 @@ START_TEST(outputs_never_over_a_read_only_file)
 }
 END_TEST
 
+/* As another user (nobody): the test runs it only as root. */
+static void th_nobody_child(void *arg)
+{
+    if (setgid(65534) != 0 || setuid(65534) != 0)
+        exit(40);
+    th_workload(arg);
+}
+
+/* A file of another user's (root's, mode 0644) in a folder everyone may write: a rename needs
+ * only the folder, so a process that may not write the file replaced it. Now refused, said as
+ * "not writable by this process". Runs only as root (it needs a second user). */
+START_TEST(stats_never_over_another_users_file)
+{
+    if (geteuid() != 0)
+        return;
+    tf_dir_t d;
+    char stats[128], err[8192];
+    static const char report[] = "{\"gpuarena_stats\": 2, \"root's\": 1}\n";
+    tf_mkdir(&d);
+    ck_assert_int_eq(chmod(d.path, 0777), 0);
+    th_write(tf_at(&d, "s.json", stats, sizeof stats), report, 0644);
+    tf_setenv("GPUARENA_STATS", stats);
+    ck_assert_int_eq(pt_run_child(th_nobody_child, NULL, err, sizeof err), 0);
+    th_expect(stats, report);
+    ck_assert_msg(strstr(err, "is not writable by this process (mode 0644)"), "said: %s", err);
+    ck_assert_int_eq(tf_entries(d.path, NULL, 0), 1);
+    tf_rmtree(d.path);
+}
+END_TEST
+
 /* Two devices under 64 MiB each; a stream of device 0; pools of device 1 (one the program made,
  * and the device's default pool). */
 static void th_pool_device_child(void *arg)
@@ -288,6 +318,7 @@ TCase *pt_tcase_hostile2(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, stats_never_over_a_users_file);
     tcase_add_test(tc, outputs_never_over_a_read_only_file);
+    tcase_add_test(tc, stats_never_over_another_users_file);
     tcase_add_test(tc, pool_block_counted_on_the_pools_device);
     tcase_add_test(tc, libcuda_fifo_is_a_bad_setting);
     tcase_add_test(tc, relative_outputs_where_named);

@@ -480,6 +480,37 @@ static void ga_out_said_read_only(const char *var, const char *path, const ga_ou
            consequence);
 }
 
+/* An old trace with other names (a hard link kept as a copy: `ln t.gatrace keep.gatrace`) is not
+ * truncated, which emptied every name of it (an outside check, helper-114): a new file, locked,
+ * takes its name by rename, the others keep the old trace. old: the old file's descriptor, held
+ * under the lock until the new one has the name, so that no second process takes the path. The
+ * new file's descriptor (O_APPEND), or -1 with a message. */
+static int ga_out_fresh_log(const char *var, const char *path, const ga_out_t *o, int old)
+{
+    char tmp[GA_OUTFILE_PATH_MAX + 32];
+    int fd = -1;
+    for (unsigned i = 0; fd < 0 && i < 100; i++) {
+        snprintf(tmp, sizeof tmp, "%s.%d-%u.tmp", o->target, (int)getpid(), i);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    int e = errno;
+    if (fd >= 0 && (fchmod(fd, o->st.st_mode & 07777), flock(fd, LOCK_EX | LOCK_NB)) == 0 &&
+        rename(tmp, o->target) == 0) {
+        close(old);
+        return fd;
+    }
+    if (fd >= 0) {
+        e = errno;
+        unlink(tmp);
+        close(fd);
+    }
+    close(old);
+    ga_out_open_failed(var, path, o, e, "this process runs untraced");
+    return -1;
+}
+
 int ga_outfile_open_log(const char *var, const char *path)
 {
     static const char *untraced = "this process runs untraced";
@@ -531,6 +562,9 @@ int ga_outfile_open_log(const char *var, const char *path)
         close(fd);
         return -1;
     }
+    struct stat now;
+    if (fstat(fd, &now) == 0 && now.st_nlink > 1)
+        return ga_out_fresh_log(var, path, &o, fd);
     if (ftruncate(fd, 0) != 0) {
         ga_out_open_failed(var, path, &o, errno, untraced);
         close(fd);

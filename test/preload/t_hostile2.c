@@ -108,6 +108,42 @@ START_TEST(outputs_never_over_a_read_only_file)
 }
 END_TEST
 
+/* The whole of a small file, into buf; its length. */
+static size_t th_slurp(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ssize_t n = read(fd, buf, len);
+    close(fd);
+    ck_assert_int_gt(n, 0);
+    return (size_t)n;
+}
+
+/* A new trace over an old one that has another name (a hard link kept as a copy) truncated the
+ * shared file: the copy was emptied, then held the new run. Now the copy keeps the old trace and
+ * the path a new file. */
+START_TEST(trace_never_empties_a_hard_linked_copy)
+{
+    tf_dir_t d;
+    char trace[128], keep[128], err[8192], before[8192], after[8192];
+    tf_mkdir(&d);
+    tf_setenv("GPUARENA_TRACE", tf_at(&d, "t.gatrace", trace, sizeof trace));
+    ck_assert_int_eq(pt_run_child(th_workload, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(link(trace, tf_at(&d, "keep.gatrace", keep, sizeof keep)), 0);
+    size_t n = th_slurp(keep, before, sizeof before);
+    ck_assert_int_eq(pt_run_child(th_workload, NULL, err, sizeof err), 0);
+    ck_assert_msg(th_slurp(keep, after, sizeof after) == n && !memcmp(before, after, n),
+                  "the copy keeps the first run's trace: %s", err);
+    struct stat a, b;
+    ck_assert_int_eq(stat(trace, &a), 0);
+    ck_assert_int_eq(stat(keep, &b), 0);
+    ck_assert(a.st_ino != b.st_ino);
+    ck_assert_int_eq(tf_trace_events(trace, 0), 2);
+    ck_assert_int_eq(tf_entries(d.path, NULL, 0), 2);
+    tf_rmtree(d.path);
+}
+END_TEST
+
 /* As another user (nobody): the test runs it only as root. */
 static void th_nobody_child(void *arg)
 {
@@ -319,6 +355,7 @@ TCase *pt_tcase_hostile2(void)
     tcase_add_test(tc, stats_never_over_a_users_file);
     tcase_add_test(tc, outputs_never_over_a_read_only_file);
     tcase_add_test(tc, stats_never_over_another_users_file);
+    tcase_add_test(tc, trace_never_empties_a_hard_linked_copy);
     tcase_add_test(tc, pool_block_counted_on_the_pools_device);
     tcase_add_test(tc, libcuda_fifo_is_a_bad_setting);
     tcase_add_test(tc, relative_outputs_where_named);

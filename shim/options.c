@@ -161,13 +161,14 @@ static int parse_path(const char *v, const char **out)
  * landed in whatever folder the program had moved to by then (a data folder, where a report of
  * another run was replaced), and the trace in the folder of its first allocation, without a word
  * (an outside check, helper-114; the command made its own paths absolute for this). A folder
- * that cannot be named (removed, or too long) leaves the path as given. */
+ * that cannot be named (removed, or too long) or whose name holds "%p" leaves the path as given. */
 static int parse_out_path(const char *v, const char **out, char *buf, size_t len)
 {
     char cwd[4096];
     if (parse_path(v, out) != 0)
         return -1;
-    if (v[0] == '/' || !strcmp(v, "-") || !getcwd(cwd, sizeof cwd))
+    /* a folder whose name holds "%p" is left out: the template would expand it */
+    if (v[0] == '/' || !strcmp(v, "-") || !getcwd(cwd, sizeof cwd) || strstr(cwd, "%p"))
         return 0;
     int n = snprintf(buf, len, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", v);
     if (n > 0 && (size_t)n < len)

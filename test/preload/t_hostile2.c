@@ -287,6 +287,13 @@ START_TEST(relative_outputs_where_named)
     ck_assert_int_eq(pt_json_check(tf_at(&named, "s.json", stats, sizeof stats),
                                    "d['totals']['allocs'] == 1"), 0);
     ck_assert_int_eq(tf_trace_events(tf_at(&named, "t.gatrace", trace, sizeof trace), 0), 2);
+    /* A folder whose name holds %p: the path stays relative (an absolute template would expand
+     * the folder's %p), and is written where the program is at its first CUDA call and exit. */
+    char odd[128];
+    ck_assert_int_eq(mkdir(tf_at(&named, "a%pb", odd, sizeof odd), 0755), 0);
+    char *same[2] = {odd, odd};
+    ck_assert_int_eq(pt_run_child(th_moving_child, same, err, sizeof err), 0);
+    ck_assert_int_eq(tf_entries(odd, NULL, 0), 2);
     tf_rmtree(named.path);
     tf_rmtree(moved.path);
 }

@@ -166,6 +166,30 @@ def settings(env):
     return values, shown, problems, warnings
 
 
+def _file_refused(name, path):
+    """The shim's refusals of a file that is there, said now (helper-114): statistics replace
+    only an earlier report (or an empty file), a trace only a trace, neither a read-only file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+        st = os.stat(path)
+    except OSError:
+        return []
+    keep = "the shim will leave it as it is and write nothing"
+    if name == "GPUARENA_STATS" and head.startswith(b"GATRACE\0"):
+        return [f"GPUARENA_STATS={path} is a gpuarena trace: {keep}; name another file"]
+    if name == "GPUARENA_STATS" and head and not re.match(rb'\{\s*"gpuarena_stats"', head):
+        return [f"GPUARENA_STATS={path} is there and is not a gpuarena statistics file: {keep}; "
+                "name another path, or remove the file first"]
+    if name == "GPUARENA_TRACE" and head and not b"GATRACE\0".startswith(head[:8]):
+        return [f"GPUARENA_TRACE={path} is there and is not a gpuarena trace: {keep}; name "
+                "another path, or remove the file first"]
+    if not st.st_mode & 0o222 or not os.access(path, os.W_OK):
+        return [f"{name}={path} is read-only: {keep}; make it writable (chmod u+w) or name "
+                "another path"]
+    return []
+
+
 def _output_warnings(values):
     """What the shim will say at exit about GPUARENA_STATS and GPUARENA_TRACE, said now: a folder
     gets nothing written, and one file named by both keeps the trace only."""
@@ -183,6 +207,8 @@ def _output_warnings(values):
             elif not os.access(folder, os.W_OK | os.X_OK):
                 out.append(f"{name}={path}: its folder {folder} is not writable for this user, so "
                            "the shim will write nothing; name a file in a folder that is")
+            elif "%p" not in path and os.path.isfile(path):
+                out += _file_refused(name, path)
     if stats and trace and stats != "-" and not out and runner.same_file(stats, trace):
         out.append(f"GPUARENA_STATS and GPUARENA_TRACE name the same file {stats}: the shim keeps "
                    "the trace and writes no statistics; give them different paths")

@@ -2,9 +2,12 @@
 
 `gpuarena run --stats F` replaced F whatever it held (a user's notes, a read-only earlier report):
 the shim's GPUARENA_STATS now refuses both, and the command refuses them before the program runs
-(exit 2), as it refuses a trace there."""
+(exit 2), as it refuses a trace there; `gpuarena doctor` says beforehand what the shim will refuse."""
 
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -50,6 +53,26 @@ class StatsOverFiles(unittest.TestCase, gatest.CliAsserts):
         self.assertCleanError(p, "is read-only", code=2)
         with open(old, "rb") as f:
             self.assertEqual(f.read(), b'{"gpuarena_stats": 2}\n')
+
+    def test_doctor_says_which_files_the_shim_leaves(self):
+        """doctor warns, before the program runs, of every file the shim will leave as it is:
+        statistics over a user's file, a trace over a user's file, either over a read-only one
+        (it said nothing)."""
+        notes = self.write("notes.txt", b"important notes\n")
+        old = self.write("old.json", b'{"gpuarena_stats": 2}\n', 0o444)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("GPUARENA_") or k == "GPUARENA_BUILD"}
+        env.update(gatest.SAN_ENV)
+        cases = ((("GPUARENA_STATS", notes), "is there and is not a gpuarena statistics file"),
+                 (("GPUARENA_TRACE", notes), "is there and is not a gpuarena trace"),
+                 (("GPUARENA_STATS", old), "is read-only"))
+        for (name, path), said in cases:
+            p = subprocess.run([sys.executable, gatest.SCRIPT, "doctor", "--json", "--sim"],
+                               env=dict(env, **{name: path}), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+            warnings = json.loads(p.stdout)["warnings"]
+            self.assertTrue(any(w.startswith(f"{name}={path} {said}") for w in warnings),
+                            (name, warnings))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -759,14 +760,18 @@ int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
                "e.g. '%s.json'", var, path, path);
         return -1;
     }
+    /* Said once: a hook after the report (a library's destructor) writes it again (stats.c). */
+    static _Atomic int said_users, said_ro;
     if (o.kind == GA_OUT_REGULAR && ga_out_not_a_report(o.target, &o.st)) {
-        ga_log(GA_LOG_ERROR, "%s='%s' is there and is not a gpuarena statistics file: nothing was "
-               "written, and the file is left as it was; name another path (e.g. '%s.json'), or "
-               "remove the file first", var, path, path);
+        if (!atomic_exchange(&said_users, 1))
+            ga_log(GA_LOG_ERROR, "%s='%s' is there and is not a gpuarena statistics file: nothing "
+                   "was written, and the file is left as it was; name another path (e.g. "
+                   "'%s.json'), or remove the file first", var, path, path);
         return -1;
     }
     if (o.kind == GA_OUT_REGULAR && ga_out_read_only(&o)) {
-        ga_out_said_read_only(var, path, &o, "nothing was written");
+        if (!atomic_exchange(&said_ro, 1))
+            ga_out_said_read_only(var, path, &o, "nothing was written");
         return -1;
     }
     if (o.kind == GA_OUT_OWN)

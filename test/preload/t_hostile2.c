@@ -12,6 +12,7 @@
  */
 #include "t_files.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -49,6 +50,22 @@ static void th_expect(const char *path, const char *text)
                   "%s is left as it was: '%s'", path, buf);
 }
 
+/* The same, with a free made by a library's destructor after the shim's report: the report is
+ * written again then, and the refusal was said twice. */
+static void th_late_child(void *arg)
+{
+    (void)arg;
+    void *h = dlopen("libgactor.so", RTLD_NOW | RTLD_LOCAL);
+    CUdeviceptr *late = h ? dlsym(h, "dtor_free_at_exit") : NULL, p;
+    if (!late)
+        exit(2);
+    pt_start();
+    if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS)
+        exit(3);
+    *late = p;
+    exit(0);
+}
+
 /* GPUARENA_STATS naming a file of the user's (not an earlier report, not empty): left as it was,
  * one message, no temporary file beside it; an earlier report (pretty-printed too) and an empty
  * file are replaced as before. */
@@ -67,6 +84,11 @@ START_TEST(stats_never_over_a_users_file)
     ck_assert_msg(!strstr(strstr(err, "is not a gpuarena statistics") + 1, "is not a gpuarena "
                   "statistics"), "said once: %s", err);
     ck_assert_int_eq(tf_entries(d.path, NULL, 0), 1);
+    ck_assert_int_eq(pt_run_child(th_late_child, NULL, err, sizeof err), 0);
+    th_expect(notes, "important notes\n");
+    ck_assert_msg(strstr(err, "is not a gpuarena statistics") &&
+                  !strstr(strstr(err, "is not a gpuarena statistics") + 1, "is not a gpuarena "
+                  "statistics"), "said once with a late free too: %s", err);
 
     th_write(tf_at(&d, "old.json", old, sizeof old), "{\n  \"gpuarena_stats\": 2\n}\n", 0644);
     tf_setenv("GPUARENA_STATS", old);

@@ -469,7 +469,8 @@ static ga_pool_config_t pool_config(const ga_replay_opts_t *o)
         c.keep_empty = 1; /* trimmed before an out-of-memory (pool_alloc), as the shim does */
         c.limit = o->fraction_grow ? 0 : share;
         if (o->mode == GA_MODE_VMM) {
-            c.va_size = o->arena_size ? o->arena_size : 2 * o->limit;
+            c.va_size = o->arena_size ? o->arena_size /* twice the cap, as the shim's */
+                        : o->limit > (SIZE_MAX >> 2) ? (SIZE_MAX >> 2) : 2 * o->limit;
             if (!c.limit) /* "F+": the pool is told the cap, as the shim tells it */
                 c.limit = o->limit;
         }
@@ -502,10 +503,11 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
     r->no_room = o->mode == GA_MODE_GROW && o->limit && o->limit < GA_ALIGN;
     ga_status_t st = GA_OK;
     r->pool = ga_pool_create(&be, &cfg, &st);
-    if (!r->pool && o->mode == GA_MODE_ARENA && o->arena_size > FAKE_END - FAKE_BASE)
+    if (!r->pool && o->mode == GA_MODE_ARENA && cfg.initial > FAKE_END - FAKE_BASE)
         return ga_errorf(err, errlen, "an arena of %zu bytes is more than replay's address space "
-                         "(%llu bytes); give a smaller arena size", o->arena_size,
-                         (unsigned long long)(FAKE_END - FAKE_BASE));
+                         "(%llu bytes); give a smaller %s", cfg.initial,
+                         (unsigned long long)(FAKE_END - FAKE_BASE),
+                         has_fraction(o) ? "cap or fraction" : "arena size");
     if (!r->pool)
         return ga_errorf(err, errlen, "cannot create the %s pool: %s", ga_mode_name(o->mode),
                          ga_status_str(st));

@@ -222,6 +222,12 @@ class DefaultArena(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)  # arena's share still bounds it
         p = tool("--mode", "vmm", "--fraction", "0.0001", "--limit", "4GiB", "--json", SRC)
         self.assertEqual(p.returncode, 0, p.stderr)
+        # a share past the replay's address space (2^62 bytes less 1 TiB) is named as such
+        p = tool("--mode", "arena", "--fraction", "0.5", "--limit", str(2**64 - 1), SRC)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("gpuarena: arena mode: an arena of 9223372036854775808 bytes is more than "
+                      "replay's address space (4611684918915760128 bytes); give a smaller cap or "
+                      "fraction", p.stderr)
 
 
 if __name__ == "__main__":

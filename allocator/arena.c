@@ -98,9 +98,16 @@ void ga_item_put(ga_arena_t *a, ga_item_t *it)
 /* Rebuilds the table at `cap` slots (a power of two); -1 if host memory ran out (unchanged). */
 static int live_resize(ga_livetab_t *t, size_t cap)
 {
-    ga_live_slot_t *slots = ga_host_calloc(cap, sizeof *slots);
-    if (!slots)
+    size_t bytes = cap * sizeof(ga_live_slot_t);
+    ga_live_slot_t *slots;
+    if (bytes >= GA_SLAB_BYTES) {
+        if (!(slots = ga_host_aligned_alloc(GA_SLAB_BYTES, bytes)))
+            return -1;
+        hint_huge_pages(slots, bytes);
+        memset(slots, 0, bytes);
+    } else if (!(slots = ga_host_calloc(cap, sizeof *slots))) {
         return -1;
+    }
     ga_livetab_t n = {.slots = slots, .mask = cap - 1, .count = t->count,
                       .limit = cap / GA_LIVE_SPREAD,
                       .shift = 64u - (unsigned)__builtin_ctzll((uint64_t)cap)};

@@ -95,7 +95,11 @@ void ga_item_put(ga_arena_t *a, ga_item_t *it)
 
 /* Live table ---------------------------------------------------------------------------------- */
 
-/* Rebuilds the table at `cap` slots (a power of two); -1 if host memory ran out (unchanged). */
+/* Rebuilds the table at `cap` slots (a power of two); -1 if host memory ran out (unchanged). A
+ * table of 2 MiB or more gets a block of its own, aligned to 2 MiB and offered for huge pages, as
+ * the chunk structs' largest blocks are: at 100,000 live allocations a table of 4 KiB pages took a
+ * TLB miss on most probes (bench-scale's mixed pair at 100,000 holes, median of 24 alternated
+ * runs on the shared VM: 52.0 -> 48.9 ns). Zeroed here: its rehash writes most pages anyway. */
 static int live_resize(ga_livetab_t *t, size_t cap)
 {
     size_t bytes = cap * sizeof(ga_live_slot_t);
@@ -124,13 +128,13 @@ static int live_resize(ga_livetab_t *t, size_t cap)
     return 0;
 }
 
-/* 4096 slots (32 KiB) to start: a fresh arena then serves 1,024 live allocations before its first
- * rehash. From 2048, somas_bert_base (peak near 750 live) paid one rehash and a 32 KiB calloc in
- * every replay: 0.11 L1 misses and 3.4 instructions an event (callgrind, 33 replays), 0.4-1.0 ns
- * an event in bench-alloc (from 256 each replay paid four). */
+/* 8192 slots (64 KiB) to start: a fresh arena then serves 1,024 live allocations before its first
+ * rehash. Until 2026-12-07 it served 512, so somas_bert_base (peak near 750 live) paid a rehash
+ * and a calloc of the doubled table in every replay: 0.11 L1 misses and 3.4 instructions an event
+ * (callgrind, 33 replays), 0.4-1.0 ns an event in bench-alloc (from 64, four rehashes). */
 int ga_live_grow(ga_livetab_t *t)
 {
-    return live_resize(t, t->slots ? (t->mask + 1) * 2 : 4096);
+    return live_resize(t, t->slots ? (t->mask + 1) * 2 : 8192);
 }
 
 void ga_live_fini(ga_livetab_t *t)

@@ -177,15 +177,20 @@ static inline ga_subbins_t *ga_bin_sub(const ga_bin_t *b)
     return r & 1 ? (ga_subbins_t *)(r - 1) : NULL;
 }
 
-/* The live table: open addressing, linear probing, at most a quarter full (half full was measured:
- * 4 ns per operation slower on somas_bert_base, from longer probe runs), backward-shift deletion
+/* The live table: open addressing, linear probing, at most an eighth full, backward-shift deletion
  * (no tombstones). A slot is the chunk pointer alone and the key is the chunk's base: 8 bytes a
- * slot rather than 16 halves the table (somas_bert_base's 4,096 slots: 32 KiB), and the chunk a
- * probe finds is the one the free reads next anyway (cachegrind, 33 replays of somas_bert_base:
- * 40,000 L1 misses and 1.8 million instructions fewer). An empty slot is NULL, so any address, 0
- * included, can be a key. (An eighth full instead, the same 64 KiB as before: 38,000
- * mispredictions fewer but 46,000 misses more, and no faster.) */
-#define GA_LIVE_SPREAD 4u
+ * slot rather than 16 halves the table, and the chunk a probe finds is the one the free reads next
+ * anyway (cachegrind, 33 replays of somas_bert_base: 40,000 L1 misses and 1.8 million instructions
+ * fewer). An empty slot is NULL, so any address, 0 included, can be a key. How full: half was 4 ns
+ * per operation slower on somas_bert_base than a quarter (longer probe runs); an eighth (since
+ * 2026-12-07; somas_bert_base's table 64 KiB rather than 32) mispredicts less where a free closes
+ * its hole (the next slot is taken less often): callgrind on 33 replays of somas_bert_base, per
+ * event, 1.678 -> 1.598 mispredictions for 0.687 -> 0.786 L1 misses, and bench-alloc's
+ * somas_bert_base 25.0-27.1 -> 23.9-27.5 ns/op (median 26.6 -> 24.7) in 12 alternated runs on the
+ * shared VM; bench-scale's mixed pair at 100,000 holes 47.3-51.7 -> 44.8-50.6 ns (5 alternated).
+ * (An eighth full with 16-byte slots, 128 KiB, was tried before: 38,000 mispredictions fewer but
+ * 46,000 misses more, and no faster.) */
+#define GA_LIVE_SPREAD 8u
 typedef struct ga_live_slot {
     ga_chunk_t *chunk;
 } ga_live_slot_t;

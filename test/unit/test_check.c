@@ -349,7 +349,7 @@ START_TEST(test_huge_region_host_memory_follows_chunks)
 }
 END_TEST
 
-/* A live table of 2 MiB and more (65,536 live blocks at a quarter full) is made on its own
+/* A live table of 2 MiB and more (past 16,384 live blocks at an eighth full) is made on its own
  * 2 MiB-aligned block offered for huge pages (issue 9: at 100,000 holes a probe of the 4 MiB
  * table took a TLB miss). Its doubling past that size keeps every entry, fails cleanly when the
  * host refuses the block, and shrinks back to nothing at destroy. */
@@ -361,9 +361,9 @@ START_TEST(test_live_table_past_2mib)
     uintptr_t *p = malloc(N * sizeof *p);
     ck_assert_ptr_nonnull(p);
     size_t n = 0;
-    for (; n < 65536; n++) /* the table is 256 Ki slots (2 MiB) from the 32,769th on */
+    for (; n < 65536; n++) /* the table is 512 Ki slots (4 MiB) from the 32,769th on */
         p[n] = must_alloc(a, 512);
-    ga_host_fail_after = 0; /* the doubling to 4 MiB is refused: nothing changes */
+    ga_host_fail_after = 0; /* the doubling to 8 MiB is refused: nothing changes */
     uintptr_t x = 0;
     ga_status_t st = ga_alloc(a, 512, &x);
     ga_host_fail_after = -1;

@@ -457,8 +457,6 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
 {
     ga_free_job_t *j = arg;
     j->owner = c;
-    j->owner_dev = c->dev;
-    j->owner_life = atomic_load(&c->life);
     if (o->in_pass && !j->real_free && !j->synced) {
         /* The driver's cuMemFree may wait for the device: it waits first, with no lock held
          * (managed memory, say: helper-42 F4), then the free finds nothing to wait for. */
@@ -467,6 +465,8 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
     }
     if (o->in_pass) {
         /* The driver first, and the record dropped only when the driver let it go. */
+        j->owner_dev = c->dev;
+        j->owner_life = atomic_load_explicit(&c->life, memory_order_relaxed);
         CUresult r = j->real_free ? j->real_free(j->p, j->s) : j->plain_free(j->p);
         if (r == CUDA_SUCCESS && ga_ptrmap_take(&c->pass, j->p, &j->gone)) {
             ga_count_free(&c->counts, j->api, j->t0);
@@ -602,7 +602,8 @@ static CUresult ga_free_any(CUdeviceptr p, uint8_t api, CUresult (*real_free)(CU
     if (GA_UNLIKELY(r != CUDA_SUCCESS))
         ga_count_refused(api, 0);
     if (GA_UNLIKELY(ga_tracing) && p)
-        ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s, j.owner ? j.owner_dev : dev,
+        ga_trace_event(GA_EV_FREE, api, p, 0, (uint64_t)(uintptr_t)s,
+                       j.gone.key ? j.owner_dev : j.owner ? j.owner->dev : dev,
                        j.t0, (CUresult)r);
     return (CUresult)r;
 }

@@ -43,12 +43,12 @@ static int ga_dev_exists(int dev)
     return ga_real.cuDeviceGetCount && ga_real.cuDeviceGetCount(&n) == CUDA_SUCCESS && dev < n;
 }
 
+static ga_ctx_t *ga_pass_ctx_on(int dev);
+
 /* Before the driver call: the context, the device whose cap the bytes go against, and whether
  * they were committed. handle: a cuMemCreate, whose device is dev (-1: a location that is not a
  * device) whatever context is current, none included. *devp -1: nothing to count (no context, or
  * not a device the driver has), the driver answers alone. */
-static ga_ctx_t *ga_pass_ctx_on(int dev);
-
 static CUresult ga_pass_begin(size_t size, int dev, int handle, ga_ctx_t **cp, int *devp,
                               int *committed, unsigned *lifep)
 {

@@ -594,13 +594,21 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
 /* Whether live context c holds ptr in its pool or among its pass-through pointers, and if so fn's
  * answer for it in *answer, fn run under c's lock (taken and released here). The pool is asked for
  * the live allocation at ptr first (one probe of its live table, the answer for every good free),
- * and only when there is none whether ptr lies in its memory at all. */
-static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int *answer)
+ * and only when there is none whether ptr lies in its memory at all. wait 0: a context inside its
+ * teardown call (closing), whose lock is held through the driver's call, is passed by (-1). */
+static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int *answer, int wait)
 {
     if (atomic_load_explicit(&c->dead, memory_order_acquire) && !atomic_load(&c->orphan))
         return 0;
-    int held = 0;
-    ga_mutex_lock(&c->lock);
+    int held = 0, got = 0;
+    if (wait)
+        ga_mutex_lock(&c->lock);
+    else if (GA_UNLIKELY(!ga_mutex_trylock(&c->lock)))
+        while ((got = ga_mutex_lock_for(&c->lock, GA_CLOSING_POLL_NS)) != 0 &&
+               !atomic_load(&c->closing))
+            ;
+    if (got != 0)
+        return -1;
     if (!atomic_load(&c->dead) || atomic_load(&c->orphan)) {
         ga_owner_t o = {0, 0};
         if (c->pool && ((o.live_size = ga_pool_live_size(c->pool, ptr)) != 0 ||
@@ -620,16 +628,30 @@ static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int
 /* The context this thread last allocated in is asked first: memory is mostly freed where it was
  * allocated, and threads on different contexts then never take each other's locks. Any order
  * finds the same owner (live contexts hold disjoint memory); states are never freed, so the
- * cached one is safe to look at even if stale. */
+ * cached one is safe to look at even if stale. A context inside its teardown call is asked last,
+ * waiting for the call, and only when no other holds ptr: its lock is held through the driver's
+ * call, which waits for its queued work, and a free of another context's block that met it first
+ * in the list waited for that teardown, for ever where the work waited for the freeing thread
+ * (test free_passes_a_closing_context). */
 int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none)
 {
-    int answer = none;
+    int answer = none, passed = 0, t;
     ga_ctx_t *first = ga_tl_cache.st;
-    if (first && ga_ctx_try(first, ptr, fn, arg, &answer))
-        return answer;
-    for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
-        if (c != first && ga_ctx_try(c, ptr, fn, arg, &answer))
-            return answer;
+    for (int wait = 0; wait < 2; wait++) {
+        if (first && (t = ga_ctx_try(first, ptr, fn, arg, &answer, wait)) != 0) {
+            if (t > 0)
+                return answer;
+            passed = 1;
+        }
+        for (ga_ctx_t *c = atomic_load(&ga_ctx_list); c; c = atomic_load(&c->next))
+            if (c != first && (t = ga_ctx_try(c, ptr, fn, arg, &answer, wait)) != 0) {
+                if (t > 0)
+                    return answer;
+                passed = 1;
+            }
+        if (!passed)
+            break;
+    }
     return none;
 }
 

@@ -47,6 +47,14 @@ static inline void ga_mutex_lock(ga_mutex_t *m)
         ga_mutex_wait(m);
 }
 
+/* 1 when the lock was free and is now taken; 0 (nothing changed) when it is held. */
+static inline int ga_mutex_trylock(ga_mutex_t *m)
+{
+    uint32_t free_ = 0;
+    return atomic_compare_exchange_strong_explicit(&m->word, &free_, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
 static inline void ga_mutex_unlock(ga_mutex_t *m)
 {
     atomic_store_explicit(&m->word, 0, memory_order_release);

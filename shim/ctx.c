@@ -358,11 +358,9 @@ static ga_ctx_t *ga_ctx_create_on(CUcontext ctx, CUdevice dev)
     return c;
 }
 
-ga_ctx_t *ga_current(void)
+/* The state of ctx, current in this thread: found, or made (NULL when it cannot be), and cached. */
+static inline ga_ctx_t *ga_current_of(CUcontext ctx)
 {
-    CUcontext ctx = NULL;
-    if (ga_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
-        return ga_tl_unmade = -1, NULL;
     unsigned gen = atomic_load_explicit(&ga_generation, memory_order_acquire);
     if (GA_LIKELY(ga_tl_cache.ctx == ctx && ga_tl_cache.gen == gen))
         return ga_tl_cache.st;
@@ -375,6 +373,23 @@ ga_ctx_t *ga_current(void)
         ga_tl_cache.gen = gen;
     }
     return c;
+}
+
+ga_ctx_t *ga_current(void)
+{
+    CUcontext ctx = NULL;
+    if (ga_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+        return ga_tl_unmade = -1, NULL;
+    return ga_current_of(ctx);
+}
+
+/* A context this thread has just made current (created, pushed, set: meet.c) gets its state now,
+ * as at its first allocation; one already known costs a look at the thread's cache. No lock is
+ * held by the caller; ga_ctx_create takes the list lock after its driver calls. */
+void ga_ctx_meet(CUcontext ctx)
+{
+    if (ctx)
+        (void)ga_current_of(ctx);
 }
 
 /* ga_current, with the state's life and device read together: the state found may die and be
@@ -444,6 +459,8 @@ GA_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
     CUresult r = ga_real.cuCtxSetCurrent(ctx);
     if (r == CUDA_SUCCESS && !ctx) /* a pop, when a context was current */
         ga_ctx_forget_if_none();
+    else if (r == CUDA_SUCCESS)
+        ga_ctx_meet(ctx); /* known from now on, as a pushed one (meet.c) */
     return r;
 }
 
@@ -631,8 +648,9 @@ static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int
  * cached one is safe to look at even if stale. A context inside its teardown call is asked last,
  * waiting for the call, and only when no other holds ptr: its lock is held through the driver's
  * call, which waits for its queued work, and a free of another context's block that met it first
- * in the list waited for that teardown, for ever where the work waited for the freeing thread
- * (test free_passes_a_closing_context). */
+ * in the list waited for that teardown, for ever where the work waited for the freeing thread (a
+ * context met where it was made, meet.c, comes earlier in the list than before; test
+ * free_passes_a_closing_context). */
 int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none)
 {
     int answer = none, passed = 0, t;

@@ -12,7 +12,8 @@
  * runtime hooks), oom.c (the out-of-memory explainer), stats.c (counters and the JSON report),
  * tracer.c (GPUARENA_TRACE), outfile.c (writing both files safely), fence.c and fence_event.c
  * (freed memory kept from reuse until the device has passed the free), capture.c (stream
- * captures under way, which the fence must not synchronise), group.c and group_join.c
+ * captures under way, which the fence must not synchronise), meet.c (contexts learnt where the
+ * program makes or pushes them), group.c and group_join.c
  * (GPUARENA_GROUP's shared ledger) and nvml.c (NVML's memory queries under the cap).
  * Shared state and its owner, each declared below with why: ga_real and the start flags (init.c,
  * written once before any hook proceeds), the thread flags ga_tl_busy and ga_tl_api (init.c), ga_opt (options.c, written once at start), ga_timing and
@@ -70,7 +71,6 @@ typedef struct ga_real {
     X(cuCtxGetCurrent, (CUcontext *))                                                         \
     X(cuCtxGetDevice, (CUdevice *))                                                           \
     X(cuCtxGetApiVersion, (CUcontext, unsigned int *))                                        \
-    X(cuCtxPushCurrent_v2, (CUcontext))                                                       \
     X(cuDeviceTotalMem_v2, (size_t *, CUdevice))                                              \
     X(cuDeviceGetCount, (int *))                                                              \
     X(cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice))                            \
@@ -555,6 +555,9 @@ ga_ctx_t *ga_ctx_of(CUcontext ctx);
  * contexts include it) by ga_ctx_meet_unseen once the free has let every lock go (sync.c). */
 extern __thread CUcontext ga_tl_unseen;
 void ga_ctx_meet_unseen(void);
+/* ctx, just made current by this thread (cuCtxCreate, cuCtxPushCurrent, cuCtxSetCurrent: meet.c),
+ * gets its state now if it has none, so the fence waits for its kernels from then on (ctx.c). */
+void ga_ctx_meet(CUcontext ctx);
 static inline ga_ctx_t *ga_ctx_next(ga_ctx_t *c)
 {
     return atomic_load(&c->next);

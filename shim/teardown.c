@@ -285,6 +285,12 @@ static void ga_gone_trace(ga_gone_t *g, int dev)
  * but not for another context's. */
 static void ga_ctx_quiesce(ga_ctx_t *c)
 {
+    /* Nothing of its own to pass (no pool, nothing pending) and no other context on its device
+     * whose fence would pass it by from closing 2 on: the driver's teardown waits for its work,
+     * and a synchronisation here only cost a context gpuarena met where it was made or pushed
+     * (meet.c: one used only to launch kernels) a cuCtxSynchronize it never paid before. */
+    if (!c->pool && !c->npend && !c->npfree && !ga_dev_live_peer(c))
+        return;
     int pushed = ga_ctx_enter(c->ctx);
     if (ga_real.cuCtxSynchronize)
         ga_real.cuCtxSynchronize();

@@ -7,7 +7,8 @@
  * definition (the C library's, or the sanitizer's). Armed around its first CUDA call after start-up
  * (a cuMemAlloc of 200 MiB, or cuMemGetInfo; init: armed from the process's start by HOSTFAIL_START=N
  * to the end of that cuMemAlloc; managed, create: a pass-through cuMemAllocManaged or cuMemCreate of
- * 200 MiB, kept), then it allocates 16 MiB blocks until refused.
+ * 200 MiB, kept; alloc, info, managed and create armed from the cuCtxSetCurrent before, which makes
+ * the context's state), then it allocates 16 MiB blocks until refused.
  * Exit 0: the driver's peak bytes stayed within the cap and cuMemGetInfo's total was the cap;
  * 10: the cap was exceeded; 11: cuMemGetInfo told the device's size; 2: set-up failed. It prints
  * whether the failure was injected ("injected 1"), which call it hit, and what it measured.
@@ -271,20 +272,28 @@ int main(int argc, char **argv)
     int info_first = !strcmp(argv[3], "info"), at_init = !strcmp(argv[3], "init");
     int managed = !strcmp(argv[3], "managed"), create = !strcmp(argv[3], "create");
     int free_first = !strcmp(argv[3], "free");
+    int orphan = !strcmp(argv[3], "orphan") || !strcmp(argv[3], "orphan-destroy");
+    int pools = !strcmp(argv[3], "pools");
+    /* Armed from the context made current: gpuarena makes the context's state there (shim/meet.c,
+     * ctx.c), no longer at the first call, whose host calls were the ones to fail. */
+    int arm_early = !at_init && !pools && !free_first && !orphan;
     CUdevice dev;
     CUcontext ctx;
-    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
-        cuCtxSetCurrent(ctx))
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev))
         return 2;
-    if (!strcmp(argv[3], "orphan") || !strcmp(argv[3], "orphan-destroy"))
+    if (arm_early)
+        atomic_store(&armed, n);
+    if (cuCtxSetCurrent(ctx))
+        return 2;
+    if (orphan)
         return orphan_case(n, ctx, !strcmp(argv[3], "orphan-destroy"));
     CUdeviceptr p = 0, q;
     size_t fr = 0, tot = 0;
     unsigned long long kept9 = 0;
-    int pools = !strcmp(argv[3], "pools"), pooled = pools ? pools_case(n, &kept9) : 0;
+    int pooled = pools ? pools_case(n, &kept9) : 0;
     if ((free_first && cuMemAlloc(&p, 200u << 20)) || pooled < 0)
         return 2;
-    if (!at_init && !pools)
+    if (!at_init && !pools && !arm_early)
         atomic_store(&armed, n);
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};

@@ -53,7 +53,8 @@ static const char *pt_hooked_driver[] = {
     "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
     "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemCreate",
     "cuMemRelease", "cuMemPoolDestroy", "cuMemAlloc", "cuMemAllocPitch", "cuMemFree",
-    "cuMemGetInfo", "cuMemGetAddressRange",
+    "cuMemGetInfo", "cuMemGetAddressRange", "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3",
+    "cuCtxCreate_v4", "cuCtxPushCurrent", "cuCtxPushCurrent_v2", "cuCtxSetCurrent",
 };
 
 START_TEST(dlopen_dlsym)
@@ -109,6 +110,15 @@ static const struct {
     {"cuMemCreate", 12000, 0, "cuMemCreate"},
     {"cuMemPoolDestroy", 11020, 0, "cuMemPoolDestroy"},
     {"cuIpcGetMemHandle", 13000, 0, "cuIpcGetMemHandle"},
+    /* contexts are met where they are made or pushed (shim/meet.c) */
+    {"cuCtxCreate", 2000, 0, "cuCtxCreate"},
+    {"cuCtxCreate", 3020, 0, "cuCtxCreate_v2"},
+    {"cuCtxCreate", 11040, 0, "cuCtxCreate_v3"},
+    {"cuCtxCreate", 12050, 0, "cuCtxCreate_v4"},
+    {"cuCtxCreate", 13000, 0, "cuCtxCreate_v4"},
+    {"cuCtxPushCurrent", 2000, 0, "cuCtxPushCurrent"},
+    {"cuCtxPushCurrent", 4000, 0, "cuCtxPushCurrent_v2"},
+    {"cuCtxSetCurrent", 13000, 0, "cuCtxSetCurrent"},
     {"cuGetProcAddress", 11030, 0, "cuGetProcAddress"},
     {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"},
     {"cuGetProcAddress", 13000, 0, "cuGetProcAddress_v2"},

@@ -121,6 +121,34 @@ static int r_ctx_destroy(void *f)
     cuCtxSetCurrent(primary);
     return r;
 }
+/* A context made (and pushed) by the hook in each form, allocating in it. */
+static int r_ctx_made(CUresult r)
+{
+    return r != CUDA_SUCCESS ? (int)r : lean_alloc() ? 0 : -1;
+}
+static int r_ctx_create(void *f)
+{
+    CUcontext c;
+    return r_ctx_made(((CUresult (*)(CUcontext *, unsigned, CUdevice))f)(&c, 0, 0));
+}
+static int r_ctx_create_v3(void *f)
+{
+    CUcontext c;
+    return r_ctx_made(((CUresult (*)(CUcontext *, CUexecAffinityParam *, int, unsigned, CUdevice))f)(
+        &c, NULL, 0, 0, 0));
+}
+static int r_ctx_create_v4(void *f)
+{
+    CUcontext c;
+    return r_ctx_made(((CUresult (*)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice))f)(&c, NULL, 0, 0));
+}
+static int r_push(void *f) /* a created context popped, then pushed again by the hook */
+{
+    CUcontext c, out;
+    if (cuCtxCreate_v2(&c, 0, 0) != CUDA_SUCCESS || cuCtxPopCurrent(&out) != CUDA_SUCCESS)
+        return -1;
+    return r_ctx_made(((CUresult (*)(CUcontext))f)(c));
+}
 static int r_attach(void *f) /* then detached: the context stays */
 {
     CUcontext c;
@@ -418,6 +446,12 @@ static const struct lean_recipe {
     {"cuCtxDestroy", r_ctx_destroy},
     {"cuCtxDetach", r_ctx_destroy},
     {"cuCtxAttach", r_attach},
+    {"cuCtxCreate", r_ctx_create},
+    {"cuCtxCreate_v2", r_ctx_create},
+    {"cuCtxCreate_v3", r_ctx_create_v3},
+    {"cuCtxCreate_v4", r_ctx_create_v4},
+    {"cuCtxPushCurrent", r_push},
+    {"cuCtxPushCurrent_v2", r_push},
     {"cuDevicePrimaryCtxReset_v2", r_primary},
     {"cuDevicePrimaryCtxRelease_v2", r_primary},
     {"cuDevicePrimaryCtxReset", r_primary},

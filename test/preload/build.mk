@@ -11,6 +11,7 @@ PRELOAD_CTOR    := $(PRELOAD_DIR)/libgactor.so
 PRELOAD_PLUGIN  := $(PRELOAD_DIR)/libgaplugin.so
 PRELOAD_BENCH   := $(PRELOAD_DIR)/bench_shim
 PRELOAD_THREADS := $(PRELOAD_DIR)/bench_threads
+PRELOAD_CTXB    := $(PRELOAD_DIR)/bench_ctx
 PRELOAD_NULLDRV := $(PRELOAD_DIR)/nulldrv/libcuda.so.1
 PRELOAD_HOSTFAIL := $(PRELOAD_DIR)/hostfail_prog
 # A sanitizer runtime must come first in the initial library list, before the preloaded shim.
@@ -19,9 +20,9 @@ PRELOAD_SANLIB   = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-n
 PRELOAD_ENV      = LD_LIBRARY_PATH=$(BUILD)/sim:$(PRELOAD_DIR) \
                    LD_PRELOAD="$(strip $(PRELOAD_SANLIB) $(abspath $(SHIM_LIB)))"
 
-ALL += $(PRELOAD_TEST) $(PRELOAD_HOSTFAIL) $(PRELOAD_BENCH) $(PRELOAD_THREADS) $(PRELOAD_NULLDRV)
+ALL += $(PRELOAD_TEST) $(PRELOAD_HOSTFAIL) $(PRELOAD_BENCH) $(PRELOAD_THREADS) $(PRELOAD_CTXB) $(PRELOAD_NULLDRV)
 TEST_TIERS += test-preload
-BENCHES += bench-shim bench-threads
+BENCHES += bench-shim bench-threads bench-ctx
 
 $(PRELOAD_FAKE): test/preload/fake_cudart.c $(BUILD)/sim/libcuda.so
 	@mkdir -p $(@D)
@@ -66,7 +67,13 @@ $(PRELOAD_THREADS): test/preload/bench_threads.c $(PRELOAD_NULLDRV)
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -o $@ $< -L$(PRELOAD_DIR)/nulldrv -l:libcuda.so.1 \
 	  -lpthread $(LDFLAGS_COMMON)
 
-.PHONY: test-preload bench-shim bench-threads
+# Linked against the null driver, as bench_threads.
+$(PRELOAD_CTXB): test/preload/bench_ctx.c $(PRELOAD_NULLDRV)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -o $@ $< -L$(PRELOAD_DIR)/nulldrv -l:libcuda.so.1 \
+	  $(LDFLAGS_COMMON)
+
+.PHONY: test-preload bench-shim bench-threads bench-ctx
 test-preload: $(PRELOAD_TEST) $(PRELOAD_HOSTFAIL) $(SHIM_LIB) $(SHIM_HOOK_NAMES) $(SIM_NVML)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/preload.tap CK_FORK=yes CK_DEFAULT_TIMEOUT=20 \
@@ -84,6 +91,14 @@ bench-shim: $(PRELOAD_BENCH) $(SHIM_LIB) $(PRELOAD_NULLDRV)
 bench-threads: $(PRELOAD_THREADS) $(SHIM_LIB) $(PRELOAD_NULLDRV)
 	@BENCH_SHIM=$(abspath $(SHIM_LIB)) BENCH_NULLDRV=$(abspath $(PRELOAD_DIR)/nulldrv) \
 	  LD_LIBRARY_PATH=$(PRELOAD_DIR)/nulldrv $(PRELOAD_THREADS)
+
+# What making a context current costs under the shim (bench_ctx.c): the driver alone, then the shim.
+bench-ctx: $(PRELOAD_CTXB) $(SHIM_LIB) $(PRELOAD_NULLDRV)
+	@echo "| run | cuCtxSetCurrent, same context (ns) | cuCtxPushCurrent + cuCtxPopCurrent (ns) | cuCtxSetCurrent, two contexts in turn (ns) |"
+	@echo "|---|---|---|---|"
+	@LD_LIBRARY_PATH=$(PRELOAD_DIR)/nulldrv $(PRELOAD_CTXB)
+	@GPUARENA_MODE=arena GPUARENA_LOG=error LD_LIBRARY_PATH=$(PRELOAD_DIR)/nulldrv \
+	  LD_PRELOAD=$(abspath $(SHIM_LIB)) $(PRELOAD_CTXB)
 
 # Tier test-lean: every hook against the lean simulated driver (test/sim/build.mk, SIM_LEAN_LIB),
 # which lacks the optional entry points; its own binary, linked against the lean driver.

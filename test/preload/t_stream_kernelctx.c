@@ -340,6 +340,68 @@ START_TEST(free_passes_a_closing_context)
 }
 END_TEST
 
+/* ---- refused calls answer as the driver ----
+ * The new hooks pass every argument to the driver and meet a context only on success: each bad
+ * call (NULL out-parameter, bad device, bad affinity list, NULL or destroyed context) answers the
+ * driver's own code, the driver's function called directly (glibc's dlsym fetched by version, the
+ * one way around the shim) being the reference. */
+typedef void *(*kc_dlsym_fn)(void *, const char *);
+extern CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+
+START_TEST(context_hooks_refuse_as_the_driver)
+{
+    CUcontext a = pt_start(), dead, out;
+    CUdevice dev;
+    ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    kc_dlsym_fn real_dlsym = (kc_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!real_dlsym)
+        real_dlsym = (kc_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    ck_assert_ptr_nonnull(real_dlsym);
+    ck_assert_ptr_nonnull(h);
+    static const char *const names[] = {"cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3",
+                                        "cuCtxCreate_v4", "cuCtxPushCurrent", "cuCtxPushCurrent_v2"};
+    void *hook[6], *drv[6];
+    for (int i = 0; i < 6; i++) {
+        hook[i] = dlsym(h, names[i]);
+        drv[i] = real_dlsym(h, names[i]);
+        ck_assert_msg(pt_in_shim(hook[i], NULL), "%s: the shim's hook", names[i]);
+        ck_assert_msg(drv[i] && !pt_in_shim(drv[i], NULL), "%s: the driver's own", names[i]);
+    }
+    ck_assert_int_eq(cuCtxCreate_v2(&dead, 0, dev), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxDestroy(dead), CUDA_SUCCESS);
+    ck_assert_int_eq(cuCtxSetCurrent(a), CUDA_SUCCESS);
+    for (int w = 0; w < 2; w++) { /* w 0: the hook, 1: the driver; the same answers */
+        CUresult r[12];
+        void *const *f = w ? drv : hook;
+        for (int i = 0; i < 2; i++) {
+            r[2 * i] = ((create_fn)f[i])(NULL, 0, dev);
+            r[2 * i + 1] = ((create_fn)f[i])(&out, 0, 99);
+        }
+        r[4] = ((create_v3_fn)f[2])(NULL, NULL, 0, 0, dev);
+        r[5] = ((create_v3_fn)f[2])(&out, NULL, -1, 0, dev);
+        r[6] = ((create_v3_fn)f[2])(&out, NULL, 1, 0, dev);
+        r[7] = ((create_v4_fn)f[3])(NULL, NULL, 0, dev);
+        r[8] = ((push_fn)f[4])(NULL);
+        r[9] = ((push_fn)f[5])(NULL);
+        r[10] = ((push_fn)f[5])(dead);
+        r[11] = cuCtxSetCurrent(dead);
+        static CUresult first[12];
+        for (int i = 0; i < 12; i++) {
+            ck_assert_msg(r[i] != CUDA_SUCCESS, "call %d succeeded (%s)", i, w ? "driver" : "hook");
+            if (!w)
+                first[i] = r[i];
+            else
+                ck_assert_msg(first[i] == r[i], "call %d: the hook answered %d, the driver %d", i,
+                              first[i], r[i]);
+        }
+        CUcontext cur = NULL;
+        ck_assert_int_eq(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+        ck_assert_ptr_eq(cur, a); /* nothing was made or pushed */
+    }
+}
+END_TEST
+
 TCase *pt_tcase_stream_kernelctx(void)
 {
     TCase *tc = tcase_create("stream_kernelctx");
@@ -347,5 +409,6 @@ TCase *pt_tcase_stream_kernelctx(void)
     tcase_add_test(tc, kernel_only_context_waited_for);
     tcase_add_test(tc, kernel_only_context_costs_nothing_and_ends);
     tcase_add_test(tc, free_passes_a_closing_context);
+    tcase_add_test(tc, context_hooks_refuse_as_the_driver);
     return tc;
 }

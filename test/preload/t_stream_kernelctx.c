@@ -127,12 +127,14 @@ static void *kc_open_at_sync(void *arg)
     return NULL;
 }
 
-/* A's block p; B made current (arg: the way), a gated kernel on B's stream writes p; A frees p
+/* A's block p; B made current (arg: the way, plus KC_PROGRAM_SYNC), a gated kernel on B's stream
+ * writes p; A frees p (and with KC_PROGRAM_SYNC synchronises A itself, which waits for A alone)
  * and allocates KBLOCK again, which must wait for B's kernel. Exit 10: the new block read B's
  * kernel's bytes. */
+#define KC_PROGRAM_SYNC 0x100
 static void kernel_ctx_child(void *arg)
 {
-    int way = (int)(intptr_t)arg;
+    int way = (int)(intptr_t)arg & 0xff, program_sync = (int)(intptr_t)arg & KC_PROGRAM_SYNC;
     alarm(60);
     CUdevice dev;
     CUcontext a, b;
@@ -152,11 +154,13 @@ static void kernel_ctx_child(void *arg)
     if (cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) || simcuda_gate(sb, &o.gate) ||
         simcuda_launch(sb, p, 0xAA, KBLOCK, 0) || cuCtxSetCurrent(a))
         exit(3);
-    /* Two synchronisations: A's and B's (under device, at the free; else at the allocation). */
+    /* Two synchronisations: A's and B's (under device, at the free; else at the allocation; or
+     * the program's own of A, then B's at the allocation). */
     o.calls = simcuda_entry_calls("cuCtxSynchronize") + 2;
     if (pthread_create(&t, NULL, kc_open_at_sync, &o))
         exit(3);
-    if (cuMemFree(p) || cuMemAlloc(&q, KBLOCK) || cuMemsetD8(q, 0x55, KBLOCK))
+    if (cuMemFree(p) || (program_sync && cuCtxSynchronize()) || cuMemAlloc(&q, KBLOCK) ||
+        cuMemsetD8(q, 0x55, KBLOCK))
         exit(4);
     atomic_store(&o.stop, 1);
     pthread_join(t, NULL);
@@ -169,15 +173,18 @@ START_TEST(kernel_only_context_waited_for)
 {
     for (int w = 0; w < KC_WAYS; w++)
         for (int m = 0; m < 3; m++)
-            for (int y = 0; y < 3; y++) {
-                char err[4096];
-                pt_env(kc_modes[m], kc_syncs[y], "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB",
-                       NULL);
-                int rc = pt_run_child(kernel_ctx_child, (void *)(intptr_t)w, err, sizeof err);
-                ck_assert_msg(rc == 0, "%s %s, kernel context made by %s: exit %d (10: the new "
-                              "block read the kernel-only context's kernel's bytes); %s",
-                              kc_modes[m], kc_syncs[y], kc_way_names[w], rc, err);
-            }
+            for (int y = 0; y < 3; y++)
+                for (int ps = 0; ps <= KC_PROGRAM_SYNC; ps += KC_PROGRAM_SYNC) {
+                    char err[4096];
+                    pt_env(kc_modes[m], kc_syncs[y], "GPUARENA_LIMIT=64MiB",
+                           "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+                    int rc = pt_run_child(kernel_ctx_child, (void *)(intptr_t)(w | ps), err, sizeof err);
+                    ck_assert_msg(rc == 0, "%s %s, kernel context made by %s%s: exit %d (10: the "
+                                  "new block read the kernel-only context's kernel's bytes); %s",
+                                  kc_modes[m], kc_syncs[y], kc_way_names[w],
+                                  ps ? ", the program synchronising A between free and allocation"
+                                     : "", rc, err);
+                }
 }
 END_TEST
 

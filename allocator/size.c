@@ -274,11 +274,16 @@ const char *ga_size_trim(const char *v, char *buf, size_t len)
  * by the program's LC_NUMERIC: digits are read by hand. */
 int ga_fraction_parse(const char *raw, ga_fraction_t *out)
 {
-    char buf[64];
-    const char *v = ga_size_trim(raw, buf, sizeof buf);
-    if (!v)
+    if (!raw)
         return -1;
+    /* Blanks trimmed in place: a fraction of any length is read, as a size is (a 64-byte copy
+     * refused 0.75 followed by 70 zeros, which the command took). */
+    const char *v = raw;
+    while (is_space(*v))
+        v++;
     size_t n = strlen(v), i = 0, before = 0, after = 0;
+    while (n && is_space(v[n - 1]))
+        n--;
     int grow = n && v[n - 1] == '+';
     n -= (size_t)grow;
     uint64_t whole = 0, mant = 0, pow10 = 1;
@@ -295,7 +300,7 @@ int ga_fraction_parse(const char *raw, ga_fraction_t *out)
             }
         }
     }
-    if (i != n || (!before && !after) || v[i - 1] == '.')
+    if (!n || i != n || (!before && !after) || v[i - 1] == '.')
         return -1;
     if (whole > 1 || (whole == 1 && (mant || tail)) || (!whole && !mant && !tail))
         return -1; /* outside (0, 1], exactly as the command's Fraction reads it */
@@ -303,7 +308,10 @@ int ga_fraction_parse(const char *raw, ga_fraction_t *out)
      * below 10^-15 stays above 0 (its share of any cap rounds to nothing, refused as such). */
     out->value = whole ? 1.0 : mant ? (double)mant / (double)pow10 : 1e-300;
     out->grow = grow;
-    snprintf(out->text, sizeof out->text, "%.*s", (int)n, v);
+    if (n < sizeof out->text) /* as typed; a long one by its head, its tail and its length */
+        snprintf(out->text, sizeof out->text, "%.*s", (int)n, v);
+    else
+        snprintf(out->text, sizeof out->text, "%.16s...%.8s (%zu characters)", v, v + n - 8, n);
     return 0;
 }
 

@@ -82,8 +82,11 @@ static void usage(void)
 
 static int usage_error(const char *msg, const char *arg)
 {
+    char quoted[GA_SIZE_QUOTE_MAX + 48]; /* a long value by its head, tail and length, as sizes */
+    if (arg && strlen(arg) > GA_SIZE_QUOTE_MAX)
+        ga_size_quote(arg, quoted, sizeof quoted);
     fprintf(stderr, "gpuarena: %s%s%s (see gpuarena-replay --help)\n", msg, arg ? ": " : "",
-            arg ? arg : "");
+            !arg ? "" : strlen(arg) > GA_SIZE_QUOTE_MAX ? quoted : arg);
     return 2;
 }
 

@@ -9,7 +9,7 @@ import re
 from . import GaError
 from . import doctor as doctor_mod
 from . import modes as modes_mod
-from .fmt import BLANKS, parse_size
+from .fmt import BLANKS, QUOTE_MAX, _quote, parse_size
 
 
 def _argtype(parse):
@@ -91,11 +91,17 @@ def _repeat(text):
     return n
 
 
+def _said(text):
+    """A value in a message: as Python writes it, or a long one by its head, tail and length (a
+    5,000-digit fraction was quoted whole before the examples)."""
+    return repr(text) if len(text) <= QUOTE_MAX else _quote(text)
+
+
 def _fraction(text):
     try:
         doctor_mod._p_fraction(text)  # one grammar with the shim's and doctor's
     except GaError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1] (try 0.75, or "
+        raise argparse.ArgumentTypeError(f"{_said(text)} is not a fraction in (0, 1] (try 0.75, or "
                                          "0.75+ to let the arena grow past it up to the limit)")
     return text.strip(BLANKS)
 

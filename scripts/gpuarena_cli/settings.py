@@ -34,15 +34,20 @@ FRACTION = re.compile(r"([0-9]*\.?[0-9]+)(\+?)")
 
 
 def _p_fraction(v):
+    """(F, grow) of a fraction of any length, read by its digits as the shim reads it: Fraction()
+    of more than 4,300 digits raised Python's ValueError (helper-60 F4), and a fraction of 64
+    characters or more was refused by the shim and taken here until 2026-12-07."""
     m = FRACTION.fullmatch(v.strip(BLANKS))
-    try:  # Fraction() of more than 4,300 digits raised Python's ValueError (helper-60 F4)
-        ok = m is not None and 0 < Fraction(m.group(1)) <= 1
-    except ValueError:
-        ok = False
+    whole, _, frac = m.group(1).partition(".") if m else ("", "", "")
+    whole = whole.lstrip("0")
+    ok = m is not None and ((not whole and frac.strip("0") != "") or
+                            (whole == "1" and not frac.strip("0")))
     if not ok:
         raise GaError(f"GPUARENA_MEM_FRACTION='{v}' is not valid (a fraction in (0,1], e.g. 0.75 "
                       "or 0.75+)")
-    return (Fraction(m.group(1)), m.group(2) == "+")
+    head = frac[:40]  # the value for figures; validity was decided on every digit above
+    value = Fraction(1) if whole else Fraction(int(head or "0"), 10 ** len(head))
+    return (value or Fraction(1, 10 ** 40), m.group(2) == "+")
 
 
 def _p_log(v):

@@ -232,3 +232,45 @@ class DefaultArena(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FractionSpellings(unittest.TestCase):
+    """One table of GPUARENA_MEM_FRACTION spellings through every reader of it: the command's
+    --fraction, gpuarena-replay --fraction and the shim (doctor --sim asks it). A fraction of 64
+    characters or more was refused by the shim and the tool (a 64-byte copy) and taken by the
+    command until 2026-12-07 (an outside check); 5,000 digits were refused by the command alone."""
+    CASES = (("0.5", True), (" 0.5+ ", True), ("1", True), (".5", True), ("1.0+", True),
+             ("00.75", True), ("0.123456789012345678", True), ("\t0.75\n", True),
+             ("0.75" + "0" * 70, True), ("0" * 70 + "0.5+", True), ("0.75" + "0" * 5000, True),
+             ("1." + "0" * 80, True), ("0." + "0" * 4 + "1" + "0" * 70, True),
+             ("1." + "0" * 70 + "1", False), ("0." + "0" * 80, False), ("0x0.8", False),
+             ("5e-1", False), ("1.", False), ("0", False), ("1.5", False), ("0.5 +", False),
+             ("+", False), ("-0.5", False), ("", False), ("0.75++", False), ("0,75", False),
+             ("0.75\u00a0", False), ("2", False))
+
+    def test_one_table_through_every_reader(self):
+        from gpuarena_cli import cli as cli_mod
+        import test_doctor
+        with tempfile.TemporaryDirectory() as d:
+            csv = os.path.join(d, "t.csv")
+            with open(csv, "w", encoding="ascii") as f:
+                f.write("id,lower,upper,size\n0,0,2,4096\n")
+            for text, ok in self.CASES:
+                with self.subTest(fraction=text[:40], length=len(text)):
+                    try:
+                        cli_mod._fraction(text)
+                        took = True
+                    except Exception:  # argparse's ArgumentTypeError
+                        took = False
+                    self.assertEqual(took, ok, "the command's --fraction")
+                    p = tool("--fraction", text, "--limit", "1GiB", "--mode", "arena", csv)
+                    self.assertEqual(p.returncode, 0 if ok else 2, p.stderr)
+                    if ok:
+                        self.assertEqual(p.stderr, "")
+                    if len(text) > 60 or not ok:
+                        continue  # the shim's verdict costs a run: the long ones and one refusal
+                    _, doc = test_doctor.doctor("--sim", env={"GPUARENA_MEM_FRACTION": text})
+                    self.assertEqual("refused" not in doc["shim_check"], ok, doc["shim_check"])
+            for text, ok in ((self.CASES[8][0], True), (self.CASES[13][0], False)):
+                _, doc = test_doctor.doctor("--sim", env={"GPUARENA_MEM_FRACTION": text})
+                self.assertEqual("refused" not in doc["shim_check"], ok, doc["shim_check"])

@@ -13,6 +13,7 @@ to stay readable. The PNG needs matplotlib (plot.py) and is skipped, with a mess
 
 import json
 import os
+import sys
 
 from . import GaError
 from . import ending
@@ -91,14 +92,38 @@ def allocation_slices(trace):
 
 # A lifetimes CSV's times are logical steps (its lower and upper), imported as nanoseconds: the
 # viewer showed step 12 as 12 ns. In the JSON a step is 1 s of the viewer's clock (ts is in
-# microseconds), so its ruler reads steps as seconds, and the names and otherData say so.
+# microseconds), so its ruler reads steps as seconds, and the names and otherData say so. A CSV
+# whose steps run past what a viewer holds at 1 s a step (Perfetto keeps ts as int64 ns: past
+# 2^53 us it wrapped or lost them; steps up to 10^13 were written as 10^19 us until 2026-12-07,
+# an outside check) shows each step as 1 ms, 1 us or 1 ns, the largest that fits, said as 1 s is.
 STEP_US = 1_000_000
-STEPS_SAID = "time: the CSV's logical steps, each shown as 1 s"
+STEP_UNITS = ((1_000_000, "1 s"), (1000, "1 ms"), (1, "1 us"), (0, "1 ns"))  # 0: t / 1000 us
+TS_MAX_US = 2 ** 53  # exact in a double, and under int64 nanoseconds
+
+
+def step_unit(trace):
+    """(us a step, its name) for a lifetimes CSV's trace: 1 s a step unless its last step would
+    pass TS_MAX_US; past even 1 ns a step, 1 ns (steps_fit says they do not fit)."""
+    last = max((ev[tf.T_TIME] for ev in trace.events), default=0)
+    for us, said in STEP_UNITS:
+        if (last * us if us else last // 1000) <= TS_MAX_US:
+            return us, said
+    return STEP_UNITS[-1]
+
+
+def steps_said(unit_name):
+    return f"time: the CSV's logical steps, each shown as {unit_name}"
+
+
+STEPS_SAID = steps_said("1 s")
 
 
 def _ts(t, logical):
-    """The JSON's ts (microseconds) of a trace time: ns, or a lifetimes CSV's step."""
-    return t * STEP_US if logical else t / 1000.0
+    """The JSON's ts (microseconds) of a trace time: ns, or a lifetimes CSV's step (logical: the
+    step's (us, name), from step_unit)."""
+    if logical and logical[0]:
+        return t * logical[0]
+    return t / 1000.0
 
 
 def _counter(name, dev, t_ns, value, logical=False):
@@ -119,7 +144,7 @@ def _event_strings(trace, reserved, title, series, mode=None, name=None, logical
     devices = sorted(set(series) | set(reserved or {}))
     said = f", reserved in {mode} mode" if mode and reserved is not None else ""
     said += f" ({setting})" if said and setting else ""
-    said += f" ({STEPS_SAID})" if logical else ""
+    said += f" ({steps_said(logical[1])})" if logical else ""
     for dev in devices:
         yield json.dumps({"name": "process_name", "ph": "M", "pid": dev,
                           "args": {"name": f"{title} device {dev}{said}"}},
@@ -145,7 +170,7 @@ def _event_strings(trace, reserved, title, series, mode=None, name=None, logical
            "slices_included": allocs <= MAX_SLICES, "reserved_included": reserved is not None,
            "time_unit": "step" if logical else "ns",
            **({"setting": setting} if setting and reserved is not None else {}),
-           **({"time_said": STEPS_SAID} if logical else {})}
+           **({"time_said": steps_said(logical[1])} if logical else {})}
 
 
 def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None, mode=None,
@@ -156,6 +181,12 @@ def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None
     trace itself. logical: a lifetimes CSV's steps, each 1 s of the viewer's clock."""
     series = in_use_series(trace) if series is None else series
     unit = "ms" if logical else "ns"
+    logical = step_unit(trace) if logical else None
+    last = max((ev[tf.T_TIME] for ev in trace.events), default=0) if logical else 0
+    if last // 1000 > TS_MAX_US:
+        print(f"gpuarena: {name or path}: its last step, {last:,}, is past what a trace viewer "
+              f"holds even at 1 ns a step ({TS_MAX_US * 1000:,}): the JSON's times past it are "
+              "not exact; renumber the CSV's lower and upper from 0 to draw them", file=sys.stderr)
 
     def fill(f):
         f.write(b'{"traceEvents":[')
@@ -179,7 +210,7 @@ def write_chrome_trace(path, trace, reserved=None, title="gpuarena", series=None
 def chrome_trace(trace, reserved=None, title="gpuarena", mode=None, name=None, logical=False):
     """The Chrome trace-event document as a dict (what write_chrome_trace writes)."""
     items = list(_event_strings(trace, reserved, title, in_use_series(trace), mode, name,
-                                logical))
+                                step_unit(trace) if logical else None))
     return {"traceEvents": [json.loads(x) for x in items[:-1]],
             "displayTimeUnit": "ms" if logical else "ns", "otherData": items[-1]}
 

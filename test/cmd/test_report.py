@@ -225,6 +225,29 @@ class Report(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual((doc["otherData"]["time_unit"], doc["displayTimeUnit"]), ("ns", "ns"))
         self.assertNotIn("time_said", doc["otherData"])
 
+    def test_lifetimes_steps_past_a_viewers_clock(self):
+        """Steps at 1 s each are held by a viewer up to 2^53 us (Perfetto keeps int64 ns): a CSV
+        whose upper is 10^13 was written as ts 10^19 us, past it (an outside check, 2026-12-07).
+        The largest of 1 s, 1 ms, 1 us and 1 ns a step that fits is taken and said; past even
+        1 ns a step, a gpuarena: line says so."""
+        for upper, unit, ts in ((9_007_199_254, "1 s", 9_007_199_254_000_000),
+                                (10 ** 13, "1 us", 10 ** 13), (10 ** 17, "1 ns", 10 ** 14)):
+            with self.subTest(upper=upper):
+                src = os.path.join(self.dir, "far.csv")
+                with open(src, "w") as f:
+                    f.write(f"id,lower,upper,size\n1,0,{upper},1024\n2,5,9,512\n")
+                doc, p = self.report(src, "--mode", "platform")
+                self.assertNotIn("past what a trace viewer holds", p.stderr)
+                self.assertIn(f"each shown as {unit}", doc["otherData"]["time_said"])
+                times = [e["ts"] for e in doc["traceEvents"] if e.get("name") == "in_use"]
+                self.assertEqual(max(times), ts)
+                self.assertLessEqual(max(times), 2 ** 53)
+        with open(src, "w") as f:
+            f.write(f"id,lower,upper,size\n1,0,{2 ** 64 - 1},1024\n")
+        doc, p = self.report(src, "--mode", "platform")
+        self.assertIn("gpuarena: " + src + ": its last step, 18,446,744,073,709,551,615, is past "
+                      "what a trace viewer holds even at 1 ns a step", p.stderr)
+
     def test_png_not_writable_says_why(self):
         """A PNG that cannot be written (a link to /dev/full, written through as devices are:
         every write fails, for root too): with matplotlib on the machine, exit 1 and the

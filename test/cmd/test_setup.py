@@ -276,6 +276,17 @@ class DryRun(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr[-2000:])
             self.assertIn("san-tiers BUILD=build-asan", r.stdout)
             self.assertEqual(os.listdir(results), [], "make -n test-asan wrote nothing")
+            # make -n test: the tiers' loop runs (it names $(MAKE)), and the summary read tiers
+            # that never ran: "0 passed, 10 failed", exit 2 (an outside check, 2026-12-07)
+            os.rmdir(results)
+            r = subprocess.run(["make", "-n", "--no-print-directory", "-C", repo,
+                                f"GA_TRACES_DIR={os.path.abspath(gatest.TRACES)}", "test"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=300, check=False)
+            self.assertEqual(r.returncode, 0, r.stdout[-1000:] + r.stderr[-1000:])
+            self.assertIn("sh scripts/test-summary.sh build/results sim unit", r.stdout)
+            self.assertNotRegex(r.stdout + r.stderr, r"\d+ passed, \d+ failed")  # no summary
+            self.assertFalse(os.path.exists(results), "make -n test made no results folder")
 
 
 class HeadersOnlyToolkit(unittest.TestCase):

@@ -613,27 +613,18 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
  * the live allocation at ptr first (one probe of its live table, the answer for every good free),
  * and only when there is none whether ptr lies in its memory at all. wait 0: a context inside its
  * teardown call (closing), whose lock is held through the driver's call, is passed by (-1). */
-/* ga_ctx_try's lock when its one compare-and-swap found it held: waited for (wait 1), or polled
- * until taken or the holder is inside its teardown call (-1, nothing taken). Out of line: the
- * uncontended path of every free that asks for its owner is the compare-and-swap alone. */
-static __attribute__((noinline)) int ga_ctx_lock_slow(ga_ctx_t *c, int wait)
-{
-    if (wait) {
-        ga_mutex_lock(&c->lock);
-        return 0;
-    }
-    int got;
-    while ((got = ga_mutex_lock_for(&c->lock, GA_CLOSING_POLL_NS)) != 0 && !atomic_load(&c->closing))
-        ;
-    return got != 0 ? -1 : 0;
-}
-
 static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int *answer, int wait)
 {
     if (atomic_load_explicit(&c->dead, memory_order_acquire) && !atomic_load(&c->orphan))
         return 0;
-    int held = 0;
-    if (GA_UNLIKELY(!ga_mutex_trylock(&c->lock)) && ga_ctx_lock_slow(c, wait) != 0)
+    int held = 0, got = 0;
+    if (wait)
+        ga_mutex_lock(&c->lock);
+    else if (GA_UNLIKELY(!ga_mutex_trylock(&c->lock)))
+        while ((got = ga_mutex_lock_for(&c->lock, GA_CLOSING_POLL_NS)) != 0 &&
+               !atomic_load(&c->closing))
+            ;
+    if (got != 0)
         return -1;
     if (!atomic_load(&c->dead) || atomic_load(&c->orphan)) {
         ga_owner_t o = {0, 0};
@@ -651,19 +642,10 @@ static int ga_ctx_try(ga_ctx_t *c, uintptr_t ptr, ga_owner_fn fn, void *arg, int
     return held;
 }
 
-/* The context this thread last allocated in is asked first: memory is mostly freed where it was
- * allocated, and threads on different contexts then never take each other's locks. Any order
- * finds the same owner (live contexts hold disjoint memory); states are never freed, so the
- * cached one is safe to look at even if stale. A context inside its teardown call is asked last,
- * waiting for the call, and only when no other holds ptr: its lock is held through the driver's
- * call, which waits for its queued work, and a free of another context's block that met it first
- * in the list waited for that teardown, for ever where the work waited for the freeing thread (a
- * context met where it was made, meet.c, comes earlier in the list than before; test
- * free_passes_a_closing_context). */
 /* The rest of ga_with_owner once the thread's own context did not answer (passed: it was inside
  * its teardown call). Out of line: a free of the thread's own context's block, nearly every one,
- * pays for none of it (platform mode's pair 1,676 -> 1,696 instructions with the two passes
- * inline, scripts/bench-shim-instr.sh). */
+ * pays for none of it (platform mode's pair 1,696 instructions with the two passes inline, 1,682
+ * so; scripts/bench-shim-instr.sh). */
 static __attribute__((noinline)) int ga_with_owner_rest(uintptr_t ptr, ga_owner_fn fn, void *arg,
                                                         int none, ga_ctx_t *first, int passed)
 {
@@ -683,6 +665,15 @@ static __attribute__((noinline)) int ga_with_owner_rest(uintptr_t ptr, ga_owner_
     return none;
 }
 
+/* The context this thread last allocated in is asked first: memory is mostly freed where it was
+ * allocated, and threads on different contexts then never take each other's locks. Any order
+ * finds the same owner (live contexts hold disjoint memory); states are never freed, so the
+ * cached one is safe to look at even if stale. A context inside its teardown call is asked last,
+ * waiting for the call, and only when no other holds ptr: its lock is held through the driver's
+ * call, which waits for its queued work, and a free of another context's block that met it first
+ * in the list waited for that teardown, for ever where the work waited for the freeing thread (a
+ * context met where it was made, meet.c, comes earlier in the list than before; test
+ * free_passes_a_closing_context). */
 int ga_with_owner(uintptr_t ptr, ga_owner_fn fn, void *arg, int none)
 {
     int answer = none;

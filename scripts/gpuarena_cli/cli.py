@@ -622,8 +622,9 @@ def do_run(a):
     s = dict(_settings(a), **modes_mod.ENV[mode])
     # Absolute: the shim opens them where the program is at the time, and a program that
     # changes folder first (a launcher, a script's cd) left them somewhere else without a word.
-    s["GPUARENA_TRACE"] = os.path.abspath(a.trace) if a.trace else None
-    stats = os.path.abspath(a.stats) if a.stats and a.stats != "-" else a.stats
+    # A folder whose name holds %p keeps them as typed (runner.out_path).
+    s["GPUARENA_TRACE"] = runner.out_path(a.trace) if a.trace else None
+    stats = runner.out_path(a.stats) if a.stats and a.stats != "-" else a.stats
     return runner.run(cmd, s, stats, a.sim, extra)
 
 

@@ -79,6 +79,22 @@ def preloadable_shim():
     return shim
 
 
+def out_path(path):
+    """An output path made absolute from the command's folder, so that a program that changes
+    folder writes it where it was named; but as typed where that folder's own name holds "%p",
+    which the shim would expand in the absolute path as it expands the file's (`run --trace
+    t.gatrace` in a folder `d%p` wrote to d1234/, which is not there: the trace and the statistics
+    were lost, exit 0, until an outside check, helper-116). The shim keeps such a path relative
+    too (options.c): it is then taken from the folder the program is in at its first CUDA call."""
+    if os.path.isabs(path):
+        return path
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return path
+    return path if "%p" in cwd else os.path.abspath(path)
+
+
 def child_env(settings, sim=False, extra=None):
     """The child's environment: ours plus the preload, the GPUARENA_* settings and extras."""
     env = dict(os.environ)
@@ -90,8 +106,8 @@ def child_env(settings, sim=False, extra=None):
     # program is at its first allocation, and a program that changed folder first wrote it
     # elsewhere (an inherited GPUARENA_TRACE was passed as it was: helper-67 F15).
     trace = env.get("GPUARENA_TRACE", "")
-    if trace.strip() and trace != "-" and not os.path.isabs(trace):
-        env["GPUARENA_TRACE"] = os.path.abspath(trace)
+    if trace.strip() and trace != "-":
+        env["GPUARENA_TRACE"] = out_path(trace)
     env["LD_PRELOAD"] = preload_list(preloadable_shim(), env.get("LD_PRELOAD"))
     if sim:
         d = paths.sim_dir()

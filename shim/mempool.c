@@ -315,6 +315,14 @@ GA_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poo
     return r;
 }
 
+/* Each device's default pool as the driver last gave it (NULL: not asked), so that a block from a
+ * default pool costs no driver call: every such cuMemAllocFromPoolAsync asked cuDeviceGetCount and
+ * each device's cuDeviceGetDefaultMemPool up to the pool's (3 calls an allocation from device 1's
+ * default pool on two devices, 9 on eight: an outside check, helper-116). A pool the program made
+ * is looked up first, so a handle the driver gives again to a made pool is never taken for a
+ * default one; a default pool the cache does not name is asked again, and the cache updated. */
+static CUmemoryPool _Atomic ga_default_pool[GA_MAX_DEVICES];
+
 int ga_mempool_device(CUmemoryPool pool)
 {
     int dev = -1, n = 0;
@@ -323,12 +331,20 @@ int ga_mempool_device(CUmemoryPool pool)
     if (e)
         dev = e->dev;
     ga_mutex_unlock(&ga_made_lock);
-    if (dev >= 0 || !pool || !ga_real.cuDeviceGetDefaultMemPool || !ga_real.cuDeviceGetCount ||
-        ga_real.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+    if (dev >= 0 || !pool)
         return dev;
+    for (int d = 0; d < GA_MAX_DEVICES; d++)
+        if (atomic_load_explicit(&ga_default_pool[d], memory_order_relaxed) == pool)
+            return d;
+    if (!ga_real.cuDeviceGetDefaultMemPool || !ga_real.cuDeviceGetCount ||
+        ga_real.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        return -1;
     for (int d = 0; d < n && d < GA_MAX_DEVICES; d++) {
         CUmemoryPool def = NULL;
-        if (ga_real.cuDeviceGetDefaultMemPool(&def, d) == CUDA_SUCCESS && def == pool)
+        if (ga_real.cuDeviceGetDefaultMemPool(&def, d) != CUDA_SUCCESS)
+            continue;
+        atomic_store_explicit(&ga_default_pool[d], def, memory_order_relaxed);
+        if (def == pool)
             return d;
     }
     return -1;
@@ -367,6 +383,8 @@ GA_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 
 void ga_mempool_fork_child(ga_dev_t *dv)
 {
+    for (int d = 0; d < GA_MAX_DEVICES; d++) /* the parent's driver's handles */
+        atomic_store(&ga_default_pool[d], NULL);
     ga_mutex_init(&dv->pool_lock); /* a parent thread may have held it */
     atomic_store(&dv->npools, 0); /* the parent's pools: a CUDA context is not the child's */
     dv->pool_kept = 0;

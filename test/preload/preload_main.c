@@ -129,6 +129,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_hardening3());
     suite_add_tcase(s, pt_tcase_stream_outside());
     suite_add_tcase(s, pt_tcase_hostile2());
+    suite_add_tcase(s, pt_tcase_outside116());
     suite_add_tcase(s, pt_tcase_stream_kernelctx());
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

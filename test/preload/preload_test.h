@@ -69,6 +69,7 @@ TCase *pt_tcase_outside4(void); /* t_outside4.c */
 TCase *pt_tcase_hardening3(void);
 TCase *pt_tcase_stream_outside(void);
 TCase *pt_tcase_hostile2(void); /* t_hostile2.c */
+TCase *pt_tcase_outside116(void); /* t_outside116.c */
 TCase *pt_tcase_stream_kernelctx(void); /* t_stream_kernelctx.c */
 
 /* Tests a case's file leaves to a second file (added to that case, under its name). */

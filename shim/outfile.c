@@ -419,7 +419,9 @@ static int ga_out_dup_own(const char *var, const char *path, const ga_out_t *o,
 }
 
 /* The first bytes of the regular file at path into head (len - 1 at most, NUL-terminated);
- * how many, or 0 for an empty file or one that cannot be read. */
+ * how many, 0 for an empty file, or SIZE_MAX for one that holds bytes this process cannot read
+ * (mode 0200): taken for empty, such a file of the user's was replaced (an outside check,
+ * helper-116; test unreadable_file_never_replaced). */
 static size_t ga_out_head(const char *path, const struct stat *st, char *head, size_t len)
 {
     memset(head, 0, len);
@@ -427,10 +429,10 @@ static size_t ga_out_head(const char *path, const struct stat *st, char *head, s
         return 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return 0;
+        return SIZE_MAX;
     ssize_t n = read(fd, head, len - 1);
     close(fd);
-    return n > 0 ? (size_t)n : 0;
+    return n > 0 ? (size_t)n : n < 0 ? SIZE_MAX : 0;
 }
 
 /* 1 when the regular file at path holds bytes that are not the start of a trace: a file of the
@@ -440,7 +442,7 @@ static int ga_out_not_a_trace(const char *path, const struct stat *st)
 {
     char head[9];
     size_t n = ga_out_head(path, st, head, sizeof head);
-    return n > 0 && memcmp(head, GA_TRACE_MAGIC, n) != 0;
+    return n == SIZE_MAX ? 2 : n > 0 && memcmp(head, GA_TRACE_MAGIC, n) != 0;
 }
 
 /* 1 when the regular file at path holds bytes that are not an earlier statistics report ('{',
@@ -452,8 +454,8 @@ static int ga_out_not_a_report(const char *path, const struct stat *st)
     static const char key[] = "\"gpuarena_stats\"";
     char head[64];
     size_t n = ga_out_head(path, st, head, sizeof head);
-    if (n == 0)
-        return 0;
+    if (n == 0 || n == SIZE_MAX) /* 2: cannot be read */
+        return n ? 2 : 0;
     const char *s = head + 1;
     while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
         s++;
@@ -515,6 +517,7 @@ static int ga_out_fresh_log(const char *var, const char *path, const ga_out_t *o
 int ga_outfile_open_log(const char *var, const char *path)
 {
     static const char *untraced = "this process runs untraced";
+    int users;
     ga_out_t o;
     if (ga_out_classify(path, &o) != 0) {
         ga_out_open_failed(var, path, &o, errno, untraced);
@@ -524,10 +527,11 @@ int ga_outfile_open_log(const char *var, const char *path)
         o.kind = GA_OUT_REGULAR;
     /* Any other file that holds something is the user's: a trace replaced it, a typo
      * (GPUARENA_TRACE=notes.txt) destroying the file (an outside check, helper-102). */
-    else if (o.kind == GA_OUT_REGULAR && ga_out_not_a_trace(o.target, &o.st)) {
-        ga_log(GA_LOG_ERROR, "%s='%s' is there and is not a gpuarena trace: %s, and the file is "
-               "left as it was; name another path (e.g. '%s.gatrace'), or remove the file first",
-               var, path, untraced, path);
+    else if (o.kind == GA_OUT_REGULAR && (users = ga_out_not_a_trace(o.target, &o.st))) {
+        ga_log(GA_LOG_ERROR, "%s='%s' %s: %s, and the file is left as it was; name another path "
+               "(e.g. '%s.gatrace'), or remove the file first", var, path, users == 2 ?
+               "holds bytes this process cannot read, which may be no trace" :
+               "is there and is not a gpuarena trace", untraced, path);
         return -1;
     }
     const char *why = ga_out_refusal(&o);
@@ -762,11 +766,13 @@ int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
     }
     /* Said once: a hook after the report (a library's destructor) writes it again (stats.c). */
     static _Atomic int said_users, said_ro;
-    if (o.kind == GA_OUT_REGULAR && ga_out_not_a_report(o.target, &o.st)) {
+    int users = o.kind == GA_OUT_REGULAR ? ga_out_not_a_report(o.target, &o.st) : 0;
+    if (users) {
         if (!atomic_exchange(&said_users, 1))
-            ga_log(GA_LOG_ERROR, "%s='%s' is there and is not a gpuarena statistics file: nothing "
-                   "was written, and the file is left as it was; name another path (e.g. "
-                   "'%s.json'), or remove the file first", var, path, path);
+            ga_log(GA_LOG_ERROR, "%s='%s' %s: nothing was written, and the file is left as it "
+                   "was; name another path (e.g. '%s.json'), or remove the file first", var, path,
+                   users == 2 ? "holds bytes this process cannot read, which may be no report"
+                              : "is there and is not a gpuarena statistics file", path);
         return -1;
     }
     if (o.kind == GA_OUT_REGULAR && ga_out_read_only(&o)) {

@@ -514,6 +514,7 @@ def _stats_only_over_stats(out):
     """UsageError, as the shim refuses GPUARENA_STATS there, when --stats names a file that
     holds something other than an earlier report, or a read-only file (no write bit, or one
     this user may not write): both were replaced (helper-114)."""
+    _unreadable("--stats", out)
     head = _head(out, 64)
     if head and not re.match(rb'\{\s*"gpuarena_stats"', head):
         raise UsageError(f"--stats {out} is there and is not a gpuarena statistics file: writing "
@@ -535,6 +536,7 @@ def _trace_only_over_a_trace(option, out, link_replaced=False):
     link where the writer replaces the link, not its target (link_replaced: import's)."""
     if link_replaced and os.path.islink(out):
         return
+    _unreadable(option, out)
     head = _head(out, 8)
     if head and not _TRACE_MAGIC.startswith(head):
         raise UsageError(f"{option} {out} is there and is not a gpuarena trace: writing the "
@@ -548,6 +550,12 @@ def _never_over_a_trace(option, out):
     if _head(out, 8) == _TRACE_MAGIC:
         raise UsageError(f"{option} {out} is a gpuarena trace, which this output would replace; "
                          "give another path")
+
+
+def _unreadable(option, out):  # as the shim: taken for empty, it was replaced (helper-116)
+    if runner.unreadable(out):
+        raise UsageError(f"{option} {out} holds bytes this user may not read, which writing would "
+                         "replace; give another path, or make it readable (chmod u+r)")
 
 
 def _head(path, n):

@@ -174,13 +174,16 @@ def settings(env):
 def _file_refused(name, path):
     """The shim's refusals of a file that is there, said now (helper-114): statistics replace
     only an earlier report (or an empty file), a trace only a trace, neither a read-only file."""
+    keep = "the shim will leave it as it is and write nothing"
+    if runner.unreadable(path):
+        return [f"{name}={path} holds bytes this user may not read: {keep}; make it readable "
+                "(chmod u+r) or name another path"]
     try:
         with open(path, "rb") as f:
             head = f.read(64)
         st = os.stat(path)
     except OSError:
         return []
-    keep = "the shim will leave it as it is and write nothing"
     if name == "GPUARENA_STATS" and head.startswith(b"GATRACE\0"):
         return [f"GPUARENA_STATS={path} is a gpuarena trace: {keep}; name another file"]
     if name == "GPUARENA_STATS" and head and not re.match(rb'\{\s*"gpuarena_stats"', head):

@@ -43,7 +43,7 @@ static int ga_dev_exists(int dev)
     return ga_real.cuDeviceGetCount && ga_real.cuDeviceGetCount(&n) == CUDA_SUCCESS && dev < n;
 }
 
-static ga_ctx_t *ga_pass_ctx_on(int dev);
+static ga_ctx_t *ga_pass_ctx_on_life(int dev, unsigned *life);
 
 /* Before the driver call: the context, the device whose cap the bytes go against, and whether
  * they were committed. handle: a cuMemCreate, whose device is dev (-1: a location that is not a
@@ -63,10 +63,9 @@ static CUresult ga_pass_begin(size_t size, int dev, int handle, ga_ctx_t **cp, i
     /* A pool's block on another device than the stream's (dev: the pool's, mempool.c): counted
      * there from the start, recorded in a context of gpuarena's on that device or, with none, in
      * the device's own table (ga_pass_end), as ga_pass_pool_device does after the call. */
-    if (!handle && c && dev >= 0 && dev != c->dev && ga_dev_exists(dev)) {
+    if (!handle && c && dev >= 0 && dev != cdev && ga_dev_exists(dev)) {
         *devp = dev;
-        *cp = c = ga_pass_ctx_on(dev);
-        *lifep = c ? atomic_load(&c->life) : 0; /* the life of the context it is recorded in */
+        *cp = c = ga_pass_ctx_on_life(dev, lifep);
     }
     if (*devp < 0)
         return CUDA_SUCCESS;
@@ -84,6 +83,24 @@ static ga_ctx_t *ga_pass_ctx_on(int dev)
     for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c))
         if (c->dev == dev && !atomic_load(&c->dead))
             return c;
+    return NULL;
+}
+
+/* ga_pass_ctx_on, with the state's life read around its device and dead checks (as
+ * ga_current_life reads them): a state that dies and is reused for another device's context in
+ * between is passed over, so the block is never recorded in a state of another device (*life 0
+ * with NULL: the device's own table). An outside check's reading of the pool-device branch of
+ * ga_pass_begin, helper-116 F6. */
+static ga_ctx_t *ga_pass_ctx_on_life(int dev, unsigned *life)
+{
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
+        unsigned l = atomic_load_explicit(&c->life, memory_order_acquire);
+        if (atomic_load(&c->dev) == dev && !atomic_load(&c->dead) && atomic_load(&c->life) == l) {
+            *life = l;
+            return c;
+        }
+    }
+    *life = 0;
     return NULL;
 }
 
@@ -314,8 +331,7 @@ static CUresult ga_pass_pool_device(ga_ctx_t **cp, unsigned *lifep, int *devp, i
         ga_real.cuPointerGetAttribute(&bdev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) !=
             CUDA_SUCCESS || bdev == *devp || bdev < 0 || bdev >= GA_MAX_DEVICES)
         return CUDA_SUCCESS;
-    ga_ctx_t *c1 = ga_pass_ctx_on(bdev); /* NULL: the device's own table */
-    *lifep = c1 ? atomic_load(&c1->life) : 0;
+    ga_ctx_t *c1 = ga_pass_ctx_on_life(bdev, lifep); /* NULL: the device's own table */
     ga_dev_setup(bdev);
     int moved = ga_dev_commit_pass(c1, bdev, units);
     ga_dev_refused(*devp, units); /* never held there */

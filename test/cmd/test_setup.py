@@ -270,17 +270,21 @@ class DryRun(unittest.TestCase):
             results = os.path.join(repo, "build", "results")
             os.makedirs(results)
             r = subprocess.run(["make", "-n", "--no-print-directory", "-C", repo,
-                                f"GA_TRACES_DIR={os.path.abspath(gatest.TRACES)}", "test-asan"],
+                                f"GA_TRACES_DIR={os.path.abspath(gatest.TRACES)}", "BUILD=build",
+                                "test-asan"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                timeout=300, check=False)
             self.assertEqual(r.returncode, 0, r.stderr[-2000:])
             self.assertIn("san-tiers BUILD=build-asan", r.stdout)
             self.assertEqual(os.listdir(results), [], "make -n test-asan wrote nothing")
             # make -n test: the tiers' loop runs (it names $(MAKE)), and the summary read tiers
-            # that never ran: "0 passed, 10 failed", exit 2 (an outside check, 2026-12-07)
+            # that never ran: "0 passed, 10 failed", exit 2 (an outside check, 2026-12-07). BUILD
+            # given: a run of this suite under make BUILD=DIR test-cmd passes BUILD down in
+            # MAKEFLAGS, and the results folder would be DIR's
             os.rmdir(results)
             r = subprocess.run(["make", "-n", "--no-print-directory", "-C", repo,
-                                f"GA_TRACES_DIR={os.path.abspath(gatest.TRACES)}", "test"],
+                                f"GA_TRACES_DIR={os.path.abspath(gatest.TRACES)}", "BUILD=build",
+                                "test"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                timeout=300, check=False)
             self.assertEqual(r.returncode, 0, r.stdout[-1000:] + r.stderr[-1000:])

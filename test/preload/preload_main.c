@@ -65,6 +65,21 @@ void pt_copy_lib(const char *src, char *dir, const char *name, char *copy, size_
     ck_assert_int_eq(system(cmd), 0);
 }
 
+void pt_child_report_and_hold(int fd, char ok)
+{
+    if (write(fd, &ok, 1) != 1)
+        _exit(2);
+    pause();
+    _exit(0);
+}
+
+char pt_child_report_read(int fd)
+{
+    char ok = 0;
+    ck_assert_int_eq(read(fd, &ok, 1), 1);
+    return ok;
+}
+
 void pt_copy_lib_remove(char *dir, char *copy)
 {
     unlink(copy);

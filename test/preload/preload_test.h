@@ -43,6 +43,11 @@ void pt_copy_lib_remove(char *dir, char *copy);
 
 /* Loads the JSON file at path as d and evaluates a Python expression on it: 0 when true. */
 int pt_json_check(const char *path, const char *expr);
+/* A forked child's one-byte report to its parent (ok: 'y' or what it says) down fd, then the child
+ * holds what it allocated until it is killed (the group, NVML and OOM tests read the figures
+ * meanwhile); and the parent's read of it. */
+__attribute__((noreturn)) void pt_child_report_and_hold(int fd, char ok);
+char pt_child_report_read(int fd);
 
 TCase *pt_tcase_interpose(void);
 TCase *pt_tcase_runtime(void);

@@ -125,13 +125,9 @@ static pid_t group_holder_in(const char *mode, size_t bytes)
         member_start(mode);
         CUdeviceptr p;
         char ok = cuMemAlloc(&p, bytes) == CUDA_SUCCESS ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
+        pt_child_report_and_hold(up[1], ok);
     }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char ok = pt_child_report_read(up[0]);
     ck_assert_msg(ok == 'y', "the holder got its %zu bytes", bytes);
     close(up[0]);
     close(up[1]);
@@ -224,13 +220,9 @@ static pid_t group_idler(size_t bytes, int sync)
         CUdeviceptr p;
         char ok = cuMemAlloc(&p, bytes) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS &&
                           (!sync || cuCtxSynchronize() == CUDA_SUCCESS) ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
+        pt_child_report_and_hold(up[1], ok);
     }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char ok = pt_child_report_read(up[0]);
     ck_assert_msg(ok == 'y', "the idler allocated and freed its %zu bytes", bytes);
     close(up[0]);
     close(up[1]);
@@ -328,8 +320,7 @@ static pid_t group_async_freer(size_t bytes, int how)
         pause();
         _exit(0);
     }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char ok = pt_child_report_read(up[0]);
     ck_assert_msg(ok == 'y', "the member freed its %zu bytes async and waited (way %d)", bytes, how);
     close(up[0]);
     close(up[1]);
@@ -371,13 +362,9 @@ START_TEST(group_fork_keeps_parent_share)
             exit(0); /* a worker that never uses CUDA, exit handlers and all */
         int st = 0;
         waitpid(child, &st, 0);
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
+        pt_child_report_and_hold(up[1], ok);
     }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char ok = pt_child_report_read(up[0]);
     ck_assert_msg(ok == 'y', "the parent allocated");
     char err[4096];
     int rc = pt_run_child(take_600, NULL, err, sizeof err);
@@ -441,13 +428,9 @@ START_TEST(group_top_figures_follow_allocations)
         char ok = 'y';
         for (int i = 0; i < 150; i++) /* 300 MiB in 2 MiB blocks, inside the 768 MiB arena */
             ok = cuMemAlloc(&p[i], 2 * MiB) == CUDA_SUCCESS ? ok : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
+        pt_child_report_and_hold(up[1], ok);
     }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char ok = pt_child_report_read(up[0]);
     ck_assert_int_eq(ok, 'y');
     uint64_t in_use = ledger_in_use(member);
     int status = 0;
@@ -509,13 +492,9 @@ START_TEST(group_top_in_use_not_above_reserved)
                               cuMemAlloc(&p, 3000) == CUDA_SUCCESS &&
                               cuMemAlloc(&q, 1000) == CUDA_SUCCESS && cuMemFree(q) == CUDA_SUCCESS
                           ? 'y' : 'n';
-            if (write(up[1], &ok, 1) != 1)
-                _exit(2);
-            pause();
-            _exit(0);
+            pt_child_report_and_hold(up[1], ok);
         }
-        char ok = 0;
-        ck_assert_int_eq(read(up[0], &ok, 1), 1);
+        char ok = pt_child_report_read(up[0]);
         uint64_t in_use = ledger_figure(member, offsetof(ga_ledger_slot_t, in_use));
         uint64_t reserved = ledger_figure(member, offsetof(ga_ledger_slot_t, reserved));
         int status = 0;
@@ -573,8 +552,7 @@ START_TEST(group_top_figures_per_device)
             putenv((char *)modes[m]);
             member_on_two_devices(up[1]);
         }
-        char ok = 0;
-        ck_assert_int_eq(read(up[0], &ok, 1), 1);
+        char ok = pt_child_report_read(up[0]);
         close(up[0]);
         close(up[1]);
         uint64_t f[2][3];

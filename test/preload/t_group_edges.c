@@ -65,13 +65,9 @@ static pid_t holder_on_device_1(size_t bytes)
         if (!cuInit(0) && !cuDeviceGet(&dev, 1) && !cuDevicePrimaryCtxRetain(&ctx, dev) &&
             !cuCtxSetCurrent(ctx) && !cuMemAlloc(&p, bytes))
             ok = 'y';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
+        pt_child_report_and_hold(up[1], ok);
     }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char ok = pt_child_report_read(up[0]);
     ck_assert_int_eq(ok, 'y');
     close(up[0]);
     close(up[1]);

@@ -51,13 +51,9 @@ static pid_t nvml_holder(size_t bytes, const char *mode)
             setenv("GPUARENA_MODE", mode, 1);
         pt_start();
         char ok = cuMemAlloc(&p, bytes) == CUDA_SUCCESS ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
+        pt_child_report_and_hold(up[1], ok);
     }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char ok = pt_child_report_read(up[0]);
     ck_assert_int_eq(ok, 'y');
     close(up[0]);
     close(up[1]);

@@ -520,13 +520,9 @@ START_TEST(device_full_before_cap_said)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         pt_start();
         char ok = cuMemAlloc(&p, 40 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
+        pt_child_report_and_hold(up[1], ok);
     }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char ok = pt_child_report_read(up[0]);
     const char *modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow", "GPUARENA_MODE=platform",
                            "GPUARENA_MODE=vmm"};
     char err[4][16384];

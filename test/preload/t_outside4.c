@@ -110,13 +110,9 @@ START_TEST(group_peak_counts_only_what_the_driver_granted)
         CUresult r2 = managed ? cuMemAllocManaged(&q, 700 * MiB, CU_MEM_ATTACH_GLOBAL)
                               : cuMemAlloc(&q, 700 * MiB);
         char ok = r1 == CUDA_SUCCESS && r2 == CUDA_ERROR_OUT_OF_MEMORY ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
+        pt_child_report_and_hold(up[1], ok);
     }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char ok = pt_child_report_read(up[0]);
     uint64_t peak = ledger_figure_on(0, member, offsetof(ga_ledger_slot_t, peak));
     uint64_t reserved = ledger_figure_on(0, member, offsetof(ga_ledger_slot_t, reserved));
     uint64_t committed = ledger_figure_on(0, member, offsetof(ga_ledger_slot_t, committed));

@@ -311,13 +311,9 @@ START_TEST(vmmo_too_large_refused_at_once)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         pt_start();
         char ok = cuMemAlloc(&p, 800 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(2);
-        pause();
-        _exit(0);
+        pt_child_report_and_hold(up[1], ok);
     }
-    char ok = 0;
-    ck_assert_int_eq(read(up[0], &ok, 1), 1);
+    char ok = pt_child_report_read(up[0]);
     char err[16384];
     int status = pt_run_child(too_large_child, NULL, err, sizeof err);
     kill(holder, SIGKILL);

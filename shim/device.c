@@ -84,7 +84,7 @@ __attribute__((noinline)) static int ga_dev_commit_group(ga_dev_t *d, int dev, u
         atomic_fetch_sub_explicit(&d->committed, (int64_t)bytes, memory_order_relaxed);
         atomic_fetch_sub_explicit(&d->asking, (int64_t)bytes, memory_order_relaxed);
         static _Atomic int told_full;
-        if (!ga_group_member(d->group) && !atomic_exchange(&told_full, 1))
+        if (ga_group_full(d->group) && !atomic_exchange(&told_full, 1))
             ga_log(GA_LOG_WARN, "device %d: group %s is full (%d processes); this process, which "
                    "joins a device's group at its first allocation there, cannot allocate on that "
                    "device (use another GPUARENA_GROUP for more processes)",

@@ -92,6 +92,11 @@ int ga_group_fork_child(ga_group_t *g);
 /* 1 when this process holds a slot (a forked child: once a commit took one). A commit refused
  * while this says 0 was refused because the group is full, not for want of bytes. */
 int ga_group_member(const ga_group_t *g);
+/* 1 when this process's first commit found every slot taken: what ga_group_member's 0 means to
+ * an out-of-memory line. A process that has made no commit yet (a vmm member whose first block the
+ * group's room refused before any commit) is no member and not refused for fullness: it was told
+ * "the group is full" in a group of two (an outside check, 2026-12-07). */
+int ga_group_full(const ga_group_t *g);
 
 /* Leaves the group: the slot and its share are given back; the last member out removes the
  * ledger, if the path still names the file it joined (after a removal it names a newer group's).

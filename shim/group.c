@@ -245,6 +245,7 @@ static int ga_first_claim(ga_group_t *g, ga_ledger_t *l)
     ga_ledger_slot_t *mine = ga_claim(g, 0);
     if (mine)
         ST(&g->slot, mine);
+    ST(&g->full, mine == NULL);
     return mine != NULL;
 }
 
@@ -373,6 +374,7 @@ int ga_group_fork_child(ga_group_t *g)
      * its first commit, so children that never allocate (data-loader workers) take none. */
     g->slot = NULL;
     g->clash = 0;
+    g->full = 0;
     g->pidns = ga_pidns("/proc/self/ns/pid");
     return 1;
 }
@@ -381,6 +383,11 @@ int ga_group_member(const ga_group_t *g)
 {
     /* after a close, or a clash of caps (said), no refusal is for fullness */
     return LD(&g->left) || LD(&g->slot) != NULL || LD(&g->clash);
+}
+
+int ga_group_full(const ga_group_t *g)
+{
+    return !ga_group_member(g) && LD(&g->full);
 }
 
 /* ---- reading without joining ---- */

@@ -24,6 +24,7 @@ struct ga_group {
                              * a forked child) */
     uint64_t cap;           /* the cap this process asks for (GPUARENA_LIMIT on the device) */
     int clash;              /* a first commit found the group running with another cap: said */
+    int full;               /* the last first commit found every slot taken (ga_group_full) */
     uint64_t pidns;         /* our pid namespace, to know whose liveness we can judge */
     dev_t dev;              /* the mapped file's identity, to know it is still the one at path */
     ino_t ino;

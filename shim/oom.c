@@ -402,12 +402,12 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                       : device ? ga_oom_device_full
                       : regions_held ? "the pool's empty regions would make room for it, but the "
                                        "driver refused to free them"
-                      : d->group && !ga_group_member(d->group) ? ga_oom_group_full
+                      : d->group && ga_group_full(d->group) ? ga_oom_group_full
                       : frag_free ? frag_why
                       : ga_oom_total_why(d, size);
     ga_oom_put_holds(o, d, held, used, why);
     /* Other members' idle memory (held, not used) is theirs to give back: say so, and how. */
-    if (d->group && ga_group_member(d->group) && !granules && !no_va && used > held)
+    if (d->group && !ga_group_full(d->group) && !granules && !no_va && used > held)
         ga_oom_put(o, ";\ngpuarena: the group's other members hold %s; memory a member holds "
                    "but no longer uses (a preallocated arena, grow mode's empty regions, vmm "
                    "granules kept under GPUARENA_VMM_KEEP) goes back only when that member trims "
@@ -538,7 +538,7 @@ static void ga_oom_explain_pass_true(int dev, uint8_t api, size_t size, int cap_
                dev);
     ga_oom_put_holds(&o, d, held, used,
                      !cap_refused ? ga_oom_device_full
-                     : d->group && !ga_group_member(d->group) ? ga_oom_group_full
+                     : d->group && ga_group_full(d->group) ? ga_oom_group_full
                                                               : ga_oom_total_why(d, size));
     ga_oom_put(&o, "\n");
     ga_oom_report(&o);

@@ -40,8 +40,11 @@ struct ga_group {
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 /* ---- group.c (each function says more where it is defined) ---- */
-/* The ledger's robust mutex, taken in slices of 100 ms; EOWNERDEAD made consistent. */
-void ga_lock(ga_ledger_t *l);
+/* The ledger's robust mutex, taken in slices of 100 ms; EOWNERDEAD made consistent. 0, or the
+ * error that kept it from being taken (a damaged ledger, said once). Whether a mapped ledger's
+ * mutex is the kind gpuarena makes. */
+int ga_lock(ga_ledger_t *l);
+int ga_lock_sound(const ga_ledger_t *l);
 void ga_unlock(ga_ledger_t *l);
 /* Under the mutex: a slot made free; the dead members' slots freed (returns the members left);
  * the lowest free slot taken for the calling process with `carry` bytes (NULL: the group is full). */

@@ -235,6 +235,8 @@ static ga_ledger_t *ga_map(const char *path, const char *name, const uint8_t uui
         why = "its header is not a ledger's";
     else if (memcmp(l->uuid, uuid, 16) || strncmp(l->name, name, sizeof l->name))
         why = "it names another group or device";
+    else if (!ga_lock_sound(l))
+        why = "its lock is not a ledger's";
     else {
         *fd_out = fd;
         return l;
@@ -320,7 +322,16 @@ static int ga_attach(ga_group_t *g, const ga_group_t *held, const char *name, co
             return 1;
         }
         g->l = l;
-        ga_lock(l);
+        int e = ga_lock(l);
+        if (e) { /* damaged since the check above (said) */
+            snprintf(err, errlen, "gpuarena: the lock of the group ledger %s cannot be taken (%s): "
+                     "stop the group's processes and remove the file (or use another "
+                     "GPUARENA_GROUP)", g->path, strerror(e));
+            g->l = NULL;
+            munmap(l, GA_LEDGER_SIZE);
+            close(fd);
+            return -1;
+        }
         int rc = ga_join(g, cap, carry, claim, err, errlen);
         ga_unlock(l);
         if (rc == 1) {

@@ -13,6 +13,33 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The path of the one ledger in g_dir. */
+static void o122_ledger_path(char *out, size_t n)
+{
+    DIR *d = opendir(g_dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    out[0] = '\0';
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "gpuarena-", 9))
+            snprintf(out, n, "%s/%s", g_dir, e->d_name);
+    closedir(d);
+    ck_assert_msg(out[0], "a ledger in %s", g_dir);
+}
+
+/* The ledger's mutex overwritten with bytes no mutex has (a stray write, a forged file). */
+static void o122_damage_lock(void)
+{
+    char path[512];
+    o122_ledger_path(path, sizeof path);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    unsigned char junk[sizeof(pthread_mutex_t)];
+    memset(junk, 0xff, sizeof junk);
+    ck_assert_int_eq(pwrite(fd, junk, sizeof junk, offsetof(ga_ledger_t, lock)), (ssize_t)sizeof junk);
+    close(fd);
+}
+
 /* ---- a vmm member whose first block the group has no room for is told so, not "full" ----
  * vmm asks the group's room before its first commit, so the process had no slot yet, and the
  * out-of-memory line said "the group is full: all its 256 slots are taken" in a group of two. */
@@ -41,10 +68,91 @@ START_TEST(group_vmm_newcomer_short_of_bytes_not_full)
 }
 END_TEST
 
+/* ---- a ledger whose lock is damaged is refused at the join ----
+ * pthread_mutex_timedlock answers EINVAL for such bytes, and ga_lock went on as if it held the
+ * lock: every member summed, claimed slots and committed unlocked, without a word. */
+static void o122_join_damaged(void *arg)
+{
+    (void)arg;
+    pt_env("GPUARENA_MODE=platform", NULL);
+    CUdeviceptr p;
+    if (cuInit(0) == CUDA_SUCCESS) {
+        CUdevice dev;
+        CUcontext ctx;
+        if (cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx))
+            exit(3);
+        exit(cuMemAlloc(&p, 1 * MiB) == CUDA_SUCCESS ? 1 : 2);
+    }
+    exit(0);
+}
+
+START_TEST(group_damaged_lock_refused_at_join)
+{
+    group_env("256MiB");
+    pid_t holder = group_holder(1 * MiB);
+    o122_damage_lock();
+    char err[8192];
+    int rc = pt_run_child(o122_join_damaged, NULL, err, sizeof err);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    ck_assert_msg(rc == 0, "a process joining a ledger whose lock is damaged is refused at cuInit "
+                  "(exit %d: 1 allocated, 2 refused only the block): %s", rc, err);
+    ck_assert_msg(strstr(err, "gpuarena:") && strstr(err, "its lock is not a ledger's") &&
+                      strstr(err, "remove the file"),
+                  "the refusal names the damaged lock and the fix: %s", err);
+    group_cleanup();
+}
+END_TEST
+
+/* ---- a lock damaged under a member: its next commit is refused, and said ----
+ * The member joins and holds 1 MiB; the lock is damaged; its next 1 MiB was granted unlocked. */
+START_TEST(group_lock_damaged_under_a_member_refuses)
+{
+    group_env("256MiB");
+    char out[] = "/tmp/gpuarena-o122-XXXXXX";
+    int ofd = mkstemp(out);
+    ck_assert_int_ge(ofd, 0);
+    int up[2], down[2];
+    ck_assert_int_eq(pipe(up), 0);
+    ck_assert_int_eq(pipe(down), 0);
+    pid_t m = fork();
+    if (m == 0) {
+        dup2(ofd, 2);
+        member_start("GPUARENA_MODE=platform");
+        CUdeviceptr p;
+        char ok = cuMemAlloc(&p, 1 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1 || read(down[0], &ok, 1) != 1)
+            _exit(9);
+        CUresult r = cuMemAlloc(&p, 1 * MiB);
+        _exit(r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : r == CUDA_SUCCESS ? 1 : 2);
+    }
+    char b = 0;
+    ck_assert_int_eq(read(up[0], &b, 1), 1);
+    ck_assert_msg(b == 'y', "the member's first block");
+    o122_damage_lock();
+    ck_assert_int_eq(write(down[1], &b, 1), 1);
+    int st = 0;
+    waitpid(m, &st, 0);
+    char err[8192];
+    ssize_t n = pread(ofd, err, sizeof err - 1, 0);
+    err[n > 0 ? n : 0] = '\0';
+    close(ofd);
+    unlink(out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the commit after the lock was damaged is "
+                  "refused (status %#x: exit 1 granted): %s", st, err);
+    ck_assert_msg(strstr(err, "gpuarena: group '") && strstr(err, "cannot be taken") &&
+                      strstr(err, "the file is damaged"),
+                  "the damaged lock is said: %s", err);
+    group_cleanup();
+}
+END_TEST
+
 TCase *pt_tcase_group_outside122(void)
 {
     TCase *tc = tcase_create("group_outside122");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, group_vmm_newcomer_short_of_bytes_not_full);
+    tcase_add_test(tc, group_damaged_lock_refused_at_join);
+    tcase_add_test(tc, group_lock_damaged_under_a_member_refuses);
     return tc;
 }

@@ -178,6 +178,18 @@ static void ga_say_not_ledger(const char *path, int open_errno, char *err, size_
                  "plain file gpuarena makes itself), or %s", path,
                  S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a folder"
                  : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket", fix);
+    } else if (S_ISREG(st.st_mode) && (open_errno == EACCES || open_errno == EROFS)) {
+        /* This user's own file that it may not write (made read-only, a read-only mount): the
+         * fix is the file's mode or the folder, not another folder of one's own, which the message
+         * below said of a ledger in a folder that is already this user's (an outside check,
+         * 2026-12-07) */
+        snprintf(err, errlen, "gpuarena: the group ledger %s cannot be opened for writing (%s; "
+                 "mode %04o, a ledger has 0600): %s", path, strerror(open_errno),
+                 (unsigned)(st.st_mode & 07777),
+                 open_errno == EROFS ? "its file system is read-only: set GPUARENA_GROUP_DIR to a "
+                                       "writable folder (every member must name it)"
+                                     : "make it writable again (chmod 600), or remove it once no "
+                                       "member of the group runs");
     } else if ((st.st_mode & 077) || st.st_size != GA_LEDGER_SIZE) {
         snprintf(err, errlen, "gpuarena: %s is not a gpuarena group ledger of this user (mode %04o "
                  "and size %lld, a ledger has 0600 and %d bytes): remove it, or %s", path,

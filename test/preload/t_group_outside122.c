@@ -1,5 +1,7 @@
 /* Findings of an outside check of groups (issue 11) and hardening (issue 8), helper-122, each a
- * test that failed before its fix. Helpers: t_group.c. */
+ * test that failed before its fix: a vmm newcomer short of bytes told the group was full, a
+ * ledger whose lock is damaged used without its lock, and a read-only ledger of this user's own
+ * answered with another folder as the fix. Helpers: t_group.c. */
 #include "t_group.h"
 #include "../../shim/group_layout.h"
 
@@ -147,6 +149,50 @@ START_TEST(group_lock_damaged_under_a_member_refuses)
 }
 END_TEST
 
+/* ---- this user's own ledger made read-only is named with its mode ----
+ * The message said to set GPUARENA_GROUP_DIR to a folder of one's own, of a ledger in a folder
+ * that is one's own already. As root (who may write any file) the scene runs as nobody. */
+static void o122_read_only(void *arg)
+{
+    (void)arg;
+    char shared[64];
+    snprintf(shared, sizeof shared, "SIMCUDA_SHARED=o122ro%d", (int)getpid());
+    pt_env(shared, NULL);
+    if (getuid() == 0 && (chown(g_dir, 65534, 65534) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+        exit(5);
+    pid_t holder = group_holder(1 * MiB);
+    char path[512];
+    o122_ledger_path(path, sizeof path);
+    if (chmod(path, 0400) != 0)
+        exit(6);
+    pid_t other = fork();
+    if (other == 0)
+        exit(cuInit(0) == CUDA_SUCCESS ? 7 : 0);
+    int st = 0;
+    waitpid(other, &st, 0);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    chmod(path, 0600);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -f /dev/shm/simcuda-o122ro%d", (int)getpid());
+    if (system(cmd) != 0)
+        exit(8);
+    exit(WIFEXITED(st) ? WEXITSTATUS(st) : 9);
+}
+
+START_TEST(group_read_only_ledger_named)
+{
+    group_env("256MiB");
+    char err[8192];
+    int rc = pt_run_child(o122_read_only, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "a read-only ledger refuses the newcomer (exit %d): %s", rc, err);
+    ck_assert_msg(strstr(err, "cannot be opened for writing") && strstr(err, "mode 0400") &&
+                      strstr(err, "chmod 600") && !strstr(err, "a folder of your own"),
+                  "the refusal names the file's mode and its fix: %s", err);
+    group_cleanup();
+}
+END_TEST
+
 TCase *pt_tcase_group_outside122(void)
 {
     TCase *tc = tcase_create("group_outside122");
@@ -154,5 +200,6 @@ TCase *pt_tcase_group_outside122(void)
     tcase_add_test(tc, group_vmm_newcomer_short_of_bytes_not_full);
     tcase_add_test(tc, group_damaged_lock_refused_at_join);
     tcase_add_test(tc, group_lock_damaged_under_a_member_refuses);
+    tcase_add_test(tc, group_read_only_ledger_named);
     return tc;
 }

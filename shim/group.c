@@ -51,7 +51,17 @@ static int ga_slot_alive(const ga_group_t *g, const ga_ledger_slot_t *s)
     if (s->pidns && g->pidns && s->pidns != g->pidns)
         return 1;
     uint64_t start = ga_proc_start((pid_t)s->pid);
-    return start != 0 && start == s->start;
+    if (start == 0 || start != s->start)
+        return 0;
+    /* The same process, but another program since an exec (pid and start time stay): the image
+     * that joined is gone, and its device memory with it. Its share stayed until the process
+     * exited, where the new program never joins (a launcher that execs a program without CUDA):
+     * 600 MiB of a 1 GiB cap refused to another member while `sleep` ran (an outside check,
+     * 2026-12-07). An exec of the same program file is not seen here; if it joins, its join
+     * frees the slot (ga_free_pre_exec). Unreadable (another user's): alive. */
+    uint64_t dev, ino;
+    return !s->exe_ino || !ga_proc_exe((pid_t)s->pid, &dev, &ino) ||
+           (dev == s->exe_dev && ino == s->exe_ino);
 }
 
 /* ---- the mutex ---- */
@@ -244,6 +254,8 @@ ga_ledger_slot_t *ga_claim(ga_group_t *g, uint64_t carry)
         s->start = ga_proc_start(getpid());
         s->pidns = g->pidns;
         s->image = ga_image_id();
+        if (!ga_proc_exe(0, &s->exe_dev, &s->exe_ino))
+            s->exe_dev = s->exe_ino = 0;
         s->committed = carry;
         s->committed_peak = carry;
         ST(&s->state, GA_SLOT_LIVE); /* last: a member dying before it leaves the slot free */

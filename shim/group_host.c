@@ -106,6 +106,21 @@ uint64_t ga_image_id(void)
     return want;
 }
 
+int ga_proc_exe(pid_t pid, uint64_t *dev, uint64_t *ino)
+{
+    char path[64];
+    struct stat st;
+    if (pid)
+        snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/exe");
+    if (stat(path, &st) != 0)
+        return 0;
+    *dev = (uint64_t)st.st_dev;
+    *ino = (uint64_t)st.st_ino;
+    return 1;
+}
+
 /* ---- HAMi / KAI limits ---- */
 
 static const char *ga_env_lookup(char *const *envp, const char *name)

@@ -12,5 +12,8 @@ uint64_t ga_proc_start(pid_t pid);
 uint64_t ga_pidns(const char *proc);
 /* This process image's mark in its ledger slots (never 0; the same for every call). */
 uint64_t ga_image_id(void);
+/* The device and inode of the program file /proc/<pid>/exe names (pid 0: this process); 0 when
+ * it cannot be read (gone, another user's, a kernel thread). */
+int ga_proc_exe(pid_t pid, uint64_t *dev, uint64_t *ino);
 
 #endif

@@ -38,7 +38,11 @@ typedef struct ga_ledger_slot {
                               *     0 in slots of gpuarena before it: top.py does not read it */
     uint32_t exiting;        /*  88 1: the process is in its exit, past gpuarena's handler, and
                               *     keeps its share until it is gone (ga_group_exit) */
-    uint8_t spare[GA_LEDGER_SLOT - 92];
+    uint32_t spare0;         /*  92 */
+    uint64_t exe_dev;        /*  96 the program file of the image that joined (/proc/<pid>/exe): */
+    uint64_t exe_ino;        /* 104 another one there is an exec, whose memory went with it;
+                              *     0 in slots of gpuarena before it: not compared */
+    uint8_t spare[GA_LEDGER_SLOT - 112];
 } ga_ledger_slot_t;
 
 typedef struct ga_ledger {
@@ -59,6 +63,7 @@ typedef struct ga_ledger {
 
 _Static_assert(sizeof(ga_ledger_slot_t) == GA_LEDGER_SLOT, "slot size is part of the format");
 _Static_assert(offsetof(ga_ledger_slot_t, mode) == 64, "slot layout is part of the format");
+_Static_assert(offsetof(ga_ledger_slot_t, exe_ino) == 104, "slot layout is part of the format");
 _Static_assert(offsetof(ga_ledger_t, cap) == 32, "header layout is part of the format");
 _Static_assert(offsetof(ga_ledger_t, name) == 56, "header layout is part of the format");
 _Static_assert(offsetof(ga_ledger_t, lock) == 128, "the mutex sits after the fields top reads");

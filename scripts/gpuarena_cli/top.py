@@ -38,7 +38,7 @@ from .fmt import human_bytes, table
 MAGIC = b"GAGROUP\0"
 VERSION = 1
 HEADER = struct.Struct("<8s6IQ16s72s")   # magic .. name, 128 bytes (the mutex follows, unread)
-SLOT = struct.Struct("<2I7Q16sQI")       # state .. mode, image, exiting: 92 of the slot's 128 bytes
+SLOT = struct.Struct("<2I7Q16sQII2Q")   # state .. mode, image, exiting, spare, exe dev/ino: 112 of 128
 SLOT_LIVE = 1
 NAME_RE = re.compile(r"^gpuarena-(\d+)-(.+)-([0-9a-f]{32})$")
 # What the shim takes as a group name (shim/group_host.c, ga_group_name_ok) and writes as a mode:
@@ -78,12 +78,22 @@ def proc_start(pid):
     return int(rest[19])
 
 
-def alive(pid, start, pidns, own_ns):
-    """True/False, or None for a member of another pid namespace (cannot be judged here)."""
+def alive(pid, start, pidns, own_ns, exe=(0, 0)):
+    """True/False, or None for a member of another pid namespace (cannot be judged here). exe: the
+    program file (device, inode) of the image that joined; another one at /proc/PID/exe now is an
+    exec, whose memory went with it (the shim's ga_slot_alive; (0, 0): not compared)."""
     if pidns and own_ns and pidns != own_ns:
         return None
     s = proc_start(pid)
-    return s is not None and s == start
+    if s is None or s != start:
+        return False
+    if exe[1]:
+        try:
+            st = os.stat(f"/proc/{pid}/exe")
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) == exe
+    return True
 
 
 def _state(a, exiting):
@@ -154,11 +164,11 @@ def read_ledger_why(path, own_ns=None, owner=None):
     members = []
     for i in range(min(hwm, nslots)):
         (state, pid, start, pidns, committed, committed_peak, in_use, reserved, peak,
-         mode, _image, exiting) = SLOT.unpack_from(data, hsize + i * ssize)
+         mode, _image, exiting, _spare, exe_dev, exe_ino) = SLOT.unpack_from(data, hsize + i * ssize)
         if state != SLOT_LIVE:
             continue
         mode = _cstr(mode)
-        a = alive(pid, start, pidns, own_ns)
+        a = alive(pid, start, pidns, own_ns, (exe_dev, exe_ino))
         members.append({"slot": i, "pid": pid, "alive": a, "exiting": exiting != 0,
                         "state": _state(a, exiting != 0),
                         "mode": mode if MODE_RE.fullmatch(mode) else "?",

@@ -193,6 +193,48 @@ START_TEST(group_read_only_ledger_named)
 }
 END_TEST
 
+/* ---- a member that execs a program that never joins gives its share back ----
+ * exec keeps the pid and the start time, so the member's slot looked alive until the process
+ * exited, while its device memory went with the exec: 600 MiB of a 1 GiB cap refused to another
+ * member while the exec'd `sleep` ran. */
+START_TEST(group_exec_without_joining_gives_share_back)
+{
+    group_env("1GiB");
+    int up[2];
+    ck_assert_int_eq(pipe2(up, O_CLOEXEC), 0);
+    pid_t m = fork();
+    if (m == 0) {
+        close(up[0]);
+        member_start("GPUARENA_MODE=grow");
+        CUdeviceptr p;
+        char ok = cuMemAlloc(&p, 600 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(up[1], &ok, 1) != 1)
+            _exit(9);
+        execl("/bin/sleep", "sleep", "60", (char *)NULL);
+        _exit(8);
+    }
+    close(up[1]);
+    char b = 0;
+    ck_assert_int_eq(read(up[0], &b, 1), 1);
+    ck_assert_msg(b == 'y', "the member's 600 MiB");
+    ck_assert_int_eq(read(up[0], &b, 1), 0); /* end of file: the exec closed the pipe */
+    close(up[0]);
+    pid_t other = fork();
+    if (other == 0) {
+        member_start("GPUARENA_MODE=platform");
+        CUdeviceptr p;
+        _exit(cuMemAlloc(&p, 600 * MiB) == CUDA_SUCCESS ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(other, &st, 0);
+    kill(m, SIGKILL);
+    waitpid(m, NULL, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "600 MiB granted once the member that "
+                  "held 600 MiB has exec'd a program that holds nothing (status %#x)", st);
+    group_cleanup();
+}
+END_TEST
+
 TCase *pt_tcase_group_outside122(void)
 {
     TCase *tc = tcase_create("group_outside122");
@@ -201,5 +243,6 @@ TCase *pt_tcase_group_outside122(void)
     tcase_add_test(tc, group_damaged_lock_refused_at_join);
     tcase_add_test(tc, group_lock_damaged_under_a_member_refuses);
     tcase_add_test(tc, group_read_only_ledger_named);
+    tcase_add_test(tc, group_exec_without_joining_gives_share_back);
     return tc;
 }

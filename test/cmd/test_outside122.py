@@ -1,0 +1,67 @@
+"""Findings of an outside check of groups (issue 11), helper-122, in `gpuarena top`, each a test
+that failed before its fix: a member that exec'd another program (pid and start time kept, its
+device memory gone with the exec) shows as dead, as the shim now takes its slot back."""
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import unittest
+
+import gatest
+from gpuarena_cli import top
+
+MIB = 1 << 20
+GIB = 1 << 30
+DEV = "112233445566778899aabbccddeeff00"
+MEMBER = os.path.join(gatest.BUILD, "test", "group_member")
+
+
+class ExecdMember(unittest.TestCase):
+    def setUp(self):
+        self.assertTrue(os.path.exists(MEMBER), f"{MEMBER} missing: make test-cmd builds it")
+        self.dir = tempfile.mkdtemp(prefix="gpuarena-o122-")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            p.stdin.close()
+            p.wait(timeout=30)
+            p.stdout.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def member(self, commit):
+        p = subprocess.Popen([MEMBER, self.dir, "ex", DEV, str(GIB), str(commit)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        line = p.stdout.readline()
+        self.assertTrue(line.startswith("ready "), f"group_member did not join: {line!r}")
+        return p.pid
+
+    def test_member_that_execd_another_program_is_dead(self):
+        """The slot keeps the program file (/proc/PID/exe, offsets 96 and 104) of the image that
+        joined. One whose file is another now (an exec, forged here by changing the slot's inode)
+        is dead: top showed it alive, 600 MiB held, while the shim takes its slot back."""
+        execd = self.member(600 * MIB)
+        stays = self.member(100 * MIB)
+        path = [os.path.join(self.dir, n) for n in os.listdir(self.dir) if "-ex-" in n][0]
+        with open(path, "r+b") as f:
+            data = bytearray(f.read())
+            hsize, ssize = top.HEADER.unpack_from(data)[2:4]
+            ino = struct.unpack_from("<Q", data, hsize + 104)[0]
+            self.assertEqual(ino, os.stat(MEMBER).st_ino, "the slot names the member's program")
+            struct.pack_into("<Q", data, hsize + 104, ino + 1)
+            f.seek(0)
+            f.write(data)
+        p = gatest.cli("top", "--dir", self.dir, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        g = json.loads(p.stdout)["groups"][0]
+        members = {m["pid"]: m for m in g["members"]}
+        self.assertEqual((members[execd]["state"], members[stays]["state"]), ("dead", "running"))
+        self.assertEqual(g["committed_dead"], 600 * MIB)
+
+
+if __name__ == "__main__":
+    unittest.main()

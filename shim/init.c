@@ -277,7 +277,8 @@ CUresult ga_init_slow(void)
 }
 
 /* Statistics and trace at exit. A process that never used CUDA memory (a launcher script, a
- * forked helper) writes nothing, so it cannot overwrite the report of the process that did. */
+ * forked helper) writes nothing, so it cannot overwrite the report of the process that did:
+ * neither one with no context nor one that only made contexts or asked cuMemGetInfo. */
 __attribute__((destructor)) static void ga_fini(void)
 {
     if (!atomic_load(&ga_init_done))
@@ -286,7 +287,7 @@ __attribute__((destructor)) static void ga_fini(void)
         return;
     ga_tl_busy++;
     ga_trace_flush_all();
-    if (ga_opt.stats) {
+    if (ga_opt.stats && ga_stats_any_call()) {
         ga_stats_write();
         /* From now on every hook's trace test marks the report stale, and exit's stdio flush,
          * after the destructors of libraries loaded after the shim, writes it again. */

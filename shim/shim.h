@@ -249,6 +249,8 @@ void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64
 void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0);
 void ga_count_refused(uint8_t api, int is_alloc); /* a call refused for its arguments (stats.c) */
 void ga_stats_write(void);
+/* Any allocation or free call made by this process (the report is written only then). */
+int ga_stats_any_call(void);
 /* A call made once the report was written at exit (ga_tracing's late bit) marks it stale; the
  * stream ga_stats_arm_final leaves open writes it again at exit's stdio flush, after every
  * destructor. */

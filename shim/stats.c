@@ -606,6 +606,45 @@ static void ga_json_write(FILE *f)
     free(dev_buf);
 }
 
+/* Whether the process made any allocation or free call the report counts (served, passed on or
+ * refused, in any context, a retired one's, the program's cuMemCreate handles): the report is
+ * written only then. A context alone is no use of memory: a launcher that asked cuMemGetInfo (or
+ * a forked child that did, in the context it inherited) wrote a report of zeros at its exit,
+ * over the report of the job it had started and waited for (an outside check, helper-124). */
+static int ga_counts_any(const ga_counts_t *c)
+{
+    uint64_t n = c->alloc_calls + c->free_calls;
+    for (unsigned i = 0; i < GA_API_COUNT; i++)
+        n += c->by_api[i].calls;
+    return n != 0;
+}
+
+int ga_stats_any_call(void)
+{
+    if (ga_counts_any(&ga_refused))
+        return 1;
+    for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
+        if (ga_mutex_lock_for(&c->lock, GA_MUTEX_EXIT_WAIT_NS) != 0)
+            return 1; /* a call holds it: the report says so (ga_ctx_snapshot_held) */
+        int any = ga_counts_any(&c->counts);
+        ga_mutex_unlock(&c->lock);
+        if (any)
+            return 1;
+    }
+    for (int d = 0; d < GA_MAX_DEVICES; d++) {
+        ga_dev_t *dv = ga_dev(d);
+        if (!atomic_load(&dv->known))
+            continue;
+        if (ga_mutex_lock_for(&dv->lock, GA_MUTEX_EXIT_WAIT_NS) != 0)
+            return 1;
+        int any = ga_counts_any(&dv->counts) || ga_counts_any(&dv->retired_counts);
+        ga_mutex_unlock(&dv->lock);
+        if (any)
+            return 1;
+    }
+    return 0;
+}
+
 /* shim/outfile.c decides where and how (%p, atomic for regular files, write-through for devices
  * and FIFOs, never over the trace). */
 void ga_stats_write(void)

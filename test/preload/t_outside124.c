@@ -1,0 +1,98 @@
+/* Findings of an outside check of issues 3 and 5 (the shim, hardening) on 2026-12-07 (helper-124),
+ * each a test that failed before its fix. */
+#include "preload_test.h"
+#include "t_files.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* What a launcher does before it starts the job: a context, and the device's free memory. */
+static void o124_ask_only(void)
+{
+    size_t f = 0, t = 0;
+    pt_start();
+    if (cuMemGetInfo(&f, &t) != CUDA_SUCCESS || !t)
+        exit(3);
+}
+
+/* 0: only asked; 1: allocated too. */
+static void o124_child(void *arg)
+{
+    o124_ask_only();
+    if (arg) {
+        CUdeviceptr p;
+        if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
+            exit(4);
+    }
+    exit(0);
+}
+
+/* A parent that allocated forks a helper that asks cuMemGetInfo in the context it inherited, and
+ * waits for it; the helper's report, if any, lands at its own pid's path (GPUARENA_STATS with %p).
+ * Exits 0 when there is none, 8 when there is one. */
+static void o124_fork_child(void *arg)
+{
+    const char *dir = arg;
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS)
+        exit(5);
+    pid_t k = fork();
+    if (k == 0) {
+        size_t f = 0, t = 0;
+        if (cuMemGetInfo(&f, &t) != CUDA_SUCCESS)
+            _exit(6);
+        exit(0);
+    }
+    int st;
+    if (k < 0 || waitpid(k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st))
+        exit(7);
+    char path[256];
+    snprintf(path, sizeof path, "%s/s-%d.json", dir, (int)k);
+    exit(access(path, F_OK) == 0 ? 8 : 0);
+}
+
+/* "Statistics are written by a process that allocated, so a launcher or a forked helper does not
+ * overwrite the real report": one that only made a context and asked cuMemGetInfo (a launcher
+ * checking the free memory, torch.cuda.mem_get_info in a helper) wrote a report of zeros at its
+ * exit, over the report of the job it had started and waited for. */
+START_TEST(stats_only_from_a_process_that_allocated)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    char err[8192], path[256];
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        tf_dir_t d;
+        tf_mkdir(&d);
+        tf_at(&d, "s.json", path, sizeof path);
+        pt_env(modes[m], "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", NULL);
+        tf_setenv("GPUARENA_STATS", path);
+        int rc = pt_run_child(o124_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", modes[m], rc, err);
+        ck_assert_msg(access(path, F_OK) != 0, "%s: a process that only made a context and asked "
+                      "cuMemGetInfo wrote a report (it would replace its job's)", modes[m]);
+        rc = pt_run_child(o124_child, (void *)1, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", modes[m], rc, err);
+        ck_assert_msg(pt_json_check(path, "d['totals']['allocs'] == 1") == 0,
+                      "%s: a process that allocated wrote no report", modes[m]);
+        tf_at(&d, "s-%p.json", path, sizeof path);
+        tf_setenv("GPUARENA_STATS", path);
+        rc = pt_run_child(o124_fork_child, d.path, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: a forked helper that only asked cuMemGetInfo: exit %d "
+                      "(8: it wrote a report): %s", modes[m], rc, err);
+        tf_rmtree(d.path);
+    }
+}
+END_TEST
+
+TCase *pt_tcase_outside124(void)
+{
+    TCase *tc = tcase_create("outside124");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, stats_only_from_a_process_that_allocated);
+    return tc;
+}

@@ -261,9 +261,21 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     /* The free bytes split between the pool's holes and the room left under the cap, neither
      * as large as the block: said, since the pool's own fragmentation can read 0.00 (one hole
      * of 1 MiB and 1022 MiB of room, for a 1023 MiB block: helper-67 F12). */
-    if (room && room < rounded && s->largest_free < rounded)
-        ga_oom_put(o, ", and neither the largest free block nor the room %s holds it",
-                   ga_oom_devcap(d) ? "left on the device" : "under the cap");
+    if (room && room < rounded && s->largest_free < rounded) {
+        /* A fixed fraction's share, when it leaves less than the cap does, is what bounds the
+         * room: "under the cap" sent a reader to the cap, which had room for the block (grow,
+         * 0.5 of 64 MiB: 2 MiB left in the share, 34 MiB under the cap; helper-124). */
+        uint64_t used = d->group ? ga_group_used(d->group) : held;
+        uint64_t share = ga_share_of(d->cap);
+        if (!ga_opt.fraction_grow && (share > s->reserved ? share - s->reserved : 0) <
+                                         (used < d->cap ? d->cap - used : 0))
+            ga_oom_put(o, ", and neither the largest free block nor the room left in the pool's "
+                       "share of the cap (GPUARENA_MEM_FRACTION=%s, a fixed fraction) holds it",
+                       ga_opt.fraction_text);
+        else
+            ga_oom_put(o, ", and neither the largest free block nor the room %s holds it",
+                       ga_oom_devcap(d) ? "left on the device" : "under the cap");
+    }
     ga_oom_put(o, ";\ngpuarena: largest free block %s, fragmentation %.2f; in use %s, reserved %s "
                "in this context, the process holds %s of %s %s", ga_fmt_bytes(s->largest_free, b[2], 32),
                ga_fragmentation(s), ga_fmt_bytes(s->in_use, b[3], 32),

@@ -89,10 +89,48 @@ START_TEST(stats_only_from_a_process_that_allocated)
 }
 END_TEST
 
+/* Grow mode under a fixed fraction: 24 blocks of 1 MiB, every other one freed, then 12 MiB. The
+ * pool's share (0.5 of 64 MiB) has 2 MiB left, the cap 34 MiB. */
+static void o124_share_frag_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p[24];
+    for (int i = 0; i < 24; i++)
+        if (cuMemAlloc(&p[i], MiB) != CUDA_SUCCESS)
+            exit(2);
+    for (int i = 0; i < 24; i += 2)
+        if (cuMemFree(p[i]) != CUDA_SUCCESS)
+            exit(3);
+    if (cuCtxSynchronize() != CUDA_SUCCESS)
+        exit(4);
+    CUdeviceptr q;
+    exit(cuMemAlloc(&q, 12 * MiB) == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 5);
+}
+
+/* The fragmentation explainer said "neither the largest free block nor the room under the cap
+ * holds it" where a fixed GPUARENA_MEM_FRACTION bounded the room, and the cap had room for the
+ * block: it names the share now. */
+START_TEST(frag_room_names_the_share)
+{
+    char err[16384];
+    pt_env("GPUARENA_MODE=grow", "GPUARENA_MEM_FRACTION=0.5", "GPUARENA_LIMIT=64MiB",
+           "GPUARENA_LOG=warn", NULL);
+    int rc = pt_run_child(o124_share_frag_child, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "out of memory from fragmentation"), "no explanation: %s", err);
+    ck_assert_msg(!strstr(err, "room under the cap"), "the room was said to be the cap's, which "
+                  "had 34 MiB for a 12 MiB block: %s", err);
+    ck_assert_msg(strstr(err, "share of the cap (GPUARENA_MEM_FRACTION=0.5"), "the share is not "
+                  "named: %s", err);
+}
+END_TEST
+
 TCase *pt_tcase_outside124(void)
 {
     TCase *tc = tcase_create("outside124");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, stats_only_from_a_process_that_allocated);
+    tcase_add_test(tc, frag_room_names_the_share);
     return tc;
 }

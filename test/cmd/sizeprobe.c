@@ -5,10 +5,13 @@
  * primary context (under the preloaded shim: its cap, from GPUARENA_LIMIT). Either prints
  * "err N" when cuInit fails. A C program rather than Python with ctypes because the table has a
  * hundred rows, each needing a fresh process (the driver and the shim read their settings once).
- * The driver is reached through dlopen and dlsym, as frameworks reach it.
+ * The driver is reached through dlopen and dlsym, as frameworks reach it. Under GPUARENA_STATS,
+ * `sizeprobe shim` also allocates and frees one block: the shim writes statistics only for a
+ * process that allocated (test_shim_vmm_keep reads the options from them).
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef int (*init_fn)(unsigned);
@@ -17,6 +20,8 @@ typedef int (*total_fn)(size_t *, int);
 typedef int (*retain_fn)(void **, int);
 typedef int (*set_fn)(void *);
 typedef int (*info_fn)(size_t *, size_t *);
+typedef int (*alloc_fn)(unsigned long long *, size_t);
+typedef int (*free_fn)(unsigned long long);
 
 /* dlsym into a function pointer without the object-to-function cast warning. */
 static void *sym(void *h, const char *name)
@@ -60,6 +65,15 @@ int main(int argc, char **argv)
         rc = retain(&ctx, dev);
         rc = rc ? rc : set(ctx);
         rc = rc ? rc : info(&free_, &total);
+        if (!rc && getenv("GPUARENA_STATS")) {
+            alloc_fn alloc;
+            free_fn release;
+            unsigned long long p = 0;
+            *(void **)&alloc = sym(h, "cuMemAlloc_v2");
+            *(void **)&release = sym(h, "cuMemFree_v2");
+            if (alloc(&p, 512) == 0)
+                release(p);
+        }
     }
     if (rc != 0)
         printf("err %d\n", rc);

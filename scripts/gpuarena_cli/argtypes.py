@@ -47,6 +47,32 @@ _mode = _argtype(modes_mod.parse)
 _mode_list = _argtype(modes_mod.parse_list)
 
 
+class ModesAction(argparse.Action):
+    """A list of modes given more than once (`--mode vmm --mode arena`) takes them all, in the
+    order given, as gpuarena-replay takes a repeated --mode: argparse kept the last alone, without
+    a word (a replay of arena only; an outside check, 2026-12-07)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = getattr(namespace, "_modes_given", set())
+        old = getattr(namespace, self.dest) if self.dest in given else []
+        setattr(namespace, self.dest, old + [m for m in values if m not in old])
+        namespace._modes_given = given | {self.dest}
+
+
+class OneModeAction(argparse.Action):
+    """One mode: the same mode again is taken, another is a usage error (argparse kept the last
+    without a word: `run --mode vmm --mode arena` ran in arena mode)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = getattr(namespace, "_modes_given", set())
+        old = getattr(namespace, self.dest)
+        if self.dest in given and old != values:
+            parser.error(f"{option_string} given twice ({old}, then {values}): one mode runs; "
+                         f"give one {option_string}")
+        setattr(namespace, self.dest, values)
+        namespace._modes_given = given | {self.dest}
+
+
 MAX_SECONDS = 86400  # a day: longer is a typo, and time.sleep/timeouts overflow far past it
 
 

@@ -30,8 +30,9 @@ from . import report as report_mod
 from . import runner
 from . import top as top_mod
 from . import tracefile as tf
-from .argtypes import (KEEP_HELP, _argtype, _device, _fraction, _keep, _limit, _mode, _mode_list,
-                       _repeat, _seconds, _size, _word, TOP_LEAST_INTERVAL)
+from .argtypes import (KEEP_HELP, ModesAction, OneModeAction, _argtype, _device, _fraction, _keep,
+                       _limit, _mode, _mode_list, _repeat, _seconds, _size, _word,
+                       TOP_LEAST_INTERVAL)
 from .fmt import BLANKS, human_bytes, is_unit
 
 
@@ -98,7 +99,8 @@ def build_parser():
     p = sub.add_parser("run", help="run a program under the shim", epilog=EPILOG,
                        formatter_class=fmt, usage="gpuarena run [options] -- PROGRAM [ARGS...]")
     p.set_defaults(subparser=p)
-    p.add_argument("--mode", type=_mode, help=f"{', '.join(modes_mod.MODES)} (default arena); "
+    p.add_argument("--mode", type=_mode, action=OneModeAction,
+                   help=f"{', '.join(modes_mod.MODES)} (default arena); "
                    + mode_help)
     p.add_argument("--no-preallocate", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--stats", metavar="F", help="write the statistics JSON to F (- for stderr) "
@@ -114,7 +116,7 @@ def build_parser():
                        epilog=EPILOG, formatter_class=fmt,
                        usage="gpuarena compare [options] -- PROGRAM [ARGS...]")
     p.set_defaults(subparser=p)
-    p.add_argument("--modes", type=_mode_list, default=list(modes_mod.MODES),
+    p.add_argument("--modes", type=_mode_list, default=list(modes_mod.MODES), action=ModesAction,
                    help=f"comma-separated, from {', '.join(modes_mod.MODES)}, or all (default)")
     p.add_argument("--repeat", type=_repeat, default=1, help="runs per mode (median wall time)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
@@ -147,7 +149,7 @@ def build_parser():
     p = sub.add_parser("replay", help="replay a trace through the allocator (no GPU needed)",
                        epilog=EPILOG, formatter_class=fmt)
     p.add_argument("trace", metavar="TRACE", help="gpuarena trace or any importable file")
-    p.add_argument("--mode", type=_mode_list, default=list(modes_mod.MODES),
+    p.add_argument("--mode", type=_mode_list, default=list(modes_mod.MODES), action=ModesAction,
                    help=f"comma-separated, from {', '.join(modes_mod.MODES)}, or all (default); "
                    + mode_help)
     p.add_argument("--arena-size", type=_size, help="arena: the preallocated region (e.g. "
@@ -176,7 +178,7 @@ def build_parser():
                    help="writes PREFIX.json and PREFIX.png (default: the input's base name "
                    "less its extension, in the current folder; X.report for X.json or "
                    "X.json.gz; a PREFIX ending in .json or .png is taken without it)")
-    p.add_argument("--mode", type=_mode, default="arena",
+    p.add_argument("--mode", type=_mode, default="arena", action=OneModeAction,
                    help=f"mode whose reserved bytes are drawn, from a replay of the trace: "
                    f"{', '.join(modes_mod.MODES)} (default arena)")
     p.add_argument("--limit", type=_size, help="the replay's cap, as replay's --limit")

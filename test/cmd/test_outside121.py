@@ -1,0 +1,75 @@
+"""Findings of an outside check of issue 10 (modes as pools, vmm mode; helper-121), the command's
+side.
+
+A mode option given twice: `gpuarena replay T --mode vmm --mode arena` replayed arena alone and
+`compare --modes vmm --modes arena` ran arena alone (argparse kept the last, without a word), where
+gpuarena-replay takes a repeated --mode as the README's own command lines use it; `run --mode vmm
+--mode arena` ran in arena mode, and `report` drew the last one's curve."""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import gatest
+
+CSV = os.path.join(gatest.TRACES, "lifetimes", "minimalloc_A.csv")
+
+
+def replay_modes(*args):
+    p = gatest.cli("replay", CSV, "--json", "--no-min", *args, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return list(json.loads(p.stdout)["modes"])
+
+
+class ModeGivenTwice(unittest.TestCase):
+    def test_replay_mode_repeated_takes_every_mode(self):
+        """--mode vmm --mode arena replays both, as gpuarena-replay does; one --mode, a list, and
+        none replay as before; --vmm-keep with vmm in an earlier --mode is taken."""
+        self.assertEqual(sorted(replay_modes("--mode", "vmm", "--mode", "arena")),
+                         ["arena", "vmm"])
+        tool = subprocess.run([os.path.join(gatest.BUILD, "bin", "gpuarena-replay"), "--json",
+                               "--format", "lifetimes", "--mode", "vmm", "--mode", "arena", CSV],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(tool.returncode, 0, tool.stderr)
+        self.assertEqual(sorted(json.loads(tool.stdout)["modes"]), ["arena", "vmm"])
+        self.assertEqual(replay_modes("--mode", "vmm"), ["vmm"])
+        self.assertEqual(sorted(replay_modes("--mode", "grow,vmm")), ["grow", "vmm"])
+        self.assertEqual(sorted(replay_modes()), ["arena", "grow", "platform", "vmm"])
+        self.assertEqual(sorted(replay_modes("--mode", "vmm", "--mode", "arena",
+                                             "--vmm-keep", "0")), ["arena", "vmm"])
+
+    def test_compare_modes_repeated_runs_every_mode(self):
+        prog = os.path.join(gatest.BUILD, "examples", "ex_train")
+        p = gatest.cli("compare", "--sim", "--json", "--modes", "vmm", "--modes", "platform",
+                       "--", prog, "1", timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn('"vmm"', p.stdout)
+        self.assertIn('"platform"', p.stdout)
+        self.assertNotIn('"arena"', p.stdout)
+
+    def test_one_mode_given_twice_refused(self):
+        """run and report take one mode: another mode given again is a usage error (exit 2,
+        `gpuarena:` first), nothing run or written; the same mode again is taken."""
+        prog = os.path.join(gatest.BUILD, "examples", "ex_train")
+        p = gatest.cli("run", "--sim", "--mode", "vmm", "--mode", "arena", "--", prog, "1",
+                       timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertTrue(p.stderr.startswith("gpuarena: --mode given twice (vmm, then arena)"),
+                        p.stderr)
+        self.assertNotIn("ex_train:", p.stdout)
+        p = gatest.cli("run", "--sim", "--mode", "vmm", "--mode", "VMM", "--", prog, "1",
+                       timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r")
+            p = gatest.cli("report", CSV, "--mode", "vmm", "--mode", "grow", "-o", out,
+                           timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertTrue(p.stderr.startswith("gpuarena: --mode given twice"), p.stderr)
+            self.assertFalse(os.path.exists(out + ".json"))
+
+
+if __name__ == "__main__":
+    unittest.main()

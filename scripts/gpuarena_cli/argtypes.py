@@ -26,6 +26,20 @@ _size = _argtype(parse_size)
 _keep = _argtype(lambda t: parse_size(t, allow_zero=True))  # GPUARENA_VMM_KEEP: 0 is a value
 KEEP_HELP = ("vmm: wholly free granules kept mapped, as GPUARENA_VMM_KEEP (e.g. 0, 256MiB; "
              "default 64MiB)")
+GRANULARITY_HELP = ("vmm: the granule of the device the trace was recorded on, a power of two "
+                    "from 512 bytes to 1TiB (default 2MiB, current GPUs; the driver's "
+                    "cuMemGetAllocationGranularity, recommended)")
+
+
+def _parse_granularity(text):
+    n = parse_size(text)
+    if n < 512 or n > 1 << 40 or n & (n - 1):
+        raise GaError(f"'{text}' is not a granularity: give a power of two from 512 bytes to "
+                      "1TiB, e.g. 2MiB or 64KiB")
+    return n
+
+
+_granularity = _argtype(_parse_granularity)
 
 
 def _device(text):

@@ -30,8 +30,8 @@ from . import report as report_mod
 from . import runner
 from . import top as top_mod
 from . import tracefile as tf
-from .argtypes import (KEEP_HELP, ModesAction, OneModeAction, _argtype, _device, _fraction, _keep,
-                       _limit, _mode, _mode_list, _repeat, _seconds, _size, _word,
+from .argtypes import (GRANULARITY_HELP, KEEP_HELP, ModesAction, OneModeAction, _argtype, _device, _fraction, _keep,
+                       _granularity, _limit, _mode, _mode_list, _repeat, _seconds, _size, _word,
                        TOP_LEAST_INTERVAL)
 from .fmt import BLANKS, human_bytes, is_unit
 
@@ -162,6 +162,7 @@ def build_parser():
                    "arena mode and grows past it up to the cap, 0.75 stops there and bounds grow "
                    "and vmm; the smallest size found is then a cap")
     p.add_argument("--vmm-keep", type=_keep, metavar="SIZE", help=KEEP_HELP)
+    p.add_argument("--granularity", type=_granularity, metavar="SIZE", help=GRANULARITY_HELP)
     p.add_argument("--no-min", action="store_true",
                    help="skip the search for the smallest arena that runs without OOM")
     p.add_argument("--check", action="store_true", help="check allocator invariants each step")
@@ -185,6 +186,7 @@ def build_parser():
     p.add_argument("--fraction", type=_fraction, help="the shim's GPUARENA_MEM_FRACTION of "
                    "--limit, as replay's --fraction (0.75+: the shim's default arena)")
     p.add_argument("--vmm-keep", type=_keep, metavar="SIZE", help=KEEP_HELP)
+    p.add_argument("--granularity", type=_granularity, metavar="SIZE", help=GRANULARITY_HELP)
     _add_input_opts(p)
 
     p = sub.add_parser("top", help="groups (GPUARENA_GROUP) and their processes, live",
@@ -312,8 +314,14 @@ def _check_out_path(option, path, dash_ok):
                          f"{os.path.join(path, 'run.gatrace' if 'trace' in option or option == '-o' else 'stats.json')}")
 
 
+def _granularity_needs_vmm(a, modes, option="--mode"):
+    if a.granularity and "vmm" not in modes:
+        raise UsageError("--granularity applies to vmm mode only: " + _fix_modes({"vmm"}, option))
+
+
 def do_replay(a):
     _keep_needs_vmm(a, a.mode)
+    _granularity_needs_vmm(a, a.mode)
     # As --vmm-keep: an option of a mode not replayed would be ignored without a word.
     if a.arena_size and "arena" not in a.mode:
         raise UsageError("--arena-size applies to arena mode only: add arena to --mode")
@@ -321,7 +329,7 @@ def do_replay(a):
     mode = "all" if tuple(a.mode) == modes_mod.MODES else ",".join(a.mode)
     doc, counts = replay_mod.replay(a.trace, a.format, a.level, mode, a.arena_size,
                                     a.limit, not a.no_min, a.check, a.device, a.vmm_keep,
-                                    a.fraction)
+                                    a.fraction, a.granularity)
     failures = replay_mod.check_failure_messages(doc, a.trace)
     replay_mod.say_cut(a.trace, doc.get("truncated_bytes") if isinstance(doc, dict) else None)
     if a.json:
@@ -383,6 +391,7 @@ def _default_prefix(path):
 
 def do_report(a):
     _keep_needs_vmm(a, (a.mode,))
+    _granularity_needs_vmm(a, (a.mode,), "--mode one")
     a.arena_size = None
     replay_mod.check_fraction(a, (a.mode,), lambda a, m: _fraction_needs_pool(a, m, "--mode one"))
     _check_prefix("-o", a.output)
@@ -401,7 +410,7 @@ def do_report(a):
     failures = []
     reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace,
                                                failures=failures, limit=a.limit,
-                                               fraction=a.fraction)
+                                               fraction=a.fraction, granularity=a.granularity)
     if reserved is None:
         print(f"gpuarena: drawing bytes in use only, not reserved: {why}", file=sys.stderr)
     series = report_mod.in_use_series(trace)

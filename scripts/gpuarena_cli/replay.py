@@ -76,13 +76,15 @@ def check_allocates(path, events, doing="replay"):
 
 
 def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True, check=False,
-             timeline=None, device=None, name=None, vmm_keep=None, fraction=None):
+             timeline=None, device=None, name=None, vmm_keep=None, fraction=None,
+             granularity=None):
     """Runs gpuarena-replay --json and returns its parsed JSON document. mode: a name or a
     comma-separated list; timeline: a path where the tool writes its per-event CSV
     time_ns,in_use,reserved (one mode only); device: replay that device's events only; name:
     the user's file, named in the tool's messages instead of an imported temporary; vmm_keep:
     bytes of wholly free granules vmm keeps mapped (None: the tool's default, 0 a value);
-    fraction: GPUARENA_MEM_FRACTION's text ("0.75+") of limit as the cap."""
+    fraction: GPUARENA_MEM_FRACTION's text ("0.75+") of limit as the cap; granularity: vmm's
+    granule in bytes (None: the tool's 2 MiB)."""
     # Every input reaches the tool as a gpuarena trace (imported first when it is not one), so
     # the tool is told so: left to guess, it read a file named .csv as a lifetimes CSV although
     # the user had said --format trace.
@@ -99,6 +101,8 @@ def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True,
         cmd += ["--fraction", fraction]
     if vmm_keep is not None:
         cmd += ["--vmm-keep", str(vmm_keep)]
+    if granularity:
+        cmd += ["--granularity", str(granularity)]
     if find_min:
         cmd.append("--min")
     if check:
@@ -181,12 +185,14 @@ def render(doc):
 
 
 def replay(path, fmt="auto", level="tensor", mode="all", arena_size=None, limit=None,
-           find_min=True, check=False, device=None, vmm_keep=None, fraction=None):
+           find_min=True, check=False, device=None, vmm_keep=None, fraction=None,
+           granularity=None):
     """(tool JSON document, import counts or None) for any input file."""
     with ending.temporary_folder() as tmp:
         trace_path, counts, kind = as_trace_file(path, fmt, level, tmpdir=tmp)
         doc = run_tool(trace_path, mode, arena_size, limit, find_min, check, device=device,
-                       name=path, vmm_keep=vmm_keep, fraction=fraction)
+                       name=path, vmm_keep=vmm_keep, fraction=fraction,
+                       granularity=granularity)
     # The user's file and its format, not the imported temporary (deleted by now) and "trace".
     if isinstance(doc, dict) and "trace" in doc:
         doc["trace"], doc["format"] = path, kind

@@ -283,7 +283,7 @@ def read_timeline(path):
 
 
 def reserved_series(trace, mode, vmm_keep=None, name=None, failures=None, limit=None,
-                    fraction=None):
+                    fraction=None, granularity=None):
     """({device: [(time_ns, reserved bytes)]}, None), or (None, why not).
 
     The replay tool replays the trace in `mode` (arena: one region of its default size, twice the
@@ -316,7 +316,8 @@ def reserved_series(trace, mode, vmm_keep=None, name=None, failures=None, limit=
             csv = os.path.join(tmp, f"timeline{dev}.csv")
             doc = replay.run_tool(path, mode, find_min=False, timeline=csv,
                                   device=dev if len(devices) > 1 else None, vmm_keep=vmm_keep,
-                                  name=name, limit=limit, fraction=fraction)
+                                  name=name, limit=limit, fraction=fraction,
+                                  granularity=granularity)
             if failures is not None:
                 failures += replay.check_failure_messages(doc, name or path)
             pts, peak = read_timeline(csv)

@@ -4,7 +4,12 @@ side.
 A mode option given twice: `gpuarena replay T --mode vmm --mode arena` replayed arena alone and
 `compare --modes vmm --modes arena` ran arena alone (argparse kept the last, without a word), where
 gpuarena-replay takes a repeated --mode as the README's own command lines use it; `run --mode vmm
---mode arena` ran in arena mode, and `report` drew the last one's curve."""
+--mode arena` ran in arena mode, and `report` drew the last one's curve.
+
+A trace recorded on a device whose vmm granule is not 2 MiB (the simulated driver's
+SIMCUDA_VMM_GRANULARITY=64KiB) replayed in vmm mode with 2 MiB granules, the only ones `gpuarena
+replay` and `report` knew: 39 maps where the run made 1,286, and another peak; gpuarena-replay's
+--granularity was not reachable from the command."""
 
 import json
 import os
@@ -69,6 +74,41 @@ class ModeGivenTwice(unittest.TestCase):
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertTrue(p.stderr.startswith("gpuarena: --mode given twice"), p.stderr)
             self.assertFalse(os.path.exists(out + ".json"))
+
+
+class Granularity(unittest.TestCase):
+    def test_replay_at_the_recorded_granularity(self):
+        """A vmm run recorded at 64 KiB granules replays with --granularity 64KiB to the run's own
+        peak of mapped bytes and cuMemCreate count; --granularity outside vmm, or not a power of
+        two from 512 bytes, is a usage error; report takes it."""
+        prog = os.path.join(gatest.BUILD, "examples", "ex_train")
+        with tempfile.TemporaryDirectory() as tmp:
+            trace, stats = os.path.join(tmp, "t.gatrace"), os.path.join(tmp, "s.json")
+            p = gatest.cli("run", "--sim", "--mode", "vmm", "--trace", trace, "--stats", stats,
+                           "--env", "SIMCUDA_VMM_GRANULARITY=64KiB", "--env",
+                           "GPUARENA_FREE_SYNC=device", "--", prog, "3", timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(stats) as f:
+                run = json.load(f)["totals"]
+            p = gatest.cli("replay", trace, "--mode", "vmm", "--granularity", "64KiB", "--json",
+                           "--no-min", timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            vmm = json.loads(p.stdout)["modes"]["vmm"]
+            self.assertEqual(vmm["peak_reserved"], run["peak_reserved"])
+            self.assertEqual(vmm["backend_maps"], run["backend_maps"])
+            self.assertGreater(run["backend_maps"], 1000)  # 64 KiB granules, not 2 MiB ones
+            for bad in (["--mode", "arena", "--granularity", "64KiB"],
+                        ["--mode", "vmm", "--granularity", "3MiB"],
+                        ["--mode", "vmm", "--granularity", "256"]):
+                p = gatest.cli("replay", trace, *bad, timeout=60)
+                self.assertEqual(p.returncode, 2, (bad, p.stderr))
+                self.assertTrue(p.stderr.startswith("gpuarena: "), p.stderr)
+                self.assertIn("granularity", p.stderr)
+            out = os.path.join(tmp, "r")
+            p = gatest.cli("report", trace, "--mode", "vmm", "--granularity", "64KiB", "-o", out,
+                           timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertTrue(os.path.isfile(out + ".json"))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@
 #include "errmsg.h"
 #include "ga_replay.h"
 #include "ga_size.h"
+#include "ga_vafit.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,11 +28,19 @@
 #include <time.h>
 
 
-/* Fake backend: address ranges from a bump pointer, far from anything real, never reused.
- * Virtual ranges (vmm) come from the same bump pointer; granule maps only count, a run of them
- * in one call (map_run, ga_pool.h): a trace of blocks of 1 TiB maps 524,288 granules a block,
- * and granule by granule that was ~8 ns each, 4.2 s for 1,000 such blocks. */
+/* Fake backend: address ranges far from anything real. Arena and grow mode's regions are placed
+ * as a driver places them (ga_vafit.h: the lowest free place, freed places reused), the model the
+ * simulated driver shares, because the arena's choices follow its regions' address order: with a
+ * bump pointer here and Linux's falling mmap addresses there, a replay under a cap refused up to
+ * 31 allocations more or fewer than the shim (an outside check, 2026-12-07). Vmm's one virtual
+ * range and platform's blocks come from a bump pointer, never reused: nothing there depends on
+ * their order, and platform reserves once per allocation, too often for a search. Granule maps
+ * only count, a run of them in one call (map_run, ga_pool.h): a trace of blocks of 1 TiB maps
+ * 524,288 granules a block, and granule by granule that was ~8 ns each, 4.2 s for 1,000 such
+ * blocks. */
 typedef struct fake_backend {
+    int placed;     /* regions through fit (arena, grow), else the bump pointer */
+    ga_vafit_t fit;
     uint64_t next, end;
     uint64_t reserves, releases, maps, unmaps;
     size_t align; /* vmm: ranges aligned to the granularity */
@@ -50,12 +59,18 @@ static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
     fake_backend_t *fb = ctx;
     uint64_t a = fb->align > GA_ALIGN ? fb->align : GA_ALIGN;
     uint64_t at = (fb->next + a - 1) & ~(a - 1);
-    if (size == 0 || at > fb->end || size > fb->end - at)
+    if (size == 0 || (!fb->placed && (at > fb->end || size > fb->end - at)))
         return -1;
     if (fb->cap && (size > fb->cap || fb->held > fb->cap - size))
         return -1;
-    *base = (uintptr_t)at;
-    fb->next = at + (((uint64_t)size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1));
+    if (fb->placed) {
+        int got = ga_vafit_take(&fb->fit, size, base);
+        if (got != 0)
+            return got == -2 ? GA_ENOHOST : -1;
+    } else {
+        *base = (uintptr_t)at;
+        fb->next = at + (((uint64_t)size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1));
+    }
     fb->held += size;
     fb->reserves++;
     return 0;
@@ -64,7 +79,8 @@ static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
 static int fake_release(void *ctx, uintptr_t base, size_t size)
 {
     fake_backend_t *fb = ctx;
-    (void)base;
+    if (fb->placed)
+        (void)ga_vafit_give(&fb->fit, base);
     fb->held -= size;
     fb->releases++;
     return 0;
@@ -492,7 +508,9 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
     r->fb = (fake_backend_t){.next = FAKE_BASE, .end = FAKE_END,
                              .align = o->mode == GA_MODE_VMM ? gran : GA_ALIGN,
                              .cap = o->mode == GA_MODE_GROW ||
-                                    (o->mode == GA_MODE_ARENA && has_fraction(o)) ? o->limit : 0};
+                                    (o->mode == GA_MODE_ARENA && has_fraction(o)) ? o->limit : 0,
+                             .placed = o->mode == GA_MODE_ARENA || o->mode == GA_MODE_GROW};
+    ga_vafit_init(&r->fb.fit, FAKE_BASE, FAKE_END);
     if (resolve(r, t, err, errlen) != 0)
         return -1;
     ga_pool_backend_t be = {.reserve = fake_reserve, .release = fake_release,
@@ -532,6 +550,7 @@ static void run_finish(run_t *r)
     res->backend_maps = r->fb.maps;
     res->backend_unmaps = r->fb.unmaps;
     ga_pool_destroy(r->pool);
+    ga_vafit_fini(&r->fb.fit);
     free(r->ops);
     free(r->entries);
 }
@@ -573,6 +592,7 @@ int ga_replay(const ga_trace_t *trace, const ga_replay_opts_t *opts, ga_replay_r
     res->first_oom = res->first_check_fail = SIZE_MAX;
     run_t r = {.opts = opts, .res = res};
     if (run_setup(&r, trace, err, errlen) != 0) {
+        ga_vafit_fini(&r.fb.fit);
         free(r.ops);
         free(r.entries);
         return -1;

@@ -1,7 +1,8 @@
 # The simulated CUDA driver: $(BUILD)/sim/libcuda.so.1 (+ libcuda.so link), its lean build
 # ($(BUILD)/sim-lean), the simulated NVML ($(BUILD)/sim/libnvidia-ml.so.1), and its own test tier.
 SIM_SRC  := $(wildcard test/sim/sim_*.c)
-SIM_OBJ  := $(patsubst test/sim/%.c,$(BUILD)/sim/obj/%.o,$(SIM_SRC)) $(BUILD)/sim/obj/size.o
+SIM_OBJ  := $(patsubst test/sim/%.c,$(BUILD)/sim/obj/%.o,$(SIM_SRC)) $(BUILD)/sim/obj/size.o \
+            $(BUILD)/sim/obj/va_fit.o
 SIM_LIB  := $(BUILD)/sim/libcuda.so.1
 SIM_TEST := $(BUILD)/sim/test_sim
 SIM_TEST_SRC := $(wildcard test/sim/test_sim*.c)
@@ -10,12 +11,18 @@ ALL += $(SIM_LIB) $(BUILD)/sim/libcuda.so $(SIM_TEST)
 TEST_TIERS += test-sim
 
 $(BUILD)/sim/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/sim_procs.h test/sim/sim_stream.h \
-                      test/sim/simcuda.h allocator/ga_size.h
+                      test/sim/simcuda.h allocator/ga_size.h allocator/ga_vafit.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -c $< -o $@
 
 # Sizes (SIMCUDA_TOTAL_MEM...) are read with the one size grammar: the allocator's parser, compiled in.
 $(BUILD)/sim/obj/size.o: allocator/size.c allocator/ga_size.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -c $< -o $@
+
+# Where an allocation lies in the device's addresses: the model the replay's backend places its
+# regions by (allocator/ga_vafit.h), compiled in, so the two agree by construction.
+$(BUILD)/sim/obj/va_fit.o: allocator/va_fit.c allocator/ga_vafit.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -c $< -o $@
 
@@ -42,13 +49,15 @@ $(BUILD)/sim/libnvidia-ml.so: $(SIM_NVML)
 # The lean driver: the same sources with -DSIMCUDA_LEAN, exporting everything but the optional entry
 # points simcuda.h lists in SIMCUDA_LEAN_OMITS (a version script made from that list), so a test can
 # play an older driver that lacks them.
-SIM_LEAN_OBJ := $(patsubst test/sim/%.c,$(BUILD)/sim-lean/obj/%.o,$(SIM_SRC)) $(BUILD)/sim/obj/size.o
+SIM_LEAN_OBJ := $(patsubst test/sim/%.c,$(BUILD)/sim-lean/obj/%.o,$(SIM_SRC)) $(BUILD)/sim/obj/size.o \
+                $(BUILD)/sim/obj/va_fit.o
 SIM_LEAN_LIB := $(BUILD)/sim-lean/libcuda.so.1
 SIM_LEAN_MAP := $(BUILD)/sim-lean/lean.map
 ALL += $(SIM_LEAN_LIB) $(BUILD)/sim-lean/libcuda.so
 
 $(BUILD)/sim-lean/obj/%.o: test/sim/%.c test/sim/sim_internal.h test/sim/sim_procs.h \
-                           test/sim/sim_stream.h test/sim/simcuda.h allocator/ga_size.h
+                           test/sim/sim_stream.h test/sim/simcuda.h allocator/ga_size.h \
+                           allocator/ga_vafit.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -DSIMCUDA_LEAN -I$(CUDA)/include -c $< -o $@
 

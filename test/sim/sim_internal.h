@@ -8,7 +8,8 @@
  * sim_stream.c (streams: queues run in order by worker threads, the legacy and per-thread default
  * streams, synchronisation), sim_event.c (events), sim_shared.c (device
  * memory counted across processes), sim_getproc.c (the versioned cuGetProcAddress table),
- * sim_fault.c (fault injection) and sim_errors.c (error strings).
+ * sim_fault.c (fault injection), sim_va.c (where an allocation lies in the device's addresses) and
+ * sim_errors.c (error strings).
  * One global mutex guards all driver state: the simulator values exact counters over speed.
  * Stream queues have their own mutex (sim_stream.c), taken after sim_lock when both are needed and
  * never held while sim_lock is taken or while queued work runs, so a worker running a copy (which
@@ -191,6 +192,9 @@ void sim_event_stamp_locked(sim_event_t *ev, unsigned long long gen); /* under s
 CUresult sim_work_run(const sim_work_t *w);
 CUresult sim_free_queued(CUdeviceptr p);
 
+/* sim_va.c: device addresses (the replay's model, allocator/ga_vafit.h); under sim_lock */
+void *sim_va_map_locked(size_t mapped);             /* MAP_FAILED: no memory */
+void sim_va_unmap_locked(void *p, size_t mapped);
 /* sim_account.c: device bytes; every kind of device memory is charged here (under sim_lock) */
 unsigned long long sim_dev_in_use_locked(int dev);  /* this process's bytes on dev */
 unsigned long long sim_dev_peak_locked(int dev);

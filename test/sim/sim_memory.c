@@ -2,7 +2,8 @@
  * information and pointer queries are sim_query.c's).
  *
  * Every allocation is its own anonymous mmap with MAP_NORESERVE, so a multi-GiB "device" block costs
- * nothing until touched and is page aligned (past the 512 bytes the contract asks for). Live
+ * nothing until touched and is page aligned (past the 512 bytes the contract asks for), placed in
+ * the device's address range as a driver places it (sim_va.c: rising, freed ranges reused). Live
  * allocations sit in an array sorted by address: exact lookups (free) and interior lookups
  * (cuMemGetAddressRange, copy bounds) are both a binary search. Addresses the program mapped itself
  * with the VMM calls are sim_vmm.c's; the queries here ask it about any address not found here.
@@ -183,7 +184,7 @@ static int sim_insert_locked(const sim_alloc_t *a)
 static void sim_remove_locked(size_t i)
 {
     sim_alloc_t *a = &tab[i];
-    munmap((void *)(uintptr_t)a->base, a->mapped);
+    sim_va_unmap_locked((void *)(uintptr_t)a->base, a->mapped);
     sim_uncharge_locked(a->dev, a->size);
     if (a->kind == SIM_ASYNC) {
         sim_pool_t *p = a->pool;
@@ -227,7 +228,8 @@ static void *sim_map(size_t mapped, int low32)
         return MAP_FAILED;
 #endif
     }
-    void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, flags, -1, 0);
+    void *p = low32 ? mmap(NULL, mapped, PROT_READ | PROT_WRITE, flags, -1, 0)
+                    : sim_va_map_locked(mapped); /* rising, as a driver's (sim_va.c) */
     if (p != MAP_FAILED && low32 && (uintptr_t)p + (mapped - 1) > UINT32_MAX) {
         munmap(p, mapped);
         return MAP_FAILED;
@@ -260,7 +262,7 @@ static CUresult sim_alloc_locked(const sim_ctx_t *c, size_t size, sim_kind_t kin
                      pool};
     if (p == MAP_FAILED || sim_insert_locked(&a) != 0) {
         if (p != MAP_FAILED)
-            munmap(p, mapped);
+            sim_va_unmap_locked(p, mapped);
         sim_uncharge_locked(dev, size);
         if (reuse)
             sim_pool_keep_locked(pool, reuse);

@@ -147,8 +147,6 @@ class DefaultArena(unittest.TestCase):
             for cap in caps:
                 for mode, fraction in (("arena", "0.75+"), ("arena", "0.75"), ("grow", "0.75"),
                                        ("vmm", "0.75")):
-                    if cap != grows and mode == "grow" and cap:
-                        continue  # a region tie the driver's addresses decide: README, Choices
                     with self.subTest(trace=name, cap=cap, mode=mode, fraction=fraction):
                         shim = play(trace, cap, mode, None if fraction == "0.75+" else fraction)
                         rep = self.replay(trace, mode, fraction, cap or DEVICE)

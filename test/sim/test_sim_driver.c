@@ -286,8 +286,35 @@ START_TEST(threads)
 }
 END_TEST
 
+/* Device addresses as a driver hands them out and as the replay's backend places regions
+ * (sim_va.c, allocator/ga_vafit.h): rising, packed in units of 64 KiB, the lowest freed place that
+ * holds an allocation taken again. They were Linux's mmap addresses, falling, until 2026-12-07, and
+ * a trace replayed under a cap refused other allocations than under the shim here. */
+START_TEST(addresses_rise_and_are_reused)
+{
+    ts_start();
+    CUdeviceptr a, b, c, d, e;
+    CK(cuMemAlloc(&a, 1 << 20));
+    CK(cuMemAlloc(&b, 1 << 20));
+    CK(cuMemAlloc(&c, 4096));
+    ck_assert_uint_eq(b, a + (1 << 20)); /* rising and packed */
+    ck_assert_uint_eq(c, b + (1 << 20));
+    ck_assert_uint_eq(a % (2 << 20), 0); /* the range starts on a 2 MiB boundary */
+    CK(cuMemFree(a));
+    CK(cuMemAlloc(&d, 512 << 10)); /* the lowest free place: a's */
+    ck_assert_uint_eq(d, a);
+    CK(cuMemAlloc(&e, 1 << 20)); /* a's place has 512 KiB left: the next one past c's 64 KiB */
+    ck_assert_uint_eq(e, c + (64 << 10));
+    CK(cuMemFree(b));
+    CK(cuMemFree(c));
+    CK(cuMemFree(d));
+    CK(cuMemFree(e));
+}
+END_TEST
+
 void ts_driver_more_add(TCase *tc)
 {
+    tcase_add_test(tc, addresses_rise_and_are_reused);
     tcase_add_test(tc, error_strings);
     tcase_add_test(tc, bad_environment);
     tcase_add_test(tc, bad_device_count);

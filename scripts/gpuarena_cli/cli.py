@@ -19,6 +19,7 @@ import tempfile
 
 from . import GaError, UsageError
 from . import argparser
+from . import bounded
 from . import doctor as doctor_mod
 from . import ending
 from . import importers
@@ -570,10 +571,12 @@ def main(argv=None):
     output that could not be written (`--json > /dev/full`, a full disk) is a `gpuarena:` line and
     exit 1: it was a traceback, or exit 0 with the output lost (--help, a short table)."""
     try:
-        try:
-            code = _main(argv)
-        except SystemExit as e:  # argparse's --help and usage errors
-            code = e.code
+        # a user's value of thousands of characters is shown by its head and tail (bounded)
+        with bounded.stderr(sys.argv[1:] if argv is None else [str(a) for a in argv]):
+            try:
+                code = _main(argv)
+            except SystemExit as e:  # argparse's --help and usage errors
+                code = e.code
         if sys.stdout is not None:  # None when started with it closed (>&-)
             sys.stdout.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted

@@ -64,7 +64,7 @@ def _read_bytes(path):
         with open(path, "rb") as f:
             return f.read()
     except OSError as e:
-        raise GaError(f"cannot read {path}: {e.strerror}") from None
+        raise tf.read_error(path, e) from None
 
 
 def wide_encoding(head):

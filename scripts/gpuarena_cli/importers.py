@@ -365,7 +365,7 @@ def _read_head(path, n=4096):
         with open(path, "rb") as f:
             return f.read(n)
     except OSError as e:
-        raise GaError(f"cannot read {path}: {e.strerror}") from None
+        raise tf.read_error(path, e) from None
 
 
 def detect(path):

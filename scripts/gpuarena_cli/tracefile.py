@@ -127,8 +127,21 @@ def read(path):
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise GaError(f"cannot read {path}: {e.strerror}") from None
+        raise read_error(path, e) from None
     return parse(data, path)
+
+
+def read_error(path, e):
+    """The GaError of an input that could not be opened or read, with what to do: it said the
+    reason alone (`cannot read t.gatrace: No such file or directory`: an outside check)."""
+    hint = {errno.ENOENT: "check the path, or give the trace or record file to read",
+            errno.EACCES: "make it readable (chmod u+r), or give a copy this user may read",
+            errno.EPERM: "make it readable (chmod u+r), or give a copy this user may read",
+            errno.ENAMETOOLONG: "a name in a path is at most 255 bytes, a path 4,095: give a "
+                                "shorter one",
+            errno.ENOTDIR: "a folder in the path is a file: check the path"}.get(
+                e.errno, "give a trace or record file this user can read")
+    return GaError(f"cannot read {path}: {e.strerror}; {hint}")
 
 
 def encode(trace):

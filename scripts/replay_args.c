@@ -25,7 +25,7 @@ static const char usage_head[] =
 
 static const char usage_tail[] =
     "  --arena-size N  arena: the preallocated region (default: twice the trace's peak live\n"
-    "                  bytes); rounded up to 512 bytes\n"
+    "                  bytes); whole blocks of 512 bytes: a size rounded up is said\n"
     "  --limit N       grow, vmm, platform: cap on bytes held (vmm: mapped); default none;\n"
     "                  under 512 (one block; vmm: one granule) every allocation is\n"
     "                  refused, and that is said\n"
@@ -35,7 +35,8 @@ static const char usage_tail[] =
     "                  to the cap, 0.75 stops there; grow and vmm are bounded by a fixed F,\n"
     "                  by the cap alone with F+; platform by the cap. --min then finds the\n"
     "                  smallest cap\n"
-    "  --vmm-keep N    vmm: wholly free granules kept mapped (GPUARENA_VMM_KEEP; default 64MiB)\n"
+    "  --vmm-keep N    vmm: wholly free granules kept mapped (GPUARENA_VMM_KEEP; default 64MiB);\n"
+    "                  whole granules: a size that is not a multiple of one is said\n"
     "  --granularity N vmm: the granule, a power of two, 512 to 1TiB (default 2MiB, current GPUs)\n"
     "  --device N      replay the events of device N only; a trace with events on several\n"
     "                  devices needs it (the shim keeps one pool per context; a trace names\n"

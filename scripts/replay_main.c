@@ -556,6 +556,41 @@ static void say_limit_under_granule(const options_t *o)
             o->limit, g, o->granularity ? "--granularity" : "2 MiB, current GPUs' granule", g);
 }
 
+/* Sizes the replay uses other than as given, said before the figures (they were rounded without a
+ * word: an outside check, 2026-12-07). An arena is whole blocks: --arena-size 100 replayed an arena
+ * of 512 bytes, 1000 one of 1024. vmm keeps whole granules: a --vmm-keep under one keeps none, as
+ * --vmm-keep 0 does. Both still run (a one-block arena, a keep of nothing are results); a --limit
+ * under one block or granule is said by say_limit_under_granule. */
+static void say_sizes_rounded(const options_t *o)
+{
+    size_t a = o->arena_size, top = SIZE_MAX / GA_ALIGN * GA_ALIGN;
+    if (a && o->modes[GA_REPLAY_ARENA] && a % GA_ALIGN) {
+        size_t used = a > top ? top : (a + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN;
+        if (a < GA_ALIGN)
+            fprintf(stderr, "gpuarena: arena mode: --arena-size %zu is under one block (%zu "
+                    "bytes): an arena is whole blocks, so it is %zu bytes; give at least %zu\n",
+                    a, (size_t)GA_ALIGN, used, (size_t)GA_ALIGN);
+        else
+            fprintf(stderr, "gpuarena: arena mode: --arena-size %zu is not a whole number of "
+                    "blocks (%zu bytes each): an arena is whole blocks, so it is %zu bytes; give "
+                    "a multiple of %zu (e.g. %zu)\n", a, (size_t)GA_ALIGN, used,
+                    (size_t)GA_ALIGN, used);
+    }
+    size_t g = o->granularity ? o->granularity : GA_REPLAY_GRANULARITY;
+    if (!o->keep_set || !o->modes[GA_REPLAY_VMM] || o->keep % g == 0)
+        return;
+    const char *gs = o->granularity ? "--granularity" : "2 MiB, current GPUs' granule";
+    if (o->keep < g)
+        fprintf(stderr, "gpuarena: vmm mode: --vmm-keep %zu is under one granule (%zu bytes: %s): "
+                "vmm keeps whole granules, so none is kept mapped, as with --vmm-keep 0; give 0, "
+                "or at least %zu to keep one\n", o->keep, g, gs, g);
+    else
+        fprintf(stderr, "gpuarena: vmm mode: --vmm-keep %zu is not a whole number of granules "
+                "(%zu bytes each: %s): vmm keeps whole granules, so at most %zu bytes (%zu "
+                "granule%s) are kept mapped; give a multiple of %zu\n", o->keep, g, gs,
+                o->keep / g * g, o->keep / g, o->keep / g == 1 ? "" : "s", g);
+}
+
 int main(int argc, char **argv)
 {
     options_t o = {.device = 0};
@@ -592,6 +627,7 @@ int main(int argc, char **argv)
                 pr.failed_allocs);
     }
     say_limit_under_granule(&o);
+    say_sizes_rounded(&o);
     for (int m = 0; m < GA_MODE_COUNT && rc < 0; m++)
         if (o.modes[m] && run_mode(&t, &o, (ga_replay_mode_t)m, peak, &runs[m]) != 0)
             rc = 1;

@@ -7,6 +7,7 @@ characters: every user's value in a message is now bounded, by its head, its tai
 granule, without a word. A report file the user may write, in a folder the user may not, was
 refused or not updated (the command writes a temporary beside it and renames it into place)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -83,6 +84,66 @@ class ReadErrorsSayWhatToDo(unittest.TestCase):
                     self.assertEqual(p.returncode, 1, p.stderr)
                     self.assertRegex(p.stderr, r"^gpuarena: cannot read .*: No such file or "
                                      r"directory; check the path")
+
+
+class RoundedSizesSaid(unittest.TestCase):
+    """An arena is whole blocks of 512 bytes and vmm keeps whole granules: a size the replay
+    used other than as given was taken without a word (`--arena-size 100` replayed a 512-byte
+    arena, `--vmm-keep 1MiB` kept nothing), now said on stderr with what is used instead."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.csv = os.path.join(self.tmp.name, "t.csv")
+        with open(self.csv, "w", encoding="ascii") as f:
+            f.write("id,lower,upper,size\n0,0,2,4096\n1,1,3,100\n")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def tool(self, *args):
+        return subprocess.run([os.path.join(gatest.BUILD, "bin", "gpuarena-replay"), "--json",
+                               *args, self.csv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=60, check=False)
+
+    def test_arena_size_rounded_said(self):
+        for size, used, said in (("100", 512, "is under one block (512 bytes): an arena is whole "
+                                  "blocks, so it is 512 bytes; give at least 512"),
+                                 ("1000", 1024, "is not a whole number of blocks (512 bytes "
+                                  "each): an arena is whole blocks, so it is 1024 bytes; give a multiple of 512"),
+                                 ("1024", 1024, None)):
+            with self.subTest(size=size):
+                p = self.tool("--mode", "arena", "--arena-size", size)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(json.loads(p.stdout)["modes"]["arena"]["size_limit"], used)
+                if said:
+                    self.assertEqual(p.stderr, f"gpuarena: arena mode: --arena-size {size} "
+                                     f"{said}" + (" (e.g. 1024)" if size == "1000" else "") + "\n")
+                else:
+                    self.assertEqual(p.stderr, "")
+        p = gatest.cli("replay", "--mode", "arena", "--arena-size", "100", self.csv)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("gpuarena: arena mode: --arena-size 100 is under one block", p.stderr)
+
+    def test_vmm_keep_under_a_granule_said(self):
+        for keep, said in (("1MiB", "--vmm-keep 1048576 is under one granule (2097152 bytes: "
+                            "2 MiB, current GPUs' granule): vmm keeps whole granules, so none is "
+                            "kept mapped, as with --vmm-keep 0"),
+                           ("3MiB", "--vmm-keep 3145728 is not a whole number of granules "
+                            "(2097152 bytes each: 2 MiB, current GPUs' granule): vmm keeps whole "
+                            "granules, so at most 2097152 bytes (1 granule) are kept mapped"),
+                           ("0", None), ("4MiB", None)):
+            with self.subTest(keep=keep):
+                p = self.tool("--mode", "vmm", "--vmm-keep", keep)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                if said:
+                    self.assertTrue(p.stderr.startswith(f"gpuarena: vmm mode: {said}"), p.stderr)
+                else:
+                    self.assertEqual(p.stderr, "")
+        p = self.tool("--mode", "vmm", "--vmm-keep", "1000", "--granularity", "512")
+        self.assertIn("(512 bytes each: --granularity)", p.stderr)
+        p = gatest.cli("replay", "--mode", "vmm", "--vmm-keep", "1MiB", self.csv)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("gpuarena: vmm mode: --vmm-keep 1048576 is under one granule", p.stderr)
 
 
 if __name__ == "__main__":

@@ -429,11 +429,13 @@ def _not_a_program(option, out):
                          "another path")
 
 
-def _check_out_folder(option, path, what, before="the program runs"):
+def _check_out_folder(option, path, what, before="the program runs", target=None):
     """GaError, before any program runs, when the folder an output goes to is missing or cannot
     be written: a training run of hours lost its statistics or trace at the end (helper-67 F1).
     A real file is made and removed, not os.access: root passes that check where sysfs still
-    refuses."""
+    refuses. A folder that refuses new files passes where the file written (target: path, or
+    the file a link leads to where the link is followed) is one the writer writes in place
+    (tracefile.in_place_refusal): it was refused, a file the user may write (helper-119)."""
     if not path or path == "-":
         return
     if os.path.exists(path) and not os.path.isfile(path):
@@ -446,7 +448,12 @@ def _check_out_folder(option, path, what, before="the program runs"):
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuarena-check-"):
             pass
     except OSError as e:
-        raise GaError(f"{option} {path}: cannot write in the folder {folder} ({e.strerror}); "
+        target = target or path
+        why = tf.in_place_refusal(target) if e.errno in (errno.EACCES, errno.EPERM) else ""
+        if why is None:
+            return
+        why = f", and {why}" if why and os.path.lexists(target) else ""
+        raise GaError(f"{option} {path}: cannot write in the folder {folder} ({e.strerror}{why}); "
                       f"give a {what} in a folder you can write (checked before {before})") \
             from None
 
@@ -465,8 +472,8 @@ def do_run(a):
         _not_over_command(option, out, cmd)
     extra = runner.parse_env_pairs(a.env)
     _check_env("run", extra, a.trace is not None)
-    _check_out_folder("--stats", a.stats, "path")
-    _check_out_folder("--trace", a.trace, "path")
+    for option, out in (("--stats", a.stats), ("--trace", a.trace)):  # both follow a link
+        _check_out_folder(option, out, "path", target=out and os.path.realpath(out))
     paths.shim()  # our own setup first: its message says how to build it
     if not a.sim:
         runner.require_driver("run", extra)
@@ -485,7 +492,7 @@ def do_compare(a):
     _fraction_needs_pool(a, a.modes, "--modes")
     _check_prefix("--plot", a.plot)
     a.plot = _strip_ext(a.plot) if a.plot else a.plot
-    _check_out_folder("--plot", a.plot, "PREFIX")
+    _check_out_folder("--plot", a.plot, "PREFIX", target=a.plot and f"{a.plot}.png")
     if a.plot:  # the PNG over a file the program names, or gpuarena's own (helper-72 NEW-1)
         _not_over_command("--plot", f"{a.plot}.png", cmd)
         _never_over_a_trace("--plot", f"{a.plot}.png")

@@ -229,6 +229,56 @@ def _write_through(path, fill):
     return True
 
 
+# A folder that refuses a new file (no write permission) while the file in it may be written: the
+# temporary beside it cannot be made, and a report (an import's trace, a --stats file) that the
+# user may write was refused or left as it was (an outside check, helper-119). It is then written
+# in place, as the shim writes a trace, where nothing is lost by it (in_place_refusal).
+_FOLDER_REFUSED = (errno.EACCES, errno.EPERM)
+
+
+def in_place_refusal(path):
+    """Why path cannot be written in place instead of replaced (a phrase), or None where it can:
+    it is a regular file there already, not a symbolic link (which a rename replaces itself, never
+    its target), of one name (a hard link's other names would change with it: a rename leaves
+    them the old file), that this user may write."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "no file is there yet to write in place"
+    if stat.S_ISLNK(st.st_mode):
+        return "the path is a symbolic link, which is replaced, never written through"
+    if not stat.S_ISREG(st.st_mode):
+        return "the path is not a regular file"
+    if st.st_nlink > 1:
+        return (f"the file has {st.st_nlink - 1} other name(s) (hard links), which keep the old "
+                "file when it is replaced and would change with it if it were written in place")
+    if not st.st_mode & 0o222 or not os.access(path, os.W_OK):
+        return "the file is read-only"
+    return None
+
+
+def _fill_in_place(path, fill):
+    """fill's bytes made in a temporary under TMPDIR first (a fill that fails leaves path as it
+    was), then copied over path's own, the rest cut off. path is opened without following a
+    link and checked again to be the file of one name it was."""
+    with tempfile.TemporaryFile() as staged:
+        fill(staged)
+        size = staged.tell()
+        staged.seek(0)
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        with os.fdopen(fd, "wb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+                raise OSError(errno.EPERM, "the file changed while it was written (a hard link "
+                              "made, or another file put in its place); nothing was written")
+            while True:
+                piece = staged.read(1 << 20)
+                if not piece:
+                    break
+                f.write(piece)
+            f.truncate(size)
+
+
 def replace_from_temp(path, fill):
     """Creates a temporary beside path (temp_beside), lets fill(file object) write it, renames it
     onto path; on any failure the temporary is removed and the exception goes on. A symbolic link
@@ -237,7 +287,18 @@ def replace_from_temp(path, fill):
     renamed over, /dev/null became a regular file for the whole machine."""
     if _write_through(path, fill):
         return
-    fd, tmp = temp_beside(path)
+    try:
+        fd, tmp = temp_beside(path)
+    except OSError as e:
+        if e.errno not in _FOLDER_REFUSED:
+            raise
+        why = in_place_refusal(path)
+        if why:
+            folder = os.path.dirname(os.path.abspath(path))
+            raise OSError(e.errno, f"{e.strerror}: the folder {folder} refuses the temporary file "
+                          f"written beside it and renamed into place, and {why}") from None
+        _fill_in_place(path, fill)
+        return
     try:
         with os.fdopen(fd, "wb") as f:
             fill(f)

@@ -146,5 +146,113 @@ class RoundedSizesSaid(unittest.TestCase):
         self.assertIn("gpuarena: vmm mode: --vmm-keep 1048576 is under one granule", p.stderr)
 
 
+class LockedFolder(unittest.TestCase):
+    """A file the user may write, in a folder the user may not (no new file there): the command
+    wrote each output to a temporary beside it and renamed it into place, so `import -o`,
+    `report -o` and `run --stats` were refused before they began (`cannot write in the folder`).
+    Such a file is now written in place; a link, a file of several names (a hard link) or a
+    missing file is still refused, saying why. As root (whom no folder refuses) the command runs
+    as nobody, in a folder of root's."""
+
+    def setUp(self):
+        self.root = os.geteuid() == 0
+        self.tmp = tempfile.TemporaryDirectory(dir="/tmp")  # one nobody can reach
+        top = self.tmp.name
+        os.chmod(top, 0o777)
+        self.env = dict(os.environ, TMPDIR=top, GPUARENA_NO_MATPLOTLIB="1")
+        self.csv = os.path.join(top, "in.csv")
+        with open(self.csv, "w", encoding="ascii") as f:
+            f.write("id,lower,upper,size\n0,0,2,4096\n1,1,3,8192\n")
+        self.ref = os.path.join(top, "ref.gatrace")
+        self.assertEqual(gatest.cli("import", "lifetimes", self.csv, "-o", self.ref).returncode, 0)
+        self.locked = os.path.join(top, "locked")
+        os.mkdir(self.locked)
+        self.files = {"t.gatrace": b"GATRACE\0", "r.json": b'{"traceEvents":[]}',
+                      "s.json": b'{"gpuarena_stats": 1}\n', "h.gatrace": b"GATRACE\0"}
+        for name, data in self.files.items():
+            path = os.path.join(self.locked, name)
+            with open(path, "wb") as f:
+                f.write(data)
+            if self.root:
+                os.chown(path, 65534, 65534)
+        os.link(os.path.join(self.locked, "h.gatrace"), os.path.join(self.locked, "h2.gatrace"))
+        os.symlink(os.path.join(top, "elsewhere.gatrace"), os.path.join(self.locked, "l.gatrace"))
+        os.chmod(self.locked, 0o755 if self.root else 0o555)
+        self.python = self._python()
+
+    def tearDown(self):
+        os.chmod(self.locked, 0o755)
+        self.tmp.cleanup()
+
+    def _as_nobody(self):
+        if self.root:
+            os.setgid(65534)
+            os.setuid(65534)
+
+    def _python(self):
+        for x in (sys.executable, "/usr/bin/python3"):  # nobody may not reach root's pyenv
+            try:
+                subprocess.run([x, gatest.SCRIPT, "--help"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=60, check=True, env=self.env,
+                               preexec_fn=self._as_nobody)
+                return x
+            except (OSError, subprocess.SubprocessError):
+                continue
+        self.skipTest("no interpreter or command this user (nobody) may run")
+        return None
+
+    def cli(self, *args):
+        return subprocess.run([self.python, gatest.SCRIPT, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False,
+                              env=self.env, cwd=self.tmp.name, preexec_fn=self._as_nobody)
+
+    def read(self, name):
+        with open(os.path.join(self.locked, name), "rb") as f:
+            return f.read()
+
+    def test_files_written_in_place(self):
+        p = self.cli("import", "lifetimes", self.csv, "-o", os.path.join(self.locked, "t.gatrace"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.ref, "rb") as f:
+            self.assertEqual(self.read("t.gatrace"), f.read())
+        p = self.cli("report", self.csv, "-o", os.path.join(self.locked, "r"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(self.read("r.json").startswith(b'{"traceEvents":['))
+        self.assertGreater(len(self.read("r.json")), len(self.files["r.json"]))
+        prog = os.path.join(gatest.BUILD, "examples", "ex_train")
+        p = self.cli("run", "--sim", "--stats", os.path.join(self.locked, "s.json"), "--", prog,
+                     "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotEqual(self.read("s.json"), self.files["s.json"])
+        self.assertTrue(json.loads(self.read("s.json"))["gpuarena_stats"])
+        # the shim writes a trace in place itself (truncated under its lock): let through too
+        p = self.cli("run", "--sim", "--trace", os.path.join(self.locked, "t.gatrace"), "--",
+                     prog, "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("untraced", p.stderr)
+        with open(self.ref, "rb") as f:
+            self.assertNotEqual(self.read("t.gatrace"), f.read())
+        self.assertTrue(self.read("t.gatrace").startswith(b"GATRACE\0"))
+        self.assertEqual(sorted(os.listdir(self.locked)),
+                         ["h.gatrace", "h2.gatrace", "l.gatrace", "r.json", "s.json",
+                          "t.gatrace"])
+
+    def test_links_and_new_files_refused(self):
+        for name, why in (("h.gatrace", "other name(s) (hard links)"),
+                          ("l.gatrace", "is a symbolic link"), ("new.gatrace", None)):
+            with self.subTest(name=name):
+                out = os.path.join(self.locked, name)
+                p = self.cli("import", "lifetimes", self.csv, "-o", out)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertTrue(p.stderr.startswith(f"gpuarena: -o {out}: cannot write in the "
+                                                    f"folder {self.locked} ("), p.stderr)
+                self.assertIn("give a path in a folder you can write", p.stderr)
+                if why:
+                    self.assertIn(why, p.stderr)
+        self.assertEqual(self.read("h2.gatrace"), b"GATRACE\0")
+        self.assertFalse(os.path.lexists(os.path.join(self.locked, "new.gatrace")))
+        self.assertFalse(os.path.lexists(os.path.join(self.tmp.name, "elsewhere.gatrace")))
+
+
 if __name__ == "__main__":
     unittest.main()

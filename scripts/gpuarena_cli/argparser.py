@@ -20,8 +20,9 @@ from .fmt import BLANKS, is_unit
 
 EPILOG = """exit codes: 0 success; 1 bad input or setup (the message says how to fix it);
 2 usage error; `run` exits with the program's own code (128+N if killed by signal N).
-SIGTERM, SIGHUP: run and compare pass them on to the program; any other subcommand removes its
-temporary files and ends by the signal. Output that cannot be written (a full disk): exit 1.
+SIGTERM, SIGHUP, SIGALRM, SIGUSR1, SIGUSR2: run and compare pass them on to the program (Ctrl-C
+is the program's: they wait for it); any other subcommand removes its temporary files and ends
+by SIGTERM or SIGHUP (Ctrl-C: exit 130). Output that cannot be written (a full disk): exit 1.
 Sizes: a number and an optional unit, any case: B; K/KiB, M/MiB, G/GiB, T/TiB (x1024);
 kB, MB, GB, TB (x1000); e.g. 8GiB, 512MiB, 1.5G, 4096; --limit of run/compare also takes 50%.
 Environment: GPUARENA_BUILD=DIR uses DIR/lib/libgpuarena.so and DIR/bin/gpuarena-replay (and
@@ -100,7 +101,8 @@ def build_parser():
     p.set_defaults(subparser=p)
     p.add_argument("--modes", type=_mode_list, default=list(modes_mod.MODES), action=ModesAction,
                    help=f"comma-separated, from {', '.join(modes_mod.MODES)}, or all (default)")
-    p.add_argument("--repeat", type=_repeat, default=1, help="runs per mode (median wall time)")
+    p.add_argument("--repeat", type=_repeat, default=1, metavar="N",
+                   help="runs per mode (median wall time; default 1, at most 10,000)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--plot", metavar="PREFIX", help="also draw PREFIX.png: bars of wall time, "
                    "peak reserved and driver calls per mode (needs matplotlib)")
@@ -134,8 +136,9 @@ def build_parser():
     p.add_argument("--mode", type=_mode_list, default=list(modes_mod.MODES), action=ModesAction,
                    help=f"comma-separated, from {', '.join(modes_mod.MODES)}, or all (default); "
                    + mode_help)
-    p.add_argument("--arena-size", type=_size, help="arena: the preallocated region (e.g. "
-                   "2GiB; default twice the peak in use)")
+    p.add_argument("--arena-size", type=_size, metavar="SIZE", help="arena: the preallocated "
+                   "region (e.g. 2GiB; default twice the peak in use), whole blocks of 512 bytes "
+                   "(a size rounded up is said)")
     p.add_argument("--limit", type=_size, help="grow, vmm, platform: cap on bytes held (e.g. "
                    "8GiB); with --fraction the cap of every mode (GPUARENA_LIMIT, or the "
                    "device's memory)")
@@ -146,9 +149,10 @@ def build_parser():
     p.add_argument("--vmm-keep", type=_keep, metavar="SIZE", help=KEEP_HELP)
     p.add_argument("--granularity", type=_granularity, metavar="SIZE", help=GRANULARITY_HELP)
     p.add_argument("--no-min", action="store_true",
-                   help="skip the search for the smallest arena that runs without OOM")
+                   help="skip the search for the smallest size (arena: region; grow, vmm, "
+                   "platform: limit) that runs without OOM")
     p.add_argument("--check", action="store_true", help="check allocator invariants each step")
-    p.add_argument("--device", type=_device, help="replay device N's events only (a trace with "
+    p.add_argument("--device", type=_device, metavar="N", help="replay device N's events only (a trace with "
                    "events on several devices needs it; the shim keeps one pool per context, and a "
                    "trace names no context, so a device's contexts replay as one pool)")
     p.add_argument("--json", action="store_true", help="print the replay tool's JSON")

@@ -57,7 +57,17 @@ def _limit(text):
     return text.strip(BLANKS)
 
 
-_mode = _argtype(modes_mod.parse)
+def _one_mode(text):
+    """run's and report's --mode: one mode; a list (`--mode arena,grow`) was an unknown mode."""
+    if "," in text and all(p.strip(BLANKS).lower() in modes_mod.MODES + ("all",)
+                           for p in text.split(",")):
+        raise GaError(f"'{text}': one mode here, not a list (use one of "
+                      f"{', '.join(modes_mod.MODES)}; compare --modes and replay --mode take a "
+                      "list)")
+    return modes_mod.parse(text)
+
+
+_mode = _argtype(_one_mode)
 _mode_list = _argtype(modes_mod.parse_list)
 
 

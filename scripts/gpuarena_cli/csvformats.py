@@ -37,7 +37,8 @@ def _csv_rows(path, expected, raw=False):
             first = ",".join(header) if header else ""  # shown escaped and cut: it was
             first = repr(first[:60]) + ("..." if len(first) > 60 else "")  # raw NULs, any length
             raise GaError(f"{path}: first line is {first if header else 'empty'}, expected the "
-                          f"header {','.join(expected)}")
+                          f"header {','.join(expected)}; give a file of that format, or the "
+                          "format it is in (auto detects it)")
         last = 0
         for n, row in enumerate(reader, start=2):
             if not row or all(not c.strip() for c in row):

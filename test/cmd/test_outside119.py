@@ -86,6 +86,47 @@ class ReadErrorsSayWhatToDo(unittest.TestCase):
                                      r"directory; check the path")
 
 
+class HelpAndMessages(unittest.TestCase):
+    """What --help and a few wrong invocations said against the README: `--mode arena,grow`
+    of run or report was an unknown mode; an RMM or lifetimes CSV header that did not match
+    said what was expected but not what to do; --help named SIGTERM and SIGHUP alone as passed
+    on (the README: SIGALRM, SIGUSR1 and SIGUSR2 too), replay's --no-min skipped "the smallest
+    arena" (every mode's smallest size), and compare's --repeat gave no default or bound."""
+
+    def test_one_mode_not_a_list(self):
+        for sub in (("run", "--mode", "arena,grow", "--", "true"),
+                    ("report", "t.gatrace", "--mode", "Arena, grow")):
+            with self.subTest(sub=sub[0]):
+                p = gatest.cli(*sub)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(": one mode here, not a list (use one of arena, grow, vmm, "
+                              "platform; compare --modes and replay --mode take a list)", p.stderr)
+
+    def test_csv_header_says_what_to_do(self):
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "notes.csv")
+            with open(src, "w", encoding="ascii") as f:
+                f.write("a,b\n1,2\n")
+            for fmt in ("rmm", "lifetimes"):
+                p = gatest.cli("import", fmt, src, "-o", os.path.join(d, "o.gatrace"))
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn("expected the header", p.stderr)
+                self.assertIn("give a file of that format, or the format it is in (auto detects "
+                              "it)", p.stderr)
+
+    def test_help_agrees_with_the_readme(self):
+        top = gatest.cli("--help").stdout
+        self.assertIn("SIGTERM, SIGHUP, SIGALRM, SIGUSR1, SIGUSR2: run and compare pass them on",
+                      " ".join(top.split()))
+        replay = " ".join(gatest.cli("replay", "--help").stdout.split())
+        self.assertNotIn("smallest arena", replay)
+        self.assertIn("--arena-size SIZE", replay)
+        self.assertIn("whole blocks of 512 bytes (a size rounded up is said)", replay)
+        compare = " ".join(gatest.cli("compare", "--help").stdout.split())
+        self.assertIn("--repeat N runs per mode (median wall time; default 1, at most 10,000)",
+                      compare)
+
+
 class RoundedSizesSaid(unittest.TestCase):
     """An arena is whole blocks of 512 bytes and vmm keeps whole granules: a size the replay
     used other than as given was taken without a word (`--arena-size 100` replayed a 512-byte

@@ -252,7 +252,9 @@ class RunCompareMore(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
         # helper-60 F11: no upper bound, and 10^20 runs kept every result in memory
         for n in ("0", "-3", "x", "10001", "100000000000000000000", "9" * 5000):
             p = self.run_cli("compare", "--sim", "--repeat", n, "--", "true")
-            self.assertCleanError(p, f"argument --repeat: '{n}' is not a whole number of runs "
+            # a value of more than 200 characters by its head, tail and length (helper-119)
+            said = f"'{n}'" if len(n) <= 200 else f"'{n[:48]}...{n[-32:]}' ({len(n)} characters)"
+            self.assertCleanError(p, f"argument --repeat: {said} is not a whole number of runs "
                                   "from 1 to 10,000", code=2)
         p = self.run_cli("compare", "--sim", "--modes", "platform", "--", sys.executable, FAKE,
                          "3", "--no-stats")

@@ -85,12 +85,24 @@ void ga_ctx_pool_stats(const ga_ctx_t *c, ga_stats_t *out)
     out->in_use_requested -= (uint64_t)c->req_excess;
 }
 
-/* One allocation from c's pool; c->lock held. Nothing here waits for the device: what comes back
- * after a wait (pending frees, empty regions) is ga_ctx_give_back's, with the lock let go. */
-static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p)
+/* Whether c, whose lock the caller took again after letting it go, is no longer the state of the
+ * context the call began in (life: read under the lock before it was let go): dead, or dead and
+ * reused meanwhile for another context (ga_ctx_reuse bumps life), whose pool the call would
+ * otherwise serve from: a block of that context handed to a thread of a destroyed one, counted in
+ * the other's pool and cap (an outside check's finding, helper-118 1). */
+static inline int ga_ctx_gone(const ga_ctx_t *c, unsigned life)
+{
+    return atomic_load_explicit(&c->dead, memory_order_relaxed) ||
+           atomic_load_explicit(&c->life, memory_order_relaxed) != life;
+}
+
+/* One allocation from c's pool; c->lock held (and taken again since life was read). Nothing here
+ * waits for the device: what comes back after a wait (pending frees, empty regions) is
+ * ga_ctx_give_back's, with the lock let go. */
+static CUresult ga_pool_alloc_locked(ga_ctx_t *c, unsigned life, size_t size, uintptr_t *p)
 {
     CUresult r = CUDA_SUCCESS;
-    if (GA_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed)))
+    if (GA_UNLIKELY(ga_ctx_gone(c, life)))
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     c->alloc_st = GA_OK;
     ga_pool_t *pool = ga_ctx_pool(c, &r);
@@ -103,14 +115,18 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, size_t size, uintptr_t *p)
 
 /* The allocation path of every mode; s and async: a cuMemAllocAsync on stream s. tried: the
  * caller's first attempt (ga_alloc_plain) found no room, so go straight to what comes before an
- * out-of-memory; t0: the caller's clock reading. */
+ * out-of-memory; t0: the caller's clock reading; lifep: the state's life the caller read under
+ * the lock before it let it go (NULL: read here, at the first lock). Each time the lock is taken
+ * again the state is looked at again (ga_ctx_gone): its context may have been destroyed, and the
+ * state reused for another, meanwhile. */
 static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint8_t api,
-                                CUstream s, int async, int tried, uint64_t t0)
+                                CUstream s, int async, int tried, uint64_t t0, const unsigned *lifep)
 {
     uintptr_t p = 0;
     size_t got = 0; /* a pending chunk taken whole: its size, not size rounded */
     size_t req = 0; /* and the bytes the pool counts as requested for it */
     ga_mutex_lock(&c->lock);
+    unsigned life = lifep ? *lifep : atomic_load_explicit(&c->life, memory_order_relaxed);
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     /* A stream-ordered block is recorded, or not served: the record is what keeps it past
      * cuCtxDestroy (ctx.c, ga_ctx_orphan); served without one it went with its context, and the
@@ -120,10 +136,13 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
     int norecord = async && ga_ptrmap_reserve(&c->async, 1) != 0;
     if (norecord) {
         /* out-of-memory: host memory, said below */
-    } else if (tried) {
-        /* out-of-memory, unless the context went while the lock was let go: the retries below */
-        if (atomic_load_explicit(&c->dead, memory_order_relaxed))
+    } else if (tried || lifep) {
+        /* out-of-memory, unless the context went while the lock was let go: the retries below;
+         * not tried (the caller found no pool, or a dead state): the pool's answer */
+        if (ga_ctx_gone(c, life))
             r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+        else if (!tried)
+            r = ga_pool_alloc_locked(c, life, size, &p);
     } else if (async && !atomic_load_explicit(&c->dead, memory_order_relaxed) && c->npend_ev &&
                ga_ptrmap_reserve(&c->handed, 1) == 0 &&
                ga_fence_take_same_stream(c, s, size, &p, &got, &req)) {
@@ -137,10 +156,10 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
             ga_mutex_unlock(&c->lock);
             CUresult sr = ga_fence_sync_unlocked(c, m);
             ga_mutex_lock(&c->lock);
-            if (sr == CUDA_SUCCESS)
+            if (sr == CUDA_SUCCESS && !ga_ctx_gone(c, life)) /* else another context's list */
                 ga_fence_passed(c, m);
         }
-        r = ga_pool_alloc_locked(c, size, &p);
+        r = ga_pool_alloc_locked(c, life, size, &p);
     }
     if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->pool && !norecord) {
         /* Before an out-of-memory, the context's own pending frees and empty regions first, each
@@ -150,18 +169,19 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         ga_mutex_unlock(&c->lock);
         size_t back = ga_ctx_give_back(c);
         ga_mutex_lock(&c->lock);
-        if (back)
-            r = ga_pool_alloc_locked(c, size, &p);
+        if (back || ga_ctx_gone(c, life))
+            r = ga_pool_alloc_locked(c, life, size, &p);
     }
     c->counts.async_served += async && r == CUDA_SUCCESS;
     if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && c->pool && !norecord) {
         /* Idle memory of every pool on the device first; one context lock at a time (two
          * threads trimming from two contexts must not wait on each other's lock). */
+        int dev = c->dev; /* read under the lock: the state may be another device's after */
         ga_mutex_unlock(&c->lock);
-        size_t freed = ga_dev_trim(c->dev);
+        size_t freed = ga_dev_trim(dev);
         ga_mutex_lock(&c->lock);
-        if (freed)
-            r = ga_pool_alloc_locked(c, size, &p);
+        if (freed || ga_ctx_gone(c, life))
+            r = ga_pool_alloc_locked(c, life, size, &p);
     }
     if (async && r == CUDA_SUCCESS &&
         ga_ptrmap_put(&c->async, &(ga_pentry_t){.key = p, .size = got ? got : ga_round(size),
@@ -185,7 +205,8 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         c->counts.frag_failures += oom.frag != 0;
         c->counts.true_oom_failures += oom.frag == 0;
     }
-    ga_count_alloc(&c->counts, api, size, r == CUDA_SUCCESS, t0);
+    if (GA_LIKELY(atomic_load_explicit(&c->life, memory_order_relaxed) == life)) /* else not ours */
+        ga_count_alloc(&c->counts, api, size, r == CUDA_SUCCESS, t0);
     if (r == CUDA_SUCCESS) {
         uint64_t held = got ? got : ga_round(size);
         ga_ctx_level_add(c, (int64_t)held);
@@ -216,14 +237,20 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
     uintptr_t p = 0;
     int tried = 0;
     ga_mutex_lock(&c->lock);
+    unsigned life = atomic_load_explicit(&c->life, memory_order_relaxed);
     if (GA_UNLIKELY(c->npend) && c->pool && !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
         ga_fence_before_alloc(c, size)) {
         /* cuMemFree's pending chunks: the device waited for with the lock let go (fence.c); the
-         * context is looked at again below */
+         * context is looked at again below: destroyed meanwhile, its state may be another
+         * context's by now (ga_ctx_gone), whose pending list and pool are not this call's */
         ga_fence_mark_t m = ga_fence_mark_held(c);
         ga_mutex_unlock(&c->lock);
         CUresult sr = ga_fence_sync_unlocked(c, m);
         ga_mutex_lock(&c->lock);
+        if (GA_UNLIKELY(ga_ctx_gone(c, life))) {
+            ga_mutex_unlock(&c->lock);
+            return ga_alloc_common(c, dptr, size, api, NULL, 0, 1, t0, &life); /* refused there */
+        }
         if (sr == CUDA_SUCCESS) /* else nothing passed: the chunks stay pending */
             ga_fence_passed(c, m);
     }
@@ -243,7 +270,7 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
         tried = 1;
     }
     ga_mutex_unlock(&c->lock);
-    return ga_alloc_common(c, dptr, size, api, NULL, 0, tried, t0);
+    return ga_alloc_common(c, dptr, size, api, NULL, 0, tried, t0, &life);
 }
 
 CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
@@ -308,7 +335,7 @@ int ga_do_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, uint8_t api, C
     }
     if (ga_tl_api)
         api = ga_tl_api;
-    *r = ga_alloc_common(c, dptr, size, api, s, 1, 0, ga_timing ? ga_now() : 0);
+    *r = ga_alloc_common(c, dptr, size, api, s, 1, 0, ga_timing ? ga_now() : 0, NULL);
     return 1;
 }
 

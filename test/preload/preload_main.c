@@ -145,6 +145,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_stream_outside());
     suite_add_tcase(s, pt_tcase_hostile2());
     suite_add_tcase(s, pt_tcase_outside116());
+    suite_add_tcase(s, pt_tcase_outside118());
     suite_add_tcase(s, pt_tcase_stream_kernelctx());
     suite_add_tcase(s, pt_tcase_group_outside122());
     suite_add_tcase(s, pt_tcase_outside124());

@@ -75,6 +75,7 @@ TCase *pt_tcase_hardening3(void);
 TCase *pt_tcase_stream_outside(void);
 TCase *pt_tcase_hostile2(void); /* t_hostile2.c */
 TCase *pt_tcase_outside116(void); /* t_outside116.c */
+TCase *pt_tcase_outside118(void); /* t_outside118.c */
 TCase *pt_tcase_stream_kernelctx(void); /* t_stream_kernelctx.c */
 TCase *pt_tcase_group_outside122(void); /* t_group_outside122.c */
 TCase *pt_tcase_outside124(void); /* t_outside124.c */

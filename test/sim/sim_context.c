@@ -348,6 +348,7 @@ CUresult cuCtxGetDevice(CUdevice *device)
 CUresult cuCtxSynchronize(void)
 {
     SIM_ENTER(cuCtxSynchronize);
+    sim_hold_ctx_sync();
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
     if (r == CUDA_SUCCESS && sim_ctx_capture_check(c, NULL))
@@ -621,6 +622,7 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     SIM_ENTER(cuCtxSynchronize_v2);
+    sim_hold_ctx_sync();
     sim_ctx_t *c;
     CUresult r = sim_ctx_or_current(ctx, &c);
     if (r == CUDA_SUCCESS && sim_ctx_capture_check(c, NULL))

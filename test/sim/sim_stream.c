@@ -702,6 +702,46 @@ void sim_hold_pool_query(void)
     pthread_mutex_unlock(&sim_stream_mu);
 }
 
+static unsigned sim_hold_cs_gate; /* under sim_stream_mu: the gate the next cuCtxSynchronize waits for */
+static unsigned sim_cs_waiting;   /* under sim_stream_mu: the gate a cuCtxSynchronize waits at now */
+
+int simcuda_hold_next_ctx_sync(unsigned *gate)
+{
+    if (!gate)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_stream_mu);
+    unsigned g = sim_gate_next < SIM_GATES ? sim_gate_next++ : 0;
+    if (g)
+        sim_hold_cs_gate = g;
+    pthread_mutex_unlock(&sim_stream_mu);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *gate = g;
+    return CUDA_SUCCESS;
+}
+
+void sim_hold_ctx_sync(void)
+{
+    pthread_mutex_lock(&sim_stream_mu);
+    unsigned g = sim_hold_cs_gate;
+    sim_hold_cs_gate = 0;
+    if (g)
+        sim_cs_waiting = g;
+    while (g && !sim_gate_opened[g])
+        pthread_cond_wait(&sim_stream_cv, &sim_stream_mu);
+    if (g)
+        sim_cs_waiting = 0;
+    pthread_mutex_unlock(&sim_stream_mu);
+}
+
+int simcuda_ctx_sync_held(unsigned gate)
+{
+    pthread_mutex_lock(&sim_stream_mu);
+    int held = gate && sim_cs_waiting == gate;
+    pthread_mutex_unlock(&sim_stream_mu);
+    return held;
+}
+
 void simcuda_gate_open(unsigned gate)
 {
     pthread_mutex_lock(&sim_stream_mu);

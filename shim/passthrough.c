@@ -652,6 +652,29 @@ GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
     return r;
 }
 
+/* An import (cuMemImportFromShareableHandle) that gives back one of the program's own handles (it
+ * exported it: the same allocation) is one more reference to it, as a retain is: its bytes stay
+ * under the cap until that one is released too. Uncounted, the program's cuMemRelease of the
+ * handle it made gave the bytes back while the import kept the memory alive, and mapping the
+ * import again counted nothing (an outside check's finding, helper-118 4). A handle gpuarena does
+ * not know (another process's export) is that process's memory, counted there if anywhere, and
+ * passes uncounted (README, Choices). */
+GA_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                  CUmemAllocationHandleType shHandleType)
+{
+    GA_HOOK_ENTER(cuMemImportFromShareableHandle, (handle, osHandle, shHandleType));
+    CUresult r = ga_real.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+    int d = r == CUDA_SUCCESS && handle ? ga_handle_dev((uint64_t)*handle) : -1;
+    if (d >= 0) {
+        ga_dev_t *dv = ga_dev(d);
+        uint64_t size = 0;
+        ga_mutex_lock(&dv->lock);
+        ga_handle_adjust(dv, (uint64_t)*handle, 1, 0, &size);
+        ga_mutex_unlock(&dv->lock);
+    }
+    return r;
+}
+
 /* A mapping of one of the program's handles: counted on the handle, and kept by address for the
  * cuMemUnmap that ends it. Without host memory to keep it, the handle is left uncounted for this
  * mapping (its bytes may then come back at its release while still mapped) and it is said once. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* An allocation that lets its context's lock go to wait for the device (cuMemFree's pending chunks,
  * synchronised before reuse) looked only at the state's `dead` when it took the lock again. Its
@@ -74,9 +75,97 @@ START_TEST(realloc_after_wait_not_in_a_reused_state)
 }
 END_TEST
 
+/* A handle exported (cuMemExportToShareableHandle, a POSIX descriptor) and imported again by the
+ * program that made it is the same allocation, held by the driver until both references are
+ * released: the program's release of the handle it made gave its bytes back to the cap while the
+ * import kept the memory, and the import mapped again counted nothing (an outside check's finding:
+ * 32 MiB held beside a 40 MiB block under a 64 MiB cap). Now the import is one more reference. */
+static void import_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    size_t size = 32 * MiB;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle h, h2;
+    CUdeviceptr va, p;
+    int fd = -1;
+    if (cuMemCreate(&h, size, &prop, 0) ||
+        cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
+        cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+        cuMemRelease(h))
+        exit(2);
+    close(fd);
+    if (simcuda_device_bytes_in_use(0) != size)
+        exit(3); /* the import holds the memory */
+    if (cuMemAlloc(&p, 40 * MiB) != CUDA_ERROR_OUT_OF_MEMORY) {
+        fprintf(stderr, "a 40 MiB block beside the imported 32 MiB handle under a 64 MiB cap was "
+                "not refused: the device holds %llu bytes\n", simcuda_device_bytes_in_use(0));
+        exit(4);
+    }
+    if (cuMemAddressReserve(&va, size, 0, 0, 0) || cuMemMap(va, size, 0, h2, 0) || cuMemRelease(h2))
+        exit(5); /* mapped, then released: alive until unmapped */
+    if (cuMemAlloc(&p, 40 * MiB) != CUDA_ERROR_OUT_OF_MEMORY)
+        exit(6);
+    if (cuMemUnmap(va, size) || cuMemAddressFree(va, size) || simcuda_device_bytes_in_use(0) != 0)
+        exit(7);
+    if (cuMemAlloc(&p, 40 * MiB) || cuMemFree(p))
+        exit(8); /* both references gone: the cap has the room again */
+    exit(0);
+}
+
+START_TEST(imported_own_handle_counted)
+{
+    char err[4096];
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", NULL);
+    int st = pt_run_child(import_child, NULL, err, sizeof err);
+    ck_assert_msg(st == 0, "exit %d: %s", st, err);
+}
+END_TEST
+
+/* The simulated driver's export and import: a descriptor only for a handle made exportable, other
+ * handle types refused as on Linux, a descriptor of no handle refused. */
+START_TEST(sim_export_import_checked)
+{
+    pt_env("GPUARENA_MODE=platform", "GPUARENA_LOG=error", NULL);
+    pt_start();
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle h, h2;
+    int fd = -1;
+    ck_assert_int_eq(cuMemCreate(&h, 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                     CUDA_ERROR_INVALID_VALUE); /* not made exportable */
+    ck_assert_int_eq(cuMemRelease(h), CUDA_SUCCESS);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    ck_assert_int_eq(cuMemCreate(&h, 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_FABRIC, 0),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    ck_assert_int_eq(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1),
+                     CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                     CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)0,
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                     CUDA_ERROR_INVALID_VALUE); /* stdin: no handle's */
+    ck_assert_int_eq(cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)fd,
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                     CUDA_SUCCESS);
+    ck_assert_uint_eq(h2, h);
+    close(fd);
+    ck_assert_int_eq(cuMemRelease(h), CUDA_SUCCESS);
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(0), 2 * MiB);
+    ck_assert_int_eq(cuMemRelease(h2), CUDA_SUCCESS);
+    ck_assert_uint_eq(simcuda_device_bytes_in_use(0), 0);
+}
+END_TEST
+
 TCase *pt_tcase_outside118(void)
 {
     TCase *tc = tcase_create("outside118");
     tcase_add_test(tc, realloc_after_wait_not_in_a_reused_state);
+    tcase_add_test(tc, imported_own_handle_counted);
+    tcase_add_test(tc, sim_export_import_checked);
     return tc;
 }

@@ -80,6 +80,8 @@
     X(cuMemGetAllocationPropertiesFromHandle, 10020, 0,                               \
       cuMemGetAllocationPropertiesFromHandle)                                         \
     X(cuMemRetainAllocationHandle, 11000, 0, cuMemRetainAllocationHandle)             \
+    X(cuMemExportToShareableHandle, 10020, 0, cuMemExportToShareableHandle)           \
+    X(cuMemImportFromShareableHandle, 10020, 0, cuMemImportFromShareableHandle)       \
     X(cuMemAddressReserve, 10020, 0, cuMemAddressReserve)                             \
     X(cuMemAddressFree, 10020, 0, cuMemAddressFree)                                   \
     X(cuMemMap, 10020, 0, cuMemMap)                                                   \

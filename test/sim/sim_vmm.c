@@ -27,7 +27,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct sim_phys {          /* one cuMemCreate handle */
@@ -38,6 +40,8 @@ typedef struct sim_phys {          /* one cuMemCreate handle */
     unsigned refs;                 /* cuMemCreate + cuMemRetainAllocationHandle - cuMemRelease */
     unsigned maps;                 /* live mappings of it */
     int rdma;                      /* made with allocFlags.gpuDirectRDMACapable */
+    int fd;                        /* its memfd, kept open when made exportable (requestedHandleTypes
+                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR); else -1 */
     struct sim_phys *next;
 } sim_phys_t;
 
@@ -184,6 +188,8 @@ static void sim_phys_drop(sim_phys_t *x)
         pp = &(*pp)->next;
     *pp = x->next;
     munmap(x->view, x->size);
+    if (x->fd >= 0)
+        close(x->fd);
     sim_uncharge_locked(x->dev, x->size);
     sim_count_phys(x, 0);
     free(x);
@@ -240,29 +246,35 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmem
 
 /* ---- physical memory ---- */
 
-/* A memfd of size bytes, mapped once PROT_NONE; NULL when the host refuses. */
-static char *sim_phys_view(size_t size)
+/* A memfd of size bytes, mapped once PROT_NONE; NULL when the host refuses. keep: the memfd is
+ * kept open in *fd (an exportable handle's), else closed (-1). */
+static char *sim_phys_view(size_t size, int keep, int *fd_out)
 {
+    *fd_out = -1;
     int fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
     if (fd < 0)
         return NULL;
     void *v = ftruncate(fd, (off_t)size) == 0 ? mmap(NULL, size, PROT_NONE, MAP_SHARED, fd, 0) : MAP_FAILED;
-    close(fd);
+    if (keep && v != MAP_FAILED)
+        *fd_out = fd;
+    else
+        close(fd);
     return v == MAP_FAILED ? NULL : v;
 }
 
-static CUresult sim_create_locked(CUmemGenericAllocationHandle *handle, size_t size, int dev)
+static CUresult sim_create_locked(CUmemGenericAllocationHandle *handle, size_t size, int dev, int keep_fd)
 {
     if (sim_charge_locked(dev, size) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     sim_phys_t *x = calloc(1, sizeof *x);
-    char *view = x ? sim_phys_view(size) : NULL;
+    int fd = -1;
+    char *view = x ? sim_phys_view(size, keep_fd, &fd) : NULL;
     if (!view) {
         free(x);
         sim_uncharge_locked(dev, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *x = (sim_phys_t){sim_next_id_locked(), size, dev, view, 1, 0, 0, physs};
+    *x = (sim_phys_t){sim_next_id_locked(), size, dev, view, 1, 0, 0, fd, physs};
     physs = x;
     sim_count_phys(x, 1);
     *handle = x->id;
@@ -284,7 +296,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     if (r == CUDA_SUCCESS) {
         sim_latency();
         pthread_mutex_lock(&sim_lock);
-        r = sim_create_locked(handle, size, prop->location.id);
+        r = sim_create_locked(handle, size, prop->location.id,
+                              (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0);
         if (r == CUDA_SUCCESS) /* "CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE": asked for here */
             physs->rdma = prop->allocFlags.gpuDirectRDMACapable != 0;
         pthread_mutex_unlock(&sim_lock);
@@ -329,6 +342,68 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
     }
     pthread_mutex_unlock(&sim_lock);
     return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Export and import (POSIX file descriptors alone: the other handle types are Windows' or a
+ * fabric's). A handle made with requestedHandleTypes CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR keeps
+ * its memfd; its export is a new descriptor of it (the caller's to close). An import of a
+ * descriptor of one of this process's live handles is another reference to that handle, the same
+ * value (as cuMemRetainAllocationHandle gives): the memory is not charged again, and it lives until
+ * every reference is released and every mapping unmapped. A descriptor of no live handle of this
+ * driver (another process's, a plain file) is CUDA_ERROR_INVALID_VALUE: this driver does not share
+ * memory between processes. */
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    SIM_ENTER(cuMemExportToShareableHandle);
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!shareableHandle || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return handleType == CU_MEM_HANDLE_TYPE_WIN32 || handleType == CU_MEM_HANDLE_TYPE_WIN32_KMT ||
+                       handleType == CU_MEM_HANDLE_TYPE_FABRIC
+                   ? CUDA_ERROR_NOT_SUPPORTED
+                   : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    const sim_phys_t *x = sim_phys_find(handle);
+    int fd = x && x->fd >= 0 ? fcntl(x->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    r = !x || x->fd < 0 ? CUDA_ERROR_INVALID_VALUE : fd < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    pthread_mutex_unlock(&sim_lock);
+    if (r == CUDA_SUCCESS)
+        *(int *)shareableHandle = fd;
+    return r;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+    SIM_ENTER(cuMemImportFromShareableHandle);
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return shHandleType == CU_MEM_HANDLE_TYPE_WIN32 || shHandleType == CU_MEM_HANDLE_TYPE_WIN32_KMT ||
+                       shHandleType == CU_MEM_HANDLE_TYPE_FABRIC
+                   ? CUDA_ERROR_NOT_SUPPORTED
+                   : CUDA_ERROR_INVALID_VALUE;
+    struct stat want, st;
+    if (fstat((int)(intptr_t)osHandle, &want) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    sim_phys_t *x = physs;
+    for (; x; x = x->next)
+        if (x->fd >= 0 && fstat(x->fd, &st) == 0 && st.st_ino == want.st_ino && st.st_dev == want.st_dev)
+            break;
+    if (x) {
+        x->refs++;
+        *handle = x->id;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return x ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---- address reservations ---- */

@@ -170,6 +170,8 @@
     X(cuMemSetAccess)                                                                        \
     X(cuMemGetAccess)                                                                        \
     X(cuMemRetainAllocationHandle)                                                           \
+    X(cuMemExportToShareableHandle)                                                          \
+    X(cuMemImportFromShareableHandle)                                                        \
     X(cuMemGetAllocationPropertiesFromHandle)                                                \
     X(cuDeviceGetUuid_v2)                                                                    \
     X(cuCtxCreate_v3)                                                                        \

@@ -235,6 +235,12 @@ static int r_retain(void *f)
     CUmemGenericAllocationHandle h;
     return ((CUresult (*)(CUmemGenericAllocationHandle *, void *))f)(&h, (void *)(uintptr_t)lean_alloc());
 }
+static int r_import(void *f)
+{
+    CUmemGenericAllocationHandle h;
+    return ((CUresult (*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType))f)(
+        &h, (void *)(intptr_t)0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+}
 static int r_map(void *f)
 {
     return ((CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
@@ -475,6 +481,7 @@ static const struct lean_recipe {
     {"cuMemCreate", r_create},
     {"cuMemRelease", r_release},
     {"cuMemRetainAllocationHandle", r_retain},
+    {"cuMemImportFromShareableHandle", r_import},
     {"cuMemMap", r_map},
     {"cuMemUnmap", r_unmap},
     {"cuMemAddressFree", r_addr_free},

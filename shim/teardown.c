@@ -595,6 +595,10 @@ static CUcontext ga_primary_of(CUdevice dev)
     return ctx;
 }
 
+/* Devices whose primary context was reset and not retained since (under ga_primary_lock): the
+ * next retain makes its state again (cuDevicePrimaryCtxRetain below). */
+static uint32_t ga_primary_was_reset;
+
 /* Under the primary lock from the look at the handle to the drop, as a last release (below): a
  * retain in between would bring the context back with the same handle and its dying state. */
 static CUresult ga_primary_reset(CUdevice dev, CUresult (*real_reset)(CUdevice))
@@ -602,6 +606,8 @@ static CUresult ga_primary_reset(CUdevice dev, CUresult (*real_reset)(CUdevice))
     ga_mutex_lock(&ga_primary_lock);
     ga_td_call_t call = {.dev_fn = real_reset, .dev = dev};
     CUresult r = ga_ctx_teardown(ga_primary_of(dev), &call);
+    if (r == CUDA_SUCCESS && dev >= 0 && dev < 32)
+        ga_primary_was_reset |= 1u << dev;
     ga_mutex_unlock(&ga_primary_lock);
     return r;
 }
@@ -653,6 +659,19 @@ GA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     GA_HOOK_ENTER(cuDevicePrimaryCtxRetain, (pctx, dev));
     ga_mutex_lock(&ga_primary_lock);
     CUresult r = ga_real.cuDevicePrimaryCtxRetain(pctx, dev);
+    /* The first retain after a reset meets the context again, as a push or set would: its state
+     * went with the reset, and a program that goes on in it without making it current again (it
+     * still is, in the thread that reset it) launched kernels the fence never waited for, so a
+     * block of another context they wrote was handed out again under them (an outside check's
+     * finding, helper-118 3; test primary_after_reset_and_retain_waited_for). Not at the reset
+     * itself: the context is inactive then, and the fence's synchronisation of it would make it
+     * again on a GPU; the retain makes it active. A program that resets and goes on without a
+     * retain or a push is still unknown until it allocates, frees or asks for memory (README). */
+    if (r == CUDA_SUCCESS && pctx && dev >= 0 && dev < 32 && (ga_primary_was_reset >> dev & 1)) {
+        ga_primary_was_reset &= ~(1u << dev);
+        if (!ga_ctx_of(*pctx))
+            (void)ga_ctx_make(*pctx, dev);
+    }
     ga_mutex_unlock(&ga_primary_lock);
     return r;
 }

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,11 +162,97 @@ START_TEST(sim_export_import_checked)
 }
 END_TEST
 
+/* The primary context after cuDevicePrimaryCtxReset and a retain, used without being made current
+ * again (it stays current in the thread that reset it): its state went with the reset, and the
+ * shim did not know the context again until it allocated, freed or was made current, so a freed
+ * block of another context whose kernels it ran was handed out again while its kernel still wrote
+ * it. B (the primary context) is set current, reset and retained again; a gated kernel on a stream
+ * made in B writes A's block; A frees it and allocates again, which must wait for B's kernel: the
+ * gate opens once the driver has seen two synchronisations (A's, then B's). Exit 10: the new
+ * block read B's kernel's bytes. */
+typedef struct o118_opener {
+    unsigned gate;
+    unsigned long long calls;
+    _Atomic int stop;
+} o118_opener_t;
+
+static void *o118_open_at_sync(void *arg)
+{
+    o118_opener_t *o = arg;
+    while (!atomic_load(&o->stop) && simcuda_entry_calls("cuCtxSynchronize") < o->calls)
+        sched_yield();
+    simcuda_gate_open(o->gate);
+    return NULL;
+}
+
+static int o118_all(CUdeviceptr p, size_t n, unsigned char want)
+{
+    static unsigned char buf[1 << 20];
+    for (size_t off = 0; off < n; off += sizeof buf) {
+        size_t k = n - off < sizeof buf ? n - off : sizeof buf;
+        if (cuMemcpyDtoH(buf, p + off, k))
+            return 0;
+        for (size_t i = 0; i < k; i++)
+            if (buf[i] != want)
+                return 0;
+    }
+    return 1;
+}
+
+static void reset_kernel_ctx_child(void *arg)
+{
+    (void)arg;
+    alarm(60);
+    size_t size = 40 * MiB;
+    CUdevice dev;
+    CUcontext a, b, b2;
+    CUstream sb;
+    CUdeviceptr p, q;
+    o118_opener_t o = {.stop = 0};
+    pthread_t t;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate(&a, NULL, 0, dev) || cuMemAlloc(&p, size))
+        exit(2);
+    if (cuDevicePrimaryCtxRetain(&b, dev) || cuCtxSetCurrent(b) || cuDevicePrimaryCtxReset(dev) ||
+        cuDevicePrimaryCtxRetain(&b2, dev) || b2 != b)
+        exit(2); /* B is current still, and retained again: no cuCtxSetCurrent after the reset */
+    if (cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) || simcuda_gate(sb, &o.gate) ||
+        simcuda_launch(sb, p, 0xAA, size, 0) || cuCtxSetCurrent(a))
+        exit(3);
+    o.calls = simcuda_entry_calls("cuCtxSynchronize") + 2;
+    if (pthread_create(&t, NULL, o118_open_at_sync, &o))
+        exit(3);
+    if (cuMemFree(p) || cuMemAlloc(&q, size) || cuMemsetD8(q, 0x55, size))
+        exit(4);
+    atomic_store(&o.stop, 1);
+    pthread_join(t, NULL);
+    if (cuCtxSetCurrent(b) || cuStreamSynchronize(sb) || cuCtxSetCurrent(a))
+        exit(5);
+    exit(o118_all(q, size, 0x55) ? 0 : 10);
+}
+
+START_TEST(primary_after_reset_and_retain_waited_for)
+{
+    static const char *const modes[] = PT_POOL_MODES;
+    static const char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy",
+                                        "GPUARENA_FREE_SYNC=device"};
+    char err[4096];
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)
+        for (size_t y = 0; y < sizeof syncs / sizeof *syncs; y++) {
+            pt_env(modes[m], syncs[y], "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB",
+                   "GPUARENA_LOG=error", NULL);
+            int st = pt_run_child(reset_kernel_ctx_child, NULL, err, sizeof err);
+            ck_assert_msg(st == 0, "%s %s: exit %d (10: the new block read the kernel of the primary "
+                          "context reset and retained again); %s", modes[m], syncs[y], st, err);
+        }
+}
+END_TEST
+
 TCase *pt_tcase_outside118(void)
 {
     TCase *tc = tcase_create("outside118");
     tcase_add_test(tc, realloc_after_wait_not_in_a_reused_state);
     tcase_add_test(tc, imported_own_handle_counted);
     tcase_add_test(tc, sim_export_import_checked);
+    tcase_add_test(tc, primary_after_reset_and_retain_waited_for);
     return tc;
 }

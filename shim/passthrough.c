@@ -287,7 +287,12 @@ static CUresult ga_pass_flags_ok(unsigned flags)
 }
 
 /* The size too: a multiple of the minimum granularity (cuMemCreate's documentation), else the
- * driver's CUDA_ERROR_INVALID_VALUE (helper-47 F13: past the cap it answered OUT_OF_MEMORY). */
+ * driver's CUDA_ERROR_INVALID_VALUE (helper-47 F13: past the cap it answered OUT_OF_MEMORY). And
+ * the fields the granularity query does not look at, as cuMemCreate does: handle types outside
+ * cuda.h's bits, a compression type or usage bits it does not define (CUDA_ERROR_INVALID_VALUE),
+ * the Windows handle types on Linux and fabric handles on a device without them
+ * (CUDA_ERROR_NOT_SUPPORTED): past the cap they answered CUDA_ERROR_OUT_OF_MEMORY (an outside
+ * check's finding, helper-118 2; test create_bad_props_get_driver_codes). */
 static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop, size_t size)
 {
     size_t g = 0;
@@ -295,7 +300,23 @@ static CUresult ga_pass_prop_ok(const CUmemAllocationProp *prop, size_t size)
                      ? ga_real.cuMemGetAllocationGranularity(&g, prop,
                                                              CU_MEM_ALLOC_GRANULARITY_MINIMUM)
                      : CUDA_SUCCESS;
-    return r == CUDA_SUCCESS && g && size % g ? CUDA_ERROR_INVALID_VALUE : r;
+    if (r != CUDA_SUCCESS || (g && size % g))
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+    unsigned ht = (unsigned)prop->requestedHandleTypes;
+    if ((ht & ~(unsigned)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
+                          CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC)) ||
+        prop->allocFlags.compressionType > CU_MEM_ALLOCATION_COMP_GENERIC ||
+        (prop->allocFlags.usage & ~(CU_MEM_CREATE_USAGE_TILE_POOL | CU_MEM_CREATE_USAGE_HW_DECOMPRESS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ht & (CU_MEM_HANDLE_TYPE_WIN32 | CU_MEM_HANDLE_TYPE_WIN32_KMT))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int fabric = 0;
+    if ((ht & CU_MEM_HANDLE_TYPE_FABRIC) &&
+        (!ga_real.cuDeviceGetAttribute ||
+         ga_real.cuDeviceGetAttribute(&fabric, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
+                                      prop->location.id) != CUDA_SUCCESS || !fabric))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return CUDA_SUCCESS;
 }
 
 /* Whether the driver has more than one device: whether a pool block may have landed on another

@@ -247,6 +247,115 @@ START_TEST(primary_after_reset_and_retain_waited_for)
 }
 END_TEST
 
+/* cuMemCreate with a bad prop answers the driver's own code whether or not the cap has room: each
+ * row of the table is asked at 2 MiB (within the cap: the driver answers) and at 128 MiB (past the
+ * 64 MiB cap: gpuarena answers before the driver is asked), and both must be the row's code. Handle
+ * types outside cuda.h's bits, the Windows and fabric types, a compression type or usage bits
+ * cuda.h does not define answered CUDA_ERROR_OUT_OF_MEMORY past the cap. Then 3,000 random props
+ * (random bytes, half with plausible fields): never a crash, and past the cap the answer is the
+ * one within it, or CUDA_ERROR_OUT_OF_MEMORY where the prop is good. */
+typedef struct o118_prop_row {
+    int type, loc_type, loc_id;
+    unsigned handle_types, compression, usage;
+    size_t extra; /* added to both sizes: a size off the granularity */
+    CUresult want;
+} o118_prop_row_t;
+
+static const o118_prop_row_t o118_rows[] = {
+    {0, 1, 0, 0, 0, 0, 0, CUDA_ERROR_INVALID_VALUE},        /* type invalid */
+    {99, 1, 0, 0, 0, 0, 0, CUDA_ERROR_INVALID_VALUE},       /* type out of range */
+    {1, 0, 0, 0, 0, 0, 0, CUDA_ERROR_INVALID_VALUE},        /* location invalid */
+    {1, 2, 0, 0, 0, 0, 0, CUDA_ERROR_INVALID_VALUE},        /* host location: not served */
+    {1, 99, 0, 0, 0, 0, 0, CUDA_ERROR_INVALID_VALUE},       /* location out of range */
+    {1, 1, -1, 0, 0, 0, 0, CUDA_ERROR_INVALID_DEVICE},      /* no such device */
+    {1, 1, 7, 0, 0, 0, 0, CUDA_ERROR_INVALID_DEVICE},
+    {1, 1, 0x7fffffff, 0, 0, 0, 0, CUDA_ERROR_INVALID_DEVICE},
+    {1, 1, 0, 0x10, 0, 0, 0, CUDA_ERROR_INVALID_VALUE},     /* no such handle type */
+    {1, 1, 0, 0xffffffffu, 0, 0, 0, CUDA_ERROR_INVALID_VALUE},
+    {1, 1, 0, 0x2, 0, 0, 0, CUDA_ERROR_NOT_SUPPORTED},      /* Windows handles on Linux */
+    {1, 1, 0, 0x4, 0, 0, 0, CUDA_ERROR_NOT_SUPPORTED},
+    {1, 1, 0, 0x8, 0, 0, 0, CUDA_ERROR_NOT_SUPPORTED},      /* fabric: the device has none */
+    {1, 1, 0, 0, 2, 0, 0, CUDA_ERROR_INVALID_VALUE},        /* compression type */
+    {1, 1, 0, 0, 0xff, 0, 0, CUDA_ERROR_INVALID_VALUE},
+    {1, 1, 0, 0, 0, 4, 0, CUDA_ERROR_INVALID_VALUE},        /* usage bit */
+    {1, 1, 0, 0, 0, 0, MiB, CUDA_ERROR_INVALID_VALUE},      /* size off the granularity */
+    {1, 1, 0, 0, 0, 0, 1, CUDA_ERROR_INVALID_VALUE},
+};
+
+static void o118_fill(CUmemAllocationProp *p, const o118_prop_row_t *w)
+{
+    memset(p, 0, sizeof *p);
+    p->type = (CUmemAllocationType)w->type;
+    p->location.type = (CUmemLocationType)w->loc_type;
+    p->location.id = w->loc_id;
+    p->requestedHandleTypes = (CUmemAllocationHandleType)w->handle_types;
+    p->allocFlags.compressionType = (unsigned char)w->compression;
+    p->allocFlags.usage = (unsigned short)w->usage;
+}
+
+static CUresult o118_create(size_t size, const CUmemAllocationProp *p)
+{
+    CUmemGenericAllocationHandle h;
+    CUresult r = cuMemCreate(&h, size, p, 0);
+    if (r == CUDA_SUCCESS && cuMemRelease(h) != CUDA_SUCCESS)
+        exit(60);
+    return r;
+}
+
+static void bad_props_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUmemAllocationProp p;
+    for (size_t i = 0; i < sizeof o118_rows / sizeof *o118_rows; i++) {
+        const o118_prop_row_t *w = &o118_rows[i];
+        o118_fill(&p, w);
+        CUresult small = o118_create(2 * MiB + w->extra, &p), big = o118_create(128 * MiB + w->extra, &p);
+        if (small != w->want || big != w->want) {
+            fprintf(stderr, "row %zu: %d within the cap, %d past it, the driver's code is %d\n", i,
+                    (int)small, (int)big, (int)w->want);
+            exit(10);
+        }
+    }
+    unsigned seed = 118;
+    static const int ids[] = {0, 1, 7, -1, 16, 0x7fffffff};
+    for (int i = 0; i < 3000; i++) {
+        unsigned char *b = (unsigned char *)&p;
+        for (size_t k = 0; k < sizeof p; k++)
+            b[k] = (unsigned char)rand_r(&seed);
+        if (rand_r(&seed) % 2) {
+            p.type = (CUmemAllocationType)(rand_r(&seed) % 3);
+            p.location.type = (CUmemLocationType)(rand_r(&seed) % 4);
+            p.location.id = ids[rand_r(&seed) % 6];
+            p.requestedHandleTypes = (CUmemAllocationHandleType)(rand_r(&seed) % 3 ? 0 : rand_r(&seed) % 17);
+            p.allocFlags.compressionType = (unsigned char)(rand_r(&seed) % 3 ? 0 : rand_r(&seed) % 3);
+            p.allocFlags.usage = (unsigned short)(rand_r(&seed) % 3 ? 0 : rand_r(&seed) % 5);
+            p.win32HandleMetaData = NULL;
+        }
+        CUresult small = o118_create(2 * MiB, &p), big = o118_create(128 * MiB, &p);
+        if (small == CUDA_SUCCESS ? big != CUDA_ERROR_OUT_OF_MEMORY : big != small) {
+            fprintf(stderr, "random prop %d (type %d, location %d/%d, handle types %#x, compression "
+                    "%u, usage %#x): %d within the cap, %d past it\n", i, (int)p.type,
+                    (int)p.location.type, p.location.id, (unsigned)p.requestedHandleTypes,
+                    p.allocFlags.compressionType, p.allocFlags.usage, (int)small, (int)big);
+            exit(11);
+        }
+    }
+    exit(0);
+}
+
+START_TEST(create_bad_props_get_driver_codes)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    char err[4096];
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        pt_env(modes[m], "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", "SIMCUDA_DEVICES=2", NULL);
+        int st = pt_run_child(bad_props_child, NULL, err, sizeof err);
+        ck_assert_msg(st == 0, "%s: exit %d: %s", modes[m], st, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_outside118(void)
 {
     TCase *tc = tcase_create("outside118");
@@ -254,5 +363,6 @@ TCase *pt_tcase_outside118(void)
     tcase_add_test(tc, imported_own_handle_counted);
     tcase_add_test(tc, sim_export_import_checked);
     tcase_add_test(tc, primary_after_reset_and_retain_waited_for);
+    tcase_add_test(tc, create_bad_props_get_driver_codes);
     return tc;
 }

@@ -225,6 +225,8 @@ static int sim_attribute(CUdevice_attribute a, CUdevice dev)
     /* as an H100 answers; cuMemCreate's gpuDirectRDMACapable is remembered (sim_vmm.c) */
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: return !sim_cfg.no_vmm;
+    /* cuMemExportToShareableHandle's POSIX descriptors (sim_vmm.c); no fabric or Windows handles */
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return !sim_cfg.no_vmm;
     default: return 0;
     }
 }

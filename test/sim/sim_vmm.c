@@ -207,6 +207,23 @@ static CUresult sim_prop_check(const CUmemAllocationProp *prop)
                                                                          : CUDA_ERROR_INVALID_DEVICE;
 }
 
+/* What cuMemCreate checks beyond sim_prop_check: the handle types asked for (POSIX descriptors
+ * alone on Linux: the Windows types and fabric handles CUDA_ERROR_NOT_SUPPORTED, bits no type has
+ * CUDA_ERROR_INVALID_VALUE), the compression type (none or generic) and the usage bits (tile pool,
+ * hardware decompression), each as cuda.h defines them. */
+static CUresult sim_create_prop_check(const CUmemAllocationProp *prop)
+{
+    unsigned ht = (unsigned)prop->requestedHandleTypes;
+    if (ht & ~(unsigned)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
+                         CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->allocFlags.compressionType > CU_MEM_ALLOCATION_COMP_GENERIC ||
+        (prop->allocFlags.usage & ~(CU_MEM_CREATE_USAGE_TILE_POOL | CU_MEM_CREATE_USAGE_HW_DECOMPRESS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return ht & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? CUDA_ERROR_NOT_SUPPORTED
+                                                                   : CUDA_SUCCESS;
+}
+
 CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                        CUmemAllocationGranularity_flags option)
 {
@@ -293,6 +310,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         r = sim_prop_check(prop);
+    if (r == CUDA_SUCCESS)
+        r = sim_create_prop_check(prop);
     if (r == CUDA_SUCCESS) {
         sim_latency();
         pthread_mutex_lock(&sim_lock);

@@ -73,7 +73,13 @@
  *    offset multiples of the granularity, mappings inside one reservation and never overlapping,
  *    cuMemUnmap and cuMemSetAccess on whole mappings only, cuMemAddressFree on a whole reservation
  *    with nothing mapped in it (all else CUDA_ERROR_INVALID_VALUE; a bad device ordinal
- *    CUDA_ERROR_INVALID_DEVICE). Queries: cuMemGetAddressRange gives the mapping holding the
+ *    CUDA_ERROR_INVALID_DEVICE). cuMemCreate's prop: type pinned, location a device, the handle
+ *    types within cuda.h's bits (POSIX descriptors served, Windows and fabric types
+ *    CUDA_ERROR_NOT_SUPPORTED), compression none or generic, usage bits tile pool and hardware
+ *    decompression (all else CUDA_ERROR_INVALID_VALUE). cuMemExportToShareableHandle gives a
+ *    POSIX descriptor of a handle made with that type (a new descriptor of its memfd), and
+ *    cuMemImportFromShareableHandle of one of this process's live handles' descriptors is one more
+ *    reference to that handle (the same value; anything else CUDA_ERROR_INVALID_VALUE). Queries: cuMemGetAddressRange gives the mapping holding the
  *    address; cuPointerGetAttribute(s) give the reservation as RANGE_START_ADDR/RANGE_SIZE, MAPPED,
  *    and for mapped addresses MEMORY_TYPE device, DEVICE_ORDINAL, CONTEXT NULL, MAPPING_BASE_ADDR/
  *    MAPPING_SIZE, ACCESS_FLAGS, IS_GPU_DIRECT_RDMA_CAPABLE (the handle's

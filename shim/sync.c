@@ -144,6 +144,7 @@ static size_t ga_ctx_trim_pending(ga_ctx_t *c)
     for (int round = 0; round < 2; round++) {
         ga_mutex_lock(&c->lock);
         int live = !atomic_load(&c->dead);
+        unsigned life = atomic_load_explicit(&c->life, memory_order_relaxed);
         ga_fence_mark_t m = ga_fence_mark_held(c);
         uint64_t held_seq = c->pf_seq; /* frees with no event listed before the wait */
         int waits = live && ((c->pool && c->npend) || c->npfree);
@@ -157,9 +158,13 @@ static size_t ga_ctx_trim_pending(ga_ctx_t *c)
         if (!waited)
             m.n = 0; /* no wait: only what has passed goes back below */
         ga_mutex_lock(&c->lock);
-        c->sync_refused = sr;
         int left = 0;
-        if (!atomic_load(&c->dead)) {
+        /* Dead, or dead and reused meanwhile by a new context (life moved): the entries noted are
+         * gone with the old context, and the new one's, which the wait may not have passed, are
+         * not the mark's (an outside check's finding, helper-118 1: they went back to the new
+         * context's pool unsynchronised; test trim_wait_leaves_a_reused_state_pending). */
+        if (!atomic_load(&c->dead) && atomic_load_explicit(&c->life, memory_order_relaxed) == life) {
+            c->sync_refused = sr;
             size_t before = c->pend_bytes;
             if (c->pool && m.n)
                 ga_fence_passed(c, m);

@@ -41,7 +41,7 @@ static void reused_state_child(void *arg)
     if (cuInit(0) || cuDeviceGet(&d0, 0) || cuDevicePrimaryCtxRetain(&p0, d0) || cuCtxSetCurrent(p0) ||
         cuMemAlloc(&q, MiB) || cuMemFree(q) || /* the first context: it keeps the level, never reused */
         cuCtxCreate(&o118_a, NULL, 0, d0) || cuMemAlloc(&q, MiB) || cuMemFree(q) || /* pending in A */
-        simcuda_hold_next_ctx_sync(&gate))
+        simcuda_hold_next_ctx_sync(NULL, &gate))
         exit(2);
     pthread_t t;
     if (pthread_create(&t, NULL, o118_alloc, NULL))
@@ -71,6 +71,73 @@ START_TEST(realloc_after_wait_not_in_a_reused_state)
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
         pt_env(modes[m], "GPUARENA_LIMIT=256MiB", "GPUARENA_LOG=error", NULL);
         int st = pt_run_child(reused_state_child, NULL, err, sizeof err);
+        ck_assert_msg(st == 0, "%s: exit %d: %s", modes[m], st, err);
+    }
+}
+END_TEST
+
+/* The trim before an out-of-memory waits for another context's pending frees with that context's
+ * lock let go (sync.c, ga_ctx_trim_pending), and took the lock again looking only at `dead`: the
+ * context A destroyed meanwhile and its state taken by a new context B, B's own pending free went
+ * back to B's pool as if the wait had passed it (the mark's count and generation matched B's fresh
+ * list), so B's next allocation reused the block with no synchronisation while B's kernels could
+ * still use it. The primary context C allocates past the cap, its trim waits in C's
+ * cuCtxSynchronize (held inside the driver) after A's; meanwhile A is destroyed, B made on A's
+ * state, and B frees a block. Exit 10: B's next allocation made no synchronisation. */
+static CUcontext o118_c;
+
+static void *o118_alloc_c(void *arg)
+{
+    (void)arg;
+    CUdeviceptr p;
+    if (cuCtxSetCurrent(o118_c) == CUDA_SUCCESS && cuMemAlloc(&p, 32 * MiB) == CUDA_SUCCESS)
+        cuMemFree(p);
+    return NULL;
+}
+
+static void trim_reused_child(void *arg)
+{
+    (void)arg;
+    alarm(60);
+    CUdevice d0;
+    CUcontext a, b;
+    CUdeviceptr keep, q, x, y;
+    unsigned gate;
+    if (cuInit(0) || cuDeviceGet(&d0, 0) || cuDevicePrimaryCtxRetain(&o118_c, d0) ||
+        cuCtxSetCurrent(o118_c) || cuMemAlloc(&keep, 8 * MiB))
+        exit(2); /* C: the first context, with a live block (its pool is not idle) */
+    if (cuCtxCreate(&a, NULL, 0, d0) || cuMemAlloc(&q, 40 * MiB) || cuMemFree(q))
+        exit(2); /* A: 40 MiB pending */
+    if (simcuda_hold_next_ctx_sync((struct CUctx_st *)o118_c, &gate))
+        exit(2);
+    pthread_t t;
+    if (pthread_create(&t, NULL, o118_alloc_c, NULL))
+        exit(3);
+    while (!simcuda_ctx_sync_held(gate))
+        sched_yield(); /* C's 32 MiB past the cap: the trim waited for A, now for C */
+    if (cuCtxDestroy(a) || cuCtxCreate(&b, NULL, 0, d0) || cuMemAlloc(&x, 8 * MiB) || cuMemFree(x))
+        exit(4); /* B on A's state, one free pending */
+    simcuda_gate_open(gate);
+    pthread_join(t, NULL);
+    unsigned long long s1 = simcuda_entry_calls("cuCtxSynchronize");
+    if (cuMemAlloc(&y, 8 * MiB))
+        exit(5);
+    unsigned long long s2 = simcuda_entry_calls("cuCtxSynchronize");
+    if (s2 == s1) {
+        fprintf(stderr, "B's allocation after its free made no synchronisation (block %s)\n",
+                y == x ? "reused" : "not reused");
+        exit(10);
+    }
+    exit(0);
+}
+
+START_TEST(trim_wait_leaves_a_reused_state_pending)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=grow", "GPUARENA_MODE=vmm"};
+    char err[4096];
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        pt_env(modes[m], "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LOG=error", NULL);
+        int st = pt_run_child(trim_reused_child, NULL, err, sizeof err);
         ck_assert_msg(st == 0, "%s: exit %d: %s", modes[m], st, err);
     }
 }
@@ -360,6 +427,7 @@ TCase *pt_tcase_outside118(void)
 {
     TCase *tc = tcase_create("outside118");
     tcase_add_test(tc, realloc_after_wait_not_in_a_reused_state);
+    tcase_add_test(tc, trim_wait_leaves_a_reused_state_pending);
     tcase_add_test(tc, imported_own_handle_counted);
     tcase_add_test(tc, sim_export_import_checked);
     tcase_add_test(tc, primary_after_reset_and_retain_waited_for);

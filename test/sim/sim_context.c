@@ -350,9 +350,9 @@ CUresult cuCtxGetDevice(CUdevice *device)
 CUresult cuCtxSynchronize(void)
 {
     SIM_ENTER(cuCtxSynchronize);
-    sim_hold_ctx_sync();
     sim_ctx_t *c;
     CUresult r = sim_current(&c);
+    sim_hold_ctx_sync(r == CUDA_SUCCESS ? c : NULL);
     if (r == CUDA_SUCCESS && sim_ctx_capture_check(c, NULL))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* a stream of c is capturing (sim_stream.c) */
     if (r == CUDA_SUCCESS) {
@@ -624,9 +624,9 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     SIM_ENTER(cuCtxSynchronize_v2);
-    sim_hold_ctx_sync();
     sim_ctx_t *c;
     CUresult r = sim_ctx_or_current(ctx, &c);
+    sim_hold_ctx_sync(r == CUDA_SUCCESS ? c : NULL);
     if (r == CUDA_SUCCESS && sim_ctx_capture_check(c, NULL))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (r == CUDA_SUCCESS) {

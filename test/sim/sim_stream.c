@@ -703,16 +703,19 @@ void sim_hold_pool_query(void)
 }
 
 static unsigned sim_hold_cs_gate; /* under sim_stream_mu: the gate the next cuCtxSynchronize waits for */
+static const void *sim_hold_cs_ctx; /* and the context it must name (NULL: any) */
 static unsigned sim_cs_waiting;   /* under sim_stream_mu: the gate a cuCtxSynchronize waits at now */
 
-int simcuda_hold_next_ctx_sync(unsigned *gate)
+int simcuda_hold_next_ctx_sync(struct CUctx_st *ctx, unsigned *gate)
 {
     if (!gate)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_stream_mu);
     unsigned g = sim_gate_next < SIM_GATES ? sim_gate_next++ : 0;
-    if (g)
+    if (g) {
         sim_hold_cs_gate = g;
+        sim_hold_cs_ctx = ctx;
+    }
     pthread_mutex_unlock(&sim_stream_mu);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -720,11 +723,14 @@ int simcuda_hold_next_ctx_sync(unsigned *gate)
     return CUDA_SUCCESS;
 }
 
-void sim_hold_ctx_sync(void)
+void sim_hold_ctx_sync(const void *ctx)
 {
     pthread_mutex_lock(&sim_stream_mu);
     unsigned g = sim_hold_cs_gate;
-    sim_hold_cs_gate = 0;
+    if (g && sim_hold_cs_ctx && sim_hold_cs_ctx != ctx)
+        g = 0; /* another context's: the hold stays armed */
+    else
+        sim_hold_cs_gate = 0;
     if (g)
         sim_cs_waiting = g;
     while (g && !sim_gate_opened[g])

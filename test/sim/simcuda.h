@@ -353,11 +353,13 @@ int simcuda_hold_next_ctx_teardown(unsigned *gate);
  * hold a caller that asks a pool's figures with its own locks held (gpuarena's pool accounting,
  * shim/mempool.c), and fork meanwhile. Returns a CUresult. */
 int simcuda_hold_next_pool_query(unsigned *gate);
-/* The next cuCtxSynchronize(_v2) waits inside the driver, once counted (simcuda_entry_calls) and
- * before it looks at its context, until simcuda_gate_open(*gate): a test can hold a caller that
- * synchronises with its own locks let go (an allocation's wait for its pending frees, shim/fence.c)
- * and change the contexts meanwhile. Returns a CUresult. */
-int simcuda_hold_next_ctx_sync(unsigned *gate);
+/* The next cuCtxSynchronize(_v2) of context ctx (the one it names or the current one; ctx NULL:
+ * of any context) waits inside the driver, once counted (simcuda_entry_calls), until
+ * simcuda_gate_open(*gate): a test can hold a caller that synchronises with its own locks let go
+ * (an allocation's wait for its pending frees, shim/fence.c) and change the contexts meanwhile.
+ * Returns a CUresult. */
+struct CUctx_st; /* cuda.h's CUcontext points at one */
+int simcuda_hold_next_ctx_sync(struct CUctx_st *ctx, unsigned *gate);
 /* 1 while a cuCtxSynchronize waits at that gate (simcuda_hold_next_ctx_sync), else 0. */
 int simcuda_ctx_sync_held(unsigned gate);
 

@@ -478,8 +478,26 @@ static void be_unmap(void *p, uintptr_t addr, size_t size, uint64_t handle)
              * ends the context (seen on an H200: scripts/gpu-check.sh, torch_hazard.py). So the
              * context is synchronised before its granules go: once, not per granule, until the
              * next chunk comes back unfenced. The other settings free only memory the device has
-             * passed. */
-            ga_real.cuCtxSynchronize();
+             * passed. Not while a stream capture runs on the device (the synchronisation would
+             * be refused and end the capture invalidated), and a refused one passed nothing: the
+             * granule then stays mapped and held (c->stuck, serving again when a block lands
+             * there), never unmapped under work that may still use it (an outside check,
+             * 2026-12-07: the refusal was not looked at, the granule unmapped under a queued
+             * kernel, and a cuMemFree during a capture ended it; test
+             * vmm_none_unmap_waits_or_keeps). */
+            CUresult sr = ga_capture_on_dev(c->dev) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                                                    : ga_real.cuCtxSynchronize();
+            if (sr != CUDA_SUCCESS) {
+                (void)ga_ptrmap_reserve(&c->stuck, 1);
+                if (sr != CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) /* said, and kept */
+                    keep_refused(c, addr, addr, size, handle, "cuCtxSynchronize", sr);
+                else if (ga_ptrmap_put(&c->stuck, &(ga_pentry_t){.key = addr, .size = size,
+                                                                 .aux = handle}) != 0)
+                    atomic_fetch_add_explicit(&ga_dev(c->dev)->unrecorded, size,
+                                              memory_order_relaxed);
+                ga_ctx_leave(pushed);
+                return; /* still mapped, still held (committed) */
+            }
             c->unfenced = 0;
             c->counts.free_syncs++;
         }

@@ -186,7 +186,7 @@ __attribute__((noinline)) static CUresult ga_fence_free_slow(ga_ctx_t *c, uintpt
         return CUDA_SUCCESS;
     }
     c->pend[c->npend++] = (ga_pending_t){.ptr = ptr, .size = size, .sid = sid, .ev = ev,
-                                         .req = ev ? req : 0};
+                                         .req = ev ? req : 0, .seq = ev ? ++c->pend_seq : 0};
     c->npend_ev += ev != NULL;
     if (ev)
         ga_pend_ev_note(1);
@@ -370,9 +370,10 @@ static size_t ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_
     int keep_plain = !peers_passed && atomic_load_explicit(&c->peers, memory_order_relaxed) &&
                      ga_dev_live_peer(c);
     size_t kept = 0, kept_marked = 0, n = c->npend;
+    ga_unpassed_t u = {.n = 0};
     for (size_t i = 0; i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];
-        if (i >= m.n || (e->ev ? !ga_event_passed(ga_real.cuEventQuery(e->ev)) : keep_plain)) {
+        if (i >= m.n || (e->ev ? !ga_event_passed_ordered(&u, e->sid, e->seq, e->ev) : keep_plain)) {
             kept_marked += i < m.n;
             c->pend[kept++] = *e;
             continue;
@@ -413,9 +414,10 @@ void ga_fence_synced(ga_ctx_t *c, ga_fence_mark_t m)
 
 void ga_fence_events_passed(ga_ctx_t *c)
 {
+    ga_unpassed_t u = {.n = 0};
     for (size_t i = 0; c->pool && i < c->npend;) {
         const ga_pending_t *e = &c->pend[i];
-        if (e->ev && ga_event_passed(ga_real.cuEventQuery(e->ev)))
+        if (e->ev && ga_event_passed_ordered(&u, e->sid, e->seq, e->ev))
             ga_pend_release(c, i); /* entry i now holds another one: look at i again */
         else
             i++;

@@ -19,6 +19,17 @@ CUevent ga_fence_event_for(ga_ctx_t *c, CUstream s, uint64_t sid);
 void ga_event_put(ga_ctx_t *c, CUevent ev);
 /* An event's answer says the device passed it (done, or the stream and its work gone). */
 int ga_event_passed(CUresult r);
+/* Which events a pass over a list of them found not passed, by stream: on one stream an event
+ * recorded later passes later, so the later ones of such a stream are not asked about. */
+#define GA_UNPASSED 8
+typedef struct ga_unpassed {
+    uint64_t sid[GA_UNPASSED], seq[GA_UNPASSED];
+    size_t n;
+} ga_unpassed_t;
+/* Whether event ev, recorded on stream sid (0: not known) as the list's seq-th, has passed: asked
+ * of the driver unless one recorded before it on its stream was found not to have (u, one per
+ * pass, starts zeroed). */
+int ga_event_passed_ordered(ga_unpassed_t *u, uint64_t sid, uint64_t seq, CUevent ev);
 /* The process's count of stream-ordered pending entries (every context's npend_ev) moves by
  * delta: a hint, so that the program's stream and event waits cost one load when there are none. */
 void ga_pend_ev_note(long delta);

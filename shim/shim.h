@@ -343,6 +343,8 @@ typedef struct ga_pending {
     CUevent ev;       /* recorded on stream at the free; NULL: the next allocation synchronises */
     size_t req;       /* stream-ordered: the bytes the pool counts as requested for the chunk; 0:
                          not known (a cuMemAlloc block), so never handed over (fence.c) */
+    uint64_t seq;     /* stream-ordered: the order of the event's record among the context's
+                         (c->pend_seq), which on one stream is the order they pass in */
 } ga_pending_t;
 
 /* An event a free of a context's block made in another context (the free's stream's): it dies
@@ -358,7 +360,8 @@ typedef struct ga_fevent {
 typedef struct ga_passfree {
     size_t size;
     CUevent ev;   /* NULL: none could be recorded nor the stream waited for (ga_fence_pass_hold) */
-    uint64_t seq; /* such an entry's place in c->pf_seq */
+    uint64_t seq; /* its place in c->pf_seq (an entry with an event: the record's order) */
+    uint64_t sid; /* with an event: the free's stream (ga_fence_stream_id; 0: not known) */
 } ga_passfree_t;
 
 typedef struct ga_ctx {
@@ -419,6 +422,7 @@ typedef struct ga_ctx {
     size_t npend, cap_pend;
     size_t npend_ev;         /* of them, stream-ordered (with an event) */
     uint64_t pend_gen;       /* changes whenever an entry leaves the list (frees only append) */
+    uint64_t pend_seq;       /* events recorded for stream-ordered frees so far (ga_pending_t.seq) */
     uint64_t own_gen;        /* the list as the program's cuCtxSynchronize left it: own_n entries */
     size_t own_n;            /* kept only for the device's other contexts (own context passed) */
     uint64_t pend_bytes;
@@ -427,7 +431,7 @@ typedef struct ga_ctx {
     ga_ptrmap_t pend_set;    /* the pending pointers, for double-free checks */
     ga_passfree_t *pfree;    /* pass-through memory freed async, still committed (fence_event.c) */
     size_t npfree, cap_pfree;
-    uint64_t pf_seq;         /* entries with no event made so far (ga_fence_pass_hold) */
+    uint64_t pf_seq;         /* pfree entries made so far (their order, ga_passfree_t.seq) */
     CUevent events[32];      /* a free list of events, all made in ctx (fence_event.c) */
     size_t nevents;
     ga_fevent_t *fev;        /* events made in other contexts, held by entries above (a free on

@@ -99,9 +99,61 @@ START_TEST(vmm_none_unmap_waits_or_keeps)
 }
 END_TEST
 
+/* Stream-ordered frees pending behind a long kernel: each allocation asked the driver about every
+ * pending event (cuEventQuery), so N frees held on one stream cost N queries per allocation on
+ * another, quadratic in all: 200 rounds of cuMemAllocAsync on W and cuMemFreeAsync on a held S made
+ * 19,900 queries (16,000 rounds 128 million, 1.3 ms a round). On one stream a later event passes
+ * after an earlier one, so one query per held stream is enough. Exit 0: at most 2 queries a round,
+ * and a free on an idle stream among them still comes back (its 3 MiB hole serves the next 3 MiB
+ * request: exact best fit); else what went wrong. */
+static void o123_event_queries_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUstream s, s2, w;
+    CUdeviceptr p, b, q;
+    unsigned gate;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING) ||
+        cuStreamCreate(&w, CU_STREAM_NON_BLOCKING) || simcuda_gate(s, &gate))
+        exit(10);
+    unsigned long long q0 = simcuda_entry_calls("cuEventQuery");
+    for (int i = 0; i < 200; i++)
+        if (cuMemAllocAsync(&p, 4096 + (size_t)(i % 7) * 512, w) || cuMemFreeAsync(p, s))
+            exit(11);
+    unsigned long long asked = simcuda_entry_calls("cuEventQuery") - q0;
+    if (cuMemAllocAsync(&b, 3 * MiB, w) || cuStreamSynchronize(w) || cuMemAllocAsync(&p, 4096, w) ||
+        cuMemFreeAsync(p, s) || cuMemFreeAsync(b, s2) || cuStreamSynchronize(s2))
+        exit(12);
+    if (cuMemAllocAsync(&q, 3 * MiB, w))
+        exit(13);
+    simcuda_gate_open(gate);
+    if (cuCtxSynchronize())
+        exit(14);
+    if (asked > 400)
+        exit(1);
+    if (q != b)
+        exit(2);
+    exit(0);
+}
+
+START_TEST(async_pending_events_asked_once_per_stream)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    char err[8192];
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        pt_env(modes[m], "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LOG=error", NULL);
+        int rc = pt_run_child(o123_event_queries_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0 || (rc == 2 && m == 3), "%s: exit %d (1: more than 400 cuEventQuery "
+                      "for 200 allocations with frees held on one stream, 2: a free on an idle "
+                      "stream did not come back, 10+: setup); %s", modes[m], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_outside123(void)
 {
     TCase *tc = tcase_create("outside123");
     tcase_add_test(tc, vmm_none_unmap_waits_or_keeps);
+    tcase_add_test(tc, async_pending_events_asked_once_per_stream);
     return tc;
 }

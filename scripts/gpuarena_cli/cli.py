@@ -616,6 +616,7 @@ def _main(argv):
     args = argparser.parse(argv)
     old = ending.install()
     try:
+        plot.check_env()
         if sys.stdout is None and args.cmd in _RESULT_ON_STDOUT:
             # started with it closed (>&-): the whole run went by and exit 0 lost its result
             raise GaError("standard output is closed (>&-), and the result is printed there: "

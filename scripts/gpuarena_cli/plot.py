@@ -37,8 +37,28 @@ def pyplot():
     return plt
 
 
+# The shim's yes/no words (GPUARENA_PREALLOCATE, the simulated driver's SIMCUDA_VMM), any case,
+# blanks around ignored. Only "" and "0" meant no until 2026-12-07, so GPUARENA_NO_MATPLOTLIB=false
+# (or off, no) turned the charts off (an outside check; test test_no_matplotlib_words).
+_YES, _NO = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
 def _disabled():
-    return os.environ.get("GPUARENA_NO_MATPLOTLIB", "") not in ("", "0")
+    """GPUARENA_NO_MATPLOTLIB as a yes/no (unset or empty: no); GaError for any other word."""
+    from .fmt import BLANKS
+    raw = os.environ.get("GPUARENA_NO_MATPLOTLIB", "")
+    word = raw.strip(BLANKS).lower()
+    if not raw or word in _NO:
+        return False
+    if word in _YES:
+        return True
+    raise GaError(f"GPUARENA_NO_MATPLOTLIB='{raw}' is not valid (true/false, 1/0, yes/no, on/off; "
+                  "set it to 1 to skip the charts, or unset it)")
+
+
+def check_env():
+    """GPUARENA_NO_MATPLOTLIB read once at start: a bad word is said before any work is done."""
+    _disabled()
 
 
 def save(plt, fig, path, title=None, description=None):

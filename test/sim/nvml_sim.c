@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define NVML_SIM_DRIVER_VERSION "580.65.06" /* a CUDA 13.0 driver, as SIM_DRIVER_VERSION says */
 
@@ -33,20 +34,44 @@ static int nvml_hide_pids;  /* SIMCUDA_NVML_HIDE_PIDS, read at each first init *
 
 /* ---- initialisation ---- */
 
+/* SIMCUDA_NVML_HIDE_PIDS and SIMCUDA_NVML_MIG are yes/no settings in the words of the driver's
+ * SIMCUDA_VMM and the shim's GPUARENA_PREALLOCATE (true/false, 1/0, yes/no, on/off, any case,
+ * blanks around ignored): 1 or 0, unset or empty 0, -1 for any other value. Only "0" and "1" were
+ * read until 2026-12-07: HIDE_PIDS=true (or " 1") made nvmlInit fail, and MIG=true was taken as
+ * no without a word (an outside check; test nvml_yes_no_words). */
+static int nvml_yes_no(const char *name)
+{
+    static const char *yes[] = {"true", "1", "yes", "on"}, *no[] = {"false", "0", "no", "off"};
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    while (*v == ' ' || (*v >= '\t' && *v <= '\r'))
+        v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || (v[n - 1] >= '\t' && v[n - 1] <= '\r')))
+        n--;
+    for (size_t i = 0; i < 4; i++) {
+        if (strlen(yes[i]) == n && !strncasecmp(v, yes[i], n))
+            return 1;
+        if (strlen(no[i]) == n && !strncasecmp(v, no[i], n))
+            return 0;
+    }
+    fprintf(stderr, "gpuarena: simcuda: %s='%s' is not a yes/no (true/false, 1/0, yes/no or "
+            "on/off); nvmlInit fails until it is fixed\n", name, getenv(name));
+    return -1;
+}
+
 static nvmlReturn_t nvml_init(unsigned int flags)
 {
     if (flags & ~(unsigned)(NVML_INIT_FLAG_NO_GPUS | NVML_INIT_FLAG_NO_ATTACH))
         return NVML_ERROR_INVALID_ARGUMENT;
-    const char *hide = getenv("SIMCUDA_NVML_HIDE_PIDS");
-    if (hide && *hide && strcmp(hide, "0") != 0 && strcmp(hide, "1") != 0) {
-        fprintf(stderr, "gpuarena: simcuda: SIMCUDA_NVML_HIDE_PIDS='%s' is not 0 or 1; nvmlInit fails "
-                "until it is fixed\n", hide);
+    int hide = nvml_yes_no("SIMCUDA_NVML_HIDE_PIDS");
+    if (hide < 0 || nvml_yes_no("SIMCUDA_NVML_MIG") < 0)
         return NVML_ERROR_UNKNOWN;
-    }
     for (int i = 0; i < SIMCUDA_MAX_DEVICES; i++)
         nvml_devs[i].index = i;
     if (__atomic_fetch_add(&nvml_inits, 1, __ATOMIC_ACQ_REL) == 0)
-        __atomic_store_n(&nvml_hide_pids, hide && strcmp(hide, "1") == 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&nvml_hide_pids, hide, __ATOMIC_RELEASE);
     return NVML_SUCCESS;
 }
 
@@ -148,8 +173,8 @@ static void nvml_uuid_text(int dev, char out[NVML_DEVICE_UUID_V2_BUFFER_SIZE])
 {
     unsigned char u[16];
     simcuda_device_uuid(dev, u);
-    const char *mig = getenv("SIMCUDA_NVML_MIG");
-    int n = snprintf(out, NVML_DEVICE_UUID_V2_BUFFER_SIZE, mig && !strcmp(mig, "1") ? "MIG-" : "GPU-");
+    int n = snprintf(out, NVML_DEVICE_UUID_V2_BUFFER_SIZE,
+                     nvml_yes_no("SIMCUDA_NVML_MIG") > 0 ? "MIG-" : "GPU-");
     for (int i = 0; i < 16; i++)
         n += snprintf(out + n, (size_t)(NVML_DEVICE_UUID_V2_BUFFER_SIZE - n), "%s%02x",
                       i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);

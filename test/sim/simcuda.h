@@ -138,8 +138,10 @@
  * "used" = the device's bytes and context overheads over every process it counts (SIMCUDA_SHARED)
  * or this process alone, free = total - used, reserved = 0, and the compute process list from the
  * same processes. SIMCUDA_NVML_HIDE_PIDS=1 empties that list, as in a container without the host's
- * pid namespace (0 or unset: shown; anything else makes nvmlInit fail with NVML_ERROR_UNKNOWN).
- * SIMCUDA_NVML_MIG=1 gives the devices' UUIDs as MIG instances' ("MIG-" and the same bytes).
+ * pid namespace (0 or unset: shown). SIMCUDA_NVML_MIG=1 gives the devices' UUIDs as MIG instances'
+ * ("MIG-" and the same bytes). Both are yes/no in SIMCUDA_VMM's words (true/false, 1/0, yes/no,
+ * on/off, any case, blanks around ignored); any other value makes nvmlInit fail with
+ * NVML_ERROR_UNKNOWN.
  *
  * SIMCUDA_REPORT JSON: {"counters": {"alloc_calls": N, ...every counter below...},
  *                       "devices": [{"total": N, "bytes_in_use": N}, ...]}

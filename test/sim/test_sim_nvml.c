@@ -229,6 +229,48 @@ START_TEST(nvml_bad_hide_setting)
 }
 END_TEST
 
+/* The yes/no settings take the words of SIMCUDA_VMM and GPUARENA_PREALLOCATE, blanks around
+ * ignored: HIDE_PIDS=true made nvmlInit fail and MIG=true gave GPU- UUIDs, until 2026-12-07 (an
+ * outside check). Each case in a child: the hidden-pid setting is read at the first init. */
+static int nvml_words_child(const char *hide, const char *mig)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("SIMCUDA_NVML_HIDE_PIDS", hide, 1);
+        setenv("SIMCUDA_NVML_MIG", mig, 1);
+        if (nvmlInit_v2() != NVML_SUCCESS)
+            _exit(9);
+        nvmlDevice_t d;
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        CUdeviceptr p;
+        unsigned n = 4;
+        nvmlProcessInfo_t v3[4];
+        if (nvmlDeviceGetHandleByIndex_v2(0, &d) || nvmlDeviceGetUUID(d, uuid, sizeof uuid) ||
+            cuInit(0) || cuCtxCreate(&(CUcontext){0}, NULL, 0, 0) || cuMemAlloc(&p, MiB) ||
+            nvmlDeviceGetComputeRunningProcesses_v3(d, &n, v3))
+            _exit(8);
+        _exit((n == 0) | (!strncmp(uuid, "MIG-", 4) << 1));
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+START_TEST(nvml_yes_no_words)
+{
+    static const struct { const char *hide, *mig; int want; } cases[] = {
+        {"1", "1", 3}, {"true", "YES", 3}, {" on\r", "\ttrue ", 3}, {"0", "0", 0},
+        {"false", "off", 0}, {" No ", "", 0}, {"", "FALSE", 0}, {"yes", "no", 1},
+        {"maybe", "0", 9}, {"0", "2", 9},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(nvml_words_child(cases[i].hide, cases[i].mig) == cases[i].want,
+                      "SIMCUDA_NVML_HIDE_PIDS='%s' SIMCUDA_NVML_MIG='%s': exit %d, want %d "
+                      "(1: pids hidden, 2: MIG UUIDs, 9: nvmlInit refused)", cases[i].hide,
+                      cases[i].mig, nvml_words_child(cases[i].hide, cases[i].mig), cases[i].want);
+}
+END_TEST
+
 TCase *ts_tcase_nvml(void)
 {
     TCase *tc = tcase_create("nvml");
@@ -239,5 +281,6 @@ TCase *ts_tcase_nvml(void)
     tcase_add_test(tc, nvml_processes_shared);
     tcase_add_test(tc, nvml_hidden_pids);
     tcase_add_test(tc, nvml_bad_hide_setting);
+    tcase_add_test(tc, nvml_yes_no_words);
     return tc;
 }

@@ -496,12 +496,33 @@ def load_any(path, fmt="auto", level="tensor", close=False, time_unit="s"):
                       "file, and report it as a gpuarena bug if the file is valid") from None
 
 
+def close_trace(trace):
+    """--close for a gpuarena trace (it was ignored without a word until 2026-12-07, an outside
+    check, helper-125): every block live after the last event gets a free at that time, on its
+    device, paired by (device, address) as the replay pairs them (a free on device -1 is the
+    shim's free of a pointer no pool owned, and frees nothing). The counts to add."""
+    live = {}
+    for ev in trace.events:
+        key = (ev[tf.T_DEVICE], ev[tf.T_ADDR])
+        if ev[tf.T_KIND] == tf.ALLOC and ev[tf.T_RESULT] == 0:
+            live[key] = ev
+        elif ev[tf.T_KIND] == tf.FREE:
+            live.pop(key, None)
+    end = trace.events[-1][tf.T_TIME] if trace.events else 0
+    for (dev, addr), ev in live.items():
+        trace.events.append(tf.event(end, addr, ev[tf.T_SIZE], tf.FREE, ev[tf.T_STREAM],
+                                     ev[tf.T_THREAD], device=dev))
+    return {"live_at_end": len(live), "closed_at_end": len(live), "events": len(trace.events)}
+
+
 def _load(path, fmt, level, close, time_unit):
     if fmt == "trace":
         trace = tf.read(path)
         counts = {"events": len(trace.events)}
         if trace.truncated_bytes:
             counts["truncated_bytes_ignored"] = trace.truncated_bytes
+        if close:
+            counts.update(close_trace(trace))
         return trace, counts, fmt
     if fmt == "pytorch-snapshot":
         trace, counts = import_snapshot(path, level, close)

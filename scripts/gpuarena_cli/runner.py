@@ -13,6 +13,7 @@ path holds one is refused rather than silently not loaded.
 """
 
 import errno
+import fcntl
 import json
 import os
 import re
@@ -445,10 +446,17 @@ def run(cmd, settings, stats_path=None, sim=False, extra=None):
         env = child_env(dict(settings, GPUARENA_STATS=path), sim, extra)
         trace = env.get("GPUARENA_TRACE", "")
         trace = trace if trace and "%p" not in trace else None
+        shown = settings.get("GPUARENA_TRACE") or trace
+        if trace and _trace_held_elsewhere(trace):
+            raise GaError(f"--trace {shown} {HELD_ELSEWHERE}: the program would run untraced "
+                          "(the shim leaves a trace another live process writes whole); wait "
+                          "for that process to end, name another file, or put %p in the path "
+                          "(it becomes the pid) for one trace per process")
         before = _file_signature(trace)
         code = exit_code(fwd.spawn(cmd, env).returncode)
-        if trace and _file_signature(trace) == before:
-            _say_trace_not_written(settings.get("GPUARENA_TRACE") or trace, before)
+        if trace and (_file_signature(trace) == before or _trace_held_elsewhere(trace)):
+            _say_trace_not_written(shown, before, _allocations(tmp) if owned else None,
+                                   _trace_held_elsewhere(trace))
         if owned:
             try:
                 _report_run(statsfiles.collect(tmp, read_stats), stats_path, env,
@@ -468,11 +476,55 @@ def _file_signature(path):
     return st and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _say_trace_not_written(shown, before):
+HELD_ELSEWHERE = "is being written by another running process"
+
+
+def _trace_held_elsewhere(path):
+    """Whether another live process holds the trace at path: the shim takes an exclusive flock on
+    a trace file it writes (shim/outfile.c), and refuses one another process holds."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            return e.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+        return False
+    finally:
+        os.close(fd)  # releases the shared lock, if taken
+
+
+def _allocations(folder):
+    """Allocations the run's processes made, from their statistics in folder; None when unknown."""
+    try:
+        docs = [doc for _path, doc in statsfiles.collect(folder, read_stats)]
+    except (GaError, OSError):
+        return None
+    counts = [d.get("totals", {}).get("alloc_calls") for d in docs]
+    if not docs or not all(isinstance(c, int) for c in counts):
+        return None
+    return sum(counts)
+
+
+def _say_trace_not_written(shown, before, allocations=None, held=False):
     """The line for a --trace (or GPUARENA_TRACE) the run did not write: a program that made no
     allocation writes none, and an earlier run's trace left there was replayed as this run's
-    (an outside check, helper-109), where --stats already said so."""
-    if before is None:
+    (an outside check, helper-109), where --stats already said so. A trace another running
+    process writes (held) is that process's, and a program that allocated was refused the path
+    by the shim: both read "no allocation was recorded ... from before" until 2026-12-07 (an
+    outside check, helper-125)."""
+    if held:
+        line = (f"gpuarena: --trace {shown} was not written by this run: it {HELD_ELSEWHERE}, "
+                "and what it holds is that process's; put %p in the path (it becomes the pid) "
+                "for one trace per process")
+    elif allocations:
+        line = (f"gpuarena: --trace {shown} was not written by this run, though the program "
+                f"made {allocations:,} allocations: the shim said why above")
+    elif before is None:
         line = f"gpuarena: --trace {shown} was not written (no allocation was recorded)"
     else:
         line = (f"gpuarena: --trace {shown} was not written by this run (no allocation was "

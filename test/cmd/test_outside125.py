@@ -1,0 +1,117 @@
+"""Findings of an outside check of the gpuarena command and trace recording (helper-125).
+
+- `gpuarena run --trace T` while another running process writes T: the shim leaves such a trace
+  whole and the program runs untraced, and the command then said `--trace T was not written by
+  this run (no allocation was recorded): what it holds is from before`, three claims of which none
+  was true (the program allocated; the trace was being written, by the other process), exit 0.
+  Now refused before the program starts when T is held already, and said as held by another
+  process when it was taken meanwhile; a program that allocated but wrote no trace is said so.
+- `gpuarena import auto T.gatrace -o OUT --close`: a gpuarena trace's live blocks were left live
+  without a word, where `--close` frees blocks still live at the end for every other format.
+"""
+
+import fcntl
+import os
+import signal
+import sys
+import tempfile
+import unittest
+
+import gatest
+
+sys.path.insert(0, os.path.join(gatest.REPO, "scripts"))
+from gpuarena_cli import tracefile as tf  # noqa: E402
+
+EX_TRAIN = os.path.join(gatest.BUILD, "examples", "ex_train")
+
+# Holds an exclusive flock on argv[1] (as the shim holds a trace it writes), says its pid in
+# argv[2] once it holds it, and sleeps until killed.
+HOLDER = r"""
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+with open(sys.argv[2] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+time.sleep(120)
+"""
+
+
+class TraceHeldByAnotherProcess(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.trace = os.path.join(self.tmp.name, "t.gatrace")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_refused_before_the_program_starts(self):
+        """T held (flock) by another process when `run` starts: exit 1 before the program runs,
+        saying so and what to do; T left as it was."""
+        with open(self.trace, "wb") as f:
+            f.write(tf.HEADER.pack(tf.MAGIC, tf.VERSION, tf.RECORD.size, 0, 0))
+        fd = os.open(self.trace, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            p = gatest.cli("run", "--sim", "--trace", self.trace, "--", EX_TRAIN, "2",
+                           timeout=60)
+        finally:
+            os.close(fd)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertNotIn("ex_train:", p.stdout + p.stderr)  # the program never ran
+        self.assertIn("is being written by another running process", p.stderr)
+        self.assertIn("%p", p.stderr)
+        self.assertNotIn("no allocation was recorded", p.stderr)
+        self.assertEqual(os.path.getsize(self.trace), tf.HEADER.size)
+
+    def test_taken_during_the_run_said_as_the_other_process(self):
+        """T taken by another process after `run` started (the program starts the holder, waits
+        until it holds T, then allocates): the shim runs the program untraced, and the command
+        says T is the other process's, not "no allocation was recorded ... from before"."""
+        ready = os.path.join(self.tmp.name, "ready")
+        script = ('"$PY" -c "$HOLDER" "$TT" "$READY" >/dev/null 2>&1 & '
+                  'while [ ! -s "$READY" ]; do sleep 0.05; done; exec "$0" 2')
+        env = {"PY": sys.executable, "HOLDER": HOLDER, "TT": self.trace, "READY": ready}
+        try:
+            p = gatest.cli("run", "--sim", "--trace", self.trace, "--", "sh", "-c", script,
+                           EX_TRAIN, env=env, timeout=60)
+        finally:
+            if os.path.exists(ready):
+                with open(ready) as f:
+                    os.kill(int(f.read()), signal.SIGKILL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("ex_train:", p.stdout)
+        self.assertIn(f"--trace {self.trace} was not written by this run: it is being written "
+                      "by another running process", p.stderr)
+        self.assertNotIn("no allocation was recorded", p.stderr)
+
+
+class CloseOnATrace(unittest.TestCase):
+    def test_close_frees_a_traces_live_blocks(self):
+        """`import auto T.gatrace --close` frees each block live at the end (per device), at the
+        last event's time, and says how many, as the other formats' --close does; without
+        --close the trace is copied as it is."""
+        with tempfile.TemporaryDirectory() as d:
+            src, out = os.path.join(d, "in.gatrace"), os.path.join(d, "out.gatrace")
+            ev = tf.event
+            tf.write(src, tf.Trace([
+                ev(10, 0x1000, 4096, tf.ALLOC), ev(20, 0x2000, 8192, tf.ALLOC),
+                ev(30, 0x1000, 4096, tf.FREE), ev(40, 0x1000, 512, tf.ALLOC, device=1),
+                ev(50, 0x9000, 0, tf.FREE, device=-1),  # a pointer no pool owned
+                ev(60, 0, 1 << 40, tf.ALLOC_FAILED, result=2)]))
+            p = gatest.cli("import", "auto", src, "-o", out, "--close")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("closed at end: 2", p.stdout + p.stderr)
+            got = tf.read(out).events
+            self.assertEqual(len(got), 8)
+            closed = sorted((e[tf.T_DEVICE], e[tf.T_ADDR], e[tf.T_SIZE], e[tf.T_TIME])
+                            for e in got[6:])
+            self.assertEqual(closed, [(0, 0x2000, 8192, 60), (1, 0x1000, 512, 60)])
+            self.assertTrue(all(e[tf.T_KIND] == tf.FREE for e in got[6:]))
+            p = gatest.cli("import", "auto", src, "-o", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(len(tf.read(out).events), 6)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -6,6 +6,10 @@
   was true (the program allocated; the trace was being written, by the other process), exit 0.
   Now refused before the program starts when T is held already, and said as held by another
   process when it was taken meanwhile; a program that allocated but wrote no trace is said so.
+- Two traces joined end to end (`cat a.gatrace b.gatrace > c.gatrace`): b's header was read as
+  part of a record and b's records 32 bytes out of step, garbage events replayed with exit 0 (39
+  of 78 "skipped" on a real pair) and a note blaming a killed recorder; refused now, by the
+  command's reader and by gpuarena-replay's (allocator/trace.c).
 - `gpuarena import auto T.gatrace -o OUT --close`: a gpuarena trace's live blocks were left live
   without a word, where `--close` frees blocks still live at the end for every other format.
 """
@@ -13,6 +17,7 @@
 import fcntl
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -84,6 +89,42 @@ class TraceHeldByAnotherProcess(unittest.TestCase):
         self.assertIn(f"--trace {self.trace} was not written by this run: it is being written "
                       "by another running process", p.stderr)
         self.assertNotIn("no allocation was recorded", p.stderr)
+
+
+class JoinedTraces(unittest.TestCase):
+    def test_joined_traces_refused(self):
+        """A file of two traces joined end to end, with whole records or a partial one before
+        the second header, is refused by every reader, naming the byte where the second
+        header begins; each part alone replays."""
+        ev = tf.event
+        part = tf.encode(tf.Trace([ev(10, 0x1000, 4096, tf.ALLOC), ev(20, 0x1000, 0, tf.FREE)]))
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        with tempfile.TemporaryDirectory() as d:
+            for cut in (0, 5):  # whole records; a record cut 5 bytes short (a killed recorder)
+                first = part[:len(part) - cut]
+                path = os.path.join(d, f"joined{cut}.gatrace")
+                with open(path, "wb") as f:
+                    f.write(first + part)
+                said = f"a second trace header at byte {len(first)}"
+                with self.assertRaises(tf.GaError) as e:
+                    tf.read(path)
+                self.assertIn(said, str(e.exception))
+                for args in (["replay", path, "--no-min"], ["report", path, "-o",
+                             os.path.join(d, "r")], ["import", "auto", path, "-o",
+                             os.path.join(d, "o.gatrace")]):
+                    p = gatest.cli(*args)
+                    self.assertEqual(p.returncode, 1, (args, p.stderr))
+                    self.assertIn(said, p.stderr, args)
+                    self.assertIn("replay each file on its own", p.stderr, args)
+                p = subprocess.run([tool, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, timeout=60, check=False)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn(said, p.stderr)
+                self.assertFalse(os.path.exists(os.path.join(d, "o.gatrace")))
+            alone = os.path.join(d, "alone.gatrace")
+            with open(alone, "wb") as f:
+                f.write(part)
+            self.assertEqual(gatest.cli("replay", alone, "--no-min").returncode, 0)
 
 
 class CloseOnATrace(unittest.TestCase):

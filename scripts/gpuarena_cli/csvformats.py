@@ -93,8 +93,9 @@ def import_lifetimes(path, close=False):
         where = f"line {n}"
         bid, lo, up, size = (_lifetimes_int(v, path, where, k) for v, k in
                              ((bid, "id"), (lo, "lower"), (up, "upper"), (size, "size")))
-        if bid < 0 or lo < 0 or size <= 0:
-            raise GaError(f"{path}: {where}: id, lower must be >= 0 and size > 0")
+        if size <= 0:  # a negative field was refused above
+            raise GaError(f"{path}: {where}: size 0; a buffer holds at least one byte: fix or "
+                          "remove that row")
         if up < lo:
             raise GaError(f"{path}: {where}: upper {up} < lower {lo}; a buffer lives over "
                           "[lower, upper), so upper must not be less")

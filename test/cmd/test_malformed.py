@@ -54,7 +54,7 @@ CASES = [
     ("lifetimes", (LT_HEAD + "0,5,4,10\n").encode(), "upper 4 < lower 5"),
     ("lifetimes", (LT_HEAD + "0,1,2,10\n0,3,4,10\n").encode(), "appears twice"),
     ("lifetimes", (LT_HEAD + "0,1,2\n").encode(), "3 fields"),
-    ("lifetimes", (LT_HEAD + "0,1,2,0\n").encode(), "size > 0"),
+    ("lifetimes", (LT_HEAD + "0,1,2,0\n").encode(), "size 0; a buffer holds at least one byte"),
     ("lifetimes", b"\xff\xfe\x00bad", "UTF-8"),
     ("lifetimes", (LT_HEAD + "0,0,2,18446744073709551616\n").encode(),
      "line 2: size 18446744073709551616 is too large (over 2^64-1)"),

@@ -10,11 +10,16 @@
   part of a record and b's records 32 bytes out of step, garbage events replayed with exit 0 (39
   of 78 "skipped" on a real pair) and a note blaming a killed recorder; refused now, by the
   command's reader and by gpuarena-replay's (allocator/trace.c).
+- A lifetimes CSV headed `ID,Lower,Upper,Size` (or with blanks around the names) replayed through
+  `gpuarena replay` and was refused by gpuarena-replay ("header must be 'id,lower,upper,size'");
+  a zero-size row was "id, lower must be >= 0 and size > 0" (neither id nor lower was at fault)
+  in the command and "size 0" in the tool, neither saying what to do.
 - `gpuarena import auto T.gatrace -o OUT --close`: a gpuarena trace's live blocks were left live
   without a word, where `--close` frees blocks still live at the end for every other format.
 """
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -125,6 +130,63 @@ class JoinedTraces(unittest.TestCase):
             with open(alone, "wb") as f:
                 f.write(part)
             self.assertEqual(gatest.cli("replay", alone, "--no-min").returncode, 0)
+
+
+class LifetimesHeaderAndRows(unittest.TestCase):
+    TOOL = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+
+    def tool(self, *args):
+        return subprocess.run([self.TOOL, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=60, check=False)
+
+    def test_header_any_case_in_both_readers(self):
+        """The header in any case, blanks around its names: both readers take it, to the same
+        figures as the plain header; another header is refused by both."""
+        body = "0,0,3,100\n1,1,4,700\n"
+        with tempfile.TemporaryDirectory() as d:
+            figures = []
+            for i, head in enumerate(("id,lower,upper,size", "ID,Lower,Upper,Size",
+                                      " id , LOWER,upper\t,Size ")):
+                path = os.path.join(d, f"h{i}.csv")
+                with open(path, "w") as f:
+                    f.write(head + "\n" + body)
+                t = self.tool(path, "--json", "--mode", "arena")
+                self.assertEqual(t.returncode, 0, (head, t.stderr))
+                c = gatest.cli("replay", path, "--json", "--mode", "arena", "--no-min")
+                self.assertEqual(c.returncode, 0, (head, c.stderr))
+                tool_arena = json.loads(t.stdout)["modes"]["arena"]
+                cmd_arena = json.loads(c.stdout)["modes"]["arena"]
+                keys = ("events", "allocs", "frees", "peak_in_use", "peak_reserved")
+                self.assertEqual([tool_arena[k] for k in keys], [cmd_arena[k] for k in keys])
+                figures.append([tool_arena[k] for k in keys])
+            self.assertEqual(figures[0], figures[1])
+            self.assertEqual(figures[0], figures[2])
+            path = os.path.join(d, "other.csv")
+            with open(path, "w") as f:
+                f.write("id,lower,upper,sizes\n" + body)
+            self.assertEqual(self.tool(path).returncode, 1)
+            self.assertEqual(gatest.cli("replay", path).returncode, 1)
+
+    def test_bad_rows_say_what_to_do(self):
+        """A row of size 0 is named as such and, like every refused row of the tool, with what
+        to do."""
+        with tempfile.TemporaryDirectory() as d:
+            for body, said in (("0,0,3,0\n", "size 0"), ("0,5,3,1\n", "upper is before lower"),
+                               ("0,x,3,1\n", "not a number")):
+                path = os.path.join(d, "bad.csv")
+                with open(path, "w") as f:
+                    f.write("id,lower,upper,size\n" + body)
+                t = self.tool(path)
+                self.assertEqual(t.returncode, 1)
+                self.assertIn(f"bad.csv:2: {said}; fix or remove that row", t.stderr)
+            path = os.path.join(d, "zero.csv")
+            with open(path, "w") as f:
+                f.write("id,lower,upper,size\n0,0,3,0\n")
+            c = gatest.cli("replay", path)
+            self.assertEqual(c.returncode, 1)
+            self.assertIn("line 2: size 0; a buffer holds at least one byte: fix or remove that "
+                          "row", c.stderr)
+            self.assertNotIn("id, lower", c.stderr)
 
 
 class CloseOnATrace(unittest.TestCase):

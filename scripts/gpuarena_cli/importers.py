@@ -368,6 +368,15 @@ def _read_head(path, n=4096):
         raise tf.read_error(path, e) from None
 
 
+def _old_pickle_snapshot(head):
+    """A snapshot pickled with protocol 0 or 1 (a dict re-saved with pickle.dump(..., protocol=0)
+    or 1, which start with no PROTO opcode): MARK DICT or EMPTY_DICT, and a snapshot's key among
+    the first bytes. `auto` said "cannot tell its format (not ... a pickle snapshot ...)" of them,
+    which `import pytorch-snapshot` read (an outside check, helper-125)."""
+    return (head[:2] == b"(d" or head[:1] == b"}") and any(
+        k in head for k in (b"segments", b"device_traces"))
+
+
 def detect(path):
     """Guesses the format of a file from its first 4 KiB; raises GaError when nothing fits."""
     check_regular(path)
@@ -382,6 +391,8 @@ def detect(path):
         _gzip_of_json(path)
         return "kineto"
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
+        return "pytorch-snapshot"
+    if _old_pickle_snapshot(head):
         return "pytorch-snapshot"
     enc = importbase.wide_encoding(head)
     if enc:  # UTF-16/32 JSON is read by the Kineto reader (json.loads takes it); a CSV is not

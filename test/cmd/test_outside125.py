@@ -14,6 +14,9 @@
   `gpuarena replay` and was refused by gpuarena-replay ("header must be 'id,lower,upper,size'");
   a zero-size row was "id, lower must be >= 0 and size > 0" (neither id nor lower was at fault)
   in the command and "size 0" in the tool, neither saying what to do.
+- A PyTorch snapshot pickled with protocol 0 or 1 (re-saved with `pickle.dump(d, f, 0)`; no PROTO
+  opcode at its start) was "cannot tell its format (not ... a pickle snapshot ...)" to `import
+  auto`, `replay` and `report`, where `import pytorch-snapshot` read it.
 - `gpuarena import auto T.gatrace -o OUT --close`: a gpuarena trace's live blocks were left live
   without a word, where `--close` frees blocks still live at the end for every other format.
 """
@@ -21,6 +24,7 @@
 import fcntl
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -187,6 +191,37 @@ class LifetimesHeaderAndRows(unittest.TestCase):
             self.assertIn("line 2: size 0; a buffer holds at least one byte: fix or remove that "
                           "row", c.stderr)
             self.assertNotIn("id, lower", c.stderr)
+
+
+class OldPickleProtocols(unittest.TestCase):
+    def test_snapshot_of_every_pickle_protocol_detected(self):
+        """A shared snapshot re-pickled with each protocol 0-5 imports with `auto` to the bytes
+        `import pytorch-snapshot` gives of the original, and replays."""
+        src = os.path.join(gatest.TRACES, "pytorch-snapshot", "cs336_forward_bf16.pickle")
+
+        class Plain(pickle.Unpickler):
+            def find_class(self, module, name):
+                raise pickle.UnpicklingError(f"{module}.{name}")
+
+        with open(src, "rb") as f:
+            doc = Plain(f).load()
+        with tempfile.TemporaryDirectory() as d:
+            ref = os.path.join(d, "ref.gatrace")
+            p = gatest.cli("import", "pytorch-snapshot", src, "-o", ref)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(ref, "rb") as f:
+                want = f.read()
+            for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+                path = os.path.join(d, f"p{proto}.pickle")
+                with open(path, "wb") as f:
+                    pickle.dump(doc, f, protocol=proto)
+                out = os.path.join(d, f"p{proto}.gatrace")
+                p = gatest.cli("import", "auto", path, "-o", out)
+                self.assertEqual(p.returncode, 0, (proto, p.stderr))
+                with open(out, "rb") as f:
+                    self.assertEqual(f.read(), want, proto)
+            p = gatest.cli("replay", os.path.join(d, "p0.pickle"), "--mode", "arena", "--no-min")
+            self.assertEqual(p.returncode, 0, p.stderr)
 
 
 class CloseOnATrace(unittest.TestCase):

@@ -17,6 +17,9 @@
 - A PyTorch snapshot pickled with protocol 0 or 1 (re-saved with `pickle.dump(d, f, 0)`; no PROTO
   opcode at its start) was "cannot tell its format (not ... a pickle snapshot ...)" to `import
   auto`, `replay` and `report`, where `import pytorch-snapshot` read it.
+- `gpuarena report` of a trace of more than 20,000 allocations wrote its JSON without the
+  allocations' slices, said only by `otherData.slices_included` (false): a user looked for them
+  in the viewer. Said on stderr now.
 - `gpuarena import auto T.gatrace -o OUT --close`: a gpuarena trace's live blocks were left live
   without a word, where `--close` frees blocks still live at the end for every other format.
 """
@@ -222,6 +225,35 @@ class OldPickleProtocols(unittest.TestCase):
                     self.assertEqual(f.read(), want, proto)
             p = gatest.cli("replay", os.path.join(d, "p0.pickle"), "--mode", "arena", "--no-min")
             self.assertEqual(p.returncode, 0, p.stderr)
+
+
+class ReportSlicesLeftOut(unittest.TestCase):
+    def test_slices_left_out_said(self):
+        """A report past 20,000 allocations says on stderr that the slices are left out; one at
+        20,000 says nothing of them and holds a slice each."""
+        ev = tf.event
+        with tempfile.TemporaryDirectory() as d:
+            for n, said in ((20001, True), (20000, False)):
+                path = os.path.join(d, f"n{n}.gatrace")
+                events = []
+                for i in range(n):
+                    events += [ev(2 * i + 1, 0x1000, 4096, tf.ALLOC),
+                               ev(2 * i + 2, 0x1000, 0, tf.FREE)]
+                tf.write(path, tf.Trace(events))
+                p = gatest.cli("report", path, "-o", os.path.join(d, "r"), "--mode", "platform",
+                               env={"GPUARENA_NO_MATPLOTLIB": "1"})
+                self.assertEqual(p.returncode, 0, p.stderr)
+                line = (f"gpuarena: {path}: {n:,} allocations, more than 20,000: the JSON "
+                        "holds the in_use and reserved counter tracks without a slice per "
+                        "allocation")
+                with open(os.path.join(d, "r.json")) as f:
+                    doc = json.load(f)
+                if said:
+                    self.assertIn(line, p.stderr)
+                    self.assertFalse(doc["otherData"]["slices_included"])
+                else:
+                    self.assertNotIn("allocations, more than", p.stderr)
+                    self.assertEqual(sum(e["ph"] == "b" for e in doc["traceEvents"]), n)
 
 
 class CloseOnATrace(unittest.TestCase):

@@ -73,7 +73,25 @@ def _probe_driver(cu, out):
         cu.cuDeviceGetName(name, 256, dev)
         cu.cuDeviceTotalMem_v2(byref(total), dev)
         out["devices"].append({"index": i, "name": name.value.decode("utf-8", "replace"),
-                               "total": total.value})
+                               "total": total.value, "vmm": _vmm_supported(cu, dev)})
+
+
+CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102  # cuda.h
+
+
+def _vmm_supported(cu, dev):
+    """Whether the device can serve vmm mode (the attribute the shim asks, and the driver's VMM
+    calls there): True, False, or None where the driver does not say."""
+    import ctypes
+    v = ctypes.c_int(0)
+    attr = CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+    if cu.cuDeviceGetAttribute(ctypes.byref(v), attr, dev) != 0:
+        return None
+    try:
+        cu.cuMemCreate, cu.cuMemAddressReserve  # an older driver, or a stand-in, without them
+    except AttributeError:
+        return False
+    return bool(v.value)
 
 
 def _probe_shim_view(cu, out):
@@ -511,6 +529,17 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
             break
     doc["plan"] = plan(values, machine.get("devices") or [], env)
     doc["warnings"] += plugin_below(values, doc["plan"])
+    for d in machine.get("devices") or []:  # the shim starts, but every allocation would fail
+        if values["GPUARENA_MODE"] == "vmm" and d.get("vmm") is False:
+            doc["problems"].append(
+                f"device {d['index']} does not support virtual memory management "
+                "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0, as on some vGPU "
+                "and WSL setups): every allocation there fails in vmm mode "
+                "(CUDA_ERROR_NOT_SUPPORTED); use GPUARENA_MODE=arena or grow")
+            for p in doc["plan"]:
+                if p["device"] == d["index"]:
+                    p["note"] = ("no virtual memory management on this device: every "
+                                 "allocation fails")
     for p in doc["plan"]:  # the shim starts, but every allocation would fail
         if values["GPUARENA_MODE"] == "vmm" and p["cap"] < VMM_GRANULE:
             doc["warnings"].append(

@@ -14,6 +14,7 @@ replay` and `report` knew: 39 maps where the run made 1,286, and another peak; g
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -109,6 +110,39 @@ class Granularity(unittest.TestCase):
                            timeout=120)
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertTrue(os.path.isfile(out + ".json"))
+
+
+def doctor(env):
+    full = {k: v for k, v in os.environ.items()
+            if not k.startswith(("GPUARENA_", "XLA_PYTHON", "PYTORCH_", "SIMCUDA_"))
+            or k == "GPUARENA_BUILD"}
+    full.update(env)
+    p = subprocess.run([sys.executable, gatest.SCRIPT, "doctor", "--sim", "--json"], env=full,
+                       capture_output=True, text=True, timeout=300, check=False)
+    return p, json.loads(p.stdout)
+
+
+class DoctorVmm(unittest.TestCase):
+    def test_device_without_vmm_is_a_problem_in_vmm_mode(self):
+        """vmm mode on a device without VMM: a problem naming the attribute and the way out, the
+        plan's note says so, not ok; the same device in arena mode, and vmm on a device with it,
+        are ok; the machine's devices say whether they have it."""
+        p, doc = doctor({"GPUARENA_MODE": "vmm", "SIMCUDA_VMM": "0"})
+        self.assertEqual(p.returncode, 1, p.stderr)  # would not run as set up
+        self.assertFalse(doc["ok"])
+        self.assertEqual([d["vmm"] for d in doc["machine"]["devices"]], [False])
+        said = [x for x in doc["problems"] if "virtual memory management" in x]
+        self.assertEqual(len(said), 1, doc["problems"])
+        self.assertIn("device 0", said[0])
+        self.assertIn("GPUARENA_MODE=arena or grow", said[0])
+        self.assertIn("every allocation fails", doc["plan"][0]["note"])
+        p, doc = doctor({"GPUARENA_MODE": "arena", "SIMCUDA_VMM": "0"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(doc["ok"], doc["problems"])
+        p, doc = doctor({"GPUARENA_MODE": "vmm"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(doc["ok"], doc["problems"])
+        self.assertEqual([d["vmm"] for d in doc["machine"]["devices"]], [True])
 
 
 if __name__ == "__main__":

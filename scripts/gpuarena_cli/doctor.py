@@ -73,7 +73,8 @@ def _probe_driver(cu, out):
         cu.cuDeviceGetName(name, 256, dev)
         cu.cuDeviceTotalMem_v2(byref(total), dev)
         out["devices"].append({"index": i, "name": name.value.decode("utf-8", "replace"),
-                               "total": total.value, "vmm": _vmm_supported(cu, dev)})
+                               "total": total.value, "vmm": _vmm_supported(cu, dev),
+                               "granularity": _vmm_granularity(cu, i)})
 
 
 CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102  # cuda.h
@@ -92,6 +93,21 @@ def _vmm_supported(cu, dev):
     except AttributeError:
         return False
     return bool(v.value)
+
+
+def _vmm_granularity(cu, index):
+    """The granule vmm mode maps on device `index` (cuMemGetAllocationGranularity, recommended,
+    for pinned device memory, as the shim asks it), or None where the driver does not say."""
+    import ctypes
+    prop = (ctypes.c_int * 16)()  # CUmemAllocationProp (32 bytes), zeroed, with room to spare
+    prop[0] = 1  # type: CU_MEM_ALLOCATION_TYPE_PINNED
+    prop[2], prop[3] = 1, index  # location: CU_MEM_LOCATION_TYPE_DEVICE, the device
+    g = ctypes.c_size_t(0)
+    try:
+        r = cu.cuMemGetAllocationGranularity(ctypes.byref(g), ctypes.byref(prop), 1)  # RECOMMENDED
+    except AttributeError:
+        return None
+    return g.value if r == 0 and g.value else None
 
 
 def _probe_shim_view(cu, out):
@@ -465,7 +481,7 @@ def plan(values, devices, env=None):
         if cap < GA_ALIGN:
             note = f"the cap is under one {GA_ALIGN}-byte block: refused"
         out.append({"device": d["index"], "total": total, "cap": cap, "cap_from": cap_from,
-                    "arena": arena, "note": note})
+                    "arena": arena, "note": note, "granularity": d.get("granularity")})
     return out
 
 
@@ -541,12 +557,15 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
                     p["note"] = ("no virtual memory management on this device: every "
                                  "allocation fails")
     for p in doc["plan"]:  # the shim starts, but every allocation would fail
-        if values["GPUARENA_MODE"] == "vmm" and p["cap"] < VMM_GRANULE:
+        gran = p.get("granularity") or VMM_GRANULE
+        if values["GPUARENA_MODE"] == "vmm" and p["cap"] < gran:
             doc["warnings"].append(
                 f"device {p['device']}: vmm maps physical memory in granules of "
-                f"{human_bytes(VMM_GRANULE)} (current GPUs), and a cap of {human_bytes(p['cap'])} "
+                f"{human_bytes(gran)} ("
+                + ("current GPUs" if gran == VMM_GRANULE else "this device's")
+                + f"), and a cap of {human_bytes(p['cap'])} "
                 "holds none: every allocation would fail; raise GPUARENA_LIMIT to at least "
-                f"{human_bytes(VMM_GRANULE)}, or use GPUARENA_MODE=grow or platform")
+                f"{human_bytes(gran)}, or use GPUARENA_MODE=grow or platform")
     # Grow by its name, not by GPUARENA_PREALLOCATE=false, does not use the setting either.
     named = (env.get("GPUARENA_MODE") or "").strip(" \t").lower()
     unused = ["GPUARENA_PREALLOCATE"] if values["GPUARENA_MODE"] in ("vmm", "platform") or (
@@ -590,7 +609,8 @@ def shim_check_problems(chk, plan_, shim, mode=None):
         return [f"the shim {shim} was not loaded into the check under LD_PRELOAD (the loader "
                 "dropped it); programs would run without the cap"]
     view, want = chk.get("view"), plan_[0]["cap"] if plan_ else None
-    vmm_ok = mode == "vmm" and view and want and want - VMM_GRANULE < view["total"] <= want
+    gran = (plan_[0].get("granularity") if plan_ else None) or VMM_GRANULE
+    vmm_ok = mode == "vmm" and view and want and want - gran < view["total"] <= want
     if view and want and view["total"] != want and not vmm_ok:
         return [f"under the shim, cuMemGetInfo says total {human_bytes(view['total'])} "
                 f"({view['total']} bytes) on device 0, not the cap of {human_bytes(want)} "

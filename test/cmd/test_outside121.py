@@ -145,5 +145,25 @@ class DoctorVmm(unittest.TestCase):
         self.assertEqual([d["vmm"] for d in doc["machine"]["devices"]], [True])
 
 
+    def test_the_devices_granule(self):
+        """The cap's check and the granule warning use the device's granule: 7 MiB at 4 MiB
+        granules maps 4 MiB and is ok; 1 MiB at 64 KiB granules holds 16 and is said nothing;
+        3 MiB at 4 MiB holds none and is warned of, naming 4 MiB."""
+        p, doc = doctor({"GPUARENA_MODE": "vmm", "GPUARENA_LIMIT": "7MiB",
+                         "SIMCUDA_VMM_GRANULARITY": "4MiB"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(doc["ok"], doc["problems"])
+        self.assertEqual(doc["machine"]["devices"][0]["granularity"], 4 << 20)
+        p, doc = doctor({"GPUARENA_MODE": "vmm", "GPUARENA_LIMIT": "1MiB",
+                         "SIMCUDA_VMM_GRANULARITY": "64KiB"})
+        self.assertTrue(doc["ok"], doc["problems"])
+        self.assertFalse([w for w in doc["warnings"] if "granules" in w], doc["warnings"])
+        p, doc = doctor({"GPUARENA_MODE": "vmm", "GPUARENA_LIMIT": "3MiB",
+                         "SIMCUDA_VMM_GRANULARITY": "4MiB"})
+        said = [w for w in doc["warnings"] if "holds none" in w]
+        self.assertEqual(len(said), 1, doc["warnings"])
+        self.assertIn("granules of 4.00 MiB", said[0])
+
+
 if __name__ == "__main__":
     unittest.main()

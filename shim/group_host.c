@@ -52,7 +52,11 @@ int ga_group_path(const char *dir, const char *name, const uint8_t uuid[16], cha
 
 /* ---- processes ---- */
 
-/* Start time (field 22) of a process, 0 when it is gone or a zombie (it holds no memory). */
+/* Start time (field 22) of a process, 0 when it is gone or a zombie (it holds no memory). A
+ * process whose main thread has ended (pthread_exit from main) while other threads run shows as a
+ * zombie too, with its live threads in field 20: it holds its memory, so it runs. It was taken for
+ * dead, and its share given to another member while the driver still held it (600 MiB granted
+ * beside its 600 under a 1 GiB group cap: an outside check, 2026-12-07). */
 uint64_t ga_proc_start(pid_t pid)
 {
     char path[64], buf[1024];
@@ -67,14 +71,17 @@ uint64_t ga_proc_start(pid_t pid)
     buf[n] = '\0';
     /* The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'. */
     char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+    if (!p || p[1] != ' ' || p[2] == 'X')
         return 0;
     p += 2; /* field 3, the state */
+    int zombie = *p == 'Z';
     for (int field = 3; field < 22; field++) {
         p = strchr(p, ' ');
         if (!p)
             return 0;
         p++;
+        if (field + 1 == 20 && zombie && strtol(p, NULL, 10) < 2)
+            return 0; /* a zombie with no thread but its ended main one: gone */
     }
     return strtoull(p, NULL, 10);
 }

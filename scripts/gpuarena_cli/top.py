@@ -73,7 +73,9 @@ def proc_start(pid):
     except OSError:
         return None
     rest = data[data.rfind(b")") + 2:].split()
-    if len(rest) < 20 or rest[0] in (b"Z", b"X"):
+    # A zombie whose other threads run (its main thread ended with pthread_exit) keeps its memory
+    # and runs: field 20 counts them (the shim's ga_proc_start).
+    if len(rest) < 20 or rest[0] == b"X" or (rest[0] == b"Z" and int(rest[17]) < 2):
         return None
     return int(rest[19])
 

@@ -6,6 +6,7 @@
 #include "../../shim/group_layout.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -235,6 +236,71 @@ START_TEST(group_exec_without_joining_gives_share_back)
 }
 END_TEST
 
+/* ---- a member whose main thread ended while its other threads run is alive ----
+ * /proc/<pid>/stat shows such a process as a zombie, and the ledger took it for dead: its 600 MiB
+ * share went to another member while the driver still held it (1.2 GiB under a 1 GiB cap). */
+static void *o122_hold(void *arg)
+{
+    (void)arg;
+    sleep(60);
+    return NULL;
+}
+
+static int o122_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+START_TEST(group_member_whose_main_thread_ended_keeps_its_share)
+{
+    group_env("1GiB");
+    int up[2];
+    ck_assert_int_eq(pipe(up), 0);
+    pid_t m = fork();
+    if (m == 0) {
+        member_start("GPUARENA_MODE=grow");
+        CUdeviceptr p;
+        char ok = cuMemAlloc(&p, 600 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        pthread_t t;
+        if (pthread_create(&t, NULL, o122_hold, NULL) != 0 || write(up[1], &ok, 1) != 1)
+            _exit(9);
+        pthread_exit(NULL); /* the process runs on in o122_hold, its 600 MiB held */
+    }
+    char b = 0;
+    ck_assert_int_eq(read(up[0], &b, 1), 1);
+    ck_assert_msg(b == 'y', "the member's 600 MiB");
+    for (int i = 0; i < 500 && o122_state(m) != 'Z'; i++) /* its main thread's end, shown so */
+        usleep(10000);
+    ck_assert_msg(o122_state(m) == 'Z', "the member's main thread has ended (state %c)", o122_state(m));
+    pid_t other = fork();
+    if (other == 0) {
+        member_start("GPUARENA_MODE=platform");
+        CUdeviceptr p;
+        CUresult r = cuMemAlloc(&p, 600 * MiB);
+        _exit(r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : r == CUDA_SUCCESS ? 1 : 2);
+    }
+    int st = 0;
+    waitpid(other, &st, 0);
+    unsigned long long peak = simcuda_device_peak_all(0);
+    kill(m, SIGKILL);
+    waitpid(m, NULL, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "600 MiB refused beside the 600 MiB of a "
+                  "member whose other thread runs (status %#x; exit 1: granted, the driver's peak "
+                  "%llu MiB under the 1 GiB cap)", st, peak / MiB);
+    ck_assert_msg(peak <= 1 * GiB, "the driver's peak %llu within the cap", peak);
+    group_cleanup();
+}
+END_TEST
+
 TCase *pt_tcase_group_outside122(void)
 {
     TCase *tc = tcase_create("group_outside122");
@@ -244,5 +310,6 @@ TCase *pt_tcase_group_outside122(void)
     tcase_add_test(tc, group_lock_damaged_under_a_member_refuses);
     tcase_add_test(tc, group_read_only_ledger_named);
     tcase_add_test(tc, group_exec_without_joining_gives_share_back);
+    tcase_add_test(tc, group_member_whose_main_thread_ended_keeps_its_share);
     return tc;
 }

@@ -249,11 +249,20 @@ static void ga_oom_put_hint(ga_oom_t *o, const ga_dev_t *d, uint64_t rounded, ui
 static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uint64_t rounded,
                                 const ga_stats_t *s, uint64_t room)
 {
-    char b[7][32];
+    char b[7][32], req[64], big[64];
     const ga_dev_t *d = ga_dev(c->dev);
     uint64_t held = ga_dev_held(c->dev);
+    /* The block and the largest free block, each to three figures, can read the same (a 768 MiB
+     * block refused beside a largest free block of 768 MiB, 1 KiB apart: helper-124): then both
+     * say their bytes too. */
+    snprintf(req, sizeof req, "%s", ga_fmt_bytes(rounded, b[0], 32));
+    snprintf(big, sizeof big, "%s", ga_fmt_bytes(s->largest_free, b[0], 32));
+    if (!strcmp(req, big)) {
+        snprintf(req, sizeof req, "%s (%llu bytes)", b[0], (unsigned long long)rounded);
+        snprintf(big, sizeof big, "%s (%llu bytes)", b[0], (unsigned long long)s->largest_free);
+    }
     ga_oom_put(o, "gpuarena: out of memory from fragmentation: %s of %s failed on device %d "
-               "although %s are free", ga_api_name(api), ga_fmt_bytes(rounded, b[0], 32), c->dev,
+               "although %s are free", ga_api_name(api), req, c->dev,
                ga_fmt_bytes(s->total_free + room, b[1], 32));
     if (room)
         ga_oom_put(o, " (%s in the arena, %s more it may reserve)",
@@ -277,7 +286,7 @@ static void ga_oom_explain_frag(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
                        ga_oom_devcap(d) ? "left on the device" : "under the cap");
     }
     ga_oom_put(o, ";\ngpuarena: largest free block %s, fragmentation %.2f; in use %s, reserved %s "
-               "in this context, the process holds %s of %s %s", ga_fmt_bytes(s->largest_free, b[2], 32),
+               "in this context, the process holds %s of %s %s", big,
                ga_fragmentation(s), ga_fmt_bytes(s->in_use, b[3], 32),
                ga_fmt_bytes(s->reserved, b[4], 32), ga_fmt_bytes(held, b[5], 32),
                ga_oom_devcap(d) ? "the device's" : "cap", ga_fmt_bytes(d->cap, b[6], 32));

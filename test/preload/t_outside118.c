@@ -314,6 +314,72 @@ START_TEST(primary_after_reset_and_retain_waited_for)
 }
 END_TEST
 
+/* The allocations themselves through the primary context after a reset and a retain (no
+ * cuCtxSetCurrent after them; the reset made from this thread or another) are counted under the
+ * cap as before the reset: 1 MiB blocks of cuMemAlloc, then of cuMemAllocManaged, fill the 64 MiB
+ * cap to the block and the driver never holds more (this passed before the fix above: kept as the
+ * finding's own words). Exit 10 + kind when a kind passed the cap or stopped short of it. */
+static CUdevice o118_dev;
+
+static void *o118_reset(void *arg)
+{
+    (void)arg;
+    CUcontext again;
+    if (cuDevicePrimaryCtxReset(o118_dev) || cuDevicePrimaryCtxRetain(&again, o118_dev))
+        return (void *)1;
+    return NULL;
+}
+
+static void reset_counted_child(void *arg)
+{
+    int elsewhere = (int)(intptr_t)arg;
+    CUcontext p0, again;
+    CUdeviceptr q;
+    if (cuInit(0) || cuDeviceGet(&o118_dev, 0) || cuDevicePrimaryCtxRetain(&p0, o118_dev) ||
+        cuCtxSetCurrent(p0) || cuMemAlloc(&q, MiB))
+        exit(2);
+    if (elsewhere) {
+        pthread_t t;
+        void *ret = (void *)1;
+        if (pthread_create(&t, NULL, o118_reset, NULL) || pthread_join(t, &ret) || ret)
+            exit(3);
+    } else if (cuDevicePrimaryCtxReset(o118_dev) || cuDevicePrimaryCtxRetain(&again, o118_dev)) {
+        exit(3);
+    }
+    static CUdeviceptr blk[200];
+    for (int kind = 0; kind < 2; kind++) {
+        int n = 0;
+        while (n < 200 && (kind ? cuMemAllocManaged(&blk[n], MiB, CU_MEM_ATTACH_GLOBAL)
+                                : cuMemAlloc(&blk[n], MiB)) == CUDA_SUCCESS)
+            n++;
+        unsigned long long held = simcuda_device_bytes_in_use(0);
+        if (n != 64 || held > 64 * MiB) {
+            fprintf(stderr, "%s after the reset: %d blocks of 1 MiB under a 64 MiB cap, the driver "
+                    "holds %llu bytes\n", kind ? "cuMemAllocManaged" : "cuMemAlloc", n, held);
+            exit(10 + kind);
+        }
+        while (n > 0)
+            if (cuMemFree(blk[--n]))
+                exit(4);
+    }
+    exit(0);
+}
+
+START_TEST(primary_after_reset_and_retain_counted)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    char err[4096];
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)
+        for (int elsewhere = 0; elsewhere < 2; elsewhere++) {
+            pt_env(modes[m], "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", "GPUARENA_PREALLOCATE=false",
+                   NULL);
+            int st = pt_run_child(reset_counted_child, (void *)(intptr_t)elsewhere, err, sizeof err);
+            ck_assert_msg(st == 0, "%s, reset from %s: exit %d: %s", modes[m],
+                          elsewhere ? "another thread" : "the allocating thread", st, err);
+        }
+}
+END_TEST
+
 /* cuMemCreate with a bad prop answers the driver's own code whether or not the cap has room: each
  * row of the table is asked at 2 MiB (within the cap: the driver answers) and at 128 MiB (past the
  * 64 MiB cap: gpuarena answers before the driver is asked), and both must be the row's code. Handle
@@ -431,6 +497,7 @@ TCase *pt_tcase_outside118(void)
     tcase_add_test(tc, imported_own_handle_counted);
     tcase_add_test(tc, sim_export_import_checked);
     tcase_add_test(tc, primary_after_reset_and_retain_waited_for);
+    tcase_add_test(tc, primary_after_reset_and_retain_counted);
     tcase_add_test(tc, create_bad_props_get_driver_codes);
     return tc;
 }

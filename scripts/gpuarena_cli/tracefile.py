@@ -10,6 +10,7 @@ link is replaced by the file, as the shim's own writer does, never written throu
 """
 
 import errno
+import fcntl
 import os
 import stat
 import struct
@@ -269,13 +270,19 @@ def in_place_refusal(path):
 def _fill_in_place(path, fill):
     """fill's bytes made in a temporary under TMPDIR first (a fill that fails leaves path as it
     was), then copied over path's own, the rest cut off. path is opened without following a
-    link and checked again to be the file of one name it was."""
+    link, locked as the shim locks a trace it writes (one being written is refused: in place,
+    the two would write over each other), and checked again to be the file of one name it was."""
     with tempfile.TemporaryFile() as staged:
         fill(staged)
         size = staged.tell()
         staged.seek(0)
         fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         with os.fdopen(fd, "wb") as f:
+            try:  # the lock a writer of a trace holds for its life (shim/outfile.c)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OSError(errno.EBUSY, "a running process is writing it (a run's trace, "
+                              "which its writer holds locked); nothing was written") from None
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
                 raise OSError(errno.EPERM, "the file changed while it was written (a hard link "

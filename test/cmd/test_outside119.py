@@ -278,6 +278,18 @@ class LockedFolder(unittest.TestCase):
                          ["h.gatrace", "h2.gatrace", "l.gatrace", "r.json", "s.json",
                           "t.gatrace"])
 
+    def test_a_trace_being_written_is_not_written_over(self):
+        """The shim holds a trace it writes locked (flock) for its life: written in place, an
+        import over it would mix the two; it is refused, the file left whole."""
+        import fcntl
+        path = os.path.join(self.locked, "t.gatrace")
+        with open(path, "rb") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+            p = self.cli("import", "lifetimes", self.csv, "-o", path)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("a running process is writing it", p.stderr)
+        self.assertEqual(self.read("t.gatrace"), self.files["t.gatrace"])
+
     def test_links_and_new_files_refused(self):
         for name, why in (("h.gatrace", "other name(s) (hard links)"),
                           ("l.gatrace", "is a symbolic link"), ("new.gatrace", None)):

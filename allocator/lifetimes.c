@@ -283,7 +283,8 @@ int ga_lifetimes_read(const char *path, ga_trace_t *out, char *err, size_t errle
         return ga_errorf(err, errlen, "no lifetimes path given");
     FILE *f = fopen(path, "r");
     if (!f)
-        return ga_errorf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return ga_errorf(err, errlen, "cannot open %s: %s; %s", path, strerror(errno),
+                         ga_open_hint(errno));
     row_t *rows = NULL;
     size_t n = 0, open_line = 0;
     int rc = read_rows(f, path, &rows, &n, &open_line, err, errlen);

@@ -38,6 +38,23 @@ int ga_errorf(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
+const char *ga_open_hint(int e)
+{
+    switch (e) {
+    case ENOENT:
+        return "check the path, or give the trace or lifetimes CSV to read";
+    case EACCES:
+    case EPERM:
+        return "make it readable (chmod u+r), or give a copy this user may read";
+    case ENAMETOOLONG:
+        return "a name in a path is at most 255 bytes, a path 4,095: give a shorter one";
+    case ENOTDIR:
+        return "a folder in the path is a file: check the path";
+    default:
+        return "give a trace or lifetimes CSV this user can read";
+    }
+}
+
 /* Little-endian fields of 2, 4 or 8 bytes: one store or load each once inlined with a constant
  * width (a byte swap first on a big-endian host, where a value's low bytes come last). Recording a
  * trace encodes every allocation event, and a loop over the bytes cost about 250 instructions a
@@ -141,7 +158,8 @@ static int slurp(const char *path, unsigned char **buf, size_t *len, char *err, 
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return ga_errorf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return ga_errorf(err, errlen, "cannot open %s: %s; %s", path, strerror(errno),
+                         ga_open_hint(errno));
     size_t cap = 1 << 16, n = 0;
     unsigned char *b = malloc(cap);
     while (b) {

@@ -84,6 +84,14 @@ class ReadErrorsSayWhatToDo(unittest.TestCase):
                     self.assertEqual(p.returncode, 1, p.stderr)
                     self.assertRegex(p.stderr, r"^gpuarena: cannot read .*: No such file or "
                                      r"directory; check the path")
+            for name in ("missing.gatrace", "missing.csv"):  # gpuarena-replay's own reader
+                p = subprocess.run([os.path.join(gatest.BUILD, "bin", "gpuarena-replay"),
+                                    os.path.join(d, name)], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertEqual(p.stderr, f"gpuarena: cannot open {os.path.join(d, name)}: No "
+                                 "such file or directory; check the path, or give the trace or "
+                                 "lifetimes CSV to read\n")
 
 
 class HelpAndMessages(unittest.TestCase):

@@ -41,6 +41,12 @@ void ga_vafit_init(ga_vafit_t *v, uintptr_t lo, uintptr_t hi);
 /* The lowest free place of size bytes: 0 and *base set, -1 when the range has no such place, -2
  * when there is no host memory to record it (nothing changed). */
 int ga_vafit_take(ga_vafit_t *v, size_t size, uintptr_t *base);
+/* The same at the lowest free place whose base is a multiple of align (a power of two; under
+ * GA_VA_UNIT it is one unit): a vmm range, aligned to the granularity. -1 for another align. */
+int ga_vafit_take_aligned(ga_vafit_t *v, size_t size, size_t align, uintptr_t *base);
+/* The place at base exactly (a multiple of GA_VA_UNIT) when it is free: an address a caller asked
+ * for (cuMemAddressReserve's hint). 0, -1 when it is not free, -2 as above. */
+int ga_vafit_take_at(ga_vafit_t *v, size_t size, uintptr_t base);
 /* Gives back the place at base: its span, or 0 when no place starts there. */
 size_t ga_vafit_give(ga_vafit_t *v, uintptr_t base);
 void ga_vafit_fini(ga_vafit_t *v);

@@ -32,9 +32,10 @@
  * as a driver places them (ga_vafit.h: the lowest free place, freed places reused), the model the
  * simulated driver shares, because the arena's choices follow its regions' address order: with a
  * bump pointer here and Linux's falling mmap addresses there, a replay under a cap refused up to
- * 31 allocations more or fewer than the shim (an outside check, 2026-12-07). Vmm's one virtual
- * range and platform's blocks come from a bump pointer, never reused: nothing there depends on
- * their order, and platform reserves once per allocation, too often for a search. Granule maps
+ * 31 allocations more or fewer than the shim (an outside check, 2026-12-07); vmm's virtual ranges
+ * too, aligned to the granularity (fake_va_reserve). Platform's blocks come from a bump pointer,
+ * never reused: nothing there depends on their order, and platform reserves once per allocation,
+ * too often for a search. Granule maps
  * only count, a run of them in one call (map_run, ga_pool.h): a trace of blocks of 1 TiB maps
  * 524,288 granules a block, and granule by granule that was ~8 ns each, 4.2 s for 1,000 such
  * blocks. */
@@ -86,9 +87,26 @@ static int fake_release(void *ctx, uintptr_t base, size_t size)
     return 0;
 }
 
+/* vmm's ranges: placed by the model too, aligned to the granularity, as the simulated driver's
+ * cuMemAddressReserve places them: under a cap vmm reserves a second range and more, and best
+ * fit's ties between ranges follow their order as between regions. */
+static int fake_va_reserve(void *ctx, size_t size, uintptr_t *base)
+{
+    fake_backend_t *fb = ctx;
+    int got = ga_vafit_take_aligned(&fb->fit, size, fb->align, base);
+    if (got != 0)
+        return got == -2 ? GA_ENOHOST : -1;
+    fb->held += size;
+    fb->reserves++;
+    return 0;
+}
+
 static void fake_va_release(void *ctx, uintptr_t base, size_t size)
 {
-    (void)fake_release(ctx, base, size);
+    fake_backend_t *fb = ctx;
+    (void)ga_vafit_give(&fb->fit, base);
+    fb->held -= size;
+    fb->releases++;
 }
 
 static int fake_map_run(void *ctx, uintptr_t addr, size_t size, size_t n)
@@ -514,7 +532,7 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
     if (resolve(r, t, err, errlen) != 0)
         return -1;
     ga_pool_backend_t be = {.reserve = fake_reserve, .release = fake_release,
-                            .va_reserve = fake_reserve, .va_release = fake_va_release,
+                            .va_reserve = fake_va_reserve, .va_release = fake_va_release,
                             .map_run = fake_map_run, .unmap_run = fake_unmap_run,
                             .granularity = gran, .ctx = &r->fb};
     ga_pool_config_t cfg = pool_config(o);

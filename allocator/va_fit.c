@@ -47,36 +47,75 @@ static int grow_list(ga_vafit_t *v)
     return 0;
 }
 
-int ga_vafit_take(ga_vafit_t *v, size_t size, uintptr_t *base)
+/* x rounded up to align (a power of two), or 0 when that wraps. */
+static uintptr_t align_up(uintptr_t x, size_t align)
 {
-    if (size == 0 || size > SIZE_MAX - GA_VA_UNIT)
+    uintptr_t up = (x + align - 1) & ~(uintptr_t)(align - 1);
+    return up < x ? 0 : up;
+}
+
+int ga_vafit_take_aligned(ga_vafit_t *v, size_t size, size_t align, uintptr_t *base)
+{
+    if (size == 0 || size > SIZE_MAX - GA_VA_UNIT || (align & (align - 1)))
         return -1;
     if (grow_list(v) != 0)
         return -2;
+    if (align < GA_VA_UNIT)
+        align = GA_VA_UNIT;
     size_t span = unit_up(size);
     size_t i = first_at(v, v->floor);
     uintptr_t at = v->floor, gap = 0; /* gap: where the first free space from the floor starts */
     int seen_gap = 0;
     for (; i < v->n; i++) {
-        uintptr_t next = v->live[i].base;
+        uintptr_t next = v->live[i].base, cand = align_up(at, align);
         if (next > at && !seen_gap)
             gap = at, seen_gap = 1;
-        if (next >= at && next - at >= span)
+        if (cand && cand <= next && next - cand >= span) {
+            at = cand;
             break;
+        }
         at = v->live[i].base + v->live[i].span;
     }
-    if (i == v->n && (at > v->hi || v->hi - at < span))
-        return -1;
     if (!seen_gap)
         gap = at;
+    if (i == v->n) {
+        at = align_up(at, align);
+        if (!at || at > v->hi || v->hi - at < span)
+            return -1;
+    }
     memmove(&v->live[i + 1], &v->live[i], (v->n - i) * sizeof *v->live);
     v->live[i] = (ga_va_place_t){at, span};
     v->n++;
     if (at == gap) /* it filled the first free space from its start: the floor moves past it */
         v->floor = at + span;
-    else
+    else /* the first free space (an aligned place's padding too) stays free */
         v->floor = gap;
     *base = at;
+    return 0;
+}
+
+int ga_vafit_take(ga_vafit_t *v, size_t size, uintptr_t *base)
+{
+    return ga_vafit_take_aligned(v, size, GA_VA_UNIT, base);
+}
+
+int ga_vafit_take_at(ga_vafit_t *v, size_t size, uintptr_t base)
+{
+    if (size == 0 || size > SIZE_MAX - GA_VA_UNIT || base % GA_VA_UNIT || base < v->lo ||
+        base >= v->hi)
+        return -1;
+    size_t span = unit_up(size);
+    size_t i = first_at(v, base);
+    if (v->hi - base < span || (i < v->n && v->live[i].base - base < span) ||
+        (i > 0 && v->live[i - 1].base + v->live[i - 1].span > base))
+        return -1;
+    if (grow_list(v) != 0)
+        return -2;
+    memmove(&v->live[i + 1], &v->live[i], (v->n - i) * sizeof *v->live);
+    v->live[i] = (ga_va_place_t){base, span};
+    v->n++;
+    if (base == v->floor)
+        v->floor = base + span;
     return 0;
 }
 

@@ -30,6 +30,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sim_procs.h"
 
@@ -196,6 +197,7 @@ CUresult sim_free_queued(CUdeviceptr p);
 /* sim_va.c: device addresses (the replay's model, allocator/ga_vafit.h); under sim_lock */
 void *sim_va_map_locked(size_t mapped);             /* MAP_FAILED: no memory */
 void sim_va_unmap_locked(void *p, size_t mapped);
+void *sim_va_reserve_locked(size_t size, size_t align, uintptr_t addr); /* NULL: no room */
 /* sim_account.c: device bytes; every kind of device memory is charged here (under sim_lock) */
 unsigned long long sim_dev_in_use_locked(int dev);  /* this process's bytes on dev */
 unsigned long long sim_dev_peak_locked(int dev);

@@ -10,9 +10,10 @@
  * every allocation is placed in it by the model the replay's backend uses, compiled in from
  * allocator/va_fit.c (ga_vafit.h: the lowest free place, in units of 64 KiB), so a trace replayed
  * and the same trace played through the shim here place their regions alike by construction.
- * The range is 4 times the device's memory and 64 GiB more (halved until the system grants it);
- * an allocation it has no room for, and a 32-bit (v1) one, is mapped anywhere as before. All
- * under sim_lock.
+ * cuMemAddressReserve places its ranges there too (sim_va_reserve_locked), aligned, as the
+ * replay's backend places vmm's. The range is 4 times the device's memory and 64 GiB more (halved
+ * until the system grants it); an allocation or reservation it has no room for, and a 32-bit (v1)
+ * allocation, is mapped anywhere as before. All under sim_lock.
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
@@ -85,4 +86,21 @@ void sim_va_unmap_locked(void *p, size_t mapped)
         (void)ga_vafit_give(&va, (uintptr_t)p);
     else
         munmap(p, mapped); /* its place stays taken: no later allocation is mapped over a hole */
+}
+
+/* size bytes of address space (no memory) aligned to align for cuMemAddressReserve: at addr when
+ * that lies in the range, aligned and free (the hint taken as given), else at the lowest free place
+ * of the range that holds it, else NULL; given back with sim_va_unmap_locked. */
+void *sim_va_reserve_locked(size_t size, size_t align, uintptr_t addr)
+{
+    if (!va_tried)
+        sim_va_setup_locked();
+    uintptr_t at = addr;
+    if (!va.hi || (size_t)sysconf(_SC_PAGESIZE) > GA_VA_UNIT)
+        return NULL;
+    if (addr && sim_va_inside(addr) && addr % align == 0 && ga_vafit_take_at(&va, size, addr) == 0)
+        return (void *)at;
+    if (ga_vafit_take_aligned(&va, size, align, &at) != 0)
+        return NULL;
+    return (void *)at; /* reserved already: the range is PROT_NONE where nothing is mapped */
 }

@@ -437,6 +437,11 @@ static void *sim_reserve_space(size_t size, size_t align, CUdeviceptr addr)
         if (p != MAP_FAILED)
             munmap(p, size);
     }
+    pthread_mutex_lock(&sim_lock); /* in the device's range, rising, as allocations (sim_va.c) */
+    void *in = sim_va_reserve_locked(size, align, (uintptr_t)addr);
+    pthread_mutex_unlock(&sim_lock);
+    if (in)
+        return in;
     if (size > SIZE_MAX - align)
         return NULL;
     char *p = mmap(NULL, size + align, PROT_NONE, SIM_RESERVE_FLAGS, -1, 0);
@@ -499,7 +504,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     int busy = v && i < maps_len && maps[i].va < ptr + size && maps[i].va >= ptr;
     if (v && !busy) {
         *pp = v->next;
-        munmap(SIM_VA(v->base), v->size);
+        sim_va_unmap_locked(SIM_VA(v->base), v->size); /* reserved again if in the range */
         sim_counters.vmm_reserved_bytes -= v->size;
     }
     pthread_mutex_unlock(&sim_lock);

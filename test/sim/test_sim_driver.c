@@ -312,9 +312,33 @@ START_TEST(addresses_rise_and_are_reused)
 }
 END_TEST
 
+/* cuMemAddressReserve places ranges by the same model, aligned (the replay's vmm ranges too): they
+ * fell (mmap's order) until 2026-12-07, and vmm under a cap mapped other granules than replayed. */
+START_TEST(vmm_ranges_rise_and_are_reused)
+{
+    ts_start();
+    const CUdeviceptr M = 1 << 20;
+    CUdeviceptr a, b, c, d, x;
+    CK(cuMemAlloc(&x, 4096)); /* one unit (64 KiB): ranges are aligned to the 2 MiB granule */
+    CK(cuMemAddressReserve(&a, 64 * M, 0, 0, 0));
+    CK(cuMemAddressReserve(&b, 64 * M, 0, 0, 0));
+    ck_assert_uint_eq(a, x + 2 * M);
+    ck_assert_uint_eq(b, a + 64 * M);
+    CK(cuMemAddressFree(a, 64 * M));
+    CK(cuMemAddressReserve(&c, 32 * M, 0, 0, 0)); /* the lowest free place: a's */
+    ck_assert_uint_eq(c, a);
+    CK(cuMemAddressReserve(&d, 4 * M, 0, a + 40 * M, 0)); /* a free address asked for: given */
+    ck_assert_uint_eq(d, a + 40 * M);
+    CK(cuMemAddressReserve(&d, 2 * M, 0, b, 0)); /* a taken one: the lowest free place instead */
+    ck_assert_uint_eq(d, a + 32 * M);
+    CK(cuMemFree(x));
+}
+END_TEST
+
 void ts_driver_more_add(TCase *tc)
 {
     tcase_add_test(tc, addresses_rise_and_are_reused);
+    tcase_add_test(tc, vmm_ranges_rise_and_are_reused);
     tcase_add_test(tc, error_strings);
     tcase_add_test(tc, bad_environment);
     tcase_add_test(tc, bad_device_count);

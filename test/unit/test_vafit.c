@@ -1,8 +1,8 @@
 /* Unit tests for the device-address model (allocator/va_fit.c, ga_vafit.h), which the replay's
  * backend and the simulated driver both place allocations by: the lowest free place, rising, in
  * 64 KiB units, freed places reused. Checked against a plain model (a byte map of units scanned
- * from the bottom) over a seeded random run, and at its edges: a full range, a place that is not
- * one, sizes that round. */
+ * from the bottom, alignments of 1 to 8 units) over a seeded random run, and at its edges: a full
+ * range, a place that is not one, sizes that round, an aligned place's padding. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,15 +53,45 @@ START_TEST(vafit_full_range_refused)
 }
 END_TEST
 
+/* A vmm range: the lowest free place on a multiple of the alignment, the padding below it free. */
+START_TEST(vafit_aligned)
+{
+    ga_vafit_t v;
+    ga_vafit_init(&v, LO, LO + 256 * U);
+    uintptr_t a, b, c, d;
+    ck_assert_int_eq(ga_vafit_take(&v, U, &a), 0);
+    ck_assert_int_eq(ga_vafit_take_aligned(&v, 32 * U, 32 * U, &b), 0);
+    ck_assert_uint_eq(b, LO + 32 * U); /* units 1 to 31 are padding */
+    ck_assert_int_eq(ga_vafit_take(&v, 31 * U, &c), 0);
+    ck_assert_uint_eq(c, LO + U); /* the padding is free */
+    ck_assert_int_eq(ga_vafit_take_aligned(&v, U, 3 * U, &d), -1); /* not a power of two */
+    ck_assert_int_eq(ga_vafit_take_aligned(&v, U, 512, &d), 0);   /* under a unit: one unit */
+    ck_assert_uint_eq(d, LO + 64 * U);
+    /* an address asked for: taken as given where free, refused where not */
+    ck_assert_int_eq(ga_vafit_take_at(&v, 2 * U, LO + 100 * U), 0);
+    ck_assert_int_eq(ga_vafit_take_at(&v, U, LO + 101 * U), -1); /* inside it */
+    ck_assert_int_eq(ga_vafit_take_at(&v, 2 * U, LO + 99 * U), -1); /* overlaps its start */
+    ck_assert_int_eq(ga_vafit_take_at(&v, U, LO + 64 * U), -1);  /* d's */
+    ck_assert_int_eq(ga_vafit_take_at(&v, U, LO + 65 * U + 512), -1); /* not on a unit */
+    ck_assert_int_eq(ga_vafit_take_at(&v, 2 * U, LO + 255 * U), -1); /* past the range */
+    ck_assert_int_eq(ga_vafit_take_at(&v, U, LO + 65 * U), 0);   /* right after d: the floor */
+    ck_assert_int_eq(ga_vafit_take(&v, U, &d), 0);
+    ck_assert_uint_eq(d, LO + 66 * U);
+    ga_vafit_fini(&v);
+}
+END_TEST
+
 /* The model: units[i] says who holds unit i (0: free); a place is the lowest run of free units
  * that holds it. */
 #define N_UNITS 256
-static size_t model_take(unsigned char *units, size_t n)
+static size_t model_take(const unsigned char *units, size_t n, size_t align)
 {
-    for (size_t i = 0, run = 0; i < N_UNITS; i++) {
-        run = units[i] ? 0 : run + 1;
-        if (run == n)
-            return i + 1 - n;
+    for (size_t i = 0; i + n <= N_UNITS; i += align) {
+        size_t k = 0;
+        while (k < n && !units[i + k])
+            k++;
+        if (k == n)
+            return i;
     }
     return SIZE_MAX;
 }
@@ -84,9 +114,10 @@ START_TEST(vafit_against_a_model)
             continue;
         }
         size_t bytes = 1 + (seed >> 12) % (12 * U);
-        size_t n = (bytes + U - 1) / U, want = model_take(units, n);
+        size_t align = (size_t)1 << ((seed >> 20) % 4); /* in units: 1, 2, 4 or 8 */
+        size_t n = (bytes + U - 1) / U, want = model_take(units, n, align);
         uintptr_t at = 0;
-        int got = ga_vafit_take(&v, bytes, &at);
+        int got = ga_vafit_take_aligned(&v, bytes, align * U, &at);
         ck_assert_msg(got == (want == SIZE_MAX ? -1 : 0), "step %d: take %zu units: %d", step, n,
                       got);
         if (got != 0)
@@ -106,6 +137,7 @@ Suite *vafit_suite(void)
     TCase *tc = tcase_create("vafit");
     tcase_add_test(tc, vafit_rises_and_reuses);
     tcase_add_test(tc, vafit_full_range_refused);
+    tcase_add_test(tc, vafit_aligned);
     tcase_add_test(tc, vafit_against_a_model);
     suite_add_tcase(s, tc);
     return s;

@@ -97,6 +97,11 @@ int ga_group_member(const ga_group_t *g);
  * group's room refused before any commit) is no member and not refused for fullness: it was told
  * "the group is full" in a group of two (an outside check, 2026-12-07). */
 int ga_group_full(const ga_group_t *g);
+/* 1 when this process's last commit was refused because the ledger cannot be used (its lock is
+ * damaged, or it was removed and could not be made again; said when it happened), not for bytes:
+ * the out-of-memory line said "the device itself is full" of a removed ledger's folder (an outside
+ * check, 2026-12-07). */
+int ga_group_broken(const ga_group_t *g);
 
 /* Leaves the group: the slot and its share are given back; the last member out removes the
  * ledger, if the path still names the file it joined (after a removal it names a newer group's).

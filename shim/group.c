@@ -305,6 +305,7 @@ static int ga_group_add(ga_group_t *g, uint64_t bytes, int force)
         if (ga_lock(l) != 0) { /* damaged (said): held bytes are counted, nothing new granted */
             if (force && LD(&g->slot))
                 __atomic_add_fetch(&LD(&g->slot)->committed, bytes, __ATOMIC_ACQ_REL);
+            ST(&g->broken, 1);
             return force;
         }
         if (LD(&g->l) != l) { /* another thread moved us to the group's new ledger meanwhile */
@@ -317,8 +318,10 @@ static int ga_group_add(ga_group_t *g, uint64_t bytes, int force)
         }
         if (!ga_still_there(g) && !ga_move(g)) {
             ga_unlock(l);
+            ST(&g->broken, 1);
             return 0;
         }
+        ST(&g->broken, 0);
         if (LD(&g->l) != l) { /* moved just now: commit in the new one */
             ga_unlock(l);
             continue;
@@ -434,6 +437,11 @@ int ga_group_member(const ga_group_t *g)
 {
     /* after a close, or a clash of caps (said), no refusal is for fullness */
     return LD(&g->left) || LD(&g->slot) != NULL || LD(&g->clash);
+}
+
+int ga_group_broken(const ga_group_t *g)
+{
+    return LD(&g->broken);
 }
 
 int ga_group_full(const ga_group_t *g)

@@ -25,6 +25,8 @@ struct ga_group {
     uint64_t cap;           /* the cap this process asks for (GPUARENA_LIMIT on the device) */
     int clash;              /* a first commit found the group running with another cap: said */
     int full;               /* the last first commit found every slot taken (ga_group_full) */
+    int broken;             /* the last commit was refused because the ledger cannot be used: its
+                             * lock is damaged, or it was removed and could not be made again */
     uint64_t pidns;         /* our pid namespace, to know whose liveness we can judge */
     dev_t dev;              /* the mapped file's identity, to know it is still the one at path */
     ino_t ino;

@@ -153,6 +153,10 @@ static const char ga_oom_device_full[] =
     "the cap has room, but the driver refused the memory: the device itself is full (other "
     "processes or contexts use it); free memory there or set GPUARENA_LIMIT to what the device can "
     "give";
+static const char ga_oom_group_broken[] =
+    "the group's ledger cannot be used (said above: its lock is damaged, or it was removed and "
+    "could not be made again), so this process's allocations under the group are refused whatever "
+    "the bytes: see that message for the fix";
 static const char ga_oom_group_full[] =
     "the group is full: all its 256 slots are taken by live processes and this process, which "
     "joins at its first allocation on the device, has none, so it cannot allocate there whatever "
@@ -407,7 +411,8 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
              "CUresult %d), so they are not reused while the device may still use them; look for "
              "the driver's error (a failed kernel makes every later call fail)",
              ga_fmt_bytes(c->pend_bytes, b[8], 32), (int)c->sync_refused);
-    const char *why = captured ? capture_why : unsynced ? unsynced_why
+    const char *why = d->group && ga_group_broken(d->group) ? ga_oom_group_broken
+                      : captured ? capture_why : unsynced ? unsynced_why
                       : no_va && s->va_reserved
                           ? "vmm's address space has no room for this block and the driver "
                             "refused to reserve more: lower GPUARENA_LIMIT (vmm reserves twice the "
@@ -559,6 +564,7 @@ static void ga_oom_explain_pass_true(int dev, uint8_t api, size_t size, int cap_
                dev);
     ga_oom_put_holds(&o, d, held, used,
                      !cap_refused ? ga_oom_device_full
+                     : d->group && ga_group_broken(d->group) ? ga_oom_group_broken
                      : d->group && ga_group_full(d->group) ? ga_oom_group_full
                                                               : ga_oom_total_why(d, size));
     ga_oom_put(&o, "\n");

@@ -107,11 +107,10 @@ START_TEST(group_damaged_lock_refused_at_join)
 }
 END_TEST
 
-/* ---- a lock damaged under a member: its next commit is refused, and said ----
- * The member joins and holds 1 MiB; the lock is damaged; its next 1 MiB was granted unlocked. */
-START_TEST(group_lock_damaged_under_a_member_refuses)
+/* A platform member that holds 1 MiB, then, after `between` ran in the parent, asks for 1 MiB
+ * more; its stderr in err. Returns its wait status: exit 0 when refused for memory, 1 granted. */
+static int o122_member_across(void (*between)(void), char *err, size_t len)
 {
-    group_env("256MiB");
     char out[] = "/tmp/gpuarena-o122-XXXXXX";
     int ofd = mkstemp(out);
     ck_assert_int_ge(ofd, 0);
@@ -132,20 +131,55 @@ START_TEST(group_lock_damaged_under_a_member_refuses)
     char b = 0;
     ck_assert_int_eq(read(up[0], &b, 1), 1);
     ck_assert_msg(b == 'y', "the member's first block");
-    o122_damage_lock();
+    between();
     ck_assert_int_eq(write(down[1], &b, 1), 1);
     int st = 0;
     waitpid(m, &st, 0);
-    char err[8192];
-    ssize_t n = pread(ofd, err, sizeof err - 1, 0);
+    ssize_t n = pread(ofd, err, len - 1, 0);
     err[n > 0 ? n : 0] = '\0';
     close(ofd);
     unlink(out);
+    close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+    return st;
+}
+
+/* ---- a lock damaged under a member: its next commit is refused, and said ----
+ * The member joins and holds 1 MiB; the lock is damaged; its next 1 MiB was granted unlocked. */
+START_TEST(group_lock_damaged_under_a_member_refuses)
+{
+    group_env("256MiB");
+    char err[8192];
+    int st = o122_member_across(o122_damage_lock, err, sizeof err);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the commit after the lock was damaged is "
                   "refused (status %#x: exit 1 granted): %s", st, err);
     ck_assert_msg(strstr(err, "gpuarena: group '") && strstr(err, "cannot be taken") &&
                       strstr(err, "the file is damaged"),
                   "the damaged lock is said: %s", err);
+    group_cleanup();
+}
+END_TEST
+
+/* ---- a ledger lost under a member: the refusal says why ----
+ * Its folder removed (rm -rf of GPUARENA_GROUP_DIR), the member said so and that its allocations
+ * are refused, but each refusal's out-of-memory line then blamed a full device. */
+static void o122_remove_folder(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(group_lost_ledger_refusal_names_it)
+{
+    group_env("256MiB");
+    char err[8192];
+    int st = o122_member_across(o122_remove_folder, err, sizeof err);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the commit after the ledger's folder went "
+                  "is refused (status %#x): %s", st, err);
+    ck_assert_msg(strstr(err, "was removed while this process") &&
+                      strstr(err, "the group's ledger cannot be used") &&
+                      !strstr(err, "the device itself is full"),
+                  "the out-of-memory line names the lost ledger, not a full device: %s", err);
     group_cleanup();
 }
 END_TEST
@@ -308,6 +342,7 @@ TCase *pt_tcase_group_outside122(void)
     tcase_add_test(tc, group_vmm_newcomer_short_of_bytes_not_full);
     tcase_add_test(tc, group_damaged_lock_refused_at_join);
     tcase_add_test(tc, group_lock_damaged_under_a_member_refuses);
+    tcase_add_test(tc, group_lost_ledger_refusal_names_it);
     tcase_add_test(tc, group_read_only_ledger_named);
     tcase_add_test(tc, group_exec_without_joining_gives_share_back);
     tcase_add_test(tc, group_member_whose_main_thread_ended_keeps_its_share);

@@ -40,6 +40,11 @@ VERSION = 1
 HEADER = struct.Struct("<8s6IQ16s72s")   # magic .. name, 128 bytes (the mutex follows, unread)
 SLOT = struct.Struct("<2I7Q16sQII2Q")   # state .. mode, image, exiting, spare, exe dev/ino: 112 of 128
 SLOT_LIVE = 1
+# The shim's test of the ledger's lock (shim/group.c, ga_lock_sound): glibc keeps a mutex's kind
+# 16 bytes into it (x86-64 and aarch64), and the robust process-shared mutex the shim makes has
+# kind 144 (PTHREAD_MUTEX_ROBUST_NORMAL_NP 16 | the process-shared bit 128). Another kind there is a
+# damaged lock, which the shim refuses.
+LOCK_KIND_AT, LOCK_KIND = 128 + 16, 144
 NAME_RE = re.compile(r"^gpuarena-(\d+)-(.+)-([0-9a-f]{32})$")
 # What the shim takes as a group name (shim/group_host.c, ga_group_name_ok) and writes as a mode:
 # a ledger's bytes are anyone's to forge in /dev/shm, and a name of escape codes was printed as
@@ -157,6 +162,8 @@ def read_ledger_why(path, own_ns=None, owner=None):
         return None, damaged
     if uid != owner:
         return None, f"its header names uid {uid}, its file uid {owner}"
+    if struct.unpack_from("<i", data, LOCK_KIND_AT)[0] != LOCK_KIND:
+        return None, "its lock is not a ledger's (damaged)"
     group = _cstr(name)
     wanted = NAME_RE.match(os.path.basename(path))
     if (not GROUP_RE.fullmatch(group) or group in (".", "..")

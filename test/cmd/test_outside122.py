@@ -1,7 +1,8 @@
 """Findings of an outside check of groups (issue 11), helper-122, in `gpuarena top`, each a test
 that failed before its fix: a member that exec'd another program (pid and start time kept, its
 device memory gone with the exec) shows as dead, as the shim now takes its slot back; one whose main
-thread ended while another runs shows as running, as the shim now keeps its share."""
+thread ended while another runs shows as running, as the shim now keeps its share; a ledger whose
+lock is damaged is not believed, as the shim refuses it."""
 
 import json
 import os
@@ -104,6 +105,22 @@ class ExecdMember(unittest.TestCase):
             z.kill()
             z.wait(timeout=30)
             z.stdout.close()
+
+
+    def test_ledger_with_a_damaged_lock_not_believed(self):
+        """The shim refuses a ledger whose mutex is not the robust process-shared one it makes
+        (t_group_outside122.c); top listed it as a working group. It is named under not_read."""
+        self.member(100 * MIB)
+        path = [os.path.join(self.dir, n) for n in os.listdir(self.dir) if "-ex-" in n][0]
+        with open(path, "r+b") as f:
+            f.seek(128)
+            f.write(b"\xff" * 40)
+        p = gatest.cli("top", "--dir", self.dir, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        d = json.loads(p.stdout)
+        self.assertEqual(d["groups"], [])
+        self.assertEqual([(os.path.basename(path), "its lock is not a ledger's (damaged)")],
+                         [(n["file"], n["why"]) for n in d["not_read"]])
 
 
 if __name__ == "__main__":

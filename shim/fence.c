@@ -373,7 +373,8 @@ static size_t ga_fence_release_marked(ga_ctx_t *c, ga_fence_mark_t m, int peers_
     ga_unpassed_t u = {.n = 0};
     for (size_t i = 0; i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];
-        if (i >= m.n || (e->ev ? !ga_event_passed_ordered(&u, e->sid, e->seq, e->ev) : keep_plain)) {
+        if (i >= m.n ||
+            (e->ev ? !ga_event_passed_ordered(&u, e->sid, e->seq, e->ev) : keep_plain)) {
             kept_marked += i < m.n;
             c->pend[kept++] = *e;
             continue;

@@ -422,7 +422,7 @@ typedef struct ga_ctx {
     size_t npend, cap_pend;
     size_t npend_ev;         /* of them, stream-ordered (with an event) */
     uint64_t pend_gen;       /* changes whenever an entry leaves the list (frees only append) */
-    uint64_t pend_seq;       /* events recorded for stream-ordered frees so far (ga_pending_t.seq) */
+    uint64_t pend_seq;       /* events recorded for stream-ordered frees (ga_pending_t.seq) */
     uint64_t own_gen;        /* the list as the program's cuCtxSynchronize left it: own_n entries */
     size_t own_n;            /* kept only for the device's other contexts (own context passed) */
     uint64_t pend_bytes;

@@ -118,7 +118,7 @@ int ga_event_passed(CUresult r)
 /* Each pass over the pending frees asked the driver about every event: N stream-ordered frees
  * pending behind one long kernel cost N cuEventQuery calls per allocation (an outside check,
  * 2026-12-07: 16,000 rounds of an allocation on one stream and a cuMemFreeAsync on a held one made
- * 128 million queries, 1.3 ms a round, in arena and platform mode; test
+ * 128 million queries, 1.3 ms a round, in arena mode; platform's pass-through frees alike; test
  * async_pending_events_asked_once_per_stream). Now one per stream that has not passed, for up to
  * GA_UNPASSED such streams a pass; entries of others are asked as before. */
 int ga_event_passed_ordered(ga_unpassed_t *u, uint64_t sid, uint64_t seq, CUevent ev)

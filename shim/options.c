@@ -405,6 +405,14 @@ int ga_options_load(void)
     if (!bad && keep && *keep && ga_opt.mode != GA_MODE_VMM)
         ga_log(GA_LOG_WARN, "GPUARENA_VMM_KEEP applies to vmm mode only and is ignored in %s mode: "
                "set GPUARENA_MODE=vmm to use it, or unset it", ga_mode_name(ga_opt.mode));
+    /* A share set for platform mode does nothing (it answers to the cap alone): said, as a keep
+     * outside vmm mode is, and as `gpuarena run` refuses --fraction there (it was taken without a
+     * word: an outside check, helper-124). */
+    const char *frac = getenv("GPUARENA_MEM_FRACTION");
+    if (!bad && frac && *frac && ga_opt.mode == GA_MODE_PLATFORM)
+        ga_log(GA_LOG_WARN, "GPUARENA_MEM_FRACTION applies to the pools of arena, grow and vmm "
+               "modes and is ignored in platform mode, which answers to GPUARENA_LIMIT alone: "
+               "unset it, or use one of those modes");
     ga_warn_unknown();
     return bad;
 }

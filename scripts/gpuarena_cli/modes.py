@@ -31,11 +31,15 @@ ENV = {
 # every run, `--vmm-keep` made the shim say in each other column that GPUARENA_VMM_KEEP was
 # ignored there and should be unset (an outside check, 2026-12-06).
 ONLY_IN = {"GPUARENA_VMM_KEEP": "vmm"}
+# Settings one mode does not use: platform takes no share, and the shim says so when it is given one
+# (helper-124); `compare --fraction` gives it to the other modes' runs only.
+NOT_IN = {"GPUARENA_MEM_FRACTION": "platform"}
 
 
 def settings_for(mode, settings):
-    """The settings a run in mode takes: those that apply to it (every one not in ONLY_IN)."""
-    return {k: v for k, v in (settings or {}).items() if ONLY_IN.get(k, mode) == mode}
+    """The settings a run in mode takes: those that apply to it (ONLY_IN, NOT_IN)."""
+    return {k: v for k, v in (settings or {}).items()
+            if ONLY_IN.get(k, mode) == mode and NOT_IN.get(k) != mode}
 
 
 def parse(text, allow_all=False):

@@ -417,6 +417,11 @@ class Doctor(unittest.TestCase):
         _, doc = doctor("--sim", env={"GPUARENA_MODE": "vmm"})
         self.assertIn({"name": "GPUARENA_VMM_KEEP", "value": None, "shown": "64MiB (default)"},
                       doc["settings"])
+        # Platform mode takes no share: GPUARENA_MEM_FRACTION is not used there, as the shim says
+        # (helper-124).
+        _, doc = doctor("--sim", env={"GPUARENA_MODE": "platform", "GPUARENA_MEM_FRACTION": "0.5"})
+        self.assertIn({"name": "GPUARENA_MEM_FRACTION", "value": "0.5",
+                       "shown": "0.5 (not used in platform mode)"}, doc["settings"])
         p = gatest.cli("doctor", "--sim", env={"GPUARENA_MODE": "bogus"})
         self.assertIn("none: GPUARENA_MODE is refused", p.stdout)
         self.assertNotIn("preallocated", p.stdout)

@@ -236,6 +236,8 @@ class RunCompareMore(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
         p = self.run_cli("compare", "--sim", "--modes", "arena,platform", "--fraction", "0.5+",
                          "--json", *prog)
         self.assertEqual(p.returncode, 0, p.stderr)
+        # platform's run is not given the share, which the shim would say it ignores (helper-124)
+        self.assertNotIn("GPUARENA_MEM_FRACTION applies", p.stderr)
         # An inherited GPUARENA_TRACE is the same question; with %p each run has its own file.
         p = self.run_cli("compare", "--sim", "--modes", "arena", *prog,
                          env={"GPUARENA_TRACE": "/tmp/t.gatrace"})

@@ -157,6 +157,40 @@ START_TEST(frag_equal_looking_sizes_say_bytes)
 }
 END_TEST
 
+static void o124_platform_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, MiB) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
+        exit(2);
+    exit(0);
+}
+
+/* GPUARENA_MEM_FRACTION in platform mode does nothing (platform answers to the cap alone, and
+ * `gpuarena run --fraction` refuses it there): it was taken without a word, where a preallocation
+ * or a keep set outside its mode is said. Said once now; the other modes say nothing of it. */
+START_TEST(fraction_in_platform_said)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    char err[8192];
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        pt_env(modes[m], "GPUARENA_MEM_FRACTION=0.5", "GPUARENA_LIMIT=64MiB", NULL);
+        int rc = pt_run_child(o124_platform_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", modes[m], rc, err);
+        const char *said = strstr(err, "GPUARENA_MEM_FRACTION applies to the pools of arena, grow "
+                                       "and vmm modes and is ignored in platform mode");
+        if (strstr(modes[m], "platform")) {
+            ck_assert_msg(said && !strstr(said + 1, "GPUARENA_MEM_FRACTION applies"),
+                          "platform mode: a fraction given was not said once: %s", err);
+            ck_assert_msg(!strncmp(err, "gpuarena: ", 10), "no prefix: %s", err);
+        } else {
+            ck_assert_msg(!said, "%s: the fraction was said to be ignored: %s", modes[m], err);
+        }
+    }
+}
+END_TEST
+
 TCase *pt_tcase_outside124(void)
 {
     TCase *tc = tcase_create("outside124");
@@ -164,5 +198,6 @@ TCase *pt_tcase_outside124(void)
     tcase_add_test(tc, stats_only_from_a_process_that_allocated);
     tcase_add_test(tc, frag_room_names_the_share);
     tcase_add_test(tc, frag_equal_looking_sizes_say_bytes);
+    tcase_add_test(tc, fraction_in_platform_said);
     return tc;
 }

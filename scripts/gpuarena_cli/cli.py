@@ -69,6 +69,8 @@ def do_import(a):
     tf.write(a.output, trace)
     print(f"gpuarena: imported {a.file} ({used}) -> {a.output}: {len(trace.events):,} events")
     _print_counts(counts)
+    if importers.kineto_hint(counts):
+        print(f"gpuarena: {a.file}: {importers.kineto_hint(counts)}", file=sys.stderr)
     return 0
 
 
@@ -236,8 +238,8 @@ def do_report(a):
             _default_not_over_other(a.trace, prefix + ext)
     # a folder that is not there failed the write after the whole input was read and replayed
     _check_out_folder("-o", prefix + ".json", "PREFIX", "the input is read")
-    trace, _counts, used = importers.load_any(a.trace, a.format, a.level)
-    replay_mod.check_allocates(a.trace, trace.events, "draw")  # it drew an empty chart
+    trace, counts, used = importers.load_any(a.trace, a.format, a.level)
+    replay_mod.check_allocates(a.trace, trace.events, "draw", counts)  # drew an empty chart
     replay_mod.say_cut(a.trace, getattr(trace, "truncated_bytes", 0), "drawn")
     failures = []
     reserved, why = report_mod.reserved_series(trace, a.mode, a.vmm_keep, name=a.trace,

@@ -291,6 +291,22 @@ def _kineto_before(rows):
     return {dev: b for dev, b in before.items() if b > 0}
 
 
+def kineto_hint(counts):
+    """What to do about a Kineto trace with no GPU memory event, or "": the profile was taken
+    without profile_memory=True (no [memory] event at all), or its memory events are all the
+    CPU's. Such a file imported to an empty trace with exit 0, and replay said only "record a
+    run that allocates GPU memory" (an outside check, helper-125)."""
+    if not counts or counts.get("gpu_memory_events", 1) != 0:
+        return ""
+    other = counts.get("non_gpu_memory_events_ignored", 0)
+    held = (f"its {other:,} memory event{'s are' if other != 1 else ' is'} not a GPU's "
+            "(\"Device Type\" other than 1; 0 is the CPU)" if other else
+            "it holds no \"[memory]\" event: the profile was taken without memory recording")
+    return (f"a Kineto trace with no GPU memory event: {held}; profile the GPU part of the run "
+            "with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+            "ProfilerActivity.CUDA], profile_memory=True) and export it again")
+
+
 def import_kineto(path, close=False):
     """Kineto trace -> trace. GPU "[memory]" events, Bytes > 0 alloc, < 0 free, paired by Addr;
     events with no Addr pair a free with the most recent live block of the same size. What a

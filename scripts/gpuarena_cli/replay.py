@@ -52,7 +52,7 @@ def as_trace_file(path, fmt="auto", level="tensor", close=False, tmpdir=None):
             raise GaError(no_allocation(path, frees))
         return path, None, kind
     trace, counts, _ = importers.load_any(path, kind, level, close)
-    check_allocates(path, trace.events)
+    check_allocates(path, trace.events, counts=counts)
     out = os.path.join(tmpdir, "imported.gatrace")
     tf.write(out, trace)
     return out, counts, kind
@@ -69,10 +69,12 @@ def no_allocation(path, frees, doing="replay"):
             "the file meant")
 
 
-def check_allocates(path, events, doing="replay"):
-    """GaError (no_allocation) when every event is a free, or there is none."""
+def check_allocates(path, events, doing="replay", counts=None):
+    """GaError (no_allocation) when every event is a free, or there is none; with the import's
+    counts, a Kineto trace without GPU memory events says what to do (importers.kineto_hint)."""
     if all(ev[tf.T_KIND] == tf.FREE for ev in events):
-        raise GaError(no_allocation(path, len(events), doing))
+        hint = importers.kineto_hint(counts)
+        raise GaError(no_allocation(path, len(events), doing) + (f"; {hint}" if hint else ""))
 
 
 def run_tool(trace_path, mode="all", arena_size=None, limit=None, find_min=True, check=False,

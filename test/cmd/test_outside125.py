@@ -20,6 +20,9 @@
 - `gpuarena report` of a trace of more than 20,000 allocations wrote its JSON without the
   allocations' slices, said only by `otherData.slices_included` (false): a user looked for them
   in the viewer. Said on stderr now.
+- A Kineto trace profiled without `profile_memory=True` (no `[memory]` event), or whose memory
+  events are all the CPU's, imported to an empty trace with exit 0 and not a word, and `replay`
+  and `report` said only "record a run that allocates GPU memory": each says what to do now.
 - `gpuarena import auto T.gatrace -o OUT --close`: a gpuarena trace's live blocks were left live
   without a word, where `--close` frees blocks still live at the end for every other format.
 """
@@ -254,6 +257,37 @@ class ReportSlicesLeftOut(unittest.TestCase):
                 else:
                     self.assertNotIn("allocations, more than", p.stderr)
                     self.assertEqual(sum(e["ph"] == "b" for e in doc["traceEvents"]), n)
+
+
+class KinetoWithoutGpuMemory(unittest.TestCase):
+    def test_profile_memory_named(self):
+        """No [memory] event, or CPU ones alone: import says so on stderr (the trace is written,
+        exit 0, as before), replay and report refuse as before and add what to do."""
+        cpu = {"name": "[memory]", "ph": "i", "ts": 1, "args": {
+            "Device Type": 0, "Device Id": -1, "Addr": 4096, "Bytes": 512}}
+        kernel = {"name": "gemm", "ph": "X", "ts": 1, "dur": 3, "pid": 0, "tid": 0}
+        with tempfile.TemporaryDirectory() as d:
+            for events, said in (([kernel], 'it holds no "[memory]" event: the profile was '
+                                  "taken without memory recording"),
+                                 ([kernel, cpu, cpu], "its 2 memory events are not a GPU's")):
+                path = os.path.join(d, "k.json")
+                with open(path, "w") as f:
+                    json.dump({"traceEvents": events}, f)
+                todo = "profile_memory=True) and export it again"
+                p = gatest.cli("import", "kineto", path, "-o", os.path.join(d, "o.gatrace"))
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn(f"gpuarena: {path}: a Kineto trace with no GPU memory event: "
+                              f"{said}", p.stderr)
+                self.assertIn(todo, p.stderr)
+                for args in (["replay", path], ["report", path, "-o", os.path.join(d, "r")]):
+                    p = gatest.cli(*args)
+                    self.assertEqual(p.returncode, 1, p.stderr)
+                    self.assertIn("holds no allocation", p.stderr)
+                    self.assertIn(said, p.stderr)
+                    self.assertIn(todo, p.stderr)
+            real = gatest.traces("kineto")[0]
+            p = gatest.cli("import", "kineto", real, "-o", os.path.join(d, "o.gatrace"))
+            self.assertEqual((p.returncode, p.stderr), (0, ""))
 
 
 class CloseOnATrace(unittest.TestCase):

@@ -482,7 +482,9 @@ HELD_ELSEWHERE = "is being written by another running process"
 def _trace_held_elsewhere(path):
     """Whether another live process holds the trace at path: the shim takes an exclusive flock on
     a trace file it writes (shim/outfile.c), and refuses one another process holds."""
-    try:
+    try:  # a FIFO is never opened here: that would meet a writer waiting for its reader
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False

@@ -186,6 +186,15 @@ def import_snapshot(path, level="tensor", close=False):
     trace, counts = p.finish(close, t_end, t0 * 1000)
     for act, n in sorted(ignored.items()):
         counts[f"ignored_{act if len(act) <= 60 else _shown(act)}"] = n
+    if not rows and not ignored:
+        # Dumped without memory history: only what was live at the dump came in, without a word
+        # (an outside check, helper-125).
+        what = "segments" if level == "segment" else "blocks"
+        print(f"gpuarena: {path}: the snapshot holds no event (its device_traces are empty: "
+              f"memory history was not recorded), so only the {len(pre):,} {what} live at the "
+              "dump are imported, allocated at its start; call "
+              "torch.cuda.memory._record_memory_history() before the allocations to record "
+              "and dump the snapshot again", file=sys.stderr)
     mapped = ignored.get("segment_map", 0) + ignored.get("segment_unmap", 0)
     if level == "segment" and mapped:  # was silent (an outside check)
         print(f"gpuarena: {path}: {mapped:,} segment_map/segment_unmap events: PyTorch ran with "

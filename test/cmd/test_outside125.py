@@ -23,6 +23,8 @@
 - A Kineto trace profiled without `profile_memory=True` (no `[memory]` event), or whose memory
   events are all the CPU's, imported to an empty trace with exit 0 and not a word, and `replay`
   and `report` said only "record a run that allocates GPU memory": each says what to do now.
+- A PyTorch snapshot dumped without memory history (`device_traces` empty) imported its live
+  blocks alone without a word: said now, with `_record_memory_history()` as the way.
 - `gpuarena import auto T.gatrace -o OUT --close`: a gpuarena trace's live blocks were left live
   without a word, where `--close` frees blocks still live at the end for every other format.
 """
@@ -287,6 +289,35 @@ class KinetoWithoutGpuMemory(unittest.TestCase):
                     self.assertIn(todo, p.stderr)
             real = gatest.traces("kineto")[0]
             p = gatest.cli("import", "kineto", real, "-o", os.path.join(d, "o.gatrace"))
+            self.assertEqual((p.returncode, p.stderr), (0, ""))
+
+
+class SnapshotWithoutHistory(unittest.TestCase):
+    def test_no_history_said(self):
+        """device_traces empty: import (both levels) and replay say that only what was live at
+        the dump came in and how to record; a snapshot with events says nothing of it."""
+        mib = 1 << 20
+        seg = {"device": 0, "address": 1 << 30, "total_size": 4 * mib, "stream": 0,
+               "segment_type": "large", "blocks": [
+                   {"address": 1 << 30, "size": mib, "state": "active_allocated"},
+                   {"address": (1 << 30) + mib, "size": 3 * mib, "state": "inactive"}]}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.pickle")
+            with open(path, "wb") as f:
+                pickle.dump({"segments": [seg], "device_traces": [[]]}, f)
+            for level, n, what in (("tensor", 1, "blocks"), ("segment", 1, "segments")):
+                p = gatest.cli("import", "pytorch-snapshot", path, "--level", level, "-o",
+                               os.path.join(d, "o.gatrace"))
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn(f"gpuarena: {path}: the snapshot holds no event (its device_traces "
+                              f"are empty: memory history was not recorded), so only the {n} "
+                              f"{what} live at the dump are imported", p.stderr)
+                self.assertIn("_record_memory_history()", p.stderr)
+            p = gatest.cli("replay", path, "--mode", "arena", "--no-min")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("memory history was not recorded", p.stderr)
+            real = gatest.traces("pytorch-snapshot")[0]
+            p = gatest.cli("import", "auto", real, "-o", os.path.join(d, "o.gatrace"))
             self.assertEqual((p.returncode, p.stderr), (0, ""))
 
 

@@ -413,6 +413,14 @@ int ga_options_load(void)
         ga_log(GA_LOG_WARN, "GPUARENA_MEM_FRACTION applies to the pools of arena, grow and vmm "
                "modes and is ignored in platform mode, which answers to GPUARENA_LIMIT alone: "
                "unset it, or use one of those modes");
+    /* Platform mode's frees wait for the device whatever GPUARENA_FREE_SYNC says (free_waits: the
+     * driver's own cuMemFree does): `none` there still synchronised at every free, without a word
+     * (helper-124: 100 cuCtxSynchronize for 100 frees under each of the four values). */
+    const char *fsync = getenv("GPUARENA_FREE_SYNC");
+    if (!bad && fsync && *fsync && ga_opt.mode == GA_MODE_PLATFORM)
+        ga_log(GA_LOG_WARN, "GPUARENA_FREE_SYNC applies to the pools of arena, grow and vmm modes "
+               "and is ignored in platform mode, whose frees wait for the device as the driver's "
+               "own cuMemFree does: unset it, or use one of those modes");
     ga_warn_unknown();
     return bad;
 }

@@ -572,8 +572,8 @@ def diagnose(sim=False, python=None, timeout=120, env=None):
         values["GPUARENA_MODE"] == "grow" and named == "grow") else []
     if values["GPUARENA_MODE"] not in ("vmm", None):  # kept granules are vmm mode's alone
         unused.append("GPUARENA_VMM_KEEP")
-    if values["GPUARENA_MODE"] == "platform":  # no pool, no share: the shim says so
-        unused.append("GPUARENA_MEM_FRACTION")
+    if values["GPUARENA_MODE"] == "platform":  # no pool, no share, frees wait: the shim says so
+        unused += ["GPUARENA_MEM_FRACTION", "GPUARENA_FREE_SYNC"]
     doc["settings"] = [dict(e, shown=e["shown"] + f" (not used in {values['GPUARENA_MODE']} "
                             "mode)") if e["name"] in unused else e for e in doc["settings"]]
     doc["shim"] = paths.shim(required=False)

@@ -422,6 +422,8 @@ class Doctor(unittest.TestCase):
         _, doc = doctor("--sim", env={"GPUARENA_MODE": "platform", "GPUARENA_MEM_FRACTION": "0.5"})
         self.assertIn({"name": "GPUARENA_MEM_FRACTION", "value": "0.5",
                        "shown": "0.5 (not used in platform mode)"}, doc["settings"])
+        self.assertIn({"name": "GPUARENA_FREE_SYNC", "value": None,
+                       "shown": "deferred (default) (not used in platform mode)"}, doc["settings"])
         p = gatest.cli("doctor", "--sim", env={"GPUARENA_MODE": "bogus"})
         self.assertIn("none: GPUARENA_MODE is refused", p.stdout)
         self.assertNotIn("preallocated", p.stdout)

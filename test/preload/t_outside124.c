@@ -191,6 +191,27 @@ START_TEST(fraction_in_platform_said)
 }
 END_TEST
 
+/* GPUARENA_FREE_SYNC in platform mode does nothing: its frees wait for the device whatever it
+ * says (`none` still synchronised at every free). Said once now; the other modes say nothing. */
+START_TEST(free_sync_in_platform_said)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    char err[8192];
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        pt_env(modes[m], "GPUARENA_FREE_SYNC=none", "GPUARENA_LIMIT=64MiB", NULL);
+        int rc = pt_run_child(o124_platform_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", modes[m], rc, err);
+        const char *said = strstr(err, "GPUARENA_FREE_SYNC applies to the pools of arena, grow "
+                                       "and vmm modes and is ignored in platform mode");
+        if (strstr(modes[m], "platform"))
+            ck_assert_msg(said && !strstr(said + 1, "GPUARENA_FREE_SYNC applies"),
+                          "platform mode: GPUARENA_FREE_SYNC=none was not said once: %s", err);
+        else
+            ck_assert_msg(!said, "%s: GPUARENA_FREE_SYNC was said to be ignored: %s", modes[m], err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_outside124(void)
 {
     TCase *tc = tcase_create("outside124");
@@ -199,5 +220,6 @@ TCase *pt_tcase_outside124(void)
     tcase_add_test(tc, frag_room_names_the_share);
     tcase_add_test(tc, frag_equal_looking_sizes_say_bytes);
     tcase_add_test(tc, fraction_in_platform_said);
+    tcase_add_test(tc, free_sync_in_platform_said);
     return tc;
 }

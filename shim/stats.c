@@ -621,8 +621,12 @@ static int ga_counts_any(const ga_counts_t *c)
 
 int ga_stats_any_call(void)
 {
-    if (ga_counts_any(&ga_refused))
+    /* ga_refused is counted with atomics by any thread (ga_count_refused): read the same way. */
+    if (__atomic_load_n(&ga_refused.alloc_calls, __ATOMIC_RELAXED))
         return 1;
+    for (unsigned i = 0; i < GA_API_COUNT; i++)
+        if (__atomic_load_n(&ga_refused.by_api[i].calls, __ATOMIC_RELAXED))
+            return 1;
     for (ga_ctx_t *c = ga_ctx_first(); c; c = ga_ctx_next(c)) {
         if (ga_mutex_lock_for(&c->lock, GA_MUTEX_EXIT_WAIT_NS) != 0)
             return 1; /* a call holds it: the report says so (ga_ctx_snapshot_held) */

@@ -666,14 +666,26 @@ def failed_run_message(mode, result, lines=10):
     codes = result.get("exits") or [result["exit"]]
     runs = (f" in {sum(1 for c in codes if c)} of its {len(codes)} runs (the figures are of "
             "the runs that succeeded)" if len(codes) > 1 and not all(codes) else "")
-    return (f"mode {mode}: the program exited {result['exit']}{runs}; " +
+    return (f"mode {mode}: the program exited {result['exit']}{_by_signal(result['exit'])}"
+            f"{runs}; " +
             ("its last output:\n" + "\n".join(tail) if any(tail) else "it printed nothing"))
+
+
+def _by_signal(code):
+    """What an exit code past 128 says: the signal that ended the program, named (a run killed
+    with SIGKILL read "the program exited 137" alone until 2026-12-07: helper-125)."""
+    try:
+        name = signal.Signals(code - 128).name if code > 128 else None
+    except ValueError:
+        name = None
+    return f" (128+{code - 128}: killed by {name})" if name else ""
 
 
 def no_stats_message(mode, result):
     """compare's line for a mode whose run wrote no statistics, with the program's last output."""
     tail = result["output_tail"].rstrip("\n")
-    return (f"mode {mode}: no statistics written (exit {result['exit']}; {NO_STATS_WHY}); "
+    return (f"mode {mode}: no statistics written (exit {result['exit']}"
+            f"{_by_signal(result['exit'])}; {NO_STATS_WHY}); "
             + (f"the program's last output:\n{tail}" if tail else "the program printed nothing"))
 
 

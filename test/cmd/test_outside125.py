@@ -25,6 +25,8 @@
   and `report` said only "record a run that allocates GPU memory": each says what to do now.
 - A PyTorch snapshot dumped without memory history (`device_traces` empty) imported its live
   blocks alone without a word: said now, with `_record_memory_history()` as the way.
+- `gpuarena compare` said of a run killed by SIGKILL "the program exited 137" alone: the signal is
+  named now.
 - `gpuarena import auto T.gatrace -o OUT --close`: a gpuarena trace's live blocks were left live
   without a word, where `--close` frees blocks still live at the end for every other format.
 """
@@ -319,6 +321,20 @@ class SnapshotWithoutHistory(unittest.TestCase):
             real = gatest.traces("pytorch-snapshot")[0]
             p = gatest.cli("import", "auto", real, "-o", os.path.join(d, "o.gatrace"))
             self.assertEqual((p.returncode, p.stderr), (0, ""))
+
+
+class CompareNamesTheSignal(unittest.TestCase):
+    def test_killed_run_names_its_signal(self):
+        """A mode whose program is killed by SIGKILL after its CUDA work: 137 in the table, and
+        the line under it names the signal; a plain exit 3 names none."""
+        script = ('"$0" 1; if [ "$GPUARENA_MODE" = platform ]; then kill -9 $$; fi; '
+                  '[ "$GPUARENA_MODE" = arena ] && exit 3; exit 0')
+        p = gatest.cli("compare", "--sim", "--modes", "arena,vmm,platform", "--", "sh", "-c",
+                       script, EX_TRAIN, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout + p.stderr
+        self.assertIn("mode platform: the program exited 137 (128+9: killed by SIGKILL); ", out)
+        self.assertIn("mode arena: the program exited 3; ", out)
 
 
 class CloseOnATrace(unittest.TestCase):

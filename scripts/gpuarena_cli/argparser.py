@@ -152,9 +152,10 @@ def build_parser():
                    help="skip the search for the smallest size (arena: region; grow, vmm, "
                    "platform: limit) that runs without OOM")
     p.add_argument("--check", action="store_true", help="check allocator invariants each step")
-    p.add_argument("--device", type=_device, metavar="N", help="replay device N's events only (a trace with "
-                   "events on several devices needs it; the shim keeps one pool per context, and a "
-                   "trace names no context, so a device's contexts replay as one pool)")
+    p.add_argument("--device", type=_device, metavar="N", help="replay device N's events only "
+                   "(a trace with events on several devices needs it; the shim keeps one pool per "
+                   "context, and a trace names no context, so a device's contexts replay as one "
+                   "pool)")
     p.add_argument("--json", action="store_true", help="print the replay tool's JSON")
     _add_input_opts(p)
 

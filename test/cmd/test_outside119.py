@@ -158,7 +158,8 @@ class RoundedSizesSaid(unittest.TestCase):
         for size, used, said in (("100", 512, "is under one block (512 bytes): an arena is whole "
                                   "blocks, so it is 512 bytes; give at least 512"),
                                  ("1000", 1024, "is not a whole number of blocks (512 bytes "
-                                  "each): an arena is whole blocks, so it is 1024 bytes; give a multiple of 512"),
+                                  "each): an arena is whole blocks, so it is 1024 bytes; "
+                                  "give a multiple of 512"),
                                  ("1024", 1024, None)):
             with self.subTest(size=size):
                 p = self.tool("--mode", "arena", "--arena-size", size)

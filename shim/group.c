@@ -18,9 +18,11 @@
  * under the mutex is at least the true total at the moment of the add, and sum + bytes <= cap
  * bounds the new total. Threads of one process and processes are alike here.
  *
- * A member is dead when /proc/<pid>/stat is gone, names a zombie, or gives another start time
+ * A member is dead when /proc/<pid>/stat is gone, names a zombie with no thread left running
+ * (one whose main thread ended while others run holds its memory), or gives another start time
  * (field 22, proc(5)): a pid reused by a new process has a later start time, so it is never
- * mistaken for the member. A member from another pid namespace (a container sharing /dev/shm but
+ * mistaken for the member; or when /proc/<pid>/exe names another program file than the one that
+ * joined (an exec, whose memory went with it). A member from another pid namespace (a container sharing /dev/shm but
  * not pids) cannot be judged from here and counts as alive.
  */
 #define _GNU_SOURCE

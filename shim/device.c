@@ -241,6 +241,11 @@ void ga_dev_view(int dev, const ga_ctx_t *self, uint64_t phys_free, uint64_t phy
     uint64_t held = d->group ? ga_group_used(d->group) : ga_dev_held(dev);
     uint64_t inside = ga_dev_idle(dev, self);
     uint64_t room = cap > held ? cap - held : 0;
+    /* A group whose ledger cannot be used (its last commit was refused for it, said then): no
+     * commit is granted, so none is promised; the pools' idle bytes still serve (an outside check,
+     * 2026-12-07: 1014 MiB said free of 1 GiB while every allocation was refused). */
+    if (d->group && ga_group_broken(d->group))
+        room = 0;
     uint64_t g = ga_opt.mode == GA_MODE_VMM ? ga_vmm_granule(dev) : 0;
     if (g > 1) {
         /* vmm maps whole granules under the cap: what a cap that is no multiple of one (50% of

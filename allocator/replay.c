@@ -11,7 +11,7 @@
  * of the instructions per event and most of the loop's cache misses. Whether an allocation leaves
  * an entry at all is only known from the pool (an invalid size does not), so an entry records its
  * outcome and a free or replacement of an entry that never existed is counted as before. The
- * backend is a bump allocator of fake addresses: regions are never touched, so the peak of the
+ * backend hands out fake addresses (replay_fake.c): regions are never touched, so the peak of the
  * trace does not need to exist as host memory. Per-event work (fragmentation tracking, invariant
  * checks, the timeline hook) sits behind one flag decided before the loop, so a replay that asks
  * for none of it (the benchmarks) pays one predictable branch per event.
@@ -19,7 +19,7 @@
 #include "errmsg.h"
 #include "ga_replay.h"
 #include "ga_size.h"
-#include "ga_vafit.h"
+#include "replay_fake.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,102 +27,6 @@
 #include <string.h>
 #include <time.h>
 
-
-/* Fake backend: address ranges far from anything real. Arena and grow mode's regions are placed
- * as a driver places them (ga_vafit.h: the lowest free place, freed places reused), the model the
- * simulated driver shares, because the arena's choices follow its regions' address order: with a
- * bump pointer here and Linux's falling mmap addresses there, a replay under a cap refused up to
- * 31 allocations more or fewer than the shim (an outside check, 2026-12-07); vmm's virtual ranges
- * too, aligned to the granularity (fake_va_reserve). Platform's blocks come from a bump pointer,
- * never reused: nothing there depends on their order, and platform reserves once per allocation,
- * too often for a search. Granule maps
- * only count, a run of them in one call (map_run, ga_pool.h): a trace of blocks of 1 TiB maps
- * 524,288 granules a block, and granule by granule that was ~8 ns each, 4.2 s for 1,000 such
- * blocks. */
-typedef struct fake_backend {
-    int placed;     /* regions through fit (arena, grow), else the bump pointer */
-    ga_vafit_t fit;
-    uint64_t next, end;
-    uint64_t reserves, releases, maps, unmaps;
-    size_t align; /* vmm: ranges aligned to the granularity */
-    /* grow: the limit, enforced here as the shim's backend enforces the cap (a region that would
-     * pass it refused, the arena halving), not as the pool's own limit, which sizes a region to the
-     * room left at once: a replay under --limit then took other regions than a run under
-     * GPUARENA_LIMIT and refused other allocations (an outside check, 2026-12-07). 0: none. */
-    uint64_t cap, held;
-} fake_backend_t;
-
-#define FAKE_BASE ((uint64_t)1 << 40)
-#define FAKE_END ((uint64_t)1 << 62)
-
-static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
-{
-    fake_backend_t *fb = ctx;
-    uint64_t a = fb->align > GA_ALIGN ? fb->align : GA_ALIGN;
-    uint64_t at = (fb->next + a - 1) & ~(a - 1);
-    if (size == 0 || (!fb->placed && (at > fb->end || size > fb->end - at)))
-        return -1;
-    if (fb->cap && (size > fb->cap || fb->held > fb->cap - size))
-        return -1;
-    if (fb->placed) {
-        int got = ga_vafit_take(&fb->fit, size, base);
-        if (got != 0)
-            return got == -2 ? GA_ENOHOST : -1;
-    } else {
-        *base = (uintptr_t)at;
-        fb->next = at + (((uint64_t)size + GA_ALIGN - 1) & ~(uint64_t)(GA_ALIGN - 1));
-    }
-    fb->held += size;
-    fb->reserves++;
-    return 0;
-}
-
-static int fake_release(void *ctx, uintptr_t base, size_t size)
-{
-    fake_backend_t *fb = ctx;
-    if (fb->placed)
-        (void)ga_vafit_give(&fb->fit, base);
-    fb->held -= size;
-    fb->releases++;
-    return 0;
-}
-
-/* vmm's ranges: placed by the model too, aligned to the granularity, as the simulated driver's
- * cuMemAddressReserve places them: under a cap vmm reserves a second range and more, and best
- * fit's ties between ranges follow their order as between regions. */
-static int fake_va_reserve(void *ctx, size_t size, uintptr_t *base)
-{
-    fake_backend_t *fb = ctx;
-    int got = ga_vafit_take_aligned(&fb->fit, size, fb->align, base);
-    if (got != 0)
-        return got == -2 ? GA_ENOHOST : -1;
-    fb->held += size;
-    fb->reserves++;
-    return 0;
-}
-
-static void fake_va_release(void *ctx, uintptr_t base, size_t size)
-{
-    fake_backend_t *fb = ctx;
-    (void)ga_vafit_give(&fb->fit, base);
-    fb->held -= size;
-    fb->releases++;
-}
-
-static int fake_map_run(void *ctx, uintptr_t addr, size_t size, size_t n)
-{
-    fake_backend_t *fb = ctx;
-    (void)addr, (void)size;
-    fb->maps += n;
-    return 0;
-}
-
-static void fake_unmap_run(void *ctx, uintptr_t addr, size_t size, size_t n)
-{
-    fake_backend_t *fb = ctx;
-    (void)addr, (void)size;
-    fb->unmaps += n;
-}
 
 /* What one trace allocation became. ENTRY_NONE: not yet replayed, or released; ENTRY_INVALID: the
  * pool refused its size, so it left no entry (its free is unmatched, as if it never happened);
@@ -523,18 +427,12 @@ static int run_setup(run_t *r, const ga_trace_t *t, char *err, size_t errlen)
 {
     const ga_replay_opts_t *o = r->opts;
     size_t gran = o->granularity ? o->granularity : GA_REPLAY_GRANULARITY;
-    r->fb = (fake_backend_t){.next = FAKE_BASE, .end = FAKE_END,
-                             .align = o->mode == GA_MODE_VMM ? gran : GA_ALIGN,
-                             .cap = o->mode == GA_MODE_GROW ||
-                                    (o->mode == GA_MODE_ARENA && has_fraction(o)) ? o->limit : 0,
-                             .placed = o->mode == GA_MODE_ARENA || o->mode == GA_MODE_GROW};
-    ga_vafit_init(&r->fb.fit, FAKE_BASE, FAKE_END);
+    ga_fake_init(&r->fb, o->mode == GA_MODE_VMM ? gran : GA_ALIGN,
+                 o->mode == GA_MODE_GROW || (o->mode == GA_MODE_ARENA && has_fraction(o)) ? o->limit : 0,
+                 o->mode == GA_MODE_ARENA || o->mode == GA_MODE_GROW);
     if (resolve(r, t, err, errlen) != 0)
         return -1;
-    ga_pool_backend_t be = {.reserve = fake_reserve, .release = fake_release,
-                            .va_reserve = fake_va_reserve, .va_release = fake_va_release,
-                            .map_run = fake_map_run, .unmap_run = fake_unmap_run,
-                            .granularity = gran, .ctx = &r->fb};
+    ga_pool_backend_t be = ga_fake_backend(&r->fb, gran);
     ga_pool_config_t cfg = pool_config(o);
     r->no_room = o->mode == GA_MODE_GROW && o->limit && o->limit < GA_ALIGN;
     ga_status_t st = GA_OK;
@@ -568,7 +466,7 @@ static void run_finish(run_t *r)
     res->backend_maps = r->fb.maps;
     res->backend_unmaps = r->fb.unmaps;
     ga_pool_destroy(r->pool);
-    ga_vafit_fini(&r->fb.fit);
+    ga_fake_fini(&r->fb);
     free(r->ops);
     free(r->entries);
 }
@@ -610,7 +508,7 @@ int ga_replay(const ga_trace_t *trace, const ga_replay_opts_t *opts, ga_replay_r
     res->first_oom = res->first_check_fail = SIZE_MAX;
     run_t r = {.opts = opts, .res = res};
     if (run_setup(&r, trace, err, errlen) != 0) {
-        ga_vafit_fini(&r.fb.fit);
+        ga_fake_fini(&r.fb);
         free(r.ops);
         free(r.entries);
         return -1;

@@ -11,15 +11,18 @@
  * allocator/va_fit.c (ga_vafit.h: the lowest free place, in units of 64 KiB), so a trace replayed
  * and the same trace played through the shim here place their regions alike by construction.
  * cuMemAddressReserve places its ranges there too (sim_va_reserve_locked), aligned, as the
- * replay's backend places vmm's. The range is 4 times the device's memory and 64 GiB more (halved
- * until the system grants it); an allocation or reservation it has no room for, and a 32-bit (v1)
- * allocation, is mapped anywhere as before. All under sim_lock.
+ * replay's backend places vmm's. The range is 4 times the device's memory and 64 GiB more (at most
+ * a quarter of the room an address-space limit, ulimit -v, leaves; halved until the system grants
+ * it, and none under 1 GiB); an allocation or reservation it has no room for, and a 32-bit (v1) allocation, is
+ * mapped anywhere as before. All under sim_lock.
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../../allocator/ga_vafit.h"
@@ -31,12 +34,34 @@
 static ga_vafit_t va;
 static int va_tried;
 
+/* The address space this process may still take under `ulimit -v` (RLIMIT_AS less what it holds,
+ * /proc/self/statm's first figure), or SIZE_MAX: the range counts against that limit, so it takes
+ * a quarter of the room at most and leaves the program the rest. */
+static size_t sim_va_as_room(void)
+{
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY)
+        return SIZE_MAX;
+    unsigned long long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu", &pages) != 1)
+            pages = 0;
+        fclose(f);
+    }
+    unsigned long long held = pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+    return held < as.rlim_cur ? (size_t)(as.rlim_cur - held) : 0;
+}
+
 /* The range, reserved once: as large as asked for or the largest half of it the system gives. */
 static void sim_va_setup_locked(void)
 {
     va_tried = 1;
     unsigned long long total = sim_cfg.total_mem;
     size_t want = total > (SIZE_MAX >> 4) ? SIZE_MAX >> 2 : (size_t)(4 * total) + ((size_t)64 << 30);
+    size_t room = sim_va_as_room();
+    if (want > room / 4)
+        want = room / 4;
     for (size_t size = want; size >= SIM_VA_LEAST; size /= 2) {
         size &= ~(SIM_VA_ALIGN - 1);
         char *p = mmap(NULL, size + SIM_VA_ALIGN, PROT_NONE, SIM_VA_FLAGS, -1, 0);

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -335,8 +337,35 @@ START_TEST(vmm_ranges_rise_and_are_reused)
 }
 END_TEST
 
+/* Under `ulimit -v` the driver's range of addresses counts against the limit: it takes a quarter of
+ * the room at most. It took the largest half of 96 GiB the system gave (6 GiB of 8 here) and left
+ * the program 2 GiB of address space. The test runs in its own forked process (CK_FORK). */
+START_TEST(address_range_leaves_room_under_ulimit_v)
+{
+    unsigned long long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%llu", &pages), 1);
+    fclose(f);
+    const size_t GiB = (size_t)1 << 30;
+    rlim_t held = (rlim_t)(pages * (unsigned long long)sysconf(_SC_PAGESIZE));
+    struct rlimit as;
+    ck_assert_int_eq(getrlimit(RLIMIT_AS, &as), 0);
+    as.rlim_cur = held + 8 * GiB;
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &as), 0);
+    ts_start();
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, 4096));
+    void *host = mmap(NULL, 4 * GiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    ck_assert_msg(host != MAP_FAILED, "4 GiB of the 8 the limit leaves should still be the program's");
+    munmap(host, 4 * GiB);
+    CK(cuMemFree(p));
+}
+END_TEST
+
 void ts_driver_more_add(TCase *tc)
 {
+    tcase_add_test(tc, address_range_leaves_room_under_ulimit_v);
     tcase_add_test(tc, addresses_rise_and_are_reused);
     tcase_add_test(tc, vmm_ranges_rise_and_are_reused);
     tcase_add_test(tc, error_strings);

@@ -552,7 +552,7 @@ int ga_outfile_open_log(const char *var, const char *path)
     }
     int fd = o.kind == GA_OUT_THROUGH
                  ? ga_out_open_through(&o)
-                 : open(o.target, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+                 : open(o.target, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
         ga_out_open_failed(var, path, &o, errno, untraced);
         return -1;
@@ -567,8 +567,23 @@ int ga_outfile_open_log(const char *var, const char *path)
         close(fd);
         return -1;
     }
-    struct stat now;
-    if (fstat(fd, &now) == 0 && now.st_nlink > 1)
+    /* The file locked may no longer be the one at the path: a writer that found the old trace
+     * hard-linked renamed a fresh file onto the path (ga_out_fresh_log) after this process opened
+     * it and before it took the lock, which that writer released after its rename. Its link
+     * count is then 1 (the other name alone), and truncating it emptied the kept copy (helper-114,
+     * two writers to one path). The path's file is then the other writer's: said as a live
+     * writer is, and this process runs untraced. */
+    struct stat now, named;
+    if (fstat(fd, &now) != 0 || stat(o.target, &named) != 0 || now.st_dev != named.st_dev ||
+        now.st_ino != named.st_ino) {
+        ga_log(GA_LOG_ERROR, "%s='%s' was taken by another process's trace while this process "
+               "opened it (two writers to one path): %s, and that trace and the old one's other "
+               "names are left whole; put %%p in the path (it becomes the pid) for one trace per "
+               "process", var, path, untraced);
+        close(fd);
+        return -1;
+    }
+    if (now.st_nlink > 1)
         return ga_out_fresh_log(var, path, &o, fd);
     if (ftruncate(fd, 0) != 0) {
         ga_out_open_failed(var, path, &o, errno, untraced);

@@ -4,7 +4,7 @@
 # $(RESULTS)/preload.tap.
 PRELOAD_DIR     := $(BUILD)/preload
 PRELOAD_SRC     := $(filter-out test/preload/fake_cudart.c test/preload/fake_plugin.c test/preload/ctor_lib.c test/preload/bench_%.c \
-                     test/preload/t_lean.c test/preload/hostfail_prog.c,$(wildcard test/preload/*.c))
+                     test/preload/t_lean.c test/preload/hostfail_prog.c test/preload/flockgate_prog.c,$(wildcard test/preload/*.c))
 PRELOAD_TEST    := $(PRELOAD_DIR)/test_preload
 PRELOAD_FAKE    := $(PRELOAD_DIR)/libcudart.so
 PRELOAD_CTOR    := $(PRELOAD_DIR)/libgactor.so
@@ -14,13 +14,14 @@ PRELOAD_THREADS := $(PRELOAD_DIR)/bench_threads
 PRELOAD_CTXB    := $(PRELOAD_DIR)/bench_ctx
 PRELOAD_NULLDRV := $(PRELOAD_DIR)/nulldrv/libcuda.so.1
 PRELOAD_HOSTFAIL := $(PRELOAD_DIR)/hostfail_prog
+PRELOAD_FLOCKGATE := $(PRELOAD_DIR)/flockgate_prog
 # A sanitizer runtime must come first in the initial library list, before the preloaded shim.
 PRELOAD_SANLIB   = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so)) \
                    $(if $(findstring thread,$(SAN)),$(shell $(CC) -print-file-name=libtsan.so))
 PRELOAD_ENV      = LD_LIBRARY_PATH=$(BUILD)/sim:$(PRELOAD_DIR) \
                    LD_PRELOAD="$(strip $(PRELOAD_SANLIB) $(abspath $(SHIM_LIB)))"
 
-ALL += $(PRELOAD_TEST) $(PRELOAD_HOSTFAIL) $(PRELOAD_BENCH) $(PRELOAD_THREADS) $(PRELOAD_CTXB) $(PRELOAD_NULLDRV)
+ALL += $(PRELOAD_TEST) $(PRELOAD_HOSTFAIL) $(PRELOAD_FLOCKGATE) $(PRELOAD_BENCH) $(PRELOAD_THREADS) $(PRELOAD_CTXB) $(PRELOAD_NULLDRV)
 TEST_TIERS += test-preload
 BENCHES += bench-shim bench-threads bench-ctx
 
@@ -51,6 +52,11 @@ $(PRELOAD_HOSTFAIL): test/preload/hostfail_prog.c test/sim/simcuda.h $(BUILD)/si
 	$(CC) -std=gnu11 $(OPT) -g $(WARN) -rdynamic -I$(CUDA)/include -Itest/sim -o $@ $< \
 	  -L$(BUILD)/sim -lcuda -ldl
 
+# Its own flock, exported and uninstrumented, as hostfail_prog's malloc (t_trace_race.c).
+$(PRELOAD_FLOCKGATE): test/preload/flockgate_prog.c $(BUILD)/sim/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(OPT) -g $(WARN) -rdynamic -I$(CUDA)/include -o $@ $< -L$(BUILD)/sim -lcuda -ldl
+
 $(PRELOAD_NULLDRV): test/preload/bench_nulldrv.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic \
@@ -74,7 +80,7 @@ $(PRELOAD_CTXB): test/preload/bench_ctx.c $(PRELOAD_NULLDRV)
 	  $(LDFLAGS_COMMON)
 
 .PHONY: test-preload bench-shim bench-threads bench-ctx
-test-preload: $(PRELOAD_TEST) $(PRELOAD_HOSTFAIL) $(SHIM_LIB) $(SHIM_HOOK_NAMES) $(SIM_NVML)
+test-preload: $(PRELOAD_TEST) $(PRELOAD_HOSTFAIL) $(PRELOAD_FLOCKGATE) $(SHIM_LIB) $(SHIM_HOOK_NAMES) $(SIM_NVML)
 	@mkdir -p $(RESULTS)
 	@CK_TAP_LOG_FILE_NAME=$(RESULTS)/preload.tap CK_FORK=yes CK_DEFAULT_TIMEOUT=20 \
 	  PT_SHIM=$(SHIM_LIB) PT_HOOKS=$(SHIM_HOOK_NAMES) PT_CUDART=$(GA_CUDART) $(PRELOAD_ENV) \

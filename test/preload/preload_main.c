@@ -149,6 +149,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_stream_kernelctx());
     suite_add_tcase(s, pt_tcase_group_outside122());
     suite_add_tcase(s, pt_tcase_outside124());
+    suite_add_tcase(s, pt_tcase_trace_race());
     suite_add_tcase(s, pt_tcase_outside123());
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -79,6 +79,7 @@ TCase *pt_tcase_outside118(void); /* t_outside118.c */
 TCase *pt_tcase_stream_kernelctx(void); /* t_stream_kernelctx.c */
 TCase *pt_tcase_group_outside122(void); /* t_group_outside122.c */
 TCase *pt_tcase_outside124(void); /* t_outside124.c */
+TCase *pt_tcase_trace_race(void); /* t_trace_race.c */
 TCase *pt_tcase_outside123(void); /* t_outside123.c */
 
 /* Tests a case's file leaves to a second file (added to that case, under its name). */

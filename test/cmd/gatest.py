@@ -91,6 +91,29 @@ def cli_inproc(*args):
     return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
+# test/cmd/group_member.c, built by make test-cmd: a process that joins a group ledger and holds it.
+GROUP_MEMBER = os.path.join(BUILD, "test", "group_member")
+
+
+class MemberProcs:
+    """Mixin for tests that start group_member processes: a folder of ledgers of their own
+    (self.dir, named from `prefix`) and the processes started (self.procs), each told to leave
+    (stdin closed) and waited for at the end."""
+    prefix = "gpuarena-member-"
+
+    def setUp(self):
+        self.assertTrue(os.path.exists(GROUP_MEMBER), f"{GROUP_MEMBER} missing: make test-cmd builds it")
+        self.dir = tempfile.mkdtemp(prefix=self.prefix)
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            p.stdin.close()
+            p.wait(timeout=30)
+            p.stdout.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 class CliAsserts:
     """Mixin: assertions on how the command failed."""
 

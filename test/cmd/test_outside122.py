@@ -6,11 +6,9 @@ lock is damaged is not believed, as the shim refuses it."""
 
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -20,21 +18,11 @@ from gpuarena_cli import top
 MIB = 1 << 20
 GIB = 1 << 30
 DEV = "112233445566778899aabbccddeeff00"
-MEMBER = os.path.join(gatest.BUILD, "test", "group_member")
+MEMBER = gatest.GROUP_MEMBER
 
 
-class ExecdMember(unittest.TestCase):
-    def setUp(self):
-        self.assertTrue(os.path.exists(MEMBER), f"{MEMBER} missing: make test-cmd builds it")
-        self.dir = tempfile.mkdtemp(prefix="gpuarena-o122-")
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            p.stdin.close()
-            p.wait(timeout=30)
-            p.stdout.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+class ExecdMember(gatest.MemberProcs, unittest.TestCase):
+    prefix = "gpuarena-o122-"
 
     def member(self, commit):
         p = subprocess.Popen([MEMBER, self.dir, "ex", DEV, str(GIB), str(commit)],

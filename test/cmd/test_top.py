@@ -6,11 +6,9 @@ are ignored; live mode redraws. Each test works in its own directory (--dir), ne
 import json
 import os
 import re
-import shutil
 import signal
 import struct
 import subprocess
-import tempfile
 import unittest
 
 import gatest
@@ -20,25 +18,15 @@ MIB = 1 << 20
 GIB = 1 << 30
 DEV_A = "112233445566778899aabbccddeeff00"
 DEV_B = "deadbeef0102030405060708090a0b0c"
-MEMBER = os.path.join(gatest.BUILD, "test", "group_member")
+MEMBER = gatest.GROUP_MEMBER
 
 
 def gpu(hexid):
     return f"GPU-{hexid[:8]}-{hexid[8:12]}-{hexid[12:16]}-{hexid[16:20]}-{hexid[20:]}"
 
 
-class Ledgers(unittest.TestCase):
-    def setUp(self):
-        self.assertTrue(os.path.exists(MEMBER), f"{MEMBER} missing: make test-cmd builds it")
-        self.dir = tempfile.mkdtemp(prefix="gpuarena-top-")
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            p.stdin.close()
-            p.wait(timeout=30)
-            p.stdout.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+class Ledgers(gatest.MemberProcs, unittest.TestCase):
+    prefix = "gpuarena-top-"
 
     def member(self, group, dev, commit, in_use=0, reserved=0, peak=0, mode="arena", cap=GIB):
         p = subprocess.Popen([MEMBER, self.dir, group, dev, str(cap), str(commit), str(in_use),

@@ -740,6 +740,43 @@ void sim_hold_ctx_sync(const void *ctx)
     pthread_mutex_unlock(&sim_stream_mu);
 }
 
+static unsigned sim_hold_im_gate, sim_im_waiting; /* under sim_stream_mu: simcuda_hold_next_import */
+
+int simcuda_hold_next_import(unsigned *gate)
+{
+    if (!gate)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_stream_mu);
+    unsigned g = sim_gate_next < SIM_GATES ? sim_gate_next++ : 0;
+    if (g)
+        sim_hold_im_gate = g;
+    pthread_mutex_unlock(&sim_stream_mu);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *gate = g;
+    return CUDA_SUCCESS;
+}
+
+void sim_hold_import(void)
+{
+    pthread_mutex_lock(&sim_stream_mu);
+    unsigned g = sim_hold_im_gate;
+    sim_hold_im_gate = 0;
+    sim_im_waiting = g;
+    while (g && !sim_gate_opened[g])
+        pthread_cond_wait(&sim_stream_cv, &sim_stream_mu);
+    sim_im_waiting = 0;
+    pthread_mutex_unlock(&sim_stream_mu);
+}
+
+int simcuda_import_held(unsigned gate)
+{
+    pthread_mutex_lock(&sim_stream_mu);
+    int held = gate && sim_im_waiting == gate;
+    pthread_mutex_unlock(&sim_stream_mu);
+    return held;
+}
+
 int simcuda_ctx_sync_held(unsigned gate)
 {
     pthread_mutex_lock(&sim_stream_mu);

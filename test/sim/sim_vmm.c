@@ -422,6 +422,8 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         *handle = x->id;
     }
     pthread_mutex_unlock(&sim_lock);
+    if (x)
+        sim_hold_import(); /* simcuda_hold_next_import: its reference taken */
     return x ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 

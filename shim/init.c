@@ -278,12 +278,14 @@ CUresult ga_init_slow(void)
 
 /* Statistics and trace at exit. A process that never used CUDA memory (a launcher script, a
  * forked helper) writes nothing, so it cannot overwrite the report of the process that did:
- * neither one with no context nor one that only made contexts or asked cuMemGetInfo. */
+ * neither one with no context nor one that only made contexts or asked cuMemGetInfo. One with no
+ * context that made allocation or free calls (cuMemCreate needs none; a refused call) did use it:
+ * it wrote nothing until an outside recheck (helper-126, 2026-12-07). */
 __attribute__((destructor)) static void ga_fini(void)
 {
     if (!atomic_load(&ga_init_done))
         return;
-    if (!ga_ctx_first())
+    if (!ga_ctx_first() && !ga_stats_any_call())
         return;
     ga_tl_busy++;
     ga_trace_flush_all();

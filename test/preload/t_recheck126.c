@@ -1,6 +1,7 @@
 /* Findings of an outside recheck (helper-126, 2026-12-07) of the shim and simulated-driver changes
  * merged that day, each a test that failed before its fix. */
 #include "preload_test.h"
+#include "t_files.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -8,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,10 +118,50 @@ START_TEST(import_racing_the_last_release_counted)
 }
 END_TEST
 
+/* A process that allocates only with cuMemCreate, which needs no context, and never makes one. */
+static void create_without_context_child(void *arg)
+{
+    (void)arg;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h;
+    if (cuInit(0) || cuMemCreate(&h, 2 * MiB, &prop, 0) || cuMemRelease(h))
+        exit(2);
+    exit(0);
+}
+
+/* README: "Allocated means made an allocation or free call of any kind": a process that made
+ * cuMemCreate and cuMemRelease calls with no context ever made wrote no statistics (the exit
+ * returned early where no context state existed). */
+START_TEST(stats_from_a_process_without_context)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    char err[4096], path[256];
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        tf_dir_t d;
+        tf_mkdir(&d);
+        tf_at(&d, "s.json", path, sizeof path);
+        pt_env(modes[m], "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", NULL);
+        tf_setenv("GPUARENA_STATS", path);
+        int rc = pt_run_child(create_without_context_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", modes[m], rc, err);
+        ck_assert_msg(access(path, F_OK) == 0, "%s: a process that made a cuMemCreate handle and "
+                      "released it, with no context, wrote no statistics", modes[m]);
+        ck_assert_msg(pt_json_check(path, "d['totals']['alloc_calls'] == 1 and "
+                                    "d['totals']['free_calls'] == 1") == 0, "%s", modes[m]);
+        unsetenv("GPUARENA_STATS");
+        tf_rmtree(d.path);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_recheck126(void)
 {
     TCase *tc = tcase_create("recheck126");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, import_racing_the_last_release_counted);
+    tcase_add_test(tc, stats_from_a_process_without_context);
     return tc;
 }

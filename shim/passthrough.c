@@ -570,8 +570,10 @@ static void ga_handle_gone(int dev, uint64_t h, uint64_t size)
  * release or an unmap of the handle's last counted reference in between gave its bytes back and
  * dropped the record, and the import, finding none, went uncounted while the driver kept the
  * memory (an outside recheck, helper-126: 40 MiB granted beside 32 MiB held under a 64 MiB cap).
- * Imports hold this lock written across the driver call and the count; releases and unmaps of the
- * program's handles hold it read (they do not wait for each other). Taken before a device's lock.
+ * A retain (cuMemRetainAllocationHandle) racing the unmap of a released handle's last mapping
+ * went the same way. Imports and retains hold this lock written across the driver call and the
+ * count; releases and unmaps of the program's handles hold it read (they do not wait for each
+ * other). Taken before a device's lock.
  * A forked child starts with it free: a parent thread may have held it. */
 static pthread_rwlock_t ga_ref_lock = PTHREAD_RWLOCK_INITIALIZER;
 
@@ -693,6 +695,7 @@ GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
      * and spans other allocations. The driver's answer for cuMemAlloc memory, then. */
     if (ga_opt.mode == GA_MODE_VMM && ga_with_owner((uintptr_t)addr, ga_vmm_pool_owned, NULL, 0))
         return CUDA_ERROR_INVALID_VALUE;
+    ga_ref_take(1); /* as an import: no unmap ends the record between the two references */
     CUresult r = ga_real.cuMemRetainAllocationHandle(handle, addr);
     int d = r == CUDA_SUCCESS ? ga_handle_dev((uint64_t)*handle) : -1;
     if (d >= 0) {
@@ -702,6 +705,7 @@ GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
         ga_handle_adjust(dv, (uint64_t)*handle, 1, 0, &size);
         ga_mutex_unlock(&dv->lock);
     }
+    pthread_rwlock_unlock(&ga_ref_lock);
     return r;
 }
 

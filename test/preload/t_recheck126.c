@@ -15,15 +15,18 @@
 
 typedef struct r126_import {
     int fd;
+    CUdeviceptr va;
     CUmemGenericAllocationHandle h;
     CUresult r;
 } r126_import_t;
 
+/* fd -1: a retain of the handle mapped at va instead. */
 static void *r126_import_thread(void *arg)
 {
     r126_import_t *im = arg;
-    im->r = cuMemImportFromShareableHandle(&im->h, (void *)(intptr_t)im->fd,
-                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    im->r = im->fd < 0 ? cuMemRetainAllocationHandle(&im->h, (void *)(uintptr_t)im->va)
+                       : cuMemImportFromShareableHandle(&im->h, (void *)(intptr_t)im->fd,
+                                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     return NULL;
 }
 
@@ -45,14 +48,16 @@ static void *r126_end_thread(void *arg)
     return NULL;
 }
 
-/* An import of the program's own handle races its release (arg NULL) or, the handle released
- * already, the unmap of its last mapping (arg non-NULL): the driver has taken the import's
+/* An import of the program's own handle races its release (arg 0) or, the handle released
+ * already, the unmap of its last mapping (1), or a retain from the mapping's address races that
+ * unmap (2): the driver has taken the import's
  * reference when the other thread's call ends the shim's last one, so the shim gave the bytes back
  * and forgot the handle, and the import, finding no record, was left uncounted while the driver
  * kept the memory: a 40 MiB block was granted beside the 32 MiB still held under a 64 MiB cap. */
 static void import_race_child(void *arg)
 {
     pt_start();
+    int how = (int)(intptr_t)arg;
     size_t size = 32 * MiB;
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
@@ -65,11 +70,14 @@ static void import_race_child(void *arg)
         cuMemExportToShareableHandle(&im.fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0))
         exit(2);
     e.h = h;
-    if (arg) { /* mapped, then released: alive through the mapping alone */
+    if (how) { /* mapped, then released: alive through the mapping alone */
         if (cuMemAddressReserve(&va, size, 0, 0, 0) || cuMemMap(va, size, 0, h, 0) || cuMemRelease(h))
             exit(3);
         e.va = va;
     }
+    int fd = im.fd;
+    if (how == 2)
+        im.fd = -1, im.va = va;
     unsigned gate;
     pthread_t ti, te;
     if (simcuda_hold_next_import(&gate) || pthread_create(&ti, NULL, r126_import_thread, &im))
@@ -87,11 +95,11 @@ static void import_race_child(void *arg)
     pthread_join(te, NULL);
     if (im.r || e.r || im.h != h)
         exit(6);
-    close(im.fd);
+    close(fd);
     if (simcuda_device_bytes_in_use(0) != size)
         exit(7); /* the import holds the memory */
     if (cuMemAlloc(&p, 40 * MiB) != CUDA_ERROR_OUT_OF_MEMORY) {
-        fprintf(stderr, "a 40 MiB block beside the imported 32 MiB under a 64 MiB cap was not "
+        fprintf(stderr, "a 40 MiB block beside the retained or imported 32 MiB under a 64 MiB cap was not "
                 "refused: the device holds %llu bytes\n", simcuda_device_bytes_in_use(0));
         exit(10);
     }
@@ -104,16 +112,18 @@ static void import_race_child(void *arg)
     exit(0);
 }
 
-START_TEST(import_racing_the_last_release_counted)
+START_TEST(import_or_retain_racing_the_last_release_counted)
 {
     static const char *const modes[] = {"GPUARENA_MODE=grow", "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
     char err[4096];
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)
-        for (int unmap = 0; unmap < 2; unmap++) {
+        for (int how = 0; how < 3; how++) {
+            static const char *const what[] = {"an import racing the release",
+                                               "an import racing the unmap",
+                                               "a retain racing the unmap"};
             pt_env(modes[m], "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", NULL);
-            int st = pt_run_child(import_race_child, unmap ? (void *)1 : NULL, err, sizeof err);
-            ck_assert_msg(st == 0, "%s, racing its %s: exit %d: %s", modes[m],
-                          unmap ? "unmap" : "release", st, err);
+            int st = pt_run_child(import_race_child, (void *)(intptr_t)how, err, sizeof err);
+            ck_assert_msg(st == 0, "%s, %s: exit %d: %s", modes[m], what[how], st, err);
         }
 }
 END_TEST
@@ -161,7 +171,7 @@ TCase *pt_tcase_recheck126(void)
 {
     TCase *tc = tcase_create("recheck126");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, import_racing_the_last_release_counted);
+    tcase_add_test(tc, import_or_retain_racing_the_last_release_counted);
     tcase_add_test(tc, stats_from_a_process_without_context);
     return tc;
 }

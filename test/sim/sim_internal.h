@@ -112,7 +112,7 @@ void sim_hold_async_alloc(void);      /* simcuda_hold_next_async_alloc's wait, i
 void sim_hold_ctx_teardown(void);     /* simcuda_hold_next_ctx_teardown's wait, if armed */
 void sim_hold_pool_query(void);       /* simcuda_hold_next_pool_query's wait, if armed */
 void sim_hold_ctx_sync(const void *ctx); /* simcuda_hold_next_ctx_sync's wait, if armed for ctx */
-void sim_hold_import(void);          /* simcuda_hold_next_import's wait, if armed */
+void sim_hold_import(void);          /* simcuda_hold_next_import's wait (import, retain), if armed */
 void sim_bytes_add_locked(unsigned long long n);
 void sim_bytes_sub_locked(unsigned long long n);
 

@@ -360,6 +360,8 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
         *handle = m->phys->id;
     }
     pthread_mutex_unlock(&sim_lock);
+    if (m)
+        sim_hold_import(); /* simcuda_hold_next_import: its reference taken */
     return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 

@@ -364,8 +364,9 @@ struct CUctx_st; /* cuda.h's CUcontext points at one */
 int simcuda_hold_next_ctx_sync(struct CUctx_st *ctx, unsigned *gate);
 /* 1 while a cuCtxSynchronize waits at that gate (simcuda_hold_next_ctx_sync), else 0. */
 int simcuda_ctx_sync_held(unsigned gate);
-/* The next cuMemImportFromShareableHandle that succeeds has taken its reference, then waits inside
- * the driver until simcuda_gate_open(*gate): a test can release or unmap the handle meanwhile.
+/* The next cuMemImportFromShareableHandle or cuMemRetainAllocationHandle that succeeds has taken
+ * its reference, then waits inside the driver until simcuda_gate_open(*gate): a test can release or
+ * unmap the handle meanwhile.
  * simcuda_import_held(gate) is 1 while it waits there. Each returns a CUresult / 0 or 1. */
 int simcuda_hold_next_import(unsigned *gate);
 int simcuda_import_held(unsigned gate);

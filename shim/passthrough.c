@@ -588,14 +588,11 @@ static void ga_ref_at_fork(void)
     pthread_atfork(NULL, NULL, ga_ref_fork_child);
 }
 
-static void ga_ref_take(int write)
+/* Before the lock's first use: a forked child gets it fresh. */
+static void ga_ref_ready(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, ga_ref_at_fork);
-    if (write)
-        pthread_rwlock_wrlock(&ga_ref_lock);
-    else
-        pthread_rwlock_rdlock(&ga_ref_lock);
 }
 
 /* Adds d_refs references and d_maps mappings to handle h of device d (dv->lock held); 1 and the
@@ -662,7 +659,8 @@ GA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     ga_dev_t *dv = ga_dev(d);
     uint64_t size = 0;
     int gone = 0;
-    ga_ref_take(0);
+    ga_ref_ready();
+    pthread_rwlock_rdlock(&ga_ref_lock);
     ga_mutex_lock(&dv->lock);
     CUresult r = ga_real.cuMemRelease(handle);
     if (r == CUDA_SUCCESS) {
@@ -695,7 +693,8 @@ GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
      * and spans other allocations. The driver's answer for cuMemAlloc memory, then. */
     if (ga_opt.mode == GA_MODE_VMM && ga_with_owner((uintptr_t)addr, ga_vmm_pool_owned, NULL, 0))
         return CUDA_ERROR_INVALID_VALUE;
-    ga_ref_take(1); /* as an import: no unmap ends the record between the two references */
+    ga_ref_ready(); /* as an import: no unmap ends the record between the two references */
+    pthread_rwlock_wrlock(&ga_ref_lock);
     CUresult r = ga_real.cuMemRetainAllocationHandle(handle, addr);
     int d = r == CUDA_SUCCESS ? ga_handle_dev((uint64_t)*handle) : -1;
     if (d >= 0) {
@@ -720,7 +719,8 @@ GA_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
                                                   CUmemAllocationHandleType shHandleType)
 {
     GA_HOOK_ENTER(cuMemImportFromShareableHandle, (handle, osHandle, shHandleType));
-    ga_ref_take(1); /* no release or unmap ends the record between the driver's reference and ours */
+    ga_ref_ready(); /* no release or unmap ends the record between the driver's count and ours */
+    pthread_rwlock_wrlock(&ga_ref_lock);
     CUresult r = ga_real.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
     int d = r == CUDA_SUCCESS && handle ? ga_handle_dev((uint64_t)*handle) : -1;
     if (d >= 0) {
@@ -821,7 +821,8 @@ GA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
      * passed on, this would take live allocations' memory from under them. */
     if (ga_opt.mode == GA_MODE_VMM && ga_with_owner((uintptr_t)ptr, ga_vmm_pool_owned, NULL, 0))
         return CUDA_ERROR_INVALID_VALUE;
-    ga_ref_take(0);
+    ga_ref_ready();
+    pthread_rwlock_rdlock(&ga_ref_lock);
     CUresult r = ga_real.cuMemUnmap(ptr, size);
     uint64_t a = (uint64_t)ptr, end = a + size < a ? UINT64_MAX : a + size;
     while (r == CUDA_SUCCESS && a && a < end) {

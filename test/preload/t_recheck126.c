@@ -71,7 +71,8 @@ static void import_race_child(void *arg)
         exit(2);
     e.h = h;
     if (how) { /* mapped, then released: alive through the mapping alone */
-        if (cuMemAddressReserve(&va, size, 0, 0, 0) || cuMemMap(va, size, 0, h, 0) || cuMemRelease(h))
+        if (cuMemAddressReserve(&va, size, 0, 0, 0) || cuMemMap(va, size, 0, h, 0) ||
+            cuMemRelease(h))
             exit(3);
         e.va = va;
     }
@@ -99,8 +100,8 @@ static void import_race_child(void *arg)
     if (simcuda_device_bytes_in_use(0) != size)
         exit(7); /* the import holds the memory */
     if (cuMemAlloc(&p, 40 * MiB) != CUDA_ERROR_OUT_OF_MEMORY) {
-        fprintf(stderr, "a 40 MiB block beside the retained or imported 32 MiB under a 64 MiB cap was not "
-                "refused: the device holds %llu bytes\n", simcuda_device_bytes_in_use(0));
+        fprintf(stderr, "a 40 MiB block beside the retained or imported 32 MiB under a 64 MiB cap "
+                "was not refused: the device holds %llu bytes\n", simcuda_device_bytes_in_use(0));
         exit(10);
     }
     if (va && cuMemAddressFree(va, size))
@@ -114,7 +115,8 @@ static void import_race_child(void *arg)
 
 START_TEST(import_or_retain_racing_the_last_release_counted)
 {
-    static const char *const modes[] = {"GPUARENA_MODE=grow", "GPUARENA_MODE=vmm", "GPUARENA_MODE=platform"};
+    static const char *const modes[] = {"GPUARENA_MODE=grow", "GPUARENA_MODE=vmm",
+                                        "GPUARENA_MODE=platform"};
     char err[4096];
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)
         for (int how = 0; how < 3; how++) {

@@ -660,6 +660,7 @@ GA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     uint64_t size = 0;
     int gone = 0;
     ga_ref_ready();
+    int nc = ga_nocancel_begin(); /* no cancel inside the driver with the lock held */
     pthread_rwlock_rdlock(&ga_ref_lock);
     ga_mutex_lock(&dv->lock);
     CUresult r = ga_real.cuMemRelease(handle);
@@ -669,6 +670,7 @@ GA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     }
     ga_mutex_unlock(&dv->lock);
     pthread_rwlock_unlock(&ga_ref_lock);
+    ga_nocancel_end(nc);
     if (gone)
         ga_handle_gone(d, (uint64_t)handle, size);
     return r;
@@ -694,6 +696,7 @@ GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
     if (ga_opt.mode == GA_MODE_VMM && ga_with_owner((uintptr_t)addr, ga_vmm_pool_owned, NULL, 0))
         return CUDA_ERROR_INVALID_VALUE;
     ga_ref_ready(); /* as an import: no unmap ends the record between the two references */
+    int nc = ga_nocancel_begin(); /* no cancel inside the driver with the lock held */
     pthread_rwlock_wrlock(&ga_ref_lock);
     CUresult r = ga_real.cuMemRetainAllocationHandle(handle, addr);
     int d = r == CUDA_SUCCESS ? ga_handle_dev((uint64_t)*handle) : -1;
@@ -705,6 +708,7 @@ GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
         ga_mutex_unlock(&dv->lock);
     }
     pthread_rwlock_unlock(&ga_ref_lock);
+    ga_nocancel_end(nc);
     return r;
 }
 
@@ -720,6 +724,7 @@ GA_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
 {
     GA_HOOK_ENTER(cuMemImportFromShareableHandle, (handle, osHandle, shHandleType));
     ga_ref_ready(); /* no release or unmap ends the record between the driver's count and ours */
+    int nc = ga_nocancel_begin(); /* no cancel inside the driver with the lock held */
     pthread_rwlock_wrlock(&ga_ref_lock);
     CUresult r = ga_real.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
     int d = r == CUDA_SUCCESS && handle ? ga_handle_dev((uint64_t)*handle) : -1;
@@ -731,6 +736,7 @@ GA_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
         ga_mutex_unlock(&dv->lock);
     }
     pthread_rwlock_unlock(&ga_ref_lock);
+    ga_nocancel_end(nc);
     return r;
 }
 
@@ -822,6 +828,7 @@ GA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     if (ga_opt.mode == GA_MODE_VMM && ga_with_owner((uintptr_t)ptr, ga_vmm_pool_owned, NULL, 0))
         return CUDA_ERROR_INVALID_VALUE;
     ga_ref_ready();
+    int nc = ga_nocancel_begin(); /* no cancel inside the driver with the lock held */
     pthread_rwlock_rdlock(&ga_ref_lock);
     CUresult r = ga_real.cuMemUnmap(ptr, size);
     uint64_t a = (uint64_t)ptr, end = a + size < a ? UINT64_MAX : a + size;
@@ -831,6 +838,7 @@ GA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         a = n ? a + n : ga_next_mapping(a + 1, end);
     }
     pthread_rwlock_unlock(&ga_ref_lock);
+    ga_nocancel_end(nc);
     return r;
 }
 

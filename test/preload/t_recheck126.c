@@ -130,6 +130,53 @@ START_TEST(import_or_retain_racing_the_last_release_counted)
 }
 END_TEST
 
+/* The import's lock is held across its driver call: a thread cancelled inside the driver there
+ * (the simulated driver's hold is a cancellation point) must not leave it held, or every later
+ * release and unmap of a handle waits for ever. Ends by alarm (SIGALRM) when it does. */
+static void import_cancel_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    alarm(30);
+    size_t size = 2 * MiB;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle h;
+    r126_import_t im = {.fd = -1};
+    unsigned gate;
+    pthread_t ti;
+    if (cuMemCreate(&h, size, &prop, 0) ||
+        cuMemExportToShareableHandle(&im.fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
+        simcuda_hold_next_import(&gate) || pthread_create(&ti, NULL, r126_import_thread, &im))
+        exit(2);
+    while (!simcuda_import_held(gate))
+        sched_yield();
+    pthread_cancel(ti);
+    simcuda_gate_open(gate);
+    pthread_join(ti, NULL);
+    /* The driver took the import's reference before the hold, cancelled or not: two releases
+     * (the same handle value on this driver), each of which must end. */
+    for (int i = 0; i < 2; i++)
+        if (cuMemRelease(h))
+            exit(3);
+    close(im.fd);
+    exit(simcuda_device_bytes_in_use(0) == 0 ? 0 : 4);
+}
+
+START_TEST(import_cancelled_inside_the_driver_keeps_no_lock)
+{
+    static const char *const modes[] = PT_ALL_MODES;
+    char err[4096];
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        pt_env(modes[m], "GPUARENA_LIMIT=64MiB", "GPUARENA_LOG=error", NULL);
+        int st = pt_run_child(import_cancel_child, NULL, err, sizeof err);
+        ck_assert_msg(st == 0, "%s: exit %d (a signal: a release waited for ever): %s", modes[m],
+                      st, err);
+    }
+}
+END_TEST
+
 /* A process that allocates only with cuMemCreate, which needs no context, and never makes one. */
 static void create_without_context_child(void *arg)
 {
@@ -175,5 +222,6 @@ TCase *pt_tcase_recheck126(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, import_or_retain_racing_the_last_release_counted);
     tcase_add_test(tc, stats_from_a_process_without_context);
+    tcase_add_test(tc, import_cancelled_inside_the_driver_keeps_no_lock);
     return tc;
 }

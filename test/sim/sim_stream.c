@@ -757,16 +757,25 @@ int simcuda_hold_next_import(unsigned *gate)
     return CUDA_SUCCESS;
 }
 
+static void sim_hold_import_cancelled(void *arg)
+{
+    (void)arg;
+    sim_im_waiting = 0;
+    pthread_mutex_unlock(&sim_stream_mu);
+}
+
+/* A thread cancelled while it waits here (the wait is a cancellation point, as a real driver's may
+ * be) leaves the gates usable. */
 void sim_hold_import(void)
 {
     pthread_mutex_lock(&sim_stream_mu);
     unsigned g = sim_hold_im_gate;
     sim_hold_im_gate = 0;
     sim_im_waiting = g;
+    pthread_cleanup_push(sim_hold_import_cancelled, NULL);
     while (g && !sim_gate_opened[g])
         pthread_cond_wait(&sim_stream_cv, &sim_stream_mu);
-    sim_im_waiting = 0;
-    pthread_mutex_unlock(&sim_stream_mu);
+    pthread_cleanup_pop(1);
 }
 
 int simcuda_import_held(unsigned gate)

@@ -677,19 +677,25 @@ void sim_hold_ctx_teardown(void)
 
 static unsigned sim_hold_pq_gate; /* under sim_stream_mu: the gate the next pool query waits for */
 
-int simcuda_hold_next_pool_query(unsigned *gate)
+/* A new gate in *gate, armed in *slot (a hold's "next call waits for this gate"). */
+static int sim_gate_arm(unsigned *slot, unsigned *gate)
 {
     if (!gate)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_stream_mu);
     unsigned g = sim_gate_next < SIM_GATES ? sim_gate_next++ : 0;
     if (g)
-        sim_hold_pq_gate = g;
+        *slot = g;
     pthread_mutex_unlock(&sim_stream_mu);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *gate = g;
     return CUDA_SUCCESS;
+}
+
+int simcuda_hold_next_pool_query(unsigned *gate)
+{
+    return sim_gate_arm(&sim_hold_pq_gate, gate);
 }
 
 void sim_hold_pool_query(void)
@@ -744,17 +750,7 @@ static unsigned sim_hold_im_gate, sim_im_waiting; /* under sim_stream_mu: simcud
 
 int simcuda_hold_next_import(unsigned *gate)
 {
-    if (!gate)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&sim_stream_mu);
-    unsigned g = sim_gate_next < SIM_GATES ? sim_gate_next++ : 0;
-    if (g)
-        sim_hold_im_gate = g;
-    pthread_mutex_unlock(&sim_stream_mu);
-    if (!g)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *gate = g;
-    return CUDA_SUCCESS;
+    return sim_gate_arm(&sim_hold_im_gate, gate);
 }
 
 static void sim_hold_import_cancelled(void *arg)

@@ -280,7 +280,10 @@ CUresult ga_do_alloc(CUdeviceptr *dptr, size_t size, uint8_t api)
         if (ga_current_unmade() >= 0 && dptr && size)
             return ga_count_refused(ga_tl_api ? ga_tl_api : api, 1),
                    ga_refuse_unmade(ga_api_name(ga_tl_api ? ga_tl_api : api), size);
-        return ga_real.cuMemAlloc_v2(dptr, size);
+        CUresult r = ga_real.cuMemAlloc_v2(dptr, size);
+        if (r != CUDA_SUCCESS) /* a refused call, counted as the others (a recheck, helper-126) */
+            ga_count_refused(ga_tl_api ? ga_tl_api : api, 1);
+        return r;
     }
     if (ga_tl_api)
         api = ga_tl_api;

@@ -191,6 +191,16 @@ static void create_without_context_child(void *arg)
     exit(0);
 }
 
+/* A process whose one allocation call the driver refused: no context current. */
+static void alloc_without_context_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr p;
+    if (cuInit(0) || cuMemAlloc(&p, 2 * MiB) != CUDA_ERROR_INVALID_CONTEXT)
+        exit(2);
+    exit(0);
+}
+
 /* README: "Allocated means made an allocation or free call of any kind": a process that made
  * cuMemCreate and cuMemRelease calls with no context ever made wrote no statistics (the exit
  * returned early where no context state existed). */
@@ -210,6 +220,14 @@ START_TEST(stats_from_a_process_without_context)
                       "released it, with no context, wrote no statistics", modes[m]);
         ck_assert_msg(pt_json_check(path, "d['totals']['alloc_calls'] == 1 and "
                                     "d['totals']['free_calls'] == 1") == 0, "%s", modes[m]);
+        unlink(path);
+        rc = pt_run_child(alloc_without_context_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", modes[m], rc, err);
+        ck_assert_msg(access(path, F_OK) == 0 &&
+                          pt_json_check(path, "d['totals']['alloc_calls'] == 1 and "
+                                        "d['totals']['failed_allocs'] == 1") == 0,
+                      "%s: a process whose cuMemAlloc the driver refused (no context) wrote no "
+                      "report of it", modes[m]);
         unsetenv("GPUARENA_STATS");
         tf_rmtree(d.path);
     }

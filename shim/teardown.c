@@ -597,7 +597,8 @@ static CUcontext ga_primary_of(CUdevice dev)
 
 /* Devices whose primary context was reset and not retained since (under ga_primary_lock): the
  * next retain makes its state again (cuDevicePrimaryCtxRetain below). */
-static uint32_t ga_primary_was_reset;
+static uint64_t ga_primary_was_reset; /* one bit per device: GA_MAX_DEVICES is 64 */
+_Static_assert(GA_MAX_DEVICES <= 64, "ga_primary_was_reset has a bit per device");
 
 /* Under the primary lock from the look at the handle to the drop, as a last release (below): a
  * retain in between would bring the context back with the same handle and its dying state. */
@@ -606,8 +607,8 @@ static CUresult ga_primary_reset(CUdevice dev, CUresult (*real_reset)(CUdevice))
     ga_mutex_lock(&ga_primary_lock);
     ga_td_call_t call = {.dev_fn = real_reset, .dev = dev};
     CUresult r = ga_ctx_teardown(ga_primary_of(dev), &call);
-    if (r == CUDA_SUCCESS && dev >= 0 && dev < 32)
-        ga_primary_was_reset |= 1u << dev;
+    if (r == CUDA_SUCCESS && dev >= 0 && dev < GA_MAX_DEVICES)
+        ga_primary_was_reset |= 1ull << dev;
     ga_mutex_unlock(&ga_primary_lock);
     return r;
 }
@@ -667,8 +668,9 @@ GA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
      * itself: the context is inactive then, and the fence's synchronisation of it would make it
      * again on a GPU; the retain makes it active. A program that resets and goes on without a
      * retain or a push is still unknown until it allocates, frees or asks for memory (README). */
-    if (r == CUDA_SUCCESS && pctx && dev >= 0 && dev < 32 && (ga_primary_was_reset >> dev & 1)) {
-        ga_primary_was_reset &= ~(1u << dev);
+    if (r == CUDA_SUCCESS && pctx && dev >= 0 && dev < GA_MAX_DEVICES &&
+        (ga_primary_was_reset >> dev & 1)) {
+        ga_primary_was_reset &= ~(1ull << dev);
         if (!ga_ctx_of(*pctx))
             (void)ga_ctx_make(*pctx, dev);
     }

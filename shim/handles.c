@@ -142,6 +142,20 @@ static int ga_vmm_pool_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
     return !o->in_pass && c->pool && ga_pool_mode(c->pool) == GA_MODE_VMM;
 }
 
+/* The driver gave one more reference to handle h (a retain, an import of the program's own
+ * export): counted on its record, when it is one of the program's handles. */
+static void ga_handle_one_more(uint64_t h)
+{
+    int d = ga_handle_dev(h);
+    if (d < 0)
+        return;
+    ga_dev_t *dv = ga_dev(d);
+    uint64_t size = 0;
+    ga_mutex_lock(&dv->lock);
+    ga_handle_adjust(dv, h, 1, 0, &size);
+    ga_mutex_unlock(&dv->lock);
+}
+
 /* Another reference to the handle mapped at addr: one more cuMemRelease before it goes. */
 
 GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
@@ -158,14 +172,8 @@ GA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
     int nc = ga_nocancel_begin(); /* no cancel inside the driver with the lock held */
     pthread_rwlock_wrlock(&ga_ref_lock);
     CUresult r = ga_real.cuMemRetainAllocationHandle(handle, addr);
-    int d = r == CUDA_SUCCESS ? ga_handle_dev((uint64_t)*handle) : -1;
-    if (d >= 0) {
-        ga_dev_t *dv = ga_dev(d);
-        uint64_t size = 0;
-        ga_mutex_lock(&dv->lock);
-        ga_handle_adjust(dv, (uint64_t)*handle, 1, 0, &size);
-        ga_mutex_unlock(&dv->lock);
-    }
+    if (r == CUDA_SUCCESS)
+        ga_handle_one_more((uint64_t)*handle);
     pthread_rwlock_unlock(&ga_ref_lock);
     ga_nocancel_end(nc);
     return r;
@@ -186,14 +194,8 @@ GA_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
     int nc = ga_nocancel_begin(); /* no cancel inside the driver with the lock held */
     pthread_rwlock_wrlock(&ga_ref_lock);
     CUresult r = ga_real.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
-    int d = r == CUDA_SUCCESS && handle ? ga_handle_dev((uint64_t)*handle) : -1;
-    if (d >= 0) {
-        ga_dev_t *dv = ga_dev(d);
-        uint64_t size = 0;
-        ga_mutex_lock(&dv->lock);
-        ga_handle_adjust(dv, (uint64_t)*handle, 1, 0, &size);
-        ga_mutex_unlock(&dv->lock);
-    }
+    if (r == CUDA_SUCCESS && handle)
+        ga_handle_one_more((uint64_t)*handle);
     pthread_rwlock_unlock(&ga_ref_lock);
     ga_nocancel_end(nc);
     return r;

@@ -422,7 +422,7 @@ static void check_table(checker_t *k)
         if (!s->chunk)
             continue;
         const ga_chunk_t *c = s->chunk;
-        if (shared && (c->u.area != k->a->live_area || ga_is_free(c))) {
+        if (shared && ((c->u.area & ~GA_AREA_PARKED) != k->a->live_area || ga_is_free(c))) {
             /* another area's (its own check sees it), or a free chunk: then no area's */
             CHECK(k, !ga_is_free(c), "shared live table entry %#lx is free",
                   (unsigned long)c->base);

@@ -93,10 +93,15 @@ typedef struct ga_chunk {
         ga_rbnode_t bin_node; /* free: in its bin's tree, ordered by (size, base) */
         struct {
             size_t requested; /* live: bytes asked for */
-            size_t area;      /* live, in an arena on a shared live table: its live_area */
+            size_t area;      /* live, in an arena on a shared live table: its live_area,
+                               * | GA_AREA_PARKED while a vmm pool holds the block for reuse */
         };
     } u;
 } ga_chunk_t;
+
+/* A vmm pool's block freed by its user and held, allocated in its area, for the next allocation
+ * of its size (pool_vmm.c, "parked"): its u.area carries this bit until it is reused or freed. */
+#define GA_AREA_PARKED ((size_t)1 << 63)
 
 static inline struct ga_run *ga_chunk_run(const ga_chunk_t *c)
 {

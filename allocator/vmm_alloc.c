@@ -152,6 +152,23 @@ static OUT_OF_LINE ga_status_t place_tried(ga_pool_t *p, ga_varea_t **ar, size_t
     return GA_OK;
 }
 
+ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out);
+
+/* A block placed at a in area ar that would map a granule while blocks are parked: the block
+ * goes back to its area, every parked block is really freed (their granules kept or given back),
+ * and the allocation is placed again from the start, now with nothing parked (so with no second
+ * return here). Mapped memory thus grows only when no parked block could have served. */
+static OUT_OF_LINE ga_status_t alloc_unparked(ga_pool_t *p, ga_varea_t *ar, uintptr_t a,
+                                              uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t size = ga_live_find_made(&v->ltab, a)->u.requested;
+    area_free(v, ar, a);
+    v->undone++;
+    ga_vmm_unpark_all(p);
+    return ga_vmm_alloc(p, size, out);
+}
+
 /* The allocation's figures, once it is placed and covered (the count of allocations is its
  * area's: ga_vmm_t's `allocs`). */
 static inline void count_alloc(ga_pool_t *p, size_t rounded)
@@ -167,7 +184,10 @@ static inline void count_alloc(ga_pool_t *p, size_t rounded)
 static inline __attribute__((always_inline)) ga_status_t cover_placed(ga_pool_t *p, ga_varea_t *ar, int slot, uintptr_t a,
                                        size_t rounded, uintptr_t *out)
 {
-    if ((ar->id == AREA_ALIGNED ? ga_vmm_cover_whole(p, a, rounded) : cover(p, a, rounded)) != 0) {
+    int rc = ar->id == AREA_ALIGNED ? ga_vmm_cover_whole(p, a, rounded) : cover(p, a, rounded);
+    if (rc != 0) {
+        if (rc == GA_VMM_UNPARK)
+            return alloc_unparked(p, ar, a, out);
         area_free(p->vmm, ar, a);
         p->vmm->undone++;
         p->own.failed_allocs++;
@@ -440,6 +460,94 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
     return alloc_cover(p, rounded, a, out);
 }
 
+/* The path of an allocation from half a granule up (rounded: its size rounded, maybe 0). */
+static inline __attribute__((always_inline)) ga_status_t alloc_large(ga_pool_t *p, size_t size,
+                                                                     size_t rounded,
+                                                                     uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    if (rounded && !(rounded & v->gmask))
+        return alloc_aligned(p, size, rounded, out);
+    if (rounded >= v->general_cut) /* 3 granules or more, no multiple: the general area's, as
+                                    * alloc_slow would say after looking the size up */
+        return alloc_general(p, -1, size, rounded, out);
+    return alloc_slow(p, size, rounded, out);
+}
+
+/* Parked block c of area ar, the top of entry k, taken back for an allocation of `size` bytes: its
+ * entry, mark and counts (its area's requested bytes become the new request's). */
+static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t *k,
+                                                         ga_chunk_t *c, size_t area, size_t size)
+{
+    k->n--;
+    c->u.area = area;
+    v->nparked--;
+    v->parked_req -= c->u.requested;
+    v->park_hits++;
+    if (c->u.requested != size) {
+        ga_varea_t *ar = &v->area[area];
+        ar->arena->stats.in_use_requested += size - c->u.requested; /* wraps back if smaller */
+        c->u.requested = size;
+        mark_dirty(v, ar);
+    }
+}
+
+/* alloc_parked when the block's granules are not all mapped where the quick test looks (outside
+ * the first range, across bitmap words, or given back since): covered as any placed block's. */
+static OUT_OF_LINE ga_status_t alloc_parked_slow(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
+                                                 size_t size, size_t rounded, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t area = c->u.area & ~GA_AREA_PARKED;
+    unpark(v, k, c, area, size);
+    ga_varea_t *ar = &v->area[area];
+    int slot = ar->size ? (int)ar->slot
+                        : class_size(v, rounded) ? ga_vmm_track_find(v, rounded, 0) : -1;
+    return cover_placed(p, ar, slot, c->base, rounded, out);
+}
+
+/* An allocation while blocks are parked: the most recently parked block of its rounded size is
+ * taken back where it lies (its area's placement unchanged), its granules taken as any block's
+ * (kept since its park: nothing to map), else the allocation is placed as with nothing parked.
+ * The common case (in the first range, within one bitmap word) inline: a granule multiple's run
+ * of kept granules, another block's end counts (cover_kept). */
+static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t rounded,
+                                            uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_vpark_t *k = park_slot(v, rounded);
+    if (!k->n || k->size != rounded) /* parked sizes are from half a granule up: never 0 */
+        return alloc_large(p, size, rounded, out);
+    ga_chunk_t *c = k->c[k->n - 1];
+    size_t area = c->u.area & ~GA_AREA_PARKED, off = c->base - v->base0;
+    if (off >= v->size0)
+        return alloc_parked_slow(p, k, c, size, rounded, out);
+    size_t g0 = off >> v->gshift;
+    if (area == AREA_ALIGNED) {
+        size_t n = rounded >> v->gshift, w = g0 >> 6;
+        uint64_t m = run_one_word(g0, n) ? run_mask(g0, n) : 0;
+        if (!m || (v->mapped0[w] & m) != m)
+            return alloc_parked_slow(p, k, c, size, rounded, out);
+        v->ranges->inner[w] |= m;
+        p->own.kept -= rounded;
+    } else {
+        if (!cover_kept(p, v, v->ranges, g0, (off + rounded - 1) >> v->gshift))
+            return alloc_parked_slow(p, k, c, size, rounded, out);
+        ga_varea_t *ar = &v->area[area];
+        if (ar->size) {
+            v->track[ar->slot].nlive++;
+        } else if (class_size(v, rounded)) {
+            int slot = ga_vmm_track_find(v, rounded, 0);
+            if (slot >= 0)
+                v->track[slot].nlive++;
+        }
+    }
+    unpark(v, k, c, area, size);
+    count_alloc(p, rounded);
+    *out = c->base;
+    return GA_OK;
+}
+
 /* Only chooses the path and jumps to it, before any frame is set up: a granule-multiple or class
  * block does not pay for the registers the general fast path saves (measured alone: vmm-large
  * -22 instructions a pair, small blocks -2 with the one-compare size test). The size test is on
@@ -451,12 +559,9 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     if (size - 1 < v->small_cut)
         return alloc_small(p, size, out);
     size_t rounded = ga_pool_round(size);
-    if (rounded && !(rounded & v->gmask))
-        return alloc_aligned(p, size, rounded, out);
-    if (rounded >= v->general_cut) /* 3 granules or more, no multiple: the general area's, as
-                                    * alloc_slow would say after looking the size up */
-        return alloc_general(p, -1, size, rounded, out);
-    return alloc_slow(p, size, rounded, out);
+    if (v->nparked)
+        return alloc_parked(p, size, rounded, out);
+    return alloc_large(p, size, rounded, out);
 }
 
 /* Whether ga_vmm_alloc would serve size with no backend call; changes nothing. Said from the place
@@ -474,6 +579,12 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
     size_t rounded = ga_pool_round(size);
     if (!rounded)
         return 0;
+    if (v->nparked && rounded >= v->half) {
+        const ga_vpark_t *k = park_slot(v, rounded);
+        if (k->n && k->size == rounded) /* a parked block of its size, taken back where it lies:
+                                          * its granules, unless one was given back since */
+            return unmapped_in(v, k->c[k->n - 1]->base, rounded) == 0;
+    }
     uint16_t id = AREA_GENERAL;
     if (!(rounded & v->gmask)) {
         id = AREA_ALIGNED;

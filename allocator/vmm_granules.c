@@ -438,6 +438,8 @@ static OUT_OF_LINE int cover_mapping(ga_pool_t *p, ga_vrange_t *r, size_t g0, si
                                      size_t u0, size_t u1, size_t fresh, int whole)
 {
     ga_vmm_t *v = p->vmm;
+    if (v->nparked)
+        return GA_VMM_UNPARK; /* parked blocks go back first: they may make the map needless */
     size_t need = fresh - bits_count(r->mapped, u0, u1);
     if (p->cfg.limit && over_limit(p, need, fresh - need))
         return -1;

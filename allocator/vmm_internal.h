@@ -61,6 +61,18 @@ enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
 #define TRACK_SLOTS (1u << TRACK_BITS)
 #define TRACK_MAX 192
 
+/* Parked blocks (pool_vmm.c): freed blocks from half a granule up held, still allocated in their
+ * area, for the next allocation of their rounded size; one stack per size, in a table of
+ * PARK_SLOTS entries chosen by the size (a size whose entry another size holds is not parked). */
+#define PARK_BITS 5
+#define PARK_SLOTS (1u << PARK_BITS)
+#define PARK_DEPTH 16
+typedef struct ga_vpark {
+    size_t size;      /* the blocks' rounded size; any while n == 0 */
+    size_t n;
+    ga_chunk_t *c[PARK_DEPTH];
+} ga_vpark_t;
+
 typedef struct ga_varea {
     ga_pool_t *pool;
     ga_arena_t *arena; /* made at the area's first allocation */
@@ -129,7 +141,20 @@ struct ga_vmm {
     uint64_t allocs, undone;
     int parent_dirty;  /* the parent lent or took back a region since `parent` was read */
     ga_stats_t parent;
+    /* Parked blocks: their count and requested bytes (the areas count them live: ga_vmm_stats
+     * takes them off), and the allocations served from them (which no area counts). park_min:
+     * half a granule with a keep, SIZE_MAX without: the free path's one test. */
+    size_t park_min;
+    size_t nparked;
+    uint64_t parked_req, park_hits;
+    ga_vpark_t park[PARK_SLOTS];
 };
+
+/* The parking entry of a rounded size (from half a granule up: a multiple of GA_ALIGN). */
+static inline ga_vpark_t *park_slot(ga_vmm_t *v, size_t rounded)
+{
+    return &v->park[((uint64_t)(rounded / GA_ALIGN) * 0x9E3779B97F4A7C15ull) >> (64 - PARK_BITS)];
+}
 
 /* Granule bitmaps ------------------------------------------------------------------------------ */
 
@@ -298,5 +323,11 @@ void ga_vmm_uncover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1)
 void ga_vmm_uncover_whole_slow(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1);
 int ga_vmm_cover_granules(ga_pool_t *p, ga_vrange_t *r, size_t g0, size_t g1);
 int ga_vmm_cover_whole(ga_pool_t *p, uintptr_t a, size_t len);
+/* What the two return, besides 0 and -1, when a granule would have to be mapped while blocks are
+ * parked: nothing changed; the caller gives its block back, unparks every block
+ * (ga_vmm_unpark_all) and places the allocation again, so that mapped memory grows only when no
+ * parked block is left (pool_vmm.c). */
+#define GA_VMM_UNPARK (-2)
+void ga_vmm_unpark_all(ga_pool_t *p);
 
 #endif

@@ -11,7 +11,7 @@ size_t ga_vmm_live_bases(const ga_pool_t *p, uintptr_t *out, size_t max)
     size_t n = 0;
     for (size_t i = 0; i <= t->mask; i++) {
         const ga_chunk_t *c = t->slots[i].chunk;
-        if (c && n++ < max)
+        if (c && !(c->u.area & GA_AREA_PARKED) && n++ < max) /* a parked block is freed */
             out[n - 1] = c->base;
     }
     return n;
@@ -61,10 +61,12 @@ void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
     ga_vmm_t *v = p->vmm; /* the cached figures change; the pool does not */
     refresh_seen(v);
     *out = p->own;
-    out->allocs = v->allocs - v->undone;
-    out->frees = out->allocs - v->live;
-    out->in_use_requested = v->requested;
-    out->live = v->live;
+    /* Parked blocks are live in their areas and freed to their user; each reuse of one is an
+     * allocation no area counted. */
+    out->allocs = v->allocs - v->undone + v->park_hits;
+    out->live = v->live - v->nparked;
+    out->frees = out->allocs - out->live;
+    out->in_use_requested = v->requested - v->parked_req;
     out->total_free = v->parent.total_free + v->total_free;
     out->largest_free = v->parent.largest_free > v->largest_free ? v->parent.largest_free
                                                                  : v->largest_free;
@@ -140,6 +142,25 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
                 unstacked += !bit_get(r->stacked, g);
             }
         }
+    }
+    /* Parked blocks: each in the live table, marked, of its entry's size; their sums. */
+    uint64_t pn = 0, pbytes = 0, preq = 0, pbad = 0;
+    for (size_t s = 0; s < PARK_SLOTS; s++) {
+        for (size_t j = 0; j < v->park[s].n; j++) {
+            const ga_chunk_t *c = v->park[s].c[j];
+            pn++, pbytes += c->size, preq += c->u.requested;
+            pbad += c->size != v->park[s].size || park_slot(v, c->size) != &v->park[s] ||
+                    !(c->u.area & GA_AREA_PARKED) || ga_live_find_made(&v->ltab, c->base) != c ||
+                    c->size < v->half;
+        }
+    }
+    if (!bad && (pbad || pn != v->nparked || preq != v->parked_req)) {
+        bad++;
+        if (report && len)
+            snprintf(report, len, "vmm pool: %llu parked blocks of %llu bytes (%llu requested), "
+                     "%llu of them misplaced; counted %zu (%llu requested)",
+                     (unsigned long long)pn, (unsigned long long)pbytes, (unsigned long long)preq,
+                     (unsigned long long)pbad, v->nparked, (unsigned long long)v->parked_req);
     }
     int mine = (mapped != p->own.reserved) + (kept != p->own.kept) + (orphan != 0) +
                (unstacked != 0) + (unlent != 0) + (bits != 0) + (p->own.kept > p->cfg.keep);

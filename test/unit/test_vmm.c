@@ -678,6 +678,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_aligned_blocks_reuse_kept_granules);
     tcase_add_test(tc, vmm_random_workload_checked);
     vmm_granules_add(tc); /* test_vmm_granules.c */
+    vmm_park_add(tc);     /* test_vmm_park.c */
     suite_add_tcase(s, tc);
     return s;
 }

@@ -124,5 +124,7 @@ static inline void destroy_clean(ga_pool_t *p, vfake_t *f)
 
 /* The vmm suite's granule tests (test_vmm_granules.c), added to its "placement" case. */
 void vmm_granules_add(TCase *tc);
+/* ... and its parked blocks' (test_vmm_park.c). */
+void vmm_park_add(TCase *tc);
 
 #endif

@@ -1,0 +1,243 @@
+/* The vmm pool's parked blocks (pool_vmm.c): a block of a class or the granule-multiple area freed
+ * while the keep has room is held where it lies, its granules kept, and the next allocation of its
+ * size takes it back with no placement. Asserted from the outside (the pool's answers, its figures, the fake backend's
+ * map counts): a parked block is freed memory to every query (a second free, an interior free, a
+ * lookup, the live size and bases); the figures are a free's and an allocation's; an allocation of
+ * another size that would map a granule takes the parked blocks' room first; trim gives everything
+ * back; and a seeded workload of few sizes, checked after every step, agrees with a model. Added to
+ * the vmm suite's "placement" case by vmm_park_add(). */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "vmm_fake.h"
+
+/* A block freed once, allocated again at its place and freed again: from its second free on its
+ * granules are on the kept stack, and it is parked (a granule multiple, or a size that has a class:
+ * the caller keeps a first block of the size live). */
+static uintptr_t park_one(ga_pool_t *p, size_t size)
+{
+    uintptr_t a = pool_alloc(p, size);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    ck_assert_uint_eq(pool_alloc(p, size), a);
+    size_t got = 0;
+    ck_assert_int_eq(ga_pool_free(p, a, &got), GA_OK);
+    ck_assert_uint_eq(got, (size + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN);
+    return a;
+}
+
+/* Every query answers for a parked block as for freed memory, the figures are a free's, and an
+ * allocation of its size (another request rounding to it) takes it back at no backend cost. */
+START_TEST(vmm_parked_block_answers_as_freed)
+{
+    static const size_t sizes[] = {GRAN / 2, 3 * MIB / 2, 2 * GRAN, 3 * MIB, 5 * MIB + 512,
+                                   7 * MIB + 4 * KIB};
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 64 * MIB);
+    uintptr_t keep_live = pool_alloc(p, 4 * KIB);
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        size_t rounded = (sizes[i] + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN;
+        uintptr_t first = pool_alloc(p, sizes[i]); /* the second block of the size gets a class */
+        ck_assert_int_eq(ga_pool_free(p, keep_live, NULL), GA_OK);
+        keep_live = first;
+        uintptr_t a = park_one(p, sizes[i]);
+        unsigned maps = f.maps, unmaps = f.unmaps;
+        ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_EDOUBLE);
+        ck_assert_int_eq(ga_pool_free(p, a + GA_ALIGN, NULL), GA_EDOUBLE);
+        ck_assert_int_eq(ga_pool_lookup(p, a, NULL, NULL), GA_ENOTOWNED);
+        ck_assert_int_eq(ga_pool_lookup(p, a + rounded - 1, NULL, NULL), GA_ENOTOWNED);
+        ck_assert_uint_eq(ga_pool_live_size(p, a), 0);
+        ck_assert(ga_pool_owns(p, a)); /* address space the pool holds, as any freed block's */
+        ga_stats_t s;
+        ga_pool_stats(p, &s);
+        ck_assert_uint_eq(s.live, 1);
+        ck_assert_uint_eq(s.in_use, rounded);
+        ck_assert_uint_eq(s.in_use_requested, sizes[i]);
+        ck_assert_uint_eq(s.allocs, 1 + 4 * i + 3);
+        ck_assert_uint_eq(s.frees, 4 * i + 3);
+        uintptr_t bases[4] = {0};
+        ck_assert_uint_eq(ga_pool_live_bases(p, bases, 4), 1);
+        ck_assert_uint_eq(bases[0], keep_live);
+        POOL_HEALTHY(p);
+        /* another request of the same rounded size: taken back, with its own figure */
+        ck_assert_uint_eq(pool_alloc(p, sizes[i] - 100), a);
+        ck_assert_uint_eq(ga_pool_live_size(p, a), rounded);
+        ck_assert_uint_eq(f.maps, maps);
+        ck_assert_uint_eq(f.unmaps, unmaps);
+        ga_pool_stats(p, &s);
+        ck_assert_uint_eq(s.in_use_requested, 2 * sizes[i] - 100);
+        ck_assert_uint_eq(s.in_use, 2 * rounded);
+        ck_assert_uint_eq(s.live, 2);
+        ck_assert_uint_eq(s.allocs, 1 + 4 * i + 4);
+        POOL_HEALTHY(p);
+        ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    }
+    ck_assert_int_eq(ga_pool_free(p, keep_live, NULL), GA_OK);
+    ga_pool_trim(p); /* parked blocks, kept granules: everything goes back */
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.reserved, 0);
+    ck_assert_uint_eq(s.kept, 0);
+    ck_assert_uint_eq(s.live, 0);
+    ck_assert_uint_eq(f.mapped, 0);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* An allocation of another size that would map a granule while blocks are parked takes their room
+ * first: a granule multiple of 3 granules after a parked one of 4 lands in its place, and nothing
+ * is mapped. */
+START_TEST(vmm_parked_room_serves_before_mapping)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 64 * MIB);
+    uintptr_t y = park_one(p, 4 * GRAN);
+    unsigned maps = f.maps;
+    ck_assert_uint_eq(pool_alloc(p, 3 * GRAN), y);
+    ck_assert_uint_eq(f.maps, maps);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, GRAN); /* the fourth granule, left by the smaller block */
+    ck_assert_uint_eq(s.live, 1);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* The general area's blocks are not parked (sizes seen alone, large odd sizes): freed, their room
+ * serves the area's other sizes at once. */
+START_TEST(vmm_general_area_blocks_not_parked)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 64 * MIB);
+    uintptr_t x = park_one(p, 3 * MIB / 2); /* seen alone: the general area's */
+    ck_assert_uint_eq(ga_pool_live_size(p, x), 0);
+    unsigned maps = f.maps;
+    ck_assert_uint_eq(pool_alloc(p, 5 * MIB / 4), x);
+    ck_assert_uint_eq(f.maps, maps);
+    POOL_HEALTHY(p);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* Without a keep nothing is parked: a freed block's granules go back at once. */
+START_TEST(vmm_no_keep_parks_nothing)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 0);
+    uintptr_t a = pool_alloc(p, 2 * GRAN);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    ck_assert_uint_eq(pool_alloc(p, 2 * GRAN), a);
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    ck_assert_uint_eq(f.mapped, 0);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* A seeded workload of few sizes (so that freed blocks are parked and taken back often), under a
+ * keep that fills: after every step the pool's check is clean, the figures equal the model's, every
+ * live block's granules are mapped and the backend maps nothing beyond the live blocks' granules
+ * and the kept bytes, every freed address answers as freed, and ga_pool_fits's yes costs no
+ * backend call. */
+START_TEST(vmm_parking_matches_a_model)
+{
+    static const size_t sizes[] = {GRAN / 2,   3 * MIB / 2, 2 * GRAN, 3 * MIB,
+                                   5 * MIB + 512, 8 * GRAN,  64 * KIB, 9 * MIB};
+    enum { LIVE = 24 };
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 16 * MIB);
+    uintptr_t live[LIVE] = {0}, gone[LIVE] = {0};
+    size_t sz[LIVE] = {0}, req[LIVE] = {0};
+    uint64_t allocs = 0, frees = 0, seed = 0x9a4c;
+    for (int step = 0; step < 6000; step++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned i = (unsigned)(seed >> 33) % LIVE;
+        if (live[i]) {
+            size_t got = 0;
+            ck_assert_int_eq(ga_pool_free(p, live[i], &got), GA_OK);
+            ck_assert_uint_eq(got, sz[i]);
+            gone[i] = live[i];
+            live[i] = 0;
+            frees++;
+        } else {
+            size_t s = sizes[(seed >> 45) % (sizeof sizes / sizeof *sizes)] - (seed >> 20) % 300;
+            unsigned maps = f.maps, unmaps = f.unmaps;
+            int fits = ga_pool_fits(p, s);
+            ck_assert_int_eq(ga_pool_alloc(p, s, &live[i]), GA_OK);
+            if (fits)
+                ck_assert_msg(f.maps == maps && f.unmaps == unmaps,
+                              "step %d: fits said yes for %zu bytes, yet mapped", step, s);
+            sz[i] = (s + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN;
+            req[i] = s;
+            allocs++;
+        }
+        uint64_t in_use = 0, requested = 0, nlive = 0, touched = 0;
+        for (unsigned k = 0; k < LIVE; k++) {
+            if (!live[k]) {
+                int inside = 0; /* a freed address no live block covers now */
+                for (unsigned j = 0; j < LIVE; j++)
+                    inside |= live[j] && gone[k] - live[j] < sz[j];
+                if (gone[k] && !inside) {
+                    ck_assert_int_eq(ga_pool_lookup(p, gone[k], NULL, NULL), GA_ENOTOWNED);
+                    ck_assert_uint_eq(ga_pool_live_size(p, gone[k]), 0);
+                    ck_assert_int_eq(ga_pool_free(p, gone[k], NULL), GA_EDOUBLE);
+                }
+                continue;
+            }
+            nlive++, in_use += sz[k], requested += req[k];
+            uintptr_t b = 0;
+            size_t n = 0;
+            ck_assert_int_eq(ga_pool_lookup(p, live[k] + sz[k] - 1, &b, &n), GA_OK);
+            ck_assert(b == live[k] && n == sz[k]);
+        }
+        /* The granules the live blocks touch, counted once each (blocks sorted by address). */
+        uintptr_t order[LIVE];
+        size_t m = 0;
+        for (unsigned k = 0; k < LIVE; k++)
+            if (live[k])
+                order[m++] = k;
+        for (size_t x = 1; x < m; x++)
+            for (size_t y = x; y > 0 && live[order[y - 1]] > live[order[y]]; y--) {
+                uintptr_t t = order[y];
+                order[y] = order[y - 1];
+                order[y - 1] = t;
+            }
+        uintptr_t last = 0;
+        for (size_t x = 0; x < m; x++) {
+            uintptr_t a = live[order[x]], e = a + sz[order[x]];
+            for (uintptr_t g = a / GRAN * GRAN; g < e; g += GRAN)
+                if (g != last)
+                    touched++, last = g;
+        }
+        ga_stats_t s;
+        ga_pool_stats(p, &s);
+        ck_assert_msg(s.in_use == in_use && s.in_use_requested == requested && s.live == nlive &&
+                          s.allocs == allocs && s.frees == frees,
+                      "step %d: in_use %" PRIu64 "/%" PRIu64 " requested %" PRIu64 "/%" PRIu64
+                      " live %" PRIu64 "/%" PRIu64 " allocs %" PRIu64 "/%" PRIu64,
+                      step, s.in_use, in_use, s.in_use_requested, requested, s.live, nlive,
+                      s.allocs, allocs);
+        ck_assert_uint_eq(f.mapped, s.reserved);
+        ck_assert_msg(s.reserved == touched * GRAN + s.kept && s.kept <= 16 * MIB,
+                      "step %d: %zu mapped, live blocks touch %" PRIu64 " granules, kept %" PRIu64,
+                      step, f.mapped, touched, s.kept);
+        if (step % 7 == 0)
+            POOL_HEALTHY(p);
+        if (step % 1000 == 999)
+            ga_pool_trim(p);
+    }
+    for (unsigned k = 0; k < LIVE; k++)
+        if (live[k])
+            ck_assert_int_eq(ga_pool_free(p, live[k], NULL), GA_OK);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+void vmm_park_add(TCase *tc)
+{
+    tcase_add_test(tc, vmm_parked_block_answers_as_freed);
+    tcase_add_test(tc, vmm_parked_room_serves_before_mapping);
+    tcase_add_test(tc, vmm_general_area_blocks_not_parked);
+    tcase_add_test(tc, vmm_no_keep_parks_nothing);
+    tcase_add_test(tc, vmm_parking_matches_a_model);
+}

@@ -339,14 +339,15 @@ void ga_vmm_destroy(ga_pool_t *p)
 }
 
 /* The figures of a freed block of len bytes, and its size's tracking; `ar`: its area when known
- * (NULL for the general area's fast path), a class's block counted through the class's own entry
- * (a class holds only blocks of its size), any other block of a size that may be tracked looked
- * up (blocks of a class size placed in the general area, before or after the class was made). */
+ * (NULL for the general area's fast path), a class's block of its size counted through the
+ * class's own entry, any other block of a size that may be tracked looked up (blocks of a class
+ * size placed in the general area, before or after the class was made, and a block that found
+ * room in another size's class only when nothing else could serve it: place_on_mapped). */
 static inline __attribute__((always_inline)) void count_free(ga_pool_t *p, ga_vmm_t *v,
                                                              const ga_varea_t *ar, size_t len,
                                                              size_t *size)
 {
-    if (ar && ar->size)
+    if (ar && ar->size == len)
         v->track[ar->slot].nlive--;
     else if (len >= v->half && class_size(v, len))
         untrack(v, len);
@@ -486,6 +487,8 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
  * path. A parked block is freed already. The general area's blocks are never parked: held there,
  * they cut the room the area's other sizes share, and placed around them a step's allocations
  * mapped anew (examples/ex_train: 41 maps in 3 steps instead of 39, a granule more at the peak). */
+static OUT_OF_LINE int park_granules(ga_pool_t *p, ga_chunk_t *c, size_t area);
+
 static OUT_OF_LINE ga_status_t free_large(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
 {
     ga_vmm_t *v = p->vmm;
@@ -493,37 +496,69 @@ static OUT_OF_LINE ga_status_t free_large(ga_pool_t *p, ga_chunk_t *c, size_t i,
     if (area & GA_AREA_PARKED)
         return GA_EDOUBLE;
     ga_vpark_t *k = park_slot(v, len);
-    if (off < v->size0 && k->n < PARK_DEPTH && (!k->n || k->size == len)) {
-        ga_vrange_t *r = v->ranges;
-        ga_stats_t *s = &p->own;
-        size_t g0 = off >> v->gshift;
-        if (area == AREA_ALIGNED) {
-            size_t n = len >> v->gshift, w = g0 >> 6;
-            uint64_t m = run_one_word(g0, n) ? run_mask(g0, n) : 0;
-            if (!m || s->kept + len > p->cfg.keep || (r->stacked[w] & m) != m)
-                return free_aligned(p, c, i, size);
-            r->inner[w] &= ~m;
-            s->kept += len;
-            if (s->kept > s->peak_kept)
-                s->peak_kept = s->kept;
-            s->in_use -= len;
-            if (size)
-                *size = len;
-        } else {
-            if (!uncover_kept(p, v, r, g0, (off + len - 1) >> v->gshift))
-                return free_class(p, c, i, size);
-            count_free(p, v, &v->area[area], len, size);
-        }
-        k->size = len;
-        k->c[k->n++] = c;
-        c->u.area = area | GA_AREA_PARKED;
-        v->nparked++;
-        v->parked_req += c->u.requested;
-        return GA_OK;
+    if (k->n == PARK_DEPTH || (k->n && k->size != len))
+        return area == AREA_ALIGNED ? free_aligned(p, c, i, size) : free_class(p, c, i, size);
+    ga_vrange_t *r = v->ranges;
+    ga_stats_t *s = &p->own;
+    size_t g0 = off >> v->gshift, n = len >> v->gshift;
+    if (area == AREA_ALIGNED && off < v->size0 && run_one_word(g0, n)) {
+        uint64_t m = run_mask(g0, n);
+        size_t w = g0 >> 6;
+        if (s->kept + len > p->cfg.keep || (r->stacked[w] & m) != m)
+            return free_aligned(p, c, i, size);
+        r->inner[w] &= ~m;
+        s->kept += len;
+        if (s->kept > s->peak_kept)
+            s->peak_kept = s->kept;
+    } else if (area != AREA_ALIGNED && off < v->size0 &&
+               one_word(g0, (off + len - 1) >> v->gshift)) {
+        if (!uncover_kept(p, v, r, g0, (off + len - 1) >> v->gshift))
+            return free_class(p, c, i, size);
+    } else if (!park_granules(p, c, area)) { /* another range, or across bitmap words */
+        return area == AREA_ALIGNED ? free_aligned(p, c, i, size) : free_class(p, c, i, size);
     }
-    if (area == AREA_ALIGNED)
-        return free_aligned(p, c, i, size);
-    return free_class(p, c, i, size);
+    count_free(p, v, &v->area[area], len, size);
+    k->size = len;
+    k->c[k->n++] = c;
+    c->u.area = area | GA_AREA_PARKED;
+    v->nparked++;
+    v->parked_req += c->u.requested;
+    return GA_OK;
+}
+
+/* free_large's granule side for any block, where its quick tests do not apply (a range other than
+ * the first, granules across bitmap words): the same condition, so that whether a block is parked
+ * never depends on where ranges begin (the replay's and the shim's differ in size): every granule
+ * the block leaves with no user goes kept, within the keep, and is on the kept stack already. 1
+ * with the granules left as a free leaves them; 0 with nothing changed. */
+static OUT_OF_LINE int park_granules(ga_pool_t *p, ga_chunk_t *c, size_t area)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_vrange_t *r = range_of(v, c->base);
+    if (!r)
+        return 0;
+    size_t off = c->base - r->base, g0 = off >> v->gshift, g1 = (off + c->size - 1) >> v->gshift;
+    size_t f0 = g0, f1 = g1; /* the granules it leaves with no user */
+    if (area != AREA_ALIGNED) {
+        f0 += r->refs[g0] > 1;
+        f1 -= g1 != g0 ? r->refs[g1] > 1 : r->refs[g0] > 1;
+    }
+    uint64_t bytes = f0 <= f1 && f1 != (size_t)-1 ? (uint64_t)(f1 - f0 + 1) << v->gshift : 0;
+    if (bytes && (p->own.kept + bytes > p->cfg.keep || !bits_all(r->stacked, f0, f1)))
+        return 0;
+    if (area == AREA_ALIGNED) {
+        bits_put(r->inner, g0, g1, 0);
+    } else {
+        r->refs[g0]--;
+        if (g1 != g0)
+            r->refs[g1]--;
+        if (g1 > g0 + 1)
+            bits_put(r->inner, g0 + 1, g1 - 1, 0);
+    }
+    p->own.kept += bytes;
+    if (p->own.kept > p->own.peak_kept)
+        p->own.peak_kept = p->own.kept;
+    return 1;
 }
 
 /* One probe of the shared live table finds the block and, from its chunk, its area, which picks

@@ -179,6 +179,46 @@ static inline void count_alloc(ga_pool_t *p, size_t rounded)
         s->peak_in_use = s->in_use;
 }
 
+/* A block of no granule multiple whose granules at a in area ar were refused (the cap, the device,
+ * a map): given back, and placed instead where a class of another size has room for it on
+ * granules all mapped, when one has (the classes are tried in order; the general area was tried
+ * first where it maps fewer granules: place_tried, fresh_choose). Without it such a request was
+ * an out-of-memory while the bytes it needed lay free and mapped in another size's class (under a
+ * 10 MiB cap, three 3 MiB blocks left 1 MiB free in their class's last granule, and 1 MiB was
+ * refused: an outside check, helper-127 F1, 2026-12-07). The class then holds a block of another
+ * size, counted by its own size's entry (count_free). Else an out-of-memory, nothing changed. */
+static OUT_OF_LINE ga_status_t alloc_refused(ga_pool_t *p, ga_varea_t *ar, int slot, uintptr_t a,
+                                             size_t rounded, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    size_t size = ga_live_find_made(&v->ltab, a)->u.requested;
+    area_free(v, ar, a);
+    v->undone++;
+    for (size_t id = AREA_FIRST_CLASS; (rounded & v->gmask) && id < v->nareas; id++) {
+        ga_varea_t *cl = &v->area[id];
+        unsigned bin = 0;
+        ga_chunk_t *c = id != ar->id && cl->arena ? ga_find_fit(cl->arena, rounded, &bin) : NULL;
+        if (!c || unmapped_in(v, c->base, rounded) != 0)
+            continue;
+        uintptr_t b = c->base;
+        if (ga_take_in(cl->arena, &v->ltab, 1, id, c, bin, rounded, size) != GA_OK)
+            break;
+        mark_dirty(v, cl);
+        if (cover(p, b, rounded) != 0) { /* all mapped: cannot be; as a refusal */
+            area_free(v, cl, b);
+            v->undone++;
+            break;
+        }
+        if (slot >= 0)
+            v->track[slot].nlive++;
+        count_alloc(p, rounded);
+        *out = b;
+        return GA_OK;
+    }
+    p->own.failed_allocs++;
+    return GA_ENOMEM;
+}
+
 /* A block placed at `a` in area ar: its granules taken (a refusal gives the block back to the
  * area and is an out-of-memory), its size's live count and the figures kept. */
 static inline __attribute__((always_inline)) ga_status_t cover_placed(ga_pool_t *p, ga_varea_t *ar, int slot, uintptr_t a,
@@ -188,10 +228,7 @@ static inline __attribute__((always_inline)) ga_status_t cover_placed(ga_pool_t 
     if (rc != 0) {
         if (rc == GA_VMM_UNPARK)
             return alloc_unparked(p, ar, a, out);
-        area_free(p->vmm, ar, a);
-        p->vmm->undone++;
-        p->own.failed_allocs++;
-        return GA_ENOMEM;
+        return alloc_refused(p, ar, slot, a, rounded, out);
     }
     if (slot >= 0)
         p->vmm->track[slot].nlive++;
@@ -501,8 +538,8 @@ static OUT_OF_LINE ga_status_t alloc_parked_slow(ga_pool_t *p, ga_vpark_t *k, ga
     size_t area = c->u.area & ~GA_AREA_PARKED;
     unpark(v, k, c, area, size);
     ga_varea_t *ar = &v->area[area];
-    int slot = ar->size ? (int)ar->slot
-                        : class_size(v, rounded) ? ga_vmm_track_find(v, rounded, 0) : -1;
+    int slot = ar->size == rounded ? (int)ar->slot
+                                   : class_size(v, rounded) ? ga_vmm_track_find(v, rounded, 0) : -1;
     return cover_placed(p, ar, slot, c->base, rounded, out);
 }
 
@@ -534,7 +571,7 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
         if (!cover_kept(p, v, v->ranges, g0, (off + rounded - 1) >> v->gshift))
             return alloc_parked_slow(p, k, c, size, rounded, out);
         ga_varea_t *ar = &v->area[area];
-        if (ar->size) {
+        if (ar->size == rounded) {
             v->track[ar->slot].nlive++;
         } else if (class_size(v, rounded)) {
             int slot = ga_vmm_track_find(v, rounded, 0);

@@ -386,11 +386,16 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
     /* No cap below the device (none set, or one at or above it: 100%, 9000TiB): the device's
      * own memory is the bound, and "raise GPUARENA_LIMIT" could not help (helper-68 F4). */
     int devcap = ga_oom_devcap(d);
-    char frag_why[400];
-    snprintf(frag_why, sizeof frag_why, "the free bytes lie in holes smaller than the block, in "
-             "granules that live blocks keep mapped, and %s leaves too little to map new granules "
-             "for it: %s, or use GPUARENA_MODE=platform (blocks placed by the driver, counted by "
-             "the byte)",
+    /* Where the free bytes lie: in holes smaller than the block, or in a hole as large as it in
+     * an area kept for another size (a size class, the granule-multiple area), where the block's
+     * own area does not place it; the shim cannot tell which, so both are said ("holes smaller
+     * than the block" alone was wrong for a 1 MiB block beside the 1 MiB a 3 MiB class left free:
+     * an outside check, 2026-12-07, test vmm127_hole_of_another_size_said). */
+    char frag_why[512];
+    snprintf(frag_why, sizeof frag_why, "the free bytes lie in holes smaller than the block or "
+             "in areas vmm keeps for blocks of other sizes, in granules that live blocks keep "
+             "mapped, and %s leaves too little to map new granules for it: %s, or use "
+             "GPUARENA_MODE=platform (blocks placed by the driver, counted by the byte)",
              devcap ? "the device's memory" : d->group ? "the group's cap"
              : d->cap_var && !strcmp(d->cap_var, "CUDA_DEVICE_MEMORY_LIMIT")
                  ? "the cap (CUDA_DEVICE_MEMORY_LIMIT's, which a device plugin such as HAMi sets)"

@@ -151,6 +151,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_outside124());
     suite_add_tcase(s, pt_tcase_trace_race());
     suite_add_tcase(s, pt_tcase_outside123());
+    suite_add_tcase(s, pt_tcase_outside127());
     suite_add_tcase(s, pt_tcase_recheck126());
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

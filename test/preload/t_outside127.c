@@ -146,12 +146,59 @@ START_TEST(vmm127_refused_midway_beside_live_and_kept)
 }
 END_TEST
 
+/* A 3 GiB block at 64 KiB granules on a 4 GiB simulated device: 49,152 granules, two host
+ * mappings each, past the 65,530 mappings Linux lets a process hold by default
+ * (vm.max_map_count). The simulated driver refuses the granule past the host's limit with
+ * CUDA_ERROR_OUT_OF_MEMORY, as it must answer something, and now says once why and what to change;
+ * it said nothing, and the shim's line read "the device itself is full" with the device empty (an
+ * outside check, 2026-12-07). On a host that allows enough mappings the block is served. */
+static void o127_many_granules_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p;
+    CUresult r = cuMemAlloc(&p, 3 * GiB);
+    if (r == CUDA_SUCCESS)
+        exit(cuMemFree(p) == CUDA_SUCCESS ? 0 : 2);
+    simcuda_counters_t c = pt_counters();
+    exit(r == CUDA_ERROR_OUT_OF_MEMORY && c.vmm_mappings == 0 && c.vmm_bytes_in_use == 0 ? 10 : 3);
+}
+
+START_TEST(vmm127_host_mappings_said)
+{
+    long max = 0;
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &max) != 1)
+            max = 0;
+        fclose(f);
+    }
+    pt_env("GPUARENA_MODE=vmm", "SIMCUDA_VMM_GRANULARITY=64KiB", "SIMCUDA_TOTAL_MEM=4GiB", NULL);
+    char err[16384];
+    int st = pt_run_child(o127_many_granules_child, NULL, err, sizeof err);
+    if (max > 2 * 49152 + 1000) { /* room for every granule's two mappings */
+        ck_assert_msg(st == 0, "exit %d: %s", st, err);
+        return;
+    }
+    ck_assert_msg(st == 10, "exit %d (max_map_count %ld): %s", st, max, err);
+    ck_assert_msg(strstr(err, "gpuarena: simcuda: the host refused a memory mapping that "),
+                  "the simulated driver says why: %s", err);
+    ck_assert_msg(strstr(err, "vm.max_map_count): answered CUDA_ERROR_OUT_OF_MEMORY, though the "
+                              "simulated device may have room; use larger granules "
+                              "(SIMCUDA_VMM_GRANULARITY)"), "%s", err);
+    const char *said = strstr(err, "gpuarena: simcuda: the host refused");
+    ck_assert_msg(said && !strstr(said + 1, "gpuarena: simcuda: the host refused"), "once: %s",
+                  err);
+}
+END_TEST
+
 TCase *pt_tcase_outside127(void)
 {
     TCase *tc = tcase_create("outside127");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, vmm127_hole_of_another_size_said);
     tcase_add_loop_test(tc, vmm127_refused_midway_beside_live_and_kept, 0, 10);
+    tcase_add_test(tc, vmm127_host_mappings_said);
 #if PT_OUTSIDE127_PENDING
     tcase_add_test(tc, vmm127_hole_of_another_size_serves);
 #endif

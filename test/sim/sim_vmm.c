@@ -25,6 +25,8 @@
 #define _GNU_SOURCE
 #include "sim_internal.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -263,6 +265,40 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmem
 
 /* ---- physical memory ---- */
 
+/* The host refused a mapping that cuMemCreate or cuMemMap needs (under sim_lock). The call answers
+ * CUDA_ERROR_OUT_OF_MEMORY, as the driver does when it has no memory, but the simulated device may
+ * have room: what runs out first is most often the host's count of mappings a process may hold
+ * (vm.max_map_count, 65,530 by default), and each live granule takes two (the handle's view and
+ * its mapping), so some 32,700 granules are the most: 2 GiB at 64 KiB granules. Said once, with
+ * what to change: a program on small granules read "the device itself is full" from the shim
+ * with most of the device free (an outside check, 2026-12-07, test vmm127_host_mappings_said). */
+static void sim_host_refused(const char *call, int err)
+{
+    static int said;
+    if (said)
+        return;
+    said = 1;
+    size_t handles = 0;
+    for (const sim_phys_t *x = physs; x; x = x->next)
+        handles++;
+    long max = -1;
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &max) != 1)
+            max = -1;
+        fclose(f);
+    }
+    char most[64] = "a limit";
+    if (max > 0)
+        snprintf(most, sizeof most, "%ld", max);
+    fprintf(stderr, "gpuarena: simcuda: the host refused a memory mapping that %s needs (%s; %zu "
+            "handles and %zu mappings live, each taking a host mapping, of the %s a process may "
+            "hold, vm.max_map_count): answered CUDA_ERROR_OUT_OF_MEMORY, though the simulated "
+            "device may have room; use larger granules (SIMCUDA_VMM_GRANULARITY), fewer at a "
+            "time, or a larger vm.max_map_count (said once)\n",
+            call, strerror(err), handles, maps_len, most);
+}
+
 /* A memfd of size bytes, mapped once PROT_NONE; NULL when the host refuses. keep: the memfd is
  * kept open in *fd (an exportable handle's), else closed (-1). */
 static char *sim_phys_view(size_t size, int keep, int *fd_out)
@@ -287,6 +323,8 @@ static CUresult sim_create_locked(CUmemGenericAllocationHandle *handle, size_t s
     int fd = -1;
     char *view = x ? sim_phys_view(size, keep_fd, &fd) : NULL;
     if (!view) {
+        if (x)
+            sim_host_refused("cuMemCreate", errno);
         free(x);
         sim_uncharge_locked(dev, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -566,6 +604,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     if (r == CUDA_SUCCESS &&
         (mremap(x->view + offset, 0, size, MREMAP_MAYMOVE | MREMAP_FIXED, SIM_VA(ptr)) != SIM_VA(ptr) ||
          sim_map_insert(&m) != 0)) {
+        sim_host_refused("cuMemMap", errno);
         mmap(SIM_VA(ptr), size, PROT_NONE, SIM_RESERVE_FLAGS | MAP_FIXED, -1, 0); /* reserved again */
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }

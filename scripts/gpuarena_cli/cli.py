@@ -248,9 +248,14 @@ def do_report(a):
     if reserved is None:
         print(f"gpuarena: drawing bytes in use only, not reserved: {why}", file=sys.stderr)
     series = report_mod.in_use_series(trace)
-    # the replay's settings beside its mode, so two reports of one trace tell them apart
-    setting = ", ".join(filter(None, (a.fraction and f"GPUARENA_MEM_FRACTION={a.fraction}",
-                                      a.limit and f"cap {a.limit} bytes")))
+    # the replay's settings beside its mode, so two reports of one trace tell them apart (the
+    # keep and the granule were not said, while they change vmm's curve: an outside check,
+    # 2026-12-07, test_outside127.py)
+    setting = ", ".join(filter(None, (
+        a.fraction and f"GPUARENA_MEM_FRACTION={a.fraction}",
+        a.limit and f"cap {a.limit} bytes",
+        a.vmm_keep is not None and f"GPUARENA_VMM_KEEP={a.vmm_keep} bytes",
+        a.granularity and f"granules of {a.granularity} bytes")))
     report_mod.write_chrome_trace(f"{prefix}.json", trace, reserved, series=series,
                                   mode=a.mode, name=a.trace, logical=used == "lifetimes",
                                   setting=setting)

@@ -20,6 +20,7 @@
  * and a pool block it frees there stays allocated (alloc.c).
  */
 #include "shim.h"
+#include "fence_internal.h"
 
 #include <pthread.h>
 
@@ -29,9 +30,23 @@ static struct {
     _Atomic(CUcontext) ctx;      /* NULL while being filled: taken as on every device */
     _Atomic int dev1;            /* the context's device + 1, 0 unknown: for a context gpuarena
                                   * has no state of (set before ctx) */
+    _Atomic int strict;          /* begun in the global or thread-local mode (ga_cap_strict) */
 } ga_cap[GA_CAPTURES];
 _Atomic int ga_cap_n; /* captures under way: the test every fence makes first (shim.h) */
 static _Atomic int ga_cap_extra; /* of them, not in the table */
+/* Of those in the table, the ones begun in CU_STREAM_CAPTURE_MODE_GLOBAL or _THREAD_LOCAL. While
+ * one runs, "potentially unsafe API calls" are forbidden: in every thread of the process, on every
+ * device, for a global capture, and in the capturing thread for a thread-local one (cuda.h,
+ * CUstreamCaptureMode; the driver refuses such a call and invalidates the capture). Queries of
+ * events and synchronisations are such calls (PyTorch's caching allocator queries no event during
+ * a capture: "process_events involves cudaEventQueries, illegal during CUDA graph capture",
+ * c10/cuda/CUDACachingAllocator.cpp). gpuarena cannot tell which thread may call what, so while
+ * one runs it makes neither on any device (ga_capture_on_dev_slow, ga_capture_forbids_queries).
+ * Until an outside check (helper-128, 2026-12-07) only the capture's own device was spared: a
+ * cuMemAllocAsync on a stream that was not capturing queried the events of earlier
+ * cuMemFreeAsync's, and synchronised another device's context for its cuMemFree's, during a
+ * global capture (test strict_capture_queries_and_syncs_nothing). */
+static _Atomic int ga_cap_strict;
 
 /* Of those past the table, how many each context has (a few contexts; one past these is counted
  * in ga_cap_extra alone), so that a context's going ends them too (ga_capture_ctx_gone): they
@@ -94,8 +109,8 @@ static CUcontext ga_capture_ctx_of(CUstream s)
 
 int ga_capture_on_dev_slow(int dev)
 {
-    if (atomic_load(&ga_cap_extra))
-        return 1;
+    if (atomic_load(&ga_cap_extra) || atomic_load(&ga_cap_strict))
+        return 1; /* past the table (its mode unknown), or a global or thread-local one */
     for (size_t i = 0; i < GA_CAPTURES; i++) {
         if (!atomic_load(&ga_cap[i].sid))
             continue;
@@ -106,6 +121,12 @@ int ga_capture_on_dev_slow(int dev)
             return 1;
     }
     return 0;
+}
+
+int ga_capture_forbids_queries(void)
+{
+    return GA_UNLIKELY(atomic_load_explicit(&ga_cap_n, memory_order_acquire)) &&
+           (atomic_load(&ga_cap_extra) || atomic_load(&ga_cap_strict));
 }
 
 /* Captures this thread began on its per-thread stream: the thread takes that stream with it when
@@ -175,14 +196,18 @@ static int ga_capture_dev_of(CUcontext ctx)
 
 /* After a capture began on s (the special handles already resolved: per-thread is
  * CU_STREAM_PER_THREAD). */
-static void ga_capture_begun(CUstream s)
+static void ga_capture_begun(CUstream s, CUstreamCaptureMode mode)
 {
     uint64_t sid = ga_fence_stream_id(s);
     CUcontext ctx = ga_capture_ctx_of(s);
+    int strict = mode != CU_STREAM_CAPTURE_MODE_RELAXED;
     atomic_fetch_add(&ga_cap_n, 1);
     for (size_t i = 0; sid && i < GA_CAPTURES; i++) {
         uint64_t free_slot = 0;
         if (atomic_compare_exchange_strong(&ga_cap[i].sid, &free_slot, sid)) {
+            if (strict) /* counted before the slot shows it: dropped by ga_capture_drop */
+                atomic_fetch_add(&ga_cap_strict, 1);
+            atomic_store(&ga_cap[i].strict, strict);
             atomic_store(&ga_cap[i].dev1, ga_capture_dev_of(ctx) + 1);
             atomic_store(&ga_cap[i].ctx, ctx);
             if (s == CU_STREAM_PER_THREAD)
@@ -209,6 +234,8 @@ static int ga_capture_drop(uint64_t sid, CUcontext ctx)
             continue;
         atomic_store(&ga_cap[i].ctx, NULL);
         if (atomic_compare_exchange_strong(&ga_cap[i].sid, &was, 0)) {
+            if (atomic_exchange(&ga_cap[i].strict, 0))
+                atomic_fetch_sub(&ga_cap_strict, 1);
             atomic_fetch_sub(&ga_cap_n, 1);
             n++;
             if (sid)
@@ -268,30 +295,31 @@ static void ga_capture_before(CUstream s)
 }
 
 /* Each begin: what the program freed made reusable, the real call, then the capture noted if it
- * began. */
-#define GA_BEGIN_CAPTURE_HOOK(name, stream_of, params, args)                                 \
+ * began, with its mode (the first form takes none: global, as the driver's). */
+#define GA_BEGIN_CAPTURE_HOOK(name, stream_of, mode_of, params, args)                        \
     GA_EXPORT CUresult name params                                                           \
     {                                                                                        \
         GA_HOOK_ENTER(name, args);                                                           \
         ga_capture_before(stream_of);                                                        \
         CUresult r = ga_real.name args;                                                      \
         if (r == CUDA_SUCCESS)                                                               \
-            ga_capture_begun(stream_of);                                                     \
+            ga_capture_begun(stream_of, mode_of);                                            \
         return r;                                                                            \
     }
-GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture, hStream, (CUstream hStream), (hStream))
-GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_ptsz, GA_PTSZ_STREAM(hStream), (CUstream hStream),
-                      (hStream))
-GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, hStream,
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture, hStream, CU_STREAM_CAPTURE_MODE_GLOBAL,
+                      (CUstream hStream), (hStream))
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_ptsz, GA_PTSZ_STREAM(hStream),
+                      CU_STREAM_CAPTURE_MODE_GLOBAL, (CUstream hStream), (hStream))
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, hStream, mode,
                       (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
-GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, GA_PTSZ_STREAM(hStream),
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, GA_PTSZ_STREAM(hStream), mode,
                       (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
-GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph, hStream,
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph, hStream, mode,
                       (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
                        const CUgraphEdgeData *dependencyData, size_t numDependencies,
                        CUstreamCaptureMode mode),
                       (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
-GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph_ptsz, GA_PTSZ_STREAM(hStream),
+GA_BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph_ptsz, GA_PTSZ_STREAM(hStream), mode,
                       (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
                        const CUgraphEdgeData *dependencyData, size_t numDependencies,
                        CUstreamCaptureMode mode),
@@ -387,7 +415,9 @@ int ga_capture_stream(CUstream s)
 void ga_capture_fork_child(void)
 {
     for (size_t i = 0; i < GA_CAPTURES; i++)
-        atomic_store(&ga_cap[i].ctx, NULL), atomic_store(&ga_cap[i].sid, 0);
+        atomic_store(&ga_cap[i].ctx, NULL), atomic_store(&ga_cap[i].sid, 0),
+            atomic_store(&ga_cap[i].strict, 0);
+    atomic_store(&ga_cap_strict, 0);
     for (size_t i = 0; i < GA_PAST_CTXS; i++)
         atomic_store(&ga_cap_past[i].ctx, NULL), atomic_store(&ga_cap_past[i].n, 0);
     for (int i = 0; i < GA_THREAD_CAPTURES; i++)

@@ -289,14 +289,15 @@ int ga_fence_lazy_ok(ga_ctx_t *c, size_t size)
 
 /* The pending bytes nothing can return while a stream capture runs on c's device: cuMemFree's
  * entries, which only a synchronisation passes, and none is made during a capture (a
- * cuMemFreeAsync's entry is queried, and returns once its stream passed it). Counted as free,
+ * cuMemFreeAsync's entry is queried, and returns once its stream passed it, but only during a
+ * relaxed capture: a global or thread-local one forbids the query too, capture.c). Counted as free,
  * cuMemGetInfo reported memory the next allocation was then refused (helper-68 F10). 0 when no
  * capture runs on the device. c->lock held. */
 uint64_t ga_fence_capture_held(const ga_ctx_t *c)
 {
     if (!c->npend || !ga_capture_on_dev(c->dev))
         return 0;
-    if (!c->npend_ev)
+    if (!c->npend_ev || ga_capture_forbids_queries()) /* no event asked then: all are held */
         return c->pend_bytes;
     uint64_t bytes = 0;
     for (size_t i = 0; i < c->npend; i++)
@@ -314,11 +315,11 @@ uint64_t ga_fence_pending_granules(const ga_ctx_t *c, uint64_t g)
 {
     if (!c->npend || g <= 1)
         return 0;
-    int held = ga_capture_on_dev(c->dev);
+    int held = ga_capture_on_dev(c->dev), all = held && ga_capture_forbids_queries();
     uint64_t bytes = 0;
     for (size_t i = 0; i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];
-        if (held && !e->ev)
+        if (held && (!e->ev || all))
             continue;
         uint64_t lo = ((uint64_t)e->ptr + g - 1) / g * g, hi = ((uint64_t)e->ptr + e->size) / g * g;
         bytes += hi > lo ? hi - lo : 0;

@@ -123,6 +123,10 @@ int ga_event_passed(CUresult r)
  * GA_UNPASSED such streams a pass; entries of others are asked as before. */
 int ga_event_passed_ordered(ga_unpassed_t *u, uint64_t sid, uint64_t seq, CUevent ev)
 {
+    /* Not asked while a global or thread-local capture runs: the query would be refused and end
+     * the program's capture invalidated (capture.c, ga_cap_strict); the entry waits for its end. */
+    if (GA_UNLIKELY(ga_capture_forbids_queries()))
+        return 0;
     size_t k = 0;
     for (; sid && k < u->n && u->sid[k] != sid; k++)
         ;

@@ -34,6 +34,11 @@ int ga_event_passed_ordered(ga_unpassed_t *u, uint64_t sid, uint64_t seq, CUeven
  * delta: a hint, so that the program's stream and event waits cost one load when there are none. */
 void ga_pend_ev_note(long delta);
 
+/* ---- capture.c ---- */
+/* 1 while a stream capture begun in the global or thread-local mode runs (or one whose mode is not
+ * known): no event may be queried then, so none is taken as passed until it ends. */
+int ga_capture_forbids_queries(void);
+
 /* ---- fence.c ---- */
 /* Returns pending entry i to the pool (swap-remove): entry i then holds another one. */
 void ga_pend_release(ga_ctx_t *c, size_t i);

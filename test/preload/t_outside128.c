@@ -1,0 +1,123 @@
+/* Findings of an outside check of issue 13 (freed memory and streams), 2026-12-07 (helper-128),
+ * each a test that failed before its fix.
+ *
+ * A stream capture begun in CU_STREAM_CAPTURE_MODE_GLOBAL (the default: cuStreamBeginCapture of
+ * CUDA 10.0 takes no mode, and PyTorch's torch.cuda.graph captures so) forbids "potentially unsafe
+ * API calls" in every thread of the process while it runs (cuda.h, CUstreamCaptureMode), on every
+ * device; one in CU_STREAM_CAPTURE_MODE_THREAD_LOCAL forbids them in the capturing thread. Queries
+ * of events and synchronisations are such calls: a cuEventQuery in another thread during a global
+ * capture answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates it, which is why PyTorch's
+ * caching allocator queries no event while a capture is under way ("process_events involves
+ * cudaEventQueries, illegal during CUDA graph capture", c10/cuda/CUDACachingAllocator.cpp). The
+ * simulated driver does not model the modes' limits, so these tests count what reaches it: no
+ * cuEventQuery and no cuCtxSynchronize while a global or thread-local capture runs, when the
+ * program itself makes none (a cuMemAllocAsync on a stream that is not capturing is stream-ordered
+ * and allowed). The memory so held back comes back once the capture has ended.
+ */
+#include "t_stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const o128_modes[] = PT_POOL_MODES;
+
+/* arg: 0 global capture on the same device (the held entry a cuMemFreeAsync's), 1 global capture
+ * on device 1 (the held entry a cuMemFree's, device 0's), 2 thread-local capture in this thread
+ * on device 1 (a cuMemFree's), 3 relaxed capture on device 1 (allowed: device 0's chunk must come
+ * back during it, as before). Exit 0 when what the driver saw is right; else the step. */
+static void o128_capture_child(void *arg)
+{
+    int kind = (int)(intptr_t)arg;
+    alarm(30);
+    CUcontext c0 = pt_start(), c1 = c0;
+    CUdevice d1;
+    CUstream t, u, s;
+    CUdeviceptr p, q, r2;
+    CUgraph g = NULL;
+    unsigned gate = 0;
+    if (cuStreamCreate(&t, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&u, CU_STREAM_NON_BLOCKING) ||
+        cuMemAlloc(&p, 4 * MiB))
+        exit(10);
+    if (kind == 0) {
+        /* p freed stream-ordered behind a held kernel: pending, with an event on t */
+        if (simcuda_gate(t, &gate) || simcuda_launch(t, p, 0xAA, 4 * MiB, 0) ||
+            cuMemFreeAsync(p, t))
+            exit(11);
+    } else if (cuMemsetD8(p, 1, 4 * MiB) || cuMemFree(p)) { /* pending until a synchronisation */
+        exit(11);
+    }
+    if (kind > 0 && (cuDeviceGet(&d1, 1) || cuDevicePrimaryCtxRetain(&c1, d1) ||
+                     cuCtxSetCurrent(c1)))
+        exit(12);
+    CUstreamCaptureMode mode = kind == 2 ? CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+                               : kind == 3 ? CU_STREAM_CAPTURE_MODE_RELAXED
+                                           : CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuStreamBeginCapture(s, mode) ||
+        cuCtxSetCurrent(c0))
+        exit(13);
+    simcuda_counters_t a = pt_counters();
+    unsigned long long q0 = simcuda_entry_calls("cuEventQuery"),
+                       s0 = simcuda_entry_calls("cuCtxSynchronize");
+    /* device 0, a stream that is not capturing: a stream-ordered allocation, allowed */
+    if (cuMemAllocAsync(&q, 4 * MiB, u) || cuMemsetD8Async(q, 0x55, 4 * MiB, u))
+        exit(14);
+    unsigned long long dq = simcuda_entry_calls("cuEventQuery") - q0,
+                       ds = simcuda_entry_calls("cuCtxSynchronize") - s0;
+    if (kind < 3 && dq)
+        exit(1); /* an event queried during the capture */
+    if (kind < 3 && ds)
+        exit(2); /* a context synchronised during the capture */
+    if (kind == 3 && q != p)
+        exit(3); /* relaxed: device 0's freed chunk is device 0's to wait for, as before */
+    if (kind < 3 && q == p)
+        exit(4); /* the held chunk handed out (its kernel may still write it) */
+    (void)a;
+    if (cuCtxSetCurrent(c1) || cuStreamEndCapture(s, &g) || !g || cuCtxSetCurrent(c0))
+        exit(15);
+    if (gate)
+        simcuda_gate_open(gate);
+    if (cuStreamSynchronize(u) || cuStreamSynchronize(t))
+        exit(16);
+    /* after the capture: the held chunk comes back to the next allocation */
+    if (kind < 3 && (cuMemAlloc(&r2, 4 * MiB) || r2 != p))
+        exit(5);
+    if (!all_bytes(q, 0x55))
+        exit(6);
+    exit(0);
+}
+
+START_TEST(strict_capture_queries_and_syncs_nothing)
+{
+    static const char *const kinds[] = {"global capture, cuMemFreeAsync held",
+                                        "global capture on device 1, cuMemFree held",
+                                        "thread-local capture on device 1, cuMemFree held",
+                                        "relaxed capture on device 1"};
+    char all[2048] = "";
+    int bad = 0;
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < 4; k++) {
+            char err[4096];
+            pt_env(o128_modes[m], "SIMCUDA_DEVICES=2", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            int rc = pt_run_child(o128_capture_child, (void *)(intptr_t)k, err, sizeof err);
+            if (rc != 0 && ++bad)
+                snprintf(all + strlen(all), sizeof all - strlen(all), "%s, %s: exit %d%s; ",
+                         o128_modes[m] + 14, kinds[k], rc, err[0] ? " (stderr below)" : "");
+            if (rc != 0 && err[0])
+                fprintf(stderr, "%s", err);
+        }
+    ck_assert_msg(!bad, "%d of 12 wrong (1: cuEventQuery reached the driver during the capture, "
+                  "2: cuCtxSynchronize did, 3: relaxed: the chunk not reused, 4: the held chunk "
+                  "handed out, 5: not reused after the capture, 6: bytes wrong, 10-16: setup): %s",
+                  bad, all);
+}
+END_TEST
+
+TCase *pt_tcase_outside128(void)
+{
+    TCase *tc = tcase_create("outside128");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, strict_capture_queries_and_syncs_nothing);
+    return tc;
+}

@@ -294,6 +294,14 @@ static void ga_ctx_quiesce(ga_ctx_t *c)
     int pushed = ga_ctx_enter(c->ctx);
     if (ga_real.cuCtxSynchronize)
         ga_real.cuCtxSynchronize();
+    /* A chunk freed with cuMemFree and still pending may be written by another context's work on
+     * the device, which the driver's cuMemFree waits for and its teardown does not: the teardown
+     * freed the chunk's memory (vmm: unmapped its granules) under that work (an outside check,
+     * helper-128, 2026-12-07; test teardown_waits_for_peers_on_pending_frees). So the other
+     * contexts are waited for first, as the next allocation's fence would have done. */
+    if (c->npend > c->npend_ev && atomic_load_explicit(&c->peers, memory_order_relaxed) &&
+        !ga_capture_on_dev(c->dev))
+        (void)ga_dev_sync_others(c->dev, c);
     /* A stream-ordered free on another context's stream (the program may free a block of this
      * context from any): that context's queued work may still use the chunk, and only the
      * free's event says when it has passed (found by an outside test on 2026-12-05: the chunk

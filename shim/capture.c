@@ -281,7 +281,7 @@ static void ga_capture_ended(CUstream s, uint64_t sid, CUresult r)
  * the driver's own cuMemFree at each free). Only while no capture runs anywhere in the process: a
  * synchronisation then could end none (one begun on another device in global mode forbids this
  * thread's too). The legacy stream cannot be captured: nothing to do for it. */
-static void ga_capture_before(CUstream s)
+static void ga_capture_before(CUstream s, CUstreamCaptureMode mode)
 {
     CUcontext ctx = NULL;
     if (!s || s == CU_STREAM_LEGACY || atomic_load(&ga_cap_n))
@@ -292,6 +292,12 @@ static void ga_capture_before(CUstream s)
     ga_ctx_t *c = ctx ? ga_ctx_of(ctx) : NULL;
     if (c)
         ga_dev_settle_pending(c->dev);
+    /* A global or thread-local capture forbids event queries until it ends (ga_cap_strict): the
+     * chunks freed with cuMemFreeAsync whose streams have already passed them are returned now,
+     * on every device, queried while that is still allowed (they stayed pending through the
+     * capture, and an allocation in it that needed their room was refused: helper-128). */
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        ga_dev_pass_passed(-1, 1);
 }
 
 /* Each begin: what the program freed made reusable, the real call, then the capture noted if it
@@ -300,7 +306,7 @@ static void ga_capture_before(CUstream s)
     GA_EXPORT CUresult name params                                                           \
     {                                                                                        \
         GA_HOOK_ENTER(name, args);                                                           \
-        ga_capture_before(stream_of);                                                        \
+        ga_capture_before(stream_of, mode_of);                                               \
         CUresult r = ga_real.name args;                                                      \
         if (r == CUDA_SUCCESS)                                                               \
             ga_capture_begun(stream_of, mode_of);                                            \

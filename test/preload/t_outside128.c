@@ -117,6 +117,58 @@ START_TEST(strict_capture_queries_and_syncs_nothing)
 }
 END_TEST
 
+/* A 40 MiB block freed with cuMemFreeAsync on an idle stream (its free passed at once) before a
+ * global capture begins, under a 64 MiB cap: since no event may be asked about during the capture,
+ * the begin returns such chunks first, while it may still ask, and an allocation in the capture's
+ * time that needs their room is served (it was refused as out of memory, the chunk held for the
+ * capture's end). arg: the capture's device (0, or 1: the chunk is device 0's). */
+static void o128_before_child(void *arg)
+{
+    int dev = (int)(intptr_t)arg;
+    alarm(30);
+    CUcontext c0 = pt_start(), c1 = c0;
+    CUdevice d1;
+    CUstream t, u, s;
+    CUdeviceptr p, q;
+    CUgraph g = NULL;
+    if (cuStreamCreate(&t, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&u, CU_STREAM_NON_BLOCKING) ||
+        cuMemAlloc(&p, 40 * MiB) || cuMemFreeAsync(p, t))
+        exit(10);
+    if (dev && (cuDeviceGet(&d1, 1) || cuDevicePrimaryCtxRetain(&c1, d1) || cuCtxSetCurrent(c1)))
+        exit(11);
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) || cuCtxSetCurrent(c0))
+        exit(12);
+    unsigned long long q0 = simcuda_entry_calls("cuEventQuery");
+    CUresult r = cuMemAllocAsync(&q, 40 * MiB, u);
+    if (simcuda_entry_calls("cuEventQuery") != q0)
+        exit(2);
+    if (cuCtxSetCurrent(c1) || cuStreamEndCapture(s, &g) || !g || cuCtxSetCurrent(c0))
+        exit(13);
+    exit(r == CUDA_SUCCESS ? 0 : 1);
+}
+
+START_TEST(strict_capture_returns_passed_async_frees_first)
+{
+    char all[1024] = "";
+    int bad = 0;
+    for (int m = 0; m < 3; m++)
+        for (int dev = 0; dev < 2; dev++) {
+            char err[4096];
+            pt_env(o128_modes[m], "GPUARENA_LIMIT=64MiB", "SIMCUDA_DEVICES=2",
+                   "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            int rc = pt_run_child(o128_before_child, (void *)(intptr_t)dev, err, sizeof err);
+            if (rc != 0 && ++bad)
+                snprintf(all + strlen(all), sizeof all - strlen(all),
+                         "%s, capture on device %d: exit %d; ", o128_modes[m] + 14, dev, rc);
+            if (rc != 0 && err[0])
+                fprintf(stderr, "%s", err);
+        }
+    ck_assert_msg(!bad, "%d of 6 wrong (1: the allocation refused for the passed chunk's room, 2: "
+                  "an event queried during the capture, 10-13: setup): %s", bad, all);
+}
+END_TEST
+
 /* ---- a context destroyed with a pending cuMemFree that another context's kernel still writes ----
  * Block p of context A (made with cuCtxCreate) is written by a kernel of the primary context B on
  * the same device, held by a gate; A frees p with cuMemFree (the driver's would wait for B's
@@ -208,5 +260,6 @@ TCase *pt_tcase_outside128(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, strict_capture_queries_and_syncs_nothing);
     tcase_add_test(tc, teardown_waits_for_peers_on_pending_frees);
+    tcase_add_test(tc, strict_capture_returns_passed_async_frees_first);
     return tc;
 }

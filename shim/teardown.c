@@ -634,6 +634,26 @@ static void ga_primary_foreign_dying(CUdevice dev)
     ga_ctx_foreign_dying(p);
 }
 
+/* Before a release of primary context p, which may be the last: chunks it freed with cuMemFree and
+ * still pending may be written by another context's work on the device, which the driver's last
+ * release does not wait for (it frees the context's memory), as in ga_ctx_quiesce for a destroy
+ * or a reset. Those contexts are waited for first, at every release since only the driver knows
+ * which is the last: a cost only while such chunks are pending beside another context (an outside
+ * check, helper-128, 2026-12-07; test teardown_waits_for_peers_on_pending_frees). */
+static void ga_primary_pending_peers(CUcontext p)
+{
+    ga_ctx_t *c = p ? ga_ctx_of(p) : NULL;
+    if (!c)
+        return;
+    ga_mutex_lock(&c->lock);
+    int need = !atomic_load(&c->dead) && c->npend > c->npend_ev &&
+               atomic_load_explicit(&c->peers, memory_order_relaxed);
+    int dev = c->dev;
+    ga_mutex_unlock(&c->lock);
+    if (need && !ga_capture_on_dev(dev))
+        (void)ga_dev_sync_others(dev, c);
+}
+
 /* Only the last release destroys the context, and only the driver knows which one that is: ask
  * after the call, and if it went inactive forget the pool (the driver has freed its memory). The
  * drop is done before the lock goes, as a retain waits for it (cuDevicePrimaryCtxRetain below):
@@ -646,6 +666,7 @@ static CUresult ga_primary_release(CUdevice dev, CUresult (*real_release)(CUdevi
 {
     ga_mutex_lock(&ga_primary_lock);
     CUcontext p = ga_primary_of(dev);
+    ga_primary_pending_peers(p);
     CUresult r = real_release(dev);
     unsigned flags = 0;
     int active = 1;

@@ -170,16 +170,17 @@ START_TEST(strict_capture_returns_passed_async_frees_first)
 END_TEST
 
 /* ---- a context destroyed with a pending cuMemFree that another context's kernel still writes ----
- * Block p of context A (made with cuCtxCreate) is written by a kernel of the primary context B on
- * the same device, held by a gate; A frees p with cuMemFree (the driver's would wait for B's
- * kernel: this one leaves it pending) and is destroyed. The driver's teardown waits for A's own
+ * Block p of context A is written by a kernel of context B on the same device, held by a gate; A
+ * frees p with cuMemFree (the driver's would wait for B's kernel: this one leaves it pending) and
+ * goes: A made with cuCtxCreate and destroyed (B the primary context), or A the primary context,
+ * reset or released to its end (B made with cuCtxCreate). The driver's teardown waits for A's own
  * work, not B's, and frees A's memory (vmm: gpuarena unmaps the granules): B's kernel then wrote
  * memory that was gone (the simulated driver skips it and counts a stream fault; on a GPU an
  * illegal address, or another allocation's bytes). With the fix the destroy waits for B first: a
  * helper thread sees that wait held in the driver (simcuda_hold_next_ctx_sync) and lets the kernel
  * run; before it, the destroy returned without waiting, and the kernel ran once the main thread
- * opened its gate, on freed memory. arg 1: an allocation in A between the free and the destroy, which
- * GPUARENA_FREE_SYNC=lazy serves without waiting (a 1 MiB block of A lives beside p, so a small
+ * opened its gate, on freed memory. arg: the teardown (bits 0-1), and (bit 2) an allocation in A
+ * between the free and the teardown, which GPUARENA_FREE_SYNC=lazy serves without waiting (a 1 MiB block of A lives beside p, so a small
  * one fits on memory A holds in every mode). No sleeps: the order is the gates'. */
 static atomic_int o128_stop;
 static unsigned o128_kgate, o128_sgate;
@@ -200,15 +201,19 @@ static void *o128_opener(void *unused)
 
 static void o128_teardown_child(void *arg)
 {
-    int alloc_between = (int)(intptr_t)arg;
+    int kind = (int)(intptr_t)arg & 3, alloc_between = (int)(intptr_t)arg >> 2;
     alarm(30);
-    CUcontext b = pt_start(), a, x;
+    CUcontext prim = pt_start(), cr, a, b;
     CUdevice d;
     CUstream sb;
     CUdeviceptr p, r, q;
     pthread_t th;
-    if (cuDeviceGet(&d, 0) || cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) ||
-        cuCtxCreate(&a, NULL, 0, d) || cuMemAlloc(&r, 1 * MiB) || cuMemAlloc(&p, 4 * MiB))
+    if (cuDeviceGet(&d, 0) || cuCtxCreate(&cr, NULL, 0, d))
+        exit(10);
+    a = kind == 0 ? cr : prim; /* the context that frees and goes */
+    b = kind == 0 ? prim : cr; /* the one whose kernel writes a's block */
+    if (cuCtxSetCurrent(b) || cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING) || cuCtxSetCurrent(a) ||
+        cuMemAlloc(&r, 1 * MiB) || cuMemAlloc(&p, 4 * MiB))
         exit(10);
     if (cuCtxSetCurrent(b) || simcuda_gate(sb, &o128_kgate) ||
         simcuda_launch(sb, p, 0xAA, 4 * MiB, 0) || cuCtxSetCurrent(a))
@@ -219,36 +224,41 @@ static void o128_teardown_child(void *arg)
     if (simcuda_hold_next_ctx_sync(b, &o128_sgate) ||
         pthread_create(&th, NULL, o128_opener, NULL))
         exit(13);
-    CUresult rd = cuCtxDestroy(a);
+    CUresult rd = kind == 0 ? cuCtxDestroy(a) : kind == 1 ? cuDevicePrimaryCtxReset(d)
+                                                         : cuDevicePrimaryCtxRelease(d);
     atomic_store(&o128_stop, 1);
     pthread_join(th, NULL);
     simcuda_gate_open(o128_kgate);
     simcuda_gate_open(o128_sgate);
     if (rd || cuCtxSetCurrent(b) || cuStreamSynchronize(sb) || cuCtxSynchronize())
         exit(14);
-    (void)x;
     if (pt_counters().stream_faults != c0.stream_faults)
-        exit(1); /* B's kernel found p's memory gone: the destroy did not wait for it */
+        exit(1); /* b's kernel found p's memory gone: the teardown did not wait for it */
     exit(0);
 }
 
 START_TEST(teardown_waits_for_peers_on_pending_frees)
 {
-    char all[2048] = "";
+    static const char *const how[] = {"cuCtxDestroy", "cuDevicePrimaryCtxReset",
+                                      "cuDevicePrimaryCtxRelease"};
+    char all[4096] = "";
     int bad = 0, runs = 0;
     for (int m = 0; m < 3; m++)
-        for (int k = 0; k < 3; k++) {
-            const char *sync = k == 0 ? "GPUARENA_FREE_SYNC=deferred" : "GPUARENA_FREE_SYNC=lazy";
-            char err[4096];
-            pt_env(o128_modes[m], sync, NULL);
-            runs++;
-            int rc = pt_run_child(o128_teardown_child, (void *)(intptr_t)(k == 2), err, sizeof err);
-            if (rc != 0 && ++bad)
-                snprintf(all + strlen(all), sizeof all - strlen(all), "%s, %s%s: exit %d; ",
-                         o128_modes[m] + 14, sync + 19, k == 2 ? " with an allocation" : "", rc);
-            if (rc != 0 && err[0])
-                fprintf(stderr, "%s", err);
-        }
+        for (int t = 0; t < 3; t++)
+            for (int k = 0; k < 3; k++) {
+                const char *sync = k == 0 ? "GPUARENA_FREE_SYNC=deferred" : "GPUARENA_FREE_SYNC=lazy";
+                char err[4096];
+                pt_env(o128_modes[m], sync, NULL);
+                runs++;
+                int rc = pt_run_child(o128_teardown_child, (void *)(intptr_t)(t | (k == 2) << 2),
+                                      err, sizeof err);
+                if (rc != 0 && ++bad)
+                    snprintf(all + strlen(all), sizeof all - strlen(all), "%s, %s, %s%s: exit %d; ",
+                             o128_modes[m] + 14, how[t], sync + 19,
+                             k == 2 ? " with an allocation" : "", rc);
+                if (rc != 0 && err[0])
+                    fprintf(stderr, "%s", err);
+            }
     ck_assert_msg(!bad, "%d of %d wrong (1: the other context's kernel wrote freed memory, 10-14: "
                   "setup): %s", bad, runs, all);
 }

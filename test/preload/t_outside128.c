@@ -180,8 +180,9 @@ END_TEST
  * helper thread sees that wait held in the driver (simcuda_hold_next_ctx_sync) and lets the kernel
  * run; before it, the destroy returned without waiting, and the kernel ran once the main thread
  * opened its gate, on freed memory. arg: the teardown (bits 0-1), and (bit 2) an allocation in A
- * between the free and the teardown, which GPUARENA_FREE_SYNC=lazy serves without waiting (a 1 MiB block of A lives beside p, so a small
- * one fits on memory A holds in every mode). No sleeps: the order is the gates'. */
+ * between the free and the teardown, which GPUARENA_FREE_SYNC=lazy serves without waiting (a 1 MiB
+ * block of A lives beside p, so a small one fits on memory A holds in every mode). No sleeps: the
+ * order is the gates'. */
 static atomic_int o128_stop;
 static unsigned o128_kgate, o128_sgate;
 
@@ -246,7 +247,8 @@ START_TEST(teardown_waits_for_peers_on_pending_frees)
     for (int m = 0; m < 3; m++)
         for (int t = 0; t < 3; t++)
             for (int k = 0; k < 3; k++) {
-                const char *sync = k == 0 ? "GPUARENA_FREE_SYNC=deferred" : "GPUARENA_FREE_SYNC=lazy";
+                const char *sync =
+                    k == 0 ? "GPUARENA_FREE_SYNC=deferred" : "GPUARENA_FREE_SYNC=lazy";
                 char err[4096];
                 pt_env(o128_modes[m], sync, NULL);
                 runs++;

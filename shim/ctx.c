@@ -551,6 +551,10 @@ static void ga_prealloc_refused_say(int dev, size_t initial)
     uint64_t used = d->group ? ga_group_used(d->group) : held;
     uint64_t mine = d->group ? ga_group_mine(d->group) : held;
     uint64_t others = used > mine ? used - mine : 0;
+    /* A group that refuses this process whatever the bytes (its cap is not the group's, or the
+     * ledger cannot be used) was said at the refusal: a smaller fraction would not help. */
+    if (d->group && (ga_group_broken(d->group) || ga_group_clashes(d->group, used)))
+        return;
     int first = !atomic_exchange(&ga_prealloc_said[dev], 1);
     const char *more = first ? " (said once per device; later contexts: GPUARENA_LOG=debug)" : "";
     ga_log_level_t lvl = first ? GA_LOG_WARN : GA_LOG_DEBUG;

@@ -244,8 +244,8 @@ void ga_dev_view(int dev, const ga_ctx_t *self, uint64_t phys_free, uint64_t phy
     /* A group whose ledger cannot be used (its last commit was refused for it, said then): no
      * commit is granted, so none is promised; the pools' idle bytes still serve (an outside check,
      * 2026-12-07: 1014 MiB said free of 1 GiB while every allocation was refused). */
-    if (d->group && ga_group_broken(d->group))
-        room = 0;
+    if (d->group && (ga_group_broken(d->group) || ga_group_clashes(d->group, held)))
+        room = 0; /* nor where this process's cap is not the group's: refused, said once */
     uint64_t g = ga_opt.mode == GA_MODE_VMM ? ga_vmm_granule(dev) : 0;
     if (g > 1) {
         /* vmm maps whole granules under the cap: what a cap that is no multiple of one (50% of

@@ -102,6 +102,12 @@ int ga_group_full(const ga_group_t *g);
  * the out-of-memory line said "the device itself is full" of a removed ledger's folder (an outside
  * check, 2026-12-07). */
 int ga_group_broken(const ga_group_t *g);
+/* 1 when this process, which holds no slot, asks for another cap than the one the group runs with
+ * while the group holds bytes (group_used: ga_group_used) or since its first commit was refused for
+ * it (said then): its commits are refused whatever the bytes, so no room is promised and its
+ * out-of-memory names the clash. cuMemGetInfo and NVML said 724 MiB free of 1 GiB beside a member
+ * that set 2 GiB, and the refusal blamed a full device or group (an outside check, 2026-12-07). */
+int ga_group_clashes(const ga_group_t *g, uint64_t group_used);
 
 /* Leaves the group: the slot and its share are given back; the last member out removes the
  * ledger, if the path still names the file it joined (after a removal it names a newer group's).

@@ -446,6 +446,13 @@ int ga_group_broken(const ga_group_t *g)
     return LD(&g->broken);
 }
 
+int ga_group_clashes(const ga_group_t *g, uint64_t group_used)
+{
+    const ga_ledger_t *l = LD(&g->l);
+    return !LD(&g->slot) && !LD(&g->left) && g->cap && LD(&l->cap) != g->cap &&
+           (group_used > 0 || LD(&g->clash));
+}
+
 int ga_group_full(const ga_group_t *g)
 {
     return !ga_group_member(g) && LD(&g->full);

@@ -70,6 +70,10 @@ static uint64_t ga_oom_growth_room(const ga_ctx_t *c, const ga_stats_t *s)
     /* In a group the cap is the group's: what the other members hold is not room either. */
     uint64_t used = d->group ? ga_group_used(d->group) : ga_dev_held(c->dev);
     uint64_t cap_room = used < d->cap ? d->cap - used : 0;
+    /* Nor where the group refuses this process whatever the bytes: its ledger cannot be used, or
+     * its cap is not the group's (an arena's refusal was told "from fragmentation" there). */
+    if (d->group && (ga_group_broken(d->group) || ga_group_clashes(d->group, used)))
+        cap_room = 0;
     room = ga_min_u64(room, cap_room);
     size_t free = 0, total = 0;
     if (ga_real.cuMemGetInfo_v2 && ga_real.cuMemGetInfo_v2(&free, &total) == CUDA_SUCCESS)
@@ -157,6 +161,10 @@ static const char ga_oom_group_broken[] =
     "the group's ledger cannot be used (said above: its lock is damaged, or it was removed and "
     "could not be made again), so this process's allocations under the group are refused whatever "
     "the bytes: see that message for the fix";
+static const char ga_oom_group_clash[] =
+    "this process asks for another cap than the one the group runs with (said above), so its "
+    "allocations under the group are refused whatever the bytes: give every member the same cap, "
+    "or use another GPUARENA_GROUP";
 static const char ga_oom_group_full[] =
     "the group is full: all its 256 slots are taken by live processes and this process, which "
     "joins at its first allocation on the device, has none, so it cannot allocate there whatever "
@@ -417,6 +425,7 @@ static void ga_oom_explain_true(ga_oom_t *o, const ga_ctx_t *c, uint8_t api, uin
              "the driver's error (a failed kernel makes every later call fail)",
              ga_fmt_bytes(c->pend_bytes, b[8], 32), (int)c->sync_refused);
     const char *why = d->group && ga_group_broken(d->group) ? ga_oom_group_broken
+                      : d->group && ga_group_clashes(d->group, used) ? ga_oom_group_clash
                       : captured ? capture_why : unsynced ? unsynced_why
                       : no_va && s->va_reserved
                           ? "vmm's address space has no room for this block and the driver "
@@ -570,6 +579,7 @@ static void ga_oom_explain_pass_true(int dev, uint8_t api, size_t size, int cap_
     ga_oom_put_holds(&o, d, held, used,
                      !cap_refused ? ga_oom_device_full
                      : d->group && ga_group_broken(d->group) ? ga_oom_group_broken
+                     : d->group && ga_group_clashes(d->group, used) ? ga_oom_group_clash
                      : d->group && ga_group_full(d->group) ? ga_oom_group_full
                                                               : ga_oom_total_why(d, size));
     ga_oom_put(&o, "\n");

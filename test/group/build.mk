@@ -4,6 +4,8 @@
 #   nvml_test     nvml.c over the simulated NVML, preloaded as libganvml.so (nvml.c, the ledger and
 #                 nvml_view.c's stand-in ga_mem_view), one case per run
 #   group_member  the small member process the `gpuarena top` tests (test/cmd/test_top.py) start
+#   t_outside129.py  an outside check through the shim on the simulated driver (probe129.py members;
+#                 skipped where the shim or the simulated driver is not built)
 # The ledger's object is compiled apart from the shim's, so this tier builds while the shim does not.
 GROUP_TEST      := $(BUILD)/test/group_test
 GROUP_MEMBER    := $(BUILD)/test/group_member
@@ -62,7 +64,10 @@ test-group: $(GROUP_TEST) $(GROUP_NVML_LIB) $(GROUP_NVML_TEST)
 	  GA_TEST_VIEW="68719476736 1073741824" n big; \
 	  GA_TEST_VIEW="1073741824 2147483648" n over; \
 	  GA_TEST_VIEW="8589934592 0" n crowded; \
-	  GA_TEST_VIEW="1073741824 0" SIMCUDA_NVML_HIDE_PIDS=1 GPUARENA_GROUP=nvmltest-$$$$ n procs; true
+	  GA_TEST_VIEW="1073741824 0" SIMCUDA_NVML_HIDE_PIDS=1 GPUARENA_GROUP=nvmltest-$$$$ n procs; \
+	  timeout 600 python3 test/group/t_outside129.py $(abspath $(BUILD)) >>$(RESULTS)/group.tap \
+	    2>>$(RESULTS)/group.log || echo "not ok - outside129: t_outside129.py exited with $$? (see \
+	    $(RESULTS)/group.log)" >>$(RESULTS)/group.tap; true
 
 # The command tier's `gpuarena top` tests start group_member.
 test-cmd: $(GROUP_MEMBER)

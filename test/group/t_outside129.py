@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""An outside check of groups (issue 11), helper-129: real processes under the shim on the simulated
+driver, each a probe129.py member driven line by line, asserted from outside (the simulated
+driver's counters across processes, what cuMemGetInfo and NVML answer, the messages, `gpuarena top`).
+
+    t_outside129.py BUILD      prints TAP; exit 0 when every case passed
+
+Each case has its own ledger folder and SIMCUDA_SHARED name, removed at its end. Without the shim
+or the simulated driver built, every case is skipped.
+"""
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+MiB = 1 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PROBE = os.path.join(HERE, "probe129.py")
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "build"))
+SHIM = os.path.join(BUILD, "lib", "libgpuarena.so")
+SIM = os.path.join(BUILD, "sim")
+GPUARENA = os.path.join(REPO, "scripts", "gpuarena")
+
+
+class Member:
+    """One probe process; do() sends a command and returns its one-line answer."""
+
+    def __init__(self, env, **extra):
+        e = dict(env)
+        e.update(extra)
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.p = subprocess.Popen(["timeout", "-s", "KILL", "120", sys.executable, PROBE],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                  env=e, text=True)
+
+    def do(self, cmd):
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        return self.p.stdout.readline().strip()
+
+    def info(self):
+        w = self.do("info").split()
+        return (int(w[1]), int(w[2])) if w[0] == "info" else None
+
+    def nvml(self):
+        w = self.do("nvml").split()
+        return (int(w[1]), int(w[2]), int(w[3])) if w[0] == "nvml" else None
+
+    def kill(self):
+        """SIGKILL the probe itself (under its timeout) and wait for it."""
+        self.p.stdin.write("kill\n")
+        self.p.stdin.flush()
+        self.p.wait()
+
+    def end(self):
+        """Close its input (it exits 0) and return (exit code, stderr)."""
+        try:
+            self.p.stdin.close()
+        except OSError:
+            pass
+        self.p.wait()
+        self.err.seek(0)
+        return self.p.returncode, self.err.read()
+
+
+class Case:
+    """A group of one ledger folder and one simulated device shared by its processes."""
+
+    def __init__(self, name, **env):
+        self.dir = tempfile.mkdtemp(prefix="gpuarena-o129-")
+        self.shared = f"o129-{name}-{os.getpid()}"
+        self.env = dict(os.environ)
+        for k in list(self.env):
+            if k.startswith(("GPUARENA_", "SIMCUDA_", "CUDA_DEVICE_MEMORY_LIMIT")):
+                del self.env[k]
+        self.env.update(LD_PRELOAD=SHIM, LD_LIBRARY_PATH=SIM, SIMCUDA_SHARED=self.shared,
+                        SIMCUDA_TOTAL_MEM="4GiB", GPUARENA_GROUP="o129",
+                        GPUARENA_GROUP_DIR=self.dir, GPUARENA_LIMIT="1GiB", GPUARENA_MODE="vmm")
+        self.env.update(env)
+        self.members = []
+
+    def member(self, **extra):
+        m = Member(self.env, **extra)
+        self.members.append(m)
+        return m
+
+    def driver_peak(self, dev=0):
+        """The simulated driver's exact peak of device memory over every process of the case."""
+        code = ("import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); "
+                "l.simcuda_device_peak_all.restype=ctypes.c_ulonglong; "
+                "print(l.simcuda_device_peak_all(int(sys.argv[2])))")
+        e = {k: v for k, v in self.env.items() if k != "LD_PRELOAD"}
+        out = subprocess.run([sys.executable, "-c", code, os.path.join(SIM, "libcuda.so.1"), str(dev)],
+                             env=e, capture_output=True, text=True, timeout=60, check=True)
+        return int(out.stdout)
+
+    def top_json(self):
+        out = subprocess.run([GPUARENA, "top", "--json", "--dir", self.dir], capture_output=True,
+                             text=True, timeout=60, check=True)
+        return json.loads(out.stdout)
+
+    def close(self):
+        for m in self.members:
+            if m.p.poll() is None:
+                m.p.kill()
+            m.end()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            os.unlink("/dev/shm/simcuda-" + self.shared)
+        except OSError:
+            pass
+
+
+CASES = []
+
+
+def case(fn):
+    CASES.append(fn)
+    return fn
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+# ---- a member whose cap is not the group's: no room promised, and its refusal names why ----
+@case
+def cap_clash_view_and_refusal(c):
+    """A member started with another cap than the group runs with (GPUARENA_LIMIT=1GiB beside a
+    member that set 2GiB first) has every allocation refused, said once. Its cuMemGetInfo and NVML
+    said 724 MiB free of 1 GiB, before and after the refusal, and each refusal's out-of-memory line
+    blamed a full device (vmm), a full group (platform) or the arena's share, not the cap."""
+    for mode in ("vmm", "platform", "arena", "grow"):
+        cap_clash_in_mode(c, mode)
+
+
+def cap_clash_in_mode(c, mode):
+    g = "o129" + mode
+    a = c.member(GPUARENA_GROUP=g, GPUARENA_MODE=mode)
+    check(a.do("init") == "ok", "a: init")
+    b = c.member(GPUARENA_GROUP=g, GPUARENA_LIMIT="2GiB")
+    check(b.do("init") == "ok", "b: init")
+    check(b.do(f"alloc {300 * MiB}").startswith("ok"), "b: 300 MiB under its 2 GiB cap")
+    for when in ("before its first allocation", "after its refusal"):
+        if when == "after its refusal":
+            r = a.do(f"alloc {100 * MiB}")
+            check(r == "err 2", f"{mode}: a: 100 MiB under another cap than the group's: {r}")
+        free, total = a.info()
+        check(total == 1 << 30, f"{mode}: a: cuMemGetInfo total {total}")
+        check(free == 0, f"{mode}: a: cuMemGetInfo says {free} bytes free {when}, while every "
+              "allocation is refused")
+        nt, nu, nf = a.nvml()
+        check((nt, nu, nf) == (total, total - free, free), f"{mode}: a: NVML {nt} {nu} {nf} {when}")
+    rc, err = a.end()
+    check(rc == 0, f"{mode}: a exit {rc}")
+    check(err.count("runs with a cap of 2147483648 bytes") == 1, f"{mode}: the clash said once: " + err)
+    check("could not preallocate" not in err, f"{mode}: a fraction's advice beside the clash: " + err)
+    oom = [ln for ln in err.splitlines() if "out of memory" in ln]
+    check(oom, f"{mode}: a refusal without an out-of-memory line: " + err)
+    for ln in oom:
+        check("another cap" in ln and "give every member the same cap" in ln,
+              f"{mode}: the out-of-memory line does not name the cap clash: " + ln)
+        check("device itself is full" not in ln and "raise GPUARENA_LIMIT" not in ln,
+              f"{mode}: the out-of-memory line blames something else: " + ln)
+    b.end()
+
+
+def main():
+    if not all(os.path.exists(p) for p in (SHIM, os.path.join(SIM, "libcuda.so.1"),
+                                           os.path.join(SIM, "libnvidia-ml.so.1"))):
+        for fn in CASES:
+            print(f"ok - outside129 {fn.__name__} # SKIP the shim or the simulated driver is not built")
+        return 0
+    only = os.environ.get("O129_CASE")
+    run = [fn for fn in CASES if not only or fn.__name__ == only]
+    failed = 0
+    for fn in run:
+        c = Case(fn.__name__[:24])
+        try:
+            fn(c)
+            print(f"ok - outside129 {fn.__name__}")
+        except Exception as e:  # noqa: BLE001 - one TAP line per case, whatever went wrong
+            failed += 1
+            print(f"not ok - outside129 {fn.__name__}: {type(e).__name__}: "
+                  + str(e).replace("\n", " | ")[:1500])
+        finally:
+            c.close()
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

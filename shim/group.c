@@ -380,6 +380,18 @@ uint64_t ga_group_used(ga_group_t *g)
             ga_unlock(l);
             continue;
         }
+        /* Removed since this process mapped it (its last member left, a cleanup): the group is
+         * the ledger the path names now, joined as a commit joins it. Summing the removed one told
+         * a process that had not allocated yet the whole cap free beside the new ledger's members
+         * (an outside check, 2026-12-07). */
+        if (!LD(&g->left) && !ga_still_there(g)) {
+            int moved = ga_move(g);
+            ST(&g->broken, !moved);
+            if (moved) {
+                ga_unlock(l);
+                continue;
+            }
+        }
         ga_reclaim(g);
         uint64_t sum = ga_sum(l);
         ga_unlock(l);

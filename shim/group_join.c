@@ -461,7 +461,10 @@ int ga_move(ga_group_t *g)
     n.cap = g->cap;
     /* Our own cap: the removed ledger's may be a newcomer's that we never agreed to (unjoined) */
     uint64_t cap = g->cap ? g->cap : old->cap;
-    int rc = ga_attach(&n, g, name, old->uuid, cap, carry, 1, err, sizeof err), moved = rc == 0;
+    /* A process without a slot (unjoined, a forked child) stays one: it joins at its first
+     * commit, as it would have in the removed ledger (a view that moves it took it a slot). */
+    int rc = ga_attach(&n, g, name, old->uuid, cap, carry, mine != NULL, err, sizeof err),
+        moved = rc == 0;
     if (!moved && mine)
         __atomic_add_fetch(&mine->committed, carry, __ATOMIC_ACQ_REL);
     if (rc == 1)

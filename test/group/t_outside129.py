@@ -171,6 +171,42 @@ def cap_clash_in_mode(c, mode):
     b.end()
 
 
+# ---- a process that has not allocated yet reads the group's ledger, not one removed since ----
+@case
+def unjoined_view_follows_a_new_ledger(c):
+    """b makes its context (cuInit opens the ledger) and waits; a, the only member, allocates and
+    exits, removing the ledger as the last member out; d joins, making a new one, and holds 500 MiB.
+    b's cuMemGetInfo and NVML read the removed ledger and said the whole 1 GiB free beside d's
+    500 MiB (a framework sizing itself from them is then refused); its allocations were right
+    (a commit moves to the ledger the path names), and so is `gpuarena top`."""
+    b = c.member()
+    check(b.do("init") == "ok", "b: init")
+    a = c.member(GPUARENA_MODE="arena")
+    check(a.do("init") == "ok" and a.do(f"alloc {100 * MiB}").startswith("ok"), "a: 100 MiB")
+    check(a.end()[0] == 0, "a: exit 0")
+    check(not os.listdir(c.dir), f"the last member out left {os.listdir(c.dir)}")
+    d = c.member(GPUARENA_MODE="platform")
+    check(d.do("init") == "ok" and d.do(f"alloc {500 * MiB}").startswith("ok"), "d: 500 MiB")
+    free, total = b.info()
+    check(total == 1 << 30 and free <= total - 500 * MiB,
+          f"b: cuMemGetInfo says {free} of {total} free while d holds 500 MiB of the group's cap")
+    nt, nu, nf = b.nvml()
+    check((nt, nf) == (total, free) and nu >= 500 * MiB, f"b: NVML {nt} {nu} {nf}")
+    members = [m["pid"] for g in c.top_json()["groups"] for m in g["members"]]
+    check(len(members) == 1, f"b took a slot before its first allocation: {members}")
+    r = b.do(f"alloc {600 * MiB}")
+    check(r == "err 2", f"b: 600 MiB beside d's 500 under 1 GiB: {r}")
+    check(b.do(f"alloc {400 * MiB}").startswith("ok"), "b: 400 MiB beside d's 500")
+    check(c.driver_peak() <= 1 << 30, "the driver's peak passed the cap")
+    groups = c.top_json()["groups"]
+    check(len(groups) == 1 and sorted(m["committed"] for m in groups[0]["members"]) ==
+          [400 * MiB, 500 * MiB], f"top: {groups}")
+    rc, err = b.end()
+    check(rc == 0 and "was removed while this process" not in err,
+          "b, which held nothing, was told of a removal: " + err)
+    d.end()
+
+
 def main():
     if not all(os.path.exists(p) for p in (SHIM, os.path.join(SIM, "libcuda.so.1"),
                                            os.path.join(SIM, "libnvidia-ml.so.1"))):

@@ -270,9 +270,14 @@ def render(groups, directory, others=0, not_read=()):
                    + f"device {g['device']}  cap {human_bytes(g['cap'])}  "
                    f"committed {human_bytes(g['committed'])} ({pct:.1f}%)  "
                    f"members {len(g['members'])}")
-        if g["committed_dead"]:
+        if g["committed_dead"] and all(m["alive"] is False for m in g["members"]):
+            # Nothing runs that would take it back: the file stays until a process joins.
+            out.append(f"  {human_bytes(g['committed_dead'])} held by dead members, and no "
+                       "member runs: the next process to join takes it back, or remove the "
+                       f"ledger ({g['path']})")
+        elif g["committed_dead"]:
             out.append(f"  {human_bytes(g['committed_dead'])} held by dead members: taken back "
-                       "at the next refusal")
+                       "when a member needs the room or reads the group (cuMemGetInfo, NVML)")
         if g["committed_exiting"]:
             out.append(f"  {human_bytes(g['committed_exiting'])} held by exiting members: theirs "
                        "until their processes are gone (the driver holds their memory until then)")

@@ -207,6 +207,36 @@ def unjoined_view_follows_a_new_ledger(c):
     d.end()
 
 
+# ---- every member killed: the ledger stays, and `top` says what takes it back ----
+@case
+def all_members_killed_top_says_so(c):
+    """Two members SIGKILLed while holding memory leave the ledger in its folder (no code of theirs
+    runs). `top` said "taken back at the next refusal" of shares nothing would take back while no
+    member runs; it now says so and names the file. A newcomer takes the whole cap back."""
+    ms = [c.member(GPUARENA_MODE=mode) for mode in ("vmm", "platform")]
+    for m in ms:
+        check(m.do("init") == "ok" and m.do(f"alloc {300 * MiB}").startswith("ok"), "300 MiB")
+    live = c.member()
+    check(live.do("init") == "ok" and live.do(f"alloc {100 * MiB}").startswith("ok"), "100 MiB")
+    ms[0].kill()
+    out = subprocess.run([GPUARENA, "top", "--once", "--dir", c.dir], capture_output=True,
+                         text=True, timeout=60).stdout
+    check("300.00 MiB held by dead members: taken back when a member needs the room" in out, out)
+    live.end()
+    ms[1].kill()
+    files = os.listdir(c.dir)
+    check(len(files) == 1, f"the ledger of killed members: {files}")
+    out = subprocess.run([GPUARENA, "top", "--once", "--dir", c.dir], capture_output=True,
+                         text=True, timeout=60).stdout
+    check("held by dead members, and no member runs: the next process to join takes it "
+          f"back, or remove the ledger ({os.path.join(c.dir, files[0])})" in out, out)
+    n = c.member()
+    check(n.do("init") == "ok" and n.do(f"alloc {1 << 30}").startswith("ok"), "the whole cap")
+    check(c.driver_peak() <= 1 << 30, "the driver's peak passed the cap")
+    n.end()
+    check(not os.listdir(c.dir), f"left: {os.listdir(c.dir)}")
+
+
 def main():
     if not all(os.path.exists(p) for p in (SHIM, os.path.join(SIM, "libcuda.so.1"),
                                            os.path.join(SIM, "libnvidia-ml.so.1"))):

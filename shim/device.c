@@ -293,22 +293,29 @@ static int ga_mem_view_early(const uint8_t uuid[16], uint64_t real_total, uint64
     if (ga_ensure_init() == CUDA_ERROR_INVALID_VALUE)
         return 0; /* a bad setting: said at init; the hooks refuse, NVML passes through */
     uint64_t cap = UINT64_MAX, hami = 0;
+    int exact = 0; /* the cap in bytes the process will ask the group for (not a share of NVML's
+                    * total, which is not the driver's cuDeviceTotalMem on every GPU) */
     if (ga_opt.limit_bytes)
-        cap = ga_opt.limit_bytes;
+        cap = ga_opt.limit_bytes, exact = 1;
     else if (ga_opt.limit_percent > 0)
         cap = (uint64_t)((double)real_total * ga_opt.limit_percent / 100.0);
     if (ga_hami_limit(environ, -1, &hami, NULL, 0) > 0 && hami < cap)
-        cap = hami; /* the smaller, as ctx.c's ga_dev_setup takes it */
+        cap = hami, exact = 1; /* the smaller, as ctx.c's ga_dev_setup takes it */
     if (cap >= real_total && !ga_opt.group)
         return 0; /* not capped: the real answer */
-    uint64_t sum = 0;
+    uint64_t sum = 0, gcap = 0;
+    *total = cap < real_total ? cap : real_total;
     if (ga_opt.group) {
         ga_group_member_t m[GA_GROUP_SLOTS];
-        int n = ga_group_list(ga_opt.group_dir, ga_opt.group, uuid, m, GA_GROUP_SLOTS);
+        int n = ga_group_peek(ga_opt.group_dir, ga_opt.group, uuid, m, GA_GROUP_SLOTS, &gcap);
         for (int i = 0; i < n && i < GA_GROUP_SLOTS; i++)
             sum += m[i].committed;
+        /* Live members running with another cap refuse this process at cuInit (said then): no
+         * room to promise (it said 1.45 GiB free of its 2 GiB beside a 1 GiB group: an outside
+         * check, 2026-12-07). */
+        if (n > 0 && exact && cap < real_total && gcap != cap)
+            sum = *total;
     }
-    *total = cap < real_total ? cap : real_total;
     *used = sum < *total ? sum : *total;
     return 1;
 }

@@ -143,6 +143,9 @@ typedef struct ga_group_member {
 } ga_group_member_t;
 int ga_group_list(const char *dir, const char *name, const uint8_t uuid[16], ga_group_member_t *out,
                   int max);
+/* ga_group_list that also gives the cap the ledger runs with (*cap, where the result is >= 0). */
+int ga_group_peek(const char *dir, const char *name, const uint8_t uuid[16], ga_group_member_t *out,
+                  int max, uint64_t *cap);
 
 /* HAMi and KAI device plugins' limits: CUDA_DEVICE_MEMORY_LIMIT_<dev> if set and not empty, else
  * CUDA_DEVICE_MEMORY_LIMIT, looked up in envp (an environ-style array: pure, no getenv). dev is

@@ -475,6 +475,12 @@ int ga_group_full(const ga_group_t *g)
 int ga_group_list(const char *dir, const char *name, const uint8_t uuid[16], ga_group_member_t *out,
                   int max)
 {
+    return ga_group_peek(dir, name, uuid, out, max, NULL);
+}
+
+int ga_group_peek(const char *dir, const char *name, const uint8_t uuid[16], ga_group_member_t *out,
+                  int max, uint64_t *cap)
+{
     char path[512];
     if (!ga_group_name_ok(name, NULL, 0) || ga_group_path(dir, name, uuid, path, sizeof path) != 0)
         return -1;
@@ -496,6 +502,8 @@ int ga_group_list(const char *dir, const char *name, const uint8_t uuid[16], ga_
     if (!memcmp(l->magic, GA_LEDGER_MAGIC, sizeof GA_LEDGER_MAGIC) && l->version == GA_GROUP_VERSION) {
         ga_group_t me = {.pidns = ga_pidns("/proc/self/ns/pid")};
         n = 0;
+        if (cap)
+            *cap = LD(&l->cap);
         for (uint32_t i = 0; i < LD(&l->hwm) && i < GA_GROUP_SLOTS; i++) {
             const ga_ledger_slot_t *s = &l->slots[i];
             if (LD(&s->state) != GA_SLOT_LIVE || !ga_slot_alive(&me, s))

@@ -302,6 +302,27 @@ def churn_and_kills_never_pass_the_cap(c):
     check(c.driver_peak() <= 256 * MiB, "the driver's peak passed the cap")
 
 
+# ---- NVML before cuInit in a process whose cap is not the group's ----
+@case
+def cap_clash_nvml_before_cuinit(c):
+    """A process that reads NVML before its first CUDA call (a framework sizing itself, a tool)
+    with GPUARENA_LIMIT=2GiB, while the group's live member runs with 1 GiB: its cuInit will be
+    refused, yet NVML said 1.45 GiB free of its 2 GiB. A process with the group's cap sees the
+    group's room."""
+    a = c.member()
+    check(a.do("init") == "ok" and a.do(f"alloc {600 * MiB}").startswith("ok"), "a: 600 MiB")
+    b = c.member(GPUARENA_LIMIT="2GiB")
+    nt, nu, nf = b.nvml()
+    check((nt, nu, nf) == (2 << 30, 2 << 30, 0), f"b: NVML before cuInit {nt} {nu} {nf}")
+    check(b.do("init") == "err 1", "b: cuInit under another cap than the group's")
+    same = c.member()
+    nt, nu, nf = same.nvml()
+    check((nt, nu, nf) == (1 << 30, 600 * MiB, (1 << 30) - 600 * MiB), f"same cap: {nt} {nu} {nf}")
+    pct = c.member(GPUARENA_LIMIT="25%")  # 25% of the simulated 4 GiB: the group's 1 GiB
+    nt, nu, nf = pct.nvml()
+    check((nt, nu) == (1 << 30, 600 * MiB), f"25%: {nt} {nu} {nf}")
+
+
 def main():
     if not all(os.path.exists(p) for p in (SHIM, os.path.join(SIM, "libcuda.so.1"),
                                            os.path.join(SIM, "libnvidia-ml.so.1"))):

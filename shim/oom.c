@@ -216,7 +216,8 @@ static void ga_oom_put_holds(ga_oom_t *o, const ga_dev_t *d, uint64_t held, uint
     if (d->group)
         ga_oom_put(o, ", the process holds %s and its group '%s' %s of the group's cap %s on the "
                    "device (%s)", ga_fmt_bytes(held, b[0], 32), ga_opt.group,
-                   ga_fmt_bytes(used, b[1], 32), ga_fmt_bytes(d->cap, b[2], 32), why);
+                   ga_fmt_bytes(used, b[1], 32),
+                   ga_fmt_bytes(ga_group_cap(d->group), b[2], 32), why); /* the group's own */
     else if (ga_oom_devcap(d))
         ga_oom_put(o, ", the process holds %s of the device's %s, no cap set below it (%s)",
                    ga_fmt_bytes(held, b[0], 32), ga_fmt_bytes(d->cap, b[1], 32), why);

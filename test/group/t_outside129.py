@@ -171,6 +171,7 @@ def cap_clash_in_mode(c, mode):
     oom = [ln for ln in err.splitlines() if "out of memory" in ln]
     check(oom, f"{mode}: a refusal without an out-of-memory line: " + err)
     for ln in oom:
+        check("of the group's cap 2.00 GiB" in ln, f"{mode}: the group's cap is 2 GiB: " + ln)
         check("another cap" in ln and "give every member the same cap" in ln,
               f"{mode}: the out-of-memory line does not name the cap clash: " + ln)
         check("device itself is full" not in ln and "raise GPUARENA_LIMIT" not in ln,

@@ -87,6 +87,13 @@ typedef struct ga_pool_backend {
     int (*map_run)(void *ctx, uintptr_t addr, size_t size, size_t n);
     void (*unmap_run)(void *ctx, uintptr_t addr, size_t size, size_t n);
     size_t (*device_free)(void *ctx);
+    /* optional, platform: the backend's reserve answered an address the pool still holds as a
+     * live block, which a correct backend gives only once that block is gone (the driver freed it
+     * by a path the pool did not see: a program's second cuMemFree of a pointer, racing another
+     * thread's allocation that was just given the same address). forget(ctx, base, size) drops
+     * that block's bytes with no backend call; the new block takes its place. Without it such an
+     * address is a broken contract: the new block is released and the allocation fails. */
+    void (*forget)(void *ctx, uintptr_t base, size_t size);
 } ga_pool_backend_t;
 
 /* vmm: a block that maps this many granules or more asks the backend's device_free first. */

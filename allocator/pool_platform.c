@@ -24,7 +24,15 @@ ga_status_t ga_platform_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
         s->failed_allocs++;
         return GA_ENOMEM;
     }
-    ga_pentry_t e = {.key = base, .size = rounded, .aux = size};
+    ga_pentry_t e = {.key = base, .size = rounded, .aux = size}, gone;
+    /* An address the table holds live came back: that block is gone (ga_pool_backend_t.forget).
+     * Kept, its entry made every later block at that address fail (the driver hands a freed
+     * address out again first) and its bytes stayed counted for good (helper-130). */
+    if (base && p->be.forget && ga_ptrmap_take(&p->table, base, &gone)) {
+        p->be.forget(p->be.ctx, base, (size_t)gone.aux);
+        s->backend_releases++, s->frees++, s->live--, s->regions--;
+        s->in_use -= gone.size, s->reserved -= gone.size, s->in_use_requested -= gone.aux;
+    }
     int sound = base && !ga_ptrmap_get(&p->table, base);
     if (!sound || ga_ptrmap_put(&p->table, &e) != 0) {
         /* out of host memory, or a backend that broke its contract: cannot account it */

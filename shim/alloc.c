@@ -386,12 +386,19 @@ ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream
          * figures there, and they showed the block still in use beside the smaller reserved,
          * until the next publish (an outside test, 2026-12-06: IN USE 1 KiB, RESERVED 0 B). */
         ga_ctx_level_add(c, -(int64_t)size);
+        c->release_gone = 0;
         st = ga_pool_free(c->pool, (uintptr_t)p, NULL);
         if (GA_UNLIKELY(st != GA_OK))
             ga_ctx_level_add(c, (int64_t)size); /* nothing freed */
         if (GA_UNLIKELY(st == GA_EHELD)) /* platform: the driver refused, the block stays live */
             return (ga_freed_t){c->release_err, GA_OK};
         leveled = 1;
+        if (GA_UNLIKELY(c->release_gone)) { /* freed past gpuarena: gone, as the driver says */
+            c->release_gone = 0;
+            if (GA_UNLIKELY(c->async.count))
+                ga_async_forget(c, p);
+            return (ga_freed_t){CUDA_ERROR_INVALID_VALUE, GA_OK};
+        }
     }
     if (st != GA_OK)
         return (ga_freed_t){CUDA_ERROR_INVALID_VALUE, st};
@@ -502,6 +509,12 @@ static int ga_free_owned(ga_ctx_t *c, const ga_owner_t *o, void *arg)
             ga_count_free(&c->counts, j->api, j->t0);
             if (j->real_free)
                 j->gone_later = ga_fence_pass_free(c, j->gone.size, j->s);
+        } else if (r == CUDA_ERROR_INVALID_VALUE && !j->real_free &&
+                   ga_driver_unknown((uintptr_t)j->p) && ga_ptrmap_take(&c->pass, j->p, &j->gone)) {
+            /* freed past gpuarena (backend.c, ga_gone_said): its bytes leave the cap, and the
+             * free answers as the driver did (they stayed counted for good: helper-130) */
+            ga_gone_said((uintptr_t)j->p, j->gone.size, "cuMemFree answered "
+                         "CUDA_ERROR_INVALID_VALUE");
         }
         return r;
     }

@@ -88,6 +88,43 @@ static CUresult be_free_in(CUcontext ctx, uintptr_t base)
     return r;
 }
 
+/* A block or region the driver freed by a path gpuarena did not see: a program's second cuMemFree
+ * of a pointer that found no owner here (the block was not recorded yet) and went to the driver
+ * just as another thread's allocation was given that address, freeing the new block; or the
+ * driver's own function, called past the shim. The driver holds none of its bytes, so they leave
+ * the cap (they stayed counted for good, and a platform block's address, handed out again by the
+ * driver, failed every later allocation placed there as out of memory: helper-130). Said once. */
+void ga_gone_said(uintptr_t base, size_t size, const char *how)
+{
+    static _Atomic int said;
+    ga_log(atomic_exchange(&said, 1) ? GA_LOG_DEBUG : GA_LOG_WARN,
+           "the driver no longer holds the %zu bytes gpuarena counted at %#llx (%s): they were "
+           "freed by a path gpuarena did not see, most likely a second cuMemFree of a pointer "
+           "racing another thread's allocation of the same address, which the driver then freed "
+           "instead; they leave the cap; free each pointer once, after its last use (further "
+           "cases: GPUARENA_LOG=debug)", size, (unsigned long long)base, how);
+}
+
+/* Whether the driver knows no allocation at base (its answer for a pointer it does not know). */
+int ga_driver_unknown(uintptr_t base)
+{
+    CUcontext x = NULL;
+    return ga_real.cuPointerGetAttribute &&
+           ga_real.cuPointerGetAttribute(&x, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)base) ==
+               CUDA_ERROR_INVALID_VALUE;
+}
+
+/* platform (ga_pool_backend_t.forget): the driver gave base out again while the pool held it;
+ * the context's lock is held (the pool's allocation). */
+static void be_forget(void *p, uintptr_t base, size_t size)
+{
+    ga_ctx_t *c = p;
+    ga_gone_said(base, size, "the driver gave the address out again");
+    ga_ctx_level_add(c, -be_units(size));
+    ga_level_add(GA_LEVEL_RESERVED, -be_units(size));
+    ga_dev_uncommit(c->dev, (uint64_t)be_units(size));
+}
+
 static int be_release(void *p, uintptr_t base, size_t size)
 {
     ga_ctx_t *c = p;
@@ -96,7 +133,11 @@ static int be_release(void *p, uintptr_t base, size_t size)
         r = be_free_in(c->ctx, base);
         if (r == CUDA_ERROR_CONTEXT_IS_DESTROYED)
             r = CUDA_SUCCESS; /* gone by a call gpuarena did not see: freed with it */
-        else
+        else if (r == CUDA_ERROR_INVALID_VALUE && ga_driver_unknown(base)) {
+            ga_gone_said(base, size, "cuMemFree_v2 answered CUDA_ERROR_INVALID_VALUE");
+            c->release_gone = 1;
+            r = CUDA_SUCCESS;
+        } else
             c->counts.driver_free_calls++;
         c->late_releases += c->has_final; /* after the entry's figures: the totals' (stats.c) */
     }
@@ -602,7 +643,8 @@ static int ga_vmm_ready(ga_ctx_t *c, CUresult *err)
 
 int ga_backend_for(ga_ctx_t *c, ga_pool_backend_t *be, CUresult *err)
 {
-    *be = (ga_pool_backend_t){.reserve = be_reserve, .release = be_release, .ctx = c};
+    *be = (ga_pool_backend_t){.reserve = be_reserve, .release = be_release, .ctx = c,
+                              .forget = be_forget};
     if (ga_opt.mode != GA_MODE_VMM)
         return 0;
     if (ga_vmm_ready(c, err) != 0)

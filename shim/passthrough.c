@@ -175,8 +175,9 @@ static CUresult ga_pass_end(ga_ctx_t *c, unsigned life, int dev, int committed, 
     ga_mutex_t *lock = handle || loose ? &ga_dev(dev)->lock : &c->lock;
     ga_ptrmap_t *table = handle ? &ga_dev(dev)->handles : loose ? &ga_dev(dev)->loose : &c->pass;
     ga_counts_t *counts = handle || loose ? &ga_dev(dev)->counts : &c->counts;
-    int recorded = 0, nohost = 0, survived = 0;
+    int recorded = 0, nohost = 0, survived = 0, stale = 0;
     ga_pentry_t e = {.key = key, .size = held, .aux = handle ? GA_HANDLE_AUX(api, 1, 0) : api};
+    ga_pentry_t gone; /* a block the table held at key, which the driver freed past gpuarena */
     CUmemoryPool unlisted = NULL;
     int nopool = r == CUDA_SUCCESS && stream_ordered && !handle &&
                  !ga_mempool_note(dev, (CUdeviceptr)key, &unlisted); /* its pool may keep memory */
@@ -195,14 +196,26 @@ static CUresult ga_pass_end(ga_ctx_t *c, unsigned life, int dev, int committed, 
          * outside check, helper-102 F9: 65-71 MiB held under a 64 MiB cap on two devices with
          * managed memory while a thread reset the primary contexts). */
         int same = handle || loose || atomic_load(&c->life) == life;
-        if (same && (handle || loose || !atomic_load(&c->dead)))
+        if (same && (handle || loose || !atomic_load(&c->dead))) {
+            /* A block the table holds at this address is gone: the driver gives out only free
+             * addresses (freed by a path gpuarena did not see, ga_gone_said). Overwritten, its
+             * bytes stayed counted for good (helper-130). Handles are keys, not addresses. */
+            stale = !handle && ga_ptrmap_take(table, key, &gone);
             nohost = !(recorded = ga_ptrmap_put(table, &e) == 0);
+        }
         else if (stream_ordered ? !same : ga_pass_survived(key))
             survived = 1; /* kept by the driver: recorded where its free finds it, below */
         else
             nohost = !(recorded = ga_pass_outlives(c, &e)) && stream_ordered;
     }
     ga_mutex_unlock(lock);
+    if (GA_UNLIKELY(stale)) { /* as a free the driver let go of (alloc.c, ga_free_any) */
+        ga_gone_said(key, gone.size, "the driver gave the address out again");
+        ga_mempool_gone(dev, gone.size);
+        ga_level_add(GA_LEVEL_RESERVED, -(int64_t)gone.size);
+        ga_level_add(GA_LEVEL_PASSTHROUGH, -(int64_t)gone.size);
+        ga_dev_in_use_add(dev, -(int64_t)gone.size);
+    }
     if (survived)
         nohost = !(recorded = ga_pass_record_live(dev, &e));
     if (nohost || nopool) {

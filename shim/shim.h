@@ -414,6 +414,9 @@ typedef struct ga_ctx {
     CUresult release_err;    /* arena, grow, platform: the driver's code when it last refused
                                 to free a region or block (backend.c); a platform cuMemFree
                                 answers it */
+    int release_gone;        /* platform: the block the last release named was one the driver
+                                no longer held (freed past gpuarena, backend.c): it left the cap,
+                                and the cuMemFree answers the driver's CUDA_ERROR_INVALID_VALUE */
     ga_ptrmap_t stuck;       /* vmm granules the driver would not unmap (backend.c): key the
                                 address, size, aux the handle; still committed */
     ga_ptrmap_t granules;    /* vmm granules mapped now (backend.c): key the address, size; their
@@ -464,6 +467,12 @@ int ga_dev_commit(int dev, uint64_t bytes);   /* 1 ok (2: in a group), 0 past th
 void ga_dev_granted(int dev, uint64_t bytes);
 void ga_dev_refused(int dev, uint64_t bytes);
 void ga_dev_uncommit(int dev, uint64_t bytes);
+/* backend.c: says (once) that the driver no longer holds size bytes gpuarena counted at base,
+ * freed by a path gpuarena did not see; how: what showed it. */
+void ga_gone_said(uintptr_t base, size_t size, const char *how);
+/* backend.c: 1 when the driver knows no allocation at ptr (CUDA_ERROR_INVALID_VALUE from
+ * cuPointerGetAttribute), asked after it refused to free ptr. */
+int ga_driver_unknown(uintptr_t ptr);
 void ga_dev_hold(int dev, uint64_t bytes);     /* committed whatever the cap says: held already */
 uint64_t ga_dev_held(int dev);
 uint64_t ga_dev_room(int dev); /* what the cap (and the group's) lets the process commit now */

@@ -393,7 +393,10 @@ ga_pool_free_held(ga_ctx_t *c, CUdeviceptr p, uint8_t api, uint64_t t0, CUstream
         if (GA_UNLIKELY(st == GA_EHELD)) /* platform: the driver refused, the block stays live */
             return (ga_freed_t){c->release_err, GA_OK};
         leveled = 1;
-        if (GA_UNLIKELY(c->release_gone)) { /* freed past gpuarena: gone, as the driver says */
+        if (GA_UNLIKELY(c->release_gone) && ga_pool_mode(c->pool) == GA_MODE_PLATFORM) {
+            /* the block was freed past gpuarena: gone, and answered as the driver answered (an
+             * arena's free that gave back an empty region the driver no longer knew is the
+             * program's good free of its own block) */
             c->release_gone = 0;
             if (GA_UNLIKELY(c->async.count))
                 ga_async_forget(c, p);

@@ -24,6 +24,7 @@
 #include "shim.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -473,6 +474,50 @@ static int ga_out_read_only(const ga_out_t *o)
     return faccessat(AT_FDCWD, o->target, W_OK, AT_EACCESS) != 0 && errno == EACCES;
 }
 
+/* The descriptor by which this process has the regular file o->target open for writing, or -1:
+ * the program's own output (`fopen(out, "w")`, or `prog > out`), empty while its stdio buffer
+ * waits for exit(), which flushes it only after the report. A report renamed over it lost the
+ * program's output (written on into the replaced file), and a trace appended to it was written
+ * over by the program's own offset (helper-130). Found by /proc/self/fd; where that cannot be
+ * read (no descriptor free, no /proc) the file is taken as not open. */
+static int ga_out_open_here(const ga_out_t *o)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int found = -1;
+    struct dirent *e;
+    while (found < 0 && (e = readdir(d)) != NULL) {
+        unsigned long n;
+        const char *end = ga_out_number(e->d_name, &n);
+        struct stat st;
+        int fd = (int)n;
+        if (!end || *end || n > INT_MAX || fd == dirfd(d) || fstat(fd, &st) != 0)
+            continue;
+        int mode = fcntl(fd, F_GETFL);
+        if (st.st_dev == o->st.st_dev && st.st_ino == o->st.st_ino && mode >= 0 &&
+            (mode & O_ACCMODE) != O_RDONLY)
+            found = fd;
+    }
+    closedir(d);
+    return found;
+}
+
+static void ga_out_said_open_here(const char *var, const char *path, int fd,
+                                  const char *consequence)
+{
+    /* a report may follow the program's own output on its stdout or stderr (GA_OUT_OWN); a
+     * trace, binary, is never mixed into it */
+    int std = fd == 1 || fd == 2, trace = !strcmp(var, "GPUARENA_TRACE");
+    ga_log(GA_LOG_ERROR, "%s='%s' is a file this program has open for writing (descriptor %d, "
+           "its own output): %s, and the file is left to the program; name another path, e.g. "
+           "'%s.%s'%s%s%s", var, path, fd, consequence, path, trace ? "gatrace" : "json",
+           std && !trace ? ", or " : "", std && !trace ? var : "",
+           std && !trace ? (fd == 1 ? "=/dev/stdout to add the report after the program's output"
+                                    : "=/dev/stderr to add the report after the program's output")
+                         : "");
+}
+
 static void ga_out_said_read_only(const char *var, const char *path, const ga_out_t *o,
                                   const char *consequence)
 {
@@ -542,6 +587,11 @@ int ga_outfile_open_log(const char *var, const char *path)
     }
     if (o.kind == GA_OUT_REGULAR && ga_out_read_only(&o)) {
         ga_out_said_read_only(var, path, &o, untraced);
+        return -1;
+    }
+    int here = o.kind == GA_OUT_REGULAR ? ga_out_open_here(&o) : -1;
+    if (here >= 0) {
+        ga_out_said_open_here(var, path, here, untraced);
         return -1;
     }
     if (o.kind == GA_OUT_OWN) { /* written through, never locked nor truncated */
@@ -793,6 +843,12 @@ int ga_outfile_write(const char *var, const char *tmpl, void (*writer)(FILE *f))
     if (o.kind == GA_OUT_REGULAR && ga_out_read_only(&o)) {
         if (!atomic_exchange(&said_ro, 1))
             ga_out_said_read_only(var, path, &o, "nothing was written");
+        return -1;
+    }
+    int here = o.kind == GA_OUT_REGULAR ? ga_out_open_here(&o) : -1;
+    if (here >= 0) {
+        if (!atomic_exchange(&said_ro, 1))
+            ga_out_said_open_here(var, path, here, "nothing was written");
         return -1;
     }
     if (o.kind == GA_OUT_OWN)

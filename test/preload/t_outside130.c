@@ -12,8 +12,10 @@
  * with the driver's own cuMemFree_v2 (glibc's dlsym, fetched by version, is the one way around the
  * shim), and run for real by threads in the second test. */
 #include "preload_test.h"
+#include "t_files.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -169,11 +171,81 @@ START_TEST(double_free_race_no_false_oom)
 }
 END_TEST
 
+/* The program's own output named as GPUARENA_STATS or GPUARENA_TRACE: a file it opened for
+ * writing (arg "fopen": stdio, flushed by exit(), which runs after the shim's destructor; "stdout":
+ * its standard output sent there, as `prog > out` does) and still holds, empty while its buffer
+ * waits. Before: the report replaced the file, the program's output going on into the replaced
+ * one (lost), and the trace was written into it with the program's text over the trace's header
+ * (both unreadable). */
+static void o130_own_output_child(void *arg)
+{
+    const char *how = arg, *path = getenv("O130_OUT");
+    FILE *f = NULL;
+    if (!strcmp(how, "fopen"))
+        f = fopen(path, "w");
+    else {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || dup2(fd, 1) != 1)
+            exit(2);
+        close(fd);
+        f = stdout; /* a file: fully buffered */
+    }
+    if (!f)
+        exit(2);
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, MiB) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
+        exit(3);
+    fprintf(f, "results: 42\n");
+    exit(0);
+}
+
+START_TEST(program_output_never_taken)
+{
+    static const char *const vars[] = {"GPUARENA_STATS", "GPUARENA_TRACE"};
+    static const char *const hows[] = {"fopen", "stdout"};
+    char err[8192], path[256], text[64];
+    for (size_t v = 0; v < 2; v++)
+        for (size_t h = 0; h < 2; h++) {
+            tf_dir_t d;
+            tf_mkdir(&d);
+            tf_at(&d, "out.txt", path, sizeof path);
+            pt_env("GPUARENA_MODE=arena", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+            unsetenv("GPUARENA_STATS");
+            unsetenv("GPUARENA_TRACE");
+            tf_setenv(vars[v], path);
+            tf_setenv("O130_OUT", path);
+            int rc = pt_run_child(o130_own_output_child, (void *)hows[h], err, sizeof err);
+            unsetenv(vars[v]);
+            FILE *f = fopen(path, "r");
+            size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+            if (f)
+                fclose(f);
+            text[n] = '\0';
+            ck_assert_msg(rc == 0, "%s, %s: exit %d: %s", vars[v], hows[h], rc, err);
+            ck_assert_msg(!strcmp(text, "results: 42\n"), "%s naming the program's own output "
+                          "(%s): the file holds %zu bytes, not the program's line: %s", vars[v],
+                          hows[h], n, err);
+            ck_assert_msg(strstr(err, "is a file this program has open for writing") &&
+                              strstr(err, "name another path"),
+                          "%s, %s: not said: %s", vars[v], hows[h], err);
+            ck_assert_msg(!strcmp(hows[h], "stdout") && v == 0
+                              ? strstr(err, "GPUARENA_STATS=/dev/stdout") != NULL
+                              : strstr(err, "/dev/stdout") == NULL,
+                          "%s, %s: /dev/stdout offered where it %s: %s", vars[v], hows[h],
+                          v == 0 && h == 1 ? "fits" : "does not", err);
+            ck_assert_int_eq(tf_entries(d.path, NULL, 0), 1); /* no temporary file left */
+            tf_rmtree(d.path);
+        }
+}
+END_TEST
+
 TCase *pt_tcase_outside130(void)
 {
     TCase *tc = tcase_create("outside130");
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, driver_freed_block_leaves_the_cap);
     tcase_add_test(tc, double_free_race_no_false_oom);
+    tcase_add_test(tc, program_output_never_taken);
     return tc;
 }

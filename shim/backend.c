@@ -109,9 +109,12 @@ void ga_gone_said(uintptr_t base, size_t size, const char *how)
 int ga_driver_unknown(uintptr_t base)
 {
     CUcontext x = NULL;
-    return ga_real.cuPointerGetAttribute &&
-           ga_real.cuPointerGetAttribute(&x, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)base) ==
-               CUDA_ERROR_INVALID_VALUE;
+    if (!ga_real.cuPointerGetAttribute)
+        return 0;
+    int nc = ga_nocancel_begin(); /* asked with a lock held (ga_nocancel_begin, ctx.c) */
+    CUresult r = ga_real.cuPointerGetAttribute(&x, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)base);
+    ga_nocancel_end(nc);
+    return r == CUDA_ERROR_INVALID_VALUE;
 }
 
 /* platform (ga_pool_backend_t.forget): the driver gave base out again while the pool held it;

@@ -559,6 +559,20 @@ static int ga_out_fresh_log(const char *var, const char *path, const ga_out_t *o
     return -1;
 }
 
+/* fd, or -1 (closed, said) when it is a terminal: the trace is binary records, for a file, as
+ * GPUARENA_TRACE=- is refused for; written to the terminal (/dev/stdout, /dev/tty) they showed
+ * as garbage among the program's output and could set the terminal's modes (helper-130). */
+static int ga_out_not_a_terminal(const char *var, const char *path, int fd)
+{
+    if (!isatty(fd))
+        return fd;
+    close(fd);
+    ga_log(GA_LOG_ERROR, "%s='%s' is a terminal: the trace is binary records, for a file, and "
+           "this process runs untraced; name a file, e.g. '/tmp/trace-%%p.gatrace' (or send the "
+           "program's output to one: prog > out)", var, path);
+    return -1;
+}
+
 int ga_outfile_open_log(const char *var, const char *path)
 {
     static const char *untraced = "this process runs untraced";
@@ -598,7 +612,7 @@ int ga_outfile_open_log(const char *var, const char *path)
         int fd = ga_out_dup_own(var, path, &o, untraced, "/tmp/trace-%p.gatrace");
         if (fd == -2) /* a trace needs a descriptor of its own, kept open to the end */
             ga_out_open_failed(var, path, &o, EMFILE, untraced);
-        return fd < 0 ? -1 : fd;
+        return fd < 0 ? -1 : ga_out_not_a_terminal(var, path, fd);
     }
     int fd = o.kind == GA_OUT_THROUGH
                  ? ga_out_open_through(&o)
@@ -608,7 +622,7 @@ int ga_outfile_open_log(const char *var, const char *path)
         return -1;
     }
     if (o.kind == GA_OUT_THROUGH)
-        return fd;
+        return ga_out_not_a_terminal(var, path, fd);
     /* A regular file: truncated only by the process that holds it, for as long as it lives. */
     if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
         ga_log(GA_LOG_ERROR, "%s='%s' is being written by another running process: %s, and that "

@@ -240,6 +240,56 @@ START_TEST(program_output_never_taken)
 }
 END_TEST
 
+/* GPUARENA_TRACE naming a terminal: the program's standard output on one (/dev/stdout), or the
+ * terminal's own path (/dev/pts/N). Before: the binary records were written to it among the
+ * program's output, as GPUARENA_TRACE=- is refused for. */
+static void o130_tty_child(void *arg)
+{
+    (void)arg;
+    int fd = open(getenv("O130_PTS"), O_WRONLY | O_NOCTTY);
+    if (fd < 0 || dup2(fd, 1) != 1)
+        exit(2);
+    close(fd);
+    pt_start();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, MiB) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
+        exit(3);
+    printf("done\n");
+    exit(0);
+}
+
+START_TEST(trace_never_to_a_terminal)
+{
+    char err[8192], got[4096];
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    ck_assert_msg(master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0, "no pty here");
+    const char *pts = ptsname(master);
+    ck_assert_ptr_nonnull(pts);
+    const char *const targets[] = {"/dev/stdout", pts};
+    for (size_t t = 0; t < 2; t++) {
+        pt_env("GPUARENA_MODE=arena", "GPUARENA_LIMIT=64MiB", "SIMCUDA_TOTAL_MEM=1GiB", NULL);
+        unsetenv("GPUARENA_STATS");
+        tf_setenv("GPUARENA_TRACE", targets[t]);
+        tf_setenv("O130_PTS", pts);
+        int rc = pt_run_child(o130_tty_child, NULL, err, sizeof err);
+        unsetenv("GPUARENA_TRACE");
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", targets[t], rc, err);
+        int fl = fcntl(master, F_GETFL);
+        fcntl(master, F_SETFL, fl | O_NONBLOCK);
+        ssize_t n = read(master, got, sizeof got - 1);
+        fcntl(master, F_SETFL, fl);
+        got[n > 0 ? n : 0] = '\0';
+        ck_assert_msg(n > 0 && memmem(got, (size_t)n, "done", 4),
+                      "%s: the program's line did not reach the terminal", targets[t]);
+        ck_assert_msg(!memmem(got, (size_t)n, "GATRACE", 7), "%s: the trace's binary records "
+                      "were written to the terminal", targets[t]);
+        ck_assert_msg(strstr(err, "is a terminal: the trace is binary records, for a file"),
+                      "%s: not said: %s", targets[t], err);
+    }
+    close(master);
+}
+END_TEST
+
 TCase *pt_tcase_outside130(void)
 {
     TCase *tc = tcase_create("outside130");
@@ -247,5 +297,6 @@ TCase *pt_tcase_outside130(void)
     tcase_add_test(tc, driver_freed_block_leaves_the_cap);
     tcase_add_test(tc, double_free_race_no_false_oom);
     tcase_add_test(tc, program_output_never_taken);
+    tcase_add_test(tc, trace_never_to_a_terminal);
     return tc;
 }

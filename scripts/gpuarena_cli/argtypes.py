@@ -97,6 +97,10 @@ class OneModeAction(argparse.Action):
         namespace._modes_given = given | {self.dest}
 
 
+_DIGITS = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?")  # as in a size: 0.5, not .5 or 5.
+
+
 MAX_SECONDS = 86400  # a day: longer is a typo, and time.sleep/timeouts overflow far past it
 
 
@@ -105,7 +109,10 @@ def _seconds(convert, examples, least=0):
     given), at most MAX_SECONDS."""
     def parse(text):
         try:
-            value = convert(text)
+            # ASCII digits alone, as every number the user types (blanks around ignored):
+            # Python's int() and float() also took `1_0`, `٣` and `1e1` (helper-131)
+            digits = _DIGITS if convert is int else _DECIMAL
+            value = convert(text.strip(BLANKS)) if digits.fullmatch(text.strip(BLANKS)) else None
         except (ValueError, OverflowError):
             value = None
         if (value is None or not math.isfinite(value) or not 0 < value <= MAX_SECONDS
@@ -131,10 +138,9 @@ MAX_REPEAT = 10000
 
 
 def _repeat(text):
-    try:
-        n = int(text) if len(text.strip()) <= 12 else MAX_REPEAT + 1
-    except ValueError:
-        n = 0
+    t = text.strip(BLANKS)
+    # ASCII digits alone: int() took `1_0` as 10 and non-ASCII digits (helper-131)
+    n = 0 if not _DIGITS.fullmatch(t) else int(t) if len(t) <= 12 else MAX_REPEAT + 1
     if not 1 <= n <= MAX_REPEAT:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of runs from 1 to "
                                          f"{MAX_REPEAT:,} (try --repeat 5)")

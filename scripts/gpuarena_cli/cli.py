@@ -200,6 +200,13 @@ def _check_prefix(option, prefix):
     if prefix.endswith(("/", os.sep)) or os.path.isdir(prefix):
         raise UsageError(f"{option} {prefix} is a folder, and a PREFIX names files: give one "
                          f"inside it, e.g. {os.path.join(prefix, 'run1')}")
+    if not os.path.basename(_strip_ext(prefix)):
+        # `-o .json` or `out/.png`: taken without its extension, the PREFIX was empty, and the
+        # hidden .json and .png were written (an outside check, helper-131)
+        name = os.path.join(os.path.dirname(prefix), "run1")
+        writes = f"{name}.json and {name}.png" if option == "-o" else f"{name}.png"
+        raise UsageError(f"{option} {prefix} is an extension alone: a PREFIX names the files "
+                         f"without theirs; give a name, e.g. {name} (writes {writes})")
     for ext in (".json", ".png") if option == "-o" else (".png",):
         if os.path.isdir(_strip_ext(prefix) + ext):
             raise UsageError(f"{option} {prefix}: {_strip_ext(prefix) + ext} is a folder; "
@@ -309,7 +316,8 @@ def _run_mode(a):
     if not a.no_preallocate:
         return a.mode or "arena"
     if a.mode not in (None, "arena", "grow"):
-        raise UsageError(f"--no-preallocate (that is, --mode grow) conflicts with --mode {a.mode}")
+        raise UsageError(f"--no-preallocate (that is, --mode grow) conflicts with --mode {a.mode}"
+                         f": give one of them (--mode grow or --mode {a.mode})")
     print("gpuarena: --no-preallocate is now --mode grow; it will go away", file=sys.stderr)
     return "grow"
 

@@ -43,10 +43,14 @@ def env_pair(text):
 
 
 def parse_env_pairs(pairs):
-    """['K=V', ...] -> dict; UsageError for an entry without '='."""
+    """['K=V', ...] -> dict; UsageError for an entry without '=', or for one variable given two
+    values (`--env K=1 --env K=2` kept the last without a word: helper-131)."""
     out = {}
     for p in pairs or []:
         key, _sep, value = env_pair(p).partition("=")
+        if key in out and out[key] != value:
+            raise UsageError(f"--env {key} given twice ({key}={out[key]}, then {key}={value}): "
+                             "a variable takes one value; give it once")
         out[key] = value
     return out
 
@@ -453,14 +457,16 @@ def run(cmd, settings, stats_path=None, sim=False, extra=None):
                           "for that process to end, name another file, or put %p in the path "
                           "(it becomes the pid) for one trace per process")
         before = _file_signature(trace)
-        code = exit_code(fwd.spawn(cmd, env).returncode)
+        status = fwd.spawn(cmd, env).returncode
+        code = exit_code(status)
         if trace and (_file_signature(trace) == before or _trace_held_elsewhere(trace)):
             _say_trace_not_written(shown, before, _allocations(tmp) if owned else None,
                                    _trace_held_elsewhere(trace))
         if owned:
             try:
                 _report_run(statsfiles.collect(tmp, read_stats), stats_path, env,
-                            settings.get("GPUARENA_TRACE"), limit_given(settings, extra))
+                            settings.get("GPUARENA_TRACE"), limit_given(settings, extra),
+                            killed=-status if status < 0 else None)
             except GaError as e:  # the program's own status still wins when it failed
                 print(f"gpuarena: {e}", file=sys.stderr)
                 return code or 1
@@ -534,10 +540,14 @@ def _say_trace_not_written(shown, before, allocations=None, held=False):
     print(line, file=sys.stderr)
 
 
-def _no_stats(stats_path):
+def _no_stats(stats_path, killed=None):
     """The line for a run that wrote no statistics; with --stats F, what F holds now: an earlier
-    run's file left there was read as this run's (helper-60 F12)."""
+    run's file left there was read as this run's (helper-60 F12). A program killed by a signal
+    is said so first, as compare says it (run listed the reasons alone: helper-131)."""
     line = f"gpuarena: the program wrote no statistics ({NO_STATS_WHY})"
+    if killed:
+        line = (f"gpuarena: the program was killed by {_signame(killed)} (exit {128 + killed}) "
+                "before the shim's exit handler, and wrote no statistics")
     if stats_path is None:
         return line
     if os.path.lexists(stats_path):
@@ -546,11 +556,11 @@ def _no_stats(stats_path):
     return line + f"; --stats {stats_path} was not written"
 
 
-def _report_run(found, stats_path, env, trace, given=None):
+def _report_run(found, stats_path, env, trace, given=None, killed=None):
     """The summary (no --stats) or the --stats file, from the documents found, and what a
     reader must know: several processes are summed, a trace path without %p kept one of them."""
     if not found:
-        print(_no_stats(stats_path), file=sys.stderr)
+        print(_no_stats(stats_path, killed), file=sys.stderr)
         return
     docs = [doc for _path, doc in found]
     merged = statsfiles.merge(docs, _guess_unit) if len(docs) > 1 else None
@@ -669,6 +679,14 @@ def failed_run_message(mode, result, lines=10):
     return (f"mode {mode}: the program exited {result['exit']}{_by_signal(result['exit'])}"
             f"{runs}; " +
             ("its last output:\n" + "\n".join(tail) if any(tail) else "it printed nothing"))
+
+
+def _signame(signum):
+    """SIGKILL for 9; "signal N" for a number Python does not name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _by_signal(code):

@@ -319,6 +319,57 @@ static int check_modes_used(const options_t *o)
     return -1;
 }
 
+/* Whether p and q hold the same value of the one-value option a. */
+static int same_value(const options_t *p, const options_t *q, const char *a)
+{
+    if (!strcmp(a, "--arena-size"))
+        return p->arena_size == q->arena_size;
+    if (!strcmp(a, "--limit"))
+        return p->limit == q->limit;
+    if (!strcmp(a, "--fraction"))
+        return p->fraction.value == q->fraction.value && p->fraction.grow == q->fraction.grow;
+    if (!strcmp(a, "--vmm-keep"))
+        return p->keep == q->keep;
+    if (!strcmp(a, "--granularity"))
+        return p->granularity == q->granularity;
+    if (!strcmp(a, "--format"))
+        return p->format == q->format; /* one of two static names */
+    if (!strcmp(a, "--timeline"))
+        return !strcmp(p->timeline, q->timeline);
+    return p->device == q->device; /* --device */
+}
+
+/* A one-value option given again: the same value is taken, another is a usage error, as the
+ * command's rule (the last was taken without a word: --limit 1G --limit 2G replayed under 2 GiB;
+ * an outside check, helper-131). seen[] holds the first text of each option, by its index in
+ * ONE_VALUE. Returns 0, or an exit status. */
+static const char *const ONE_VALUE[] = {"--arena-size", "--limit", "--fraction", "--vmm-keep",
+                                        "--granularity", "--format", "--timeline", "--device"};
+#define N_ONE_VALUE (sizeof ONE_VALUE / sizeof ONE_VALUE[0])
+
+static int parse_once(options_t *o, const char *a, const char *v, const char **seen)
+{
+    size_t k = 0;
+    while (k < N_ONE_VALUE && strcmp(a, ONE_VALUE[k]))
+        k++;
+    if (k == N_ONE_VALUE)
+        return parse_opt(o, a, v); /* --mode: repeatable */
+    if (!seen[k]) {
+        seen[k] = v;
+        return parse_opt(o, a, v);
+    }
+    options_t again = *o;
+    int rc = parse_opt(&again, a, v);
+    if (rc)
+        return rc;
+    if (!same_value(o, &again, a)) {
+        fprintf(stderr, "gpuarena: %s given twice (%s %s, then %s %s): it takes one value; give "
+                "it once (see gpuarena-replay --help)\n", a, a, seen[k], a, v);
+        return 2;
+    }
+    return 0;
+}
+
 static int size_opt(const char *a)
 {
     return !strcmp(a, "--limit") || !strcmp(a, "--arena-size") || !strcmp(a, "--vmm-keep") ||
@@ -329,6 +380,7 @@ static int size_opt(const char *a)
 int replay_parse_args(int argc, char **argv, options_t *o)
 {
     int files_only = 0; /* after "--": a FILE whose name starts with '-' */
+    const char *seen[N_ONE_VALUE] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -352,7 +404,7 @@ int replay_parse_args(int argc, char **argv, options_t *o)
         if (answer_at_once(a) == 0)
             return 0;
         if (takes) {
-            int rc = parse_opt(o, a, v);
+            int rc = parse_once(o, a, v, seen);
             if (rc)
                 return rc;
             i++;

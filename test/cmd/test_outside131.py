@@ -9,7 +9,7 @@
   "unrecognized arguments: --", where gpuarena-replay takes it.
 - An option of one value given twice with two values kept the last without a word (`run --stats
   a.json --stats b.json` wrote b.json alone; `--limit 1GiB --limit 2GiB`), as `--env K=1 --env
-  K=2` did; `--mode` alone was refused so.
+  K=2` did, and gpuarena-replay's; `--mode` alone was refused so.
 - `run --no-preallocate --mode vmm` said the two conflict, not what to do.
 - `--repeat`, `doctor --timeout` and `top --interval` took what Python's int() and float() take:
   `1_0` as 10, `+3`, non-ASCII digits, `1e1`.
@@ -165,6 +165,28 @@ class OptionsGivenTwice(unittest.TestCase, gatest.CliAsserts):
                      ("doctor", "--timeout", "5", "--timeout", "6")):
             p = gatest.cli(*args)
             self.assertCleanError(p, f"gpuarena: {args[1]} given twice", code=2)
+
+    def test_tool_one_value_options_given_twice(self):
+        """gpuarena-replay, the engine, reads them by the same rule."""
+        tool = os.path.join(gatest.BUILD, "bin", "gpuarena-replay")
+        run = lambda *a: subprocess.run([tool, *a, LIFETIMES], stdout=subprocess.PIPE,  # noqa
+                                        stderr=subprocess.PIPE, text=True, check=False)
+        for args, said in ((("--mode", "grow", "--limit", "1G", "--limit", "2G"),
+                            "--limit given twice (--limit 1G, then --limit 2G)"),
+                           (("--mode", "vmm", "--granularity", "64KiB", "--granularity", "2MiB"),
+                            "--granularity given twice"),
+                           (("--fraction", "0.75", "--fraction", "0.75+", "--limit", "1G"),
+                            "--fraction given twice"),
+                           (("--device", "0", "--device", "1"), "--device given twice")):
+            p = run(*args)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertTrue(p.stderr.startswith(f"gpuarena: {said}"), p.stderr)
+            self.assertEqual(p.stdout, "")
+        p = run("--mode", "grow", "--json", "--limit", "1G", "--limit", "1GiB", "--format",
+                "lifetimes", "--format", "LIFETIMES", "--mode", "vmm")  # same values, two modes
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn('"size_limit": 1073741824', p.stdout)
+        self.assertIn('"vmm"', p.stdout)
 
     def test_old_spelling_against_a_mode_says_what_to_do(self):
         p = gatest.cli("run", "--sim", "--no-preallocate", "--mode", "vmm", "--", "true")

@@ -30,6 +30,10 @@ __thread uint8_t ga_tl_api;
 static pthread_once_t ga_once = PTHREAD_ONCE_INIT;
 static void *(*ga_dlsym_fn)(void *, const char *);
 static void *ga_libcuda;
+/* No driver at the start, none named: looked for again (ga_take_late_driver). */
+static _Atomic int ga_driver_absent;
+static unsigned long long ga_driver_looked_adds;
+static pthread_mutex_t ga_late_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Without a real dlsym (cannot happen with glibc) every lookup fails rather than crashes. */
 GA_NO_SANITIZE static void *ga_dlsym_missing(void *handle, const char *name)
@@ -194,6 +198,7 @@ static void ga_atfork_parent(void)
  * Fresh locks, no inherited contexts, every count from zero (a child's statistics are its own). */
 static void ga_atfork_child(void)
 {
+    pthread_mutex_init(&ga_late_lock, NULL);
     ga_ctx_fork_child();
     ga_capture_fork_child();
     ga_stats_fork_child();
@@ -220,19 +225,12 @@ static int ga_is_shim(void *h)
     return alloc && dladdr(alloc, &a) ? ga_is_shim_build(a.dli_fbase) : 0;
 }
 
-static void ga_init_once(void)
+/* The driver at h taken as gpuarena's: its functions into ga_real; the error it leaves (0: usable). */
+static CUresult ga_take_driver(void *h)
 {
     int shim;
-    ga_tl_busy++;
-    ga_find_real_dlsym();
-    int bad = ga_options_load();
-    ga_stats_start();
-    if (bad) {
-        ga_init_error = CUDA_ERROR_INVALID_VALUE;
-    } else if (!(ga_libcuda = ga_open_libcuda())) {
-        /* A driver path that was asked for and is not there is a bad setting, like any other. */
-        ga_init_error = ga_opt.libcuda ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-    } else if ((shim = ga_is_shim(ga_libcuda))) {
+    ga_libcuda = h;
+    if ((shim = ga_is_shim(h))) {
         /* GPUARENA_LIBCUDA naming the shim: every call to "the driver" came back to the shim
          * (cuGetProcAddress spun for ever: an outside check, 2026-12-06); a copy of it was
          * refused as lacking cuMemAlloc_v2, which it exports. */
@@ -240,22 +238,92 @@ static void ga_init_once(void)
                "driver: point it at the driver's libcuda.so.1, or unset it; CUDA will not be "
                "initialised", ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1",
                shim > 1 ? " (a copy of it)" : "");
-        ga_init_error = CUDA_ERROR_INVALID_VALUE;
-    } else {
-        ga_resolve_driver();
-        if (!ga_real.cuMemAlloc_v2 || !ga_real.cuMemFree_v2 || !ga_real.cuCtxGetCurrent) {
-            /* Asked for by GPUARENA_LIBCUDA, a library that loads but is no driver is a bad
-             * setting: NOT_INITIALIZED let the program's own dlsym and cuGetProcAddress reach
-             * the real driver past the shim, uncapped (an outside check, 2026-12-06: 200 MiB
-             * under a 64 MiB cap with GPUARENA_LIBCUDA=libm.so.6). */
-            ga_log(GA_LOG_ERROR, "the CUDA driver loaded (%s) lacks cuMemAlloc_v2, cuMemFree_v2 "
-                   "or cuCtxGetCurrent: point GPUARENA_LIBCUDA at a real libcuda.so.1%s",
-                   ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1",
-                   ga_opt.libcuda ? "; CUDA will not be initialised" : "");
-            ga_init_error = ga_opt.libcuda ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    ga_resolve_driver();
+    if (!ga_real.cuMemAlloc_v2 || !ga_real.cuMemFree_v2 || !ga_real.cuCtxGetCurrent) {
+        /* Asked for by GPUARENA_LIBCUDA, a library that loads but is no driver is a bad
+         * setting: NOT_INITIALIZED let the program's own dlsym and cuGetProcAddress reach
+         * the real driver past the shim, uncapped (an outside check, 2026-12-06: 200 MiB
+         * under a 64 MiB cap with GPUARENA_LIBCUDA=libm.so.6). */
+        ga_log(GA_LOG_ERROR, "the CUDA driver loaded (%s) lacks cuMemAlloc_v2, cuMemFree_v2 "
+               "or cuCtxGetCurrent: point GPUARENA_LIBCUDA at a real libcuda.so.1%s",
+               ga_opt.libcuda ? ga_opt.libcuda : "libcuda.so.1",
+               ga_opt.libcuda ? "; CUDA will not be initialised" : "");
+        return ga_opt.libcuda ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    }
+    ga_check_linked_driver();
+    return CUDA_SUCCESS;
+}
+
+/* No libcuda.so.1 could be loaded at the start (and none was named): the program may load the
+ * driver itself later, from a path the loader does not search (dlopen("/opt/nvidia/libcuda.so.1"),
+ * numba's NUMBA_CUDA_DRIVER). A start made earlier, by a lookup of any cu* name (a probe
+ * dlsym(RTLD_DEFAULT, "cuInit"), cublasCreate_v2), kept "no driver" for ever, and every later
+ * lookup in the driver the program loaded was answered with the driver's own function: 100 MiB
+ * under a 64 MiB cap (an outside check, helper-132, 2026-12-07). So while none is known, each
+ * start check looks again, when the loader has loaded something since the last look (its count
+ * of objects loaded, dlpi_adds: cheap), for an object already loaded under the soname. */
+
+static int ga_adds_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    *(unsigned long long *)data = info->dlpi_adds;
+    return 1;
+}
+
+static unsigned long long ga_loader_adds(void)
+{
+    unsigned long long n = 0;
+    dl_iterate_phdr(ga_adds_cb, &n);
+    return n;
+}
+
+static void ga_take_late_driver(void)
+{
+    pthread_mutex_lock(&ga_late_lock);
+    unsigned long long adds = ga_loader_adds();
+    if (atomic_load(&ga_driver_absent) && adds != ga_driver_looked_adds) {
+        ga_driver_looked_adds = adds;
+        ga_tl_busy++;
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        if (!h) {
+            dlerror(); /* still none: no error of the shim's left for the program */
         } else {
-            ga_check_linked_driver();
+            CUresult r = ga_take_driver(h);
+            if (r == CUDA_SUCCESS && ga_opt.trace)
+                ga_trace_start();
+            atomic_store(&ga_driver_absent, 0);
+            __atomic_store_n(&ga_init_error, r, __ATOMIC_RELEASE);
+            if (r == CUDA_SUCCESS)
+                ga_log(GA_LOG_WARN, "the program loaded the CUDA driver itself (%s) after "
+                       "gpuarena had found none: gpuarena serves it from now on, so the "
+                       "message above does not apply; to start with it, set "
+                       "GPUARENA_LIBCUDA=%s", ga_libcuda_file(), ga_libcuda_file());
         }
+        ga_tl_busy--;
+    }
+    pthread_mutex_unlock(&ga_late_lock);
+}
+
+static void ga_init_once(void)
+{
+    void *h;
+    ga_tl_busy++;
+    ga_find_real_dlsym();
+    int bad = ga_options_load();
+    ga_stats_start();
+    if (bad) {
+        ga_init_error = CUDA_ERROR_INVALID_VALUE;
+    } else if (!(h = ga_open_libcuda())) {
+        /* A driver path that was asked for and is not there is a bad setting, like any other. */
+        ga_init_error = ga_opt.libcuda ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        if (!ga_opt.libcuda) {
+            ga_driver_looked_adds = ga_loader_adds();
+            atomic_store(&ga_driver_absent, 1);
+        }
+    } else {
+        ga_init_error = ga_take_driver(h);
     }
     if (!ga_init_error && ga_opt.trace)
         ga_trace_start();
@@ -273,7 +341,9 @@ static void ga_init_once(void)
 CUresult ga_init_slow(void)
 {
     pthread_once(&ga_once, ga_init_once);
-    return ga_init_error;
+    if (GA_UNLIKELY(atomic_load(&ga_driver_absent)) && !ga_tl_busy)
+        ga_take_late_driver();
+    return __atomic_load_n(&ga_init_error, __ATOMIC_ACQUIRE);
 }
 
 /* Statistics and trace at exit. A process that never used CUDA memory (a launcher script, a

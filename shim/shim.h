@@ -113,8 +113,12 @@ void ga_init_fail(CUresult error);
 /* Lazy once-only start; 0 when the shim is usable. Cheap after the first call. */
 static inline CUresult ga_ensure_init(void)
 {
-    if (GA_LIKELY(atomic_load_explicit(&ga_init_done, memory_order_acquire)))
-        return ga_init_error;
+    if (GA_LIKELY(atomic_load_explicit(&ga_init_done, memory_order_acquire))) {
+        /* NOT_INITIALIZED: no driver yet, which a later call may find loaded (init.c) */
+        CUresult e = __atomic_load_n(&ga_init_error, __ATOMIC_ACQUIRE);
+        if (GA_LIKELY(e != CUDA_ERROR_NOT_INITIALIZED))
+            return e;
+    }
     return ga_init_slow();
 }
 GA_NO_SANITIZE void *ga_real_dlsym(void *handle, const char *name);

@@ -1,0 +1,126 @@
+/* Findings of an outside check of issue 3 (the shim's interposition paths) on 2026-12-07
+ * (helper-132), each a test that failed before its fix. */
+#include "preload_test.h"
+#include "t_files.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A program that is not linked to the driver: it probes for one (dlsym of cuInit, through which
+ * gpuarena starts), then loads the driver itself from a path the loader does not search, and
+ * allocates 100 blocks of 1 MiB through it. Prints: the probe's cuInit before and after the load,
+ * how many blocks were granted, and the simulated driver's cuMemAlloc_v2 calls and peak bytes. */
+static const char o132_late_py[] =
+    "import ctypes, sys\n"
+    "early = ctypes.CDLL(None).cuInit\n"
+    "before = early(0)\n"
+    "drv = ctypes.CDLL(sys.argv[1])\n"
+    "after = early(0)\n"
+    "ctx = ctypes.c_void_p()\n"
+    "if drv.cuInit(0) or drv.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) or "
+    "drv.cuCtxSetCurrent(ctx):\n"
+    "    sys.exit(3)\n"
+    "p = ctypes.c_uint64()\n"
+    "granted = sum(drv.cuMemAlloc_v2(ctypes.byref(p), 1 << 20) == 0 for _ in range(100))\n"
+    "c = (ctypes.c_ulonglong * 256)()\n"
+    "drv.simcuda_get_counters(c)\n"
+    "print(before, after, granted, c[int(sys.argv[2])], c[int(sys.argv[3])])\n";
+
+/* Whether a libcuda.so.1 loads without the simulated driver's folder: a machine with a driver
+ * installed, where a program cannot be without one on the search path. */
+static int o132_system_driver(void)
+{
+    return system("env -u LD_PRELOAD -u LD_LIBRARY_PATH python3 -c "
+                  "'import ctypes; ctypes.CDLL(\"libcuda.so.1\")' 2>/dev/null") == 0;
+}
+
+/* Runs the script under mode with a 64 MiB cap, no driver on the search path; its stdout in out,
+ * its stderr in err; returns its exit status. */
+static int o132_run_late(const char *mode, const char *script, const char *driver, char *out,
+                         size_t olen, char *err, size_t elen)
+{
+    char o[] = "/tmp/gpuarena-o132-out-XXXXXX", e[] = "/tmp/gpuarena-o132-err-XXXXXX";
+    int fo = mkstemp(o), fe = mkstemp(e);
+    ck_assert(fo >= 0 && fe >= 0);
+    char a[32], b[32];
+    snprintf(a, sizeof a, "%zu", offsetof(simcuda_counters_t, alloc_calls) / sizeof(unsigned long long));
+    snprintf(b, sizeof b, "%zu",
+             offsetof(simcuda_counters_t, peak_bytes_in_use) / sizeof(unsigned long long));
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(fo, 1);
+        dup2(fe, 2);
+        unsetenv("LD_LIBRARY_PATH");
+        setenv("GPUARENA_MODE", mode, 1);
+        setenv("GPUARENA_LIMIT", "64MiB", 1);
+        setenv("ASAN_OPTIONS", "detect_leaks=0:verify_asan_link_order=0", 1);
+        execlp("python3", "python3", script, driver, a, b, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ssize_t n = pread(fo, out, olen - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    n = pread(fe, err, elen - 1, 0);
+    err[n > 0 ? n : 0] = '\0';
+    close(fo), close(fe), unlink(o), unlink(e);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* "The real libcuda found by soname": a start made before the program had loaded any driver
+ * (any cu* lookup starts gpuarena: here the probe dlsym(RTLD_DEFAULT, "cuInit")) kept "no driver"
+ * for ever, so the driver the program then loaded by its path was answered with its own
+ * functions: 100 blocks of 1 MiB granted under GPUARENA_LIMIT=64MiB, all through the driver's
+ * cuMemAlloc_v2, in every mode, exit 0. Now the first lookup after the load takes that driver. */
+START_TEST(driver_loaded_late_by_path_is_served)
+{
+    static const char *const modes[] = {"arena", "grow", "vmm", "platform"};
+    if (o132_system_driver()) {
+        fprintf(stderr, "driver_loaded_late_by_path_is_served: a libcuda.so.1 is installed here, "
+                        "so no program can lack one: not run\n");
+        return;
+    }
+    tf_dir_t d;
+    char script[256], dir[] = "/tmp/gpuarena-o132-XXXXXX", copy[512];
+    tf_mkdir(&d);
+    tf_at(&d, "late.py", script, sizeof script);
+    FILE *f = fopen(script, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(o132_late_py, f);
+    fclose(f);
+    pt_copy_lib(NULL, dir, "libcuda.so.1", copy, sizeof copy);
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        char out[256], err[8192];
+        int before = -1, after = -1, granted = -1;
+        unsigned long long drv_allocs = 0, peak = 0;
+        int rc = o132_run_late(modes[m], script, copy, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == 0 && sscanf(out, "%d %d %d %llu %llu", &before, &after, &granted,
+                                        &drv_allocs, &peak) == 5,
+                      "%s: exit %d, out '%s': %s", modes[m], rc, out, err);
+        ck_assert_msg(before == CUDA_ERROR_NOT_INITIALIZED && after == CUDA_SUCCESS,
+                      "%s: the probe's cuInit answered %d before the load, %d after", modes[m],
+                      before, after);
+        ck_assert_msg(granted == 64 && peak <= 64 * MiB,
+                      "%s: %d MiB granted under a 64 MiB cap, the driver's peak %llu bytes: the "
+                      "driver the program loaded was not served by gpuarena", modes[m], granted, peak);
+        ck_assert_msg(!strcmp(modes[m], "platform") ? drv_allocs == 64 : drv_allocs < 8,
+                      "%s: %llu calls reached the driver's cuMemAlloc_v2", modes[m], drv_allocs);
+        ck_assert_msg(strstr(err, "loaded the CUDA driver itself") && strstr(err, copy),
+                      "%s: no word that the driver loaded late is served: %s", modes[m], err);
+    }
+    pt_copy_lib_remove(dir, copy);
+    tf_rmtree(d.path);
+}
+END_TEST
+
+TCase *pt_tcase_outside132(void)
+{
+    TCase *tc = tcase_create("outside132");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, driver_loaded_late_by_path_is_served);
+    return tc;
+}

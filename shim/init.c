@@ -279,9 +279,13 @@ static unsigned long long ga_loader_adds(void)
     return n;
 }
 
+/* One thread looks at a time; another meanwhile goes on as before the load (a try-lock: the look
+ * takes the loader's lock, which a thread running a library's constructor holds while that
+ * constructor's CUDA call would wait here). */
 static void ga_take_late_driver(void)
 {
-    pthread_mutex_lock(&ga_late_lock);
+    if (pthread_mutex_trylock(&ga_late_lock) != 0)
+        return;
     unsigned long long adds = ga_loader_adds();
     if (atomic_load(&ga_driver_absent) && adds != ga_driver_looked_adds) {
         ga_driver_looked_adds = adds;

@@ -113,6 +113,18 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, unsigned life, size_t size, ui
     return ga_status_to_cu(st); /* size is non-zero here: too large to round is an OOM */
 }
 
+/* Said once: an allocation the driver refused with another code than out-of-memory. */
+static void ga_refuse_driver_code(uint8_t api, size_t size, CUresult code, int dev)
+{
+    static _Atomic int said;
+    if (!atomic_exchange(&said, 1))
+        ga_log(GA_LOG_WARN, "%s of %zu bytes on device %d: the driver refused the memory with "
+               "CUresult %d, not for lack of memory, and the program gets that code, as it would "
+               "without gpuarena; 700, 719 and the other sticky errors stay until the process "
+               "ends: the first CUDA call that failed is the cause (run with "
+               "CUDA_LAUNCH_BLOCKING=1 to find it)", ga_api_name(api), size, dev, (int)code);
+}
+
 /* The allocation path of every mode; s and async: a cuMemAllocAsync on stream s. tried: the
  * caller's first attempt (ga_alloc_plain) found no room, so go straight to what comes before an
  * out-of-memory; t0: the caller's clock reading; lifep: the state's life the caller read under
@@ -134,6 +146,8 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
      * F14). Room for the record first, so the put below cannot fail for a chunk taken under this
      * same hold of the lock. */
     int norecord = async && ga_ptrmap_reserve(&c->async, 1) != 0;
+    if (!tried)
+        c->reserve_err = CUDA_SUCCESS;
     if (norecord) {
         /* out-of-memory: host memory, said below */
     } else if (tried || lifep) {
@@ -183,6 +197,18 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         if (freed || ga_ctx_gone(c, life))
             r = ga_pool_alloc_locked(c, life, size, &p);
     }
+    /* The driver refused the pool's cuMemAlloc_v2 for another reason than memory (a sticky
+     * CUDA_ERROR_ILLEGAL_ADDRESS after a kernel fault, CUDA_ERROR_NOT_PERMITTED): that code is
+     * the program's answer, as its own cuMemAlloc would have had it without gpuarena. It got
+     * CUDA_ERROR_OUT_OF_MEMORY and an out-of-memory line (in grow mode, "from fragmentation ...
+     * Try GPUARENA_MODE=vmm"), in platform mode too, where each cuMemAlloc is the driver's (an
+     * outside check, helper-132, 2026-12-07). vmm maps granules with other calls than the
+     * program's, and its out-of-memory line names their code (oom.c). */
+    CUresult drv = CUDA_SUCCESS;
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && !norecord && c->alloc_st != GA_ENOHOST &&
+        ga_opt.mode != GA_MODE_VMM && c->reserve_err != CUDA_SUCCESS &&
+        c->reserve_err != CUDA_ERROR_OUT_OF_MEMORY)
+        r = drv = c->reserve_err;
     if (async && r == CUDA_SUCCESS &&
         ga_ptrmap_put(&c->async, &(ga_pentry_t){.key = p, .size = got ? got : ga_round(size),
                                                .aux = size}) != 0) {
@@ -221,6 +247,8 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
         *dptr = (CUdeviceptr)p;
     if (GA_UNLIKELY(nohost && !norecord))
         ga_refuse_nohost(ga_api_name(api), "the context's pool", size);
+    if (GA_UNLIKELY(drv != CUDA_SUCCESS))
+        ga_refuse_driver_code(api, size, drv, c->dev);
     ga_oom_report(&oom);
     if (GA_UNLIKELY(ga_tracing))
         ga_trace_event(r == CUDA_SUCCESS ? GA_EV_ALLOC : GA_EV_ALLOC_FAILED, api,
@@ -255,6 +283,7 @@ static CUresult ga_alloc_plain(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uint
             ga_fence_passed(c, m);
     }
     ga_pool_t *pool = c->pool;
+    c->reserve_err = CUDA_SUCCESS;
     if (GA_LIKELY(pool && !atomic_load_explicit(&c->dead, memory_order_relaxed))) {
         ga_status_t st = ga_pool_alloc(pool, size, &p);
         if (GA_LIKELY(st == GA_OK)) {

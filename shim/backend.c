@@ -35,13 +35,16 @@ static int be_reserve(void *p, size_t size, uintptr_t *base)
 {
     ga_ctx_t *c = p;
     int grouped = ga_dev_commit(c->dev, (uint64_t)be_units(size)); /* 2: in a group */
-    if (!grouped)
+    if (!grouped) {
+        c->reserve_err = CUDA_ERROR_OUT_OF_MEMORY;
         return 1;
+    }
     CUdeviceptr d = 0;
     int pushed = ga_ctx_enter(c->ctx);
     CUresult r = ga_real.cuMemAlloc_v2(&d, size);
     ga_ctx_leave(pushed);
     c->counts.driver_alloc_calls++;
+    c->reserve_err = r;
     if (r != CUDA_SUCCESS) {
         ga_dev_refused(c->dev, (uint64_t)be_units(size));
         return 1;

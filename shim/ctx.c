@@ -544,7 +544,7 @@ static _Atomic int ga_prealloc_said[GA_MAX_DEVICES];
  * there: an outside test, 2026-12-06), the process itself (another context's pool, the program's
  * own managed, pool or cuMemCreate memory), where lowering the limit would not help either, or the
  * device (an outside test, 2026-12-06: the advice was the same every way). */
-static void ga_prealloc_refused_say(int dev, size_t initial)
+static void ga_prealloc_refused_say(int dev, size_t initial, CUresult code)
 {
     ga_dev_t *d = ga_dev(dev);
     uint64_t held = ga_dev_held(dev), cap = d->cap;
@@ -558,7 +558,13 @@ static void ga_prealloc_refused_say(int dev, size_t initial)
     int first = !atomic_exchange(&ga_prealloc_said[dev], 1);
     const char *more = first ? " (said once per device; later contexts: GPUARENA_LOG=debug)" : "";
     ga_log_level_t lvl = first ? GA_LOG_WARN : GA_LOG_DEBUG;
-    if (others && used + initial > cap)
+    if (code != CUDA_SUCCESS && code != CUDA_ERROR_OUT_OF_MEMORY)
+        /* not the room: the device blamed for a sticky error was a wrong lead (helper-132) */
+        ga_log(lvl, "could not preallocate %zu bytes on device %d: the driver refused the memory "
+               "with CUresult %d, not for lack of memory; growing on demand instead (an "
+               "allocation the driver refuses so gets that code: the first CUDA call that "
+               "failed is the cause)%s", initial, dev, (int)code, more);
+    else if (others && used + initial > cap)
         ga_log(lvl, "could not preallocate %zu bytes on device %d: group '%s' holds %llu of its "
                "cap of %llu bytes there (other members %llu, this process %llu); growing on "
                "demand instead (a smaller GPUARENA_MEM_FRACTION leaves room for every member, or "
@@ -601,7 +607,7 @@ ga_pool_t *ga_ctx_pool(ga_ctx_t *c, CUresult *err)
         return NULL;
     }
     if (!p && initial) {
-        ga_prealloc_refused_say(c->dev, initial);
+        ga_prealloc_refused_say(c->dev, initial, c->reserve_err);
         p = ga_pool_new(c, &be, 0, &st);
     }
     if (!p && st == GA_ENOHOST)

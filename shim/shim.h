@@ -421,6 +421,10 @@ typedef struct ga_ctx {
     int release_gone;        /* platform: the block the last release named was one the driver
                                 no longer held (freed past gpuarena, backend.c): it left the cap,
                                 and the cuMemFree answers the driver's CUDA_ERROR_INVALID_VALUE */
+    CUresult reserve_err;    /* arena, grow, platform: the driver's code when the pool's last
+                                cuMemAlloc_v2 was refused (out-of-memory for the cap's refusal;
+                                backend.c), cleared as each allocation starts (alloc.c): another
+                                code than out-of-memory is the program's answer */
     ga_ptrmap_t stuck;       /* vmm granules the driver would not unmap (backend.c): key the
                                 address, size, aux the handle; still committed */
     ga_ptrmap_t granules;    /* vmm granules mapped now (backend.c): key the address, size; their

@@ -117,10 +117,66 @@ START_TEST(driver_loaded_late_by_path_is_served)
 }
 END_TEST
 
+/* Three cuMemAlloc calls of 1, 3 and 2 MiB; their answers on stderr. */
+static void o132_refused_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr a = 0, b = 0, c = 0;
+    pt_start();
+    CUresult r1 = cuMemAlloc(&a, 1 << 20), r2 = cuMemAlloc(&b, 3 << 20);
+    CUresult r3 = cuMemAlloc(&c, 2 << 20);
+    fprintf(stderr, "\nanswers %d %d %d\n", (int)r1, (int)r2, (int)r3);
+    exit(0);
+}
+
+/* "The driver's own error codes passed back unchanged": a cuMemAlloc_v2 the driver refused with
+ * another code than out-of-memory (a sticky CUDA_ERROR_ILLEGAL_ADDRESS after a kernel fault,
+ * CUDA_ERROR_NOT_PERMITTED) reached the program as CUDA_ERROR_OUT_OF_MEMORY with an
+ * out-of-memory line (grow: "out of memory from fragmentation ... Try: GPUARENA_MODE=vmm"), in
+ * platform mode too, where every cuMemAlloc is the driver's own; arena's failed preallocation said
+ * "the device has less free". Now the program gets the driver's code, said once; a refusal that
+ * has passed leaves nothing behind, and the cap still answers out-of-memory. */
+START_TEST(driver_refusal_code_passed_back)
+{
+    static const char *const modes[] = {"GPUARENA_MODE=arena", "GPUARENA_MODE=grow",
+                                        "GPUARENA_MODE=platform"};
+    char err[8192];
+    int r1, r2, r3;
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        pt_env(modes[m], "GPUARENA_LIMIT=64MiB",
+               "SIMCUDA_FAIL=cuMemAlloc_v2:1+:CUDA_ERROR_ILLEGAL_ADDRESS", NULL);
+        ck_assert_int_eq(pt_run_child(o132_refused_child, NULL, err, sizeof err), 0);
+        const char *a = strstr(err, "\nanswers ");
+        ck_assert_msg(a && sscanf(a, "\nanswers %d %d %d", &r1, &r2, &r3) == 3, "%s: %s",
+                      modes[m], err);
+        ck_assert_msg(r1 == CUDA_ERROR_ILLEGAL_ADDRESS && r2 == r1 && r3 == r1,
+                      "%s: the driver refused with 700, the program got %d %d %d: %s", modes[m],
+                      r1, r2, r3, err);
+        ck_assert_msg(strstr(err, "CUresult 700, not for lack of memory") &&
+                          !strstr(err, "out of memory") && !strstr(err, "has less free"),
+                      "%s: said as an out-of-memory: %s", modes[m], err);
+    }
+    /* Platform, a 4 MiB cap; the driver refuses the first call only: the second is granted, and
+     * the third is past the cap, out-of-memory, not the passed refusal's code. (Grow retries a
+     * refused region smaller, so its first allocation is granted.) */
+    for (size_t m = 2; m < sizeof modes / sizeof modes[0]; m++) {
+        pt_env(modes[m], "GPUARENA_LIMIT=4MiB",
+               "SIMCUDA_FAIL=cuMemAlloc_v2:1:CUDA_ERROR_NOT_PERMITTED", NULL);
+        ck_assert_int_eq(pt_run_child(o132_refused_child, NULL, err, sizeof err), 0);
+        const char *a = strstr(err, "\nanswers ");
+        ck_assert_msg(a && sscanf(a, "\nanswers %d %d %d", &r1, &r2, &r3) == 3, "%s", err);
+        ck_assert_msg(r1 == CUDA_ERROR_NOT_PERMITTED && r2 == CUDA_SUCCESS &&
+                          r3 == CUDA_ERROR_OUT_OF_MEMORY,
+                      "%s: answers %d %d %d (800 0 2 expected): %s", modes[m], r1, r2, r3, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_outside132(void)
 {
     TCase *tc = tcase_create("outside132");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, driver_loaded_late_by_path_is_served);
+    tcase_add_test(tc, driver_refusal_code_passed_back);
     return tc;
 }

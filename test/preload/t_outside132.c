@@ -78,7 +78,7 @@ static int o132_run_late(const char *mode, const char *script, const char *drive
  * cuMemAlloc_v2, in every mode, exit 0. Now the first lookup after the load takes that driver. */
 START_TEST(driver_loaded_late_by_path_is_served)
 {
-    static const char *const modes[] = {"arena", "grow", "vmm", "platform"};
+    static const char *const modes[4] = {"arena", "grow", "vmm", "platform"};
     if (o132_system_driver()) {
         fprintf(stderr, "driver_loaded_late_by_path_is_served: a libcuda.so.1 is installed here, "
                         "so no program can lack one: not run\n");
@@ -93,27 +93,30 @@ START_TEST(driver_loaded_late_by_path_is_served)
     fputs(o132_late_py, f);
     fclose(f);
     pt_copy_lib(NULL, dir, "libcuda.so.1", copy, sizeof copy);
-    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
-        char out[256], err[8192];
+    static char out[4][256], err[4][8192];
+    int rc[4];
+    for (size_t m = 0; m < 4; m++)
+        rc[m] = o132_run_late(modes[m], script, copy, out[m], sizeof out[m], err[m], sizeof err[m]);
+    pt_copy_lib_remove(dir, copy); /* before the checks: nothing left behind when one fails */
+    tf_rmtree(d.path);
+    for (size_t m = 0; m < 4; m++) {
         int before = -1, after = -1, granted = -1;
         unsigned long long drv_allocs = 0, peak = 0;
-        int rc = o132_run_late(modes[m], script, copy, out, sizeof out, err, sizeof err);
-        ck_assert_msg(rc == 0 && sscanf(out, "%d %d %d %llu %llu", &before, &after, &granted,
-                                        &drv_allocs, &peak) == 5,
-                      "%s: exit %d, out '%s': %s", modes[m], rc, out, err);
+        ck_assert_msg(rc[m] == 0 && sscanf(out[m], "%d %d %d %llu %llu", &before, &after,
+                                           &granted, &drv_allocs, &peak) == 5,
+                      "%s: exit %d, out '%s': %s", modes[m], rc[m], out[m], err[m]);
         ck_assert_msg(before == CUDA_ERROR_NOT_INITIALIZED && after == CUDA_SUCCESS,
                       "%s: the probe's cuInit answered %d before the load, %d after", modes[m],
                       before, after);
         ck_assert_msg(granted == 64 && peak <= 64 * MiB,
                       "%s: %d MiB granted under a 64 MiB cap, the driver's peak %llu bytes: the "
-                      "driver the program loaded was not served by gpuarena", modes[m], granted, peak);
+                      "driver the program loaded was not served by gpuarena", modes[m], granted,
+                      peak);
         ck_assert_msg(!strcmp(modes[m], "platform") ? drv_allocs == 64 : drv_allocs < 8,
                       "%s: %llu calls reached the driver's cuMemAlloc_v2", modes[m], drv_allocs);
-        ck_assert_msg(strstr(err, "loaded the CUDA driver itself") && strstr(err, copy),
-                      "%s: no word that the driver loaded late is served: %s", modes[m], err);
+        ck_assert_msg(strstr(err[m], "loaded the CUDA driver itself") && strstr(err[m], copy),
+                      "%s: no word that the driver loaded late is served: %s", modes[m], err[m]);
     }
-    pt_copy_lib_remove(dir, copy);
-    tf_rmtree(d.path);
 }
 END_TEST
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #ifndef PT_OUTSIDE127_PENDING
-#define PT_OUTSIDE127_PENDING 0
+#define PT_OUTSIDE127_PENDING 1
 #endif
 
 #define GRAN (2 * MiB)

@@ -12,6 +12,22 @@
 
 #include "pool_internal.h"
 
+/* An address the table holds live came back from the backend: that block is gone
+ * (ga_pool_backend_t.forget), its entry and figures dropped; 1 when so. Kept, its entry made every
+ * later block at that address fail (the driver hands a freed address out again first) and its
+ * bytes stayed counted for good (helper-130). */
+static __attribute__((noinline)) int forget_stale(ga_pool_t *p, uintptr_t base)
+{
+    ga_stats_t *s = &p->own;
+    ga_pentry_t gone;
+    if (!ga_ptrmap_take(&p->table, base, &gone))
+        return 0;
+    p->be.forget(p->be.ctx, base, (size_t)gone.aux);
+    s->backend_releases++, s->frees++, s->live--, s->regions--;
+    s->in_use -= gone.size, s->reserved -= gone.size, s->in_use_requested -= gone.aux;
+    return 1;
+}
+
 ga_status_t ga_platform_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
 {
     size_t rounded = ga_pool_round(size);
@@ -24,16 +40,12 @@ ga_status_t ga_platform_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
         s->failed_allocs++;
         return GA_ENOMEM;
     }
-    ga_pentry_t e = {.key = base, .size = rounded, .aux = size}, gone;
-    /* An address the table holds live came back: that block is gone (ga_pool_backend_t.forget).
-     * Kept, its entry made every later block at that address fail (the driver hands a freed
-     * address out again first) and its bytes stayed counted for good (helper-130). */
-    if (base && p->be.forget && ga_ptrmap_take(&p->table, base, &gone)) {
-        p->be.forget(p->be.ctx, base, (size_t)gone.aux);
-        s->backend_releases++, s->frees++, s->live--, s->regions--;
-        s->in_use -= gone.size, s->reserved -= gone.size, s->in_use_requested -= gone.aux;
-    }
+    ga_pentry_t e = {.key = base, .size = rounded, .aux = size};
     int sound = base && !ga_ptrmap_get(&p->table, base);
+    if (!sound && base && p->be.forget) /* looked for only once the one probe found it: a probe
+                                         * more on every allocation cost 48 instructions a pair
+                                         * (scripts/bench-shim-instr.sh platform) */
+        sound = forget_stale(p, base);
     if (!sound || ga_ptrmap_put(&p->table, &e) != 0) {
         /* out of host memory, or a backend that broke its contract: cannot account it */
         (void)p->be.release(p->be.ctx, base, size); /* refused: the backend's (ga_arena.h) */

@@ -166,8 +166,11 @@ class RunCompare(RunnerFixture, unittest.TestCase, gatest.CliAsserts):
         proc = subprocess.Popen([sys.executable, gatest.SCRIPT, sub, "--sim", *opts, "--",
                                  sys.executable, "-c", prog, marker, handler_exit], env=full,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ready = marker + ".ready"
         for _ in range(1200):  # until the program has its handlers in place (at most a minute)
-            if os.path.exists(marker + ".ready") or proc.poll() is not None:
+            # not only made: written (the program opens it, then writes its pid; a test that read
+            # it in between found no pid, a failure once in a few hundred runs under load)
+            if (os.path.exists(ready) and os.path.getsize(ready) > 0) or proc.poll() is not None:
                 break
             time.sleep(0.05)
         try:

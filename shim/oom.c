@@ -124,13 +124,16 @@ static void ga_oom_put_refused(ga_oom_t *o, const ga_ctx_t *c)
 }
 
 /* The sentence for chunks a stream capture holds back (fence.c, ga_fence_capture_held): freed
- * with cuMemFree, pending, and no synchronisation may pass them before the capture ends. Before,
+ * with cuMemFree, or with cuMemFreeAsync while a global or thread-local capture forbids querying
+ * their events (helper-128), pending, and no synchronisation may pass them before the capture
+ * ends. Before,
  * such a failure said "in use" of bytes the program had freed, and to raise the cap (helper-68
  * F10). */
 static void ga_oom_capture_why(char *buf, size_t len, uint64_t bytes)
 {
     char b[32];
-    snprintf(buf, len, "%s freed with cuMemFree wait for the end of the stream capture under way on "
+    snprintf(buf, len, "%s freed with cuMemFree (or with cuMemFreeAsync, during a global or "
+             "thread-local capture) wait for the end of the stream capture under way on "
              "the device: no synchronisation may pass them during a capture, so they cannot be "
              "reused before cuStreamEndCapture; free them before the capture begins (gpuarena then "
              "reuses them), or allocate what the capture needs before it", ga_fmt_bytes(bytes, b, 32));

@@ -310,20 +310,57 @@ uint64_t ga_fence_capture_held(const ga_ctx_t *c)
  * chunk lies in a first or last granule a live block may keep mapped, which the free figure does
  * not count once the chunk is back (device.c). Counted whole, the figure fell at the program's
  * synchronisation with nothing allocated, and an allocation of it was refused (an outside test,
- * 2026-12-06). g: the granule. c->lock held. */
+ * 2026-12-06). Chunks that lie end to end count as one: five 1.5 MiB blocks freed with nothing
+ * else live cover 4 granules, none inside any one chunk, and cuMemGetInfo said 0 bytes free of
+ * an 8 MiB cap until the next allocation (an outside check, helper-133, 2026-12-07). g: the
+ * granule. c->lock held. */
+typedef struct ga_span {
+    uint64_t lo, hi;
+} ga_span_t;
+
+static int ga_span_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const ga_span_t *)a)->lo, y = ((const ga_span_t *)b)->lo;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t ga_span_granules(uint64_t lo, uint64_t hi, uint64_t g)
+{
+    lo = (lo + g - 1) / g * g;
+    hi = hi / g * g;
+    return hi > lo ? hi - lo : 0;
+}
+
 uint64_t ga_fence_pending_granules(const ga_ctx_t *c, uint64_t g)
 {
     if (!c->npend || g <= 1)
         return 0;
     int held = ga_capture_on_dev(c->dev), all = held && ga_capture_forbids_queries();
+    ga_span_t local[64], *sp = local;
+    if (c->npend > sizeof local / sizeof local[0] && !(sp = malloc(c->npend * sizeof *sp)))
+        sp = NULL; /* no room to join them: each chunk alone, as before */
     uint64_t bytes = 0;
+    size_t n = 0;
     for (size_t i = 0; i < c->npend; i++) {
         const ga_pending_t *e = &c->pend[i];
         if (held && (!e->ev || all))
             continue;
-        uint64_t lo = ((uint64_t)e->ptr + g - 1) / g * g, hi = ((uint64_t)e->ptr + e->size) / g * g;
-        bytes += hi > lo ? hi - lo : 0;
+        if (sp)
+            sp[n++] = (ga_span_t){(uint64_t)e->ptr, (uint64_t)e->ptr + e->size};
+        else
+            bytes += ga_span_granules((uint64_t)e->ptr, (uint64_t)e->ptr + e->size, g);
     }
+    if (!sp)
+        return bytes;
+    qsort(sp, n, sizeof *sp, ga_span_cmp);
+    for (size_t i = 0; i < n;) {
+        uint64_t lo = sp[i].lo, hi = sp[i].hi;
+        for (i++; i < n && sp[i].lo <= hi; i++)
+            hi = sp[i].hi > hi ? sp[i].hi : hi;
+        bytes += ga_span_granules(lo, hi, g);
+    }
+    if (sp != local)
+        free(sp);
     return bytes;
 }
 

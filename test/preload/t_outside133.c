@@ -8,6 +8,8 @@
  * 1.5 MiB and 3 MiB (classes), each allocated twice while live so that it is a class. */
 #include "preload_test.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,8 +64,25 @@ static void o133_frees_child(void *arg)
             exit(e + 4);
         CUdeviceptr base = 0;
         size_t size = 0;
-        if (cuMemGetAddressRange(&base, &size, a) == CUDA_SUCCESS)
-            exit(e + 5); /* a freed pointer has no range */
+        /* A freed pointer, parked or not, and an interior one: no range, no attribute of a live
+         * block (the answers of a block given back to the driver). */
+        if (cuMemGetAddressRange(&base, &size, a) != CUDA_ERROR_NOT_FOUND ||
+            cuMemGetAddressRange(&base, &size, a + 4096) != CUDA_ERROR_NOT_FOUND)
+            exit(e + 5);
+        unsigned long long asz = 0;
+        if (cuPointerGetAttribute(&asz, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a + 4096) !=
+            CUDA_ERROR_INVALID_VALUE)
+            exit(e + 5);
+        CUpointer_attribute at[3] = {CU_POINTER_ATTRIBUTE_CONTEXT,
+                                     CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                     CU_POINTER_ATTRIBUTE_MAPPED};
+        CUcontext actx = (CUcontext)1;
+        unsigned long long astart = 1;
+        int amapped = 1;
+        void *avals[3] = {&actx, &astart, &amapped};
+        if (cuPointerGetAttributes(3, at, avals, a) != CUDA_SUCCESS || actx != NULL ||
+            astart != 0 || amapped != 0)
+            exit(e + 5);
         if (cuMemGetAddressRange(&base, &size, b + s - 1) != CUDA_SUCCESS || base != b || size != s)
             exit(e + 6);
         unsigned long long rs = 0;
@@ -204,13 +223,15 @@ END_TEST
  * its size until the kernel ran, in every GPUARENA_FREE_SYNC setting that promises it; and a
  * parked block given back to make room (the cap) is never unmapped under queued work (the driver
  * counts such work as a stream fault). arg: 0 cuMemFree, 1 cuMemFreeAsync; 2/3: the same, then
- * the whole cap, which gives parked blocks back. */
+ * the whole cap, which gives parked blocks back; 4-7: the same, the next block taken with
+ * cuMemAllocAsync on a second non-blocking stream. */
 static void o133_stream_child(void *arg)
 {
     int how = (int)(intptr_t)arg;
     pt_start();
-    CUstream s;
-    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+    CUstream s, s2;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+        cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
         exit(2);
     for (size_t k = 0; k < O133_NSIZES; k++) {
         size_t sz = o133_sizes[k];
@@ -234,10 +255,18 @@ static void o133_stream_child(void *arg)
             if (cuMemFree(w) != CUDA_SUCCESS)
                 exit(e + 4);
         }
-        if (cuMemAlloc(&c, sz) != CUDA_SUCCESS)
-            exit(e + 5);
-        if (cuMemsetD8(c, 0x11, sz) != CUDA_SUCCESS)
-            exit(e + 5);
+        if (how & 4) {
+            /* Stream-ordered, on a second stream that nothing orders after the free. */
+            if (cuMemAllocAsync(&c, sz, s2) != CUDA_SUCCESS)
+                exit(e + 5);
+            if (cuMemsetD8Async(c, 0x11, sz, s2) != CUDA_SUCCESS)
+                exit(e + 5);
+        } else {
+            if (cuMemAlloc(&c, sz) != CUDA_SUCCESS)
+                exit(e + 5);
+            if (cuMemsetD8(c, 0x11, sz) != CUDA_SUCCESS)
+                exit(e + 5);
+        }
         if (cuCtxSynchronize() != CUDA_SUCCESS)
             exit(e + 6);
         o133_expect(c, sz, 0x11, e + 7); /* 0xEE: the kernel wrote the block handed out again */
@@ -258,15 +287,16 @@ START_TEST(parked_blocks_and_streams)
     char err[8192];
     for (size_t i = 0; i < 2; i++)
         for (size_t j = 0; j < sizeof syncs / sizeof syncs[0]; j++)
-            for (intptr_t how = 0; how < 4; how++) {
+            for (intptr_t how = 0; how < 8; how++) {
                 pt_env("GPUARENA_MODE=vmm", o133_keeps[i], syncs[j], "GPUARENA_LIMIT=16MiB",
                        "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LOG=error", NULL);
                 int rc = pt_run_child(o133_stream_child, (void *)how, err, sizeof err);
-                ck_assert_msg(rc == 0, "%s %s, %s%s: exit %d (tens: the size; +7 the kernel wrote "
+                ck_assert_msg(rc == 0, "%s %s, %s%s%s: exit %d (tens: the size; +7 the kernel wrote "
                               "a block handed out again; 4: queued work found its memory "
                               "unmapped) %s", o133_keeps[i], syncs[j],
                               (how & 1) ? "cuMemFreeAsync" : "cuMemFree",
-                              (how & 2) ? ", then the whole cap" : "", rc, err);
+                              (how & 2) ? ", then the whole cap" : "",
+                              (how & 4) ? ", cuMemAllocAsync" : "", rc, err);
             }
 }
 END_TEST
@@ -362,6 +392,92 @@ START_TEST(pending_frees_end_to_end_counted_free)
 }
 END_TEST
 
+/* 6. Threads: four threads churn pairs of the parking sizes at once under a cap that holds
+ * them, each block stamped with its thread and step and read back before its free: a block taken
+ * back by one thread never lies under another's live block. */
+#define O133_THREADS 4
+static CUcontext o133_ctx;
+static _Atomic int o133_bad;
+
+static void *o133_churn(void *arg)
+{
+    unsigned t = (unsigned)(uintptr_t)arg, seed = 133u + t;
+    static unsigned char bufs[O133_THREADS][4 * MiB];
+    unsigned char *buf = bufs[t];
+    if (cuCtxSetCurrent(o133_ctx) != CUDA_SUCCESS)
+        atomic_fetch_add(&o133_bad, 1000);
+    CUdeviceptr p[4] = {0};
+    size_t sz[4] = {0};
+    unsigned char tag[4] = {0};
+    for (int i = 0; i < 400; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int k = (int)((seed >> 8) % 4);
+        if (p[k]) {
+            if (cuMemcpyDtoH(buf, p[k], sz[k]) != CUDA_SUCCESS)
+                atomic_fetch_add(&o133_bad, 1);
+            else
+                for (size_t j = 0; j < sz[k]; j += 4093)
+                    if (buf[j] != tag[k]) {
+                        atomic_fetch_add(&o133_bad, 1);
+                        break;
+                    }
+            if (cuMemFree(p[k]) != CUDA_SUCCESS)
+                atomic_fetch_add(&o133_bad, 1);
+            p[k] = 0;
+        } else {
+            sz[k] = o133_sizes[(seed >> 16) % O133_NSIZES];
+            if (cuMemAlloc(&p[k], sz[k]) != CUDA_SUCCESS) {
+                atomic_fetch_add(&o133_bad, 100);
+                p[k] = 0;
+                continue;
+            }
+            tag[k] = (unsigned char)(t * 64 + (unsigned)i % 61 + 1);
+            if (cuMemsetD8(p[k], tag[k], sz[k]) != CUDA_SUCCESS)
+                atomic_fetch_add(&o133_bad, 1);
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        if (p[k] && cuMemFree(p[k]) != CUDA_SUCCESS)
+            atomic_fetch_add(&o133_bad, 1);
+    return NULL;
+}
+
+static void o133_threads_child(void *arg)
+{
+    (void)arg;
+    o133_ctx = pt_start();
+    pthread_t th[O133_THREADS];
+    for (uintptr_t i = 0; i < O133_THREADS; i++)
+        if (pthread_create(&th[i], NULL, o133_churn, (void *)i) != 0)
+            exit(2);
+    for (int i = 0; i < O133_THREADS; i++)
+        pthread_join(th[i], NULL);
+    int bad = atomic_load(&o133_bad);
+    if (bad)
+        exit(bad >= 1000 ? 3 : bad >= 100 ? 4 : 5);
+    if (cuCtxSynchronize() != CUDA_SUCCESS)
+        exit(6);
+    simcuda_counters_t c = pt_counters();
+    if (c.peak_vmm_mapped_bytes > 96 * MiB)
+        exit(7);
+    exit(0);
+}
+
+START_TEST(parked_blocks_threads)
+{
+    char err[8192];
+    for (size_t i = 0; i < 2; i++) {
+        /* 4 threads x 4 blocks of at most 4 MiB: 64 MiB live at most, 96 MiB of cap */
+        pt_env("GPUARENA_MODE=vmm", o133_keeps[i], "GPUARENA_LIMIT=96MiB", "SIMCUDA_TOTAL_MEM=1GiB",
+               "GPUARENA_LOG=error", NULL);
+        int rc = pt_run_child(o133_threads_child, NULL, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: exit %d (4: an allocation refused; 5: a block's bytes not its "
+                      "own, or a free refused; 7: the driver mapped past the cap) %s",
+                      o133_keeps[i], rc, err);
+    }
+}
+END_TEST
+
 TCase *pt_tcase_outside133(void)
 {
     TCase *tc = tcase_create("outside133");
@@ -371,5 +487,6 @@ TCase *pt_tcase_outside133(void)
     tcase_add_test(tc, parked_blocks_and_streams);
     tcase_add_test(tc, parked_blocks_context_reset);
     tcase_add_test(tc, pending_frees_end_to_end_counted_free);
+    tcase_add_test(tc, parked_blocks_threads);
     return tc;
 }

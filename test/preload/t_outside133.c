@@ -209,7 +209,8 @@ START_TEST(parked_blocks_under_the_cap)
                       stats[i]);
     char same[400];
     snprintf(same, sizeof same, "(lambda o: all(d['totals'][k]==o['totals'][k] for k in "
-             "('allocs','frees','live','in_use','peak_in_use')))(__import__('json').load(open('%s')))",
+             "('allocs','frees','live','in_use','peak_in_use')))"
+             "(__import__('json').load(open('%s')))",
              stats[1]);
     ck_assert_msg(pt_json_check(stats[0], same) == 0, "parking changed the counts: %s %s",
                   stats[0], stats[1]);
@@ -291,8 +292,8 @@ START_TEST(parked_blocks_and_streams)
                 pt_env("GPUARENA_MODE=vmm", o133_keeps[i], syncs[j], "GPUARENA_LIMIT=16MiB",
                        "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LOG=error", NULL);
                 int rc = pt_run_child(o133_stream_child, (void *)how, err, sizeof err);
-                ck_assert_msg(rc == 0, "%s %s, %s%s%s: exit %d (tens: the size; +7 the kernel wrote "
-                              "a block handed out again; 4: queued work found its memory "
+                ck_assert_msg(rc == 0, "%s %s, %s%s%s: exit %d (tens: the size; +7 the kernel "
+                              "wrote a block handed out again; 4: queued work found its memory "
                               "unmapped) %s", o133_keeps[i], syncs[j],
                               (how & 1) ? "cuMemFreeAsync" : "cuMemFree",
                               (how & 2) ? ", then the whole cap" : "",

@@ -149,7 +149,10 @@ int ga_pool_fits(ga_pool_t *pool, size_t size);
  * the pool is unchanged: GA_ENOTOWNED (not this pool's), GA_EDOUBLE, GA_EINTERIOR, and for
  * platform GA_EHELD (the backend refused to release the block: it stays live, free it again). */
 ga_status_t ga_pool_free(ga_pool_t *pool, uintptr_t ptr, size_t *size);
-/* The live allocation containing ptr (interior allowed): base and rounded size; GA_ENOTOWNED. */
+/* The live allocation containing ptr (interior allowed; platform: its base only, an interior
+ * address is GA_ENOTOWNED, as the driver knows its own ranges): base and rounded size, either
+ * out-parameter may be NULL; GA_ENOTOWNED. (Interior was said of every mode until 2026-12-07: an
+ * outside check, test_outside134.c.) */
 ga_status_t ga_pool_lookup(const ga_pool_t *pool, uintptr_t ptr, uintptr_t *base, size_t *size);
 /* The rounded size of the live allocation whose base is exactly ptr, 0 for any other address
  * (ga_pool_lookup answers those): the hot path of a free that queues it before freeing. */

@@ -482,6 +482,40 @@ START_TEST(bad_input_every_mode)
 }
 END_TEST
 
+/* Bad configurations: GA_EINVAL each, nothing reserved; a first region past the limit GA_ENOMEM. */
+START_TEST(bad_config)
+{
+    hb_reset(-1);
+    ga_pool_backend_t b = hb_backend();
+    const ga_pool_config_t bad[] = {
+        {.mode = (ga_mode_t)GA_MODE_COUNT},
+        {.mode = GA_MODE_VMM},                             /* no va_size */
+        {.mode = GA_MODE_VMM, .va_size = SIZE_MAX},        /* rounding would wrap */
+        {.mode = GA_MODE_ARENA, .initial = SIZE_MAX},
+        {.mode = GA_MODE_GROW, .grow = 1, .min_region = SIZE_MAX},
+    };
+    ga_status_t st = GA_OK;
+    for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+        st = GA_OK;
+        ck_assert_msg(!ga_pool_create(&b, &bad[i], &st) && st == GA_EINVAL, "config %u: %s", i,
+                      ga_status_str(st));
+    }
+    ck_assert_msg(!ga_pool_create(NULL, &bad[1], &st) && st == GA_EINVAL, "NULL backend");
+    ck_assert_msg(!ga_pool_create(&b, NULL, &st) && st == GA_EINVAL, "NULL config");
+    ga_pool_backend_t nog = b;
+    nog.granularity = 3 * GA_ALIGN; /* not a power of two */
+    ga_pool_config_t v = {.mode = GA_MODE_VMM, .va_size = MIB};
+    ck_assert_msg(!ga_pool_create(&nog, &v, &st) && st == GA_EINVAL, "granularity 1536");
+    ga_pool_config_t over = {.mode = GA_MODE_ARENA, .initial = 8 * MIB, .limit = 4 * MIB};
+    ck_assert_msg(!ga_pool_create(&b, &over, &st) && st == GA_ENOMEM, "initial past the limit: %s",
+                  ga_status_str(st));
+    ck_assert_msg(hb.held == 0 && hb.va_held == 0 && hb.nheld == 0, "a refused create holds memory");
+    uintptr_t o;
+    ck_assert_msg(ga_pool_alloc(NULL, 1, &o) == GA_EINVAL && ga_pool_free(NULL, 1, NULL) == GA_EINVAL,
+                  "NULL pool");
+}
+END_TEST
+
 /* Placement, as the README says: exact best fit, lowest address among equal fits, immediate
  * coalescing. A grow pool of one 1 MiB region; holes of 4, 2, 2 and 3 blocks cut in it. */
 START_TEST(best_fit_lowest_address)
@@ -740,6 +774,7 @@ Suite *outside134_suite(void)
     tcase_add_test(tc, backend_refuses_nth_call);
     tcase_add_test(tc, host_memory_fails_midway);
     tcase_add_test(tc, bad_input_every_mode);
+    tcase_add_test(tc, bad_config);
     tcase_add_test(tc, best_fit_lowest_address);
     tcase_add_test(tc, replay_matches_model);
     suite_add_tcase(s, tc);

@@ -41,6 +41,7 @@ typedef struct {
     size_t mapped;    /* bytes of granules mapped */
     size_t va_held;
     unsigned nheld;   /* reserve ranges held */
+    int refuse_release; /* release answers non-zero, keeping the range */
     struct {
         uintptr_t base;
         size_t size;
@@ -81,6 +82,8 @@ static int hb_reserve(void *ctx, size_t size, uintptr_t *base)
 static int hb_release(void *ctx, uintptr_t base, size_t size)
 {
     (void)ctx;
+    if (hb.refuse_release)
+        return 1;
     for (unsigned i = 0; i < MAXR; i++)
         if (hb.r[i].mem && hb.r[i].base == base) {
             ck_assert_msg(hb.r[i].size == size, "release of %#lx with size %zu, reserved %zu",
@@ -516,6 +519,61 @@ START_TEST(bad_config)
 }
 END_TEST
 
+/* Releases the backend refuses: platform's free is GA_EHELD with the block live and unchanged, a
+ * later free goes; an arena's or grow's trim keeps the empty region (ga_pool_refused_idle) and
+ * gives it back at the next trim the backend takes. */
+START_TEST(refused_releases)
+{
+    hb_reset(-1);
+    ga_status_t st;
+    ga_pool_t *p = make_pool(GA_MODE_PLATFORM, 0, &st);
+    uintptr_t a;
+    ASSERT_STATUS(ga_pool_alloc(p, 1000, &a), GA_OK);
+    hb.refuse_release = 1;
+    size_t sz = 7;
+    ASSERT_STATUS(ga_pool_free(p, a, &sz), GA_EHELD);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_msg(s.live == 1 && s.in_use == 1024 && s.reserved == 1024 && s.frees == 0 &&
+                      ga_pool_live_size(p, a) == 1024 && hb.nheld == 1,
+                  "a refused platform free changed the pool: live %lu in_use %lu frees %lu",
+                  (unsigned long)s.live, (unsigned long)s.in_use, (unsigned long)s.frees);
+    hb.refuse_release = 0;
+    ASSERT_STATUS(ga_pool_free(p, a, &sz), GA_OK);
+    ck_assert_msg(sz == 1024 && hb.nheld == 0, "second free: size %zu, backend %u", sz, hb.nheld);
+    char rep[256];
+    ck_assert_msg(ga_pool_check(p, rep, sizeof rep) == 0, "%s", rep);
+    ga_pool_destroy(p);
+
+    for (int m = GA_MODE_ARENA; m <= GA_MODE_GROW; m++) {
+        hb_reset(-1);
+        p = make_pool((ga_mode_t)m, 0, &st);
+        ASSERT_STATUS(ga_pool_alloc(p, 100 * KIB, &a), GA_OK);
+        ASSERT_STATUS(ga_pool_free(p, a, NULL), GA_OK);
+        size_t held = hb.held, largest = 0;
+        ck_assert_msg(held > 0, "%s: nothing held", ga_mode_name((ga_mode_t)m));
+        hb.refuse_release = 1;
+        ck_assert_msg(ga_pool_trim(p) == 0, "%s: trim counted a refused release",
+                      ga_mode_name((ga_mode_t)m));
+        ck_assert_msg(ga_pool_refused_idle(p, &largest) == held && largest == held,
+                      "%s: refused idle %zu (largest %zu), held %zu", ga_mode_name((ga_mode_t)m),
+                      ga_pool_refused_idle(p, NULL), largest, held);
+        ga_pool_stats(p, &s);
+        ck_assert_msg(s.reserved == held && ga_pool_check(p, rep, sizeof rep) == 0,
+                      "%s: reserved %lu held %zu %s", ga_mode_name((ga_mode_t)m),
+                      (unsigned long)s.reserved, held, rep);
+        ASSERT_STATUS(ga_pool_alloc(p, 100 * KIB, &a), GA_OK); /* the kept region serves */
+        ck_assert_msg(hb.held == held, "%s: a new region beside a kept one",
+                      ga_mode_name((ga_mode_t)m));
+        ASSERT_STATUS(ga_pool_free(p, a, NULL), GA_OK);
+        hb.refuse_release = 0;
+        ck_assert_msg(ga_pool_trim(p) == held && hb.held == 0 && ga_pool_refused_idle(p, NULL) == 0,
+                      "%s: the next trim left %zu", ga_mode_name((ga_mode_t)m), hb.held);
+        ga_pool_destroy(p);
+    }
+}
+END_TEST
+
 /* Placement, as the README says: exact best fit, lowest address among equal fits, immediate
  * coalescing. A grow pool of one 1 MiB region; holes of 4, 2, 2 and 3 blocks cut in it. */
 START_TEST(best_fit_lowest_address)
@@ -775,6 +833,7 @@ Suite *outside134_suite(void)
     tcase_add_test(tc, host_memory_fails_midway);
     tcase_add_test(tc, bad_input_every_mode);
     tcase_add_test(tc, bad_config);
+    tcase_add_test(tc, refused_releases);
     tcase_add_test(tc, best_fit_lowest_address);
     tcase_add_test(tc, replay_matches_model);
     suite_add_tcase(s, tc);

@@ -214,6 +214,8 @@ static void verify(const blk_t *b, long step)
 
 static size_t rounded(size_t s) { return (s + GA_ALIGN - 1) / GA_ALIGN * GA_ALIGN; }
 
+static size_t cur_limit; /* the workload's limit, 0 none */
+
 static void pool_healthy(ga_pool_t *p, ga_mode_t mode, long step, uint64_t live_bytes,
                          uint64_t live_n, uint64_t peak)
 {
@@ -234,6 +236,11 @@ static void pool_healthy(ga_pool_t *p, ga_mode_t mode, long step, uint64_t live_
             ga_mode_name(mode), step);
     REQUIRE(s.largest_free <= s.total_free, "%s step %ld: largest_free > total_free",
             ga_mode_name(mode), step);
+    REQUIRE(!cur_limit || (s.peak_reserved <= cur_limit && hb.held <= cur_limit &&
+                           hb.mapped <= cur_limit),
+            "%s step %ld: limit %zu passed: peak_reserved %lu, backend %zu + %zu mapped",
+            ga_mode_name(mode), step, cur_limit, (unsigned long)s.peak_reserved, hb.held,
+            hb.mapped);
     switch (mode) {
     case GA_MODE_ARENA:
     case GA_MODE_GROW:
@@ -278,6 +285,7 @@ static void workload(ga_mode_t mode, uint64_t seed, int steps, size_t limit, lon
                      long host_at, int host_for)
 {
     hb_reset(refuse_at);
+    cur_limit = limit;
     rs = seed;
     ga_status_t st = GA_EINVAL;
     ga_pool_t *p = make_pool(mode, limit, &st);
@@ -309,7 +317,16 @@ static void workload(ga_mode_t mode, uint64_t seed, int steps, size_t limit, lon
             ga_stats_t before;
             ga_pool_stats(p, &before);
             uintptr_t out = 0;
+            int fits = ga_pool_fits(p, size);
+            long calls = hb.calls;
+            size_t held = hb.held, mapped = hb.mapped;
             st = ga_pool_alloc(p, size, &out);
+            REQUIRE(!fits || mode != GA_MODE_PLATFORM, "platform fits");
+            REQUIRE(!fits || (st == GA_OK && hb.calls == calls && hb.held == held &&
+                              hb.mapped <= mapped) ||
+                        (st == GA_ENOHOST && ga_host_fail_after == 0),
+                    "%s step %ld: fits(%zu) said 1, then %s with %ld backend calls",
+                    ga_mode_name(mode), step, size, ga_status_str(st), hb.calls - calls);
             if (st == GA_OK) {
                 REQUIRE(out % GA_ALIGN == 0, "unaligned %#lx", (unsigned long)out);
                 blk_t b = {out, size, rnd() | 1};
@@ -346,6 +363,18 @@ static void workload(ga_mode_t mode, uint64_t seed, int steps, size_t limit, lon
             ga_host_fail_after = -1;
         pool_healthy(p, mode, step, live_bytes, n, peak);
         if (step % 97 == 0) { /* lookups of every live block, interior too */
+            uintptr_t bases[NLIVE];
+            size_t nb = ga_pool_live_bases(p, bases, NLIVE);
+            REQUIRE(nb == n, "%s step %ld: live_bases %zu, live %u", ga_mode_name(mode), step, nb,
+                    n);
+            for (unsigned i = 0; i < n; i++) {
+                size_t j = 0;
+                while (j < nb && bases[j] != live[i].p)
+                    j++;
+                REQUIRE(j < nb, "%s step %ld: live_bases lacks %#lx", ga_mode_name(mode), step,
+                        (unsigned long)live[i].p);
+                REQUIRE(ga_pool_owns(p, live[i].p), "owns");
+            }
             for (unsigned i = 0; i < n; i++) {
                 uintptr_t base = 0;
                 size_t sz = 0;

@@ -359,6 +359,17 @@ static void workload(ga_mode_t mode, uint64_t seed, int steps, size_t limit, lon
             live_bytes -= fs;
             live[i] = live[--n];
         }
+        if (rnd() % 150 == 0) { /* a trim midway gives back what it says, and only idle memory */
+            size_t held = hb.held, mapped = hb.mapped, idle = ga_pool_idle(p);
+            size_t back = ga_pool_trim(p);
+            REQUIRE(back == (held - hb.held) + (mapped - hb.mapped),
+                    "%s step %ld: trim said %zu, the backend got back %zu + %zu mapped",
+                    ga_mode_name(mode), step, back, held - hb.held, mapped - hb.mapped);
+            REQUIRE(mode == GA_MODE_VMM || back == idle, "%s step %ld: trim %zu, idle said %zu",
+                    ga_mode_name(mode), step, back, idle);
+            for (unsigned i = 0; i < n; i++)
+                verify(&live[i], step);
+        }
         if (host_left >= 0 && host_left-- == 0)
             ga_host_fail_after = -1;
         pool_healthy(p, mode, step, live_bytes, n, peak);

@@ -54,6 +54,32 @@ static void refresh_seen(ga_vmm_t *v)
     }
 }
 
+/* Parked blocks are freed memory to their user (an allocation that needs the room gives them back
+ * first): their bytes are free, and the largest free block is what giving them back would make
+ * (each run of parked blocks side by side, with the free chunks around it). Areas count them
+ * allocated: without this, in_use + total_free fell short of the address space by their bytes,
+ * and fragmentation read above 0 with nothing live (an outside check, helper-134, 2026-12-07). */
+static void parked_free(const ga_vmm_t *v, ga_stats_t *out)
+{
+    uint64_t bytes = 0, largest = 0;
+    for (size_t s = 0; s < PARK_SLOTS; s++) {
+        for (size_t j = 0; j < v->park[s].n; j++) {
+            const ga_chunk_t *c = v->park[s].c[j], *pr = c->prev_phys;
+            bytes += c->size;
+            if (pr && !ga_is_free(pr) && (pr->u.area & GA_AREA_PARKED))
+                continue; /* counted from the first of its run */
+            uint64_t run = c->size + (pr && ga_is_free(pr) ? pr->size : 0);
+            for (const ga_chunk_t *n = c->next_phys;
+                 n && (ga_is_free(n) || (n->u.area & GA_AREA_PARKED)); n = n->next_phys)
+                run += n->size;
+            largest = run > largest ? run : largest;
+        }
+    }
+    out->total_free += bytes;
+    if (largest > out->largest_free)
+        out->largest_free = largest;
+}
+
 /* The pool's own figures; live and requested bytes from the areas; free address space is the
  * parent's not lent plus what is free inside the areas' regions. */
 void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
@@ -71,6 +97,8 @@ void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
     out->largest_free = v->parent.largest_free > v->largest_free ? v->parent.largest_free
                                                                  : v->largest_free;
     out->regions = v->parent.regions;
+    if (v->nparked)
+        parked_free(v, out);
 }
 
 /* One line per region of each area in use, general first. */

@@ -113,6 +113,16 @@ static CUresult ga_pool_alloc_locked(ga_ctx_t *c, unsigned life, size_t size, ui
     return ga_status_to_cu(st); /* size is non-zero here: too large to round is an OOM */
 }
 
+/* The errors after which a context cannot be used any more, whatever is called (a kernel's fault:
+ * CUDA_ERROR_ILLEGAL_ADDRESS, the hardware stack, an illegal or misaligned instruction or address,
+ * an invalid address space or program counter, a failed launch; cuda.h: "the process must be
+ * terminated and relaunched"). */
+static int ga_cu_sticky(CUresult r)
+{
+    return r == CUDA_ERROR_ILLEGAL_ADDRESS ||
+           (r >= CUDA_ERROR_HARDWARE_STACK_ERROR && r <= CUDA_ERROR_LAUNCH_FAILED);
+}
+
 /* Said once: an allocation the driver refused with another code than out-of-memory. */
 static void ga_refuse_driver_code(uint8_t api, size_t size, CUresult code, int dev)
 {
@@ -203,12 +213,16 @@ static CUresult ga_alloc_common(ga_ctx_t *c, CUdeviceptr *dptr, size_t size, uin
      * CUDA_ERROR_OUT_OF_MEMORY and an out-of-memory line (in grow mode, "from fragmentation ...
      * Try GPUARENA_MODE=vmm"), in platform mode too, where each cuMemAlloc is the driver's (an
      * outside check, helper-132, 2026-12-07). vmm maps granules with other calls than the
-     * program's, and its out-of-memory line names their code (oom.c). */
+     * program's (cuMemCreate, cuMemMap, cuMemSetAccess): a code of those that only says the
+     * device cannot serve vmm mode stays an out-of-memory whose line names it (oom.c), but a
+     * sticky error, which the program's own cuMemAlloc would have had as well, is passed back. */
     CUresult drv = CUDA_SUCCESS;
-    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && !norecord && c->alloc_st != GA_ENOHOST &&
-        ga_opt.mode != GA_MODE_VMM && c->reserve_err != CUDA_SUCCESS &&
-        c->reserve_err != CUDA_ERROR_OUT_OF_MEMORY)
-        r = drv = c->reserve_err;
+    if (GA_UNLIKELY(r == CUDA_ERROR_OUT_OF_MEMORY) && !norecord && c->alloc_st != GA_ENOHOST) {
+        CUresult why = ga_opt.mode != GA_MODE_VMM ? c->reserve_err
+                       : ga_cu_sticky(c->map_err) ? c->map_err : CUDA_SUCCESS;
+        if (why != CUDA_SUCCESS && why != CUDA_ERROR_OUT_OF_MEMORY)
+            r = drv = why;
+    }
     if (async && r == CUDA_SUCCESS &&
         ga_ptrmap_put(&c->async, &(ga_pentry_t){.key = p, .size = got ? got : ga_round(size),
                                                .aux = size}) != 0) {

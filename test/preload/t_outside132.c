@@ -175,11 +175,42 @@ START_TEST(driver_refusal_code_passed_back)
 }
 END_TEST
 
+/* vmm mode makes its granules with cuMemCreate, cuMemMap and cuMemSetAccess: a sticky error there
+ * (CUDA_ERROR_ILLEGAL_ADDRESS after a kernel fault, which the program's own cuMemAlloc would have
+ * had too) is the program's answer, said once; a code that only says the device cannot serve vmm
+ * mode (CUDA_ERROR_NOT_SUPPORTED) stays an out-of-memory whose line names it. Until 2026-12-07 the
+ * sticky error too reached the program as CUDA_ERROR_OUT_OF_MEMORY with advice to change modes
+ * (helper-132's note). */
+START_TEST(vmm_sticky_refusal_passed_back)
+{
+    char err[8192];
+    int r1, r2, r3;
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=64MiB",
+           "SIMCUDA_FAIL=cuMemCreate:1+:CUDA_ERROR_ILLEGAL_ADDRESS", NULL);
+    ck_assert_int_eq(pt_run_child(o132_refused_child, NULL, err, sizeof err), 0);
+    const char *a = strstr(err, "\nanswers ");
+    ck_assert_msg(a && sscanf(a, "\nanswers %d %d %d", &r1, &r2, &r3) == 3, "%s", err);
+    ck_assert_msg(r1 == CUDA_ERROR_ILLEGAL_ADDRESS && r2 == r1 && r3 == r1,
+                  "the driver refused with 700, the program got %d %d %d: %s", r1, r2, r3, err);
+    ck_assert_msg(strstr(err, "CUresult 700, not for lack of memory") &&
+                      !strstr(err, "out of memory"), "said as an out-of-memory: %s", err);
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_LIMIT=64MiB",
+           "SIMCUDA_FAIL=cuMemCreate:1+:CUDA_ERROR_NOT_SUPPORTED", NULL);
+    ck_assert_int_eq(pt_run_child(o132_refused_child, NULL, err, sizeof err), 0);
+    a = strstr(err, "\nanswers ");
+    ck_assert_msg(a && sscanf(a, "\nanswers %d %d %d", &r1, &r2, &r3) == 3, "%s", err);
+    ck_assert_msg(r1 == CUDA_ERROR_OUT_OF_MEMORY && r2 == r1 && r3 == r1,
+                  "not supported: the program got %d %d %d: %s", r1, r2, r3, err);
+    ck_assert_msg(strstr(err, "CUresult 801"), "the code not named: %s", err);
+}
+END_TEST
+
 TCase *pt_tcase_outside132(void)
 {
     TCase *tc = tcase_create("outside132");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, driver_loaded_late_by_path_is_served);
     tcase_add_test(tc, driver_refusal_code_passed_back);
+    tcase_add_test(tc, vmm_sticky_refusal_passed_back);
     return tc;
 }

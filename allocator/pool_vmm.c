@@ -69,7 +69,7 @@ static inline __attribute__((always_inline)) void uncover_whole(ga_pool_t *p, co
         uint64_t m = run_mask(g0, n);
         size_t w = g0 >> 6;
         r->inner[w] &= ~m;
-        if (s->kept + len <= p->cfg.keep && (r->stacked[w] & m) == m) {
+        if (s->kept + len <= v->keep_now && (r->stacked[w] & m) == m) {
             s->kept += len;
             if (s->kept > s->peak_kept)
                 s->peak_kept = s->kept;
@@ -95,7 +95,7 @@ static inline __attribute__((always_inline)) int uncover_kept(ga_pool_t *p, cons
             refs[g0]--;
             return 1;
         }
-        if (s->kept + v->gran > p->cfg.keep || !((r->stacked[w] >> (g0 & 63)) & 1))
+        if (s->kept + v->gran > v->keep_now || !((r->stacked[w] >> (g0 & 63)) & 1))
             return 0;
         refs[g0] = 0;
         s->kept += v->gran;
@@ -109,7 +109,7 @@ static inline __attribute__((always_inline)) int uncover_kept(ga_pool_t *p, cons
         if (refs[g1] > 1)
             freed &= ~b1, n--;
         uint64_t bytes = (uint64_t)n << v->gshift;
-        if (s->kept + bytes > p->cfg.keep || (r->stacked[w] & freed) != freed)
+        if (s->kept + bytes > v->keep_now || (r->stacked[w] & freed) != freed)
             return 0;
         refs[g0]--;
         refs[g1]--;
@@ -274,6 +274,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->class_end = v->gran <= SIZE_MAX / 3 ? 3 * v->gran : SIZE_MAX;
     v->general_cut = SIZE_MAX;
     v->park_min = p->cfg.keep ? v->half : SIZE_MAX;
+    v->keep_now = p->cfg.keep;
     v->nareas = AREA_FIRST_CLASS;
     if (ga_live_grow(&v->ltab) != 0) { /* slots from the start: no probe tests the count */
         free(v);
@@ -392,27 +393,63 @@ static int parked_at(const ga_vmm_t *v, uintptr_t base)
 
 /* Parking ------------------------------------------------------------------------------------ */
 
-/* Gives parked block c back to its area (its granules and figures went at its park). */
-static void unpark_free(ga_vmm_t *v, ga_chunk_t *c)
+/* Gives parked block c back to its area: the free its park put off (its figures went then), its
+ * granules given back as a free gives them, within the keep its hold leaves. */
+static void unpark_free(ga_pool_t *p, ga_chunk_t *c)
 {
+    ga_vmm_t *v = p->vmm;
     c->u.area &= ~GA_AREA_PARKED;
-    ga_varea_t *ar = &v->area[c->u.area];
+    size_t area = c->u.area, len = 0;
+    ga_varea_t *ar = &v->area[area];
+    uintptr_t ptr = c->base;
     v->nparked--;
     v->parked_req -= c->u.requested;
-    size_t i = ga_live_home(&v->ltab, c->base);
+    v->keep_now += park_hold(v, c->size, area);
+    if (area == AREA_GENERAL && --v->ngparked == 0)
+        v->small_cut = v->small_lim;
+    size_t i = ga_live_home(&v->ltab, ptr);
     while (v->ltab.slots[i].chunk != c)
         i = (i + 1) & v->ltab.mask;
-    ga_free_at(ar->arena, &v->ltab, 1, c, i, NULL);
+    ga_free_at(ar->arena, &v->ltab, 1, c, i, &len);
     mark_dirty(v, ar);
+    ga_vrange_t *r = range_of(v, ptr);
+    if (area == AREA_ALIGNED)
+        uncover_whole(p, v, r, (ptr - r->base) >> v->gshift, len);
+    else
+        uncover(p, v, r, ptr - r->base, len);
 }
 
-/* Every parked block really freed, most recently parked first. */
+/* Every parked block really freed, each size's in the order they were parked (so that their
+ * granules are kept in the order their frees would have kept them). */
 void ga_vmm_unpark_all(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
-    for (size_t s = 0; v->nparked && s < PARK_SLOTS; s++)
-        while (v->park[s].n)
-            unpark_free(v, v->park[s].c[--v->park[s].n]);
+    for (size_t s = 0; v->nparked && s < PARK_SLOTS; s++) {
+        ga_vpark_t *k = &v->park[s];
+        for (size_t j = 0; j < k->n; j++)
+            unpark_free(p, k->c[j]);
+        k->n = 0;
+    }
+}
+
+/* The general area's parked blocks really freed, the other areas' left parked: before an
+ * allocation that none of them serves, so that it is placed as if they had been freed (each one's
+ * room is then free for any size, as its free would have left it). */
+void ga_vmm_unpark_general(ga_pool_t *p)
+{
+    ga_vmm_t *v = p->vmm;
+    for (size_t s = 0; v->ngparked && s < PARK_SLOTS; s++) {
+        ga_vpark_t *k = &v->park[s];
+        size_t n = 0;
+        for (size_t j = 0; j < k->n; j++) {
+            ga_chunk_t *c = k->c[j];
+            if ((c->u.area & ~GA_AREA_PARKED) == AREA_GENERAL)
+                unpark_free(p, c);
+            else
+                k->c[n++] = c;
+        }
+        k->n = n;
+    }
 }
 
 /* Why ptr, a live base of no area, cannot be freed (nothing changes): as a single arena would
@@ -480,85 +517,45 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
     return GA_OK;
 }
 
-/* A block of the aligned area or a class (sizes from half a granule up), with a keep (park_min):
- * parked when its granules go at no cost (the common case of uncover_whole and uncover_kept: in
- * the first range within one bitmap word, every granule it leaves kept and on the kept stack
- * already, as from its second free on) and its size's entry has room; else freed by its area's
- * path. A parked block is freed already. The general area's blocks are never parked: held there,
- * they cut the room the area's other sizes share, and placed around them a step's allocations
- * mapped anew (examples/ex_train: 41 maps in 3 steps instead of 39, a granule more at the peak). */
-static OUT_OF_LINE int park_granules(ga_pool_t *p, ga_chunk_t *c, size_t area);
+/* A block from half a granule up that is not parked: its area's free. */
+static inline __attribute__((always_inline)) ga_status_t free_unparked(ga_pool_t *p, ga_chunk_t *c,
+                                                                       size_t i, size_t *size,
+                                                                       size_t area)
+{
+    if (area == AREA_ALIGNED)
+        return free_aligned(p, c, i, size);
+    return area == AREA_GENERAL ? free_general(p, c, i, size) : free_class(p, c, i, size);
+}
 
+/* A block from half a granule up, with a keep (park_min): parked when its size's entry has room
+ * and the keep has room for what it holds (park_hold: its granules stay mapped and counted as
+ * used, so the granule side costs nothing now and nothing when it is taken back); else freed by
+ * its area's path. A parked block is freed already to its user. A block of the general area is
+ * given back before any allocation it does not serve (ga_vmm_unpark_general): held there, it cut
+ * the room the area's other sizes share, and placed around it a step's allocations mapped anew
+ * (examples/ex_train: 41 maps in 3 steps instead of 39, a granule more at the peak). */
 static OUT_OF_LINE ga_status_t free_large(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
 {
     ga_vmm_t *v = p->vmm;
-    size_t area = c->u.area, len = c->size, off = c->base - v->base0;
+    size_t area = c->u.area, len = c->size;
     if (area & GA_AREA_PARKED)
         return GA_EDOUBLE;
     ga_vpark_t *k = park_slot(v, len);
-    if (k->n == PARK_DEPTH || (k->n && k->size != len))
-        return area == AREA_ALIGNED ? free_aligned(p, c, i, size) : free_class(p, c, i, size);
-    ga_vrange_t *r = v->ranges;
-    ga_stats_t *s = &p->own;
-    size_t g0 = off >> v->gshift, n = len >> v->gshift;
-    if (area == AREA_ALIGNED && off < v->size0 && run_one_word(g0, n)) {
-        uint64_t m = run_mask(g0, n);
-        size_t w = g0 >> 6;
-        if (s->kept + len > p->cfg.keep || (r->stacked[w] & m) != m)
-            return free_aligned(p, c, i, size);
-        r->inner[w] &= ~m;
-        s->kept += len;
-        if (s->kept > s->peak_kept)
-            s->peak_kept = s->kept;
-    } else if (area != AREA_ALIGNED && off < v->size0 &&
-               one_word(g0, (off + len - 1) >> v->gshift)) {
-        if (!uncover_kept(p, v, r, g0, (off + len - 1) >> v->gshift))
-            return free_class(p, c, i, size);
-    } else if (!park_granules(p, c, area)) { /* another range, or across bitmap words */
-        return area == AREA_ALIGNED ? free_aligned(p, c, i, size) : free_class(p, c, i, size);
-    }
+    size_t hold = park_hold(v, len, area);
+    if (k->n == PARK_DEPTH || (k->n && k->size != len) || p->own.kept + hold > v->keep_now)
+        return free_unparked(p, c, i, size, area);
+    v->keep_now -= hold;
     count_free(p, v, &v->area[area], len, size);
     k->size = len;
     k->c[k->n++] = c;
     c->u.area = area | GA_AREA_PARKED;
     v->nparked++;
     v->parked_req += c->u.requested;
+    if (area == AREA_GENERAL) { /* every allocation but its size's gives it back first */
+        v->ngparked++;
+        v->small_cut = 0;
+    }
     return GA_OK;
-}
-
-/* free_large's granule side for any block, where its quick tests do not apply (a range other than
- * the first, granules across bitmap words): the same condition, so that whether a block is parked
- * never depends on where ranges begin (the replay's and the shim's differ in size): every granule
- * the block leaves with no user goes kept, within the keep, and is on the kept stack already. 1
- * with the granules left as a free leaves them; 0 with nothing changed. */
-static OUT_OF_LINE int park_granules(ga_pool_t *p, ga_chunk_t *c, size_t area)
-{
-    ga_vmm_t *v = p->vmm;
-    ga_vrange_t *r = range_of(v, c->base);
-    if (!r)
-        return 0;
-    size_t off = c->base - r->base, g0 = off >> v->gshift, g1 = (off + c->size - 1) >> v->gshift;
-    size_t f0 = g0, f1 = g1; /* the granules it leaves with no user */
-    if (area != AREA_ALIGNED) {
-        f0 += r->refs[g0] > 1;
-        f1 -= g1 != g0 ? r->refs[g1] > 1 : r->refs[g0] > 1;
-    }
-    uint64_t bytes = f0 <= f1 && f1 != (size_t)-1 ? (uint64_t)(f1 - f0 + 1) << v->gshift : 0;
-    if (bytes && (p->own.kept + bytes > p->cfg.keep || !bits_all(r->stacked, f0, f1)))
-        return 0;
-    if (area == AREA_ALIGNED) {
-        bits_put(r->inner, g0, g1, 0);
-    } else {
-        r->refs[g0]--;
-        if (g1 != g0)
-            r->refs[g1]--;
-        if (g1 > g0 + 1)
-            bits_put(r->inner, g0 + 1, g1 - 1, 0);
-    }
-    p->own.kept += bytes;
-    if (p->own.kept > p->own.peak_kept)
-        p->own.peak_kept = p->own.kept;
-    return 1;
 }
 
 /* One probe of the shared live table finds the block and, from its chunk, its area, which picks
@@ -574,10 +571,10 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
         i = (i + 1) & t->mask;
     if (!c)
         return free_refused(p, ptr);
-    if (c->u.area == AREA_GENERAL)
-        return free_general(p, c, i, size);
     if (c->size >= p->vmm->park_min) /* a parked block among them: none without a keep */
         return free_large(p, c, i, size);
+    if (c->u.area == AREA_GENERAL)
+        return free_general(p, c, i, size);
     if (c->u.area == AREA_ALIGNED)
         return free_aligned(p, c, i, size);
     return free_class(p, c, i, size);

@@ -519,6 +519,8 @@ static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t
     k->n--;
     c->u.area = area;
     v->nparked--;
+    if (area == AREA_GENERAL && --v->ngparked == 0)
+        v->small_cut = v->small_lim;
     v->parked_req -= c->u.requested;
     v->park_hits++;
     if (c->u.requested != size) {
@@ -529,56 +531,41 @@ static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t
     }
 }
 
-/* alloc_parked when the block's granules are not all mapped where the quick test looks (outside
- * the first range, across bitmap words, or given back since): covered as any placed block's. */
-static OUT_OF_LINE ga_status_t alloc_parked_slow(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
-                                                 size_t size, size_t rounded, uintptr_t *out)
-{
-    ga_vmm_t *v = p->vmm;
-    size_t area = c->u.area & ~GA_AREA_PARKED;
-    unpark(v, k, c, area, size);
-    ga_varea_t *ar = &v->area[area];
-    int slot = ar->size == rounded ? (int)ar->slot
-                                   : class_size(v, rounded) ? ga_vmm_track_find(v, rounded, 0) : -1;
-    return cover_placed(p, ar, slot, c->base, rounded, out);
-}
-
-/* An allocation while blocks are parked: the most recently parked block of its rounded size is
- * taken back where it lies (its area's placement unchanged), its granules taken as any block's
- * (kept since its park: nothing to map), else the allocation is placed as with nothing parked.
- * The common case (in the first range, within one bitmap word) inline: a granule multiple's run
- * of kept granules, another block's end counts (cover_kept). */
+/* An allocation from half a granule up while blocks are parked: the last parked block of its
+ * rounded size, taken back where it lies. It held its granules while parked (mapped, and counted
+ * as used), so nothing is covered and nothing is looked up but its size's live count. */
 static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t rounded,
                                             uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
     ga_vpark_t *k = park_slot(v, rounded);
-    if (!k->n || k->size != rounded) /* parked sizes are from half a granule up: never 0 */
-        return alloc_large(p, size, rounded, out);
+    if (!k->n || k->size != rounded) { /* parked sizes are from half a granule up: never 0 */
+        if (!v->ngparked)
+            return alloc_large(p, size, rounded, out);
+        ga_vmm_unpark_general(p); /* placed as if they were freed: a size of any kind */
+        return ga_vmm_alloc(p, size, out);
+    }
     ga_chunk_t *c = k->c[k->n - 1];
-    size_t area = c->u.area & ~GA_AREA_PARKED, off = c->base - v->base0;
-    if (off >= v->size0)
-        return alloc_parked_slow(p, k, c, size, rounded, out);
-    size_t g0 = off >> v->gshift;
-    if (area == AREA_ALIGNED) {
-        size_t n = rounded >> v->gshift, w = g0 >> 6;
-        uint64_t m = run_one_word(g0, n) ? run_mask(g0, n) : 0;
-        if (!m || (v->mapped0[w] & m) != m)
-            return alloc_parked_slow(p, k, c, size, rounded, out);
-        v->ranges->inner[w] |= m;
-        p->own.kept -= rounded;
-    } else {
-        if (!cover_kept(p, v, v->ranges, g0, (off + rounded - 1) >> v->gshift))
-            return alloc_parked_slow(p, k, c, size, rounded, out);
+    size_t area = c->u.area & ~GA_AREA_PARKED;
+    if (area != AREA_ALIGNED) {
         ga_varea_t *ar = &v->area[area];
         if (ar->size == rounded) {
             v->track[ar->slot].nlive++;
         } else if (class_size(v, rounded)) {
             int slot = ga_vmm_track_find(v, rounded, 0);
+            /* A general-area block of a size that has a class not known to map for it: placed
+             * as if the parked blocks were freed, so that the class takes it when it has room
+             * on mapped granules (four 1.5 MiB blocks, the first placed before the class was
+             * made, held 4 granules instead of 3 when it was taken back where it lay). */
+            if (slot >= 0 && v->track[slot].area && !v->area[v->track[slot].area].unmapped_fit) {
+                ga_vmm_unpark_general(p);
+                return ga_vmm_alloc(p, size, out);
+            }
             if (slot >= 0)
                 v->track[slot].nlive++;
         }
     }
+    v->keep_now += park_hold(v, rounded, area);
     unpark(v, k, c, area, size);
     count_alloc(p, rounded);
     *out = c->base;
@@ -618,10 +605,17 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
         return 0;
     if (v->nparked && rounded >= v->half) {
         const ga_vpark_t *k = park_slot(v, rounded);
-        if (k->n && k->size == rounded) /* a parked block of its size, taken back where it lies:
-                                          * its granules, unless one was given back since */
-            return unmapped_in(v, k->c[k->n - 1]->base, rounded) == 0;
+        if (k->n && k->size == rounded) { /* a parked block of its size, taken back where it
+                                            * lies, on the granules it held (alloc_parked) */
+            const ga_chunk_t *c = k->c[k->n - 1];
+            int slot = c->u.area == (AREA_GENERAL | GA_AREA_PARKED) && class_size(v, rounded)
+                       ? ga_vmm_track_find(v, rounded, 0) : -1;
+            if (slot < 0 || !v->track[slot].area || v->area[v->track[slot].area].unmapped_fit)
+                return 1;
+        }
     }
+    if (v->ngparked) /* the general area's parked blocks go back first: a placement not yet known */
+        return 0;
     uint16_t id = AREA_GENERAL;
     if (!(rounded & v->gmask)) {
         id = AREA_ALIGNED;

@@ -145,7 +145,13 @@ struct ga_vmm {
      * takes them off), and the allocations served from them (which no area counts). park_min:
      * half a granule with a keep, SIZE_MAX without: the free path's one test. */
     size_t park_min;
+    /* The keep less what parked blocks hold (park_hold): the room freed granules have to stay
+     * kept, so that kept granules and parked blocks together hold at most the keep. */
+    size_t keep_now;
     size_t nparked;
+    /* Parked blocks of the general area: while there are any, small_cut is 0, so that an
+     * allocation under half a granule takes the parked path, which gives them back first. */
+    size_t ngparked;
     uint64_t parked_req, park_hits;
     ga_vpark_t park[PARK_SLOTS];
 };
@@ -154,6 +160,17 @@ struct ga_vmm {
 static inline ga_vpark_t *park_slot(ga_vmm_t *v, size_t rounded)
 {
     return &v->park[((uint64_t)(rounded / GA_ALIGN) * 0x9E3779B97F4A7C15ull) >> (64 - PARK_BITS)];
+}
+
+/* What a parked block of len bytes in area `area` may hold mapped with no live block on it, counted
+ * against the keep while it is parked: its granules, one more for a block of an area other than
+ * the aligned one (no granule boundary at its start). Said by its size, not its place, so that
+ * whether a block is parked never depends on where a range begins (the replay's and the shim's
+ * ranges differ). */
+static inline size_t park_hold(const ga_vmm_t *v, size_t len, size_t area)
+{
+    size_t up = (len + v->gmask) & ~v->gmask;
+    return area == AREA_ALIGNED ? up : up + v->gran;
 }
 
 /* Granule bitmaps ------------------------------------------------------------------------------ */
@@ -329,5 +346,6 @@ int ga_vmm_cover_whole(ga_pool_t *p, uintptr_t a, size_t len);
  * parked block is left (pool_vmm.c). */
 #define GA_VMM_UNPARK (-2)
 void ga_vmm_unpark_all(ga_pool_t *p);
+void ga_vmm_unpark_general(ga_pool_t *p);
 
 #endif

@@ -2,6 +2,7 @@
  * area changed), the live bases, the occupancy map, and the invariant walker the tests call.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "vmm_internal.h"
 
@@ -80,6 +81,52 @@ static void parked_free(const ga_vmm_t *v, ga_stats_t *out)
         out->largest_free = largest;
 }
 
+static int ptr_order(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(uint32_t *const *)a, y = (uintptr_t)*(uint32_t *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* Bytes of the granules parked blocks alone hold: mapped with no live block on them, so kept to
+ * their user (a parked block holds its granules until it is taken back or given back). A block's
+ * inner granules and an aligned block's every granule are its own; an end granule another block
+ * may share is held by parked blocks alone when its count of users is the count of parked blocks
+ * ending there (the ends sorted by their counts' addresses, one per granule). */
+static uint64_t parked_only(const ga_vmm_t *v)
+{
+    static const size_t max = 2 * PARK_SLOTS * PARK_DEPTH;
+    uint32_t *end[2 * PARK_SLOTS * PARK_DEPTH];
+    size_t n = 0;
+    uint64_t g = 0;
+    for (size_t s = 0; s < PARK_SLOTS; s++) {
+        for (size_t j = 0; j < v->park[s].n; j++) {
+            const ga_chunk_t *c = v->park[s].c[j];
+            ga_vrange_t *r = range_of(v, c->base);
+            if (!r)
+                continue;
+            size_t off = c->base - r->base, g0 = off >> v->gshift,
+                   g1 = (off + c->size - 1) >> v->gshift;
+            if ((c->u.area & ~GA_AREA_PARKED) == AREA_ALIGNED) {
+                g += g1 - g0 + 1;
+                continue;
+            }
+            g += g1 > g0 + 1 ? g1 - g0 - 1 : 0;
+            if (n + 2 <= max) {
+                end[n++] = &r->refs[g0];
+                if (g1 != g0)
+                    end[n++] = &r->refs[g1];
+            }
+        }
+    }
+    qsort(end, n, sizeof end[0], ptr_order);
+    for (size_t i = 0, k; i < n; i = k) {
+        for (k = i + 1; k < n && end[k] == end[i]; k++)
+            ;
+        g += *end[i] == k - i;
+    }
+    return g << v->gshift;
+}
+
 /* The pool's own figures; live and requested bytes from the areas; free address space is the
  * parent's not lent plus what is free inside the areas' regions. */
 void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
@@ -97,8 +144,10 @@ void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
     out->largest_free = v->parent.largest_free > v->largest_free ? v->parent.largest_free
                                                                  : v->largest_free;
     out->regions = v->parent.regions;
-    if (v->nparked)
+    if (v->nparked) {
         parked_free(v, out);
+        out->kept += parked_only(v);
+    }
 }
 
 /* One line per region of each area in use, general first. */
@@ -172,23 +221,28 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
         }
     }
     /* Parked blocks: each in the live table, marked, of its entry's size; their sums. */
-    uint64_t pn = 0, pbytes = 0, preq = 0, pbad = 0;
+    uint64_t pn = 0, pbytes = 0, preq = 0, pbad = 0, phold = 0;
     for (size_t s = 0; s < PARK_SLOTS; s++) {
         for (size_t j = 0; j < v->park[s].n; j++) {
             const ga_chunk_t *c = v->park[s].c[j];
             pn++, pbytes += c->size, preq += c->u.requested;
+            phold += park_hold(v, c->size, c->u.area & ~GA_AREA_PARKED);
             pbad += c->size != v->park[s].size || park_slot(v, c->size) != &v->park[s] ||
                     !(c->u.area & GA_AREA_PARKED) || ga_live_find_made(&v->ltab, c->base) != c ||
                     c->size < v->half;
         }
     }
-    if (!bad && (pbad || pn != v->nparked || preq != v->parked_req)) {
+    if (!bad && (pbad || pn != v->nparked || preq != v->parked_req ||
+                 phold + v->keep_now != p->cfg.keep || p->own.kept > v->keep_now)) {
         bad++;
         if (report && len)
-            snprintf(report, len, "vmm pool: %llu parked blocks of %llu bytes (%llu requested), "
-                     "%llu of them misplaced; counted %zu (%llu requested)",
+            snprintf(report, len, "vmm pool: %llu parked blocks of %llu bytes (%llu requested, "
+                     "holding %llu), %llu of them misplaced; counted %zu (%llu requested), keep "
+                     "%zu, %zu of it left, %llu kept",
                      (unsigned long long)pn, (unsigned long long)pbytes, (unsigned long long)preq,
-                     (unsigned long long)pbad, v->nparked, (unsigned long long)v->parked_req);
+                     (unsigned long long)phold, (unsigned long long)pbad, v->nparked,
+                     (unsigned long long)v->parked_req, p->cfg.keep, v->keep_now,
+                     (unsigned long long)p->own.kept);
     }
     int mine = (mapped != p->own.reserved) + (kept != p->own.kept) + (orphan != 0) +
                (unstacked != 0) + (unlent != 0) + (bits != 0) + (p->own.kept > p->cfg.keep);

@@ -4,12 +4,13 @@
 # pairs and one of 10,000 (bench_shim repeats its loop 3 times), and the difference over 150,000 is
 # the cost of one pair with start-up and exit taken out. Counts do not drift with the machine's load, so they settle what timings cannot.
 #   scripts/bench-shim-instr.sh BUILD [CONFIG...]     (CONFIG: direct pool arena arena-none platform vmm
-#   arena-large vmm-large; -large: bench-shim's 1-64 MiB blocks freed and allocated again at their size)
+#   arena-large vmm-large arena-odd vmm-odd; -large: bench-shim's 1-64 MiB blocks freed and allocated
+#   again at their size; -odd: its 1.5-24 MiB plus 4 KiB blocks, no granule multiple, the same way)
 # BUILD must hold lib/libgpuarena.so, preload/bench_shim and preload/nulldrv/libcuda.so.1
 # (make BUILD=DIR DIR/lib/libgpuarena.so DIR/preload/bench_shim DIR/preload/nulldrv/libcuda.so.1).
 set -u
 if [ $# -lt 1 ]; then
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 command -v valgrind >/dev/null || { echo "gpuarena: valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
@@ -26,6 +27,8 @@ count() { # config pairs -> instructions of the whole run
     case $1 in
         arena-large) what=measure-large ;;
         vmm-large) what=measure-large; mode=vmm ;;
+        arena-odd) what=measure-odd ;;
+        vmm-odd) what=measure-odd; mode=vmm ;;
         direct) pre= ;;
         pool) what=pool; pre= ;;
         arena-none) sync=none ;;

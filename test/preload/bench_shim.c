@@ -66,6 +66,18 @@ static size_t next_large(unsigned *x, int *slot)
     return large_size(*slot);
 }
 
+/* The odd-size sequence ("measure-odd"): as the large one, but slot i holds 1.5 MiB << (i % 5)
+ * plus 4 KiB, 1.5 to 24 MiB and no granule multiple: blocks that span granules they share with
+ * their neighbours, of sizes that get a class in vmm mode (1.5 and 3 MiB plus 4 KiB, three or
+ * four of each live) and of sizes that stay in its general area (6 MiB plus 4 KiB and up). */
+static size_t odd_size(int slot) { return ((size_t)3 << (19 + slot % 5)) + 4096; }
+static size_t next_odd(unsigned *x, int *slot)
+{
+    *x = *x * 1103515245u + 12345u;
+    *slot = (int)(*x >> 28) % LIVE;
+    return odd_size(*slot);
+}
+
 /* A host backend that hands out address space only (nothing is ever touched). */
 static uintptr_t fake_next = (uintptr_t)1 << 40;
 static int fake_reserve(void *ctx, size_t size, uintptr_t *base)
@@ -117,9 +129,9 @@ static int measure_pool(long n)
     return 0;
 }
 
-/* Child: ns per alloc+free pair, best of 3 runs of n pairs; large: the large-block sequence.
- * Always inlined with a constant `large` (measure_small, measure_large), so the loop tests
- * nothing per pair that the figures before the large rows did not. */
+/* Child: ns per alloc+free pair, best of 3 runs of n pairs; large: 1 the large-block sequence, 2
+ * the odd-size one. Always inlined with a constant `large` (measure_small, measure_large,
+ * measure_odd), so the loop tests nothing per pair that the figures before the large rows did not. */
 static inline __attribute__((always_inline)) int measure(long n, int large)
 {
     CUdevice dev;
@@ -131,14 +143,15 @@ static inline __attribute__((always_inline)) int measure(long n, int large)
     }
     CUdeviceptr live[LIVE];
     for (int i = 0; i < LIVE; i++)
-        cuMemAlloc(&live[i], large ? large_size(i) : 4096);
+        cuMemAlloc(&live[i], large == 2 ? odd_size(i) : large ? large_size(i) : 4096);
     unsigned x = 12345;
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
         double t0 = now_ns();
         for (long i = 0; i < n; i++) {
             int slot;
-            size_t size = large ? next_large(&x, &slot) : next_pair(&x, &slot);
+            size_t size = large == 2 ? next_odd(&x, &slot)
+                          : large ? next_large(&x, &slot) : next_pair(&x, &slot);
             cuMemFree(live[slot]);
             if (cuMemAlloc(&live[slot], size) != CUDA_SUCCESS) {
                 fprintf(stderr, "gpuarena: bench: allocation failed\n");
@@ -154,6 +167,7 @@ static inline __attribute__((always_inline)) int measure(long n, int large)
 
 static __attribute__((noinline)) int measure_small(long n) { return measure(n, 0); }
 static __attribute__((noinline)) int measure_large(long n) { return measure(n, 1); }
+static __attribute__((noinline)) int measure_odd(long n) { return measure(n, 2); }
 
 /* One child run: which driver, whether the shim is preloaded, and the shim's settings. */
 typedef struct config {
@@ -163,7 +177,8 @@ typedef struct config {
     long n;
     const char *stats, *trace; /* GPUARENA_STATS, GPUARENA_TRACE; NULL = unset */
     const char *free_sync;     /* GPUARENA_FREE_SYNC; NULL = unset (the default, deferred) */
-    const char *what;          /* "measure", "measure-large", or "pool": the allocator alone */
+    const char *what;          /* "measure", "measure-large", "measure-odd", or "pool": the
+                                * allocator alone */
 } config_t;
 
 static void child_env(const config_t *c)
@@ -265,6 +280,8 @@ int main(int argc, char **argv)
         return measure_small(atol(argv[2]));
     if (argc == 3 && !strcmp(argv[1], "measure-large"))
         return measure_large(atol(argv[2]));
+    if (argc == 3 && !strcmp(argv[1], "measure-odd"))
+        return measure_odd(atol(argv[2]));
     if (argc == 3 && !strcmp(argv[1], "pool"))
         return measure_pool(atol(argv[2]));
     if (!getenv("BENCH_SHIM") || !getenv("BENCH_SIM") || !getenv("BENCH_NULLDRV")) {
@@ -289,12 +306,14 @@ int main(int argc, char **argv)
         {N, 1, "vmm", "0", fast, NULL, NULL, NULL, NULL},
         {N, 1, "arena", "0", mid, NULL, NULL, NULL, "measure-large"},
         {N, 1, "vmm", "0", mid, NULL, NULL, NULL, "measure-large"},
+        {N, 1, "arena", "0", mid, NULL, NULL, NULL, "measure-odd"},
+        {N, 1, "vmm", "0", mid, NULL, NULL, NULL, "measure-odd"},
     };
     enum { K = sizeof key / sizeof key[0] };
     double best[K];
     best_of_rounds(me, key, NULL, K, ROUNDS, best);
     double nd = best[0], np = best[1], na = best[2], nan0 = best[3], npool = best[4], nv = best[5];
-    double nal = best[6], nvl = best[7];
+    double nal = best[6], nvl = best[7], nao = best[8], nvo = best[9];
     double nps = run(me, &(config_t){N, 1, "platform", "0", fast, "/dev/null", NULL, NULL, NULL});
     double nas = run(me, &(config_t){N, 1, "arena", "0", fast, "/dev/null", NULL, NULL, NULL});
     /* The recording rows likewise, each traced run in the same round as its reference: a trace
@@ -331,6 +350,9 @@ int main(int argc, char **argv)
     row("null", "shim, vmm", nv, nd, 0);
     row("null", "shim, arena, 1-64 MiB blocks reallocated at their size", nal, nd, 0);
     row("null", "shim, vmm, 1-64 MiB blocks reallocated at their size (nothing mapped)", nvl, nd, 0);
+    row("null", "shim, arena, 1.5-24 MiB + 4 KiB blocks reallocated at their size", nao, nd, 0);
+    row("null", "shim, vmm, 1.5-24 MiB + 4 KiB blocks reallocated at their size (nothing mapped)",
+        nvo, nd, 0);
     /* Recording cost per event: a pair is two events, so half the traced-minus-untraced time. */
     row("null", "shim, platform (500k pairs, reference)", np0, nd, 0);
     row("null", "shim, platform, GPUARENA_TRACE on (vs reference: recording per event)", npt,
@@ -351,7 +373,9 @@ int main(int argc, char **argv)
            "interleaved rounds).\n", (na - npool) / 2, (nan0 - npool) / 2, (nv - npool) / 2,
            npool / 2, ROUNDS);
     printf("\nvmm over arena with blocks of 1 to 64 MiB freed and allocated again at their size "
-           "(vmm maps nothing after the first pairs): %+.1f ns per call.\n", (nvl - nal) / 2);
+           "(vmm maps nothing after the first pairs): %+.1f ns per call; with blocks of 1.5 to 24 "
+           "MiB plus 4 KiB, no granule multiple: %+.1f ns per call.\n", (nvl - nal) / 2,
+           (nvo - nao) / 2);
     printf("\nRecording cost per event, GPUARENA_TRACE on vs off (issue 4 target: under 100 ns): "
            "platform %+.1f ns, arena %+.1f ns.\n", (npt - np0) / 2, (nat - na0) / 2);
     return 0;

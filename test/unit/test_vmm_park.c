@@ -1,11 +1,15 @@
-/* The vmm pool's parked blocks (pool_vmm.c): a block of a class or the granule-multiple area freed
- * while the keep has room is held where it lies, its granules kept, and the next allocation of its
- * size takes it back with no placement. Asserted from the outside (the pool's answers, its figures, the fake backend's
- * map counts): a parked block is freed memory to every query (a second free, an interior free, a
- * lookup, the live size and bases); the figures are a free's and an allocation's; an allocation of
- * another size that would map a granule takes the parked blocks' room first; trim gives everything
- * back; and a seeded workload of few sizes, checked after every step, agrees with a model. Added to
- * the vmm suite's "placement" case by vmm_park_add(). */
+/* The vmm pool's parked blocks (pool_vmm.c): a block from half a granule up freed while the keep
+ * has room for what it holds is held where it lies, its granules still mapped and in use, and the
+ * next allocation of its size takes it back with no placement and no granule work. Asserted from
+ * the outside (the pool's answers, its figures, the fake backend's map counts): a parked block is
+ * freed memory to every query (a second free, an interior free, a lookup, the live size and
+ * bases); the figures are a free's and an allocation's, its granules kept ones; what parked
+ * blocks hold and the kept granules stay within the keep; an allocation of another size that
+ * would map a granule takes the parked blocks' room first, and any allocation the general area's
+ * parked blocks do not serve is placed as if they were freed; trim gives everything back; a
+ * block that maps takes its kept granules before it maps; and a seeded workload of few sizes,
+ * checked after every step, agrees with a model. Added to the vmm suite's "placement" case by
+ * vmm_park_add(). */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -104,9 +108,10 @@ START_TEST(vmm_parked_room_serves_before_mapping)
 }
 END_TEST
 
-/* The general area's blocks are not parked (sizes seen alone, large odd sizes): freed, their room
- * serves the area's other sizes at once. */
-START_TEST(vmm_general_area_blocks_not_parked)
+/* The general area's blocks are parked too (a size seen alone, large odd sizes), and given back
+ * before any allocation they do not serve: their room serves the area's other sizes, small ones
+ * included, as a free's would. */
+START_TEST(vmm_general_area_parked_blocks_give_way)
 {
     vfake_t f;
     ga_pool_t *p = vmm_pool(&f, 0, 64 * MIB);
@@ -116,7 +121,110 @@ START_TEST(vmm_general_area_blocks_not_parked)
     ck_assert_uint_eq(pool_alloc(p, 5 * MIB / 4), x);
     ck_assert_uint_eq(f.maps, maps);
     POOL_HEALTHY(p);
+    ck_assert_int_eq(ga_pool_free(p, x, NULL), GA_OK);
     destroy_clean(p, &f);
+    /* A 7 MiB + 4 KiB block between two live ones, parked, then a 4 KiB allocation: the small
+     * block lands at its place, as after a free (the smallest free chunk), with nothing mapped or
+     * given back. */
+    p = vmm_pool(&f, 0, 64 * MIB);
+    uintptr_t lo = pool_alloc(p, 7 * MIB + 4 * KIB), mid = pool_alloc(p, 7 * MIB + 4 * KIB);
+    uintptr_t hi = pool_alloc(p, 7 * MIB + 4 * KIB);
+    ck_assert_int_eq(ga_pool_free(p, mid, NULL), GA_OK);
+    ck_assert_uint_eq(ga_pool_live_size(p, mid), 0);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.live, 2);
+    maps = f.maps;
+    unsigned unmaps = f.unmaps;
+    uintptr_t small = pool_alloc(p, 4 * KIB);
+    ck_assert_uint_eq(small, mid);
+    ck_assert_uint_eq(f.maps, maps);
+    ck_assert_uint_eq(f.unmaps, unmaps);
+    POOL_HEALTHY(p);
+    /* the room back, its size again there, then parked and taken back at the same place */
+    ck_assert_int_eq(ga_pool_free(p, small, NULL), GA_OK);
+    ck_assert_uint_eq(pool_alloc(p, 7 * MIB + 4 * KIB), mid);
+    ck_assert_int_eq(ga_pool_free(p, mid, NULL), GA_OK);
+    ck_assert_uint_eq(pool_alloc(p, 7 * MIB + 4 * KIB), mid);
+    ck_assert_uint_eq(f.maps, maps);
+    POOL_HEALTHY(p);
+    ck_assert_int_eq(ga_pool_free(p, lo, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, mid, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, hi, NULL), GA_OK);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* What parked blocks hold counts against the keep with the kept granules: under a keep of 16 MiB,
+ * a freed 9 MiB + 4 KiB block holds up to 6 granules (12 MiB, counted by its size), so a second
+ * one is freed as before (its granules kept within the 4 MiB left, the rest given back), and
+ * mapped memory beyond the live blocks' granules never passes the keep. */
+START_TEST(vmm_parked_blocks_hold_within_keep)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 16 * MIB);
+    uintptr_t b[5];
+    for (int i = 0; i < 5; i++)
+        b[i] = pool_alloc(p, 9 * MIB + 4 * KIB);
+    size_t live_gran = f.mapped; /* every block live: every mapped granule in use */
+    ck_assert_int_eq(ga_pool_free(p, b[1], NULL), GA_OK);
+    ck_assert_uint_eq(f.unmaps, 0); /* parked: nothing given back */
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.reserved, live_gran);
+    ck_assert_uint_le(s.kept, 16 * MIB);
+    ck_assert_uint_ge(s.kept, 3 * GRAN); /* its inner granules, in use by no live block */
+    ck_assert_int_eq(ga_pool_free(p, b[3], NULL), GA_OK);
+    ck_assert_uint_gt(f.unmaps, 0); /* not parked: what the keep has no room for went back */
+    ga_pool_stats(p, &s);
+    ck_assert_uint_le(s.kept, 16 * MIB);
+    ck_assert_uint_eq(s.reserved, f.mapped);
+    POOL_HEALTHY(p);
+    unsigned maps = f.maps;
+    ck_assert_uint_eq(pool_alloc(p, 9 * MIB + 4 * KIB), b[1]); /* the parked one, at no cost */
+    ck_assert_uint_eq(f.maps, maps);
+    POOL_HEALTHY(p);
+    ga_pool_trim(p);
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 0);
+    for (int i = 0; i < 5; i++)
+        if (i != 3)
+            ck_assert_int_eq(ga_pool_free(p, b[i], NULL), GA_OK);
+    destroy_clean(p, &f);
+}
+END_TEST
+
+/* A block that maps takes the kept granules it lies on before it maps the rest: a map gives back
+ * a kept granule first, and taken in address order the block's own kept granules further on were
+ * given back and mapped again. Granules g0..g3 freed (two blocks, both parked, then given back
+ * when a small block maps its own granule, which gives one kept granule back), then a block of 4
+ * granules there: one map, no unmap, in either order of the two blocks. */
+START_TEST(vmm_cover_takes_its_kept_granules_first)
+{
+    for (int order = 0; order < 2; order++) {
+        vfake_t f;
+        ga_pool_t *p = vmm_pool(&f, 0, 64 * MIB);
+        size_t first = order ? 3 * GRAN : GRAN, second = order ? GRAN : 3 * GRAN;
+        uintptr_t a = pool_alloc(p, first), b = pool_alloc(p, second);
+        uintptr_t guard = pool_alloc(p, GRAN);
+        ck_assert_uint_eq(b, a + first);
+        ck_assert_int_eq(ga_pool_free(p, b, NULL), GA_OK);
+        ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+        uintptr_t small = pool_alloc(p, 4 * KIB); /* maps a granule of its own */
+        ga_stats_t s;
+        ga_pool_stats(p, &s);
+        ck_assert_uint_eq(s.kept, 3 * GRAN);
+        unsigned maps = f.maps, unmaps = f.unmaps;
+        ck_assert_uint_eq(pool_alloc(p, 4 * GRAN), a);
+        ck_assert_msg(f.maps == maps + 1 && f.unmaps == unmaps,
+                      "order %d: %u maps and %u unmaps for one granule to map", order,
+                      f.maps - maps, f.unmaps - unmaps);
+        POOL_HEALTHY(p);
+        ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+        ck_assert_int_eq(ga_pool_free(p, small, NULL), GA_OK);
+        ck_assert_int_eq(ga_pool_free(p, guard, NULL), GA_OK);
+        destroy_clean(p, &f);
+    }
 }
 END_TEST
 
@@ -237,7 +345,9 @@ void vmm_park_add(TCase *tc)
 {
     tcase_add_test(tc, vmm_parked_block_answers_as_freed);
     tcase_add_test(tc, vmm_parked_room_serves_before_mapping);
-    tcase_add_test(tc, vmm_general_area_blocks_not_parked);
+    tcase_add_test(tc, vmm_general_area_parked_blocks_give_way);
+    tcase_add_test(tc, vmm_parked_blocks_hold_within_keep);
+    tcase_add_test(tc, vmm_cover_takes_its_kept_granules_first);
     tcase_add_test(tc, vmm_no_keep_parks_nothing);
     tcase_add_test(tc, vmm_parking_matches_a_model);
 }

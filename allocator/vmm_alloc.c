@@ -473,6 +473,7 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
 {
     ga_vmm_t *v = p->vmm;
     size_t rounded = ga_round_up(size); /* 1 <= size <= small_lim: no overflow; the arena's own */
+    v->small_last = rounded;
     uintptr_t a; /* set on GA_OK, the only answer it is read after (no store of 0: 1 a pair) */
     ga_status_t st = ga_alloc_short_in(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
                                        size, &a); /* ga_alloc, inlined */
@@ -539,7 +540,7 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
 {
     ga_vmm_t *v = p->vmm;
     ga_vpark_t *k = park_slot(v, rounded);
-    if (!k->n || k->size != rounded) { /* parked sizes are from half a granule up: never 0 */
+    if (!k->n || k->size != rounded) { /* no parked size is 0 */
         if (!v->ngparked)
             return alloc_large(p, size, rounded, out);
         ga_vmm_unpark_general(p); /* placed as if they were freed: a size of any kind */
@@ -565,7 +566,7 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
                 v->track[slot].nlive++;
         }
     }
-    v->keep_now += park_hold(v, rounded, area);
+    v->keep_now += c->u.hold;
     unpark(v, k, c, area, size);
     count_alloc(p, rounded);
     *out = c->base;
@@ -603,7 +604,7 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
     size_t rounded = ga_pool_round(size);
     if (!rounded)
         return 0;
-    if (v->nparked && rounded >= v->half) {
+    if (v->nparked) {
         const ga_vpark_t *k = park_slot(v, rounded);
         if (k->n && k->size == rounded) { /* a parked block of its size, taken back where it
                                             * lies, on the granules it held (alloc_parked) */

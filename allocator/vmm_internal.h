@@ -152,6 +152,11 @@ struct ga_vmm {
     /* Parked blocks of the general area: while there are any, small_cut is 0, so that an
      * allocation under half a granule takes the parked path, which gives them back first. */
     size_t ngparked;
+    /* The rounded size of the last allocation under half a granule: a small block of that size
+     * alone in its granule is parked when freed (a loop freeing and allocating one size again),
+     * one of another size is not (each would be given back at the next allocation of a mix of
+     * sizes: 30 instructions a pair more on bench-shim's loop of 12 sizes). */
+    size_t small_last;
     uint64_t parked_req, park_hits;
     ga_vpark_t park[PARK_SLOTS];
 };
@@ -162,11 +167,12 @@ static inline ga_vpark_t *park_slot(ga_vmm_t *v, size_t rounded)
     return &v->park[((uint64_t)(rounded / GA_ALIGN) * 0x9E3779B97F4A7C15ull) >> (64 - PARK_BITS)];
 }
 
-/* What a parked block of len bytes in area `area` may hold mapped with no live block on it, counted
- * against the keep while it is parked: its granules, one more for a block of an area other than
- * the aligned one (no granule boundary at its start). Said by its size, not its place, so that
- * whether a block is parked never depends on where a range begins (the replay's and the shim's
- * ranges differ). */
+/* What a parked block of len bytes (from half a granule up) in area `area` may hold mapped with
+ * no live block on it, counted against the keep while it is parked (its chunk's u.hold): its
+ * granules, one more for a block of an area other than the aligned one (no granule boundary at
+ * its start). Said by its size, not its place, so that whether a block is parked never depends
+ * on where a range begins (the replay's and the shim's ranges differ). A block under half a
+ * granule is parked only alone in one granule, and holds that one (free_small_alone). */
 static inline size_t park_hold(const ga_vmm_t *v, size_t len, size_t area)
 {
     size_t up = (len + v->gmask) & ~v->gmask;

@@ -226,10 +226,11 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
         for (size_t j = 0; j < v->park[s].n; j++) {
             const ga_chunk_t *c = v->park[s].c[j];
             pn++, pbytes += c->size, preq += c->u.requested;
-            phold += park_hold(v, c->size, c->u.area & ~GA_AREA_PARKED);
+            phold += c->u.hold;
+            pbad += c->u.hold != (c->size < v->half ? v->gran
+                                  : park_hold(v, c->size, c->u.area & ~GA_AREA_PARKED));
             pbad += c->size != v->park[s].size || park_slot(v, c->size) != &v->park[s] ||
-                    !(c->u.area & GA_AREA_PARKED) || ga_live_find_made(&v->ltab, c->base) != c ||
-                    c->size < v->half;
+                    !(c->u.area & GA_AREA_PARKED) || ga_live_find_made(&v->ltab, c->base) != c;
         }
     }
     if (!bad && (pbad || pn != v->nparked || preq != v->parked_req ||

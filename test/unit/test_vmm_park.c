@@ -155,6 +155,52 @@ START_TEST(vmm_general_area_parked_blocks_give_way)
 }
 END_TEST
 
+/* A block under half a granule alone in its granule is parked too, holding that granule: freed
+ * and allocated again it costs no granule work and lands where it was; a freed address answers as
+ * freed; its granule counts as kept; a block of another size is placed as if it were freed; and a
+ * small block sharing its granule with a live one is freed as before. */
+START_TEST(vmm_small_block_alone_parked)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 0, 64 * MIB);
+    uintptr_t a = pool_alloc(p, 4 * KIB);
+    unsigned maps = f.maps;
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+        ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_EDOUBLE);
+        ck_assert_int_eq(ga_pool_lookup(p, a, NULL, NULL), GA_ENOTOWNED);
+        ck_assert_uint_eq(ga_pool_live_size(p, a), 0);
+        ga_stats_t s;
+        ga_pool_stats(p, &s);
+        ck_assert_uint_eq(s.kept, GRAN);
+        ck_assert_uint_eq(s.in_use, 0);
+        ck_assert_uint_eq(s.live, 0);
+        POOL_HEALTHY(p);
+        ck_assert(ga_pool_fits(p, 4 * KIB - 100));
+        ck_assert_uint_eq(pool_alloc(p, 4 * KIB - 100), a);
+    }
+    ck_assert_uint_eq(f.maps, maps);
+    ck_assert_uint_eq(f.unmaps, 0);
+    /* parked, then a block of another size: placed as after a free, at a */
+    ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+    uintptr_t b = pool_alloc(p, 8 * KIB);
+    ck_assert_uint_eq(b, a);
+    ck_assert_uint_eq(f.maps, maps);
+    /* two in one granule: the one freed is not parked, its room free at once */
+    uintptr_t c = pool_alloc(p, 4 * KIB);
+    ck_assert_int_eq(ga_pool_free(p, c, NULL), GA_OK);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.kept, 0);
+    ck_assert_uint_eq(pool_alloc(p, 2 * KIB), c);
+    POOL_HEALTHY(p);
+    ck_assert_uint_eq(f.maps, maps);
+    ck_assert_int_eq(ga_pool_free(p, b, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, c, NULL), GA_OK);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 /* What parked blocks hold counts against the keep with the kept granules: under a keep of 16 MiB,
  * a freed 9 MiB + 4 KiB block holds up to 6 granules (12 MiB, counted by its size), so a second
  * one is freed as before (its granules kept within the 4 MiB left, the rest given back), and
@@ -347,6 +393,7 @@ void vmm_park_add(TCase *tc)
     tcase_add_test(tc, vmm_parked_room_serves_before_mapping);
     tcase_add_test(tc, vmm_general_area_parked_blocks_give_way);
     tcase_add_test(tc, vmm_parked_blocks_hold_within_keep);
+    tcase_add_test(tc, vmm_small_block_alone_parked);
     tcase_add_test(tc, vmm_cover_takes_its_kept_granules_first);
     tcase_add_test(tc, vmm_no_keep_parks_nothing);
     tcase_add_test(tc, vmm_parking_matches_a_model);

@@ -557,8 +557,10 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
             /* A general-area block of a size that has a class not known to map for it: placed
              * as if the parked blocks were freed, so that the class takes it when it has room
              * on mapped granules (four 1.5 MiB blocks, the first placed before the class was
-             * made, held 4 granules instead of 3 when it was taken back where it lay). */
-            if (slot >= 0 && v->track[slot].area && !v->area[v->track[slot].area].unmapped_fit) {
+             * made, held 4 granules instead of 3 when it was taken back where it lay). A block
+             * in another size's class is taken back: given back, it was found again for ever. */
+            if (area == AREA_GENERAL && slot >= 0 && v->track[slot].area &&
+                !v->area[v->track[slot].area].unmapped_fit) {
                 ga_vmm_unpark_general(p);
                 return ga_vmm_alloc(p, size, out);
             }

@@ -201,6 +201,35 @@ START_TEST(vmm_small_block_alone_parked)
 }
 END_TEST
 
+/* A block placed in another size's class (its granules refused elsewhere under the cap), parked
+ * there and asked for again once its own size has a class: taken back where it lies. The take-back
+ * sent it to be placed again when its size had a class, as if it were the general area's, and found
+ * it again: the shim spun for ever on the fp32 forward pass under a cap (test_replay_refusals.py). */
+START_TEST(vmm_parked_in_another_class_taken_back)
+{
+    vfake_t f;
+    ga_pool_t *p = vmm_pool(&f, 10 * MIB, 64 * MIB);
+    uintptr_t b[3];
+    for (int i = 0; i < 3; i++)
+        b[i] = pool_alloc(p, 3 * MIB);
+    ck_assert_uint_eq(f.mapped, 5 * GRAN);
+    uintptr_t q = pool_alloc(p, MIB); /* no granule left under the cap: in the 3 MiB class */
+    ck_assert_int_eq(ga_pool_free(p, b[0], NULL), GA_OK);
+    uintptr_t q2 = pool_alloc(p, MIB); /* the size's second block live: its class */
+    ck_assert_int_eq(ga_pool_free(p, q, NULL), GA_OK);
+    POOL_HEALTHY(p);
+    uintptr_t q3 = pool_alloc(p, MIB);
+    ck_assert(q3 == q || q3 != q2);
+    POOL_HEALTHY(p);
+    ck_assert_uint_le(f.peak_mapped, 10 * MIB);
+    ck_assert_int_eq(ga_pool_free(p, q3, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, q2, NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, b[1], NULL), GA_OK);
+    ck_assert_int_eq(ga_pool_free(p, b[2], NULL), GA_OK);
+    destroy_clean(p, &f);
+}
+END_TEST
+
 /* What parked blocks hold counts against the keep with the kept granules: under a keep of 16 MiB,
  * a freed 9 MiB + 4 KiB block holds up to 6 granules (12 MiB, counted by its size), so a second
  * one is freed as before (its granules kept within the 4 MiB left, the rest given back), and
@@ -394,6 +423,7 @@ void vmm_park_add(TCase *tc)
     tcase_add_test(tc, vmm_general_area_parked_blocks_give_way);
     tcase_add_test(tc, vmm_parked_blocks_hold_within_keep);
     tcase_add_test(tc, vmm_small_block_alone_parked);
+    tcase_add_test(tc, vmm_parked_in_another_class_taken_back);
     tcase_add_test(tc, vmm_cover_takes_its_kept_granules_first);
     tcase_add_test(tc, vmm_no_keep_parks_nothing);
     tcase_add_test(tc, vmm_parking_matches_a_model);

@@ -57,3 +57,22 @@ $(BENCH_FREE): test/bench/bench_free.c $(BUILD)/sim/libcuda.so
 .PHONY: bench-free
 bench-free: $(BENCH_FREE) $(SHIM_LIB)
 	@LD_LIBRARY_PATH=$(BUILD)/sim $(abspath $(BENCH_FREE)) $(abspath $(SHIM_LIB)) $(abspath $(BUILD)/sim) $(BENCH_FREE_PAIRS)
+
+# bench-patterns: allocation patterns (one buffer again, sizes alternating, a training step, ...)
+# at the pool or through the shim, for scripts/bench-patterns-instr.sh's instruction counts,
+# arena against vmm (helper-136). Linked to its own null driver (bench_nulldrv_streams.c: the
+# preload benchmarks' null driver plus streams, events, async and pitched allocation).
+BENCH_PATTERNS := $(BUILD)/bin/bench-patterns
+BENCH_NULLDRV_S := $(BUILD)/bench/nulldrv/libcuda.so.1
+ALL += $(BENCH_PATTERNS) $(BENCH_NULLDRV_S)
+
+$(BENCH_NULLDRV_S): test/bench/bench_nulldrv_streams.c test/preload/bench_nulldrv.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic \
+	  -o $@ $< $(LDFLAGS_COMMON)
+
+$(BENCH_PATTERNS): test/bench/bench_patterns.c allocator/ga_pool.h $(BUILD)/lib/libgaalloc.a \
+		$(BENCH_NULLDRV_S)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -O2 -I$(CUDA)/include -Iallocator -o $@ test/bench/bench_patterns.c \
+		$(BUILD)/lib/libgaalloc.a -L$(BUILD)/bench/nulldrv -l:libcuda.so.1 $(LDFLAGS_COMMON)

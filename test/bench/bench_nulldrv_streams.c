@@ -2,7 +2,8 @@
  * points bench-patterns' stream-ordered and pitched loops reach through the shim: streams and
  * events that are always passed (a query answers CUDA_SUCCESS at once, so a cuMemFreeAsync's
  * block is back as soon as the shim looks), cuMemAllocAsync, cuMemFreeAsync and cuMemAllocPitch_v2
- * as pointer bumps and no-ops. Built as $(BUILD)/bench/nulldrv/libcuda.so.1; never used by tests. */
+ * as pointer bumps and no-ops. Built as $(BUILD)/bench/nulldrv/libcuda.so.1; never used by
+ * tests. */
 #include "../preload/bench_nulldrv.c"
 
 #pragma GCC visibility push(default)

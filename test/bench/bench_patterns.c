@@ -140,7 +140,8 @@ static void turn(long rounds, size_t size, int nlive)
             pair(i, size);
 }
 
-/* n blocks of the given sizes: all freed (in reverse when `reverse`), then all allocated in order. */
+/* n blocks of the given sizes: all freed (in reverse when `reverse`), then all allocated again in
+ * order. */
 static void burst(long rounds, const size_t *sizes, int n, int reverse)
 {
     for (int i = 0; i < n; i++)
@@ -169,7 +170,8 @@ static void mixed16(long rounds)
 static void run(const char *name, long rounds)
 {
     static const size_t s4k[] = {4 * KiB}, s1m[] = {MiB}, sodd[] = {7 * MiB + 4 * KiB};
-    static const size_t small2[] = {4 * KiB, 8 * KiB}, large2[] = {7 * MiB + 4 * KiB, 9 * MiB + 4 * KiB};
+    static const size_t small2[] = {4 * KiB, 8 * KiB};
+    static const size_t large2[] = {7 * MiB + 4 * KiB, 9 * MiB + 4 * KiB};
     static const size_t mix2[] = {4 * KiB, 7 * MiB + 4 * KiB};
     static const size_t three[] = {4 * KiB, 3 * MiB / 2, 8 * MiB};
     static const size_t cls2[] = {3 * MiB / 2, 3 * MiB + 4 * KiB};

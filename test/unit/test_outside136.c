@@ -16,8 +16,9 @@
  *  - live blocks never overlap;
  *  - a trim leaves mapped exactly the granules live blocks touch, and says how much it gave back.
  * And the cost side of parking (issue 10: a keep absorbs remapping churn): blocks freed and
- * allocated again in rounds whose bytes fit the keep map nothing after the first round
- * (OUTSIDE136_PENDING: fails since parking, 4ef3dd4; the report of helper-136 says why). */
+ * allocated again in rounds whose bytes fit the keep map nothing after the first round, and
+ * ga_pool_fits says 1 after a parked block where the allocation maps nothing (OUTSIDE136_PENDING:
+ * both fail since parking, 4ef3dd4, and pass on 165fcd9; the report of helper-136 says why). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +365,29 @@ START_TEST(vmm_rounds_within_keep_map_nothing)
                   "in rounds 2-10", m15);
 }
 END_TEST
+
+/* One block freed (parked), then ga_pool_fits of another size that the allocation serves with no
+ * backend call: answered 1 before parking (165fcd9), 0 now, and under GPUARENA_FREE_SYNC=lazy a 0
+ * makes the shim synchronise the device before the allocation (helper-136 F6: free_syncs 10 in 10
+ * rounds on the simulated driver, 0 in arena mode). The header allows a 0 ("where it would
+ * choose"): this is the cost, not the contract. */
+START_TEST(vmm_fits_after_a_parked_block)
+{
+    static const size_t pairs[][2] = {{MIB, 3 * MIB / 2}, {7 * MIB + 4 * KIB, MIB - 512}};
+    for (int k = 0; k < 2; k++) {
+        ga_pool_t *p = make(GA_VMM_KEEP_DEFAULT, 0);
+        uintptr_t a, b;
+        ASSERT_STATUS(ga_pool_alloc(p, pairs[k][0], &a), GA_OK);
+        ASSERT_STATUS(ga_pool_free(p, a, NULL), GA_OK);
+        int fits = ga_pool_fits(p, pairs[k][1]);
+        long calls = be.calls;
+        ASSERT_STATUS(ga_pool_alloc(p, pairs[k][1], &b), GA_OK);
+        ck_assert_msg(be.calls != calls || fits, "%zu freed, then %zu: fits said 0, the allocation "
+                      "made no backend call", pairs[k][0], pairs[k][1]);
+        unmake(p);
+    }
+}
+END_TEST
 #endif
 
 Suite *outside136_suite(void)
@@ -375,6 +399,7 @@ Suite *outside136_suite(void)
     tcase_add_test(tc, vmm_parking_from_outside_limited);
 #if OUTSIDE136_PENDING
     tcase_add_test(tc, vmm_rounds_within_keep_map_nothing);
+    tcase_add_test(tc, vmm_fits_after_a_parked_block);
 #endif
     suite_add_tcase(s, tc);
     return s;

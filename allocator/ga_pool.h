@@ -143,7 +143,8 @@ ga_mode_t ga_pool_mode(const ga_pool_t *pool);
 ga_status_t ga_pool_alloc(ga_pool_t *pool, size_t size, uintptr_t *out);
 /* 1 when ga_pool_alloc of size would be served from memory the pool holds now, with no backend
  * call (vmm: when the place the allocation would take without a choice lies on mapped granules;
- * 0 where it would choose or grow; platform: never); changes nothing. */
+ * 0 where it would choose or grow; platform: never); changes nothing a caller sees (vmm may give
+ * its general area's parked blocks back first, as the allocation would). */
 int ga_pool_fits(ga_pool_t *pool, size_t size);
 /* Frees an address ga_pool_alloc returned; *size (optional) gets its rounded size. On any error
  * the pool is unchanged: GA_ENOTOWNED (not this pool's), GA_EDOUBLE, GA_EINTERIOR, and for

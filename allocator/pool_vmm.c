@@ -403,19 +403,14 @@ static int parked_at(const ga_vmm_t *v, uintptr_t base)
 /* Parking ------------------------------------------------------------------------------------ */
 
 /* Gives parked block c back to its area: the free its park put off (its figures went then), its
- * granules given back as a free gives them, within the keep its hold leaves. */
+ * granules given back as a free gives them, within the keep's room it leaves. */
 static void unpark_free(ga_pool_t *p, ga_chunk_t *c)
 {
     ga_vmm_t *v = p->vmm;
-    c->u.area &= ~GA_AREA_PARKED;
-    size_t area = c->u.area, len = 0;
+    size_t area = c->u.area & ~GA_AREA_PARKED, len = 0;
     ga_varea_t *ar = &v->area[area];
     uintptr_t ptr = c->base;
-    v->nparked--;
-    v->parked_req -= c->u.requested;
-    v->keep_now += c->u.hold;
-    if (area == AREA_GENERAL && --v->ngparked == 0)
-        v->small_cut = v->small_lim;
+    park_leave(v, c, area);
     size_t i = ga_live_home(&v->ltab, ptr);
     while (v->ltab.slots[i].chunk != c)
         i = (i + 1) & v->ltab.mask;
@@ -443,21 +438,23 @@ void ga_vmm_unpark_all(ga_pool_t *p)
 
 /* The general area's parked blocks really freed, the other areas' left parked: before an
  * allocation that none of them serves, so that it is placed as if they had been freed (each one's
- * room is then free for any size, as its free would have left it). */
+ * room is then free for any size, as its free would have left it). Found through gpark, not a
+ * walk of the 32 entries (366 instructions a pair on two sizes taking turns, helper-136 F1); each
+ * given back unused makes the next 8 frees of the area's blocks go unparked (gwaste). */
 void ga_vmm_unpark_general(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
-    for (size_t s = 0; v->ngparked && s < PARK_SLOTS; s++) {
-        ga_vpark_t *k = &v->park[s];
-        size_t n = 0;
-        for (size_t j = 0; j < k->n; j++) {
-            ga_chunk_t *c = k->c[j];
-            if ((c->u.area & ~GA_AREA_PARKED) == AREA_GENERAL)
-                unpark_free(p, c);
-            else
-                k->c[n++] = c;
-        }
-        k->n = n;
+    while (v->ngparked) {
+        ga_chunk_t *c = v->gpark[v->ngparked - 1];
+        ga_vpark_t *k = park_slot(v, c->size);
+        size_t j = k->n;
+        while (j && k->c[j - 1] != c)
+            j--;
+        for (; j < k->n; j++) /* out of its entry, the order of the rest kept */
+            k->c[j - 1] = k->c[j];
+        k->n--;
+        unpark_free(p, c);
+        v->gwaste = v->gwaste < 64 ? v->gwaste + 8 : v->gwaste;
     }
 }
 
@@ -548,10 +545,12 @@ static OUT_OF_LINE ga_status_t free_small_alone(ga_pool_t *p, ga_chunk_t *c, siz
     ga_vmm_t *v = p->vmm;
     size_t len = c->size;
     ga_vpark_t *k = park_slot(v, len);
-    if (len != v->small_last || k->n == PARK_DEPTH || (k->n && k->size != len) ||
-        p->own.kept + v->gran > v->keep_now)
+    if (len != v->small_last || len != v->small_prev || k->n == PARK_DEPTH ||
+        (k->n && k->size != len) || p->own.kept + v->gran > v->keep_now ||
+        v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--))
         return free_general_body(p, c, i, size);
-    park(p, k, c, AREA_GENERAL, v->gran, size);
+    size_t g0 = (c->base - v->base0) >> v->gshift;
+    park(p, k, c, AREA_GENERAL, park_touch(v, v->ranges, g0, g0, AREA_GENERAL, 1), size);
     return GA_OK;
 }
 
@@ -597,22 +596,38 @@ static OUT_OF_LINE ga_status_t free_large(ga_pool_t *p, ga_chunk_t *c, size_t i,
     if (area & GA_AREA_PARKED)
         return GA_EDOUBLE;
     ga_vpark_t *k = park_slot(v, len);
-    size_t hold = park_hold(v, len, area);
-    if (k->n == PARK_DEPTH || (k->n && k->size != len) || p->own.kept + hold > v->keep_now)
+    if (k->n == PARK_DEPTH || (k->n && k->size != len) ||
+        (area == AREA_GENERAL && (v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--))))
         return free_unparked(p, c, i, size, area);
-    park(p, k, c, area, hold, size);
+    if (area == AREA_ALIGNED) { /* its granules its own: no counts */
+        if (p->own.kept + len > v->keep_now)
+            return free_aligned(p, c, i, size);
+        park(p, k, c, area, len, size);
+        return GA_OK;
+    }
+    ga_vrange_t *r;
+    size_t g0, g1;
+    park_span(v, c->base, len, &r, &g0, &g1);
+    uint8_t p0 = r->parked[g0], p1 = r->parked[g1]; /* its granules, less ends counted already */
+    size_t gain = (g1 - g0 + 1 - (p0 != 0) - ((p1 != 0) & (g1 != g0))) << v->gshift;
+    if (p->own.kept + gain > v->keep_now)
+        return area == AREA_GENERAL ? free_general(p, c, i, size) : free_class(p, c, i, size);
+    r->parked[g0] = (uint8_t)(p0 + 1);
+    if (g1 != g0)
+        r->parked[g1] = (uint8_t)(p1 + 1);
+    park(p, k, c, area, gain, size);
     return GA_OK;
 }
 
-/* Parks live block c of area `area` in entry k, holding `hold` bytes of the keep: its figures
- * are a free's, its chunk stays allocated and marked, its granules stay in use. */
+/* Parks live block c of area `area` in entry k, `hold` bytes of granules parked blocks touch now
+ * and did not before (park_touch, done): its figures are a free's, its chunk stays allocated and
+ * marked, its granules stay in use. */
 static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
                                                        size_t area, size_t hold, size_t *size)
 {
     ga_vmm_t *v = p->vmm;
     size_t len = c->size;
     v->keep_now -= hold;
-    c->u.hold = hold;
     count_free(p, v, &v->area[area], len, size);
     k->size = len;
     k->c[k->n++] = c;
@@ -620,7 +635,7 @@ static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t 
     v->nparked++;
     v->parked_req += c->u.requested;
     if (area == AREA_GENERAL) { /* every allocation but its size's gives it back first */
-        v->ngparked++;
+        v->gpark[v->ngparked++] = c;
         v->small_cut = 0;
     }
 }

@@ -473,6 +473,7 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
 {
     ga_vmm_t *v = p->vmm;
     size_t rounded = ga_round_up(size); /* 1 <= size <= small_lim: no overflow; the arena's own */
+    v->small_prev = v->small_last;
     v->small_last = rounded;
     uintptr_t a; /* set on GA_OK, the only answer it is read after (no store of 0: 1 a pair) */
     ga_status_t st = ga_alloc_short_in(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
@@ -518,11 +519,9 @@ static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t
                                                          ga_chunk_t *c, size_t area, size_t size)
 {
     k->n--;
-    c->u.area = area;
-    v->nparked--;
-    if (area == AREA_GENERAL && --v->ngparked == 0)
-        v->small_cut = v->small_lim;
-    v->parked_req -= c->u.requested;
+    park_leave(v, c, area);
+    if (area == AREA_GENERAL)
+        v->gwaste = 0; /* parking there served */
     v->park_hits++;
     if (c->u.requested != size) {
         ga_varea_t *ar = &v->area[area];
@@ -568,7 +567,6 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
                 v->track[slot].nlive++;
         }
     }
-    v->keep_now += c->u.hold;
     unpark(v, k, c, area, size);
     count_alloc(p, rounded);
     *out = c->base;
@@ -591,7 +589,10 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     return alloc_large(p, size, rounded, out);
 }
 
-/* Whether ga_vmm_alloc would serve size with no backend call; changes nothing. Said from the place
+/* Whether ga_vmm_alloc would serve size with no backend call; changes nothing a caller sees (but
+ * for a size no parked block serves, the general area's parked blocks are given back first, as
+ * the allocation would give them back: it answered 0 with any parked, and under
+ * GPUARENA_FREE_SYNC=lazy each such allocation synchronised, helper-136 F6). Said from the place
  * the allocation would take without a choice to make: the best fit of the area the size goes to
  * (or, for a class whose own fit is known to map, the general area's, which alloc_general_first
  * takes when it maps nothing), on granules all mapped. 0 whenever the allocation would have to
@@ -617,8 +618,8 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
                 return 1;
         }
     }
-    if (v->ngparked) /* the general area's parked blocks go back first: a placement not yet known */
-        return 0;
+    if (v->ngparked) /* given back first, as alloc_parked does: the placement is then known */
+        ga_vmm_unpark_general(p);
     uint16_t id = AREA_GENERAL;
     if (!(rounded & v->gmask)) {
         id = AREA_ALIGNED;

@@ -33,6 +33,7 @@ static void first_range_changed(ga_vmm_t *v)
 static void range_free_host(ga_vrange_t *r)
 {
     free(r->refs);
+    free(r->parked);
     free(r->inner);
     free(r->mapped);
     free(r->stacked);
@@ -65,6 +66,7 @@ int ga_vmm_va_reserve(void *ctx, size_t size, uintptr_t *base)
     ga_vrange_t r = {.size = vsize, .ngran = vsize / v->gran};
     size_t words = (r.ngran + 63) / 64;
     r.refs = calloc(r.ngran, sizeof *r.refs);
+    r.parked = calloc(r.ngran, sizeof *r.parked);
     r.inner = calloc(words, sizeof *r.inner);
     r.mapped = calloc(words, sizeof *r.mapped);
     r.stacked = calloc(words, sizeof *r.stacked);
@@ -74,7 +76,7 @@ int ga_vmm_va_reserve(void *ctx, size_t size, uintptr_t *base)
     /* Out of host memory for the range's tables: GA_ENOHOST, which the pool answers as such; it
      * was an out-of-memory of the device, said as the address space refused (a sweep of host
      * failures, 2026-12-06). */
-    int nohost = !r.refs || !r.inner || !r.mapped || !r.stacked || (!r.handle && !p->be.map_run) ||
+    int nohost = !r.refs || !r.parked || !r.inner || !r.mapped || !r.stacked || (!r.handle && !p->be.map_run) ||
                  !r.owner;
     if (nohost || p->be.va_reserve(p->be.ctx, vsize, &r.base) != 0) {
         range_free_host(&r);

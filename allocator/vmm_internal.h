@@ -33,6 +33,8 @@ typedef struct ga_vrange {
     size_t size;       /* bytes of address space, a multiple of the granularity */
     size_t ngran;
     uint32_t *refs;    /* live blocks that start or end in each granule (the aligned area: 0) */
+    uint8_t *parked;   /* of those, the parked ones (at most 3: blocks from half a granule up, or
+                        * a small block alone in its granule: park_touch) */
     uint64_t *inner;   /* bit: inside one live block, neither its first nor its last granule; in
                         * the aligned area, whose blocks share no granule, every granule of a live
                         * block (so a block there is one bit run, set and cleared, and no count) */
@@ -67,6 +69,7 @@ enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
 #define PARK_BITS 5
 #define PARK_SLOTS (1u << PARK_BITS)
 #define PARK_DEPTH 16
+#define GPARK_MAX 16
 typedef struct ga_vpark {
     size_t size;      /* the blocks' rounded size; any while n == 0 */
     size_t n;
@@ -145,18 +148,22 @@ struct ga_vmm {
      * takes them off), and the allocations served from them (which no area counts). park_min:
      * half a granule with a keep, SIZE_MAX without: the free path's one test. */
     size_t park_min;
-    /* The keep less what parked blocks hold (park_hold): the room freed granules have to stay
-     * kept, so that kept granules and parked blocks together hold at most the keep. */
+    /* The keep less the granules parked blocks touch (park_touch): the room freed granules have
+     * to stay kept, so that kept granules and parked blocks together hold at most the keep. */
     size_t keep_now;
     size_t nparked;
-    /* Parked blocks of the general area: while there are any, small_cut is 0, so that an
-     * allocation under half a granule takes the parked path, which gives them back first. */
-    size_t ngparked;
-    /* The rounded size of the last allocation under half a granule: a small block of that size
-     * alone in its granule is parked when freed (a loop freeing and allocating one size again),
-     * one of another size is not (each would be given back at the next allocation of a mix of
-     * sizes: 30 instructions a pair more on bench-shim's loop of 12 sizes). */
-    size_t small_last;
+    /* The parked blocks of the general area (at most GPARK_MAX, ngparked of them): while there
+     * are any, small_cut is 0, so that an allocation under half a granule takes the parked path,
+     * which gives them back first. gwaste: set when an allocation gave them back unused, each a
+     * general-area free not parked, so that sizes taking turns stop parking what they never
+     * take back (two sizes in one slot: 1.6-1.7x arena's through the shim, helper-136 F1). */
+    size_t ngparked, gwaste;
+    ga_chunk_t *gpark[GPARK_MAX];
+    /* The rounded sizes of the last two allocations under half a granule: a small block alone in
+     * its granule is parked when freed only when both were its size (a loop freeing and
+     * allocating one size again); of any other size it would be given back at the next
+     * allocation (30 instructions a pair more on bench-shim's loop of 12 sizes). */
+    size_t small_last, small_prev;
     uint64_t parked_req, park_hits;
     ga_vpark_t park[PARK_SLOTS];
 };
@@ -165,18 +172,6 @@ struct ga_vmm {
 static inline ga_vpark_t *park_slot(ga_vmm_t *v, size_t rounded)
 {
     return &v->park[((uint64_t)(rounded / GA_ALIGN) * 0x9E3779B97F4A7C15ull) >> (64 - PARK_BITS)];
-}
-
-/* What a parked block of len bytes (from half a granule up) in area `area` may hold mapped with
- * no live block on it, counted against the keep while it is parked (its chunk's u.hold): its
- * granules, one more for a block of an area other than the aligned one (no granule boundary at
- * its start). Said by its size, not its place, so that whether a block is parked never depends
- * on where a range begins (the replay's and the shim's ranges differ). A block under half a
- * granule is parked only alone in one granule, and holds that one (free_small_alone). */
-static inline size_t park_hold(const ga_vmm_t *v, size_t len, size_t area)
-{
-    size_t up = (len + v->gmask) & ~v->gmask;
-    return area == AREA_ALIGNED ? up : up + v->gran;
 }
 
 /* Granule bitmaps ------------------------------------------------------------------------------ */
@@ -280,6 +275,65 @@ VMM_HELPER ga_vrange_t *range_of(const ga_vmm_t *v, uintptr_t addr)
     return NULL;
 }
 
+/* Parking and the granules: a parked block stays a user of its granules. The keep bounds the
+ * granules parked blocks touch, each counted once (`parked` counts the parked blocks ending in a
+ * granule; a block's inner granules and an aligned block's every granule are its own): kept
+ * granules plus these stay within the keep, and the granules only parked blocks use, a subset,
+ * with them. Kept up at park and take-back alone, in O(1), whatever live blocks do meanwhile (a
+ * count of the granules only parked blocks use would change with every live block's allocation
+ * and free on a shared granule). park_span finds a block's range and granules; park_touch counts
+ * it at its ends (by +1, returning what parking it adds) or takes it off (by -1, returning what
+ * that takes away); free_large reads the ends first, to see whether the keep has room. */
+static inline void park_span(const ga_vmm_t *v, uintptr_t base, size_t len, ga_vrange_t **r,
+                             size_t *g0, size_t *g1)
+{
+    ga_vrange_t *rr = base - v->base0 < v->size0 ? v->ranges : range_of(v, base);
+    size_t off = base - rr->base;
+    *r = rr, *g0 = off >> v->gshift, *g1 = (off + len - 1) >> v->gshift;
+}
+static inline size_t park_touch(const ga_vmm_t *v, ga_vrange_t *r, size_t g0, size_t g1,
+                                size_t area, int by)
+{
+    if (area == AREA_ALIGNED)
+        return (g1 - g0 + 1) << v->gshift;
+    uint8_t was0 = r->parked[g0], none = by > 0 ? 0 : 1; /* the count before it, alone */
+    size_t n = g1 - g0 + 1 - (was0 != none);
+    r->parked[g0] = (uint8_t)(was0 + by);
+    if (g1 != g0) {
+        uint8_t was1 = r->parked[g1];
+        r->parked[g1] = (uint8_t)(was1 + by);
+        n -= was1 != none;
+    }
+    return n << v->gshift;
+}
+
+/* Parked block c of area `area` stops being parked (taken back by an allocation, or given back to
+ * its area): its mark and the counts, what it alone held back in the keep's room, and for the
+ * general area its place in gpark (the small blocks' fast path back once none is left). */
+static inline __attribute__((always_inline)) void park_leave(ga_vmm_t *v, ga_chunk_t *c,
+                                                             size_t area)
+{
+    if (area == AREA_ALIGNED) { /* its granules its own */
+        v->keep_now += c->size;
+    } else {
+        ga_vrange_t *r;
+        size_t g0, g1;
+        park_span(v, c->base, c->size, &r, &g0, &g1);
+        v->keep_now += park_touch(v, r, g0, g1, area, -1);
+    }
+    c->u.area = area;
+    v->nparked--;
+    v->parked_req -= c->u.requested;
+    if (area == AREA_GENERAL) {
+        size_t i = v->ngparked;
+        while (i && v->gpark[i - 1] != c)
+            i--;
+        v->gpark[i - 1] = v->gpark[--v->ngparked]; /* it is there */
+        if (!v->ngparked)
+            v->small_cut = v->small_lim;
+    }
+}
+
 /* A block on granules g0..g1 of r, all mapped, `kept` bytes of them (kept granules) without a
  * user before: its counts, its inner granules' bits, the kept bytes it takes. */
 static inline __attribute__((always_inline)) void take_mapped(ga_pool_t *p, ga_vrange_t *r,
@@ -332,7 +386,7 @@ static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
  * a size from half a granule up (pool level, 7 MiB + 4 KiB blocks). */
 static inline int class_size(const ga_vmm_t *v, size_t rounded)
 {
-    return rounded >= v->half && (rounded & v->gmask) && rounded < v->class_end;
+    return rounded < v->class_end && rounded >= v->half && (rounded & v->gmask);
 }
 
 

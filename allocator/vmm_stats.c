@@ -81,50 +81,32 @@ static void parked_free(const ga_vmm_t *v, ga_stats_t *out)
         out->largest_free = largest;
 }
 
-static int ptr_order(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)*(uint32_t *const *)a, y = (uintptr_t)*(uint32_t *const *)b;
-    return (x > y) - (x < y);
-}
-
-/* Bytes of the granules parked blocks alone hold: mapped with no live block on them, so kept to
- * their user (a parked block holds its granules until it is taken back or given back). A block's
- * inner granules and an aligned block's every granule are its own; an end granule another block
- * may share is held by parked blocks alone when its count of users is the count of parked blocks
- * ending there (the ends sorted by their counts' addresses, one per granule). */
+/* The bytes of the granules only parked blocks use (all of whose users are parked: kept to their
+ * user, for the statistics and cuMemGetInfo), in one pass over the parked blocks: an end granule
+ * shared by k parked blocks (k <= 3) is met k times and counted 6/k sixths each time. */
 static uint64_t parked_only(const ga_vmm_t *v)
 {
-    static const size_t max = 2 * PARK_SLOTS * PARK_DEPTH;
-    uint32_t *end[2 * PARK_SLOTS * PARK_DEPTH];
-    size_t n = 0;
-    uint64_t g = 0;
+    static const unsigned sixths[4] = {0, 6, 3, 2};
+    uint64_t six = 0;
     for (size_t s = 0; s < PARK_SLOTS; s++) {
         for (size_t j = 0; j < v->park[s].n; j++) {
             const ga_chunk_t *c = v->park[s].c[j];
-            ga_vrange_t *r = range_of(v, c->base);
-            if (!r)
-                continue;
-            size_t off = c->base - r->base, g0 = off >> v->gshift,
-                   g1 = (off + c->size - 1) >> v->gshift;
+            ga_vrange_t *r;
+            size_t g0, g1;
+            park_span(v, c->base, c->size, &r, &g0, &g1);
             if ((c->u.area & ~GA_AREA_PARKED) == AREA_ALIGNED) {
-                g += g1 - g0 + 1;
+                six += 6 * (g1 - g0 + 1);
                 continue;
             }
-            g += g1 > g0 + 1 ? g1 - g0 - 1 : 0;
-            if (n + 2 <= max) {
-                end[n++] = &r->refs[g0];
-                if (g1 != g0)
-                    end[n++] = &r->refs[g1];
+            six += 6 * (g1 > g0 + 1 ? g1 - g0 - 1 : 0);
+            for (size_t e = 0; e < 1 + (g1 != g0); e++) {
+                size_t g = e ? g1 : g0;
+                unsigned k = r->parked[g];
+                six += r->refs[g] == k && k <= 3 ? sixths[k] : 0;
             }
         }
     }
-    qsort(end, n, sizeof end[0], ptr_order);
-    for (size_t i = 0, k; i < n; i = k) {
-        for (k = i + 1; k < n && end[k] == end[i]; k++)
-            ;
-        g += *end[i] == k - i;
-    }
-    return g << v->gshift;
+    return six / 6 << v->gshift;
 }
 
 /* The pool's own figures; live and requested bytes from the areas; free address space is the
@@ -162,6 +144,63 @@ size_t ga_vmm_occupancy_map(const ga_pool_t *p, char *buf, size_t len, unsigned 
             n += ga_occupancy_map(p->vmm->area[i].arena, room ? buf + n : NULL, room, width);
     }
     return n;
+}
+
+typedef struct park_end {
+    const uint32_t *ref; /* the granule's count of users: one address per granule */
+    const uint8_t *parked;
+} park_end_t;
+
+static int end_order(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const park_end_t *)a)->ref;
+    uintptr_t y = (uintptr_t)((const park_end_t *)b)->ref;
+    return (x > y) - (x < y);
+}
+
+/* For the check: from the parked blocks themselves (their ends sorted by their counts' addresses,
+ * one per granule), the bytes of the granules they touch, each once (what keep_now is kept less
+ * of, at park and take-back), and of those only parked blocks use; in *bad the granules whose
+ * `parked` count disagrees with the parked blocks ending there (every other granule's count must
+ * be 0). */
+static uint64_t parked_touched(const ga_vmm_t *v, uint64_t *only, uint64_t *bad)
+{
+    static const size_t max = 2 * PARK_SLOTS * PARK_DEPTH;
+    park_end_t end[2 * PARK_SLOTS * PARK_DEPTH];
+    size_t n = 0;
+    uint64_t g = 0, o = 0, marks = 0;
+    for (size_t s = 0; s < PARK_SLOTS; s++) {
+        for (size_t j = 0; j < v->park[s].n; j++) {
+            const ga_chunk_t *c = v->park[s].c[j];
+            ga_vrange_t *r = range_of(v, c->base);
+            if (!r)
+                continue;
+            size_t off = c->base - r->base, g0 = off >> v->gshift,
+                   g1 = (off + c->size - 1) >> v->gshift;
+            size_t inner = (c->u.area & ~GA_AREA_PARKED) == AREA_ALIGNED ? g1 - g0 + 1
+                           : g1 > g0 + 1 ? g1 - g0 - 1 : 0;
+            g += inner, o += inner;
+            if ((c->u.area & ~GA_AREA_PARKED) != AREA_ALIGNED && n + 2 <= max) {
+                end[n++] = (park_end_t){&r->refs[g0], &r->parked[g0]};
+                if (g1 != g0)
+                    end[n++] = (park_end_t){&r->refs[g1], &r->parked[g1]};
+            }
+        }
+    }
+    qsort(end, n, sizeof end[0], end_order);
+    for (size_t i = 0, k; i < n; i = k) {
+        for (k = i + 1; k < n && end[k].ref == end[i].ref; k++)
+            ;
+        g++;
+        o += *end[i].ref == k - i;
+        *bad += *end[i].parked != k - i;
+    }
+    for (size_t i = 0; i < v->nranges; i++)
+        for (size_t x = 0; x < v->ranges[i].ngran; x++)
+            marks += v->ranges[i].parked[x];
+    *bad += marks != n;
+    *only = o << v->gshift;
+    return g << v->gshift;
 }
 
 /* The areas and the granule state agree with the figures: a granule in use is mapped and lent
@@ -221,18 +260,24 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
         }
     }
     /* Parked blocks: each in the live table, marked, of its entry's size; their sums. */
-    uint64_t pn = 0, pbytes = 0, preq = 0, pbad = 0, phold = 0;
+    uint64_t pn = 0, pbytes = 0, preq = 0, pbad = 0, pg = 0, ponly = 0;
+    uint64_t phold = parked_touched(v, &ponly, &pbad);
+    pbad += ponly != parked_only(v);
     for (size_t s = 0; s < PARK_SLOTS; s++) {
         for (size_t j = 0; j < v->park[s].n; j++) {
             const ga_chunk_t *c = v->park[s].c[j];
             pn++, pbytes += c->size, preq += c->u.requested;
-            phold += c->u.hold;
-            pbad += c->u.hold != (c->size < v->half ? v->gran
-                                  : park_hold(v, c->size, c->u.area & ~GA_AREA_PARKED));
+            pg += c->u.area == (AREA_GENERAL | GA_AREA_PARKED);
             pbad += c->size != v->park[s].size || park_slot(v, c->size) != &v->park[s] ||
                     !(c->u.area & GA_AREA_PARKED) || ga_live_find_made(&v->ltab, c->base) != c;
         }
     }
+    for (size_t i = 0; i < v->ngparked; i++) /* the general area's, each once */
+        for (size_t j = 0; j <= i; j++)
+            pbad += v->gpark[i]->u.area != (AREA_GENERAL | GA_AREA_PARKED) ||
+                    (j < i && v->gpark[j] == v->gpark[i]);
+    pbad += pg != v->ngparked || (v->ngparked && v->small_cut) ||
+            (!v->ngparked && v->area[AREA_GENERAL].arena && v->small_cut != v->small_lim);
     if (!bad && (pbad || pn != v->nparked || preq != v->parked_req ||
                  phold + v->keep_now != p->cfg.keep || p->own.kept > v->keep_now)) {
         bad++;

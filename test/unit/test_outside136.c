@@ -17,8 +17,9 @@
  *  - a trim leaves mapped exactly the granules live blocks touch, and says how much it gave back.
  * And the cost side of parking (issue 10: a keep absorbs remapping churn): blocks freed and
  * allocated again in rounds whose bytes fit the keep map nothing after the first round, and
- * ga_pool_fits says 1 after a parked block where the allocation maps nothing (OUTSIDE136_PENDING:
- * both fail since parking, 4ef3dd4, and pass on 165fcd9; the report of helper-136 says why). */
+ * ga_pool_fits says 1 after a parked block where the allocation maps nothing (both failed from
+ * 4ef3dd4, the first parking that held granules, until the keep counted the granules parked blocks
+ * touch once each and fits gave the general area's parked blocks back first; helper-136). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +28,6 @@
 #include "ga_pool.h"
 #include "testutil.h"
 
-#ifndef OUTSIDE136_PENDING
-#define OUTSIDE136_PENDING 0
-#endif
 
 #define GR ((size_t)2 << 20)
 #define VA0 ((uintptr_t)1 << 40)
@@ -333,7 +331,6 @@ START_TEST(vmm_parking_from_outside_limited)
 }
 END_TEST
 
-#if OUTSIDE136_PENDING
 /* Rounds of n blocks of one size, all freed then all allocated again, their granules within the
  * default keep: after the first round nothing more is mapped (the keep holds the freed granules,
  * or parked blocks hold them). maps: the backend's maps over rounds 2..10. */
@@ -388,7 +385,6 @@ START_TEST(vmm_fits_after_a_parked_block)
     }
 }
 END_TEST
-#endif
 
 Suite *outside136_suite(void)
 {
@@ -397,10 +393,8 @@ Suite *outside136_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, vmm_parking_from_outside);
     tcase_add_test(tc, vmm_parking_from_outside_limited);
-#if OUTSIDE136_PENDING
     tcase_add_test(tc, vmm_rounds_within_keep_map_nothing);
     tcase_add_test(tc, vmm_fits_after_a_parked_block);
-#endif
     suite_add_tcase(s, tc);
     return s;
 }

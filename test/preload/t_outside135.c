@@ -176,9 +176,37 @@ END_TEST
  * never maps past the cap; the statistics written at exit against the driver's mapped bytes and
  * the counts of the run with no keep. arg: the path the driver's mapped bytes are written to. */
 #define O135_SLOTS 12
+static int o135_u64_order(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Bytes of the granules the n blocks p[i] (0: none) of sz[i] bytes touch, each counted once. */
+static uint64_t o135_union(const CUdeviceptr *p, const size_t *sz, int n)
+{
+    uint64_t g[O135_SLOTS * 8];
+    size_t m = 0;
+    for (int i = 0; i < n; i++)
+        for (uint64_t x = p[i] / O135_GRAN; p[i] && x <= (p[i] + sz[i] - 1) / O135_GRAN; x++)
+            g[m++] = x;
+    qsort(g, m, sizeof g[0], o135_u64_order);
+    uint64_t u = 0;
+    for (size_t i = 0; i < m; i++)
+        u += i == 0 || g[i] != g[i - 1];
+    return u * O135_GRAN;
+}
+
+typedef struct o135_churn_arg {
+    const char *out;
+    size_t keep;
+} o135_churn_arg_t;
+
 static void o135_churn_child(void *arg)
 {
-    const char *out = arg;
+    const o135_churn_arg_t *ca = arg;
+    const char *out = ca->out;
+    size_t keep = ca->keep;
     pt_start();
     CUdeviceptr p[O135_SLOTS] = {0};
     size_t sz[O135_SLOTS] = {0};
@@ -211,17 +239,18 @@ static void o135_churn_child(void *arg)
             if (step % 10 == 0 && !o135_reads(p[j], sz[j], tag[j]))
                 exit(6);
         }
-        if (step % 50 == 0) {
+        if (step % 5 == 0) {
             size_t f = 0, t = 0;
             if (cuCtxSynchronize() != CUDA_SUCCESS || cuMemGetInfo(&f, &t) != CUDA_SUCCESS)
                 exit(7);
-            /* What the live blocks' granules leave is free, at least. */
-            uint64_t used = 0;
-            for (int j = 0; j < O135_SLOTS; j++)
-                if (p[j])
-                    used += o135_granules(p[j], sz[j]);
-            if (f + used < t)
+            /* With nothing pending, what the live blocks' granules leave is free (parked
+             * blocks' granules no live block uses count free), and the driver maps at most the
+             * live blocks' granules and the keep. */
+            uint64_t used = o135_union(p, sz, O135_SLOTS);
+            if (f + used != t)
                 exit(8);
+            if (pt_counters().vmm_mapped_bytes > used + keep)
+                exit(12);
         }
     }
     for (int j = 0; j < O135_SLOTS; j++)
@@ -252,11 +281,13 @@ START_TEST(o135_churn_every_size)
         snprintf(env, sizeof env, "GPUARENA_STATS=%s", stats[i]);
         pt_env("GPUARENA_MODE=vmm", o135_keeps[i], "GPUARENA_LIMIT=96MiB", "SIMCUDA_TOTAL_MEM=1GiB",
                "GPUARENA_LOG=error", env, NULL);
-        int rc = pt_run_child(o135_churn_child, drv[i], err, sizeof err);
+        o135_churn_arg_t ca = {drv[i], o135_keep_bytes[i]};
+        int rc = pt_run_child(o135_churn_child, &ca, err, sizeof err);
         unsetenv("GPUARENA_STATS");
         ck_assert_msg(rc == 0, "%s: exit %d (3: an allocation refused; 5: two live blocks "
                       "overlap; 6: a block's bytes not its own; 8: cuMemGetInfo's free figure "
-                      "under what the live blocks leave; 9: the driver mapped past the cap) %s",
+                      "not what the live blocks leave; 9: the driver mapped past the cap; 12: "
+                      "mapped past the live blocks' granules and the keep) %s",
                       o135_keeps[i], rc, err);
         /* The statistics at exit: nothing live, the mapped bytes the driver's, within the keep,
          * and kept is what is mapped with nothing live. */

@@ -674,6 +674,44 @@ START_TEST(o135_parked_straddling_block_taken_back)
     }
 }
 END_TEST
+
+/* 9. The statistics of parked blocks at exit: kept counts the granules parked blocks alone hold
+ * (the driver's mapped bytes, nothing live), and peak_kept, "the highest kept seen", read 0 beside
+ * a kept of 10 MiB (2 MiB, 4 KiB and 7 MiB + 4 KiB freed and parked, the device passed). */
+static void o135_peak_kept_child(void *arg)
+{
+    (void)arg;
+    pt_start();
+    CUdeviceptr p[3];
+    static const size_t s[3] = {2 * MiB, 4096, 7 * MiB + 4096};
+    for (int i = 0; i < 3; i++)
+        if (cuMemAlloc(&p[i], s[i]) != CUDA_SUCCESS)
+            exit(2);
+    for (int i = 0; i < 3; i++)
+        if (cuMemFree(p[i]) != CUDA_SUCCESS)
+            exit(3);
+    if (cuCtxSynchronize() != CUDA_SUCCESS || pt_counters().vmm_mapped_bytes != 10 * MiB)
+        exit(4);
+    exit(0);
+}
+
+START_TEST(o135_peak_kept_under_kept)
+{
+    char err[8192], stats[128], env[160];
+    snprintf(stats, sizeof stats, "/tmp/gpuarena-o135-%d-pk.json", (int)getpid());
+    snprintf(env, sizeof env, "GPUARENA_STATS=%s", stats);
+    pt_env("GPUARENA_MODE=vmm", "GPUARENA_VMM_KEEP=64MiB", "GPUARENA_LIMIT=64MiB",
+           "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LOG=error", env, NULL);
+    int rc = pt_run_child(o135_peak_kept_child, NULL, err, sizeof err);
+    unsetenv("GPUARENA_STATS");
+    ck_assert_msg(rc == 0, "exit %d %s", rc, err);
+    const char *expr = "(t := d['totals']) and t['kept'] == 10 * 2**20 and t['reserved'] == "
+                       "10 * 2**20 and t['peak_kept'] >= t['kept']";
+    int bad = pt_json_check(stats, expr);
+    unlink(stats);
+    ck_assert_msg(bad == 0, "statistics: peak_kept under kept (%s)", expr);
+}
+END_TEST
 #endif
 
 TCase *pt_tcase_outside135(void)
@@ -689,6 +727,7 @@ TCase *pt_tcase_outside135(void)
     tcase_add_test(tc, o135_threads_every_size);
 #if PT_OUTSIDE135_PENDING
     tcase_add_test(tc, o135_parked_straddling_block_taken_back);
+    tcase_add_test(tc, o135_peak_kept_under_kept);
 #endif
     return tc;
 }

@@ -638,8 +638,112 @@ START_TEST(o135_threads_every_size)
 }
 END_TEST
 
+/* 8. The trace of a seeded churn under a cap (sizes of every kind, 1-12 live), replayed by
+ * gpuarena-replay --mode vmm with the run's cap and keep: the replay maps as many granules as the
+ * shim made cuMemCreate calls, and refuses the allocations the shim refused. With
+ * GPUARENA_VMM_KEEP=0, and with the default keep under a cap the run never meets, they agree;
+ * with the default keep under a 48 MiB cap the replay maps one granule more at step 304 (a 4 KiB
+ * block after frees of 64 KiB and 7 MiB + 2 KiB), 141 against the shim's 113 by step 1117, where
+ * it refuses a 6 MiB block the shim served (3 failures against 2): pending. */
+typedef struct o135_trace_arg {
+    const char *trace, *out;
+    int steps;
+} o135_trace_arg_t;
+
+static void o135_trace_child(void *arg)
+{
+    const o135_trace_arg_t *ta = arg;
+    pt_start();
+    CUdeviceptr p[O135_SLOTS] = {0};
+    unsigned seed = 1;
+    int fails = 0;
+    for (int i = 0; i < ta->steps; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int k = (int)((seed >> 8) % O135_SLOTS);
+        if (p[k]) {
+            if (cuMemFree(p[k]) != CUDA_SUCCESS)
+                exit(2);
+            p[k] = 0;
+        } else {
+            size_t s = o135_sizes[(seed >> 16) % O135_NSIZES];
+            if ((seed >> 24) % 3 == 0)
+                s += 512 * ((seed >> 20) % 7);
+            if (cuMemAlloc(&p[k], s) != CUDA_SUCCESS) {
+                fails++;
+                p[k] = 0;
+            }
+        }
+    }
+    if (cuCtxSynchronize() != CUDA_SUCCESS)
+        exit(3);
+    FILE *f = fopen(ta->out, "w");
+    if (!f)
+        exit(4);
+    fprintf(f, "%llu %d\n", pt_counters().create_calls, fails);
+    fclose(f);
+    exit(0);
+}
+
+/* Runs the churn of `steps` steps under `keep` and `limit` with a trace, replays it: 0 when the
+ * replay's maps and refusals are the shim's; msg says both. */
+static int o135_trace_vs_replay(const char *keep, const char *limit, int steps, char *msg,
+                                size_t len)
+{
+    char trace[128], out[128], json[128], env[160], cmd[1024], err[8192];
+    int pid = (int)getpid();
+    snprintf(trace, sizeof trace, "/tmp/gpuarena-o135-%d.trace", pid);
+    snprintf(out, sizeof out, "/tmp/gpuarena-o135-%d.drv", pid);
+    snprintf(json, sizeof json, "/tmp/gpuarena-o135-%d-replay.json", pid);
+    unlink(trace);
+    snprintf(env, sizeof env, "GPUARENA_TRACE=%s", trace);
+    char lim[64], kp[64];
+    snprintf(lim, sizeof lim, "GPUARENA_LIMIT=%s", limit);
+    snprintf(kp, sizeof kp, "GPUARENA_VMM_KEEP=%s", keep);
+    pt_env("GPUARENA_MODE=vmm", kp, lim, "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LOG=error", env, NULL);
+    o135_trace_arg_t ta = {trace, out, steps};
+    int rc = pt_run_child(o135_trace_child, &ta, err, sizeof err);
+    unsetenv("GPUARENA_TRACE");
+    ck_assert_msg(rc == 0, "the churn: exit %d %s", rc, err);
+    unsigned long long creates = 0;
+    int fails = 0;
+    FILE *f = fopen(out, "r");
+    ck_assert_msg(f && fscanf(f, "%llu %d", &creates, &fails) == 2, "%s", out);
+    fclose(f);
+    const char *shim = getenv("PT_SHIM");
+    ck_assert_msg(shim && strrchr(shim, '/'), "PT_SHIM is set by the tier");
+    int dirlen = (int)(strrchr(shim, '/') - shim);
+    snprintf(cmd, sizeof cmd, "env -u LD_PRELOAD %.*s/../bin/gpuarena-replay --json --mode vmm "
+             "--limit %s --vmm-keep %s %s > %s 2>/dev/null", dirlen, shim, limit, keep, trace,
+             json);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    char expr[300];
+    snprintf(expr, sizeof expr, "(m := d['modes']['vmm']) and m['backend_maps'] == %llu and "
+             "m['failed_allocs'] == %d", creates, fails);
+    int bad = pt_json_check(json, expr);
+    snprintf(msg, len, "keep %s, limit %s, %d steps: the shim made %llu cuMemCreate calls and "
+             "refused %d allocations; the replay (%s) was asked %s", keep, limit, steps, creates,
+             fails, json, expr);
+    if (!bad)
+        unlink(json);
+    unlink(trace);
+    unlink(out);
+    return bad;
+}
+
+START_TEST(o135_replay_matches_the_shim)
+{
+    char msg[1024];
+    ck_assert_msg(o135_trace_vs_replay("0", "48MiB", 1117, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_msg(o135_trace_vs_replay("64MiB", "96MiB", 2000, msg, sizeof msg) == 0, "%s", msg);
 #if PT_OUTSIDE135_PENDING
-/* 8. A block of 1.5 MiB placed after a 7 MiB + 4 KiB block in the general area (each seen alone)
+    ck_assert_msg(o135_trace_vs_replay("64MiB", "48MiB", 305, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_msg(o135_trace_vs_replay("64MiB", "48MiB", 1117, msg, sizeof msg) == 0, "%s", msg);
+#endif
+}
+END_TEST
+
+#if PT_OUTSIDE135_PENDING
+/* 9. A block of 1.5 MiB placed after a 7 MiB + 4 KiB block in the general area (each seen alone)
  * lies across two granules; both freed and parked, the next 1.5 MiB allocation takes it back
  * where it lies, holding the two granules for 1.5 MiB, and under a 16 MiB cap 9 blocks of 1.5 MiB
  * fit where 10 fit before 2026-12-07 (165fcd9) and with GPUARENA_VMM_KEEP 0, 2, 4 or 8 MiB: the
@@ -675,7 +779,7 @@ START_TEST(o135_parked_straddling_block_taken_back)
 }
 END_TEST
 
-/* 9. The statistics of parked blocks at exit: kept counts the granules parked blocks alone hold
+/* 10. The statistics of parked blocks at exit: kept counts the granules parked blocks alone hold
  * (the driver's mapped bytes, nothing live), and peak_kept, "the highest kept seen", read 0 beside
  * a kept of 10 MiB (2 MiB, 4 KiB and 7 MiB + 4 KiB freed and parked, the device passed). */
 static void o135_peak_kept_child(void *arg)
@@ -725,6 +829,7 @@ TCase *pt_tcase_outside135(void)
     tcase_add_test(tc, o135_context_destroyed_with_parked_blocks);
     tcase_add_test(tc, o135_fork_with_parked_blocks);
     tcase_add_test(tc, o135_threads_every_size);
+    tcase_add_test(tc, o135_replay_matches_the_shim);
 #if PT_OUTSIDE135_PENDING
     tcase_add_test(tc, o135_parked_straddling_block_taken_back);
     tcase_add_test(tc, o135_peak_kept_under_kept);

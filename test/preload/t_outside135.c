@@ -1,8 +1,8 @@
-/* An outside check of vmm mode's parking as it changed on 2026-12-07 (4ef3dd4..ea0857a; helper-135),
- * through the shim on the simulated driver. Parked blocks now hold their granules within the keep,
- * the general area's blocks (small blocks alone in a granule, sizes seen alone, large odd sizes)
- * are parked too and given back before any allocation they do not serve, and a block that maps
- * takes its kept granules first. Every test runs its child under several keeps (the default, 0,
+/* An outside check of vmm mode's parking as it changed on 2026-12-07 (4ef3dd4..ea0857a;
+ * helper-135), through the shim on the simulated driver. Parked blocks now hold their granules
+ * within the keep, the general area's blocks (small blocks alone in a granule, sizes seen alone,
+ * large odd sizes) are parked too and given back before any allocation they do not serve, and a
+ * block that maps takes its kept granules first. Every test runs its child under several keeps (the default, 0,
  * and small ones that parked blocks fill) and asks the same answers of each: parking is never
  * something a program sees in its answers, its bytes or the figures it reads.
  *
@@ -92,7 +92,8 @@ static void o135_each_child(void *arg)
             exit(e + 2);
         if (cuMemFree(a) != CUDA_SUCCESS)
             exit(e + 3);
-        if (cuMemFree(a) != CUDA_ERROR_INVALID_VALUE || cuMemFree(a + s / 2) != CUDA_ERROR_INVALID_VALUE)
+        if (cuMemFree(a) != CUDA_ERROR_INVALID_VALUE ||
+            cuMemFree(a + s / 2) != CUDA_ERROR_INVALID_VALUE)
             exit(e + 4); /* a double free, an interior one: the driver's code */
         CUdeviceptr base = 0;
         size_t size = 0;
@@ -512,7 +513,8 @@ static void o135_fork_child(void *arg)
     (void)arg;
     pt_start();
     CUdeviceptr p[O135_NSIZES], live;
-    if (cuMemAlloc(&live, 3 * MiB) != CUDA_SUCCESS || cuMemsetD8(live, 0x3C, 3 * MiB) != CUDA_SUCCESS)
+    if (cuMemAlloc(&live, 3 * MiB) != CUDA_SUCCESS ||
+        cuMemsetD8(live, 0x3C, 3 * MiB) != CUDA_SUCCESS)
         exit(2);
     for (size_t k = 0; k < O135_NSIZES; k++)
         if (cuMemAlloc(&p[k], o135_sizes[k]) != CUDA_SUCCESS || cuMemFree(p[k]) != CUDA_SUCCESS)
@@ -753,7 +755,8 @@ static void o135_straddle_child(void *arg)
     (void)arg;
     pt_start();
     CUdeviceptr a, b, f[16];
-    if (cuMemAlloc(&a, 7 * MiB + 4096) != CUDA_SUCCESS || cuMemAlloc(&b, 3 * MiB / 2) != CUDA_SUCCESS)
+    if (cuMemAlloc(&a, 7 * MiB + 4096) != CUDA_SUCCESS ||
+        cuMemAlloc(&b, 3 * MiB / 2) != CUDA_SUCCESS)
         exit(2);
     if (cuMemFree(a) != CUDA_SUCCESS || cuMemFree(b) != CUDA_SUCCESS ||
         cuCtxSynchronize() != CUDA_SUCCESS)

@@ -2,9 +2,9 @@
  * helper-135), through the shim on the simulated driver. Parked blocks now hold their granules
  * within the keep, the general area's blocks (small blocks alone in a granule, sizes seen alone,
  * large odd sizes) are parked too and given back before any allocation they do not serve, and a
- * block that maps takes its kept granules first. Every test runs its child under several keeps (the default, 0,
- * and small ones that parked blocks fill) and asks the same answers of each: parking is never
- * something a program sees in its answers, its bytes or the figures it reads.
+ * block that maps takes its kept granules first. Every test runs its child under several keeps
+ * (the default, 0, and small ones that parked blocks fill) and asks the same answers of each:
+ * parking is never something a program sees in its answers, its bytes or the figures it reads.
  *
  * PT_OUTSIDE135_PENDING: cases whose fix belongs in the vmm pool (the lead's files), which fail on
  * today's code; off, so that the suite passes meanwhile. Set it to 1 with the fix.

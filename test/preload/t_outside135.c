@@ -782,9 +782,12 @@ START_TEST(o135_parked_straddling_block_taken_back)
 }
 END_TEST
 
+#endif
+
 /* 10. The statistics of parked blocks at exit: kept counts the granules parked blocks alone hold
  * (the driver's mapped bytes, nothing live), and peak_kept, "the highest kept seen", read 0 beside
- * a kept of 10 MiB (2 MiB, 4 KiB and 7 MiB + 4 KiB freed and parked, the device passed). */
+ * a kept of 10 MiB (2 MiB, 4 KiB and 7 MiB + 4 KiB freed and parked, the device passed) until the
+ * lead's fix the same day. */
 static void o135_peak_kept_child(void *arg)
 {
     (void)arg;
@@ -819,7 +822,6 @@ START_TEST(o135_peak_kept_under_kept)
     ck_assert_msg(bad == 0, "statistics: peak_kept under kept (%s)", expr);
 }
 END_TEST
-#endif
 
 TCase *pt_tcase_outside135(void)
 {
@@ -833,9 +835,9 @@ TCase *pt_tcase_outside135(void)
     tcase_add_test(tc, o135_fork_with_parked_blocks);
     tcase_add_test(tc, o135_threads_every_size);
     tcase_add_test(tc, o135_replay_matches_the_shim);
+    tcase_add_test(tc, o135_peak_kept_under_kept);
 #if PT_OUTSIDE135_PENDING
     tcase_add_test(tc, o135_parked_straddling_block_taken_back);
-    tcase_add_test(tc, o135_peak_kept_under_kept);
 #endif
     return tc;
 }

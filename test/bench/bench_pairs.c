@@ -15,43 +15,8 @@
 #include <string.h>
 
 #include "ga_pool.h"
+#include "host_backend.h"
 #include "ga_size.h"
-
-static uintptr_t next_va = (uintptr_t)1 << 40;
-
-static int reserve(void *ctx, size_t size, uintptr_t *base)
-{
-    (void)ctx;
-    *base = next_va;
-    next_va += (size + 4095) & ~(size_t)4095;
-    return 0;
-}
-static int release(void *ctx, uintptr_t base, size_t size)
-{
-    (void)ctx, (void)base, (void)size;
-    return 0;
-}
-static int va_reserve(void *ctx, size_t size, uintptr_t *base)
-{
-    (void)ctx;
-    next_va = (next_va + ((uintptr_t)1 << 21) - 1) & ~(((uintptr_t)1 << 21) - 1);
-    *base = next_va;
-    next_va += size;
-    return 0;
-}
-static void va_release(void *ctx, uintptr_t base, size_t size)
-{
-    (void)ctx, (void)base, (void)size;
-}
-static int map_run(void *ctx, uintptr_t addr, size_t size, size_t n)
-{
-    (void)ctx, (void)addr, (void)size, (void)n;
-    return 0;
-}
-static void unmap_run(void *ctx, uintptr_t addr, size_t size, size_t n)
-{
-    (void)ctx, (void)addr, (void)size, (void)n;
-}
 
 int main(int argc, char **argv)
 {
@@ -95,9 +60,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuarena: bench-pairs: %s\n%s", why, usage);
         return 2;
     }
-    ga_pool_backend_t be = {.reserve = reserve, .release = release, .va_reserve = va_reserve,
-                            .va_release = va_release, .map_run = map_run, .unmap_run = unmap_run,
-                            .granularity = (size_t)1 << 21};
+    ga_pool_backend_t be = hb_backend();
     ga_pool_config_t cfg = {.mode = mode, .grow = 1, .keep = GA_VMM_KEEP_DEFAULT};
     if (mode == GA_MODE_VMM)
         cfg.va_size = (size_t)1 << 36;

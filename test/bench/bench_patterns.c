@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ga_pool.h"
+#include "host_backend.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -26,44 +27,6 @@
 static int target; /* 0 pool, 1 shim, 2 shim-async, 3 shim-pitch */
 static ga_pool_t *pool;
 static CUstream stream;
-static unsigned long long maps, unmaps;
-
-static uintptr_t next_va = (uintptr_t)1 << 40;
-static int reserve(void *ctx, size_t size, uintptr_t *base)
-{
-    (void)ctx;
-    *base = next_va;
-    next_va += (size + 4095) & ~(size_t)4095;
-    return 0;
-}
-static int release(void *ctx, uintptr_t base, size_t size)
-{
-    (void)ctx, (void)base, (void)size;
-    return 0;
-}
-static int va_reserve(void *ctx, size_t size, uintptr_t *base)
-{
-    (void)ctx;
-    next_va = (next_va + ((uintptr_t)1 << 21) - 1) & ~(((uintptr_t)1 << 21) - 1);
-    *base = next_va;
-    next_va += size;
-    return 0;
-}
-static void va_release(void *ctx, uintptr_t base, size_t size)
-{
-    (void)ctx, (void)base, (void)size;
-}
-static int map_run(void *ctx, uintptr_t addr, size_t size, size_t n)
-{
-    (void)ctx, (void)addr, (void)size, (void)n;
-    maps++;
-    return 0;
-}
-static void unmap_run(void *ctx, uintptr_t addr, size_t size, size_t n)
-{
-    (void)ctx, (void)addr, (void)size, (void)n;
-    unmaps++;
-}
 
 static uintptr_t take(size_t size)
 {
@@ -233,9 +196,7 @@ int main(int argc, char **argv)
     }
     target = t <= 1 ? 0 : t - 1;
     if (target == 0) {
-        ga_pool_backend_t be = {.reserve = reserve, .release = release, .va_reserve = va_reserve,
-                                .va_release = va_release, .map_run = map_run,
-                                .unmap_run = unmap_run, .granularity = (size_t)1 << 21};
+        ga_pool_backend_t be = hb_backend();
         ga_pool_config_t cfg = {.mode = t == 1 ? GA_MODE_VMM : GA_MODE_ARENA, .grow = 1,
                                 .keep = GA_VMM_KEEP_DEFAULT};
         if (t == 1)
@@ -257,7 +218,7 @@ int main(int argc, char **argv)
         }
     }
     run(argv[2], rounds);
-    printf("pairs %ld maps %llu unmaps %llu\n", pairs, maps, unmaps);
+    printf("pairs %ld maps %llu unmaps %llu\n", pairs, hb_maps, hb_unmaps);
     if (pool)
         ga_pool_destroy(pool);
     return 0;

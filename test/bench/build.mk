@@ -23,7 +23,8 @@ $(BENCH_ALLOC): test/bench/bench_alloc.c allocator/ga_replay.h allocator/ga_trac
 	$(CC) $(CFLAGS_COMMON) -O2 -Iallocator -o $@ test/bench/bench_alloc.c \
 		$(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON)
 
-$(BENCH_PAIRS): test/bench/bench_pairs.c allocator/ga_pool.h $(BUILD)/lib/libgaalloc.a
+$(BENCH_PAIRS): test/bench/bench_pairs.c test/bench/host_backend.h allocator/ga_pool.h \
+		$(BUILD)/lib/libgaalloc.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -O2 -Iallocator -o $@ test/bench/bench_pairs.c \
 		$(BUILD)/lib/libgaalloc.a $(LDFLAGS_COMMON)
@@ -71,7 +72,8 @@ $(BENCH_NULLDRV_S): test/bench/bench_nulldrv_streams.c test/preload/bench_nulldr
 	$(CC) $(CFLAGS_COMMON) -I$(CUDA)/include -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic \
 	  -o $@ $< $(LDFLAGS_COMMON)
 
-$(BENCH_PATTERNS): test/bench/bench_patterns.c allocator/ga_pool.h $(BUILD)/lib/libgaalloc.a \
+$(BENCH_PATTERNS): test/bench/bench_patterns.c test/bench/host_backend.h allocator/ga_pool.h \
+		$(BUILD)/lib/libgaalloc.a \
 		$(BENCH_NULLDRV_S)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -O2 -I$(CUDA)/include -Iallocator -o $@ test/bench/bench_patterns.c \

@@ -314,11 +314,15 @@ static int run_mode(const ga_trace_t *t, const options_t *o, ga_replay_mode_t m,
          * --limit, twice the limit, as the shim's under that cap: with twice the peak the replay
          * placed blocks where the shim does not, and refused others (hta under 700 MiB: 8,451
          * against the shim's 8,596; an outside check, 2026-12-06). The smallest-size search keeps
-         * twice the peak (min_range): its trials vary the limit over one fixed range. */
+         * twice the peak (min_range): its trials vary the limit over one fixed range. Under a
+         * limit no floor of 64 granules: the shim's range is twice the cap, however small (a
+         * 48 MiB cap: 96 MiB, where the floor made 128 MiB, the areas lay otherwise, and after the
+         * first refusal the replay mapped 59 granules in 305 steps of a churn to the shim's 57: an
+         * outside check, helper-135, 2026-12-07; test o135_replay_matches_the_shim). */
         size_t gran = o->granularity ? o->granularity : GA_REPLAY_GRANULARITY;
         size_t least = gran > SIZE_MAX / 4 / 64 ? gran : 64 * gran;
         min_range = vmm_range(peak, least);
-        ro.arena_size = o->limit ? vmm_range(o->limit, least) : min_range;
+        ro.arena_size = o->limit ? vmm_range(o->limit, gran) : min_range;
         ro.keep = o->keep_set ? o->keep : GA_VMM_KEEP_DEFAULT;
         ro.granularity = o->granularity; /* 0: GA_REPLAY_GRANULARITY */
     }

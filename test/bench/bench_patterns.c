@@ -8,7 +8,9 @@
  * the configuration of bench-pairs: 64 GiB, 2 MiB granules, the default keep); shim (cuMemAlloc
  * and cuMemFree, the mode from GPUARENA_MODE, run under LD_PRELOAD on a null driver), shim-async
  * (cuMemAllocAsync and cuMemFreeAsync on one created stream), shim-pitch (cuMemAllocPitch_v2 of
- * the size as 64 rows, cuMemFree). PATTERN: one of the names in `patterns` below.
+ * the size as 64 rows, cuMemFree). PATTERN: one of the names in `run` below, or trace:PATH (a
+ * lifetime CSV or a gpuarena trace, its allocations and frees made again each round). At the
+ * pool, BENCH_KEEP=BYTES sets the vmm keep (default: the shim's).
  */
 #include <cuda.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "ga_pool.h"
+#include "ga_trace.h"
 #include "host_backend.h"
 
 #define KiB ((size_t)1 << 10)
@@ -130,8 +133,71 @@ static void mixed16(long rounds)
     }
 }
 
+/* A recorded program ("trace:PATH": a lifetime CSV or a gpuarena trace) run again each round, as
+ * its training steps run: its allocations and frees in order, then whatever it left live freed.
+ * Its addresses (or buffer ids) are turned into slot numbers before the rounds. */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void replayed(long rounds, const char *path)
+{
+    ga_trace_t t;
+    char err[256];
+    size_t len = strlen(path);
+    ga_trace_init(&t);
+    if ((len > 4 && !strcmp(path + len - 4, ".csv") ? ga_lifetimes_read(path, &t, err, sizeof err)
+                                                    : ga_trace_read(path, &t, err, sizeof err))) {
+        fprintf(stderr, "gpuarena: bench-patterns: %s: %s\n", path, err);
+        exit(2);
+    }
+    uint64_t *keys = malloc((t.count + 1) * sizeof *keys);
+    size_t *slot = malloc((t.count + 1) * sizeof *slot), n = 0;
+    uintptr_t *ptr = calloc(t.count + 1, sizeof *ptr);
+    if (!keys || !slot || !ptr) {
+        fprintf(stderr, "gpuarena: bench-patterns: out of host memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < t.count; i++)
+        keys[n++] = t.events[i].addr;
+    qsort(keys, n, sizeof *keys, cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!u || keys[u - 1] != keys[i])
+            keys[u++] = keys[i];
+    for (size_t i = 0; i < t.count; i++) {
+        const uint64_t *k = bsearch(&t.events[i].addr, keys, u, sizeof *keys, cmp_u64);
+        slot[i] = (size_t)(k - keys);
+    }
+    for (long r = 0; r < rounds; r++) {
+        for (size_t i = 0; i < t.count; i++) {
+            const ga_event_t *e = &t.events[i];
+            if (e->kind == GA_EV_ALLOC && !ptr[slot[i]] && e->size) {
+                ptr[slot[i]] = take(e->size);
+                pairs++;
+            } else if (e->kind == GA_EV_FREE && ptr[slot[i]]) {
+                give(ptr[slot[i]]);
+                ptr[slot[i]] = 0;
+            }
+        }
+        for (size_t i = 0; i < u; i++)
+            if (ptr[i]) {
+                give(ptr[i]);
+                ptr[i] = 0;
+            }
+    }
+    free(keys), free(slot), free(ptr);
+    ga_trace_free(&t);
+}
+
 static void run(const char *name, long rounds)
 {
+    if (!strncmp(name, "trace:", 6)) {
+        replayed(rounds, name + 6);
+        return;
+    }
     static const size_t s4k[] = {4 * KiB}, s1m[] = {MiB}, sodd[] = {7 * MiB + 4 * KiB};
     static const size_t small2[] = {4 * KiB, 8 * KiB};
     static const size_t large2[] = {7 * MiB + 4 * KiB, 9 * MiB + 4 * KiB};
@@ -199,6 +265,8 @@ int main(int argc, char **argv)
         ga_pool_backend_t be = hb_backend();
         ga_pool_config_t cfg = {.mode = t == 1 ? GA_MODE_VMM : GA_MODE_ARENA, .grow = 1,
                                 .keep = GA_VMM_KEEP_DEFAULT};
+        if (getenv("BENCH_KEEP"))
+            cfg.keep = (size_t)strtoull(getenv("BENCH_KEEP"), NULL, 10);
         if (t == 1)
             cfg.va_size = (size_t)1 << 36;
         else

@@ -284,6 +284,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->general_cut = SIZE_MAX;
     v->park_min = p->cfg.keep ? v->half : SIZE_MAX;
     v->keep_now = p->cfg.keep;
+    v->gstep = GSTEP_MIN;
     v->nareas = AREA_FIRST_CLASS;
     if (ga_live_grow(&v->ltab) != 0) { /* slots from the start: no probe tests the count */
         free(v);
@@ -440,7 +441,11 @@ void ga_vmm_unpark_all(ga_pool_t *p)
  * allocation that none of them serves, so that it is placed as if they had been freed (each one's
  * room is then free for any size, as its free would have left it). Found through gpark, not a
  * walk of the 32 entries (366 instructions a pair on two sizes taking turns, helper-136 F1); each
- * given back unused makes the next 8 frees of the area's blocks go unparked (gwaste). */
+ * given back unused makes the area's next frees go unparked (gwaste), twice as many at each such
+ * call until a parked block serves again (gstep: 8, 16, ... GSTEP_MAX). Sizes taking turns in one
+ * slot thus stop paying a park and its give-back every ninth pair (a fixed 8 cost two sizes
+ * of 7 and 9 MiB taking turns 38 instructions a pair at the pool, scripts/bench-patterns-instr.sh
+ * alt2-large). */
 void ga_vmm_unpark_general(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
@@ -454,8 +459,9 @@ void ga_vmm_unpark_general(ga_pool_t *p)
             k->c[j - 1] = k->c[j];
         k->n--;
         unpark_free(p, c);
-        v->gwaste = v->gwaste < 64 ? v->gwaste + 8 : v->gwaste;
     }
+    v->gwaste = v->gstep;
+    v->gstep = v->gstep < GSTEP_MAX ? 2 * v->gstep : GSTEP_MAX;
 }
 
 /* Why ptr, a live base of no area, cannot be freed (nothing changes): as a single arena would
@@ -525,9 +531,23 @@ static inline __attribute__((always_inline)) ga_status_t free_general_body(ga_po
     return GA_OK;
 }
 
+/* A block of the general area from half a granule up: as free_general_body, its granules' common
+ * case (the block's last user of them, the keep with room) inline (a call for it cost 40
+ * instructions a pair on two sizes of 7 and 9 MiB taking turns, scripts/bench-patterns-instr.sh
+ * alt2-large). */
 static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
 {
-    return free_general_body(p, c, i, size);
+    ga_vmm_t *v = p->vmm;
+    uintptr_t ptr = c->base;
+    size_t len = c->size;
+    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
+    if (off >= v->size0)
+        uncover_far(p, ptr, len);
+    else if (!uncover_kept(p, v, v->ranges, g0, g1))
+        ga_vmm_uncover_granules(p, v->ranges, g0, g1);
+    count_free(p, v, NULL, len, size);
+    return GA_OK;
 }
 
 static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
@@ -653,8 +673,15 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
         i = (i + 1) & t->mask;
     if (!c)
         return free_refused(p, ptr);
-    if (c->size >= p->vmm->park_min) /* a parked block among them: none without a keep */
+    ga_vmm_t *v = p->vmm;
+    if (c->size >= v->park_min) { /* a parked block among them: none without a keep */
+        /* A general-area block while its frees go unparked (gwaste): no parking entry read. */
+        if (c->u.area == AREA_GENERAL && v->gwaste) {
+            v->gwaste--;
+            return free_general(p, c, i, size);
+        }
         return free_large(p, c, i, size);
+    }
     if (c->u.area == AREA_GENERAL)
         return free_small(p, c, i, size);
     if (c->u.area & GA_AREA_PARKED) /* a small block parked (free_small_alone) */

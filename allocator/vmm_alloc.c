@@ -521,7 +521,7 @@ static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t
     k->n--;
     park_leave(v, c, area);
     if (area == AREA_GENERAL)
-        v->gwaste = 0; /* parking there served */
+        v->gwaste = 0, v->gstep = GSTEP_MIN; /* parking there served */
     v->park_hits++;
     if (c->u.requested != size) {
         ga_varea_t *ar = &v->area[area];

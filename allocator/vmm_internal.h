@@ -70,6 +70,8 @@ enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
 #define PARK_SLOTS (1u << PARK_BITS)
 #define PARK_DEPTH 16
 #define GPARK_MAX 16
+#define GSTEP_MIN 8
+#define GSTEP_MAX 4096
 typedef struct ga_vpark {
     size_t size;      /* the blocks' rounded size; any while n == 0 */
     size_t n;
@@ -154,10 +156,10 @@ struct ga_vmm {
     size_t nparked;
     /* The parked blocks of the general area (at most GPARK_MAX, ngparked of them): while there
      * are any, small_cut is 0, so that an allocation under half a granule takes the parked path,
-     * which gives them back first. gwaste: set when an allocation gave them back unused, each a
+     * which gives them back first. gwaste: set (to gstep) when an allocation gave them back unused, each a
      * general-area free not parked, so that sizes taking turns stop parking what they never
      * take back (two sizes in one slot: 1.6-1.7x arena's through the shim, helper-136 F1). */
-    size_t ngparked, gwaste;
+    size_t ngparked, gwaste, gstep;
     ga_chunk_t *gpark[GPARK_MAX];
     /* The rounded sizes of the last two allocations under half a granule: a small block alone in
      * its granule is parked when freed only when both were its size (a loop freeing and

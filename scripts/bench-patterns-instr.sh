@@ -6,12 +6,14 @@
 # valgrind's callgrind counts a run of 100 rounds and one of 1,100; their difference over the
 # pairs made in between is one pair, with start-up, warm-up and exit taken out.
 #   scripts/bench-patterns-instr.sh BUILD [TARGET...] [-- PATTERN...]
-# TARGET: pool shim shim-async shim-pitch (default: pool shim). PATTERN: default all.
+# TARGET: pool shim shim-async shim-pitch (default: pool shim). PATTERN: default all; trace:PATH
+# (a lifetime CSV or a gpuarena trace, run again each round: counted over 2 and 12 rounds, with a
+# keep of KEEP bytes, default 16 GiB, so that vmm maps nothing after the first round).
 # BUILD must hold bin/bench-patterns, bench/nulldrv/libcuda.so.1 and lib/libgpuarena.so
 # (make BUILD=DIR DIR/bin/bench-patterns DIR/lib/libgpuarena.so).
 set -u
 if [ $# -lt 1 ]; then
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 command -v valgrind >/dev/null || { echo "gpuarena: valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
@@ -31,18 +33,20 @@ count() { # target mode pattern rounds -> "instructions pairs maps"
     local t=$1 pre=1
     case $1 in pool) t=pool-$2; pre= ;; esac
     env LD_LIBRARY_PATH="$D/bench/nulldrv" ${pre:+LD_PRELOAD=$D/lib/libgpuarena.so} GPUARENA_MODE=$2 \
+        ${keep:+BENCH_KEEP=$keep GPUARENA_VMM_KEEP=$keep} \
         SIMCUDA_TOTAL_MEM=16GiB valgrind --tool=callgrind --callgrind-out-file=/dev/null \
         "$D/bin/bench-patterns" "$t" "$3" "$4" >"$tmp/out" 2>"$tmp/err" ||
         { echo "gpuarena: bench-patterns $t $3 ($2) failed:" >&2; cat "$tmp/err" >&2; return 1; }
     echo "$(sed -n 's/^==[0-9]*== Collected : //p' "$tmp/err") $(awk '{print $2, $4}' "$tmp/out")"
 }
 per() { # target mode pattern -> "instructions-per-pair maps-in-the-1000-rounds"
-    local a b
-    a=$(count "$1" "$2" "$3" 100) && b=$(count "$1" "$2" "$3" 1100) || return 1
+    local a b r1=100 r2=1100 keep=
+    case $3 in trace:*) r1=2 r2=12 keep=${KEEP:-17179869184} ;; esac
+    a=$(count "$1" "$2" "$3" $r1) && b=$(count "$1" "$2" "$3" $r2) || return 1
     set -- $a $b
     echo "$(( ($4 - $1) / ($5 - $2) )) $(( $6 - $3 ))"
 }
-echo "| pattern | target | arena | vmm | vmm / arena | vmm maps in 1,000 rounds (pool) |"
+echo "| pattern | target | arena | vmm | vmm / arena | vmm maps in 1,000 rounds (pool; a trace: in 10) |"
 echo "|---|---|---:|---:|---:|---:|"
 for t in $TARGETS; do
     for p in $PATTERNS; do

@@ -285,7 +285,6 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->park_min = p->cfg.keep ? v->half : SIZE_MAX;
     v->keep_now = p->cfg.keep;
     v->gstep = GSTEP_MIN;
-    v->gpark_min = SIZE_MAX;
     v->nareas = AREA_FIRST_CLASS;
     if (ga_live_grow(&v->ltab) != 0) { /* slots from the start: no probe tests the count */
         free(v);
@@ -658,8 +657,6 @@ static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t 
     if (area == AREA_GENERAL) { /* every allocation but its size's gives it back first */
         v->gpark[v->ngparked++] = c;
         v->small_cut = 0;
-        if (len < v->gpark_min)
-            v->gpark_min = len;
     }
 }
 
@@ -679,7 +676,7 @@ ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
     ga_vmm_t *v = p->vmm;
     if (c->size >= v->park_min) { /* a parked block among them: none without a keep */
         /* A general-area block while its frees go unparked (gwaste): no parking entry read. */
-        if (c->u.area == AREA_GENERAL && v->gwaste) {
+        if (__builtin_expect(v->gwaste != 0, 0) && c->u.area == AREA_GENERAL) {
             v->gwaste--;
             return free_general(p, c, i, size);
         }

@@ -163,7 +163,6 @@ struct ga_vmm {
      * general-area free not parked, so that sizes taking turns stop parking what they never
      * take back (two sizes in one slot: 1.6-1.7x arena's through the shim, helper-136 F1). */
     size_t ngparked, gwaste, gstep;
-    size_t gpark_min; /* the smallest of them (SIZE_MAX: none): alloc_parked's gen_fit_stands */
     ga_chunk_t *gpark[GPARK_MAX];
     /* The rounded sizes of the last two allocations under half a granule: a small block alone in
      * its granule is parked when freed only when both were its size (a loop freeing and
@@ -337,12 +336,6 @@ static inline __attribute__((always_inline)) void park_leave(ga_vmm_t *v, ga_chu
         v->gpark[i - 1] = v->gpark[--v->ngparked]; /* it is there */
         if (!v->ngparked)
             v->small_cut = v->small_lim;
-        if (c->size == v->gpark_min) { /* the smallest left, found again (at most 16) */
-            v->gpark_min = SIZE_MAX;
-            for (size_t j = 0; j < v->ngparked; j++)
-                if (v->gpark[j]->size < v->gpark_min)
-                    v->gpark_min = v->gpark[j]->size;
-        }
     }
 }
 

@@ -66,12 +66,13 @@ enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
 /* Parked blocks (pool_vmm.c): freed blocks from half a granule up held, still allocated in their
  * area, for the next allocation of their rounded size; one stack per size, in a table of
  * PARK_SLOTS entries chosen by the size (a size whose entry another size holds is not parked).
- * PARK_DEPTH 64, not 16: examples/ex_train frees 49 blocks of 1 MiB a step; with 16 parked the
+ * PARK_DEPTH 62, not 16: examples/ex_train frees 49 blocks of 1 MiB a step; with 16 parked the
  * other 33 were freed and placed again (its recorded loop at the pool, nothing mapped: 596 -> 569
- * instructions a pair, arena 439; scripts/bench-patterns-instr.sh build pool -- trace:FILE). */
+ * instructions a pair, arena 439; scripts/bench-patterns-instr.sh build pool -- trace:FILE). 62,
+ * not 64: an entry is then 512 bytes, found by a shift, not a multiply (8 a pair). */
 #define PARK_BITS 5
 #define PARK_SLOTS (1u << PARK_BITS)
-#define PARK_DEPTH 64
+#define PARK_DEPTH 62
 #define GPARK_MAX 16
 #define GSTEP_MIN 8
 #define GSTEP_MAX 4096

@@ -617,7 +617,7 @@ static OUT_OF_LINE ga_status_t free_large(ga_pool_t *p, ga_chunk_t *c, size_t i,
         return GA_EDOUBLE;
     ga_vpark_t *k = park_slot(v, len);
     if (k->n == PARK_DEPTH || (k->n && k->size != len) ||
-        (area == AREA_GENERAL && (v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--))))
+        (area == AREA_GENERAL && v->ngparked == GPARK_MAX)) /* gwaste: 0 here (ga_vmm_free) */
         return free_unparked(p, c, i, size, area);
     if (area == AREA_ALIGNED) { /* its granules its own: no counts */
         if (p->own.kept + len > v->keep_now)

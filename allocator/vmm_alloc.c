@@ -66,31 +66,6 @@ static inline __attribute__((always_inline)) int cover(ga_pool_t *p, uintptr_t a
     return ga_vmm_cover_granules(p, r, g0, g1);
 }
 
-/* The area an allocation of `rounded` bytes goes to, its arena made if need be; NULL when host
- * memory ran out. *slot: the size's tracking entry (-1: none), whose live count the caller keeps.
- * A size gets a class when a second block of it is asked for while one is live (while fewer than
- * GA_VMM_CLASSES have one): sizes that never coexist, such as a layer's activations in a
- * training step, stay in the general area, where their freed granules serve other sizes. */
-static ga_varea_t *area_for(ga_pool_t *p, size_t rounded, int *slot)
-{
-    ga_vmm_t *v = p->vmm;
-    uint16_t id = AREA_GENERAL;
-    *slot = -1;
-    if ((rounded & (v->gran - 1)) == 0) {
-        id = AREA_ALIGNED;
-    } else if (class_size(v, rounded) && (*slot = ga_vmm_track_find(v, rounded, 1)) >= 0) {
-        if (!v->track[*slot].area && v->track[*slot].nlive && v->nareas < AREAS_MAX) {
-            uint16_t c = (uint16_t)v->nareas++;
-            v->area[c] = (ga_varea_t){.pool = v->pool, .size = rounded, .id = c,
-                                      .slot = (uint16_t)*slot};
-            v->track[*slot].area = c;
-        }
-        if (v->track[*slot].area)
-            id = v->track[*slot].area;
-    }
-    return area_ready(v, id);
-}
-
 /* Granules of [a, a + len) with nothing mapped: what a block placed there would map, for any
  * block in any range (the bits counted a word at a time). */
 static OUT_OF_LINE size_t unmapped_slow(const ga_vmm_t *v, uintptr_t a, size_t len)
@@ -352,8 +327,29 @@ static OUT_OF_LINE ga_status_t alloc_general_first(ga_pool_t *p, ga_varea_t *ar,
     ga_varea_t *gen = area_ready(v, AREA_GENERAL);
     unsigned gbin = 0, bin = 0;
     ga_chunk_t *gc = gen ? ga_find_fit(gen->arena, rounded, &gbin) : NULL;
-    if (gc && unmapped_in(v, gc->base, rounded) == 0 &&
-        ga_take_in(gen->arena, &v->ltab, 1, AREA_GENERAL, gc, gbin, rounded, size) == GA_OK) {
+    size_t off = gc ? gc->base - v->base0 : 0, g0 = off >> v->gshift;
+    size_t g1 = (off + rounded - 1) >> v->gshift;
+    if (gc && off < v->size0 && one_word(g0, g1)) {
+        /* The common case, in the first range within one bitmap word: its granules tested and
+         * then taken with the words and granule numbers found once, as cover_placed would take
+         * them, with nothing to map (the general area is always dirty: no mark). Through
+         * unmapped_in and cover_placed it cost ~24 instructions more a block (trace:ex.trace at
+         * the pool, vmm: 589 -> 583 a pair, somas_resnet50 641 -> 638,
+         * scripts/bench-patterns-instr.sh). */
+        uint64_t m = span_mask(g0, g1);
+        if ((v->ranges->mapped[g0 >> 6] & m) == m &&
+            ga_take_in(gen->arena, &v->ltab, 1, AREA_GENERAL, gc, gbin, rounded, size) == GA_OK) {
+            uintptr_t a = gc->base;
+            (void)cover_kept(p, v, v->ranges, g0, g1); /* all mapped, one word: done */
+            if (slot >= 0)
+                v->track[slot].nlive++;
+            count_alloc(p, rounded);
+            *out = a;
+            return GA_OK;
+        }
+    } else if (gc && unmapped_in(v, gc->base, rounded) == 0 &&
+               ga_take_in(gen->arena, &v->ltab, 1, AREA_GENERAL, gc, gbin, rounded, size) ==
+                   GA_OK) {
         mark_dirty(v, gen);
         return cover_placed(p, gen, slot, gc->base, rounded, out);
     }
@@ -365,31 +361,14 @@ static OUT_OF_LINE ga_status_t alloc_general_first(ga_pool_t *p, ga_varea_t *ar,
                         gbin);
 }
 
-/* Everything else ga_vmm_alloc does not do itself: sizes from half a granule up (an area to
- * choose), and any size before the general area's first use. */
-static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t rounded,
-                                          uintptr_t *out)
+/* A block of class ar (its arena made; its best fit not known to map), slot: its size's tracking
+ * entry. Out of line, apart from the area's choice: its locals' addresses (the best fit's bin)
+ * and calls need a frame, which a block going to the general area does not pay for. */
+static OUT_OF_LINE ga_status_t alloc_class(ga_pool_t *p, ga_varea_t *ar, int slot, size_t size,
+                                           size_t rounded, uintptr_t *out)
 {
-    if (!rounded)
-        return size ? GA_ETOOBIG : GA_EINVAL;
     ga_vmm_t *v = p->vmm;
-    int slot = -1;
-    ga_varea_t *ar;
-    if (rounded == v->hot_size) {
-        ar = &v->area[v->hot_area];
-        slot = v->hot_slot;
-    } else if ((ar = area_for(p, rounded, &slot)) && ar->size) {
-        v->hot_size = rounded, v->hot_area = ar->id, v->hot_slot = slot;
-    }
-    if (!ar) { /* its area's arena could not be made */
-        p->own.failed_allocs++;
-        return GA_ENOHOST;
-    }
     unsigned bin = 0;
-    if (ar->unmapped_fit) /* the class's best fit would map: the general area's may not */
-        return alloc_general_first(p, ar, slot, size, rounded, out);
-    if (!ar->size) /* the general area: a size seen alone */
-        return alloc_general(p, slot, size, rounded, out);
     ga_chunk_t *c = ga_find_fit(ar->arena, rounded, &bin);
     if (!c) /* a class that grows */
         return alloc_first(p, ar, slot, size, rounded, out);
@@ -418,6 +397,92 @@ static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t roun
         }
     }
     return alloc_fresh(p, ar, slot, c, bin, size, rounded, out);
+}
+
+/* The path of a block in area ar (its arena made), once the area is chosen: the general area's
+ * own way for a size with no class, alloc_general_first for a class whose best fit is known to
+ * map, alloc_class for the rest. */
+static inline __attribute__((always_inline)) ga_status_t
+alloc_in(ga_pool_t *p, ga_varea_t *ar, int slot, size_t size, size_t rounded, uintptr_t *out)
+{
+    if (ar->unmapped_fit) /* the class's best fit would map: the general area's may not */
+        return alloc_general_first(p, ar, slot, size, rounded, out);
+    if (!ar->size) /* the general area: a size seen alone */
+        return alloc_general(p, slot, size, rounded, out);
+    return alloc_class(p, ar, slot, size, rounded, out);
+}
+
+/* alloc_choose's area `id` has no arena yet: made first (NULL when host memory ran out). */
+static OUT_OF_LINE ga_status_t alloc_new_area(ga_pool_t *p, uint16_t id, int slot, size_t size,
+                                              size_t rounded, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_varea_t *ar = area_ready(v, id);
+    if (!ar) { /* its area's arena could not be made */
+        p->own.failed_allocs++;
+        return GA_ENOHOST;
+    }
+    if (ar->size)
+        v->hot_size = rounded, v->hot_area = ar->id, v->hot_slot = slot;
+    return alloc_in(p, ar, slot, size, rounded, out);
+}
+
+/* A size that is not the last class allocated in (alloc_slow), or any size before the general
+ * area's first use: its area chosen. The size's tracking entry is found inline, and the general
+ * area's own blocks (a class size seen alone) then jump to alloc_general with no frame set up:
+ * with area_for's slot returned through memory and the class's fit found here, every such
+ * block paid a frame (sizes40 at the pool, vmm: 660 -> 647 a pair with alloc_slow's jump, step
+ * 479 -> 475, scripts/bench-patterns-instr.sh). A size gets a class when a
+ * second block of it is asked for while one is live (while fewer than GA_VMM_CLASSES have one):
+ * sizes that never coexist, such as a layer's activations in a training step, stay in the
+ * general area, where their freed granules serve other sizes. No size here is a granule
+ * multiple (alloc_large), but 0. */
+static OUT_OF_LINE ga_status_t alloc_choose(ga_pool_t *p, size_t size, size_t rounded,
+                                            uintptr_t *out)
+{
+    if (!rounded)
+        return size ? GA_ETOOBIG : GA_EINVAL;
+    ga_vmm_t *v = p->vmm;
+    int slot = -1;
+    uint16_t id = AREA_GENERAL;
+    if (class_size(v, rounded) && (slot = ga_vmm_track_find(v, rounded, 1)) >= 0) {
+        /* The live count first: a size seen alone (none live) is out in one test (sizes40 at
+         * the pool, vmm: 649 -> 647 a pair, scripts/bench-patterns-instr.sh). */
+        if (v->track[slot].nlive && !v->track[slot].area && v->nareas < AREAS_MAX) {
+            uint16_t c = (uint16_t)v->nareas++;
+            v->area[c] = (ga_varea_t){.pool = v->pool, .size = rounded, .id = c,
+                                      .slot = (uint16_t)slot};
+            v->track[slot].area = c;
+        }
+        id = v->track[slot].area;
+    }
+    ga_varea_t *ar = &v->area[id];
+    if (!ar->arena)
+        return alloc_new_area(p, id, slot, size, rounded, out);
+    if (ar->size)
+        v->hot_size = rounded, v->hot_area = id, v->hot_slot = slot;
+    return alloc_in(p, ar, slot, size, rounded, out);
+}
+
+/* The sizes that may have a class: the last class allocated in (hot_size) goes to its path by a
+ * jump before any frame, with nothing looked up; the rest choose their area (alloc_choose). Half
+ * the class-size allocations of ex_train's loop are of the last class, its best fit known to map
+ * (its 1 MiB blocks: alloc_general_first): the frame the choice set up cost them 16 instructions
+ * (trace:ex.trace at the pool, vmm: 596 -> 591 a pair, scripts/bench-patterns-instr.sh). The
+ * last class is never the general area (hot_size 0 before any class: a rounded size of 0 finds
+ * the general area, whose size is 0). */
+static OUT_OF_LINE ga_status_t alloc_slow(ga_pool_t *p, size_t size, size_t rounded,
+                                          uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    if (rounded == v->hot_size) {
+        ga_varea_t *ar = &v->area[v->hot_area];
+        if (ar->unmapped_fit)
+            return alloc_general_first(p, ar, v->hot_slot, size, rounded, out);
+        if (ar->size)
+            return alloc_class(p, ar, v->hot_slot, size, rounded, out);
+    }
+    return alloc_choose(p, size, rounded, out);
 }
 
 /* A granule multiple (the aligned area). Its blocks start and end on granule boundaries and

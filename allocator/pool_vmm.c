@@ -530,10 +530,15 @@ static inline __attribute__((always_inline)) ga_status_t free_general_body(ga_po
     size_t len = 0;
     ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, &len);
     size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
+    uint32_t *refs = v->refs0;
     if (off >= v->size0)
         uncover_far(p, ptr, len);
-    else if (g0 != g1 || --v->refs0[g0] == 0) /* taken down first: a subtraction, its test */
+    else if (g0 == g1 ? --refs[g0] == 0 /* taken down first: a subtraction, its test */
+                      : g1 != g0 + 1 || refs[g0] == 1 || refs[g1] == 1)
         uncover_general(p, g0, g1);
+    else /* across two granules others still use: their counts, as uncover_general would (with
+          * alloc_small's the same: under-16, 411 -> 339 a pair) */
+        refs[g0]--, refs[g1]--;
     count_free(p, v, NULL, len, size);
     return GA_OK;
 }
@@ -560,30 +565,51 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
 static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
                                                        size_t area, size_t hold, size_t *size);
 
-/* A block under half a granule, in the first range, alone in its granule, of the size last
+/* A block under half a granule, in the first range, alone in granule g0, of the size last
  * allocated under half a granule: parked when its size's entry and the keep have room (it holds
  * that one granule), as a larger block is (free_large), so
  * that a block freed and allocated again with nothing else in its granule costs no granule work
  * (a loop of one 4 KiB block: 473 instructions a pair at the pool against arena's 373, its
- * granule kept and taken back each time). Else freed as any block of the general area. */
-static OUT_OF_LINE ga_status_t free_small_alone(ga_pool_t *p, ga_chunk_t *c, size_t i,
-                                                size_t *size)
+ * granule kept and taken back each time). Else freed as any block of the general area, its one
+ * granule's common case (the keep with room, the granule on the kept stack) here: through
+ * free_general_body, uncover_general and uncover_kept it cost two calls more and the granule's
+ * count taken down and up again (4 and 8 KiB taking turns, scripts/bench-patterns-instr.sh
+ * alt2-small: 546 -> 503 a pair, arena 398). Inlined in free_small: as a function of its own,
+ * free_small set its frame up and took it down before the jump, and this one set up another
+ * (alt2-small 503 -> 479, a 4 KiB block alone one-4k 348 -> 324, ex_train's trace replayed with
+ * nothing mapped 596 -> 590). */
+static inline __attribute__((always_inline)) ga_status_t free_small_alone(ga_pool_t *p,
+                                                                          ga_chunk_t *c, size_t i,
+                                                                          size_t *size, size_t g0)
 {
     ga_vmm_t *v = p->vmm;
     size_t len = c->size;
     ga_vpark_t *k = park_slot(v, len);
+    ga_stats_t *s = &p->own;
     if (len != v->small_last || len != v->small_prev || k->n == PARK_DEPTH ||
-        (k->n && k->size != len) || p->own.kept + v->gran > v->keep_now ||
-        v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--))
-        return free_general_body(p, c, i, size);
-    size_t g0 = (c->base - v->base0) >> v->gshift;
+        (k->n && k->size != len) || s->kept + v->gran > v->keep_now ||
+        v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--)) {
+        ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+        if (s->kept + v->gran <= v->keep_now &&
+            ((v->ranges->stacked[g0 >> 6] >> (g0 & 63)) & 1)) {
+            v->refs0[g0] = 0;
+            s->kept += v->gran;
+            if (s->kept > s->peak_kept)
+                s->peak_kept = s->kept;
+        } else {
+            ga_vmm_uncover_granules(p, v->ranges, g0, g0);
+        }
+        count_free(p, v, NULL, len, size); /* with no keep, a block from half a granule up too */
+        return GA_OK;
+    }
     park(p, k, c, AREA_GENERAL, park_touch(v, v->ranges, g0, g0, AREA_GENERAL, 1), size);
     return GA_OK;
 }
 
-/* A block of the general area under half a granule: one alone in its granule may be parked;
- * the common case (in the first range, inside a granule another live block still uses) costs a
- * range test and a count beyond the arena's own free, as free_general's. */
+/* A block of the general area under half a granule (with no keep, of any size: park_min): one
+ * alone in its granule may be parked; the common case (in the first range, inside a granule
+ * another live block still uses) costs a range test and a count beyond the arena's own free, as
+ * free_general's. */
 static OUT_OF_LINE ga_status_t free_small(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
 {
     ga_vmm_t *v = p->vmm;
@@ -592,7 +618,7 @@ static OUT_OF_LINE ga_status_t free_small(ga_pool_t *p, ga_chunk_t *c, size_t i,
     if (off >= v->size0 || g0 != g1)
         return free_general_body(p, c, i, size);
     if (v->refs0[g0] == 1)
-        return free_small_alone(p, c, i, size);
+        return free_small_alone(p, c, i, size, g0);
     ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
     v->refs0[g0]--;
     count_free(p, v, NULL, len, size);

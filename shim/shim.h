@@ -4,14 +4,14 @@
  * ga_pool.h). Data flows one way: hook (alloc.c, passthrough.c, query.c) -> the context's pool
  * (ctx.c) -> the backend (backend.c) -> the real driver. Files by concern: init.c (lazy once-only
  * start, loading the real driver, fork), options.c (the options table, logging), interpose.c
- * (dlsym and cuGetProcAddress), ctx.c (devices and their caps, contexts and their pools), sync.c
+ * (dlsym and cuGetProcAddress), ctx.c (devices and their caps, contexts; their pools made in ctx_pool.c), sync.c
  * (waits and trims over a device's contexts),
  * teardown.c (what a context's teardown does, and its hooks), backend.c (the pools' backend over the driver: regions, or VMM ranges and granules,
  * each under the device cap), alloc.c (the allocation hooks), query.c (cuInit, cuMemGetInfo,
  * pointer queries, IPC), passthrough.c (managed/async/pool/VMM calls of the program and the
  * runtime hooks), oom.c (the out-of-memory explainer), stats.c (counters and the JSON report),
- * tracer.c (GPUARENA_TRACE), outfile.c (writing both files safely), fence.c and fence_event.c
- * (freed memory kept from reuse until the device has passed the free), capture.c (stream
+ * tracer.c (GPUARENA_TRACE), outfile.c and outfile_kind.c (writing both files safely), fence.c
+ * and fence_event.c (freed memory kept from reuse until the device has passed the free), capture.c (stream
  * captures under way, which the fence must not synchronise), meet.c (contexts learnt where the
  * program makes or pushes them), group.c and group_join.c
  * (GPUARENA_GROUP's shared ledger) and nvml.c (NVML's memory queries under the cap).
@@ -192,88 +192,8 @@ void ga_options_json_about(FILE *f); /* what each key ga_options_json writes mea
 int ga_parse_size(const char *s, uint64_t *bytes, double *percent);
 void ga_log(ga_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- stats.c: the shim's own figures (the pools count theirs) ---- */
-/* X(name, unit, description): counted per context under its lock, summed into "totals". */
-#define GA_SHIM_STATS_LIST(X)                                                                  \
-    X(alloc_calls, count, "allocation calls of every kind the shim served or passed on")       \
-    X(free_calls, count, "frees of memory the shim accounts for")                              \
-    X(failed_allocs, count, "allocation calls that failed")                                     \
-    X(frag_failures, count, "out-of-memory failures while enough bytes were free in total")    \
-    X(true_oom_failures, count, "out-of-memory failures with too few bytes free in total")     \
-    X(driver_alloc_calls, count, "driver calls the pools made to take memory (vmm: cuMemCreate)") \
-    X(driver_free_calls, count, "driver calls the pools made to give it back (vmm: cuMemRelease)") \
-    X(alloc_time_ns, ns, "time inside allocation hooks (timed when statistics or a trace are on)") \
-    X(free_time_ns, ns, "time inside free hooks (timed when statistics or a trace are on)")    \
-    X(free_syncs, count, "context synchronisations before freed memory was reused (GPUARENA_FREE_SYNC) or, under none, unmapped") \
-    X(free_events, count, "events recorded at stream-ordered frees (cuMemFreeAsync)")            \
-    X(async_served, count, "cuMemAllocAsync calls served from the pool")                        \
-    X(async_same_stream, count, "of those, given a chunk freed on the same stream still pending") \
-    X(program_syncs, count, "the program's own cuCtxSynchronize calls that returned pending chunks to the pool") \
-    X(lazy_allocs, count, "allocations served while freed chunks were pending, with no synchronisation (GPUARENA_FREE_SYNC=lazy)") \
-    X(pending_bytes, bytes, "freed bytes waiting for the device to pass the free (in reserved)") \
-    X(peak_pending_bytes, bytes, "highest pending_bytes of each context, summed over contexts")
-typedef struct ga_api_count {
-    uint64_t calls, failed, bytes;
-} ga_api_count_t;
-typedef struct ga_counts {
-#define GA_SHIM_FIELD(name, unit, desc) uint64_t name;
-    GA_SHIM_STATS_LIST(GA_SHIM_FIELD)
-#undef GA_SHIM_FIELD
-    double max_fragmentation;
-    ga_api_count_t by_api[GA_API_COUNT];
-} ga_counts_t;
-/* Process-wide levels and their peaks, kept with atomics: the peak of the sum over contexts. */
-#define GA_LEVEL_LIST(X)                                                                       \
-    X(IN_USE, in_use, "bytes in live allocations, every context and pass-through")             \
-    X(RESERVED, reserved, "bytes held from the driver (vmm: mapped), pass-through included")   \
-    X(PASSTHROUGH, passthrough_bytes, "bytes of allocations passed through to the driver")
-typedef enum {
-#define GA_LEVEL_ENUM(sym, name, desc) GA_LEVEL_##sym,
-    GA_LEVEL_LIST(GA_LEVEL_ENUM)
-#undef GA_LEVEL_ENUM
-    GA_LEVEL_COUNT
-} ga_level_t;
-void ga_level_add(ga_level_t level, int64_t delta);
-/* IN_USE by delta for memory of device dev outside the pools (pass-through), and the device's own
- * figure for its group's ledger (ctx.c). */
-void ga_dev_in_use_add(int dev, int64_t delta);
-uint64_t ga_level_value(ga_level_t level, int peak);
-/* Adds a context's cur and peak of a level it kept itself into the process-wide atomics. */
-void ga_level_fold(ga_level_t level, int64_t cur, uint64_t peak);
-extern int ga_timing; /* time the hooks: stats or trace asked for; set once at start */
-uint64_t ga_now(void);
-void ga_stats_start(void);
-void ga_stats_fork_child(void);
-/* A dead context's state is reused (ctx.c): its counts and final pool figures go into its
- * device's retired record (c->lock held; the device lock taken inside). */
-struct ga_ctx;
-void ga_stats_retire(const struct ga_ctx *c);
-/* Counting, with the lock that guards cn held; t0 from ga_now() when ga_timing. */
-void ga_count_alloc(ga_counts_t *cn, uint8_t api, uint64_t bytes, int ok, uint64_t t0);
-void ga_count_free(ga_counts_t *cn, uint8_t api, uint64_t t0);
-void ga_count_refused(uint8_t api, int is_alloc); /* a call refused for its arguments (stats.c) */
-void ga_stats_write(void);
-/* Any allocation or free call made by this process (the report is written only then). */
-int ga_stats_any_call(void);
-/* A call made once the report was written at exit (ga_tracing's late bit) marks it stale; the
- * stream ga_stats_arm_final leaves open writes it again at exit's stdio flush, after every
- * destructor. */
-void ga_stats_late(void);
-void ga_stats_arm_final(void);
-
-/* ---- tracer.c ---- */
-void ga_trace_start(void);
-void ga_trace_event(uint8_t kind, uint8_t api, uint64_t addr, uint64_t size, uint64_t stream,
-                    int dev, uint64_t t0, CUresult result);
-void ga_trace_flush_all(void);
-void ga_trace_fork_child(void);
-/* Every hook that allocates or frees tests it (one load) before calling ga_trace_event: bit 0
- * (GA_TRACE_ON) records events; bit 1 (GA_TRACE_LATE_STATS), set once the report was written at
- * exit, has the report written again at the very end after a later call (a library's destructor
- * that frees after the shim's: its frees were missing from the report, helper-43 F5). */
-extern _Atomic int ga_tracing;
-#define GA_TRACE_ON 1
-#define GA_TRACE_LATE_STATS 2
+/* ---- stats.c and tracer.c: stats.h ---- */
+#include "stats.h"
 
 /* ---- ctx.c: devices (caps) and contexts (pools) ---- */
 /* How long a walk that passes closing contexts by waits for a lock at a time before it looks at

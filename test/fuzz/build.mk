@@ -31,7 +31,7 @@ $(FUZZ_DIR)/fuzz_lifetimes: test/fuzz/fuzz_lifetimes.c test/fuzz/fuzz_util.h all
 
 # options.c is compiled alone: it has the shim's types but calls nothing of CUDA or the loader.
 # shim.h is written for gcc; clang does not know every gcc attribute name it uses.
-$(FUZZ_DIR)/fuzz_options: test/fuzz/fuzz_options.c test/fuzz/fuzz_util.h shim/options.c shim/shim.h \
+$(FUZZ_DIR)/fuzz_options: test/fuzz/fuzz_options.c test/fuzz/fuzz_util.h shim/options.c shim/shim.h shim/stats.h \
 		allocator/size.c allocator/ga_size.h allocator/mode.c allocator/ga_pool.h allocator/names.c \
 		allocator/ga_names.h shim/group.c shim/group_join.c \
 		shim/group_host.c shim/ga_group.h shim/group_host.h shim/group_internal.h

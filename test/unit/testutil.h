@@ -23,6 +23,16 @@
     REQUIRE((uint64_t)(x) == (uint64_t)(y), "%s == %s failed: %lu != %lu", #x, #y, \
             (unsigned long)(x), (unsigned long)(y))
 
+/* splitmix64: the next of a seeded sequence of 64-bit numbers from *state (tests that need the
+ * same sequence in two files share it from here). */
+static inline uint64_t tu_splitmix(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 #define ASSERT_HEALTHY(a)                                                      \
     do {                                                                       \
         char rep_[1024];                                                       \

@@ -5,7 +5,8 @@
 CMD_TEST_DEPS := $(BUILD)/bin/gpuarena-replay $(BUILD)/lib/libgpuarena.so \
 	$(BUILD)/sim/libcuda.so.1 $(BUILD)/examples/ex_direct $(BUILD)/examples/ex_dlsym \
 	$(BUILD)/examples/ex_getproc $(BUILD)/test/sizeprobe $(BUILD)/bin/bench-scale $(BUILD)/bin/bench-alloc $(BUILD)/bin/bench-pairs \
-	$(BUILD)/test/replay_checkfail $(BUILD)/test/traceplay
+	$(BUILD)/test/replay_checkfail $(BUILD)/test/traceplay $(BUILD)/bin/bench-patterns \
+	$(BUILD)/bench/nulldrv/libcuda.so.1
 
 # gpuarena-replay with invariant failures forged in vmm mode under --check (ga_replay wrapped at
 # link time; the allocator has no switch for it), for test_replay.py's CheckFailures.

@@ -111,18 +111,17 @@ static inline __attribute__((always_inline)) int uncover_kept(ga_pool_t *p, cons
     } else {
         if (!one_word(g0, g1))
             return 0;
-        uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), m = span_mask(g0, g1), freed = m;
-        size_t n = g1 - g0 + 1;
-        if (refs[g0] > 1)
-            freed &= ~b0, n--;
-        if (refs[g1] > 1)
-            freed &= ~b1, n--;
-        uint64_t bytes = (uint64_t)n << v->gshift;
+        /* The inner granules' mask from the two end bits by one subtraction (inner_mask), the
+         * ends added where this block is their last user, their counts read once. */
+        uint32_t r0 = refs[g0], r1 = refs[g1];
+        uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), in = inner_mask(b0, b1);
+        uint64_t freed = in | (r0 == 1 ? b0 : 0) | (r1 == 1 ? b1 : 0);
+        uint64_t bytes = (uint64_t)(g1 - g0 - 1 + (r0 == 1) + (r1 == 1)) << v->gshift;
         if (s->kept + bytes > v->keep_now || (r->stacked[w] & freed) != freed)
             return 0;
-        refs[g0]--;
-        refs[g1]--;
-        r->inner[w] &= ~(m & ~(b0 | b1));
+        refs[g0] = r0 - 1;
+        refs[g1] = r1 - 1;
+        r->inner[w] &= ~in;
         s->kept += bytes;
     }
     if (s->kept > s->peak_kept)

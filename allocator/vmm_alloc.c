@@ -37,18 +37,16 @@ static inline __attribute__((always_inline)) int cover_kept(ga_pool_t *p, const 
     }
     if (!one_word(g0, g1))
         return 0;
-    uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), m = span_mask(g0, g1), fresh = m;
-    size_t n = g1 - g0 + 1;
-    if (refs[g0])
-        fresh &= ~b0, n--;
-    if (refs[g1])
-        fresh &= ~b1, n--;
+    /* As uncover_kept: the inner mask by one subtraction, the end counts read once. */
+    uint32_t r0 = refs[g0], r1 = refs[g1];
+    uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), in = inner_mask(b0, b1);
+    uint64_t fresh = in | (r0 ? 0 : b0) | (r1 ? 0 : b1);
     if ((r->mapped[w] & fresh) != fresh)
         return 0;
-    refs[g0]++;
-    refs[g1]++;
-    r->inner[w] |= m & ~(b0 | b1);
-    p->own.kept -= (uint64_t)n << v->gshift;
+    refs[g0] = r0 + 1;
+    refs[g1] = r1 + 1;
+    r->inner[w] |= in;
+    p->own.kept -= (uint64_t)(g1 - g0 - 1 + !r0 + !r1) << v->gshift;
     return 1;
 }
 

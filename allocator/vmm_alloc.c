@@ -290,8 +290,8 @@ static OUT_OF_LINE ga_status_t alloc_first(ga_pool_t *p, ga_varea_t *ar, int slo
 
 /* A block of the general area from alloc_slow (from half a granule up, of a size with no class):
  * as alloc_small, its granules taken inline when it lies in the first range on mapped ones. */
-static OUT_OF_LINE ga_status_t alloc_general(ga_pool_t *p, int slot, size_t size, size_t rounded,
-                                             uintptr_t *out)
+static inline __attribute__((always_inline)) ga_status_t
+alloc_general_body(ga_pool_t *p, int slot, size_t size, size_t rounded, uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
     uintptr_t a;
@@ -311,6 +311,24 @@ static OUT_OF_LINE ga_status_t alloc_general(ga_pool_t *p, int slot, size_t size
         return GA_OK;
     }
     return cover_placed(p, &v->area[AREA_GENERAL], slot, a, rounded, out);
+}
+
+/* The general area's path for a size a class may track (alloc_in: its live count in `slot`). */
+static OUT_OF_LINE ga_status_t alloc_general(ga_pool_t *p, int slot, size_t size, size_t rounded,
+                                             uintptr_t *out)
+{
+    return alloc_general_body(p, slot, size, rounded, out);
+}
+
+/* The same for a size no class tracks (3 granules and more, no multiple: alloc_large,
+ * alloc_gen_parked): with
+ * no slot, its test and the register it held are gone
+ * (scripts/bench-patterns-instr.sh build pool, vmm: alt2-large 583 -> 577 a pair, alt2-mix
+ * 546 -> 542, step 466 -> 465, one-odd7m 337 -> 338). */
+static OUT_OF_LINE ga_status_t alloc_general_alone(ga_pool_t *p, size_t size, size_t rounded,
+                                                   uintptr_t *out)
+{
+    return alloc_general_body(p, -1, size, rounded, out);
 }
 
 /* A class block whose class's best fit lies on unmapped granules, found so by alloc_fresh with
@@ -580,7 +598,7 @@ static inline __attribute__((always_inline)) ga_status_t alloc_large(ga_pool_t *
         return alloc_aligned(p, size, rounded, out);
     if (rounded >= v->general_cut) /* 3 granules or more, no multiple: the general area's, as
                                     * alloc_slow would say after looking the size up */
-        return alloc_general(p, -1, size, rounded, out);
+        return alloc_general_alone(p, size, rounded, out);
     return alloc_slow(p, size, rounded, out);
 }
 
@@ -639,7 +657,7 @@ static OUT_OF_LINE ga_status_t alloc_gen_parked(ga_pool_t *p, size_t size, size_
     ga_vmm_t *v = p->vmm;
     if (gen_fit_stands(v, size, rounded))
         return size - 1 < v->small_lim ? alloc_small(p, size, out)
-                                       : alloc_general(p, -1, size, rounded, out);
+                                       : alloc_general_alone(p, size, rounded, out);
     ga_vmm_unpark_general(p);
     return ga_vmm_alloc(p, size, out);
 }

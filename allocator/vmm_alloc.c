@@ -321,8 +321,7 @@ static OUT_OF_LINE ga_status_t alloc_general(ga_pool_t *p, int slot, size_t size
 }
 
 /* The same for a size no class tracks (3 granules and more, no multiple: alloc_large,
- * alloc_gen_parked): with
- * no slot, its test and the register it held are gone
+ * alloc_gen_parked): with no slot, its test and the register it held are gone
  * (scripts/bench-patterns-instr.sh build pool, vmm: alt2-large 583 -> 577 a pair, alt2-mix
  * 546 -> 542, step 466 -> 465, one-odd7m 337 -> 338). */
 static OUT_OF_LINE ga_status_t alloc_general_alone(ga_pool_t *p, size_t size, size_t rounded,

@@ -37,18 +37,16 @@ static inline __attribute__((always_inline)) int cover_kept(ga_pool_t *p, const 
     }
     if (!one_word(g0, g1))
         return 0;
-    uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), m = span_mask(g0, g1), fresh = m;
-    size_t n = g1 - g0 + 1;
-    if (refs[g0])
-        fresh &= ~b0, n--;
-    if (refs[g1])
-        fresh &= ~b1, n--;
+    /* As uncover_kept: the inner mask by one subtraction, the end counts read once. */
+    uint32_t r0 = refs[g0], r1 = refs[g1];
+    uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), in = inner_mask(b0, b1);
+    uint64_t fresh = in | (r0 ? 0 : b0) | (r1 ? 0 : b1);
     if ((r->mapped[w] & fresh) != fresh)
         return 0;
-    refs[g0]++;
-    refs[g1]++;
-    r->inner[w] |= m & ~(b0 | b1);
-    p->own.kept -= (uint64_t)n << v->gshift;
+    refs[g0] = r0 + 1;
+    refs[g1] = r1 + 1;
+    r->inner[w] |= in;
+    p->own.kept -= (uint64_t)(g1 - g0 - 1 + !r0 + !r1) << v->gshift;
     return 1;
 }
 
@@ -292,8 +290,8 @@ static OUT_OF_LINE ga_status_t alloc_first(ga_pool_t *p, ga_varea_t *ar, int slo
 
 /* A block of the general area from alloc_slow (from half a granule up, of a size with no class):
  * as alloc_small, its granules taken inline when it lies in the first range on mapped ones. */
-static OUT_OF_LINE ga_status_t alloc_general(ga_pool_t *p, int slot, size_t size, size_t rounded,
-                                             uintptr_t *out)
+static inline __attribute__((always_inline)) ga_status_t
+alloc_general_body(ga_pool_t *p, int slot, size_t size, size_t rounded, uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
     uintptr_t a;
@@ -313,6 +311,23 @@ static OUT_OF_LINE ga_status_t alloc_general(ga_pool_t *p, int slot, size_t size
         return GA_OK;
     }
     return cover_placed(p, &v->area[AREA_GENERAL], slot, a, rounded, out);
+}
+
+/* The general area's path for a size a class may track (alloc_in: its live count in `slot`). */
+static OUT_OF_LINE ga_status_t alloc_general(ga_pool_t *p, int slot, size_t size, size_t rounded,
+                                             uintptr_t *out)
+{
+    return alloc_general_body(p, slot, size, rounded, out);
+}
+
+/* The same for a size no class tracks (3 granules and more, no multiple: alloc_large,
+ * alloc_gen_parked): with no slot, its test and the register it held are gone
+ * (scripts/bench-patterns-instr.sh build pool, vmm: alt2-large 583 -> 577 a pair, alt2-mix
+ * 546 -> 542, step 466 -> 465, one-odd7m 337 -> 338). */
+static OUT_OF_LINE ga_status_t alloc_general_alone(ga_pool_t *p, size_t size, size_t rounded,
+                                                   uintptr_t *out)
+{
+    return alloc_general_body(p, -1, size, rounded, out);
 }
 
 /* A class block whose class's best fit lies on unmapped granules, found so by alloc_fresh with
@@ -578,11 +593,14 @@ static inline __attribute__((always_inline)) ga_status_t alloc_large(ga_pool_t *
                                                                      uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    if (rounded && !(rounded & v->gmask))
-        return alloc_aligned(p, size, rounded, out);
+    /* The multiple test first, the test of 0 (an overflow) only for multiples: one test less on
+     * every other size (alt2-large 574 -> 573 a pair, park20-2m 233 -> 232, step, one-odd7m,
+     * one-1m, sizes40, alt2-class, ex_train's trace each -1; scripts/bench-patterns-instr.sh). */
+    if (!(rounded & v->gmask))
+        return rounded ? alloc_aligned(p, size, rounded, out) : alloc_slow(p, size, rounded, out);
     if (rounded >= v->general_cut) /* 3 granules or more, no multiple: the general area's, as
                                     * alloc_slow would say after looking the size up */
-        return alloc_general(p, -1, size, rounded, out);
+        return alloc_general_alone(p, size, rounded, out);
     return alloc_slow(p, size, rounded, out);
 }
 
@@ -641,7 +659,7 @@ static OUT_OF_LINE ga_status_t alloc_gen_parked(ga_pool_t *p, size_t size, size_
     ga_vmm_t *v = p->vmm;
     if (gen_fit_stands(v, size, rounded))
         return size - 1 < v->small_lim ? alloc_small(p, size, out)
-                                       : alloc_general(p, -1, size, rounded, out);
+                                       : alloc_general_alone(p, size, rounded, out);
     ga_vmm_unpark_general(p);
     return ga_vmm_alloc(p, size, out);
 }

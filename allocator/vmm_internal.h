@@ -200,6 +200,11 @@ static inline uint64_t span_mask(size_t lo, size_t hi)
     return (~0ull << (lo & 63)) & (~0ull >> (63 - (hi & 63)));
 }
 
+/* The granules strictly between two of one word, lo < hi, from their bits b0 = 1 << (lo & 63)
+ * and b1 = 1 << (hi & 63): b1 - 2 b0 is the bits lo + 1 .. hi - 1 (none when hi is lo + 1), one
+ * subtraction where span_mask and clearing the ends took eight. */
+static inline uint64_t inner_mask(uint64_t b0, uint64_t b1) { return b1 - (b0 << 1); }
+
 /* The same for the n granules from g (n >= 1), as a granule multiple knows them (its count by
  * one shift): whether they lie in one word, and then their mask, n low bits shifted once. */
 static inline int run_one_word(size_t g, size_t n) { return (g & 63) + n <= 64; }

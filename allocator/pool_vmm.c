@@ -519,31 +519,26 @@ static OUT_OF_LINE void uncover_general(ga_pool_t *p, size_t g0, size_t g1)
         ga_vmm_uncover_granules(p, v->ranges, g0, g1);
 }
 
-/* A block of the general area. The common case (in the first range, a block whose granule
- * another live block still uses) costs a range test and a count beyond the arena's own free. */
-static inline __attribute__((always_inline)) ga_status_t free_general_body(ga_pool_t *p,
-                                                                           ga_chunk_t *c,
-                                                                           size_t i, size_t *size)
+/* A block of the general area under half a granule (with no keep, of any size) that lies outside
+ * the first range or is the last user of a granule it spans with another (free_small): the
+ * arena's free, then its granules. */
+static OUT_OF_LINE ga_status_t free_small_leave(ga_pool_t *p, ga_chunk_t *c, size_t i,
+                                                size_t *size)
 {
     ga_vmm_t *v = p->vmm;
     uintptr_t ptr = c->base;
-    size_t len = 0;
-    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, &len);
-    size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
-    uint32_t *refs = v->refs0;
+    size_t len = c->size;
+    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    size_t off = ptr - v->base0;
     if (off >= v->size0)
         uncover_far(p, ptr, len);
-    else if (g0 == g1 ? --refs[g0] == 0 /* taken down first: a subtraction, its test */
-                      : g1 != g0 + 1 || refs[g0] == 1 || refs[g1] == 1)
-        uncover_general(p, g0, g1);
-    else /* across two granules others still use: their counts, as uncover_general would (with
-          * alloc_small's the same: under-16, 411 -> 339 a pair) */
-        refs[g0]--, refs[g1]--;
+    else
+        uncover_general(p, off >> v->gshift, (off + len - 1) >> v->gshift); /* two granules */
     count_free(p, v, NULL, len, size);
     return GA_OK;
 }
 
-/* A block of the general area from half a granule up: as free_general_body, its granules' common
+/* A block of the general area from half a granule up: as free_small's, its granules' common
  * case (the block's last user of them, the keep with room) inline (a call for it cost 40
  * instructions a pair on two sizes of 7 and 9 MiB taking turns, scripts/bench-patterns-instr.sh
  * alt2-large). */
@@ -615,12 +610,26 @@ static OUT_OF_LINE ga_status_t free_small(ga_pool_t *p, ga_chunk_t *c, size_t i,
     ga_vmm_t *v = p->vmm;
     size_t len = c->size, off = c->base - v->base0, g0 = off >> v->gshift;
     size_t g1 = (off + len - 1) >> v->gshift;
-    if (off >= v->size0 || g0 != g1)
-        return free_general_body(p, c, i, size);
-    if (v->refs0[g0] == 1)
-        return free_small_alone(p, c, i, size, g0);
+    uint32_t *refs = v->refs0;
+    if (off >= v->size0)
+        return free_small_leave(p, c, i, size);
+    if (g0 == g1) {
+        if (refs[g0] == 1)
+            return free_small_alone(p, c, i, size, g0);
+        refs[g0]--;
+    } else if (g1 == g0 + 1 && refs[g0] != 1 && refs[g1] != 1) {
+        /* Across two granules others still use: their counts, as uncover_general would (with
+         * alloc_small's the same: under-16, 411 -> 339 a pair). Taken down before the arena's
+         * free, with the granule numbers found here, and the rest out of line (free_small_leave):
+         * found again after the free, inline, they cost 7 instructions a pair more (at the pool,
+         * vmm: under-16 338 -> 331, arena 271; alt2-small 485 -> 480, one-4k 326 -> 322,
+         * trace:ex.trace 510 -> 508; scripts/bench-patterns-instr.sh). */
+        refs[g0]--;
+        refs[g1]--;
+    } else {
+        return free_small_leave(p, c, i, size);
+    }
     ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
-    v->refs0[g0]--;
     count_free(p, v, NULL, len, size);
     return GA_OK;
 }

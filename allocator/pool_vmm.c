@@ -233,10 +233,14 @@ OUT_OF_LINE void ga_vmm_area_make(ga_vmm_t *v, ga_varea_t *ar)
 }
 
 /* The tracking entry of a size that may get a class; with `add`, made at first sight while
- * fewer than TRACK_MAX are tracked; -1 when there is none. */
+ * fewer than TRACK_MAX are tracked; -1 when there is none. The hash is a 32-bit multiply by an
+ * immediate, not a 64-bit one by a loaded constant: as many probes (the table simulated with 192
+ * random class sizes: 1.10 a hit, 1.21 a miss, against 1.10 and 1.22), one instruction fewer a
+ * lookup (sizes40 at the pool, vmm: 635 -> 633 a pair, step 464 -> 463, over-16 307 -> 306,
+ * scripts/bench-patterns-instr.sh). */
 int ga_vmm_track_find(ga_vmm_t *v, size_t size, int add)
 {
-    size_t h = (size_t)(((uint64_t)(size / GA_ALIGN) * 0x9E3779B97F4A7C15ull) >> (64 - TRACK_BITS));
+    size_t h = (uint32_t)((uint32_t)(size / GA_ALIGN) * 0x9E3779B1u) >> (32 - TRACK_BITS);
     for (; v->track[h].size; h = (h + 1) & (TRACK_SLOTS - 1))
         if (v->track[h].size == size)
             return (int)h;
@@ -520,31 +524,29 @@ static OUT_OF_LINE void uncover_general(ga_pool_t *p, size_t g0, size_t g1)
         ga_vmm_uncover_granules(p, v->ranges, g0, g1);
 }
 
-/* A block of the general area. The common case (in the first range, a block whose granule
- * another live block still uses) costs a range test and a count beyond the arena's own free. */
-static inline __attribute__((always_inline)) ga_status_t free_general_body(ga_pool_t *p,
-                                                                           ga_chunk_t *c,
-                                                                           size_t i, size_t *size)
+/* A block of the general area under half a granule (with no keep, of any size) that lies outside
+ * the first range or leaves a granule with no user that the keep cannot take as it stands
+ * (free_small): the arena's free, then its granules, as any block's. */
+static OUT_OF_LINE ga_status_t free_small_leave(ga_pool_t *p, ga_chunk_t *c, size_t i,
+                                                size_t *size)
 {
     ga_vmm_t *v = p->vmm;
     uintptr_t ptr = c->base;
-    size_t len = 0;
-    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, &len);
+    size_t len = c->size;
+    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
     size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
-    uint32_t *refs = v->refs0;
-    if (off >= v->size0)
+    if (off >= v->size0) {
         uncover_far(p, ptr, len);
-    else if (g0 == g1 ? --refs[g0] == 0 /* taken down first: a subtraction, its test */
-                      : g1 != g0 + 1 || refs[g0] == 1 || refs[g1] == 1)
+    } else {
+        if (g0 == g1) /* its last user: the count uncover_general expects taken down */
+            v->refs0[g0]--;
         uncover_general(p, g0, g1);
-    else /* across two granules others still use: their counts, as uncover_general would (with
-          * alloc_small's the same: under-16, 411 -> 339 a pair) */
-        refs[g0]--, refs[g1]--;
+    }
     count_free(p, v, NULL, len, size);
     return GA_OK;
 }
 
-/* A block of the general area from half a granule up: as free_general_body, its granules' common
+/* A block of the general area from half a granule up: as free_small's, its granules' common
  * case (the block's last user of them, the keep with room) inline (a call for it cost 40
  * instructions a pair on two sizes of 7 and 9 MiB taking turns, scripts/bench-patterns-instr.sh
  * alt2-large). */
@@ -568,45 +570,30 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
 static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
                                                        size_t area, size_t hold, size_t *size);
 
-/* A block under half a granule, in the first range, alone in granule g0, of the size last
- * allocated under half a granule: parked when its size's entry and the keep have room (it holds
- * that one granule), as a larger block is (free_large), so
- * that a block freed and allocated again with nothing else in its granule costs no granule work
- * (a loop of one 4 KiB block: 473 instructions a pair at the pool against arena's 373, its
- * granule kept and taken back each time). Else freed as any block of the general area, its one
- * granule's common case (the keep with room, the granule on the kept stack) here: through
- * free_general_body, uncover_general and uncover_kept it cost two calls more and the granule's
- * count taken down and up again (4 and 8 KiB taking turns, scripts/bench-patterns-instr.sh
- * alt2-small: 546 -> 503 a pair, arena 398). Inlined in free_small: as a function of its own,
- * free_small set its frame up and took it down before the jump, and this one set up another
- * (alt2-small 503 -> 479, a 4 KiB block alone one-4k 348 -> 324, ex_train's trace replayed with
- * nothing mapped 596 -> 590). */
-static inline __attribute__((always_inline)) ga_status_t free_small_alone(ga_pool_t *p,
-                                                                          ga_chunk_t *c, size_t i,
-                                                                          size_t *size, size_t g0)
+/* A block under half a granule, in the first range, alone in granule g0, parked (1; else 0 with
+ * nothing changed): of the size last allocated under half a granule, with room in its size's
+ * entry and the keep (it holds that one granule), as a larger block is (free_large), so that a
+ * block freed and allocated again with nothing else in its granule costs no granule work (a loop
+ * of one 4 KiB block: 473 instructions a pair at the pool against arena's 373, its granule kept
+ * and taken back each time). Else it is freed as any block of the general area (free_small),
+ * its one granule's common case (the keep with room, the granule on the kept stack) inline:
+ * through free_general_body, uncover_general and uncover_kept it cost two calls more and the
+ * granule's count taken down and up again (4 and 8 KiB taking turns, scripts/bench-patterns-
+ * instr.sh alt2-small: 546 -> 503 a pair, arena 398); and with a frame of its own, free_small
+ * set its frame up and took it down before the jump (alt2-small 503 -> 479, a 4 KiB block alone
+ * one-4k 348 -> 324, ex_train's trace replayed with nothing mapped 596 -> 590). */
+static inline __attribute__((always_inline)) int free_small_alone(ga_pool_t *p, ga_chunk_t *c,
+                                                                  size_t *size, size_t g0)
 {
     ga_vmm_t *v = p->vmm;
     size_t len = c->size;
     ga_vpark_t *k = park_slot(v, len);
-    ga_stats_t *s = &p->own;
     if (len != v->small_last || len != v->small_prev || k->n == PARK_DEPTH ||
-        (k->n && k->size != len) || s->kept + v->gran > v->keep_now ||
-        v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--)) {
-        ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
-        if (s->kept + v->gran <= v->keep_now &&
-            ((v->ranges->stacked[g0 >> 6] >> (g0 & 63)) & 1)) {
-            v->refs0[g0] = 0;
-            s->kept += v->gran;
-            if (s->kept > s->peak_kept)
-                s->peak_kept = s->kept;
-        } else {
-            ga_vmm_uncover_granules(p, v->ranges, g0, g0);
-        }
-        count_free(p, v, NULL, len, size); /* with no keep, a block from half a granule up too */
-        return GA_OK;
-    }
+        (k->n && k->size != len) || p->own.kept + v->gran > v->keep_now ||
+        v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--))
+        return 0;
     park(p, k, c, AREA_GENERAL, park_touch(v, v->ranges, g0, g0, AREA_GENERAL, 1), size);
-    return GA_OK;
+    return 1;
 }
 
 /* A block of the general area under half a granule (with no keep, of any size: park_min): one
@@ -618,12 +605,40 @@ static OUT_OF_LINE ga_status_t free_small(ga_pool_t *p, ga_chunk_t *c, size_t i,
     ga_vmm_t *v = p->vmm;
     size_t len = c->size, off = c->base - v->base0, g0 = off >> v->gshift;
     size_t g1 = (off + len - 1) >> v->gshift;
-    if (off >= v->size0 || g0 != g1)
-        return free_general_body(p, c, i, size);
-    if (v->refs0[g0] == 1)
-        return free_small_alone(p, c, i, size, g0);
+    uint32_t *refs = v->refs0;
+    if (off >= v->size0)
+        return free_small_leave(p, c, i, size);
+    if (g0 == g1) {
+        if (refs[g0] == 1) { /* alone in its granule: parked, or its granule kept or given back */
+            if (free_small_alone(p, c, size, g0))
+                return GA_OK;
+            /* Kept before the arena's free, the granule's number then no longer needed, the
+             * rest out of line (free_small_leave): alt2-small at the pool, vmm: 480 -> 477 a pair
+             * (arena 398), scripts/bench-patterns-instr.sh. */
+            ga_stats_t *s = &p->own;
+            if (s->kept + v->gran > v->keep_now ||
+                !((v->ranges->stacked[g0 >> 6] >> (g0 & 63)) & 1))
+                return free_small_leave(p, c, i, size);
+            refs[g0] = 0;
+            s->kept += v->gran;
+            if (s->kept > s->peak_kept)
+                s->peak_kept = s->kept;
+        } else {
+            refs[g0]--;
+        }
+    } else if (g1 == g0 + 1 && refs[g0] != 1 && refs[g1] != 1) {
+        /* Across two granules others still use: their counts, as uncover_general would (with
+         * alloc_small's the same: under-16, 411 -> 339 a pair). Taken down before the arena's
+         * free, with the granule numbers found here, and the rest out of line (free_small_leave):
+         * found again after the free, inline, they cost 7 instructions a pair more (at the pool,
+         * vmm: under-16 338 -> 331, arena 271; alt2-small 485 -> 480, one-4k 326 -> 322,
+         * trace:ex.trace 510 -> 508; scripts/bench-patterns-instr.sh). */
+        refs[g0]--;
+        refs[g1]--;
+    } else {
+        return free_small_leave(p, c, i, size);
+    }
     ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
-    v->refs0[g0]--;
     count_free(p, v, NULL, len, size);
     return GA_OK;
 }

@@ -591,8 +591,9 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
         }
     } else if (off < v->size0 && refs[g0] && refs[g1]) {
         /* Across two granules (g1 is g0 + 1) that others use: their two counts, as alloc_cover
-         * would (with free_general_body's the same: 16 blocks of 1 MiB - 512 B, under-16 in
-         * scripts/bench-patterns-instr.sh, 411 -> 339 instructions a pair, arena 271). */
+         * would (with free_small's the same, free_general_body's until 2026-12-07: 16 blocks of
+         * 1 MiB - 512 B, under-16 in scripts/bench-patterns-instr.sh, 411 -> 339 instructions a
+         * pair, arena 271). */
         refs[g0]++;
         refs[g1]++;
     } else {

@@ -296,6 +296,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->general_cut = SIZE_MAX;
     v->park_min = p->cfg.keep ? v->half : SIZE_MAX;
     v->keep_now = p->cfg.keep;
+    v->tight = p->cfg.limit && p->cfg.limit < p->cfg.keep; /* set_tight with nothing mapped */
     v->gstep = GSTEP_MIN;
     v->nareas = AREA_FIRST_CLASS;
     if (ga_live_grow(&v->ltab) != 0) { /* slots from the start: no probe tests the count */

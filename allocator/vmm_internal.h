@@ -157,6 +157,11 @@ struct ga_vmm {
     /* The keep less the granules parked blocks touch (park_touch): the room freed granules have
      * to stay kept, so that kept granules and parked blocks together hold at most the keep. */
     size_t keep_now;
+    /* Whether the room left under the pool's limit (mapped bytes up to it) is under the keep: a
+     * parked block that would hold a granule more than its size needs is then not taken back
+     * where it lies (vmm_alloc.c, alloc_parked). Kept up where the mapped bytes change
+     * (vmm_granules.c: set_tight), so that the take-back reads one word. */
+    int tight;
     size_t nparked;
     /* The parked blocks of the general area (at most GPARK_MAX, ngparked of them): while there
      * are any, small_cut is 0, so that an allocation under half a granule takes the parked path,
@@ -395,6 +400,13 @@ static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
 /* From half a granule up to (not including) 3 granules, no granule multiple. Compared with a
  * precomputed end, not by dividing by 3: 17 instructions a call, on every allocation and free of
  * a size from half a granule up (pool level, 7 MiB + 4 KiB blocks). */
+/* Sets v->tight from the mapped bytes now (see there). */
+static inline void set_tight(ga_pool_t *p)
+{
+    p->vmm->tight = p->cfg.limit && (p->cfg.limit > p->own.reserved
+                                         ? p->cfg.limit - p->own.reserved : 0) < p->cfg.keep;
+}
+
 static inline int class_size(const ga_vmm_t *v, size_t rounded)
 {
     return rounded < v->class_end && rounded >= v->half && (rounded & v->gmask);

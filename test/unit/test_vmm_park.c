@@ -317,6 +317,44 @@ START_TEST(vmm_no_keep_parks_nothing)
 }
 END_TEST
 
+/* A parked general-area block that would hold a granule more than its size needs (a 1.5 MiB block
+ * placed after a 7 MiB + 4 KiB one lies across two granules): far from the pool's limit it is taken
+ * back where it lies; once the room under the limit is under the keep it is placed as if the
+ * parked blocks were freed, so that under a 16 MiB limit ten blocks of 1.5 MiB fit, as with no
+ * keep (nine until 2026-12-07: helper-135's outside check, o135_parked_straddling_block_taken_back
+ * through the shim). */
+START_TEST(vmm_straddling_parked_block_near_the_limit)
+{
+    static const size_t limits[] = {1024 * MIB, 16 * MIB};
+    for (size_t i = 0; i < 2; i++) {
+        vfake_t f;
+        ga_pool_t *p = vmm_pool(&f, limits[i], 64 * MIB);
+        uintptr_t a = pool_alloc(p, 7 * MIB + 4 * KIB), b = pool_alloc(p, 3 * MIB / 2);
+        ck_assert_uint_eq((b + 3 * MIB / 2 - 1) / GRAN - b / GRAN, 1); /* across two granules */
+        ck_assert_int_eq(ga_pool_free(p, a, NULL), GA_OK);
+        ck_assert_int_eq(ga_pool_free(p, b, NULL), GA_OK);
+        POOL_HEALTHY(p);
+        uintptr_t f10[16];
+        size_t n = 0;
+        while (n < 16 && ga_pool_alloc(p, 3 * MIB / 2, &f10[n]) == GA_OK) {
+            POOL_HEALTHY(p);
+            n++;
+        }
+        if (i == 0) {
+            ck_assert_uint_eq(f10[0], b); /* taken back where it lay */
+            ck_assert_uint_eq(n, 16);
+        } else {
+            ck_assert_uint_ne(f10[0], b);
+            ck_assert_uint_eq(n, 10); /* 15 MiB in 8 granules */
+            ck_assert_uint_le(f.peak_mapped, 16 * MIB);
+        }
+        for (size_t m = 0; m < n; m++)
+            ck_assert_int_eq(ga_pool_free(p, f10[m], NULL), GA_OK);
+        destroy_clean(p, &f);
+    }
+}
+END_TEST
+
 /* A seeded workload of few sizes (so that freed blocks are parked and taken back often), under a
  * keep that fills: after every step the pool's check is clean, the figures equal the model's, every
  * live block's granules are mapped and the backend maps nothing beyond the live blocks' granules
@@ -427,4 +465,5 @@ void vmm_park_add(TCase *tc)
     tcase_add_test(tc, vmm_cover_takes_its_kept_granules_first);
     tcase_add_test(tc, vmm_no_keep_parks_nothing);
     tcase_add_test(tc, vmm_parking_matches_a_model);
+    tcase_add_test(tc, vmm_straddling_parked_block_near_the_limit);
 }

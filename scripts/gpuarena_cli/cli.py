@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 
@@ -200,6 +201,17 @@ def _check_prefix(option, prefix):
     if prefix.endswith(("/", os.sep)) or os.path.isdir(prefix):
         raise UsageError(f"{option} {prefix} is a folder, and a PREFIX names files: give one "
                          f"inside it, e.g. {os.path.join(prefix, 'run1')}")
+    for there in dict.fromkeys((prefix, _strip_ext(prefix))):
+        if os.path.exists(there) and not (os.path.isfile(there) or os.path.isdir(there)):
+            # `-o /dev/null` wrote /dev/null.json and /dev/null.png beside the device (an outside
+            # check, 2026-12-06; fixed in the 25th session): a PREFIX names files to write
+            mode = os.stat(there).st_mode
+            kind = "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+            stem = _strip_ext(prefix)
+            writes = f"{stem}.json and {stem}.png" if option == "-o" else f"{stem}.png"
+            raise UsageError(f"{option} {prefix}: {there} is {kind}, and a PREFIX names the "
+                             f"files to write ({writes}); give a PREFIX such as out/run1 "
+                             "(nothing was written)")
     if not os.path.basename(_strip_ext(prefix)):
         # `-o .json` or `out/.png`: taken without its extension, the PREFIX was empty, and the
         # hidden .json and .png were written (an outside check, helper-131)

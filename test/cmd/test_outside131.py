@@ -238,6 +238,28 @@ class Prefixes(unittest.TestCase, gatest.CliAsserts):
             shutil.rmtree(d, ignore_errors=True)
 
 
+    def test_prefix_naming_a_device_refused(self):
+        # `report -o /dev/null` wrote /dev/null.json and /dev/null.png (fixed 2026-12-07)
+        d = tempfile.mkdtemp(prefix="gpuarena-o131-")
+        try:
+            trace = os.path.join(d, "A.gatrace")
+            self.assertEqual(gatest.cli("import", "auto", LIFETIMES, "-o", trace).returncode, 0)
+            before = set(os.listdir("/dev"))
+            for prefix in ("/dev/null", "/dev/null.json"):
+                p = gatest.cli("report", trace, "-o", prefix, cwd=d)
+                self.assertCleanError(p, "gpuarena: -o %s: /dev/null is a device, and a PREFIX "
+                                      "names the files to write (/dev/null.json and "
+                                      "/dev/null.png)" % prefix, code=2)
+            fifo = os.path.join(d, "pipe")
+            os.mkfifo(fifo)
+            p = gatest.cli("compare", "--sim", "--plot", fifo, "--", "true")
+            self.assertCleanError(p, f"{fifo} is not a regular file", code=2)
+            self.assertEqual(set(os.listdir("/dev")), before)
+            self.assertEqual(sorted(os.listdir(d)), ["A.gatrace", "pipe"])
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class RunKilled(unittest.TestCase):
     def test_run_names_the_signal_that_killed_the_program(self):
         d = tempfile.mkdtemp(prefix="gpuarena-o131-")

@@ -613,6 +613,8 @@ def main(argv=None):
                 code = e.code
         if sys.stdout is not None:  # None when started with it closed (>&-)
             sys.stdout.flush()
+    except KeyboardInterrupt:  # Ctrl-C before _main's own handler (reading the options)
+        return 130
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         _stdout_gone()
         return 0

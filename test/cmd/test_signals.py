@@ -4,6 +4,7 @@ on a slow step. Python's default death by SIGTERM or SIGHUP ran no cleanup, and 
 A stand-in gpuarena-replay that waits keeps the command where it holds its folder."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -203,6 +204,30 @@ class EndedBySignal(unittest.TestCase):
         when the command dies (PR_SET_PDEATHSIG)."""
         self.test_doctor_kills_its_children(signal.SIGKILL)
 
+
+
+class CtrlCWhileStarting(unittest.TestCase):
+    def test_ctrl_c_while_importing_or_parsing_is_quiet(self):
+        # Ctrl-C while Python loaded the package printed a traceback (a check of 2026-12-06;
+        # fixed 2026-12-07): a KeyboardInterrupt raised from an import hook, as a SIGINT there
+        # would
+        d = tempfile.mkdtemp(prefix="gpuarena-ctrlc-")
+        try:
+            with open(os.path.join(d, "sitecustomize.py"), "w") as f:
+                f.write("import os, sys\n"
+                        "class F:\n"
+                        "    def find_spec(self, name, path=None, target=None):\n"
+                        "        if name == os.environ['GA_CTRLC_AT']:\n"
+                        "            raise KeyboardInterrupt\n"
+                        "sys.meta_path.insert(0, F())\n")
+            for at, args in (("gpuarena_cli.report", ["--help"]),
+                             ("gpuarena_cli.argtypes", ["replay", LIFETIMES])):
+                env = {"PYTHONPATH": d, "GA_CTRLC_AT": at}
+                p = gatest.cli(*args, env=env)
+                self.assertEqual(p.returncode, 130, (at, p.stderr))
+                self.assertNotIn("Traceback", p.stderr)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class CleanupNotCutShort(unittest.TestCase):

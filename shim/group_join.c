@@ -28,6 +28,21 @@
 
 /* ---- opening ---- */
 
+/* How to fix a ledger mmap refused with errno e (the two "cannot map" messages said no fix until
+ * 2026-12-07): a file system that cannot map files shared, or no address space left. */
+static const char *ga_map_fix(int e)
+{
+    if (e == ENOMEM)
+        return "the process is out of address space or of mappings (see `ulimit -v` and "
+               "vm.max_map_count); raise the limits for this program";
+    if (e == ENODEV || e == EINVAL || e == EOPNOTSUPP)
+        return "its file system cannot map files shared (some network or FUSE mounts); set "
+               "GPUARENA_GROUP_DIR to a folder on a local file system such as /dev/shm, the same "
+               "for every member";
+    return "set GPUARENA_GROUP_DIR to a folder on a local file system such as /dev/shm, the same "
+           "for every member, and check the folder's permissions";
+}
+
 /* Gives a fresh ledger file real blocks, so a full folder (a container's 64 MiB /dev/shm filled by
  * other programs) is ENOSPC here and never a SIGBUS at the first touch of a page through the
  * mapping. A file system without fallocate gets the zeros written. 0, or an errno. */
@@ -103,7 +118,9 @@ static int ga_create_as(const char *dir, const char *path, const char *name, con
     }
     ga_ledger_t *l = mmap(NULL, GA_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (l == MAP_FAILED) {
-        snprintf(err, errlen, "gpuarena: cannot map a new group ledger in %s (%s)", dir, strerror(errno));
+        int e = errno;
+        snprintf(err, errlen, "gpuarena: cannot map a new group ledger in %s (%s): %s", dir,
+                 strerror(e), ga_map_fix(e));
         if (tmp[0])
             unlink(tmp);
         close(fd);
@@ -231,7 +248,9 @@ static ga_ledger_t *ga_map(const char *path, const char *name, const uint8_t uui
     }
     ga_ledger_t *l = mmap(NULL, GA_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (l == MAP_FAILED) {
-        snprintf(err, errlen, "gpuarena: cannot map %s (%s)", path, strerror(errno));
+        int e = errno;
+        snprintf(err, errlen, "gpuarena: cannot map the group ledger %s (%s): %s", path,
+                 strerror(e), ga_map_fix(e));
         close(fd);
         return NULL;
     }

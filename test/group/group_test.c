@@ -552,6 +552,7 @@ int main(int argc, char **argv)
     test_exec();
     test_planted();
     test_full_folder();
+    test_map_refused();
     test_full_folder_join();
     test_exit_threads();
     test_stale_lock();

@@ -35,6 +35,7 @@ void test_exec(void);
 void test_planted(void);
 void test_full_folder(void);
 void test_full_folder_join(void);
+void test_map_refused(void);
 void test_exit_threads(void);
 void test_files(void);
 

@@ -22,6 +22,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -310,6 +311,54 @@ void test_full_folder(void)
         tap(got && r[1] == 'y', "full folder: no .gpuarena-*-new-* file is left behind");
     }
     close(up[0]);
+}
+
+/* A ledger the process cannot map (its address space at `ulimit -v`, set just above what it uses
+ * in a forked child): a new ledger and an existing one are each a message naming the cause and the
+ * fix (both said "cannot map ... (Cannot allocate memory)" alone until 2026-12-07), and no
+ * .gpuarena-*-new-* file is left. */
+void test_map_refused(void)
+{
+    ga_group_t *held = open_or_die("nomap-old", DEV0, CAP); /* an existing ledger */
+    for (int k = 0; k < 2; k++) {
+        int up[2];
+        if (pipe(up) != 0)
+            abort();
+        pid_t pid = fork();
+        if (pid == 0) {
+            char err[1024] = "", r = 'n';
+            long pages = 0;
+            FILE *f = fopen("/proc/self/statm", "r");
+            if (!f || fscanf(f, "%ld", &pages) != 1)
+                _exit(1);
+            fclose(f);
+            struct rlimit lim = {(rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + 16384,
+                                 RLIM_INFINITY};
+            lim.rlim_max = lim.rlim_cur;
+            if (setrlimit(RLIMIT_AS, &lim) != 0)
+                _exit(1);
+            ga_group_t *g = ga_group_open(g_dir, k ? "nomap-old" : "nomap-new", DEV0, CAP, err,
+                                          sizeof err);
+            r = !g && strstr(err, k ? "gpuarena: cannot map the group ledger"
+                                    : "gpuarena: cannot map a new group ledger") &&
+                strstr(err, strerror(ENOMEM)) && strstr(err, "ulimit -v") ? 'y' : 'n';
+            if (r != 'y')
+                fprintf(stderr, "map refused: %s\n", g ? "(joined)" : err);
+            if (write(up[1], &r, 1) != 1)
+                _exit(1);
+            _exit(0);
+        }
+        char r = 0;
+        int st = 0;
+        close(up[1]);
+        int got = read(up[0], &r, 1) == 1;
+        waitpid(pid, &st, 0);
+        close(up[0]);
+        tap(got && r == 'y', "map refused: %s ledger that cannot be mapped is a message with the "
+            "cause and the fix (status %d)", k ? "an existing" : "a new", st);
+    }
+    tap(count_new_files(g_dir) == 0, "map refused: no .gpuarena-*-new-* file is left behind");
+    ga_group_free(held);
 }
 
 /* A ledger whose slot pages have no blocks (as an older gpuarena made them, with ftruncate alone),

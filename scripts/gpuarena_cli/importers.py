@@ -239,7 +239,10 @@ def _kineto_rows(path, doc):
     event objects, is read too. Anything else in place of an event means it is not a trace."""
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
-        raise GaError(f"{path}: no 'traceEvents' list; not a Chrome/Kineto trace")
+        raise GaError(f"{path}: no 'traceEvents' list; not a Chrome/Kineto trace: give the "
+                      "file torch.profiler wrote (prof.export_chrome_trace(PATH) or "
+                      "tensorboard_trace_handler, with profile_memory=True), or its .json.gz "
+                      "as it is")
     rows, other_devices = [], 0
     for i, e in enumerate(events):
         if not isinstance(e, dict):
@@ -252,7 +255,9 @@ def _kineto_rows(path, doc):
         args = e.get("args")
         where = f"traceEvents[{i}]"
         if not isinstance(args, dict):
-            raise GaError(f"{path}: {where}: a [memory] event without 'args'")
+            raise GaError(f"{path}: {where}: a [memory] event without 'args' (its bytes, "
+                          "address and device); the trace is damaged or was edited: export it "
+                          "again from torch.profiler with profile_memory=True")
         if args.get("Device Type") != 1:
             other_devices += 1
             continue
@@ -260,7 +265,8 @@ def _kineto_rows(path, doc):
         if isinstance(ts, str):
             ts = _float(ts, path, where)
         if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
-            raise GaError(f"{path}: {where}: 'ts' {_shown(ts)} is not a number (microseconds)")
+            raise GaError(f"{path}: {where}: 'ts' {_shown(ts)} is not a number (microseconds); "
+                          "the trace is damaged or was edited: export it again")
         _span(abs(ts) * 1000, path, where, f"'ts' {ts!r}")
         nbytes = _int(args.get("Bytes"), path, where, "Bytes")
         addr = args.get("Addr")

@@ -269,7 +269,7 @@ def render(groups, directory, others=0, not_read=()):
         out.append(f"group {g['group']}  " + (f"user {g['uid']}  " if users != {os.getuid()} else "")
                    + f"device {g['device']}  cap {human_bytes(g['cap'])}  "
                    f"committed {human_bytes(g['committed'])} ({pct:.1f}%)  "
-                   f"members {len(g['members'])}")
+                   f"members {len(g['members'])}" + _dead_text(g["members"]))
         if g["committed_dead"] and all(m["alive"] is False for m in g["members"]):
             # Nothing runs that would take it back: the file stays until a process joins.
             out.append(f"  {human_bytes(g['committed_dead'])} held by dead members, and no "
@@ -289,6 +289,14 @@ def render(groups, directory, others=0, not_read=()):
                               "PEAK RESERVED"], rows))
         out.append("")
     return "\n".join(out).rstrip() + tail
+
+
+def _dead_text(members):
+    """' (1 dead)' after the member count when some members' processes are gone (their slots
+    not yet taken back): the count alone read as that many processes running (a check of
+    2026-12-06; said since 2026-12-07)."""
+    dead = sum(1 for m in members if m["alive"] is False)
+    return f" ({dead} dead)" if dead else ""
 
 
 def render_scan(directory):

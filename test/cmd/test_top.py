@@ -80,7 +80,9 @@ class Ledgers(gatest.MemberProcs, unittest.TestCase):
         p = self.top("--once")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn(f"group team-a  device {gpu(DEV_A)}  cap 1.00 GiB  committed 600.00 MiB "
-                      "(58.6%)  members 3", p.stdout)
+                      "(58.6%)  members 3 (1 dead)\n", p.stdout)
+        self.assertIn(f"device {gpu(DEV_B)}  cap 1.00 GiB  committed 5.00 MiB (0.5%)  "
+                      "members 1\n", p.stdout)  # none dead: nothing said
         self.assertIn("100.00 MiB held by dead members", p.stdout)
         rows = {line.split()[0]: line.split() for line in p.stdout.splitlines()
                 if line.split() and line.split()[0].isdigit()}

@@ -784,7 +784,10 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
             const ga_chunk_t *c = k->c[k->n - 1];
             int slot = c->u.area == (AREA_GENERAL | GA_AREA_PARKED) && class_size(v, rounded)
                        ? ga_vmm_track_find(v, rounded, 0) : -1;
-            if (slot < 0 || !v->track[slot].area || v->area[v->track[slot].area].unmapped_fit)
+            int moved = v->tight && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
+                        straddles(v, c->base, rounded); /* placed afresh (alloc_parked) */
+            if (!moved &&
+                (slot < 0 || !v->track[slot].area || v->area[v->track[slot].area].unmapped_fit))
                 return 1;
         }
     }

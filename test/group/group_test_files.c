@@ -313,6 +313,19 @@ void test_full_folder(void)
     close(up[0]);
 }
 
+/* The one-byte answer a forked child writes on pipe up (0 when it wrote none: killed by a signal),
+ * after it has ended (its status in *st); both ends closed. */
+static char child_answer(pid_t pid, int up[2], int *st)
+{
+    char r = 0;
+    close(up[1]); /* a child killed by a signal then ends the read */
+    if (read(up[0], &r, 1) != 1)
+        r = 0;
+    waitpid(pid, st, 0);
+    close(up[0]);
+    return r;
+}
+
 /* A ledger the process cannot map (its address space at `ulimit -v`, set just above what it uses
  * in a forked child): a new ledger and an existing one are each a message naming the cause and the
  * fix (both said "cannot map ... (Cannot allocate memory)" alone until 2026-12-07), and no
@@ -348,13 +361,9 @@ void test_map_refused(void)
                 _exit(1);
             _exit(0);
         }
-        char r = 0;
         int st = 0;
-        close(up[1]);
-        int got = read(up[0], &r, 1) == 1;
-        waitpid(pid, &st, 0);
-        close(up[0]);
-        tap(got && r == 'y', "map refused: %s ledger that cannot be mapped is a message with the "
+        char r = child_answer(pid, up, &st);
+        tap(r == 'y', "map refused: %s ledger that cannot be mapped is a message with the "
             "cause and the fix (status %d)", k ? "an existing" : "a new", st);
     }
     tap(count_new_files(g_dir) == 0, "map refused: no .gpuarena-*-new-* file is left behind");
@@ -404,17 +413,14 @@ void test_full_folder_join(void)
             _exit(1);
         _exit(0);
     }
-    char r = 0;
     int st = 0;
-    close(up[1]);
-    int got = read(up[0], &r, 1) == 1;
-    waitpid(pid, &st, 0);
+    char r = child_answer(pid, up, &st);
+    int got = r != 0;
     if (got && r == 'S')
         tap(1, "full folder join # SKIP no tmpfs of our own (needs root or user namespaces)");
     else
         tap(WIFEXITED(st) && got && r == 'y', "full folder: joining a ledger whose next slot page has "
             "no blocks, in a full folder, is a message, not a SIGBUS (status %d)", st);
-    close(up[0]);
 }
 
 /* ---- the exit: threads still inside ga_group_ calls while the process leaves the group ---- */

@@ -95,7 +95,7 @@ typedef struct ga_chunk {
             size_t requested; /* live: bytes asked for */
             size_t area;      /* live, in an arena on a shared live table: its live_area,
                                * | GA_AREA_PARKED while a vmm pool holds the block for reuse */
-            size_t hold;      /* parked: the bytes of the vmm pool's keep it holds */
+            size_t hold;      /* parked in a vmm pool's general area: its place in gpark */
         };
     } u;
 } ga_chunk_t;

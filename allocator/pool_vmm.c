@@ -297,6 +297,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->park_min = p->cfg.keep ? v->half : SIZE_MAX;
     v->keep_now = p->cfg.keep;
     v->gstep = GSTEP_MIN;
+    v->park_full.n = PARK_DEPTH; /* never a block in it: no room */
     v->nareas = AREA_FIRST_CLASS;
     if (ga_live_grow(&v->ltab) != 0) { /* slots from the start: no probe tests the count */
         free(v);
@@ -441,11 +442,37 @@ static void unpark_free(ga_pool_t *p, ga_chunk_t *c)
 void ga_vmm_unpark_all(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
-    for (size_t s = 0; v->nparked && s < PARK_SLOTS; s++) {
+    for (size_t s = 0; v->nparked && s < PARK_ENTRIES; s++) {
         ga_vpark_t *k = &v->park[s];
         for (size_t j = 0; j < k->n; j++)
             unpark_free(p, k->c[j]);
         k->n = 0;
+    }
+}
+
+/* park_find past the home entry, which another size holds. */
+OUT_OF_LINE ga_vpark_t *ga_vmm_park_probe(ga_vmm_t *v, ga_vpark_t *home, size_t rounded, int room)
+{
+    for (ga_vpark_t *k = home + 1; k < home + PARK_PROBE; k++)
+        if (!k->n || k->size == rounded)
+            return k;
+    return room ? &v->park_full : &v->park[PARK_ENTRIES - 1];
+}
+
+/* Entry k was freed (park_vacate) and the next one is in use: each entry in use after it, up to
+ * the next free one, moves back into the free one before it when that lies on its size's probe
+ * path (from its home on), so that park_find, stopping at the first free entry, still finds
+ * every size. Only the n blocks an entry holds are copied. */
+void ga_vmm_park_shift(ga_vmm_t *v, ga_vpark_t *k)
+{
+    ga_vpark_t *hole = k;
+    for (ga_vpark_t *e = k + 1; e->n; e++) { /* the last entry is never in use: it ends this */
+        if (&v->park[park_home(e->size)] <= hole) {
+            hole->size = e->size, hole->n = e->n;
+            memcpy(hole->c, e->c, e->n * sizeof *e->c);
+            e->n = 0;
+            hole = e;
+        }
     }
 }
 
@@ -463,13 +490,14 @@ void ga_vmm_unpark_general(ga_pool_t *p)
     ga_vmm_t *v = p->vmm;
     while (v->ngparked) {
         ga_chunk_t *c = v->gpark[v->ngparked - 1];
-        ga_vpark_t *k = park_slot(v, c->size);
+        ga_vpark_t *k = park_find(v, c->size, 0);
         size_t j = k->n;
         while (j && k->c[j - 1] != c)
             j--;
         for (; j < k->n; j++) /* out of its entry, the order of the rest kept */
             k->c[j - 1] = k->c[j];
-        k->n--;
+        if (!--k->n)
+            park_vacate(v, k);
         unpark_free(p, c);
     }
     v->gwaste = v->gstep;
@@ -587,9 +615,9 @@ static inline __attribute__((always_inline)) int free_small_alone(ga_pool_t *p, 
 {
     ga_vmm_t *v = p->vmm;
     size_t len = c->size;
-    ga_vpark_t *k = park_slot(v, len);
+    ga_vpark_t *k = park_find(v, len, 1);
     if (len != v->small_last || len != v->small_prev || k->n == PARK_DEPTH ||
-        (k->n && k->size != len) || p->own.kept + v->gran > v->keep_now ||
+        p->own.kept + v->gran > v->keep_now ||
         v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--))
         return 0;
     park(p, k, c, AREA_GENERAL, park_touch(v, v->ranges, g0, g0, AREA_GENERAL, 1), size);
@@ -666,8 +694,8 @@ static OUT_OF_LINE ga_status_t free_large(ga_pool_t *p, ga_chunk_t *c, size_t i,
     size_t area = c->u.area, len = c->size;
     if (area & GA_AREA_PARKED)
         return GA_EDOUBLE;
-    ga_vpark_t *k = park_slot(v, len);
-    if (k->n == PARK_DEPTH || (k->n && k->size != len) ||
+    ga_vpark_t *k = park_find(v, len, 1);
+    if (k->n == PARK_DEPTH ||
         (area == AREA_GENERAL && v->ngparked == GPARK_MAX)) /* gwaste: 0 here (ga_vmm_free) */
         return free_unparked(p, c, i, size, area);
     if (area == AREA_ALIGNED) { /* its granules its own: no counts */
@@ -700,12 +728,13 @@ static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t 
     size_t len = c->size;
     v->keep_now -= hold;
     count_free(p, v, &v->area[area], len, size);
-    k->size = len;
+    k->size = len; /* a free entry (park_find) becomes its size's */
     k->c[k->n++] = c;
     c->u.area = area | GA_AREA_PARKED;
     v->nparked++;
     v->parked_req += c->u.requested;
     if (area == AREA_GENERAL) { /* every allocation but its size's gives it back first */
+        c->u.hold = v->ngparked;
         v->gpark[v->ngparked++] = c;
         v->small_cut = 0;
     }

@@ -626,7 +626,8 @@ static inline __attribute__((always_inline)) ga_status_t alloc_large(ga_pool_t *
 static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t *k,
                                                          ga_chunk_t *c, size_t area, size_t size)
 {
-    k->n--;
+    if (!--k->n)
+        park_vacate(v, k);
     park_leave(v, c, area);
     if (area == AREA_GENERAL)
         v->gwaste = 0, v->gstep = GSTEP_MIN; /* parking there served */
@@ -656,7 +657,7 @@ static int gen_fit_stands(const ga_vmm_t *v, size_t size, size_t rounded)
     const ga_chunk_t *f = ga_find_fit(v->area[AREA_GENERAL].arena, rounded, &bin);
     if (!f)
         return 0; /* the area would grow */
-    for (size_t j = 0; j < v->ngparked; j++) /* at most 16, looked at here, not kept up */
+    for (size_t j = 0; j < v->ngparked; j++) /* at most 64, looked at here, not kept up */
         if (v->gpark[j]->size <= f->size)
             return 0; /* freed, it might fit tighter */
     const ga_chunk_t *n[2] = {f->prev_phys, f->next_phys};
@@ -688,8 +689,8 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
                                             uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    ga_vpark_t *k = park_slot(v, rounded);
-    if (!k->n || k->size != rounded) { /* no parked size is 0 */
+    ga_vpark_t *k = park_find(v, rounded, 0);
+    if (!k->n) { /* none of its size parked */
         if (!v->ngparked)
             return alloc_large(p, size, rounded, out);
         return alloc_gen_parked(p, size, rounded, out);
@@ -757,8 +758,8 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
     if (!rounded)
         return 0;
     if (v->nparked) {
-        const ga_vpark_t *k = park_slot(v, rounded);
-        if (k->n && k->size == rounded) { /* a parked block of its size, taken back where it
+        const ga_vpark_t *k = park_find(v, rounded, 0);
+        if (k->n) { /* a parked block of its size, taken back where it
                                             * lies, on the granules it held (alloc_parked) */
             const ga_chunk_t *c = k->c[k->n - 1];
             int slot = c->u.area == (AREA_GENERAL | GA_AREA_PARKED) && class_size(v, rounded)

@@ -258,11 +258,12 @@ int ga_vmm_track_find(ga_vmm_t *v, size_t size, int add)
  * inline, not a call (sizes40 647 -> 645, alt2-class 349 -> 346, park20-1.5m 386 -> 383,
  * over-16 312 -> 310, step 475 -> 474, somas_resnet50 637 -> 638, ex.trace 580;
  * scripts/bench-patterns-instr.sh). */
-static inline __attribute__((always_inline)) void untrack(ga_vmm_t *v, size_t size)
+static inline __attribute__((always_inline)) int untrack(ga_vmm_t *v, size_t size)
 {
     int slot = size == v->hot_size ? v->hot_slot : ga_vmm_track_find(v, size, 0);
     if (slot >= 0)
         v->track[slot].nlive--;
+    return slot;
 }
 
 /* The area whose region holds ptr, and the range; NULL area when ptr is in none. */
@@ -751,14 +752,24 @@ static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t 
     ga_vmm_t *v = p->vmm;
     size_t len = c->size;
     v->keep_now -= hold;
-    count_free(p, v, &v->area[area], len, size);
+    if (area == AREA_GENERAL) {
+        /* count_free's figures, its size's tracking entry kept in the chunk for the allocation
+         * that takes it back (alloc_parked: no second search; at the pool, vmm: sizes40 377 ->
+         * 358 a pair, one-1m 366 -> 347, scripts/bench-patterns-instr.sh) */
+        c->u.slot = class_size(v, len) ? untrack(v, len) : -1;
+        p->own.in_use -= len;
+        if (size)
+            *size = len;
+    } else {
+        count_free(p, v, &v->area[area], len, size);
+    }
     k->size = len; /* a free entry (park_find) becomes its size's */
     k->c[k->n++] = c;
     c->u.area = area | GA_AREA_PARKED;
     v->nparked++;
     v->parked_req += c->u.requested;
     if (area == AREA_GENERAL) { /* every allocation but its size's gives it back first */
-        c->u.hold = v->ngparked;
+        c->u.gpark = (uint32_t)v->ngparked;
         v->gpark[v->ngparked++] = c;
         v->small_cut = 0;
     }

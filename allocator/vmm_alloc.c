@@ -701,8 +701,9 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
         ga_varea_t *ar = &v->area[area];
         if (ar->size == rounded) {
             v->track[ar->slot].nlive++;
-        } else if (class_size(v, rounded)) {
-            int slot = ga_vmm_track_find(v, rounded, 0);
+        } else if (area == AREA_GENERAL ? c->u.slot >= 0 : class_size(v, rounded)) {
+            /* a general-area block's entry, found when it was parked (park) */
+            int slot = area == AREA_GENERAL ? c->u.slot : ga_vmm_track_find(v, rounded, 0);
             /* A general-area block of a size that has a class not known to map for it: placed
              * as if the parked blocks were freed, so that the class takes it when it has room
              * on mapped granules (four 1.5 MiB blocks, the first placed before the class was

@@ -177,7 +177,7 @@ struct ga_vmm {
      * which gives them back first. gwaste: set (to gstep) when an allocation gave them back unused, each a
      * general-area free not parked, so that sizes taking turns stop parking what they never
      * take back (two sizes in one slot: 1.6-1.7x arena's through the shim, helper-136 F1). A
-     * block's place in gpark is its u.hold while it is parked there (park_leave: no search). */
+     * block's place in gpark is its u.gpark while it is parked there (park_leave: no search). */
     size_t ngparked, gwaste, gstep;
     ga_chunk_t *gpark[GPARK_MAX];
     /* The rounded sizes of the last two allocations under half a granule: a small block alone in
@@ -395,8 +395,8 @@ static inline __attribute__((always_inline)) void park_leave(ga_vmm_t *v, ga_chu
     v->parked_req -= c->u.requested;
     if (area == AREA_GENERAL) { /* the last one takes its place */
         ga_chunk_t *last = v->gpark[--v->ngparked];
-        v->gpark[c->u.hold] = last;
-        last->u.hold = c->u.hold;
+        v->gpark[c->u.gpark] = last;
+        last->u.gpark = c->u.gpark;
         if (!v->ngparked)
             v->small_cut = v->small_lim;
     }

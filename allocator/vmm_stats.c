@@ -287,7 +287,7 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
     for (size_t i = 0; i < v->ngparked; i++) /* the general area's, each once */
         for (size_t j = 0; j <= i; j++)
             pbad += v->gpark[i]->u.area != (AREA_GENERAL | GA_AREA_PARKED) ||
-                    v->gpark[i]->u.hold != i || (j < i && v->gpark[j] == v->gpark[i]);
+                    v->gpark[i]->u.gpark != i || (j < i && v->gpark[j] == v->gpark[i]);
     pbad += v->park[PARK_ENTRIES - 1].n != 0 || v->park_full.n != PARK_DEPTH;
     pbad += pg != v->ngparked || (v->ngparked && v->small_cut) ||
             (!v->ngparked && v->area[AREA_GENERAL].arena && v->small_cut != v->small_lim);

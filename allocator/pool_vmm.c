@@ -451,21 +451,24 @@ static uint64_t unpark_key(const ga_vpark_t *k)
 
 /* Every parked block really freed, each size's in the order they were parked (so that their
  * granules are kept in the order their frees would have kept them), the sizes in unpark_key's
- * order (an insertion sort of the entries in use: a few, usually). */
+ * order, those of one key in the table's (a counting sort of the entries in use: no pass over
+ * them per key, no comparisons). */
 void ga_vmm_unpark_all(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
+    if (!v->nparked)
+        return;
     ga_vpark_t *in[PARK_ENTRIES];
-    size_t n = 0;
-    for (size_t s = 0; s < PARK_ENTRIES && v->nparked; s++) {
-        ga_vpark_t *k = &v->park[s];
-        if (!k->n)
-            continue;
-        size_t i = n++;
-        for (; i && unpark_key(in[i - 1]) > unpark_key(k); i--)
-            in[i] = in[i - 1];
-        in[i] = k;
-    }
+    size_t at[33] = {0}; /* entries of keys below each key, once summed */
+    for (size_t s = 0; s < PARK_ENTRIES; s++)
+        if (v->park[s].n)
+            at[unpark_key(&v->park[s]) + 1]++;
+    for (size_t key = 1; key < 33; key++)
+        at[key] += at[key - 1];
+    size_t n = at[32];
+    for (size_t s = 0; s < PARK_ENTRIES; s++)
+        if (v->park[s].n)
+            in[at[unpark_key(&v->park[s])]++] = &v->park[s];
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; j < in[i]->n; j++)
             unpark_free(p, in[i]->c[j]);

@@ -1,8 +1,8 @@
 /* gpuarena vmm pool internals: the structures and granule bitmaps shared by pool_vmm.c (placement
  * areas, the pool, free), vmm_alloc.c (placement and allocation), vmm_granules.c (address ranges,
- * mapping, the kept cache) and vmm_stats.c (figures, invariant walker, occupancy map).
- * pool_vmm.c's head comment says how the pool works. Nothing outside these four files includes
- * this header.
+ * mapping, the kept cache), vmm_stats.c (figures, invariant walker, occupancy map) and
+ * vmm_park.c (the table of parked sizes' slow paths). pool_vmm.c's head comment says how the
+ * pool works. Nothing outside these five files includes this header.
  */
 #ifndef GA_VMM_INTERNAL_H
 #define GA_VMM_INTERNAL_H
@@ -206,8 +206,10 @@ static inline size_t park_home(size_t rounded)
     return (size_t)(((uint64_t)rounded * 0x2217BEADDBC496CBull) >> (64 - PARK_BITS));
 }
 
-/* pool_vmm.c: park_find's probe past the home entry. */
+/* vmm_park.c: park_find's probe past the home entry; the entries in use in the order
+ * ga_vmm_unpark_all gives them back (into in[], room for PARK_ENTRIES), their count. */
 ga_vpark_t *ga_vmm_park_probe(ga_vmm_t *v, ga_vpark_t *home, size_t rounded, int room);
+size_t ga_vmm_park_order(ga_vmm_t *v, ga_vpark_t **in);
 
 /* The entry of a rounded size's parked blocks or, when none is parked, the free entry it would
  * take (`room`: for a block to park), or an entry with none (to find a block): the first entry,
@@ -226,7 +228,7 @@ static inline ga_vpark_t *park_find(ga_vmm_t *v, size_t rounded, int room)
     return ga_vmm_park_probe(v, k, rounded, room);
 }
 
-/* pool_vmm.c: entry k was freed and the next one is in use. */
+/* vmm_park.c: entry k was freed and the next one is in use. */
 void ga_vmm_park_shift(ga_vmm_t *v, ga_vpark_t *k);
 
 /* Entry k's last block left (its n is 0): the entry is free again. The next entry free, the

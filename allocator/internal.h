@@ -95,7 +95,8 @@ typedef struct ga_chunk {
             size_t requested; /* live: bytes asked for */
             size_t area;      /* live, in an arena on a shared live table: its live_area,
                                * | GA_AREA_PARKED while a vmm pool holds the block for reuse */
-            size_t hold;      /* parked: the bytes of the vmm pool's keep it holds */
+            uint32_t gpark;   /* parked in a vmm pool's general area: its place in gpark */
+            int32_t slot;     /* ... and its size's tracking entry (-1: none) */
         };
     } u;
 } ga_chunk_t;

@@ -258,11 +258,12 @@ int ga_vmm_track_find(ga_vmm_t *v, size_t size, int add)
  * inline, not a call (sizes40 647 -> 645, alt2-class 349 -> 346, park20-1.5m 386 -> 383,
  * over-16 312 -> 310, step 475 -> 474, somas_resnet50 637 -> 638, ex.trace 580;
  * scripts/bench-patterns-instr.sh). */
-static inline __attribute__((always_inline)) void untrack(ga_vmm_t *v, size_t size)
+static inline __attribute__((always_inline)) int untrack(ga_vmm_t *v, size_t size)
 {
     int slot = size == v->hot_size ? v->hot_slot : ga_vmm_track_find(v, size, 0);
     if (slot >= 0)
         v->track[slot].nlive--;
+    return slot;
 }
 
 /* The area whose region holds ptr, and the range; NULL area when ptr is in none. */
@@ -298,6 +299,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->keep_now = p->cfg.keep;
     v->tight = p->cfg.limit && p->cfg.limit < p->cfg.keep; /* set_tight with nothing mapped */
     v->gstep = GSTEP_MIN;
+    v->park_full.n = PARK_DEPTH; /* never a block in it: no room */
     v->nareas = AREA_FIRST_CLASS;
     if (ga_live_grow(&v->ltab) != 0) { /* slots from the start: no probe tests the count */
         free(v);
@@ -438,15 +440,18 @@ static void unpark_free(ga_pool_t *p, ga_chunk_t *c)
 }
 
 /* Every parked block really freed, each size's in the order they were parked (so that their
- * granules are kept in the order their frees would have kept them). */
+ * granules are kept in the order their frees would have kept them), the sizes in
+ * ga_vmm_park_order's order (vmm_park.c: the replays' figures depend on it). */
 void ga_vmm_unpark_all(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
-    for (size_t s = 0; v->nparked && s < PARK_SLOTS; s++) {
-        ga_vpark_t *k = &v->park[s];
-        for (size_t j = 0; j < k->n; j++)
-            unpark_free(p, k->c[j]);
-        k->n = 0;
+    if (!v->nparked)
+        return;
+    ga_vpark_t *in[PARK_ENTRIES];
+    for (size_t i = 0, n = ga_vmm_park_order(v, in); i < n; i++) {
+        for (size_t j = 0; j < in[i]->n; j++)
+            unpark_free(p, in[i]->c[j]);
+        in[i]->n = 0;
     }
 }
 
@@ -464,13 +469,14 @@ void ga_vmm_unpark_general(ga_pool_t *p)
     ga_vmm_t *v = p->vmm;
     while (v->ngparked) {
         ga_chunk_t *c = v->gpark[v->ngparked - 1];
-        ga_vpark_t *k = park_slot(v, c->size);
+        ga_vpark_t *k = park_find(v, c->size, 0);
         size_t j = k->n;
         while (j && k->c[j - 1] != c)
             j--;
         for (; j < k->n; j++) /* out of its entry, the order of the rest kept */
             k->c[j - 1] = k->c[j];
-        k->n--;
+        if (!--k->n)
+            park_vacate(v, k);
         unpark_free(p, c);
     }
     v->gwaste = v->gstep;
@@ -588,9 +594,9 @@ static inline __attribute__((always_inline)) int free_small_alone(ga_pool_t *p, 
 {
     ga_vmm_t *v = p->vmm;
     size_t len = c->size;
-    ga_vpark_t *k = park_slot(v, len);
+    ga_vpark_t *k = park_find(v, len, 1);
     if (len != v->small_last || len != v->small_prev || k->n == PARK_DEPTH ||
-        (k->n && k->size != len) || p->own.kept + v->gran > v->keep_now ||
+        p->own.kept + v->gran > v->keep_now ||
         v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--))
         return 0;
     park(p, k, c, AREA_GENERAL, park_touch(v, v->ranges, g0, g0, AREA_GENERAL, 1), size);
@@ -667,8 +673,8 @@ static OUT_OF_LINE ga_status_t free_large(ga_pool_t *p, ga_chunk_t *c, size_t i,
     size_t area = c->u.area, len = c->size;
     if (area & GA_AREA_PARKED)
         return GA_EDOUBLE;
-    ga_vpark_t *k = park_slot(v, len);
-    if (k->n == PARK_DEPTH || (k->n && k->size != len) ||
+    ga_vpark_t *k = park_find(v, len, 1);
+    if (k->n == PARK_DEPTH ||
         (area == AREA_GENERAL && v->ngparked == GPARK_MAX)) /* gwaste: 0 here (ga_vmm_free) */
         return free_unparked(p, c, i, size, area);
     if (area == AREA_ALIGNED) { /* its granules its own: no counts */
@@ -700,13 +706,24 @@ static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t 
     ga_vmm_t *v = p->vmm;
     size_t len = c->size;
     v->keep_now -= hold;
-    count_free(p, v, &v->area[area], len, size);
-    k->size = len;
+    if (area == AREA_GENERAL) {
+        /* count_free's figures, its size's tracking entry kept in the chunk for the allocation
+         * that takes it back (alloc_parked: no second search; at the pool, vmm: sizes40 377 ->
+         * 358 a pair, one-1m 366 -> 347, scripts/bench-patterns-instr.sh) */
+        c->u.slot = class_size(v, len) ? untrack(v, len) : -1;
+        p->own.in_use -= len;
+        if (size)
+            *size = len;
+    } else {
+        count_free(p, v, &v->area[area], len, size);
+    }
+    k->size = len; /* a free entry (park_find) becomes its size's */
     k->c[k->n++] = c;
     c->u.area = area | GA_AREA_PARKED;
     v->nparked++;
     v->parked_req += c->u.requested;
     if (area == AREA_GENERAL) { /* every allocation but its size's gives it back first */
+        c->u.gpark = (uint32_t)v->ngparked;
         v->gpark[v->ngparked++] = c;
         v->small_cut = 0;
     }

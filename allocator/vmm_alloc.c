@@ -626,7 +626,8 @@ static inline __attribute__((always_inline)) ga_status_t alloc_large(ga_pool_t *
 static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t *k,
                                                          ga_chunk_t *c, size_t area, size_t size)
 {
-    k->n--;
+    if (!--k->n)
+        park_vacate(v, k);
     park_leave(v, c, area);
     if (area == AREA_GENERAL)
         v->gwaste = 0, v->gstep = GSTEP_MIN; /* parking there served */
@@ -656,7 +657,7 @@ static int gen_fit_stands(const ga_vmm_t *v, size_t size, size_t rounded)
     const ga_chunk_t *f = ga_find_fit(v->area[AREA_GENERAL].arena, rounded, &bin);
     if (!f)
         return 0; /* the area would grow */
-    for (size_t j = 0; j < v->ngparked; j++) /* at most 16, looked at here, not kept up */
+    for (size_t j = 0; j < v->ngparked; j++) /* at most 64, looked at here, not kept up */
         if (v->gpark[j]->size <= f->size)
             return 0; /* freed, it might fit tighter */
     const ga_chunk_t *n[2] = {f->prev_phys, f->next_phys};
@@ -703,8 +704,8 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
                                             uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    ga_vpark_t *k = park_slot(v, rounded);
-    if (!k->n || k->size != rounded) { /* no parked size is 0 */
+    ga_vpark_t *k = park_find(v, rounded, 0);
+    if (!k->n) { /* none of its size parked */
         if (!v->ngparked)
             return alloc_large(p, size, rounded, out);
         return alloc_gen_parked(p, size, rounded, out);
@@ -721,8 +722,9 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
         ga_varea_t *ar = &v->area[area];
         if (ar->size == rounded) {
             v->track[ar->slot].nlive++;
-        } else if (class_size(v, rounded)) {
-            int slot = ga_vmm_track_find(v, rounded, 0);
+        } else if (area == AREA_GENERAL ? c->u.slot >= 0 : class_size(v, rounded)) {
+            /* a general-area block's entry, found when it was parked (park) */
+            int slot = area == AREA_GENERAL ? c->u.slot : ga_vmm_track_find(v, rounded, 0);
             /* A general-area block of a size that has a class not known to map for it: placed
              * as if the parked blocks were freed, so that the class takes it when it has room
              * on mapped granules (four 1.5 MiB blocks, the first placed before the class was
@@ -759,6 +761,19 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     return alloc_large(p, size, rounded, out);
 }
 
+/* park_find for ga_vmm_fits, with no call: with park_find's out-of-line probe (or all of it out
+ * of line), the shim's allocation path, which inlines ga_vmm_fits for GPUARENA_FREE_SYNC=lazy
+ * (ga_fence_before_alloc), saved one register more on every call, in every mode (arena through
+ * the shim: 872 -> 874 instructions a pair, scripts/bench-patterns-instr.sh build shim --
+ * alt2-large). The entry of the size's parked blocks, or one that does not hold them. */
+static inline const ga_vpark_t *park_lookup(const ga_vmm_t *v, size_t rounded)
+{
+    const ga_vpark_t *k = &v->park[park_home(rounded)];
+    for (unsigned i = 1; i < PARK_PROBE && k->n && k->size != rounded; i++)
+        k++;
+    return k;
+}
+
 /* Whether ga_vmm_alloc would serve size with no backend call; changes nothing a caller sees (but
  * for a size no parked block serves, the general area's parked blocks are given back first, as
  * the allocation would give them back: it answered 0 with any parked, and under
@@ -778,7 +793,7 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
     if (!rounded)
         return 0;
     if (v->nparked) {
-        const ga_vpark_t *k = park_slot(v, rounded);
+        const ga_vpark_t *k = park_lookup(v, rounded);
         if (k->n && k->size == rounded) { /* a parked block of its size, taken back where it
                                             * lies, on the granules it held (alloc_parked) */
             const ga_chunk_t *c = k->c[k->n - 1];

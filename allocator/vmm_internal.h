@@ -1,8 +1,8 @@
 /* gpuarena vmm pool internals: the structures and granule bitmaps shared by pool_vmm.c (placement
  * areas, the pool, free), vmm_alloc.c (placement and allocation), vmm_granules.c (address ranges,
- * mapping, the kept cache) and vmm_stats.c (figures, invariant walker, occupancy map).
- * pool_vmm.c's head comment says how the pool works. Nothing outside these four files includes
- * this header.
+ * mapping, the kept cache), vmm_stats.c (figures, invariant walker, occupancy map) and
+ * vmm_park.c (the table of parked sizes' slow paths). pool_vmm.c's head comment says how the
+ * pool works. Nothing outside these five files includes this header.
  */
 #ifndef GA_VMM_INTERNAL_H
 #define GA_VMM_INTERNAL_H
@@ -64,20 +64,34 @@ enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
 #define TRACK_MAX 192
 
 /* Parked blocks (pool_vmm.c): freed blocks from half a granule up held, still allocated in their
- * area, for the next allocation of their rounded size; one stack per size, in a table of
- * PARK_SLOTS entries chosen by the size (a size whose entry another size holds is not parked).
+ * area, for the next allocation of their rounded size; one stack per size, in a table of entries
+ * found by linear probing from the size's home (one of PARK_SLOTS), at most PARK_PROBE entries
+ * on (park_find). The table has PARK_PROBE entries more than homes, so that a probe never wraps,
+ * and the last is never used: every entry in use has a next one.
  * PARK_DEPTH 62, not 16: examples/ex_train frees 49 blocks of 1 MiB a step; with 16 parked the
  * other 33 were freed and placed again (its recorded loop at the pool, nothing mapped: 596 -> 569
  * instructions a pair, arena 439; scripts/bench-patterns-instr.sh build pool -- trace:FILE). 62,
- * not 64: an entry is then 512 bytes, found by a shift, not a multiply (8 a pair). */
-#define PARK_BITS 5
+ * not 64: an entry is then 512 bytes, found by a shift, not a multiply (8 a pair).
+ * Probed, not one size an entry: with one size an entry (32 of them, chosen by the size's hash),
+ * bench-patterns' sizes40 (40 sizes 8 KiB apart, freed as a burst and allocated again) found 28
+ * of its 40 entries held by another size: sizes in steps of 8 KiB hash to a cycle of 9 entries
+ * (16 x the multiplier's fraction is within 0.4% of 8/9). Each block not parked left the parked
+ * ones to be given back by its size's allocation (ga_vmm_unpark_general), and the area's frees
+ * then went unparked for ever longer (gwaste: from the fifth round on, none parked; a count over
+ * 20 rounds, helper-143). With 128 entries one a size, 19 of 40 still found theirs taken; probed,
+ * the 40 sizes take 2.1 entries a search on average, 5 at most. */
+#define PARK_BITS 7
 #define PARK_SLOTS (1u << PARK_BITS)
+#define PARK_PROBE 16
+#define PARK_ENTRIES (PARK_SLOTS + PARK_PROBE)
 #define PARK_DEPTH 62
-#define GPARK_MAX 16
+/* The general area's parked blocks at most (each is one of gpark's): 64, not 16, so that a burst
+ * of 40 sizes parks whole (sizes40). */
+#define GPARK_MAX 64
 #define GSTEP_MIN 8
 #define GSTEP_MAX 4096
 typedef struct ga_vpark {
-    size_t size;      /* the blocks' rounded size; any while n == 0 */
+    size_t size;      /* the blocks' rounded size; any while n == 0 (the entry is free) */
     size_t n;
     ga_chunk_t *c[PARK_DEPTH];
 } ga_vpark_t;
@@ -167,7 +181,8 @@ struct ga_vmm {
      * are any, small_cut is 0, so that an allocation under half a granule takes the parked path,
      * which gives them back first. gwaste: set (to gstep) when an allocation gave them back unused, each a
      * general-area free not parked, so that sizes taking turns stop parking what they never
-     * take back (two sizes in one slot: 1.6-1.7x arena's through the shim, helper-136 F1). */
+     * take back (two sizes in one slot: 1.6-1.7x arena's through the shim, helper-136 F1). A
+     * block's place in gpark is its u.gpark while it is parked there (park_leave: no search). */
     size_t ngparked, gwaste, gstep;
     ga_chunk_t *gpark[GPARK_MAX];
     /* The rounded sizes of the last two allocations under half a granule: a small block alone in
@@ -176,13 +191,58 @@ struct ga_vmm {
      * allocation (30 instructions a pair more on bench-shim's loop of 12 sizes). */
     size_t small_last, small_prev;
     uint64_t parked_req, park_hits;
-    ga_vpark_t park[PARK_SLOTS];
+    ga_vpark_t park[PARK_ENTRIES];
+    ga_vpark_t park_full; /* no entry left for a size: n is PARK_DEPTH (park_find) */
 };
 
-/* The parking entry of a rounded size (from half a granule up: a multiple of GA_ALIGN). */
-static inline ga_vpark_t *park_slot(ga_vmm_t *v, size_t rounded)
+/* The home entry of a rounded size (from half a granule up): the top bits of the size times an
+ * odd constant. Not the golden ratio's (2^64 / phi, as the tracking table's hash): times 2^j it
+ * loses what makes it spread, and sizes in steps of 512 B x 2^j fell in runs (sizes40's 8 KiB
+ * steps: a cycle of 9 entries). This one was the best of 600 random odd constants on sizes in
+ * steps of 512 B and 1.5 KiB x 2^j (j = 0..14) and random ones, each set parked and taken back
+ * as sizes40 does on this table, and held on two sets it was not chosen on (other steps, random
+ * sizes): 1.05-1.15 entries read a search and moved back a take-back, on average, against
+ * 1.21-2.63 for the golden ratio's; for sizes40, 1.00 (no two sizes share a home) against 2.65 (the simulation:
+ * helper-143's report). Folding the golden ratio's top bits with the next ones spread as well
+ * but cost 4 instructions a search (sizes40 at the pool, vmm: 441 -> 395 a pair, one-1m
+ * 368 -> 376, scripts/bench-patterns-instr.sh). */
+static inline size_t park_home(size_t rounded)
 {
-    return &v->park[((uint64_t)(rounded / GA_ALIGN) * 0x9E3779B97F4A7C15ull) >> (64 - PARK_BITS)];
+    return (size_t)(((uint64_t)rounded * 0x2217BEADDBC496CBull) >> (64 - PARK_BITS));
+}
+
+/* vmm_park.c: park_find's probe past the home entry; the entries in use in the order
+ * ga_vmm_unpark_all gives them back (into in[], room for PARK_ENTRIES), their count. */
+ga_vpark_t *ga_vmm_park_probe(ga_vmm_t *v, ga_vpark_t *home, size_t rounded, int room);
+size_t ga_vmm_park_order(ga_vmm_t *v, ga_vpark_t **in);
+
+/* The entry of a rounded size's parked blocks or, when none is parked, the free entry it would
+ * take (`room`: for a block to park), or an entry with none (to find a block): the first entry,
+ * from its home on, that holds the size or is free (n == 0). No entry in use lies behind a free
+ * one on its size's probe path (an entry is freed when its last block leaves: park_vacate), so a
+ * home entry that is free, or holds the size (a free one's stale size too: nothing of it can lie
+ * beyond), ends the search in two tests, the cost the table had with one size an entry; the
+ * rest is out of line. With PARK_PROBE entries after the home in use by other sizes, a block to
+ * park finds park_full (PARK_DEPTH blocks: no room), a block to find the table's last entry,
+ * never used (none). */
+static inline ga_vpark_t *park_find(ga_vmm_t *v, size_t rounded, int room)
+{
+    ga_vpark_t *k = &v->park[park_home(rounded)];
+    if (__builtin_expect(k->size == rounded || !k->n, 1))
+        return k;
+    return ga_vmm_park_probe(v, k, rounded, room);
+}
+
+/* vmm_park.c: entry k was freed and the next one is in use. */
+void ga_vmm_park_shift(ga_vmm_t *v, ga_vpark_t *k);
+
+/* Entry k's last block left (its n is 0): the entry is free again. The next entry free, the
+ * common case, is one test; else the entries after it move back as they can
+ * (ga_vmm_park_shift). */
+static inline void park_vacate(ga_vmm_t *v, ga_vpark_t *k)
+{
+    if (k[1].n)
+        ga_vmm_park_shift(v, k);
 }
 
 /* Granule bitmaps ------------------------------------------------------------------------------ */
@@ -340,11 +400,10 @@ static inline __attribute__((always_inline)) void park_leave(ga_vmm_t *v, ga_chu
     c->u.area = area;
     v->nparked--;
     v->parked_req -= c->u.requested;
-    if (area == AREA_GENERAL) {
-        size_t i = v->ngparked;
-        while (i && v->gpark[i - 1] != c)
-            i--;
-        v->gpark[i - 1] = v->gpark[--v->ngparked]; /* it is there */
+    if (area == AREA_GENERAL) { /* the last one takes its place */
+        ga_chunk_t *last = v->gpark[--v->ngparked];
+        v->gpark[c->u.gpark] = last;
+        last->u.gpark = c->u.gpark;
         if (!v->ngparked)
             v->small_cut = v->small_lim;
     }

@@ -63,7 +63,7 @@ static void refresh_seen(ga_vmm_t *v)
 static void parked_free(const ga_vmm_t *v, ga_stats_t *out)
 {
     uint64_t bytes = 0, largest = 0;
-    for (size_t s = 0; s < PARK_SLOTS; s++) {
+    for (size_t s = 0; s < PARK_ENTRIES; s++) {
         for (size_t j = 0; j < v->park[s].n; j++) {
             const ga_chunk_t *c = v->park[s].c[j], *pr = c->prev_phys;
             bytes += c->size;
@@ -88,7 +88,7 @@ static uint64_t parked_only(const ga_vmm_t *v)
 {
     static const unsigned sixths[4] = {0, 6, 3, 2};
     uint64_t six = 0;
-    for (size_t s = 0; s < PARK_SLOTS; s++) {
+    for (size_t s = 0; s < PARK_ENTRIES; s++) {
         for (size_t j = 0; j < v->park[s].n; j++) {
             const ga_chunk_t *c = v->park[s].c[j];
             ga_vrange_t *r;
@@ -177,7 +177,7 @@ static uint64_t parked_touched(const ga_vmm_t *v, uint64_t *only, uint64_t *bad)
     if (!end)
         max = 0;
     uint64_t g = 0, o = 0, marks = 0;
-    for (size_t s = 0; s < PARK_SLOTS; s++) {
+    for (size_t s = 0; s < PARK_ENTRIES; s++) {
         for (size_t j = 0; j < v->park[s].n; j++) {
             const ga_chunk_t *c = v->park[s].c[j];
             ga_vrange_t *r = range_of(v, c->base);
@@ -269,23 +269,26 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
             }
         }
     }
-    /* Parked blocks: each in the live table, marked, of its entry's size; their sums. */
+    /* Parked blocks: each in the live table, marked, of its entry's size, its entry the one its
+     * size's probe finds; the table's last entry never used; their sums. */
     uint64_t pn = 0, pbytes = 0, preq = 0, pbad = 0, pg = 0, ponly = 0;
     uint64_t phold = parked_touched(v, &ponly, &pbad);
     pbad += ponly != parked_only(v);
-    for (size_t s = 0; s < PARK_SLOTS; s++) {
+    for (size_t s = 0; s < PARK_ENTRIES; s++) {
+        pbad += v->park[s].n > PARK_DEPTH;
         for (size_t j = 0; j < v->park[s].n; j++) {
             const ga_chunk_t *c = v->park[s].c[j];
             pn++, pbytes += c->size, preq += c->u.requested;
             pg += c->u.area == (AREA_GENERAL | GA_AREA_PARKED);
-            pbad += c->size != v->park[s].size || park_slot(v, c->size) != &v->park[s] ||
+            pbad += c->size != v->park[s].size || park_find(v, c->size, 0) != &v->park[s] ||
                     !(c->u.area & GA_AREA_PARKED) || ga_live_find_made(&v->ltab, c->base) != c;
         }
     }
     for (size_t i = 0; i < v->ngparked; i++) /* the general area's, each once */
         for (size_t j = 0; j <= i; j++)
             pbad += v->gpark[i]->u.area != (AREA_GENERAL | GA_AREA_PARKED) ||
-                    (j < i && v->gpark[j] == v->gpark[i]);
+                    v->gpark[i]->u.gpark != i || (j < i && v->gpark[j] == v->gpark[i]);
+    pbad += v->park[PARK_ENTRIES - 1].n != 0 || v->park_full.n != PARK_DEPTH;
     pbad += pg != v->ngparked || (v->ngparked && v->small_cut) ||
             (!v->ngparked && v->area[AREA_GENERAL].arena && v->small_cut != v->small_lim);
     if (!bad && (pbad || pn != v->nparked || preq != v->parked_req ||

@@ -679,6 +679,7 @@ Suite *vmm_suite(void)
     tcase_add_test(tc, vmm_random_workload_checked);
     vmm_granules_add(tc); /* test_vmm_granules.c */
     vmm_park_add(tc);     /* test_vmm_park.c */
+    vmm_park_table_add(tc); /* test_vmm_park_table.c */
     suite_add_tcase(s, tc);
     return s;
 }

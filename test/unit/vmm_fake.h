@@ -126,5 +126,7 @@ static inline void destroy_clean(ga_pool_t *p, vfake_t *f)
 void vmm_granules_add(TCase *tc);
 /* ... and its parked blocks' (test_vmm_park.c). */
 void vmm_park_add(TCase *tc);
+/* ... and its table of parked sizes' (test_vmm_park_table.c). */
+void vmm_park_table_add(TCase *tc);
 
 #endif

@@ -65,5 +65,23 @@ class PrefixRefusals(unittest.TestCase, gatest.CliAsserts):
         self.assertEqual(sorted(os.listdir(self.d)), ["A.gatrace", "lnk", "lnk2"])
 
 
+class KinetoMessages(unittest.TestCase, gatest.CliAsserts):
+    def test_ts_text_not_a_number_says_the_field_and_the_fix(self):
+        # e61c925 gave a 'ts' that is no number its fix; one written as text that is no number
+        # ("abc") took the shared parse and said "'abc' is not a finite number" alone
+        d = tempfile.mkdtemp(prefix="gpuarena-o144-")
+        try:
+            for ts in ('"abc"', "null", '"nan"'):
+                path = os.path.join(d, "k.json")
+                with open(path, "w") as f:
+                    f.write('{"traceEvents":[{"name":"[memory]","ph":"i","ts":%s,"args":'
+                            '{"Device Type":1,"Bytes":5,"Addr":1}}]}' % ts)
+                p = gatest.cli("import", "kineto", path, "-o", os.path.join(d, "k.gatrace"))
+                self.assertCleanError(p, "traceEvents[0]: 'ts' ", "is not a number (microseconds); "
+                                      "the trace is damaged or was edited: export it again")
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -231,11 +231,97 @@ START_TEST(o144_straddler_taken_back_far_from_the_cap)
 }
 END_TEST
 
+/* 3. Threads: four threads each allocate a straddling shape (a block of their own size, then
+ * 1.5 MiB after it), free both and allocate 1.5 MiB again, 150 times, under a 32 MiB cap that
+ * their blocks together nearly fill, so that the rule's near-the-cap path and the take-back both
+ * run while the others allocate: every block's bytes stay its own, the driver never maps past the
+ * cap, and with everything freed the driver maps at most the keep. arg: the keep in bytes. */
+static CUcontext o144_ctx;
+
+static void *o144_thread(void *arg)
+{
+    unsigned t = (unsigned)(uintptr_t)arg;
+    size_t own = 5 * MiB + (t + 1) * 64 * KiB;
+    unsigned char *buf = malloc(own);
+    if (!buf || cuCtxSetCurrent(o144_ctx) != CUDA_SUCCESS)
+        return (void *)1;
+    for (int i = 0; i < 150; i++) {
+        CUdeviceptr a, b, c;
+        unsigned char v = (unsigned char)(16 * t + (unsigned)i % 16 + 1);
+        if (cuMemAlloc(&a, own) != CUDA_SUCCESS)
+            continue; /* the cap: the others hold it now */
+        if (cuMemAlloc(&b, 3 * MiB / 2) != CUDA_SUCCESS) {
+            cuMemFree(a);
+            continue;
+        }
+        if (cuMemsetD8(a, v, own) != CUDA_SUCCESS || cuMemsetD8(b, v, 3 * MiB / 2) != CUDA_SUCCESS ||
+            cuMemFree(a) != CUDA_SUCCESS || cuMemFree(b) != CUDA_SUCCESS)
+            return (void *)2;
+        if (cuMemAlloc(&c, 3 * MiB / 2) != CUDA_SUCCESS)
+            continue;
+        if (cuMemsetD8(c, (unsigned char)(v ^ 0x80), 3 * MiB / 2) != CUDA_SUCCESS ||
+            cuCtxSynchronize() != CUDA_SUCCESS ||
+            cuMemcpyDtoH(buf, c, 3 * MiB / 2) != CUDA_SUCCESS)
+            return (void *)2;
+        for (size_t j = 0; j < 3 * MiB / 2; j++)
+            if (buf[j] != (unsigned char)(v ^ 0x80))
+                return (void *)3;
+        if (cuMemFree(c) != CUDA_SUCCESS)
+            return (void *)2;
+    }
+    free(buf);
+    return NULL;
+}
+
+static void o144_threads_child(void *arg)
+{
+    size_t keep = (size_t)(uintptr_t)arg;
+    o144_ctx = pt_start();
+    pthread_t th[4];
+    for (uintptr_t t = 0; t < 4; t++)
+        if (pthread_create(&th[t], NULL, o144_thread, (void *)t) != 0)
+            exit(9);
+    int rc = 0;
+    for (int t = 0; t < 4; t++) {
+        void *r;
+        pthread_join(th[t], &r);
+        if (r && !rc)
+            rc = (int)(uintptr_t)r;
+    }
+    if (rc)
+        exit(10 + rc);
+    if (cuCtxSynchronize() != CUDA_SUCCESS || pt_counters().peak_vmm_mapped_bytes > 32 * MiB)
+        exit(20);
+    if (pt_counters().vmm_mapped_bytes > keep)
+        exit(21);
+    exit(0);
+}
+
+START_TEST(o144_threads_near_the_cap)
+{
+    static const char *const keeps[] = {"GPUARENA_VMM_KEEP=64MiB", "GPUARENA_VMM_KEEP=0",
+                                        "GPUARENA_VMM_KEEP=4MiB"};
+    static const size_t bytes[] = {64 * MiB, 0, 4 * MiB};
+    static const char *const syncs[] = {"GPUARENA_FREE_SYNC=deferred", "GPUARENA_FREE_SYNC=lazy"};
+    char err[4096];
+    for (size_t i = 0; i < 3; i++)
+        for (size_t s = 0; s < 2; s++) {
+            pt_env("GPUARENA_MODE=vmm", keeps[i], syncs[s], "GPUARENA_LIMIT=32MiB",
+                   "SIMCUDA_TOTAL_MEM=1GiB", "GPUARENA_LOG=error", NULL);
+            int rc = pt_run_child(o144_threads_child, (void *)(uintptr_t)bytes[i], err, sizeof err);
+            ck_assert_msg(rc == 0, "%s, %s: exit %d (11/12 a call refused, 13 bytes not its own, "
+                          "20 the driver mapped past the cap, 21 more than the keep left mapped) %s",
+                          keeps[i], syncs[s], rc, err);
+        }
+}
+END_TEST
+
 TCase *pt_tcase_outside144(void)
 {
     TCase *tc = tcase_create("outside144");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, o144_keep_never_fits_fewer);
     tcase_add_test(tc, o144_straddler_taken_back_far_from_the_cap);
+    tcase_add_test(tc, o144_threads_near_the_cap);
     return tc;
 }

@@ -202,11 +202,16 @@ def _check_prefix(option, prefix):
         raise UsageError(f"{option} {prefix} is a folder, and a PREFIX names files: give one "
                          f"inside it, e.g. {os.path.join(prefix, 'run1')}")
     for there in dict.fromkeys((prefix, _strip_ext(prefix))):
-        if os.path.exists(there) and not (os.path.isfile(there) or os.path.isdir(there)):
+        # a link through /proc (/dev/stdout) is a descriptor whatever it is now: with the output
+        # sent to a file it passed as one, and `-o /dev/stdout > out.txt` wrote /dev/stdout.json
+        # into /dev (an outside check, helper-144)
+        proc = os.path.exists(there) and tf.via_proc(there)
+        if proc or (os.path.exists(there) and not (os.path.isfile(there) or os.path.isdir(there))):
             # `-o /dev/null` wrote /dev/null.json and /dev/null.png beside the device (an outside
             # check, 2026-12-06; fixed in the 25th session): a PREFIX names files to write
             mode = os.stat(there).st_mode
-            kind = "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+            kind = (f"a descriptor of this process ({proc})" if proc else
+                    "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
             stem = _strip_ext(prefix)
             writes = f"{stem}.json and {stem}.png" if option == "-o" else f"{stem}.png"
             raise UsageError(f"{option} {prefix}: {there} is {kind}, and a PREFIX names the "

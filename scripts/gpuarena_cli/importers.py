@@ -263,7 +263,10 @@ def _kineto_rows(path, doc):
             continue
         ts = e.get("ts")
         if isinstance(ts, str):
-            ts = _float(ts, path, where)
+            try:  # text that is no number is said below, with the field and the fix
+                ts = float(ts)
+            except ValueError:
+                pass
         if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
             raise GaError(f"{path}: {where}: 'ts' {_shown(ts)} is not a number (microseconds); "
                           "the trace is damaged or was edited: export it again")

@@ -183,7 +183,7 @@ def temp_beside(path):
     return fd, tmp
 
 
-def _via_proc(path):
+def via_proc(path):
     """The /proc path a link leads through (/dev/stdout -> /proc/self/fd/1: a descriptor,
     whatever file it is, never a link to replace), or None."""
     for _ in range(40):
@@ -221,7 +221,7 @@ def _write_through(path, fill):
         st = os.stat(path)
     except OSError:
         return False
-    proc = _via_proc(path)
+    proc = via_proc(path)
     if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or proc):
         return False
     fd = _own_fd(proc) if proc else None

@@ -158,6 +158,7 @@ int main(void)
     suite_add_tcase(s, pt_tcase_outside132());
     suite_add_tcase(s, pt_tcase_outside133());
     suite_add_tcase(s, pt_tcase_outside135());
+    suite_add_tcase(s, pt_tcase_outside144());
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);

@@ -88,6 +88,7 @@ TCase *pt_tcase_outside130(void); /* t_outside130.c */
 TCase *pt_tcase_outside132(void); /* t_outside132.c */
 TCase *pt_tcase_outside133(void); /* t_outside133.c */
 TCase *pt_tcase_outside135(void); /* t_outside135.c */
+TCase *pt_tcase_outside144(void); /* t_outside144.c */
 
 /* Tests a case's file leaves to a second file (added to that case, under its name). */
 void pt_teardown_edges_add(TCase *tc); /* t_teardown_edges.c, to "teardown" */

@@ -456,9 +456,6 @@ static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
     return ar->arena ? ar : NULL;
 }
 
-/* From half a granule up to (not including) 3 granules, no granule multiple. Compared with a
- * precomputed end, not by dividing by 3: 17 instructions a call, on every allocation and free of
- * a size from half a granule up (pool level, 7 MiB + 4 KiB blocks). */
 /* Sets v->tight from the mapped bytes now (see there). */
 static inline void set_tight(ga_pool_t *p)
 {
@@ -466,6 +463,9 @@ static inline void set_tight(ga_pool_t *p)
                                          ? p->cfg.limit - p->own.reserved : 0) < p->cfg.keep;
 }
 
+/* From half a granule up to (not including) 3 granules, no granule multiple. Compared with a
+ * precomputed end, not by dividing by 3: 17 instructions a call, on every allocation and free of
+ * a size from half a granule up (pool level, 7 MiB + 4 KiB blocks). */
 static inline int class_size(const ga_vmm_t *v, size_t rounded)
 {
     return rounded < v->class_end && rounded >= v->half && (rounded & v->gmask);

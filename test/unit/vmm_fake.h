@@ -113,6 +113,20 @@ static inline size_t mapped_granules(const ga_pool_t *p)
     return (size_t)(s.reserved / GRAN);
 }
 
+/* With nothing live, a trim gives every parked block and kept granule back: nothing held, kept or
+ * mapped, and the pool's check clean. */
+static inline void trim_clean(ga_pool_t *p, const vfake_t *f)
+{
+    ga_pool_trim(p);
+    ga_stats_t s;
+    ga_pool_stats(p, &s);
+    ck_assert_uint_eq(s.live, 0);
+    ck_assert_uint_eq(s.kept, 0);
+    ck_assert_uint_eq(s.reserved, 0);
+    ck_assert_uint_eq(f->mapped, 0);
+    POOL_HEALTHY(p);
+}
+
 /* Destroy gives back every granule and every range. */
 static inline void destroy_clean(ga_pool_t *p, vfake_t *f)
 {

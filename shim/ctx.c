@@ -96,7 +96,7 @@ int ga_dev_setup(int dev)
         memcpy(d->uuid, uuid.bytes, sizeof d->uuid);
         d->physical_total = total ? total : UINT64_MAX;
         uint64_t cap = d->physical_total, hami = 0;
-        char err[512];
+        char err[GA_MSG_MAX];
         /* Kubernetes device plugins (HAMi, KAI) set these, and enforce them themselves. */
         int from_hami = ga_dev_plugin_limit(dev, &hami, err, sizeof err);
         const char *cap_from = "the device's total memory";

@@ -28,6 +28,10 @@ extern "C" {
 #define GA_GROUP_VERSION 1     /* the ledger's format; top.py reads the same number */
 #define GA_GROUP_SLOTS 256     /* member processes per group and device */
 #define GA_GROUP_DIR_DEFAULT "/dev/shm"
+/* The size of the buffers the group's messages (and every ga_log line) are built in: a ledger's
+ * messages name its folder twice (up to 511 bytes each) and end with the fix, which 512 bytes cut
+ * off under a long GPUARENA_GROUP_DIR (an outside check, helper-144). */
+#define GA_MSG_MAX 4096
 
 typedef struct ga_group ga_group_t;
 

@@ -226,7 +226,9 @@ static ga_ledger_t *ga_map(const char *path, const char *name, const uint8_t uui
     /* O_NONBLOCK: a FIFO planted at the path must not stop us; only a regular file is believed. */
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        *gone = errno == ENOENT;
+        /* a folder on the way that is a file: the folder is missing, as ENOENT says (the
+         * create path's message then says to create it) */
+        *gone = errno == ENOENT || errno == ENOTDIR;
         if (!*gone)
             ga_say_not_ledger(path, errno, err, errlen);
         return NULL;
@@ -474,7 +476,7 @@ int ga_move(ga_group_t *g)
     ga_group_t n = {.pidns = g->pidns, .fd = -1, .cap_var = g->cap_var};
     memcpy(n.dir, g->dir, sizeof n.dir);
     memcpy(n.path, g->path, sizeof n.path);
-    char name[sizeof old->name], err[768];
+    char name[sizeof old->name], err[GA_MSG_MAX];
     snprintf(name, sizeof name, "%s", old->name);
     uint64_t carry = mine ? __atomic_exchange_n(&mine->committed, 0, __ATOMIC_ACQ_REL) : 0;
     n.cap = g->cap;

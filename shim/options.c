@@ -458,7 +458,7 @@ void ga_log(ga_log_level_t level, const char *fmt, ...)
 {
     if (level > ga_opt.log)
         return;
-    char buf[512];
+    char buf[GA_MSG_MAX];
     int n = snprintf(buf, sizeof buf, "gpuarena: ");
     va_list ap;
     va_start(ap, fmt);

@@ -190,6 +190,7 @@ void ga_options_print_help(void);
 void ga_options_json(FILE *f, uint64_t percent_cap);
 void ga_options_json_about(FILE *f); /* what each key ga_options_json writes means */
 int ga_parse_size(const char *s, uint64_t *bytes, double *percent);
+/* Messages are built in buffers of GA_MSG_MAX bytes (ga_group.h says why). */
 void ga_log(ga_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- stats.c and tracer.c: stats.h ---- */

@@ -166,6 +166,43 @@ START_TEST(group_bad_name_refused)
 }
 END_TEST
 
+/* ---- a long ledger folder: the message keeps its fix ---- */
+/* GPUARENA_GROUP_DIR of 430 bytes under a plain file (ENOTDIR): the group's "cannot create"
+ * message names the folder twice, and a 512-byte buffer cut it before its fix (helper-144). */
+static void long_dir_child(void *arg)
+{
+    static char env[600];
+    snprintf(env, sizeof env, "GPUARENA_GROUP_DIR=%s", (const char *)arg);
+    putenv(env);
+    putenv("GPUARENA_GROUP=longdir");
+    putenv("GPUARENA_LIMIT=64MiB");
+    CUdevice dev;
+    CUcontext ctx;
+    CUresult r = cuInit(0);
+    if (r == CUDA_SUCCESS && cuDeviceGet(&dev, 0) == CUDA_SUCCESS)
+        r = cuDevicePrimaryCtxRetain(&ctx, dev);
+    exit(r == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+}
+
+START_TEST(group_long_dir_message_keeps_its_fix)
+{
+    char file[64] = "/tmp/gatest-longdir-XXXXXX", dir[512], err[8192];
+    int fd = mkstemp(file);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    int n = snprintf(dir, sizeof dir, "%s", file);
+    while (n < 430)
+        n += snprintf(dir + n, sizeof dir - (size_t)n, "/%s", "a-rather-long-folder-name");
+    int rc = pt_run_child(long_dir_child, dir, err, sizeof err);
+    unlink(file);
+    ck_assert_msg(rc == 0, "refused as a bad setting: %s", err);
+    ck_assert_msg(strstr(err, "cannot create a group ledger in") && strstr(err, dir) &&
+                  strstr(err, "create that folder, or set GPUARENA_GROUP_DIR to one that exists") &&
+                  strstr(err, "every member must name the same one"),
+                  "the whole message, its fix included: %s", err);
+}
+END_TEST
+
 /* ---- HAMi / KAI: CUDA_DEVICE_MEMORY_LIMIT when GPUARENA_LIMIT is unset ---- */
 static void hami_child(void *arg)
 {
@@ -559,6 +596,7 @@ void pt_group_edges_add(TCase *tc)
     tcase_add_test(tc, group_joins_devices_it_uses);
     tcase_add_test(tc, group_two_groups_independent);
     tcase_add_test(tc, group_bad_name_refused);
+    tcase_add_test(tc, group_long_dir_message_keeps_its_fix);
     tcase_add_test(tc, hami_limit_is_the_cap);
     tcase_add_test(tc, hami_limit_in_a_group_named);
     tcase_add_test(tc, plugin_limit_below_gpuarena_limit_is_the_cap);

@@ -297,7 +297,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->general_cut = SIZE_MAX;
     v->park_min = p->cfg.keep ? v->half : SIZE_MAX;
     v->keep_now = p->cfg.keep;
-    v->tight = p->cfg.limit && p->cfg.limit < p->cfg.keep; /* set_tight with nothing mapped */
+    v->tight = p->cfg.limit && p->cfg.limit <= p->cfg.keep; /* set_tight with nothing mapped */
     v->gstep = GSTEP_MIN;
     v->park_full.n = PARK_DEPTH; /* never a block in it: no room */
     v->nareas = AREA_FIRST_CLASS;

@@ -89,6 +89,33 @@ static inline __attribute__((always_inline)) size_t unmapped_in(const ga_vmm_t *
     return n;
 }
 
+/* The granules of [a, a + len) that a block placed there would be the first user of (no live or
+ * parked block uses them: its inner granules, and its ends where their counts are 0). */
+static OUT_OF_LINE size_t unused_in(const ga_vmm_t *v, uintptr_t a, size_t len)
+{
+    const ga_vrange_t *r = range_of(v, a);
+    size_t g0 = (a - r->base) >> v->gshift, g1 = (a + len - 1 - r->base) >> v->gshift;
+    return g1 - g0 + 1 - (r->refs[g0] != 0) - (g1 != g0 && r->refs[g1] != 0);
+}
+
+/* What the choice between two places counts as new: the granules that would be mapped, so that a
+ * kept granule counts as mapped; but once the room under the limit is at most the keep
+ * (v->tight), the granules the block would be the first user of, kept ones among them, as with
+ * GPUARENA_VMM_KEEP=0 (where a granule no block uses is unmapped). Near the cap a kept granule is
+ * given back before any out-of-memory, so it is room like any other; counted as mapped, it
+ * steered a class size into the general area, denser there at first and less so at the cap (an
+ * outside check, helper-144 F2; test_outside144.c): a 7 MiB + 4 KiB block and a 1.5 MiB one
+ * parked, then 1.5 MiB blocks until refused, under a 32 MiB limit with the 64 MiB keep: the
+ * second 1.5 MiB block went to a kept granule beside the first in the general area (two blocks
+ * in two granules, where the class holds four in three), and 20 fit where 21 do with the keep 0;
+ * now 21. Far from the cap (the room over the keep) the keep steers as before: the shim's limit
+ * is the device's cap whenever GPUARENA_LIMIT is not set, and the replay with no limit, whose
+ * figures the shim's must equal, counts kept granules as mapped. */
+static inline size_t fresh_in(const ga_vmm_t *v, uintptr_t a, size_t len)
+{
+    return __builtin_expect(v->tight, 0) ? unused_in(v, a, len) : unmapped_in(v, a, len);
+}
+
 /* Frees the live block at a of area ar: a trial that lost, or a block whose granules were
  * refused (no granule or figure of the pool's changes). */
 static OUT_OF_LINE void area_free(ga_vmm_t *v, ga_varea_t *ar, uintptr_t a)
@@ -109,13 +136,13 @@ static OUT_OF_LINE ga_status_t place_tried(ga_pool_t *p, ga_varea_t **ar, size_t
     mark_dirty(v, *ar);
     if ((*ar)->id == AREA_GENERAL)
         return st;
-    size_t fresh = st == GA_OK ? unmapped_in(v, *a, rounded) : 0;
+    size_t fresh = st == GA_OK ? fresh_in(v, *a, rounded) : 0;
     ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
     uintptr_t b = 0;
     if (!gen || ga_alloc_short_in(gen->arena, &v->ltab, 1, AREA_GENERAL, size, &b) != GA_OK)
         return st;
     mark_dirty(v, gen);
-    if (unmapped_in(v, b, rounded) < fresh) {
+    if (fresh_in(v, b, rounded) < fresh) {
         area_free(v, *ar, *a);
         *ar = gen, *a = b;
     } else {
@@ -244,7 +271,7 @@ fresh_choose(ga_pool_t *p, ga_varea_t *ar, int slot, ga_chunk_t *c, unsigned bin
     ga_vmm_t *v = p->vmm;
     uintptr_t a = c->base;
     mark_dirty(v, ar);
-    if (gc && unmapped_in(v, gc->base, rounded) < fresh &&
+    if (gc && fresh_in(v, gc->base, rounded) < fresh &&
         ga_take_in(gen->arena, &v->ltab, 1, AREA_GENERAL, gc, gbin, rounded, size) == GA_OK) {
         mark_dirty(v, gen);
         ar->unmapped_fit = ar->size != 0; /* unchanged: alloc_slow may skip its fit next time */
@@ -262,7 +289,7 @@ static OUT_OF_LINE ga_status_t alloc_fresh(ga_pool_t *p, ga_varea_t *ar, int slo
                                            uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    size_t fresh = unmapped_in(v, c->base, rounded);
+    size_t fresh = fresh_in(v, c->base, rounded);
     ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
     unsigned gbin = 0;
     ga_chunk_t *gc = gen ? ga_find_fit(gen->arena, rounded, &gbin) : NULL;
@@ -344,7 +371,7 @@ static OUT_OF_LINE ga_status_t alloc_general_first(ga_pool_t *p, ga_varea_t *ar,
     ga_chunk_t *gc = gen ? ga_find_fit(gen->arena, rounded, &gbin) : NULL;
     size_t off = gc ? gc->base - v->base0 : 0, g0 = off >> v->gshift;
     size_t g1 = (off + rounded - 1) >> v->gshift;
-    if (gc && off < v->size0 && one_word(g0, g1)) {
+    if (gc && off < v->size0 && one_word(g0, g1) && !v->tight) {
         /* The common case, in the first range within one bitmap word: its granules tested and
          * then taken with the words and granule numbers found once, as cover_placed would take
          * them, with nothing to map (the general area is always dirty: no mark). Through
@@ -362,7 +389,7 @@ static OUT_OF_LINE ga_status_t alloc_general_first(ga_pool_t *p, ga_varea_t *ar,
             *out = a;
             return GA_OK;
         }
-    } else if (gc && unmapped_in(v, gc->base, rounded) == 0 &&
+    } else if (gc && fresh_in(v, gc->base, rounded) == 0 &&
                ga_take_in(gen->arena, &v->ltab, 1, AREA_GENERAL, gc, gbin, rounded, size) ==
                    GA_OK) {
         mark_dirty(v, gen);
@@ -371,7 +398,7 @@ static OUT_OF_LINE ga_status_t alloc_general_first(ga_pool_t *p, ga_varea_t *ar,
     ga_chunk_t *c = ga_find_fit(ar->arena, rounded, &bin);
     if (!c) /* cannot be while the mark holds; as alloc_slow would */
         return alloc_first(p, ar, slot, size, rounded, out);
-    size_t fresh = unmapped_in(v, c->base, rounded); /* >= 1 while the mark holds */
+    size_t fresh = fresh_in(v, c->base, rounded); /* >= 1 while the mark holds */
     return fresh_choose(p, ar, slot, c, bin, size, rounded, out, fresh, fresh ? gen : NULL, gc,
                         gbin);
 }
@@ -395,7 +422,10 @@ static OUT_OF_LINE ga_status_t alloc_class(ga_pool_t *p, ga_varea_t *ar, int slo
         ga_vrange_t *r = v->ranges;
         size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
         int shared = g0 == g1 && r->refs[g0]; /* inside a granule a live block uses: mapped */
-        if (shared || bits_all(r->mapped, g0, g1)) {
+        /* Near the cap (v->tight) granules all in use, not all mapped: kept ones are the
+         * choice's to weigh (fresh_in). */
+        if (shared || (bits_all(r->mapped, g0, g1) &&
+                       (!v->tight || (g1 == g0 + 1 && r->refs[g0] && r->refs[g1])))) {
             if (ga_take_in(ar->arena, &v->ltab, 1, ar->id, c, bin, rounded, size) != GA_OK)
                 return take_failed(p, ar, rounded);
             mark_dirty(v, ar);
@@ -538,7 +568,7 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
         /* No other user there: every granule a kept one. Granules in one bitmap word (a block
          * of up to 64, nearly always) are tested and taken with one mask; a block across words
          * takes alloc_fresh's way, which with nothing to map places it here all the same. */
-        if (run_one_word(g0, n)) {
+        if (run_one_word(g0, n) && !v->tight) { /* near the cap: the choice (fresh_in) */
             uint64_t m = run_mask(g0, n);
             if ((r->mapped[g0 >> 6] & m) == m) {
                 /* The granules first, taken back if the take fails: nothing is then kept in
@@ -819,12 +849,15 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
         else if (slot >= 0 && v->track[slot].nlive && v->nareas < AREAS_MAX)
             return 0; /* this allocation makes the size's class, empty: it grows */
     }
+    uint16_t asked = id;
     if (v->area[id].unmapped_fit)
         id = AREA_GENERAL;
     ga_arena_t *ar = v->area[id].arena;
     uintptr_t a = 0;
     if (!ar || !ga_arena_fits(ar, size, &a) || !range_of(v, a))
         return 0;
-    return unmapped_in(v, a, rounded) == 0;
+    /* A block with a choice to make near the cap weighs kept granules as new (fresh_in): said
+     * only where it would take this place with nothing new. */
+    return (asked == AREA_GENERAL ? unmapped_in(v, a, rounded) : fresh_in(v, a, rounded)) == 0;
 }
 

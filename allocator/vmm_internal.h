@@ -171,10 +171,13 @@ struct ga_vmm {
     /* The keep less the granules parked blocks touch (park_touch): the room freed granules have
      * to stay kept, so that kept granules and parked blocks together hold at most the keep. */
     size_t keep_now;
-    /* Whether the room left under the pool's limit (mapped bytes up to it) is under the keep: a
-     * parked block that would hold a granule more than its size needs is then not taken back
-     * where it lies (vmm_alloc.c, alloc_parked). Kept up where the mapped bytes change
-     * (vmm_granules.c: set_tight), so that the take-back reads one word. */
+    /* Whether the room left under the pool's limit (mapped bytes up to it) is at most the keep
+     * (at the keep itself kept granules could fill it all: under an 8 MiB limit with a 4 MiB
+     * keep, the 1 MiB + 4 KiB shape of test_outside144.c fit 6 blocks where the keep 0 fits 7):
+     * a parked block that would hold a granule more than its size needs is then not taken back
+     * where it lies (vmm_alloc.c, alloc_parked), and kept granules count as new where a block's
+     * area is chosen (fresh_in). Kept up where the mapped bytes change (vmm_granules.c:
+     * set_tight), so that the take-back reads one word. */
     int tight;
     size_t nparked;
     /* The parked blocks of the general area (at most GPARK_MAX, ngparked of them): while there
@@ -460,7 +463,7 @@ static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
 static inline void set_tight(ga_pool_t *p)
 {
     p->vmm->tight = p->cfg.limit && (p->cfg.limit > p->own.reserved
-                                         ? p->cfg.limit - p->own.reserved : 0) < p->cfg.keep;
+                                         ? p->cfg.limit - p->own.reserved : 0) <= p->cfg.keep;
 }
 
 /* From half a granule up to (not including) 3 granules, no granule multiple. Compared with a

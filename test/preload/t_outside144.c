@@ -16,13 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* O144_PENDING: the shortfalls this check found that today's rule does not cover (see
- * o144_pending and o144_straddler_taken_back_far_from_the_cap), which fail on today's code; off,
- * so that the suite passes meanwhile. Set it to 1 with a fix. */
-#ifndef O144_PENDING
-#define O144_PENDING 0
-#endif
-
 #define KiB 1024ull
 #define O144_MAX 190 /* blocks a child counts up to (an exit status) */
 
@@ -130,21 +123,25 @@ static int o144_run(const o144_case_t *k, size_t cap_mib, const char *keep, cons
     return pt_run_child(o144_child, (void *)k, err, len);
 }
 
-/* The (case, cap) pairs where a keep still fits a block fewer than the keep 0 (found 2026-12-07,
- * helper-144; each fits as many or fewer on 198349c, before the rule, so none is new):
- * - cases 0 and 1 (helper-135's) under 32 MiB with the default, 64 MiB or 4 MiB keep: 20 blocks
- *   of 1.5 MiB where 21 fit. With 4 MiB the room is over the keep at the first 1.5 MiB
- *   allocation, so the straddling block is taken back where it lies (not tight yet) and stays
- *   live across two granules when the cap is reached later; with 64 MiB the parked blocks given
- *   back leave their granules kept, and the kept granules steer the 1.5 MiB blocks into the
- *   general area (6 in 5 granules) instead of a class (4 in 3);
- * - case 7 (1 MiB + 4 KiB, freed and taken back) under every cap from 8 to 64 MiB and every keep:
- *   one block fewer (one block lands in a granule of its own, away from the others);
- * - case 8 ({5 MiB, 1.5 MiB} then 1.5 MiB) with a 4 MiB keep under 8 and 32 MiB. */
-static int o144_pending(size_t i, size_t cap_mib)
+/* The runs (case, cap, keep) where a keep still fits a block fewer than the keep 0, under either
+ * GPUARENA_FREE_SYNC setting (found 2026-12-07, helper-144; each fits as many or fewer on
+ * 198349c, before the rule, so none is new). Since 2026-12-07 (helper-147) kept granules count
+ * as new where a block's area is chosen while the room under the cap is at most the keep
+ * (allocator/vmm_alloc.c, fresh_in), which met cases 0 and 1 under 32 MiB with the default and
+ * 64 MiB keeps, case 7 with those under every cap and case 8 with 4 MiB under 8 MiB. Left, each
+ * decided while the room was still over the keep (test_outside144.c's o144_pending says why it
+ * stays so, with a counted example): the keep's kept granules steer a class size into the
+ * general area, alone in its granule where the class packs them:
+ * - case 7 (1 MiB + 4 KiB, freed and taken back) with the 2 MiB keep under every cap, with 4 MiB
+ *   from 12 MiB up: one block fewer (under 12 MiB with 4 MiB: 10 where 11 fit);
+ * - cases 0, 1 and 8 (1.5 MiB) under 32 MiB with the 4 MiB keep: 20 blocks where 21 fit. */
+static int o144_pending(size_t i, size_t cap_mib, const char *keep)
 {
-    return ((i == 0 || i == 1) && cap_mib == 32) || i == 7 || (i == 8 && (cap_mib == 8 ||
-                                                                          cap_mib == 32));
+    int k2 = keep && !strcmp(keep, "GPUARENA_VMM_KEEP=2MiB");
+    int k4 = keep && !strcmp(keep, "GPUARENA_VMM_KEEP=4MiB");
+    if (i == 7)
+        return k2 || (k4 && cap_mib >= 12);
+    return k4 && (i <= 1 || i == 8) && cap_mib == 32;
 }
 
 /* The keeps compared with 0: the default (64 MiB), small ones that parked blocks fill, and 64 MiB
@@ -174,7 +171,8 @@ START_TEST(o144_keep_never_fits_fewer)
                     ck_assert_msg(n < 200, "case %zu, cap %zu MiB, %s, %s: exit %d (a fault, "
                                   "see o144_child) %s", i, caps[c], syncs[s],
                                   o144_keeps[j] ? o144_keeps[j] : "default keep", n, err);
-                    ck_assert_msg(n >= n0 || (!O144_PENDING && o144_pending(i, caps[c])),
+                    ck_assert_msg(n >= n0 || (o144_pending(i, caps[c], o144_keeps[j]) &&
+                                              n == n0 - 1),
                                   "case %zu (fill %zu bytes), cap %zu MiB, %s, %s: %d blocks "
                                   "(keep 0: %d) %s",
                                   i, k->fill, caps[c], syncs[s],
@@ -190,7 +188,10 @@ END_TEST
  * is made when the block is taken back, so a straddling block taken back while the room is over
  * the keep stays live across its extra granule until the program reaches the cap: under 128 MiB
  * with the default keep 83 blocks fit where 85 do with the keep 0 (96 MiB: 62 against 63; the
- * same on 198349c: the rule does not reach it). Pending (O144_PENDING). */
+ * same on 198349c). Left so on purpose (helper-147): through the shim the cap is the pool's
+ * limit whether GPUARENA_LIMIT is set or not, so judging every take-back would cost every
+ * program's (two class sizes taking turns: 338 -> 488 instructions a pair at the pool) and
+ * change its placement away from the replay's with no limit. Asked: at most two fewer. */
 static void o144_takeback_child(void *arg)
 {
     size_t cap = (size_t)(uintptr_t)arg;
@@ -217,17 +218,15 @@ START_TEST(o144_straddler_taken_back_far_from_the_cap)
         ck_assert_msg(rc == 0, "cap %zu MiB: exit %d (3: not taken back where it lay far from "
                       "the cap; 4: taken back near it) %s", caps[i], rc, err);
     }
-#if O144_PENDING
     static const size_t far[] = {96, 128};
     for (size_t i = 0; i < 2; i++) {
         int n0 = o144_run(&o144_cases[0], far[i], "GPUARENA_VMM_KEEP=0",
                           "GPUARENA_FREE_SYNC=deferred", err, sizeof err);
         int n = o144_run(&o144_cases[0], far[i], NULL, "GPUARENA_FREE_SYNC=deferred", err,
                          sizeof err);
-        ck_assert_msg(n >= n0 && n < 200, "cap %zu MiB, default keep: %d blocks of 1.5 MiB "
-                      "(keep 0: %d) %s", far[i], n, n0, err);
+        ck_assert_msg(n0 < 200 && n < 200 && n >= n0 - 2, "cap %zu MiB, default keep: %d "
+                      "blocks of 1.5 MiB (keep 0: %d) %s", far[i], n, n0, err);
     }
-#endif
 }
 END_TEST
 

@@ -5,16 +5,13 @@
  * a ga_pool_fits that says 1 is followed by an allocation with no backend map; the pool's check
  * is clean and its reserved bytes are the backend's mapped bytes after every step; the backend
  * never maps past the limit; kept stays within the keep; and every keep fits at least the blocks
- * the keep 0 fits, but for the pairs o144_pending names (pending: O144_PENDING).
+ * the keep 0 fits, but for the runs o144_pending names, which fit at most two fewer (2026-12-07,
+ * helper-147: the rule's reach, and why the rest is left, there).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "vmm_fake.h"
-
-#ifndef O144_PENDING
-#define O144_PENDING 0
-#endif
 
 #define KIB ((size_t)1024)
 #define O144_MAX 100
@@ -96,17 +93,38 @@ static int o144_count(const o144_shape_t *k, size_t limit, size_t keep)
     return n;
 }
 
-/* The (shape, limit) pairs where a keep fits fewer than the keep 0 at the pool (found 2026-12-07;
- * none fits fewer than on 198349c), the same as through the shim (t_outside144.c's o144_pending
- * says why), and under 96 and 128 MiB, well over the room the case's parked blocks take from the
- * keep: the test for "near the limit" is made when the straddling block is taken back, and one
- * taken back while the room is over the keep stays live across its extra granule (shapes 0 and
- * 1: 62 blocks of 1.5 MiB against 63 under 96 MiB with the 64 MiB keep; shape 2 under 128 MiB,
- * shape 6 under 96 MiB: a block fewer). */
-static int o144_pending(size_t i, size_t limit_mib)
+/* The runs (shape, limit, keep) where a keep fits fewer blocks than the keep 0, each one fewer
+ * (two for shapes 0 and 1 under 128 MiB with the 64 MiB keep). Since 2026-12-07 (helper-147),
+ * while the room under the limit is at most the keep, kept granules count as new where a block's
+ * area is chosen (vmm_alloc.c, fresh_in), as a straddling parked block is placed afresh: that
+ * met 10 of the 36 runs found before (shapes 0 and 1 under 32 MiB and shape 7 under 8-64 MiB
+ * with the 64 MiB keep, shape 7 and 8 under 8 MiB with 4 MiB). What is left is decided while the
+ * room is over the keep, where neither rule reaches, and is kept so on purpose: through the shim
+ * the limit is the device's cap whenever GPUARENA_LIMIT is not set, so a rule that reached every
+ * room would change every program's placement and leave the replay with no limit, whose figures
+ * the shim's must equal, and it would cost the take-back (two class sizes taking turns: 338 ->
+ * 488 instructions a pair at the pool). Counted:
+ * - steering (shape 7, 1 MiB + 4 KiB, under 12 MiB with the 4 MiB keep): the parked block given
+ *   back leaves granule 0 kept; the first block maps granule 32 for the class, so the room is
+ *   8 MiB, over the keep, when the second is placed: the class's fit would map granule 33, the
+ *   general area's lies on kept granule 0, and it goes there, alone in its granule, where the
+ *   class packs them end to end (about two a granule): 10 blocks fit, 11 with the keep 0 (the
+ *   same with 2 and 4 MiB keeps under every limit; shapes 0, 1 and 8, 1.5 MiB, under 32 and
+ *   128 MiB with 4 MiB);
+ * - a straddling block taken back far from the cap (shapes 0 and 1 under 96 and 128 MiB with the
+ *   64 MiB keep): the 1.5 MiB block parked across granules 3 and 4 is taken back while the room
+ *   is 118 MiB and stays live across its extra granule when the cap is reached: under 128 MiB
+ *   83 blocks of 1.5 MiB fit where 85 do with the keep 0, under 96 MiB 62 where 63 (shape 2
+ *   under 128 MiB, 6 and 7 under 96 MiB, the same keep: one of the two, decided over 64 MiB of
+ *   room). */
+static int o144_pending(size_t i, size_t limit_mib, size_t keep_mib)
 {
-    return limit_mib >= 96 || ((i == 0 || i == 1) && limit_mib == 32) || i == 7 ||
-           (i == 8 && (limit_mib == 8 || limit_mib == 32));
+    if (keep_mib == 64)
+        return (i <= 1 && limit_mib >= 96) || (i == 2 && limit_mib == 128) ||
+               ((i == 6 || i == 7) && limit_mib == 96);
+    if (i == 7)
+        return keep_mib == 2 || limit_mib >= 12;
+    return keep_mib == 4 && (i <= 1 || i == 8) && (limit_mib == 32 || limit_mib == 128);
 }
 
 START_TEST(vmm_keep_never_fits_fewer_at_the_pool)
@@ -120,7 +138,8 @@ START_TEST(vmm_keep_never_fits_fewer_at_the_pool)
                 continue;
             for (size_t j = 0; j < sizeof keeps / sizeof keeps[0]; j++) {
                 int n = o144_count(&o144_shapes[i], limits[l] * MIB, keeps[j]);
-                ck_assert_msg(n >= n0 || (!O144_PENDING && o144_pending(i, limits[l])),
+                ck_assert_msg(n >= n0 || (o144_pending(i, limits[l], keeps[j] / MIB) &&
+                                           n >= n0 - 2),
                               "shape %zu, limit %zu MiB, keep %zu MiB: %d blocks of %zu "
                               "bytes (keep 0: %d)", i, limits[l], keeps[j] / MIB, n,
                               o144_shapes[i].fill, n0);

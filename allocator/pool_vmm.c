@@ -355,6 +355,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
 void ga_vmm_destroy(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
+    pend_done(v);
     for (size_t i = 0; i < v->nareas; i++)
         ga_arena_destroy(v->area[i].arena); /* their regions go back to the parent */
     ga_arena_destroy(p->arena); /* releases every range, unmapping what is mapped there */
@@ -409,6 +410,32 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
     return GA_OK;
 }
 
+/* The pending free ---------------------------------------------------------------------------- */
+
+/* A general-area block freed on a fast path (free_general, free_small) is freed at once to its
+ * user, its figures and its granules (so that an unmap under GPUARENA_VMM_KEEP=0 or past the keep
+ * happens at the free, as the driver's counters show), but its arena free is put off to the
+ * pool's next call: an allocation that the free and its best fit would place at the block's base
+ * takes the block with its size changed in place (vmm_alloc.c, alloc_pend), the figures of a free
+ * and an allocation, and neither the free's merge and binning nor the best fit's unbinning and
+ * split is done; any other call finishes the free first. */
+static inline __attribute__((always_inline)) void pend_hold(ga_vmm_t *v, ga_chunk_t *c)
+{
+    v->pend = c;
+    v->small_cut = 0;
+}
+
+void ga_vmm_pend_finish(ga_vmm_t *v)
+{
+    ga_chunk_t *c = v->pend;
+    size_t i = ga_live_home(&v->ltab, c->base);
+    while (v->ltab.slots[i].chunk != c)
+        i = (i + 1) & v->ltab.mask;
+    v->pend = NULL;
+    v->small_cut = v->ngparked ? 0 : v->small_lim;
+    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+}
+
 /* Whether base is a parked block's. */
 static int parked_at(const ga_vmm_t *v, uintptr_t base)
 {
@@ -445,6 +472,7 @@ static void unpark_free(ga_pool_t *p, ga_chunk_t *c)
 void ga_vmm_unpark_all(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
+    pend_done(v);
     if (!v->nparked)
         return;
     ga_vpark_t *in[PARK_ENTRIES];
@@ -467,6 +495,7 @@ void ga_vmm_unpark_all(ga_pool_t *p)
 void ga_vmm_unpark_general(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
+    pend_done(v);
     while (v->ngparked) {
         ga_chunk_t *c = v->gpark[v->ngparked - 1];
         ga_vpark_t *k = park_find(v, c->size, 0);
@@ -565,7 +594,8 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
     /* The figures first (the granule paths read none of them): `size` is then not kept across
      * the arena's free (alt2-large 577 -> 574 a pair, alt2-mix 542 -> 541, step 465 -> 464). */
     count_free(p, v, NULL, len, size);
-    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    (void)i;
+    pend_hold(v, c);
     size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
     if (off >= v->size0)
         uncover_far(p, ptr, len);
@@ -645,7 +675,7 @@ static OUT_OF_LINE ga_status_t free_small(ga_pool_t *p, ga_chunk_t *c, size_t i,
     } else {
         return free_small_leave(p, c, i, size);
     }
-    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    pend_hold(v, c);
     count_free(p, v, NULL, len, size);
     return GA_OK;
 }
@@ -735,6 +765,7 @@ static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t 
  * table probed after.) */
 ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
+    pend_done(p->vmm);
     ga_livetab_t *t = &p->vmm->ltab;
     size_t i = ga_live_home(t, ptr);
     ga_chunk_t *c;
@@ -765,8 +796,9 @@ ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, si
     ga_varea_t *ar = area_of(p->vmm, ptr, NULL);
     uintptr_t b = 0;
     size_t n = 0;
-    if (!ar || ga_lookup(ar->arena, ptr, &b, &n) != GA_OK || parked_at(p->vmm, b))
-        return GA_ENOTOWNED; /* a parked block is freed memory to its user */
+    if (!ar || ga_lookup(ar->arena, ptr, &b, &n) != GA_OK || parked_at(p->vmm, b) ||
+        (p->vmm->pend && p->vmm->pend->base == b))
+        return GA_ENOTOWNED; /* a parked or pending block is freed memory to its user */
     if (base)
         *base = b;
     if (size)
@@ -778,13 +810,14 @@ ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, si
 size_t ga_vmm_live_size(const ga_pool_t *p, uintptr_t ptr)
 {
     const ga_chunk_t *c = ga_live_find_made(&p->vmm->ltab, ptr);
-    return c && !(c->u.area & GA_AREA_PARKED) ? c->size : 0;
+    return c && !(c->u.area & GA_AREA_PARKED) && c != p->vmm->pend ? c->size : 0;
 }
 
 /* Kept granules back to the device, then the areas' empty regions back to the parent (address
  * space only, not counted). */
 size_t ga_vmm_trim(ga_pool_t *p)
 {
+    pend_done(p->vmm);
     ga_vmm_unpark_all(p);
     size_t bytes = ga_vmm_release_all_kept(p);
     trim_areas(p->vmm, AREAS_MAX);

@@ -191,6 +191,12 @@ struct ga_vmm {
      * allocation (30 instructions a pair more on bench-shim's loop of 12 sizes). */
     size_t small_last, small_prev;
     uint64_t parked_req, park_hits;
+    /* A freed general-area block whose arena free is put off (ga_vmm_pend_finish's comment says
+     * why): its figures and granules went at its free; its chunk stays live in the area until
+     * the pool's next call, which finishes the free (ga_vmm_pend_finish) or, for an allocation
+     * that its free and a best fit would place at its base, gives it the new size in place.
+     * small_cut is 0 while there is one, so that every allocation sees it. NULL: none. */
+    ga_chunk_t *pend;
     ga_vpark_t park[PARK_ENTRIES];
     ga_vpark_t park_full; /* no entry left for a size: n is PARK_DEPTH (park_find) */
 };
@@ -454,6 +460,16 @@ static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
     if (!ar->arena)
         ga_vmm_area_make(v, ar);
     return ar->arena ? ar : NULL;
+}
+
+/* pool_vmm.c: the pending free done as ga_vmm_free would have done it (the arena's free; its
+ * granules and figures went at the free). Every entry point that reads an area calls pend_done
+ * first. */
+void ga_vmm_pend_finish(ga_vmm_t *v);
+static inline void pend_done(ga_vmm_t *v)
+{
+    if (__builtin_expect(v->pend != NULL, 0))
+        ga_vmm_pend_finish(v);
 }
 
 /* Sets v->tight from the mapped bytes now (see there). */

@@ -299,6 +299,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->keep_now = p->cfg.keep;
     v->tight = p->cfg.limit && p->cfg.limit < p->cfg.keep; /* set_tight with nothing mapped */
     v->gstep = GSTEP_MIN;
+    v->pend_step = 1;
     v->park_full.n = PARK_DEPTH; /* never a block in it: no room */
     v->nareas = AREA_FIRST_CLASS;
     if (ga_live_grow(&v->ltab) != 0) { /* slots from the start: no probe tests the count */
@@ -419,21 +420,22 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
  * takes the block with its size changed in place (vmm_alloc.c, alloc_pend), the figures of a free
  * and an allocation, and neither the free's merge and binning nor the best fit's unbinning and
  * split is done; any other call finishes the free first. */
-static inline __attribute__((always_inline)) void pend_hold(ga_vmm_t *v, ga_chunk_t *c)
+static inline __attribute__((always_inline)) void pend_hold(ga_vmm_t *v, ga_chunk_t *c,
+                                                            size_t i)
 {
     v->pend = c;
+    v->pend_i = i;
     v->small_cut = 0;
 }
 
 void ga_vmm_pend_finish(ga_vmm_t *v)
 {
     ga_chunk_t *c = v->pend;
-    size_t i = ga_live_home(&v->ltab, c->base);
-    while (v->ltab.slots[i].chunk != c)
-        i = (i + 1) & v->ltab.mask;
     v->pend = NULL;
+    v->pend_skip = v->pend_step;
+    v->pend_step = v->pend_step < PEND_STEP_MAX ? 2 * v->pend_step : PEND_STEP_MAX;
     v->small_cut = v->ngparked ? 0 : v->small_lim;
-    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, v->pend_i, NULL);
 }
 
 /* Whether base is a parked block's. */
@@ -594,8 +596,12 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
     /* The figures first (the granule paths read none of them): `size` is then not kept across
      * the arena's free (alt2-large 577 -> 574 a pair, alt2-mix 542 -> 541, step 465 -> 464). */
     count_free(p, v, NULL, len, size);
-    (void)i;
-    pend_hold(v, c);
+    if (__builtin_expect(v->pend_skip != 0, 0)) {
+        v->pend_skip--;
+        ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    } else {
+        pend_hold(v, c, i);
+    }
     size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
     if (off >= v->size0)
         uncover_far(p, ptr, len);
@@ -675,7 +681,12 @@ static OUT_OF_LINE ga_status_t free_small(ga_pool_t *p, ga_chunk_t *c, size_t i,
     } else {
         return free_small_leave(p, c, i, size);
     }
-    pend_hold(v, c);
+    if (__builtin_expect(v->pend_skip != 0, 0)) {
+        v->pend_skip--;
+        ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    } else {
+        pend_hold(v, c, i);
+    }
     count_free(p, v, NULL, len, size);
     return GA_OK;
 }
@@ -763,9 +774,17 @@ static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t 
  * the path before any frame is set up: each path is a function of its own, entered by a jump.
  * (The owner of the pointer's granule picked it before: 8 instructions more, and the area's
  * table probed after.) */
+static OUT_OF_LINE ga_status_t free_after_pend(ga_pool_t *p, uintptr_t ptr, size_t *size)
+{
+    ga_vmm_pend_finish(p->vmm);
+    return ga_vmm_free(p, ptr, size);
+}
+
 ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
-    pend_done(p->vmm);
+    /* The pending free finished first, out of line: a call here set up a frame on every free. */
+    if (__builtin_expect(p->vmm->pend != NULL, 0))
+        return free_after_pend(p, ptr, size);
     ga_livetab_t *t = &p->vmm->ltab;
     size_t i = ga_live_home(t, ptr);
     ga_chunk_t *c;

@@ -801,6 +801,7 @@ static OUT_OF_LINE ga_status_t alloc_pend(ga_pool_t *p, size_t size, size_t roun
     s->in_use_requested += size - c->u.requested;
     c->u.requested = size;
     v->pend = NULL;
+    v->pend_step = 1;
     v->small_cut = v->small_lim; /* ngparked is 0 */
     if (small) {
         v->small_prev = v->small_last;

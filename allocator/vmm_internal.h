@@ -88,6 +88,7 @@ enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
 /* The general area's parked blocks at most (each is one of gpark's): 64, not 16, so that a burst
  * of 40 sizes parks whole (sizes40). */
 #define GPARK_MAX 64
+#define PEND_STEP_MAX 64
 #define GSTEP_MIN 8
 #define GSTEP_MAX 4096
 typedef struct ga_vpark {
@@ -197,6 +198,12 @@ struct ga_vmm {
      * that its free and a best fit would place at its base, gives it the new size in place.
      * small_cut is 0 while there is one, so that every allocation sees it. NULL: none. */
     ga_chunk_t *pend;
+    size_t pend_i;     /* its slot in ltab (no other entry moves before the next call) */
+    /* A pending free finished, not taken by a resize, makes the next pend_skip frees of the
+     * area's fast paths free at once (each finished hold doubles pend_step, up to PEND_STEP_MAX;
+     * a resize sets it back to 1): a training step's bursts of frees finished nearly every hold
+     * (an extra call, and an allocation's check that failed). */
+    size_t pend_skip, pend_step;
     ga_vpark_t park[PARK_ENTRIES];
     ga_vpark_t park_full; /* no entry left for a size: n is PARK_DEPTH (park_find) */
 };

@@ -11,11 +11,13 @@
  * (small, large, mixed), with blocks live around the slot or not, under keeps of 0, 4, 8, 16 and
  * 64 MiB; a seeded random mix, with and without a cap; and the pending block itself: freed
  * memory to its user (a lookup says not owned, its live size is 0, a second free is GA_EDOUBLE)
- * while the allocation after it is still placed as the reference places it. */
+ * while the allocation after it is still placed as the reference places it; and the shared
+ * lifetimes traces (somas) driven through both. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "ga_trace.h"
 #include "vmm_fake.h"
 
 typedef struct twin {
@@ -234,6 +236,53 @@ START_TEST(vmm_pending_keep0_unmaps_at_the_free)
 }
 END_TEST
 
+/* The shared lifetimes traces driven through both pools with the default keep (the replay
+ * command reads the pool's figures after every event, which finishes every pending free: it
+ * would not see the resize; here only the reference is read between calls). */
+START_TEST(vmm_pending_shared_traces)
+{
+    static const char *const names[] = {"somas_tiny_bert.csv", "somas_resnet50.csv",
+                                        "somas_bert_base.csv"};
+    const char *dir = getenv("GA_TRACES_DIR");
+    ck_assert_msg(dir && *dir, "GA_TRACES_DIR is not set: point it at shared/traces");
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        char path[1024], err[256];
+        snprintf(path, sizeof path, "%s/lifetimes/%s", dir, names[n]);
+        ga_trace_t tr;
+        ga_trace_init(&tr);
+        ck_assert_msg(ga_lifetimes_read(path, &tr, err, sizeof err) == 0, "%s", err);
+        uint64_t ids = 0;
+        for (size_t i = 0; i < tr.count; i++)
+            ids = tr.events[i].addr + 1 > ids ? tr.events[i].addr + 1 : ids;
+        uintptr_t *at = calloc((size_t)ids, sizeof *at);
+        ck_assert_ptr_nonnull(at);
+        size_t allocs = 0;
+        twin_t t;
+        t.a = vmm_pool_va(&t.fa, 0, GA_VMM_KEEP_DEFAULT, (size_t)64 << 30);
+        t.b = vmm_pool_va(&t.fb, 0, GA_VMM_KEEP_DEFAULT, (size_t)64 << 30);
+        for (size_t i = 0; i < tr.count; i++) {
+            const ga_event_t *e = &tr.events[i];
+            if (e->kind == GA_EV_ALLOC && !at[e->addr]) {
+                if (twin_alloc(&t, (size_t)e->size, &at[e->addr], i) != GA_OK)
+                    at[e->addr] = 0;
+                allocs++;
+            } else if (e->kind == GA_EV_FREE && at[e->addr]) {
+                ck_assert_int_eq(twin_free(&t, at[e->addr], i), GA_OK);
+                at[e->addr] = 0;
+            }
+        }
+        ck_assert_uint_ge(allocs, 500); /* the trace was read and driven */
+        ck_assert_uint_ge(t.fa.maps, 100);
+        for (uint64_t id = 0; id < ids; id++)
+            if (at[id])
+                ck_assert_int_eq(twin_free(&t, at[id], tr.count), GA_OK);
+        twin_close(&t);
+        free(at);
+        ga_trace_free(&tr);
+    }
+}
+END_TEST
+
 Suite *vmm_pending_suite(void)
 {
     Suite *s = suite_create("vmm_pending");
@@ -243,6 +292,7 @@ Suite *vmm_pending_suite(void)
     tcase_add_test(tc, vmm_pending_seeded_mix);
     tcase_add_test(tc, vmm_pending_block_is_freed);
     tcase_add_test(tc, vmm_pending_keep0_unmaps_at_the_free);
+    tcase_add_test(tc, vmm_pending_shared_traces);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -770,20 +770,26 @@ static OUT_OF_LINE ga_status_t alloc_pend(ga_pool_t *p, size_t size, size_t roun
     size_t m = old + (nfree ? n->size : 0);
     if (nfree ? rounded >= m : rounded != m)
         goto finish;
-    unsigned bin = 0;
-    ga_chunk_t *f = ga_find_fit(a, rounded, &bin);
-    if (f == n && nfree) {
-        const ga_rbnode_t *nd = &n->u.bin_node;
-        if (a->bins[bin].t.root != nd || nd->left || nd->right || ga_next_bin(a, bin) >= 0)
+    unsigned nb = nfree ? ga_bin_of(n->size) : 0;
+    const ga_rbnode_t *nd = nfree ? &n->u.bin_node : NULL;
+    int alone = nfree && a->bins[nb].t.root == nd && !nd->left && !nd->right;
+    /* The neighbour the area's only free chunk (its bin's only one, and no other bin marked: a
+     * first-level bit left stale only sends this to the search) is the common case of a slot at
+     * the area's end: the free would leave one free chunk, the best fit. Else the search says. */
+    if (!(alone && a->fl_bitmap == 1ull << (nb / GA_SL_COUNT) &&
+          a->sl_bitmap[nb / GA_SL_COUNT] == 1ull << (nb % GA_SL_COUNT))) {
+        unsigned bin = 0;
+        ga_chunk_t *f = ga_find_fit(a, rounded, &bin);
+        if (f == n && nfree) {
+            if (!alone || ga_next_bin(a, bin) >= 0)
+                goto finish;
+        } else if (f && !(m < f->size || (m == f->size && c->base < f->base))) {
             goto finish;
-    } else if (f && !(m < f->size || (m == f->size && c->base < f->base))) {
-        goto finish;
+        }
     }
     if (nfree && rounded != old) { /* the remainder: the neighbour, its start moved */
         size_t rest = m - rounded;
-        unsigned nb = ga_bin_of(n->size);
-        const ga_rbnode_t *nd = &n->u.bin_node;
-        if (ga_bin_of(rest) == nb && a->bins[nb].t.root == nd && !nd->left && !nd->right) {
+        if (alone && ga_bin_of(rest) == nb) {
             n->base = c->base + rounded; /* alone in its bin, which stays its: no new order */
             n->size = rest;
         } else {

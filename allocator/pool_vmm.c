@@ -420,22 +420,29 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
  * takes the block with its size changed in place (vmm_alloc.c, alloc_pend), the figures of a free
  * and an allocation, and neither the free's merge and binning nor the best fit's unbinning and
  * split is done; any other call finishes the free first. */
-static inline __attribute__((always_inline)) void pend_hold(ga_vmm_t *v, ga_chunk_t *c,
-                                                            size_t i)
+static inline __attribute__((always_inline)) void pend_hold(ga_vmm_t *v, ga_chunk_t *c)
 {
+    if (__builtin_expect(v->pend != NULL, 0)) /* one at a time: the one before it done */
+        ga_vmm_pend_finish(v);
     v->pend = c;
-    v->pend_i = i;
+    c->u.area = AREA_GENERAL | GA_AREA_PARKED; /* freed to its user: lookup, live size, free */
     v->small_cut = 0;
 }
 
+/* The arena's free put off. The live table has moved since the hold when frees of other
+ * blocks came between (the hold stays while they free nothing of the area that it needs: the
+ * arena's free chunks merged in another order are the same chunks), so its slot is found again. */
 void ga_vmm_pend_finish(ga_vmm_t *v)
 {
     ga_chunk_t *c = v->pend;
+    size_t i = ga_live_home(&v->ltab, c->base);
+    while (v->ltab.slots[i].chunk != c)
+        i = (i + 1) & v->ltab.mask;
     v->pend = NULL;
     v->pend_skip = v->pend_step;
     v->pend_step = v->pend_step < PEND_STEP_MAX ? 2 * v->pend_step : PEND_STEP_MAX;
     v->small_cut = v->ngparked ? 0 : v->small_lim;
-    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, v->pend_i, NULL);
+    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
 }
 
 /* Whether base is a parked block's. */
@@ -600,7 +607,7 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
         v->pend_skip--;
         ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
     } else {
-        pend_hold(v, c, i);
+        pend_hold(v, c);
     }
     size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
     if (off >= v->size0)
@@ -685,7 +692,7 @@ static OUT_OF_LINE ga_status_t free_small(ga_pool_t *p, ga_chunk_t *c, size_t i,
         v->pend_skip--;
         ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
     } else {
-        pend_hold(v, c, i);
+        pend_hold(v, c);
     }
     count_free(p, v, NULL, len, size);
     return GA_OK;
@@ -774,17 +781,10 @@ static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t 
  * the path before any frame is set up: each path is a function of its own, entered by a jump.
  * (The owner of the pointer's granule picked it before: 8 instructions more, and the area's
  * table probed after.) */
-static OUT_OF_LINE ga_status_t free_after_pend(ga_pool_t *p, uintptr_t ptr, size_t *size)
-{
-    ga_vmm_pend_finish(p->vmm);
-    return ga_vmm_free(p, ptr, size);
-}
-
 ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
-    /* The pending free finished first, out of line: a call here set up a frame on every free. */
-    if (__builtin_expect(p->vmm->pend != NULL, 0))
-        return free_after_pend(p, ptr, size);
+    /* A pending free is left pending: its block is marked parked (a second free of it is a
+     * double free, below), and the frees of other blocks do not need it done (pend_hold). */
     ga_livetab_t *t = &p->vmm->ltab;
     size_t i = ga_live_home(t, ptr);
     ga_chunk_t *c;
@@ -815,9 +815,8 @@ ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, si
     ga_varea_t *ar = area_of(p->vmm, ptr, NULL);
     uintptr_t b = 0;
     size_t n = 0;
-    if (!ar || ga_lookup(ar->arena, ptr, &b, &n) != GA_OK || parked_at(p->vmm, b) ||
-        (p->vmm->pend && p->vmm->pend->base == b))
-        return GA_ENOTOWNED; /* a parked or pending block is freed memory to its user */
+    if (!ar || ga_lookup(ar->arena, ptr, &b, &n) != GA_OK || parked_at(p->vmm, b))
+        return GA_ENOTOWNED; /* a parked (or pending) block is freed memory to its user */
     if (base)
         *base = b;
     if (size)
@@ -829,7 +828,7 @@ ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, si
 size_t ga_vmm_live_size(const ga_pool_t *p, uintptr_t ptr)
 {
     const ga_chunk_t *c = ga_live_find_made(&p->vmm->ltab, ptr);
-    return c && !(c->u.area & GA_AREA_PARKED) && c != p->vmm->pend ? c->size : 0;
+    return c && !(c->u.area & GA_AREA_PARKED) ? c->size : 0;
 }
 
 /* Kept granules back to the device, then the areas' empty regions back to the parent (address

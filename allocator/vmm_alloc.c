@@ -806,6 +806,7 @@ static OUT_OF_LINE ga_status_t alloc_pend(ga_pool_t *p, size_t size, size_t roun
     s->in_use += rounded - old; /* wraps back if smaller */
     s->in_use_requested += size - c->u.requested;
     c->u.requested = size;
+    c->u.area = AREA_GENERAL; /* its parked mark (pend_hold) gone */
     v->pend = NULL;
     v->pend_step = 1;
     v->small_cut = v->small_lim; /* ngparked is 0 */

@@ -198,7 +198,6 @@ struct ga_vmm {
      * that its free and a best fit would place at its base, gives it the new size in place.
      * small_cut is 0 while there is one, so that every allocation sees it. NULL: none. */
     ga_chunk_t *pend;
-    size_t pend_i;     /* its slot in ltab (no other entry moves before the next call) */
     /* A pending free finished, not taken by a resize, makes the next pend_skip frees of the
      * area's fast paths free at once (each finished hold doubles pend_step, up to PEND_STEP_MAX;
      * a resize sets it back to 1): a training step's bursts of frees finished nearly every hold

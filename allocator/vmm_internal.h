@@ -192,11 +192,12 @@ struct ga_vmm {
      * allocation (30 instructions a pair more on bench-shim's loop of 12 sizes). */
     size_t small_last, small_prev;
     uint64_t parked_req, park_hits;
-    /* A freed general-area block whose arena free is put off (ga_vmm_pend_finish's comment says
-     * why): its figures and granules went at its free; its chunk stays live in the area until
-     * the pool's next call, which finishes the free (ga_vmm_pend_finish) or, for an allocation
-     * that its free and a best fit would place at its base, gives it the new size in place.
-     * small_cut is 0 while there is one, so that every allocation sees it. NULL: none. */
+    /* A freed general-area block whose arena free is put off (pool_vmm.c, pend_hold, says why):
+     * its figures and granules went at its free; its chunk stays live in the area, marked
+     * parked, until an allocation gives it the new size in place (where its free and a best fit
+     * would place it at its base) or a call that needs the area finishes the free
+     * (ga_vmm_pend_finish). small_cut is 0 while there is one, so that every allocation sees
+     * it. NULL: none. */
     ga_chunk_t *pend;
     /* A pending free finished, not taken by a resize, makes the next pend_skip frees of the
      * area's fast paths free at once (each finished hold doubles pend_step, up to PEND_STEP_MAX;

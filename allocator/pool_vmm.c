@@ -56,6 +56,11 @@
  * an allocation that would map gives every parked block back first (GA_VMM_UNPARK), and any
  * allocation the general area's parked blocks do not serve gives those back first
  * (ga_vmm_unpark_general), so that placement is what their frees would have left.
+ *
+ * A general-area block freed and not parked has its arena free put off to the next allocation,
+ * which takes it resized in place where the free and a best fit would place it at its base
+ * (pend_hold, alloc_pend); placement, mapping and every figure are those of the free and the
+ * allocation.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,6 +304,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->keep_now = p->cfg.keep;
     v->tight = p->cfg.limit && p->cfg.limit <= p->cfg.keep; /* set_tight with nothing mapped */
     v->gstep = GSTEP_MIN;
+    v->pend_step = 1;
     v->park_full.n = PARK_DEPTH; /* never a block in it: no room */
     v->nareas = AREA_FIRST_CLASS;
     if (ga_live_grow(&v->ltab) != 0) { /* slots from the start: no probe tests the count */
@@ -355,6 +361,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
 void ga_vmm_destroy(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
+    pend_done(v);
     for (size_t i = 0; i < v->nareas; i++)
         ga_arena_destroy(v->area[i].arena); /* their regions go back to the parent */
     ga_arena_destroy(p->arena); /* releases every range, unmapping what is mapped there */
@@ -409,6 +416,45 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
     return GA_OK;
 }
 
+/* The pending free ---------------------------------------------------------------------------- */
+
+/* A general-area block freed on a fast path (free_general, free_small: not parked) is freed at
+ * once to its user, its figures and its granules (so that an unmap under GPUARENA_VMM_KEEP=0 or
+ * past the keep happens at the free, as the driver's counters show), but its arena free is put
+ * off: an allocation that the free and its best fit would place at the block's base takes the
+ * block with its size changed in place (vmm_alloc.c, alloc_pend), the figures of a free and an
+ * allocation, and neither the free's merge and binning nor the best fit's unbinning and split is
+ * done; any other call that reads the area or its figures finishes the free first (pend_done).
+ * Two sizes taking turns in one slot, at the pool, vmm: 4/8 KiB 487 -> 342 instructions a pair,
+ * 7/9 MiB + 4 KiB 571 -> 462, 4 KiB / 7 MiB + 4 KiB 535 -> 432 (arena 398; through the shim
+ * 970 / 1,053 / 1,018 -> 825 / 945 / 915, arena 872; scripts/bench-patterns-instr.sh alt2-small
+ * alt2-large alt2-mix). Where the next call is another free or an allocation placed elsewhere
+ * the hold costs a call and a check, so a finished hold pauses holding (pend_skip). */
+static inline __attribute__((always_inline)) void pend_hold(ga_vmm_t *v, ga_chunk_t *c)
+{
+    if (__builtin_expect(v->pend != NULL, 0)) /* one at a time: the one before it done */
+        ga_vmm_pend_finish(v);
+    v->pend = c;
+    c->u.area = AREA_GENERAL | GA_AREA_PARKED; /* freed to its user: lookup, live size, free */
+    v->small_cut = 0;
+}
+
+/* The arena's free put off. The live table has moved since the hold when frees of other
+ * blocks came between (the hold stays while they free nothing of the area that it needs: the
+ * arena's free chunks merged in another order are the same chunks), so its slot is found again. */
+void ga_vmm_pend_finish(ga_vmm_t *v)
+{
+    ga_chunk_t *c = v->pend;
+    size_t i = ga_live_home(&v->ltab, c->base);
+    while (v->ltab.slots[i].chunk != c)
+        i = (i + 1) & v->ltab.mask;
+    v->pend = NULL;
+    v->pend_skip = v->pend_step;
+    v->pend_step = v->pend_step < PEND_STEP_MAX ? 2 * v->pend_step : PEND_STEP_MAX;
+    v->small_cut = v->ngparked ? 0 : v->small_lim;
+    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+}
+
 /* Whether base is a parked block's. */
 static int parked_at(const ga_vmm_t *v, uintptr_t base)
 {
@@ -445,6 +491,7 @@ static void unpark_free(ga_pool_t *p, ga_chunk_t *c)
 void ga_vmm_unpark_all(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
+    pend_done(v);
     if (!v->nparked)
         return;
     ga_vpark_t *in[PARK_ENTRIES];
@@ -467,6 +514,7 @@ void ga_vmm_unpark_all(ga_pool_t *p)
 void ga_vmm_unpark_general(ga_pool_t *p)
 {
     ga_vmm_t *v = p->vmm;
+    pend_done(v);
     while (v->ngparked) {
         ga_chunk_t *c = v->gpark[v->ngparked - 1];
         ga_vpark_t *k = park_find(v, c->size, 0);
@@ -565,7 +613,12 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
     /* The figures first (the granule paths read none of them): `size` is then not kept across
      * the arena's free (alt2-large 577 -> 574 a pair, alt2-mix 542 -> 541, step 465 -> 464). */
     count_free(p, v, NULL, len, size);
-    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    if (__builtin_expect(v->pend_skip != 0, 0)) {
+        v->pend_skip--;
+        ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    } else {
+        pend_hold(v, c);
+    }
     size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
     if (off >= v->size0)
         uncover_far(p, ptr, len);
@@ -645,7 +698,12 @@ static OUT_OF_LINE ga_status_t free_small(ga_pool_t *p, ga_chunk_t *c, size_t i,
     } else {
         return free_small_leave(p, c, i, size);
     }
-    ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    if (__builtin_expect(v->pend_skip != 0, 0)) {
+        v->pend_skip--;
+        ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
+    } else {
+        pend_hold(v, c);
+    }
     count_free(p, v, NULL, len, size);
     return GA_OK;
 }
@@ -735,6 +793,8 @@ static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t 
  * table probed after.) */
 ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
+    /* A pending free is left pending: its block is marked parked (a second free of it is a
+     * double free, below), and the frees of other blocks do not need it done (pend_hold). */
     ga_livetab_t *t = &p->vmm->ltab;
     size_t i = ga_live_home(t, ptr);
     ga_chunk_t *c;
@@ -766,7 +826,7 @@ ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, si
     uintptr_t b = 0;
     size_t n = 0;
     if (!ar || ga_lookup(ar->arena, ptr, &b, &n) != GA_OK || parked_at(p->vmm, b))
-        return GA_ENOTOWNED; /* a parked block is freed memory to its user */
+        return GA_ENOTOWNED; /* a parked (or pending) block is freed memory to its user */
     if (base)
         *base = b;
     if (size)
@@ -785,6 +845,7 @@ size_t ga_vmm_live_size(const ga_pool_t *p, uintptr_t ptr)
  * space only, not counted). */
 size_t ga_vmm_trim(ga_pool_t *p)
 {
+    pend_done(p->vmm);
     ga_vmm_unpark_all(p);
     size_t bytes = ga_vmm_release_all_kept(p);
     trim_areas(p->vmm, AREAS_MAX);

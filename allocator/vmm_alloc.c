@@ -775,6 +775,89 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
     return GA_OK;
 }
 
+/* An allocation while a general-area block's free is pending (pool_vmm.c, pend_hold): where
+ * the free and a best fit would place it at that block's base, the block takes it with its size
+ * changed in place; else the free is finished and the allocation made as usual. The place is
+ * the best fit's when the block's previous neighbour is not free (its free would merge nothing
+ * before it) and the chunk the free would leave, the block and its free next neighbour (of the
+ * same run, taking its place as the remainder, as the split would take that struct back) or
+ * the block alone of exactly the size, is the smallest fitting one: nothing fits now, or what
+ * fits best now is larger (or as large and after it), or is that neighbour and alone in its
+ * bin with every bin above empty. Its figures are then a free's and an allocation's; its
+ * granules were given back at the free, and are taken as the allocation's would be. */
+static OUT_OF_LINE ga_status_t alloc_pend(ga_pool_t *p, size_t size, size_t rounded,
+                                          uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_chunk_t *c = v->pend, *n = c->next_phys, *prev = c->prev_phys;
+    int small = size - 1 < v->small_lim;
+    if (v->ngparked || !(small || (rounded >= v->general_cut && (rounded & v->gmask))) ||
+        (prev && ga_is_free(prev)))
+        goto finish;
+    ga_arena_t *a = v->area[AREA_GENERAL].arena;
+    size_t old = c->size;
+    int nfree = n && ga_is_free(n) && ga_chunk_run(n) == ga_chunk_run(c);
+    size_t m = old + (nfree ? n->size : 0);
+    if (nfree ? rounded >= m : rounded != m)
+        goto finish;
+    unsigned nb = nfree ? ga_bin_of(n->size) : 0;
+    const ga_rbnode_t *nd = nfree ? &n->u.bin_node : NULL;
+    int alone = nfree && a->bins[nb].t.root == nd && !nd->left && !nd->right;
+    /* The neighbour the area's only free chunk (its bin's only one, and no other bin marked: a
+     * first-level bit left stale only sends this to the search) is the common case of a slot at
+     * the area's end: the free would leave one free chunk, the best fit. Else the search says. */
+    if (!(alone && a->fl_bitmap == 1ull << (nb / GA_SL_COUNT) &&
+          a->sl_bitmap[nb / GA_SL_COUNT] == 1ull << (nb % GA_SL_COUNT))) {
+        unsigned bin = 0;
+        ga_chunk_t *f = ga_find_fit(a, rounded, &bin);
+        if (f == n && nfree) {
+            if (!alone || ga_next_bin(a, bin) >= 0)
+                goto finish;
+        } else if (f && !(m < f->size || (m == f->size && c->base < f->base))) {
+            goto finish;
+        }
+    }
+    if (nfree && rounded != old) { /* the remainder: the neighbour, its start moved */
+        size_t rest = m - rounded;
+        if (alone && ga_bin_of(rest) == nb) {
+            n->base = c->base + rounded; /* alone in its bin, which stays its: no new order */
+            n->size = rest;
+        } else {
+            ga_bin_remove_at(a, n, nb);
+            n->base = c->base + rounded;
+            n->size = rest;
+            ga_bin_insert(a, n);
+        }
+        c->size = rounded;
+    }
+    ga_stats_t *s = &a->stats;
+    s->frees++;
+    s->allocs++;
+    s->in_use += rounded - old; /* wraps back if smaller */
+    s->in_use_requested += size - c->u.requested;
+    c->u.requested = size;
+    c->u.area = AREA_GENERAL; /* its parked mark (pend_hold) gone */
+    v->pend = NULL;
+    v->pend_step = 1;
+    v->small_cut = v->small_lim; /* ngparked is 0 */
+    if (small) {
+        v->small_prev = v->small_last;
+        v->small_last = rounded;
+    }
+    uintptr_t b = c->base;
+    size_t off = b - v->base0;
+    if (off < v->size0 &&
+        cover_kept(p, v, v->ranges, off >> v->gshift, (off + rounded - 1) >> v->gshift)) {
+        count_alloc(p, rounded);
+        *out = b;
+        return GA_OK;
+    }
+    return cover_placed(p, &v->area[AREA_GENERAL], -1, b, rounded, out);
+finish:
+    ga_vmm_pend_finish(v);
+    return ga_vmm_alloc(p, size, out);
+}
+
 /* Only chooses the path and jumps to it, before any frame is set up: a granule-multiple or class
  * block does not pay for the registers the general fast path saves (measured alone: vmm-large
  * -22 instructions a pair, small blocks -2 with the one-compare size test). The size test is on
@@ -786,6 +869,8 @@ ga_status_t ga_vmm_alloc(ga_pool_t *p, size_t size, uintptr_t *out)
     if (size - 1 < v->small_cut)
         return alloc_small(p, size, out);
     size_t rounded = ga_pool_round(size);
+    if (v->pend)
+        return alloc_pend(p, size, rounded, out);
     if (v->nparked)
         return alloc_parked(p, size, rounded, out);
     return alloc_large(p, size, rounded, out);
@@ -819,6 +904,7 @@ static inline const ga_vpark_t *park_lookup(const ga_vmm_t *v, size_t rounded)
 int ga_vmm_fits(ga_pool_t *p, size_t size)
 {
     ga_vmm_t *v = p->vmm;
+    pend_done(v);
     size_t rounded = ga_pool_round(size);
     if (!rounded)
         return 0;

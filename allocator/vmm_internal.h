@@ -88,6 +88,7 @@ enum { AREA_GENERAL = 0, AREA_ALIGNED = 1, AREA_FIRST_CLASS = 2 };
 /* The general area's parked blocks at most (each is one of gpark's): 64, not 16, so that a burst
  * of 40 sizes parks whole (sizes40). */
 #define GPARK_MAX 64
+#define PEND_STEP_MAX 64
 #define GSTEP_MIN 8
 #define GSTEP_MAX 4096
 typedef struct ga_vpark {
@@ -194,6 +195,18 @@ struct ga_vmm {
      * allocation (30 instructions a pair more on bench-shim's loop of 12 sizes). */
     size_t small_last, small_prev;
     uint64_t parked_req, park_hits;
+    /* A freed general-area block whose arena free is put off (pool_vmm.c, pend_hold, says why):
+     * its figures and granules went at its free; its chunk stays live in the area, marked
+     * parked, until an allocation gives it the new size in place (where its free and a best fit
+     * would place it at its base) or a call that needs the area finishes the free
+     * (ga_vmm_pend_finish). small_cut is 0 while there is one, so that every allocation sees
+     * it. NULL: none. */
+    ga_chunk_t *pend;
+    /* A pending free finished, not taken by a resize, makes the next pend_skip frees of the
+     * area's fast paths free at once (each finished hold doubles pend_step, up to PEND_STEP_MAX;
+     * a resize sets it back to 1): a training step's bursts of frees finished nearly every hold
+     * (an extra call, and an allocation's check that failed). */
+    size_t pend_skip, pend_step;
     ga_vpark_t park[PARK_ENTRIES];
     ga_vpark_t park_full; /* no entry left for a size: n is PARK_DEPTH (park_find) */
 };
@@ -457,6 +470,16 @@ static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
     if (!ar->arena)
         ga_vmm_area_make(v, ar);
     return ar->arena ? ar : NULL;
+}
+
+/* pool_vmm.c: the pending free done as ga_vmm_free would have done it (the arena's free; its
+ * granules and figures went at the free). Every entry point that reads an area calls pend_done
+ * first. */
+void ga_vmm_pend_finish(ga_vmm_t *v);
+static inline void pend_done(ga_vmm_t *v)
+{
+    if (__builtin_expect(v->pend != NULL, 0))
+        ga_vmm_pend_finish(v);
 }
 
 /* Sets v->tight from the mapped bytes now (see there). */

@@ -8,6 +8,7 @@
 
 size_t ga_vmm_live_bases(const ga_pool_t *p, uintptr_t *out, size_t max)
 {
+    pend_done(p->vmm); /* a pending block is freed: not listed */
     const ga_livetab_t *t = &p->vmm->ltab; /* every area's blocks */
     size_t n = 0;
     for (size_t i = 0; i <= t->mask; i++) {
@@ -114,6 +115,7 @@ static uint64_t parked_only(const ga_vmm_t *v)
 void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
 {
     ga_vmm_t *v = p->vmm; /* the cached figures change; the pool does not */
+    pend_done(v); /* the areas' figures with the pending free done */
     refresh_seen(v);
     *out = p->own;
     /* Parked blocks are live in their areas and freed to their user; each reuse of one is an
@@ -139,6 +141,7 @@ void ga_vmm_stats(const ga_pool_t *p, ga_stats_t *out)
 /* One line per region of each area in use, general first. */
 size_t ga_vmm_occupancy_map(const ga_pool_t *p, char *buf, size_t len, unsigned width)
 {
+    pend_done(p->vmm);
     size_t n = 0;
     if (buf && len)
         buf[0] = '\0';
@@ -218,6 +221,7 @@ static uint64_t parked_touched(const ga_vmm_t *v, uint64_t *only, uint64_t *bad)
  * bytes = reserved. */
 int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
 {
+    pend_done(p->vmm);
     int bad = ga_check(p->arena, report, len);
     ga_vmm_t *v = p->vmm; /* refreshes the cached figures, as ga_vmm_stats does */
     refresh_seen(v);
@@ -318,6 +322,7 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
 
 size_t ga_vmm_granules(const ga_pool_t *p)
 {
+    pend_done(p->vmm);
     size_t n = 0;
     for (size_t i = 0; i < p->vmm->nranges; i++)
         n += p->vmm->ranges[i].ngran;

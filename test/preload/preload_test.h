@@ -93,5 +93,6 @@ TCase *pt_tcase_outside144(void); /* t_outside144.c */
 /* Tests a case's file leaves to a second file (added to that case, under its name). */
 void pt_teardown_edges_add(TCase *tc); /* t_teardown_edges.c, to "teardown" */
 void pt_vmm_contexts_add(TCase *tc);   /* t_vmm_contexts.c, to "vmm" */
+void pt_vmm_pending_add(TCase *tc);    /* t_vmm_pending.c, to "vmm" */
 
 #endif

@@ -604,5 +604,6 @@ TCase *pt_tcase_vmm(void)
     tcase_add_test(tc, vmm_first_range_smaller_when_refused);
     tcase_add_test(tc, vmm_pending_frees_in_whole_granules);
     pt_vmm_contexts_add(tc); /* t_vmm_contexts.c */
+    pt_vmm_pending_add(tc);  /* t_vmm_pending.c */
     return tc;
 }

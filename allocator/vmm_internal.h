@@ -191,6 +191,16 @@ struct ga_vmm {
      * allocation (30 instructions a pair more on bench-shim's loop of 12 sizes). */
     size_t small_last, small_prev;
     uint64_t parked_req, park_hits;
+    /* park_mark[h]: set by park_find for a block about to park (maybe: it may find no room),
+     * cleared only by ga_vmm_park_order's walk (vmm_park.c): every home with an entry in use is
+     * marked, a home whose entries all left may stay marked until the walk. The walk reads these
+     * 128 bytes and the runs from the marked homes, not the 144 entries of 512 B twice (through
+     * the shim alt3 3,056 -> 2,568 instructions a pair, step-past-keep 10,118 -> 9,971; at the
+     * pool 1,983 -> 1,495 and 2,089 -> 1,941). A byte stored on the home park_find has in a
+     * register: 1 instruction a park (one-1m, park20-1.5m, park20-2m, sizes40 +1 a pair at the
+     * pool); stored in park() the home was computed again (one-1m 350 -> 356, park20-1.5m 312
+     * -> 319, sizes40 361 -> 367); scripts/bench-patterns-instr.sh build pool shim. */
+    uint8_t park_mark[PARK_SLOTS];
     ga_vpark_t park[PARK_ENTRIES];
     ga_vpark_t park_full; /* no entry left for a size: n is PARK_DEPTH (park_find) */
 };
@@ -227,7 +237,10 @@ size_t ga_vmm_park_order(ga_vmm_t *v, ga_vpark_t **in);
  * never used (none). */
 static inline ga_vpark_t *park_find(ga_vmm_t *v, size_t rounded, int room)
 {
-    ga_vpark_t *k = &v->park[park_home(rounded)];
+    size_t h = park_home(rounded);
+    if (room) /* a block about to park, maybe: its home marked (park_mark) */
+        v->park_mark[h] = 1;
+    ga_vpark_t *k = &v->park[h];
     if (__builtin_expect(k->size == rounded || !k->n, 1))
         return k;
     return ga_vmm_park_probe(v, k, rounded, room);

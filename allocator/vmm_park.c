@@ -56,17 +56,20 @@ static uint64_t unpark_key(const ga_vpark_t *k)
 size_t ga_vmm_park_order(ga_vmm_t *v, ga_vpark_t **in)
 {
     uint64_t got[(PARK_ENTRIES + 63) / 64] = {0};
-    for (size_t w = 0; w < PARK_SLOTS / 8; w++) {
+    size_t left = v->nparked; /* blocks not found yet: none left ends the walk */
+    for (size_t w = 0; left && w < PARK_SLOTS / 8; w++) {
         uint64_t m;
         memcpy(&m, v->park_mark + 8 * w, sizeof m);
         if (!m)
             continue;
         memset(v->park_mark + 8 * w, 0, sizeof m);
-        for (; m; m &= m - 1) { /* a mark is 1: its byte's lowest bit */
+        for (; left && m; m &= m - 1) { /* a mark is 1: its byte's lowest bit */
             size_t h = 8 * w + (size_t)__builtin_ctzll(m) / 8;
             for (size_t s = h; s < h + PARK_PROBE && v->park[s].n; s++)
-                if (park_home(v->park[s].size) == h)
+                if (park_home(v->park[s].size) == h) {
                     got[s / 64] |= 1ull << (s % 64);
+                    left -= v->park[s].n;
+                }
         }
     }
     size_t n = 0;

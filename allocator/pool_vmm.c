@@ -297,12 +297,11 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->general_cut = SIZE_MAX;
     v->park_min = p->cfg.keep ? v->half : SIZE_MAX;
     v->keep_now = p->cfg.keep;
-    /* set_tight's threshold: with no limit or no keep never tight; a limit under the keep
-     * always; else from limit - keep + 1 mapped bytes on (the room left then under the keep) */
+    /* tight()'s threshold: with no limit or no keep never tight; a limit under the keep always;
+     * else from limit - keep + 1 mapped bytes on (the room left then under the keep) */
     v->tight_at = !p->cfg.limit || !p->cfg.keep ? UINT64_MAX
                   : p->cfg.limit < p->cfg.keep  ? 0
                                                 : (uint64_t)(p->cfg.limit - p->cfg.keep) + 1;
-    v->tight = v->tight_at == 0; /* set_tight with nothing mapped */
     v->gstep = GSTEP_MIN;
     v->park_full.n = PARK_DEPTH; /* never a block in it: no room */
     v->nareas = AREA_FIRST_CLASS;

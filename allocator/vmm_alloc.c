@@ -685,7 +685,7 @@ static OUT_OF_LINE ga_status_t alloc_gen_parked(ga_pool_t *p, size_t size, size_
 /* Whether a block of `rounded` bytes at `base` crosses one granule boundary more than its size
  * needs (it holds a granule more than a block placed afresh). A parked block of the general area
  * that would, taken back where it lies, is placed as if the parked blocks were
- * freed instead while the room under the pool's limit is under the keep (v->tight): near the cap
+ * freed instead while the room under the pool's limit is under the keep (tight()): near the cap
  * that granule is a block fewer before an out-of-memory (an outside check, helper-135 F1: a 1.5 MiB
  * block placed after a 7 MiB + 4 KiB one, both parked, taken back across two granules; under a
  * 16 MiB cap 9 blocks of 1.5 MiB fit where 10 do with no keep). Far from the cap a granule held a
@@ -714,7 +714,7 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
     size_t area = c->u.area & ~GA_AREA_PARKED;
     /* Near the cap, a general-area block that would hold a granule more than its size needs
      * (straddles) is placed as if the parked blocks were freed. */
-    if (__builtin_expect(v->tight, 0) && area == AREA_GENERAL && straddles(v, c->base, rounded)) {
+    if (__builtin_expect(tight(p), 0) && area == AREA_GENERAL && straddles(v, c->base, rounded)) {
         ga_vmm_unpark_general(p);
         return ga_vmm_alloc(p, size, out);
     }
@@ -799,7 +799,7 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
             const ga_chunk_t *c = k->c[k->n - 1];
             int slot = c->u.area == (AREA_GENERAL | GA_AREA_PARKED) && class_size(v, rounded)
                        ? ga_vmm_track_find(v, rounded, 0) : -1;
-            int moved = v->tight && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
+            int moved = tight(p) && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
                         straddles(v, c->base, rounded); /* placed afresh (alloc_parked) */
             if (!moved &&
                 (slot < 0 || !v->track[slot].area || v->area[v->track[slot].area].unmapped_fit))

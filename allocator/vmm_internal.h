@@ -171,13 +171,14 @@ struct ga_vmm {
     /* The keep less the granules parked blocks touch (park_touch): the room freed granules have
      * to stay kept, so that kept granules and parked blocks together hold at most the keep. */
     size_t keep_now;
-    /* Whether the room left under the pool's limit (mapped bytes up to it) is under the keep: a
-     * parked block that would hold a granule more than its size needs is then not taken back
-     * where it lies (vmm_alloc.c, alloc_parked). Kept up where the mapped bytes change
-     * (vmm_granules.c: set_tight), so that the take-back reads one word. tight_at: the mapped
-     * bytes from which it holds, fixed at creation (limit and keep do not change), so that a map
-     * or unmap sets it with one compare. */
-    int tight;
+    /* The mapped bytes from which the room left under the pool's limit is under the keep
+     * (tight(): a parked block that would hold a granule more than its size needs is then not
+     * taken back where it lies, vmm_alloc.c, alloc_parked). Fixed at creation (the limit and the
+     * keep never change), so that the take-back compares one word with the reserved bytes. A flag
+     * kept up at every map and unmap (set_tight, helper-135) cost about 11 instructions a call
+     * and kept mapped_now from being inlined: through the shim step-past-keep (62 maps and 62
+     * unmaps a round) 9,744 -> 9,687 a pair with tight(), the take-backs unchanged
+     * (scripts/bench-patterns-instr.sh build pool shim). */
     uint64_t tight_at;
     size_t nparked;
     /* The parked blocks of the general area (at most GPARK_MAX, ngparked of them): while there
@@ -472,14 +473,10 @@ static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
     return ar->arena ? ar : NULL;
 }
 
-/* Sets v->tight from the mapped bytes now (see there): the room under the limit, limit less
- * reserved (0 past it), under the keep, that is reserved >= tight_at (pool_vmm.c). Computed
- * from the limit and keep at each map and unmap it cost about 11 instructions a call (through
- * the shim step-past-keep, 62 maps and 62 unmaps a round: 9,971 -> NNNN a pair,
- * scripts/bench-patterns-instr.sh). */
-static inline void set_tight(ga_pool_t *p)
+/* Whether the room under the pool's limit is under the keep (see tight_at). */
+static inline int tight(const ga_pool_t *p)
 {
-    p->vmm->tight = p->own.reserved >= p->vmm->tight_at;
+    return p->own.reserved >= p->vmm->tight_at;
 }
 
 /* From half a granule up to (not including) 3 granules, no granule multiple. Compared with a

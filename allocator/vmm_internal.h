@@ -200,7 +200,8 @@ struct ga_vmm {
      * marked, a home whose entries all left may stay marked until the walk. The walk reads these
      * 128 bytes and the runs from the marked homes, not the 144 entries of 512 B twice (through
      * the shim alt3 3,056 -> 2,568 instructions a pair, step-past-keep 10,118 -> 9,971; at the
-     * pool 1,983 -> 1,495 and 2,089 -> 1,941). A byte stored on the home park_find has in a
+     * pool 1,983 -> 1,495 and 2,089 -> 1,941; stopping once every parked block is found, 2,529
+     * and 9,744, 1,465 and 1,899). A byte stored on the home park_find has in a
      * register: 1 instruction a park (one-1m, park20-1.5m, park20-2m, sizes40 +1 a pair at the
      * pool); stored in park() the home was computed again (one-1m 350 -> 356, park20-1.5m 312
      * -> 319, sizes40 361 -> 367); scripts/bench-patterns-instr.sh build pool shim. */

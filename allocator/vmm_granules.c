@@ -220,8 +220,8 @@ static int backend_map(ga_pool_t *p, ga_vrange_t *r, size_t g, size_t n)
 }
 
 /* n granules from g were mapped: their bits and the figures. */
-static inline __attribute__((always_inline)) void mapped_now(ga_pool_t *p, ga_vrange_t *r, size_t g,
-                                                           size_t n)
+static inline __attribute__((always_inline)) void mapped_now(ga_pool_t *p, ga_vrange_t *r,
+                                                           size_t g, size_t n)
 {
     ga_stats_t *s = &p->own;
     bits_put(r->mapped, g, g + n - 1, 1);

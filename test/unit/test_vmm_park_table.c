@@ -9,7 +9,9 @@
  * keeps the pool's figures those of its live blocks, mapped memory its reserved figure, and
  * ga_vmm_check clean after every operation (it checks that each parked block is in the entry its
  * size's search finds, and each general one's place among the general area's parked ones); trim
- * then gives every granule back. Added to the vmm suite's "placement" case by
+ * then gives every granule back. The walk that gives every parked block back (from the homes
+ * marked at park, park_mark) is checked on such a mix and on sizes that share homes, parked,
+ * partly taken back and trimmed. Added to the vmm suite's "placement" case by
  * vmm_park_table_add(). */
 #include <inttypes.h>
 #include <stdio.h>
@@ -115,14 +117,6 @@ START_TEST(vmm_many_sizes_parked_and_taken_back)
 }
 END_TEST
 
-/* The walk that gives every parked block back (ga_vmm_unpark_all) finds the entries in use from
- * the homes marked when a block parked, not from all 144 entries: after a seeded mix of frees
- * (parks), allocations (take-backs, entries freed and the entries after them moved back) and,
- * now and then, over sizes 6 of which share a home (chain_sizes) and the mix's, a 320 MiB allocation that has to map (every parked block given back first) or a
- * trim, ga_vmm_check finds every entry in use with its home marked, every parked block in the
- * entry its size's probe finds, and their counts right (a parked block the walk missed would
- * stay counted, and the 320 MiB allocation would give them back again and again: it returns,
- * mapped); after each trim, with blocks still live, nothing is kept. */
 /* CHAIN general sizes (no class ever) in CHAIN / 6 homes, 6 a home: their entries lie in runs
  * past their homes, and a take-back moves the entries after it back. */
 #define CHAIN 24
@@ -140,6 +134,15 @@ static void chain_sizes(size_t *out)
     }
 }
 
+/* The walk that gives every parked block back (ga_vmm_unpark_all) finds the entries in use from
+ * the homes marked when a block parked, not from all 144 entries: after a seeded mix of frees
+ * (parks), allocations (take-backs, entries freed and the entries after them moved back) and, now
+ * and then, over sizes 6 of which share a home (chain_sizes) and the mix's, a 320 MiB allocation
+ * that has to map (every parked block given back first) or a trim, ga_vmm_check finds every entry
+ * in use with its home marked, every parked block in the entry its size's probe finds, and their
+ * counts right (a parked block the walk missed would stay counted, and the 320 MiB allocation
+ * would give them back again and again: it returns, mapped); after each trim, with blocks still
+ * live, nothing is kept. */
 START_TEST(vmm_unpark_all_finds_every_parked_block)
 {
     vfake_t f;

@@ -302,7 +302,11 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->general_cut = SIZE_MAX;
     v->park_min = p->cfg.keep ? v->half : SIZE_MAX;
     v->keep_now = p->cfg.keep;
-    v->tight = p->cfg.limit && p->cfg.limit <= p->cfg.keep; /* set_tight with nothing mapped */
+    /* tight()'s threshold: with no limit never tight; a limit at or under the keep always;
+     * else from limit - keep mapped bytes on (the room left then at most the keep) */
+    v->tight_at = !p->cfg.limit                ? UINT64_MAX
+                  : p->cfg.limit <= p->cfg.keep ? 0
+                                                : (uint64_t)(p->cfg.limit - p->cfg.keep);
     v->gstep = GSTEP_MIN;
     v->pend_step = 1;
     v->park_full.n = PARK_DEPTH; /* never a block in it: no room */

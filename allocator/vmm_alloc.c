@@ -100,7 +100,7 @@ static OUT_OF_LINE size_t unused_in(const ga_vmm_t *v, uintptr_t a, size_t len)
 
 /* What the choice between two places counts as new: the granules that would be mapped, so that a
  * kept granule counts as mapped; but once the room under the limit is at most the keep
- * (v->tight), the granules the block would be the first user of, kept ones among them, as with
+ * (tight()), the granules the block would be the first user of, kept ones among them, as with
  * GPUARENA_VMM_KEEP=0 (where a granule no block uses is unmapped). Near the cap a kept granule is
  * given back before any out-of-memory, so it is room like any other; counted as mapped, it
  * steered a class size into the general area, denser there at first and less so at the cap (an
@@ -111,9 +111,10 @@ static OUT_OF_LINE size_t unused_in(const ga_vmm_t *v, uintptr_t a, size_t len)
  * now 21. Far from the cap (the room over the keep) the keep steers as before: the shim's limit
  * is the device's cap whenever GPUARENA_LIMIT is not set, and the replay with no limit, whose
  * figures the shim's must equal, counts kept granules as mapped. */
-static inline size_t fresh_in(const ga_vmm_t *v, uintptr_t a, size_t len)
+static inline size_t fresh_in(const ga_pool_t *p, uintptr_t a, size_t len)
 {
-    return __builtin_expect(v->tight, 0) ? unused_in(v, a, len) : unmapped_in(v, a, len);
+    const ga_vmm_t *v = p->vmm;
+    return __builtin_expect(tight(p), 0) ? unused_in(v, a, len) : unmapped_in(v, a, len);
 }
 
 /* Frees the live block at a of area ar: a trial that lost, or a block whose granules were
@@ -136,13 +137,13 @@ static OUT_OF_LINE ga_status_t place_tried(ga_pool_t *p, ga_varea_t **ar, size_t
     mark_dirty(v, *ar);
     if ((*ar)->id == AREA_GENERAL)
         return st;
-    size_t fresh = st == GA_OK ? fresh_in(v, *a, rounded) : 0;
+    size_t fresh = st == GA_OK ? fresh_in(p, *a, rounded) : 0;
     ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
     uintptr_t b = 0;
     if (!gen || ga_alloc_short_in(gen->arena, &v->ltab, 1, AREA_GENERAL, size, &b) != GA_OK)
         return st;
     mark_dirty(v, gen);
-    if (fresh_in(v, b, rounded) < fresh) {
+    if (fresh_in(p, b, rounded) < fresh) {
         area_free(v, *ar, *a);
         *ar = gen, *a = b;
     } else {
@@ -271,7 +272,7 @@ fresh_choose(ga_pool_t *p, ga_varea_t *ar, int slot, ga_chunk_t *c, unsigned bin
     ga_vmm_t *v = p->vmm;
     uintptr_t a = c->base;
     mark_dirty(v, ar);
-    if (gc && fresh_in(v, gc->base, rounded) < fresh &&
+    if (gc && fresh_in(p, gc->base, rounded) < fresh &&
         ga_take_in(gen->arena, &v->ltab, 1, AREA_GENERAL, gc, gbin, rounded, size) == GA_OK) {
         mark_dirty(v, gen);
         ar->unmapped_fit = ar->size != 0; /* unchanged: alloc_slow may skip its fit next time */
@@ -289,7 +290,7 @@ static OUT_OF_LINE ga_status_t alloc_fresh(ga_pool_t *p, ga_varea_t *ar, int slo
                                            uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    size_t fresh = fresh_in(v, c->base, rounded);
+    size_t fresh = fresh_in(p, c->base, rounded);
     ga_varea_t *gen = fresh ? area_ready(v, AREA_GENERAL) : NULL;
     unsigned gbin = 0;
     ga_chunk_t *gc = gen ? ga_find_fit(gen->arena, rounded, &gbin) : NULL;
@@ -371,7 +372,7 @@ static OUT_OF_LINE ga_status_t alloc_general_first(ga_pool_t *p, ga_varea_t *ar,
     ga_chunk_t *gc = gen ? ga_find_fit(gen->arena, rounded, &gbin) : NULL;
     size_t off = gc ? gc->base - v->base0 : 0, g0 = off >> v->gshift;
     size_t g1 = (off + rounded - 1) >> v->gshift;
-    if (gc && off < v->size0 && one_word(g0, g1) && !v->tight) {
+    if (gc && off < v->size0 && one_word(g0, g1) && !tight(p)) {
         /* The common case, in the first range within one bitmap word: its granules tested and
          * then taken with the words and granule numbers found once, as cover_placed would take
          * them, with nothing to map (the general area is always dirty: no mark). Through
@@ -389,7 +390,7 @@ static OUT_OF_LINE ga_status_t alloc_general_first(ga_pool_t *p, ga_varea_t *ar,
             *out = a;
             return GA_OK;
         }
-    } else if (gc && fresh_in(v, gc->base, rounded) == 0 &&
+    } else if (gc && fresh_in(p, gc->base, rounded) == 0 &&
                ga_take_in(gen->arena, &v->ltab, 1, AREA_GENERAL, gc, gbin, rounded, size) ==
                    GA_OK) {
         mark_dirty(v, gen);
@@ -398,7 +399,7 @@ static OUT_OF_LINE ga_status_t alloc_general_first(ga_pool_t *p, ga_varea_t *ar,
     ga_chunk_t *c = ga_find_fit(ar->arena, rounded, &bin);
     if (!c) /* cannot be while the mark holds; as alloc_slow would */
         return alloc_first(p, ar, slot, size, rounded, out);
-    size_t fresh = fresh_in(v, c->base, rounded); /* >= 1 while the mark holds */
+    size_t fresh = fresh_in(p, c->base, rounded); /* >= 1 while the mark holds */
     return fresh_choose(p, ar, slot, c, bin, size, rounded, out, fresh, fresh ? gen : NULL, gc,
                         gbin);
 }
@@ -422,10 +423,10 @@ static OUT_OF_LINE ga_status_t alloc_class(ga_pool_t *p, ga_varea_t *ar, int slo
         ga_vrange_t *r = v->ranges;
         size_t g0 = off >> v->gshift, g1 = (off + rounded - 1) >> v->gshift;
         int shared = g0 == g1 && r->refs[g0]; /* inside a granule a live block uses: mapped */
-        /* Near the cap (v->tight) granules all in use, not all mapped: kept ones are the
+        /* Near the cap (tight()) granules all in use, not all mapped: kept ones are the
          * choice's to weigh (fresh_in). */
         if (shared || (bits_all(r->mapped, g0, g1) &&
-                       (!v->tight || (g1 == g0 + 1 && r->refs[g0] && r->refs[g1])))) {
+                       (!tight(p) || (g1 == g0 + 1 && r->refs[g0] && r->refs[g1])))) {
             if (ga_take_in(ar->arena, &v->ltab, 1, ar->id, c, bin, rounded, size) != GA_OK)
                 return take_failed(p, ar, rounded);
             mark_dirty(v, ar);
@@ -568,7 +569,7 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
         /* No other user there: every granule a kept one. Granules in one bitmap word (a block
          * of up to 64, nearly always) are tested and taken with one mask; a block across words
          * takes alloc_fresh's way, which with nothing to map places it here all the same. */
-        if (run_one_word(g0, n) && !v->tight) { /* near the cap: the choice (fresh_in) */
+        if (run_one_word(g0, n) && !tight(p)) { /* near the cap: the choice (fresh_in) */
             uint64_t m = run_mask(g0, n);
             if ((r->mapped[g0 >> 6] & m) == m) {
                 /* The granules first, taken back if the take fails: nothing is then kept in
@@ -715,7 +716,7 @@ static OUT_OF_LINE ga_status_t alloc_gen_parked(ga_pool_t *p, size_t size, size_
 /* Whether a block of `rounded` bytes at `base` crosses one granule boundary more than its size
  * needs (it holds a granule more than a block placed afresh). A parked block of the general area
  * that would, taken back where it lies, is placed as if the parked blocks were
- * freed instead while the room under the pool's limit is under the keep (v->tight): near the cap
+ * freed instead while the room under the pool's limit is under the keep (tight()): near the cap
  * that granule is a block fewer before an out-of-memory (an outside check, helper-135 F1: a 1.5 MiB
  * block placed after a 7 MiB + 4 KiB one, both parked, taken back across two granules; under a
  * 16 MiB cap 9 blocks of 1.5 MiB fit where 10 do with no keep). Far from the cap a granule held a
@@ -744,7 +745,7 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
     size_t area = c->u.area & ~GA_AREA_PARKED;
     /* Near the cap, a general-area block that would hold a granule more than its size needs
      * (straddles) is placed as if the parked blocks were freed. */
-    if (__builtin_expect(v->tight, 0) && area == AREA_GENERAL && straddles(v, c->base, rounded)) {
+    if (__builtin_expect(tight(p), 0) && area == AREA_GENERAL && straddles(v, c->base, rounded)) {
         ga_vmm_unpark_general(p);
         return ga_vmm_alloc(p, size, out);
     }
@@ -915,7 +916,7 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
             const ga_chunk_t *c = k->c[k->n - 1];
             int slot = c->u.area == (AREA_GENERAL | GA_AREA_PARKED) && class_size(v, rounded)
                        ? ga_vmm_track_find(v, rounded, 0) : -1;
-            int moved = v->tight && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
+            int moved = tight(p) && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
                         straddles(v, c->base, rounded); /* placed afresh (alloc_parked) */
             if (!moved &&
                 (slot < 0 || !v->track[slot].area || v->area[v->track[slot].area].unmapped_fit))
@@ -944,6 +945,6 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
         return 0;
     /* A block with a choice to make near the cap weighs kept granules as new (fresh_in): said
      * only where it would take this place with nothing new. */
-    return (asked == AREA_GENERAL ? unmapped_in(v, a, rounded) : fresh_in(v, a, rounded)) == 0;
+    return (asked == AREA_GENERAL ? unmapped_in(v, a, rounded) : fresh_in(p, a, rounded)) == 0;
 }
 

@@ -106,7 +106,6 @@ static void unmap_granules(ga_pool_t *p, ga_vrange_t *r, size_t g, size_t n)
     bits_put(r->mapped, g, g + n - 1, 0);
     p->own.reserved -= (uint64_t)n << v->gshift;
     p->own.backend_unmaps += n;
-    set_tight(p);
 }
 
 /* The arena gives a range back (empty, or the pool is being destroyed): unmap what is still
@@ -221,7 +220,8 @@ static int backend_map(ga_pool_t *p, ga_vrange_t *r, size_t g, size_t n)
 }
 
 /* n granules from g were mapped: their bits and the figures. */
-static void mapped_now(ga_pool_t *p, ga_vrange_t *r, size_t g, size_t n)
+static inline __attribute__((always_inline)) void mapped_now(ga_pool_t *p, ga_vrange_t *r,
+                                                           size_t g, size_t n)
 {
     ga_stats_t *s = &p->own;
     bits_put(r->mapped, g, g + n - 1, 1);
@@ -229,7 +229,6 @@ static void mapped_now(ga_pool_t *p, ga_vrange_t *r, size_t g, size_t n)
     s->backend_maps += n;
     if (s->reserved > s->peak_reserved)
         s->peak_reserved = s->reserved;
-    set_tight(p);
 }
 
 static int map_granule(ga_pool_t *p, ga_vrange_t *r, size_t g)

@@ -172,14 +172,18 @@ struct ga_vmm {
     /* The keep less the granules parked blocks touch (park_touch): the room freed granules have
      * to stay kept, so that kept granules and parked blocks together hold at most the keep. */
     size_t keep_now;
-    /* Whether the room left under the pool's limit (mapped bytes up to it) is at most the keep
-     * (at the keep itself kept granules could fill it all: under an 8 MiB limit with a 4 MiB
-     * keep, the 1 MiB + 4 KiB shape of test_outside144.c fit 6 blocks where the keep 0 fits 7):
-     * a parked block that would hold a granule more than its size needs is then not taken back
-     * where it lies (vmm_alloc.c, alloc_parked), and kept granules count as new where a block's
-     * area is chosen (fresh_in). Kept up where the mapped bytes change (vmm_granules.c:
-     * set_tight), so that the take-back reads one word. */
-    int tight;
+    /* The mapped bytes from which the room left under the pool's limit is at most the keep
+     * (tight(); at the keep itself kept granules could fill it all: under an 8 MiB limit with a
+     * 4 MiB keep, the 1 MiB + 4 KiB shape of test_outside144.c fit 6 blocks where the keep 0 fits
+     * 7): a parked block that would hold a granule more than its size needs is then not taken
+     * back where it lies (vmm_alloc.c, alloc_parked), and kept granules count as new where a
+     * block's area is chosen (fresh_in). Fixed at creation (the limit and the keep never change),
+     * so that a test compares one word with the reserved bytes. A flag kept up at every map and
+     * unmap (set_tight, helper-135) cost about 11 instructions a call and kept mapped_now from
+     * being inlined: through the shim step-past-keep (62 maps and 62 unmaps a round) 9,744 ->
+     * 9,687 a pair with tight(), the take-backs unchanged (scripts/bench-patterns-instr.sh build
+     * pool shim). */
+    uint64_t tight_at;
     size_t nparked;
     /* The parked blocks of the general area (at most GPARK_MAX, ngparked of them): while there
      * are any, small_cut is 0, so that an allocation under half a granule takes the parked path,
@@ -207,6 +211,17 @@ struct ga_vmm {
      * a resize sets it back to 1): a training step's bursts of frees finished nearly every hold
      * (an extra call, and an allocation's check that failed). */
     size_t pend_skip, pend_step;
+    /* park_mark[h]: set by park_find for a block about to park (maybe: it may find no room),
+     * cleared only by ga_vmm_park_order's walk (vmm_park.c): every home with an entry in use is
+     * marked, a home whose entries all left may stay marked until the walk. The walk reads these
+     * 128 bytes and the runs from the marked homes, not the 144 entries of 512 B twice (through
+     * the shim alt3 3,056 -> 2,568 instructions a pair, step-past-keep 10,118 -> 9,971; at the
+     * pool 1,983 -> 1,495 and 2,089 -> 1,941; stopping once every parked block is found, 2,529
+     * and 9,744, 1,465 and 1,899). A byte stored on the home park_find has in a
+     * register: 1 instruction a park (one-1m, park20-1.5m, park20-2m, sizes40 +1 a pair at the
+     * pool); stored in park() the home was computed again (one-1m 350 -> 356, park20-1.5m 312
+     * -> 319, sizes40 361 -> 367); scripts/bench-patterns-instr.sh build pool shim. */
+    uint8_t park_mark[PARK_SLOTS];
     ga_vpark_t park[PARK_ENTRIES];
     ga_vpark_t park_full; /* no entry left for a size: n is PARK_DEPTH (park_find) */
 };
@@ -243,7 +258,10 @@ size_t ga_vmm_park_order(ga_vmm_t *v, ga_vpark_t **in);
  * never used (none). */
 static inline ga_vpark_t *park_find(ga_vmm_t *v, size_t rounded, int room)
 {
-    ga_vpark_t *k = &v->park[park_home(rounded)];
+    size_t h = park_home(rounded);
+    if (room) /* a block about to park, maybe: its home marked (park_mark) */
+        v->park_mark[h] = 1;
+    ga_vpark_t *k = &v->park[h];
     if (__builtin_expect(k->size == rounded || !k->n, 1))
         return k;
     return ga_vmm_park_probe(v, k, rounded, room);
@@ -482,11 +500,10 @@ static inline void pend_done(ga_vmm_t *v)
         ga_vmm_pend_finish(v);
 }
 
-/* Sets v->tight from the mapped bytes now (see there). */
-static inline void set_tight(ga_pool_t *p)
+/* Whether the room under the pool's limit is at most the keep (see tight_at). */
+static inline int tight(const ga_pool_t *p)
 {
-    p->vmm->tight = p->cfg.limit && (p->cfg.limit > p->own.reserved
-                                         ? p->cfg.limit - p->own.reserved : 0) <= p->cfg.keep;
+    return p->own.reserved >= p->vmm->tight_at;
 }
 
 /* From half a granule up to (not including) 3 granules, no granule multiple. Compared with a

@@ -274,12 +274,14 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
         }
     }
     /* Parked blocks: each in the live table, marked, of its entry's size, its entry the one its
-     * size's probe finds; the table's last entry never used; their sums. */
+     * size's probe finds, its home marked (park_mark); the table's last entry never used; their
+     * sums. */
     uint64_t pn = 0, pbytes = 0, preq = 0, pbad = 0, pg = 0, ponly = 0;
     uint64_t phold = parked_touched(v, &ponly, &pbad);
     pbad += ponly != parked_only(v);
     for (size_t s = 0; s < PARK_ENTRIES; s++) {
         pbad += v->park[s].n > PARK_DEPTH;
+        pbad += v->park[s].n && !v->park_mark[park_home(v->park[s].size)]; /* the walk's marks */
         for (size_t j = 0; j < v->park[s].n; j++) {
             const ga_chunk_t *c = v->park[s].c[j];
             pn++, pbytes += c->size, preq += c->u.requested;

@@ -1,8 +1,9 @@
 /* gpuarena vmm pool internals: the structures and granule bitmaps shared by pool_vmm.c (placement
  * areas, the pool, free), vmm_alloc.c (placement and allocation), vmm_granules.c (address ranges,
  * mapping, the kept cache), vmm_stats.c (figures, invariant walker, occupancy map) and
- * vmm_park.c (the table of parked sizes' slow paths). pool_vmm.c's head comment says how the
- * pool works. Nothing outside these five files includes this header.
+ * vmm_park.c (the table of parked sizes' slow paths), with vmm_cover.h and vmm_uncover.h (the
+ * common cases of taking and leaving granules, vmm_alloc.c's and pool_vmm.c's). pool_vmm.c's
+ * head comment says how the pool works. Nothing outside these files includes this header.
  */
 #ifndef GA_VMM_INTERNAL_H
 #define GA_VMM_INTERNAL_H
@@ -516,7 +517,8 @@ static inline int class_size(const ga_vmm_t *v, size_t rounded)
 
 
 /* vmm_granules.c: the parent arena's backend (address ranges), the kept cache, and the out-of-line
- * paths of covering and uncovering granules (pool_vmm.c inlines the common cases). */
+ * paths of covering and uncovering granules (the common cases, inline: vmm_cover.h and
+ * vmm_uncover.h). */
 int ga_vmm_va_reserve(void *ctx, size_t size, uintptr_t *base);
 int ga_vmm_va_release(void *ctx, uintptr_t base, size_t size); /* always 0 */
 size_t ga_vmm_release_all_kept(ga_pool_t *p);

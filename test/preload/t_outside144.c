@@ -127,7 +127,7 @@ static int o144_run(const o144_case_t *k, size_t cap_mib, const char *keep, cons
  * GPUARENA_FREE_SYNC setting (found 2026-12-07, helper-144; each fits as many or fewer on
  * 198349c, before the rule, so none is new). Since 2026-12-07 (helper-147) kept granules count
  * as new where a block's area is chosen while the room under the cap is at most the keep
- * (allocator/vmm_alloc.c, fresh_in), which met cases 0 and 1 under 32 MiB with the default and
+ * (allocator/vmm_cover.h, fresh_in), which met cases 0 and 1 under 32 MiB with the default and
  * 64 MiB keeps, case 7 with those under every cap and case 8 with 4 MiB under 8 MiB. Left, each
  * decided while the room was still over the keep (test_outside144.c's o144_pending says why it
  * stays so, with a counted example): the keep's kept granules steer a class size into the

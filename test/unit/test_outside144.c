@@ -96,7 +96,7 @@ static int o144_count(const o144_shape_t *k, size_t limit, size_t keep)
 /* The runs (shape, limit, keep) where a keep fits fewer blocks than the keep 0, each one fewer
  * (two for shapes 0 and 1 under 128 MiB with the 64 MiB keep). Since 2026-12-07 (helper-147),
  * while the room under the limit is at most the keep, kept granules count as new where a block's
- * area is chosen (vmm_alloc.c, fresh_in), as a straddling parked block is placed afresh: that
+ * area is chosen (vmm_cover.h, fresh_in), as a straddling parked block is placed afresh: that
  * met 10 of the 36 runs found before (shapes 0 and 1 under 32 MiB and shape 7 under 8-64 MiB
  * with the 64 MiB keep, shape 7 and 8 under 8 MiB with 4 MiB). What is left is decided while the
  * room is over the keep, where neither rule reaches, and is kept so on purpose: through the shim

@@ -102,9 +102,9 @@ START_TEST(vmm_huge_granules_end)
 }
 END_TEST
 
-/* The one-granule fast paths (vmm_alloc.c cover, pool_vmm.c uncover): a granule is mapped when its first
- * block comes and given back exactly when its last one goes, also for a block across a granule
- * boundary, whose two granules are counted apart; a kept granule is reused without a map. */
+/* The one-granule fast paths (vmm_cover.h cover, vmm_uncover.h uncover): a granule is mapped when
+ * its first block comes and given back exactly when its last one goes, also for a block across a
+ * granule boundary, whose two granules are counted apart; a kept granule is reused without a map. */
 START_TEST(vmm_granule_counts_exact)
 {
     vfake_t f;

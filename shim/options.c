@@ -296,6 +296,33 @@ static void ga_warn_unknown(void)
     }
 }
 
+/* GPUARENA_STATS=1 (or true, yes, on: the way many tools' variables are turned on) is a file of
+ * that name, as the Options table says; the statistics went to a file named "1" in the program's
+ * folder without a word, where the user looked for them on stderr. Still written as named (a
+ * guess could put them where the user did not ask), and said once with where they go and the
+ * fix. */
+static int ga_switch_word(const char *v)
+{
+    static const char *const words[] = {"1", "true", "yes", "on"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (!strcasecmp(v, words[i]))
+            return 1;
+    return 0;
+}
+
+static void ga_warn_switch_paths(void)
+{
+    const char *s = getenv("GPUARENA_STATS"), *t = getenv("GPUARENA_TRACE");
+    if (s && ga_opt.stats && ga_switch_word(s))
+        ga_log(GA_LOG_WARN, "GPUARENA_STATS=%s names a file: the statistics will be written to "
+               "'%s' at exit; for stderr set GPUARENA_STATS=-, or name a file such as "
+               "stats.json", s, ga_opt.stats);
+    if (t && ga_opt.trace && ga_switch_word(t))
+        ga_log(GA_LOG_WARN, "GPUARENA_TRACE=%s names a file: the trace will be written to '%s'; "
+               "name a file such as run.trace (a trace is binary records, it has no stderr form)",
+               t, ga_opt.trace);
+}
+
 /* What each key ga_options_json writes means, for the report's about_keys.options. */
 #define GA_OPTIONS_JSON_KEYS(X)                                                                 \
     X(preallocate, "whether the arena takes its memory at the first allocation: GPUARENA_MODE arena, not grow") \
@@ -421,6 +448,8 @@ int ga_options_load(void)
         ga_log(GA_LOG_WARN, "GPUARENA_FREE_SYNC applies to the pools of arena, grow and vmm modes "
                "and is ignored in platform mode, whose frees wait for the device as the driver's "
                "own cuMemFree does: unset it, or use one of those modes");
+    if (!bad)
+        ga_warn_switch_paths();
     ga_warn_unknown();
     return bad;
 }

@@ -319,6 +319,80 @@ START_TEST(preallocate_outside_arena_said)
 }
 END_TEST
 
+/* GPUARENA_STATS=1 (a switch word, as many tools' variables take) is a file of that name in the
+ * program's folder: written there, and said once with that path and the fix (it was written
+ * without a word while the user looked on stderr). A real file name and - stay silent. */
+struct pt_switch_arg {
+    const char *dir;
+    char env[2][64];
+};
+
+static void pt_switch_child(void *arg)
+{
+    struct pt_switch_arg *a = arg;
+    if (chdir(a->dir) != 0)
+        exit(2);
+    for (int i = 0; i < 2; i++)
+        if (a->env[i][0])
+            putenv(a->env[i]);
+    CUdeviceptr p;
+    CUcontext c;
+    int ok = cuInit(0) == CUDA_SUCCESS && cuCtxCreate(&c, NULL, 0, 0) == CUDA_SUCCESS &&
+             cuMemAlloc(&p, 4096) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS;
+    exit(ok ? 0 : 1);
+}
+
+START_TEST(switch_word_output_path_said)
+{
+    char dir[] = "/tmp/gatest-switch-XXXXXX", err[4096], want[512], path[600];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static const char *const words[] = {"1", "true", "YES", "On"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        struct pt_switch_arg a = {.dir = dir};
+        snprintf(a.env[0], sizeof a.env[0], "GPUARENA_STATS=%s", words[i]);
+        /* the trace under the next switch word (one file for both keeps only the trace) */
+        const char *trace = i % 2 ? "t.trace" : words[i + 1];
+        snprintf(a.env[1], sizeof a.env[1], "GPUARENA_TRACE=%s", trace);
+        ck_assert_msg(pt_run_child(pt_switch_child, &a, err, sizeof err) == 0, "%s: runs: %s",
+                      words[i], err);
+        snprintf(want, sizeof want, "gpuarena: GPUARENA_STATS=%s names a file: the statistics "
+                 "will be written to '%s/%s' at exit; for stderr set GPUARENA_STATS=-", words[i],
+                 dir, words[i]);
+        const char *at = strstr(err, want);
+        ck_assert_msg(at && !strstr(at + strlen(want), "names a file: the statistics"),
+                      "%s: said once: %s", words[i], err);
+        snprintf(want, sizeof want, "gpuarena: GPUARENA_TRACE=%s names a file: the trace will be "
+                 "written to '%s/%s'; name a file such as run.trace", trace, dir, trace);
+        ck_assert_msg(i % 2 ? !strstr(err, "GPUARENA_TRACE=") : strstr(err, want) != NULL,
+                      "%s: the trace %s: %s", words[i], i % 2 ? "named t.trace is silent" : "said",
+                      err);
+        /* written as named: the statistics (JSON) and, under a switch word, the trace */
+        snprintf(path, sizeof path, "%s/%s", dir, words[i]);
+        FILE *f = fopen(path, "r");
+        ck_assert_msg(f, "%s: the statistics are in %s", words[i], path);
+        int c = fgetc(f);
+        fclose(f);
+        ck_assert_msg(c == '{', "%s: %s holds the statistics JSON", words[i], path);
+        ck_assert_int_eq(unlink(path), 0);
+        snprintf(path, sizeof path, "%s/%s", dir, trace);
+        ck_assert_msg(unlink(path) == 0, "%s: the trace is in %s", words[i], path);
+    }
+    static const char *const quiet[] = {"GPUARENA_STATS=stats.json", "GPUARENA_STATS=-",
+                                        "GPUARENA_STATS=10"};
+    for (size_t i = 0; i < sizeof quiet / sizeof quiet[0]; i++) {
+        struct pt_switch_arg a = {.dir = dir};
+        snprintf(a.env[0], sizeof a.env[0], "%s", quiet[i]);
+        ck_assert_int_eq(pt_run_child(pt_switch_child, &a, err, sizeof err), 0);
+        ck_assert_msg(!strstr(err, "names a file"), "%s: silent: %s", quiet[i], err);
+        if (strcmp(quiet[i], "GPUARENA_STATS=-")) {
+            snprintf(path, sizeof path, "%s/%s", dir, strchr(quiet[i], '=') + 1);
+            ck_assert_int_eq(unlink(path), 0);
+        }
+    }
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static void pt_libcuda_child(void *arg)
 {
     putenv((char *)arg);
@@ -685,6 +759,7 @@ TCase *pt_tcase_errors(void)
     tcase_add_test(tc, good_option_values);
     tcase_add_test(tc, keep_outside_vmm_said);
     tcase_add_test(tc, preallocate_outside_arena_said);
+    tcase_add_test(tc, switch_word_output_path_said);
     tcase_add_test(tc, missing_driver_is_explained);
     tcase_add_test(tc, refused_calls_counted);
     return tc;

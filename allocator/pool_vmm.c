@@ -557,8 +557,9 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
     return GA_OK;
 }
 
-static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
-                                                       size_t area, size_t hold, size_t *size);
+static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vmm_t *v, ga_vpark_t *k,
+                                                       ga_chunk_t *c, size_t area, size_t hold,
+                                                       size_t *size);
 
 /* A block under half a granule, in the first range, alone in granule g0, parked (1; else 0 with
  * nothing changed): of the size last allocated under half a granule, with room in its size's
@@ -582,7 +583,7 @@ static inline __attribute__((always_inline)) int free_small_alone(ga_pool_t *p, 
         p->own.kept + v->gran > v->keep_now ||
         v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--))
         return 0;
-    park(p, k, c, AREA_GENERAL, park_touch(v, v->ranges, g0, g0, AREA_GENERAL, 1), size);
+    park(p, v, k, c, AREA_GENERAL, park_touch(v, v->ranges, g0, g0, AREA_GENERAL, 1), size);
     return 1;
 }
 
@@ -668,30 +669,36 @@ static OUT_OF_LINE ga_status_t free_large(ga_pool_t *p, ga_chunk_t *c, size_t i,
     if (area == AREA_ALIGNED) { /* its granules its own: no counts */
         if (p->own.kept + len > v->keep_now)
             return free_aligned(p, c, i, size);
-        park(p, k, c, area, len, size);
+        park(p, v, k, c, area, len, size);
         return GA_OK;
     }
     ga_vrange_t *r;
     size_t g0, g1;
     park_span(v, c->base, len, &r, &g0, &g1);
-    uint8_t p0 = r->parked[g0], p1 = r->parked[g1]; /* its granules, less ends counted already */
-    size_t gain = (g1 - g0 + 1 - (p0 != 0) - ((p1 != 0) & (g1 != g0))) << v->gshift;
+    /* its granules, less ends counted already (the last one's test only where it is another
+     * granule: as one expression, the two tests' flags were spilled, over-16 -2 a pair) */
+    uint8_t *pk = r->parked;
+    size_t n = g1 - g0 + (pk[g0] == 0);
+    if (g1 != g0)
+        n -= pk[g1] != 0;
+    size_t gain = n << v->gshift;
     if (p->own.kept + gain > v->keep_now)
         return area == AREA_GENERAL ? free_general(p, c, i, size) : free_class(p, c, i, size);
-    r->parked[g0] = (uint8_t)(p0 + 1);
+    pk[g0]++;
     if (g1 != g0)
-        r->parked[g1] = (uint8_t)(p1 + 1);
-    park(p, k, c, area, gain, size);
+        pk[g1]++;
+    park(p, v, k, c, area, gain, size);
     return GA_OK;
 }
 
 /* Parks live block c of area `area` in entry k, `hold` bytes of granules parked blocks touch now
  * and did not before (park_touch, done): its figures are a free's, its chunk stays allocated and
- * marked, its granules stay in use. */
-static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
-                                                       size_t area, size_t hold, size_t *size)
+ * marked, its granules stay in use. v is p->vmm, passed: read again here after the byte stores
+ * of the parked counts (which may alias anything), it cost a load a park. */
+static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vmm_t *v, ga_vpark_t *k,
+                                                       ga_chunk_t *c, size_t area, size_t hold,
+                                                       size_t *size)
 {
-    ga_vmm_t *v = p->vmm;
     size_t len = c->size;
     v->keep_now -= hold;
     if (area == AREA_GENERAL) {

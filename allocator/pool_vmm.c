@@ -676,7 +676,7 @@ static OUT_OF_LINE ga_status_t free_large(ga_vmm_t *v, ga_chunk_t *c, size_t i, 
     size_t g0, g1;
     park_span(v, c->base, len, &r, &g0, &g1);
     /* its granules, less ends counted already (the last one's test only where it is another
-     * granule: as one expression, the two tests' flags were spilled, over-16 -2 a pair) */
+     * granule: as one expression, the two tests' flags were spilled; over-16 304 -> 301 a pair) */
     uint8_t *pk = r->parked;
     size_t n = g1 - g0 + (pk[g0] == 0);
     if (g1 != g0)

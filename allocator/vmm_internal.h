@@ -399,7 +399,8 @@ static inline void park_span(const ga_vmm_t *v, uintptr_t base, size_t len, ga_v
                              size_t *g0, size_t *g1)
 {
     /* In the first range the offset is the one its test computed (base0 is ranges[0]'s base):
-     * no second subtraction from the range's own base (one-1m, over-16: -2 a pair). */
+     * no second subtraction from the range's own base (at the pool, vmm: one-1m 354 -> 349 a
+     * pair, over-16 309 -> 304, scripts/bench-patterns-instr.sh). */
     ga_vrange_t *rr = v->ranges;
     size_t off = base - v->base0;
     if (__builtin_expect(off >= v->size0, 0)) {

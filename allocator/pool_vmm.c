@@ -557,8 +557,9 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
     return GA_OK;
 }
 
-static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
-                                                       size_t area, size_t hold, size_t *size);
+static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vmm_t *v, ga_vpark_t *k,
+                                                       ga_chunk_t *c, size_t area, size_t hold,
+                                                       size_t *size);
 
 /* A block under half a granule, in the first range, alone in granule g0, parked (1; else 0 with
  * nothing changed): of the size last allocated under half a granule, with room in its size's
@@ -582,7 +583,7 @@ static inline __attribute__((always_inline)) int free_small_alone(ga_pool_t *p, 
         p->own.kept + v->gran > v->keep_now ||
         v->ngparked == GPARK_MAX || (v->gwaste && v->gwaste--))
         return 0;
-    park(p, k, c, AREA_GENERAL, park_touch(v, v->ranges, g0, g0, AREA_GENERAL, 1), size);
+    park(p, v, k, c, AREA_GENERAL, park_touch(v, v->ranges, g0, g0, AREA_GENERAL, 1), size);
     return 1;
 }
 
@@ -590,9 +591,9 @@ static inline __attribute__((always_inline)) int free_small_alone(ga_pool_t *p, 
  * alone in its granule may be parked; the common case (in the first range, inside a granule
  * another live block still uses) costs a range test and a count beyond the arena's own free, as
  * free_general's. */
-static OUT_OF_LINE ga_status_t free_small(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
+static OUT_OF_LINE ga_status_t free_small(ga_vmm_t *v, ga_chunk_t *c, size_t i, size_t *size)
 {
-    ga_vmm_t *v = p->vmm;
+    ga_pool_t *p = v->pool;
     size_t len = c->size, off = c->base - v->base0, g0 = off >> v->gshift;
     size_t g1 = (off + len - 1) >> v->gshift;
     uint32_t *refs = v->refs0;
@@ -655,9 +656,9 @@ static inline __attribute__((always_inline)) ga_status_t free_unparked(ga_pool_t
  * given back before any allocation it does not serve (ga_vmm_unpark_general): held there, it cut
  * the room the area's other sizes share, and placed around it a step's allocations mapped anew
  * (examples/ex_train: 41 maps in 3 steps instead of 39, a granule more at the peak). */
-static OUT_OF_LINE ga_status_t free_large(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
+static OUT_OF_LINE ga_status_t free_large(ga_vmm_t *v, ga_chunk_t *c, size_t i, size_t *size)
 {
-    ga_vmm_t *v = p->vmm;
+    ga_pool_t *p = v->pool;
     size_t area = c->u.area, len = c->size;
     if (area & GA_AREA_PARKED)
         return GA_EDOUBLE;
@@ -668,30 +669,36 @@ static OUT_OF_LINE ga_status_t free_large(ga_pool_t *p, ga_chunk_t *c, size_t i,
     if (area == AREA_ALIGNED) { /* its granules its own: no counts */
         if (p->own.kept + len > v->keep_now)
             return free_aligned(p, c, i, size);
-        park(p, k, c, area, len, size);
+        park(p, v, k, c, area, len, size);
         return GA_OK;
     }
     ga_vrange_t *r;
     size_t g0, g1;
     park_span(v, c->base, len, &r, &g0, &g1);
-    uint8_t p0 = r->parked[g0], p1 = r->parked[g1]; /* its granules, less ends counted already */
-    size_t gain = (g1 - g0 + 1 - (p0 != 0) - ((p1 != 0) & (g1 != g0))) << v->gshift;
+    /* its granules, less ends counted already (the last one's test only where it is another
+     * granule: as one expression, the two tests' flags were spilled; over-16 304 -> 301 a pair) */
+    uint8_t *pk = r->parked;
+    size_t n = g1 - g0 + (pk[g0] == 0);
+    if (g1 != g0)
+        n -= pk[g1] != 0;
+    size_t gain = n << v->gshift;
     if (p->own.kept + gain > v->keep_now)
         return area == AREA_GENERAL ? free_general(p, c, i, size) : free_class(p, c, i, size);
-    r->parked[g0] = (uint8_t)(p0 + 1);
+    pk[g0]++;
     if (g1 != g0)
-        r->parked[g1] = (uint8_t)(p1 + 1);
-    park(p, k, c, area, gain, size);
+        pk[g1]++;
+    park(p, v, k, c, area, gain, size);
     return GA_OK;
 }
 
 /* Parks live block c of area `area` in entry k, `hold` bytes of granules parked blocks touch now
  * and did not before (park_touch, done): its figures are a free's, its chunk stays allocated and
- * marked, its granules stay in use. */
-static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
-                                                       size_t area, size_t hold, size_t *size)
+ * marked, its granules stay in use. v is p->vmm, passed: read again here after the byte stores
+ * of the parked counts (which may alias anything), it cost a load a park. */
+static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vmm_t *v, ga_vpark_t *k,
+                                                       ga_chunk_t *c, size_t area, size_t hold,
+                                                       size_t *size)
 {
-    ga_vmm_t *v = p->vmm;
     size_t len = c->size;
     v->keep_now -= hold;
     if (area == AREA_GENERAL) {
@@ -720,34 +727,36 @@ static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vpark_t 
 /* One probe of the shared live table finds the block and, from its chunk, its area, which picks
  * the path before any frame is set up: each path is a function of its own, entered by a jump.
  * (The owner of the pointer's granule picked it before: 8 instructions more, and the area's
- * table probed after.) */
+ * table probed after.) The two common paths are given v, the rest v->pool: with p passed on,
+ * the probe kept p and the size in other registers and moved them back for the jump (at the
+ * pool, vmm: mixed16 431 -> 428 a pair, one-4k 316 -> 312, scripts/bench-patterns-instr.sh). */
 ga_status_t ga_vmm_free(ga_pool_t *p, uintptr_t ptr, size_t *size)
 {
     /* A pending free is left pending: its block is marked parked (a second free of it is a
      * double free, below), and the frees of other blocks do not need it done (pend_hold). */
-    ga_livetab_t *t = &p->vmm->ltab;
+    ga_vmm_t *v = p->vmm;
+    ga_livetab_t *t = &v->ltab;
     size_t i = ga_live_home(t, ptr);
     ga_chunk_t *c;
     while ((c = t->slots[i].chunk) && c->base != ptr)
         i = (i + 1) & t->mask;
     if (!c)
-        return free_refused(p, ptr);
-    ga_vmm_t *v = p->vmm;
+        return free_refused(v->pool, ptr);
     if (c->size >= v->park_min) { /* a parked block among them: none without a keep */
         /* A general-area block while its frees go unparked (gwaste): no parking entry read. */
         if (__builtin_expect(v->gwaste != 0, 0) && c->u.area == AREA_GENERAL) {
             v->gwaste--;
-            return free_general(p, c, i, size);
+            return free_general(v->pool, c, i, size);
         }
-        return free_large(p, c, i, size);
+        return free_large(v, c, i, size);
     }
     if (c->u.area == AREA_GENERAL)
-        return free_small(p, c, i, size);
+        return free_small(v, c, i, size);
     if (c->u.area & GA_AREA_PARKED) /* a small block parked (free_small_alone) */
         return GA_EDOUBLE;
     if (c->u.area == AREA_ALIGNED)
-        return free_aligned(p, c, i, size);
-    return free_class(p, c, i, size);
+        return free_aligned(v->pool, c, i, size);
+    return free_class(v->pool, c, i, size);
 }
 
 ga_status_t ga_vmm_lookup(const ga_pool_t *p, uintptr_t ptr, uintptr_t *base, size_t *size)

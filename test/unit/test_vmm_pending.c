@@ -181,6 +181,45 @@ START_TEST(vmm_pending_seeded_mix)
 }
 END_TEST
 
+/* Blocks of one size freed and allocated again in random order over 16 slots (the held block of
+ * exactly the size, often with no free neighbour after it), so that holes of that very size lie
+ * before and after it: the block is resized in place only when no hole of its size comes first
+ * (alloc_pend skips the best fit's search when the size's bin is empty). A few allocations of a
+ * size either side vary the bins. Sizes inside one granule and across two, under each keep. */
+START_TEST(vmm_pending_same_size_holes)
+{
+    static const size_t base[] = {96 * KIB, MIB - 512, 24 * KIB + 512};
+    for (size_t s = 0; s < sizeof base / sizeof base[0]; s++) {
+        for (size_t k = 0; k < NKEEPS; k++) {
+            twin_t t;
+            twin_open(&t, 0, keeps[k]);
+            uint64_t x = 0x2545F4914F6CDD1Dull ^ (s * 131 + k);
+            uintptr_t live[16] = {0};
+            size_t step = 0;
+            for (size_t j = 0; j < 16; j++)
+                ck_assert_int_eq(twin_alloc(&t, base[s], &live[j], step++), GA_OK);
+            for (int i = 0; i < 1500; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                size_t j = (size_t)(x % 16);
+                if (live[j]) {
+                    ck_assert_int_eq(twin_free(&t, live[j], step++), GA_OK);
+                    live[j] = 0;
+                }
+                if ((x >> 24) % 4 == 0) /* a hole left open a while */
+                    continue;
+                size_t sz = (x >> 32) % 8 == 0 ? base[s] + 512 : (x >> 32) % 8 == 1 ? base[s] - 512
+                                                                                     : base[s];
+                ck_assert_int_eq(twin_alloc(&t, sz, &live[j], step++), GA_OK);
+            }
+            for (size_t j = 0; j < 16; j++)
+                if (live[j])
+                    ck_assert_int_eq(twin_free(&t, live[j], step++), GA_OK);
+            twin_close(&t);
+        }
+    }
+}
+END_TEST
+
 /* The pending block is freed memory to its user: a lookup of it or inside it says not owned, its
  * live size is 0, a second free of it is a double free (and the first free's hold is then done,
  * as a free's is); the next allocation is still placed as the reference places it. */
@@ -290,6 +329,7 @@ Suite *vmm_pending_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, vmm_pending_sizes_taking_turns);
     tcase_add_test(tc, vmm_pending_seeded_mix);
+    tcase_add_test(tc, vmm_pending_same_size_holes);
     tcase_add_test(tc, vmm_pending_block_is_freed);
     tcase_add_test(tc, vmm_pending_keep0_unmaps_at_the_free);
     tcase_add_test(tc, vmm_pending_shared_traces);

@@ -449,17 +449,47 @@ static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t
     }
 }
 
+/* Whether the general area's free chunks and parked blocks would make one free chunk starting
+ * at c's base were the parked blocks freed: c's previous neighbour is neither, and the walk on
+ * from c over free and parked chunks finds every parked block and every free byte of the area.
+ * That chunk is then the only one, and so the best fit of any size it holds. */
+static int gen_whole_at(const ga_vmm_t *v, const ga_chunk_t *c)
+{
+    const ga_chunk_t *x = c->prev_phys;
+    if (x && (ga_is_free(x) || (x->u.area & GA_AREA_PARKED)))
+        return 0;
+    uint64_t free_bytes = 0;
+    size_t n = 0;
+    for (x = c; x; x = x->next_phys) {
+        if (ga_is_free(x))
+            free_bytes += x->size;
+        else if (x->u.area & GA_AREA_PARKED)
+            n++;
+        else
+            break;
+    }
+    const ga_stats_t *s = &v->area[AREA_GENERAL].arena->stats;
+    return n == v->ngparked && free_bytes == s->reserved - s->in_use;
+}
+
 /* Whether an allocation of `rounded` bytes that goes to the general area (under half a granule,
  * or 3 granules and more with no multiple) lands where it would with the area's parked blocks
- * given back first: the area's best fit now is smaller than every parked block, so none of them,
- * freed and merged with its free neighbours, would fit tighter; and no parked block borders it,
- * so it stays as it is. Then they stay parked: a training step's small buffers, allocated while
- * its larger ones wait parked, gave those back every time (examples/ex_train's recorded loop at
- * the pool, nothing mapped: 569 -> 532 instructions a pair, arena 439; scripts/
+ * given back first: 1 when the area's best fit now is smaller than every parked block, so none of
+ * them, freed and merged with its free neighbours, would fit tighter, and no parked block borders
+ * it, so it stays as it is. Then they stay parked: a training step's small buffers, allocated
+ * while its larger ones wait parked, gave those back every time (examples/ex_train's recorded
+ * loop at the pool, nothing mapped: 569 -> 532 instructions a pair, arena 439; scripts/
  * bench-patterns-instr.sh build pool -- trace:FILE). The replays' peaks are unchanged, their maps
- * within 0.3% (decomfl 3,221 -> 3,230), ex_train's 39 the same. */
-static int gen_fit_stands(const ga_vmm_t *v, size_t size, size_t rounded)
+ * within 0.3% (decomfl 3,221 -> 3,230), ex_train's 39 the same.
+ * 2 when the best fit, its granules all mapped and far from the cap, is where the one chunk the
+ * free chunks and parked blocks would make starts (gen_whole_at): the parked blocks stay too,
+ * but each one taken back must then lie where that chunk would place it (gheld, held_serves). A
+ * step freed in reverse (bench-patterns' step) frees its small buffers last, between its larger
+ * ones parked and the rest of the area: its first small allocation gave them all back, and the
+ * gwaste that followed kept the area from parking again. */
+static int gen_fit_stands(const ga_pool_t *p, size_t size, size_t rounded)
 {
+    const ga_vmm_t *v = p->vmm;
     if (!(size - 1 < v->small_lim || (rounded >= v->general_cut && (rounded & v->gmask))))
         return 0; /* another area's, or a size that may have a class */
     unsigned bin = 0;
@@ -468,12 +498,27 @@ static int gen_fit_stands(const ga_vmm_t *v, size_t size, size_t rounded)
         return 0; /* the area would grow */
     for (size_t j = 0; j < v->ngparked; j++) /* at most 64, looked at here, not kept up */
         if (v->gpark[j]->size <= f->size)
-            return 0; /* freed, it might fit tighter */
+            goto whole; /* freed, it might fit tighter */
     const ga_chunk_t *n[2] = {f->prev_phys, f->next_phys};
     for (int i = 0; i < 2; i++)
         if (n[i] && !ga_is_free(n[i]) && (n[i]->u.area & GA_AREA_PARKED))
-            return 0; /* freed, it would merge with the fit */
+            goto whole; /* freed, it would merge with the fit */
     return 1;
+whole:
+    return !tight(p) && unmapped_in(v, f->base, rounded) == 0 && gen_whole_at(v, f) ? 2 : 0;
+}
+
+/* While gheld: whether general-area parked block c, taken back for `rounded` bytes, lies where
+ * the allocation would land with the parked blocks given back (the general area's, for a size
+ * of no class that makes none: the start of the one chunk they would make). */
+static OUT_OF_LINE int held_serves(const ga_pool_t *p, const ga_chunk_t *c, size_t rounded)
+{
+    const ga_vmm_t *v = p->vmm;
+    int slot = c->u.slot;
+    if (rounded < v->half || tight(p) ||
+        (slot >= 0 && (v->track[slot].area || (v->track[slot].nlive && v->nareas < AREAS_MAX))))
+        return 0;
+    return gen_whole_at(v, c);
 }
 
 /* An allocation that no parked block serves while the general area has some: they stay parked
@@ -484,9 +529,13 @@ static OUT_OF_LINE ga_status_t alloc_gen_parked(ga_pool_t *p, size_t size, size_
                                                 uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    if (gen_fit_stands(v, size, rounded))
+    int stands = gen_fit_stands(p, size, rounded);
+    if (stands) {
+        if (stands == 2)
+            v->gheld = 1;
         return size - 1 < v->small_lim ? alloc_small(p, size, out)
                                        : alloc_general_alone(p, size, rounded, out);
+    }
     ga_vmm_unpark_general(p);
     return ga_vmm_alloc(p, size, out);
 }
@@ -524,6 +573,11 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
     /* Near the cap, a general-area block that would hold a granule more than its size needs
      * (straddles) is placed as if the parked blocks were freed. */
     if (__builtin_expect(tight(p), 0) && area == AREA_GENERAL && straddles(v, c->base, rounded)) {
+        ga_vmm_unpark_general(p);
+        return ga_vmm_alloc(p, size, out);
+    }
+    /* Kept past an allocation they did not serve (gheld): taken back only where it would land. */
+    if (__builtin_expect(v->gheld, 0) && area == AREA_GENERAL && !held_serves(p, c, rounded)) {
         ga_vmm_unpark_general(p);
         return ga_vmm_alloc(p, size, out);
     }
@@ -696,12 +750,13 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
                        ? ga_vmm_track_find(v, rounded, 0) : -1;
             int moved = tight(p) && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
                         straddles(v, c->base, rounded); /* placed afresh (alloc_parked) */
-            if (!moved &&
+            if (!moved && !(v->gheld && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
+                             !held_serves(p, c, rounded)) &&
                 (slot < 0 || !v->track[slot].area || v->area[v->track[slot].area].unmapped_fit))
                 return 1;
         }
     }
-    if (v->ngparked && !gen_fit_stands(v, size, rounded)) /* given back first, as alloc_parked
+    if (v->ngparked && !gen_fit_stands(p, size, rounded)) /* given back first, as alloc_parked
                                                             * does: the placement is then known */
         ga_vmm_unpark_general(p);
     uint16_t id = AREA_GENERAL;

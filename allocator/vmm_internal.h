@@ -193,6 +193,11 @@ struct ga_vmm {
      * take back (two sizes in one slot: 1.6-1.7x arena's through the shim, helper-136 F1). A
      * block's place in gpark is its u.gpark while it is parked there (park_leave: no search). */
     size_t ngparked, gwaste, gstep;
+    /* Set while the general area's parked blocks stayed past an allocation they did not serve
+     * on the one-chunk test (vmm_alloc.c, gen_fit_stands's 2): each taken back must then lie
+     * where that allocation would land with them given back (held_serves). Cleared with the
+     * last of them. */
+    size_t gheld;
     ga_chunk_t *gpark[GPARK_MAX];
     /* The rounded sizes of the last two allocations under half a granule: a small block alone in
      * its granule is parked when freed only when both were its size (a loop freeing and
@@ -440,7 +445,7 @@ static inline __attribute__((always_inline)) void park_leave(ga_vmm_t *v, ga_chu
         v->gpark[c->u.gpark] = last;
         last->u.gpark = c->u.gpark;
         if (!v->ngparked)
-            v->small_cut = v->small_lim;
+            v->small_cut = v->small_lim, v->gheld = 0;
     }
 }
 

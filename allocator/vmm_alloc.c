@@ -15,6 +15,7 @@
 
 #include "vmm_internal.h"
 #include "vmm_cover.h" /* a placed block's granules: taken, or counted to choose a place */
+#include "vmm_held.h"  /* the general area's parked blocks kept past an allocation */
 
 /* A block the fast path of ga_vmm_alloc placed in the general area that maps or reuses a
  * granule, or lies outside the first range. */
@@ -449,29 +450,6 @@ static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t
     }
 }
 
-/* Whether the general area's free chunks and parked blocks would make one free chunk starting
- * at c's base were the parked blocks freed: c's previous neighbour is neither, and the walk on
- * from c over free and parked chunks finds every parked block and every free byte of the area.
- * That chunk is then the only one, and so the best fit of any size it holds. */
-static int gen_whole_at(const ga_vmm_t *v, const ga_chunk_t *c)
-{
-    const ga_chunk_t *x = c->prev_phys;
-    if (x && (ga_is_free(x) || (x->u.area & GA_AREA_PARKED)))
-        return 0;
-    uint64_t free_bytes = 0;
-    size_t n = 0;
-    for (x = c; x; x = x->next_phys) {
-        if (ga_is_free(x))
-            free_bytes += x->size;
-        else if (x->u.area & GA_AREA_PARKED)
-            n++;
-        else
-            break;
-    }
-    const ga_stats_t *s = &v->area[AREA_GENERAL].arena->stats;
-    return n == v->ngparked && free_bytes == s->reserved - s->in_use;
-}
-
 /* Whether an allocation of `rounded` bytes that goes to the general area (under half a granule,
  * or 3 granules and more with no multiple) lands where it would with the area's parked blocks
  * given back first: 1 when the area's best fit now is smaller than every parked block, so none of
@@ -483,13 +461,13 @@ static int gen_whole_at(const ga_vmm_t *v, const ga_chunk_t *c)
  * within 0.3% (decomfl 3,221 -> 3,230), ex_train's 39 the same.
  * 2 when the best fit, its granules all mapped and far from the cap, is where the one chunk the
  * free chunks and parked blocks would make starts (gen_whole_at): the parked blocks stay too,
- * but each one taken back must then lie where that chunk would place it (gheld, held_serves). A
+ * but each one taken back must then lie where that chunk would place it (held(), held_serves). A
  * step freed in reverse (bench-patterns' step) frees its small buffers last, between its larger
  * ones parked and the rest of the area: its first small allocation gave them all back, and the
  * gwaste that followed kept the area from parking again. */
-static int gen_fit_stands(const ga_pool_t *p, size_t size, size_t rounded)
+static int gen_fit_stands(ga_pool_t *p, size_t size, size_t rounded, int remember)
 {
-    const ga_vmm_t *v = p->vmm;
+    ga_vmm_t *v = p->vmm;
     if (!(size - 1 < v->small_lim || (rounded >= v->general_cut && (rounded & v->gmask))))
         return 0; /* another area's, or a size that may have a class */
     unsigned bin = 0;
@@ -505,20 +483,11 @@ static int gen_fit_stands(const ga_pool_t *p, size_t size, size_t rounded)
             goto whole; /* freed, it would merge with the fit */
     return 1;
 whole:
-    return !tight(p) && unmapped_in(v, f->base, rounded) == 0 && gen_whole_at(v, f) ? 2 : 0;
-}
-
-/* While gheld: whether general-area parked block c, taken back for `rounded` bytes, lies where
- * the allocation would land with the parked blocks given back (the general area's, for a size
- * of no class that makes none: the start of the one chunk they would make). */
-static OUT_OF_LINE int held_serves(const ga_pool_t *p, const ga_chunk_t *c, size_t rounded)
-{
-    const ga_vmm_t *v = p->vmm;
-    int slot = c->u.slot;
-    if (rounded < v->half || tight(p) ||
-        (slot >= 0 && (v->track[slot].area || (v->track[slot].nlive && v->nareas < AREAS_MAX))))
+    if (tight(p) || unmapped_in(v, f->base, rounded) || !gen_whole_at(v, f))
         return 0;
-    return gen_whole_at(v, c);
+    if (remember)
+        gen_whole_next(v, f->base, rounded, 0);
+    return 2;
 }
 
 /* An allocation that no parked block serves while the general area has some: they stay parked
@@ -529,10 +498,10 @@ static OUT_OF_LINE ga_status_t alloc_gen_parked(ga_pool_t *p, size_t size, size_
                                                 uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    int stands = gen_fit_stands(p, size, rounded);
+    int stands = gen_fit_stands(p, size, rounded, 1);
     if (stands) {
-        if (stands == 2)
-            v->gheld = 1;
+        if (stands == 2) /* after gen_fit_stands: its memory is read only while held() */
+            v->park_at = 0;
         return size - 1 < v->small_lim ? alloc_small(p, size, out)
                                        : alloc_general_alone(p, size, rounded, out);
     }
@@ -555,32 +524,18 @@ static inline int straddles(const ga_vmm_t *v, uintptr_t base, size_t rounded)
     return ((base + rounded - 1) >> v->gshift) - (base >> v->gshift) > ((rounded - 1) >> v->gshift);
 }
 
-/* An allocation from half a granule up while blocks are parked: the last parked block of its
- * rounded size, taken back where it lies. It held its granules while parked (mapped, and counted
- * as used), so nothing is covered and nothing is looked up but its size's live count. */
-static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t rounded,
-                                            uintptr_t *out)
+/* Taken back unless near the cap it would hold a granule more than its size needs (straddles),
+ * or while held() it does not lie where the allocation would land (held_serves): then placed as if
+ * the general area's parked blocks were freed. Out of line: alloc_parked's one compare of the
+ * reserved bytes with park_at sends both cases here. */
+/* Parked block c, the top of entry k, taken back for an allocation of `size` bytes (alloc_parked,
+ * alloc_parked_moved): its size's live count, unless a class now wants it placed afresh. */
+static inline __attribute__((always_inline)) ga_status_t
+alloc_parked_at(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c, size_t size, size_t rounded,
+                uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    ga_vpark_t *k = park_find(v, rounded, 0);
-    if (!k->n) { /* none of its size parked */
-        if (!v->ngparked)
-            return alloc_large(p, size, rounded, out);
-        return alloc_gen_parked(p, size, rounded, out);
-    }
-    ga_chunk_t *c = k->c[k->n - 1];
     size_t area = c->u.area & ~GA_AREA_PARKED;
-    /* Near the cap, a general-area block that would hold a granule more than its size needs
-     * (straddles) is placed as if the parked blocks were freed. */
-    if (__builtin_expect(tight(p), 0) && area == AREA_GENERAL && straddles(v, c->base, rounded)) {
-        ga_vmm_unpark_general(p);
-        return ga_vmm_alloc(p, size, out);
-    }
-    /* Kept past an allocation they did not serve (gheld): taken back only where it would land. */
-    if (__builtin_expect(v->gheld, 0) && area == AREA_GENERAL && !held_serves(p, c, rounded)) {
-        ga_vmm_unpark_general(p);
-        return ga_vmm_alloc(p, size, out);
-    }
     if (area != AREA_ALIGNED) {
         ga_varea_t *ar = &v->area[area];
         if (ar->size == rounded) {
@@ -606,6 +561,41 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
     count_alloc(p, rounded);
     *out = c->base;
     return GA_OK;
+}
+
+static OUT_OF_LINE ga_status_t alloc_parked_moved(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
+                                                  size_t size, size_t rounded, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    if ((tight(p) && straddles(v, c->base, rounded)) ||
+        (held(v) && !held_serves(p, c, rounded, 1))) {
+        ga_vmm_unpark_general(p);
+        return ga_vmm_alloc(p, size, out);
+    }
+    return alloc_parked_at(p, k, c, size, rounded, out);
+}
+
+/* An allocation from half a granule up while blocks are parked: the last parked block of its
+ * rounded size, taken back where it lies. It held its granules while parked (mapped, and counted
+ * as used), so nothing is covered and nothing is looked up but its size's live count. */
+static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t rounded,
+                                            uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_vpark_t *k = park_find(v, rounded, 0);
+    if (!k->n) { /* none of its size parked */
+        if (!v->ngparked)
+            return alloc_large(p, size, rounded, out);
+        return alloc_gen_parked(p, size, rounded, out);
+    }
+    ga_chunk_t *c = k->c[k->n - 1];
+    size_t area = c->u.area & ~GA_AREA_PARKED;
+    /* Near the cap, a general-area block that would hold a granule more than its size needs
+     * (straddles), and while held() one that does not lie where the allocation would land, is
+     * placed as if the parked blocks were freed: both tested in one compare (park_at). */
+    if (__builtin_expect(p->own.reserved >= v->park_at, 0) && area == AREA_GENERAL)
+        return alloc_parked_moved(p, k, c, size, rounded, out);
+    return alloc_parked_at(p, k, c, size, rounded, out);
 }
 
 /* An allocation while a general-area block's free is pending (pool_vmm.c, pend_hold): where
@@ -750,13 +740,13 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
                        ? ga_vmm_track_find(v, rounded, 0) : -1;
             int moved = tight(p) && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
                         straddles(v, c->base, rounded); /* placed afresh (alloc_parked) */
-            if (!moved && !(v->gheld && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
-                             !held_serves(p, c, rounded)) &&
+            if (!moved && !(held(v) && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
+                             !held_serves(p, c, rounded, 0)) &&
                 (slot < 0 || !v->track[slot].area || v->area[v->track[slot].area].unmapped_fit))
                 return 1;
         }
     }
-    if (v->ngparked && !gen_fit_stands(p, size, rounded)) /* given back first, as alloc_parked
+    if (v->ngparked && !gen_fit_stands(p, size, rounded, 0)) /* given back first, as alloc_parked
                                                             * does: the placement is then known */
         ga_vmm_unpark_general(p);
     uint16_t id = AREA_GENERAL;

@@ -193,11 +193,6 @@ struct ga_vmm {
      * take back (two sizes in one slot: 1.6-1.7x arena's through the shim, helper-136 F1). A
      * block's place in gpark is its u.gpark while it is parked there (park_leave: no search). */
     size_t ngparked, gwaste, gstep;
-    /* Set while the general area's parked blocks stayed past an allocation they did not serve
-     * on the one-chunk test (vmm_alloc.c, gen_fit_stands's 2): each taken back must then lie
-     * where that allocation would land with them given back (held_serves). Cleared with the
-     * last of them. */
-    size_t gheld;
     ga_chunk_t *gpark[GPARK_MAX];
     /* The rounded sizes of the last two allocations under half a granule: a small block alone in
      * its granule is parked when freed only when both were its size (a loop freeing and
@@ -230,6 +225,16 @@ struct ga_vmm {
     uint8_t park_mark[PARK_SLOTS];
     ga_vpark_t park[PARK_ENTRIES];
     ga_vpark_t park_full; /* no entry left for a size: n is PARK_DEPTH (park_find) */
+    /* tight_at, or 0 while the general area's parked blocks stay past an allocation they did
+     * not serve on the one-chunk test (vmm_alloc.c, gen_fit_stands's 2: held()): each taken
+     * back must then lie where that allocation would land with them given back (vmm_held.h,
+     * held_serves); alloc_parked's one compare of the reserved bytes with it tests both. Back
+     * to tight_at with the last of them. gw_*: the last answer of the one-chunk test,
+     * remembered while held() (gen_whole_at). */
+    uint64_t park_at;
+    uintptr_t gw_start;
+    size_t gw_n;
+    uint64_t gw_allocs, gw_frees;
 };
 
 /* The home entry of a rounded size (from half a granule up): the top bits of the size times an
@@ -445,7 +450,7 @@ static inline __attribute__((always_inline)) void park_leave(ga_vmm_t *v, ga_chu
         v->gpark[c->u.gpark] = last;
         last->u.gpark = c->u.gpark;
         if (!v->ngparked)
-            v->small_cut = v->small_lim, v->gheld = 0;
+            v->small_cut = v->small_lim, v->park_at = v->tight_at;
     }
 }
 
@@ -505,6 +510,10 @@ static inline void pend_done(ga_vmm_t *v)
     if (__builtin_expect(v->pend != NULL, 0))
         ga_vmm_pend_finish(v);
 }
+
+/* Whether the general area's parked blocks stay past an allocation they did not serve (see
+ * park_at). A limit at or under the keep (tight_at 0) never has them so: the test needs room. */
+static inline int held(const ga_vmm_t *v) { return v->park_at != v->tight_at; }
 
 /* Whether the room under the pool's limit is at most the keep (see tight_at). */
 static inline int tight(const ga_pool_t *p)

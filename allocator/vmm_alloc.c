@@ -474,6 +474,9 @@ static int gen_fit_stands(ga_pool_t *p, size_t size, size_t rounded, int remembe
     const ga_chunk_t *f = ga_find_fit(v->area[AREA_GENERAL].arena, rounded, &bin);
     if (!f)
         return 0; /* the area would grow */
+    /* Held at this start since the last allocation: the remembered answer first, no walk. */
+    if (held(v) && f->base == v->gw_start && gen_whole_fits(p, f, rounded, remember))
+        return 2;
     for (size_t j = 0; j < v->ngparked; j++) /* at most 64, looked at here, not kept up */
         if (v->gpark[j]->size <= f->size)
             goto whole; /* freed, it might fit tighter */
@@ -483,11 +486,7 @@ static int gen_fit_stands(ga_pool_t *p, size_t size, size_t rounded, int remembe
             goto whole; /* freed, it would merge with the fit */
     return 1;
 whole:
-    if (tight(p) || unmapped_in(v, f->base, rounded) || !gen_whole_at(v, f))
-        return 0;
-    if (remember)
-        gen_whole_next(v, f->base, rounded, 0);
-    return 2;
+    return gen_whole_fits(p, f, rounded, remember) ? 2 : 0;
 }
 
 /* An allocation that no parked block serves while the general area has some: they stay parked

@@ -19,12 +19,9 @@
  * answer is remembered (gw_*) as it stands after the allocation the caller makes at that start:
  * the next one, with the area's arena and parked blocks changed by nothing else, is then a few
  * compares, not a walk (a step's every allocation while its larger blocks are parked). */
-static int gen_whole_at(const ga_vmm_t *v, const ga_chunk_t *c)
+static OUT_OF_LINE int gen_whole_walk(const ga_vmm_t *v, const ga_chunk_t *c)
 {
     const ga_stats_t *s = &v->area[AREA_GENERAL].arena->stats;
-    if (held(v) && c->base == v->gw_start && v->ngparked == v->gw_n &&
-        s->allocs == v->gw_allocs && s->frees == v->gw_frees)
-        return 1;
     const ga_chunk_t *x = c->prev_phys;
     if (x && (ga_is_free(x) || (x->u.area & GA_AREA_PARKED)))
         return 0;
@@ -40,6 +37,14 @@ static int gen_whole_at(const ga_vmm_t *v, const ga_chunk_t *c)
     }
     return n == v->ngparked && free_bytes == s->reserved - s->in_use;
 }
+static inline int gen_whole_at(const ga_vmm_t *v, const ga_chunk_t *c)
+{
+    const ga_stats_t *s = &v->area[AREA_GENERAL].arena->stats;
+    if (held(v) && c->base == v->gw_start && v->ngparked == v->gw_n &&
+        s->allocs == v->gw_allocs && s->frees == v->gw_frees)
+        return 1;
+    return gen_whole_walk(v, c);
+}
 
 /* What gen_whole_at remembers once an allocation of `rounded` bytes is made at the start of that
  * one chunk: the start moved past it; `taken` 1 for a parked block taken back (one parked fewer),
@@ -51,6 +56,19 @@ static void gen_whole_next(ga_vmm_t *v, uintptr_t start, size_t rounded, int tak
     v->gw_n = v->ngparked - (size_t)taken;
     v->gw_allocs = s->allocs + (uint64_t)!taken;
     v->gw_frees = s->frees;
+}
+
+/* Whether an allocation of `rounded` bytes at best fit f, a free chunk of the general area, lands
+ * where it would with the parked blocks given back: far from the cap, on granules all mapped, at
+ * the start of the one chunk (gen_whole_at); remembered for the next (`remember`). */
+static inline int gen_whole_fits(ga_pool_t *p, const ga_chunk_t *f, size_t rounded, int remember)
+{
+    ga_vmm_t *v = p->vmm;
+    if (tight(p) || unmapped_in(v, f->base, rounded) || !gen_whole_at(v, f))
+        return 0;
+    if (remember)
+        gen_whole_next(v, f->base, rounded, 0);
+    return 1;
 }
 
 /* While held(): whether general-area parked block c, taken back for `rounded` bytes, lies where

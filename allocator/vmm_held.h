@@ -13,8 +13,8 @@
 #include "vmm_cover.h"
 
 /* Whether the general area's free chunks and parked blocks would make one free chunk starting
- * at c's base were the parked blocks freed: c's previous neighbour is neither, and the walk on
- * from c over free and parked chunks finds every parked block and every free byte of the area.
+ * at c's base were the parked blocks freed: the walk on from c over free and parked chunks finds
+ * every parked block and every free byte of the area (so c's previous neighbour is neither).
  * That chunk is then the only one, and so the best fit of any size it holds. While held(), the
  * answer is remembered (gw_*) as it stands after the allocation the caller makes at that start:
  * the next one, with the area's arena and parked blocks changed by nothing else, is then a few
@@ -22,12 +22,9 @@
 static OUT_OF_LINE int gen_whole_walk(const ga_vmm_t *v, const ga_chunk_t *c)
 {
     const ga_stats_t *s = &v->area[AREA_GENERAL].arena->stats;
-    const ga_chunk_t *x = c->prev_phys;
-    if (x && (ga_is_free(x) || (x->u.area & GA_AREA_PARKED)))
-        return 0;
     uint64_t free_bytes = 0;
     size_t n = 0;
-    for (x = c; x; x = x->next_phys) {
+    for (const ga_chunk_t *x = c; x; x = x->next_phys) {
         if (ga_is_free(x))
             free_bytes += x->size;
         else if (x->u.area & GA_AREA_PARKED)

@@ -523,10 +523,6 @@ static inline int straddles(const ga_vmm_t *v, uintptr_t base, size_t rounded)
     return ((base + rounded - 1) >> v->gshift) - (base >> v->gshift) > ((rounded - 1) >> v->gshift);
 }
 
-/* Taken back unless near the cap it would hold a granule more than its size needs (straddles),
- * or while held() it does not lie where the allocation would land (held_serves): then placed as if
- * the general area's parked blocks were freed. Out of line: alloc_parked's one compare of the
- * reserved bytes with park_at sends both cases here. */
 /* Parked block c, the top of entry k, taken back for an allocation of `size` bytes (alloc_parked,
  * alloc_parked_moved): its size's live count, unless a class now wants it placed afresh. */
 static inline __attribute__((always_inline)) ga_status_t
@@ -562,6 +558,10 @@ alloc_parked_at(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c, size_t size, size_t 
     return GA_OK;
 }
 
+/* Taken back unless near the cap it would hold a granule more than its size needs (straddles),
+ * or while held() it does not lie where the allocation would land (held_serves): then placed as if
+ * the general area's parked blocks were freed. Out of line: alloc_parked's one compare of the
+ * reserved bytes with park_at sends both cases here. */
 static OUT_OF_LINE ga_status_t alloc_parked_moved(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
                                                   size_t size, size_t rounded, uintptr_t *out)
 {

@@ -2,7 +2,8 @@
  * areas, the pool, free), vmm_alloc.c (placement and allocation), vmm_granules.c (address ranges,
  * mapping, the kept cache), vmm_stats.c (figures, invariant walker, occupancy map) and
  * vmm_park.c (the table of parked sizes' slow paths), with vmm_cover.h and vmm_uncover.h (the
- * common cases of taking and leaving granules, vmm_alloc.c's and pool_vmm.c's). pool_vmm.c's
+ * common cases of taking and leaving granules, vmm_alloc.c's and pool_vmm.c's) and vmm_held.h
+ * (vmm_alloc.c's: the general area's parked blocks kept past an allocation). pool_vmm.c's
  * head comment says how the pool works. Nothing outside these files includes this header.
  */
 #ifndef GA_VMM_INTERNAL_H

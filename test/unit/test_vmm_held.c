@@ -36,7 +36,8 @@ static void same_live(ga_pool_t *a, ga_pool_t *b, size_t step)
 static void step_rounds(uint64_t seed, int shuffle, int pin, int hole)
 {
     static const size_t small[] = {4 * KIB, 64 * KIB, 300000, MIB - 512};
-    static const size_t large[] = {MIB, MIB + 512, 3 * MIB / 2, 3 * MIB + 4 * KIB, 6 * MIB + 4 * KIB};
+    static const size_t large[] = {MIB, MIB + 512, 3 * MIB / 2, 3 * MIB + 4 * KIB,
+                                   6 * MIB + 4 * KIB};
     enum { NS = 4, NL = 5, N = NS + NL };
     size_t sizes[N];
     for (int i = 0; i < NS; i++)

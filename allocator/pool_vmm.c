@@ -233,6 +233,7 @@ ga_status_t ga_vmm_create(ga_pool_t *p)
     v->tight_at = !p->cfg.limit                ? UINT64_MAX
                   : p->cfg.limit <= p->cfg.keep ? 0
                                                 : (uint64_t)(p->cfg.limit - p->cfg.keep);
+    v->park_at = v->tight_at;
     v->gstep = GSTEP_MIN;
     v->pend_step = 1;
     v->park_full.n = PARK_DEPTH; /* never a block in it: no room */

@@ -15,6 +15,7 @@
 
 #include "vmm_internal.h"
 #include "vmm_cover.h" /* a placed block's granules: taken, or counted to choose a place */
+#include "vmm_held.h"  /* the general area's parked blocks kept past an allocation */
 
 /* A block the fast path of ga_vmm_alloc placed in the general area that maps or reuses a
  * granule, or lies outside the first range. */
@@ -451,29 +452,41 @@ static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t
 
 /* Whether an allocation of `rounded` bytes that goes to the general area (under half a granule,
  * or 3 granules and more with no multiple) lands where it would with the area's parked blocks
- * given back first: the area's best fit now is smaller than every parked block, so none of them,
- * freed and merged with its free neighbours, would fit tighter; and no parked block borders it,
- * so it stays as it is. Then they stay parked: a training step's small buffers, allocated while
- * its larger ones wait parked, gave those back every time (examples/ex_train's recorded loop at
- * the pool, nothing mapped: 569 -> 532 instructions a pair, arena 439; scripts/
+ * given back first: 1 when the area's best fit now is smaller than every parked block, so none of
+ * them, freed and merged with its free neighbours, would fit tighter, and no parked block borders
+ * it, so it stays as it is. Then they stay parked: a training step's small buffers, allocated
+ * while its larger ones wait parked, gave those back every time (examples/ex_train's recorded
+ * loop at the pool, nothing mapped: 569 -> 532 instructions a pair, arena 439; scripts/
  * bench-patterns-instr.sh build pool -- trace:FILE). The replays' peaks are unchanged, their maps
- * within 0.3% (decomfl 3,221 -> 3,230), ex_train's 39 the same. */
-static int gen_fit_stands(const ga_vmm_t *v, size_t size, size_t rounded)
+ * within 0.3% (decomfl 3,221 -> 3,230), ex_train's 39 the same.
+ * 2 when the best fit, its granules all mapped and far from the cap, is where the one chunk the
+ * free chunks and parked blocks would make starts (gen_whole_at): the parked blocks stay too,
+ * but each one taken back must then lie where that chunk would place it (held(), held_serves). A
+ * step freed in reverse (bench-patterns' step) frees its small buffers last, between its larger
+ * ones parked and the rest of the area: its first small allocation gave them all back, and the
+ * gwaste that followed kept the area from parking again. */
+static int gen_fit_stands(ga_pool_t *p, size_t size, size_t rounded, int remember)
 {
+    ga_vmm_t *v = p->vmm;
     if (!(size - 1 < v->small_lim || (rounded >= v->general_cut && (rounded & v->gmask))))
         return 0; /* another area's, or a size that may have a class */
     unsigned bin = 0;
     const ga_chunk_t *f = ga_find_fit(v->area[AREA_GENERAL].arena, rounded, &bin);
     if (!f)
         return 0; /* the area would grow */
+    /* Held at this start since the last allocation: the remembered answer first, no walk. */
+    if (held(v) && f->base == v->gw_start && gen_whole_fits(p, f, rounded, remember))
+        return 2;
     for (size_t j = 0; j < v->ngparked; j++) /* at most 64, looked at here, not kept up */
         if (v->gpark[j]->size <= f->size)
-            return 0; /* freed, it might fit tighter */
+            goto whole; /* freed, it might fit tighter */
     const ga_chunk_t *n[2] = {f->prev_phys, f->next_phys};
     for (int i = 0; i < 2; i++)
         if (n[i] && !ga_is_free(n[i]) && (n[i]->u.area & GA_AREA_PARKED))
-            return 0; /* freed, it would merge with the fit */
+            goto whole; /* freed, it would merge with the fit */
     return 1;
+whole:
+    return gen_whole_fits(p, f, rounded, remember) ? 2 : 0;
 }
 
 /* An allocation that no parked block serves while the general area has some: they stay parked
@@ -484,9 +497,13 @@ static OUT_OF_LINE ga_status_t alloc_gen_parked(ga_pool_t *p, size_t size, size_
                                                 uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    if (gen_fit_stands(v, size, rounded))
+    int stands = gen_fit_stands(p, size, rounded, 1);
+    if (stands) {
+        if (stands == 2) /* after gen_fit_stands: its memory is read only while held() */
+            v->park_at = 0;
         return size - 1 < v->small_lim ? alloc_small(p, size, out)
                                        : alloc_general_alone(p, size, rounded, out);
+    }
     ga_vmm_unpark_general(p);
     return ga_vmm_alloc(p, size, out);
 }
@@ -506,27 +523,14 @@ static inline int straddles(const ga_vmm_t *v, uintptr_t base, size_t rounded)
     return ((base + rounded - 1) >> v->gshift) - (base >> v->gshift) > ((rounded - 1) >> v->gshift);
 }
 
-/* An allocation from half a granule up while blocks are parked: the last parked block of its
- * rounded size, taken back where it lies. It held its granules while parked (mapped, and counted
- * as used), so nothing is covered and nothing is looked up but its size's live count. */
-static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t rounded,
-                                            uintptr_t *out)
+/* Parked block c, the top of entry k, taken back for an allocation of `size` bytes (alloc_parked,
+ * alloc_parked_moved): its size's live count, unless a class now wants it placed afresh. */
+static inline __attribute__((always_inline)) ga_status_t
+alloc_parked_at(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c, size_t size, size_t rounded,
+                uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    ga_vpark_t *k = park_find(v, rounded, 0);
-    if (!k->n) { /* none of its size parked */
-        if (!v->ngparked)
-            return alloc_large(p, size, rounded, out);
-        return alloc_gen_parked(p, size, rounded, out);
-    }
-    ga_chunk_t *c = k->c[k->n - 1];
     size_t area = c->u.area & ~GA_AREA_PARKED;
-    /* Near the cap, a general-area block that would hold a granule more than its size needs
-     * (straddles) is placed as if the parked blocks were freed. */
-    if (__builtin_expect(tight(p), 0) && area == AREA_GENERAL && straddles(v, c->base, rounded)) {
-        ga_vmm_unpark_general(p);
-        return ga_vmm_alloc(p, size, out);
-    }
     if (area != AREA_ALIGNED) {
         ga_varea_t *ar = &v->area[area];
         if (ar->size == rounded) {
@@ -552,6 +556,45 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
     count_alloc(p, rounded);
     *out = c->base;
     return GA_OK;
+}
+
+/* Taken back unless near the cap it would hold a granule more than its size needs (straddles),
+ * or while held() it does not lie where the allocation would land (held_serves): then placed as if
+ * the general area's parked blocks were freed. Out of line: alloc_parked's one compare of the
+ * reserved bytes with park_at sends both cases here. */
+static OUT_OF_LINE ga_status_t alloc_parked_moved(ga_pool_t *p, ga_vpark_t *k, ga_chunk_t *c,
+                                                  size_t size, size_t rounded, uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    if ((tight(p) && straddles(v, c->base, rounded)) ||
+        (held(v) && !held_serves(p, c, rounded, 1))) {
+        ga_vmm_unpark_general(p);
+        return ga_vmm_alloc(p, size, out);
+    }
+    return alloc_parked_at(p, k, c, size, rounded, out);
+}
+
+/* An allocation from half a granule up while blocks are parked: the last parked block of its
+ * rounded size, taken back where it lies. It held its granules while parked (mapped, and counted
+ * as used), so nothing is covered and nothing is looked up but its size's live count. */
+static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t rounded,
+                                            uintptr_t *out)
+{
+    ga_vmm_t *v = p->vmm;
+    ga_vpark_t *k = park_find(v, rounded, 0);
+    if (!k->n) { /* none of its size parked */
+        if (!v->ngparked)
+            return alloc_large(p, size, rounded, out);
+        return alloc_gen_parked(p, size, rounded, out);
+    }
+    ga_chunk_t *c = k->c[k->n - 1];
+    size_t area = c->u.area & ~GA_AREA_PARKED;
+    /* Near the cap, a general-area block that would hold a granule more than its size needs
+     * (straddles), and while held() one that does not lie where the allocation would land, is
+     * placed as if the parked blocks were freed: both tested in one compare (park_at). */
+    if (__builtin_expect(p->own.reserved >= v->park_at, 0) && area == AREA_GENERAL)
+        return alloc_parked_moved(p, k, c, size, rounded, out);
+    return alloc_parked_at(p, k, c, size, rounded, out);
 }
 
 /* An allocation while a general-area block's free is pending (pool_vmm.c, pend_hold): where
@@ -702,12 +745,13 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
                        ? ga_vmm_track_find(v, rounded, 0) : -1;
             int moved = tight(p) && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
                         straddles(v, c->base, rounded); /* placed afresh (alloc_parked) */
-            if (!moved &&
+            if (!moved && !(held(v) && c->u.area == (AREA_GENERAL | GA_AREA_PARKED) &&
+                             !held_serves(p, c, rounded, 0)) &&
                 (slot < 0 || !v->track[slot].area || v->area[v->track[slot].area].unmapped_fit))
                 return 1;
         }
     }
-    if (v->ngparked && !gen_fit_stands(v, size, rounded)) /* given back first, as alloc_parked
+    if (v->ngparked && !gen_fit_stands(p, size, rounded, 0)) /* given back first, as alloc_parked
                                                             * does: the placement is then known */
         ga_vmm_unpark_general(p);
     uint16_t id = AREA_GENERAL;

@@ -2,7 +2,8 @@
  * areas, the pool, free), vmm_alloc.c (placement and allocation), vmm_granules.c (address ranges,
  * mapping, the kept cache), vmm_stats.c (figures, invariant walker, occupancy map) and
  * vmm_park.c (the table of parked sizes' slow paths), with vmm_cover.h and vmm_uncover.h (the
- * common cases of taking and leaving granules, vmm_alloc.c's and pool_vmm.c's). pool_vmm.c's
+ * common cases of taking and leaving granules, vmm_alloc.c's and pool_vmm.c's) and vmm_held.h
+ * (vmm_alloc.c's: the general area's parked blocks kept past an allocation). pool_vmm.c's
  * head comment says how the pool works. Nothing outside these files includes this header.
  */
 #ifndef GA_VMM_INTERNAL_H
@@ -225,6 +226,16 @@ struct ga_vmm {
     uint8_t park_mark[PARK_SLOTS];
     ga_vpark_t park[PARK_ENTRIES];
     ga_vpark_t park_full; /* no entry left for a size: n is PARK_DEPTH (park_find) */
+    /* tight_at, or 0 while the general area's parked blocks stay past an allocation they did
+     * not serve on the one-chunk test (vmm_alloc.c, gen_fit_stands's 2: held()): each taken
+     * back must then lie where that allocation would land with them given back (vmm_held.h,
+     * held_serves); alloc_parked's one compare of the reserved bytes with it tests both. Back
+     * to tight_at with the last of them. gw_*: the last answer of the one-chunk test,
+     * remembered while held() (gen_whole_at). */
+    uint64_t park_at;
+    uintptr_t gw_start;
+    size_t gw_n;
+    uint64_t gw_allocs, gw_frees;
 };
 
 /* The home entry of a rounded size (from half a granule up): the top bits of the size times an
@@ -448,7 +459,7 @@ static inline __attribute__((always_inline)) void park_leave(ga_vmm_t *v, ga_chu
         v->gpark[c->u.gpark] = last;
         last->u.gpark = c->u.gpark;
         if (!v->ngparked)
-            v->small_cut = v->small_lim;
+            v->small_cut = v->small_lim, v->park_at = v->tight_at;
     }
 }
 
@@ -508,6 +519,10 @@ static inline void pend_done(ga_vmm_t *v)
     if (__builtin_expect(v->pend != NULL, 0))
         ga_vmm_pend_finish(v);
 }
+
+/* Whether the general area's parked blocks stay past an allocation they did not serve (see
+ * park_at). A limit at or under the keep (tight_at 0) never has them so: the test needs room. */
+static inline int held(const ga_vmm_t *v) { return v->park_at != v->tight_at; }
 
 /* Whether the room under the pool's limit is at most the keep (see tight_at). */
 static inline int tight(const ga_pool_t *p)

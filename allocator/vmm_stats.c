@@ -295,7 +295,7 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
             pbad += v->gpark[i]->u.area != (AREA_GENERAL | GA_AREA_PARKED) ||
                     v->gpark[i]->u.gpark != i || (j < i && v->gpark[j] == v->gpark[i]);
     pbad += v->park[PARK_ENTRIES - 1].n != 0 || v->park_full.n != PARK_DEPTH;
-    pbad += pg != v->ngparked || (v->ngparked && v->small_cut) ||
+    pbad += pg != v->ngparked || (v->ngparked && v->small_cut) || (held(v) && !v->ngparked) ||
             (!v->ngparked && v->area[AREA_GENERAL].arena && v->small_cut != v->small_lim);
     if (!bad && (pbad || pn != v->nparked || preq != v->parked_req ||
                  phold + v->keep_now != p->cfg.keep || p->own.kept > v->keep_now)) {

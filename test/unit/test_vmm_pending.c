@@ -94,27 +94,37 @@ static void twin_close(twin_t *t)
 static const size_t keeps[] = {0, 4 * MIB, 8 * MIB, 16 * MIB, 64 * MIB};
 #define NKEEPS (sizeof keeps / sizeof keeps[0])
 
-/* Sizes taking turns in one slot, with or without live blocks before and after it. */
+static void turns_after(const size_t *sizes, size_t n, size_t keep, int around, size_t first);
+
 static void turns(const size_t *sizes, size_t n, size_t keep, int around)
+{
+    turns_after(sizes, n, keep, around, 64 * KIB);
+}
+
+/* Sizes taking turns in one slot, with live blocks before and after it (around 1: the first of
+ * `first` bytes), before it only (around 2), or none (0). */
+static void turns_after(const size_t *sizes, size_t n, size_t keep, int around, size_t first)
 {
     twin_t t;
     twin_open(&t, 0, keep);
     uintptr_t before = 0, slot = 0, after = 0, late = 0;
     size_t step = 0;
     if (around)
-        ck_assert_int_eq(twin_alloc(&t, 64 * KIB, &before, step++), GA_OK);
+        ck_assert_int_eq(twin_alloc(&t, first, &before, step++), GA_OK);
     ck_assert_int_eq(twin_alloc(&t, sizes[0], &slot, step++), GA_OK);
-    if (around)
+    if (around == 1) /* 2: a block before the slot only */
         ck_assert_int_eq(twin_alloc(&t, 24 * KIB, &after, step++), GA_OK);
     for (size_t r = 1; r < 300; r++) {
         ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);
         ck_assert_int_eq(twin_alloc(&t, sizes[r % n], &slot, step++), GA_OK);
-        if (r == 150 && around) /* a block placed after the slot midway */
+        POOL_HEALTHY(t.a); /* the resize's bins and marks (no hold left to finish) */
+        if (r == 150 && around == 1) /* a block placed after the slot midway */
             ck_assert_int_eq(twin_alloc(&t, 3 * KIB, &late, step++), GA_OK);
     }
     ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);
-    if (around) {
+    if (around)
         ck_assert_int_eq(twin_free(&t, before, step++), GA_OK);
+    if (around == 1) {
         ck_assert_int_eq(twin_free(&t, after, step++), GA_OK);
         ck_assert_int_eq(twin_free(&t, late, step++), GA_OK);
     }
@@ -137,6 +147,18 @@ START_TEST(vmm_pending_sizes_taking_turns)
         for (size_t k = 0; k < NKEEPS; k++)
             for (int around = 0; around < 2; around++)
                 turns(sets[s], set_len[s], keeps[k], around);
+}
+END_TEST
+
+/* The area's tail free chunk after the slot, its only free chunk, moved between bins whose marks
+ * lie in two words (its size either side of 32 MiB in the area's 64 MiB region, with a third size
+ * of 40 MiB): the resize's stores of both words (vmm_alloc.c, bin_move_only). */
+START_TEST(vmm_pending_tail_across_a_power_of_two)
+{
+    static const size_t set_40[] = {7 * MIB + 4 * KIB, 9 * MIB + 4 * KIB, 40 * MIB + 4 * KIB};
+    for (size_t k = 0; k < NKEEPS; k++)
+        for (int around = 0; around < 3; around++)
+            turns(set_40, 3, keeps[k], around);
 }
 END_TEST
 
@@ -289,6 +311,7 @@ Suite *vmm_pending_suite(void)
     TCase *tc = tcase_create("against_reference");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, vmm_pending_sizes_taking_turns);
+    tcase_add_test(tc, vmm_pending_tail_across_a_power_of_two);
     tcase_add_test(tc, vmm_pending_seeded_mix);
     tcase_add_test(tc, vmm_pending_block_is_freed);
     tcase_add_test(tc, vmm_pending_keep0_unmaps_at_the_free);

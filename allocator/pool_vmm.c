@@ -375,6 +375,8 @@ static inline __attribute__((always_inline)) void pend_hold(ga_vmm_t *v, ga_chun
 void ga_vmm_pend_finish(ga_vmm_t *v)
 {
     ga_chunk_t *c = v->pend;
+    if (v->pend_gran) /* its granules' counts and bits as its free would have left them */
+        pend_gran_undo(v, c->base - v->base0, c->size);
     size_t i = ga_live_home(&v->ltab, c->base);
     while (v->ltab.slots[i].chunk != c)
         i = (i + 1) & v->ltab.mask;
@@ -543,13 +545,17 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
     /* The figures first (the granule paths read none of them): `size` is then not kept across
      * the arena's free (alt2-large 577 -> 574 a pair, alt2-mix 542 -> 541, step 465 -> 464). */
     count_free(p, v, NULL, len, size);
+    size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
     if (__builtin_expect(v->pend_skip != 0, 0)) {
         v->pend_skip--;
         ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
     } else {
         pend_hold(v, c);
+        /* alone in its granules and all kept: their counts and bits left for the resize (at
+         * the pool, vmm: alt2-large 438 -> 409 a pair with cover_resized) */
+        if (off < v->size0 && uncover_held(p, v, g0, g1))
+            return GA_OK;
     }
-    size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
     if (off >= v->size0)
         uncover_far(p, ptr, len);
     else if (!uncover_kept(p, v, v->ranges, g0, g1))

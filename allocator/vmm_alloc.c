@@ -581,7 +581,9 @@ static inline void bin_move_only(ga_arena_t *a, ga_chunk_t *n, unsigned nb, unsi
  * the block alone of exactly the size, is the smallest fitting one: nothing fits now, or what
  * fits best now is larger (or as large and after it), or is that neighbour and alone in its
  * bin with every bin above empty. Its figures are then a free's and an allocation's; its
- * granules were given back at the free, and are taken as the allocation's would be. */
+ * granules were given back at the free, and are taken as the allocation's would be; where the
+ * free left them as they were (pend_gran: the block alone in them, all kept), only what the new
+ * span changes (cover_resized). */
 static OUT_OF_LINE ga_status_t alloc_pend(ga_pool_t *p, size_t size, size_t rounded,
                                           uintptr_t *out)
 {
@@ -647,8 +649,9 @@ static OUT_OF_LINE ga_status_t alloc_pend(ga_pool_t *p, size_t size, size_t roun
     }
     uintptr_t b = c->base;
     size_t off = b - v->base0;
-    if (off < v->size0 &&
-        cover_kept(p, v, v->ranges, off >> v->gshift, (off + rounded - 1) >> v->gshift)) {
+    if (v->pend_gran ? cover_resized(p, v, off, old, rounded)
+                     : off < v->size0 && cover_kept(p, v, v->ranges, off >> v->gshift,
+                                                    (off + rounded - 1) >> v->gshift)) {
         count_alloc(p, rounded);
         *out = b;
         return GA_OK;

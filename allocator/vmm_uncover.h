@@ -81,6 +81,29 @@ static inline __attribute__((always_inline)) int uncover_kept(ga_pool_t *p, cons
     return 1;
 }
 
+/* A held block's granules (free_general; pend_hold): where it is alone in them (its end counts
+ * 1, one bitmap word) and they all stay kept (room in the keep, on the kept stack), the kept
+ * bytes and their peak as uncover_kept leaves them, its counts and inner bits left as they
+ * were (pend_gran) for the allocation that resizes it (vmm_cover.h, cover_resized). 1 when so;
+ * 0 with nothing changed. */
+static inline __attribute__((always_inline)) int uncover_held(ga_pool_t *p, ga_vmm_t *v,
+                                                              size_t g0, size_t g1)
+{
+    const uint32_t *refs = v->refs0;
+    ga_stats_t *s = &p->own;
+    if (!one_word(g0, g1) || refs[g0] != 1 || refs[g1] != 1)
+        return 0;
+    uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), span = (b1 - b0) | b1;
+    uint64_t bytes = (uint64_t)(g1 - g0 + 1) << v->gshift;
+    if (s->kept + bytes > v->keep_now || (v->ranges->stacked[g0 >> 6] & span) != span)
+        return 0;
+    s->kept += bytes;
+    if (s->kept > s->peak_kept)
+        s->peak_kept = s->kept;
+    v->pend_gran = 1;
+    return 1;
+}
+
 /* One live block fewer on the granules of the block of len bytes at offset off in r. In the
  * common case, inside one granule that another block still uses, there is nothing to give back. */
 static inline __attribute__((always_inline)) void uncover(ga_pool_t *p, const ga_vmm_t *v,

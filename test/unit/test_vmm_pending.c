@@ -162,6 +162,31 @@ START_TEST(vmm_pending_tail_across_a_power_of_two)
 }
 END_TEST
 
+/* A slot freed and taken at 7 MiB + 4 KiB and 9 MiB + 4 KiB by turns, first allocated at 9 MiB +
+ * 8 KiB with a block of 24 KiB placed after it: the free chunk after the slot is then not the
+ * area's only one (the search decides), and the grown block's last granule is the one the block
+ * after it starts in (its count 1 already: not counted as taken from the kept ones). */
+START_TEST(vmm_pending_grown_into_a_used_granule)
+{
+    for (size_t k = 0; k < NKEEPS; k++) {
+        twin_t t;
+        twin_open(&t, 0, keeps[k]);
+        uintptr_t slot = 0, after = 0;
+        size_t step = 0;
+        ck_assert_int_eq(twin_alloc(&t, 9 * MIB + 8 * KIB, &slot, step++), GA_OK);
+        ck_assert_int_eq(twin_alloc(&t, 24 * KIB, &after, step++), GA_OK);
+        for (size_t r = 0; r < 200; r++) {
+            ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);
+            ck_assert_int_eq(twin_alloc(&t, set_large[r % 2], &slot, step++), GA_OK);
+            POOL_HEALTHY(t.a);
+        }
+        ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);
+        ck_assert_int_eq(twin_free(&t, after, step++), GA_OK);
+        twin_close(&t);
+    }
+}
+END_TEST
+
 /* A seeded mix of sizes (small, large, granule multiples, class sizes) over 24 slots, frees and
  * allocations interleaved, under each keep, with no cap and under a 48 MiB one (refusals
  * included: the two must refuse alike). */
@@ -312,6 +337,7 @@ Suite *vmm_pending_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, vmm_pending_sizes_taking_turns);
     tcase_add_test(tc, vmm_pending_tail_across_a_power_of_two);
+    tcase_add_test(tc, vmm_pending_grown_into_a_used_granule);
     tcase_add_test(tc, vmm_pending_seeded_mix);
     tcase_add_test(tc, vmm_pending_block_is_freed);
     tcase_add_test(tc, vmm_pending_keep0_unmaps_at_the_free);

@@ -568,8 +568,8 @@ static inline void bin_move_only(ga_arena_t *a, ga_chunk_t *n, unsigned nb, unsi
     to->root = &n->u.bin_node;
     to->min = n;
     a->sl_bitmap[nb / GA_SL_COUNT] = 0;
-    a->sl_bitmap[nb2 / GA_SL_COUNT] = 1ull << (nb2 % GA_SL_COUNT);
-    a->fl_bitmap = 1ull << (nb2 / GA_SL_COUNT);
+    a->sl_bitmap[nb2 / GA_SL_COUNT] = ga_bit_set(0, nb2); /* bts: nb2 mod 64, no shift count */
+    a->fl_bitmap = ga_bit_set(0, nb2 / GA_SL_COUNT);
 }
 
 /* An allocation while a general-area block's free is pending (pool_vmm.c, pend_hold): where
@@ -605,8 +605,8 @@ static OUT_OF_LINE ga_status_t alloc_pend(ga_pool_t *p, size_t size, size_t roun
     /* The neighbour the area's only free chunk (its bin's only one, and no other bin marked: a
      * first-level bit left stale only sends this to the search) is the common case of a slot at
      * the area's end: the free would leave one free chunk, the best fit. Else the search says. */
-    int only = alone && a->fl_bitmap == 1ull << (nb / GA_SL_COUNT) &&
-               a->sl_bitmap[nb / GA_SL_COUNT] == 1ull << (nb % GA_SL_COUNT);
+    int only = alone && a->fl_bitmap == ga_bit_set(0, nb / GA_SL_COUNT) &&
+               a->sl_bitmap[nb / GA_SL_COUNT] == ga_bit_set(0, nb); /* bts: nb mod 64 */
     if (!only) {
         unsigned bin = 0;
         ga_chunk_t *f = ga_find_fit(a, rounded, &bin);

@@ -81,25 +81,36 @@ static inline __attribute__((always_inline)) int uncover_kept(ga_pool_t *p, cons
     return 1;
 }
 
-/* A held block's granules (free_general; pend_hold): where it is alone in them (its end counts
- * 1, one bitmap word) and they all stay kept (room in the keep, on the kept stack), the kept
- * bytes and their peak as uncover_kept leaves them, its counts and inner bits left as they
- * were (pend_gran) for the allocation that resizes it (vmm_cover.h, cover_resized). 1 when so;
- * 0 with nothing changed. */
-static inline __attribute__((always_inline)) int uncover_held(ga_pool_t *p, ga_vmm_t *v,
-                                                              size_t g0, size_t g1)
+/* free_general's hold in one step where nothing is pending or paused (pend_skip) and nothing
+ * else is to do: a block in the first range, no class size (count_free untracks nothing), alone
+ * in its granules (end counts 1, one word), all to stay kept (uncover_kept's test: room in the
+ * keep, on the kept stack): its figures (count_free's), the hold (pend_hold's) and the kept
+ * bytes and their peak; its counts and bits left (pend_gran) for the resize (vmm_cover.h,
+ * cover_resized). 1 when so; 0 with nothing changed. */
+static inline __attribute__((always_inline)) int free_held(ga_pool_t *p, ga_vmm_t *v,
+                                                           ga_chunk_t *c, size_t *size)
 {
+    size_t len = c->size, off = c->base - v->base0;
+    unsigned sh = v->gshift;
+    size_t g0 = off >> sh, g1 = (off + len - 1) >> sh;
     const uint32_t *refs = v->refs0;
+    if (off >= v->size0 || class_size(v, len) || !one_word(g0, g1) || refs[g0] != 1 ||
+        refs[g1] != 1)
+        return 0;
     ga_stats_t *s = &p->own;
-    if (!one_word(g0, g1) || refs[g0] != 1 || refs[g1] != 1)
+    uint64_t b0 = ga_bit_set(0, (unsigned)g0), b1 = ga_bit_set(0, (unsigned)g1);
+    uint64_t span = (b1 - b0) | b1, kept = s->kept + ((uint64_t)(g1 - g0 + 1) << sh);
+    if (kept > v->keep_now || (v->ranges->stacked[g0 >> 6] & span) != span)
         return 0;
-    uint64_t b0 = 1ull << (g0 & 63), b1 = 1ull << (g1 & 63), span = (b1 - b0) | b1;
-    uint64_t bytes = (uint64_t)(g1 - g0 + 1) << v->gshift;
-    if (s->kept + bytes > v->keep_now || (v->ranges->stacked[g0 >> 6] & span) != span)
-        return 0;
-    s->kept += bytes;
-    if (s->kept > s->peak_kept)
-        s->peak_kept = s->kept;
+    s->kept = kept;
+    if (kept > s->peak_kept)
+        s->peak_kept = kept;
+    s->in_use -= len;
+    if (size)
+        *size = len;
+    v->pend = c;
+    c->u.area = AREA_GENERAL | GA_AREA_PARKED; /* freed to its user (pend_hold) */
+    v->small_cut = 0;
     v->pend_gran = 1;
     return 1;
 }

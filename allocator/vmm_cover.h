@@ -71,26 +71,26 @@ static inline __attribute__((always_inline)) int cover_resized(ga_pool_t *p, ga_
     unsigned sh = v->gshift;
     size_t g0 = off >> sh, go = (off + old - 1) >> sh, g1 = (off + rounded - 1) >> sh;
     uint32_t *refs = v->refs0;
-    /* the end bits by bts (ga_bit_set, the index mod 64): no shift count moved to cl for each */
+    /* the end bits by bts (gran_bit): no shift count moved to cl for each */
     if (g1 <= go) { /* its end back inside the old span: the granules past it left unused */
         v->pend_gran = 0;
         refs[go] = 0;
         refs[g1] = 1;
         /* g1 .. go - 1 (g0's bit, an end's, is clear) */
-        v->ranges->inner[g0 >> 6] &= ~(ga_bit_set(0, (unsigned)go) - ga_bit_set(0, (unsigned)g1));
+        v->ranges->inner[g0 >> 6] &= ~(gran_bit(go) - gran_bit(g1));
         p->own.kept -= (uint64_t)(g1 - g0 + 1) << sh;
         return 1;
     }
     /* Past its old end, granules go + 1 .. g1 taken, all mapped (g1 mapped if used, as any
      * granule a live block uses: the test is cover_kept's), in the same word. */
-    uint64_t run = ga_bit_set(0, (unsigned)g1) - ga_bit_set(0, (unsigned)go); /* go .. g1 - 1 */
+    uint64_t run = gran_bit(g1) - gran_bit(go); /* go .. g1 - 1 */
     if (one_word(g0, g1) && (v->ranges->mapped[g0 >> 6] & run << 1) == run << 1) {
         uint32_t r1 = refs[g1];
         v->pend_gran = 0;
         refs[go] = 0;
         refs[g0] = 1;
         refs[g1] = r1 + 1;
-        v->ranges->inner[g0 >> 6] |= run & ~ga_bit_set(0, (unsigned)g0); /* not g0's */
+        v->ranges->inner[g0 >> 6] |= run & ~gran_bit(g0); /* not g0's */
         p->own.kept -= (uint64_t)(g1 - g0 + !r1) << sh;
         return 1;
     }

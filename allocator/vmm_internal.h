@@ -313,6 +313,19 @@ static inline uint64_t span_mask(size_t lo, size_t hi)
  * subtraction where span_mask and clearing the ends took eight. */
 static inline uint64_t inner_mask(uint64_t b0, uint64_t b1) { return b1 - (b0 << 1); }
 
+/* Granule g's bit in its word, by one bts on the whole index (which takes it mod 64): no shift
+ * count moved to cl, nor the index narrowed first, as ga_bit_set's unsigned would. */
+static inline uint64_t gran_bit(size_t g)
+{
+#if defined(__x86_64__)
+    uint64_t w = 0;
+    __asm__("btsq %1, %0" : "+r"(w) : "r"((uint64_t)g) : "cc");
+    return w;
+#else
+    return 1ull << (g & 63);
+#endif
+}
+
 /* The same for the n granules from g (n >= 1), as a granule multiple knows them (its count by
  * one shift): whether they lie in one word, and then their mask, n low bits shifted once. */
 static inline int run_one_word(size_t g, size_t n) { return (g & 63) + n <= 64; }

@@ -98,8 +98,8 @@ static inline __attribute__((always_inline)) int free_held(ga_pool_t *p, ga_vmm_
         refs[g1] != 1)
         return 0;
     ga_stats_t *s = &p->own;
-    uint64_t b0 = ga_bit_set(0, (unsigned)g0), b1 = ga_bit_set(0, (unsigned)g1);
-    uint64_t span = (b1 - b0) | b1, kept = s->kept + ((uint64_t)(g1 - g0 + 1) << sh);
+    uint64_t b1 = gran_bit(g1), span = b1 + b1 - gran_bit(g0); /* g0 .. g1 (b1 + b1: 0 at 63) */
+    uint64_t kept = s->kept + ((uint64_t)(g1 - g0 + 1) << sh);
     if (kept > v->keep_now || (v->ranges->stacked[g0 >> 6] & span) != span)
         return 0;
     s->kept = kept;

@@ -187,6 +187,32 @@ START_TEST(vmm_pending_grown_into_a_used_granule)
 }
 END_TEST
 
+/* A held block alone in its granules, all on the kept stack (an earlier block's, given back,
+ * lay there), freed when the keep has no room for them all (a parked block of the aligned area
+ * holds it): some are given back at the free, as the reference gives them back, none held. */
+START_TEST(vmm_pending_held_past_the_keep)
+{
+    static const size_t other[] = {6 * MIB, 8 * MIB, 12 * MIB};
+    for (size_t o = 0; o < sizeof other / sizeof other[0]; o++) {
+        twin_t t;
+        twin_open(&t, 0, 16 * MIB);
+        uintptr_t slot = 0, big = 0;
+        size_t step = 0;
+        ck_assert_int_eq(twin_alloc(&t, 9 * MIB + 4 * KIB, &slot, step++), GA_OK);
+        ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);                /* parked */
+        ck_assert_int_eq(twin_alloc(&t, 4 * KIB, &slot, step++), GA_OK);     /* given back */
+        ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);                /* held */
+        ck_assert_int_eq(twin_alloc(&t, 9 * MIB + 4 * KIB, &slot, step++), GA_OK); /* resized */
+        ck_assert_int_eq(twin_alloc(&t, other[o], &big, step++), GA_OK);
+        ck_assert_int_eq(twin_free(&t, big, step++), GA_OK);                 /* parked */
+        ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);                /* past the keep */
+        ck_assert_int_eq(twin_alloc(&t, 7 * MIB + 4 * KIB, &slot, step++), GA_OK);
+        ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);
+        twin_close(&t);
+    }
+}
+END_TEST
+
 /* A seeded mix of sizes (small, large, granule multiples, class sizes) over 24 slots, frees and
  * allocations interleaved, under each keep, with no cap and under a 48 MiB one (refusals
  * included: the two must refuse alike). */
@@ -338,6 +364,7 @@ Suite *vmm_pending_suite(void)
     tcase_add_test(tc, vmm_pending_sizes_taking_turns);
     tcase_add_test(tc, vmm_pending_tail_across_a_power_of_two);
     tcase_add_test(tc, vmm_pending_grown_into_a_used_granule);
+    tcase_add_test(tc, vmm_pending_held_past_the_keep);
     tcase_add_test(tc, vmm_pending_seeded_mix);
     tcase_add_test(tc, vmm_pending_block_is_freed);
     tcase_add_test(tc, vmm_pending_keep0_unmaps_at_the_free);

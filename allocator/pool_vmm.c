@@ -376,6 +376,8 @@ static inline __attribute__((always_inline)) void pend_hold(ga_vmm_t *v, ga_chun
 void ga_vmm_pend_finish(ga_vmm_t *v)
 {
     ga_chunk_t *c = v->pend;
+    if (v->pend_gran) /* its granules' counts and bits as its free would have left them */
+        pend_gran_undo(v, c->base - v->base0, c->size);
     size_t i = ga_live_home(&v->ltab, c->base);
     while (v->ltab.slots[i].chunk != c)
         i = (i + 1) & v->ltab.mask;
@@ -536,7 +538,8 @@ static OUT_OF_LINE ga_status_t free_small_leave(ga_pool_t *p, ga_chunk_t *c, siz
  * case (the block's last user of them, the keep with room) inline (a call for it cost 40
  * instructions a pair on two sizes of 7 and 9 MiB taking turns, scripts/bench-patterns-instr.sh
  * alt2-large). */
-static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
+static OUT_OF_LINE ga_status_t free_general_body(ga_pool_t *p, ga_chunk_t *c, size_t i,
+                                                 size_t *size)
 {
     ga_vmm_t *v = p->vmm;
     uintptr_t ptr = c->base;
@@ -544,18 +547,29 @@ static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t 
     /* The figures first (the granule paths read none of them): `size` is then not kept across
      * the arena's free (alt2-large 577 -> 574 a pair, alt2-mix 542 -> 541, step 465 -> 464). */
     count_free(p, v, NULL, len, size);
+    size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
     if (__builtin_expect(v->pend_skip != 0, 0)) {
         v->pend_skip--;
         ga_free_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, c, i, NULL);
     } else {
         pend_hold(v, c);
     }
-    size_t off = ptr - v->base0, g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
     if (off >= v->size0)
         uncover_far(p, ptr, len);
     else if (!uncover_kept(p, v, v->ranges, g0, g1))
         ga_vmm_uncover_granules(p, v->ranges, g0, g1);
     return GA_OK;
+}
+
+/* Its hold with nothing pending, in a frame of no saved register (free_held; at the pool, vmm:
+ * alt2-large 400 -> 385 a pair, alt2-mix 401 -> 393); else free_general_body, whose holds
+ * make the granules' stores (in a burst the next free finished them: step 476 -> 472). */
+static OUT_OF_LINE ga_status_t free_general(ga_pool_t *p, ga_chunk_t *c, size_t i, size_t *size)
+{
+    ga_vmm_t *v = p->vmm;
+    if (!(v->pend_skip | (uintptr_t)v->pend) && free_held(p, v, c, size))
+        return GA_OK;
+    return free_general_body(p, c, i, size);
 }
 
 static inline __attribute__((always_inline)) void park(ga_pool_t *p, ga_vmm_t *v, ga_vpark_t *k,

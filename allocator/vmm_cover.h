@@ -57,6 +57,47 @@ static inline __attribute__((always_inline)) int cover_kept(ga_pool_t *p, const 
     return 1;
 }
 
+/* The pending block at offset off of the first range, resized from old to rounded bytes in
+ * place (vmm_alloc.c, alloc_pend), while its free left its counts and inner bits as they were
+ * (pend_gran: alone in granules g0..g1o, all kept now): its granules taken as cover_kept would
+ * take them after the free's stores, in one step on what the new span changes. Within the old
+ * span nothing is mapped or looked at (every granule mapped: only a call that finishes the hold
+ * gives kept granules back); past it the new granules must be mapped and in the same word. 1
+ * when done; 0 with the free's stores made (pend_gran_undo) and nothing else changed. */
+static inline __attribute__((always_inline)) int cover_resized(ga_pool_t *p, ga_vmm_t *v,
+                                                               size_t off, size_t old,
+                                                               size_t rounded)
+{
+    unsigned sh = v->gshift;
+    size_t g0 = off >> sh, go = (off + old - 1) >> sh, g1 = (off + rounded - 1) >> sh;
+    uint32_t *refs = v->refs0;
+    /* the end bits by bts (gran_bit): no shift count moved to cl for each */
+    if (g1 <= go) { /* its end back inside the old span: the granules past it left unused */
+        v->pend_gran = 0;
+        refs[go] = 0;
+        refs[g1] = 1;
+        /* g1 .. go - 1 (g0's bit, an end's, is clear) */
+        v->ranges->inner[g0 >> 6] &= ~(gran_bit(go) - gran_bit(g1));
+        p->own.kept -= (uint64_t)(g1 - g0 + 1) << sh;
+        return 1;
+    }
+    /* Past its old end, granules go + 1 .. g1 taken, all mapped (g1 mapped if used, as any
+     * granule a live block uses: the test is cover_kept's), in the same word. */
+    uint64_t run = gran_bit(g1) - gran_bit(go); /* go .. g1 - 1 */
+    if (one_word(g0, g1) && (v->ranges->mapped[g0 >> 6] & run << 1) == run << 1) {
+        uint32_t r1 = refs[g1];
+        v->pend_gran = 0;
+        refs[go] = 0;
+        refs[g0] = 1;
+        refs[g1] = r1 + 1;
+        v->ranges->inner[g0 >> 6] |= run & ~gran_bit(g0); /* not g0's */
+        p->own.kept -= (uint64_t)(g1 - g0 + !r1) << sh;
+        return 1;
+    }
+    pend_gran_undo(v, off, old);
+    return 0;
+}
+
 /* One live block more on the granules of [a, a + len). Most blocks lie inside one granule that
  * a live block already uses: one count more, nothing to map, the limit not concerned. */
 static inline __attribute__((always_inline)) int cover(ga_pool_t *p, uintptr_t a, size_t len)

@@ -166,6 +166,14 @@ struct ga_vmm {
      * those less the live blocks (2 instructions a pair fewer, scripts/bench-shim-instr.sh vmm). */
     uint64_t allocs, undone;
     int parent_dirty;  /* the parent lent or took back a region since `parent` was read */
+    /* The pending block (pend, below) was alone in its granules (their end counts 1) and they
+     * became kept at its free: its counts and inner bits were left as they were (pend_gran_undo
+     * sets them as the free would have), so that the allocation that resizes it changes only
+     * what its new span changes (vmm_cover.h, cover_resized). No other block's free reads those
+     * granules' counts or bits, and every allocation meets the hold first. Here, in the hole
+     * after parent_dirty: placed by pend, it moved the parking table to a 512-byte boundary,
+     * and each park entry's address took two instructions more (one-4k, one-1m +4 a pair). */
+    int pend_gran;
     ga_stats_t parent;
     /* Parked blocks: their count and requested bytes (the areas count them live: ga_vmm_stats
      * takes them off), and the allocations served from them (which no area counts). park_min:
@@ -315,6 +323,19 @@ static inline uint64_t span_mask(size_t lo, size_t hi)
  * and b1 = 1 << (hi & 63): b1 - 2 b0 is the bits lo + 1 .. hi - 1 (none when hi is lo + 1), one
  * subtraction where span_mask and clearing the ends took eight. */
 static inline uint64_t inner_mask(uint64_t b0, uint64_t b1) { return b1 - (b0 << 1); }
+
+/* Granule g's bit in its word, by one bts on the whole index (which takes it mod 64): no shift
+ * count moved to cl, nor the index narrowed first, as ga_bit_set's unsigned would. */
+static inline uint64_t gran_bit(size_t g)
+{
+#if defined(__x86_64__)
+    uint64_t w = 0;
+    __asm__("btsq %1, %0" : "+r"(w) : "r"((uint64_t)g) : "cc");
+    return w;
+#else
+    return 1ull << (g & 63);
+#endif
+}
 
 /* The same for the n granules from g (n >= 1), as a granule multiple knows them (its count by
  * one shift): whether they lie in one word, and then their mask, n low bits shifted once. */
@@ -514,6 +535,19 @@ static inline ga_varea_t *area_ready(ga_vmm_t *v, uint16_t id)
  * granules and figures went at the free). Every entry point that reads an area calls pend_done
  * first. */
 void ga_vmm_pend_finish(ga_vmm_t *v);
+
+/* The pending free's stores on its granules, put off (pend_gran): the block of len bytes at
+ * offset off of the first range leaves its end counts (1, its own) and its inner bits. */
+static inline void pend_gran_undo(ga_vmm_t *v, size_t off, size_t len)
+{
+    size_t g0 = off >> v->gshift, g1 = (off + len - 1) >> v->gshift;
+    v->refs0[g0] = 0;
+    v->refs0[g1] = 0;
+    if (g1 != g0)
+        v->ranges->inner[g0 >> 6] &= ~inner_mask(1ull << (g0 & 63), 1ull << (g1 & 63));
+    v->pend_gran = 0;
+}
+
 static inline void pend_done(ga_vmm_t *v)
 {
     if (__builtin_expect(v->pend != NULL, 0))

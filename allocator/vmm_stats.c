@@ -235,6 +235,12 @@ int ga_vmm_check(const ga_pool_t *p, char *report, size_t len)
         requested += a.in_use_requested, live += a.live, total_free += a.total_free;
         largest = a.largest_free > largest ? a.largest_free : largest;
     }
+    if (!bad && (v->pend || v->pend_gran)) { /* finished above, its granules' stores too */
+        bad++;
+        if (report && len)
+            snprintf(report, len, "vmm pool: a pending free left (granules put off: %d)",
+                     v->pend_gran);
+    }
     if (!bad && live != v->ltab.count) { /* the shared table holds each area's live blocks */
         bad++;
         if (report && len)

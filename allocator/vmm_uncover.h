@@ -81,6 +81,40 @@ static inline __attribute__((always_inline)) int uncover_kept(ga_pool_t *p, cons
     return 1;
 }
 
+/* free_general's hold in one step where nothing is pending or paused (pend_skip) and nothing
+ * else is to do: a block in the first range, no class size (count_free untracks nothing), alone
+ * in its granules (end counts 1, one word), all to stay kept (uncover_kept's test: room in the
+ * keep, on the kept stack): its figures (count_free's), the hold (pend_hold's) and the kept
+ * bytes and their peak; its counts and bits left (pend_gran) for the resize (vmm_cover.h,
+ * cover_resized). 1 when so; 0 with nothing changed. */
+static inline __attribute__((always_inline)) int free_held(ga_pool_t *p, ga_vmm_t *v,
+                                                           ga_chunk_t *c, size_t *size)
+{
+    size_t len = c->size, off = c->base - v->base0;
+    unsigned sh = v->gshift;
+    size_t g0 = off >> sh, g1 = (off + len - 1) >> sh;
+    const uint32_t *refs = v->refs0;
+    if (off >= v->size0 || class_size(v, len) || !one_word(g0, g1) || refs[g0] != 1 ||
+        refs[g1] != 1)
+        return 0;
+    ga_stats_t *s = &p->own;
+    uint64_t b1 = gran_bit(g1), span = b1 + b1 - gran_bit(g0); /* g0 .. g1 (b1 + b1: 0 at 63) */
+    uint64_t kept = s->kept + ((uint64_t)(g1 - g0 + 1) << sh);
+    if (kept > v->keep_now || (v->ranges->stacked[g0 >> 6] & span) != span)
+        return 0;
+    s->kept = kept;
+    if (kept > s->peak_kept)
+        s->peak_kept = kept;
+    s->in_use -= len;
+    if (size)
+        *size = len;
+    v->pend = c;
+    c->u.area = AREA_GENERAL | GA_AREA_PARKED; /* freed to its user (pend_hold) */
+    v->small_cut = 0;
+    v->pend_gran = 1;
+    return 1;
+}
+
 /* One live block fewer on the granules of the block of len bytes at offset off in r. In the
  * common case, inside one granule that another block still uses, there is nothing to give back. */
 static inline __attribute__((always_inline)) void uncover(ga_pool_t *p, const ga_vmm_t *v,

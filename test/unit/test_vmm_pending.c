@@ -94,27 +94,37 @@ static void twin_close(twin_t *t)
 static const size_t keeps[] = {0, 4 * MIB, 8 * MIB, 16 * MIB, 64 * MIB};
 #define NKEEPS (sizeof keeps / sizeof keeps[0])
 
-/* Sizes taking turns in one slot, with or without live blocks before and after it. */
+static void turns_after(const size_t *sizes, size_t n, size_t keep, int around, size_t first);
+
 static void turns(const size_t *sizes, size_t n, size_t keep, int around)
+{
+    turns_after(sizes, n, keep, around, 64 * KIB);
+}
+
+/* Sizes taking turns in one slot, with live blocks before and after it (around 1: the first of
+ * `first` bytes), before it only (around 2), or none (0). */
+static void turns_after(const size_t *sizes, size_t n, size_t keep, int around, size_t first)
 {
     twin_t t;
     twin_open(&t, 0, keep);
     uintptr_t before = 0, slot = 0, after = 0, late = 0;
     size_t step = 0;
     if (around)
-        ck_assert_int_eq(twin_alloc(&t, 64 * KIB, &before, step++), GA_OK);
+        ck_assert_int_eq(twin_alloc(&t, first, &before, step++), GA_OK);
     ck_assert_int_eq(twin_alloc(&t, sizes[0], &slot, step++), GA_OK);
-    if (around)
+    if (around == 1) /* 2: a block before the slot only */
         ck_assert_int_eq(twin_alloc(&t, 24 * KIB, &after, step++), GA_OK);
     for (size_t r = 1; r < 300; r++) {
         ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);
         ck_assert_int_eq(twin_alloc(&t, sizes[r % n], &slot, step++), GA_OK);
-        if (r == 150 && around) /* a block placed after the slot midway */
+        POOL_HEALTHY(t.a); /* the resize's bins and marks (no hold left to finish) */
+        if (r == 150 && around == 1) /* a block placed after the slot midway */
             ck_assert_int_eq(twin_alloc(&t, 3 * KIB, &late, step++), GA_OK);
     }
     ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);
-    if (around) {
+    if (around)
         ck_assert_int_eq(twin_free(&t, before, step++), GA_OK);
+    if (around == 1) {
         ck_assert_int_eq(twin_free(&t, after, step++), GA_OK);
         ck_assert_int_eq(twin_free(&t, late, step++), GA_OK);
     }
@@ -137,6 +147,69 @@ START_TEST(vmm_pending_sizes_taking_turns)
         for (size_t k = 0; k < NKEEPS; k++)
             for (int around = 0; around < 2; around++)
                 turns(sets[s], set_len[s], keeps[k], around);
+}
+END_TEST
+
+/* The area's tail free chunk after the slot, its only free chunk, moved between bins whose marks
+ * lie in two words (its size either side of 32 MiB in the area's 64 MiB region, with a third size
+ * of 40 MiB): the resize's stores of both words (vmm_alloc.c, bin_move_only). */
+START_TEST(vmm_pending_tail_across_a_power_of_two)
+{
+    static const size_t set_40[] = {7 * MIB + 4 * KIB, 9 * MIB + 4 * KIB, 40 * MIB + 4 * KIB};
+    for (size_t k = 0; k < NKEEPS; k++)
+        for (int around = 0; around < 3; around++)
+            turns(set_40, 3, keeps[k], around);
+}
+END_TEST
+
+/* A slot freed and taken at 7 MiB + 4 KiB and 9 MiB + 4 KiB by turns, first allocated at 9 MiB +
+ * 8 KiB with a block of 24 KiB placed after it: the free chunk after the slot is then not the
+ * area's only one (the search decides), and the grown block's last granule is the one the block
+ * after it starts in (its count 1 already: not counted as taken from the kept ones). */
+START_TEST(vmm_pending_grown_into_a_used_granule)
+{
+    for (size_t k = 0; k < NKEEPS; k++) {
+        twin_t t;
+        twin_open(&t, 0, keeps[k]);
+        uintptr_t slot = 0, after = 0;
+        size_t step = 0;
+        ck_assert_int_eq(twin_alloc(&t, 9 * MIB + 8 * KIB, &slot, step++), GA_OK);
+        ck_assert_int_eq(twin_alloc(&t, 24 * KIB, &after, step++), GA_OK);
+        for (size_t r = 0; r < 200; r++) {
+            ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);
+            ck_assert_int_eq(twin_alloc(&t, set_large[r % 2], &slot, step++), GA_OK);
+            POOL_HEALTHY(t.a);
+        }
+        ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);
+        ck_assert_int_eq(twin_free(&t, after, step++), GA_OK);
+        twin_close(&t);
+    }
+}
+END_TEST
+
+/* A held block alone in its granules, all on the kept stack (an earlier block's, given back,
+ * lay there), freed when the keep has no room for them all (a parked block of the aligned area
+ * holds it): some are given back at the free, as the reference gives them back, none held. */
+START_TEST(vmm_pending_held_past_the_keep)
+{
+    static const size_t other[] = {6 * MIB, 8 * MIB, 12 * MIB};
+    for (size_t o = 0; o < sizeof other / sizeof other[0]; o++) {
+        twin_t t;
+        twin_open(&t, 0, 16 * MIB);
+        uintptr_t slot = 0, big = 0;
+        size_t step = 0;
+        ck_assert_int_eq(twin_alloc(&t, 9 * MIB + 4 * KIB, &slot, step++), GA_OK);
+        ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);                /* parked */
+        ck_assert_int_eq(twin_alloc(&t, 4 * KIB, &slot, step++), GA_OK);     /* given back */
+        ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);                /* held */
+        ck_assert_int_eq(twin_alloc(&t, 9 * MIB + 4 * KIB, &slot, step++), GA_OK); /* resized */
+        ck_assert_int_eq(twin_alloc(&t, other[o], &big, step++), GA_OK);
+        ck_assert_int_eq(twin_free(&t, big, step++), GA_OK);                 /* parked */
+        ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);                /* past the keep */
+        ck_assert_int_eq(twin_alloc(&t, 7 * MIB + 4 * KIB, &slot, step++), GA_OK);
+        ck_assert_int_eq(twin_free(&t, slot, step++), GA_OK);
+        twin_close(&t);
+    }
 }
 END_TEST
 
@@ -328,6 +401,9 @@ Suite *vmm_pending_suite(void)
     TCase *tc = tcase_create("against_reference");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, vmm_pending_sizes_taking_turns);
+    tcase_add_test(tc, vmm_pending_tail_across_a_power_of_two);
+    tcase_add_test(tc, vmm_pending_grown_into_a_used_granule);
+    tcase_add_test(tc, vmm_pending_held_past_the_keep);
     tcase_add_test(tc, vmm_pending_seeded_mix);
     tcase_add_test(tc, vmm_pending_same_size_holes);
     tcase_add_test(tc, vmm_pending_block_is_freed);

@@ -442,6 +442,24 @@ static inline void ga_bin_remove(ga_arena_t *a, ga_chunk_t *c)
     ga_bin_remove_at(a, c, ga_bin_of(c->size));
 }
 
+/* Free chunk n, the arena's only one (alone in bin nb, the only bin marked, no stale first-level
+ * bit), moved to empty bin nb2 by stores: what ga_bin_remove_at and ga_bin_insert leave (but a
+ * first-level bit they would leave stale), without their tests and read-modify-writes (two
+ * sizes taking turns at an area's end move its tail between bins at about every allocation:
+ * alt2-large, alt2-mix; vmm_alloc.c's alloc_pend). */
+static inline void ga_bin_move_only(ga_arena_t *a, ga_chunk_t *n, unsigned nb, unsigned nb2)
+{
+    ga_tree_t *from = &a->bins[nb].t, *to = &a->bins[nb2].t;
+    from->root = NULL;
+    from->min = NULL;
+    n->u.bin_node.parent_color = 1; /* a black root, childless already */
+    to->root = &n->u.bin_node;
+    to->min = n;
+    a->sl_bitmap[nb / GA_SL_COUNT] = 0;
+    a->sl_bitmap[nb2 / GA_SL_COUNT] = ga_bit_set(0, nb2); /* bts: nb2 mod 64, no shift count */
+    a->fl_bitmap = ga_bit_set(0, nb2 / GA_SL_COUNT);
+}
+
 /* Takes an item from the pool: one given back if any, else the newest block's next item, else
  * the first item of a new block; NULL if host memory is exhausted. The caller sets every field it
  * uses (an item from the free list holds stale ones). Inline: a split takes one on most

@@ -349,26 +349,7 @@ static inline __attribute__((always_inline)) ga_status_t free_in(ga_pool_t *p, g
 
 /* The pending free ---------------------------------------------------------------------------- */
 
-/* A general-area block freed on a fast path (free_general, free_small: not parked) is freed at
- * once to its user, its figures and its granules (so that an unmap under GPUARENA_VMM_KEEP=0 or
- * past the keep happens at the free, as the driver's counters show), but its arena free is put
- * off: an allocation that the free and its best fit would place at the block's base takes the
- * block with its size changed in place (vmm_alloc.c, alloc_pend), the figures of a free and an
- * allocation, and neither the free's merge and binning nor the best fit's unbinning and split is
- * done; any other call that reads the area or its figures finishes the free first (pend_done).
- * Two sizes taking turns in one slot, at the pool, vmm: 4/8 KiB 487 -> 342 instructions a pair,
- * 7/9 MiB + 4 KiB 571 -> 462, 4 KiB / 7 MiB + 4 KiB 535 -> 432 (arena 398; through the shim
- * 970 / 1,053 / 1,018 -> 825 / 945 / 915, arena 872; scripts/bench-patterns-instr.sh alt2-small
- * alt2-large alt2-mix). Where the next call is another free or an allocation placed elsewhere
- * the hold costs a call and a check, so a finished hold pauses holding (pend_skip). */
-static inline __attribute__((always_inline)) void pend_hold(ga_vmm_t *v, ga_chunk_t *c)
-{
-    if (__builtin_expect(v->pend != NULL, 0)) /* one at a time: the one before it done */
-        ga_vmm_pend_finish(v);
-    v->pend = c;
-    c->u.area = AREA_GENERAL | GA_AREA_PARKED; /* freed to its user: lookup, live size, free */
-    v->small_cut = 0;
-}
+/* pend_hold, which holds the free: vmm_uncover.h. */
 
 /* The arena's free put off. The live table has moved since the hold when frees of other
  * blocks came between (the hold stays while they free nothing of the area that it needs: the

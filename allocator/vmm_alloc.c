@@ -597,24 +597,6 @@ static OUT_OF_LINE ga_status_t alloc_parked(ga_pool_t *p, size_t size, size_t ro
     return alloc_parked_at(p, k, c, size, rounded, out);
 }
 
-/* Free chunk n, the arena's only one (alone in bin nb, the only bin marked, no stale first-level
- * bit), moved to empty bin nb2 by stores: what ga_bin_remove_at and ga_bin_insert leave (but a
- * first-level bit they would leave stale), without their tests and read-modify-writes (two
- * sizes taking turns at an area's end move its tail between bins at about every allocation:
- * alt2-large, alt2-mix). */
-static inline void bin_move_only(ga_arena_t *a, ga_chunk_t *n, unsigned nb, unsigned nb2)
-{
-    ga_tree_t *from = &a->bins[nb].t, *to = &a->bins[nb2].t;
-    from->root = NULL;
-    from->min = NULL;
-    n->u.bin_node.parent_color = 1; /* a black root, childless already */
-    to->root = &n->u.bin_node;
-    to->min = n;
-    a->sl_bitmap[nb / GA_SL_COUNT] = 0;
-    a->sl_bitmap[nb2 / GA_SL_COUNT] = ga_bit_set(0, nb2); /* bts: nb2 mod 64, no shift count */
-    a->fl_bitmap = ga_bit_set(0, nb2 / GA_SL_COUNT);
-}
-
 /* An allocation while a general-area block's free is pending (pool_vmm.c, pend_hold): where
  * the free and a best fit would place it at that block's base, the block takes it with its size
  * changed in place; else the free is finished and the allocation made as usual. The place is
@@ -647,15 +629,15 @@ static OUT_OF_LINE ga_status_t alloc_pend(ga_pool_t *p, size_t size, size_t roun
     int alone = nfree && a->bins[nb].t.root == nd && !nd->left && !nd->right;
     /* The neighbour the area's only free chunk (its bin's only one, and no other bin marked: a
      * first-level bit left stale only sends this to the search) is the common case of a slot at
-     * the area's end: the free would leave one free chunk, the best fit. Else the search says. */
-    /* With no free neighbour (the block of exactly the size), a free chunk that fits as tightly
+     * the area's end: the free would leave one free chunk, the best fit. Else the search says.
+     * With no free neighbour (the block of exactly the size), a free chunk that fits as tightly
      * is of that very size, in the size's own bin (the second-level bits are exact): that bin
      * empty, every fit is larger and the block is the best fit, with no search (16 blocks of
      * 1 MiB - 512 B freed and allocated again in turn, under-16 at the pool: 324 -> 282 a pair,
      * arena 271; scripts/bench-patterns-instr.sh). */
     int only = alone && a->fl_bitmap == ga_bit_set(0, nb / GA_SL_COUNT) &&
                a->sl_bitmap[nb / GA_SL_COUNT] == ga_bit_set(0, nb); /* bts: nb mod 64 */
-    if (nfree ? !only : ga_bin_marked(a, ga_bin_of(rounded))) {
+    if (!only && (nfree || ga_bin_marked(a, ga_bin_of(rounded)))) { /* only: nfree */
         unsigned bin = 0;
         ga_chunk_t *f = ga_find_fit(a, rounded, &bin);
         if (f == n && nfree) {
@@ -672,7 +654,7 @@ static OUT_OF_LINE ga_status_t alloc_pend(ga_pool_t *p, size_t size, size_t roun
             n->base = c->base + rounded; /* alone in its bin, which stays its: no new order */
             n->size = rest;
             if (nb2 != nb) /* the area's only free chunk: its bin's and the marks' words set */
-                bin_move_only(a, n, nb, nb2);
+                ga_bin_move_only(a, n, nb, nb2);
         } else {
             ga_bin_remove_at(a, n, nb);
             n->base = c->base + rounded;

@@ -254,15 +254,12 @@ GA_HOT ga_status_t ga_free_body(ga_arena_t *a, ga_livetab_t *t, int shared, uint
     return GA_OK;
 }
 
-/* ga_alloc (ga_arena.h) for a non-NULL arena and out-parameter: the short path (arena.c says
- * why), the same placement as ga_alloc_body. The vmm pool's small blocks take it too, inline: 9
- * instructions fewer a pair than the body (scripts/bench-shim-instr.sh vmm). */
-GA_HOT ga_status_t ga_alloc_short_in(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
-                                     size_t size, uintptr_t *out)
+/* ga_alloc_short_in below from best fit c (its bin), found by the caller for `rounded`,
+ * ga_round_up(size), with the arena unchanged since (NULL: none, or a size that cannot be). */
+GA_HOT ga_status_t ga_alloc_short_at(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
+                                     ga_chunk_t *c, unsigned bin, size_t size, size_t rounded,
+                                     uintptr_t *out)
 {
-    size_t rounded = ga_round_up(size);
-    unsigned bin;
-    ga_chunk_t *c = rounded ? ga_find_fit(a, rounded, &bin) : NULL;
     if (!c)
         goto full; /* growth, or a size that cannot be: the full path */
     if (t->count >= t->limit)
@@ -298,6 +295,18 @@ GA_HOT ga_status_t ga_alloc_short_in(ga_arena_t *a, ga_livetab_t *t, int shared,
     return GA_OK;
 full:
     return ga_alloc_full(a, size, out); /* on the arena's `lt` */
+}
+
+/* ga_alloc (ga_arena.h) for a non-NULL arena and out-parameter: the short path (arena.c says
+ * why), the same placement as ga_alloc_body. The vmm pool's small blocks take it too, inline: 9
+ * instructions fewer a pair than the body (scripts/bench-shim-instr.sh vmm). */
+GA_HOT ga_status_t ga_alloc_short_in(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
+                                     size_t size, uintptr_t *out)
+{
+    size_t rounded = ga_round_up(size);
+    unsigned bin;
+    ga_chunk_t *c = rounded ? ga_find_fit(a, rounded, &bin) : NULL;
+    return ga_alloc_short_at(a, t, shared, area, c, bin, size, rounded, out);
 }
 
 GA_HOT ga_status_t ga_alloc_short(ga_arena_t *a, size_t size, uintptr_t *out)

@@ -375,15 +375,16 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
  * when it lands in the first range inside one granule another live block uses, nothing is
  * mapped. The general area is always reread for statistics (refresh_seen), so nothing is marked
  * here either. A block that maps or reuses a granule takes alloc_cover. */
-static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t *out)
+static inline __attribute__((always_inline)) ga_status_t
+alloc_small_at(ga_pool_t *p, size_t size, size_t rounded, ga_chunk_t *c, unsigned bin,
+               uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    size_t rounded = ga_round_up(size); /* 1 <= size <= small_lim: no overflow; the arena's own */
     v->small_prev = v->small_last;
     v->small_last = rounded;
     uintptr_t a; /* set on GA_OK, the only answer it is read after (no store of 0: 1 a pair) */
-    ga_status_t st = ga_alloc_short_in(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
-                                       size, &a); /* ga_alloc, inlined */
+    ga_status_t st = ga_alloc_short_at(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
+                                       c, bin, size, rounded, &a); /* ga_alloc, inlined */
     if (st != GA_OK) {
         p->own.failed_allocs++;
         return st == GA_ENOHOST ? st : GA_ENOMEM;
@@ -412,6 +413,21 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
     count_alloc(p, rounded);
     *out = a;
     return GA_OK;
+}
+static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t *out)
+{
+    size_t rounded = ga_round_up(size); /* 1 <= size <= small_lim: no overflow; the arena's own */
+    unsigned bin;
+    ga_chunk_t *c = ga_find_fit(p->vmm->area[AREA_GENERAL].arena, rounded, &bin);
+    return alloc_small_at(p, size, rounded, c, bin, out);
+}
+
+/* alloc_small at best fit c (its bin) that gen_fit_stands found, the area unchanged since: found
+ * once, not twice (bench-patterns' step, its 4 small allocations a round). */
+static OUT_OF_LINE ga_status_t alloc_small_fit(ga_pool_t *p, size_t size, ga_chunk_t *c,
+                                               unsigned bin, uintptr_t *out)
+{
+    return alloc_small_at(p, size, ga_round_up(size), c, bin, out);
 }
 
 /* The path of an allocation from half a granule up (rounded: its size rounded, maybe 0). */
@@ -465,15 +481,16 @@ static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t
  * step freed in reverse (bench-patterns' step) frees its small buffers last, between its larger
  * ones parked and the rest of the area: its first small allocation gave them all back, and the
  * gwaste that followed kept the area from parking again. */
-static int gen_fit_stands(ga_pool_t *p, size_t size, size_t rounded, int remember)
+static int gen_fit_stands(ga_pool_t *p, size_t size, size_t rounded, int remember,
+                          ga_chunk_t **fit, unsigned *fbin)
 {
     ga_vmm_t *v = p->vmm;
     if (!(size - 1 < v->small_lim || (rounded >= v->general_cut && (rounded & v->gmask))))
         return 0; /* another area's, or a size that may have a class */
-    unsigned bin = 0;
-    const ga_chunk_t *f = ga_find_fit(v->area[AREA_GENERAL].arena, rounded, &bin);
+    ga_chunk_t *f = ga_find_fit(v->area[AREA_GENERAL].arena, rounded, fbin);
     if (!f)
         return 0; /* the area would grow */
+    *fit = f; /* the fit the allocation takes when the answer is not 0 */
     /* Held at this start since the last allocation: the remembered answer first, no walk. */
     if (held(v) && f->base == v->gw_start && gen_whole_fits(p, f, rounded, remember))
         return 2;
@@ -497,11 +514,13 @@ static OUT_OF_LINE ga_status_t alloc_gen_parked(ga_pool_t *p, size_t size, size_
                                                 uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    int stands = gen_fit_stands(p, size, rounded, 1);
+    ga_chunk_t *f;
+    unsigned bin;
+    int stands = gen_fit_stands(p, size, rounded, 1, &f, &bin);
     if (stands) {
         if (stands == 2) /* after gen_fit_stands: its memory is read only while held() */
             v->park_at = 0;
-        return size - 1 < v->small_lim ? alloc_small(p, size, out)
+        return size - 1 < v->small_lim ? alloc_small_fit(p, size, f, bin, out)
                                        : alloc_general_alone(p, size, rounded, out);
     }
     ga_vmm_unpark_general(p);
@@ -751,8 +770,10 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
                 return 1;
         }
     }
-    if (v->ngparked && !gen_fit_stands(p, size, rounded, 0)) /* given back first, as alloc_parked
-                                                            * does: the placement is then known */
+    ga_chunk_t *f;
+    unsigned bin;
+    if (v->ngparked && !gen_fit_stands(p, size, rounded, 0, &f, &bin)) /* given back first, as
+                                                       * alloc_parked does: placement then known */
         ga_vmm_unpark_general(p);
     uint16_t id = AREA_GENERAL;
     if (!(rounded & v->gmask)) {

@@ -254,12 +254,15 @@ GA_HOT ga_status_t ga_free_body(ga_arena_t *a, ga_livetab_t *t, int shared, uint
     return GA_OK;
 }
 
-/* ga_alloc_short_in below from best fit c (its bin), found by the caller for `rounded`,
- * ga_round_up(size), with the arena unchanged since (NULL: none, or a size that cannot be). */
-GA_HOT ga_status_t ga_alloc_short_at(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
-                                     ga_chunk_t *c, unsigned bin, size_t size, size_t rounded,
-                                     uintptr_t *out)
+/* ga_alloc (ga_arena.h) for a non-NULL arena and out-parameter: the short path (arena.c says
+ * why), the same placement as ga_alloc_body. The vmm pool's small blocks take it too, inline: 9
+ * instructions fewer a pair than the body (scripts/bench-shim-instr.sh vmm). */
+GA_HOT ga_status_t ga_alloc_short_in(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
+                                     size_t size, uintptr_t *out)
 {
+    size_t rounded = ga_round_up(size);
+    unsigned bin;
+    ga_chunk_t *c = rounded ? ga_find_fit(a, rounded, &bin) : NULL;
     if (!c)
         goto full; /* growth, or a size that cannot be: the full path */
     if (t->count >= t->limit)
@@ -297,16 +300,45 @@ full:
     return ga_alloc_full(a, size, out); /* on the arena's `lt` */
 }
 
-/* ga_alloc (ga_arena.h) for a non-NULL arena and out-parameter: the short path (arena.c says
- * why), the same placement as ga_alloc_body. The vmm pool's small blocks take it too, inline: 9
- * instructions fewer a pair than the body (scripts/bench-shim-instr.sh vmm). */
-GA_HOT ga_status_t ga_alloc_short_in(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
-                                     size_t size, uintptr_t *out)
+/* ga_alloc_short_in from best fit c (its bin) that the caller found for this size, the arena
+ * unchanged since (the vmm pool's small block after its parked-block test). Its own copy, so
+ * that ga_alloc_short_in, arena mode's, stays the code it was. */
+GA_HOT ga_status_t ga_alloc_short_at(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
+                                     ga_chunk_t *c, unsigned bin, size_t size, uintptr_t *out)
 {
     size_t rounded = ga_round_up(size);
-    unsigned bin;
-    ga_chunk_t *c = rounded ? ga_find_fit(a, rounded, &bin) : NULL;
-    return ga_alloc_short_at(a, t, shared, area, c, bin, size, rounded, out);
+    if (t->count >= t->limit)
+        goto full;
+    size_t rest_size = c->size - rounded;
+    ga_run_t *run = ga_chunk_run(c);
+    ga_item_t *it = a->spare;
+    if (rest_size && (run->count >= GA_RUN_MAX || (!it && a->carve == a->carve_end)))
+        goto full;
+    ga_bin_remove_at(a, c, bin);
+    if (rest_size) {
+        if (it)
+            a->spare = it->next_spare;
+        else
+            it = a->carve++;
+        ga_chunk_t *rest = &it->chunk;
+        ga_link_rest(c, rounded, rest_size, rest, run);
+        run->count++;
+        ga_bin_insert(a, rest);
+    }
+    ga_live_insert(t, c);
+    c->u.requested = size;
+    if (shared)
+        c->u.area = area;
+    ga_stats_t *s = &a->stats;
+    s->in_use += rounded;
+    s->in_use_requested += size;
+    if (!shared)
+        s->peak_in_use = s->in_use > s->peak_in_use ? s->in_use : s->peak_in_use;
+    s->allocs++;
+    *out = c->base;
+    return GA_OK;
+full:
+    return ga_alloc_full(a, size, out); /* on the arena's `lt` */
 }
 
 GA_HOT ga_status_t ga_alloc_short(ga_arena_t *a, size_t size, uintptr_t *out)

@@ -300,6 +300,47 @@ full:
     return ga_alloc_full(a, size, out); /* on the arena's `lt` */
 }
 
+/* ga_alloc_short_in from best fit c (its bin) that the caller found for this size, the arena
+ * unchanged since (the vmm pool's small block after its parked-block test). Its own copy, so
+ * that ga_alloc_short_in, arena mode's, stays the code it was. */
+GA_HOT ga_status_t ga_alloc_short_at(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
+                                     ga_chunk_t *c, unsigned bin, size_t size, uintptr_t *out)
+{
+    size_t rounded = ga_round_up(size);
+    if (t->count >= t->limit)
+        goto full;
+    size_t rest_size = c->size - rounded;
+    ga_run_t *run = ga_chunk_run(c);
+    ga_item_t *it = a->spare;
+    if (rest_size && (run->count >= GA_RUN_MAX || (!it && a->carve == a->carve_end)))
+        goto full;
+    ga_bin_remove_at(a, c, bin);
+    if (rest_size) {
+        if (it)
+            a->spare = it->next_spare;
+        else
+            it = a->carve++;
+        ga_chunk_t *rest = &it->chunk;
+        ga_link_rest(c, rounded, rest_size, rest, run);
+        run->count++;
+        ga_bin_insert(a, rest);
+    }
+    ga_live_insert(t, c);
+    c->u.requested = size;
+    if (shared)
+        c->u.area = area;
+    ga_stats_t *s = &a->stats;
+    s->in_use += rounded;
+    s->in_use_requested += size;
+    if (!shared)
+        s->peak_in_use = s->in_use > s->peak_in_use ? s->in_use : s->peak_in_use;
+    s->allocs++;
+    *out = c->base;
+    return GA_OK;
+full:
+    return ga_alloc_full(a, size, out); /* on the arena's `lt` */
+}
+
 GA_HOT ga_status_t ga_alloc_short(ga_arena_t *a, size_t size, uintptr_t *out)
 {
     return ga_alloc_short_in(a, &a->live, 0, 0, size, out);

@@ -374,16 +374,20 @@ static OUT_OF_LINE ga_status_t alloc_aligned(ga_pool_t *p, size_t size, size_t r
  * granule (neither a multiple nor a class) goes to the general area with nothing looked up, and
  * when it lands in the first range inside one granule another live block uses, nothing is
  * mapped. The general area is always reread for statistics (refresh_seen), so nothing is marked
- * here either. A block that maps or reuses a granule takes alloc_cover. */
-static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t *out)
+ * here either. A block that maps or reuses a granule takes alloc_cover. Its best fit is found
+ * here (ga_alloc, inlined), or given (fit, its bin) by alloc_gen_parked. */
+static inline __attribute__((always_inline)) ga_status_t
+alloc_small_at(ga_pool_t *p, size_t size, ga_chunk_t *fit, unsigned fit_bin, uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
     size_t rounded = ga_round_up(size); /* 1 <= size <= small_lim: no overflow; the arena's own */
     v->small_prev = v->small_last;
     v->small_last = rounded;
     uintptr_t a; /* set on GA_OK, the only answer it is read after (no store of 0: 1 a pair) */
-    ga_status_t st = ga_alloc_short_in(v->area[AREA_GENERAL].arena, &v->ltab, 1, AREA_GENERAL,
-                                       size, &a); /* ga_alloc, inlined */
+    ga_arena_t *gen = v->area[AREA_GENERAL].arena;
+    ga_status_t st = fit ? ga_alloc_short_at(gen, &v->ltab, 1, AREA_GENERAL, fit, fit_bin, size,
+                                             &a)
+                         : ga_alloc_short_in(gen, &v->ltab, 1, AREA_GENERAL, size, &a);
     if (st != GA_OK) {
         p->own.failed_allocs++;
         return st == GA_ENOHOST ? st : GA_ENOMEM;
@@ -412,6 +416,10 @@ static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t 
     count_alloc(p, rounded);
     *out = a;
     return GA_OK;
+}
+static OUT_OF_LINE ga_status_t alloc_small(ga_pool_t *p, size_t size, uintptr_t *out)
+{
+    return alloc_small_at(p, size, NULL, 0, out);
 }
 
 /* The path of an allocation from half a granule up (rounded: its size rounded, maybe 0). */
@@ -450,45 +458,6 @@ static inline __attribute__((always_inline)) void unpark(ga_vmm_t *v, ga_vpark_t
     }
 }
 
-/* Whether an allocation of `rounded` bytes that goes to the general area (under half a granule,
- * or 3 granules and more with no multiple) lands where it would with the area's parked blocks
- * given back first: 1 when the area's best fit now is smaller than every parked block, so none of
- * them, freed and merged with its free neighbours, would fit tighter, and no parked block borders
- * it, so it stays as it is. Then they stay parked: a training step's small buffers, allocated
- * while its larger ones wait parked, gave those back every time (examples/ex_train's recorded
- * loop at the pool, nothing mapped: 569 -> 532 instructions a pair, arena 439; scripts/
- * bench-patterns-instr.sh build pool -- trace:FILE). The replays' peaks are unchanged, their maps
- * within 0.3% (decomfl 3,221 -> 3,230), ex_train's 39 the same.
- * 2 when the best fit, its granules all mapped and far from the cap, is where the one chunk the
- * free chunks and parked blocks would make starts (gen_whole_at): the parked blocks stay too,
- * but each one taken back must then lie where that chunk would place it (held(), held_serves). A
- * step freed in reverse (bench-patterns' step) frees its small buffers last, between its larger
- * ones parked and the rest of the area: its first small allocation gave them all back, and the
- * gwaste that followed kept the area from parking again. */
-static int gen_fit_stands(ga_pool_t *p, size_t size, size_t rounded, int remember)
-{
-    ga_vmm_t *v = p->vmm;
-    if (!(size - 1 < v->small_lim || (rounded >= v->general_cut && (rounded & v->gmask))))
-        return 0; /* another area's, or a size that may have a class */
-    unsigned bin = 0;
-    const ga_chunk_t *f = ga_find_fit(v->area[AREA_GENERAL].arena, rounded, &bin);
-    if (!f)
-        return 0; /* the area would grow */
-    /* Held at this start since the last allocation: the remembered answer first, no walk. */
-    if (held(v) && f->base == v->gw_start && gen_whole_fits(p, f, rounded, remember))
-        return 2;
-    for (size_t j = 0; j < v->ngparked; j++) /* at most 64, looked at here, not kept up */
-        if (v->gpark[j]->size <= f->size)
-            goto whole; /* freed, it might fit tighter */
-    const ga_chunk_t *n[2] = {f->prev_phys, f->next_phys};
-    for (int i = 0; i < 2; i++)
-        if (n[i] && !ga_is_free(n[i]) && (n[i]->u.area & GA_AREA_PARKED))
-            goto whole; /* freed, it would merge with the fit */
-    return 1;
-whole:
-    return gen_whole_fits(p, f, rounded, remember) ? 2 : 0;
-}
-
 /* An allocation that no parked block serves while the general area has some: they stay parked
  * where it lands as if they were given back (gen_fit_stands), else they are given back first
  * and it is placed as if they were freed, whatever its size. Out of line: inlined in
@@ -497,11 +466,15 @@ static OUT_OF_LINE ga_status_t alloc_gen_parked(ga_pool_t *p, size_t size, size_
                                                 uintptr_t *out)
 {
     ga_vmm_t *v = p->vmm;
-    int stands = gen_fit_stands(p, size, rounded, 1);
+    ga_chunk_t *f;
+    unsigned bin;
+    int stands = gen_fit_stands_at(p, size, rounded, 1, &f, &bin);
     if (stands) {
         if (stands == 2) /* after gen_fit_stands: its memory is read only while held() */
             v->park_at = 0;
-        return size - 1 < v->small_lim ? alloc_small(p, size, out)
+        /* A small block takes the fit found, not found twice: bench-patterns' step, its 4 small
+         * allocations a round, 434 -> 416 a pair at the pool (423 out of line). */
+        return size - 1 < v->small_lim ? alloc_small_at(p, size, f, bin, out)
                                        : alloc_general_alone(p, size, rounded, out);
     }
     ga_vmm_unpark_general(p);
@@ -757,7 +730,7 @@ int ga_vmm_fits(ga_pool_t *p, size_t size)
                 return 1;
         }
     }
-    if (v->ngparked && !gen_fit_stands(p, size, rounded, 0)) /* given back first, as alloc_parked
+    if (v->ngparked && !gen_fit_stands(p, size, rounded)) /* given back first, as alloc_parked
                                                             * does: the placement is then known */
         ga_vmm_unpark_general(p);
     uint16_t id = AREA_GENERAL;

@@ -1,5 +1,5 @@
 /* gpuarena vmm pool: the general area's parked blocks kept past an allocation they did not
- * serve (vmm_alloc.c's gen_fit_stands, its answer 2): the one-chunk test and its remembered
+ * serve (gen_fit_stands, its answer 2): that test, the one-chunk test and its remembered
  * answer, and the test of a block taken back while they are so kept. A header included by
  * vmm_alloc.c only, after vmm_cover.h, as that one is (so that these inline there as within
  * the file, which they would have taken past 800 lines).
@@ -84,6 +84,57 @@ static inline int held_serves(ga_pool_t *p, const ga_chunk_t *c, size_t rounded,
     if (remember)
         gen_whole_next(v, c->base, rounded, 1);
     return 1;
+}
+
+/* Whether an allocation of `rounded` bytes that goes to the general area (under half a granule,
+ * or 3 granules and more with no multiple) lands where it would with the area's parked blocks
+ * given back first: 1 when the area's best fit now is smaller than every parked block, so none of
+ * them, freed and merged with its free neighbours, would fit tighter, and no parked block borders
+ * it, so it stays as it is. Then they stay parked: a training step's small buffers, allocated
+ * while its larger ones wait parked, gave those back every time (examples/ex_train's recorded
+ * loop at the pool, nothing mapped: 569 -> 532 instructions a pair, arena 439; scripts/
+ * bench-patterns-instr.sh build pool -- trace:FILE). The replays' peaks are unchanged, their maps
+ * within 0.3% (decomfl 3,221 -> 3,230), ex_train's 39 the same.
+ * 2 when the best fit, its granules all mapped and far from the cap, is where the one chunk the
+ * free chunks and parked blocks would make starts (gen_whole_at): the parked blocks stay too,
+ * but each one taken back must then lie where that chunk would place it (held(), held_serves). A
+ * step freed in reverse (bench-patterns' step) frees its small buffers last, between its larger
+ * ones parked and the rest of the area: its first small allocation gave them all back, and the
+ * gwaste that followed kept the area from parking again. */
+static inline __attribute__((always_inline)) int
+gen_fit_stands_at(ga_pool_t *p, size_t size, size_t rounded, int remember, ga_chunk_t **fit,
+                  unsigned *fbin)
+{
+    ga_vmm_t *v = p->vmm;
+    if (!(size - 1 < v->small_lim || (rounded >= v->general_cut && (rounded & v->gmask))))
+        return 0; /* another area's, or a size that may have a class */
+    ga_chunk_t *f = ga_find_fit(v->area[AREA_GENERAL].arena, rounded, fbin);
+    if (!f)
+        return 0; /* the area would grow */
+    *fit = f; /* the fit the allocation takes when the answer is not 0 */
+    /* Held at this start since the last allocation: the remembered answer first, no walk. */
+    if (held(v) && f->base == v->gw_start && gen_whole_fits(p, f, rounded, remember))
+        return 2;
+    for (size_t j = 0; j < v->ngparked; j++) /* at most 64, looked at here, not kept up */
+        if (v->gpark[j]->size <= f->size)
+            goto whole; /* freed, it might fit tighter */
+    const ga_chunk_t *n[2] = {f->prev_phys, f->next_phys};
+    for (int i = 0; i < 2; i++)
+        if (n[i] && !ga_is_free(n[i]) && (n[i]->u.area & GA_AREA_PARKED))
+            goto whole; /* freed, it would merge with the fit */
+    return 1;
+whole:
+    return gen_whole_fits(p, f, rounded, remember) ? 2 : 0;
+}
+
+/* The same for ga_vmm_fits, which needs no fit: its locals' addresses, inlined in the shim's
+ * allocation path, made every mode's allocation save a register (arena through the shim +2
+ * instructions a pair, scripts/bench-patterns-instr.sh build shim). */
+static OUT_OF_LINE int gen_fit_stands(ga_pool_t *p, size_t size, size_t rounded)
+{
+    ga_chunk_t *f;
+    unsigned bin;
+    return gen_fit_stands_at(p, size, rounded, 0, &f, &bin);
 }
 
 #endif

@@ -302,7 +302,9 @@ full:
 
 /* ga_alloc_short_in from best fit c (its bin) that the caller found for this size, the arena
  * unchanged since (the vmm pool's small block after its parked-block test). Its own copy, so
- * that ga_alloc_short_in, arena mode's, stays the code it was. */
+ * that ga_alloc_short_in, arena mode's, stays the code it was: both made from one inline body
+ * (tried after helper-153), arena cost 1 instruction a pair more on every pattern at the pool
+ * (one-4k 401 -> 402, scripts/bench-patterns-instr.sh), vmm the same. */
 GA_HOT ga_status_t ga_alloc_short_at(ga_arena_t *a, ga_livetab_t *t, int shared, size_t area,
                                      ga_chunk_t *c, unsigned bin, size_t size, uintptr_t *out)
 {
